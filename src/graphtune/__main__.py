@@ -1,0 +1,5 @@
+import sys
+
+from graphtune.cli import main
+
+sys.exit(main())

@@ -1,0 +1,118 @@
+"""Configs as plain data: serialise ``triton.Config`` to dicts, parse ``"num_warps=8,BLOCK_N=32"``, hash lists.
+
+A config dict has the meta-parameters under their own names plus the launch options
+``num_warps``, ``num_stages``, ``num_ctas`` and ``maxnreg`` (when set). The identity of a config is its
+dict, never ``str(config)``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Iterable
+
+import triton
+
+from .errors import ConfigError
+
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+
+
+def config_to_dict(config: triton.Config) -> dict[str, Any]:
+    out: dict[str, Any] = dict(sorted(config.kwargs.items()))
+    out["num_warps"] = config.num_warps
+    out["num_stages"] = config.num_stages
+    out["num_ctas"] = config.num_ctas
+    if getattr(config, "maxnreg", None) is not None:
+        out["maxnreg"] = config.maxnreg
+    return out
+
+
+def config_from_dict(data: dict[str, Any]) -> triton.Config:
+    kwargs = {k: v for k, v in data.items() if k not in LAUNCH_OPTIONS}
+    return triton.Config(
+        kwargs,
+        num_warps=int(data.get("num_warps", 4)),
+        num_stages=int(data.get("num_stages", 3)),
+        num_ctas=int(data.get("num_ctas", 1)),
+        maxnreg=data.get("maxnreg"),
+    )
+
+
+def config_label(config: triton.Config | dict[str, Any]) -> str:
+    """Short stable text, e.g. ``BLOCK_N=32,num_warps=4,num_stages=3`` (num_ctas shown only when not 1)."""
+    data = config if isinstance(config, dict) else config_to_dict(config)
+    parts = [f"{k}={v}" for k, v in data.items() if k not in LAUNCH_OPTIONS]
+    parts += [f"num_warps={data.get('num_warps')}", f"num_stages={data.get('num_stages')}"]
+    if data.get("num_ctas", 1) != 1:
+        parts.append(f"num_ctas={data['num_ctas']}")
+    if data.get("maxnreg") is not None:
+        parts.append(f"maxnreg={data['maxnreg']}")
+    return ",".join(parts)
+
+
+def configs_hash(configs: Iterable[triton.Config]) -> str:
+    blob = json.dumps([config_to_dict(c) for c in configs], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def same_config(a: triton.Config, b: triton.Config) -> bool:
+    return config_to_dict(a) == config_to_dict(b)
+
+
+def _parse_value(text: str) -> Any:
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low == "none":
+        return None
+    try:
+        return int(text, 0)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def parse_params(text: str, *, where: str = "config") -> dict[str, Any]:
+    """``"num_warps=8, BLOCK_N=32"`` -> ``{"num_warps": 8, "BLOCK_N": 32}``; malformed text is a ConfigError."""
+    params: dict[str, Any] = {}
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip() or not value.strip():
+            raise ConfigError(f"{where}: {item!r} is not NAME=VALUE (in {text!r})")
+        params[name.strip()] = _parse_value(value.strip())
+    if not params:
+        raise ConfigError(f"{where}: no NAME=VALUE pairs in {text!r}")
+    return params
+
+
+def parse_force_spec(spec: str) -> dict[str, dict[str, Any]]:
+    """``"k1:num_warps=8,BLOCK=32;k2:num_stages=2"`` -> ``{"k1": {...}, "k2": {...}}``."""
+    out: dict[str, dict[str, Any]] = {}
+    for part in spec.split(";"):
+        part = part.strip()
+        if not part:
+            continue
+        name, sep, params = part.partition(":")
+        if not sep or not name.strip():
+            raise ConfigError(f"GRAPHTUNE_FORCE: {part!r} is not 'kernel_name:NAME=VALUE,...' (in {spec!r})")
+        out[name.strip()] = parse_params(params, where=f"GRAPHTUNE_FORCE for kernel {name.strip()!r}")
+    return out
+
+
+def config_with(base: triton.Config, params: dict[str, Any], *, allowed_meta: Iterable[str], where: str) -> triton.Config:
+    """A copy of ``base`` with ``params`` applied; a name that is neither a meta-parameter nor a launch option
+    is a ConfigError listing the names that exist."""
+    allowed = set(allowed_meta)
+    data = config_to_dict(base)
+    for name, value in params.items():
+        if name not in allowed and name not in LAUNCH_OPTIONS:
+            raise ConfigError(
+                f"{where}: unknown parameter {name!r}; known: {sorted(allowed) + list(LAUNCH_OPTIONS)}")
+        data[name] = value
+    return config_from_dict(data)

@@ -1,0 +1,127 @@
+"""Every GRAPHTUNE_* environment variable, read in this one place.
+
+Values are read when asked for (never cached at import) so that a server's launcher, or a test, can set
+them after ``import graphtune``.
+
+=============================  ==========================================================================
+variable                       meaning
+=============================  ==========================================================================
+GRAPHTUNE_POLICY               ``fallback`` (default) or ``raise``: what a miss inside capture / after
+                               ``freeze()`` does.
+GRAPHTUNE_FORCE                ``name:num_warps=8,num_stages=3,BLOCK_N=32;other:...`` pins configs
+                               (A/B runs without code edits). Never benchmarks.
+GRAPHTUNE_DB                   path of the SQLite tuning database (default: user cache directory).
+GRAPHTUNE_DB_READONLY          ``1``: read the database, never write it (production).
+GRAPHTUNE_NO_DB                ``1``: do not use a database at all (results live in memory only).
+GRAPHTUNE_CHECK                ``1``: kernels run checks that cost a device synchronisation
+                               (e.g. page ids in range).
+GRAPHTUNE_TIMER                ``graph`` (default on CUDA: graph replay + early elimination) or ``plain``
+                               (``triton.testing.do_bench`` once per candidate, as stock Triton).
+GRAPHTUNE_TIMER_BUDGET_MS      total GPU time budget per key for the graph timer (default 40).
+GRAPHTUNE_TIMER_MEM_MB         most memory the timer may allocate for rotating input copies (default 1024).
+GRAPHTUNE_DIST_TIMEOUT_S       seconds to wait for peer ranks in a collective (default 300).
+GRAPHTUNE_PROGRESS             ``0`` hides the progress bar, ``1`` forces it (default: only on a TTY).
+=============================  ==========================================================================
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _get(name: str) -> str | None:
+    value = os.environ.get(name)
+    return None if value is None else value.strip()
+
+
+def _flag(name: str, default: bool = False) -> bool:
+    value = _get(name)
+    if value is None:
+        return default
+    low = value.lower()
+    if low in _TRUE:
+        return True
+    if low in _FALSE:
+        return False
+    raise ValueError(f"{name}={value!r}: expected one of 1/0, true/false, yes/no, on/off")
+
+
+def _float(name: str, default: float, minimum: float = 0.0) -> float:
+    value = _get(name)
+    if not value:
+        return default
+    try:
+        out = float(value)
+    except ValueError:
+        raise ValueError(f"{name}={value!r}: expected a number") from None
+    if out < minimum:
+        raise ValueError(f"{name}={value!r}: must be >= {minimum}")
+    return out
+
+
+def policy() -> str | None:
+    value = _get("GRAPHTUNE_POLICY")
+    if not value:
+        return None
+    if value not in ("fallback", "raise"):
+        raise ValueError(f"GRAPHTUNE_POLICY={value!r}: expected 'fallback' or 'raise'")
+    return value
+
+
+def force_spec() -> str:
+    return _get("GRAPHTUNE_FORCE") or ""
+
+
+def db_path() -> Path:
+    value = _get("GRAPHTUNE_DB")
+    if value:
+        return Path(value).expanduser()
+    base = _get("XDG_CACHE_HOME")
+    root = Path(base).expanduser() if base else Path.home() / ".cache"
+    return root / "graphtune" / "tuning.sqlite"
+
+
+def db_readonly() -> bool:
+    return _flag("GRAPHTUNE_DB_READONLY")
+
+
+def db_disabled() -> bool:
+    return _flag("GRAPHTUNE_NO_DB")
+
+
+def check() -> bool:
+    return _flag("GRAPHTUNE_CHECK")
+
+
+def timer() -> str:
+    value = _get("GRAPHTUNE_TIMER") or "graph"
+    if value not in ("graph", "plain"):
+        raise ValueError(f"GRAPHTUNE_TIMER={value!r}: expected 'graph' or 'plain'")
+    return value
+
+
+def timer_budget_ms() -> float:
+    return _float("GRAPHTUNE_TIMER_BUDGET_MS", 40.0, minimum=0.1)
+
+
+def timer_mem_mb() -> float:
+    return _float("GRAPHTUNE_TIMER_MEM_MB", 1024.0)
+
+
+def dist_timeout_s() -> float:
+    return _float("GRAPHTUNE_DIST_TIMEOUT_S", 300.0, minimum=0.1)
+
+
+def progress() -> bool | None:
+    value = _get("GRAPHTUNE_PROGRESS")
+    if value is None or value == "":
+        return None
+    return _flag("GRAPHTUNE_PROGRESS")
+
+
+def interpret() -> bool:
+    """Triton's own interpreter switch (not a graphtune variable; read here so it is read in one place)."""
+    return _flag("TRITON_INTERPRET")
