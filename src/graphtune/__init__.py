@@ -1,7 +1,17 @@
 """graphtune: capture-safe, per-bucket Triton autotuning for CUDA-graph-captured inference servers."""
 from __future__ import annotations
 
+from .capture import Coverage, freeze, is_frozen, set_policy, unfreeze
 from .errors import (ConfigError, DatabaseError, DistributedError, GraphtuneError, InspectError, TuningError,
                      UntunedError)
+from .keys import Buckets
+from .tuner import GraphtuneKernel, assert_covered, autotune, check_forces, coverage, force, unforce, warmup
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "autotune", "Buckets", "GraphtuneKernel", "warmup", "coverage", "assert_covered", "Coverage",
+    "freeze", "unfreeze", "is_frozen", "set_policy", "force", "unforce", "check_forces",
+    "GraphtuneError", "UntunedError", "TuningError", "ConfigError", "DatabaseError", "InspectError",
+    "DistributedError",
+]

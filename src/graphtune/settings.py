@@ -20,6 +20,8 @@ GRAPHTUNE_TIMER                ``graph`` (default on CUDA: graph replay + early 
 GRAPHTUNE_TIMER_BUDGET_MS      total GPU time budget per key for the graph timer (default 40).
 GRAPHTUNE_TIMER_MEM_MB         most memory the timer may allocate for rotating input copies (default 1024).
 GRAPHTUNE_DIST_TIMEOUT_S       seconds to wait for peer ranks in a collective (default 300).
+GRAPHTUNE_FAST_LAUNCH          ``0`` turns off launching the cached compiled kernel directly on a tuned hit
+                               (then every launch goes through ``JITFunction.run``). Default on.
 GRAPHTUNE_PROGRESS             ``0`` hides the progress bar, ``1`` forces it (default: only on a TTY).
 =============================  ==========================================================================
 """
@@ -113,6 +115,10 @@ def timer_mem_mb() -> float:
 
 def dist_timeout_s() -> float:
     return _float("GRAPHTUNE_DIST_TIMEOUT_S", 300.0, minimum=0.1)
+
+
+def fast_launch() -> bool:
+    return _flag("GRAPHTUNE_FAST_LAUNCH", default=True)
 
 
 def progress() -> bool | None:

@@ -1,0 +1,726 @@
+"""A/B experiments: configs x sizes timed inside CUDA graph replay, and the V1 / V3 decision.
+
+Two halves that meet in a results table (config label -> size -> trials, each trial a list of ms):
+
+* the measurement, ``ab(target, sizes, configs)``: for each of several independent trials, for each
+  size, for each config (the order rotated from trial to trial so that drift of clocks and
+  temperature spreads over all configs), the target builds rotating zero-argument launches and the
+  sampler times them inside CUDA graph replay, one graph capture per cell and trial;
+* the statistics and the decision, ``decide(samples)``: pure, seeded, testable on a CPU.
+
+Statistics (the exact rules)
+----------------------------
+* A cell's **median** is the median of all its samples, trials pooled.
+* Its **confidence interval** is a percentile bootstrap of that median (``confidence``, default
+  95%, ``n_boot`` resamples, seeded). Samples of one trial share a graph capture and a moment in
+  time, so they are not independent: each resample draws trials with replacement, then samples
+  with replacement inside each drawn trial (a two-level bootstrap). The trial draws are shared by
+  all configs of one size (paired by trial index): configs timed side by side in a trial are
+  compared under the same conditions.
+* At each size, the **winner** has the lowest median and the **runner-up** the next lowest. The
+  bootstrap distribution of ``median(other) / median(winner)`` gives a CI for every other config.
+  A config is **within noise** of the winner when the lower end of that CI is <= 1; the winner
+  **beats the runner-up beyond noise** when the CI of the runner-up's ratio lies wholly above 1.
+* **V1** (one config for every size) when at least one config is within noise of the winner at
+  every size; among those the one with the least regret, regret being the mean over sizes of
+  ``median(config) / median(winner)`` (ties: the earlier config).
+* Otherwise **V3** (per-bucket configs): the winner of each size; **crossovers** are the sizes,
+  ascending, whose winner differs from that of the size below.
+* **gain_pct** compares the per-size winners with one config for all sizes, every size weighted
+  equally: ``(mean over sizes of median(single) / median(winner) - 1) * 100``. For V3 the single
+  config is the best one (least regret, reported as ``config``); for V1 it is the chosen config,
+  and the gain is within noise by construction.
+* A cell whose config failed (compile error, out of resources) has no samples: it never wins, is
+  never within noise, and cannot be a single config for all sizes.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import math
+import numbers
+import platform
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
+
+import torch
+import triton
+
+from ._log import logger
+from .configs import config_label, config_to_dict, config_with, parse_params
+from .errors import ConfigError, GraphtuneError
+
+__all__ = ["ABResult", "BenchTarget", "CellStats", "Decision", "SizeVerdict", "ab", "decide", "resolve_target",
+           "select_configs", "TARGET_ALIASES"]
+
+SCHEMA = "graphtune.ab/1"
+
+# Built-in targets by short name: the flagship kernel's bench target lives with the kernel.
+TARGET_ALIASES = {"mla_decode": "graphtune.kernels.mla_decode.bench:AB_TARGET"}
+
+RULE = ("within noise: lower end of the bootstrap CI of median(config)/median(winner) <= 1; beyond noise: "
+        "that CI for the runner-up lies above 1; two-level bootstrap (trials, then samples within a trial), "
+        "trial draws paired across the configs of one size")
+GAIN_WEIGHTING = "mean over sizes of median(single config) / median(per-size winner), sizes weighted equally"
+
+# Largest number of float64 values one bootstrap chunk materialises (8 MB per 1M).
+_CHUNK_ELEMENTS = 2_000_000
+
+Sampler = Callable[..., Sequence[float]]
+
+
+@runtime_checkable
+class BenchTarget(Protocol):
+    """What ``ab`` times. ``make(size, config)`` returns rotating zero-argument launches, each bound to its
+    own input set (together larger than L2, so no launch finds its inputs cached by the one before);
+    building them stays outside the timed region. Optionally ``bytes_moved(size) -> int`` (the fewest bytes a
+    launch must move) turns medians into effective bandwidth."""
+
+    name: str
+    default_sizes: Sequence[int]
+    configs: Sequence[triton.Config]
+
+    def make(self, size: int, config: triton.Config) -> list[Callable[[], None]]: ...
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Results
+
+
+@dataclass(frozen=True)
+class CellStats:
+    """One config at one size. Times in ms per launch; ``median`` and the CI are None for a failed cell."""
+
+    config: str
+    size: int
+    median: float | None
+    ci_low: float | None
+    ci_high: float | None
+    trials_ms: tuple[tuple[float, ...], ...]
+    error: str | None = None
+    bytes_moved: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.median is not None
+
+    @property
+    def n_samples(self) -> int:
+        return sum(len(t) for t in self.trials_ms)
+
+    @property
+    def n_trials(self) -> int:
+        return len(self.trials_ms)
+
+    @property
+    def tb_per_s(self) -> float | None:
+        if self.bytes_moved is None or self.median is None:
+            return None
+        return self.bytes_moved / (self.median * 1e-3) / 1e12
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"config": self.config, "size": self.size, "median": self.median,
+                               "ci_low": self.ci_low, "ci_high": self.ci_high, "n_samples": self.n_samples,
+                               "n_trials": self.n_trials}
+        if self.bytes_moved is not None:
+            out["bytes_moved"] = self.bytes_moved
+            out["tb_per_s"] = self.tb_per_s
+        out["error"] = self.error
+        out["trials_ms"] = [list(t) for t in self.trials_ms]
+        return out
+
+
+@dataclass(frozen=True)
+class SizeVerdict:
+    """The comparison at one size. ``ratios`` maps every config that ran to (median ratio to the winner,
+    CI low, CI high); the winner's own entry is (1, 1, 1)."""
+
+    size: int
+    winner: str
+    runner_up: str | None
+    beyond_noise: bool
+    within_noise: tuple[str, ...]
+    ratios: Mapping[str, tuple[float, float, float]]
+
+    def to_dict(self) -> dict[str, Any]:
+        runner = self.ratios.get(self.runner_up) if self.runner_up else None
+        return {
+            "size": self.size, "winner": self.winner, "runner_up": self.runner_up,
+            "runner_up_ratio": runner[0] if runner else None,
+            "runner_up_ratio_ci": [runner[1], runner[2]] if runner else None,
+            "beyond_noise": self.beyond_noise, "within_noise": list(self.within_noise),
+            "ratios": [{"config": k, "ratio": v[0], "ci_low": v[1], "ci_high": v[2]} for k, v in self.ratios.items()],
+        }
+
+
+@dataclass(frozen=True)
+class Decision:
+    """``kind`` "V1": ``config`` for every size. "V3": ``per_size`` winners, ``config`` the best single config
+    that ``gain_pct`` is measured against (None when no config ran at every size)."""
+
+    kind: str
+    config: str | None
+    per_size: tuple[tuple[int, str], ...]
+    crossovers: tuple[int, ...]
+    gain_pct: float | None
+
+    def summary(self) -> str:
+        gain = "n/a" if self.gain_pct is None else f"{self.gain_pct:+.1f}%"
+        if self.kind == "V1":
+            return (f"V1: one config is within noise of the best at every size: {self.config} "
+                    f"(per-size winners would gain {gain}, within noise)")
+        buckets = ", ".join(f"{s}: {c}" for s, c in self.per_size)
+        against = f"the best single config ({self.config})" if self.config else "no single config (none ran everywhere)"
+        crossings = ", ".join(str(s) for s in self.crossovers) or "none"
+        return (f"V3: per-bucket configs; the winner changes at size {crossings}; gain over {against}: {gain} "
+                f"(mean of per-size ratios). Buckets: {buckets}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "config": self.config,
+                "per_size": [{"size": s, "config": c} for s, c in self.per_size],
+                "crossovers": list(self.crossovers), "gain_pct": self.gain_pct}
+
+
+@dataclass(frozen=True)
+class ABResult:
+    """Everything an A/B run measured and concluded. ``to_dict`` keeps the raw samples so that
+    ``ABResult.from_dict`` (and ``graphtune ab --from-json``) can re-analyse them."""
+
+    target: str
+    sizes: tuple[int, ...]
+    configs: tuple[str, ...]
+    cells: Mapping[tuple[str, int], CellStats]
+    per_size: tuple[SizeVerdict, ...]
+    decision: Decision
+    confidence: float
+    n_boot: int
+    seed: int
+    config_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    environment: Mapping[str, Any] = field(default_factory=dict)
+    measurement: Mapping[str, Any] = field(default_factory=dict)
+
+    def cell(self, config: str, size: int) -> CellStats:
+        try:
+            return self.cells[(config, size)]
+        except KeyError:
+            raise KeyError(f"no cell for config {config!r} at size {size}; configs {list(self.configs)}, "
+                           f"sizes {list(self.sizes)}") from None
+
+    def verdict(self, size: int) -> SizeVerdict:
+        for v in self.per_size:
+            if v.size == size:
+                return v
+        raise KeyError(f"no size {size}; sizes {list(self.sizes)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "target": self.target,
+            "sizes": list(self.sizes),
+            "configs": [{"label": c, "params": dict(self.config_params[c]) if c in self.config_params else None}
+                        for c in self.configs],
+            "environment": dict(self.environment),
+            "measurement": dict(self.measurement),
+            "statistics": {"confidence": self.confidence, "n_boot": self.n_boot, "seed": self.seed, "rule": RULE,
+                           "gain_weighting": GAIN_WEIGHTING},
+            "cells": [self.cells[(c, s)].to_dict() for c in self.configs for s in self.sizes],
+            "per_size": [v.to_dict() for v in self.per_size],
+            "decision": self.decision.to_dict(),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, confidence: float | None = None, n_boot: int | None = None,
+                  seed: int | None = None) -> ABResult:
+        """Re-analyse the samples of a saved result (same statistics unless overridden; same seed, same answer)."""
+        if not isinstance(data, Mapping) or data.get("schema") != SCHEMA:
+            found = data.get("schema") if isinstance(data, Mapping) else type(data).__name__
+            raise ValueError(f"not a graphtune A/B result: schema {found!r}, expected {SCHEMA!r}")
+        try:
+            stats = data["statistics"]
+            samples: dict[str, dict[int, list]] = {c["label"]: {} for c in data["configs"]}
+            errors: dict[tuple[str, int], str] = {}
+            bytes_moved: dict[int, int] = {}
+            for cell in data["cells"]:
+                label, size = cell["config"], int(cell["size"])
+                samples[label][size] = cell["trials_ms"]
+                if cell.get("error"):
+                    errors[(label, size)] = cell["error"]
+                if cell.get("bytes_moved") is not None:
+                    bytes_moved[size] = int(cell["bytes_moved"])
+            params = {c["label"]: c["params"] for c in data["configs"] if c.get("params") is not None}
+            confidence = stats["confidence"] if confidence is None else confidence
+            n_boot = stats["n_boot"] if n_boot is None else n_boot
+            seed = stats["seed"] if seed is None else seed
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"malformed graphtune A/B result: missing or bad field {exc}") from None
+        return decide(samples, target=data.get("target", ""), confidence=confidence, n_boot=n_boot, seed=seed,
+                      config_params=params, errors=errors, bytes_moved=bytes_moved,
+                      environment=data.get("environment") or {}, measurement=data.get("measurement") or {})
+
+    @classmethod
+    def load(cls, path: str | Path, **overrides: Any) -> ABResult:
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}: not JSON ({exc})") from None
+        return cls.from_dict(data, **overrides)
+
+    def render_table(self) -> Any:
+        """A rich Table: rows are configs, columns sizes; the winner bold with a star, configs within noise
+        plain, the rest dim with their excess over the winner. The caption states the decision."""
+        from rich.table import Table
+
+        title = f"A/B {self.target}: median ms per launch ({self.confidence:.0%} CIs in the JSON)"
+        table = Table(title=title, caption=self.decision.summary(), caption_justify="left")
+        table.add_column("config", overflow="fold")
+        for size in self.sizes:
+            table.add_column(str(size), justify="right")
+        for label in self.configs:
+            row = [label]
+            for verdict in self.per_size:
+                cell = self.cells[(label, verdict.size)]
+                if not cell.ok:
+                    row.append("[red]failed[/red]")
+                    continue
+                text = f"{cell.median:.4f}"
+                if cell.tb_per_s is not None:
+                    text += f"\n{cell.tb_per_s:.2f} TB/s"
+                if label == verdict.winner:
+                    row.append(f"[bold green]★ {text}[/bold green]")
+                elif label in verdict.within_noise:
+                    row.append(text)
+                else:
+                    row.append(f"[dim]{text} (+{(verdict.ratios[label][0] - 1) * 100:.0f}%)[/dim]")
+            table.add_row(*row)
+        margins = ["runner-up slower by"]
+        noise = ["winner beyond noise"]
+        for verdict in self.per_size:
+            if verdict.runner_up is None:
+                margins.append("-")
+                noise.append("-")
+                continue
+            r, lo, hi = verdict.ratios[verdict.runner_up]
+            margins.append(f"{(r - 1) * 100:+.1f}%\n[{(lo - 1) * 100:+.1f}, {(hi - 1) * 100:+.1f}]")
+            noise.append("[green]yes[/green]" if verdict.beyond_noise else "[yellow]no[/yellow]")
+        table.add_section()
+        table.add_row(*margins)
+        table.add_row(*noise)
+        return table
+
+    def plot(self, path: str | Path) -> Path:
+        """Two panels over size: latency per config (CI as a band) and the ratio to the per-size winner (its
+        CI as a band); the background is coloured by the winner of each size, crossovers dashed."""
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+        from matplotlib.ticker import FormatStrFormatter
+
+        path = Path(path)
+        fig = Figure(figsize=(9, 8), layout="constrained")
+        FigureCanvasAgg(fig)  # draws to a file without touching pyplot's global backend
+        top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[3, 2])
+        sizes = list(self.sizes)
+        log_x = len(sizes) > 1 and sizes[-1] / sizes[0] >= 8
+        nan = float("nan")
+        colors: dict[str, Any] = {}
+        for label in self.configs:
+            cells = [self.cells[(label, s)] for s in sizes]
+            (line,) = top.plot(sizes, [c.median if c.ok else nan for c in cells], marker="o", markersize=3,
+                               linewidth=1.2, label=label)
+            colors[label] = color = line.get_color()
+            top.fill_between(sizes, [c.ci_low if c.ok else nan for c in cells],
+                             [c.ci_high if c.ok else nan for c in cells], color=color, alpha=0.25, linewidth=0)
+            ratios = [v.ratios.get(label, (nan, nan, nan)) for v in self.per_size]
+            bottom.plot(sizes, [r[0] for r in ratios], marker="o", markersize=3, linewidth=1.2, color=color)
+            bottom.fill_between(sizes, [r[1] for r in ratios], [r[2] for r in ratios], color=color, alpha=0.25,
+                                linewidth=0)
+        medians = [c.median for c in self.cells.values() if c.ok]
+        if max(medians) / min(medians) >= 8:
+            top.set_yscale("log")
+            top.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+            top.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+            top.tick_params(axis="y", which="minor", labelsize=7)
+        # Winner bands reach halfway (geometrically on a log axis) to the neighbouring sizes.
+        mid = [(math.sqrt(a * b) if log_x else (a + b) / 2) for a, b in zip(sizes, sizes[1:])]
+        lefts = [sizes[0] / 1.15 if log_x else sizes[0] - 0.5] + mid
+        rights = mid + [sizes[-1] * 1.15 if log_x else sizes[-1] + 0.5]
+        for ax in (top, bottom):
+            for verdict, left, right in zip(self.per_size, lefts, rights):
+                ax.axvspan(left, right, color=colors[verdict.winner], alpha=0.12 if verdict.beyond_noise else 0.04,
+                           linewidth=0)
+            for size in self.decision.crossovers:
+                ax.axvline(lefts[sizes.index(size)], color="0.3", linestyle="--", linewidth=0.8)
+            ax.grid(True, alpha=0.3)
+        if log_x:
+            bottom.set_xscale("log", base=2)
+        bottom.set_xticks(sizes, [str(s) for s in sizes])
+        bottom.set_xlim(lefts[0], rights[-1])
+        bottom.set_xlabel("size (batch)")
+        bottom.axhline(1.0, color="0.2", linewidth=0.8)
+        bottom.set_ylabel("median / winner's median")
+        top.set_ylabel("ms per launch (median, CI band)")
+        decision = self.decision
+        head = f"V1: {decision.config}" if decision.kind == "V1" else \
+            f"V3, crossovers at {list(decision.crossovers)}, gain {decision.gain_pct or 0:+.1f}% over one config"
+        top.set_title(f"{self.target}: {head}\nbackground: winner per size (darker: beats runner-up beyond noise)",
+                      fontsize=9)
+        top.legend(fontsize=6 if len(self.configs) > 6 else 8, loc="upper left")
+        fig.savefig(path, dpi=110)
+        return path
+
+    def save(self, directory: str | Path) -> list[Path]:
+        """Write ``ab.json`` and, when matplotlib is installed, ``ab.png``; returns the paths written."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        written = [directory / "ab.json"]
+        written[0].write_text(self.to_json())
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            logger.warning("matplotlib is not installed (pip install graphtune[plot]): ab.png not written")
+            return written
+        written.append(self.plot(directory / "ab.png"))
+        return written
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Statistics
+
+
+def _as_trials(value: Any, label: str, size: int) -> tuple[tuple[float, ...], ...]:
+    """A cell's samples as trials. A flat list of numbers means one value per trial."""
+    where = f"samples of config {label!r} at size {size}"
+    if hasattr(value, "tolist"):  # numpy arrays and tensors are not Sequences
+        value = value.tolist()
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise ValueError(f"{where}: expected a list of trials (lists of ms), got {type(value).__name__}")
+    if all(isinstance(v, numbers.Real) for v in value):
+        trials = [[v] for v in value]
+    else:
+        trials = value
+    out = []
+    for i, trial in enumerate(trials):
+        if hasattr(trial, "tolist"):
+            trial = trial.tolist()
+        if isinstance(trial, (str, bytes)) or not isinstance(trial, Sequence) or len(trial) == 0:
+            raise ValueError(f"{where}: trial {i} must be a non-empty list of ms, got {trial!r}")
+        for x in trial:
+            if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x) or x <= 0:
+                raise ValueError(f"{where}: trial {i} holds {x!r}; times must be finite and > 0 ms")
+        out.append(tuple(float(x) for x in trial))
+    return tuple(out)
+
+
+def _padded(trials: tuple[tuple[float, ...], ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(t) for t in trials)
+    values = torch.full((len(trials), width), float("nan"), dtype=torch.float64)
+    for i, t in enumerate(trials):
+        values[i, : len(t)] = torch.tensor(t, dtype=torch.float64)
+    return values, torch.tensor([len(t) for t in trials])
+
+
+def _bootstrap_medians(values: torch.Tensor, lengths: torch.Tensor, trial_idx: torch.Tensor,
+                       gen: torch.Generator) -> torch.Tensor:
+    """Medians of ``len(trial_idx)`` two-level resamples: the trials ``trial_idx[b]``, each re-drawn inside."""
+    n_boot, n_trials = trial_idx.shape
+    width = values.shape[1]
+    out = torch.empty(n_boot, dtype=torch.float64)
+    rows = max(1, _CHUNK_ELEMENTS // (n_trials * width))
+    pos = torch.arange(width)
+    for start in range(0, n_boot, rows):
+        idx = trial_idx[start:start + rows]
+        length = lengths[idx].unsqueeze(-1)                                     # [b, T, 1]
+        u = torch.rand((*idx.shape, width), generator=gen, dtype=torch.float64)
+        j = torch.minimum((u * length).long(), length - 1)
+        picked = values[idx.unsqueeze(-1), j]                                   # [b, T, width]
+        picked = torch.where(pos < length, picked, float("nan"))               # a trial keeps its own count
+        out[start:start + rows] = torch.nanquantile(picked.reshape(len(idx), -1), 0.5, dim=1)
+    return out
+
+
+def _size_seed(seed: int, size: int) -> int:
+    # One stream per size: a size's answer does not depend on which other sizes were measured.
+    return (seed * 1_000_003 + size) % (2**63)
+
+
+def decide(samples: Mapping[str, Mapping[int, Sequence[Any]]], *, target: str = "", confidence: float = 0.95,
+           n_boot: int = 2000, seed: int = 0, config_params: Mapping[str, Mapping[str, Any]] | None = None,
+           errors: Mapping[tuple[str, int], str] | None = None, bytes_moved: Mapping[int, int] | None = None,
+           environment: Mapping[str, Any] | None = None, measurement: Mapping[str, Any] | None = None) -> ABResult:
+    """Statistics and the V1 / V3 decision over a results table (rules in the module docstring).
+
+    ``samples[config_label][size]`` is a list of trials, each a list of ms per launch (or a flat list of
+    numbers, one per trial). An empty list marks a config that failed at that size (``errors`` says why).
+    Every config must have every size; configs keep their order, which breaks ties.
+    """
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence!r}")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 1:
+        raise ValueError(f"n_boot must be an int >= 1, got {n_boot!r}")
+    if not samples:
+        raise ValueError("no configs in the samples")
+    labels = list(samples)
+    sizes = sorted({int(s) for per in samples.values() for s in per})
+    if not sizes:
+        raise ValueError(f"no sizes in the samples of configs {labels}")
+    for label in labels:
+        missing = sorted(set(sizes) - {int(s) for s in samples[label]})
+        if missing:
+            raise ValueError(f"config {label!r} has no samples at sizes {missing} (every config needs every size)")
+    errors = dict(errors or {})
+    bytes_moved = dict(bytes_moved or {})
+    q_lo = (1 - confidence) / 2
+    quantiles = torch.tensor([q_lo, 1 - q_lo], dtype=torch.float64)
+
+    cells: dict[tuple[str, int], CellStats] = {}
+    verdicts: list[SizeVerdict] = []
+    for size in sizes:
+        trials = {label: _as_trials(samples[label][size], label, size) for label in labels}
+        ok = [label for label in labels if trials[label]]
+        if not ok:
+            why = "; ".join(f"{label}: {errors.get((label, size), 'no samples')}" for label in labels)
+            raise ValueError(f"no config has samples at size {size} ({why})")
+        gen = torch.Generator().manual_seed(_size_seed(seed, size))
+        trial_draws: dict[int, torch.Tensor] = {}
+        boots: dict[str, torch.Tensor] = {}
+        medians: dict[str, float] = {}
+        for label in ok:
+            values, lengths = _padded(trials[label])
+            n_trials = len(trials[label])
+            if n_trials not in trial_draws:
+                trial_draws[n_trials] = torch.randint(n_trials, (n_boot, n_trials), generator=gen)
+            boots[label] = _bootstrap_medians(values, lengths, trial_draws[n_trials], gen)
+            medians[label] = float(torch.quantile(values[~values.isnan()], 0.5))
+        for label in labels:
+            if label in medians:
+                lo, hi = torch.quantile(boots[label], quantiles).tolist()
+                cells[(label, size)] = CellStats(label, size, medians[label], lo, hi, trials[label],
+                                                 bytes_moved=bytes_moved.get(size))
+            else:
+                cells[(label, size)] = CellStats(label, size, None, None, None, (),
+                                                 error=errors.get((label, size), "no samples"))
+        ranked = sorted(ok, key=lambda c: (medians[c], labels.index(c)))
+        winner = ranked[0]
+        ratios: dict[str, tuple[float, float, float]] = {}
+        for label in ok:
+            if label == winner:
+                ratios[label] = (1.0, 1.0, 1.0)
+                continue
+            lo, hi = torch.quantile(boots[label] / boots[winner], quantiles).tolist()
+            ratios[label] = (medians[label] / medians[winner], lo, hi)
+        within = tuple(c for c in ranked if ratios[c][1] <= 1.0)
+        runner_up = ranked[1] if len(ranked) > 1 else None
+        verdicts.append(SizeVerdict(size=size, winner=winner, runner_up=runner_up,
+                                    beyond_noise=runner_up is not None and ratios[runner_up][1] > 1.0,
+                                    within_noise=within, ratios=ratios))
+
+    decision = _decision(labels, verdicts)
+    return ABResult(target=target, sizes=tuple(sizes), configs=tuple(labels), cells=cells, per_size=tuple(verdicts),
+                    decision=decision, confidence=confidence, n_boot=n_boot, seed=seed,
+                    config_params={k: dict(v) for k, v in (config_params or {}).items()},
+                    environment=dict(environment or {}), measurement=dict(measurement or {}))
+
+
+def _decision(labels: list[str], verdicts: list[SizeVerdict]) -> Decision:
+    everywhere = [c for c in labels if all(c in v.ratios for v in verdicts)]
+    # Regret: how much slower than the per-size winner, every size weighted equally.
+    mean_ratio = {c: sum(v.ratios[c][0] for v in verdicts) / len(verdicts) for c in everywhere}
+
+    def least_regret(candidates: list[str]) -> str:
+        return min(candidates, key=lambda c: (mean_ratio[c], labels.index(c)))
+
+    def gain(single: str) -> float:
+        return (mean_ratio[single] - 1.0) * 100.0
+
+    v1 = [c for c in everywhere if all(c in v.within_noise for v in verdicts)]
+    if v1:
+        choice = least_regret(v1)
+        return Decision(kind="V1", config=choice, per_size=tuple((v.size, choice) for v in verdicts),
+                        crossovers=(), gain_pct=gain(choice))
+    crossovers = tuple(b.size for a, b in zip(verdicts, verdicts[1:]) if a.winner != b.winner)
+    single = least_regret(everywhere) if everywhere else None
+    return Decision(kind="V3", config=single, per_size=tuple((v.size, v.winner) for v in verdicts),
+                    crossovers=crossovers, gain_pct=gain(single) if single else None)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Targets and configs
+
+
+def _is_target(obj: Any) -> bool:
+    return all(hasattr(obj, a) for a in ("name", "default_sizes", "configs")) and callable(getattr(obj, "make", None))
+
+
+def _import_module(text: str, spec: str) -> Any:
+    if text.endswith(".py") or "/" in text or "\\" in text:
+        path = Path(text).expanduser()
+        if not path.is_file():
+            raise FileNotFoundError(f"A/B target {spec!r}: no file {path}")
+        name = f"_graphtune_ab_{path.stem}"
+        module_spec = importlib.util.spec_from_file_location(name, path)
+        if module_spec is None or module_spec.loader is None:
+            raise ValueError(f"A/B target {spec!r}: cannot load {path} as a Python module")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module  # dataclasses and pickling look the module up by name
+        module_spec.loader.exec_module(module)
+        return module
+    try:
+        return importlib.import_module(text)
+    except ModuleNotFoundError as exc:
+        raise ValueError(f"A/B target {spec!r}: cannot import module {text!r} ({exc})") from None
+
+
+def resolve_target(spec: str) -> BenchTarget:
+    """``MODULE:ATTR`` (MODULE dotted or a ``.py`` path; ATTR defaults to ``AB_TARGET``) or a built-in alias
+    (``mla_decode``) -> the bench target object."""
+    full = TARGET_ALIASES.get(spec, spec)
+    module_text, sep, attr = full.rpartition(":")
+    if not sep or not module_text:
+        module_text, attr = full, "AB_TARGET"
+    module = _import_module(module_text, spec)
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"A/B target {spec!r}: {module_text} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not _is_target(obj):
+        raise ValueError(f"A/B target {spec!r}: {obj!r} is not a bench target (it needs name, default_sizes, configs "
+                        "and make(size, config) -> list of zero-argument launches)")
+    return obj
+
+
+def select_configs(target: BenchTarget, text: str) -> list[triton.Config]:
+    """``"all"`` -> the target's configs; ``"num_warps=4,BLOCK_N=32;num_warps=8"`` -> one config per ``;``-part,
+    each applied over the target's first config. A name that is no parameter of the target is a ConfigError."""
+    if text.strip().lower() == "all":
+        return list(target.configs)
+    if not target.configs:
+        raise ConfigError(f"target {target.name!r} has no configs to apply {text!r} over")
+    base = target.configs[0]
+    meta = {name for c in target.configs for name in c.kwargs}
+    out = []
+    for part in text.split(";"):
+        if not part.strip():
+            continue
+        params = parse_params(part, where=f"--configs {part.strip()!r}")
+        out.append(config_with(base, params, allowed_meta=meta, where=f"--configs {part.strip()!r}"))
+    if not out:
+        raise ConfigError(f"--configs {text!r}: no configs (use 'all' or 'NAME=VALUE,...;NAME=VALUE,...')")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Measurement
+
+
+def _graph_replay_sampler() -> Sampler:
+    if not torch.cuda.is_available():
+        raise GraphtuneError("A/B timing needs a CUDA GPU (torch.cuda.is_available() is False); saved samples can "
+                             "be re-analysed without one: graphtune ab --from-json FILE")
+    try:
+        from .timing import graph_replay_samples
+    except ImportError as exc:
+        raise GraphtuneError(f"graphtune.timing.graph_replay_samples is not available ({exc})") from None
+    return graph_replay_samples
+
+
+def _environment() -> dict[str, Any]:
+    from . import __version__
+
+    env: dict[str, Any] = {"graphtune": __version__, "torch": torch.__version__, "triton": triton.__version__,
+                           "python": platform.python_version()}
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        env.update(gpu=props.name, capability=f"sm_{props.major}{props.minor}", sms=props.multi_processor_count,
+                   l2_bytes=getattr(props, "L2_cache_size", None), cuda=torch.version.cuda)
+    return env
+
+
+def _check_sizes(sizes: Sequence[int]) -> list[int]:
+    out = []
+    for s in sizes:
+        if isinstance(s, bool) or not isinstance(s, numbers.Integral) or s < 1:
+            raise ValueError(f"sizes must be ints >= 1, got {s!r} in {list(sizes)}")
+        out.append(int(s))
+    if not out:
+        raise ValueError("no sizes to time")
+    if len(set(out)) != len(out):
+        raise ValueError(f"sizes repeat: {list(sizes)}")
+    return sorted(out)
+
+
+def ab(target: BenchTarget | str, sizes: Sequence[int] | None = None,
+       configs: Sequence[triton.Config] | str | None = None, *, trials: int = 5, samples: int = 20,
+       launches_per_sample: int | None = None, sampler: Sampler | None = None, confidence: float = 0.95,
+       n_boot: int = 2000, seed: int = 0) -> ABResult:
+    """Time every config at every size inside CUDA graph replay and decide V1 or V3.
+
+    ``target`` is a bench target or its spec (``MODULE:ATTR``, ``mla_decode``); ``sizes`` default to the
+    target's; ``configs`` are the target's (None or ``"all"``), a ``;``-separated spec, or a list.
+    Each of ``trials`` independent trials takes ``samples`` graph replays per cell, one capture per cell.
+    ``sampler(calls, samples=..., launches_per_sample=...)`` returns ms per launch, one value per replay;
+    the default is ``graphtune.timing.graph_replay_samples`` (needs CUDA). A config that raises (does not
+    compile, out of resources) becomes a failed cell, logged, not an abort.
+    """
+    if isinstance(target, str):
+        target = resolve_target(target)
+    elif not _is_target(target):
+        raise TypeError(f"{target!r} is not a bench target (needs name, default_sizes, configs, make)")
+    if configs is None or isinstance(configs, str):
+        configs = select_configs(target, configs or "all")
+    configs = list(configs)
+    if not configs:
+        raise ValueError(f"no configs to compare for target {target.name!r}")
+    labels = [config_label(c) for c in configs]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"configs repeat: {labels}")
+    sizes = _check_sizes(list(target.default_sizes) if sizes is None else sizes)
+    for name, value in (("trials", trials), ("samples", samples)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    if sampler is None:
+        sampler = _graph_replay_sampler()
+    kwargs: dict[str, Any] = {"samples": samples}
+    if launches_per_sample is not None:
+        kwargs["launches_per_sample"] = launches_per_sample
+
+    table: dict[str, dict[int, list[list[float]]]] = {label: {s: [] for s in sizes} for label in labels}
+    errors: dict[tuple[str, int], str] = {}
+    for trial in range(trials):
+        logger.info("A/B %s: trial %d of %d", target.name, trial + 1, trials)
+        for size in sizes:
+            shift = trial % len(configs)
+            for i in list(range(shift, len(configs))) + list(range(shift)):
+                label = labels[i]
+                if (label, size) in errors:
+                    continue
+                try:
+                    calls = list(target.make(size, configs[i]))
+                    if not calls:
+                        raise ValueError(f"{target.name}.make({size}, ...) returned no launches")
+                    times = [float(t) for t in sampler(calls, **kwargs)]
+                    del calls  # free this cell's input copies before the next config allocates its own
+                    bad = [t for t in times if not math.isfinite(t) or t <= 0]
+                    if not times or bad:
+                        raise ValueError(f"sampler returned {len(times)} times, bad values {bad[:3]}")
+                except Exception as exc:  # one config failing must not end the experiment
+                    errors[(label, size)] = f"{type(exc).__name__}: {exc}"
+                    table[label][size] = []
+                    logger.warning("A/B %s: config %s at size %d failed: %s", target.name, label, size,
+                                   errors[(label, size)])
+                    continue
+                table[label][size].append(times)
+
+    bytes_fn = getattr(target, "bytes_moved", None)
+    bytes_moved = {s: int(bytes_fn(s)) for s in sizes} if callable(bytes_fn) else {}
+    measurement = {"trials": trials, "samples": samples, "launches_per_sample": launches_per_sample,
+                   "sampler": getattr(sampler, "__qualname__", type(sampler).__name__)}
+    return decide(table, target=target.name, confidence=confidence, n_boot=n_boot, seed=seed,
+                  config_params={label: config_to_dict(c) for label, c in zip(labels, configs)}, errors=errors,
+                  bytes_moved=bytes_moved, environment=_environment(), measurement=measurement)

@@ -1,0 +1,95 @@
+"""``graphtune ab``: time configs x sizes inside CUDA graph replay; decide one config (V1) or per-bucket (V3)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from .ab import TARGET_ALIASES, ABResult, ab
+
+_EXAMPLE = """\
+examples:
+  graphtune ab mla_decode --sizes 1,8,32,60,90,128 --out ab-mla
+  graphtune ab mypkg.bench:TARGET --configs "num_warps=4,BLOCK_N=32;num_warps=8,BLOCK_N=64" --trials 7
+  graphtune ab --from-json ab-mla/ab.json --confidence 0.99      (re-analyse saved samples; no GPU needed)
+
+built-in targets: """ + ", ".join(f"{k} ({v})" for k, v in TARGET_ALIASES.items())
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "ab", help="A/B configs x sizes in CUDA graph replay; decide V1 (one config) or V3 (per bucket)",
+        description="Time every config at every size inside CUDA graph replay (several launches per graph, "
+                    "rotating input sets larger than L2, several independent trials), report medians with "
+                    "bootstrap confidence intervals, the winner per size and whether it beats the runner-up beyond "
+                    "noise, and decide: one config for all sizes (V1) or per-bucket configs (V3).",
+        epilog=_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("target", nargs="?", metavar="MODULE:KERNEL_OR_BENCH",
+                   help="a bench target: MODULE:ATTR (MODULE dotted or a .py path) or a built-in name")
+    p.add_argument("--sizes", metavar="N,...", help="sizes to time (default: the target's)")
+    p.add_argument("--configs", default="all", metavar="all|SPEC;SPEC",
+                   help="'all' (the target's configs) or ';'-separated NAME=VALUE,... each applied over the "
+                        "target's first config")
+    p.add_argument("--trials", type=int, default=5, help="independent trials, one graph capture per cell each")
+    p.add_argument("--samples", type=int, default=20, help="graph replays timed per cell and trial")
+    p.add_argument("--launches-per-sample", type=int, default=None,
+                   help="launches captured in one graph (default: the timer's)")
+    p.add_argument("--confidence", type=float, default=None, help="confidence level of the intervals (0.95)")
+    p.add_argument("--n-boot", type=int, default=None, help="bootstrap resamples (2000)")
+    p.add_argument("--seed", type=int, default=None, help="bootstrap seed (0)")
+    p.add_argument("--from-json", metavar="FILE", help="re-analyse the samples of a saved ab.json instead of timing")
+    p.add_argument("--out", metavar="DIR", help="write ab.json and ab.png here")
+    p.add_argument("--json", action="store_true", help="print the JSON result instead of a table")
+    p.set_defaults(func=handler)
+
+
+def _sizes(text: str) -> list[int]:
+    out = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        try:
+            out.append(int(item))
+        except ValueError:
+            raise ValueError(f"--sizes: {item!r} is not an integer (in {text!r})") from None
+    if not out:
+        raise ValueError(f"--sizes: no sizes in {text!r}")
+    return out
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def handler(args: argparse.Namespace) -> int:
+    stats: dict[str, Any] = {k: v for k, v in (("confidence", args.confidence), ("n_boot", args.n_boot),
+                                                 ("seed", args.seed)) if v is not None}
+    if args.from_json:
+        if args.target or args.sizes or args.configs != "all":
+            raise ValueError("--from-json re-analyses the saved sizes and configs: give no target, --sizes or "
+                             "--configs with it")
+        result = ABResult.load(args.from_json, **stats)
+    else:
+        if not args.target:
+            raise ValueError("give a target (MODULE:ATTR or a built-in: " + ", ".join(TARGET_ALIASES)
+                             + "), or --from-json FILE")
+        if not _cuda_available():
+            print("graphtune ab: A/B timing needs a CUDA GPU (none found: torch.cuda.is_available() is False).\n"
+                  "Saved samples can be re-analysed without one: graphtune ab --from-json ab.json", file=sys.stderr)
+            return 2
+        sizes = _sizes(args.sizes) if args.sizes else None
+        result = ab(args.target, sizes, args.configs, trials=args.trials, samples=args.samples,
+                    launches_per_sample=args.launches_per_sample, **stats)
+    if args.json:
+        print(result.to_json())
+    else:
+        from rich.console import Console
+
+        Console().print(result.render_table())
+    if args.out:
+        for path in result.save(args.out):
+            print(f"wrote {path}", file=sys.stderr)
+    return 0

@@ -1,0 +1,926 @@
+"""The tuning database: every tuning result, kept in SQLite, shared by the processes of a host, exported as JSON.
+
+One row per (kernel identity, environment identity, tuning key) holds every candidate's timing, the chosen
+config, and when and where it was tuned. A process reads a kernel's rows with one query on that kernel's
+first miss and applies only rows whose full identity matches it; other rows stay and are listed as stale.
+
+Several tensor-parallel ranks write at once: the file is in WAL mode, writes are short ``BEGIN IMMEDIATE``
+transactions retried while the database is busy, and a process never reuses a connection across ``fork``.
+A damaged file is moved aside (never deleted) and a fresh one started: a cache must not stop a server.
+
+``load(path)`` reads an export file into a process-local registry (consulted before the database, never
+written to disk), so a package can ship tuned configs for each GPU and a read-only deployment can use them.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import socket
+import sqlite3
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence, TypeVar
+
+from . import settings
+from ._log import logger
+from .errors import DatabaseError
+from .identity import EnvIdentity, KernelIdentity, current_env, env_mismatch
+
+__all__ = [
+    "CandidateResult", "Entry", "ImportConflict", "ImportReport", "TuningDB", "get_db", "reset_db", "load",
+    "loaded_entries", "clear_loaded", "staleness", "new_entry", "FORMAT", "FORMAT_VERSION", "SCHEMA_VERSION",
+]
+
+T = TypeVar("T")
+
+FORMAT = "graphtune-tuning"
+FORMAT_VERSION = 1
+
+_META_TABLE = "graphtune_meta"
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_BUSY_TIMEOUT_S = 30.0
+_WRITE_ATTEMPTS = 8
+_OPEN_LOCK_TIMEOUT_S = 60.0
+
+_KERNEL_COLUMNS = ("kernel_name", "source_hash", "configs_hash")
+_ENV_COLUMNS = ("gpu_name", "compute_capability", "triton_version", "torch_version", "cuda_version")
+_ID_COLUMNS = _KERNEL_COLUMNS + _ENV_COLUMNS + ("key",)
+_COLUMNS = _ID_COLUMNS + ("chosen", "chosen_median_ms", "candidates", "tuned_at", "host", "rank", "source")
+
+# _MIGRATIONS[v] takes a database from schema version v to v + 1; version 0 is an empty file. A new schema
+# version is one more tuple here (and _COLUMNS updated to what it leaves behind).
+_MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        f"CREATE TABLE {_META_TABLE} (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        """CREATE TABLE entries (
+            kernel_name TEXT NOT NULL, source_hash TEXT NOT NULL, configs_hash TEXT NOT NULL,
+            gpu_name TEXT NOT NULL, compute_capability TEXT NOT NULL, triton_version TEXT NOT NULL,
+            torch_version TEXT NOT NULL, cuda_version TEXT NOT NULL,
+            key TEXT NOT NULL,                -- JSON list of scalars
+            chosen TEXT NOT NULL,             -- JSON object: the chosen config
+            chosen_median_ms REAL,            -- the chosen candidate's median; NULL when it was not timed
+            candidates TEXT NOT NULL,         -- JSON list: every candidate's timing or failure
+            tuned_at REAL NOT NULL, host TEXT NOT NULL, rank INTEGER NOT NULL, source TEXT NOT NULL,
+            PRIMARY KEY (kernel_name, source_hash, configs_hash, gpu_name, compute_capability,
+                         triton_version, torch_version, cuda_version, key))""",
+    ),
+)
+SCHEMA_VERSION = len(_MIGRATIONS)
+
+
+# ---------------------------------------------------------------------------------------------------- records
+
+@dataclass(frozen=True)
+class CandidateResult:
+    config: dict
+    median_ms: float | None
+    p20_ms: float | None
+    p80_ms: float | None
+    n: int
+    failure: str | None = None
+    resources: dict | None = None
+
+
+@dataclass(frozen=True)
+class Entry:
+    kernel: KernelIdentity
+    env: EnvIdentity
+    key: tuple
+    chosen: dict
+    candidates: tuple[CandidateResult, ...]
+    tuned_at: float
+    host: str
+    rank: int
+    source: str = "tuned"
+
+    @property
+    def chosen_median_ms(self) -> float | None:
+        """The median of the chosen config's candidate; None when it was not timed (forced, single config)."""
+        for cand in self.candidates:
+            if cand.config == self.chosen and cand.failure is None:
+                return cand.median_ms
+        return None
+
+
+@dataclass(frozen=True)
+class ImportConflict:
+    """An imported entry met a stored one for the same identity and key, with another config or timing."""
+    kernel: str
+    key: tuple
+    gpu_name: str
+    kept: str  # "existing" or "imported": the one with the lower chosen median (existing on a tie)
+    existing_chosen: dict
+    existing_median_ms: float | None
+    imported_chosen: dict
+    imported_median_ms: float | None
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    path: str
+    added: int
+    replaced: int
+    kept: int
+    conflicts: tuple[ImportConflict, ...]
+
+
+def new_entry(kernel: KernelIdentity, env: EnvIdentity, key: tuple, chosen: dict,
+              candidates: Sequence[CandidateResult], rank: int = 0, source: str = "tuned") -> Entry:
+    """An Entry stamped with the current time and host name."""
+    return Entry(kernel=kernel, env=env, key=tuple(key), chosen=dict(chosen), candidates=tuple(candidates),
+                 tuned_at=time.time(), host=socket.gethostname(), rank=int(rank), source=source)
+
+
+# ------------------------------------------------------------------------------------ JSON form and validation
+
+class _Invalid(ValueError):
+    """A field of an entry that is missing or has the wrong type; the message names the field."""
+
+
+def _candidate_to_dict(cand: CandidateResult) -> dict[str, Any]:
+    return {"config": cand.config, "median_ms": cand.median_ms, "p20_ms": cand.p20_ms, "p80_ms": cand.p80_ms,
+            "n": cand.n, "failure": cand.failure, "resources": cand.resources}
+
+
+def _entry_to_dict(entry: Entry) -> dict[str, Any]:
+    return {
+        "kernel": dataclasses.asdict(entry.kernel),
+        "env": dataclasses.asdict(entry.env),
+        "key": list(entry.key),
+        "chosen": entry.chosen,
+        "candidates": [_candidate_to_dict(c) for c in entry.candidates],
+        "tuned_at": entry.tuned_at,
+        "host": entry.host,
+        "rank": entry.rank,
+        "source": entry.source,
+    }
+
+
+def _field(data: Any, name: str, where: str) -> Any:
+    if not isinstance(data, dict):
+        raise _Invalid(f"{where or 'entry'} must be an object, got {type(data).__name__}")
+    if name not in data:
+        raise _Invalid(f"missing field '{where + '.' if where else ''}{name}'")
+    return data[name]
+
+
+def _str(data: Any, name: str, where: str = "", allow_empty: bool = True) -> str:
+    value = _field(data, name, where)
+    if not isinstance(value, str) or (not allow_empty and not value):
+        raise _Invalid(f"field '{where + '.' if where else ''}{name}' must be a{'' if allow_empty else ' non-empty'} "
+                       f"string, got {value!r}")
+    return value
+
+
+def _int(data: Any, name: str, where: str = "") -> int:
+    value = _field(data, name, where)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _Invalid(f"field '{where + '.' if where else ''}{name}' must be an integer >= 0, got {value!r}")
+    return value
+
+
+def _ms(data: Any, name: str, where: str, optional: bool = True) -> float | None:
+    value = _field(data, name, where)
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise _Invalid(f"field '{where}.{name}' must be a finite number >= 0{' or null' if optional else ''}, "
+                       f"got {value!r}")
+    return float(value)
+
+
+def _object(value: Any, where: str, optional: bool = False) -> dict | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise _Invalid(f"field '{where}' must be an object with string keys, got {value!r}")
+    return value
+
+
+def _scalar_key(value: Any, where: str) -> tuple:
+    if not isinstance(value, (list, tuple)):
+        raise _Invalid(f"field '{where}' must be a list of scalars, got {value!r}")
+    for item in value:
+        if item is not None and not isinstance(item, (bool, int, float, str)):
+            raise _Invalid(f"field '{where}' must hold only ints, floats, strings, bools or null; "
+                           f"{item!r} is a {type(item).__name__}")
+        if isinstance(item, float) and not math.isfinite(item):
+            raise _Invalid(f"field '{where}' holds {item!r}; keys must be finite")
+    return tuple(value)
+
+
+def _entry_from_dict(data: Any) -> Entry:
+    """Validate every field of one entry in JSON form (export file or database row); raise _Invalid."""
+    kernel_data = _field(data, "kernel", "")
+    kernel = KernelIdentity(name=_str(kernel_data, "name", "kernel", allow_empty=False),
+                            source_hash=_str(kernel_data, "source_hash", "kernel"),
+                            configs_hash=_str(kernel_data, "configs_hash", "kernel"))
+    env_data = _field(data, "env", "")
+    env = EnvIdentity(**{f.name: _str(env_data, f.name, "env") for f in dataclasses.fields(EnvIdentity)})
+    raw_candidates = _field(data, "candidates", "")
+    if not isinstance(raw_candidates, list):
+        raise _Invalid(f"field 'candidates' must be a list, got {raw_candidates!r}")
+    candidates = []
+    for i, cand in enumerate(raw_candidates):
+        where = f"candidates[{i}]"
+        failure = _field(cand, "failure", where)
+        if failure is not None and not isinstance(failure, str):
+            raise _Invalid(f"field '{where}.failure' must be a string or null, got {failure!r}")
+        candidates.append(CandidateResult(
+            config=_object(_field(cand, "config", where), f"{where}.config"),
+            median_ms=_ms(cand, "median_ms", where), p20_ms=_ms(cand, "p20_ms", where),
+            p80_ms=_ms(cand, "p80_ms", where), n=_int(cand, "n", where), failure=failure,
+            resources=_object(_field(cand, "resources", where), f"{where}.resources", optional=True)))
+    tuned_at = _field(data, "tuned_at", "")
+    if isinstance(tuned_at, bool) or not isinstance(tuned_at, (int, float)) or not math.isfinite(tuned_at):
+        raise _Invalid(f"field 'tuned_at' must be a time in seconds since the epoch, got {tuned_at!r}")
+    return Entry(kernel=kernel, env=env, key=_scalar_key(_field(data, "key", ""), "key"),
+                 chosen=_object(_field(data, "chosen", ""), "chosen"), candidates=tuple(candidates),
+                 tuned_at=float(tuned_at), host=_str(data, "host"), rank=_int(data, "rank"),
+                 source=_str(data, "source", allow_empty=False))
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), allow_nan=False)
+
+
+def _checked(entry: Entry) -> Entry:
+    """The entry as it will read back from storage; bad types raise ValueError naming the field."""
+    if not isinstance(entry, Entry):
+        raise TypeError(f"expected a graphtune.db.Entry, got {type(entry).__name__}")
+    try:
+        return _entry_from_dict(json.loads(_dumps(_entry_to_dict(entry))))
+    except (TypeError, ValueError) as exc:  # json.dumps: a value that is not JSON, or NaN / inf
+        raise ValueError(f"entry for kernel {entry.kernel.name!r} key {entry.key!r}: {exc}") from None
+
+
+def _entry_to_row(entry: Entry) -> tuple:
+    k, e = entry.kernel, entry.env
+    return (k.name, k.source_hash, k.configs_hash, e.gpu_name, e.compute_capability, e.triton_version,
+            e.torch_version, e.cuda_version, _dumps(list(entry.key)), _dumps(entry.chosen), entry.chosen_median_ms,
+            _dumps([_candidate_to_dict(c) for c in entry.candidates]), entry.tuned_at, entry.host, entry.rank,
+            entry.source)
+
+
+def _entry_from_row(row: Sequence[Any]) -> Entry:
+    values = dict(zip(_COLUMNS, row))
+    return _entry_from_dict({
+        "kernel": {"name": values["kernel_name"], "source_hash": values["source_hash"],
+                   "configs_hash": values["configs_hash"]},
+        "env": {name: values[name] for name in _ENV_COLUMNS},
+        "key": json.loads(values["key"]), "chosen": json.loads(values["chosen"]),
+        "candidates": json.loads(values["candidates"]), "tuned_at": values["tuned_at"],
+        "host": values["host"], "rank": values["rank"], "source": values["source"],
+    })
+
+
+def _identity_params(kernel: KernelIdentity, env: EnvIdentity) -> tuple[str, ...]:
+    return (kernel.name, kernel.source_hash, kernel.configs_hash, env.gpu_name, env.compute_capability,
+            env.triton_version, env.torch_version, env.cuda_version)
+
+
+def _sort_key(entry: Entry) -> tuple:
+    # Numbers before strings inside a key so that 16 sorts before 128, whatever the types mixed in.
+    key = tuple((0, v, "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0, str(v))
+                for v in entry.key)
+    return (entry.kernel.name, entry.env.gpu_name, entry.kernel.source_hash, entry.kernel.configs_hash,
+            dataclasses.astuple(entry.env), key, entry.tuned_at)
+
+
+def _read_export(path: str | os.PathLike) -> list[Entry]:
+    """Every entry of an export file, validated; any problem is a DatabaseError naming the file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DatabaseError(f"cannot read tuning export {path}: {exc}") from None
+    try:
+        data = json.loads(text, parse_constant=lambda c: _reject_constant(c))
+    except json.JSONDecodeError as exc:
+        raise DatabaseError(f"tuning export {path} is not valid JSON: {exc}") from None
+    except _Invalid as exc:
+        raise DatabaseError(f"tuning export {path}: {exc}") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        found = data.get("format") if isinstance(data, dict) else type(data).__name__
+        raise DatabaseError(f"tuning export {path}: not a graphtune tuning export "
+                            f"(expected \"format\": \"{FORMAT}\", found {found!r})")
+    version = data.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise DatabaseError(f"tuning export {path}: \"version\" must be an integer >= 1, found {version!r}")
+    if version > FORMAT_VERSION:
+        raise DatabaseError(f"tuning export {path} has format version {version}, written by a newer graphtune; "
+                            f"this one reads up to version {FORMAT_VERSION}: upgrade graphtune to load it")
+    raw = data.get("entries")
+    if not isinstance(raw, list):
+        raise DatabaseError(f"tuning export {path}: \"entries\" must be a list, found {type(raw).__name__}")
+    entries = []
+    for i, item in enumerate(raw):
+        try:
+            entries.append(_entry_from_dict(item))
+        except _Invalid as exc:
+            raise DatabaseError(f"tuning export {path}: entry {i}: {exc}; nothing was imported") from None
+    return entries
+
+
+def _reject_constant(name: str) -> Any:
+    raise _Invalid(f"{name} is not a number JSON allows")
+
+
+def _merge(existing: Entry | None, new: Entry) -> tuple[str, ImportConflict | None]:
+    """What an import does with ``new``: "add", "replace" or "keep", and the conflict to report, if any."""
+    if existing is None:
+        return "add", None
+    old_ms, new_ms = existing.chosen_median_ms, new.chosen_median_ms
+    if existing.chosen == new.chosen and old_ms == new_ms:
+        return "keep", None
+    better = new_ms is not None and (old_ms is None or new_ms < old_ms)
+    conflict = ImportConflict(kernel=new.kernel.name, key=new.key, gpu_name=new.env.gpu_name,
+                              kept="imported" if better else "existing", existing_chosen=existing.chosen,
+                              existing_median_ms=old_ms, imported_chosen=new.chosen, imported_median_ms=new_ms)
+    return ("replace" if better else "keep"), conflict
+
+
+def staleness(entries: Sequence[Entry], env: EnvIdentity) -> list[str | None]:
+    """Why each entry would not be applied in ``env`` (None: it would be).
+
+    An entry is stale when its environment differs from ``env``, or when it is superseded: a newer entry of
+    the same kernel name in ``env`` has another source hash or candidate list, i.e. the kernel changed and was
+    re-tuned since. (A process that has not re-tuned yet cannot be told apart from an old one from here: the
+    database does not know the source of kernels it has not seen.)
+    """
+    newest: dict[str, tuple[float, str, str]] = {}
+    for entry in entries:
+        if entry.env == env:
+            k = entry.kernel
+            stamp = (entry.tuned_at, k.source_hash, k.configs_hash)
+            if stamp > newest.get(k.name, (-math.inf, "", "")):
+                newest[k.name] = stamp
+    out: list[str | None] = []
+    for entry in entries:
+        if entry.env != env:
+            out.append("environment: " + "; ".join(env_mismatch(entry.env, env)))
+            continue
+        _, source_hash, configs_hash = newest[entry.kernel.name]
+        changed = [what for what, mine, new in (("source", entry.kernel.source_hash, source_hash),
+                                                ("candidate list", entry.kernel.configs_hash, configs_hash))
+                   if mine != new]
+        out.append(f"superseded: kernel {' and '.join(changed)} changed and was re-tuned" if changed else None)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------- the store
+
+_warned: set[tuple[str, str]] = set()
+
+
+def _warn_once(path: Path, kind: str, message: str, *args: Any) -> None:
+    if (str(path), kind) not in _warned:
+        _warned.add((str(path), kind))
+        logger.warning(message, *args)
+
+
+def _is_busy(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+
+
+def _header_problem(path: Path) -> str | None:
+    """Damage visible without SQLite: a file too short for a header, or one that is not SQLite at all."""
+    try:
+        size = path.stat().st_size
+        if size == 0:  # SQLite's own empty database (or one being created right now by another rank)
+            return None
+        with open(path, "rb") as fh:
+            head = fh.read(100)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be read ({exc})"
+    if head[:16] != _SQLITE_MAGIC[: len(head[:16])]:
+        return f"not an SQLite file (it starts with {head[:16]!r})"
+    if len(head) < 100:
+        return f"truncated: {size} bytes, shorter than the 100-byte SQLite header"
+    return None
+
+
+def _inspect(conn: sqlite3.Connection) -> tuple[str, Any]:
+    """("ok"|"empty"|"old", version), ("future", version), ("damaged", why) or ("busy", why)."""
+    try:
+        rows = conn.execute("PRAGMA quick_check").fetchall()
+        if rows != [("ok",)]:
+            return "damaged", "PRAGMA quick_check: " + "; ".join(str(r[0]) for r in rows[:3])
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not tables:
+            return "empty", 0
+        if _META_TABLE not in tables:
+            return "damaged", f"not a graphtune database (its tables: {', '.join(sorted(tables)[:5])})"
+        row = conn.execute(f"SELECT value FROM {_META_TABLE} WHERE name = 'schema_version'").fetchone()
+        try:
+            version = int(row[0])
+        except (TypeError, ValueError):
+            return "damaged", f"schema version {row[0] if row else None!r} in {_META_TABLE} is not a number"
+        if version > SCHEMA_VERSION:
+            return "future", version
+        if version < 1:
+            return "damaged", f"schema version {version} is not one graphtune ever wrote"
+        if version < SCHEMA_VERSION:
+            return "old", version
+        columns = tuple(r[1] for r in conn.execute("PRAGMA table_info(entries)"))
+        if sorted(columns) != sorted(_COLUMNS):
+            return "damaged", f"table 'entries' has columns {columns}, schema version {version} has {_COLUMNS}"
+        return "ok", version
+    except sqlite3.DatabaseError as exc:
+        if _is_busy(exc):
+            return "busy", str(exc)
+        return "damaged", f"SQLite cannot read it: {exc}"
+
+
+@contextlib.contextmanager
+def _open_lock(path: Path) -> Iterator[None]:
+    """Serialise check-and-repair at open among processes, so no rank judges a file another is creating.
+    Best effort: without fcntl, or when the lock file cannot be made, opening goes on unlocked (the schema
+    transaction still makes creation safe)."""
+    try:
+        import fcntl
+        fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        deadline = time.monotonic() + _OPEN_LOCK_TIMEOUT_S
+        locked = False
+        while not locked and time.monotonic() < deadline:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                locked = True
+            except BlockingIOError:
+                time.sleep(0.01)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+_instances: "weakref.WeakSet[TuningDB]" = weakref.WeakSet()
+# Connections inherited through fork: closing one in the child could checkpoint or unlock the parent's
+# database behind its back, so the child keeps them referenced (never closed, never used) until it exits.
+_abandoned: list[sqlite3.Connection] = []
+
+
+class TuningDB:
+    """The SQLite tuning database at ``path`` (default: settings.db_path()), opened on first use.
+
+    Reads never raise for a damaged, missing or unusable file: they find nothing and a warning says why.
+    ``record`` never raises for storage trouble either (a cache must not stop a server); ``import_file``,
+    ``prune`` and ``export``, which a person asks for, raise DatabaseError.
+    """
+
+    def __init__(self, path: str | os.PathLike | None = None, readonly: bool | None = None) -> None:
+        self.path = Path(path).expanduser() if path is not None else settings.db_path()
+        self.readonly = settings.db_readonly() if readonly is None else bool(readonly)
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._state = "closed"  # closed (open on next use) | ready | off (unusable for this process)
+        self._off_reason = ""
+        self._pid = os.getpid()
+        _instances.add(self)
+
+    def __repr__(self) -> str:
+        return f"TuningDB({str(self.path)!r}, readonly={self.readonly})"
+
+    # -- opening --------------------------------------------------------------------------------------------
+
+    def _abandon_after_fork(self) -> None:
+        if self._conn is not None:
+            _abandoned.append(self._conn)
+        self._conn, self._state, self._pid = None, "closed", os.getpid()
+        self._lock = threading.RLock()  # another thread may have held the parent's lock at the fork
+
+    def _ready(self) -> sqlite3.Connection | None:
+        """The connection, opening the database on first use; None when there is nothing to read."""
+        if self._pid != os.getpid():
+            self._abandon_after_fork()
+        if self._state == "closed":
+            try:
+                if self.readonly:
+                    self._open_readonly()
+                else:
+                    self._open_writable()
+            except sqlite3.Error as exc:  # anything SQLite raises that _inspect did not classify
+                self._turn_off(f"cannot open tuning database {self.path}: {exc}")
+        return self._conn if self._state == "ready" else None
+
+    def _turn_off(self, reason: str) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        self._conn, self._state, self._off_reason = None, "off", reason
+        _warn_once(self.path, "off:" + reason, "%s; running without a tuning database", reason)
+
+    def _connect(self) -> sqlite3.Connection:
+        # One connection per process, shared by its threads under self._lock.
+        return sqlite3.connect(str(self.path), timeout=_BUSY_TIMEOUT_S, isolation_level=None,
+                               check_same_thread=False)
+
+    def _open_writable(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            self._turn_off(f"cannot create the directory of tuning database {self.path}: {exc}")
+            return
+        with _open_lock(self.path):
+            problem = _header_problem(self.path)
+            conn = None
+            if problem is None and self.path.exists():
+                conn = self._connect()
+                verdict, detail = _inspect(conn)
+                if verdict == "damaged":
+                    problem = detail
+                elif verdict == "future":
+                    conn.close()
+                    # A newer graphtune wrote this file: it is not damaged, so it is not moved aside (that would
+                    # hide the newer version's results from it, e.g. two environments sharing one cache
+                    # directory), and this version must not write rows the newer schema may not expect.
+                    # Reading it would guess at a layout this code does not know. So: no database at all.
+                    self._turn_off(f"tuning database {self.path} has schema version {detail}, newer than this "
+                                   f"graphtune's {SCHEMA_VERSION} (left untouched)")
+                    return
+                elif verdict == "busy":
+                    conn.close()
+                    self._turn_off(f"tuning database {self.path} stayed locked for {_BUSY_TIMEOUT_S:.0f} s ({detail})")
+                    return
+            if problem is not None:
+                if conn is not None:
+                    conn.close()
+                    conn = None
+                if not self._move_aside(problem):
+                    return
+            if conn is None:
+                conn = self._connect()
+            self._conn = conn
+            self._transaction(lambda c: c.execute("PRAGMA journal_mode=WAL").fetchone(), begin=False)
+            conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: safe against a crashed process
+            future = self._transaction(self._migrate)
+            if future is not None:
+                self._turn_off(f"tuning database {self.path} has schema version {future}, newer than this "
+                               f"graphtune's {SCHEMA_VERSION} (left untouched)")
+                return
+            self._state = "ready"
+
+    @staticmethod
+    def _migrate(conn: sqlite3.Connection) -> int | None:
+        """Bring the schema to SCHEMA_VERSION inside the caller's write transaction; the newer version found,
+        if any. Read again under the write lock: another rank may have created the schema meanwhile."""
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        version = 0
+        if _META_TABLE in tables:
+            version = int(conn.execute(f"SELECT value FROM {_META_TABLE} WHERE name = 'schema_version'").fetchone()[0])
+        if version > SCHEMA_VERSION:
+            return version
+        for step in range(version, SCHEMA_VERSION):
+            for statement in _MIGRATIONS[step]:
+                conn.execute(statement)
+            conn.execute(f"INSERT OR REPLACE INTO {_META_TABLE} (name, value) VALUES ('schema_version', ?)",
+                         (str(step + 1),))
+            logger.debug("tuning database schema: version %d -> %d", step, step + 1)
+        return None
+
+    def _move_aside(self, problem: str) -> bool:
+        target = self.path.with_name(f"{self.path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+        n = 1
+        while target.exists():
+            target = self.path.with_name(f"{self.path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}-{n}")
+            n += 1
+        try:
+            os.rename(self.path, target)
+            for suffix in ("-wal", "-shm", "-journal"):
+                sibling = self.path.with_name(self.path.name + suffix)
+                if sibling.exists():
+                    os.rename(sibling, target.with_name(target.name + suffix))
+        except OSError as exc:
+            self._turn_off(f"tuning database {self.path} is damaged ({problem}) and could not be moved aside: {exc}")
+            return False
+        logger.warning("tuning database %s is damaged (%s): moved it to %s (kept, not deleted) and started a "
+                       "fresh one", self.path, problem, target)
+        return True
+
+    def _open_readonly(self) -> None:
+        if not self.path.exists():
+            return  # nothing to read; looked for again on the next use, and never created
+        problem = _header_problem(self.path)
+        if problem is not None:
+            self._turn_off(f"tuning database {self.path} is damaged ({problem}); left in place because "
+                           f"GRAPHTUNE_DB_READONLY=1")
+            return
+        uri = self.path.resolve().as_uri()
+        try:
+            conn = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=_BUSY_TIMEOUT_S, isolation_level=None,
+                                   check_same_thread=False)
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        except sqlite3.OperationalError:
+            # A WAL file on a read-only mount cannot get its -shm index; immutable reads it as it stands.
+            conn = sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, isolation_level=None,
+                                   check_same_thread=False)
+        verdict, detail = _inspect(conn)
+        if verdict == "ok":
+            self._conn, self._state = conn, "ready"
+            return
+        conn.close()
+        if verdict == "empty":
+            return
+        if verdict == "damaged":
+            self._turn_off(f"tuning database {self.path} is damaged ({detail}); left in place because "
+                           f"GRAPHTUNE_DB_READONLY=1")
+        elif verdict == "old":
+            self._turn_off(f"tuning database {self.path} has schema version {detail}, older than this graphtune's "
+                           f"{SCHEMA_VERSION}, and GRAPHTUNE_DB_READONLY=1 forbids migrating it")
+        elif verdict == "future":
+            self._turn_off(f"tuning database {self.path} has schema version {detail}, newer than this "
+                           f"graphtune's {SCHEMA_VERSION}")
+        else:
+            self._turn_off(f"tuning database {self.path} stayed locked for {_BUSY_TIMEOUT_S:.0f} s ({detail})")
+
+    def _transaction(self, body: Callable[[sqlite3.Connection], T], begin: bool = True) -> T:
+        """Run ``body`` in one write transaction, retried while another process holds the write lock."""
+        conn = self._conn
+        assert conn is not None
+        delay = 0.01
+        for attempt in range(_WRITE_ATTEMPTS):
+            try:
+                if begin:
+                    conn.execute("BEGIN IMMEDIATE")
+                result = body(conn)
+                if begin:
+                    conn.execute("COMMIT")
+                return result
+            except sqlite3.OperationalError as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if not _is_busy(exc) or attempt == _WRITE_ATTEMPTS - 1:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pid == os.getpid() and self._conn is not None:
+                self._conn.close()
+            self._conn, self._state = None, "closed"
+
+    @property
+    def usable(self) -> bool:
+        """Whether this process can read the database (False: missing in read-only mode, or turned off)."""
+        with self._lock:
+            return self._ready() is not None
+
+    # -- reading --------------------------------------------------------------------------------------------
+
+    def _rows(self, where: str = "", params: Sequence[Any] = ()) -> list[Entry]:
+        conn = self._ready()
+        if conn is None:
+            return []
+        rows = conn.execute(f"SELECT {', '.join(_COLUMNS)} FROM entries {where}", params).fetchall()
+        out = []
+        for row in rows:
+            try:
+                out.append(_entry_from_row(row))
+            except (_Invalid, ValueError) as exc:  # a row edited by hand: skip it, keep the rest
+                _warn_once(self.path, f"row:{row[:9]}", "tuning database %s: skipping unreadable entry of kernel "
+                           "%r key %s: %s", self.path, row[0], row[8], exc)
+        return out
+
+    def load_kernel(self, kernel: KernelIdentity, env: EnvIdentity) -> dict[tuple, Entry]:
+        """Every stored entry of ``kernel`` whose full identity (kernel and environment) matches, by key.
+        One query; never raises for storage trouble (it logs a warning and returns what it could read)."""
+        where = "WHERE " + " AND ".join(f"{c} = ?" for c in _ID_COLUMNS[:-1])
+        with self._lock:
+            try:
+                found = self._rows(where, _identity_params(kernel, env))
+            except sqlite3.Error as exc:
+                _warn_once(self.path, "read", "could not read tuning database %s: %s", self.path, exc)
+                return {}
+        return {entry.key: entry for entry in found}
+
+    def entries(self, kernel_name: str | None = None, stale_only: bool = False,
+                env: EnvIdentity | None = None) -> list[Entry]:
+        """Stored entries (of one kernel name), sorted; ``stale_only``: those ``staleness`` finds stale in
+        ``env`` (default: this process's environment)."""
+        with self._lock:
+            try:
+                if kernel_name is None:
+                    found = self._rows()
+                else:
+                    found = self._rows("WHERE kernel_name = ?", (kernel_name,))
+            except sqlite3.Error as exc:
+                raise DatabaseError(f"cannot read tuning database {self.path}: {exc}") from None
+        found.sort(key=_sort_key)
+        if stale_only:
+            reasons = staleness(found, env if env is not None else current_env())
+            found = [e for e, why in zip(found, reasons) if why is not None]
+        return found
+
+    def stale(self, env: EnvIdentity | None = None) -> list[Entry]:
+        return self.entries(stale_only=True, env=env)
+
+    # -- writing --------------------------------------------------------------------------------------------
+
+    def _writable(self, what: str) -> sqlite3.Connection:
+        if self.readonly:
+            raise DatabaseError(f"tuning database {self.path} is read-only (GRAPHTUNE_DB_READONLY=1): {what}")
+        conn = self._ready()
+        if conn is None:
+            raise DatabaseError(f"tuning database {self.path} is not usable ({self._off_reason}): {what}")
+        return conn
+
+    def record(self, entry: Entry) -> None:
+        """Store one live tuning result, replacing any entry with the same identity and key (the newest tuning
+        is the truth for this process). Bad field types raise ValueError; storage trouble only logs."""
+        row = _entry_to_row(_checked(entry))
+        if self.readonly:
+            logger.debug("GRAPHTUNE_DB_READONLY=1: not recording %s key %s", entry.kernel.name, entry.key)
+            return
+        with self._lock:
+            if self._ready() is None:
+                return
+            try:
+                self._transaction(lambda c: c.execute(
+                    f"INSERT OR REPLACE INTO entries ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
+                    row))
+            except sqlite3.Error as exc:
+                logger.warning("could not record the tuning of %s key %s in %s: %s", entry.kernel.name, entry.key,
+                               self.path, exc)
+
+    def remove(self, stale: bool = False, kernel: str | None = None, env: EnvIdentity | None = None) -> list[Entry]:
+        """Delete the stale entries (in ``env``, default this process's), those of one kernel name, or the stale
+        ones of one kernel name; return what was deleted. Asking for neither is a ValueError."""
+        if not stale and kernel is None:
+            raise ValueError("prune needs stale=True and/or kernel=NAME; it never removes every entry by default")
+        if stale and env is None:
+            env = current_env()
+        where, params = ("WHERE kernel_name = ?", (kernel,)) if kernel is not None else ("", ())
+
+        def body(conn: sqlite3.Connection) -> list[Entry]:
+            rows = conn.execute(f"SELECT rowid, {', '.join(_COLUMNS)} FROM entries {where}", params).fetchall()
+            entries, rowids = [], []
+            for row in rows:
+                try:
+                    entries.append(_entry_from_row(row[1:]))
+                    rowids.append(row[0])
+                except (_Invalid, ValueError):
+                    continue
+            chosen = list(zip(entries, rowids))
+            if stale:
+                chosen = [pair for pair, why in zip(chosen, staleness(entries, env)) if why is not None]
+            conn.executemany("DELETE FROM entries WHERE rowid = ?", [(rowid,) for _, rowid in chosen])
+            return sorted((e for e, _ in chosen), key=_sort_key)
+
+        with self._lock:
+            self._writable("nothing removed")
+            try:
+                return self._transaction(body)
+            except sqlite3.Error as exc:
+                raise DatabaseError(f"could not prune tuning database {self.path}: {exc}") from None
+
+    def prune(self, stale: bool = False, kernel: str | None = None) -> int:
+        """``remove`` that returns how many entries it deleted."""
+        return len(self.remove(stale=stale, kernel=kernel))
+
+    # -- export and import ----------------------------------------------------------------------------------
+
+    def export(self, path: str | os.PathLike, kernel: str | None = None, device: str | None = None) -> int:
+        """Write the entries (of one kernel name, of one GPU name, case-insensitive) to a JSON file; how many."""
+        found = self.entries(kernel_name=kernel)
+        if device is not None:
+            found = [e for e in found if e.env.gpu_name.casefold() == device.strip().casefold()]
+        document = {"format": FORMAT, "version": FORMAT_VERSION, "exported_at": time.time(),
+                    "entries": [_entry_to_dict(e) for e in found]}
+        path = Path(path)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps(document, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+            os.replace(tmp, path)  # a reader never sees half a file
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise DatabaseError(f"cannot write tuning export {path}: {exc}") from None
+        return len(found)
+
+    def import_file(self, path: str | os.PathLike) -> ImportReport:
+        """Import an export file in one transaction: new entries are added; where an entry exists, the one with
+        the better (lower) chosen median stays and the conflict is reported. Any problem with the file is a
+        DatabaseError naming it, and nothing is imported."""
+        incoming = _read_export(path)
+        where = "WHERE " + " AND ".join(f"{c} = ?" for c in _ID_COLUMNS)
+        insert = (f"INSERT OR REPLACE INTO entries ({', '.join(_COLUMNS)}) "
+                  f"VALUES ({', '.join('?' * len(_COLUMNS))})")
+
+        def body(conn: sqlite3.Connection) -> ImportReport:
+            counts = {"add": 0, "replace": 0, "keep": 0}
+            conflicts = []
+            for entry in incoming:
+                row = _entry_to_row(entry)
+                found = conn.execute(f"SELECT {', '.join(_COLUMNS)} FROM entries {where}", row[:9]).fetchone()
+                action, conflict = _merge(_entry_from_row(found) if found else None, entry)
+                counts[action] += 1
+                if conflict is not None:
+                    conflicts.append(conflict)
+                if action != "keep":
+                    conn.execute(insert, row)
+            return ImportReport(path=str(path), added=counts["add"], replaced=counts["replace"], kept=counts["keep"],
+                                conflicts=tuple(conflicts))
+
+        with self._lock:
+            self._writable(f"nothing imported from {path}")
+            try:
+                return self._transaction(body)
+            except (sqlite3.Error, _Invalid) as exc:
+                raise DatabaseError(f"could not import {path} into tuning database {self.path}: {exc}; "
+                                    f"nothing was imported") from None
+
+
+# --------------------------------------------------------------------------------------- process-wide state
+
+_default_lock = threading.Lock()
+_default: TuningDB | None = None
+_default_spec: tuple[Path, bool] | None = None
+
+
+def get_db() -> TuningDB | None:
+    """The process-wide database (None when GRAPHTUNE_NO_DB=1), opened lazily on its first use; a change of
+    GRAPHTUNE_DB or GRAPHTUNE_DB_READONLY since the last call gives a new one."""
+    global _default, _default_spec
+    if settings.db_disabled():
+        return None
+    spec = (settings.db_path(), settings.db_readonly())
+    with _default_lock:
+        if _default is None or _default_spec != spec:
+            _default, _default_spec = TuningDB(spec[0], readonly=spec[1]), spec
+        return _default
+
+
+def reset_db() -> None:
+    """Close and forget the process-wide database and the once-per-process warnings (tests)."""
+    global _default, _default_spec
+    with _default_lock:
+        if _default is not None:
+            _default.close()
+        _default, _default_spec = None, None
+        _warned.clear()
+
+
+_loaded_lock = threading.Lock()
+_loaded: dict[tuple[KernelIdentity, EnvIdentity], dict[tuple, Entry]] = {}
+
+
+def load(path: str | os.PathLike) -> ImportReport:
+    """Read an export file into this process's registry of shipped entries (consulted before the database,
+    never written to disk, so it works with GRAPHTUNE_DB_READONLY=1). Entries of other GPUs or versions are
+    held but never match. Between two files, the better chosen median wins and the conflict is reported. A bad
+    file is a DatabaseError naming it, and nothing is loaded."""
+    incoming = _read_export(path)
+    counts = {"add": 0, "replace": 0, "keep": 0}
+    conflicts = []
+    with _loaded_lock:
+        for entry in incoming:
+            table = _loaded.setdefault((entry.kernel, entry.env), {})
+            action, conflict = _merge(table.get(entry.key), entry)
+            counts[action] += 1
+            if conflict is not None:
+                conflicts.append(conflict)
+            if action != "keep":
+                table[entry.key] = entry
+    report = ImportReport(path=str(path), added=counts["add"], replaced=counts["replace"], kept=counts["keep"],
+                          conflicts=tuple(conflicts))
+    logger.info("loaded %d tuning entries from %s (%d replaced, %d kept, %d conflicts)", report.added, path,
+                report.replaced, report.kept, len(report.conflicts))
+    return report
+
+
+def loaded_entries(kernel: KernelIdentity, env: EnvIdentity) -> dict[tuple, Entry]:
+    """The entries ``load`` read for exactly this kernel and environment identity, by key."""
+    with _loaded_lock:
+        return dict(_loaded.get((kernel, env), {}))
+
+
+def clear_loaded() -> None:
+    with _loaded_lock:
+        _loaded.clear()
+
+
+def _after_fork_in_child() -> None:
+    global _default_lock, _loaded_lock
+    _default_lock, _loaded_lock = threading.Lock(), threading.Lock()
+    for db in list(_instances):
+        db._abandon_after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,0 +1,143 @@
+"""Tuning keys and batch buckets.
+
+A tuning key is the tuple of the ``key`` arguments' values, each mapped through its bucket when one is
+declared, followed by the dtype of every tensor argument (as stock Triton does). Buckets follow what
+inference servers do with CUDA graphs: a runtime batch is padded up to the next captured size, and a
+batch above the largest captured size maps to the largest.
+"""
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+
+@dataclass(frozen=True)
+class Buckets:
+    """Maps a key argument's runtime value to its bucket. Build with ``pow2`` or ``explicit``."""
+
+    kind: str
+    sizes: tuple[int, ...] = ()
+    max: int | None = None
+
+    @classmethod
+    def pow2(cls, max: int | None = None) -> Buckets:  # noqa: A002 - the issue names it max
+        """Round up to the next power of two; values above ``max`` map to ``max``."""
+        if max is not None and (not isinstance(max, int) or isinstance(max, bool) or max < 1):
+            raise ValueError(f"Buckets.pow2(max={max!r}): max must be a positive int or None")
+        return cls(kind="pow2", max=max)
+
+    @classmethod
+    def explicit(cls, sizes: Iterable[int]) -> Buckets:
+        """Round up to the next listed size (as servers pad to the next captured batch size)."""
+        try:
+            values = list(sizes)
+        except TypeError:
+            raise TypeError(f"Buckets.explicit(sizes={sizes!r}): sizes must be an iterable of ints") from None
+        bad = [s for s in values if not isinstance(s, int) or isinstance(s, bool) or s < 1]
+        if not values or bad:
+            raise ValueError(f"Buckets.explicit(sizes={values!r}): need at least one size, all positive ints"
+                             + (f"; bad: {bad}" if bad else ""))
+        return cls(kind="explicit", sizes=tuple(sorted(set(values))))
+
+    def __call__(self, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            try:
+                value = int(value)  # numpy / torch integer scalars
+            except (TypeError, ValueError):
+                raise TypeError(f"bucketed key value {value!r} is not an integer") from None
+        if self.kind == "explicit":
+            i = bisect.bisect_left(self.sizes, value)
+            return self.sizes[i] if i < len(self.sizes) else self.sizes[-1]
+        bucket = 1 if value <= 1 else 1 << (value - 1).bit_length()
+        if self.max is not None and bucket > self.max:
+            return self.max
+        return bucket
+
+    def all(self) -> tuple[int, ...]:
+        """Every bucket, when the set is finite (explicit, or pow2 with a max)."""
+        if self.kind == "explicit":
+            return self.sizes
+        if self.max is None:
+            raise ValueError("Buckets.pow2() without max has no finite list of buckets")
+        out, b = [], 1
+        while b < self.max:
+            out.append(b)
+            b <<= 1
+        out.append(self.max)
+        return tuple(out)
+
+    def __str__(self) -> str:
+        if self.kind == "explicit":
+            return f"explicit{list(self.sizes)}"
+        return f"pow2(max={self.max})"
+
+
+def key_to_json(key: tuple) -> tuple:
+    """A key with dtype objects replaced by their text, as stored in the database and reports."""
+    return tuple(v if isinstance(v, (int, float, str, bool)) or v is None else str(v) for v in key)
+
+
+class KeyBuilder:
+    """Builds the tuning key of one call. Positions are resolved once so a call costs a few tuple reads."""
+
+    __slots__ = ("names", "positions", "bucket_fns", "arg_names", "n_key")
+
+    def __init__(self, arg_names: Sequence[str], key: Sequence[str], buckets: dict[str, Buckets] | None,
+                 kernel_name: str):
+        buckets = dict(buckets or {})
+        unknown = [k for k in key if k not in arg_names]
+        if unknown:
+            raise ValueError(f"kernel {kernel_name!r}: key names {unknown} are not parameters of the kernel; "
+                             f"parameters: {list(arg_names)}")
+        unknown = [k for k in buckets if k not in arg_names]
+        if unknown:
+            raise ValueError(f"kernel {kernel_name!r}: buckets names {unknown} are not parameters of the kernel; "
+                             f"parameters: {list(arg_names)}")
+        not_in_key = [k for k in buckets if k not in key]
+        if not_in_key:
+            raise ValueError(f"kernel {kernel_name!r}: buckets names {not_in_key} are not in key={list(key)}")
+        for name, b in buckets.items():
+            if not isinstance(b, Buckets):
+                raise TypeError(f"kernel {kernel_name!r}: buckets[{name!r}] is {b!r}, expected graphtune.Buckets")
+        self.arg_names = tuple(arg_names)
+        self.names = tuple(key)
+        self.n_key = len(key)
+        self.positions = tuple(self.arg_names.index(k) for k in key)
+        self.bucket_fns = tuple(buckets.get(k) for k in key)
+
+    def __call__(self, args: tuple, kwargs: dict) -> tuple:
+        n = len(args)
+        out = []
+        for pos, name, bucket in zip(self.positions, self.names, self.bucket_fns):
+            value = args[pos] if pos < n else kwargs[name]
+            out.append(value if bucket is None else bucket(value))
+        # dtypes of every tensor argument, as stock Triton keys on them
+        for a in args:
+            dt = getattr(a, "dtype", None)
+            if dt is not None:
+                out.append(dt)
+        if kwargs:
+            for name, a in kwargs.items():
+                dt = getattr(a, "dtype", None)
+                if dt is not None and name in self.arg_names:
+                    out.append(dt)
+        return tuple(out)
+
+    def raw_values(self, args: tuple, kwargs: dict) -> tuple:
+        n = len(args)
+        return tuple(args[pos] if pos < n else kwargs[name] for pos, name in zip(self.positions, self.names))
+
+    def distance(self, a: tuple, b: tuple) -> float | None:
+        """Distance between two keys for the fallback: None unless every non-bucketed part matches."""
+        if len(a) != len(b):
+            return None
+        d = 0.0
+        for i, (x, y) in enumerate(zip(a, b)):
+            bucket = self.bucket_fns[i] if i < self.n_key else None
+            if bucket is None:
+                if x != y:
+                    return None
+            elif x != y:
+                d += abs((max(x, 1)).bit_length() - (max(y, 1)).bit_length()) + abs(x - y) / max(x, y, 1)
+        return d

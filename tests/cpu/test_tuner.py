@@ -1,0 +1,405 @@
+"""Core tuner behaviour on CPU: real kernels through the Triton interpreter, timers injected."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import graphtune
+from graphtune import Buckets, capture
+from graphtune.errors import ConfigError, TuningError, UntunedError
+
+
+@triton.jit
+def _scale_kernel(x_ptr, out_ptr, n, B, scale, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, x * scale, mask=mask)
+
+
+CONFIGS = [triton.Config({"BLOCK": b}, num_warps=w) for b in (16, 32, 64) for w in (1, 2)]
+
+
+class FakeBench:
+    """Injected timer: deterministic per-config times, counting calls; the winner depends on the bucket."""
+
+    def __init__(self, best_block_for=None):
+        self.calls = 0
+        self.best_block_for = best_block_for or (lambda: 32)
+        self.current_block = None
+
+    def __call__(self, fn):
+        self.calls += 1
+        fn()
+        return 1.0
+
+
+def make_kernel(name, *, bench=None, configs=CONFIGS, **kw):
+    timings = {}
+
+    def do_bench(fn):
+        # read the config from the closure: graphtune's bench call runs the kernel with that config
+        bench.calls += 1
+        fn()
+        cfg = do_bench.current
+        return timings.get(cfg, 1.0)
+
+    kernel = graphtune.autotune(configs, key=["n", "B"], name=name, buckets={"B": Buckets.explicit([1, 2, 4, 8, 16])},
+                                do_bench=bench, **kw)(_scale_kernel)
+    return kernel
+
+
+def launch(kernel, n, B, scale=2.0):
+    x = torch.randn(n)
+    out = torch.full((n,), float("nan"))
+    kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n, B, scale)
+    return x, out
+
+
+class CountingBench:
+    """do_bench(fn) -> ms. Runs fn (so the launch is real) and times configs by their BLOCK via a table."""
+
+    def __init__(self, table=None):
+        self.calls = 0
+        self.table = table or {}
+
+    def __call__(self, fn):
+        self.calls += 1
+        fn()
+        return self.table.get(fn.__graphtune_label__, 1.0) if hasattr(fn, "__graphtune_label__") else 1.0
+
+
+def test_buckets_pow2_and_explicit():
+    p = Buckets.pow2(max=64)
+    assert [p(v) for v in (1, 2, 3, 5, 8, 9, 63, 64, 65, 1000)] == [1, 2, 4, 8, 8, 16, 64, 64, 64, 64]
+    assert Buckets.pow2()(1000) == 1024
+    e = Buckets.explicit([8, 1, 2, 4, 12, 16])
+    assert [e(v) for v in (1, 3, 5, 9, 12, 13, 17, 500)] == [1, 4, 8, 12, 12, 16, 16, 16]
+    assert e.all() == (1, 2, 4, 8, 12, 16)
+    assert p.all() == (1, 2, 4, 8, 16, 32, 64)
+
+
+@pytest.mark.parametrize("bad", [[], [0, 2], [1.5], [-3]], ids=["empty", "zero", "float", "negative"])
+def test_buckets_explicit_rejects(bad):
+    with pytest.raises(ValueError, match="Buckets.explicit"):
+        Buckets.explicit(bad)
+
+
+def test_unknown_key_or_bucket_name_is_error_at_decoration():
+    with pytest.raises(ValueError, match=r"key names \['nope'\]"):
+        graphtune.autotune(CONFIGS, key=["nope"])(_scale_kernel)
+    with pytest.raises(ValueError, match=r"buckets names \['M'\]"):
+        graphtune.autotune(CONFIGS, key=["n"], buckets={"M": Buckets.pow2()})(_scale_kernel)
+
+
+def test_tunes_once_per_bucket_and_output_is_right():
+    bench = CountingBench()
+    k = graphtune.autotune(CONFIGS, key=["B"], name="t_once", buckets={"B": Buckets.explicit([1, 2, 4, 8])},
+                           do_bench=bench)(_scale_kernel)
+    x, out = launch(k, 100, 3)
+    torch.testing.assert_close(out, x * 2.0)
+    assert bench.calls == len(CONFIGS)
+    launch(k, 77, 4)  # same bucket (4): no new tuning
+    assert bench.calls == len(CONFIGS)
+    launch(k, 77, 5)  # bucket 8
+    assert bench.calls == 2 * len(CONFIGS)
+    cov = graphtune.coverage(["t_once"]).to_dict()
+    keys = sorted(tuple(t["key"]) for t in cov["kernels"][0]["tuned"])
+    assert keys == [(4, "torch.float32", "torch.float32"), (8, "torch.float32", "torch.float32")]
+    hits = {tuple(t["key"])[0]: t["hits"] for t in cov["kernels"][0]["tuned"]}
+    assert hits == {4: 2, 8: 1}
+
+
+def test_picks_fastest_config_from_injected_timer():
+    order = []
+
+    def do_bench(fn):
+        order.append(fn)
+        fn()
+        return [5.0, 3.0, 1.0, 4.0, 6.0, 2.0][len(order) - 1]
+
+    k = graphtune.autotune(CONFIGS, key=["B"], name="t_pick", do_bench=do_bench)(_scale_kernel)
+    launch(k, 50, 1)
+    assert k.best_config.kwargs == CONFIGS[2].kwargs and k.best_config.num_warps == CONFIGS[2].num_warps
+
+
+def test_dtype_is_part_of_key():
+    bench = CountingBench()
+    k = graphtune.autotune(CONFIGS, key=["B"], name="t_dtype", do_bench=bench)(_scale_kernel)
+    launch(k, 40, 1)
+    x = torch.randn(40, dtype=torch.float16)
+    out = torch.empty(40, dtype=torch.float16)
+    k[lambda m: (triton.cdiv(40, m["BLOCK"]),)](x, out, 40, 1, 2.0)
+    assert bench.calls == 2 * len(CONFIGS)
+
+
+def test_single_config_never_benchmarks_even_in_capture():
+    bench = CountingBench()
+    k = graphtune.autotune(CONFIGS[:1], key=["B"], name="t_single", do_bench=bench)(_scale_kernel)
+    capture._capture_override = lambda: True
+    x, out = launch(k, 33, 7)
+    torch.testing.assert_close(out, x * 2.0)
+    assert bench.calls == 0
+    assert graphtune.coverage(["t_single"]).to_dict()["total_misses"] == 0
+
+
+@pytest.mark.parametrize("where", ["capture", "frozen"])
+def test_fallback_policy_launches_nearest_tuned_bucket_and_records_miss(where):
+    def do_bench(fn):
+        do_bench.n += 1
+        fn()
+        return 1.0 if do_bench.n == 4 else 2.0   # candidate 3 (BLOCK=32, 2 warps) wins
+    do_bench.n = 0
+    k = graphtune.autotune(CONFIGS, key=["B"], name=f"t_fb_{where}", buckets={"B": Buckets.explicit([1, 8, 64])},
+                           do_bench=do_bench, default=CONFIGS[0])(_scale_kernel)
+    launch(k, 64, 8)
+    assert do_bench.n == len(CONFIGS)
+    if where == "capture":
+        capture._capture_override = lambda: True
+    else:
+        graphtune.freeze()
+    with pytest.warns(RuntimeWarning, match="no tuned config"):
+        x, out = launch(k, 64, 60)   # bucket 64 was never tuned
+    torch.testing.assert_close(out, x * 2.0)
+    assert do_bench.n == len(CONFIGS)   # nothing benchmarked
+    assert k.best_config.kwargs == {"BLOCK": 32} and k.best_config.num_warps == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # warned once per kernel and key
+        launch(k, 64, 64)
+    cov = graphtune.coverage([k.name]).to_dict()
+    (miss,) = cov["kernels"][0]["misses"]
+    assert miss["where"] == where and miss["action"] == "fallback" and miss["count"] == 2
+    assert miss["fallback"].startswith("BLOCK=32,num_warps=2") and "nearest tuned bucket" in miss["fallback_from"]
+    with pytest.raises(UntunedError):
+        graphtune.assert_covered([k.name])
+    # outside capture / after unfreeze the key tunes normally
+    capture._capture_override = None
+    graphtune.unfreeze()
+    launch(k, 64, 64)
+    assert do_bench.n == 2 * len(CONFIGS)
+
+
+def test_fallback_without_tuned_bucket_uses_default_then_first():
+    bench = CountingBench()
+    k = graphtune.autotune(CONFIGS, key=["B"], name="t_fb_default", do_bench=bench, default=CONFIGS[5])(_scale_kernel)
+    graphtune.freeze()
+    with pytest.warns(RuntimeWarning, match="declared default"):
+        launch(k, 10, 1)
+    assert k.best_config is CONFIGS[5]
+    k2 = graphtune.autotune(CONFIGS, key=["B"], name="t_fb_first", do_bench=bench)(_scale_kernel)
+    with pytest.warns(RuntimeWarning, match="first config"):
+        launch(k2, 10, 1)
+    assert k2.best_config is CONFIGS[0]
+    assert bench.calls == 0
+
+
+def test_raise_policy_raises_before_launch_and_names_everything(monkeypatch):
+    bench = CountingBench()
+    k = graphtune.autotune(CONFIGS, key=["B"], name="t_raise", buckets={"B": Buckets.explicit([1, 8, 64])},
+                           do_bench=bench)(_scale_kernel)
+    launch(k, 20, 1)
+    calls = bench.calls
+    capture._capture_override = lambda: True
+    for how in ("api", "env", "kernel"):
+        capture.set_policy("raise" if how == "api" else None)
+        if how == "env":
+            monkeypatch.setenv("GRAPHTUNE_POLICY", "raise")
+        if how == "kernel":
+            monkeypatch.delenv("GRAPHTUNE_POLICY")
+            k.policy = "raise"
+        x = torch.randn(20)
+        out = torch.full((20,), float("nan"))
+        with pytest.raises(UntunedError) as info:
+            k[lambda m: (triton.cdiv(20, m["BLOCK"]),)](x, out, 20, 50, 2.0)
+        msg = str(info.value)
+        assert "t_raise" in msg and "B=50" in msg and "[64," in msg and "[1," in msg and "warm" in msg
+        assert "capture" in msg
+        assert torch.isnan(out).all()   # nothing was launched
+    assert bench.calls == calls
+
+
+def test_bad_policy_is_error(monkeypatch):
+    with pytest.raises(ValueError, match="set_policy"):
+        graphtune.set_policy("maybe")
+    with pytest.raises(ValueError, match="policy='sometimes'"):
+        graphtune.autotune(CONFIGS, key=["B"], policy="sometimes")(_scale_kernel)
+
+
+def test_force_api_and_env_never_benchmark(monkeypatch):
+    bench = CountingBench()
+    k = graphtune.autotune(CONFIGS, key=["B"], name="t_force", do_bench=bench)(_scale_kernel)
+    graphtune.force("t_force", BLOCK=64, num_warps=2)
+    x, out = launch(k, 100, 3)
+    torch.testing.assert_close(out, x * 2.0)
+    assert bench.calls == 0 and k.best_config.kwargs == {"BLOCK": 64} and k.best_config.num_warps == 2
+    graphtune.unforce("t_force")
+    monkeypatch.setenv("GRAPHTUNE_FORCE", "t_force:BLOCK=16,num_warps=1,num_stages=2")
+    graphtune.tuner.refresh_settings()
+    launch(k, 100, 3)
+    assert bench.calls == 0 and k.best_config.kwargs == {"BLOCK": 16} and k.best_config.num_stages == 2
+    assert graphtune.coverage(["t_force"]).to_dict()["kernels"][0]["forced"].startswith("BLOCK=16")
+    monkeypatch.delenv("GRAPHTUNE_FORCE")
+    graphtune.tuner.refresh_settings()
+    launch(k, 100, 3)
+    assert bench.calls == len(CONFIGS)
+
+
+def test_force_bad_names_are_errors(monkeypatch):
+    graphtune.autotune(CONFIGS, key=["B"], name="t_force_bad")(_scale_kernel)
+    with pytest.raises(ConfigError, match="unknown parameter 'BLOK'"):
+        graphtune.force("t_force_bad", BLOK=3)
+    graphtune.force("no_such_kernel", num_warps=4)
+    with pytest.raises(ConfigError, match="no_such_kernel"):
+        graphtune.check_forces()
+    graphtune.unforce()
+    monkeypatch.setenv("GRAPHTUNE_FORCE", "t_force_bad2:BLOCK=16,warps=4")
+    with pytest.raises(ConfigError, match="unknown parameter 'warps'"):
+        graphtune.autotune(CONFIGS, key=["B"], name="t_force_bad2")(_scale_kernel)
+    monkeypatch.setenv("GRAPHTUNE_FORCE", "t_force_bad2 BLOCK=16")
+    with pytest.raises(ConfigError, match="GRAPHTUNE_FORCE"):
+        graphtune.tuner._env_forces()
+
+
+@triton.jit
+def _maybe_broken_kernel(x_ptr, out_ptr, n, B, BLOCK: tl.constexpr, MODE: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    if MODE == 1:
+        x = x / 0.0           # non-finite output
+    if MODE == 2:
+        x = x + 1.0           # wrong answer
+    if MODE == 3:
+        tl.static_assert(BLOCK < 0, "this config cannot compile")
+    tl.store(out_ptr + offs, x, mask=mask)
+
+
+def test_failures_are_recorded_never_chosen_and_validate_catches_wrong_output():
+    configs = [triton.Config({"BLOCK": 32, "MODE": m}) for m in (3, 1, 0, 2)]
+
+    def do_bench(fn):
+        fn()
+        do_bench.n += 1
+        return 5.0 - do_bench.n    # later candidates look faster: the wrong one would win untested
+    do_bench.n = 0
+    k = graphtune.autotune(configs, key=["B"], name="t_validate", do_bench=do_bench, validate=True)(
+        _maybe_broken_kernel)
+    x = torch.randn(50)
+    out = torch.full((50,), float("nan"))
+    k[lambda m: (triton.cdiv(50, m["BLOCK"]),)](x, out, 50, 1)
+    torch.testing.assert_close(out, x)
+    assert k.best_config.kwargs["MODE"] == 0
+    assert do_bench.n == 0   # one valid candidate left: nothing to time
+    excluded = graphtune.coverage(["t_validate"]).to_dict()["kernels"][0]["excluded"][0]["configs"]
+    reasons = {r["config"].split(",")[1]: r["reason"] for r in excluded}
+    assert "non-finite" in reasons["MODE=1"]
+    assert "differs" in reasons["MODE=2"]
+    assert "cannot compile" in reasons["MODE=3"] or "Error" in reasons["MODE=3"]
+
+
+def test_all_candidates_failing_is_tuning_error_listing_each():
+    configs = [triton.Config({"BLOCK": 32, "MODE": 3}, num_warps=w) for w in (1, 2)]
+    k = graphtune.autotune(configs, key=["B"], name="t_allfail", do_bench=CountingBench())(_maybe_broken_kernel)
+    with pytest.raises(TuningError) as info:
+        k[(2,)](torch.randn(50), torch.empty(50), 50, 1)
+    text = str(info.value)
+    assert "t_allfail" in text and "num_warps=1" in text and "num_warps=2" in text
+
+
+@triton.jit
+def _inplace_kernel(x_ptr, n, B, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=mask) + 1.0, mask=mask)
+
+
+def test_restore_value_protects_inplace_kernel_during_tuning():
+    configs = [triton.Config({"BLOCK": b}) for b in (16, 32, 64)]
+
+    def do_bench(fn):
+        for _ in range(5):
+            fn()
+        return 1.0
+    k = graphtune.autotune(configs, key=["B"], name="t_restore", do_bench=do_bench, restore_value=["x_ptr"])(
+        _inplace_kernel)
+    x = torch.randn(40)
+    before = x.clone()
+    k[lambda m: (triton.cdiv(40, m["BLOCK"]),)](x, 40, 1)
+    torch.testing.assert_close(x, before + 1.0)   # exactly one real increment
+
+
+def test_reset_to_zero_and_unknown_names():
+    with pytest.raises(ValueError, match=r"restore_value names \['y_ptr'\]"):
+        graphtune.autotune(CONFIGS, key=["B"], restore_value=["y_ptr"])(_scale_kernel)
+    with pytest.raises(ValueError, match="prune_configs_by has unknown"):
+        graphtune.autotune(CONFIGS, key=["B"], prune_configs_by={"topk": 2})(_scale_kernel)
+
+
+def test_prune_configs_by_early_prune_and_perf_model():
+    bench = CountingBench()
+
+    def early(configs, nargs, **kw):
+        assert "x_ptr" in nargs and nargs["n"] == 60
+        return [c for c in configs if c.kwargs["BLOCK"] != 16]
+
+    def perf(**kw):
+        return kw["BLOCK"] * 10 + kw["num_warps"]
+
+    k = graphtune.autotune(CONFIGS, key=["B"], name="t_prune", do_bench=bench,
+                           prune_configs_by={"early_config_prune": early, "perf_model": perf, "top_k": 2})(
+        _scale_kernel)
+    launch(k, 60, 1)
+    assert bench.calls == 2
+    assert k.best_config.kwargs["BLOCK"] == 32
+
+
+def test_warmup_tunes_every_size_then_capture_hits_only():
+    bench = CountingBench()
+    sizes = [1, 2, 4, 8, 12, 16]
+    k = graphtune.autotune(CONFIGS, key=["B"], name="t_warmup", buckets={"B": Buckets.explicit(sizes)},
+                           do_bench=bench, policy="raise")(_scale_kernel)
+
+    def step(x, out, B):
+        k[lambda m: (triton.cdiv(x.numel(), m["BLOCK"]),)](x, out, x.numel(), B, 2.0)
+
+    graphtune.warmup(step, sizes, lambda b: (torch.randn(8 * b), torch.empty(8 * b), b))
+    assert bench.calls == len(sizes) * len(CONFIGS)
+    capture._capture_override = lambda: True
+    for b in (1, 3, 7, 9, 13, 16, 40):       # padded to captured sizes; above the largest -> largest
+        x = torch.randn(8 * b)
+        out = torch.full_like(x, float("nan"))
+        step(x, out, b)
+        torch.testing.assert_close(out, x * 2.0)
+    assert bench.calls == len(sizes) * len(CONFIGS)
+    graphtune.assert_covered(["t_warmup"])
+    text = str(graphtune.coverage(["t_warmup"]))
+    assert "t_warmup" in text and "tuned" in text
+
+
+def test_warmup_inside_capture_is_refused():
+    capture._capture_override = lambda: True
+    with pytest.raises(RuntimeError, match="inside CUDA graph capture"):
+        graphtune.warmup(lambda b: None, [1], lambda b: (b,))
+
+
+def test_neighbour_ranking_orders_the_next_bucket():
+    seen_orders = []
+
+    def do_bench(fn):
+        seen_orders.append(fn)
+        fn()
+        return 1.0
+    k = graphtune.autotune(CONFIGS, key=["B"], name="t_neigh", buckets={"B": Buckets.pow2(max=64)},
+                           do_bench=do_bench)(_scale_kernel)
+    launch(k, 30, 2)
+    first = list(seen_orders)
+    assert len(first) == len(CONFIGS)
+    k._ranking[next(iter(k._ranking))] = [5, 4, 3, 2, 1, 0]
+    order = k._neighbour_order((4, torch.float32, torch.float32), list(range(6)))
+    assert order == [5, 4, 3, 2, 1, 0]
