@@ -5,13 +5,14 @@ from .capture import Coverage, freeze, is_frozen, set_policy, unfreeze
 from .errors import (ConfigError, DatabaseError, DistributedError, GraphtuneError, InspectError, TuningError,
                      UntunedError)
 from .keys import Buckets
+from .patch import patch_triton, unpatch_triton
 from .tuner import GraphtuneKernel, assert_covered, autotune, check_forces, coverage, force, unforce, warmup
 
 __version__ = "0.1.0"
 
 __all__ = [
     "autotune", "Buckets", "GraphtuneKernel", "warmup", "coverage", "assert_covered", "Coverage",
-    "freeze", "unfreeze", "is_frozen", "set_policy", "force", "unforce", "check_forces",
+    "patch_triton", "unpatch_triton", "freeze", "unfreeze", "is_frozen", "set_policy", "force", "unforce", "check_forces",
     "GraphtuneError", "UntunedError", "TuningError", "ConfigError", "DatabaseError", "InspectError",
     "DistributedError",
 ]
