@@ -689,6 +689,50 @@ class GraphtuneKernel(KernelInterface):
             return best_local
         return agree(self, key, candidates, alive, results, best_local)
 
+    # ------------------------------------------------------------------------- offline / sharded tuning
+
+    def key_of(self, args: tuple, kwargs: dict | None = None) -> tuple:
+        """The tuning key (bucketed) these arguments map to."""
+        return self.key_builder(tuple(args), dict(kwargs or {}))
+
+    def time_candidates(self, args: tuple, kwargs: dict | None, grid, indices: Sequence[int]) -> list[dict[str, Any]]:
+        """Compile and time ``self.configs[i]`` for each i in ``indices`` on these arguments (outside capture);
+        one row per index: ``{"index", "config", "median_ms", "p20_ms", "p80_ms", "n"}`` or ``"failure"``.
+        Used by sharded offline tuning, where each rank times its share of the configs."""
+        if capture.why_no_tuning() is not None:
+            raise RuntimeError(f"time_candidates({self.name!r}) inside capture or while frozen")
+        kwargs = dict(kwargs or {})
+        args = tuple(args)
+        nargs = {**dict(zip(self.arg_names, args)), **kwargs}
+        candidates = [self.configs[i] for i in indices]
+        failures = dict(self._infeasible(candidates, args, kwargs))
+        snapshot = self._snapshot(nargs)
+        failures.update(self._compile_all(candidates, args, kwargs, grid, skip=set(failures)))
+        alive = [i for i in range(len(candidates)) if i not in failures]
+        rows: list[dict[str, Any]] = []
+        sel = None
+        if alive:
+            sel, _ = self._time(candidates, alive, args, kwargs, grid, nargs, self.key_of(args, kwargs))
+        self._restore(nargs, snapshot)
+        for j, (i, c) in enumerate(zip(indices, candidates)):
+            row: dict[str, Any] = {"index": i, "config": config_to_dict(c)}
+            if j in failures:
+                row["failure"] = failures[j]
+            else:
+                t = sel.timing(alive.index(j)) if sel is not None else None
+                if t is not None:
+                    row.update(t.to_dict())
+            rows.append(row)
+        return rows
+
+    def install(self, key: tuple, config: triton.Config, results: list[dict[str, Any]] | None = None,
+                source: str = "tuned", record: bool = True) -> None:
+        """Make ``config`` the choice for ``key`` (e.g. after sharded tuning) and, by default, record it."""
+        with _lock:
+            self._cache[key] = Choice(config, source)
+        if record:
+            self._record(key, config, list(results or []))
+
     # ------------------------------------------------------------------------------------ public bits
 
     def warmup(self, *args, grid=None, **kwargs):

@@ -1,0 +1,4 @@
+from .interface import fused_add_rmsnorm, rmsnorm_kernel
+from .reference import fused_add_rmsnorm_reference
+
+__all__ = ["fused_add_rmsnorm", "fused_add_rmsnorm_reference", "rmsnorm_kernel"]
