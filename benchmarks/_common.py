@@ -24,12 +24,24 @@ def environment() -> dict[str, Any]:
                    cuda=torch.version.cuda)
     else:
         env["gpu"] = None
-    try:
-        env["git_commit"] = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                                           cwd=Path(__file__).parent, timeout=10).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        env["git_commit"] = None
+    env["git_commit"] = git_commit()
     return env
+
+
+def git_commit() -> str | None:
+    """The commit of the tree being measured. The GPU machine gets a copy without .git, so the caller may
+    pass it as GIT_COMMIT."""
+    import os
+    import re
+    given = os.environ.get("GIT_COMMIT", "")
+    if re.fullmatch(r"[0-9a-f]{40}", given):
+        return given
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                             cwd=Path(__file__).parent, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out if re.fullmatch(r"[0-9a-f]{40}", out) else None
 
 
 def write_result(name: str, payload: dict[str, Any], out_dir: str | Path | None = None) -> Path:

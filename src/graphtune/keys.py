@@ -40,7 +40,20 @@ class Buckets:
                              + (f"; bad: {bad}" if bad else ""))
         return cls(kind="explicit", sizes=tuple(sorted(set(values))))
 
+    def __post_init__(self) -> None:
+        # a lookup table for the common case (a batch size up to the largest explicit bucket): one index
+        # instead of a bisect on the launch hot path
+        table: tuple[int, ...] = ()
+        if self.kind == "explicit" and self.sizes and self.sizes[-1] <= 65536:
+            table = tuple(self._slow(v) for v in range(self.sizes[-1] + 1))
+        object.__setattr__(self, "_table", table)
+
     def __call__(self, value: Any) -> int:
+        if type(value) is int and 0 <= value < len(self._table):
+            return self._table[value]
+        return self._slow(value)
+
+    def _slow(self, value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             try:
                 value = int(value)  # numpy / torch integer scalars

@@ -110,6 +110,22 @@ class Choice:
 
 _INT32_LO, _INT32_HI = -(2 ** 31), 2 ** 31
 
+from triton import knobs as _knobs  # noqa: E402
+
+
+def _get_device() -> int:
+    global _get_device
+    from triton.runtime.driver import driver
+    _get_device = driver.active.get_current_device   # resolved once: the lazy driver proxy costs per access
+    return _get_device()
+
+
+def _get_stream(device: int):
+    global _get_stream
+    from triton.runtime.driver import driver
+    _get_stream = driver.active.get_current_stream
+    return _get_stream(device)
+
 
 class GraphtuneKernel(KernelInterface):
     """A Triton kernel tuned per key bucket, never inside CUDA graph capture. Build with ``autotune``."""
@@ -160,6 +176,8 @@ class GraphtuneKernel(KernelInterface):
         self.validate = bool(validate)
         self.meta_names = sorted({k for c in self.configs + ([default] if default else []) for k in c.kwargs})
         self._cache: dict[tuple, Choice] = {}
+        # (key values, specialisation signature) -> (choice, CompiledKernel, config tail); tuned hits only
+        self._fast_cache: dict[tuple, tuple[Choice, Any, tuple]] = {}
         self._stored: dict[tuple, Any] | None = None   # json key -> db Entry, loaded on the first miss
         self._misses: dict[tuple, capture.MissRecord] = {}
         self._excluded: dict[tuple, list[dict[str, Any]]] = {}
@@ -171,6 +189,9 @@ class GraphtuneKernel(KernelInterface):
         self.best_config: triton.Config | None = None
         self.tune_count = 0          # how many keys this process tuned (benchmarked)
         self.bench_calls = 0         # timer invocations, for tests and reports
+        # fast path only when every key argument is positional: (position, bucket) per key name
+        self._key_pos_buckets = tuple(zip(self.key_builder.positions, self.key_builder.bucket_fns))
+        self._max_key_pos = max(self.key_builder.positions, default=-1)
         jit = fn if isinstance(fn, JITFunction) else None
         self._fast = jit is not None and not settings.interpret() and settings.fast_launch()
         self._constexpr_pos = frozenset(p.num for p in jit.params if p.is_constexpr) if jit is not None else frozenset()
@@ -187,55 +208,61 @@ class GraphtuneKernel(KernelInterface):
             return self.warmup(*args, grid=grid, **kwargs)
         if self._force_gen != _FORCE_GEN[0]:
             self._resolve_force()
+        fast_key = None
+        if self._fast and not kwargs and len(args) > self._max_key_pos:
+            # Hot path: one signature pass over the arguments (dtype + alignment of tensors, int classes,
+            # constexpr values) plus the bucketed key values, one dict lookup, and a direct launch of the
+            # cached CompiledKernel.
+            spec = self._spec(args)
+            if spec is not None:
+                fast_key = (self._key_values(args), spec)
+                hit = self._fast_cache.get(fast_key)
+                if hit is not None:
+                    choice, ck, tail = hit
+                    choice.hits += 1
+                    full = args + tail
+                    if callable(grid):
+                        grid = grid(dict(zip(self.arg_names, full)))
+                    n = len(grid)
+                    stream = _get_stream(_get_device())
+                    enter = _knobs.runtime.launch_enter_hook
+                    exit_ = _knobs.runtime.launch_exit_hook
+                    if enter.calls or exit_.calls:
+                        meta = ck.launch_metadata(grid, stream, *full)
+                    else:  # no profiler hooks: skip building metadata nobody reads
+                        meta = enter = exit_ = None
+                    ck.run(grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, stream, ck.function,
+                           ck.packed_metadata, meta, enter, exit_, *full)
+                    return ck
         choice = self._forced
         if choice is None:
             key = self.key_builder(args, kwargs)
             choice = self._cache.get(key)
             if choice is None:
                 choice = self._miss(key, args, kwargs, grid)
-            choice.hits += 1
-        else:
-            choice.hits += 1
-        return self._launch(choice, args, kwargs, grid)
-
-    def _launch(self, choice: Choice, args: tuple, kwargs: dict, grid):
+        choice.hits += 1
         config = choice.config
         self.best_config = config
-        spec = None
-        if self._fast and not kwargs and config.pre_hook is None:
-            spec = self._spec(args)
-            if spec is not None:
-                ck = choice.compiled.get(spec)
-                if ck is not None:
-                    if choice.tail_n != len(args):
-                        self._build_tail(choice, len(args))
-                    if choice.tail is not None:
-                        full = args + choice.tail
-                        return self._launch_compiled(ck, full, grid)
         if config.pre_hook is not None:
             config.pre_hook({**dict(zip(self.arg_names, args)), **kwargs, **config.all_kwargs()})
         ret = self.fn.run(*args, grid=grid, warmup=False, **kwargs, **config.all_kwargs())
-        if spec is not None and ret is not None and hasattr(ret, "packed_metadata"):
-            choice.compiled[spec] = ret
+        if (fast_key is not None and choice.source != "fallback" and config.pre_hook is None
+                and ret is not None and hasattr(ret, "packed_metadata")):
+            tail = self._tail(config, len(args))
+            if tail is not None:
+                self._fast_cache[fast_key] = (choice, ret, tail)
         return ret
 
-    def _launch_compiled(self, ck, full: tuple, grid):
-        from triton import knobs
-        from triton.runtime.driver import driver
-        if callable(grid):
-            grid = grid(dict(zip(self.arg_names, full)))
-        n = len(grid)
-        device = driver.active.get_current_device()
-        stream = driver.active.get_current_stream(device)
-        enter = knobs.runtime.launch_enter_hook
-        exit_ = knobs.runtime.launch_exit_hook
-        if getattr(enter, "calls", True) or getattr(exit_, "calls", True):
-            meta = ck.launch_metadata(grid, stream, *full)
-        else:  # no profiler hooks registered: skip building launch metadata, as it would be ignored
-            meta, enter, exit_ = None, None, None
-        ck.run(grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, stream, ck.function, ck.packed_metadata,
-               meta, enter, exit_, *full)
-        return ck
+    def _key_values(self, args: tuple) -> tuple:
+        return tuple(args[p] if b is None else b(args[p]) for p, b in self._key_pos_buckets)
+
+    def _tail(self, config: triton.Config, n: int) -> tuple | None:
+        """Config values appended positionally: only when they are exactly the parameters after the args."""
+        names = self.arg_names[n:]
+        kw = config.kwargs
+        if set(names) != set(kw):
+            return None
+        return tuple(kw[k] for k in names)
 
     def _spec(self, args: tuple) -> tuple | None:
         out = []
@@ -254,18 +281,11 @@ class GraphtuneKernel(KernelInterface):
                 return None  # anything else (tuples, numpy scalars, ...) goes through Triton's own binder
         return tuple(out)
 
-    def _build_tail(self, choice: Choice, n: int) -> None:
-        """Config kwargs can be appended positionally only when they are exactly the parameters after args."""
-        names = self.arg_names[n:]
-        kw = choice.config.kwargs
-        choice.tail_n = n
-        choice.tail = tuple(kw[k] for k in names) if list(names) == [k for k in self.arg_names if k in kw] \
-            and set(names) == set(kw) else None
-
     # ---------------------------------------------------------------------------------------- misses
 
     def _resolve_force(self) -> None:
         self._force_gen = _FORCE_GEN[0]
+        self._fast_cache.clear()
         params = _FORCES.get(self.name) or _env_forces().get(self.name)
         self._forced = None if params is None else Choice(self._forced_from(params), "forced")
 
@@ -730,6 +750,7 @@ class GraphtuneKernel(KernelInterface):
         """Make ``config`` the choice for ``key`` (e.g. after sharded tuning) and, by default, record it."""
         with _lock:
             self._cache[key] = Choice(config, source)
+            self._fast_cache.clear()
         if record:
             self._record(key, config, list(results or []))
 
@@ -778,6 +799,7 @@ class GraphtuneKernel(KernelInterface):
         """Forget in-memory results and records (the database is untouched)."""
         with _lock:
             self._cache.clear()
+            self._fast_cache.clear()
             self._stored = None
             self._misses.clear()
             self._excluded.clear()

@@ -33,16 +33,37 @@ def _inputs(n):
     return x, y, out
 
 
+_STOCK_HAZARD = r"""
+import torch, triton, triton.language as tl
+
+@triton.autotune(configs=[triton.Config({"BLOCK": b}, num_warps=w) for b in (256, 1024) for w in (4, 8)], key=["n"])
+@triton.jit
+def _axpy(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, 2.0 * tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+n = 1 << 20
+x, y, out = (torch.randn(n, device="cuda") for _ in range(3))
+g = torch.cuda.CUDAGraph()
+try:
+    with torch.cuda.graph(g):
+        _axpy[lambda m: (triton.cdiv(n, m["BLOCK"]),)](x, y, out, n)
+except Exception as exc:
+    print("CAPTURE FAILED:", type(exc).__name__, str(exc).splitlines()[0])
+else:
+    print("CAPTURE OK")
+"""
+
+
 def test_stock_autotune_first_call_inside_capture_breaks_capture():
-    stock = triton.autotune(configs=CONFIGS, key=["n"])(_axpy_kernel)
-    n = 1 << 20
-    x, y, out = _inputs(n)
-    g = torch.cuda.CUDAGraph()
-    with pytest.raises(Exception) as info:
-        with torch.cuda.graph(g):
-            stock[_grid(n)](x, y, out, n, 1)
-    print("stock hazard reproduced:", type(info.value).__name__, str(info.value).splitlines()[0][:160])
-    torch.cuda.synchronize()  # the process stays usable
+    # in its own process: a failed capture leaves torch's CUDA RNG state unusable for the rest of the process
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-c", _STOCK_HAZARD], capture_output=True, text=True, timeout=300)
+    print("stock hazard:", proc.stdout.strip()[-300:])
+    assert "CAPTURE FAILED" in proc.stdout
+    assert "_axpy" not in proc.stdout and "autotun" not in proc.stdout.lower()   # the error names neither
 
 
 @pytest.fixture
