@@ -1,10 +1,12 @@
 """graphtune: capture-safe, per-bucket Triton autotuning for CUDA-graph-captured inference servers."""
 from __future__ import annotations
 
+from .ab import ABResult, ab, decide
 from .capture import Coverage, freeze, is_frozen, set_policy, unfreeze
 from .errors import (ConfigError, DatabaseError, DistributedError, GraphtuneError, InspectError, TuningError,
                      UntunedError)
 from .keys import Buckets
+from .model import ThroughputModel, fit_points
 from .patch import patch_triton, unpatch_triton
 from .tuner import GraphtuneKernel, assert_covered, autotune, check_forces, coverage, force, unforce, warmup
 
@@ -13,6 +15,7 @@ __version__ = "0.1.0"
 __all__ = [
     "autotune", "Buckets", "GraphtuneKernel", "warmup", "coverage", "assert_covered", "Coverage",
     "patch_triton", "unpatch_triton", "freeze", "unfreeze", "is_frozen", "set_policy", "force", "unforce", "check_forces",
+    "ab", "ABResult", "decide", "ThroughputModel", "fit_points",
     "GraphtuneError", "UntunedError", "TuningError", "ConfigError", "DatabaseError", "InspectError",
     "DistributedError",
 ]
