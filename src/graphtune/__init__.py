@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .ab import ABResult, ab, decide
+from .audit import AuditReport, audit_paths
 from .capture import Coverage, freeze, is_frozen, set_policy, unfreeze
 from .errors import (ConfigError, DatabaseError, DistributedError, GraphtuneError, InspectError, TuningError,
                      UntunedError)
@@ -15,7 +16,7 @@ __version__ = "0.1.0"
 __all__ = [
     "autotune", "Buckets", "GraphtuneKernel", "warmup", "coverage", "assert_covered", "Coverage",
     "patch_triton", "unpatch_triton", "freeze", "unfreeze", "is_frozen", "set_policy", "force", "unforce", "check_forces",
-    "ab", "ABResult", "decide", "ThroughputModel", "fit_points",
+    "audit_paths", "AuditReport", "ab", "ABResult", "decide", "ThroughputModel", "fit_points",
     "GraphtuneError", "UntunedError", "TuningError", "ConfigError", "DatabaseError", "InspectError",
     "DistributedError",
 ]

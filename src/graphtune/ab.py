@@ -172,7 +172,13 @@ class Decision:
         if self.kind == "V1":
             return (f"V1: one config is within noise of the best at every size: {self.config} "
                     f"(per-size winners would gain {gain}, within noise)")
-        buckets = ", ".join(f"{s}: {c}" for s, c in self.per_size)
+        runs: list[list[Any]] = []  # [first size, last size, config] of consecutive sizes sharing a winner
+        for size, config in self.per_size:
+            if runs and runs[-1][2] == config:
+                runs[-1][1] = size
+            else:
+                runs.append([size, size, config])
+        buckets = "; ".join(f"{a}: {c}" if a == b else f"{a}-{b}: {c}" for a, b, c in runs)
         against = f"the best single config ({self.config})" if self.config else "no single config (none ran everywhere)"
         crossings = ", ".join(str(s) for s in self.crossovers) or "none"
         return (f"V3: per-bucket configs; the winner changes at size {crossings}; gain over {against}: {gain} "

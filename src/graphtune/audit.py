@@ -201,11 +201,13 @@ class AuditReport:
 # --------------------------------------------------------------------------------------------- public API
 
 
-def audit_paths(paths: Iterable[str | os.PathLike[str]], *, compile_target: str | None = None) -> AuditReport:
+def audit_paths(paths: Iterable[str | os.PathLike[str]], *, compile_target: str | None = None,
+                inspector: Callable[..., Iterable[Any]] | None = None) -> AuditReport:
     """Audit every Python file under ``paths`` (files or directories; .gitignore respected inside git).
 
     Read-only unless ``compile_target`` is given: then the module of each kernel is imported (it runs
-    that code) and each kernel is inspected with ``graphtune.resources.inspect`` for that target.
+    that code) and each kernel is inspected for that target with ``inspector`` (default
+    ``graphtune.resources.inspect``; same signature, rows with ``.fits``, ``.reason``, ``.config``).
     """
     files = collect_files(paths)
     kernels: list[KernelAudit] = []
@@ -217,10 +219,14 @@ def audit_paths(paths: Iterable[str | os.PathLike[str]], *, compile_target: str 
             failed.append(FileFailure(str(path), str(exc)))
             logger.info("audit: skipped %s: %s", path, exc)
             continue
+        except Exception as exc:  # an audit bug on odd input must cost one file, not the whole report
+            failed.append(FileFailure(str(path), f"audit failed: {type(exc).__name__}: {exc}"))
+            logger.warning("audit: %s could not be analysed", path, exc_info=True)
+            continue
         kernels.extend(found)
     compile_errors: tuple[FileFailure, ...] = ()
     if compile_target is not None:
-        kernels, compile_errors = _compile_check(kernels, compile_target)
+        kernels, compile_errors = _compile_check(kernels, compile_target, inspector)
     return AuditReport(tuple(kernels), len(files), tuple(failed), compile_target, compile_errors)
 
 
@@ -230,7 +236,15 @@ def audit_source(source: str | bytes, filename: str = "<source>") -> list[Kernel
         tree = ast.parse(source, filename=filename)
     except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError) as exc:
         raise _Unparsable(_describe_parse_error(exc)) from None
-    return _ModuleAudit(tree, filename).kernels()
+    # Every spelling of either autotune names it somewhere in the file (at least in an import): files
+    # without the word are parsed, so that broken ones are still reported, but not analysed.
+    marker = b"autotune" if isinstance(source, bytes) else "autotune"
+    if marker not in source:  # type: ignore[operator]
+        return []
+    try:
+        return _ModuleAudit(tree, filename).kernels()
+    except RecursionError:
+        raise _Unparsable("nested too deeply to analyse") from None
 
 
 def collect_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
@@ -284,7 +298,9 @@ def _files_under(directory: Path) -> list[Path]:
 
 def _git(directory: Path, *args: str) -> str | None:
     try:
-        done = subprocess.run(["git", "-C", str(directory), *args], capture_output=True, text=True, timeout=60)
+        # surrogateescape: a file name that is not valid UTF-8 must not stop the listing
+        done = subprocess.run(["git", "-C", str(directory), *args], capture_output=True, text=True,
+                              errors="surrogateescape", timeout=60)
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout if done.returncode == 0 else None
@@ -313,7 +329,7 @@ def _walk_files(directory: Path) -> list[Path]:
     out: list[Path] = []
     for root, dirs, names in os.walk(directory):
         dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.endswith(".egg-info")
-                         and not (d.startswith(".") and d not in (".", "..")))
+                         and not d.startswith("."))
         out.extend(Path(root) / n for n in names if n.endswith(".py"))
     return out
 
@@ -362,7 +378,10 @@ class _Evaluator:
         self._active: set[str] = set()  # module names being evaluated (guards A = B; B = A)
 
     def eval(self, node: ast.AST, scope: dict[str, Any] | None = None) -> Any:
-        value = self._eval(node, scope or {})
+        try:
+            value = self._eval(node, scope or {})
+        except RecursionError:
+            raise _Dynamic(f"{_snippet(node)} (nested too deeply)") from None
         self._check_size(value, node)
         return value
 
@@ -544,6 +563,8 @@ class _Evaluator:
         self._active.add(node.id)
         try:
             return self._eval(definition, {})
+        except _Dynamic as exc:
+            raise _Dynamic(f"{node.id}: {exc}") from None
         finally:
             self._active.discard(node.id)
 
@@ -562,6 +583,8 @@ class _Evaluator:
             self._active.add(name)
             try:
                 return self._eval(self.module.simple_functions[name], {})
+            except _Dynamic as exc:
+                raise _Dynamic(f"{name}(): {exc}") from None
             finally:
                 self._active.discard(name)
         if isinstance(node.func, ast.Name) and node.func.id not in self.module.bound_names:
@@ -1194,14 +1217,17 @@ def _hazards(cand: _Candidate, wrapper: str, params: tuple[str, ...] | None, key
 # --------------------------------------------------------------------------------------------- --compile
 
 
-def _compile_check(kernels: list[KernelAudit], target: str) -> tuple[list[KernelAudit], tuple[FileFailure, ...]]:
+def _compile_check(kernels: list[KernelAudit], target: str, inspect: Callable[..., Iterable[Any]] | None
+                   ) -> tuple[list[KernelAudit], tuple[FileFailure, ...]]:
     """Import each kernel's module and inspect the kernel for ``target``; adds does-not-fit / compile-skipped."""
-    try:
-        from . import resources
-        inspect = resources.inspect
-    except Exception as exc:  # resources is optional here: the static audit still stands without it
-        message = f"graphtune.resources is not available ({type(exc).__name__}: {exc})"
-        return [_with(k, Hazard("compile-skipped", INFO, message)) for k in kernels], ()
+    if inspect is None:
+        try:
+            from . import resources
+            inspect = resources.inspect
+        except Exception as exc:  # resources is optional here: the static audit still stands without it
+            message = f"graphtune.resources is not available ({type(exc).__name__}: {exc})"
+            return [_with(k, Hazard("compile-skipped", INFO, message)) for k in kernels], ()
+        resources.get_target(target)  # an unknown target is the caller's mistake: say so once, not per kernel
 
     modules: dict[str, Any] = {}
     errors: dict[str, str] = {}
@@ -1226,10 +1252,10 @@ def _inspect_kernel(kernel: KernelAudit, module: Any, inspect: Callable[..., Any
     obj = getattr(module, kernel.name, None) if kernel.name.isidentifier() else None
     if obj is None:
         return _with(kernel, Hazard("compile-skipped", INFO, f"{kernel.name} is not a module-level name"))
-    signature = getattr(obj, "graphtune_signature", None)
+    signature = _attribute_down(obj, "graphtune_signature")
     if signature is None:
         return _with(kernel, Hazard("compile-skipped", INFO, "needs a signature, skipped"))
-    constexprs = getattr(obj, "graphtune_constexprs", None)
+    constexprs = _attribute_down(obj, "graphtune_constexprs")
     try:
         rows = list(inspect(obj, target=target, signature=signature, constexprs=constexprs))
     except Exception as exc:
@@ -1237,10 +1263,20 @@ def _inspect_kernel(kernel: KernelAudit, module: Any, inspect: Callable[..., Any
     misfits = [row for row in rows if not getattr(row, "fits", True)]
     if not misfits:
         return kernel
-    listed = "; ".join(f"{_label(getattr(row, 'config', None))}: {getattr(row, 'reason', '') or 'does not fit'}"
-                       for row in misfits)
+    listed = "; ".join(f"{getattr(row, 'label', None) or _label(getattr(row, 'config', None))}: "
+                       f"{getattr(row, 'reason', '') or 'does not fit'}" for row in misfits)
     return _with(kernel, Hazard("does-not-fit", HAZARD,
                                 f"{len(misfits)} of {len(rows)} configs do not fit {target}: {listed}"))
+
+
+def _attribute_down(obj: Any, name: str) -> Any:
+    """``name`` on the kernel object or on any wrapper below it (autotuner -> heuristics -> jit, via ``.fn``)."""
+    for _ in range(32):
+        value = getattr(obj, name, None)
+        if value is not None or not hasattr(obj, "fn"):
+            return value
+        obj = obj.fn
+    return None
 
 
 def _label(config: Any) -> str:

@@ -391,17 +391,16 @@ def _is_busy(exc: BaseException) -> bool:
 
 
 def _header_problem(path: Path) -> str | None:
-    """Damage visible without SQLite: a file too short for a header, or one that is not SQLite at all."""
+    """Damage visible without SQLite: a file too short for a header, or one that is not SQLite at all.
+    A file that cannot be read raises OSError: that is a permission problem, not damage, so it is not moved."""
     try:
         size = path.stat().st_size
-        if size == 0:  # SQLite's own empty database (or one being created right now by another rank)
-            return None
-        with open(path, "rb") as fh:
-            head = fh.read(100)
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        return f"cannot be read ({exc})"
+    if size == 0:  # SQLite's own empty database (or one being created right now by another rank)
+        return None
+    with open(path, "rb") as fh:
+        head = fh.read(100)
     if head[:16] != _SQLITE_MAGIC[: len(head[:16])]:
         return f"not an SQLite file (it starts with {head[:16]!r})"
     if len(head) < 100:
@@ -446,10 +445,13 @@ def _open_lock(path: Path) -> Iterator[None]:
     """Serialise check-and-repair at open among processes, so no rank judges a file another is creating.
     Best effort: without fcntl, or when the lock file cannot be made, opening goes on unlocked (the schema
     transaction still makes creation safe)."""
+    fd = None
     try:
         import fcntl
         fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
     except (ImportError, OSError):
+        pass
+    if fd is None:
         yield
         return
     try:
@@ -533,7 +535,11 @@ class TuningDB:
             self._turn_off(f"cannot create the directory of tuning database {self.path}: {exc}")
             return
         with _open_lock(self.path):
-            problem = _header_problem(self.path)
+            try:
+                problem = _header_problem(self.path)
+            except OSError as exc:
+                self._turn_off(f"cannot read tuning database {self.path}: {exc}")
+                return
             conn = None
             if problem is None and self.path.exists():
                 conn = self._connect()
@@ -611,7 +617,11 @@ class TuningDB:
     def _open_readonly(self) -> None:
         if not self.path.exists():
             return  # nothing to read; looked for again on the next use, and never created
-        problem = _header_problem(self.path)
+        try:
+            problem = _header_problem(self.path)
+        except OSError as exc:
+            self._turn_off(f"cannot read tuning database {self.path}: {exc}")
+            return
         if problem is not None:
             self._turn_off(f"tuning database {self.path} is damaged ({problem}); left in place because "
                            f"GRAPHTUNE_DB_READONLY=1")

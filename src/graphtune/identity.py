@@ -52,7 +52,7 @@ def source_text(fn: Any) -> str:
     except (OSError, TypeError):
         code = getattr(fn, "__code__", None)
         if code is None:
-            raise TypeError(f"cannot read the source of {fn!r}: neither a Triton kernel nor a Python function") from None
+            raise TypeError(f"cannot read the source of {fn!r}: not a Triton kernel or a Python function") from None
         # Defined where no source file exists (a REPL): the bytecode still changes whenever the body does.
         return f"{getattr(code, 'co_qualname', code.co_name)}:{code.co_code.hex()}"
 

@@ -38,6 +38,8 @@ __all__ = [
     "get_target", "inspect", "list_targets", "occupancy", "signature_from_args",
 ]
 
+_cache_lock = threading.Lock()   # guards the module's caches (compiles, checks, interpreter conversions)
+
 
 # --------------------------------------------------------------------------------------------- targets
 
@@ -303,6 +305,71 @@ def _is_jit_function(obj: Any) -> bool:
     return isinstance(obj, JITFunction)
 
 
+def _is_interpreted(obj: Any) -> bool:
+    return type(obj).__name__ == "InterpretedFunction" and type(obj).__module__ == "triton.runtime.interpreter"
+
+
+_jit_twins: dict[int, tuple[Any, Any]] = {}
+# Swapping module attributes is process-wide: one compile at a time while the interpreter switch is on.
+_interpreter_lock = threading.RLock()
+
+
+def _jit_twin(fn: Any) -> Any:
+    """The JITFunction of an InterpretedFunction (what ``triton.jit`` returns under TRITON_INTERPRET=1)."""
+    from triton.runtime.jit import JITFunction
+
+    with _cache_lock:
+        hit = _jit_twins.get(id(fn))
+        if hit is None or hit[0] is not fn:
+            hit = (fn, JITFunction(fn.fn, **fn.kwargs))   # the interpreted object is kept alive with its id
+            _jit_twins[id(fn)] = hit
+    return hit[1]
+
+
+@contextlib.contextmanager
+def _compiler_mode(fn: Any):
+    """Let the compiler run in a process where TRITON_INTERPRET=1 (the CPU tests).
+
+    There ``triton.jit`` made InterpretedFunctions of the kernel's helpers and of triton.language's own
+    @jit functions (tl.sum, tl.max, ...), which code generation cannot call, and constexpr functions return
+    bare values. For the duration of the compile the switch is off and every InterpretedFunction reachable
+    from triton.language and from the kernel's globals (and modules named there) is replaced by its
+    JITFunction twin; everything is put back afterwards.
+    """
+    import sys
+    import types
+
+    from triton import knobs
+
+    if not knobs.runtime.interpret:
+        yield
+        return
+    with _interpreter_lock, knobs.runtime.scope():
+        knobs.runtime.interpret = False
+        swapped: list[tuple[dict, str, Any]] = []
+        pending = [vars(m) for name, m in list(sys.modules.items())
+                   if m is not None and (name == "triton.language" or name.startswith("triton.language."))]
+        pending.append(fn.__globals__)
+        seen: set[int] = set()
+        try:
+            while pending:
+                namespace = pending.pop()
+                if id(namespace) in seen:
+                    continue
+                seen.add(id(namespace))
+                for name, value in list(namespace.items()):
+                    if _is_interpreted(value):
+                        swapped.append((namespace, name, value))
+                        namespace[name] = _jit_twin(value)
+                        pending.append(value.fn.__globals__)
+                    elif isinstance(value, types.ModuleType) and namespace is fn.__globals__:
+                        pending.append(vars(value))
+            yield
+        finally:
+            for namespace, name, value in reversed(swapped):
+                namespace[name] = value
+
+
 @dataclass(frozen=True)
 class _Resolved:
     fn: Any
@@ -318,6 +385,8 @@ def _resolve(kernel: Any) -> _Resolved:
     signature = getattr(kernel, "graphtune_signature", None)
     constexprs = getattr(kernel, "graphtune_constexprs", None)
     for _ in range(32):
+        if _is_interpreted(obj):
+            obj = _jit_twin(obj)
         if _is_jit_function(obj):
             break
         if configs is None and getattr(obj, "configs", None) is not None:
@@ -562,7 +631,6 @@ def aligned_args(fn: Any, args: Mapping[str, Any]) -> frozenset[str]:
 
 _compile_cache: dict[tuple, _Compiled] = {}
 _check_cache: dict[tuple, dict[int, str]] = {}
-_cache_lock = threading.Lock()
 _CHECK_CACHE_SIZE = 1024
 _RESOURCE_LINE = re.compile(r"\b(REG|STACK|SHARED|LOCAL):(\d+)")
 
@@ -632,6 +700,12 @@ def _freeze(value: Any) -> str:
     return repr(value)
 
 
+def _kernel_key(fn: Any) -> tuple[str, str]:
+    """Source-and-dependencies hash plus name: the same kernel text compiles the same way."""
+    with _compiler_mode(fn):
+        return fn.cache_key, getattr(fn, "__qualname__", _fn_name(fn))
+
+
 def _compile(spec: _Spec, constexprs: dict[str, Any], options: dict[str, Any], target: Target) -> _Compiled:
     """Compile once per (kernel source, target, signature, constexprs, specialisation, options) per process;
     Triton's on-disk cache makes a repeat in another process cheap too."""
@@ -639,7 +713,7 @@ def _compile(spec: _Spec, constexprs: dict[str, Any], options: dict[str, Any], t
     from triton.compiler import ASTSource
 
     fn = spec.fn
-    key = (fn.cache_key, fn.__qualname__ if hasattr(fn, "__qualname__") else _fn_name(fn), target.capability,
+    key = (_kernel_key(fn), target.capability,
            target.warp_size, tuple(spec.signature.items()),
            tuple(sorted((k, _freeze(v)) for k, v in constexprs.items())), tuple(sorted(spec.aligned)),
            tuple(sorted((k, _freeze(v)) for k, v in options.items())))
@@ -656,7 +730,7 @@ def _compile(spec: _Spec, constexprs: dict[str, Any], options: dict[str, Any], t
     started = time.perf_counter()
     try:
         # Triton prints the whole PTX to stdout when ptxas fails; the reason is kept, the dump is not.
-        with contextlib.redirect_stdout(io.StringIO()):
+        with contextlib.redirect_stdout(io.StringIO()), _compiler_mode(fn):
             kernel = triton.compile(ASTSource(fn, signature, constexprs, attrs),
                                     target=GPUTarget("cuda", target.capability, target.warp_size), options=options)
     except Exception as exc:  # noqa: BLE001 - any compile failure makes the config unusable, with this reason
@@ -702,8 +776,10 @@ def _row(config: triton.Config, target: Target, compiled: _Compiled) -> Resource
     return ResourceRow(**common, registers=u.registers, stack_bytes=u.stack_bytes, local_bytes=u.local_bytes,
                        spill_bytes=u.stack_bytes + u.local_bytes, shared_static=u.shared_static,
                        shared_dynamic=u.shared_dynamic, shared_bytes=shared,
-                       blocks_by_registers=occ.blocks_by_registers, blocks_by_shared=occ.blocks_by_shared,
-                       blocks_by_threads=occ.blocks_by_threads, blocks_by_limit=occ.blocks_by_limit,
+                       blocks_by_registers=occ.blocks_by_registers if occ.fits else None,
+                       blocks_by_shared=occ.blocks_by_shared if occ.fits else None,
+                       blocks_by_threads=occ.blocks_by_threads if occ.fits else None,
+                       blocks_by_limit=occ.blocks_by_limit if occ.fits else None,
                        resident_blocks=occ.blocks if fits else 0, resident_warps=occ.warps if fits else 0,
                        occupancy_pct=occ.occupancy_pct if fits else 0.0, limiter=occ.limiter, fits=fits,
                        reason=reason)
@@ -758,7 +834,7 @@ def check_configs_for_device(kernel_fn: Any, configs: Sequence[Any], signature: 
     fn = _resolve(kernel_fn).fn
     config_list = _normalise_configs(configs)
     aligned = specialize if isinstance(specialize, bool) else tuple(sorted(specialize))
-    key = (fn.cache_key, _fn_name(fn), tgt,
+    key = (_kernel_key(fn), tgt,
            json.dumps([config_to_dict(c) for c in config_list], sort_keys=True, default=repr),
            tuple(sorted(signature.items())), tuple(sorted((k, _freeze(v)) for k, v in (constexprs or {}).items())),
            aligned)

@@ -1,0 +1,227 @@
+"""``graphtune db path|ls|show|export|import|prune``: look at and manage the tuning database."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any, Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from .db import Entry, ImportReport, TuningDB, staleness
+from .identity import current_env, env_mismatch
+
+_LAUNCH = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+_SHORT = {"gpu_name": "GPU", "compute_capability": "cc", "triton_version": "triton", "torch_version": "torch",
+          "cuda_version": "CUDA"}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("db", help="the tuning database: path, ls, show, export, import, prune",
+                                   description="Look at and manage the tuning database ($GRAPHTUNE_DB, else a "
+                                               "file in the user cache directory).")
+    parser.set_defaults(func=lambda args: _help(parser))
+    sub = parser.add_subparsers(dest="db_command", metavar="ACTION")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", metavar="PATH", help="database file (default: $GRAPHTUNE_DB or the user cache)")
+
+    p = sub.add_parser("path", parents=[common], help="print where the database is")
+    p.set_defaults(func=_path)
+
+    p = sub.add_parser("ls", parents=[common], help="list entries")
+    p.add_argument("--stale", action="store_true",
+                   help="only entries this environment would not apply (other GPU or versions, superseded source)")
+    p.add_argument("--kernel", metavar="NAME", help="only this kernel")
+    p.add_argument("--device", metavar="GPU", help='only this GPU name, e.g. "NVIDIA H200"')
+    p.set_defaults(func=_ls)
+
+    p = sub.add_parser("show", parents=[common], help="every candidate's timing for one kernel")
+    p.add_argument("name", metavar="NAME", help="kernel name")
+    p.add_argument("--key", action="append", metavar="K1,K2",
+                   help="only this tuning key, written as in `ls` (repeatable)")
+    p.set_defaults(func=_show)
+
+    p = sub.add_parser("export", parents=[common], help="write entries to a JSON file a package can ship")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="JSON file to write")
+    p.add_argument("--kernel", metavar="NAME", help="only this kernel")
+    p.add_argument("--device", metavar="GPU", help='only this GPU name, e.g. "NVIDIA H200"')
+    p.set_defaults(func=_export)
+
+    p = sub.add_parser("import", parents=[common], help="merge an export file (the better median wins)")
+    p.add_argument("file", metavar="FILE", help="JSON file written by `graphtune db export`")
+    p.set_defaults(func=_import)
+
+    p = sub.add_parser("prune", parents=[common], help="remove stale entries, or one kernel's entries")
+    p.add_argument("--stale", action="store_true", help="remove the entries `ls --stale` lists")
+    p.add_argument("--kernel", metavar="NAME", help="remove this kernel's entries (with --stale: its stale ones)")
+    p.set_defaults(func=_prune)
+
+
+def _help(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 0
+
+
+def _console() -> Console:
+    # Piped output (grep, a log file) gets whole rows rather than rich's 80-column default.
+    return Console(highlight=False, markup=False, width=None if sys.stdout.isatty() else 240)
+
+
+def _error(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def _open(args: argparse.Namespace) -> TuningDB:
+    return TuningDB(args.db) if args.db else TuningDB()
+
+
+def _key_text(key: Sequence[Any]) -> str:
+    return ",".join(str(v) for v in key)
+
+
+def _config_text(config: dict) -> str:
+    parts = [f"{k}={v}" for k, v in config.items() if k not in _LAUNCH]
+    parts += [f"{k}={config[k]}" for k in _LAUNCH if k in config and not (k == "num_ctas" and config[k] == 1)
+              and config[k] is not None]
+    return ",".join(parts)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _when(entry: Entry) -> str:
+    return f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(entry.tuned_at))} {entry.host} r{entry.rank}"
+
+
+def _entry_table(title: str, entries: Sequence[Entry], reasons: Sequence[str | None] | None) -> Table:
+    table = Table(title=title, title_justify="left")
+    for name in ("kernel", "key", "chosen", "median ms", "GPU", "triton / torch / CUDA", "tuned", "source"):
+        table.add_column(name, justify="right" if name == "median ms" else "left")
+    if reasons is not None:
+        table.add_column("status")
+    for i, e in enumerate(entries):
+        env = e.env
+        row = [e.kernel.name, _key_text(e.key), _config_text(e.chosen), _ms(e.chosen_median_ms),
+               f"{env.gpu_name} {env.compute_capability}".strip(),
+               f"{env.triton_version} / {env.torch_version} / {env.cuda_version or '-'}", _when(e), e.source]
+        if reasons is not None:
+            row.append(_short_status(e, reasons[i]))
+        table.add_row(*row)
+    return table
+
+
+def _short_status(entry: Entry, reason: str | None) -> str:
+    if reason is None:
+        return "current"
+    fields = [_SHORT[m.split(" ", 1)[0]] for m in env_mismatch(entry.env, current_env())]
+    return f"stale: other {', '.join(fields)}" if fields else "stale: superseded"
+
+
+def _path(args: argparse.Namespace) -> int:
+    print(_open(args).path)
+    return 0
+
+
+def _ls(args: argparse.Namespace) -> int:
+    db = _open(args)
+    entries = db.entries(kernel_name=args.kernel)
+    if args.device:
+        entries = [e for e in entries if e.env.gpu_name.casefold() == args.device.strip().casefold()]
+    reasons = staleness(entries, current_env())
+    if args.stale:
+        pairs = [(e, r) for e, r in zip(entries, reasons) if r is not None]
+        entries, reasons = [e for e, _ in pairs], [r for _, r in pairs]
+    console = _console()
+    if entries:
+        console.print(_entry_table("", entries, reasons))
+    n_stale = sum(r is not None for r in reasons)
+    print(f"{len(entries)} {'stale ' if args.stale else ''}entries"
+                  f"{'' if args.stale else f' ({n_stale} stale)'} in {db.path}")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    db = _open(args)
+    entries = db.entries(kernel_name=args.name)
+    if args.key:
+        wanted = {k.replace(" ", "") for k in args.key}
+        entries = [e for e in entries if _key_text(e.key).replace(" ", "") in wanted]
+    if not entries:
+        names = sorted({e.kernel.name for e in db.entries()})
+        what = f"kernel {args.name!r}" + (f" with key {', '.join(args.key)}" if args.key else "")
+        _error(f"no entries for {what} in {db.path}; kernels there: "
+                                    f"{', '.join(names) or '(none)'}")
+        return 1
+    env = current_env()
+    console = _console()
+    for entry, reason in zip(entries, staleness(entries, env)):
+        e = entry.env
+        gpu = f"{e.gpu_name} {e.compute_capability}".strip()
+        title = (f"{entry.kernel.name} key ({_key_text(entry.key)}) on {gpu}, triton "
+                 f"{e.triton_version}, torch {e.torch_version}, CUDA {e.cuda_version or '-'}; tuned {_when(entry)}; "
+                 f"source {entry.kernel.source_hash}, configs {entry.kernel.configs_hash}; {reason or 'current'}")
+        table = Table(title=title, title_justify="left")
+        for name in ("", "config", "median ms", "p20 ms", "p80 ms", "n", "failure / resources"):
+            table.add_column(name, justify="right" if name.endswith("ms") or name == "n" else "left")
+        ranked = sorted(entry.candidates, key=lambda c: (c.median_ms is None, c.median_ms or 0.0))
+        for cand in ranked:
+            note = cand.failure or ", ".join(f"{k}={v}" for k, v in (cand.resources or {}).items())
+            table.add_row("*" if cand.config == entry.chosen else "", _config_text(cand.config), _ms(cand.median_ms),
+                          _ms(cand.p20_ms), _ms(cand.p80_ms), str(cand.n), note)
+        console.print(table)
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    db = _open(args)
+    present = db.entries(kernel_name=args.kernel)
+    devices = sorted({e.env.gpu_name for e in present})
+    if args.device:
+        present = [e for e in present if e.env.gpu_name.casefold() == args.device.strip().casefold()]
+    if not present:
+        kernels = sorted({e.kernel.name for e in db.entries()})
+        _error(
+            f"nothing to export from {db.path}: no entries"
+            f"{f' of kernel {args.kernel!r}' if args.kernel else ''}{f' on {args.device!r}' if args.device else ''}"
+            f" (kernels: {', '.join(kernels) or '(none)'}; GPUs{' of that kernel' if args.kernel else ''}: "
+            f"{', '.join(devices) or '(none)'}); {args.output} not written")
+        return 1
+    n = db.export(args.output, kernel=args.kernel, device=args.device)
+    print(f"exported {n} entries from {db.path} to {args.output}")
+    return 0
+
+
+def _report(console: Console, report: ImportReport, into: str) -> None:
+    print(f"imported {report.path} into {into}: {report.added} added, {report.replaced} replaced, "
+                  f"{report.kept} kept, {len(report.conflicts)} conflicts")
+    if report.conflicts:
+        table = Table(title="conflicts (the lower chosen median is kept)", title_justify="left")
+        for name in ("kernel", "key", "GPU", "kept", "existing", "ms", "imported", "ms "):
+            table.add_column(name, justify="right" if name.startswith("ms") else "left")
+        for c in report.conflicts:
+            table.add_row(c.kernel, _key_text(c.key), c.gpu_name, c.kept, _config_text(c.existing_chosen),
+                          _ms(c.existing_median_ms), _config_text(c.imported_chosen), _ms(c.imported_median_ms))
+        console.print(table)
+
+
+def _import(args: argparse.Namespace) -> int:
+    db = _open(args)
+    _report(_console(), db.import_file(args.file), str(db.path))
+    return 0
+
+
+def _prune(args: argparse.Namespace) -> int:
+    if not args.stale and not args.kernel:
+        _error(
+            "graphtune db prune: say what to remove: --stale (entries `graphtune db ls --stale` lists) and/or "
+            "--kernel NAME (every entry of that kernel; with --stale, its stale ones); nothing removed")
+        return 2
+    db = _open(args)
+    removed = db.remove(stale=args.stale, kernel=args.kernel)
+    console = _console()
+    if removed:
+        console.print(_entry_table(f"removed from {db.path}", removed, None))
+    print(f"removed {len(removed)} entries from {db.path}")
+    return 0

@@ -1,0 +1,201 @@
+"""``graphtune inspect``: registers, spills, shared memory and occupancy of every config, for any target.
+
+    graphtune inspect MODULE:KERNEL --target sm_120 [--target sm_90] [--constexpr NAME=VALUE ...]
+                      [--signature NAME=TYPE ...] [--no-specialize] [--json]
+    graphtune inspect --targets [--json]
+
+MODULE is a dotted module name or a path to a ``.py`` file; KERNEL an attribute of it (dots allowed). A kernel
+object may carry ``graphtune_signature`` / ``graphtune_constexprs`` attributes; ``--signature`` and
+``--constexpr`` add to or override them.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib
+import importlib.util
+import json
+import os
+import sys
+from typing import Any
+
+from .configs import LAUNCH_OPTIONS, parse_params
+from .errors import InspectError
+from .resources import ResourceRow, _resolve, get_target, inspect, list_targets
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "inspect", help="registers, spills, shared memory and occupancy of each config, for any GPU target",
+        description="Compile every config of a Triton kernel for a target GPU (no GPU needed) and report "
+                    "registers, spills, shared memory, occupancy, and the configs that cannot launch there.")
+    parser.add_argument("kernel", nargs="?", metavar="MODULE:KERNEL",
+                        help="a dotted module or a path to a .py file, ':', the kernel's attribute name")
+    parser.add_argument("--target", action="append", metavar="TARGET",
+                        help="sm_80, sm_86, sm_89, sm_90, sm_100, sm_120 (also 90, sm90, 9.0) or 'device'; "
+                             "repeat for several (default sm_90)")
+    parser.add_argument("--constexpr", action="append", default=[], metavar="NAME=VALUE",
+                        help="a tl.constexpr value the configs do not set (repeatable, or comma-separated)")
+    parser.add_argument("--signature", action="append", default=[], metavar="NAME=TYPE",
+                        help="Triton type of a runtime parameter, e.g. x_ptr=*bf16 n=i32 (repeatable)")
+    parser.add_argument("--no-specialize", action="store_true",
+                        help="compile without tt.divisibility hints (as for unaligned tensors / odd sizes)")
+    parser.add_argument("--targets", action="store_true", help="list the built-in targets and exit")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.set_defaults(func=handler)
+
+
+def _parse_signature(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        for part in item.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            name, sep, ty = part.partition("=")
+            if not sep or not name.strip() or not ty.strip():
+                raise InspectError(f"--signature {part!r} is not NAME=TYPE (e.g. x_ptr=*bf16)")
+            out[name.strip()] = ty.strip()
+    return out
+
+
+def _parse_constexprs(items: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        out.update(parse_params(item, where="--constexpr"))
+    return out
+
+
+def load_object(spec: str) -> Any:
+    """``pkg.module:name`` or ``path/to/file.py:name.attr`` -> the object."""
+    module_part, sep, attr = spec.rpartition(":")
+    if not sep or not module_part or not attr:
+        raise InspectError(f"{spec!r} is not MODULE:KERNEL (e.g. mypkg.ops:matmul_kernel or ops.py:matmul_kernel)")
+    if module_part.endswith(".py") or os.sep in module_part or os.path.isfile(module_part):
+        path = os.path.abspath(module_part)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{module_part}: no such file")
+        # A stable name per path: Triton keys compiled kernels on module and source, and reloading the
+        # same path twice in one process must not clash with another file of the same stem.
+        name = f"_graphtune_inspect_{os.path.splitext(os.path.basename(path))[0]}_" \
+               f"{hashlib.sha256(path.encode()).hexdigest()[:8]}"
+        module = sys.modules.get(name)
+        if module is None:
+            loader_spec = importlib.util.spec_from_file_location(name, path)
+            if loader_spec is None or loader_spec.loader is None:
+                raise InspectError(f"cannot import {path} as a Python module")
+            module = importlib.util.module_from_spec(loader_spec)
+            sys.modules[name] = module
+            try:
+                loader_spec.loader.exec_module(module)
+            except BaseException:
+                sys.modules.pop(name, None)
+                raise
+    else:
+        module = importlib.import_module(module_part)
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            names = sorted(n for n in dir(obj) if not n.startswith("__"))
+            raise InspectError(f"{module_part} has no attribute {attr!r} (at {part!r}); names there: {names}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def _sort_key(row: ResourceRow) -> tuple:
+    return (not row.fits, -row.occupancy_pct, row.spill_bytes or 0, row.registers or 0, row.label)
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal:
+        # Piped output: rich would wrap at 80 columns and fold every config into a tall column.
+        console = Console(width=200)
+    return console
+
+
+def _print_targets(as_json: bool) -> None:
+    targets = list_targets()
+    if as_json:
+        print(json.dumps([t.to_dict() for t in targets], indent=2))
+        return
+    from rich.table import Table
+
+    table = Table(title="built-in targets (CUDA programming guide limits)")
+    for col in ("target", "GPUs", "smem/block opt-in B", "smem/SM B", "regs/SM", "max regs/thread",
+                "max warps/SM", "max threads/SM", "max blocks/SM"):
+        table.add_column(col, justify="left" if col in ("target", "GPUs") else "right")
+    for t in targets:
+        table.add_row(t.name, t.description, f"{t.shared_per_block_optin:,}", f"{t.shared_per_sm:,}",
+                      f"{t.registers_per_sm:,}", str(t.max_registers_per_thread), str(t.max_warps_per_sm),
+                      str(t.max_threads_per_sm), str(t.max_blocks_per_sm))
+    _console().print(table)
+
+
+def _num(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def _print_rows(title: str, rows: list[ResourceRow]) -> None:
+    from rich.table import Table
+
+    meta = list(dict.fromkeys(k for r in rows for k in r.config if k not in LAUNCH_OPTIONS))
+    show_maxnreg = any(r.config.get("maxnreg") is not None for r in rows)
+    show_ctas = any(r.num_ctas != 1 for r in rows)
+    table = Table(title=title)
+    for name in meta:
+        table.add_column(name, justify="right")
+    table.add_column("warps", justify="right")
+    table.add_column("stages", justify="right")
+    if show_maxnreg:
+        table.add_column("maxnreg", justify="right")
+    if show_ctas:
+        table.add_column("ctas", justify="right")
+    for col in ("regs", "spill B", "smem B", "blocks/SM by R/S/T/L", "blocks", "occupancy", "limiter"):
+        table.add_column(col, justify="left" if col == "limiter" else "right", no_wrap=True)
+    table.add_column("fits", overflow="fold")
+    for row in sorted(rows, key=_sort_key):
+        cells = [str(row.config.get(name, "")) for name in meta] + [str(row.num_warps), str(row.num_stages)]
+        if show_maxnreg:
+            cells.append(str(row.config.get("maxnreg") or ""))
+        if show_ctas:
+            cells.append(str(row.num_ctas))
+        by = "-" if row.blocks_by_registers is None else \
+            f"{row.blocks_by_registers}/{row.blocks_by_shared}/{row.blocks_by_threads}/{row.blocks_by_limit}"
+        spill = _num(row.spill_bytes)
+        if row.spill_bytes:
+            spill = f"[yellow]{spill}[/yellow]"
+        fits = "yes" if row.fits else f"[red]no: {row.reason}[/red]"
+        cells += [_num(row.registers), spill, _num(row.shared_bytes), by, str(row.resident_blocks),
+                  f"{row.occupancy_pct:.1f}%", row.limiter, fits]
+        table.add_row(*cells)
+    _console().print(table)
+
+
+def handler(args: argparse.Namespace) -> int:
+    if args.targets:
+        _print_targets(args.json)
+        return 0
+    if not args.kernel:
+        raise InspectError("give MODULE:KERNEL to inspect, or --targets to list the targets")
+    kernel = load_object(args.kernel)
+    targets = [get_target(t) for t in (args.target or ["sm_90"])]
+    signature = dict(_resolve(kernel).signature or {})
+    signature.update(_parse_signature(args.signature))
+    constexprs = _parse_constexprs(args.constexpr)
+    specialize = not args.no_specialize
+    results: list[tuple[str, list[ResourceRow]]] = []
+    for target in targets:
+        rows = inspect(kernel, target=target, signature=signature or None, constexprs=constexprs,
+                       specialize=specialize)
+        results.append((target.name, rows))
+    if args.json:
+        print(json.dumps([row.to_dict() for _, rows in results for row in rows], indent=2, default=repr))
+        return 0
+    for name, rows in results:
+        bad = sum(not r.fits for r in rows)
+        title = f"{args.kernel} on {name}: {len(rows)} configs" + (f", {bad} cannot run" if bad else "")
+        _print_rows(title, rows)
+    return 0

@@ -1,0 +1,113 @@
+"""A/B target of the MLA decode kernel: inputs for one batch size, a forced config, bytes moved.
+
+``AB_TARGET.make(size, config)`` returns zero-argument callables, each with its own input set (query,
+cache, page table, lengths, output), so that cycling through them reads more than the 60 MB L2 and every
+timed call misses the cache as a server's would. Each callable runs ``config`` on the plain jit kernel
+(``interface._launch(..., config=...)``), never the tuner.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+import triton
+
+from . import interface, space
+from .reference import D_QK, DS_MLA_ROW_BYTES, quantize_ds_mla
+
+L2_BYTES = 60 * 2 ** 20
+ROTATE_BYTES = 3 * L2_BYTES     # the input sets of one size together exceed the L2 three times over
+MAX_SETS = 64
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One benchmark shape: ``batch`` requests of ``tokens`` each, ``heads`` heads, one cache format."""
+
+    batch: int
+    heads: int = 16
+    tokens: int = 4096
+    page_size: int = 1
+    kv_format: str = "fp8"
+
+    @property
+    def row_bytes(self) -> int:
+        return {"fp8": D_QK, "bf16": 2 * D_QK, "fp8_ds_mla": DS_MLA_ROW_BYTES}[self.kv_format]
+
+    def bytes_moved(self) -> int:
+        """The fewest bytes a decode step must read: each token's row once plus its 4-byte index."""
+        return self.batch * self.tokens * (self.row_bytes + 4)
+
+
+def make_inputs(problem: Problem, device: str | torch.device = "cuda", seed: int = 0) -> dict:
+    """Random inputs: a cache holding exactly the batch's pages, shuffled, addressed by a page table."""
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    pages_per_req = triton.cdiv(problem.tokens, problem.page_size)
+    num_pages = problem.batch * pages_per_req
+    shape = (num_pages, problem.page_size)
+    if problem.kv_format == "fp8_ds_mla":
+        values = torch.randn(*shape, D_QK, device=device)
+        kv = quantize_ds_mla(values)
+        del values
+    else:
+        kv = torch.randn(*shape, D_QK, device=device).to(
+            torch.float8_e4m3fn if problem.kv_format == "fp8" else torch.bfloat16)
+    # Scattered pages (random page ids), as a long-running server's allocator leaves them.
+    perm = torch.randperm(num_pages, generator=gen).to(device=device, dtype=torch.int32)
+    page_table = perm.view(problem.batch, pages_per_req).contiguous()
+    seq_lens = torch.full((problem.batch,), problem.tokens, dtype=torch.int32, device=device)
+    q = torch.randn(problem.batch, problem.heads, D_QK, device=device).to(torch.bfloat16)
+    out = torch.empty(problem.batch, problem.heads, 512, dtype=torch.bfloat16, device=device)
+    return dict(q=q, kv_cache=kv, page_table=page_table, seq_lens=seq_lens, out=out,
+                kv_scale=0.05 if problem.kv_format == "fp8" else 1.0)
+
+
+def run_inputs(inputs: dict, kv_format: str, config: triton.Config | None,
+               num_sms: int | None = None) -> Callable[[], None]:
+    """A zero-argument call of the kernel on ``inputs`` with ``config`` forced (None: the tuned path)."""
+    sm_scale = 1.0 / math.sqrt(D_QK)
+    args = (inputs["q"], inputs["kv_cache"], inputs["page_table"], inputs["seq_lens"], sm_scale,
+            inputs["kv_scale"], kv_format, inputs["out"], False)
+
+    def call() -> None:
+        interface._launch(*args, config=config, num_sms=num_sms)
+    return call
+
+
+@dataclass
+class MlaDecodeTarget:
+    """What the A/B harness needs: a name, default sizes, configs, calls per (size, config), bytes."""
+
+    name: str = "mla_decode"
+    default_sizes: tuple[int, ...] = (1, 8, 32, 60, 90, 128)
+    configs: list[triton.Config] = field(default_factory=lambda: list(space.CONFIGS))
+    heads: int = 16
+    tokens: int = 4096
+    page_size: int = 1
+    kv_format: str = "fp8"
+    _inputs: dict[int, list[dict]] = field(default_factory=dict, repr=False)
+
+    def problem(self, size: int) -> Problem:
+        return Problem(size, self.heads, self.tokens, self.page_size, self.kv_format)
+
+    def inputs(self, size: int) -> list[dict]:
+        """The rotating input sets of one size, built once and shared by every config."""
+        if size not in self._inputs:
+            problem = self.problem(size)
+            sets = max(2, min(MAX_SETS, triton.cdiv(ROTATE_BYTES, problem.bytes_moved())))
+            self._inputs[size] = [make_inputs(problem, seed=i) for i in range(sets)]
+        return self._inputs[size]
+
+    def make(self, size: int, config: triton.Config) -> list[Callable[[], None]]:
+        return [run_inputs(x, self.kv_format, config) for x in self.inputs(size)]
+
+    def bytes_moved(self, size: int) -> int:
+        return self.problem(size).bytes_moved()
+
+    def release(self) -> None:
+        self._inputs.clear()
+
+
+AB_TARGET = MlaDecodeTarget()

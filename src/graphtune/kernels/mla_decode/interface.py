@@ -1,0 +1,250 @@
+"""MLA decode attention over a paged KV cache: validate, allocate, launch (kernels in kernel.py).
+
+The split kernel is tuned per batch bucket by ``graphtune.autotune`` under the name ``"mla_decode"``
+(force a config with ``graphtune.force("mla_decode", BLOCK_N=32, num_warps=8)`` or ``GRAPHTUNE_FORCE``).
+Under the Triton interpreter one small config runs untuned. ``_launch(..., config=...)`` runs a given
+``triton.Config`` on the plain jit kernel (benchmarks and A/B runs).
+
+Capture safety: the grid depends only on the batch size, the head count and the SM count, never on
+``seq_lens``; the per-request split is computed on the device. Allocations are plain ``torch.empty`` on
+the current stream (inside a capture they come from the graph's pool).
+"""
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+from typing import Any
+
+import torch
+import triton
+
+from ... import settings
+from . import kernel, space
+from .reference import D_NOPE, D_QK, DS_MLA_ROW_BYTES, resolve_kv_format
+
+_FORMAT_CODES = {"fp8": 0, "bf16": 1, "fp8_ds_mla": 2}
+_KV_FORMATS = ("auto", *_FORMAT_CODES)
+_ROW_BYTES = {"fp8": D_QK, "bf16": 2 * D_QK, "fp8_ds_mla": DS_MLA_ROW_BYTES}
+_REDUCE_BLOCK_S = 16
+_B_CHUNK = 128      # requests per step of the split kernel's on-device tile count
+_INTERPRET_SMS = 3   # a few "SMs" under the interpreter, so requests straddle programs in CPU tests
+
+
+@functools.lru_cache(maxsize=None)
+def _num_sms(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def _sm_count(device: torch.device) -> int:
+    if device.type != "cuda":
+        return _INTERPRET_SMS
+    return _num_sms(device.index if device.index is not None else torch.cuda.current_device())
+
+
+def split_programs(num_sms: int, heads: int, block_h: int, programs_per_sm: int) -> int:
+    """Programs per head block of the split grid: fill the SMs once over all head blocks."""
+    head_blocks = triton.cdiv(heads, block_h)
+    return max(1, (num_sms * programs_per_sm) // head_blocks)
+
+
+def max_partials(num_sms: int, batch: int) -> int:
+    """Partial slots the split kernel may write: one per (program, request) segment, at most P + B."""
+    most_programs = num_sms * max(c.kwargs["PROGRAMS_PER_SM"] for c in space.CONFIGS + [space.DEFAULT,
+                                                                                        space.INTERPRET_CONFIG])
+    return most_programs + batch
+
+
+@functools.lru_cache(maxsize=1)
+def _tuned_kernel():
+    from ... import Buckets, autotune
+    return autotune(configs=space.CONFIGS, key=["B", "H", "PAGE_SIZE", "KV_FORMAT", "RETURN_LSE"],
+                    buckets={"B": Buckets.explicit(space.CAPTURE_SIZES)}, default=space.DEFAULT,
+                    name="mla_decode", prune_configs_by={"early_config_prune": space.prune})(
+        kernel._mla_decode_split_kernel)
+
+
+def _fail(name: str, what: str) -> None:
+    raise ValueError(f"mla_decode: {name}: {what}")
+
+
+def _check_tensor(name: str, t: Any, dtype: torch.dtype | tuple[torch.dtype, ...], ndim: int,
+                  device: torch.device | None) -> None:
+    if not isinstance(t, torch.Tensor):
+        _fail(name, f"expected a torch.Tensor, got {type(t).__name__}")
+    dtypes = dtype if isinstance(dtype, tuple) else (dtype,)
+    if t.dtype not in dtypes:
+        _fail(name, f"dtype {t.dtype}, expected {' or '.join(str(d) for d in dtypes)}")
+    if t.dim() != ndim:
+        _fail(name, f"shape {tuple(t.shape)} has {t.dim()} dims, expected {ndim}")
+    if device is not None and t.device != device:
+        _fail(name, f"on device {t.device}, expected {device} (the device of q)")
+    if t.numel() > 0 and t.stride(-1) != 1:
+        _fail(name, f"last dimension must be contiguous (stride 1), got strides {tuple(t.stride())}")
+
+
+def _validate(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_format, out) -> str:
+    if not isinstance(q, torch.Tensor):
+        _fail("q", f"expected a torch.Tensor, got {type(q).__name__}")
+    device = q.device
+    _check_tensor("q", q, torch.bfloat16, 3, None)
+    if q.shape[2] != D_QK:
+        _fail("q", f"shape {tuple(q.shape)}: last dim must be {D_QK} (512 latent + 64 rope)")
+    if q.shape[1] < 1:
+        _fail("q", f"shape {tuple(q.shape)}: needs at least one head")
+    if kv_format not in _KV_FORMATS:
+        _fail("kv_format", f"{kv_format!r}, expected one of {list(_KV_FORMATS)}")
+    _check_tensor("kv_cache", kv_cache, (torch.float8_e4m3fn, torch.bfloat16, torch.uint8), 3, device)
+    fmt = resolve_kv_format(kv_cache, kv_format)
+    want_dtype = {"fp8": torch.float8_e4m3fn, "bf16": torch.bfloat16, "fp8_ds_mla": torch.uint8}[fmt]
+    want_last = DS_MLA_ROW_BYTES if fmt == "fp8_ds_mla" else D_QK
+    if kv_cache.dtype != want_dtype:
+        _fail("kv_cache", f"dtype {kv_cache.dtype} does not match kv_format={fmt!r} (needs {want_dtype})")
+    if kv_cache.shape[2] != want_last:
+        _fail("kv_cache", f"shape {tuple(kv_cache.shape)}: last dim must be {want_last} for kv_format={fmt!r}")
+    if kv_cache.shape[0] < 1 or kv_cache.shape[1] < 1:
+        _fail("kv_cache", f"shape {tuple(kv_cache.shape)}: needs at least one page of at least one token")
+    batch = q.shape[0]
+    _check_tensor("page_table", page_table, torch.int32, 2, device)
+    if page_table.shape[0] != batch or page_table.shape[1] < 1:
+        _fail("page_table", f"shape {tuple(page_table.shape)}, expected [{batch}, max_pages >= 1] (B from q)")
+    _check_tensor("seq_lens", seq_lens, torch.int32, 1, device)
+    if seq_lens.shape[0] != batch:
+        _fail("seq_lens", f"shape {tuple(seq_lens.shape)}, expected [{batch}] (B from q)")
+    if isinstance(sm_scale, bool) or not isinstance(sm_scale, numbers.Real) or not math.isfinite(sm_scale):
+        _fail("sm_scale", f"{sm_scale!r}, expected a finite float")
+    if isinstance(kv_scale, torch.Tensor):
+        if fmt != "fp8":
+            _fail("kv_scale", f"a tensor scale applies only to kv_format='fp8', not {fmt!r}")
+        if kv_scale.numel() != 1 or kv_scale.dtype != torch.float32 or kv_scale.device != device:
+            _fail("kv_scale", f"tensor of shape {tuple(kv_scale.shape)}, dtype {kv_scale.dtype} on "
+                              f"{kv_scale.device}; expected one float32 element on {device}")
+    elif isinstance(kv_scale, bool) or not isinstance(kv_scale, numbers.Real) or not math.isfinite(kv_scale):
+        _fail("kv_scale", f"{kv_scale!r}, expected a finite float or a one-element float32 tensor")
+    elif fmt != "fp8" and kv_scale != 1.0:
+        _fail("kv_scale", f"{kv_scale} given with kv_format={fmt!r}; only 'fp8' uses a per-tensor scale")
+    if out is not None:
+        _check_tensor("out", out, torch.bfloat16, 3, device)
+        if tuple(out.shape) != (batch, q.shape[1], D_NOPE):
+            _fail("out", f"shape {tuple(out.shape)}, expected {(batch, q.shape[1], D_NOPE)}")
+    # Reading seq_lens / page_table costs a device synchronisation: only under GRAPHTUNE_CHECK=1, or on a
+    # CPU tensor where it costs nothing. Never during a capture.
+    if batch > 0 and (device.type == "cpu" or settings.check()) and not _capturing(device):
+        _check_contents(kv_cache, page_table, seq_lens)
+    return fmt
+
+
+def _capturing(device: torch.device) -> bool:
+    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+
+
+def _check_contents(kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor) -> None:
+    num_pages, page_size = kv_cache.shape[0], kv_cache.shape[1]
+    limit = page_table.shape[1] * page_size
+    lens = seq_lens.cpu()
+    bad = ((lens < 1) | (lens > limit)).nonzero().flatten().tolist()
+    if bad:
+        shown = {i: int(lens[i]) for i in bad[:8]}
+        _fail("seq_lens", f"requests {shown} outside [1, {limit}] (max_pages {page_table.shape[1]} x "
+                          f"page_size {page_size})")
+    used = (lens + page_size - 1) // page_size
+    pages = page_table.cpu()
+    cols = torch.arange(pages.shape[1])[None, :]
+    in_use = cols < used[:, None]
+    out_of_range = in_use & ((pages < 0) | (pages >= num_pages))
+    if out_of_range.any():
+        rows, cs = out_of_range.nonzero(as_tuple=True)
+        shown = [(int(r), int(c), int(pages[r, c])) for r, c in zip(rows[:8], cs[:8])]
+        _fail("page_table", f"page ids out of range [0, {num_pages}) at (request, slot, id) {shown}")
+
+
+def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
+               sm_scale: float, *, kv_scale: float | torch.Tensor = 1.0, kv_format: str = "auto",
+               out: torch.Tensor | None = None,
+               return_lse: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Decode attention of DeepSeek-style MLA over a paged KV cache.
+
+    Args:
+        q: ``[B, H, 576]`` bf16, the absorbed query (512 latent dims, then 64 rope dims).
+        kv_cache: ``[num_pages, page_size, 576]`` float8_e4m3fn (value = stored * ``kv_scale``) or bf16;
+            or with ``kv_format="fp8_ds_mla"`` ``[num_pages, page_size, 656]`` uint8 (512 fp8 e4m3 latent
+            values, 4 fp32 scales one per 128 of them, 64 bf16 rope values). Keys are all 576 dims of a
+            token's row, values its first 512.
+        page_table: ``[B, max_pages]`` int32 page ids; token ``t`` of request ``b`` is row
+            ``t % page_size`` of page ``page_table[b, t // page_size]``.
+        seq_lens: ``[B]`` int32, ``1 <= seq_len <= max_pages * page_size`` (checked only under
+            ``GRAPHTUNE_CHECK=1`` on CUDA, as is the page-id range: checking costs a synchronisation).
+        sm_scale: softmax scale applied to ``q . k``.
+        kv_scale: per-tensor dequantisation scale of an fp8 cache (float, or a one-element fp32 tensor
+            on the device, read there: capture-safe).
+        kv_format: ``"auto"`` (from dtype and shape), ``"fp8"``, ``"bf16"`` or ``"fp8_ds_mla"``.
+        out: optional ``[B, H, 512]`` bf16 output buffer.
+        return_lse: also return ``[B, H]`` fp32 log-sum-exp of the scaled scores, in natural log.
+
+    Returns:
+        ``out`` (``[B, H, 512]`` bf16), or ``(out, lse)`` with ``return_lse``.
+    """
+    fmt = _validate(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_format, out)
+    return _launch(q, kv_cache, page_table, seq_lens, float(sm_scale), kv_scale, fmt, out, return_lse)
+
+
+def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
+            sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor | None,
+            return_lse: bool, config: triton.Config | None = None,
+            num_sms: int | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Allocate and launch (inputs already validated).
+
+    ``config`` runs that config on the plain jit kernel instead of the tuned one (benchmarks, A/B);
+    ``num_sms`` overrides the SM count that sizes the split grid (tests vary it).
+    """
+    batch, heads, _ = q.shape
+    device = q.device
+    if out is None:
+        out = torch.empty(batch, heads, D_NOPE, dtype=torch.bfloat16, device=device)
+    lse = torch.empty(batch, heads, dtype=torch.float32, device=device) if return_lse else out
+    if batch == 0:
+        return (out, lse) if return_lse else out
+    interpret = settings.interpret()
+    sms = num_sms if num_sms is not None else _sm_count(device)
+    slots = max_partials(sms, batch)
+    part_o = torch.empty(slots, heads, D_NOPE, dtype=torch.float32, device=device)
+    part_lse = torch.empty(slots, heads, dtype=torch.float32, device=device)
+    seg = torch.empty(batch, 2, dtype=torch.int32, device=device)
+    kv_bytes = kv_cache.view(torch.uint8)
+    if isinstance(kv_scale, torch.Tensor):
+        scale_ptr, scale_value, scale_from_ptr = kv_scale, 1.0, True
+    else:
+        scale_ptr, scale_value, scale_from_ptr = seq_lens, float(kv_scale), False  # pointer unused
+
+    args = (q, kv_bytes, page_table, seq_lens, scale_ptr,
+            out, lse, part_o, part_lse, seg,
+            sm_scale, scale_value,
+            batch, heads,
+            q.stride(0), q.stride(1),
+            kv_bytes.stride(0), kv_bytes.stride(1),
+            page_table.stride(0),
+            out.stride(0), out.stride(1),
+            part_o.stride(0), part_o.stride(1),
+            part_lse.stride(0),
+            kv_cache.shape[1], _FORMAT_CODES[fmt], scale_from_ptr, return_lse, interpret,
+            _B_CHUNK)
+
+    def grid(meta: dict[str, Any]) -> tuple[int, int]:
+        block_h = meta["BLOCK_H"]
+        return (triton.cdiv(heads, block_h), split_programs(sms, heads, block_h, meta["PROGRAMS_PER_SM"]))
+
+    if interpret and config is None:
+        config = space.INTERPRET_CONFIG
+    if config is None:
+        _tuned_kernel()[grid](*args)
+    else:
+        kernel._mla_decode_split_kernel[grid](*args, **config.kwargs, num_warps=config.num_warps,
+                                              num_stages=config.num_stages)
+    kernel._mla_decode_reduce_kernel[(batch, heads)](
+        seg, part_o, part_lse, out, lse,
+        heads,
+        part_o.stride(0), part_o.stride(1),
+        part_lse.stride(0),
+        out.stride(0), out.stride(1),
+        return_lse, _REDUCE_BLOCK_S, num_warps=4)
+    return (out, lse) if return_lse else out

@@ -1,0 +1,391 @@
+"""Triton kernels of MLA decode attention over a paged KV cache. Only ``@triton.jit`` functions live here.
+
+Glossary of shape letters
+    B   requests in the batch (decode: one query token per request)
+    H   query heads; every head of a request attends to the same latent row of each token (MLA)
+    N   tokens in one tile (BLOCK_N); a request of ``seq_len`` tokens has ``cdiv(seq_len, N)`` tiles
+    D   576 dims of a key row: 512 latent ("nope") dims, then 64 rope dims; a value is the first 512
+    C   128 latent dims, one chunk (fp8_ds_mla stores one fp32 scale per chunk)
+    P   programs of the split grid per head block: a static number, independent of sequence lengths
+    S   partial results: at most P + B (one per program and request it touches)
+
+Work split (design point: one captured graph stays valid for any ``seq_lens``). All tiles of all
+requests are laid end to end; program ``p`` takes the contiguous range ``[p * per, (p + 1) * per)`` with
+``per = cdiv(total_tiles, P)``, computed on the device from ``seq_lens``. Every SM gets the same number of
+tiles whatever the lengths and the batch size, and a request may span several programs. Each
+(program, request) segment writes a partial (normalised output and log2-sum-exp) under id ``p + b``:
+along the staircase of (p, b) pairs that programs visit, ``p + b`` strictly increases, so ids never
+collide. A segment that covers a whole request writes the final output directly and the reduction skips
+that request.
+
+Numerics. The cache's fp8 e4m3 values are widened to fp16, never fp32 (fp32 conversion capped a probe at
+1.5 TB/s). With ``CONVERT == 1`` the widening is a byte shuffle plus two logic operations per pair
+(``prmt``/``shr``/``and``/``or``) that yields ``value * 2**-8`` exactly, subnormals included; the factor
+``UNIT = 256`` is folded into the scores' and outputs' scale. With ``CONVERT == 0`` the hardware ``cvt``
+instruction is used (``UNIT = 1``). The query is scaled by a power of two so that its largest element is
+near 2**14 before the fp16 cast (no overflow for any bf16 query), and the scale is divided out of the
+scores. Scores, the running max and sum, and the output accumulators are fp32. Under the interpreter
+every dot runs in fp32 (bf16 ``tl.dot`` is wrong in the interpreter).
+
+Layout: tokens sit on the M side of every ``tl.dot`` (``scores^T = K q^T``: [N, H]; ``out^T += V^T p``:
+[C, H]) so that Hopper can use warpgroup MMA with only 16 heads.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+# KV_FORMAT codes (interface.py maps the public names to these).
+FMT_FP8: tl.constexpr = tl.constexpr(0)
+FMT_BF16: tl.constexpr = tl.constexpr(1)
+FMT_DS_MLA: tl.constexpr = tl.constexpr(2)
+
+
+@triton.jit
+def _fp8_bytes_to_half(x):
+    """uint8 e4m3 bit patterns -> fp16 holding ``value * 2**-8`` exactly (4 bytes per asm block).
+
+    e4m3 is s.eeee.mmm with bias 7; fp16 is s.eeeee.mmmmmmmmmm with bias 15. Moving the byte so that its
+    exponent field lands in the low 4 exponent bits and its mantissa in the top 3 mantissa bits gives a
+    number whose exponent is short by 8 in bias: ``value * 2**-8``, for subnormals too.
+    """
+    return tl.inline_asm_elementwise(
+        asm="""{
+        .reg .b32 a, b, t, u;
+        prmt.b32 a, $2, 0, 0x1404;
+        prmt.b32 b, $2, 0, 0x3424;
+        shr.b32 t, a, 1;
+        shr.b32 u, b, 1;
+        and.b32 t, t, 0x3F803F80;
+        and.b32 u, u, 0x3F803F80;
+        and.b32 a, a, 0x80008000;
+        and.b32 b, b, 0x80008000;
+        or.b32 $0, a, t;
+        or.b32 $1, b, u;
+        }""",
+        constraints="=r,=r,r", args=[x], dtype=tl.float16, is_pure=False, pack=4)
+
+
+@triton.jit
+def _load_latent(kv_ptr, row, col0, valid, KV_FORMAT: tl.constexpr, CONVERT: tl.constexpr,
+                 INTERPRET: tl.constexpr, COLS: tl.constexpr):
+    """Columns ``[col0, col0 + COLS)`` of N cache rows (byte offsets ``row``), as the dot's operand type.
+
+    fp8 formats: ``value / UNIT`` in fp16 (fp32 under the interpreter). bf16: bf16 (fp32 interpreted).
+    Rows past the sequence are loaded as zeros so that ``p = 0`` times them stays finite.
+    """
+    cols = col0 + tl.arange(0, COLS)
+    if KV_FORMAT == FMT_BF16:
+        ptrs = (kv_ptr + row[:, None] + 2 * cols[None, :]).to(tl.pointer_type(tl.bfloat16))
+        x = tl.load(ptrs, mask=valid[:, None], other=0.0)
+        if INTERPRET:
+            x = x.to(tl.float32)
+    else:
+        ptrs = kv_ptr + row[:, None] + cols[None, :]
+        if INTERPRET:
+            x8 = tl.load(ptrs.to(tl.pointer_type(tl.float8e4nv)), mask=valid[:, None], other=0.0)
+            x = x8.to(tl.float32)
+            if CONVERT == 1:
+                x = x * 0.00390625
+        elif CONVERT == 1:
+            x = _fp8_bytes_to_half(tl.load(ptrs, mask=valid[:, None], other=0))
+        else:
+            x8 = tl.load(ptrs.to(tl.pointer_type(tl.float8e4nv)), mask=valid[:, None], other=0.0)
+            x = x8.to(tl.float16)
+    return x
+
+
+@triton.jit
+def _load_rope(kv_ptr, row, valid, KV_FORMAT: tl.constexpr, CONVERT: tl.constexpr, INTERPRET: tl.constexpr):
+    """The 64 rope columns of N rows: fp8 per-tensor like the latent part; bf16 in bf16 and fp8_ds_mla."""
+    if KV_FORMAT == FMT_DS_MLA:
+        cols = tl.arange(0, 64)
+        ptrs = (kv_ptr + row[:, None] + 528 + 2 * cols[None, :]).to(tl.pointer_type(tl.bfloat16))
+        x = tl.load(ptrs, mask=valid[:, None], other=0.0)
+        if INTERPRET:
+            x = x.to(tl.float32)
+    else:
+        x = _load_latent(kv_ptr, row, 512, valid, KV_FORMAT, CONVERT, INTERPRET, 64)
+    return x
+
+
+@triton.jit
+def _load_chunk_scale(kv_ptr, row, valid, CHUNK: tl.constexpr):
+    """fp8_ds_mla: the fp32 scale of latent chunk CHUNK for N rows (bytes 512 + 4 * CHUNK)."""
+    ptrs = (kv_ptr + row + 512 + 4 * CHUNK).to(tl.pointer_type(tl.float32))
+    return tl.load(ptrs, mask=valid, other=0.0)
+
+
+@triton.jit
+def _load_q_t(q_ptr, heads, head_mask, col0, COLS: tl.constexpr, stride_q_h):
+    """Query columns ``[col0, col0 + COLS)`` of the program's heads, transposed: [COLS, H] fp32."""
+    cols = col0 + tl.arange(0, COLS)
+    ptrs = q_ptr + heads[None, :] * stride_q_h + cols[:, None]
+    return tl.load(ptrs, mask=head_mask[None, :], other=0.0).to(tl.float32)
+
+
+@triton.jit
+def _pv_update(acc, v, w, alpha, cm, DOT_DTYPE: tl.constexpr, SCALED: tl.constexpr, PREC: tl.constexpr):
+    """``acc^T <- acc^T * alpha + V^T w`` for one 128-dim chunk; ``cm`` multiplies the product when SCALED."""
+    if SCALED:
+        return acc * alpha[None, :] + tl.dot(tl.trans(v), w.to(DOT_DTYPE), input_precision=PREC) * cm
+    else:
+        return tl.dot(tl.trans(v), w.to(DOT_DTYPE), acc * alpha[None, :], input_precision=PREC)
+
+
+@triton.jit
+def _store_out_t(out_ptr, acc, inv, heads, head_mask, col0, stride_out_h):
+    """Store ``acc^T * inv`` ([128, H]) into rows ``heads`` and columns ``[col0, col0 + 128)`` of out."""
+    cols = col0 + tl.arange(0, 128)
+    ptrs = out_ptr + heads[None, :] * stride_out_h + cols[:, None]
+    tl.store(ptrs, (acc * inv[None, :]).to(out_ptr.dtype.element_ty), mask=head_mask[None, :])
+
+
+# B is not specialised (no recompile for B == 1 or B % 16 == 0): one binary per config serves every batch.
+@triton.jit(do_not_specialize=["B"])
+def _mla_decode_split_kernel(
+    q_ptr, kv_ptr, page_table_ptr, seq_lens_ptr, kv_scale_ptr,
+    out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
+    sm_scale, kv_scale,
+    B, H,
+    stride_q_b, stride_q_h,
+    stride_kv_page, stride_kv_tok,
+    stride_pt_b,
+    stride_out_b, stride_out_h,
+    stride_po_s, stride_po_h,
+    stride_pl_s,
+    PAGE_SIZE: tl.constexpr,
+    KV_FORMAT: tl.constexpr,
+    KV_SCALE_FROM_PTR: tl.constexpr,
+    RETURN_LSE: tl.constexpr,
+    INTERPRET: tl.constexpr,
+    B_CHUNK: tl.constexpr,
+    # The tuned config: these must stay the last parameters (graphtune appends them positionally).
+    BLOCK_N: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    CONVERT: tl.constexpr,
+    PROGRAMS_PER_SM: tl.constexpr,  # sizes the grid in interface.py; unused in here
+):
+    """Grid ``(cdiv(H, BLOCK_H), P)``: each program attends its heads over a contiguous range of tiles."""
+    LOG2E: tl.constexpr = 1.4426950408889634
+    pid_h = tl.program_id(0)
+    pid = tl.program_id(1)
+    num_progs = tl.num_programs(1)
+
+    # The interpreter emulates tf32 for fp32 dots unless told otherwise; 16-bit dots ignore the setting.
+    if INTERPRET:
+        PREC: tl.constexpr = "ieee"
+    else:
+        PREC: tl.constexpr = "tf32"
+    if INTERPRET:
+        DOT_DTYPE: tl.constexpr = tl.float32
+        ROPE_DTYPE: tl.constexpr = tl.float32
+    elif KV_FORMAT == FMT_BF16:
+        DOT_DTYPE: tl.constexpr = tl.bfloat16
+        ROPE_DTYPE: tl.constexpr = tl.bfloat16
+    elif KV_FORMAT == FMT_DS_MLA:
+        DOT_DTYPE: tl.constexpr = tl.float16
+        ROPE_DTYPE: tl.constexpr = tl.bfloat16
+    else:
+        DOT_DTYPE: tl.constexpr = tl.float16
+        ROPE_DTYPE: tl.constexpr = tl.float16
+    if KV_FORMAT != FMT_BF16 and CONVERT == 1:
+        UNIT: tl.constexpr = 256.0
+    else:
+        UNIT: tl.constexpr = 1.0
+
+    heads = pid_h * BLOCK_H + tl.arange(0, BLOCK_H)
+    head_mask = heads < H
+    if KV_FORMAT == FMT_FP8:
+        if KV_SCALE_FROM_PTR:
+            kv_scale = tl.load(kv_scale_ptr).to(tl.float32)
+    else:
+        kv_scale = 1.0
+
+    # The tile list of the whole batch, computed from seq_lens on the device (capture-safe), in chunks of
+    # B_CHUNK requests so that no constexpr depends on the batch size (one compile serves every B).
+    offs_c = tl.arange(0, B_CHUNK)
+    total = 0
+    for r0 in range(0, B, B_CHUNK):
+        lens = tl.load(seq_lens_ptr + r0 + offs_c, mask=r0 + offs_c < B, other=0)
+        total += tl.sum((lens + BLOCK_N - 1) // BLOCK_N, axis=0)
+    per = (total + num_progs - 1) // num_progs
+    t = pid * per
+    t_stop = tl.minimum(t + per, total)
+    # b: the first request whose tiles end after t; req_end: where its tiles end in the batch's list.
+    b = 0
+    req_end = 0
+    for r0 in range(0, B, B_CHUNK):
+        lens = tl.load(seq_lens_ptr + r0 + offs_c, mask=r0 + offs_c < B, other=0)
+        tiles = (lens + BLOCK_N - 1) // BLOCK_N
+        ends = req_end + tl.cumsum(tiles, axis=0)
+        done = (ends <= t) & (r0 + offs_c < B)
+        b += tl.sum(done.to(tl.int32), axis=0)
+        req_end += tl.sum(tl.where(done, tiles, 0), axis=0)
+    # req_end now ends request b - 1, i.e. request b starts there.
+
+    offs_n = tl.arange(0, BLOCK_N)
+    while t < t_stop:
+        seq_len = tl.load(seq_lens_ptr + b)
+        req_tiles = (seq_len + BLOCK_N - 1) // BLOCK_N
+        req_start = req_end
+        req_end = req_start + req_tiles
+        seg_stop = tl.minimum(t_stop, req_end)
+        i_first = t - req_start
+        i_stop = seg_stop - req_start
+
+        # The query of request b, transposed ([dims, H]) so that heads sit on the dot's N side.
+        q_base = q_ptr + b.to(tl.int64) * stride_q_b
+        q0 = _load_q_t(q_base, heads, head_mask, 0, 128, stride_q_h)
+        q1 = _load_q_t(q_base, heads, head_mask, 128, 128, stride_q_h)
+        q2 = _load_q_t(q_base, heads, head_mask, 256, 128, stride_q_h)
+        q3 = _load_q_t(q_base, heads, head_mask, 384, 128, stride_q_h)
+        qr = _load_q_t(q_base, heads, head_mask, 512, 64, stride_q_h)
+        if KV_FORMAT == FMT_BF16:
+            q_scale = 1.0
+        else:
+            # A power of two that brings max|q| near 2**14: the fp16 cast then neither overflows nor loses
+            # bits (bf16 has 8, fp16 11 significant bits); the scores divide it out in fp32.
+            q_amax = tl.maximum(tl.max(tl.max(tl.abs(q0), axis=1), axis=0),
+                                tl.maximum(tl.max(tl.max(tl.abs(q1), axis=1), axis=0),
+                                           tl.max(tl.max(tl.abs(q2), axis=1), axis=0)))
+            q_amax = tl.maximum(q_amax, tl.max(tl.max(tl.abs(q3), axis=1), axis=0))
+            if KV_FORMAT == FMT_FP8:
+                q_amax = tl.maximum(q_amax, tl.max(tl.max(tl.abs(qr), axis=1), axis=0))
+            q_amax = tl.maximum(q_amax, 1e-30)
+            q_scale = tl.exp2(14.0 - tl.ceil(tl.log2(q_amax)))
+        q0 = (q0 * q_scale).to(DOT_DTYPE)
+        q1 = (q1 * q_scale).to(DOT_DTYPE)
+        q2 = (q2 * q_scale).to(DOT_DTYPE)
+        q3 = (q3 * q_scale).to(DOT_DTYPE)
+        if KV_FORMAT == FMT_FP8:
+            qr = (qr * q_scale).to(ROPE_DTYPE)
+        else:
+            qr = qr.to(ROPE_DTYPE)
+        # Scores in log2 units: latent dots times nope_mul, rope dot times rope_mul.
+        nope_mul = sm_scale * LOG2E * UNIT * kv_scale / q_scale
+        if KV_FORMAT == FMT_FP8:
+            rope_mul = nope_mul
+        else:
+            rope_mul = sm_scale * LOG2E
+
+        m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
+        l_i = tl.zeros([BLOCK_H], tl.float32)
+        acc0 = tl.zeros([128, BLOCK_H], tl.float32)
+        acc1 = tl.zeros([128, BLOCK_H], tl.float32)
+        acc2 = tl.zeros([128, BLOCK_H], tl.float32)
+        acc3 = tl.zeros([128, BLOCK_H], tl.float32)
+        pt_base = page_table_ptr + b.to(tl.int64) * stride_pt_b
+        for i in range(i_first, i_stop):
+            tok = i * BLOCK_N + offs_n
+            valid = tok < seq_len
+            page = tl.load(pt_base + tok // PAGE_SIZE, mask=valid, other=0)
+            row = page.to(tl.int64) * stride_kv_page + (tok % PAGE_SIZE) * stride_kv_tok
+            k0 = _load_latent(kv_ptr, row, 0, valid, KV_FORMAT, CONVERT, INTERPRET, 128)
+            k1 = _load_latent(kv_ptr, row, 128, valid, KV_FORMAT, CONVERT, INTERPRET, 128)
+            k2 = _load_latent(kv_ptr, row, 256, valid, KV_FORMAT, CONVERT, INTERPRET, 128)
+            k3 = _load_latent(kv_ptr, row, 384, valid, KV_FORMAT, CONVERT, INTERPRET, 128)
+            kr = _load_rope(kv_ptr, row, valid, KV_FORMAT, CONVERT, INTERPRET)
+            if KV_FORMAT == FMT_DS_MLA:
+                c0 = _load_chunk_scale(kv_ptr, row, valid, 0)
+                c1 = _load_chunk_scale(kv_ptr, row, valid, 1)
+                c2 = _load_chunk_scale(kv_ptr, row, valid, 2)
+                c3 = _load_chunk_scale(kv_ptr, row, valid, 3)
+                s = (tl.dot(k0, q0, input_precision=PREC) * c0[:, None] + tl.dot(k1, q1, input_precision=PREC) * c1[:, None]
+                     + tl.dot(k2, q2, input_precision=PREC) * c2[:, None] + tl.dot(k3, q3, input_precision=PREC) * c3[:, None]) * nope_mul
+                s += tl.dot(kr, qr, input_precision=PREC) * rope_mul
+            else:
+                s = tl.dot(k0, q0, input_precision=PREC)
+                s = tl.dot(k1, q1, s, input_precision=PREC)
+                s = tl.dot(k2, q2, s, input_precision=PREC)
+                s = tl.dot(k3, q3, s, input_precision=PREC)
+                s = tl.dot(kr, qr, s, input_precision=PREC) * nope_mul
+            s = tl.where(valid[:, None], s, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, axis=0))
+            alpha = tl.exp2(m_i - m_new)
+            p = tl.exp2(s - m_new[None, :])
+            l_i = l_i * alpha + tl.sum(p, axis=0)
+            m_i = m_new
+            if KV_FORMAT == FMT_DS_MLA:
+                # Per-token chunk scales go into p; dividing by the tile's largest keeps p * c in [0, 1]
+                # for the fp16 cast, and the product is multiplied back in fp32.
+                cm0 = tl.max(c0, axis=0)
+                cm1 = tl.max(c1, axis=0)
+                cm2 = tl.max(c2, axis=0)
+                cm3 = tl.max(c3, axis=0)
+                acc0 = _pv_update(acc0, k0, p * (c0 / tl.maximum(cm0, 1e-30))[:, None], alpha, cm0, DOT_DTYPE, True, PREC)
+                acc1 = _pv_update(acc1, k1, p * (c1 / tl.maximum(cm1, 1e-30))[:, None], alpha, cm1, DOT_DTYPE, True, PREC)
+                acc2 = _pv_update(acc2, k2, p * (c2 / tl.maximum(cm2, 1e-30))[:, None], alpha, cm2, DOT_DTYPE, True, PREC)
+                acc3 = _pv_update(acc3, k3, p * (c3 / tl.maximum(cm3, 1e-30))[:, None], alpha, cm3, DOT_DTYPE, True, PREC)
+            else:
+                acc0 = _pv_update(acc0, k0, p, alpha, 1.0, DOT_DTYPE, False, PREC)
+                acc1 = _pv_update(acc1, k1, p, alpha, 1.0, DOT_DTYPE, False, PREC)
+                acc2 = _pv_update(acc2, k2, p, alpha, 1.0, DOT_DTYPE, False, PREC)
+                acc3 = _pv_update(acc3, k3, p, alpha, 1.0, DOT_DTYPE, False, PREC)
+
+        # seq_len >= 1 and every tile holds a valid token, so l_i > 0 for every head.
+        if KV_FORMAT == FMT_DS_MLA:
+            inv = UNIT / l_i
+        else:
+            inv = UNIT * kv_scale / l_i
+        lse2 = m_i + tl.log2(l_i)
+        if (i_first == 0) & (i_stop == req_tiles):
+            o_base = out_ptr + b.to(tl.int64) * stride_out_b
+            _store_out_t(o_base, acc0, inv, heads, head_mask, 0, stride_out_h)
+            _store_out_t(o_base, acc1, inv, heads, head_mask, 128, stride_out_h)
+            _store_out_t(o_base, acc2, inv, heads, head_mask, 256, stride_out_h)
+            _store_out_t(o_base, acc3, inv, heads, head_mask, 384, stride_out_h)
+            if RETURN_LSE:
+                tl.store(lse_ptr + b * H + heads, lse2 * 0.6931471805599453, mask=head_mask)
+        else:
+            slot = (pid + b).to(tl.int64)
+            part_base = part_o_ptr + slot * stride_po_s
+            _store_out_t(part_base, acc0, inv, heads, head_mask, 0, stride_po_h)
+            _store_out_t(part_base, acc1, inv, heads, head_mask, 128, stride_po_h)
+            _store_out_t(part_base, acc2, inv, heads, head_mask, 256, stride_po_h)
+            _store_out_t(part_base, acc3, inv, heads, head_mask, 384, stride_po_h)
+            tl.store(part_lse_ptr + slot * stride_pl_s + heads, lse2, mask=head_mask)
+        # The reduction reads which partial ids hold request b (a whole segment writes first == last).
+        if pid_h == 0:
+            tl.store(seg_ptr + 2 * b, pid + b, mask=i_first == 0)
+            tl.store(seg_ptr + 2 * b + 1, pid + b, mask=i_stop == req_tiles)
+        t = seg_stop
+        b += 1
+
+
+@triton.jit
+def _mla_decode_reduce_kernel(
+    seg_ptr, part_o_ptr, part_lse_ptr, out_ptr, lse_ptr,
+    H,
+    stride_po_s, stride_po_h,
+    stride_pl_s,
+    stride_out_b, stride_out_h,
+    RETURN_LSE: tl.constexpr,
+    BLOCK_S: tl.constexpr,
+):
+    """Grid ``(B, H)``: merge the partials ``[first, last]`` of request b, head h; skip a whole segment."""
+    b = tl.program_id(0)
+    h = tl.program_id(1)
+    first = tl.load(seg_ptr + 2 * b)
+    last = tl.load(seg_ptr + 2 * b + 1)
+    if first != last:
+        offs_d = tl.arange(0, 512)
+        m = tl.full([], float("-inf"), tl.float32)
+        l_sum = tl.zeros([], tl.float32)
+        acc = tl.zeros([512], tl.float32)
+        for s0 in range(first, last + 1, BLOCK_S):
+            slots = s0 + tl.arange(0, BLOCK_S)
+            smask = slots <= last
+            lse2 = tl.load(part_lse_ptr + slots.to(tl.int64) * stride_pl_s + h, mask=smask, other=float("-inf"))
+            o = tl.load(part_o_ptr + slots.to(tl.int64)[:, None] * stride_po_s + h * stride_po_h + offs_d[None, :],
+                        mask=smask[:, None], other=0.0)
+            m_new = tl.maximum(m, tl.max(lse2, axis=0))
+            w = tl.exp2(lse2 - m_new)
+            alpha = tl.exp2(m - m_new)
+            l_sum = l_sum * alpha + tl.sum(w, axis=0)
+            acc = acc * alpha + tl.sum(o * w[:, None], axis=0)
+            m = m_new
+        tl.store(out_ptr + b.to(tl.int64) * stride_out_b + h * stride_out_h + offs_d,
+                 (acc / l_sum).to(out_ptr.dtype.element_ty))
+        if RETURN_LSE:
+            tl.store(lse_ptr + b * H + h, (m + tl.log2(l_sum)) * 0.6931471805599453)

@@ -1,0 +1,446 @@
+"""A/B statistics and the V1/V3 decision on synthetic timings with known answers; the measurement loop with an
+injected sampler; target and config resolution; JSON, PNG and the CLI."""
+from __future__ import annotations
+
+import json
+import random
+import struct
+import textwrap
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pytest
+import torch
+import triton
+
+from graphtune.ab import ABResult, ab, decide, resolve_target, select_configs
+from graphtune.cli import main
+from graphtune.errors import ConfigError, GraphtuneError
+
+SIZES = [1, 8, 32, 60, 90, 128]
+# Per-size best latency (ms), the shape of the MLA decode table in FACTS.md.
+BASE_MS = {1: 0.037, 8: 0.038, 32: 0.069, 60: 0.130, 90: 0.190, 128: 0.254}
+N_BOOT = 500  # enough for the decisions below, keeps the file fast
+
+
+def trials(rng: random.Random, median: float, *, noise: float = 0.01, n_trials: int = 5, n_samples: int = 20,
+           drift: list[float] | None = None) -> list[list[float]]:
+    """Gaussian samples around ``median`` (relative sd ``noise``); ``drift[k]`` scales trial k as a whole."""
+    drift = drift or [1.0] * n_trials
+    return [[rng.gauss(median * d, noise * median) for _ in range(n_samples)] for d in drift]
+
+
+def table(rng: random.Random, factors: dict[str, dict[int, float]], **kw) -> dict[str, dict[int, list]]:
+    return {label: {s: trials(rng, BASE_MS.get(s, 0.1) * f, **kw) for s, f in per.items()}
+            for label, per in factors.items()}
+
+
+# ------------------------------------------------------------------------------------------------ statistics
+
+def test_cell_median_and_ci_known_values():
+    # trials of exactly known values: pooled median 3.0; every resample lies between 1 and 5
+    result = decide({"only": {7: [[1.0, 2.0, 3.0], [3.0, 4.0, 5.0]]}}, n_boot=N_BOOT)
+    cell = result.cell("only", 7)
+    assert cell.median == 3.0
+    assert 1.0 <= cell.ci_low <= 3.0 <= cell.ci_high <= 5.0
+    assert cell.ci_low < cell.ci_high
+    assert (cell.n_trials, cell.n_samples) == (2, 6)
+
+
+def test_bootstrap_is_seeded():
+    samples = table(random.Random(3), {"a": {5: 1.0}, "b": {5: 1.01}})
+    one, two = decide(samples, n_boot=N_BOOT, seed=11), decide(samples, n_boot=N_BOOT, seed=11)
+    other = decide(samples, n_boot=N_BOOT, seed=12)
+    assert one.to_dict() == two.to_dict()
+    assert one.cell("a", 5).ci_low != other.cell("a", 5).ci_low
+
+
+def test_ci_covers_the_true_median():
+    rng = random.Random(5)
+    runs, covered = 40, 0
+    for seed in range(runs):
+        cell = decide({"x": {3: trials(rng, 0.1, noise=0.05, n_trials=8, n_samples=12)}}, n_boot=400,
+                      seed=seed).cell("x", 3)
+        covered += cell.ci_low <= 0.1 <= cell.ci_high
+        assert (cell.ci_high - cell.ci_low) / 0.1 < 0.05  # ~0.015 expected: not a degenerate wide interval
+    assert covered >= 0.8 * runs
+
+
+def test_two_level_bootstrap_widens_ci_for_trial_to_trial_shifts():
+    # The same numbers as 5 trials shifted by +-4 % and as one pooled trial: shifts between trials are
+    # correlated error that more samples per trial cannot average away, so the CI must be wider.
+    rng = random.Random(7)
+    shifted = trials(rng, 0.2, noise=0.005, drift=[0.96, 1.04, 0.98, 1.02, 1.0], n_samples=40)
+    pooled = [[x for t in shifted for x in t]]
+    wide = decide({"c": {1: shifted}}, n_boot=N_BOOT).cell("c", 1)
+    narrow = decide({"c": {1: pooled}}, n_boot=N_BOOT).cell("c", 1)
+    assert wide.median == pytest.approx(narrow.median)
+    assert (wide.ci_high - wide.ci_low) > 3 * (narrow.ci_high - narrow.ci_low)
+
+
+def test_flat_list_means_one_value_per_trial():
+    flat = decide({"c": {2: [1.0, 2.0, 9.0]}}, n_boot=N_BOOT).cell("c", 2)
+    assert (flat.n_trials, flat.n_samples, flat.median) == (3, 3, 2.0)
+
+
+@pytest.mark.parametrize("slower, noise, beyond", [(1.10, 0.01, True), (1.02, 0.005, True), (1.0, 0.01, False),
+                                                   (1.005, 0.05, False)],
+                         ids=["10pct-1pct-noise", "2pct-halfpct-noise", "identical", "halfpct-5pct-noise"])
+def test_beyond_noise(slower, noise, beyond):
+    rng = random.Random(int(slower * 1000) + int(noise * 1000))
+    result = decide({"fast": {33: trials(rng, 0.1, noise=noise)}, "slow": {33: trials(rng, 0.1 * slower, noise=noise)}},
+                    n_boot=N_BOOT)
+    verdict = result.verdict(33)
+    assert verdict.beyond_noise is beyond
+    ratio, lo, hi = verdict.ratios[verdict.runner_up]
+    assert lo <= ratio <= hi
+    assert (lo > 1.0) is beyond
+    assert set(verdict.within_noise) == ({verdict.winner} if beyond else {"fast", "slow"})
+    if beyond:
+        assert (verdict.winner, verdict.runner_up) == ("fast", "slow")
+
+
+def test_trials_are_paired_across_configs():
+    # Both configs drift together by +-10 % from trial to trial (clocks, temperature); "slow" is always 2 %
+    # slower. Pairing by trial cancels the drift; unpaired, the +-10 % would swamp the 2 %.
+    rng = random.Random(9)
+    drift = [0.9, 1.1, 0.95, 1.05, 1.0, 0.92]
+    samples = {"fast": {17: trials(rng, 0.1, noise=0.002, drift=drift, n_trials=6)},
+               "slow": {17: trials(rng, 0.102, noise=0.002, drift=drift, n_trials=6)}}
+    verdict = decide(samples, n_boot=N_BOOT).verdict(17)
+    assert (verdict.winner, verdict.beyond_noise) == ("fast", True)
+    # the per-cell CIs overlap widely: only the paired ratio separates them
+    result = decide(samples, n_boot=N_BOOT)
+    assert result.cell("slow", 17).ci_low < result.cell("fast", 17).ci_high
+
+
+# ------------------------------------------------------------------------------------------------ decision
+
+def test_crossover_gives_v3_with_gain():
+    # A wins small batches by 30 %, B wins from 32 up by 30 %; C is 50 % slower everywhere
+    small = {s: 1.0 if s <= 8 else 1.3 for s in SIZES}
+    large = {s: 1.3 if s <= 8 else 1.0 for s in SIZES}
+    samples = table(random.Random(1), {"A": small, "B": large, "C": {s: 1.5 for s in SIZES}}, noise=0.002)
+    result = decide(samples, n_boot=N_BOOT)
+    d = result.decision
+    assert d.kind == "V3"
+    assert d.crossovers == (32,)
+    assert d.per_size == tuple((s, "A" if s <= 8 else "B") for s in SIZES)
+    assert d.config == "B"  # best single config: 1.3 at two sizes of six beats A's 1.3 at four
+    assert d.gain_pct == pytest.approx((2 * 1.3 + 4 * 1.0) / 6 * 100 - 100, abs=0.3)  # +10 %
+    assert all(v.beyond_noise for v in result.per_size)
+
+
+def test_alternating_winner_has_two_crossovers():
+    sizes = [3, 17, 100]
+    samples = table(random.Random(2), {"A": {3: 1.0, 17: 1.2, 100: 1.0}, "B": {3: 1.2, 17: 1.0, 100: 1.2}})
+    d = decide({k: {s: v[s] for s in sizes} for k, v in samples.items()}, n_boot=N_BOOT).decision
+    assert (d.kind, d.crossovers, d.config) == ("V3", (17, 100), "A")
+    assert d.gain_pct == pytest.approx(20 / 3, abs=0.5)
+
+
+def test_all_within_noise_gives_v1():
+    samples = table(random.Random(4), {"X": {s: 1.0 for s in SIZES}, "Y": {s: 1.0 for s in SIZES},
+                                       "Z": {s: 1.0 for s in SIZES}}, noise=0.03)
+    result = decide(samples, n_boot=N_BOOT)
+    d = result.decision
+    assert d.kind == "V1" and d.crossovers == ()
+    assert all(c == d.config for _, c in d.per_size)
+    mean_ratio = {c: sum(v.ratios[c][0] for v in result.per_size) / len(SIZES) for c in "XYZ"}
+    assert d.config == min(mean_ratio, key=mean_ratio.get)  # least regret among the candidates
+    assert d.gain_pct == pytest.approx((mean_ratio[d.config] - 1) * 100)
+    assert not any(v.beyond_noise for v in result.per_size)
+
+
+def test_v1_picks_the_config_within_noise_everywhere_even_if_it_never_wins():
+    # A wins small, B wins large, each loses by 25 % elsewhere; C is 0.2 % behind the winner everywhere,
+    # well inside 3 % noise: one config suffices (V1 with C), though per-size winners exist.
+    factors = {"A": {s: 1.0 if s <= 32 else 1.25 for s in SIZES}, "B": {s: 1.25 if s <= 32 else 1.0 for s in SIZES},
+               "C": {s: 1.002 for s in SIZES}}
+    result = decide(table(random.Random(6), factors, noise=0.03), n_boot=N_BOOT)
+    assert (result.decision.kind, result.decision.config) == ("V1", "C")
+
+
+def test_single_config_is_v1():
+    result = decide({"only": {s: [[BASE_MS[s]]] for s in SIZES}}, n_boot=N_BOOT)
+    assert (result.decision.kind, result.decision.config, result.decision.gain_pct) == ("V1", "only", 0.0)
+    assert all(v.runner_up is None and not v.beyond_noise for v in result.per_size)
+
+
+def test_failed_cell_never_wins_and_excludes_its_config_from_v1():
+    # "fast" wins everywhere it ran, but failed at 90: it cannot be the single config
+    rng = random.Random(8)
+    samples = table(rng, {"fast": {s: 1.0 for s in SIZES}, "slow": {s: 1.2 for s in SIZES}})
+    samples["fast"][90] = []
+    result = decide(samples, n_boot=N_BOOT, errors={("fast", 90): "OutOfResources: shared memory"})
+    cell = result.cell("fast", 90)
+    assert (cell.ok, cell.median, cell.error) == (False, None, "OutOfResources: shared memory")
+    assert result.verdict(90).winner == "slow" and result.verdict(90).runner_up is None
+    d = result.decision
+    assert d.kind == "V3" and d.crossovers == (90, 128) and d.config == "slow"
+    assert d.gain_pct == pytest.approx((5 * 1.2 + 1.0) / 6 * 100 - 100, abs=1.0)
+
+
+@pytest.mark.parametrize("samples, message", [
+    ({"a": {1: [[0.1]], 2: [[0.1]]}, "b": {1: [[0.1]]}}, r"config 'b' has no samples at sizes \[2\]"),
+    ({"a": {1: [[0.1, -0.2]]}}, "times must be finite and > 0 ms"),
+    ({"a": {1: [[0.1, float("nan")]]}}, "times must be finite"),
+    ({"a": {1: [[0.1], []]}}, "trial 1 must be a non-empty list"),
+    ({"a": {4: []}, "b": {4: []}}, "no config has samples at size 4"),
+    ({}, "no configs"),
+], ids=["missing-size", "negative-time", "nan-time", "empty-trial", "all-failed", "empty"])
+def test_decide_rejects_bad_tables(samples, message):
+    with pytest.raises(ValueError, match=message):
+        decide(samples, n_boot=N_BOOT)
+
+
+@pytest.mark.parametrize("kwargs", [dict(confidence=1.0), dict(confidence=0), dict(n_boot=0)],
+                         ids=["confidence-1", "confidence-0", "n_boot-0"])
+def test_decide_rejects_bad_statistics(kwargs):
+    with pytest.raises(ValueError):
+        decide({"a": {1: [[0.1]]}}, **kwargs)
+
+
+# ------------------------------------------------------------------------------------------------ JSON and PNG
+
+@pytest.fixture
+def crossover_result() -> ABResult:
+    factors = {"num_warps=4": {s: 1.3 if s <= 8 else 1.0 for s in SIZES},
+               "num_warps=8": {s: 1.0 if s <= 8 else 1.3 for s in SIZES}}
+    return decide(table(random.Random(10), factors, noise=0.01), target="synthetic", n_boot=N_BOOT,
+                  bytes_moved={s: s * 4096 * 580 for s in SIZES})
+
+
+def test_json_schema(crossover_result):
+    data = json.loads(json.dumps(crossover_result.to_dict(), allow_nan=False))
+    assert data["schema"] == "graphtune.ab/1"
+    assert {"target", "sizes", "configs", "environment", "statistics", "cells", "per_size", "decision"} <= set(data)
+    assert len(data["cells"]) == 2 * len(SIZES)
+    cell = data["cells"][0]
+    assert {"config", "size", "median", "ci_low", "ci_high", "n_samples", "n_trials", "trials_ms",
+            "tb_per_s"} <= set(cell)
+    assert cell["n_samples"] == 100 and cell["ci_low"] <= cell["median"] <= cell["ci_high"]
+    assert cell["tb_per_s"] == pytest.approx(cell["size"] * 4096 * 580 / (cell["median"] * 1e-3) / 1e12)
+    size_row = data["per_size"][2]
+    assert {"size", "winner", "runner_up", "beyond_noise", "within_noise"} <= set(size_row)
+    assert (size_row["size"], size_row["winner"], size_row["beyond_noise"]) == (32, "num_warps=4", True)
+    assert data["decision"] == {"kind": "V3", "config": "num_warps=4",
+                                "per_size": [{"size": s, "config": "num_warps=8" if s <= 8 else "num_warps=4"}
+                                             for s in SIZES],
+                                "crossovers": [32], "gain_pct": pytest.approx(10, abs=0.5)}
+
+
+def test_json_round_trip_reanalyses_to_the_same_result(crossover_result):
+    again = ABResult.from_dict(json.loads(crossover_result.to_json()))
+    assert again.to_dict() == crossover_result.to_dict()
+    stricter = ABResult.from_dict(crossover_result.to_dict(), confidence=0.99)
+    assert stricter.confidence == 0.99
+    lo95, lo99 = crossover_result.cell("num_warps=4", 60).ci_low, stricter.cell("num_warps=4", 60).ci_low
+    assert lo99 < lo95
+
+
+def test_from_dict_rejects_other_files():
+    with pytest.raises(ValueError, match="not a graphtune A/B result"):
+        ABResult.from_dict({"baseline": []})
+
+
+def _png_size(path) -> tuple[int, int]:
+    blob = path.read_bytes()
+    assert blob[:8] == b"\x89PNG\r\n\x1a\n" and blob[12:16] == b"IHDR"
+    return struct.unpack(">II", blob[16:24])
+
+
+def test_save_writes_json_and_png(tmp_path, crossover_result):
+    written = crossover_result.save(tmp_path / "out")
+    assert [p.name for p in written] == ["ab.json", "ab.png"]
+    assert json.loads(written[0].read_text())["decision"]["kind"] == "V3"
+    width, height = _png_size(written[1])
+    assert width > 300 and height > 300
+
+
+def test_png_with_a_failed_cell_and_one_size(tmp_path):
+    result = decide({"a": {5: [[0.1, 0.11]]}, "b": {5: []}}, n_boot=N_BOOT, errors={("b", 5): "compile error"})
+    assert _png_size(result.plot(tmp_path / "one.png"))[0] > 0
+
+
+def test_render_table_marks_winner_and_decision(crossover_result):
+    from rich.console import Console
+
+    console = Console(record=True, width=200)
+    console.print(crossover_result.render_table())
+    text = console.export_text()
+    assert "★" in text and "TB/s" in text and "V3" in text and "winner beyond noise" in text
+
+
+# ------------------------------------------------------------------------------------------------ measurement
+
+@dataclass
+class FakeTarget:
+    """A bench target over CPU tensors: each launch really runs; the injected sampler decides the times."""
+
+    name: str = "fake"
+    default_sizes: tuple[int, ...] = (3, 50)
+    configs: list = field(default_factory=lambda: [triton.Config({"BLOCK_N": 32}, num_warps=4),
+                                                   triton.Config({"BLOCK_N": 64}, num_warps=8),
+                                                   triton.Config({"BLOCK_N": 16}, num_warps=4)])
+    made: list = field(default_factory=list)
+
+    def make(self, size: int, config: triton.Config) -> list[Callable[[], None]]:
+        if config.kwargs["BLOCK_N"] == 16 and size > 10:
+            raise RuntimeError("out of resources: shared memory 262144 > 232448")
+        self.made.append((size, config.kwargs["BLOCK_N"]))
+        copies = [torch.full((size,), float(i)) for i in range(3)]  # rotating input sets
+        return [lambda x=x, c=config: x.mul_(1.0).add_(c.num_warps * 0.0) for x in copies]
+
+    def bytes_moved(self, size: int) -> int:
+        return size * 1000
+
+
+def fake_sampler(latency: Callable[[int, int], float]):
+    def sample(calls, *, samples, launches_per_sample=None):
+        for call in calls:
+            call()
+        size = calls[0].__defaults__[0].numel()
+        block = calls[0].__defaults__[1].kwargs["BLOCK_N"]
+        sample.seen.append((len(calls), samples, launches_per_sample))
+        rng = random.Random(size * 1000 + block + len(sample.seen))
+        return [latency(size, block) * rng.gauss(1.0, 0.01) for _ in range(samples)]
+
+    sample.seen = []
+    return sample
+
+
+def test_ab_measures_every_cell_each_trial_and_decides():
+    # BLOCK_N=64 wins at size 3, BLOCK_N=32 at 50; BLOCK_N=16 cannot launch at 50
+    target = FakeTarget()
+    sampler = fake_sampler(lambda size, block: {(3, 32): 1.0, (3, 64): 0.7, (3, 16): 1.5,
+                                                (50, 32): 2.0, (50, 64): 3.0}[(size, block)])
+    result = ab(target, trials=3, samples=7, launches_per_sample=4, sampler=sampler, n_boot=N_BOOT)
+    assert result.sizes == (3, 50) and result.target == "fake"
+    assert len(target.made) == 3 * 5  # 3 configs at size 3, 2 at size 50 (one fails there, tried once)
+    assert all(seen == (3, 7, 4) for seen in sampler.seen)
+    # configs interleave within a trial and the order rotates between trials
+    at3 = [block for size, block in target.made if size == 3]
+    assert at3 == [32, 64, 16, 64, 16, 32, 16, 32, 64]
+    labels = {c.kwargs["BLOCK_N"]: label for c, label in zip(target.configs, result.configs)}
+    assert result.cell(labels[64], 3).n_trials == 3 and result.cell(labels[64], 3).n_samples == 21
+    failed = result.cell(labels[16], 50)
+    assert not failed.ok and "out of resources" in failed.error
+    assert result.decision.kind == "V3" and result.decision.crossovers == (50,)
+    assert result.decision.per_size == ((3, labels[64]), (50, labels[32]))
+    assert result.cell(labels[32], 50).tb_per_s == pytest.approx(50_000 / (result.cell(labels[32], 50).median * 1e-3)
+                                                                  / 1e12)
+    data = result.to_dict()
+    assert data["configs"][1]["params"] == {"BLOCK_N": 64, "num_warps": 8, "num_stages": 3, "num_ctas": 1}
+    assert data["measurement"]["trials"] == 3
+
+
+def test_ab_with_config_spec_and_sizes():
+    target = FakeTarget()
+    sampler = fake_sampler(lambda size, block: 1.0 + block / 100)
+    result = ab(target, [7], "BLOCK_N=64;num_warps=8", trials=2, samples=3, sampler=sampler, n_boot=N_BOOT)
+    assert result.configs == ("BLOCK_N=64,num_warps=4,num_stages=3", "BLOCK_N=32,num_warps=8,num_stages=3")
+    assert result.decision.per_size == ((7, "BLOCK_N=32,num_warps=8,num_stages=3"),)
+
+
+def test_select_configs():
+    target = FakeTarget()
+    assert select_configs(target, "all") == target.configs
+    (only,) = select_configs(target, " num_stages=2 ; ")
+    assert (only.kwargs, only.num_warps, only.num_stages) == ({"BLOCK_N": 32}, 4, 2)
+    with pytest.raises(ConfigError, match="unknown parameter 'BLOCK_M'"):
+        select_configs(target, "num_warps=8;BLOCK_M=64")
+    with pytest.raises(ConfigError, match="not NAME=VALUE"):
+        select_configs(target, "num_warps")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(sizes=[8, 8]), "sizes repeat"), (dict(sizes=[0]), "sizes must be ints >= 1"),
+    (dict(trials=0), "trials must be an int >= 1"),
+    (dict(configs=[triton.Config({"BLOCK_N": 32}), triton.Config({"BLOCK_N": 32})]), "configs repeat"),
+], ids=["repeated-size", "zero-size", "zero-trials", "repeated-config"])
+def test_ab_rejects_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ab(FakeTarget(), sampler=fake_sampler(lambda s, b: 1.0), **kwargs)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message given without CUDA")
+def test_ab_without_cuda_says_so():
+    with pytest.raises(GraphtuneError, match="needs a CUDA GPU"):
+        ab(FakeTarget(), trials=1)
+
+
+# ------------------------------------------------------------------------------------------------ targets
+
+TARGET_FILE = textwrap.dedent("""
+    import triton
+
+    class _Target:
+        name = "from-file"
+        default_sizes = (2, 4)
+        configs = [triton.Config({"BLOCK": 16}, num_warps=4)]
+        def make(self, size, config):
+            return [lambda: None]
+
+    AB_TARGET = _Target()
+    OTHER = _Target()
+    NOT_A_TARGET = 42
+""")
+
+
+def test_resolve_target_from_a_file(tmp_path):
+    path = tmp_path / "bench_mine.py"
+    path.write_text(TARGET_FILE)
+    assert resolve_target(f"{path}:OTHER").name == "from-file"
+    assert resolve_target(str(path)).name == "from-file"  # ATTR defaults to AB_TARGET
+    with pytest.raises(ValueError, match="is not a bench target"):
+        resolve_target(f"{path}:NOT_A_TARGET")
+    with pytest.raises(ValueError, match="has no attribute 'MISSING'"):
+        resolve_target(f"{path}:MISSING")
+    with pytest.raises(FileNotFoundError):
+        resolve_target(str(tmp_path / "absent.py"))
+    with pytest.raises(ValueError, match="cannot import module 'graphtune_no_such_module'"):
+        resolve_target("graphtune_no_such_module:T")
+
+
+# ------------------------------------------------------------------------------------------------ CLI
+
+def test_cli_from_json_prints_json_and_saves(tmp_path, capsys, crossover_result):
+    saved = tmp_path / "ab.json"
+    saved.write_text(crossover_result.to_json())
+    assert main(["ab", "--from-json", str(saved), "--json", "--out", str(tmp_path / "again")]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == crossover_result.to_dict()
+    assert "ab.png" in captured.err
+    assert _png_size(tmp_path / "again" / "ab.png")[0] > 0
+
+
+def test_cli_from_json_table_with_other_seed(tmp_path, capsys, crossover_result):
+    saved = tmp_path / "ab.json"
+    saved.write_text(crossover_result.to_json())
+    assert main(["ab", "--from-json", str(saved), "--seed", "5", "--n-boot", "300"]) == 0
+    out = capsys.readouterr().out
+    assert "V3" in out and "winner changes at size 32" in out.replace("\n", " ")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message given without CUDA")
+def test_cli_without_cuda_exits_2(capsys):
+    assert main(["ab", "mla_decode", "--sizes", "1,8"]) == 2
+    assert "needs a CUDA GPU" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([], "give a target"),
+    (["mla_decode", "--from-json", "x.json"], "give no target"),
+    (["--from-json", "/nonexistent/ab.json"], "No such file"),
+], ids=["no-target", "target-and-json", "missing-json"])
+def test_cli_bad_input(capsys, argv, message):
+    assert main(["ab", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_rejects_a_json_that_is_not_an_ab_result(tmp_path, capsys):
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps({"baseline": [], "scenarios": []}))
+    assert main(["ab", "--from-json", str(path)]) == 2
+    assert "not a graphtune A/B result" in capsys.readouterr().err

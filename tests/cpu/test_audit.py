@@ -1,0 +1,486 @@
+"""graphtune audit: the static audit of autotuned kernels, over the corpus in tests/cpu/audit_corpus."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from graphtune.audit import AuditReport, KernelAudit, audit_paths, audit_source
+from graphtune.cli import main
+
+CORPUS = Path(__file__).parent / "audit_corpus"
+
+TUNES = "tunes-at-runtime"
+SAFE = "capture-safe"
+DYN = "dynamic-configs"
+ONE = "single-config"
+INPLACE = "in-place-without-restore"
+UNKNOWN = "unknown-key"
+FIRST = "tunes-on-first-call"
+
+# (file, kernel name, n_configs, hazard codes in report order, wrapper)
+EXPECTED = [
+    ("spellings.py", "plain_kernel", 2, (TUNES,), "triton"),
+    ("spellings.py", "alias_module_kernel", 2, (TUNES,), "triton"),
+    ("spellings.py", "alias_function_kernel", 2, (TUNES,), "triton"),
+    ("spellings.py", "dotted_kernel", 2, (TUNES,), "triton"),
+    ("spellings.py", "submodule_kernel", 2, (TUNES,), "triton"),
+    ("spellings.py", "heuristics_outside_kernel", 2, (TUNES,), "triton"),
+    ("spellings.py", "heuristics_inside_kernel", 2, (TUNES,), "triton"),
+    ("spellings.py", "applied_kernel", 2, (TUNES,), "triton"),
+    ("spellings.py", "applied_alias_kernel", 2, (TUNES,), "triton"),
+    ("spellings.py", "applied_stack_kernel", 2, (TUNES,), "triton"),
+    ("spellings.py", "graphtune_kernel", 2, (SAFE,), "graphtune"),
+    ("spellings.py", "graphtune_alias_kernel", 2, (SAFE,), "graphtune"),
+    ("spellings.py", "graphtune_function_kernel", 2, (SAFE,), "graphtune"),
+    ("configs.py", "literal_list", 3, (TUNES,), "triton"),
+    ("configs.py", "nested_comprehension", 30, (TUNES,), "triton"),
+    ("configs.py", "concatenated", 32, (TUNES,), "triton"),
+    ("configs.py", "arithmetic", 3, (TUNES,), "triton"),
+    ("configs.py", "positional_config", 1, (ONE,), "triton"),
+    ("configs.py", "helper_literal", 6, (TUNES,), "triton"),
+    ("configs.py", "env_dynamic", None, (TUNES, DYN), "triton"),
+    ("configs.py", "loop_dynamic", None, (TUNES, DYN), "triton"),
+    ("configs.py", "rebound_dynamic", None, (TUNES, DYN), "triton"),
+    ("configs.py", "huge_dynamic", None, (TUNES, DYN), "triton"),
+    ("configs.py", "pruned", 3, (TUNES,), "triton"),
+    ("hazards.py", "runtime_tuner", 2, (TUNES,), "triton"),
+    ("hazards.py", "misspelled_key", 2, (TUNES, UNKNOWN), "triton"),
+    ("hazards.py", "in_place_direct", 2, (TUNES, INPLACE), "triton"),
+    ("hazards.py", "in_place_through_locals", 2, (TUNES, INPLACE), "triton"),
+    ("hazards.py", "in_place_restored", 2, (TUNES,), "triton"),
+    ("hazards.py", "atomic_accumulate", 2, (TUNES, INPLACE), "triton"),
+    ("hazards.py", "atomic_reset", 2, (TUNES,), "triton"),
+    ("hazards.py", "block_pointer_in_place", 2, (TUNES, INPLACE), "triton"),
+    ("hazards.py", "single", 1, (ONE,), "triton"),
+    ("hazards.py", "empty_key", 2, (FIRST,), "triton"),
+    ("hazards.py", "dynamic_triton", None, (TUNES, DYN), "triton"),
+    ("hazards.py", "graphtune_tuned", 2, (SAFE, INPLACE), "graphtune"),
+    ("hazards.py", "graphtune_dynamic", None, (SAFE, DYN), "graphtune"),
+]
+
+
+def _line_of(file: str, name: str) -> int:
+    """Where the corpus defines ``name``: its ``def`` line, or the assignment that applies the decorators."""
+    pattern = re.compile(rf"^(def {name}\(|{name} = )")
+    lines = (CORPUS / file).read_text().splitlines()
+    hits = [i + 1 for i, text in enumerate(lines) if pattern.match(text)]
+    assert len(hits) == 1, (file, name, hits)
+    return hits[0]
+
+
+@pytest.fixture(scope="module")
+def corpus() -> AuditReport:
+    return audit_paths([CORPUS])
+
+
+@pytest.fixture(scope="module")
+def by_name(corpus: AuditReport) -> dict[str, KernelAudit]:
+    return {k.name: k for k in corpus.kernels}
+
+
+# ------------------------------------------------------------------------------------------- discovery
+
+
+def test_finds_exactly_the_corpus_kernels(corpus: AuditReport):
+    found = sorted((Path(k.file).name, k.name) for k in corpus.kernels)
+    assert found == sorted((file, name) for file, name, *_ in EXPECTED)
+    # Not kernels: plain @triton.jit, an unapplied decorator factory, a local function called autotune.
+    assert not {"jit_only", "unused_factory", "not_triton", "applied_body", "applied_jitted"} & {
+        k.name for k in corpus.kernels}
+
+
+@pytest.mark.parametrize("file,name,n_configs,codes,wrapper", EXPECTED, ids=[e[1] for e in EXPECTED])
+def test_kernel_findings(by_name, file, name, n_configs, codes, wrapper):
+    kernel = by_name[name]
+    assert Path(kernel.file).name == file
+    assert kernel.line == _line_of(file, name)
+    assert kernel.n_configs == n_configs
+    assert kernel.configs == ("dynamic" if n_configs is None else "static")
+    assert kernel.codes == codes
+    assert kernel.wrapper == wrapper
+
+
+def test_corpus_summary(corpus: AuditReport):
+    assert corpus.files_scanned == 5  # conftest.py, the three corpora and the broken file
+    assert [(Path(f.file).name, f.error) for f in corpus.files_failed] == [
+        ("broken_syntax.py", "SyntaxError: '(' was never closed (line 4)")]
+    assert corpus.by_hazard == {TUNES: 29, SAFE: 5, DYN: 6, ONE: 2, INPLACE: 5, UNKNOWN: 1, FIRST: 1}
+    assert corpus.n_hazards == 29 + 5 + 1
+
+
+def test_fields_of_stacked_and_applied_kernels(by_name):
+    outside = by_name["heuristics_outside_kernel"]
+    assert outside.params == ("x_ptr", "n", "BLOCK", "EVEN")
+    assert outside.key == ("n",)
+    assert outside.heuristics == ("EVEN",)
+    assert outside.do_not_specialize == ("n",)
+    applied = by_name["applied_alias_kernel"]
+    assert (applied.function, applied.params, applied.do_not_specialize) == (
+        "applied_jitted", ("x_ptr", "n", "BLOCK"), (1,))
+    stacked = by_name["applied_stack_kernel"]
+    assert (stacked.function, stacked.heuristics, stacked.do_not_specialize) == ("applied_body", ("EVEN",), None)
+    assert by_name["plain_kernel"].constexprs == (("BLOCK", (64, 128)),)
+
+
+@pytest.mark.parametrize("name,warps,stages,constexprs", [
+    ("literal_list", (4, 8), (3, 5), {"BLOCK": (64, 128, 256)}),
+    ("nested_comprehension", (4, 8), (2, 3), {"BLOCK_M": (32, 64, 128), "BLOCK_N": (16, 32, 48, 64)}),
+    ("concatenated", (1, 2, 4, 8), (1, 2, 3), {"BLOCK_M": (8, 16, 32, 64, 128), "BLOCK_N": (8, 16, 32, 48, 64)}),
+    ("arithmetic", (1, 2, 8), (3,), {"BLOCK": (32, 128, 512)}),
+    ("positional_config", (2,), (1,), {"BLOCK_M": (16,), "BLOCK_N": (16,)}),
+    ("helper_literal", (2, 4), (3,), {"BLOCK": (16, 32, 64)}),
+    # dynamic lists: the values written in the Config calls are still shown, unknown ones left out
+    ("loop_dynamic", (8,), (4,), {}),
+    ("env_dynamic", (4,), (3,), {}),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_config_values_seen(by_name, name, warps, stages, constexprs):
+    kernel = by_name[name]
+    assert (kernel.num_warps, kernel.num_stages, dict(kernel.constexprs)) == (warps, stages, constexprs)
+
+
+def test_dynamic_reasons_name_the_expression(by_name):
+    # through the helper function to the part that is not static
+    assert by_name["env_dynamic"].configs_reason == "from_env(): os.environ.get('BLOCKS', '64').split(',')"
+    assert by_name["loop_dynamic"].configs_reason == "looped_helper()"
+    assert by_name["rebound_dynamic"].configs_reason == "REBOUND"
+    assert "more than 100000 elements" in by_name["huge_dynamic"].configs_reason
+    assert by_name["graphtune_dynamic"].configs_reason == "make_configs()"
+
+
+def test_prune_restore_and_reset_are_reported(by_name):
+    assert by_name["pruned"].prune_configs_by.startswith("{'early_config_prune': lambda configs")
+    assert by_name["plain_kernel"].prune_configs_by is None
+    assert by_name["in_place_restored"].restore_value == ("x_ptr",)
+    assert by_name["atomic_reset"].reset_to_zero == ("total_ptr",)
+    assert by_name["atomic_reset"].restore_value is None
+
+
+# ------------------------------------------------------------------------------------------- hazards
+
+
+def _message(kernel: KernelAudit, code: str) -> str:
+    return next(h.message for h in kernel.hazards if h.code == code)
+
+
+def test_unknown_key_names_only_the_missing_names(by_name):
+    message = _message(by_name["misspelled_key"], UNKNOWN)
+    assert "['seq_len']" in message and "BLOCK" not in message.split(":")[0]
+
+
+@pytest.mark.parametrize("name,pointers", [
+    ("in_place_direct", "['x_ptr']"),
+    ("in_place_through_locals", "['out_ptr']"),  # traced through p = out_ptr + offs; q = p; not in_ptr/start
+    ("atomic_accumulate", "['total_ptr']"),
+    ("block_pointer_in_place", "['x_ptr']"),
+    ("graphtune_tuned", "['x_ptr']"),
+])
+def test_in_place_names_the_pointer(by_name, name, pointers):
+    assert _message(by_name[name], INPLACE).startswith(pointers + " loaded and stored")
+
+
+def test_severities(corpus: AuditReport):
+    severities = {h.code: h.severity for k in corpus.kernels for h in k.hazards}
+    assert severities == {TUNES: "hazard", UNKNOWN: "hazard", INPLACE: "hazard",
+                          SAFE: "info", ONE: "info", DYN: "info", FIRST: "info"}
+
+
+CONFIG_HEAD = "import triton\nimport triton.language as tl\nfrom triton import Config as C\n"
+
+
+@pytest.mark.parametrize("expr,expected", [
+    ("[C({'B': b}) for b in range(3)] * 2", 6),
+    ("[C({'B': b}, num_warps=w) for b, w in zip([1], [2])]", None),  # zip is not evaluated
+    ("[C({'B': 2 ** i}) for i in range(4) if i % 2 == 0 and i != 2]", 1),
+    ("[C({'B': b}) for b in SIZES[1:]] + [C({})]", 3),
+    ("[C({'B': b, 'S': s}) for b, s in PAIRS if b > s]", 2),
+    ("list(BASE) + list(BASE)", 2),
+    ("[*BASE, C({'B': 9})]", 2),
+    ("[C(kw) for kw in [{'B': 1}, {'B': 2}, {**{'B': 3}, 'S': 1}]]", 3),
+    ("[C({'B': b}) for b in range(len(SIZES) * 2 - 1)]", 5),
+    ("[C({'B': 1})] if FLAG else []", 1),
+    ("get()", None),
+    ("[C({'B': b}) for b in range(10 ** 7)]", None),
+    ("[C({})] * 10 ** 8", None),
+    ("[C({'B': b}) for b in open('x')]", None),
+    ("[C({'B': 1 << 400})]", None),
+    ("[C({'B': b}) for b in SELF]", None),
+], ids=["repeat", "zip", "condition", "slice-plus", "unpack-filter", "list-call", "starred", "dict-merge",
+        "len", "ifexp", "call", "huge-range", "huge-repeat", "open", "huge-int", "self-reference"])
+def test_static_evaluator(expr, expected):
+    source = CONFIG_HEAD + textwrap.dedent(f"""
+        SIZES = [16, 32, 64]
+        PAIRS = [(64, 2), (32, 3), (2, 8)]
+        BASE = [C({{'B': 1}})]
+        FLAG = 1 + 1 == 2
+        SELF = SELF2
+        SELF2 = SELF
+
+        @triton.autotune(configs={expr}, key=["n"])
+        @triton.jit
+        def k(x_ptr, n, B: tl.constexpr):
+            pass
+        """)
+    (kernel,) = audit_source(source, "inline.py")
+    assert kernel.n_configs == expected
+
+
+def test_key_and_restore_that_are_not_static():
+    source = CONFIG_HEAD + textwrap.dedent("""
+        KEYS = compute_keys()
+
+        @triton.autotune(configs=[C({}), C({})], key=KEYS, restore_value=names())
+        @triton.jit
+        def k(x_ptr, n, B: tl.constexpr):
+            tl.store(x_ptr, tl.load(x_ptr))
+        """)
+    (kernel,) = audit_source(source, "inline.py")
+    assert (kernel.key, kernel.key_expr, kernel.restore_value) == (None, "KEYS", "names()")
+    # An unreadable restore list might cover the pointer: no in-place accusation; the key is assumed non-empty.
+    assert kernel.codes == (TUNES,)
+
+
+def test_relative_import_of_graphtune_inside_its_package(tmp_path):
+    package = tmp_path / "graphtune" / "kernels" / "demo"
+    package.mkdir(parents=True)
+    for directory in (tmp_path / "graphtune", tmp_path / "graphtune" / "kernels", package):
+        (directory / "__init__.py").write_text("")
+    (package / "kernel.py").write_text(textwrap.dedent("""
+        import triton
+        from ...tuner import autotune
+
+        @autotune([triton.Config({})], ["n"])
+        @triton.jit
+        def k(x_ptr, n):
+            pass
+        """))
+    (kernel,) = audit_paths([package / "kernel.py"]).kernels
+    assert (kernel.wrapper, kernel.codes) == ("graphtune", (SAFE, ONE))
+
+
+# ------------------------------------------------------------------------------------------- robustness
+
+
+@pytest.mark.parametrize("content,error", [
+    (b"import triton\nx = 1\x00\n", "contains null bytes"),
+    (b"# -*- coding: utf-8 -*-\ns = '\xff\xfe'\n", "SyntaxError: (unicode error)"),
+    (b"# -*- coding: no-such-codec -*-\nx = 1\n", "SyntaxError: unknown encoding"),
+    (b"def f(:\n", "SyntaxError: invalid syntax"),
+    (b"x = (" * 300 + b")" * 300 + b"\n", "SyntaxError"),
+], ids=["null-bytes", "bad-utf8", "unknown-codec", "syntax", "nesting"])
+def test_unparsable_files_are_reported_not_raised(tmp_path, content, error):
+    (tmp_path / "bad.py").write_bytes(content)
+    (tmp_path / "good.py").write_text(CONFIG_HEAD + "@triton.autotune(configs=[C({})], key=[])\n"
+                                      "@triton.jit\ndef k(x_ptr):\n    pass\n")
+    report = audit_paths([tmp_path])
+    assert report.files_scanned == 2
+    assert [k.name for k in report.kernels] == ["k"]
+    (failure,) = report.files_failed
+    assert Path(failure.file).name == "bad.py" and error in failure.error
+
+
+def test_declared_encoding_is_honoured(tmp_path):
+    source = ("# -*- coding: latin-1 -*-\n" + CONFIG_HEAD
+              + "# r\xe9sum\xe9\n@triton.autotune(configs=[C({}), C({})], key=['n'])\n@triton.jit\n"
+                "def k(x_ptr, n):\n    pass\n").encode("latin-1")
+    (tmp_path / "latin.py").write_bytes(source)
+    (kernel,) = audit_paths([tmp_path]).kernels
+    assert (kernel.line, kernel.codes) == (8, (TUNES,))
+
+
+def test_audit_never_runs_the_code(tmp_path):
+    marker = tmp_path / "ran"
+    (tmp_path / "k.py").write_text(
+        f"open({str(marker)!r}, 'w').close()\n" + CONFIG_HEAD
+        + "@triton.autotune(configs=[C({}), C({})], key=['n'])\n@triton.jit\ndef k(x_ptr, n):\n    pass\n")
+    assert len(audit_paths([tmp_path]).kernels) == 1
+    assert not marker.exists()
+
+
+def test_missing_path_is_an_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope"):
+        audit_paths([tmp_path / "nope"])
+
+
+def _kernel_file(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(CONFIG_HEAD + "@triton.autotune(configs=[C({})], key=[])\n@triton.jit\n"
+                                  f"def {path.stem}(x_ptr):\n    pass\n")
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_gitignore_is_respected(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / ".gitignore").write_text("ignored_kernel.py\ngenerated/\n")
+    for rel in ("kept_kernel.py", "pkg/nested_kernel.py", "ignored_kernel.py", "generated/gen_kernel.py",
+                ".venv/lib/venv_kernel.py", "build/build_kernel.py"):
+        _kernel_file(repo / rel)
+    subprocess.run(["git", "-C", str(repo), "add", "pkg/nested_kernel.py"], check=True)  # tracked and untracked
+    names = {k.name for k in audit_paths([repo]).kernels}
+    assert names == {"kept_kernel", "nested_kernel"}
+    # Named explicitly, an ignored file or directory is audited.
+    assert {k.name for k in audit_paths([repo / "ignored_kernel.py"]).kernels} == {"ignored_kernel"}
+    assert {k.name for k in audit_paths([repo / "generated"]).kernels} == {"gen_kernel"}
+
+
+def test_walk_outside_git_skips_environments_and_build_dirs(tmp_path):
+    for rel in ("a_kernel.py", "sub/b_kernel.py", ".venv/v_kernel.py", "venv/w_kernel.py", "build/x_kernel.py",
+                "__pycache__/y_kernel.py", "node_modules/z_kernel.py", ".git/g_kernel.py"):
+        _kernel_file(tmp_path / rel)
+    (tmp_path / "notes.txt").write_text("@triton.autotune")
+    report = audit_paths([tmp_path, tmp_path / "sub"])  # the second path overlaps: no duplicates
+    assert sorted(k.name for k in report.kernels) == ["a_kernel", "b_kernel"]
+    assert report.files_scanned == 2
+
+
+# ------------------------------------------------------------------------------------------- CLI
+
+
+def test_cli_json_schema(capsys):
+    assert main(["audit", str(CORPUS), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert set(data) == {"kernels", "summary"}
+    assert len(data["kernels"]) == len(EXPECTED)
+    required = {"file": str, "line": int, "name": str, "params": list, "key": list, "hazards": list,
+                "wrapper": str, "num_warps": list, "num_stages": list, "constexprs": dict}
+    for kernel in data["kernels"]:
+        for field, kind in required.items():
+            assert isinstance(kernel[field], kind), (kernel["name"], field)
+        assert kernel["n_configs"] is None or isinstance(kernel["n_configs"], int)
+        for hazard in kernel["hazards"]:
+            assert set(hazard) == {"code", "severity", "message"} and hazard["severity"] in ("hazard", "info")
+    summary = data["summary"]
+    assert summary["files_scanned"] == 5 and summary["kernels"] == len(EXPECTED)
+    assert [set(f) for f in summary["files_failed"]] == [{"file", "error"}]
+    assert summary["by_hazard"][TUNES] == 29
+    nested = next(k for k in data["kernels"] if k["name"] == "nested_comprehension")
+    assert (nested["n_configs"], nested["key"], nested["constexprs"]["BLOCK_M"]) == (30, ["m", "n"], [32, 64, 128])
+    dynamic = next(k for k in data["kernels"] if k["name"] == "env_dynamic")
+    assert (dynamic["n_configs"], dynamic["configs"]) == (None, "dynamic")
+
+
+@pytest.mark.parametrize("files,fail_on,code", [
+    (["hazards.py"], ["--fail-on", "hazard"], 1),
+    (["hazards.py"], [], 0),
+    (["spellings.py"], ["--fail-on", "hazard"], 1),
+    (["conftest.py", "broken_syntax.py"], ["--fail-on", "hazard"], 0),
+], ids=["hazards-fail", "hazards-no-fail-on", "spellings-fail", "clean-and-broken"])
+def test_cli_fail_on_exit_codes(capsys, files, fail_on, code):
+    assert main(["audit", *(str(CORPUS / f) for f in files), *fail_on]) == code
+
+
+def test_cli_fail_on_ignores_informational_findings(tmp_path, capsys):
+    (tmp_path / "safe.py").write_text((CORPUS / "hazards.py").read_text().split("@triton.autotune")[0]
+                                      + "@graphtune.autotune(configs=CONFIGS, key=['n'])\n@triton.jit\n"
+                                        "def k(x_ptr, n):\n    pass\n")
+    assert main(["audit", str(tmp_path), "--fail-on", "hazard"]) == 0
+    assert "capture-safe" in capsys.readouterr().out
+
+
+def test_cli_text_output(capsys):
+    assert main(["audit", str(CORPUS / "hazards.py"), str(CORPUS / "broken_syntax.py")]) == 0
+    out = capsys.readouterr().out
+    assert "misspelled_key" in out and "['seq_len']" in out
+    assert "not parsed" in out and "broken_syntax.py" in out
+    assert "13 kernels in 2 files (1 not parsed); 15 hazards" in out
+
+
+@pytest.mark.parametrize("argv", [["--compile"], ["--target", "sm_120"]], ids=["compile-no-target", "target-only"])
+def test_cli_compile_needs_both_flags(capsys, argv):
+    assert main(["audit", str(CORPUS / "hazards.py"), *argv]) == 2
+    assert "--target" in capsys.readouterr().err
+
+
+def test_cli_missing_path(capsys, tmp_path):
+    assert main(["audit", str(tmp_path / "absent")]) == 2
+
+
+# ------------------------------------------------------------------------------------------- --compile
+
+COMPILE_SOURCE = """
+import triton
+import triton.language as tl
+
+CONFIGS = [triton.Config({"BLOCK": 64}, num_warps=4), triton.Config({"BLOCK": 256}, num_warps=64)]
+
+
+@triton.autotune(configs=CONFIGS, key=["n"])
+@triton.jit
+def signed(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+signed.graphtune_signature = {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32"}
+
+
+@triton.autotune(configs=CONFIGS, key=["n"])
+@triton.jit
+def unsigned(x_ptr, n, BLOCK: tl.constexpr):
+    pass
+"""
+
+
+def _compile_tree(tmp_path: Path) -> Path:
+    (tmp_path / "kernels.py").write_text(COMPILE_SOURCE)
+    (tmp_path / "broken_import.py").write_text(
+        "import triton\nimport no_such_module_for_audit\n"
+        "@triton.autotune(configs=[], key=[])\n@triton.jit\ndef lost(x_ptr):\n    pass\n")
+    return tmp_path
+
+
+def test_compile_with_an_injected_inspector(tmp_path):
+    """The per-file import guard, the signature rule and the does-not-fit message, with a stand-in inspector."""
+    calls = []
+
+    class Row:
+        def __init__(self, config, fits, reason):
+            self.config, self.fits, self.reason = config, fits, reason
+
+    def inspector(kernel, *, target, signature=None, constexprs=None, configs=None):
+        calls.append((target, signature))
+        return [Row(c, c.num_warps <= 32, f"needs {c.num_warps * 32} threads") for c in kernel.configs]
+
+    report = audit_paths([_compile_tree(tmp_path)], compile_target="sm_120", inspector=inspector)
+    by_name = {k.name: k for k in report.kernels}
+    assert calls == [("sm_120", {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32"})]
+    assert _message(by_name["signed"], "does-not-fit") == (
+        "1 of 2 configs do not fit sm_120: BLOCK=256,num_warps=64,num_stages=3: needs 2048 threads")
+    assert _message(by_name["unsigned"], "compile-skipped") == "needs a signature, skipped"
+    assert _message(by_name["lost"], "compile-skipped").startswith("import failed: ModuleNotFoundError")
+    assert [Path(f.file).name for f in report.compile_errors] == ["broken_import.py"]
+
+
+def _resources_usable() -> str | None:
+    try:
+        from graphtune import resources
+        resources.get_target("sm_120")
+    except Exception as exc:  # noqa: BLE001 - any failure means the real path cannot be tested here
+        return f"graphtune.resources is not usable: {type(exc).__name__}: {exc}"
+    return None
+
+
+@pytest.mark.skipif(_resources_usable() is not None, reason=str(_resources_usable()))
+def test_compile_with_graphtune_resources(tmp_path, capsys):
+    code = main(["audit", str(_compile_tree(tmp_path)), "--compile", "--target", "sm_120", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    by_name = {k["name"]: k for k in data["kernels"]}
+    misfit = next(h for h in by_name["signed"]["hazards"] if h["code"] == "does-not-fit")
+    assert misfit["severity"] == "hazard"
+    assert "num_warps=64" in misfit["message"] and "1024" in misfit["message"]
+    assert "num_warps=4," not in misfit["message"]
+    assert data["summary"]["compile_target"] == "sm_120"
+    assert code == 0
+
+
+def test_compile_unknown_target_is_an_error(tmp_path, capsys):
+    if _resources_usable() is not None:
+        pytest.skip(str(_resources_usable()))
+    assert main(["audit", str(_compile_tree(tmp_path)), "--compile", "--target", "sm_7"]) == 2

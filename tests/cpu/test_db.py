@@ -1,0 +1,569 @@
+"""The tuning database: identity matching, staleness, damage, read-only use, export / import, the CLI."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import random
+import re
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import triton
+import triton.language as tl
+
+from graphtune import db as gdb
+from graphtune.cli import main as cli_main
+from graphtune.db import CandidateResult, Entry, TuningDB, get_db, load, loaded_entries, new_entry, reset_db
+from graphtune.errors import DatabaseError
+from graphtune.identity import (EnvIdentity, KernelIdentity, current_env, env_mismatch, kernel_identity,
+                                reset_env_cache)
+
+H200 = EnvIdentity("NVIDIA H200", "9.0", "3.6.0", "2.11.0+cu130", "13.0")
+KERNEL = KernelIdentity("_mla_decode_split_kernel", "0f3a9c1d2e4b5a67", "9e8d7c6b5a493827")
+KEY = (90, "torch.float8_e4m3fn", 576, True)
+
+
+def cfg(block_n: int, warps: int = 4, stages: int = 3) -> dict:
+    return {"BLOCK_N": block_n, "num_warps": warps, "num_stages": stages, "num_ctas": 1}
+
+
+def make_entry(kernel: KernelIdentity = KERNEL, env: EnvIdentity = H200, key: tuple = KEY, best_ms: float = 0.19,
+               chosen_block: int = 32, tuned_at: float = 1_790_000_000.0, rank: int = 0) -> Entry:
+    other = 64 if chosen_block != 64 else 32
+    candidates = (
+        CandidateResult(cfg(chosen_block), best_ms, best_ms * 0.97, best_ms * 1.05, 37,
+                        resources={"registers": 255, "spills": 0, "shared_bytes": 49152}),
+        CandidateResult(cfg(other, 8), best_ms * 1.3, best_ms * 1.25, best_ms * 1.4, 11),
+        CandidateResult(cfg(16), None, None, None, 0, failure="OutOfResources: shared memory 262144 > 232448"),
+    )
+    return Entry(kernel=kernel, env=env, key=key, chosen=cfg(chosen_block), candidates=candidates,
+                 tuned_at=tuned_at, host="node-3", rank=rank)
+
+
+@pytest.fixture
+def db_file(tmp_path, monkeypatch) -> Path:
+    path = tmp_path / "cache" / "tuning.sqlite"
+    monkeypatch.setenv("GRAPHTUNE_DB", str(path))
+    monkeypatch.delenv("GRAPHTUNE_DB_READONLY", raising=False)
+    monkeypatch.delenv("GRAPHTUNE_NO_DB", raising=False)
+    reset_db()
+    gdb.clear_loaded()
+    yield path
+    reset_db()
+    gdb.clear_loaded()
+
+
+def write_export(path: Path, items: list[Entry], **override) -> Path:
+    doc = {"format": gdb.FORMAT, "version": gdb.FORMAT_VERSION, "exported_at": 1.0,
+           "entries": [gdb._entry_to_dict(e) for e in items]}
+    doc.update(override)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def graphtune_warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "graphtune" and r.levelno >= logging.WARNING]
+
+
+# ------------------------------------------------------------------------------------------- identity
+
+
+@triton.jit
+def _scale_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+@triton.jit
+def _scale_kernel_v2(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 3, mask=offs < n)
+
+
+def test_kernel_identity_follows_source_and_candidate_list():
+    configs = [triton.Config({"BLOCK": 128}, num_warps=4), triton.Config({"BLOCK": 256}, num_warps=8)]
+    a = kernel_identity("_scale", _scale_kernel, configs)
+    assert a == kernel_identity("_scale", _scale_kernel, list(configs))
+    assert len(a.source_hash) == 16 and len(a.configs_hash) == 16
+    assert kernel_identity("_scale", _scale_kernel_v2, configs).source_hash != a.source_hash
+    assert kernel_identity("_scale", _scale_kernel, configs[:1]).configs_hash != a.configs_hash
+    wrapped = triton.autotune(configs=configs, key=["n"])(_scale_kernel)
+    assert kernel_identity("_scale", wrapped, configs) == a  # the Autotuner's inner JITFunction is what counts
+    with pytest.raises(ValueError, match="non-empty"):
+        kernel_identity("", _scale_kernel, configs)
+
+
+def test_current_env_without_gpu(monkeypatch):
+    import torch
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    reset_env_cache()
+    env = current_env()
+    assert (env.gpu_name, env.compute_capability) == ("cpu", "")
+    assert env.cuda_version == (torch.version.cuda or "")
+    assert (env.triton_version, env.torch_version) == (triton.__version__, torch.__version__)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert current_env().gpu_name == "interpreter"
+    reset_env_cache()
+    assert env_mismatch(H200, dataclasses.replace(H200, torch_version="2.13.0")) == [
+        "torch_version 2.11.0+cu130 != 2.13.0"]
+
+
+def test_import_graphtune_survives_a_damaged_database_and_leaves_it_alone(tmp_path):
+    garbage = tmp_path / "tuning.sqlite"
+    garbage.write_bytes(b"\x00garbage" * 100)
+    code = "import graphtune, graphtune.db, graphtune.identity, graphtune.cli"
+    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "GRAPHTUNE_DB": str(garbage)},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert garbage.read_bytes() == b"\x00garbage" * 100 and os.listdir(tmp_path) == ["tuning.sqlite"]
+
+
+# ---------------------------------------------------------------------------------- record and load
+
+
+def test_record_then_load_round_trips_every_field(db_file):
+    entry = make_entry()
+    db = TuningDB()
+    db.record(entry)
+    assert db_file.exists()
+    fresh = TuningDB()  # another process's view: nothing cached
+    assert fresh.load_kernel(KERNEL, H200) == {KEY: entry}
+    assert fresh.entries() == [entry]
+    assert entry.chosen_median_ms == pytest.approx(0.19)
+
+
+def test_new_entry_stamps_time_and_host(db_file):
+    entry = new_entry(KERNEL, H200, [60, "torch.bfloat16"], cfg(32), [CandidateResult(cfg(32), 0.13, 0.12, 0.14, 9)],
+                      rank=5)
+    assert entry.key == (60, "torch.bfloat16") and entry.rank == 5 and entry.host == socket.gethostname()
+    assert abs(entry.tuned_at - time.time()) < 60 and entry.chosen_median_ms == 0.13
+
+
+def test_load_kernel_is_one_query(db_file):
+    db = TuningDB()
+    for n in (1, 8, 60, 90):
+        db.record(make_entry(key=(n, "torch.bfloat16")))
+    db.load_kernel(KERNEL, H200)  # opened and checked
+    statements: list[str] = []
+    db._conn.set_trace_callback(statements.append)
+    found = db.load_kernel(KERNEL, H200)
+    assert sorted(found) == [(1, "torch.bfloat16"), (8, "torch.bfloat16"), (60, "torch.bfloat16"),
+                             (90, "torch.bfloat16")]
+    assert len(statements) == 1 and statements[0].lstrip().upper().startswith("SELECT")
+
+
+IDENTITY_FIELDS = [("kernel", f.name) for f in dataclasses.fields(KernelIdentity)] + [
+    ("env", f.name) for f in dataclasses.fields(EnvIdentity)]
+
+
+@pytest.mark.parametrize("part,field", IDENTITY_FIELDS, ids=[f"{p}.{f}" for p, f in IDENTITY_FIELDS])
+def test_entry_of_another_identity_is_never_applied(db_file, part, field):
+    db = TuningDB()
+    db.record(make_entry())
+    kernel, env = KERNEL, H200
+    if part == "kernel":
+        kernel = dataclasses.replace(KERNEL, **{field: getattr(KERNEL, field) + "x"})
+    else:
+        env = dataclasses.replace(H200, **{field: getattr(H200, field) + "x"})
+    assert db.load_kernel(kernel, env) == {}
+    assert db.load_kernel(KERNEL, H200) == {KEY: make_entry()}  # still stored, still applied where it matches
+    if part == "env":
+        assert db.stale(env) == [make_entry()]
+        assert db.stale(H200) == []
+
+
+def test_live_record_replaces_even_a_faster_entry(db_file):
+    db = TuningDB()
+    db.record(make_entry(best_ms=0.10, chosen_block=64))
+    retuned = make_entry(best_ms=0.25, chosen_block=32, tuned_at=1_790_000_100.0)
+    db.record(retuned)
+    assert db.load_kernel(KERNEL, H200) == {KEY: retuned}
+
+
+@pytest.mark.parametrize("bad,match", [
+    ({"key": (90, [1, 2])}, "only ints, floats, strings"),
+    ({"key": (float("nan"),)}, "JSON|finite"),
+    ({"candidates": (CandidateResult(cfg(32), float("inf"), None, None, 3),)}, "JSON|finite"),
+    ({"candidates": (CandidateResult(cfg(32), 0.1, 0.1, 0.1, -1),)}, "integer >= 0"),
+    ({"chosen": {"BLOCK_N": object()}}, "JSON|serializable"),
+], ids=["list-in-key", "nan-in-key", "inf-median", "negative-n", "object-in-config"])
+def test_record_rejects_entries_that_cannot_round_trip(db_file, bad, match):
+    db = TuningDB()
+    with pytest.raises(ValueError, match=match):
+        db.record(dataclasses.replace(make_entry(), **bad))
+    assert db.entries() == []
+
+
+# ----------------------------------------------------------------------------------- stale and prune
+
+
+def test_stale_lists_other_environments_and_superseded_sources(db_file):
+    db = TuningDB()
+    current = make_entry(key=(8,), tuned_at=2000.0)
+    old_torch = make_entry(env=dataclasses.replace(H200, torch_version="2.10.0"), key=(8,))
+    old_source = make_entry(kernel=dataclasses.replace(KERNEL, source_hash="1111222233334444"), key=(60,),
+                            tuned_at=1000.0)
+    other_kernel = make_entry(kernel=KernelIdentity("_rms_norm", "aa", "bb"), key=(4096,), tuned_at=500.0)
+    for e in (current, old_torch, old_source, other_kernel):
+        db.record(e)
+    assert db.stale(H200) == sorted([old_torch, old_source], key=gdb._sort_key)
+    assert db.entries(kernel_name="_rms_norm", stale_only=True, env=H200) == []
+    assert len(db.entries()) == 4  # listing never removes
+    why = gdb.staleness([old_torch, current, old_source], H200)
+    assert why[0] == "environment: torch_version 2.10.0 != 2.11.0+cu130"
+    assert why[1] is None and why[2] == "superseded: kernel source changed and was re-tuned"
+
+
+def test_prune_removes_only_what_was_asked(db_file):
+    db = TuningDB()
+    current = make_entry(key=(8,))
+    stale = make_entry(env=dataclasses.replace(H200, gpu_name="NVIDIA H100 80GB HBM3"), key=(8,))
+    other = make_entry(kernel=KernelIdentity("_rms_norm", "aa", "bb"), key=(4096,))
+    for e in (current, stale, other):
+        db.record(e)
+    with pytest.raises(ValueError, match="stale=True and/or kernel=NAME"):
+        db.prune()
+    assert db.entries() == sorted([current, stale, other], key=gdb._sort_key)
+    assert db.remove(stale=True, env=H200) == [stale]
+    assert db.prune(kernel="_rms_norm") == 1
+    assert db.entries() == [current]
+
+
+# ------------------------------------------------------------------------------------------- damage
+
+
+def _healthy_bytes(tmp_path: Path) -> bytes:
+    path = tmp_path / "healthy.sqlite"
+    db = TuningDB(path)
+    for n in range(1, 40):
+        db.record(make_entry(key=(n, "torch.bfloat16")))
+    db.close()
+    return path.read_bytes()
+
+
+def _wrong_schema(tmp_path: Path) -> bytes:
+    path = tmp_path / "other-app.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+    conn.execute("INSERT INTO users VALUES (1, 'ada')")
+    conn.commit()
+    conn.close()
+    return path.read_bytes()
+
+
+def _bad_version(tmp_path: Path) -> bytes:
+    path = tmp_path / "bad-version.sqlite"
+    db = TuningDB(path)
+    db.entries()
+    db.close()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE graphtune_meta SET value = 'one' WHERE name = 'schema_version'")
+    conn.commit()
+    conn.close()
+    return path.read_bytes()
+
+
+DAMAGE = {
+    "truncated-mid-page": (lambda tmp: _healthy_bytes(tmp)[:6001], "malformed"),
+    "truncated-at-page": (lambda tmp: _healthy_bytes(tmp)[:8192], "malformed"),
+    "header-only": (lambda tmp: _healthy_bytes(tmp)[:57], "truncated"),
+    "garbage": (lambda tmp: random.Random(7).randbytes(5000), "not an SQLite file"),
+    "text-file": (lambda tmp: b"SQLite format 2\nnot really\n" * 40, "not an SQLite file"),
+    "wrong-schema": (_wrong_schema, "not a graphtune database"),
+    "schema-version-not-a-number": (_bad_version, "not a number"),
+}
+
+
+@pytest.mark.parametrize("kind", list(DAMAGE), ids=list(DAMAGE))
+def test_damaged_file_is_moved_aside_once_and_a_fresh_db_works(db_file, tmp_path, caplog, kind):
+    make_bytes, why = DAMAGE[kind]
+    original = make_bytes(tmp_path)
+    db_file.parent.mkdir(parents=True, exist_ok=True)
+    db_file.write_bytes(original)
+    caplog.set_level(logging.WARNING, logger="graphtune")
+    db = get_db()
+    assert db.load_kernel(KERNEL, H200) == {}
+    db.record(make_entry())
+    assert db.load_kernel(KERNEL, H200) == {KEY: make_entry()}
+    assert TuningDB().entries() == [make_entry()]  # a second opener finds a healthy file: no new warning
+    aside = sorted(db_file.parent.glob("tuning.sqlite.damaged-*"))
+    assert [p.name for p in aside if not p.name.endswith(("-wal", "-shm"))] == [aside[0].name]
+    assert aside[0].read_bytes() == original
+    warnings = graphtune_warnings(caplog)
+    assert len(warnings) == 1, warnings
+    assert str(db_file) in warnings[0] and str(aside[0]) in warnings[0] and why in warnings[0]
+
+
+def test_damaged_file_siblings_move_with_it(db_file, caplog):
+    db_file.parent.mkdir(parents=True)
+    db_file.write_bytes(b"\x13" * 4096)
+    Path(str(db_file) + "-wal").write_bytes(b"wal bytes")
+    TuningDB().record(make_entry())
+    aside = next(db_file.parent.glob("tuning.sqlite.damaged-*[0-9]"))
+    assert Path(str(aside) + "-wal").read_bytes() == b"wal bytes"
+    assert TuningDB().entries() == [make_entry()]
+
+
+def test_future_schema_is_left_alone_and_unused(db_file, caplog):
+    TuningDB().record(make_entry())
+    conn = sqlite3.connect(db_file)
+    conn.execute("UPDATE graphtune_meta SET value = '99' WHERE name = 'schema_version'")
+    conn.commit()
+    conn.close()
+    before = db_file.read_bytes()
+    caplog.set_level(logging.WARNING, logger="graphtune")
+    db = TuningDB()
+    assert db.load_kernel(KERNEL, H200) == {}
+    db.record(make_entry(key=(1,)))
+    assert db.entries() == [] and not db.usable
+    with pytest.raises(DatabaseError, match="schema version 99"):
+        db.import_file(write_export(db_file.parent / "x.json", [make_entry(key=(2,))]))
+    assert db_file.read_bytes() == before and not list(db_file.parent.glob("*.damaged-*"))
+    warnings = graphtune_warnings(caplog)
+    assert len(warnings) == 1 and "schema version 99, newer than" in warnings[0]
+
+
+def test_empty_file_becomes_a_database_at_the_current_schema(db_file):
+    db_file.parent.mkdir(parents=True)
+    db_file.touch()
+    TuningDB().record(make_entry())
+    conn = sqlite3.connect(db_file)
+    version = conn.execute("SELECT value FROM graphtune_meta WHERE name = 'schema_version'").fetchone()[0]
+    mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+    conn.close()
+    assert (int(version), mode) == (gdb.SCHEMA_VERSION, "wal")
+
+
+def test_a_directory_in_the_way_is_reported_not_moved(db_file, caplog):
+    db_file.mkdir(parents=True)
+    caplog.set_level(logging.WARNING, logger="graphtune")
+    db = TuningDB()
+    db.record(make_entry())
+    assert db.load_kernel(KERNEL, H200) == {} and db_file.is_dir()
+    assert not list(db_file.parent.glob("*.damaged-*"))
+    assert len(graphtune_warnings(caplog)) == 1
+
+
+def test_schema_migration_is_an_appended_step(db_file, monkeypatch):
+    TuningDB().record(make_entry())
+    monkeypatch.setattr(gdb, "_MIGRATIONS", gdb._MIGRATIONS + (
+        ("ALTER TABLE entries ADD COLUMN note TEXT NOT NULL DEFAULT ''",),))
+    monkeypatch.setattr(gdb, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(gdb, "_COLUMNS", gdb._COLUMNS + ("note",))
+    assert TuningDB().load_kernel(KERNEL, H200) == {KEY: make_entry()}
+    conn = sqlite3.connect(db_file)
+    version = conn.execute("SELECT value FROM graphtune_meta WHERE name = 'schema_version'").fetchone()[0]
+    columns = [r[1] for r in conn.execute("PRAGMA table_info(entries)")]
+    conn.close()
+    assert version == "2" and columns[-1] == "note"
+
+
+# ----------------------------------------------------------------------------------------- read-only
+
+
+def test_readonly_missing_file_creates_nothing(db_file, monkeypatch):
+    monkeypatch.setenv("GRAPHTUNE_DB_READONLY", "1")
+    db = get_db()
+    assert db.readonly and db.load_kernel(KERNEL, H200) == {} and db.entries() == []
+    db.record(make_entry())
+    assert not db_file.parent.exists()
+
+
+def test_readonly_reads_and_never_writes(db_file, monkeypatch):
+    TuningDB().record(make_entry())
+    TuningDB().close()
+    monkeypatch.setenv("GRAPHTUNE_DB_READONLY", "1")
+    db = get_db()
+    assert db.load_kernel(KERNEL, H200) == {KEY: make_entry()}
+    db.record(make_entry(key=(1,)))
+    with pytest.raises(DatabaseError, match="read-only"):
+        db.import_file(write_export(db_file.parent / "x.json", [make_entry(key=(2,))]))
+    with pytest.raises(DatabaseError, match="read-only"):
+        db.prune(kernel=KERNEL.name)
+    assert TuningDB(readonly=False).entries() == [make_entry()]
+
+
+def test_readonly_damaged_file_stays_in_place(db_file, monkeypatch, caplog):
+    db_file.parent.mkdir(parents=True)
+    db_file.write_bytes(b"not a database at all" * 10)
+    monkeypatch.setenv("GRAPHTUNE_DB_READONLY", "1")
+    caplog.set_level(logging.WARNING, logger="graphtune")
+    assert get_db().load_kernel(KERNEL, H200) == {}
+    assert sorted(os.listdir(db_file.parent)) == ["tuning.sqlite"]
+    assert len(graphtune_warnings(caplog)) == 1
+
+
+def test_get_db_follows_settings(db_file, monkeypatch, tmp_path):
+    first = get_db()
+    assert get_db() is first and first.path == db_file
+    monkeypatch.setenv("GRAPHTUNE_DB", str(tmp_path / "other.sqlite"))
+    assert get_db() is not first and get_db().path == tmp_path / "other.sqlite"
+    monkeypatch.setenv("GRAPHTUNE_NO_DB", "1")
+    assert get_db() is None
+
+
+# ----------------------------------------------------------------------------------- export / import
+
+
+def _sample() -> list[Entry]:
+    h100 = dataclasses.replace(H200, gpu_name="NVIDIA H100 80GB HBM3")
+    rms = KernelIdentity("_rms_norm", "aa", "bb")
+    return [make_entry(key=(n, "torch.bfloat16")) for n in (1, 8, 90)] + [
+        make_entry(env=h100, key=(8, "torch.bfloat16")), make_entry(kernel=rms, key=(4096,))]
+
+
+def test_export_import_round_trip(db_file, tmp_path):
+    db = TuningDB()
+    for e in _sample():
+        db.record(e)
+    out = tmp_path / "tuned.json"
+    assert db.export(out) == 5
+    doc = json.loads(out.read_text())
+    assert (doc["format"], doc["version"]) == ("graphtune-tuning", 1) and doc["exported_at"] > 0
+    target = TuningDB(tmp_path / "elsewhere.sqlite")
+    report = target.import_file(out)
+    assert (report.added, report.replaced, report.kept, report.conflicts) == (5, 0, 0, ())
+    assert target.entries() == db.entries()
+    again = target.import_file(out)
+    assert (again.added, again.kept, again.conflicts) == (0, 5, ())
+
+
+def test_export_filters_by_kernel_and_device(db_file, tmp_path):
+    db = TuningDB()
+    for e in _sample():
+        db.record(e)
+    assert db.export(tmp_path / "h200.json", device="nvidia h200") == 4
+    assert db.export(tmp_path / "one.json", kernel=KERNEL.name, device="NVIDIA H200") == 3
+    names = {e["kernel"]["name"] for e in json.loads((tmp_path / "one.json").read_text())["entries"]}
+    assert names == {KERNEL.name}
+
+
+def test_import_keeps_the_better_median_and_reports_conflicts(db_file, tmp_path):
+    db = TuningDB()
+    db.record(make_entry(key=(1,), best_ms=0.050, chosen_block=32))
+    db.record(make_entry(key=(8,), best_ms=0.050, chosen_block=32))
+    db.record(make_entry(key=(60,), best_ms=0.130, chosen_block=32))
+    incoming = [make_entry(key=(1,), best_ms=0.037, chosen_block=64),  # faster: replaces
+                make_entry(key=(8,), best_ms=0.061, chosen_block=64),  # slower: stored one stays
+                make_entry(key=(60,), best_ms=0.130, chosen_block=32),  # identical: kept quietly
+                make_entry(key=(128,), best_ms=0.254)]  # new
+    report = db.import_file(write_export(tmp_path / "in.json", incoming))
+    assert (report.added, report.replaced, report.kept) == (1, 1, 2)
+    assert [(c.key, c.kept, c.existing_median_ms, c.imported_median_ms) for c in report.conflicts] == [
+        ((1,), "imported", 0.050, 0.037), ((8,), "existing", 0.050, 0.061)]
+    stored = db.load_kernel(KERNEL, H200)
+    assert stored[(1,)].chosen == cfg(64) and stored[(8,)].chosen == cfg(32) and (128,) in stored
+
+
+BAD_FILES = {
+    "not-json": ('{"format": "graphtune-tuning", "version": 1, "entries": [', "not valid JSON"),
+    "wrong-format": (json.dumps({"format": "triton-cache", "version": 1, "entries": []}), "not a graphtune"),
+    "future-version": (dict(version=2), "format version 2, written by a newer graphtune"),
+    "version-not-int": (dict(version="1"), "must be an integer"),
+    "entries-not-list": (dict(entries={"a": 1}), "must be a list"),
+    "missing-gpu-name": ("drop:env.gpu_name", "entry 1: missing field 'env.gpu_name'"),
+    "n-as-string": ("set:candidates.0.n=3", "entry 1: field 'candidates[0].n' must be an integer"),
+    "nan-median": ("nan", "NaN"),
+}
+
+
+@pytest.mark.parametrize("kind", list(BAD_FILES), ids=list(BAD_FILES))
+def test_bad_import_file_names_the_file_and_imports_nothing(db_file, tmp_path, kind):
+    spec, match = BAD_FILES[kind]
+    path = tmp_path / f"{kind}.json"
+    good = [make_entry(key=(1,)), make_entry(key=(2,))]
+    if isinstance(spec, dict):
+        write_export(path, good, **spec)
+    elif spec == "drop:env.gpu_name" or spec.startswith("set:"):
+        doc = {"format": gdb.FORMAT, "version": 1, "entries": [gdb._entry_to_dict(e) for e in good]}
+        if spec.startswith("drop"):
+            del doc["entries"][1]["env"]["gpu_name"]
+        else:
+            doc["entries"][1]["candidates"][0]["n"] = "3"
+        path.write_text(json.dumps(doc))
+    elif spec == "nan":
+        write_export(path, good)
+        path.write_text(path.read_text().replace('"median_ms": 0.19', '"median_ms": NaN', 1))
+    else:
+        path.write_text(spec)
+    db = TuningDB()
+    db.record(make_entry(key=(99,)))
+    with pytest.raises(DatabaseError, match=re.escape(match)) as info:
+        db.import_file(path)
+    assert str(path) in str(info.value)
+    assert db.entries() == [make_entry(key=(99,))]
+    with pytest.raises(DatabaseError, match=re.escape(match)):
+        load(path)
+    assert loaded_entries(KERNEL, H200) == {}
+
+
+def test_load_is_an_in_memory_overlay_that_works_read_only(db_file, tmp_path, monkeypatch):
+    monkeypatch.setenv("GRAPHTUNE_DB_READONLY", "1")
+    h200 = write_export(tmp_path / "h200.json", [make_entry(key=(1,), best_ms=0.05), make_entry(key=(8,))])
+    h100 = write_export(tmp_path / "h100.json", [
+        make_entry(env=dataclasses.replace(H200, gpu_name="NVIDIA H100 80GB HBM3"), key=(1,))])
+    faster = write_export(tmp_path / "faster.json", [make_entry(key=(1,), best_ms=0.04, chosen_block=64)])
+    assert load(h200).added == 2 and load(h100).added == 1
+    report = load(faster)
+    assert report.replaced == 1 and [c.kept for c in report.conflicts] == ["imported"]
+    found = loaded_entries(KERNEL, H200)
+    assert sorted(found) == [(1,), (8,)] and found[(1,)].chosen == cfg(64)
+    assert loaded_entries(dataclasses.replace(KERNEL, configs_hash="other"), H200) == {}
+    assert not db_file.parent.exists()
+
+
+# ------------------------------------------------------------------------------------------------ CLI
+
+
+def test_cli_path_ls_show(db_file, capsys):
+    assert cli_main(["db", "path"]) == 0
+    assert capsys.readouterr().out.strip() == str(db_file)
+    db = TuningDB()
+    for e in _sample():
+        db.record(e)
+    assert cli_main(["db", "ls"]) == 0
+    out = capsys.readouterr().out
+    assert "_mla_decode_split_kernel" in out and "_rms_norm" in out and "5 entries (5 stale)" in out
+    assert "stale: other GPU, cc, torch, CUDA" in out
+    assert cli_main(["db", "ls", "--stale", "--kernel", "_rms_norm"]) == 0
+    assert "1 stale entries" in capsys.readouterr().out
+    assert cli_main(["db", "show", KERNEL.name, "--key", "90, torch.bfloat16"]) == 0
+    out = capsys.readouterr().out
+    assert "OutOfResources: shared memory" in out and "registers=255" in out and "0.1900" in out
+    assert out.count("key (") == 1
+    assert cli_main(["db", "show", "_no_such_kernel"]) == 1
+    assert "kernels there: _mla_decode_split_kernel, _rms_norm" in capsys.readouterr().err
+
+
+def test_cli_export_import_prune(db_file, tmp_path, capsys):
+    db = TuningDB()
+    for e in _sample():
+        db.record(e)
+    out = tmp_path / "h100.json"
+    assert cli_main(["db", "export", "-o", str(out), "--device", "NVIDIA H100 80GB HBM3"]) == 0
+    assert f"exported 1 entries" in capsys.readouterr().out
+    assert cli_main(["db", "export", "-o", str(tmp_path / "none.json"), "--device", "NVIDIA B200"]) == 1
+    assert "NVIDIA H100 80GB HBM3, NVIDIA H200" in capsys.readouterr().err
+    assert not (tmp_path / "none.json").exists()
+    other = tmp_path / "other.sqlite"
+    assert cli_main(["db", "import", str(out), "--db", str(other)]) == 0
+    assert "1 added, 0 replaced, 0 kept, 0 conflicts" in capsys.readouterr().out
+    assert len(TuningDB(other).entries()) == 1
+    (tmp_path / "broken.json").write_text("{")
+    assert cli_main(["db", "import", str(tmp_path / "broken.json")]) == 2
+    assert "broken.json is not valid JSON" in capsys.readouterr().err
+    assert cli_main(["db", "prune"]) == 2
+    assert "--stale" in capsys.readouterr().err and len(db.entries()) == 5
+    assert cli_main(["db", "prune", "--kernel", "_rms_norm"]) == 0
+    out_text = capsys.readouterr().out
+    assert "removed 1 entries" in out_text and "_rms_norm" in out_text
+    assert cli_main(["db", "prune", "--stale"]) == 0  # on this CPU machine every H100/H200 entry is stale
+    assert "removed 4 entries" in capsys.readouterr().out and db.entries() == []
