@@ -186,6 +186,7 @@ class GraphtuneKernel(KernelInterface):
         self._force_gen = -1
         self._forced: Choice | None = None
         self._identity = None
+        self._resources: dict[int, dict[str, int]] = {}
         self.best_config: triton.Config | None = None
         self.tune_count = 0          # how many keys this process tuned (benchmarked)
         self.bench_calls = 0         # timer invocations, for tests and reports
@@ -452,13 +453,6 @@ class GraphtuneKernel(KernelInterface):
         labels = [config_label(c) for c in candidates]
         failures: dict[int, str] = {}
 
-        excluded = self._infeasible(candidates, args, kwargs)
-        if excluded:
-            self._excluded[key] = [{"config": labels[i], "reason": r} for i, r in sorted(excluded.items())]
-            for i, r in excluded.items():
-                logger.info("graphtune: %s %s excluded %s: %s", self.name, list(key_to_json(key)), labels[i], r)
-        failures.update(excluded)
-
         snapshot = self._snapshot(nargs)
         t_compile = time.perf_counter()
         failures.update(self._compile_all(candidates, args, kwargs, grid, skip=set(failures)))
@@ -488,6 +482,8 @@ class GraphtuneKernel(KernelInterface):
             t = sel.timing(j) if j is not None else None
             if t is not None:
                 row.update(t.to_dict())
+            if i in self._resources:
+                row["resources"] = self._resources[i]
             if i in failures:
                 row["failure"] = failures[i]
             elif j is not None and j in sel.eliminated:
@@ -501,6 +497,8 @@ class GraphtuneKernel(KernelInterface):
         self._ranking[key] = ranking
         if failures:
             self._failures[key] = [{"config": labels[i], "reason": r} for i, r in sorted(failures.items())]
+            for i, r in sorted(failures.items()):
+                logger.info("graphtune: %s %s excluded %s: %s", self.name, list(key_to_json(key)), labels[i], r)
         self.tune_count += 1
         choice = Choice(chosen, "tuned")
         choice.timings = {"compile_s": compile_s, "timing_s": timing_s, "total_s": time.perf_counter() - t_start,
@@ -511,21 +509,6 @@ class GraphtuneKernel(KernelInterface):
                     labels[best])
         self._record(key, chosen, results)
         return choice
-
-    def _infeasible(self, candidates: list[triton.Config], args: tuple, kwargs: dict) -> dict[int, str]:
-        """Configs that cannot fit on the present GPU, by static analysis (never silently dropped)."""
-        if not capture._cuda_available() or settings.interpret() or not isinstance(self.fn, JITFunction):
-            return {}
-        try:
-            from .resources import check_configs_for_device, signature_from_args
-        except ImportError:
-            return {}
-        try:
-            signature, constexprs = signature_from_args(self.fn, {**dict(zip(self.arg_names, args)), **kwargs})
-            return dict(check_configs_for_device(self.fn, candidates, signature, constexprs, "device"))
-        except Exception as exc:  # noqa: BLE001 - the check is advisory; the compile step still catches failures
-            logger.debug("graphtune: feasibility check skipped for %s: %s", self.name, exc)
-            return {}
 
     def _compile_all(self, candidates, args, kwargs, grid, skip: set[int]) -> dict[int, str]:
         """Compile every candidate before timing any (in parallel where Triton allows), then load each with
@@ -548,12 +531,52 @@ class GraphtuneKernel(KernelInterface):
                 pass
             except Exception as exc:  # noqa: BLE001
                 logger.debug("graphtune: parallel compile unavailable for %s: %s", self.name, exc)
+        limits = self._device_limits()
+        self._resources = {}
         for i in todo:
             try:
+                if limits is not None:
+                    why = self._check_compiled(candidates[i], args, kwargs, grid, limits, i)
+                    if why is not None:
+                        failures[i] = why
+                        continue
                 self._call(candidates[i], args, kwargs, grid)
             except Exception as exc:  # noqa: BLE001 - every failure is recorded with its reason
                 failures[i] = _reason(exc)
         return failures
+
+    def _device_limits(self):
+        if not isinstance(self.fn, JITFunction) or settings.interpret() or not capture._cuda_available():
+            return None
+        try:
+            from .resources import device_target
+            return device_target()
+        except Exception as exc:  # noqa: BLE001 - without limits, launch failures still surface below
+            logger.debug("graphtune: no device limits for %s: %s", self.name, exc)
+            return None
+
+    def _check_compiled(self, config, args, kwargs, grid, limits, i: int) -> str | None:
+        """Exclude, with the numbers, a compiled config the present GPU cannot launch (instead of letting it
+        fail at launch, or, as stock Triton does, dropping it silently), and keep its resource usage."""
+        ck = self.fn.warmup(*args, grid=grid, **kwargs, **config.all_kwargs())
+        if hasattr(ck, "result"):
+            ck = ck.result()
+        shared = int(getattr(ck.metadata, "shared", 0) or 0)
+        threads = config.num_warps * 32 * max(1, config.num_ctas)
+        res = {"shared_bytes": shared, "threads": threads}
+        self._resources[i] = res
+        if shared > limits.shared_per_block_optin:
+            return (f"needs {shared} B shared memory, {limits.name} ({limits.description}) allows "
+                    f"{limits.shared_per_block_optin} B per block")
+        if threads > limits.max_threads_per_block:
+            return f"needs {threads} threads per block, {limits.name} allows {limits.max_threads_per_block}"
+        try:
+            ck._init_handles()
+            res["registers"] = int(ck.n_regs)
+            res["spills"] = int(ck.n_spills)
+        except Exception as exc:  # noqa: BLE001
+            return _reason(exc)
+        return None
 
     def _call(self, config: triton.Config, args, kwargs, grid):
         if config.pre_hook is not None:
@@ -727,7 +750,7 @@ class GraphtuneKernel(KernelInterface):
         args = tuple(args)
         nargs = {**dict(zip(self.arg_names, args)), **kwargs}
         candidates = [self.configs[i] for i in indices]
-        failures = dict(self._infeasible(candidates, args, kwargs))
+        failures: dict[int, str] = {}
         snapshot = self._snapshot(nargs)
         failures.update(self._compile_all(candidates, args, kwargs, grid, skip=set(failures)))
         alive = [i for i in range(len(candidates)) if i not in failures]
