@@ -168,17 +168,18 @@ def table_vs_device() -> dict[str, Any]:
 
 
 def _print(records: list[dict]) -> None:
-    head = f"{'config':<58} {'regs s/g':>9} {'spill s/g':>11} {'smem s/g':>15} {'blk/SM s/g':>10} {'fits':>5}  ok"
+    head = f"{'config':<72} {'regs s/g':>9} {'spill s/g':>11} {'smem s/g':>15} {'blk/SM s/g':>10} {'fits':>5}  ok"
     print(head)
     print("-" * len(head))
     for r in records:
         s, g = r["static"], r["gpu"]
         if g["ok"] and s["registers"] is not None:
-            line = (f"{r['label']:<58} {s['registers']:>4}/{g['n_regs']:<4} {s['spill_bytes']:>5}/{g['local_bytes']:<5} "
+            line = (f"{r['label']:<72} {s['registers']:>4}/{g['n_regs']:<4} "
+                    f"{s['spill_bytes']:>5}/{g['local_bytes']:<5} "
                     f"{s['shared_dynamic']:>7}/{g['shared']:<7} {s['resident_blocks']:>4}/"
                     f"{str(g['driver_blocks_per_sm']):<5} {str(s['fits']):>5}")
         else:
-            line = f"{r['label']:<58} static: {s['reason'] or 'fits'} | gpu: {g.get('error', 'ok')}"
+            line = f"{r['label']:<72} static: {s['reason'] or 'fits'} | gpu: {g.get('error', 'ok')}"
         print(f"{line}  {'yes' if all(r['match'].values()) else 'NO ' + str(r['match'])}")
 
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 from .ab import ABResult, ab, decide
 from .audit import AuditReport, audit_paths
 from .capture import Coverage, freeze, is_frozen, set_policy, unfreeze
+from .db import TuningDB, load
 from .errors import (ConfigError, DatabaseError, DistributedError, GraphtuneError, InspectError, TuningError,
                      UntunedError)
 from .keys import Buckets
 from .model import ThroughputModel, fit_points
+from .resources import inspect
 from .patch import patch_triton, unpatch_triton
 from .tuner import GraphtuneKernel, assert_covered, autotune, check_forces, coverage, force, unforce, warmup
 
@@ -16,7 +18,7 @@ __version__ = "0.1.0"
 __all__ = [
     "autotune", "Buckets", "GraphtuneKernel", "warmup", "coverage", "assert_covered", "Coverage",
     "patch_triton", "unpatch_triton", "freeze", "unfreeze", "is_frozen", "set_policy", "force", "unforce", "check_forces",
-    "audit_paths", "AuditReport", "ab", "ABResult", "decide", "ThroughputModel", "fit_points",
+    "inspect", "load", "TuningDB", "audit_paths", "AuditReport", "ab", "ABResult", "decide", "ThroughputModel", "fit_points",
     "GraphtuneError", "UntunedError", "TuningError", "ConfigError", "DatabaseError", "InspectError",
     "DistributedError",
 ]

@@ -72,8 +72,11 @@ def _error(text: str) -> None:
     print(text, file=sys.stderr)
 
 
-def _open(args: argparse.Namespace) -> TuningDB:
-    return TuningDB(args.db) if args.db else TuningDB()
+def _open(args: argparse.Namespace, reading: bool = False) -> TuningDB:
+    db = TuningDB(args.db) if args.db else TuningDB()
+    if reading and not db.path.exists():
+        db = TuningDB(db.path, readonly=True)  # looking must not create a database file
+    return db
 
 
 def _key_text(key: Sequence[Any]) -> str:
@@ -125,7 +128,7 @@ def _path(args: argparse.Namespace) -> int:
 
 
 def _ls(args: argparse.Namespace) -> int:
-    db = _open(args)
+    db = _open(args, reading=True)
     entries = db.entries(kernel_name=args.kernel)
     if args.device:
         entries = [e for e in entries if e.env.gpu_name.casefold() == args.device.strip().casefold()]
@@ -143,7 +146,7 @@ def _ls(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    db = _open(args)
+    db = _open(args, reading=True)
     entries = db.entries(kernel_name=args.name)
     if args.key:
         wanted = {k.replace(" ", "") for k in args.key}
@@ -175,7 +178,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    db = _open(args)
+    db = _open(args, reading=True)
     present = db.entries(kernel_name=args.kernel)
     devices = sorted({e.env.gpu_name for e in present})
     if args.device:

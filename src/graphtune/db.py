@@ -513,7 +513,7 @@ class TuningDB:
                     self._open_readonly()
                 else:
                     self._open_writable()
-            except sqlite3.Error as exc:  # anything SQLite raises that _inspect did not classify
+            except (sqlite3.Error, OSError) as exc:  # anything _inspect did not classify: never raise on open
                 self._turn_off(f"cannot open tuning database {self.path}: {exc}")
         return self._conn if self._state == "ready" else None
 

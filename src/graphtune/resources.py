@@ -544,6 +544,16 @@ def _config_constexprs(spec: _Spec, config: triton.Config, index: int) -> dict[s
     return {p: merged[p] for p in params if p in merged}
 
 
+@dataclass(frozen=True)
+class _PlainParam:
+    """The parts of a KernelParam that type a value (for re-typing without the annotation)."""
+    name: str = ""
+    do_not_specialize: bool = False
+    do_not_specialize_on_alignment: bool = False
+    is_const: bool = False
+    annotation_type: str = ""
+
+
 def _spec_of_value(param: Any, value: Any) -> tuple[str, Any, bool]:
     """(Triton type or "constexpr", constexpr value, divisible by 16) of one launch argument.
 
@@ -553,6 +563,14 @@ def _spec_of_value(param: Any, value: Any) -> tuple[str, Any, bool]:
     """
     specialize = not param.do_not_specialize
     align = specialize and not param.do_not_specialize_on_alignment
+    annotated = getattr(param, "annotation_type", "")
+    if annotated and value is not None:
+        # An annotated parameter (``n: tl.int64``) keeps its type and is never turned into a constant;
+        # only its alignment is taken from the value, and never for floats and bools.
+        if annotated == "u1" or annotated[:2] in ("fp", "bf"):
+            return annotated, None, False
+        _, _, aligned = _spec_of_value(_PlainParam(name=param.name), value)
+        return annotated, None, align and aligned
     if value is None:
         return "constexpr", None, False
     if isinstance(value, bool):

@@ -11,7 +11,9 @@ GRAPHTUNE_POLICY               ``fallback`` (default) or ``raise``: what a miss 
 GRAPHTUNE_FORCE                ``name:num_warps=8,num_stages=3,BLOCK_N=32;other:...`` pins configs
                                (A/B runs without code edits). Never benchmarks.
 GRAPHTUNE_DB                   path of the SQLite tuning database (default: user cache directory).
-GRAPHTUNE_DB_READONLY          ``1``: read the database, never write it (production).
+GRAPHTUNE_DB_READONLY          ``1``: read the database, never write it (production). Read-only mode never
+                               renames a damaged file either (that would be a write); it warns and runs
+                               without the database.
 GRAPHTUNE_NO_DB                ``1``: do not use a database at all (results live in memory only).
 GRAPHTUNE_CHECK                ``1``: kernels run checks that cost a device synchronisation
                                (e.g. page ids in range).

@@ -526,6 +526,8 @@ def test_load_is_an_in_memory_overlay_that_works_read_only(db_file, tmp_path, mo
 def test_cli_path_ls_show(db_file, capsys):
     assert cli_main(["db", "path"]) == 0
     assert capsys.readouterr().out.strip() == str(db_file)
+    assert cli_main(["db", "ls"]) == 0
+    assert "0 entries" in capsys.readouterr().out and not db_file.parent.exists()
     db = TuningDB()
     for e in _sample():
         db.record(e)

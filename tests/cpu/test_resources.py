@@ -304,6 +304,10 @@ def test_signature_from_args_matches_a_launch():
         signature_from_args(_matmul_tuned, {**args, "lda": 3})
 
 
+def _typed_params(x_ptr, plain, fixed_type: tl.int64, no_spec, no_align, BLOCK: tl.constexpr):
+    pass  # only its parameters matter: a JITFunction is built from it below, never compiled
+
+
 @pytest.mark.parametrize(
     "value",
     [0, 1, 16, 17, -16, 2**31 - 1, 2**31, -2**31, -2**31 - 1, 2**63, 1.5, True, None,
@@ -312,19 +316,23 @@ def test_signature_from_args_matches_a_launch():
     ids=lambda v: str(v),
 )
 def test_argument_types_agree_with_triton(value):
-    # Triton's own launch-time specialiser is the oracle (a private function: skip if it moves).
-    specialize = getattr(pytest.importorskip("triton.runtime.jit"), "native_specialize_impl", None)
-    if specialize is None:
-        pytest.skip("triton.runtime.jit.native_specialize_impl is gone in this triton")
+    # Triton's own launch binder is the oracle (private API: skip if it moves).
+    jit = pytest.importorskip("triton.runtime.jit")
+    if not hasattr(jit, "create_function_from_signature"):
+        pytest.skip("triton.runtime.jit.create_function_from_signature is gone in this triton")
     from triton.backends.compiler import BaseBackend
 
+    fn = jit.JITFunction(_typed_params, do_not_specialize=["no_spec"], do_not_specialize_on_alignment=["no_align"])
     arg = torch.empty(4, dtype=value) if isinstance(value, torch.dtype) else value
-    args = {"x_ptr": torch.float32, "y_ptr": torch.float32, "n": arg}
-    signature, constexprs = signature_from_args(_softmax_kernel, args)
-    kind = "constexpr" if "n" in constexprs else signature["n"]
-    triton_kind, triton_attr = specialize(BaseBackend, arg, False, True, True)
-    assert kind == triton_kind
-    assert ("n" in aligned_args(_softmax_kernel, args)) == (triton_attr == "D")
+    args = {"x_ptr": torch.empty(3, dtype=torch.float16)[1:], "plain": arg,
+            "fixed_type": arg if isinstance(arg, int) and not isinstance(arg, bool) and abs(arg) < 2**62 else 48,
+            "no_spec": arg, "no_align": arg, "BLOCK": 64}
+    _, triton_spec, _ = jit.create_function_from_signature(fn.signature, fn.params, BaseBackend)(*args.values())
+    signature, constexprs = signature_from_args(fn, args)
+    aligned = aligned_args(fn, args)
+    ours = [("constexpr" if name in constexprs else signature[name], name in aligned) for name in args]
+    theirs = [(kind, attr == "D") for kind, attr in triton_spec]
+    assert ours == theirs
 
 
 def test_cuobjdump_parsing_picks_the_kernel():

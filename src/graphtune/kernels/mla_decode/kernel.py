@@ -67,45 +67,45 @@ def _fp8_bytes_to_half(x):
 
 
 @triton.jit
-def _load_latent(kv_ptr, row, col0, valid, KV_FORMAT: tl.constexpr, CONVERT: tl.constexpr,
-                 INTERPRET: tl.constexpr, COLS: tl.constexpr):
-    """Columns ``[col0, col0 + COLS)`` of N cache rows (byte offsets ``row``), as the dot's operand type.
+def _widen(raw, CONVERT: tl.constexpr, INTERPRET: tl.constexpr):
+    """fp8 e4m3 tile -> the fp16 operand of the P.V dot: ``value / 256`` with CONVERT == 1, else ``value``.
 
-    fp8 formats: ``value / UNIT`` in fp16 (fp32 under the interpreter). bf16: bf16 (fp32 interpreted).
-    Rows past the sequence are loaded as zeros so that ``p = 0`` times them stays finite.
+    Under the interpreter: fp32 with the same scaling (so that the interpreted numerics match).
     """
-    cols = col0 + tl.arange(0, COLS)
-    if KV_FORMAT == FMT_BF16:
-        ptrs = (kv_ptr + row[:, None] + 2 * cols[None, :]).to(tl.pointer_type(tl.bfloat16))
-        x = tl.load(ptrs, mask=valid[:, None], other=0.0)
-        if INTERPRET:
-            x = x.to(tl.float32)
+    if INTERPRET:
+        x = raw.to(tl.float32)
+        if CONVERT == 1:
+            x = x * 0.00390625
+    elif CONVERT == 1:
+        x = _fp8_bytes_to_half(raw.to(tl.uint8, bitcast=True))
     else:
-        ptrs = kv_ptr + row[:, None] + cols[None, :]
-        if INTERPRET:
-            x8 = tl.load(ptrs.to(tl.pointer_type(tl.float8e4nv)), mask=valid[:, None], other=0.0)
-            x = x8.to(tl.float32)
-            if CONVERT == 1:
-                x = x * 0.00390625
-        elif CONVERT == 1:
-            x = _fp8_bytes_to_half(tl.load(ptrs, mask=valid[:, None], other=0))
-        else:
-            x8 = tl.load(ptrs.to(tl.pointer_type(tl.float8e4nv)), mask=valid[:, None], other=0.0)
-            x = x8.to(tl.float16)
+        x = raw.to(tl.float16)
     return x
 
 
 @triton.jit
-def _load_rope(kv_ptr, row, valid, KV_FORMAT: tl.constexpr, CONVERT: tl.constexpr, INTERPRET: tl.constexpr):
-    """The 64 rope columns of N rows: fp8 per-tensor like the latent part; bf16 in bf16 and fp8_ds_mla."""
+def _load_cols(kv_ptr, row, col0, valid, KV_FORMAT: tl.constexpr, COLS: tl.constexpr):
+    """Columns ``[col0, col0 + COLS)`` of N cache rows (``row``: byte offsets), as stored: fp8 or bf16.
+
+    Rows past the sequence load as zeros so that ``p = 0`` times them stays finite.
+    """
+    cols = col0 + tl.arange(0, COLS)
+    if KV_FORMAT == FMT_BF16:
+        ptrs = (kv_ptr + row[:, None] + 2 * cols[None, :]).to(tl.pointer_type(tl.bfloat16))
+    else:
+        ptrs = (kv_ptr + row[:, None] + cols[None, :]).to(tl.pointer_type(tl.float8e4nv))
+    return tl.load(ptrs, mask=valid[:, None], other=0.0)
+
+
+@triton.jit
+def _load_rope(kv_ptr, row, valid, KV_FORMAT: tl.constexpr):
+    """The 64 rope columns of N rows: fp8 in the per-tensor format, bf16 in bf16 and fp8_ds_mla."""
     if KV_FORMAT == FMT_DS_MLA:
         cols = tl.arange(0, 64)
         ptrs = (kv_ptr + row[:, None] + 528 + 2 * cols[None, :]).to(tl.pointer_type(tl.bfloat16))
         x = tl.load(ptrs, mask=valid[:, None], other=0.0)
-        if INTERPRET:
-            x = x.to(tl.float32)
     else:
-        x = _load_latent(kv_ptr, row, 512, valid, KV_FORMAT, CONVERT, INTERPRET, 64)
+        x = _load_cols(kv_ptr, row, 512, valid, KV_FORMAT, 64)
     return x
 
 
@@ -122,6 +122,51 @@ def _load_q_t(q_ptr, heads, head_mask, col0, COLS: tl.constexpr, stride_q_h):
     cols = col0 + tl.arange(0, COLS)
     ptrs = q_ptr + heads[None, :] * stride_q_h + cols[:, None]
     return tl.load(ptrs, mask=head_mask[None, :], other=0.0).to(tl.float32)
+
+
+@triton.jit
+def _amax(x):
+    return tl.max(tl.max(tl.abs(x), axis=1), axis=0)
+
+
+@triton.jit
+def _q_operand(q_t, q_scale, MODE: tl.constexpr, INTERPRET: tl.constexpr, COLS: tl.constexpr,
+               BLOCK_H: tl.constexpr):
+    """The B operand of a score dot from fp32 ``q_t`` ([COLS, H]).
+
+    MODE 0: ``q_t * q_scale`` in fp16; 1: bf16 (unscaled); 2: fp8 pair, [COLS, 2H] with column 2h holding
+    ``hi = fp8(q_t * q_scale)`` and 2h + 1 ``lo = fp8(16 * (q_t * q_scale - hi))``: hi + lo / 16 carries
+    the bf16 query's 8 significant bits, so two fp8 products give the bf16 score.
+    """
+    if MODE == 0:
+        x = q_t * q_scale
+        if not INTERPRET:
+            x = x.to(tl.float16)
+    elif MODE == 1:
+        x = q_t
+        if not INTERPRET:
+            x = x.to(tl.bfloat16)
+    else:
+        scaled = q_t * q_scale
+        hi = scaled.to(tl.float8e4nv)
+        lo = ((scaled - hi.to(tl.float32)) * 16.0).to(tl.float8e4nv)
+        x = tl.reshape(tl.join(hi, lo), [COLS, 2 * BLOCK_H])
+        if INTERPRET:
+            x = x.to(tl.float32)
+    return x
+
+
+@triton.jit
+def _score(k, q_op, PAIR: tl.constexpr, INTERPRET: tl.constexpr, PREC: tl.constexpr, BLOCK_N: tl.constexpr,
+           BLOCK_H: tl.constexpr):
+    """``k q^T`` for one column chunk: [N, H] fp32. PAIR: k is raw fp8 and q_op an fp8 hi/lo pair."""
+    if INTERPRET:
+        k = k.to(tl.float32)
+    s = tl.dot(k, q_op, input_precision=PREC)
+    if PAIR:
+        hi, lo = tl.split(tl.reshape(s, [BLOCK_N, BLOCK_H, 2]))
+        s = hi + lo * 0.0625
+    return s
 
 
 @triton.jit
@@ -164,6 +209,7 @@ def _mla_decode_split_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_H: tl.constexpr,
     CONVERT: tl.constexpr,
+    QK8: tl.constexpr,
     PROGRAMS_PER_SM: tl.constexpr,  # sizes the grid in interface.py; unused in here
 ):
     """Grid ``(cdiv(H, BLOCK_H), P)``: each program attends its heads over a contiguous range of tiles."""
@@ -177,22 +223,38 @@ def _mla_decode_split_kernel(
         PREC: tl.constexpr = "ieee"
     else:
         PREC: tl.constexpr = "tf32"
+    IS_FP8: tl.constexpr = KV_FORMAT != FMT_BF16
+    # PAIR: latent (and fp8 rope) scores straight from the fp8 bytes against an fp8 hi/lo query pair;
+    # only P.V widens the cache. Otherwise both dots share one widened (fp16) or bf16 tile.
+    PAIR: tl.constexpr = IS_FP8 and QK8 == 1
     if INTERPRET:
-        DOT_DTYPE: tl.constexpr = tl.float32
-        ROPE_DTYPE: tl.constexpr = tl.float32
-    elif KV_FORMAT == FMT_BF16:
-        DOT_DTYPE: tl.constexpr = tl.bfloat16
-        ROPE_DTYPE: tl.constexpr = tl.bfloat16
-    elif KV_FORMAT == FMT_DS_MLA:
-        DOT_DTYPE: tl.constexpr = tl.float16
-        ROPE_DTYPE: tl.constexpr = tl.bfloat16
+        V_DTYPE: tl.constexpr = tl.float32
+    elif IS_FP8:
+        V_DTYPE: tl.constexpr = tl.float16
     else:
-        DOT_DTYPE: tl.constexpr = tl.float16
-        ROPE_DTYPE: tl.constexpr = tl.float16
-    if KV_FORMAT != FMT_BF16 and CONVERT == 1:
-        UNIT: tl.constexpr = 256.0
+        V_DTYPE: tl.constexpr = tl.bfloat16
+    if IS_FP8 and CONVERT == 1:
+        V_UNIT: tl.constexpr = 256.0
     else:
-        UNIT: tl.constexpr = 1.0
+        V_UNIT: tl.constexpr = 1.0
+    if PAIR:
+        S_UNIT: tl.constexpr = 1.0
+        Q_MODE: tl.constexpr = 2
+        Q_TARGET: tl.constexpr = 8.0     # max |q| * q_scale <= 2**8: hi and 16 * residual stay below 448
+    elif IS_FP8:
+        S_UNIT: tl.constexpr = V_UNIT
+        Q_MODE: tl.constexpr = 0
+        Q_TARGET: tl.constexpr = 14.0    # fp16 without overflow, and bf16's 8 bits kept down to 2**-14
+    else:
+        S_UNIT: tl.constexpr = 1.0
+        Q_MODE: tl.constexpr = 1
+        Q_TARGET: tl.constexpr = 0.0
+    if KV_FORMAT == FMT_FP8:
+        ROPE_MODE: tl.constexpr = Q_MODE
+        ROPE_PAIR: tl.constexpr = PAIR
+    else:
+        ROPE_MODE: tl.constexpr = 1
+        ROPE_PAIR: tl.constexpr = False
 
     heads = pid_h * BLOCK_H + tl.arange(0, BLOCK_H)
     head_mask = heads < H
@@ -212,7 +274,7 @@ def _mla_decode_split_kernel(
     per = (total + num_progs - 1) // num_progs
     t = pid * per
     t_stop = tl.minimum(t + per, total)
-    # b: the first request whose tiles end after t; req_end: where its tiles end in the batch's list.
+    # b: the first request whose tiles end after t; req_end: where the tiles of request b - 1 end.
     b = 0
     req_end = 0
     for r0 in range(0, B, B_CHUNK):
@@ -222,7 +284,6 @@ def _mla_decode_split_kernel(
         done = (ends <= t) & (r0 + offs_c < B)
         b += tl.sum(done.to(tl.int32), axis=0)
         req_end += tl.sum(tl.where(done, tiles, 0), axis=0)
-    # req_end now ends request b - 1, i.e. request b starts there.
 
     offs_n = tl.arange(0, BLOCK_N)
     while t < t_stop:
@@ -241,29 +302,21 @@ def _mla_decode_split_kernel(
         q2 = _load_q_t(q_base, heads, head_mask, 256, 128, stride_q_h)
         q3 = _load_q_t(q_base, heads, head_mask, 384, 128, stride_q_h)
         qr = _load_q_t(q_base, heads, head_mask, 512, 64, stride_q_h)
-        if KV_FORMAT == FMT_BF16:
-            q_scale = 1.0
-        else:
-            # A power of two that brings max|q| near 2**14: the fp16 cast then neither overflows nor loses
-            # bits (bf16 has 8, fp16 11 significant bits); the scores divide it out in fp32.
-            q_amax = tl.maximum(tl.max(tl.max(tl.abs(q0), axis=1), axis=0),
-                                tl.maximum(tl.max(tl.max(tl.abs(q1), axis=1), axis=0),
-                                           tl.max(tl.max(tl.abs(q2), axis=1), axis=0)))
-            q_amax = tl.maximum(q_amax, tl.max(tl.max(tl.abs(q3), axis=1), axis=0))
+        if IS_FP8:
+            # A power of two: exact to apply, divided back out of the scores in fp32.
+            q_amax = tl.maximum(tl.maximum(_amax(q0), _amax(q1)), tl.maximum(_amax(q2), _amax(q3)))
             if KV_FORMAT == FMT_FP8:
-                q_amax = tl.maximum(q_amax, tl.max(tl.max(tl.abs(qr), axis=1), axis=0))
-            q_amax = tl.maximum(q_amax, 1e-30)
-            q_scale = tl.exp2(14.0 - tl.ceil(tl.log2(q_amax)))
-        q0 = (q0 * q_scale).to(DOT_DTYPE)
-        q1 = (q1 * q_scale).to(DOT_DTYPE)
-        q2 = (q2 * q_scale).to(DOT_DTYPE)
-        q3 = (q3 * q_scale).to(DOT_DTYPE)
-        if KV_FORMAT == FMT_FP8:
-            qr = (qr * q_scale).to(ROPE_DTYPE)
+                q_amax = tl.maximum(q_amax, _amax(qr))
+            q_scale = tl.exp2(Q_TARGET - tl.ceil(tl.log2(tl.maximum(q_amax, 1e-30))))
         else:
-            qr = qr.to(ROPE_DTYPE)
+            q_scale = 1.0
+        q0 = _q_operand(q0, q_scale, Q_MODE, INTERPRET, 128, BLOCK_H)
+        q1 = _q_operand(q1, q_scale, Q_MODE, INTERPRET, 128, BLOCK_H)
+        q2 = _q_operand(q2, q_scale, Q_MODE, INTERPRET, 128, BLOCK_H)
+        q3 = _q_operand(q3, q_scale, Q_MODE, INTERPRET, 128, BLOCK_H)
+        qr = _q_operand(qr, q_scale, ROPE_MODE, INTERPRET, 64, BLOCK_H)
         # Scores in log2 units: latent dots times nope_mul, rope dot times rope_mul.
-        nope_mul = sm_scale * LOG2E * UNIT * kv_scale / q_scale
+        nope_mul = sm_scale * LOG2E * S_UNIT * kv_scale / q_scale
         if KV_FORMAT == FMT_FP8:
             rope_mul = nope_mul
         else:
@@ -281,25 +334,37 @@ def _mla_decode_split_kernel(
             valid = tok < seq_len
             page = tl.load(pt_base + tok // PAGE_SIZE, mask=valid, other=0)
             row = page.to(tl.int64) * stride_kv_page + (tok % PAGE_SIZE) * stride_kv_tok
-            k0 = _load_latent(kv_ptr, row, 0, valid, KV_FORMAT, CONVERT, INTERPRET, 128)
-            k1 = _load_latent(kv_ptr, row, 128, valid, KV_FORMAT, CONVERT, INTERPRET, 128)
-            k2 = _load_latent(kv_ptr, row, 256, valid, KV_FORMAT, CONVERT, INTERPRET, 128)
-            k3 = _load_latent(kv_ptr, row, 384, valid, KV_FORMAT, CONVERT, INTERPRET, 128)
-            kr = _load_rope(kv_ptr, row, valid, KV_FORMAT, CONVERT, INTERPRET)
+            k0 = _load_cols(kv_ptr, row, 0, valid, KV_FORMAT, 128)
+            k1 = _load_cols(kv_ptr, row, 128, valid, KV_FORMAT, 128)
+            k2 = _load_cols(kv_ptr, row, 256, valid, KV_FORMAT, 128)
+            k3 = _load_cols(kv_ptr, row, 384, valid, KV_FORMAT, 128)
+            kr = _load_rope(kv_ptr, row, valid, KV_FORMAT)
+            if IS_FP8:
+                v0 = _widen(k0, CONVERT, INTERPRET)
+                v1 = _widen(k1, CONVERT, INTERPRET)
+                v2 = _widen(k2, CONVERT, INTERPRET)
+                v3 = _widen(k3, CONVERT, INTERPRET)
+                if not PAIR:
+                    k0, k1, k2, k3 = v0, v1, v2, v3
+                    if KV_FORMAT == FMT_FP8:
+                        kr = _widen(kr, CONVERT, INTERPRET)
+            else:
+                v0, v1, v2, v3 = k0, k1, k2, k3
             if KV_FORMAT == FMT_DS_MLA:
                 c0 = _load_chunk_scale(kv_ptr, row, valid, 0)
                 c1 = _load_chunk_scale(kv_ptr, row, valid, 1)
                 c2 = _load_chunk_scale(kv_ptr, row, valid, 2)
                 c3 = _load_chunk_scale(kv_ptr, row, valid, 3)
-                s = (tl.dot(k0, q0, input_precision=PREC) * c0[:, None] + tl.dot(k1, q1, input_precision=PREC) * c1[:, None]
-                     + tl.dot(k2, q2, input_precision=PREC) * c2[:, None] + tl.dot(k3, q3, input_precision=PREC) * c3[:, None]) * nope_mul
-                s += tl.dot(kr, qr, input_precision=PREC) * rope_mul
+                s = (_score(k0, q0, PAIR, INTERPRET, PREC, BLOCK_N, BLOCK_H) * c0[:, None]
+                     + _score(k1, q1, PAIR, INTERPRET, PREC, BLOCK_N, BLOCK_H) * c1[:, None]
+                     + _score(k2, q2, PAIR, INTERPRET, PREC, BLOCK_N, BLOCK_H) * c2[:, None]
+                     + _score(k3, q3, PAIR, INTERPRET, PREC, BLOCK_N, BLOCK_H) * c3[:, None]) * nope_mul
             else:
-                s = tl.dot(k0, q0, input_precision=PREC)
-                s = tl.dot(k1, q1, s, input_precision=PREC)
-                s = tl.dot(k2, q2, s, input_precision=PREC)
-                s = tl.dot(k3, q3, s, input_precision=PREC)
-                s = tl.dot(kr, qr, s, input_precision=PREC) * nope_mul
+                s = (_score(k0, q0, PAIR, INTERPRET, PREC, BLOCK_N, BLOCK_H)
+                     + _score(k1, q1, PAIR, INTERPRET, PREC, BLOCK_N, BLOCK_H)
+                     + _score(k2, q2, PAIR, INTERPRET, PREC, BLOCK_N, BLOCK_H)
+                     + _score(k3, q3, PAIR, INTERPRET, PREC, BLOCK_N, BLOCK_H)) * nope_mul
+            s += _score(kr, qr, ROPE_PAIR, INTERPRET, PREC, BLOCK_N, BLOCK_H) * rope_mul
             s = tl.where(valid[:, None], s, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(s, axis=0))
             alpha = tl.exp2(m_i - m_new)
@@ -313,21 +378,21 @@ def _mla_decode_split_kernel(
                 cm1 = tl.max(c1, axis=0)
                 cm2 = tl.max(c2, axis=0)
                 cm3 = tl.max(c3, axis=0)
-                acc0 = _pv_update(acc0, k0, p * (c0 / tl.maximum(cm0, 1e-30))[:, None], alpha, cm0, DOT_DTYPE, True, PREC)
-                acc1 = _pv_update(acc1, k1, p * (c1 / tl.maximum(cm1, 1e-30))[:, None], alpha, cm1, DOT_DTYPE, True, PREC)
-                acc2 = _pv_update(acc2, k2, p * (c2 / tl.maximum(cm2, 1e-30))[:, None], alpha, cm2, DOT_DTYPE, True, PREC)
-                acc3 = _pv_update(acc3, k3, p * (c3 / tl.maximum(cm3, 1e-30))[:, None], alpha, cm3, DOT_DTYPE, True, PREC)
+                acc0 = _pv_update(acc0, v0, p * (c0 / tl.maximum(cm0, 1e-30))[:, None], alpha, cm0, V_DTYPE, True, PREC)
+                acc1 = _pv_update(acc1, v1, p * (c1 / tl.maximum(cm1, 1e-30))[:, None], alpha, cm1, V_DTYPE, True, PREC)
+                acc2 = _pv_update(acc2, v2, p * (c2 / tl.maximum(cm2, 1e-30))[:, None], alpha, cm2, V_DTYPE, True, PREC)
+                acc3 = _pv_update(acc3, v3, p * (c3 / tl.maximum(cm3, 1e-30))[:, None], alpha, cm3, V_DTYPE, True, PREC)
             else:
-                acc0 = _pv_update(acc0, k0, p, alpha, 1.0, DOT_DTYPE, False, PREC)
-                acc1 = _pv_update(acc1, k1, p, alpha, 1.0, DOT_DTYPE, False, PREC)
-                acc2 = _pv_update(acc2, k2, p, alpha, 1.0, DOT_DTYPE, False, PREC)
-                acc3 = _pv_update(acc3, k3, p, alpha, 1.0, DOT_DTYPE, False, PREC)
+                acc0 = _pv_update(acc0, v0, p, alpha, 1.0, V_DTYPE, False, PREC)
+                acc1 = _pv_update(acc1, v1, p, alpha, 1.0, V_DTYPE, False, PREC)
+                acc2 = _pv_update(acc2, v2, p, alpha, 1.0, V_DTYPE, False, PREC)
+                acc3 = _pv_update(acc3, v3, p, alpha, 1.0, V_DTYPE, False, PREC)
 
         # seq_len >= 1 and every tile holds a valid token, so l_i > 0 for every head.
         if KV_FORMAT == FMT_DS_MLA:
-            inv = UNIT / l_i
+            inv = V_UNIT / l_i
         else:
-            inv = UNIT * kv_scale / l_i
+            inv = V_UNIT * kv_scale / l_i
         lse2 = m_i + tl.log2(l_i)
         if (i_first == 0) & (i_stop == req_tiles):
             o_base = out_ptr + b.to(tl.int64) * stride_out_b

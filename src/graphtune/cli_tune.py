@@ -1,0 +1,146 @@
+"""``graphtune tune MODULE:TARGET --sizes ...``: tune every bucket offline, sharded over torchrun's ranks."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+_EXAMPLE = """\
+examples:
+  graphtune tune mypkg.tuning:DECODE --sizes 1,2,4,8,16,32,64,128 --out decode-h200.json
+  torchrun --nproc-per-node 8 -m graphtune tune mypkg.tuning:DECODE --out decode-h200.json --db
+  graphtune tune ./tuning.py:DECODE           (the target's default_sizes, recorded in the database)
+
+TARGET is an object with `kernel` (a graphtune kernel), `default_sizes`, and
+`make_args(size) -> (args, kwargs, grid)` (graphtune.distributed.TuneTarget); a class is instantiated.
+Under torchrun the (bucket, config) timings are dealt round-robin to the ranks and rank 0 writes the
+results; give GRAPHTUNE_DIST_TIMEOUT_S more than the longest share of one rank takes."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "tune", help="tune a kernel for every bucket offline (sharded over torchrun ranks)",
+        description="Time every candidate config of a graphtune kernel at the bucket of every size, pick the "
+                    "fastest per bucket, and write an export file and / or the tuning database. Under torchrun "
+                    "the work is split across the ranks.",
+        epilog=_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("target", metavar="MODULE:TARGET", help="MODULE dotted or a .py path; TARGET an attribute")
+    p.add_argument("--sizes", metavar="N,...", help="sizes to tune (default: the target's default_sizes)")
+    p.add_argument("--out", metavar="FILE", help="write the results as an export file (`graphtune db export` format)")
+    p.add_argument("--db", nargs="?", const=True, default=None, metavar="PATH",
+                   help="record the results in the tuning database (default: $GRAPHTUNE_DB or the user cache; "
+                        "this is also what happens when --out is not given)")
+    p.set_defaults(func=handler)
+
+
+def parse_sizes(text: str) -> list[int]:
+    out = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        try:
+            value = int(item)
+        except ValueError:
+            raise ValueError(f"--sizes: {item!r} is not an integer (in {text!r})") from None
+        if value < 1:
+            raise ValueError(f"--sizes: {value} is not a size >= 1 (in {text!r})")
+        out.append(value)
+    if not out:
+        raise ValueError(f"--sizes: no sizes in {text!r}")
+    return out
+
+
+def _import_module(text: str, spec: str) -> Any:
+    if text.endswith(".py") or "/" in text or "\\" in text:
+        path = Path(text).expanduser()
+        if not path.is_file():
+            raise FileNotFoundError(f"tune target {spec!r}: no file {path}")
+        name = f"_graphtune_tune_{path.stem}"
+        module_spec = importlib.util.spec_from_file_location(name, path)
+        if module_spec is None or module_spec.loader is None:
+            raise ValueError(f"tune target {spec!r}: cannot load {path} as a Python module")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module
+        module_spec.loader.exec_module(module)
+        return module
+    # as `python -m` would: a module in the current directory is importable from the console script too
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.import_module(text)
+    except ModuleNotFoundError as exc:
+        raise ValueError(f"tune target {spec!r}: cannot import module {text!r} ({exc})") from None
+
+
+def resolve_target(spec: str) -> Any:
+    """``MODULE:ATTR`` (MODULE dotted or a ``.py`` path, ATTR may be dotted) -> the TuneTarget object."""
+    module_text, sep, attr = spec.rpartition(":")
+    if not sep or not module_text or not attr:
+        raise ValueError(f"tune target {spec!r}: expected MODULE:TARGET, e.g. mypkg.tuning:DECODE")
+    obj: Any = _import_module(module_text, spec)
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"tune target {spec!r}: {module_text} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if isinstance(obj, type):
+        obj = obj()
+    return obj
+
+
+def handler(args: argparse.Namespace) -> int:
+    from . import distributed
+
+    target = resolve_target(args.target)
+    sizes = parse_sizes(args.sizes) if args.sizes else None
+    db: Any = args.db if args.db is not None else (args.out is None)
+    created = distributed.init_from_env()
+    try:
+        t0 = time.perf_counter()
+        results = distributed.tune_sharded(target, sizes, out=args.out, db=db)
+        elapsed = time.perf_counter() - t0
+        if distributed.current_rank() == 0:
+            _print(target, results, elapsed, args.out, db)
+    finally:
+        if created:
+            import torch.distributed as dist
+            dist.destroy_process_group()
+    return 0
+
+
+def _print(target: Any, results: dict, elapsed: float, out: str | None, db: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    kernel = target.kernel
+    world = 1
+    try:
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            world = dist.get_world_size()
+    except ImportError:
+        pass
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+    table = Table(title=f"graphtune tune {kernel.name}: {len(results)} buckets x {len(kernel.configs)} configs, "
+                        f"{world} rank(s), {elapsed:.1f} s")
+    table.add_column("bucket (key)")
+    table.add_column("sizes")
+    table.add_column("config")
+    table.add_column("median ms", justify="right")
+    table.add_column("timed / failed", justify="right")
+    for key, bucket in results.items():
+        failed = sum(1 for c in bucket.candidates if c.get("failure"))
+        table.add_row(",".join(str(v) for v in key), ",".join(str(s) for s in bucket.sizes), bucket.label,
+                      f"{bucket.median_ms:.4f}" if bucket.median_ms is not None else "-",
+                      f"{len(bucket.candidates) - failed} / {failed}")
+    console.print(table)
+    if out:
+        console.print(f"wrote {out}")
+    if db is not False and db is not None:
+        from .db import TuningDB
+        console.print(f"recorded in {TuningDB(None if db is True else db).path}")
