@@ -94,10 +94,12 @@ def resolve_target(spec: str) -> Any:
 
 
 def handler(args: argparse.Namespace) -> int:
-    from . import distributed
+    from . import distributed, settings
 
     target = resolve_target(args.target)
     sizes = parse_sizes(args.sizes) if args.sizes else None
+    if args.out is None and args.db is None and settings.db_disabled():
+        raise ValueError("GRAPHTUNE_NO_DB=1 and no --out: the results would be lost; give --out FILE or --db PATH")
     db: Any = args.db if args.db is not None else (args.out is None)
     created = distributed.init_from_env()
     try:
@@ -105,7 +107,7 @@ def handler(args: argparse.Namespace) -> int:
         results = distributed.tune_sharded(target, sizes, out=args.out, db=db)
         elapsed = time.perf_counter() - t0
         if distributed.current_rank() == 0:
-            _print(target, results, elapsed, args.out, db)
+            _print(target, results, elapsed, distributed.current_world_size(), args.out, db)
     finally:
         if created:
             import torch.distributed as dist
@@ -113,18 +115,11 @@ def handler(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print(target: Any, results: dict, elapsed: float, out: str | None, db: Any) -> None:
+def _print(target: Any, results: dict, elapsed: float, world: int, out: str | None, db: Any) -> None:
     from rich.console import Console
     from rich.table import Table
 
     kernel = target.kernel
-    world = 1
-    try:
-        import torch.distributed as dist
-        if dist.is_available() and dist.is_initialized():
-            world = dist.get_world_size()
-    except ImportError:
-        pass
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
     table = Table(title=f"graphtune tune {kernel.name}: {len(results)} buckets x {len(kernel.configs)} configs, "
                         f"{world} rank(s), {elapsed:.1f} s")

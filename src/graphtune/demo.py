@@ -76,9 +76,12 @@ except Exception as exc:
 
 def _stock_side_by_side() -> dict[str, Any]:
     """Each in its own process: a failed capture leaves torch's CUDA RNG state unusable in that process."""
+    import tempfile
     out: dict[str, Any] = {}
+    with tempfile.NamedTemporaryFile("w", suffix="_graphtune_demo_stock.py", delete=False) as f:
+        f.write(_STOCK_SCRIPT)      # @triton.jit needs its source in a file
     for mode in ("stock", "graphtune"):
-        proc = subprocess.run([sys.executable, "-c", _STOCK_SCRIPT, mode], capture_output=True, text=True,
+        proc = subprocess.run([sys.executable, f.name, mode], capture_output=True, text=True,
                               timeout=600, env={**os.environ, "PYTHONWARNINGS": "ignore"})
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")]
         out[mode] = lines[-1][len("RESULT "):] if lines else f"(no result; rc={proc.returncode}) {proc.stderr[-400:]}"

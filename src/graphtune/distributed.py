@@ -67,9 +67,9 @@ if TYPE_CHECKING:
 
     from .tuner import Choice, GraphtuneKernel
 
-__all__ = ["MODES", "set_process_group", "current_mode", "current_rank", "should_time", "agree", "agree_stored",
-           "TuneTarget", "TunedBucket", "tune_sharded", "init_from_env", "merge_choice", "broadcast_choice",
-           "stored_choice"]
+__all__ = ["MODES", "set_process_group", "current_mode", "current_rank", "current_world_size", "should_time",
+           "agree", "agree_stored", "TuneTarget", "TunedBucket", "tune_sharded", "init_from_env", "merge_choice",
+           "broadcast_choice", "stored_choice"]
 
 MODES = ("merge", "broadcast", "off")
 _MODE_CODES = {"off": 0, "merge": 1, "broadcast": 2}
@@ -109,6 +109,12 @@ def current_rank() -> int:
     """This process's rank in the agreement group (0 when none is active)."""
     group = _active(sharding=True)
     return group.rank if group is not None else 0
+
+
+def current_world_size() -> int:
+    """How many ranks the agreement group has (1 when none is active)."""
+    group = _active(sharding=True)
+    return group.world if group is not None else 1
 
 
 def should_time() -> bool:
@@ -314,7 +320,7 @@ def _gather_headers(group: _Group, header: _Header, what: str) -> list[_Header]:
     """All-gather one header per rank and check that every rank agrees on the same thing."""
     import torch
     data = torch.frombuffer(bytearray(header.pack()), dtype=torch.uint8).to(group.device)
-    got = [_Header.unpack(bytes(t.cpu().tolist())) for t in _gather(group, data, what)]
+    got = [_Header.unpack(t.cpu().numpy().tobytes()) for t in _gather(group, data, what)]
     if len({h.digest for h in got}) != 1:
         lines = "".join(f"\n  rank {r}: {h.text}" for r, h in enumerate(got))
         raise DistributedError(f"graphtune: ranks disagree on what they tune (agreement #{_seq[group.pg]}); "
@@ -330,7 +336,7 @@ def _gather_bytes(group: _Group, data: bytes, what: str) -> list[bytes]:
     lengths = [int(t.item()) for t in _gather(group, length, what)]
     padded = bytearray(data.ljust(max(lengths), b"\0")) or bytearray(b"\0")
     tensor = torch.frombuffer(padded, dtype=torch.uint8).to(group.device)
-    return [bytes(t.cpu().tolist())[:n] for t, n in zip(_gather(group, tensor, what), lengths)]
+    return [t.cpu().numpy().tobytes()[:n] for t, n in zip(_gather(group, tensor, what), lengths)]
 
 
 # --------------------------------------------------------------------------------------------- decisions
@@ -580,6 +586,7 @@ def tune_sharded(target: TuneTarget, sizes: Sequence[int] | None = None, *, out:
     sizes = _check_sizes(list(sizes) if sizes is not None else list(getattr(target, "default_sizes", ())))
     if capture.why_no_tuning() is not None:
         raise RuntimeError(f"tune_sharded({kernel.name!r}) inside CUDA graph capture or while frozen")
+    database = _database(db)   # before any timing: a read-only database must not cost a tuning run
     init_from_env()
     group = _active(sharding=True)
     rank, world = (group.rank, group.world) if group is not None else (0, 1)
@@ -605,7 +612,7 @@ def tune_sharded(target: TuneTarget, sizes: Sequence[int] | None = None, *, out:
                         len(bucket.indices), kernel.name, list(key_to_json(key)))
             for row in _time_share(kernel, args, kwargs, grid, mine):
                 rows.append({**row, "bucket": len(buckets) - 1, "rank": rank})
-        del args, kwargs
+        del args, kwargs   # free this size's inputs before the next make_args (GPU memory)
 
     if group is not None:
         plan = [(list(key_to_json(b.key)), b.indices) for b in buckets]
@@ -637,7 +644,7 @@ def tune_sharded(target: TuneTarget, sizes: Sequence[int] | None = None, *, out:
     logger.info("graphtune: tuned %s for %d buckets on %d rank(s) in %.2f s", kernel.name, len(buckets), world,
                 time.perf_counter() - t0)
     if rank == 0:
-        _write(kernel, entries, out, db)
+        _write(kernel, entries, out, database)
     return results
 
 
@@ -650,18 +657,25 @@ def _entry(kernel: GraphtuneKernel, key: tuple, config: triton.Config, rows: lis
     return new_entry(kernel.identity(), current_env(), key_to_json(key), config_to_dict(config), cands, rank=0)
 
 
-def _write(kernel: GraphtuneKernel, entries: list, out: str | os.PathLike | None,
-           db: bool | str | os.PathLike) -> None:
+def _database(db: bool | str | os.PathLike | None) -> Any:
+    """The database ``tune_sharded(db=...)`` records in (None: none); a read-only one is an error."""
+    if db is False or db is None:
+        return None
     from .db import TuningDB
-    if db is not False and db is not None:
-        store = TuningDB(None if db is True else db)
-        if store.readonly:
-            raise DatabaseError(f"tuning database {store.path} is read-only (GRAPHTUNE_DB_READONLY=1): the "
-                                f"{len(entries)} tuned entries of {kernel.name!r} were not recorded")
+    store = TuningDB(None if db is True else db)
+    if store.readonly:
+        raise DatabaseError(f"tuning database {store.path} is read-only (GRAPHTUNE_DB_READONLY=1): tuned results "
+                            f"could not be recorded; unset it or write an export file instead")
+    return store
+
+
+def _write(kernel: GraphtuneKernel, entries: list, out: str | os.PathLike | None, database: Any) -> None:
+    from .db import TuningDB
+    if database is not None:
         for entry in entries:
-            store.record(entry)
-        logger.info("graphtune: recorded %d entries of %s in %s", len(entries), kernel.name, store.path)
-        store.close()
+            database.record(entry)
+        logger.info("graphtune: recorded %d entries of %s in %s", len(entries), kernel.name, database.path)
+        database.close()
     if out is not None:
         # the export format is the database's: go through a private database so the file is written by
         # the same code as `graphtune db export`

@@ -249,12 +249,12 @@ def main(outdir: Path) -> None:
         result["crash"] = traceback.format_exc()
     (outdir / f"rank{rank}.json.tmp").write_text(json.dumps(result))
     os.replace(outdir / f"rank{rank}.json.tmp", outdir / f"rank{rank}.json")
-    if rank == 1:
-        # stay until the others have timed out: exiting earlier would break their connection instead
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not all((outdir / f"rank{r}.json").exists()
-                                                      for r in range(world) if r != 1):
-            time.sleep(0.05)
+    # Stay until every rank has reported: an early exit would break the others' connections (rank 1 must not
+    # turn their timeout into a connection error) and take down the store rank 0 hosts, which the timed-out
+    # ranks read to name the missing rank.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not all((outdir / f"rank{r}.json").exists() for r in range(world)):
+        time.sleep(0.05)
     sys.stdout.flush()
     # a collective is still in flight on the ranks that timed out: skip the process group's teardown
     os._exit(0)

@@ -19,11 +19,12 @@ import pytest
 import torch
 
 import _dist_workers as W
-import graphtune
 from graphtune import db as gdb
 from graphtune import distributed
 from graphtune.cli import main as cli_main
-from graphtune.errors import DistributedError
+from graphtune.cli_tune import parse_sizes
+from graphtune.configs import config_to_dict
+from graphtune.errors import DatabaseError
 
 HERE = Path(__file__).resolve().parent
 WORLD = 3
@@ -231,7 +232,7 @@ def test_cli_tune_under_two_ranks_matches_the_single_process_cli(tmp_path, capsy
 
 
 @pytest.mark.parametrize("scores, expected", [
-    ([[1.0, 2.0, 3.0], [3.0, 1.5, 1.0]], 1),             # 3.0, 3.5 ... no: sums 4.0, 3.5, 4.0
+    ([[1.0, 2.0, 3.0], [3.0, 1.5, 1.0]], 1),             # sums 4.0, 3.5, 4.0; neither rank's own pick
     ([[1.0, 2.0], [math.inf, 1.0]], 1),                   # failed on rank 1
     ([[1.0, math.inf], [math.inf, 1.0]], None),           # nothing ran everywhere
     ([[2.0, 1.0, 1.0]], 1),                               # ties to the lower index
@@ -285,6 +286,30 @@ def test_tune_sharded_rejects_bad_targets_and_sizes():
     with pytest.raises(TypeError, match="lacks"):
         distributed.tune_sharded(object(), [1])
     with pytest.raises(ValueError, match="--sizes: 'x' is not an integer"):
-        cli_main(["tune", "_dist_workers:CLI_TARGET", "--sizes", "1,x"]) if False else \
-            __import__("graphtune.cli_tune", fromlist=["parse_sizes"]).parse_sizes("1,x")
-    assert cli_main(["tune", "_dist_workers:NOPE"]) == 2
+        parse_sizes("1,x")
+    assert cli_main(["tune", "_dist_workers:NOPE"]) == 2   # a clear error, exit code 2
+
+
+def test_cli_tune_records_in_the_named_database(tmp_path, capsys):
+    W.TIMER.table = W.deterministic_ms
+    path = tmp_path / "tuned.sqlite"
+    assert cli_main(["tune", "_dist_workers:CLI_TARGET", "--sizes", "2,7", "--db", str(path)]) == 0
+    assert f"recorded in {path}" in capsys.readouterr().out
+    stored = gdb.TuningDB(path).entries("gt_cli")
+    assert sorted(e.key[0] for e in stored) == [2, 8]
+    assert all(e.chosen == config_to_dict(W.CONFIGS[min(_kept(e.key[0]), key=lambda i: W.deterministic_ms(
+        e.key[0], i))]) for e in stored)
+
+
+def test_read_only_database_fails_before_any_timing(monkeypatch):
+    monkeypatch.setenv("GRAPHTUNE_DB_READONLY", "1")
+    W.TIMER.timed.clear()
+    with pytest.raises(DatabaseError, match="read-only"):
+        distributed.tune_sharded(W.ScaleTarget("gt_readonly"), [1, 2], db=True)
+    assert W.TIMER.timed == []
+
+
+def test_cli_refuses_to_throw_results_away(monkeypatch, capsys):
+    monkeypatch.setenv("GRAPHTUNE_NO_DB", "1")
+    assert cli_main(["tune", "_dist_workers:CLI_TARGET", "--sizes", "2"]) == 2
+    assert "GRAPHTUNE_NO_DB=1 and no --out" in capsys.readouterr().err

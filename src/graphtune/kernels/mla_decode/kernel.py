@@ -49,6 +49,8 @@ def _fp8_bytes_to_half(x):
     exponent field lands in the low 4 exponent bits and its mantissa in the top 3 mantissa bits gives a
     number whose exponent is short by 8 in bias: ``value * 2**-8``, for subnormals too.
     """
+    # is_pure=False keeps Triton from re-running the asm once per consumer layout (it hoisted a pure one
+    # above the layout conversions of both dots, doubling the work and defeating the load pipelining).
     return tl.inline_asm_elementwise(
         asm="""{
         .reg .b32 a, b, t, u;
@@ -130,43 +132,54 @@ def _amax(x):
 
 
 @triton.jit
-def _q_operand(q_t, q_scale, MODE: tl.constexpr, INTERPRET: tl.constexpr, COLS: tl.constexpr,
-               BLOCK_H: tl.constexpr):
-    """The B operand of a score dot from fp32 ``q_t`` ([COLS, H]).
+def _q_operand(q_t, q_scale, MODE: tl.constexpr, INTERPRET: tl.constexpr):
+    """The B operand(s) of a score dot from fp32 ``q_t`` ([COLS, H]), as a pair ``(hi, lo)``.
 
-    MODE 0: ``q_t * q_scale`` in fp16; 1: bf16 (unscaled); 2: fp8 pair, [COLS, 2H] with column 2h holding
-    ``hi = fp8(q_t * q_scale)`` and 2h + 1 ``lo = fp8(16 * (q_t * q_scale - hi))``: hi + lo / 16 carries
-    the bf16 query's 8 significant bits, so two fp8 products give the bf16 score.
+    MODE 0: ``q_t * q_scale`` in fp16; 1: bf16 (unscaled); in both ``lo`` is ``hi`` and unused.
+    MODE 2: fp8, ``hi = fp8(q_t * q_scale)`` and ``lo = fp8(16 * (q_t * q_scale - hi))``: hi + lo / 16
+    carries all 8 significant bits of a bf16 query, so two fp8 products give the bf16 score.
     """
     if MODE == 0:
-        x = q_t * q_scale
+        hi = q_t * q_scale
         if not INTERPRET:
-            x = x.to(tl.float16)
+            hi = hi.to(tl.float16)
+        lo = hi
     elif MODE == 1:
-        x = q_t
+        hi = q_t
         if not INTERPRET:
-            x = x.to(tl.bfloat16)
+            hi = hi.to(tl.bfloat16)
+        lo = hi
     else:
         scaled = q_t * q_scale
-        hi = scaled.to(tl.float8e4nv)
-        lo = ((scaled - hi.to(tl.float32)) * 16.0).to(tl.float8e4nv)
-        x = tl.reshape(tl.join(hi, lo), [COLS, 2 * BLOCK_H])
         if INTERPRET:
-            x = x.to(tl.float32)
-    return x
+            # The interpreter's fp32 -> fp8 cast does not round to nearest (31.125 -> 16): split in fp32
+            # instead (Veltkamp: hi keeps 4 significant bits, rounded to nearest, as the GPU cast does).
+            big = scaled * 1048577.0
+            hi = big - (big - scaled)
+            lo = (scaled - hi) * 16.0
+        else:
+            hi = scaled.to(tl.float8e4nv)
+            lo = ((scaled - hi.to(tl.float32)) * 16.0).to(tl.float8e4nv)
+    return hi, lo
 
 
 @triton.jit
-def _score(k, q_op, PAIR: tl.constexpr, INTERPRET: tl.constexpr, PREC: tl.constexpr, BLOCK_N: tl.constexpr,
-           BLOCK_H: tl.constexpr):
-    """``k q^T`` for one column chunk: [N, H] fp32. PAIR: k is raw fp8 and q_op an fp8 hi/lo pair."""
+def _score(k, q_hi, q_lo, PAIR: tl.constexpr, INTERPRET: tl.constexpr, PREC: tl.constexpr):
+    """``k q^T`` for one column chunk: [N, H] fp32. PAIR: k is raw fp8 and (q_hi, q_lo) an fp8 pair."""
     if INTERPRET:
         k = k.to(tl.float32)
-    s = tl.dot(k, q_op, input_precision=PREC)
+    s = tl.dot(k, q_hi, input_precision=PREC)
     if PAIR:
-        hi, lo = tl.split(tl.reshape(s, [BLOCK_N, BLOCK_H, 2]))
-        s = hi + lo * 0.0625
+        s += tl.dot(k, q_lo, input_precision=PREC) * 0.0625
     return s
+
+
+@triton.jit
+def _v_operand(k, PAIR: tl.constexpr, CONVERT: tl.constexpr, INTERPRET: tl.constexpr):
+    """The P.V operand of a chunk: widened here, just before its dot, when the scores used raw fp8."""
+    if PAIR:
+        k = _widen(k, CONVERT, INTERPRET)
+    return k
 
 
 @triton.jit
@@ -310,11 +323,11 @@ def _mla_decode_split_kernel(
             q_scale = tl.exp2(Q_TARGET - tl.ceil(tl.log2(tl.maximum(q_amax, 1e-30))))
         else:
             q_scale = 1.0
-        q0 = _q_operand(q0, q_scale, Q_MODE, INTERPRET, 128, BLOCK_H)
-        q1 = _q_operand(q1, q_scale, Q_MODE, INTERPRET, 128, BLOCK_H)
-        q2 = _q_operand(q2, q_scale, Q_MODE, INTERPRET, 128, BLOCK_H)
-        q3 = _q_operand(q3, q_scale, Q_MODE, INTERPRET, 128, BLOCK_H)
-        qr = _q_operand(qr, q_scale, ROPE_MODE, INTERPRET, 64, BLOCK_H)
+        q0, q0_lo = _q_operand(q0, q_scale, Q_MODE, INTERPRET)
+        q1, q1_lo = _q_operand(q1, q_scale, Q_MODE, INTERPRET)
+        q2, q2_lo = _q_operand(q2, q_scale, Q_MODE, INTERPRET)
+        q3, q3_lo = _q_operand(q3, q_scale, Q_MODE, INTERPRET)
+        qr, qr_lo = _q_operand(qr, q_scale, ROPE_MODE, INTERPRET)
         # Scores in log2 units: latent dots times nope_mul, rope dot times rope_mul.
         nope_mul = sm_scale * LOG2E * S_UNIT * kv_scale / q_scale
         if KV_FORMAT == FMT_FP8:
@@ -339,32 +352,32 @@ def _mla_decode_split_kernel(
             k2 = _load_cols(kv_ptr, row, 256, valid, KV_FORMAT, 128)
             k3 = _load_cols(kv_ptr, row, 384, valid, KV_FORMAT, 128)
             kr = _load_rope(kv_ptr, row, valid, KV_FORMAT)
-            if IS_FP8:
-                v0 = _widen(k0, CONVERT, INTERPRET)
-                v1 = _widen(k1, CONVERT, INTERPRET)
-                v2 = _widen(k2, CONVERT, INTERPRET)
-                v3 = _widen(k3, CONVERT, INTERPRET)
-                if not PAIR:
-                    k0, k1, k2, k3 = v0, v1, v2, v3
+            if not PAIR:
+                # One widened (or bf16) tile feeds both dots.
+                if IS_FP8:
+                    k0 = _widen(k0, CONVERT, INTERPRET)
+                    k1 = _widen(k1, CONVERT, INTERPRET)
+                    k2 = _widen(k2, CONVERT, INTERPRET)
+                    k3 = _widen(k3, CONVERT, INTERPRET)
                     if KV_FORMAT == FMT_FP8:
                         kr = _widen(kr, CONVERT, INTERPRET)
-            else:
-                v0, v1, v2, v3 = k0, k1, k2, k3
+                elif INTERPRET:
+                    k0, k1, k2, k3 = k0.to(tl.float32), k1.to(tl.float32), k2.to(tl.float32), k3.to(tl.float32)
             if KV_FORMAT == FMT_DS_MLA:
                 c0 = _load_chunk_scale(kv_ptr, row, valid, 0)
                 c1 = _load_chunk_scale(kv_ptr, row, valid, 1)
                 c2 = _load_chunk_scale(kv_ptr, row, valid, 2)
                 c3 = _load_chunk_scale(kv_ptr, row, valid, 3)
-                s = (_score(k0, q0, PAIR, INTERPRET, PREC, BLOCK_N, BLOCK_H) * c0[:, None]
-                     + _score(k1, q1, PAIR, INTERPRET, PREC, BLOCK_N, BLOCK_H) * c1[:, None]
-                     + _score(k2, q2, PAIR, INTERPRET, PREC, BLOCK_N, BLOCK_H) * c2[:, None]
-                     + _score(k3, q3, PAIR, INTERPRET, PREC, BLOCK_N, BLOCK_H) * c3[:, None]) * nope_mul
+                s = (_score(k0, q0, q0_lo, PAIR, INTERPRET, PREC) * c0[:, None]
+                     + _score(k1, q1, q1_lo, PAIR, INTERPRET, PREC) * c1[:, None]
+                     + _score(k2, q2, q2_lo, PAIR, INTERPRET, PREC) * c2[:, None]
+                     + _score(k3, q3, q3_lo, PAIR, INTERPRET, PREC) * c3[:, None]) * nope_mul
             else:
-                s = (_score(k0, q0, PAIR, INTERPRET, PREC, BLOCK_N, BLOCK_H)
-                     + _score(k1, q1, PAIR, INTERPRET, PREC, BLOCK_N, BLOCK_H)
-                     + _score(k2, q2, PAIR, INTERPRET, PREC, BLOCK_N, BLOCK_H)
-                     + _score(k3, q3, PAIR, INTERPRET, PREC, BLOCK_N, BLOCK_H)) * nope_mul
-            s += _score(kr, qr, ROPE_PAIR, INTERPRET, PREC, BLOCK_N, BLOCK_H) * rope_mul
+                s = (_score(k0, q0, q0_lo, PAIR, INTERPRET, PREC)
+                     + _score(k1, q1, q1_lo, PAIR, INTERPRET, PREC)
+                     + _score(k2, q2, q2_lo, PAIR, INTERPRET, PREC)
+                     + _score(k3, q3, q3_lo, PAIR, INTERPRET, PREC)) * nope_mul
+            s += _score(kr, qr, qr_lo, ROPE_PAIR, INTERPRET, PREC) * rope_mul
             s = tl.where(valid[:, None], s, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(s, axis=0))
             alpha = tl.exp2(m_i - m_new)
@@ -378,15 +391,15 @@ def _mla_decode_split_kernel(
                 cm1 = tl.max(c1, axis=0)
                 cm2 = tl.max(c2, axis=0)
                 cm3 = tl.max(c3, axis=0)
-                acc0 = _pv_update(acc0, v0, p * (c0 / tl.maximum(cm0, 1e-30))[:, None], alpha, cm0, V_DTYPE, True, PREC)
-                acc1 = _pv_update(acc1, v1, p * (c1 / tl.maximum(cm1, 1e-30))[:, None], alpha, cm1, V_DTYPE, True, PREC)
-                acc2 = _pv_update(acc2, v2, p * (c2 / tl.maximum(cm2, 1e-30))[:, None], alpha, cm2, V_DTYPE, True, PREC)
-                acc3 = _pv_update(acc3, v3, p * (c3 / tl.maximum(cm3, 1e-30))[:, None], alpha, cm3, V_DTYPE, True, PREC)
+                acc0 = _pv_update(acc0, _v_operand(k0, PAIR, CONVERT, INTERPRET), p * (c0 / tl.maximum(cm0, 1e-30))[:, None], alpha, cm0, V_DTYPE, True, PREC)
+                acc1 = _pv_update(acc1, _v_operand(k1, PAIR, CONVERT, INTERPRET), p * (c1 / tl.maximum(cm1, 1e-30))[:, None], alpha, cm1, V_DTYPE, True, PREC)
+                acc2 = _pv_update(acc2, _v_operand(k2, PAIR, CONVERT, INTERPRET), p * (c2 / tl.maximum(cm2, 1e-30))[:, None], alpha, cm2, V_DTYPE, True, PREC)
+                acc3 = _pv_update(acc3, _v_operand(k3, PAIR, CONVERT, INTERPRET), p * (c3 / tl.maximum(cm3, 1e-30))[:, None], alpha, cm3, V_DTYPE, True, PREC)
             else:
-                acc0 = _pv_update(acc0, v0, p, alpha, 1.0, V_DTYPE, False, PREC)
-                acc1 = _pv_update(acc1, v1, p, alpha, 1.0, V_DTYPE, False, PREC)
-                acc2 = _pv_update(acc2, v2, p, alpha, 1.0, V_DTYPE, False, PREC)
-                acc3 = _pv_update(acc3, v3, p, alpha, 1.0, V_DTYPE, False, PREC)
+                acc0 = _pv_update(acc0, _v_operand(k0, PAIR, CONVERT, INTERPRET), p, alpha, 1.0, V_DTYPE, False, PREC)
+                acc1 = _pv_update(acc1, _v_operand(k1, PAIR, CONVERT, INTERPRET), p, alpha, 1.0, V_DTYPE, False, PREC)
+                acc2 = _pv_update(acc2, _v_operand(k2, PAIR, CONVERT, INTERPRET), p, alpha, 1.0, V_DTYPE, False, PREC)
+                acc3 = _pv_update(acc3, _v_operand(k3, PAIR, CONVERT, INTERPRET), p, alpha, 1.0, V_DTYPE, False, PREC)
 
         # seq_len >= 1 and every tile holds a valid token, so l_i > 0 for every head.
         if KV_FORMAT == FMT_DS_MLA:

@@ -7,6 +7,8 @@ launch options:
     BLOCK_H          heads per program; more heads than H are masked, H > BLOCK_H takes more head blocks
     CONVERT          fp8 -> fp16 widening: 0 hardware ``cvt`` (2 values per instruction), 1 byte shuffle and
                      logic ops on the integer pipes (see kernel.py); ignored for a bf16 cache
+    QK8              fp8 caches: 1 scores straight from the fp8 bytes against an fp8 hi/lo pair of the query
+                     (two fp8 MMAs give the bf16 score; only P.V widens the cache), 0 widen first
     PROGRAMS_PER_SM  split-grid programs per SM (times the SM count, divided by the head blocks)
     num_warps, num_stages
 
@@ -25,20 +27,20 @@ import triton
 # Batch sizes a server typically captures (graphs padded up to the next one).
 CAPTURE_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256)
 
-META_NAMES = ("BLOCK_N", "BLOCK_H", "CONVERT", "PROGRAMS_PER_SM")
+META_NAMES = ("BLOCK_N", "BLOCK_H", "CONVERT", "QK8", "PROGRAMS_PER_SM")
 
 
-def make_config(block_n: int, block_h: int, convert: int, programs_per_sm: int, num_warps: int,
+def make_config(block_n: int, block_h: int, convert: int, qk8: int, programs_per_sm: int, num_warps: int,
                 num_stages: int) -> triton.Config:
-    return triton.Config({"BLOCK_N": block_n, "BLOCK_H": block_h, "CONVERT": convert,
+    return triton.Config({"BLOCK_N": block_n, "BLOCK_H": block_h, "CONVERT": convert, "QK8": qk8,
                           "PROGRAMS_PER_SM": programs_per_sm}, num_warps=num_warps, num_stages=num_stages)
 
 
 def _candidates() -> list[triton.Config]:
     out = []
-    for block_n, block_h, convert, pps, warps, stages in itertools.product(
-            (32, 64), (16, 32), (0, 1), (1, 2), (4, 8), (2, 3, 4)):
-        out.append(make_config(block_n, block_h, convert, pps, warps, stages))
+    for block_n, block_h, convert, qk8, pps, warps, stages in itertools.product(
+            (32, 64), (16, 32), (0, 1), (0, 1), (1, 2), (4, 8), (2, 3, 4)):
+        out.append(make_config(block_n, block_h, convert, qk8, pps, warps, stages))
     return out
 
 
@@ -53,10 +55,10 @@ def _excluded_reason(config: triton.Config) -> str | None:
 
 CONFIGS: list[triton.Config] = [c for c in _candidates() if _excluded_reason(c) is None]
 
-DEFAULT: triton.Config = make_config(64, 16, 1, 1, 8, 3)
+DEFAULT: triton.Config = make_config(64, 16, 1, 1, 1, 4, 3)
 
 # One small config for the Triton interpreter (it is slow; tests vary the grid through interface._launch).
-INTERPRET_CONFIG: triton.Config = make_config(16, 16, 1, 1, 4, 1)
+INTERPRET_CONFIG: triton.Config = make_config(16, 16, 1, 1, 1, 4, 1)
 
 
 def prune(configs: list[triton.Config], named_args: dict[str, Any], **kwargs: Any) -> list[triton.Config]:
