@@ -48,6 +48,11 @@ def engine_silu_mul_kernel(x_ptr, out_ptr, B, D, BLOCK: tl.constexpr):
         u = tl.load(x_ptr + row * 2 * D + D + offs, mask=m).to(tl.float32)
         tl.store(out_ptr + row * D + offs, (g / (1 + tl.exp(-g)) * u).to(out_ptr.dtype.element_ty), mask=m)
 
+mode = sys.argv[1]
+if mode == "graphtune":        # the engine's kernel is untouched; graphtune is switched on from outside
+    graphtune.patch_triton()
+    graphtune.set_policy("raise")
+
 D = 18432
 def step(B):
     x = torch.randn(B, 2 * D, device="cuda", dtype=torch.bfloat16)
@@ -58,10 +63,6 @@ for B in (1, 2, 4, 8):          # warm-up covered only the small sizes
     step(B)
 torch.cuda.synchronize()
 
-mode = sys.argv[1]
-if mode == "graphtune":
-    graphtune.patch_triton()
-    graphtune.set_policy("raise")
 g = torch.cuda.CUDAGraph()
 x = torch.randn(16, 2 * D, device="cuda", dtype=torch.bfloat16)
 out = torch.empty(16, D, device="cuda", dtype=torch.bfloat16)
@@ -82,7 +83,7 @@ def _stock_side_by_side() -> dict[str, Any]:
         f.write(_STOCK_SCRIPT)      # @triton.jit needs its source in a file
     for mode in ("stock", "graphtune"):
         proc = subprocess.run([sys.executable, f.name, mode], capture_output=True, text=True,
-                              timeout=600, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+                              timeout=600, env={**os.environ, "PYTHONWARNINGS": "ignore", "GRAPHTUNE_NO_DB": "1"})
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")]
         out[mode] = lines[-1][len("RESULT "):] if lines else f"(no result; rc={proc.returncode}) {proc.stderr[-400:]}"
     return out
