@@ -40,6 +40,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("name", metavar="NAME", help="kernel name")
     p.add_argument("--key", action="append", metavar="K1,K2",
                    help="only this tuning key, written as in `ls` (repeatable)")
+    p.add_argument("--explain", action="store_true",
+                   help="only the candidates that were excluded or failed, with the reason for each")
     p.set_defaults(func=_show)
 
     p = sub.add_parser("export", parents=[common], help="write entries to a JSON file a package can ship")
@@ -169,6 +171,11 @@ def _show(args: argparse.Namespace) -> int:
         for name in ("", "config", "median ms", "p20 ms", "p80 ms", "n", "failure / resources"):
             table.add_column(name, justify="right" if name.endswith("ms") or name == "n" else "left")
         ranked = sorted(entry.candidates, key=lambda c: (c.median_ms is None, c.median_ms or 0.0))
+        if getattr(args, "explain", False):
+            ranked = [c for c in ranked if c.failure]
+            if not ranked:
+                console.print(f"{entry.kernel.name} key ({_key_text(entry.key)}): no candidate was excluded")
+                continue
         for cand in ranked:
             note = cand.failure or ", ".join(f"{k}={v}" for k, v in (cand.resources or {}).items())
             table.add_row("*" if cand.config == entry.chosen else "", _config_text(cand.config), _ms(cand.median_ms),

@@ -403,3 +403,14 @@ def test_neighbour_ranking_orders_the_next_bucket():
     k._ranking[next(iter(k._ranking))] = [5, 4, 3, 2, 1, 0]
     order = k._neighbour_order((4, torch.float32, torch.float32), list(range(6)))
     assert order == [5, 4, 3, 2, 1, 0]
+
+
+def test_excluded_candidates_reach_the_database_and_explain(capsys):
+    configs = [triton.Config({"BLOCK": 32, "MODE": m}) for m in (3, 0)]
+    k = graphtune.autotune(configs, key=["B"], name="t_explain", do_bench=CountingBench())(_maybe_broken_kernel)
+    k[lambda m: (triton.cdiv(50, m["BLOCK"]),)](torch.randn(50), torch.empty(50), 50, 1)
+    from graphtune.cli import main
+    capsys.readouterr()
+    assert main(["db", "show", "t_explain", "--explain"]) == 0
+    text = capsys.readouterr().out
+    assert "MODE=3" in text and "MODE=0" not in text.split("MODE=3")[1].split("\n")[0]
