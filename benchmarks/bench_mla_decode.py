@@ -181,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--tokens", type=int, default=4096)
     ap.add_argument("--configs", default="space")
+    ap.add_argument("--configs-file", default=None, help="read --configs from this file")
     ap.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1))
     ap.add_argument("--check", action="store_true", help="correctness against the reference first")
     ap.add_argument("--check-heads", default="16,32,64,128")
@@ -190,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("bench_mla_decode: needs a CUDA GPU", file=sys.stderr)
         return 2
-    configs = parse_configs(args.configs)
+    configs = parse_configs(Path(args.configs_file).read_text().strip() if args.configs_file else args.configs)
     formats = args.formats.split(",")
     page_sizes = [int(p) for p in args.page_sizes.split(",")]
     sizes = [int(b) for b in args.batches.split(",")]

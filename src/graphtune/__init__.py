@@ -5,6 +5,7 @@ from .ab import ABResult, ab, decide
 from .audit import AuditReport, audit_paths
 from .capture import Coverage, freeze, is_frozen, set_policy, unfreeze
 from .db import TuningDB, load
+from .distributed import TuneTarget, set_process_group, tune_sharded
 from .errors import (ConfigError, DatabaseError, DistributedError, GraphtuneError, InspectError, TuningError,
                      UntunedError)
 from .keys import Buckets
@@ -18,7 +19,7 @@ __version__ = "0.1.0"
 __all__ = [
     "autotune", "Buckets", "GraphtuneKernel", "warmup", "coverage", "assert_covered", "Coverage",
     "patch_triton", "unpatch_triton", "freeze", "unfreeze", "is_frozen", "set_policy", "force", "unforce", "check_forces",
-    "inspect", "load", "TuningDB", "audit_paths", "AuditReport", "ab", "ABResult", "decide", "ThroughputModel", "fit_points",
+    "set_process_group", "tune_sharded", "TuneTarget", "inspect", "load", "TuningDB", "audit_paths", "AuditReport", "ab", "ABResult", "decide", "ThroughputModel", "fit_points",
     "GraphtuneError", "UntunedError", "TuningError", "ConfigError", "DatabaseError", "InspectError",
     "DistributedError",
 ]

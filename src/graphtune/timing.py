@@ -83,7 +83,7 @@ class Selection:
 
 def select(n: int, sample: Callable[[int, int], list[float]], *, budget_samples: int | None = None,
            initial: int = 3, max_per_candidate: int = 48, order: Sequence[int] | None = None,
-           confidence: float = 0.95) -> Selection:
+           confidence: float = 0.95, sample_single: bool = False) -> Selection:
     """Pick the fastest of ``n`` candidates, spending samples on the contenders only.
 
     Round 0 takes ``initial`` samples of every candidate (in ``order``, e.g. the neighbouring bucket's
@@ -102,6 +102,8 @@ def select(n: int, sample: Callable[[int, int], list[float]], *, budget_samples:
     rank = {c: r for r, c in enumerate(order)}
     samples: dict[int, list[float]] = {i: [] for i in range(n)}
     if n == 1:
+        if sample_single:   # a caller that needs the time itself (sharded tuning), not only the winner
+            samples[0].extend(sample(0, initial))
         return Selection(best=0, samples=samples)
     budget = budget_samples if budget_samples is not None else n * initial * 6
     spent = 0

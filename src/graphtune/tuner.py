@@ -304,7 +304,7 @@ class GraphtuneKernel(KernelInterface):
                 choice = Choice(self.configs[0], "single")
                 self._cache[key] = choice
                 return choice
-            choice = self._from_store(key)
+            choice = self._agree_stored(key, self._from_store(key))
             if choice is not None:
                 self._cache[key] = choice
                 return choice
@@ -380,7 +380,8 @@ class GraphtuneKernel(KernelInterface):
                 cfg = c
                 break
         choice = Choice(cfg, entry.source if entry.source in ("loaded",) else "database")
-        choice.timings = {"from": getattr(entry, "host", ""), "tuned_at": getattr(entry, "tuned_at", None)}
+        choice.timings = {"from": getattr(entry, "host", ""), "tuned_at": getattr(entry, "tuned_at", None),
+                          "median_ms": getattr(entry, "chosen_median_ms", None)}
         return choice
 
     def _load_stored(self) -> dict[tuple, Any]:
@@ -464,6 +465,9 @@ class GraphtuneKernel(KernelInterface):
         alive = [i for i in range(len(candidates)) if i not in failures]
         if not alive:
             self._restore(nargs, snapshot)
+            # let peer ranks learn of it (they raise too) instead of waiting for this rank until the timeout
+            self._agree(key, candidates, [], [{"config": config_to_dict(c), "failure": failures.get(i, "")}
+                                              for i, c in enumerate(candidates)], -1)
             lines = "\n".join(f"  {labels[i]}: {failures[i]}" for i in range(len(candidates)))
             raise TuningError(f"graphtune: every candidate config of kernel {self.name!r} failed for key "
                               f"{list(key_to_json(key))}:\n{lines}")
@@ -632,7 +636,15 @@ class GraphtuneKernel(KernelInterface):
             v.copy_(before[n])
         return failures
 
-    def _time(self, candidates, alive, args, kwargs, grid, nargs, key) -> tuple[Selection, str]:
+    def candidate_indices(self, args: tuple, kwargs: dict | None = None) -> list[int]:
+        """Indices into ``self.configs`` of the candidates these arguments would tune (after pruning)."""
+        kwargs = dict(kwargs or {})
+        nargs = {**dict(zip(self.arg_names, args)), **kwargs}
+        chosen = self._prune(nargs, kwargs)
+        return [i for i, c in enumerate(self.configs) if any(c is p for p in chosen)]
+
+    def _time(self, candidates, alive, args, kwargs, grid, nargs, key,
+              sample_single: bool = False) -> tuple[Selection, str]:
         """Time the surviving candidates; returns the selection over ``alive`` (indices into it)."""
         calls = [self._bench_call(candidates[i], args, kwargs, grid, nargs) for i in alive]
         order = self._neighbour_order(key, alive)
@@ -641,7 +653,7 @@ class GraphtuneKernel(KernelInterface):
                 self.bench_calls += 1
                 out = self.do_bench(calls[j])
                 return [float(x) for x in out] if isinstance(out, (list, tuple)) else [float(out)]
-            sel = select(len(alive), sample, order=order, initial=1, budget_samples=len(alive))
+            sel = select(len(alive), sample, sample_single=sample_single, order=order, initial=1, budget_samples=len(alive))
             return sel, "injected do_bench"
         if not capture._cuda_available():
             samplers = [wall_clock_sampler(c) for c in calls]
@@ -649,7 +661,7 @@ class GraphtuneKernel(KernelInterface):
             def sample(j: int, k: int) -> list[float]:
                 self.bench_calls += 1
                 return samplers[j](k)
-            return select(len(alive), sample, order=order, initial=2, budget_samples=4 * len(alive)), \
+            return select(len(alive), sample, sample_single=sample_single, order=order, initial=2, budget_samples=4 * len(alive)), \
                 "interpreter wall clock (not GPU time)"
         if settings.timer() == "plain" or self.user_pre_hook or self.user_post_hook:
             import triton.testing
@@ -657,7 +669,7 @@ class GraphtuneKernel(KernelInterface):
             def sample(j: int, k: int) -> list[float]:
                 self.bench_calls += 1
                 return [float(triton.testing.do_bench(calls[j], return_mode="median")) for _ in range(k)]
-            return select(len(alive), sample, order=order, initial=1, budget_samples=len(alive)), "plain do_bench"
+            return select(len(alive), sample, sample_single=sample_single, order=order, initial=1, budget_samples=len(alive)), "plain do_bench"
         rotating = self._rotating_calls(candidates, alive, args, kwargs, grid, nargs)
         # one input copy: rotation cannot keep L2 cold, so flush it between launches instead
         sampler = GraphReplaySampler(rotating, flush_l2=len(rotating[0]) == 1)
@@ -673,7 +685,7 @@ class GraphtuneKernel(KernelInterface):
                                config_label(candidates[alive[j]]), exc)
                 return [float("inf")] * k
         try:
-            sel = select(len(alive), sample, order=order, initial=3, budget_samples=budget)
+            sel = select(len(alive), sample, sample_single=sample_single, order=order, initial=3, budget_samples=budget)
         finally:
             sampler.close()
         return sel, "graph replay"
@@ -727,6 +739,14 @@ class GraphtuneKernel(KernelInterface):
             self._call(config, args, kwargs, grid)
         return call
 
+    def _agree_stored(self, key: tuple, stored: Choice | None) -> Choice | None:
+        """With a process group, every rank uses a stored result only if every rank has one (else all tune)."""
+        try:
+            from .distributed import agree_stored
+        except ImportError:
+            return stored
+        return agree_stored(self, key, stored)
+
     def _agree(self, key, candidates, alive, results, best_local: int) -> int:
         try:
             from .distributed import agree
@@ -757,7 +777,8 @@ class GraphtuneKernel(KernelInterface):
         rows: list[dict[str, Any]] = []
         sel = None
         if alive:
-            sel, _ = self._time(candidates, alive, args, kwargs, grid, nargs, self.key_of(args, kwargs))
+            sel, _ = self._time(candidates, alive, args, kwargs, grid, nargs, self.key_of(args, kwargs),
+                                sample_single=True)
         self._restore(nargs, snapshot)
         for j, (i, c) in enumerate(zip(indices, candidates)):
             row: dict[str, Any] = {"index": i, "config": config_to_dict(c)}

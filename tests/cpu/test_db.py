@@ -313,10 +313,14 @@ def test_damaged_file_siblings_move_with_it(db_file, caplog):
 
 
 def test_future_schema_is_left_alone_and_unused(db_file, caplog):
-    TuningDB().record(make_entry())
+    first = TuningDB()
+    first.record(make_entry())
+    first.close()
     conn = sqlite3.connect(db_file)
     conn.execute("UPDATE graphtune_meta SET value = '99' WHERE name = 'schema_version'")
     conn.commit()
+    # fold the WAL into the file now, so a later checkpoint by a collected connection cannot change its bytes
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
     before = db_file.read_bytes()
     caplog.set_level(logging.WARNING, logger="graphtune")

@@ -120,9 +120,9 @@ def test_key_mismatch_raises_on_every_rank_naming_each_key(ranks):
         message = r["mismatch"]["error"]
         assert message is not None, f"rank {rank} raised nothing"
         assert "ranks disagree" in message
-        assert "rank 0: tune kernel 'gt_mismatch' key [2, 'torch.float32', 'torch.float32']" in message
-        assert "rank 1: tune kernel 'gt_mismatch' key [2, 'torch.float32', 'torch.float32']" in message
-        assert "rank 2: tune kernel 'gt_mismatch' key [8, 'torch.float32', 'torch.float32']" in message
+        assert "rank 0: stored lookup kernel 'gt_mismatch' key [2, 'torch.float32', 'torch.float32']" in message
+        assert "rank 1: stored lookup kernel 'gt_mismatch' key [2, 'torch.float32', 'torch.float32']" in message
+        assert "rank 2: stored lookup kernel 'gt_mismatch' key [8, 'torch.float32', 'torch.float32']" in message
 
 
 def test_silent_peer_times_out_naming_kernel_key_and_missing_rank(ranks):

@@ -48,11 +48,9 @@ def split_programs(num_sms: int, heads: int, block_h: int, programs_per_sm: int)
     return max(1, (num_sms * programs_per_sm) // head_blocks)
 
 
-def max_partials(num_sms: int, batch: int) -> int:
+def max_partials(num_sms: int, batch: int, programs_per_sm: int) -> int:
     """Partial slots the split kernel may write: one per (program, request) segment, at most P + B."""
-    most_programs = num_sms * max(c.kwargs["PROGRAMS_PER_SM"] for c in space.CONFIGS + [space.DEFAULT,
-                                                                                        space.INTERPRET_CONFIG])
-    return most_programs + batch
+    return num_sms * programs_per_sm + batch
 
 
 @functools.lru_cache(maxsize=1)
@@ -206,7 +204,13 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
         return (out, lse) if return_lse else out
     interpret = settings.interpret()
     sms = num_sms if num_sms is not None else _sm_count(device)
-    slots = max_partials(sms, batch)
+    if interpret and config is None:
+        config = space.INTERPRET_CONFIG
+    if config is None:
+        pps = max(c.kwargs["PROGRAMS_PER_SM"] for c in [*space.CONFIGS, space.DEFAULT])
+    else:
+        pps = config.kwargs["PROGRAMS_PER_SM"]
+    slots = max_partials(sms, batch, pps)
     part_o = torch.empty(slots, heads, D_NOPE, dtype=torch.float32, device=device)
     part_lse = torch.empty(slots, heads, dtype=torch.float32, device=device)
     seg = torch.empty(batch, 2, dtype=torch.int32, device=device)
@@ -233,8 +237,6 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
         block_h = meta["BLOCK_H"]
         return (triton.cdiv(heads, block_h), split_programs(sms, heads, block_h, meta["PROGRAMS_PER_SM"]))
 
-    if interpret and config is None:
-        config = space.INTERPRET_CONFIG
     if config is None:
         _tuned_kernel()[grid](*args)
     else:

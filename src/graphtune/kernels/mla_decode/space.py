@@ -55,7 +55,7 @@ def _excluded_reason(config: triton.Config) -> str | None:
 
 CONFIGS: list[triton.Config] = [c for c in _candidates() if _excluded_reason(c) is None]
 
-DEFAULT: triton.Config = make_config(64, 16, 1, 1, 1, 4, 3)
+DEFAULT: triton.Config = make_config(32, 16, 1, 1, 2, 4, 2)
 
 # One small config for the Triton interpreter (it is slow; tests vary the grid through interface._launch).
 INTERPRET_CONFIG: triton.Config = make_config(16, 16, 1, 1, 1, 4, 1)
