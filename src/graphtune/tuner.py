@@ -919,8 +919,21 @@ def warmup(fn: Callable[..., Any], sizes: Sequence[int], make_args: Callable[[in
     sizes = list(sizes)
     if not sizes:
         raise ValueError("graphtune.warmup(sizes=[]): give the batch sizes the server captures")
-    for size in sizes:
-        fn(*make_args(size))
+    show = settings.progress()
+    if show is None:
+        show = _isatty()
+    if show:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+        with Progress(TextColumn("graphtune warm-up"), BarColumn(), TextColumn("{task.completed}/{task.total} sizes"),
+                      TextColumn("size {task.fields[size]}"), TimeElapsedColumn(), transient=True) as bar:
+            task = bar.add_task("warmup", total=len(sizes), size="")
+            for size in sizes:
+                bar.update(task, size=size)
+                fn(*make_args(size))
+                bar.advance(task)
+    else:
+        for size in sizes:
+            fn(*make_args(size))
     if capture._cuda_available():
         import torch
         torch.cuda.synchronize()

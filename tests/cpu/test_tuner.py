@@ -414,3 +414,13 @@ def test_excluded_candidates_reach_the_database_and_explain(capsys):
     assert main(["db", "show", "t_explain", "--explain"]) == 0
     text = capsys.readouterr().out
     assert "MODE=3" in text and "MODE=0" not in text.split("MODE=3")[1].split("\n")[0]
+
+
+def test_warmup_progress_bar_when_asked(monkeypatch):
+    monkeypatch.setenv("GRAPHTUNE_PROGRESS", "1")
+    seen = []
+    graphtune.warmup(lambda b: seen.append(b), [1, 2, 4], lambda b: (b,))
+    assert seen == [1, 2, 4]
+    monkeypatch.setenv("GRAPHTUNE_PROGRESS", "maybe")
+    with pytest.raises(ValueError, match="GRAPHTUNE_PROGRESS"):
+        graphtune.warmup(lambda b: None, [1], lambda b: (b,))
