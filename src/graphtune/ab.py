@@ -35,13 +35,10 @@ Statistics (the exact rules)
 """
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import math
 import numbers
 import platform
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
@@ -563,38 +560,11 @@ def _is_target(obj: Any) -> bool:
     return all(hasattr(obj, a) for a in ("name", "default_sizes", "configs")) and callable(getattr(obj, "make", None))
 
 
-def _import_module(text: str, spec: str) -> Any:
-    if text.endswith(".py") or "/" in text or "\\" in text:
-        path = Path(text).expanduser()
-        if not path.is_file():
-            raise FileNotFoundError(f"A/B target {spec!r}: no file {path}")
-        name = f"_graphtune_ab_{path.stem}"
-        module_spec = importlib.util.spec_from_file_location(name, path)
-        if module_spec is None or module_spec.loader is None:
-            raise ValueError(f"A/B target {spec!r}: cannot load {path} as a Python module")
-        module = importlib.util.module_from_spec(module_spec)
-        sys.modules[name] = module  # dataclasses and pickling look the module up by name
-        module_spec.loader.exec_module(module)
-        return module
-    try:
-        return importlib.import_module(text)
-    except ModuleNotFoundError as exc:
-        raise ValueError(f"A/B target {spec!r}: cannot import module {text!r} ({exc})") from None
-
-
 def resolve_target(spec: str) -> BenchTarget:
     """``MODULE:ATTR`` (MODULE dotted or a ``.py`` path; ATTR defaults to ``AB_TARGET``) or a built-in alias
     (``mla_decode``) -> the bench target object."""
-    full = TARGET_ALIASES.get(spec, spec)
-    module_text, sep, attr = full.rpartition(":")
-    if not sep or not module_text:
-        module_text, attr = full, "AB_TARGET"
-    module = _import_module(module_text, spec)
-    obj: Any = module
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ValueError(f"A/B target {spec!r}: {module_text} has no attribute {attr!r}")
-        obj = getattr(obj, part)
+    from ._loading import load_object
+    obj: Any = load_object(TARGET_ALIASES.get(spec, spec), f"A/B target {spec!r}", default_attr="AB_TARGET")
     if not _is_target(obj):
         raise ValueError(f"A/B target {spec!r}: {obj!r} is not a bench target (it needs name, default_sizes, configs "
                         "and make(size, config) -> list of zero-argument launches)")

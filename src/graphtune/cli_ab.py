@@ -5,6 +5,7 @@ import argparse
 import sys
 from typing import Any
 
+from ._loading import parse_sizes
 from .ab import TARGET_ALIASES, ABResult, ab
 
 _EXAMPLE = """\
@@ -43,21 +44,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=handler)
 
 
-def _sizes(text: str) -> list[int]:
-    out = []
-    for item in text.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        try:
-            out.append(int(item))
-        except ValueError:
-            raise ValueError(f"--sizes: {item!r} is not an integer (in {text!r})") from None
-    if not out:
-        raise ValueError(f"--sizes: no sizes in {text!r}")
-    return out
-
-
 def _cuda_available() -> bool:
     import torch
 
@@ -80,7 +66,7 @@ def handler(args: argparse.Namespace) -> int:
             print("graphtune ab: A/B timing needs a CUDA GPU (none found: torch.cuda.is_available() is False).\n"
                   "Saved samples can be re-analysed without one: graphtune ab --from-json ab.json", file=sys.stderr)
             return 2
-        sizes = _sizes(args.sizes) if args.sizes else None
+        sizes = parse_sizes(args.sizes) if args.sizes else None
         result = ab(args.target, sizes, args.configs, trials=args.trials, samples=args.samples,
                     launches_per_sample=args.launches_per_sample, **stats)
     if args.json:

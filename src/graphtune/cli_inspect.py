@@ -11,12 +11,7 @@ object may carry ``graphtune_signature`` / ``graphtune_constexprs`` attributes; 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import importlib
-import importlib.util
 import json
-import os
-import sys
 from typing import Any
 
 from .configs import LAUNCH_OPTIONS, parse_params
@@ -68,38 +63,8 @@ def _parse_constexprs(items: list[str]) -> dict[str, Any]:
 
 def load_object(spec: str) -> Any:
     """``pkg.module:name`` or ``path/to/file.py:name.attr`` -> the object."""
-    module_part, sep, attr = spec.rpartition(":")
-    if not sep or not module_part or not attr:
-        raise InspectError(f"{spec!r} is not MODULE:KERNEL (e.g. mypkg.ops:matmul_kernel or ops.py:matmul_kernel)")
-    if module_part.endswith(".py") or os.sep in module_part or os.path.isfile(module_part):
-        path = os.path.abspath(module_part)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"{module_part}: no such file")
-        # A stable name per path: Triton keys compiled kernels on module and source, and reloading the
-        # same path twice in one process must not clash with another file of the same stem.
-        name = f"_graphtune_inspect_{os.path.splitext(os.path.basename(path))[0]}_" \
-               f"{hashlib.sha256(path.encode()).hexdigest()[:8]}"
-        module = sys.modules.get(name)
-        if module is None:
-            loader_spec = importlib.util.spec_from_file_location(name, path)
-            if loader_spec is None or loader_spec.loader is None:
-                raise InspectError(f"cannot import {path} as a Python module")
-            module = importlib.util.module_from_spec(loader_spec)
-            sys.modules[name] = module
-            try:
-                loader_spec.loader.exec_module(module)
-            except BaseException:
-                sys.modules.pop(name, None)
-                raise
-    else:
-        module = importlib.import_module(module_part)
-    obj: Any = module
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            names = sorted(n for n in dir(obj) if not n.startswith("__"))
-            raise InspectError(f"{module_part} has no attribute {attr!r} (at {part!r}); names there: {names}")
-        obj = getattr(obj, part)
-    return obj
+    from ._loading import load_object as load
+    return load(spec, "inspect", form="MODULE:KERNEL", error=InspectError)
 
 
 def _sort_key(row: ResourceRow) -> tuple:

@@ -1,13 +1,11 @@
 """``graphtune tune MODULE:TARGET --sizes ...``: tune every bucket offline, sharded over torchrun's ranks."""
 from __future__ import annotations
 
+from ._loading import load_object, parse_sizes
+
 import argparse
-import importlib
-import importlib.util
-import os
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 _EXAMPLE = """\
@@ -38,56 +36,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=handler)
 
 
-def parse_sizes(text: str) -> list[int]:
-    out = []
-    for item in text.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        try:
-            value = int(item)
-        except ValueError:
-            raise ValueError(f"--sizes: {item!r} is not an integer (in {text!r})") from None
-        if value < 1:
-            raise ValueError(f"--sizes: {value} is not a size >= 1 (in {text!r})")
-        out.append(value)
-    if not out:
-        raise ValueError(f"--sizes: no sizes in {text!r}")
-    return out
-
-
-def _import_module(text: str, spec: str) -> Any:
-    if text.endswith(".py") or "/" in text or "\\" in text:
-        path = Path(text).expanduser()
-        if not path.is_file():
-            raise FileNotFoundError(f"tune target {spec!r}: no file {path}")
-        name = f"_graphtune_tune_{path.stem}"
-        module_spec = importlib.util.spec_from_file_location(name, path)
-        if module_spec is None or module_spec.loader is None:
-            raise ValueError(f"tune target {spec!r}: cannot load {path} as a Python module")
-        module = importlib.util.module_from_spec(module_spec)
-        sys.modules[name] = module
-        module_spec.loader.exec_module(module)
-        return module
-    # as `python -m` would: a module in the current directory is importable from the console script too
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        return importlib.import_module(text)
-    except ModuleNotFoundError as exc:
-        raise ValueError(f"tune target {spec!r}: cannot import module {text!r} ({exc})") from None
-
-
 def resolve_target(spec: str) -> Any:
     """``MODULE:ATTR`` (MODULE dotted or a ``.py`` path, ATTR may be dotted) -> the TuneTarget object."""
-    module_text, sep, attr = spec.rpartition(":")
-    if not sep or not module_text or not attr:
-        raise ValueError(f"tune target {spec!r}: expected MODULE:TARGET, e.g. mypkg.tuning:DECODE")
-    obj: Any = _import_module(module_text, spec)
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ValueError(f"tune target {spec!r}: {module_text} has no attribute {attr!r}")
-        obj = getattr(obj, part)
+    obj: Any = load_object(spec, f"tune target {spec!r}")
     if isinstance(obj, type):
         obj = obj()
     return obj

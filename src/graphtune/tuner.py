@@ -26,7 +26,7 @@ from ._log import logger
 from .configs import config_label, config_to_dict, config_with, parse_force_spec
 from .errors import ConfigError, TuningError
 from .keys import Buckets, KeyBuilder, key_to_json
-from .timing import GraphReplaySampler, Selection, log_selection, select, summarize, wall_clock_sampler
+from .timing import GraphReplaySampler, Selection, log_selection, select, wall_clock_sampler
 
 # ------------------------------------------------------------------------------------------ registry/force
 

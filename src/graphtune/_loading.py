@@ -1,0 +1,78 @@
+"""``MODULE:ATTR`` loading and ``--sizes`` parsing, shared by the commands that take a kernel or a target."""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
+from typing import Any
+
+
+def import_module(text: str, what: str) -> Any:
+    """A dotted module name or a path to a ``.py`` file -> the module. ``what`` names the argument in errors."""
+    if text.endswith(".py") or os.sep in text or "/" in text or os.path.isfile(text):
+        path = os.path.abspath(os.path.expanduser(text))
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{what}: no file {text}")
+        # one stable name per path: Triton keys compiled kernels on module and source, and dataclasses and
+        # pickling look modules up by name; two files with the same stem must not clash
+        stem = os.path.splitext(os.path.basename(path))[0]
+        name = f"_graphtune_user_{stem}_{hashlib.sha256(path.encode()).hexdigest()[:8]}"
+        module = sys.modules.get(name)
+        if module is not None:
+            return module
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ValueError(f"{what}: cannot import {path} as a Python module")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
+        return module
+    # as `python -m` would: a module in the current directory is importable from the console script too
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.import_module(text)
+    except ModuleNotFoundError as exc:
+        raise ValueError(f"{what}: cannot import module {text!r} ({exc})") from None
+
+
+def load_object(spec: str, what: str, *, default_attr: str | None = None, form: str = "MODULE:NAME",
+                error: type[Exception] = ValueError) -> Any:
+    """``pkg.module:name.attr`` or ``path/file.py:name`` -> the object; ``default_attr`` when ``:ATTR`` is left out."""
+    module_text, sep, attr = spec.rpartition(":")
+    if not sep or not module_text or not attr:
+        if default_attr is None:
+            raise error(f"{what}: {spec!r} is not {form} (e.g. mypkg.ops:kernel or ops.py:kernel)")
+        module_text, attr = spec, default_attr
+    obj: Any = import_module(module_text, what)
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            names = sorted(n for n in dir(obj) if not n.startswith("__"))
+            raise error(f"{what}: {module_text} has no attribute {attr!r} (at {part!r}); names there: {names}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def parse_sizes(text: str, flag: str = "--sizes") -> list[int]:
+    """``"1,2,4"`` -> ``[1, 2, 4]``; anything but positive integers is a ValueError naming the flag and value."""
+    out = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        try:
+            value = int(item)
+        except ValueError:
+            raise ValueError(f"{flag}: {item!r} is not an integer (in {text!r})") from None
+        if value < 1:
+            raise ValueError(f"{flag}: {value} is not a size >= 1 (in {text!r})")
+        out.append(value)
+    if not out:
+        raise ValueError(f"{flag}: no sizes in {text!r}")
+    return out
