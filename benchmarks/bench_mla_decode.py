@@ -75,7 +75,7 @@ def copy_bandwidth(nbytes: int = 2 * 2 ** 30) -> float:
     return 2 * nbytes / statistics.median(times) / 1e12
 
 
-def graph_time_ms(calls: list, reps: int = 20, trials: int = 5) -> float:
+def graph_time_ms(calls: list, reps: int = 10, trials: int = 3) -> float:
     """Median over trials of (graph replay time / calls per graph); the graph replays ``reps`` times a trial."""
     for c in calls:
         c()
@@ -101,27 +101,30 @@ def graph_time_ms(calls: list, reps: int = 20, trials: int = 5) -> float:
     return statistics.median(out)
 
 
-def _compile_job(job: tuple[str, int, int, dict]) -> str:
-    """Worker: run one (format, page size, heads, config) once on tiny inputs to fill Triton's disk cache."""
-    kv_format, page_size, heads, cfg = job
+def _compile_job(job: tuple[str, int, int, dict, bool]) -> str:
+    """Worker: run one (format, page size, heads, config, lse) once on tiny inputs to fill Triton's cache."""
+    kv_format, page_size, heads, cfg, lse = job
     config = config_from_dict(cfg)
     try:
         problem = bench.Problem(batch=3, heads=heads, tokens=64 * max(1, page_size), page_size=page_size,
                                 kv_format=kv_format)
-        bench.run_inputs(bench.make_inputs(problem), kv_format, config)()
+        x = bench.make_inputs(problem)
+        interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], 0.04, x["kv_scale"], kv_format,
+                          x["out"], lse, config=config)
         torch.cuda.synchronize()
         return ""
     except Exception as exc:  # noqa: BLE001 - reported by the parent
         return f"{kv_format} ps{page_size} H{heads} {config_label(config)}: {type(exc).__name__}: {str(exc)[:300]}"
 
 
-def precompile(jobs: list[tuple[str, int, int, triton.Config]], workers: int) -> list[str]:
+def precompile(jobs: list[tuple[str, int, int, triton.Config, bool]], workers: int) -> list[str]:
     """Compile every job in parallel processes; the parent then loads the binaries from the cache."""
+    payload = [(f, p, h, config_to_dict(c), lse) for f, p, h, c, lse in jobs]
     if workers <= 1 or len(jobs) <= 1:
-        return [e for e in map(_compile_job, [(f, p, h, config_to_dict(c)) for f, p, h, c in jobs]) if e]
+        return [e for e in map(_compile_job, payload) if e]
     import multiprocessing as mp
     with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-        errs = list(pool.map(_compile_job, [(f, p, h, config_to_dict(c)) for f, p, h, c in jobs]))
+        errs = list(pool.map(_compile_job, payload))
     return [e for e in errs if e]
 
 
@@ -133,11 +136,12 @@ def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def check(configs: list[triton.Config], heads_list: list[int]) -> list[dict]:
-    """Each config on mixed lengths (fp8 and fp8_ds_mla), and the default over formats x page sizes x H."""
+    """Each config on mixed lengths (fp8 and fp8_ds_mla), and each format's default over page sizes x H."""
     rows = []
     gen = torch.Generator().manual_seed(1234)
 
-    def case(kv_format: str, page_size: int, heads: int, config: triton.Config, batch: int = 5) -> dict:
+    def case(kv_format: str, page_size: int, heads: int, config: triton.Config, batch: int = 5,
+             lse_too: bool = False) -> dict:
         lens = torch.randint(1, 3000, (batch,), generator=gen).to(torch.int32)
         lens[0] = 1
         problem = bench.Problem(batch, heads, int(lens.max()), page_size, kv_format)
@@ -145,20 +149,30 @@ def check(configs: list[triton.Config], heads_list: list[int]) -> list[dict]:
         x["seq_lens"] = lens.cuda()
         x["out"].fill_(float("nan"))
         sm = 1.0 / math.sqrt(576)
-        out, lse = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm, x["kv_scale"],
-                                     kv_format, x["out"], True, config=config)
+        got = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm, x["kv_scale"],
+                                kv_format, x["out"], lse_too, config=config)
         ref, ref_lse = reference.mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm,
                                                       kv_scale=x["kv_scale"], kv_format=kv_format, return_lse=True)
-        return dict(kv_format=kv_format, page_size=page_size, heads=heads, config=config_label(config),
-                    rel_err=rel_err(out, ref), lse_err=(lse - ref_lse).abs().max().item())
+        out = got[0] if lse_too else got
+        lse_err = (got[1] - ref_lse).abs().max().item() if lse_too else None
+        row = dict(kv_format=kv_format, page_size=page_size, heads=heads, config=config_label(config),
+                   rel_err=rel_err(out, ref), lse_err=lse_err)
+        # Printed as it completes: a kernel fault ends the process, and what passed before it stays known.
+        print(f"check {kv_format} ps{page_size} H{heads} {row['config']}: rel err {row['rel_err']:.2e}"
+              + (f", lse err {lse_err:.1e}" if lse_err is not None else ""), flush=True)
+        return row
 
     for config in configs:
         for kv_format in ("fp8", "fp8_ds_mla"):
-            rows.append(case(kv_format, 1, 16, config))
+            try:
+                rows.append(case(kv_format, 1, 16, config))
+            except Exception as exc:  # noqa: BLE001 - e.g. out of shared memory for this format: recorded
+                rows.append(dict(kv_format=kv_format, page_size=1, heads=16, config=config_label(config),
+                                 rel_err=float("nan"), error=f"{type(exc).__name__}: {str(exc)[:200]}"))
     for kv_format in ("fp8", "bf16", "fp8_ds_mla"):
         for page_size in (1, 16, 64):
             for heads in heads_list:
-                rows.append(case(kv_format, page_size, heads, space.DEFAULT, batch=3))
+                rows.append(case(kv_format, page_size, heads, space.default_for(kv_format), batch=3, lse_too=True))
     return rows
 
 
@@ -167,7 +181,8 @@ def summarize(times: dict[str, dict[int, float]], sizes: list[int]) -> dict:
     winners = {b: min(times, key=lambda c: times[c][b]) for b in sizes}
     single = min(times, key=lambda c: sum(times[c][b] for b in sizes))
     gains = {b: times[single][b] / times[winners[b]][b] for b in sizes}
-    return dict(winners={b: [winners[b], times[winners[b]][b]] for b in sizes}, best_single=single,
+    return dict(total_ms={c: sum(t[b] for b in sizes) for c, t in times.items()},
+                winners={b: [winners[b], times[winners[b]][b]] for b in sizes}, best_single=single,
                 best_single_ms={b: times[single][b] for b in sizes},
                 gain_per_bucket=gains, gain_total=sum(times[single][b] for b in sizes)
                 / sum(times[winners[b]][b] for b in sizes))
@@ -185,8 +200,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1))
     ap.add_argument("--check", action="store_true", help="correctness against the reference first")
     ap.add_argument("--check-heads", default="16,32,64,128")
+    ap.add_argument("--check-only", action="store_true", help="correctness only: no timing")
     ap.add_argument("--out", default=None, help="JSON path (default benchmarks/results/mla_decode_<time>.json)")
     ap.add_argument("--tag", default="")
+    ap.add_argument("--top-after-first", type=int, default=0,
+                    help="time only the N best configs of the first format/page size on the others (0: all)")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("bench_mla_decode: needs a CUDA GPU", file=sys.stderr)
@@ -195,19 +213,22 @@ def main(argv: list[str] | None = None) -> int:
     formats = args.formats.split(",")
     page_sizes = [int(p) for p in args.page_sizes.split(",")]
     sizes = [int(b) for b in args.batches.split(",")]
+    if args.check_only:
+        args.check = True
+        formats, page_sizes = [], []
     t0 = time.time()
-    jobs = [(f, p, args.heads, c) for f in formats for p in page_sizes for c in configs]
+    jobs = [(f, p, args.heads, c, False) for f in formats for p in page_sizes for c in configs]
     if args.check:
         heads_list = [int(h) for h in args.check_heads.split(",")]
-        jobs += [("fp8_ds_mla", 1, 16, c) for c in configs if "fp8_ds_mla" not in formats]
-        jobs += [(f, p, h, space.DEFAULT) for f in ("fp8", "bf16", "fp8_ds_mla") for p in (1, 16, 64)
-                 for h in heads_list]
+        jobs += [(f, 1, 16, c, False) for f in ("fp8", "fp8_ds_mla") for c in configs]
+        # H is an int argument: 16, 32, 64 and 128 share one binary (all divisible by 16).
+        jobs += [(f, p, 16, space.default_for(f), True) for f in ("fp8", "bf16", "fp8_ds_mla") for p in (1, 16, 64)]
     seen, unique = set(), []
-    for f, p, h, c in jobs:
-        k = (f, p, h, config_label(c))
+    for f, p, h, c, lse in jobs:
+        k = (f, p, h, config_label(c), lse)
         if k not in seen:
             seen.add(k)
-            unique.append((f, p, h, c))
+            unique.append((f, p, h, c, lse))
     errors = precompile(unique, args.workers)
     print(f"compiled {len(unique)} variants in {time.time() - t0:.0f} s; {len(errors)} failed", flush=True)
     for e in errors:
@@ -218,45 +239,58 @@ def main(argv: list[str] | None = None) -> int:
         date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         command=" ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), heads=args.heads, tokens=args.tokens,
         compile_errors=errors)
-    if args.check:
-        result["check"] = check(configs, heads_list)
-        worst = max(r["rel_err"] for r in result["check"])
-        print(f"check: {len(result['check'])} cases, worst rel err {worst:.2e}", flush=True)
-        for r in result["check"]:
-            if not r["rel_err"] <= 1e-2:
-                print("  FAIL", r, flush=True)
-    copy_tbs = copy_bandwidth()
+    copy_tbs = copy_bandwidth() if formats else float("nan")
     result["copy_tbs"] = copy_tbs
     print(f"device-to-device copy: {copy_tbs:.2f} TB/s (read + write)", flush=True)
     rows, summaries = [], {}
-    for kv_format in formats:
-        for page_size in page_sizes:
-            target = bench.MlaDecodeTarget(heads=args.heads, tokens=args.tokens, page_size=page_size,
-                                           kv_format=kv_format)
-            times: dict[str, dict[int, float]] = {}
-            for b in sizes:
-                for config in configs:
-                    label = config_label(config)
-                    try:
-                        ms = graph_time_ms(target.make(b, config))
-                    except Exception as exc:  # noqa: BLE001 - a failing config is recorded, not fatal
-                        print(f"  {kv_format} ps{page_size} B{b} {label}: {type(exc).__name__}: {exc}"[:300])
-                        ms = float("inf")
-                    tbs = target.bytes_moved(b) / (ms * 1e-3) / 1e12
-                    times.setdefault(label, {})[b] = ms
-                    rows.append(dict(kv_format=kv_format, page_size=page_size, batch=b, config=label, ms=ms,
-                                     tbs=tbs, pct_copy=100 * tbs / copy_tbs))
-                target.release()
-                torch.cuda.empty_cache()
-            good = {c: t for c, t in times.items() if all(math.isfinite(v) for v in t.values())}
-            if good:
-                summaries[f"{kv_format}/ps{page_size}"] = summarize(good, sizes)
-    result["rows"] = rows
-    result["summaries"] = summaries
     out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / (
         "mla_decode_" + datetime.datetime.now().strftime("%Y%m%d_%H%M%S") + ".json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1, default=str))
+    all_configs = list(configs)
+    combos = [(f, p) for f in formats for p in page_sizes]
+    for n_combo, (kv_format, page_size) in enumerate(combos):
+        if n_combo == 1 and args.top_after_first and summaries:
+            first = next(iter(summaries.values()))
+            ranked = sorted(first["total_ms"], key=first["total_ms"].get)[:args.top_after_first]
+            configs = [c for c in configs if config_label(c) in ranked]
+            result["top_after_first"] = ranked
+        target = bench.MlaDecodeTarget(heads=args.heads, tokens=args.tokens, page_size=page_size,
+                                       kv_format=kv_format)
+        times: dict[str, dict[int, float]] = {}
+        for b in sizes:
+            for config in configs:
+                label = config_label(config)
+                try:
+                    ms = graph_time_ms(target.make(b, config))
+                except Exception as exc:  # noqa: BLE001 - a failing config is recorded, not fatal
+                    print(f"  {kv_format} ps{page_size} B{b} {label}: {type(exc).__name__}: {exc}"[:300])
+                    ms = float("inf")
+                tbs = target.bytes_moved(b) / (ms * 1e-3) / 1e12
+                times.setdefault(label, {})[b] = ms
+                rows.append(dict(kv_format=kv_format, page_size=page_size, batch=b, config=label, ms=ms,
+                                 tbs=tbs, pct_copy=100 * tbs / copy_tbs))
+            target.release()
+            torch.cuda.empty_cache()
+        good = {c: t for c, t in times.items() if all(math.isfinite(v) for v in t.values())}
+        if good:
+            summaries[f"{kv_format}/ps{page_size}"] = summarize(good, sizes)
+            best = summaries[f"{kv_format}/ps{page_size}"]["winners"]
+            print(f"{kv_format} ps{page_size}: " + " ".join(f"B{b}={ms:.4f}" for b, (_, ms) in best.items())
+                  + f" ({time.time() - t0:.0f} s)", flush=True)
+        result["rows"] = rows
+        result["summaries"] = summaries
+        out.write_text(json.dumps(result, indent=1, default=str))   # after each combination
+    # Correctness last: a kernel fault ends the process, and the timings are on disk by then.
+    if args.check:
+        result["check"] = check(all_configs, heads_list)
+        out.write_text(json.dumps(result, indent=1, default=str))
+        worst = max((r["rel_err"] for r in result["check"] if math.isfinite(r["rel_err"])), default=float("nan"))
+        print(f"check: {len(result['check'])} cases, worst rel err {worst:.2e}", flush=True)
+        for r in result["check"]:
+            if "error" in r:
+                print("  could not run:", r["kv_format"], r["config"], r["error"][:120], flush=True)
+            elif not r["rel_err"] <= 1e-2:
+                print("  FAIL", r, flush=True)
     # The table last: it is what a reader (and a remote run's output tail) sees.
     print(f"\n{'format':<11}{'ps':>3}{'B':>5}  {'best config':<58}{'ms':>8}{'TB/s':>7}{'%copy':>7}")
     for key, s in summaries.items():

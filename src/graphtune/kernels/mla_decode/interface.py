@@ -206,6 +206,12 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
     sms = num_sms if num_sms is not None else _sm_count(device)
     if interpret and config is None:
         config = space.INTERPRET_CONFIG
+    if fmt == "bf16" and not interpret:
+        # See space.BF16_CONFIG: wider tiles fault on sm_90 with a bf16 cache, so bf16 is never tuned.
+        config = config or space.BF16_CONFIG
+        if config.kwargs["BLOCK_N"] > 32:
+            raise ValueError(f"mla_decode: config BLOCK_N={config.kwargs['BLOCK_N']} with kv_format='bf16': "
+                             f"BLOCK_N > 32 makes an illegal memory access on sm_90 (Triton 3.6); use <= 32")
     if config is None:
         pps = max(c.kwargs["PROGRAMS_PER_SM"] for c in [*space.CONFIGS, space.DEFAULT])
     else:
@@ -240,8 +246,7 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
     if config is None:
         _tuned_kernel()[grid](*args)
     else:
-        kernel._mla_decode_split_kernel[grid](*args, **config.kwargs, num_warps=config.num_warps,
-                                              num_stages=config.num_stages)
+        kernel._mla_decode_split_kernel[grid](*args, **config.all_kwargs())
     kernel._mla_decode_reduce_kernel[(batch, heads)](
         seg, part_o, part_lse, out, lse,
         heads,

@@ -18,14 +18,25 @@ along the staircase of (p, b) pairs that programs visit, ``p + b`` strictly incr
 collide. A segment that covers a whole request writes the final output directly and the reduction skips
 that request.
 
-Numerics. The cache's fp8 e4m3 values are widened to fp16, never fp32 (fp32 conversion capped a probe at
-1.5 TB/s). With ``CONVERT == 1`` the widening is a byte shuffle plus two logic operations per pair
+Scores (QK8 = 1, fp8 caches). The latent (and fp8 rope) scores come straight from the fp8 bytes in
+shared memory: fp8 x fp8 warpgroup MMAs against a pair of fp8 copies of the query, ``hi = fp8(q * s)`` and
+``lo = fp8(16 * (q * s - hi))`` with ``s`` a power of two bringing max|q| to 2**8. hi + lo / 16 holds all
+8 significant bits of a bf16 query, so the two products give the bf16 score; no cache value is widened
+for the scores. With QK8 = 0 the tile is widened first and both dots share it (q cast to fp16, scaled to
+max 2**14 by a power of two).
+
+P.V. Values must be a 16-bit MMA operand (an fp8 MMA needs the token dimension contiguous, and the
+cache stores tokens as rows), so each 128-dim chunk is widened to fp16 just before its dot, never to fp32
+(fp32 conversion capped a probe at 1.5 TB/s). CONVERT 1/2: a byte shuffle plus logic operations
 (``prmt``/``shr``/``and``/``or``) that yields ``value * 2**-8`` exactly, subnormals included; the factor
-``UNIT = 256`` is folded into the scores' and outputs' scale. With ``CONVERT == 0`` the hardware ``cvt``
-instruction is used (``UNIT = 1``). The query is scaled by a power of two so that its largest element is
-near 2**14 before the fp16 cast (no overflow for any bf16 query), and the scale is divided out of the
-scores. Scores, the running max and sum, and the output accumulators are fp32. Under the interpreter
-every dot runs in fp32 (bf16 ``tl.dot`` is wrong in the interpreter).
+256 is folded into the output scale. CONVERT 0: the hardware ``cvt`` (exact value). fp8_ds_mla's per-token
+chunk scales multiply the scores in fp32 and go into ``p`` (divided by the tile's largest scale, which
+multiplies the product back in fp32) so that ``p * scale`` never underflows fp16.
+
+Scores, the running max and sum, and the output accumulators are fp32. Under the interpreter every dot
+runs in fp32 with ``input_precision="ieee"`` (bf16 ``tl.dot`` is wrong there, fp32 emulates tf32 by
+default) and the query pair is split in fp32 (the interpreter's fp32 -> fp8 cast does not round to
+nearest).
 
 Layout: tokens sit on the M side of every ``tl.dot`` (``scores^T = K q^T``: [N, H]; ``out^T += V^T p``:
 [C, H]) so that Hopper can use warpgroup MMA with only 16 heads.
@@ -41,18 +52,7 @@ FMT_BF16: tl.constexpr = tl.constexpr(1)
 FMT_DS_MLA: tl.constexpr = tl.constexpr(2)
 
 
-@triton.jit
-def _fp8_bytes_to_half(x):
-    """uint8 e4m3 bit patterns -> fp16 holding ``value * 2**-8`` exactly (4 bytes per asm block).
-
-    e4m3 is s.eeee.mmm with bias 7; fp16 is s.eeeee.mmmmmmmmmm with bias 15. Moving the byte so that its
-    exponent field lands in the low 4 exponent bits and its mantissa in the top 3 mantissa bits gives a
-    number whose exponent is short by 8 in bias: ``value * 2**-8``, for subnormals too.
-    """
-    # is_pure=False keeps Triton from re-running the asm once per consumer layout (it hoisted a pure one
-    # above the layout conversions of both dots, doubling the work and defeating the load pipelining).
-    return tl.inline_asm_elementwise(
-        asm="""{
+_E4M3_TO_HALF_ASM: tl.constexpr = tl.constexpr("""{
         .reg .b32 a, b, t, u;
         prmt.b32 a, $2, 0, 0x1404;
         prmt.b32 b, $2, 0, 0x3424;
@@ -64,22 +64,44 @@ def _fp8_bytes_to_half(x):
         and.b32 b, b, 0x80008000;
         or.b32 $0, a, t;
         or.b32 $1, b, u;
-        }""",
-        constraints="=r,=r,r", args=[x], dtype=tl.float16, is_pure=False, pack=4)
+        }""")
+
+
+@triton.jit
+def _fp8_bytes_to_half(x, PURE: tl.constexpr):
+    """uint8 e4m3 bit patterns -> fp16 holding ``value * 2**-8`` exactly (4 bytes per asm block).
+
+    e4m3 is s.eeee.mmm with bias 7; fp16 is s.eeeee.mmmmmmmmmm with bias 15. Moving the byte so that its
+    exponent field lands in the low 4 exponent bits and its mantissa in the top 3 mantissa bits gives a
+    number whose exponent is short by 8 in bias: ``value * 2**-8``, for subnormals too.
+
+    PURE lets Triton move the asm past layout conversions: it then reads the fp8 bytes from shared memory
+    straight in the MMA operand's layout (no fp16 round trip through shared memory, about 16 KB less of
+    it) at the price of byte-wide shared loads and more registers. Not pure: widen in the load's layout,
+    then convert the fp16 tile. Both are kept as configs (CONVERT 2 and 1) because the better one depends
+    on how many programs fit on an SM.
+    """
+    if PURE:
+        y = tl.inline_asm_elementwise(asm=_E4M3_TO_HALF_ASM, constraints="=r,=r,r", args=[x], dtype=tl.float16,
+                                      is_pure=True, pack=4)
+    else:
+        y = tl.inline_asm_elementwise(asm=_E4M3_TO_HALF_ASM, constraints="=r,=r,r", args=[x], dtype=tl.float16,
+                                      is_pure=False, pack=4)
+    return y
 
 
 @triton.jit
 def _widen(raw, CONVERT: tl.constexpr, INTERPRET: tl.constexpr):
-    """fp8 e4m3 tile -> the fp16 operand of the P.V dot: ``value / 256`` with CONVERT == 1, else ``value``.
+    """fp8 e4m3 tile -> the fp16 operand of the P.V dot: ``value / 256`` with CONVERT 1 or 2, else ``value``.
 
     Under the interpreter: fp32 with the same scaling (so that the interpreted numerics match).
     """
     if INTERPRET:
         x = raw.to(tl.float32)
-        if CONVERT == 1:
+        if CONVERT != 0:
             x = x * 0.00390625
-    elif CONVERT == 1:
-        x = _fp8_bytes_to_half(raw.to(tl.uint8, bitcast=True))
+    elif CONVERT != 0:
+        x = _fp8_bytes_to_half(raw.to(tl.uint8, bitcast=True), CONVERT == 2)
     else:
         x = raw.to(tl.float16)
     return x
@@ -175,6 +197,21 @@ def _score(k, q_hi, q_lo, PAIR: tl.constexpr, INTERPRET: tl.constexpr, PREC: tl.
 
 
 @triton.jit
+def _score_acc(k, q_hi, q_lo, acc_hi, acc_lo, PAIR: tl.constexpr, INTERPRET: tl.constexpr, PREC: tl.constexpr):
+    """Accumulate ``k q_hi^T`` (and ``k q_lo^T`` when PAIR) into running dot accumulators.
+
+    Chaining the accumulators lets the MMAs of all chunks issue back to back; separate dots summed in
+    fp32 made Triton wait for each one (10 waits per tile).
+    """
+    if INTERPRET:
+        k = k.to(tl.float32)
+    acc_hi = tl.dot(k, q_hi, acc_hi, input_precision=PREC)
+    if PAIR:
+        acc_lo = tl.dot(k, q_lo, acc_lo, input_precision=PREC)
+    return acc_hi, acc_lo
+
+
+@triton.jit
 def _v_operand(k, PAIR: tl.constexpr, CONVERT: tl.constexpr, INTERPRET: tl.constexpr):
     """The P.V operand of a chunk: widened here, just before its dot, when the scores used raw fp8."""
     if PAIR:
@@ -246,7 +283,7 @@ def _mla_decode_split_kernel(
         V_DTYPE: tl.constexpr = tl.float16
     else:
         V_DTYPE: tl.constexpr = tl.bfloat16
-    if IS_FP8 and CONVERT == 1:
+    if IS_FP8 and CONVERT != 0:
         V_UNIT: tl.constexpr = 256.0
     else:
         V_UNIT: tl.constexpr = 1.0
@@ -262,12 +299,11 @@ def _mla_decode_split_kernel(
         S_UNIT: tl.constexpr = 1.0
         Q_MODE: tl.constexpr = 1
         Q_TARGET: tl.constexpr = 0.0
+    # The rope dims: fp8 like the latent ones in the per-tensor format, bf16 otherwise.
     if KV_FORMAT == FMT_FP8:
         ROPE_MODE: tl.constexpr = Q_MODE
-        ROPE_PAIR: tl.constexpr = PAIR
     else:
         ROPE_MODE: tl.constexpr = 1
-        ROPE_PAIR: tl.constexpr = False
 
     heads = pid_h * BLOCK_H + tl.arange(0, BLOCK_H)
     head_mask = heads < H
@@ -328,12 +364,9 @@ def _mla_decode_split_kernel(
         q2, q2_lo = _q_operand(q2, q_scale, Q_MODE, INTERPRET)
         q3, q3_lo = _q_operand(q3, q_scale, Q_MODE, INTERPRET)
         qr, qr_lo = _q_operand(qr, q_scale, ROPE_MODE, INTERPRET)
-        # Scores in log2 units: latent dots times nope_mul, rope dot times rope_mul.
+        # Scores in log2 units: latent dots times nope_mul; fp8_ds_mla's bf16 rope dot times rope_mul.
         nope_mul = sm_scale * LOG2E * S_UNIT * kv_scale / q_scale
-        if KV_FORMAT == FMT_FP8:
-            rope_mul = nope_mul
-        else:
-            rope_mul = sm_scale * LOG2E
+        rope_mul = sm_scale * LOG2E
 
         m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
         l_i = tl.zeros([BLOCK_H], tl.float32)
@@ -372,12 +405,19 @@ def _mla_decode_split_kernel(
                      + _score(k1, q1, q1_lo, PAIR, INTERPRET, PREC) * c1[:, None]
                      + _score(k2, q2, q2_lo, PAIR, INTERPRET, PREC) * c2[:, None]
                      + _score(k3, q3, q3_lo, PAIR, INTERPRET, PREC) * c3[:, None]) * nope_mul
+                s += _score(kr, qr, qr_lo, False, INTERPRET, PREC) * rope_mul
             else:
-                s = (_score(k0, q0, q0_lo, PAIR, INTERPRET, PREC)
-                     + _score(k1, q1, q1_lo, PAIR, INTERPRET, PREC)
-                     + _score(k2, q2, q2_lo, PAIR, INTERPRET, PREC)
-                     + _score(k3, q3, q3_lo, PAIR, INTERPRET, PREC)) * nope_mul
-            s += _score(kr, qr, qr_lo, ROPE_PAIR, INTERPRET, PREC) * rope_mul
+                # fp8 per-tensor and bf16: one scale for all 576 dims, so all chunks share accumulators.
+                s_hi = tl.zeros([BLOCK_N, BLOCK_H], tl.float32)
+                s_lo = tl.zeros([BLOCK_N, BLOCK_H], tl.float32)
+                s_hi, s_lo = _score_acc(k0, q0, q0_lo, s_hi, s_lo, PAIR, INTERPRET, PREC)
+                s_hi, s_lo = _score_acc(k1, q1, q1_lo, s_hi, s_lo, PAIR, INTERPRET, PREC)
+                s_hi, s_lo = _score_acc(k2, q2, q2_lo, s_hi, s_lo, PAIR, INTERPRET, PREC)
+                s_hi, s_lo = _score_acc(k3, q3, q3_lo, s_hi, s_lo, PAIR, INTERPRET, PREC)
+                s_hi, s_lo = _score_acc(kr, qr, qr_lo, s_hi, s_lo, PAIR, INTERPRET, PREC)
+                if PAIR:
+                    s_hi += s_lo * 0.0625
+                s = s_hi * nope_mul
             s = tl.where(valid[:, None], s, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(s, axis=0))
             alpha = tl.exp2(m_i - m_new)

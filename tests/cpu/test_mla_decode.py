@@ -1,0 +1,220 @@
+"""CPU tests of the MLA decode kernel: the kernels through the Triton interpreter, and input validation.
+
+Triton decides when a kernel is decorated whether it is interpreted, so the interpreted cases run in a
+child pytest process started on this file with ``TRITON_INTERPRET=1`` before anything imports Triton (the
+rest of the suite keeps compiled kernels). In the parent, ``test_interpreted_kernel_cases`` starts that
+child and fails with its output; the validation tests need no kernel launch and run in the parent.
+
+Every interpreted case draws fresh random inputs (the seed is printed on failure), poisons the output with
+NaN, and compares against the fp32 reference on the dequantised cache: relative L2 error <= 1e-2.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+_CHILD_FLAG = "_MLA_DECODE_INTERPRETED_CHILD"
+IN_CHILD = os.environ.get(_CHILD_FLAG) == "1"
+
+if IN_CHILD and os.environ.get("TRITON_INTERPRET") != "1":  # pragma: no cover - misuse guard
+    raise RuntimeError(f"{_CHILD_FLAG}=1 needs TRITON_INTERPRET=1")
+
+import torch  # noqa: E402
+
+from graphtune.kernels import mla_decode, mla_decode_reference  # noqa: E402
+from graphtune.kernels.mla_decode import interface, space  # noqa: E402
+from graphtune.kernels.mla_decode.reference import quantize_ds_mla  # noqa: E402
+from graphtune.configs import config_from_dict, config_to_dict  # noqa: E402
+
+TOL = 1e-2           # relative L2 error vs the fp32 reference (bf16 output, fp8/bf16 operands)
+LSE_TOL = 2e-3       # absolute, natural log
+
+
+def _seed() -> int:
+    return int.from_bytes(os.urandom(4), "little")
+
+
+def make_case(batch: int, heads: int, page_size: int, kv_format: str, lens: list[int], gen: torch.Generator,
+              spare_pages: int = 3) -> dict:
+    """Random inputs with a shuffled page pool larger than needed (page ids non-contiguous)."""
+    max_pages = max((n + page_size - 1) // page_size for n in lens) + 1
+    num_pages = batch * max_pages + spare_pages
+    values = torch.randn(num_pages, page_size, 576, generator=gen)
+    if kv_format == "fp8":
+        kv, scale = (values * 40).to(torch.float8_e4m3fn), 0.03
+    elif kv_format == "bf16":
+        kv, scale = values.bfloat16(), 1.0
+    else:
+        kv, scale = quantize_ds_mla(values * torch.rand(num_pages, page_size, 1, generator=gen) * 5), 1.0
+    pages = torch.randperm(num_pages, generator=gen)[: batch * max_pages].view(batch, max_pages).to(torch.int32)
+    q = (torch.randn(batch, heads, 576, generator=gen) * 2).bfloat16()
+    return dict(q=q, kv_cache=kv, page_table=pages.contiguous(), seq_lens=torch.tensor(lens, dtype=torch.int32),
+                kv_scale=scale, kv_format=kv_format)
+
+
+def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
+    out, ref = out.double(), ref.double()
+    return float((out - ref).norm() / ref.norm())
+
+
+# --------------------------------------------------------------------------------- interpreted (child)
+
+CASES = [
+    # id, batch, heads, page size, format, seq lens, SMs sizing the split grid
+    ("fp8-ps1-H16-B1-len1", 1, 16, 1, "fp8", [1], 3),
+    ("fp8-ps1-H16-B3-odd", 3, 16, 1, "fp8", [37, 1, 53], 3),
+    ("fp8-ps16-H16-B4-partial", 4, 16, 16, "fp8", [17, 50, 1, 33], 5),
+    ("fp8-ps64-H8-B2-masked-heads", 2, 8, 64, "fp8", [65, 130], 2),
+    ("fp8-ps16-H32-B2-two-head-blocks", 2, 32, 16, "fp8", [45, 9], 3),
+    ("fp8-ps1-H16-B5-one-program", 5, 16, 1, "fp8", [3, 21, 1, 40, 18], 1),
+    ("bf16-ps16-H16-B3", 3, 16, 16, "bf16", [31, 48, 1], 3),
+    ("bf16-ps64-H24-B2", 2, 24, 64, "bf16", [70, 5], 4),
+    ("bf16-ps1-H16-B2", 2, 16, 1, "bf16", [19, 40], 7),
+    ("ds_mla-ps1-H16-B3", 3, 16, 1, "fp8_ds_mla", [29, 1, 47], 3),
+    ("ds_mla-ps16-H16-B3", 3, 16, 16, "fp8_ds_mla", [50, 17, 90], 3),
+    ("ds_mla-ps64-H32-B2", 2, 32, 64, "fp8_ds_mla", [100, 64], 2),
+]
+
+
+def _config(**overrides: int):
+    return config_from_dict({**config_to_dict(space.INTERPRET_CONFIG), **overrides})
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_matches_reference(case):
+    _, batch, heads, page_size, kv_format, lens, sms = case
+    seed = _seed()
+    x = make_case(batch, heads, page_size, kv_format, lens, torch.Generator().manual_seed(seed))
+    out = torch.full((batch, heads, 512), float("nan"), dtype=torch.bfloat16)
+    got, lse = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], 0.06, x["kv_scale"],
+                                 kv_format, out, True, num_sms=sms)
+    ref, ref_lse = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], 0.06,
+                                        kv_scale=x["kv_scale"], return_lse=True)
+    assert got is out
+    assert torch.isfinite(got.float()).all(), f"seed {seed}: unwritten (NaN) outputs"
+    err = rel_err(got, ref)
+    assert err <= TOL, f"seed {seed}: relative error {err:.3e} > {TOL}"
+    lse_err = float((lse - ref_lse).abs().max())
+    assert lse_err <= LSE_TOL, f"seed {seed}: lse error {lse_err:.3e}"
+
+
+CONFIG_CASES = [
+    ("widen-first-QK8=0", dict(QK8=0)),
+    ("hw-cvt-CONVERT=0", dict(CONVERT=0)),
+    ("pure-asm-CONVERT=2", dict(CONVERT=2)),
+    ("BLOCK_N=32-two-per-SM", dict(BLOCK_N=32, PROGRAMS_PER_SM=2)),
+]
+
+
+@pytest.mark.parametrize("overrides", [c[1] for c in CONFIG_CASES], ids=[c[0] for c in CONFIG_CASES])
+@pytest.mark.parametrize("kv_format", ["fp8", "fp8_ds_mla"])
+def test_config_paths(overrides, kv_format):
+    seed = _seed()
+    x = make_case(3, 16, 16, kv_format, [45, 1, 70], torch.Generator().manual_seed(seed))
+    out = torch.full((3, 16, 512), float("nan"), dtype=torch.bfloat16)
+    interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], 0.06, x["kv_scale"], kv_format, out,
+                      False, config=_config(**overrides), num_sms=3)
+    ref = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], 0.06, kv_scale=x["kv_scale"])
+    assert torch.isfinite(out.float()).all(), f"seed {seed}: unwritten outputs"
+    assert rel_err(out, ref) <= TOL, f"seed {seed}: relative error {rel_err(out, ref):.3e}"
+
+
+def test_public_api_tensor_scale_and_many_request_chunks(monkeypatch):
+    """kv_scale as a device tensor; more requests than one B_CHUNK step of the on-device tile count."""
+    monkeypatch.setattr(interface, "_B_CHUNK", 4)
+    seed = _seed()
+    lens = [5, 1, 17, 2, 33, 9, 1, 26, 12]
+    x = make_case(len(lens), 16, 16, "fp8", lens, torch.Generator().manual_seed(seed))
+    scale = torch.tensor([x["kv_scale"]], dtype=torch.float32)
+    got = mla_decode(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], 0.05, kv_scale=scale)
+    ref = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], 0.05, kv_scale=scale)
+    assert got.shape == (len(lens), 16, 512) and got.dtype == torch.bfloat16
+    assert rel_err(got, ref) <= TOL, f"seed {seed}"
+
+
+# ------------------------------------------------------------------------------------ parent process
+
+
+def test_interpreted_kernel_cases():
+    """Run this file's kernel cases under TRITON_INTERPRET=1 in a child process."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", _CHILD_FLAG: "1"}
+    # The interpreter converts 0-d loop bounds through numpy, which warns (DeprecationWarning) per loop.
+    proc = subprocess.run([sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider",
+                           "-W", "ignore::DeprecationWarning",
+                           ],
+                          env=env, capture_output=True, text=True, timeout=900)
+    tail = (proc.stdout[-8000:] + "\n" + proc.stderr[-4000:]).strip()
+    assert proc.returncode == 0, f"interpreted cases failed (exit {proc.returncode}):\n{tail}"
+    assert " passed" in proc.stdout and " failed" not in proc.stdout, tail
+
+
+def _good(**changes):
+    gen = torch.Generator().manual_seed(7)
+    x = make_case(2, 16, 16, "fp8", [20, 33], gen)
+    args = dict(q=x["q"], kv_cache=x["kv_cache"], page_table=x["page_table"], seq_lens=x["seq_lens"],
+                sm_scale=0.05, kv_scale=x["kv_scale"])
+    args.update(changes)
+    return args
+
+
+def _call(args):
+    args = dict(args)
+    return mla_decode(args.pop("q"), args.pop("kv_cache"), args.pop("page_table"), args.pop("seq_lens"),
+                      args.pop("sm_scale"), **args)
+
+
+BAD = [
+    ("q-dtype", lambda a: dict(q=a["q"].half()), r"q: dtype torch.float16"),
+    ("q-last-dim", lambda a: dict(q=a["q"][..., :512].contiguous()), r"q: shape \(2, 16, 512\)"),
+    ("q-2d", lambda a: dict(q=a["q"][0]), r"q: shape \(16, 576\) has 2 dims"),
+    ("q-not-contiguous", lambda a: dict(q=a["q"].transpose(1, 2).contiguous().transpose(1, 2)),
+     r"q: last dimension must be contiguous"),
+    ("kv-dtype", lambda a: dict(kv_cache=a["kv_cache"].float()), r"kv_cache: dtype torch.float32, expected torch.float8_e4m3fn or torch.bfloat16 or torch.uint8"),
+    ("kv-format-mismatch", lambda a: dict(kv_format="fp8_ds_mla"), r"kv_cache: dtype torch.float8_e4m3fn does not"),
+    ("kv-format-unknown", lambda a: dict(kv_format="int4"), r"kv_format: 'int4'"),
+    ("page-table-dtype", lambda a: dict(page_table=a["page_table"].long()), r"page_table: dtype torch.int64"),
+    ("page-table-batch", lambda a: dict(page_table=a["page_table"][:1]), r"page_table: shape \(1, \d+\), expected \[2"),
+    ("seq-lens-shape", lambda a: dict(seq_lens=a["seq_lens"][:1]), r"seq_lens: shape \(1,\), expected \[2\]"),
+    ("seq-len-too-long", lambda a: dict(seq_lens=torch.tensor([20, 10_000], dtype=torch.int32)),
+     r"seq_lens: requests \{1: 10000\} outside \[1, \d+\]"),
+    ("seq-len-zero", lambda a: dict(seq_lens=torch.tensor([0, 5], dtype=torch.int32)),
+     r"seq_lens: requests \{0: 0\} outside"),
+    ("page-id-out-of-range", lambda a: dict(page_table=a["page_table"].clone().fill_(10_000)),
+     r"page_table: page ids out of range \[0, \d+\) at \(request, slot, id\) \[\(0, 0, 10000\)"),
+    ("page-id-negative", lambda a: dict(page_table=a["page_table"].clone().fill_(-1)),
+     r"page_table: page ids out of range"),
+    ("device-mismatch", lambda a: dict(seq_lens=a["seq_lens"].to("meta")), r"seq_lens: on device meta"),
+    ("kv-scale-for-bf16", lambda a: dict(kv_cache=a["kv_cache"].bfloat16(), kv_scale=0.5),
+     r"kv_scale: 0.5 given with kv_format='bf16'"),
+    ("kv-scale-tensor-dtype", lambda a: dict(kv_scale=torch.tensor([0.5], dtype=torch.float64)),
+     r"kv_scale: tensor of shape \(1,\), dtype torch.float64"),
+    ("sm-scale-nan", lambda a: dict(sm_scale=float("nan")), r"sm_scale: nan"),
+    ("out-shape", lambda a: dict(out=torch.empty(2, 16, 576, dtype=torch.bfloat16)), r"out: shape \(2, 16, 576\)"),
+]
+
+
+@pytest.mark.parametrize("change,match", [(b[1], b[2]) for b in BAD], ids=[b[0] for b in BAD])
+def test_bad_input_raises_value_error(change, match):
+    args = _good()
+    args.update(change(args))
+    with pytest.raises(ValueError, match=match):
+        _call(args)
+
+
+def test_bad_input_unused_page_slots_may_hold_anything():
+    """Only the slots a request uses are checked: padding ids beyond seq_len are not an error."""
+    args = _good()
+    table = args["page_table"].clone()
+    table[0, -1] = 10_000    # request 0 has 20 tokens = 2 pages of 16; the last slot is padding
+    args["page_table"] = table
+    interface._check_contents(args["kv_cache"], table, args["seq_lens"])   # no error
+
+
+# Each process collects only its own tests: kernel cases in the child, the launcher and validation here.
+if IN_CHILD:
+    del test_interpreted_kernel_cases, test_bad_input_raises_value_error, test_bad_input_unused_page_slots_may_hold_anything
+else:
+    del test_matches_reference, test_config_paths, test_public_api_tensor_scale_and_many_request_chunks

@@ -1,0 +1,130 @@
+"""GPU tests of the MLA decode kernel at real sizes: every format, page sizes 1/16/64, several head counts,
+the tuned public path, and CUDA graph capture + replay of several batch sizes after ``graphtune.warmup``.
+
+Skipped without CUDA (tests/gpu/conftest.py).
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+import torch
+
+import graphtune
+from graphtune.kernels import mla_decode, mla_decode_reference
+from graphtune.kernels.mla_decode import bench, interface, space
+
+TOL = 1e-2
+SM_SCALE = 1.0 / math.sqrt(576)
+
+
+def _seed() -> int:
+    return int.from_bytes(os.urandom(4), "little")
+
+
+def _inputs(batch: int, heads: int, page_size: int, kv_format: str, max_len: int, seed: int) -> dict:
+    gen = torch.Generator().manual_seed(seed)
+    problem = bench.Problem(batch, heads, max_len, page_size, kv_format)
+    x = bench.make_inputs(problem, seed=seed)
+    lens = torch.randint(1, max_len + 1, (batch,), generator=gen, dtype=torch.int32)
+    lens[0] = 1
+    lens[-1] = max_len
+    x["seq_lens"] = lens.cuda()
+    x["out"].fill_(float("nan"))
+    return x
+
+
+def _rel(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return float((out.double() - ref.double()).norm() / ref.double().norm())
+
+
+MATRIX = [(f, ps, h) for f in ("fp8", "bf16", "fp8_ds_mla") for ps in (1, 16, 64) for h in (16, 128)]
+
+
+@pytest.mark.parametrize("kv_format,page_size,heads", MATRIX,
+                         ids=[f"{f}-ps{ps}-H{h}" for f, ps, h in MATRIX])
+def test_default_config_matches_reference(kv_format, page_size, heads):
+    seed = _seed()
+    x = _inputs(6, heads, page_size, kv_format, 3001, seed)
+    out, lse = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, x["kv_scale"],
+                                 kv_format, x["out"], True, config=space.default_for(kv_format))
+    ref, ref_lse = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
+                                        kv_scale=x["kv_scale"], kv_format=kv_format, return_lse=True)
+    assert torch.isfinite(out.float()).all(), f"seed {seed}: unwritten outputs"
+    assert _rel(out, ref) <= TOL, f"seed {seed}: rel err {_rel(out, ref):.3e}"
+    assert float((lse - ref_lse).abs().max()) <= 2e-3, f"seed {seed}"
+
+
+@pytest.mark.parametrize("config", space.CONFIGS, ids=[f"cfg{i}" for i in range(len(space.CONFIGS))])
+def test_every_config_matches_reference(config):
+    seed = _seed()
+    for kv_format in ("fp8", "fp8_ds_mla"):
+        x = _inputs(5, 16, 1, kv_format, 2500, seed)
+        out = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, x["kv_scale"],
+                                kv_format, x["out"], False, config=config)
+        ref = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
+                                   kv_scale=x["kv_scale"], kv_format=kv_format)
+        assert _rel(out, ref) <= TOL, f"{kv_format} seed {seed}: rel err {_rel(out, ref):.3e}"
+
+
+def test_tuned_public_path_and_check_mode(monkeypatch):
+    seed = _seed()
+    x = _inputs(3, 16, 64, "fp8", 4096, seed)
+    got = mla_decode(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"])
+    ref = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
+                               kv_scale=x["kv_scale"])
+    assert _rel(got, ref) <= TOL, f"seed {seed}"
+    monkeypatch.setenv("GRAPHTUNE_CHECK", "1")
+    bad = x["page_table"].clone()
+    bad[1, 0] = x["kv_cache"].shape[0]
+    with pytest.raises(ValueError, match="page_table: page ids out of range"):
+        mla_decode(x["q"], x["kv_cache"], bad, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"])
+
+
+SIZES = [1, 3, 8, 16]
+
+
+@pytest.mark.parametrize("kv_format,page_size", [("fp8", 1), ("fp8_ds_mla", 64)])
+def test_capture_replay_equals_eager(kv_format, page_size):
+    """warmup over the capture sizes, capture each size once, replay with new lengths and queries."""
+    max_len = 2048
+    per_size = {b: _inputs(b, 16, page_size, kv_format, max_len, _seed()) for b in SIZES}
+    # fp8: the scale as a device tensor, read by the kernel (what a server passes inside a graph).
+    kv_scale = (torch.tensor([per_size[1]["kv_scale"]], dtype=torch.float32, device="cuda")
+                if kv_format == "fp8" else 1.0)
+
+    def make_args(b: int):
+        x = per_size[b]
+        return (x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE)
+
+    def call(*args):
+        return mla_decode(*args, kv_scale=kv_scale, kv_format=kv_format, out=per_size[args[0].shape[0]]["out"])
+
+    graphtune.warmup(call, SIZES, make_args)
+    graphs = {}
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    for b in sorted(SIZES, reverse=True):   # largest first, as servers capture
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            call(*make_args(b))
+        graphs[b] = graph
+    torch.cuda.synchronize()
+    gen = torch.Generator().manual_seed(_seed())
+    for b in SIZES:
+        x = per_size[b]
+        for _ in range(2):
+            # New lengths (any, up to the pages' limit) and queries: the same graph must stay valid.
+            x["seq_lens"].copy_(torch.randint(1, max_len + 1, (b,), generator=gen, dtype=torch.int32))
+            x["q"].copy_(torch.randn(x["q"].shape, generator=gen).to(torch.bfloat16))
+            x["out"].fill_(float("nan"))
+            graphs[b].replay()
+            torch.cuda.synchronize()
+            replayed = x["out"].clone()
+            eager = mla_decode(*make_args(b), kv_scale=kv_scale, kv_format=kv_format)
+            assert torch.isfinite(replayed.float()).all(), f"B={b}: replay left unwritten outputs"
+            assert torch.equal(replayed, eager), f"B={b}: replay differs from eager"
+            ref = mla_decode_reference(*make_args(b), kv_scale=kv_scale, kv_format=kv_format)
+            assert _rel(replayed, ref) <= TOL
+    graphtune.assert_covered(["mla_decode"])
