@@ -111,3 +111,35 @@ class MlaDecodeTarget:
 
 
 AB_TARGET = MlaDecodeTarget()
+
+
+@dataclass
+class MlaDecodeTuneTarget:
+    """Offline / sharded tuning target (``graphtune tune graphtune.kernels.mla_decode.bench:TUNE_TARGET``):
+    the split kernel's arguments for one batch size, for the tuned kernel itself."""
+
+    heads: int = 16
+    tokens: int = 4096
+    page_size: int = 1
+    kv_format: str = "fp8"
+    default_sizes: tuple[int, ...] = space.CAPTURE_SIZES
+
+    @property
+    def kernel(self):
+        return interface._tuned_kernel()
+
+    def make_args(self, size: int):
+        problem = Problem(batch=size, heads=self.heads, tokens=self.tokens, page_size=self.page_size,
+                          kv_format=self.kv_format)
+        inputs = make_inputs(problem, seed=size)
+        args, grid, _ = interface.split_call(inputs["q"], inputs["kv_cache"], inputs["page_table"], inputs["seq_lens"],
+                                             1.0 / math.sqrt(D_QK), inputs["kv_scale"], self.kv_format, inputs["out"],
+                                             False, sms=interface._sm_count(inputs["q"].device))
+        return args, {}, grid
+
+    def describe(self) -> dict:
+        return {"kernel": "mla_decode split", "heads": self.heads, "tokens": self.tokens,
+                "page_size": self.page_size, "kv_format": self.kv_format}
+
+
+TUNE_TARGET = MlaDecodeTuneTarget()

@@ -186,36 +186,19 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
     return _launch(q, kv_cache, page_table, seq_lens, float(sm_scale), kv_scale, fmt, out, return_lse)
 
 
-def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
-            sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor | None,
-            return_lse: bool, config: triton.Config | None = None,
-            num_sms: int | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """Allocate and launch (inputs already validated).
-
-    ``config`` runs that config on the plain jit kernel instead of the tuned one (benchmarks, A/B);
-    ``num_sms`` overrides the SM count that sizes the split grid (tests vary it).
-    """
+def split_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
+               sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool, *,
+               sms: int, programs_per_sm: int | None = None, lse: torch.Tensor | None = None):
+    """The split kernel's positional arguments and grid for these inputs (scratch buffers allocated here),
+    plus ``(lse, part_o, part_lse, seg)`` for the reduce kernel. ``programs_per_sm=None`` sizes the scratch
+    for every config of the space (the tuned path). Used by ``_launch`` and by offline tuning."""
     batch, heads, _ = q.shape
     device = q.device
-    if out is None:
-        out = torch.empty(batch, heads, D_NOPE, dtype=torch.bfloat16, device=device)
-    lse = torch.empty(batch, heads, dtype=torch.float32, device=device) if return_lse else out
-    if batch == 0:
-        return (out, lse) if return_lse else out
     interpret = settings.interpret()
-    sms = num_sms if num_sms is not None else _sm_count(device)
-    if interpret and config is None:
-        config = space.INTERPRET_CONFIG
-    if fmt == "bf16" and not interpret:
-        # See space.BF16_CONFIG: wider tiles fault on sm_90 with a bf16 cache, so bf16 is never tuned.
-        config = config or space.BF16_CONFIG
-        if config.kwargs["BLOCK_N"] > 32:
-            raise ValueError(f"mla_decode: config BLOCK_N={config.kwargs['BLOCK_N']} with kv_format='bf16': "
-                             f"BLOCK_N > 32 makes an illegal memory access on sm_90 (Triton 3.6); use <= 32")
-    if config is None:
-        pps = max(c.kwargs["PROGRAMS_PER_SM"] for c in [*space.CONFIGS, space.DEFAULT])
-    else:
-        pps = config.kwargs["PROGRAMS_PER_SM"]
+    if lse is None:
+        lse = torch.empty(batch, heads, dtype=torch.float32, device=device) if return_lse else out
+    pps = programs_per_sm if programs_per_sm is not None else \
+        max(c.kwargs["PROGRAMS_PER_SM"] for c in [*space.CONFIGS, space.DEFAULT])
     slots = max_partials(sms, batch, pps)
     part_o = torch.empty(slots, heads, D_NOPE, dtype=torch.float32, device=device)
     part_lse = torch.empty(slots, heads, dtype=torch.float32, device=device)
@@ -243,6 +226,39 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
         block_h = meta["BLOCK_H"]
         return (triton.cdiv(heads, block_h), split_programs(sms, heads, block_h, meta["PROGRAMS_PER_SM"]))
 
+    return args, grid, (lse, part_o, part_lse, seg)
+
+
+def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
+            sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor | None,
+            return_lse: bool, config: triton.Config | None = None,
+            num_sms: int | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Allocate and launch (inputs already validated).
+
+    ``config`` runs that config on the plain jit kernel instead of the tuned one (benchmarks, A/B);
+    ``num_sms`` overrides the SM count that sizes the split grid (tests vary it).
+    """
+    batch, heads, _ = q.shape
+    device = q.device
+    if out is None:
+        out = torch.empty(batch, heads, D_NOPE, dtype=torch.bfloat16, device=device)
+    lse = torch.empty(batch, heads, dtype=torch.float32, device=device) if return_lse else out
+    if batch == 0:
+        return (out, lse) if return_lse else out
+    interpret = settings.interpret()
+    sms = num_sms if num_sms is not None else _sm_count(device)
+    if interpret and config is None:
+        config = space.INTERPRET_CONFIG
+    if fmt == "bf16" and not interpret:
+        # See space.BF16_CONFIG: wider tiles fault on sm_90 with a bf16 cache, so bf16 is never tuned.
+        config = config or space.BF16_CONFIG
+        if config.kwargs["BLOCK_N"] > 32:
+            raise ValueError(f"mla_decode: config BLOCK_N={config.kwargs['BLOCK_N']} with kv_format='bf16': "
+                             f"BLOCK_N > 32 makes an illegal memory access on sm_90 (Triton 3.6); use <= 32")
+    pps = None if config is None else config.kwargs["PROGRAMS_PER_SM"]
+    args, grid, (lse, part_o, part_lse, seg) = split_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale,
+                                                          fmt, out, return_lse, sms=sms, programs_per_sm=pps,
+                                                          lse=lse)
     if config is None:
         _tuned_kernel()[grid](*args)
     else:
@@ -255,3 +271,23 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
         out.stride(0), out.stride(1),
         return_lse, _REDUCE_BLOCK_S, num_warps=4)
     return (out, lse) if return_lse else out
+
+
+def inspect_signature(heads: int = 16, page_size: int = 64, kv_format: str = "fp8") -> tuple[dict, dict]:
+    """Triton signature and constexprs of the split kernel as a real launch of this shape has them, for the
+    resource inspector (``graphtune.inspect``) on any target, without a GPU. Built from a tiny CPU launch
+    description; ``INTERPRET`` is forced off so the compiled code is the GPU's."""
+    from ...resources import signature_from_args
+    from .reference import DS_MLA_ROW_BYTES
+    row = DS_MLA_ROW_BYTES if kv_format == "fp8_ds_mla" else D_QK
+    dtype = {"fp8": torch.float8_e4m3fn, "bf16": torch.bfloat16, "fp8_ds_mla": torch.uint8}[kv_format]
+    q = torch.empty(1, heads, D_QK, dtype=torch.bfloat16)
+    kv = torch.empty(2, page_size, row, dtype=dtype)
+    pt = torch.zeros(1, 2, dtype=torch.int32)
+    sl = torch.ones(1, dtype=torch.int32)
+    out = torch.empty(1, heads, D_NOPE, dtype=torch.bfloat16)
+    args, _, _ = split_call(q, kv, pt, sl, 0.1, 1.0, kv_format, out, False, sms=132)
+    fn = kernel._mla_decode_split_kernel
+    signature, constexprs = signature_from_args(fn, dict(zip(fn.arg_names, args)))
+    constexprs["INTERPRET"] = False
+    return signature, constexprs
