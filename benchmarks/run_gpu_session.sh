@@ -16,20 +16,19 @@ run() {  # name, limit, command...
   timeout "$limit" "$@" >>"$LOG" 2>&1
   local rc=$?
   echo "=== $name rc=$rc in $((SECONDS - t0))s" | tee -a "$LOG"
+  (cd "$OUT" && tar czf results.tgz r 2>/dev/null)   # after every step: a later step running out of time loses nothing
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee -a "$LOG"
 for s in "${steps[@]}"; do
   case $s in
-    tests) run gpu-tests 200 python -m pytest tests/gpu -q -rA -s -p no:cacheprovider ;;
-    dispatch) run dispatch 90 python benchmarks/bench_dispatch.py --out "$OUT/r" ;;
-    resources) run resources 60 python benchmarks/check_resources.py --out "$OUT/r" ;;
-    tuning) run tuning 170 python benchmarks/bench_tuning.py --out "$OUT/r" ;;
-    ab) run ab 150 python -m graphtune ab mla_decode --sizes 1,8,32,60,90,128 --trials 5 --out "$OUT/r/ab" ;;
-    demo) run demo 170 python -m graphtune demo --out "$OUT/r/demo" ;;
+    tests) run gpu-tests 150 python -m pytest tests/gpu -q -rA -s -p no:cacheprovider ;;
+    dispatch) run dispatch 60 python benchmarks/bench_dispatch.py --out "$OUT/r" ;;
+    resources) run resources 45 python benchmarks/check_resources.py --out "$OUT/r" ;;
+    tuning) run tuning 150 python benchmarks/bench_tuning.py --out "$OUT/r" ;;
+    ab) run ab 120 python -m graphtune ab mla_decode --sizes 1,8,32,60,90,128 --trials 5 --out "$OUT/r/ab" ;;
+    demo) run demo 150 python -m graphtune demo --out "$OUT/r/demo" ;;
     mla) run mla-bench 200 python benchmarks/bench_mla_decode.py --check --check-heads 16,128 --page-sizes 1,64 \
            --out "$OUT/r/mla_decode.json" ;;
   esac
 done
-tail -n 30 "$LOG" >/dev/null
-(cd "$OUT" && tar czf results.tgz r)
 grep -E "^=== |passed|failed|FAILED|Error" "$LOG" | tail -60
