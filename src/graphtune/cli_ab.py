@@ -74,7 +74,8 @@ def handler(args: argparse.Namespace) -> int:
     else:
         from rich.console import Console
 
-        Console().print(result.render_table())
+        # config labels are long: give the table room when the output is a file or CI log
+        Console(width=None if sys.stdout.isatty() else 220).print(result.render_table())
     if args.out:
         for path in result.save(args.out):
             print(f"wrote {path}", file=sys.stderr)

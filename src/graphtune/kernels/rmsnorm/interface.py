@@ -9,7 +9,7 @@ from ...keys import Buckets
 from ...tuner import autotune
 from .kernel import _fused_add_rmsnorm_kernel
 
-CAPTURE_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128)
+CAPTURE_SIZES = (1, 2, 4, 8, 12, 16, *range(24, 257, 8))   # as the MLA kernel: the engine's captured sizes
 
 
 def _configs() -> list[triton.Config]:
