@@ -198,10 +198,19 @@ def run_gpu(out_dir: Path, *, tokens: int = 2048, heads: int = 16, page_size: in
 
 
 def _config_of(kernel, batch: int) -> str:
+    """The config the batch's bucket launches (the key's first element is the bucketed batch)."""
+    bucket = kernel.buckets["B"](batch) if "B" in kernel.buckets else batch
     for key, info in kernel.coverage().tuned.items():
-        if key and key[0] == batch:
+        if key and key[0] == bucket:
             return f"{info['config']} ({info['source']})"
     return "-"
+
+
+def _short_labels(labels: list[str]) -> list[str]:
+    """Keep only the parameters whose values differ between the labels (the rest is common to all)."""
+    parsed = [dict(p.split("=", 1) for p in lab.split(",") if "=" in p) for lab in labels]
+    keys = [k for k in (parsed[0] if parsed else {}) if len({d.get(k) for d in parsed}) > 1]
+    return [",".join(f"{k}={d.get(k)}" for k in keys) or lab for d, lab in zip(parsed, labels)]
 
 
 def _print_gpu_table(rows, report) -> None:
@@ -232,7 +241,7 @@ def _save(out_dir: Path, report: dict[str, Any], rows: list[dict[str, Any]]) -> 
     fig, ax = plt.subplots(figsize=(9, 4.5))
     xs = [r["batch"] for r in rows]
     ys = [r["replay_ms"] for r in rows]
-    configs = [r["mla_config"].split(" (")[0] for r in rows]
+    configs = _short_labels([r["mla_config"].split(" (")[0] for r in rows])
     palette = {c: i for i, c in enumerate(dict.fromkeys(configs))}
     cmap = plt.get_cmap("tab10")
     for c, i in palette.items():
