@@ -512,6 +512,10 @@ class GraphtuneKernel(KernelInterface):
                     self.name, list(key_to_json(key)), choice.timings["total_s"], compile_s, timing_s, mode,
                     labels[best])
         self._record(key, chosen, results)
+        if self.default is not None and capture._cuda_available():
+            # the declared default is what a capture-time miss may launch: compile and load it now, outside
+            # capture (module loading during capture is reported to fail on some drivers)
+            self.preload_fallbacks(args, kwargs, grid)
         return choice
 
     def _compile_all(self, candidates, args, kwargs, grid, skip: set[int]) -> dict[int, str]:
@@ -810,12 +814,12 @@ class GraphtuneKernel(KernelInterface):
         return out
 
     def preload_fallbacks(self, args: tuple, kwargs: dict, grid) -> None:
-        """Compile and load the configs a capture-time miss could launch (the default, the tuned ones), so
-        no module is loaded inside capture."""
+        """Compile and load the declared default, which a capture-time miss may launch, so no module is loaded
+        inside capture (the tuned configs were loaded when they were timed)."""
         if not isinstance(self.fn, JITFunction) or settings.interpret():
             return
         seen = set()
-        for c in ([self.default] if self.default is not None else []) + [ch.config for ch in self._cache.values()]:
+        for c in ([self.default] if self.default is not None else []):
             d = str(config_to_dict(c))
             if d in seen:
                 continue
