@@ -99,9 +99,6 @@ class Choice:
     source: str                      # tuned | database | loaded | forced | single | fallback
     hits: int = 0
     timings: dict[str, Any] = field(default_factory=dict)
-    compiled: dict[tuple, Any] = field(default_factory=dict)   # specialisation signature -> CompiledKernel
-    tail: tuple | None = None        # config values appended to positional args (fast path)
-    tail_n: int = -1                 # number of positional args `tail` was built for
     label: str = ""
 
     def __post_init__(self) -> None:
@@ -180,7 +177,6 @@ class GraphtuneKernel(KernelInterface):
         self._fast_cache: dict[tuple, tuple[Choice, Any, tuple]] = {}
         self._stored: dict[tuple, Any] | None = None   # json key -> db Entry, loaded on the first miss
         self._misses: dict[tuple, capture.MissRecord] = {}
-        self._excluded: dict[tuple, list[dict[str, Any]]] = {}
         self._failures: dict[tuple, list[dict[str, Any]]] = {}
         self._ranking: dict[tuple, list[int]] = {}       # key -> candidate indices, best first
         self._force_gen = -1
@@ -839,10 +835,7 @@ class GraphtuneKernel(KernelInterface):
         for key, ch in self._cache.items():
             kc.tuned[key] = {"config": ch.label, "source": ch.source, "hits": ch.hits}
         kc.misses = dict(self._misses)
-        kc.excluded = {**self._excluded}
-        for key, rows in self._failures.items():
-            known = {r["config"] for r in kc.excluded.get(key, [])}
-            kc.excluded.setdefault(key, []).extend(r for r in rows if r["config"] not in known)
+        kc.excluded = {key: list(rows) for key, rows in self._failures.items()}
         return kc
 
     def reset(self) -> None:
@@ -852,7 +845,6 @@ class GraphtuneKernel(KernelInterface):
             self._fast_cache.clear()
             self._stored = None
             self._misses.clear()
-            self._excluded.clear()
             self._failures.clear()
             self._ranking.clear()
             self.tune_count = 0
