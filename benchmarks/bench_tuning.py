@@ -77,11 +77,13 @@ def main() -> int:
     gt_total = 0.0
     for row in per_size:
         a, kw, grid = row["args"]
+        before = kernel.tune_count
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         kernel[grid](*a, **kw)
         torch.cuda.synchronize()
         row["graphtune_s"] = time.perf_counter() - t0
+        row["graphtune_tuned_here"] = kernel.tune_count > before   # False: the size's bucket was already tuned
         gt_total += row["graphtune_s"]
         row["graphtune_choice"] = config_label(kernel.best_config)
 
@@ -124,6 +126,7 @@ def main() -> int:
     summary = {
         "sizes": sizes, "stock_sizes": [r["size"] for r in measured], "compile_s": compile_s,
         "graphtune_total_s": gt_total, "graphtune_per_key_s": gt_total / len(rows),
+        "graphtune_tunings": sum(r["graphtune_tuned_here"] for r in rows),
         "stock_measured_total_s": stock_total, "stock_per_key_s": stock_per_key,
         "stock_extrapolated_total_s": stock_per_key * len(rows),
         "graphtune_over_stock_same_keys": gt_same / stock_total if stock_total else None,
