@@ -22,6 +22,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 for s in "${steps[@]}"; do
   case $s in
     tests) run gpu-tests 150 python -m pytest tests/gpu -q -rA -s -p no:cacheprovider ;;
+    mlatests) run mla-tests 150 python -m pytest tests/gpu/test_mla_decode_gpu.py -q -rA -p no:cacheprovider ;;
     dispatch) run dispatch 60 python benchmarks/bench_dispatch.py --out "$OUT/r" ;;
     resources) run resources 45 python benchmarks/check_resources.py --out "$OUT/r" ;;
     tuning) run tuning 150 python benchmarks/bench_tuning.py --out "$OUT/r" ;;
