@@ -224,7 +224,9 @@ class GraphtuneKernel(KernelInterface):
                     stream = _get_stream(_get_device())
                     enter = _knobs.runtime.launch_enter_hook
                     exit_ = _knobs.runtime.launch_exit_hook
-                    if enter.calls or exit_.calls:
+                    # triton 3.6 keeps hooks in (possibly empty) HookChains; older versions use None or a callable
+                    if (enter is not None and getattr(enter, "calls", True)) or \
+                            (exit_ is not None and getattr(exit_, "calls", True)):
                         meta = ck.launch_metadata(grid, stream, *full)
                     else:  # no profiler hooks: skip building metadata nobody reads
                         meta = enter = exit_ = None
