@@ -22,6 +22,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 for s in "${steps[@]}"; do
   case $s in
     tests) run gpu-tests 150 python -m pytest tests/gpu -q -rA -s -p no:cacheprovider ;;
+    coretests) run core-tests 120 python -m pytest tests/gpu/test_capture_gpu.py tests/gpu/test_timing_gpu.py -q -rA -s -p no:cacheprovider ;;
     mlatests) run mla-tests 150 python -m pytest tests/gpu/test_mla_decode_gpu.py -q -rA -p no:cacheprovider ;;
     dispatch) run dispatch 60 python benchmarks/bench_dispatch.py --out "$OUT/r" ;;
     resources) run resources 45 python benchmarks/check_resources.py --out "$OUT/r" ;;
