@@ -113,13 +113,8 @@ from triton import knobs as _knobs  # noqa: E402
 def _get_device() -> int:
     global _get_device
     from triton.runtime.driver import driver
-    # resolved once: the lazy driver proxy costs per access. After this first call CUDA is initialised, so
-    # torch's raw getter (what torch.cuda.current_device calls after its lazy-init check) is equivalent.
-    device = driver.active.get_current_device()
-    import torch
-    raw = getattr(torch._C, "_cuda_getDevice", None)
-    _get_device = raw if raw is not None else driver.active.get_current_device
-    return device
+    _get_device = driver.active.get_current_device   # resolved once: the lazy driver proxy costs per access
+    return _get_device()
 
 
 def _get_stream(device: int):
@@ -194,10 +189,6 @@ class GraphtuneKernel(KernelInterface):
         # fast path only when every key argument is positional: (position, bucket) per key name
         self._key_pos_buckets = tuple(zip(self.key_builder.positions, self.key_builder.bucket_fns))
         self._max_key_pos = max(self.key_builder.positions, default=-1)
-        if len(self._key_pos_buckets) == 1:
-            # the usual case (one batch-size key): skip the generator of the general form
-            (pos, bucket), = self._key_pos_buckets
-            self._key_values = (lambda args: (args[pos],)) if bucket is None else (lambda args: (bucket(args[pos]),))
         jit = fn if isinstance(fn, JITFunction) else None
         self._fast = jit is not None and not settings.interpret() and settings.fast_launch()
         self._constexpr_pos = frozenset(p.num for p in jit.params if p.is_constexpr) if jit is not None else frozenset()
