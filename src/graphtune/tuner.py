@@ -567,22 +567,23 @@ class GraphtuneKernel(KernelInterface):
         ck = self.fn.warmup(*args, grid=grid, **kwargs, **config.all_kwargs())
         if hasattr(ck, "result"):
             ck = ck.result()
+        from .resources import occupancy
         shared = int(getattr(ck.metadata, "shared", 0) or 0)
-        threads = config.num_warps * 32 * max(1, config.num_ctas)
-        res = {"shared_bytes": shared, "threads": threads}
+        res = {"shared_bytes": shared, "threads": config.num_warps * limits.warp_size}
         self._resources[i] = res
-        if shared > limits.shared_per_block_optin:
-            return (f"needs {shared} B shared memory, {limits.name} ({limits.description}) allows "
-                    f"{limits.shared_per_block_optin} B per block")
-        if threads > limits.max_threads_per_block:
-            return f"needs {threads} threads per block, {limits.name} allows {limits.max_threads_per_block}"
+        # the inspector's rules, in two steps: threads and shared memory before loading (a load over the
+        # shared-memory limit raises), registers once the loaded kernel reports them
+        occ = occupancy(limits, 0, shared, config.num_warps)
+        if not occ.fits:
+            return occ.reason
         try:
             ck._init_handles()
             res["registers"] = int(ck.n_regs)
             res["spills"] = int(ck.n_spills)
         except Exception as exc:  # noqa: BLE001
             return _reason(exc)
-        return None
+        occ = occupancy(limits, res["registers"], shared, config.num_warps)
+        return None if occ.fits else occ.reason
 
     def _call(self, config: triton.Config, args, kwargs, grid):
         if config.pre_hook is not None:

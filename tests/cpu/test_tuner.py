@@ -424,3 +424,33 @@ def test_warmup_progress_bar_when_asked(monkeypatch):
     monkeypatch.setenv("GRAPHTUNE_PROGRESS", "maybe")
     with pytest.raises(ValueError, match="GRAPHTUNE_PROGRESS"):
         graphtune.warmup(lambda b: None, [1], lambda b: (b,))
+
+
+class _StubCompiled:
+    """What the device check reads from a compiled kernel (metadata.shared, n_regs after loading)."""
+
+    def __init__(self, shared, regs):
+        self.metadata = type("M", (), {"shared": shared})()
+        self.n_regs, self.n_spills, self.loaded = regs, 0, False
+
+    def _init_handles(self):
+        self.loaded = True
+
+
+@pytest.mark.parametrize("shared,regs,warps,expect", [
+    (200_000, 64, 4, None),
+    (240_000, 64, 4, "needs 240000 B shared memory, sm_90 allows 232448 B per block"),
+    (1024, 64, 64, "needs 2048 threads per block"),
+    (1024, 255, 16, "registers per block"),
+], ids=["fits", "shared", "threads", "registers"])
+def test_device_check_uses_the_inspector_rules(monkeypatch, shared, regs, warps, expect):
+    from graphtune.resources import get_target
+    k = graphtune.autotune(CONFIGS, key=["B"], name="t_devcheck")(_scale_kernel)
+    stub = _StubCompiled(shared, regs)
+    monkeypatch.setattr(k.fn, "warmup", lambda *a, **kw: stub)
+    why = k._check_compiled(triton.Config({"BLOCK": 32}, num_warps=warps), (), {}, (1,), get_target("sm_90"), 0)
+    if expect is None:
+        assert why is None and stub.loaded and k._resources[0]["registers"] == regs
+    else:
+        assert expect in why
+        assert not stub.loaded or expect == "registers per block"   # over-limit shared memory is never loaded
