@@ -29,6 +29,7 @@ import triton  # noqa: E402
 
 from _common import write_result  # noqa: E402
 from graphtune.configs import config_label  # noqa: E402
+from graphtune.search import prune  # noqa: E402
 from graphtune.timing import GraphReplaySampler  # noqa: E402
 
 CAPTURE_SIZES = [1, 2, 4, 8, 12, 16] + list(range(24, 129, 8))
@@ -55,7 +56,7 @@ def main() -> int:
     for size in sizes:
         a, kw, grid = target.make_args(size)
         nargs = {**dict(zip(kernel.arg_names, a)), **kw}
-        candidates = kernel._prune(nargs, kw)
+        candidates = prune(kernel.space, nargs, kw)
         t0 = time.perf_counter()
         failures = kernel._compile_all(candidates, a, kw, grid, skip=set())
         torch.cuda.synchronize()

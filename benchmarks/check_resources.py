@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     if args.kernel:
-        from graphtune.cli_inspect import load_object
+        from graphtune._loading import load_object
         kernel = load_object(args.kernel)
         signature = dict(resources._resolve(kernel).signature or {})
         constexprs = dict(resources._resolve(kernel).constexprs or {})

@@ -1,13 +1,26 @@
-"""Shared test set-up: seeding, NaN poisoning helper, and the CPU/GPU split.
+"""Shared test set-up: seeding, a clean graphtune state around every test, and the CPU/GPU split.
 
-tests/cpu runs without a GPU: kernels go through the Triton interpreter (TRITON_INTERPRET=1 is set by
-tests/cpu/conftest.py before any kernel is defined). tests/gpu needs CUDA and skips cleanly without it.
+tests/cpu runs kernels through the Triton interpreter: tests/cpu/conftest.py sets TRITON_INTERPRET=1 when
+tests/cpu is collected (triton.jit reads it when a kernel is defined). tests/gpu needs CUDA and skips cleanly
+without it. One process cannot define the same kernel both ways, so on a machine with CUDA a run that
+collects tests/gpu (``python -m pytest tests``) leaves tests/cpu out of this process and runs it, with the
+interpreter, in a child pytest (``test_cpu_suite.py``); GPU tests then really run on the GPU.
 """
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
+
+from _cpu_split import TESTS, cpu_suite_in_child
+
+
+def pytest_ignore_collect(collection_path, config):
+    if cpu_suite_in_child(config) and (TESTS / "cpu") in [Path(collection_path).resolve(),
+                                                          *Path(collection_path).resolve().parents]:
+        return True
+    return None
 
 
 @pytest.fixture(autouse=True)
@@ -18,3 +31,14 @@ def _seed():
     torch.manual_seed(seed)
     random.seed(seed)
     yield seed
+
+
+@pytest.fixture(autouse=True)
+def _clean_graphtune_state(monkeypatch, tmp_path):
+    """Every test gets its own empty tuning database and starts and ends with a clean process state."""
+    from graphtune import state
+    monkeypatch.setenv("GRAPHTUNE_DB", str(tmp_path / "graphtune-test.sqlite"))
+    for name in ("GRAPHTUNE_FORCE", "GRAPHTUNE_POLICY"):
+        monkeypatch.delenv(name, raising=False)
+    with state.scope():
+        yield

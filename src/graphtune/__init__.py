@@ -3,15 +3,17 @@ from __future__ import annotations
 
 from .ab import ABResult, ab, decide
 from .audit import AuditReport, audit_paths
-from .capture import Coverage, freeze, is_frozen, set_policy, unfreeze
+from .capture import freeze, is_frozen, set_policy, unfreeze
+from .coverage import Coverage
 from .db import TuningDB, load
-from .distributed import TuneTarget, set_process_group, tune_sharded
+from .agreement import set_process_group
 from .errors import (ConfigError, DatabaseError, DistributedError, GraphtuneError, InspectError, TuningError,
                      UntunedError)
 from .keys import Buckets
 from .model import ThroughputModel, fit_points
 from .resources import inspect
 from .patch import patch_triton, unpatch_triton
+from .sharded import TuneTarget, tune_sharded
 from .tuner import GraphtuneKernel, assert_covered, autotune, check_forces, coverage, force, unforce, warmup
 
 __version__ = "0.1.0"

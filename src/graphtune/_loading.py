@@ -8,6 +8,8 @@ import os
 import sys
 from typing import Any
 
+from .configs import parse_list
+
 
 def import_module(text: str, what: str) -> Any:
     """A dotted module name or a path to a ``.py`` file -> the module. ``what`` names the argument in errors."""
@@ -61,18 +63,14 @@ def load_object(spec: str, what: str, *, default_attr: str | None = None, form: 
 
 def parse_sizes(text: str, flag: str = "--sizes") -> list[int]:
     """``"1,2,4"`` -> ``[1, 2, 4]``; anything but positive integers is a ValueError naming the flag and value."""
-    out = []
-    for item in text.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        try:
-            value = int(item)
-        except ValueError:
-            raise ValueError(f"{flag}: {item!r} is not an integer (in {text!r})") from None
-        if value < 1:
-            raise ValueError(f"{flag}: {value} is not a size >= 1 (in {text!r})")
-        out.append(value)
-    if not out:
-        raise ValueError(f"{flag}: no sizes in {text!r}")
-    return out
+    return parse_list(text, _size, what=flag, nothing="sizes")
+
+
+def _size(item: str) -> int:
+    try:
+        value = int(item)
+    except ValueError:
+        raise ValueError(f"{item!r} is not an integer") from None
+    if value < 1:
+        raise ValueError(f"{value} is not a size >= 1")
+    return value

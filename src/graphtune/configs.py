@@ -8,13 +8,35 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, TypeVar
 
 import triton
 
 from .errors import ConfigError
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+
+T = TypeVar("T")
+
+
+def parse_list(text: str, parse_item: Callable[[str], T], *, what: str, nothing: str | None = "values",
+               error: type[Exception] = ValueError) -> list[T]:
+    """The one comma-list parser: ``"a, b,,c"`` -> ``[parse_item("a"), parse_item("b"), parse_item("c")]``.
+
+    ``parse_item`` raises ValueError with a message about the item; it is re-raised as ``error`` naming ``what``
+    and the whole text. An empty list is an error (``what: no <nothing> in ...``) unless ``nothing`` is None."""
+    out: list[T] = []
+    for item in str(text).split(","):
+        item = item.strip()
+        if not item:
+            continue
+        try:
+            out.append(parse_item(item))
+        except ValueError as exc:
+            raise error(f"{what}: {exc} (in {text!r})") from None
+    if not out and nothing is not None:
+        raise error(f"{what}: no {nothing} in {text!r}")
+    return out
 
 
 def config_to_dict(config: triton.Config) -> dict[str, Any]:
@@ -55,10 +77,6 @@ def configs_hash(configs: Iterable[triton.Config]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def same_config(a: triton.Config, b: triton.Config) -> bool:
-    return config_to_dict(a) == config_to_dict(b)
-
-
 def _parse_value(text: str) -> Any:
     low = text.lower()
     if low in ("true", "false"):
@@ -77,18 +95,15 @@ def _parse_value(text: str) -> Any:
 
 def parse_params(text: str, *, where: str = "config") -> dict[str, Any]:
     """``"num_warps=8, BLOCK_N=32"`` -> ``{"num_warps": 8, "BLOCK_N": 32}``; malformed text is a ConfigError."""
-    params: dict[str, Any] = {}
-    for item in text.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip() or not value.strip():
-            raise ConfigError(f"{where}: {item!r} is not NAME=VALUE (in {text!r})")
-        params[name.strip()] = _parse_value(value.strip())
-    if not params:
-        raise ConfigError(f"{where}: no NAME=VALUE pairs in {text!r}")
-    return params
+    return dict(parse_list(text, name_value, what=where, nothing="NAME=VALUE pairs", error=ConfigError))
+
+
+def name_value(item: str) -> tuple[str, Any]:
+    """``"BLOCK_N=32"`` -> ``("BLOCK_N", 32)``; a ValueError when it is not NAME=VALUE."""
+    name, sep, value = item.partition("=")
+    if not sep or not name.strip() or not value.strip():
+        raise ValueError(f"{item!r} is not NAME=VALUE")
+    return name.strip(), _parse_value(value.strip())
 
 
 def parse_force_spec(spec: str) -> dict[str, dict[str, Any]]:

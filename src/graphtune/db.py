@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterator, Sequence, TypeVar
 from . import settings
 from ._log import logger
 from .errors import DatabaseError
+from .state import STATE
 from .identity import EnvIdentity, KernelIdentity, current_env, env_mismatch
 
 __all__ = [
@@ -376,7 +377,7 @@ def staleness(entries: Sequence[Entry], env: EnvIdentity) -> list[str | None]:
 
 # ---------------------------------------------------------------------------------------------------- the store
 
-_warned: set[tuple[str, str]] = set()
+_warned: set[tuple[str, str]] = set()   # (path, kind) warned about once; cleared by reset_db()
 
 
 def _warn_once(path: Path, kind: str, message: str, *args: Any) -> None:
@@ -857,37 +858,28 @@ class TuningDB:
 
 
 # --------------------------------------------------------------------------------------- process-wide state
-
-_default_lock = threading.Lock()
-_default: TuningDB | None = None
-_default_spec: tuple[Path, bool] | None = None
+# The open database and the loaded export entries live in graphtune.state (one place for process state).
 
 
 def get_db() -> TuningDB | None:
     """The process-wide database (None when GRAPHTUNE_NO_DB=1), opened lazily on its first use; a change of
     GRAPHTUNE_DB or GRAPHTUNE_DB_READONLY since the last call gives a new one."""
-    global _default, _default_spec
     if settings.db_disabled():
         return None
     spec = (settings.db_path(), settings.db_readonly())
-    with _default_lock:
-        if _default is None or _default_spec != spec:
-            _default, _default_spec = TuningDB(spec[0], readonly=spec[1]), spec
-        return _default
+    with STATE.lock:
+        if STATE.db is None or STATE.db_spec != spec:
+            STATE.db, STATE.db_spec = TuningDB(spec[0], readonly=spec[1]), spec
+        return STATE.db
 
 
 def reset_db() -> None:
     """Close and forget the process-wide database and the once-per-process warnings (tests)."""
-    global _default, _default_spec
-    with _default_lock:
-        if _default is not None:
-            _default.close()
-        _default, _default_spec = None, None
+    with STATE.lock:
+        database, STATE.db, STATE.db_spec = STATE.db, None, None
         _warned.clear()
-
-
-_loaded_lock = threading.Lock()
-_loaded: dict[tuple[KernelIdentity, EnvIdentity], dict[tuple, Entry]] = {}
+    if database is not None:
+        database.close()
 
 
 def load(path: str | os.PathLike) -> ImportReport:
@@ -898,9 +890,9 @@ def load(path: str | os.PathLike) -> ImportReport:
     incoming = _read_export(path)
     counts = {"add": 0, "replace": 0, "keep": 0}
     conflicts = []
-    with _loaded_lock:
+    with STATE.lock:
         for entry in incoming:
-            table = _loaded.setdefault((entry.kernel, entry.env), {})
+            table = STATE.loaded.setdefault((entry.kernel, entry.env), {})
             action, conflict = _merge(table.get(entry.key), entry)
             counts[action] += 1
             if conflict is not None:
@@ -916,18 +908,16 @@ def load(path: str | os.PathLike) -> ImportReport:
 
 def loaded_entries(kernel: KernelIdentity, env: EnvIdentity) -> dict[tuple, Entry]:
     """The entries ``load`` read for exactly this kernel and environment identity, by key."""
-    with _loaded_lock:
-        return dict(_loaded.get((kernel, env), {}))
+    with STATE.lock:
+        return dict(STATE.loaded.get((kernel, env), {}))
 
 
 def clear_loaded() -> None:
-    with _loaded_lock:
-        _loaded.clear()
+    with STATE.lock:
+        STATE.loaded.clear()
 
 
 def _after_fork_in_child() -> None:
-    global _default_lock, _loaded_lock
-    _default_lock, _loaded_lock = threading.Lock(), threading.Lock()
     for db in list(_instances):
         db._abandon_after_fork()
 

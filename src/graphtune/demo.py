@@ -336,7 +336,7 @@ def _cpu_flow(console) -> dict[str, Any]:
     graphtune.warmup(step, sizes, lambda b: (b,))
     tune_s = time.perf_counter() - t0
     tuned = rmsnorm_kernel.tune_count
-    capture._capture_override = lambda: True       # simulate capture on CPU (no CUDA graphs here)
+    capture.simulate_capture(True)       # simulate capture on CPU (no CUDA graphs here)
     errs = []
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -351,7 +351,7 @@ def _cpu_flow(console) -> dict[str, Any]:
         except graphtune.UntunedError as exc:
             raised = str(exc)
     finally:
-        capture._capture_override = None
+        capture.simulate_capture(None)
         graphtune.set_policy(None)
     console.print(f"warm-up tuned {tuned} buckets in {tune_s:.1f} s of interpreter time (not GPU time); "
                   f"simulated-capture launches: {len(errs)}, worst relative error vs fp32 reference "

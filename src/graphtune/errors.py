@@ -28,3 +28,14 @@ class InspectError(GraphtuneError, ValueError):
 
 class DistributedError(GraphtuneError):
     """Ranks of a process group disagree on what they tune, or a peer did not answer in time."""
+
+
+def one_line(exc: BaseException) -> str:
+    """One line that says why something failed: the ptxas error of a compile failure (not the PTX dump that
+    comes with it), else the first line that mentions an error, else the first line; at most 300 characters."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    picked = next((ln for ln in lines if ln.startswith("ptxas") and ("fatal" in ln or "error" in ln)), None)
+    if picked is None:
+        picked = next((ln for ln in lines if "error" in ln.lower()), lines[0] if lines else "")
+    text = f"{type(exc).__name__}: {picked}" if picked else type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import inspect
-import threading
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -67,10 +66,6 @@ def kernel_identity(name: str, fn: Any, configs: Iterable[Any]) -> KernelIdentit
     return KernelIdentity(name=name, source_hash=_sha16(source_text(fn)), configs_hash=configs_hash(configs))
 
 
-_env_lock = threading.Lock()
-_env_cache: dict[tuple[bool, int], EnvIdentity] = {}
-
-
 def current_env() -> EnvIdentity:
     """The environment identity of this process (of the current CUDA device), computed once per device."""
     from . import settings
@@ -82,12 +77,14 @@ def current_env() -> EnvIdentity:
 
         if torch.cuda.is_available():
             device = torch.cuda.current_device()
+    from .state import STATE
+
     cache_key = (interpret, device)
-    env = _env_cache.get(cache_key)
+    env = STATE.env_cache.get(cache_key)
     if env is None:
-        with _env_lock:
-            env = _env_cache.get(cache_key) or _read_env(interpret, device)
-            _env_cache[cache_key] = env
+        with STATE.lock:
+            env = STATE.env_cache.get(cache_key) or _read_env(interpret, device)
+            STATE.env_cache[cache_key] = env
     return env
 
 
@@ -113,8 +110,10 @@ def _read_env(interpret: bool, device: int) -> EnvIdentity:
 
 def reset_env_cache() -> None:
     """Forget the cached environment (tests that switch TRITON_INTERPRET)."""
-    with _env_lock:
-        _env_cache.clear()
+    from .state import STATE
+
+    with STATE.lock:
+        STATE.env_cache.clear()
 
 
 def env_mismatch(entry_env: EnvIdentity, env: EnvIdentity) -> list[str]:

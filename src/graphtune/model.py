@@ -28,6 +28,8 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from .configs import parse_list
+
 __all__ = ["LinearFit", "Scenario", "ThroughputModel", "fit_points", "parse_points"]
 
 # A component may exceed the per-request total by float rounding of user input only.
@@ -97,20 +99,18 @@ def fit_points(points: Iterable[tuple[float, float]]) -> LinearFit:
 
 def parse_points(text: str) -> list[tuple[float, float]]:
     """``"60:81.0,90:112.5"`` -> ``[(60, 81.0), (90, 112.5)]``."""
-    out: list[tuple[float, float]] = []
-    for item in text.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        c_text, sep, s_text = item.partition(":")
-        try:
-            if not sep:
-                raise ValueError
-            c = float(c_text)
-            out.append((int(c) if c.is_integer() else c, float(s_text)))
-        except ValueError:
-            raise ValueError(f"point {item!r} is not CONCURRENCY:STEP_MS (in {text!r})") from None
-    return out
+    return parse_list(text, _point, what="point", nothing=None)
+
+
+def _point(item: str) -> tuple[float, float]:
+    c_text, sep, s_text = item.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        c = float(c_text)
+        return int(c) if c.is_integer() else c, float(s_text)
+    except ValueError:
+        raise ValueError(f"{item!r} is not CONCURRENCY:STEP_MS") from None
 
 
 @dataclass(frozen=True)

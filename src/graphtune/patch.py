@@ -13,10 +13,10 @@ from typing import Any
 from triton.runtime.autotuner import Autotuner
 
 from ._log import logger
+from .state import STATE
 from .tuner import GraphtuneKernel
 
-_lock = threading.Lock()
-_original_run = None
+_lock = threading.Lock()   # guards making one adapter per stock kernel
 _ATTR = "_graphtune_kernel"
 
 
@@ -78,25 +78,23 @@ class _Patch:
 
 def patch_triton() -> _Patch:
     """Route every stock ``triton.autotune`` kernel through graphtune (idempotent)."""
-    global _original_run
-    with _lock:
-        if _original_run is None:
-            _original_run = Autotuner.run
+    with STATE.lock:
+        if STATE.stock_run is None:
+            STATE.stock_run = Autotuner.run
             Autotuner.run = _patched_run
     return _Patch()
 
 
 def unpatch_triton() -> None:
     """Restore stock ``Autotuner.run``. Kernels keep what they tuned while patched in graphtune's records."""
-    global _original_run
-    with _lock:
-        if _original_run is not None:
-            Autotuner.run = _original_run
-            _original_run = None
+    with STATE.lock:
+        if STATE.stock_run is not None:
+            Autotuner.run = STATE.stock_run
+            STATE.stock_run = None
 
 
 def is_patched() -> bool:
-    return _original_run is not None
+    return STATE.stock_run is not None
 
 
 def graphtune_kernel_of(kernel: Autotuner) -> GraphtuneKernel:

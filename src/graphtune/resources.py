@@ -31,7 +31,7 @@ import triton
 
 from ._log import logger
 from .configs import config_from_dict, config_label, config_to_dict
-from .errors import GraphtuneError, InspectError
+from .errors import GraphtuneError, InspectError, one_line
 
 __all__ = [
     "Occupancy", "ResourceRow", "Target", "aligned_args", "check_configs_for_device", "device_target",
@@ -695,16 +695,6 @@ def _resource_usage(cubin: bytes, kernel_name: str) -> dict[str, int]:
     return _parse_resource_usage(result.stdout, kernel_name)
 
 
-def _error_text(exc: BaseException) -> str:
-    """One line that says why a compile failed, not the PTX dump that comes with it."""
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    picked = next((ln for ln in lines if ln.startswith("ptxas") and ("fatal" in ln or "error" in ln)), None)
-    if picked is None:
-        picked = next((ln for ln in lines if "error" in ln.lower()), lines[-1] if lines else "")
-    text = f"{type(exc).__name__}: {picked}" if picked else type(exc).__name__
-    return text if len(text) <= 300 else text[:297] + "..."
-
-
 def _launch_options(config: triton.Config) -> dict[str, Any]:
     options = {"num_warps": config.num_warps, "num_stages": config.num_stages, "num_ctas": config.num_ctas}
     if getattr(config, "maxnreg", None) is not None:
@@ -753,7 +743,7 @@ def _compile(spec: _Spec, constexprs: dict[str, Any], options: dict[str, Any], t
                                     target=GPUTarget("cuda", target.capability, target.warp_size), options=options)
     except Exception as exc:  # noqa: BLE001 - any compile failure makes the config unusable, with this reason
         logger.debug("compile of %s for %s with %s failed", _fn_name(fn), target.name, options, exc_info=True)
-        result = _Compiled(None, _error_text(exc))
+        result = _Compiled(None, one_line(exc))
     else:
         found = _resource_usage(kernel.asm["cubin"], kernel.metadata.name)
         tmem = getattr(kernel.metadata, "tmem_size", None)

@@ -1,7 +1,8 @@
 """Every GRAPHTUNE_* environment variable, read in this one place.
 
-Values are read when asked for (never cached at import) so that a server's launcher, or a test, can set
-them after ``import graphtune``.
+Values are read when asked for (nothing is cached) so that a server's launcher, or a test, can set them
+after ``import graphtune``. ``override(NAME=value)`` sets them in code (it wins over the environment; as a
+context manager it restores the previous values on exit); ``graphtune.state.reset()`` drops overrides.
 
 =============================  ==========================================================================
 variable                       meaning
@@ -29,16 +30,61 @@ GRAPHTUNE_PROGRESS             ``0`` hides the progress bar, ``1`` forces it (de
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from .state import STATE
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 
 def _get(name: str) -> str | None:
-    value = os.environ.get(name)
+    value = STATE.overrides.get(name)
+    if value is None:
+        value = os.environ.get(name)
     return None if value is None else value.strip()
+
+
+class override(contextlib.AbstractContextManager):  # noqa: N801 - used like a function
+    """``override(GRAPHTUNE_POLICY="raise", GRAPHTUNE_FORCE=None)``: set (None: unset) settings in code.
+
+    Applied at once; used as a context manager, the previous overrides come back on exit."""
+
+    def __init__(self, **values: Any) -> None:
+        unknown = [n for n in values if not (n.startswith("GRAPHTUNE_") or n == "TRITON_INTERPRET")]
+        if unknown:
+            raise ValueError(f"settings.override: {unknown} are not GRAPHTUNE_* settings")
+        with STATE.lock:
+            self._saved = {n: STATE.overrides.get(n) for n in values}
+            _apply(values)
+
+    def __exit__(self, *exc: Any) -> None:
+        with STATE.lock:
+            _apply(self._saved)
+
+
+def _apply(values: dict[str, Any]) -> None:
+    for name, value in values.items():
+        if value is None:
+            STATE.overrides.pop(name, None)
+        else:
+            STATE.overrides[name] = str(value)
+    STATE.force_gen += 1   # a force may have changed
+
+
+def force_probe() -> Callable[[], Any]:
+    """A zero-argument function whose result changes (by identity) whenever GRAPHTUNE_FORCE may have
+    changed. The launch hot path calls it on every launch, so it must cost tens of nanoseconds: it reads
+    the raw environment mapping CPython keeps behind ``os.environ`` (os.environ.get costs about 1 us)."""
+    raw = getattr(os.environ, "_data", None)
+    encode = getattr(os.environ, "encodekey", None)
+    if not isinstance(raw, dict) or encode is None:   # not CPython: read it the plain way
+        return lambda: (os.environ.get("GRAPHTUNE_FORCE"), STATE.overrides.get("GRAPHTUNE_FORCE"))
+    key = encode("GRAPHTUNE_FORCE")
+    return lambda: raw.get(key)
 
 
 def _flag(name: str, default: bool = False) -> bool:

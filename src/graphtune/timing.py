@@ -279,11 +279,11 @@ def graph_replay_samples(calls: Sequence[Callable[[], Any]], *, samples: int,
 
 
 def plain_sampler(fn: Callable[[], Any]) -> Callable[[int], list[float]]:
-    """Stock Triton's way: ``triton.testing.do_bench`` (eager launches, L2 flush); one median per call."""
-    import triton
-
+    """Stock Triton's way (``GRAPHTUNE_TIMER=plain``, and kernels with user hooks): ``triton.testing.do_bench``
+    with its default budget (eager launches, L2 flush); one median per sample."""
     def take(k: int) -> list[float]:
-        return [float(triton.testing.do_bench(fn, warmup=5, rep=20, return_mode="median")) for _ in range(k)]
+        import triton.testing
+        return [float(triton.testing.do_bench(fn, return_mode="median")) for _ in range(k)]
     return take
 
 

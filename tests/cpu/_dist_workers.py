@@ -124,7 +124,7 @@ def chosen_label(kernel: graphtune.GraphtuneKernel, batch: int) -> str:
 
 
 class ScaleTarget:
-    """A TuneTarget (graphtune.distributed) for sharded tuning of the scale kernel."""
+    """A TuneTarget (graphtune.sharded) for sharded tuning of the scale kernel."""
 
     default_sizes = (1, 3, 4, 5, 16, 11)
 
@@ -145,17 +145,17 @@ MODE_SIZES = (1, 3, 5, 16)   # buckets 1, 4, 8, 16
 
 
 def _modes(rank: int) -> dict[str, Any]:
-    from graphtune import distributed
+    from graphtune import agreement
     out: dict[str, Any] = {}
     TIMER.table = rank_ms(rank)
     for mode in ("merge", "broadcast", "off"):
-        distributed.set_process_group(mode=mode)
+        agreement.set_process_group(mode=mode)
         kernel = make_kernel(f"gt_{mode}")
         for size in MODE_SIZES:
             launch(kernel, size)
         out[mode] = {str(BUCKETS(s)): chosen_label(kernel, s) for s in MODE_SIZES}
-        out[f"{mode}_current_mode"] = distributed.current_mode()
-    distributed.set_process_group(mode="merge")
+        out[f"{mode}_current_mode"] = agreement.current_mode()
+    agreement.set_process_group(mode="merge")
     return out
 
 
@@ -170,7 +170,7 @@ def _mismatch(rank: int) -> dict[str, Any]:
 
 def _stored(rank: int) -> dict[str, Any]:
     """Each rank records its own database entries, then looks them up and agrees."""
-    from graphtune import distributed
+    from graphtune import agreement
     from graphtune.tuner import Choice
     out: dict[str, Any] = {}
     kernel = make_kernel("gt_stored")
@@ -185,29 +185,28 @@ def _stored(rank: int) -> dict[str, Any]:
         kernel.install(partial_key, CONFIGS[4], [row(4, 0.1)])
     kernel.reset()   # forget memory; each rank's database keeps its entries
     for mode in ("broadcast", "merge"):
-        distributed.set_process_group(mode=mode)
+        agreement.set_process_group(mode=mode)
         stored = kernel._from_store(all_key)
-        agreed = distributed.agree_stored(kernel, all_key, stored)
+        agreed = kernel._agreed_stored(all_key, stored)
         out[f"db_{mode}"] = agreed.label if agreed is not None else None
         stored = kernel._from_store(partial_key)
         out[f"db_partial_{mode}_had"] = stored is not None
-        agreed = distributed.agree_stored(kernel, partial_key, stored)
+        agreed = kernel._agreed_stored(partial_key, stored)
         out[f"db_partial_{mode}"] = agreed.label if agreed is not None else None
-        # stored medians known (as the tuner passes them in Choice.timings): the lowest wins in merge
-        mine = Choice(CONFIGS[rank + 1], "database")
-        mine.timings = {"median_ms": medians[rank]}
-        agreed = distributed.agree_stored(kernel, all_key, mine)
+        # stored medians known (as the tuner passes them in Choice.median_ms): the lowest wins in merge
+        mine = Choice(CONFIGS[rank + 1], "database", median_ms=medians[rank])
+        agreed = kernel._agreed_stored(all_key, mine)
         out[f"medians_{mode}"] = agreed.label if agreed is not None else None
-    distributed.set_process_group(mode="merge")
+    agreement.set_process_group(mode="merge")
     return out
 
 
 def _sharded(rank: int, outdir: Path) -> dict[str, Any]:
-    from graphtune import distributed
+    from graphtune import sharded
     TIMER.table = deterministic_ms
     TIMER.timed.clear()
     target = ScaleTarget()
-    results = distributed.tune_sharded(target, target.default_sizes, out=outdir / "sharded.json")
+    results = sharded.tune_sharded(target, target.default_sizes, out=outdir / "sharded.json")
     installed = {str(k[0]): chosen_label(target.kernel, k[0]) for k in results}
     return {"labels": {str(k[0]): r.label for k, r in results.items()},
             "medians": {str(k[0]): r.median_ms for k, r in results.items()},
@@ -232,14 +231,14 @@ def _timeout(rank: int, outdir: Path) -> dict[str, Any]:
 
 def main(outdir: Path) -> None:
     import torch.distributed as dist
-    from graphtune import distributed
+    from graphtune import agreement
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
     result: dict[str, Any] = {"rank": rank}
     try:
-        assert distributed.init_from_env()
-        assert distributed.current_rank() == rank and dist.get_world_size() == world
-        result["default_mode"] = distributed.current_mode()
+        assert agreement.init_from_env()
+        assert agreement.current_rank() == rank and dist.get_world_size() == world
+        result["default_mode"] = agreement.current_mode()
         result["modes"] = _modes(rank)
         result["mismatch"] = _mismatch(rank)
         result["stored"] = _stored(rank)

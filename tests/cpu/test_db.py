@@ -104,6 +104,7 @@ def test_current_env_without_gpu(monkeypatch):
     import torch
 
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)   # the same on a machine with a GPU
     reset_env_cache()
     env = current_env()
     assert (env.gpu_name, env.compute_capability) == ("cpu", "")

@@ -20,9 +20,9 @@ import torch
 
 import _dist_workers as W
 from graphtune import db as gdb
-from graphtune import distributed
+from graphtune import agreement, sharded
 from graphtune.cli import main as cli_main
-from graphtune.cli_tune import parse_sizes
+from graphtune._loading import parse_sizes
 from graphtune.configs import config_to_dict
 from graphtune.errors import DatabaseError
 
@@ -174,7 +174,7 @@ def test_sharded_tuning_matches_single_process(ranks, tmp_path):
     W.TIMER.table = W.deterministic_ms
     W.TIMER.timed.clear()
     target = W.ScaleTarget()
-    alone = distributed.tune_sharded(target, target.default_sizes, out=tmp_path / "alone.json")
+    alone = sharded.tune_sharded(target, target.default_sizes, out=tmp_path / "alone.json")
     want = {str(k[0]): b.label for k, b in alone.items()}
     assert want == {str(b): W.LABELS[min(_kept(b), key=lambda i: W.deterministic_ms(b, i))]
                     for b in (1, 4, 8, 16)}
@@ -238,7 +238,7 @@ def test_cli_tune_under_two_ranks_matches_the_single_process_cli(tmp_path, capsy
     ([[2.0, 1.0, 1.0]], 1),                               # ties to the lower index
 ], ids=["sum-wins", "failure-anywhere-is-inf", "none-everywhere", "tie-lower-index"])
 def test_merge_choice(scores, expected):
-    assert distributed.merge_choice(scores) == expected
+    assert agreement.merge_choice(scores) == expected
 
 
 @pytest.mark.parametrize("scores, root, expected", [
@@ -247,7 +247,7 @@ def test_merge_choice(scores, expected):
     ([[1.0, 2.0], [math.inf, math.inf]], 0, None),
 ], ids=["root-pick", "root-pick-failed-elsewhere", "none-everywhere"])
 def test_broadcast_choice(scores, root, expected):
-    assert distributed.broadcast_choice(scores, root) == expected
+    assert agreement.broadcast_choice(scores, root) == expected
 
 
 @pytest.mark.parametrize("mode, indices, medians, expected", [
@@ -259,32 +259,34 @@ def test_broadcast_choice(scores, root, expected):
 ], ids=["broadcast-rank0", "merge-best-median", "merge-unknown-medians-rank0", "merge-tie-lower-rank",
         "missing-on-one-rank"])
 def test_stored_choice(mode, indices, medians, expected):
-    assert distributed.stored_choice(mode, indices, medians) == expected
+    assert agreement.stored_choice(mode, indices, medians) == expected
 
 
 def test_without_a_group_nothing_is_collective():
     assert not torch.distributed.is_initialized()
-    assert distributed.current_mode() == "off" and distributed.current_rank() == 0 and distributed.should_time()
+    assert agreement.current_mode() == "off" and agreement.current_rank() == 0
     kernel = W.make_kernel("gt_local")
-    assert distributed.agree(kernel, (1,), W.CONFIGS, [0, 2], [{"median_ms": 1.0}] * 6, 2) == 2
-    assert distributed.agree_stored(kernel, (1,), None) is None
+    dicts = [config_to_dict(c) for c in W.CONFIGS]
+    assert agreement.agree(kernel.name, (1,), dicts, [0, 2], [1.0] * 6, 2) == 2
+    assert agreement.agree_stored(kernel.name, (1,), dicts, -1, None) is None
+    assert kernel._agreed_stored((1,), None) is None
 
 
 def test_set_process_group_rejects_bad_input():
     with pytest.raises(ValueError, match="mode='bogus'"):
-        distributed.set_process_group(mode="bogus")
+        agreement.set_process_group(mode="bogus")
     with pytest.raises(ValueError, match="not initialised"):
-        distributed.set_process_group(group=object())
-    distributed.set_process_group(mode="merge")
+        agreement.set_process_group(group=object())
+    agreement.set_process_group(mode="merge")
 
 
 def test_tune_sharded_rejects_bad_targets_and_sizes():
     target = W.ScaleTarget("gt_bad")
-    assert isinstance(target, distributed.TuneTarget)
+    assert isinstance(target, sharded.TuneTarget)
     with pytest.raises(ValueError, match=r"sizes must be ints >= 1, got 0"):
-        distributed.tune_sharded(target, [4, 0])
+        sharded.tune_sharded(target, [4, 0])
     with pytest.raises(TypeError, match="lacks"):
-        distributed.tune_sharded(object(), [1])
+        sharded.tune_sharded(object(), [1])
     with pytest.raises(ValueError, match="--sizes: 'x' is not an integer"):
         parse_sizes("1,x")
     assert cli_main(["tune", "_dist_workers:NOPE"]) == 2   # a clear error, exit code 2
@@ -305,7 +307,7 @@ def test_read_only_database_fails_before_any_timing(monkeypatch):
     monkeypatch.setenv("GRAPHTUNE_DB_READONLY", "1")
     W.TIMER.timed.clear()
     with pytest.raises(DatabaseError, match="read-only"):
-        distributed.tune_sharded(W.ScaleTarget("gt_readonly"), [1, 2], db=True)
+        sharded.tune_sharded(W.ScaleTarget("gt_readonly"), [1, 2], db=True)
     assert W.TIMER.timed == []
 
 

@@ -58,7 +58,7 @@ def test_patch_covers_kernels_decorated_before_and_after():
         # inside capture: an untuned key follows the policy, nothing is timed
         gk = graphtune.patch.graphtune_kernel_of(_stock_before)
         calls = gk.bench_calls
-        capture._capture_override = lambda: True
+        capture.simulate_capture(True)
         with pytest.warns(RuntimeWarning, match="_stock_before"):
             x, out = _run(_stock_before, 99)
         torch.testing.assert_close(out, x * 3.0)
@@ -71,7 +71,6 @@ def test_patch_covers_kernels_decorated_before_and_after():
 
 def test_force_env_pins_a_stock_kernel(monkeypatch):
     monkeypatch.setenv("GRAPHTUNE_FORCE", "_stock_before:BLOCK=32,num_warps=2")
-    graphtune.tuner.refresh_settings()
     with graphtune.patch_triton():
         graphtune.patch.graphtune_kernel_of(_stock_before).reset()
         x, out = _run(_stock_before, 50)

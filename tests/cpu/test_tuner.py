@@ -141,7 +141,7 @@ def test_dtype_is_part_of_key():
 def test_single_config_never_benchmarks_even_in_capture():
     bench = CountingBench()
     k = graphtune.autotune(CONFIGS[:1], key=["B"], name="t_single", do_bench=bench)(_scale_kernel)
-    capture._capture_override = lambda: True
+    capture.simulate_capture(True)
     x, out = launch(k, 33, 7)
     torch.testing.assert_close(out, x * 2.0)
     assert bench.calls == 0
@@ -160,7 +160,7 @@ def test_fallback_policy_launches_nearest_tuned_bucket_and_records_miss(where):
     launch(k, 64, 8)
     assert do_bench.n == len(CONFIGS)
     if where == "capture":
-        capture._capture_override = lambda: True
+        capture.simulate_capture(True)
     else:
         graphtune.freeze()
     with pytest.warns(RuntimeWarning, match="no tuned config"):
@@ -178,7 +178,7 @@ def test_fallback_policy_launches_nearest_tuned_bucket_and_records_miss(where):
     with pytest.raises(UntunedError):
         graphtune.assert_covered([k.name])
     # outside capture / after unfreeze the key tunes normally
-    capture._capture_override = None
+    capture.simulate_capture(None)
     graphtune.unfreeze()
     launch(k, 64, 64)
     assert do_bench.n == 2 * len(CONFIGS)
@@ -204,7 +204,7 @@ def test_raise_policy_raises_before_launch_and_names_everything(monkeypatch):
                            do_bench=bench)(_scale_kernel)
     launch(k, 20, 1)
     calls = bench.calls
-    capture._capture_override = lambda: True
+    capture.simulate_capture(True)
     for how in ("api", "env", "kernel"):
         capture.set_policy("raise" if how == "api" else None)
         if how == "env":
@@ -239,12 +239,10 @@ def test_force_api_and_env_never_benchmark(monkeypatch):
     assert bench.calls == 0 and k.best_config.kwargs == {"BLOCK": 64} and k.best_config.num_warps == 2
     graphtune.unforce("t_force")
     monkeypatch.setenv("GRAPHTUNE_FORCE", "t_force:BLOCK=16,num_warps=1,num_stages=2")
-    graphtune.tuner.refresh_settings()
     launch(k, 100, 3)
     assert bench.calls == 0 and k.best_config.kwargs == {"BLOCK": 16} and k.best_config.num_stages == 2
     assert graphtune.coverage(["t_force"]).to_dict()["kernels"][0]["forced"].startswith("BLOCK=16")
     monkeypatch.delenv("GRAPHTUNE_FORCE")
-    graphtune.tuner.refresh_settings()
     launch(k, 100, 3)
     assert bench.calls == len(CONFIGS)
 
@@ -370,7 +368,7 @@ def test_warmup_tunes_every_size_then_capture_hits_only():
 
     graphtune.warmup(step, sizes, lambda b: (torch.randn(8 * b), torch.empty(8 * b), b))
     assert bench.calls == len(sizes) * len(CONFIGS)
-    capture._capture_override = lambda: True
+    capture.simulate_capture(True)
     for b in (1, 3, 7, 9, 13, 16, 40):       # padded to captured sizes; above the largest -> largest
         x = torch.randn(8 * b)
         out = torch.full_like(x, float("nan"))
@@ -383,7 +381,7 @@ def test_warmup_tunes_every_size_then_capture_hits_only():
 
 
 def test_warmup_inside_capture_is_refused():
-    capture._capture_override = lambda: True
+    capture.simulate_capture(True)
     with pytest.raises(RuntimeError, match="inside CUDA graph capture"):
         graphtune.warmup(lambda b: None, [1], lambda b: (b,))
 
@@ -448,9 +446,12 @@ def test_device_check_uses_the_inspector_rules(monkeypatch, shared, regs, warps,
     k = graphtune.autotune(CONFIGS, key=["B"], name="t_devcheck")(_scale_kernel)
     stub = _StubCompiled(shared, regs)
     monkeypatch.setattr(k.fn, "warmup", lambda *a, **kw: stub)
-    why = k._check_compiled(triton.Config({"BLOCK": 32}, num_warps=warps), (), {}, (1,), get_target("sm_90"), 0)
+    from graphtune.search import _check_compiled
+    resources: dict = {}
+    why = _check_compiled(k.space, triton.Config({"BLOCK": 32}, num_warps=warps), (), {}, (1,), get_target("sm_90"),
+                          resources, 0)
     if expect is None:
-        assert why is None and stub.loaded and k._resources[0]["registers"] == regs
+        assert why is None and stub.loaded and resources[0]["registers"] == regs
     else:
         assert expect in why
         assert not stub.loaded or expect == "registers per block"   # over-limit shared memory is never loaded

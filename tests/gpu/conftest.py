@@ -11,15 +11,3 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "tests/gpu" in str(item.fspath):
             item.add_marker(skip)
-
-
-@pytest.fixture(autouse=True)
-def _isolated_graphtune(monkeypatch, tmp_path):
-    """Each GPU test gets an empty tuning database: results of one test must not satisfy another's misses."""
-    monkeypatch.setenv("GRAPHTUNE_DB", str(tmp_path / "graphtune-gpu-test.sqlite"))
-    from graphtune import capture, db
-    db.reset_db()
-    yield
-    capture.set_policy(None)
-    capture.unfreeze()
-    db.reset_db()

@@ -1,19 +1,19 @@
-"""The ``graphtune`` command line.
+"""The ``graphtune`` command line: one module per command family in this package.
 
-Each mechanism registers its own sub-commands from ``cli_<name>.py`` through ``register(subparsers)``:
-it adds a parser and ``set_defaults(func=handler)``, where ``handler(args) -> int`` returns the exit code.
+Each module in ``COMMANDS`` defines ``register(subparsers)``: it adds its parsers and
+``set_defaults(func=handler)``, where ``handler(args) -> int`` returns the exit code. The table is explicit:
+a module missing from it is a bug, not a build option.
 """
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import sys
 
-from .errors import GraphtuneError
+from ..errors import GraphtuneError
+from . import ab, audit, db, demo, inspect, model, tune
 
-# Modules that define ``register(subparsers)``; each adds its own commands.
-_COMMAND_MODULES = ("cli_core", "cli_db", "cli_inspect", "cli_audit", "cli_model", "cli_ab", "cli_tune", "cli_demo")
+COMMANDS = (db, inspect, audit, model, ab, tune, demo)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,13 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Capture-safe, per-bucket Triton autotuning for CUDA-graph-captured inference servers.")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-v info, -vv debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in _COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"graphtune.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"graphtune.{name}":
-                continue  # that command family is not part of this build
-            raise
+    for module in COMMANDS:
         module.register(sub)
     return parser
 

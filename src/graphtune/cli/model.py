@@ -4,7 +4,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from .model import ThroughputModel, parse_points
+from ..configs import parse_list
+from ..model import ThroughputModel, parse_points
 
 _EXAMPLE = """\
 example:
@@ -37,19 +38,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _numbers(text: str, what: str) -> list[float]:
-    out: list[float] = []
-    for item in text.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        try:
-            value = float(item)
-        except ValueError:
-            raise ValueError(f"{what}: {item!r} is not a number (in {text!r})") from None
-        out.append(int(value) if value.is_integer() else value)
-    if not out:
-        raise ValueError(f"{what}: no numbers in {text!r}")
-    return out
+    return parse_list(text, _number, what=what, nothing="numbers")
+
+
+def _number(item: str) -> float:
+    try:
+        value = float(item)
+    except ValueError:
+        raise ValueError(f"{item!r} is not a number") from None
+    return int(value) if value.is_integer() else value
 
 
 def _components(items: list[str]) -> dict[str, float]:

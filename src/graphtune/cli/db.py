@@ -9,8 +9,8 @@ from typing import Any, Sequence
 from rich.console import Console
 from rich.table import Table
 
-from .db import Entry, ImportReport, TuningDB, staleness
-from .identity import current_env, env_mismatch
+from ..db import Entry, ImportReport, TuningDB, staleness
+from ..identity import current_env, env_mismatch
 
 _LAUNCH = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 _SHORT = {"gpu_name": "GPU", "compute_capability": "cc", "triton_version": "triton", "torch_version": "torch",

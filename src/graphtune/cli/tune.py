@@ -1,7 +1,7 @@
 """``graphtune tune MODULE:TARGET --sizes ...``: tune every bucket offline, sharded over torchrun's ranks."""
 from __future__ import annotations
 
-from ._loading import load_object, parse_sizes
+from .._loading import load_object, parse_sizes
 
 import argparse
 import sys
@@ -15,7 +15,7 @@ examples:
   graphtune tune ./tuning.py:DECODE           (the target's default_sizes, recorded in the database)
 
 TARGET is an object with `kernel` (a graphtune kernel), `default_sizes`, and
-`make_args(size) -> (args, kwargs, grid)` (graphtune.distributed.TuneTarget); a class is instantiated.
+`make_args(size) -> (args, kwargs, grid)` (graphtune.TuneTarget); a class is instantiated.
 Under torchrun the (bucket, config) timings are dealt round-robin to the ranks and rank 0 writes the
 results; give GRAPHTUNE_DIST_TIMEOUT_S more than the longest share of one rank takes."""
 
@@ -45,20 +45,20 @@ def resolve_target(spec: str) -> Any:
 
 
 def handler(args: argparse.Namespace) -> int:
-    from . import distributed, settings
+    from .. import agreement, settings, sharded
 
     target = resolve_target(args.target)
     sizes = parse_sizes(args.sizes) if args.sizes else None
     if args.out is None and args.db is None and settings.db_disabled():
         raise ValueError("GRAPHTUNE_NO_DB=1 and no --out: the results would be lost; give --out FILE or --db PATH")
     db: Any = args.db if args.db is not None else (args.out is None)
-    created = distributed.init_from_env()
+    created = agreement.init_from_env()
     try:
         t0 = time.perf_counter()
-        results = distributed.tune_sharded(target, sizes, out=args.out, db=db)
+        results = sharded.tune_sharded(target, sizes, out=args.out, db=db)
         elapsed = time.perf_counter() - t0
-        if distributed.current_rank() == 0:
-            _print(target, results, elapsed, distributed.current_world_size(), args.out, db)
+        if agreement.current_rank() == 0:
+            _print(target, results, elapsed, agreement.current_world_size(), args.out, db)
     finally:
         if created:
             import torch.distributed as dist
@@ -88,5 +88,5 @@ def _print(target: Any, results: dict, elapsed: float, world: int, out: str | No
     if out:
         console.print(f"wrote {out}")
     if db is not False and db is not None:
-        from .db import TuningDB
+        from ..db import TuningDB
         console.print(f"recorded in {TuningDB(None if db is True else db).path}")

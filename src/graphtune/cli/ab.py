@@ -5,8 +5,8 @@ import argparse
 import sys
 from typing import Any
 
-from ._loading import parse_sizes
-from .ab import TARGET_ALIASES, ABResult, ab
+from .._loading import parse_sizes
+from ..ab import TARGET_ALIASES, ABResult, ab
 
 _EXAMPLE = """\
 examples:

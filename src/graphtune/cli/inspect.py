@@ -14,9 +14,9 @@ import argparse
 import json
 from typing import Any
 
-from .configs import LAUNCH_OPTIONS, parse_params
-from .errors import InspectError
-from .resources import ResourceRow, _resolve, get_target, inspect, list_targets
+from ..configs import LAUNCH_OPTIONS, parse_list, parse_params
+from ..errors import InspectError
+from ..resources import ResourceRow, _resolve, get_target, inspect, list_targets
 
 
 def register(subparsers: Any) -> None:
@@ -43,15 +43,15 @@ def register(subparsers: Any) -> None:
 def _parse_signature(items: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in items:
-        for part in item.split(","):
-            part = part.strip()
-            if not part:
-                continue
-            name, sep, ty = part.partition("=")
-            if not sep or not name.strip() or not ty.strip():
-                raise InspectError(f"--signature {part!r} is not NAME=TYPE (e.g. x_ptr=*bf16)")
-            out[name.strip()] = ty.strip()
+        out.update(parse_list(item, _name_type, what="--signature", nothing=None, error=InspectError))
     return out
+
+
+def _name_type(part: str) -> tuple[str, str]:
+    name, sep, ty = part.partition("=")
+    if not sep or not name.strip() or not ty.strip():
+        raise ValueError(f"{part!r} is not NAME=TYPE (e.g. x_ptr=*bf16)")
+    return name.strip(), ty.strip()
 
 
 def _parse_constexprs(items: list[str]) -> dict[str, Any]:
@@ -63,7 +63,7 @@ def _parse_constexprs(items: list[str]) -> dict[str, Any]:
 
 def load_object(spec: str) -> Any:
     """``pkg.module:name`` or ``path/to/file.py:name.attr`` -> the object."""
-    from ._loading import load_object as load
+    from .._loading import load_object as load
     return load(spec, "inspect", form="MODULE:KERNEL", error=InspectError)
 
 

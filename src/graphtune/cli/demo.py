@@ -16,5 +16,5 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .demo import main
+    from ..demo import main
     return main(args.out, force_cpu=args.cpu, full_space=args.full)

@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from .audit import HAZARD, AuditReport, audit_paths
+from ..audit import HAZARD, AuditReport, audit_paths
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -1,0 +1,112 @@
+"""The one module that knows ``JITFunction`` / ``CompiledKernel`` internals: the direct launch of a tuned hit.
+
+``JITFunction.run`` binds every argument through a generated binder, computes Triton's specialisation key
+and looks the compiled kernel up: most of a launch's host cost. A tuned hit here computes one cheaper
+*specialisation signature* of the positional arguments (dtype and 16-byte alignment of each tensor,
+divisibility by 16 / unit value / 32-bit range of each int, value of each constexpr), at least as fine as what
+Triton specialises on, and launches the ``CompiledKernel`` that ``JITFunction.run`` returned for that
+signature the first time. What ``JITFunction.run`` does on every launch and how this module keeps it:
+
+- the current device and stream: asked the same way (``driver.active`` getters, resolved once);
+- ``pre_run_hooks``: a kernel that has any is never launched directly (``FastLaunch.usable``);
+- the guard that global variables the kernel read have not changed since compilation: checked here on every
+  direct launch; a change sends the launch through ``JITFunction.run``, which raises Triton's own error;
+- launch metadata and the profiler's enter/exit hooks: built only when a hook is registered.
+Each of these is pinned by a test against the installed Triton (tests/cpu/test_launch.py), which fails when
+Triton changes the code this module mirrors.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from triton import knobs
+from triton.runtime.jit import JITFunction
+
+_INT32_LO, _INT32_HI = -(2 ** 31), 2 ** 31
+_MISSING = object()
+
+
+def _get_device() -> int:
+    global _get_device
+    from triton.runtime.driver import driver
+    _get_device = driver.active.get_current_device   # resolved once: the lazy driver proxy costs per access
+    return _get_device()
+
+
+def _get_stream(device: int):
+    global _get_stream
+    from triton.runtime.driver import driver
+    _get_stream = driver.active.get_current_stream
+    return _get_stream(device)
+
+
+def _hook_set(hook: Any) -> bool:
+    # triton 3.6 keeps hooks in (possibly empty) HookChains; older versions use None or a callable
+    return hook is not None and bool(getattr(hook, "calls", True))
+
+
+class FastLaunch:
+    """Direct launches of one ``JITFunction``'s compiled kernels, keyed by the caller (key values, signature)."""
+
+    __slots__ = ("jit", "arg_names", "constexpr_pos", "cache")
+
+    def __init__(self, jit: JITFunction, arg_names: Sequence[str]):
+        self.jit = jit
+        self.arg_names = tuple(arg_names)
+        self.constexpr_pos = frozenset(p.num for p in jit.params if p.is_constexpr)
+        # caller key -> (payload, CompiledKernel, config values appended positionally)
+        self.cache: dict[tuple, tuple[Any, Any, tuple]] = {}
+
+    def usable(self) -> bool:
+        return not self.jit.pre_run_hooks
+
+    def signature(self, args: tuple) -> tuple | None:
+        """The specialisation signature of positional ``args``, or None for argument types left to Triton."""
+        out = []
+        cpos = self.constexpr_pos
+        for i, a in enumerate(args):
+            t = type(a)
+            if i in cpos:
+                out.append((t, a))
+            elif t is int:
+                out.append(4 if a == 1 else ((a % 16 == 0) | ((not _INT32_LO <= a < _INT32_HI) << 1)))
+            elif hasattr(a, "data_ptr"):
+                out.append((a.dtype, (a.data_ptr() & 15) == 0))
+            elif a is None or t is float or t is bool:
+                out.append(t)
+            else:
+                return None  # anything else (tuples, numpy scalars, ...) goes through Triton's own binder
+        return tuple(out)
+
+    def tail(self, config_kwargs: dict[str, Any], n_args: int) -> tuple | None:
+        """Config values appended positionally: only when they are exactly the parameters after the args."""
+        names = self.arg_names[n_args:]
+        if set(names) != set(config_kwargs):
+            return None
+        return tuple(config_kwargs[k] for k in names)
+
+    def remember(self, key: tuple, payload: Any, compiled: Any, tail: tuple) -> None:
+        if hasattr(compiled, "packed_metadata") and hasattr(compiled, "run"):
+            self.cache[key] = (payload, compiled, tail)
+
+    def globals_unchanged(self) -> bool:
+        for (name, _), (val, globals_dict) in self.jit.used_global_vals.items():
+            if globals_dict.get(name, _MISSING) != val:
+                return False
+        return True
+
+    def launch(self, compiled: Any, grid, full: tuple) -> Any:
+        """Launch ``compiled`` on the current stream with the positional arguments ``full`` (args + tail)."""
+        if callable(grid):
+            grid = grid(dict(zip(self.arg_names, full)))
+        n = len(grid)
+        stream = _get_stream(_get_device())
+        enter = knobs.runtime.launch_enter_hook
+        exit_ = knobs.runtime.launch_exit_hook
+        if _hook_set(enter) or _hook_set(exit_):
+            meta = compiled.launch_metadata(grid, stream, *full)
+        else:  # no profiler hooks: skip building metadata nobody reads
+            meta = enter = exit_ = None
+        compiled.run(grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, stream, compiled.function,
+                     compiled.packed_metadata, meta, enter, exit_, *full)
+        return compiled
