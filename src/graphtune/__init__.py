@@ -16,7 +16,7 @@ from .patch import patch_triton, unpatch_triton
 from .sharded import TuneTarget, tune_sharded
 from .tuner import GraphtuneKernel, assert_covered, autotune, check_forces, coverage, force, unforce, warmup
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 __all__ = [
     "autotune", "Buckets", "GraphtuneKernel", "warmup", "coverage", "assert_covered", "Coverage",

@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from .configs import parse_list
+from .configs import number, parse_list
 
 
 def import_module(text: str, what: str) -> Any:
@@ -63,14 +63,4 @@ def load_object(spec: str, what: str, *, default_attr: str | None = None, form: 
 
 def parse_sizes(text: str, flag: str = "--sizes") -> list[int]:
     """``"1,2,4"`` -> ``[1, 2, 4]``; anything but positive integers is a ValueError naming the flag and value."""
-    return parse_list(text, _size, what=flag, nothing="sizes")
-
-
-def _size(item: str) -> int:
-    try:
-        value = int(item)
-    except ValueError:
-        raise ValueError(f"{item!r} is not an integer") from None
-    if value < 1:
-        raise ValueError(f"{value} is not a size >= 1")
-    return value
+    return parse_list(text, lambda item: int(number(item, integer=True, minimum=1)), what=flag, nothing="sizes")

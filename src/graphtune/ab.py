@@ -607,7 +607,7 @@ def _graph_replay_sampler() -> Sampler:
 
 
 def _environment() -> dict[str, Any]:
-    from . import __version__
+    from ._version import __version__
 
     env: dict[str, Any] = {"graphtune": __version__, "torch": torch.__version__, "triton": triton.__version__,
                            "python": platform.python_version()}

@@ -93,6 +93,18 @@ def _parse_value(text: str) -> Any:
         return text
 
 
+def number(item: str, *, integer: bool = False, minimum: float | None = None) -> float:
+    """One list item as a number (an int when ``integer``, else a float that is an int when whole), at least
+    ``minimum``; a ValueError naming the item otherwise."""
+    try:
+        value: float = int(item) if integer else float(item)
+    except ValueError:
+        raise ValueError(f"{item!r} is not {'an integer' if integer else 'a number'}") from None
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{value} is not a size >= {minimum}")
+    return int(value) if not integer and float(value).is_integer() else value
+
+
 def parse_params(text: str, *, where: str = "config") -> dict[str, Any]:
     """``"num_warps=8, BLOCK_N=32"`` -> ``{"num_warps": 8, "BLOCK_N": 32}``; malformed text is a ConfigError."""
     return dict(parse_list(text, name_value, what=where, nothing="NAME=VALUE pairs", error=ConfigError))

@@ -11,6 +11,10 @@ import bisect
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+# The batch sizes an SGLang-style engine captures CUDA graphs for by default (multiples of 8 up to 256 after the
+# small sizes; read in the engine's source): the shipped kernels' buckets and the demo's sizes.
+ENGINE_CAPTURE_SIZES: tuple[int, ...] = (1, 2, 4, 8, 12, 16, *range(24, 257, 8))
+
 
 @dataclass(frozen=True)
 class Buckets:

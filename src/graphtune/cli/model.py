@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..configs import parse_list
+from ..configs import number, parse_list
 from ..model import ThroughputModel, parse_points
 
 _EXAMPLE = """\
@@ -38,15 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _numbers(text: str, what: str) -> list[float]:
-    return parse_list(text, _number, what=what, nothing="numbers")
-
-
-def _number(item: str) -> float:
-    try:
-        value = float(item)
-    except ValueError:
-        raise ValueError(f"{item!r} is not a number") from None
-    return int(value) if value.is_integer() else value
+    return parse_list(text, number, what=what, nothing="numbers")
 
 
 def _components(items: list[str]) -> dict[str, float]:

@@ -24,10 +24,12 @@ from typing import Any
 
 import triton
 
+from ...keys import ENGINE_CAPTURE_SIZES
+
 # Batch sizes a server typically captures (graphs padded up to the next one): 1, 2, 4, 8, 12, 16, then
-# multiples of 8 up to 256, as one open-source engine's default list (FACTS.md). A bucket per captured size
+# multiples of 8 up to 256, as one open-source engine captures by default (read in its source). A bucket per captured size
 # costs one tuning pass each (about 0.03-0.1 s on the H200, benchmarks/bench_tuning.py).
-CAPTURE_SIZES: tuple[int, ...] = (1, 2, 4, 8, 12, 16, *range(24, 257, 8))
+CAPTURE_SIZES: tuple[int, ...] = ENGINE_CAPTURE_SIZES
 
 META_NAMES = ("BLOCK_N", "BLOCK_H", "CONVERT", "QK8", "PROGRAMS_PER_SM")
 

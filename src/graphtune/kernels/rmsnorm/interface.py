@@ -5,11 +5,11 @@ import torch
 import triton
 
 from ... import settings
-from ...keys import Buckets
+from ...keys import ENGINE_CAPTURE_SIZES, Buckets
 from ...tuner import autotune
 from .kernel import _fused_add_rmsnorm_kernel
 
-CAPTURE_SIZES = (1, 2, 4, 8, 12, 16, *range(24, 257, 8))   # as the MLA kernel: the engine's captured sizes
+CAPTURE_SIZES = ENGINE_CAPTURE_SIZES
 
 
 def _configs() -> list[triton.Config]:
