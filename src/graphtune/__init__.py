@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .ab import ABResult, ab, decide
 from .audit import AuditReport, audit_paths
-from .capture import freeze, is_frozen, set_policy, unfreeze
+from .capture import is_frozen, set_policy, unfreeze
 from .coverage import Coverage
 from .db import TuningDB, load
 from .agreement import set_process_group
@@ -14,7 +14,8 @@ from .model import ThroughputModel, fit_points
 from .resources import inspect
 from .patch import patch_triton, unpatch_triton
 from .sharded import TuneTarget, tune_sharded
-from .tuner import GraphtuneKernel, assert_covered, autotune, check_forces, coverage, force, unforce, warmup
+from .tuner import (GraphtuneKernel, assert_covered, autotune, check_forces, coverage, force, freeze, unforce,
+                    warmup)
 
 from ._version import __version__
 

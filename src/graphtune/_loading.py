@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from .configs import number, parse_list
+from .errors import UserCodeError, one_line
 
 
 def import_module(text: str, what: str) -> Any:
@@ -31,6 +32,9 @@ def import_module(text: str, what: str) -> Any:
         sys.modules[name] = module
         try:
             spec.loader.exec_module(module)
+        except Exception as exc:  # noqa: BLE001 - the user's module failed: say which and why, in one line
+            sys.modules.pop(name, None)
+            raise UserCodeError(f"{what}: importing {path} failed: {one_line(exc)}") from exc
         except BaseException:
             sys.modules.pop(name, None)
             raise
@@ -41,7 +45,11 @@ def import_module(text: str, what: str) -> Any:
     try:
         return importlib.import_module(text)
     except ModuleNotFoundError as exc:
+        if exc.name and not text.startswith(exc.name) and exc.name not in text:
+            raise UserCodeError(f"{what}: importing module {text!r} failed: {one_line(exc)}") from exc
         raise ValueError(f"{what}: cannot import module {text!r} ({exc})") from None
+    except Exception as exc:  # noqa: BLE001 - the user's module failed: say which and why, in one line
+        raise UserCodeError(f"{what}: importing module {text!r} failed: {one_line(exc)}") from exc
 
 
 def load_object(spec: str, what: str, *, default_attr: str | None = None, form: str = "MODULE:NAME",

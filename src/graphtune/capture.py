@@ -46,7 +46,8 @@ def is_capturing() -> bool:
 
 
 def freeze() -> None:
-    """From now on no kernel tunes: misses follow the policy, as inside capture."""
+    """From now on no kernel tunes: misses follow the policy, as inside capture (``graphtune.freeze`` checks
+    settings and forces first: tuner.freeze)."""
     STATE.frozen = True
 
 

@@ -132,14 +132,50 @@ def parse_force_spec(spec: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def config_with(base: triton.Config, params: dict[str, Any], *, allowed_meta: Iterable[str], where: str) -> triton.Config:
-    """A copy of ``base`` with ``params`` applied; a name that is neither a meta-parameter nor a launch option
-    is a ConfigError listing the names that exist."""
+def config_with(base: triton.Config, params: dict[str, Any], *, allowed_meta: Iterable[str], where: str,
+                examples: Iterable[triton.Config] = ()) -> triton.Config:
+    """A copy of ``base`` with ``params`` applied. A name that is neither a meta-parameter nor a launch option is
+    a ConfigError listing the names that exist; a value of the wrong kind is a ConfigError naming it: launch
+    options are positive ints (num_warps a power of two), and a meta-parameter takes the type its values have
+    in ``examples`` (the kernel's configs), positive when every example value is."""
     allowed = set(allowed_meta)
     data = config_to_dict(base)
+    seen: dict[str, list[Any]] = {}
+    for c in [base, *examples]:
+        for k, v in c.kwargs.items():
+            seen.setdefault(k, []).append(v)
     for name, value in params.items():
         if name not in allowed and name not in LAUNCH_OPTIONS:
             raise ConfigError(
                 f"{where}: unknown parameter {name!r}; known: {sorted(allowed) + list(LAUNCH_OPTIONS)}")
+        _check_value(name, value, seen.get(name, []), where)
         data[name] = value
     return config_from_dict(data)
+
+
+def _check_value(name: str, value: Any, examples: list[Any], where: str) -> None:
+    def bad(expected: str) -> ConfigError:
+        return ConfigError(f"{where}: {name}={value!r} is not {expected}")
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    if name == "num_warps":
+        if not is_int or value < 1 or value & (value - 1):
+            raise bad("a power of two >= 1")
+    elif name in ("num_stages", "num_ctas"):
+        if not is_int or value < 1:
+            raise bad("an int >= 1")
+    elif name == "maxnreg":
+        if value is not None and (not is_int or value < 1):
+            raise bad("an int >= 1 (or None)")
+    elif examples:
+        kinds = {type(v) for v in examples}
+        if kinds == {bool}:
+            if not isinstance(value, bool):
+                raise bad("true or false")
+        elif kinds <= {int}:
+            if not is_int:
+                raise bad(f"an int (the kernel's configs use {sorted(set(examples))})")
+            if all(v >= 1 for v in examples) and value < 1:
+                raise bad(f"an int >= 1 (the kernel's configs use {sorted(set(examples))})")
+        elif kinds <= {int, float}:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise bad("a number")

@@ -26,6 +26,10 @@ class InspectError(GraphtuneError, ValueError):
     """Bad input to the resource inspector (unknown target, signature mismatch, missing constexpr)."""
 
 
+class UserCodeError(GraphtuneError):
+    """User code that graphtune was asked to load or call failed (import, syntax, a target's make_args)."""
+
+
 class DistributedError(GraphtuneError):
     """Ranks of a process group disagree on what they tune, or a peer did not answer in time."""
 

@@ -45,6 +45,9 @@ class Buckets:
         return cls(kind="explicit", sizes=tuple(sorted(set(values))))
 
     def __post_init__(self) -> None:
+        if self.kind not in ("pow2", "explicit"):
+            raise ValueError(f"Buckets(kind={self.kind!r}): expected 'pow2' or 'explicit' (use Buckets.pow2() or "
+                             f"Buckets.explicit(sizes))")
         # a lookup table for the common case (a batch size up to the largest explicit bucket): one index
         # instead of a bisect on the launch hot path
         table: tuple[int, ...] = ()
@@ -63,6 +66,8 @@ class Buckets:
                 value = int(value)  # numpy / torch integer scalars
             except (TypeError, ValueError):
                 raise TypeError(f"bucketed key value {value!r} is not an integer") from None
+        if value < 0:
+            raise ValueError(f"bucketed key value {value} is negative: a batch or token count cannot be")
         if self.kind == "explicit":
             i = bisect.bisect_left(self.sizes, value)
             return self.sizes[i] if i < len(self.sizes) else self.sizes[-1]
@@ -98,7 +103,7 @@ def key_to_json(key: tuple) -> tuple:
 class KeyBuilder:
     """Builds the tuning key of one call. Positions are resolved once so a call costs a few tuple reads."""
 
-    __slots__ = ("names", "positions", "bucket_fns", "arg_names", "n_key")
+    __slots__ = ("names", "positions", "bucket_fns", "arg_names", "n_key", "kernel_name")
 
     def __init__(self, arg_names: Sequence[str], key: Sequence[str], buckets: dict[str, Buckets] | None,
                  kernel_name: str):
@@ -118,6 +123,7 @@ class KeyBuilder:
             if not isinstance(b, Buckets):
                 raise TypeError(f"kernel {kernel_name!r}: buckets[{name!r}] is {b!r}, expected graphtune.Buckets")
         self.arg_names = tuple(arg_names)
+        self.kernel_name = kernel_name
         self.names = tuple(key)
         self.n_key = len(key)
         self.positions = tuple(self.arg_names.index(k) for k in key)
@@ -127,7 +133,12 @@ class KeyBuilder:
         n = len(args)
         out = []
         for pos, name, bucket in zip(self.positions, self.names, self.bucket_fns):
-            value = args[pos] if pos < n else kwargs[name]
+            if pos < n:
+                value = args[pos]
+            elif name in kwargs:
+                value = kwargs[name]
+            else:
+                raise TypeError(self.missing(args, kwargs))
             out.append(value if bucket is None else bucket(value))
         # dtypes of every tensor argument, as stock Triton keys on them
         for a in args:
@@ -140,6 +151,14 @@ class KeyBuilder:
                 if dt is not None and name in self.arg_names:
                     out.append(dt)
         return tuple(out)
+
+    def missing(self, args: tuple, kwargs: dict) -> str:
+        """The error text of a launch that lacks key arguments."""
+        given = set(self.arg_names[:len(args)]) | set(kwargs)
+        lacking = [n for n in self.arg_names if n not in given]
+        return (f"kernel {self.kernel_name!r} launched with {len(args)} positional argument(s) "
+                f"{'and ' + str(sorted(kwargs)) + ' ' if kwargs else ''}: missing {lacking} "
+                f"(parameters: {list(self.arg_names)})")
 
     def raw_values(self, args: tuple, kwargs: dict) -> tuple:
         n = len(args)

@@ -179,3 +179,15 @@ def progress() -> bool | None:
 def interpret() -> bool:
     """Triton's own interpreter switch (not a graphtune variable; read here so it is read in one place)."""
     return _flag("TRITON_INTERPRET")
+
+
+def validate_all() -> None:
+    """Read every setting once, so a bad value fails where graphtune is first used (``autotune``, ``warmup``,
+    ``freeze``, the command line) with a ValueError naming the variable and value, not at the first miss inside
+    a serving loop. GRAPHTUNE_FORCE is parsed here; its parameters are checked against each kernel."""
+    for read in (policy, db_readonly, db_disabled, check, timer, timer_budget_ms, timer_mem_mb, dist_timeout_s,
+                 fast_launch, progress, interpret):
+        read()
+    from .configs import parse_force_spec
+    parse_force_spec(force_spec())
+

@@ -20,7 +20,7 @@ from . import capture
 from ._log import logger
 from .agreement import Header, active_group, digest, gather_bytes, gather_headers, init_from_env
 from .configs import config_label, config_to_dict
-from .errors import DatabaseError
+from .errors import DatabaseError, UserCodeError, one_line
 from .keys import key_to_json
 from .search import all_failed_error, candidate_indices, time_candidates
 from .store import entry_from_rows
@@ -63,7 +63,7 @@ class _Bucket:
     indices: list[int]   # candidate config indices (after the kernel's pruning)
 
 
-def _check_target(target: Any) -> None:
+def check_target(target: Any) -> None:
     missing = [a for a in ("kernel", "make_args") if not hasattr(target, a)]
     if missing or not callable(getattr(target, "make_args", None)):
         raise TypeError(f"tune target {target!r} lacks {missing or ['a callable make_args']}: it needs kernel (a "
@@ -85,7 +85,10 @@ def _check_sizes(sizes: Sequence[Any]) -> list[int]:
 
 
 def _make_args(target: TuneTarget, size: int) -> tuple[tuple, dict, Any]:
-    made = target.make_args(size)
+    try:
+        made = target.make_args(size)
+    except Exception as exc:  # noqa: BLE001 - user code: name it and the size it failed on
+        raise UserCodeError(f"{type(target).__name__}.make_args({size}) raised {one_line(exc)}") from exc
     if not isinstance(made, (tuple, list)) or len(made) != 3:
         raise TypeError(f"{type(target).__name__}.make_args({size}) returned {type(made).__name__}; expected "
                         f"(args, kwargs, grid)")
@@ -112,7 +115,7 @@ def tune_sharded(target: TuneTarget, sizes: Sequence[int] | None = None, *, out:
     to the ranks; every rank installs every bucket's winner; rank 0 writes ``out`` (an export file in the
     format of ``graphtune db export``) and, with ``db`` (True: the default database; a path: that file), records
     the entries in the database. Returns {key: TunedBucket} in the order of ``sizes``."""
-    _check_target(target)
+    check_target(target)
     kernel = target.kernel
     sizes = _check_sizes(list(sizes) if sizes is not None else list(getattr(target, "default_sizes", ())))
     if capture.why_no_tuning() is not None:

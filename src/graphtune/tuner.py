@@ -73,6 +73,14 @@ def unforce(name: str | None = None) -> None:
         STATE.force_gen += 1
 
 
+def freeze() -> None:
+    """From now on no kernel tunes: misses follow the policy, as inside capture. Settings and forces are checked
+    first: a bad GRAPHTUNE_* value, or a force naming no kernel, fails here rather than at the first miss."""
+    settings.validate_all()
+    check_forces()
+    capture.freeze()
+
+
 def check_forces() -> None:
     """Raise ConfigError for any forced kernel name (API or GRAPHTUNE_FORCE) that matches no kernel."""
     names = set(STATE.forces) | set(_env_forces())
@@ -83,6 +91,12 @@ def check_forces() -> None:
 
 def kernels() -> dict[str, list[GraphtuneKernel]]:
     return {k: list(v) for k, v in STATE.kernels.items()}
+
+
+def _definition(fn: Any) -> str:
+    """Where a kernel function is defined (module and qualified name): re-decorating the same function (a
+    re-imported module, a kernel made in a loop) keeps its name; another function may not take it."""
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', getattr(fn, '__name__', '?'))}"
 
 
 # -------------------------------------------------------------------------------------------------- choices
@@ -172,7 +186,13 @@ class GraphtuneKernel(KernelInterface):
         self._fast = FastLaunch(jit, self.arg_names) if (jit is not None and not settings.interpret()
                                                           and settings.fast_launch()) else None
         with STATE.lock:
-            STATE.kernels.setdefault(self.name, []).append(self)
+            same_name = STATE.kernels.setdefault(self.name, [])
+            other = next((k for k in same_name if _definition(k.base_fn) != _definition(self.base_fn)), None)
+            if other is not None:
+                raise ValueError(f"two graphtune kernels are named {self.name!r}: {_definition(other.base_fn)} and "
+                                 f"{_definition(self.base_fn)}; their database entries and forces would collide. "
+                                 f"Give one of them another name= ")
+            same_name.append(self)
             pending = STATE.forces.get(self.name) or _env_forces().get(self.name)
         if pending:
             self._forced_from(pending)  # fail at decoration for unknown parameter names
@@ -226,7 +246,7 @@ class GraphtuneKernel(KernelInterface):
 
     def _forced_from(self, params: dict[str, Any]) -> triton.Config:
         base = self.default or self.configs[0]
-        return config_with(base, params, allowed_meta=self.meta_names,
+        return config_with(base, params, allowed_meta=self.meta_names, examples=self.configs,
                            where=f"force for kernel {self.name!r}")
 
     # ---------------------------------------------------------------------------------------- misses
@@ -464,6 +484,16 @@ def autotune(configs: Sequence[triton.Config], key: Sequence[str], *, buckets: d
     """
     if isinstance(key, str):
         raise TypeError(f"autotune(key={key!r}): key must be a list of parameter names, not a string")
+    if isinstance(configs, triton.Config) or not isinstance(configs, Sequence) or isinstance(configs, str):
+        raise TypeError(f"autotune(configs={configs!r}): configs must be a list of triton.Config")
+    if not configs:
+        raise ValueError("autotune(configs=[]): give at least one triton.Config")
+    bad = [c for c in configs if not isinstance(c, triton.Config)]
+    if bad:
+        raise TypeError(f"autotune(configs=...): {bad[0]!r} is not a triton.Config")
+    if name is not None and (not isinstance(name, str) or not name):
+        raise ValueError(f"autotune(name={name!r}): name must be a non-empty string")
+    settings.validate_all()
 
     def decorator(fn) -> GraphtuneKernel:
         arg_names = getattr(fn, "arg_names", None)
@@ -485,10 +515,20 @@ def warmup(fn: Callable[..., Any], sizes: Sequence[int], make_args: Callable[[in
     then compile and load the configs a capture-time miss could fall back to."""
     if capture.is_capturing():
         raise RuntimeError("graphtune.warmup() was called inside CUDA graph capture; call it before capturing")
-    check_forces()
+    if not callable(fn):
+        raise TypeError(f"graphtune.warmup(fn={fn!r}): fn must be callable (the server's step)")
+    if not callable(make_args):
+        raise TypeError(f"graphtune.warmup(make_args={make_args!r}): make_args must be callable: size -> args")
+    if sizes is None or isinstance(sizes, (str, bytes)) or not isinstance(sizes, Sequence):
+        raise TypeError(f"graphtune.warmup(sizes={sizes!r}): sizes must be a list of batch sizes")
     sizes = list(sizes)
     if not sizes:
         raise ValueError("graphtune.warmup(sizes=[]): give the batch sizes the server captures")
+    bad = [s for s in sizes if isinstance(s, bool) or not isinstance(s, int) or s < 1]
+    if bad:
+        raise ValueError(f"graphtune.warmup(sizes={sizes!r}): {bad[0]!r} is not a batch size >= 1")
+    settings.validate_all()
+    check_forces()
     show = settings.progress()
     if show is None:
         show = _isatty()

@@ -10,7 +10,8 @@ import argparse
 import logging
 import sys
 
-from ..errors import GraphtuneError
+from .. import settings
+from ..errors import GraphtuneError, one_line
 from . import ab, audit, db, demo, inspect, model, tune
 
 COMMANDS = (db, inspect, audit, model, ab, tune, demo)
@@ -21,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="graphtune",
         description="Capture-safe, per-bucket Triton autotuning for CUDA-graph-captured inference servers.")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-v info, -vv debug)")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error instead of one line")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in COMMANDS:
         module.register(sub)
@@ -36,7 +38,18 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
+        settings.validate_all()
         return int(args.func(args) or 0)
-    except (GraphtuneError, ValueError, FileNotFoundError) as exc:
-        print(f"graphtune: error: {exc}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("graphtune: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the command line reports every error as one line (--debug: all)
+        if args.debug:
+            raise
+        if isinstance(exc, (GraphtuneError, ValueError, FileNotFoundError)):
+            text = str(exc)
+        else:
+            text = f"{one_line(exc)} (--debug shows the traceback)"
+        print(f"graphtune: error: {' '.join(text.split()) if len(text.splitlines()) <= 1 else text}",
+              file=sys.stderr)
         return 2

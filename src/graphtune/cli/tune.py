@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .._loading import load_object, parse_sizes
+from ..errors import UserCodeError, one_line
 
 import argparse
 import sys
@@ -40,15 +41,23 @@ def resolve_target(spec: str) -> Any:
     """``MODULE:ATTR`` (MODULE dotted or a ``.py`` path, ATTR may be dotted) -> the TuneTarget object."""
     obj: Any = load_object(spec, f"tune target {spec!r}")
     if isinstance(obj, type):
-        obj = obj()
+        try:
+            obj = obj()
+        except Exception as exc:  # noqa: BLE001 - user code
+            raise UserCodeError(f"tune target {spec!r}: {obj.__name__}() raised {one_line(exc)}; TARGET must be an "
+                                f"object with kernel, default_sizes and make_args (or a class made without "
+                                f"arguments)") from exc
     return obj
 
 
 def handler(args: argparse.Namespace) -> int:
     from .. import agreement, settings, sharded
+    from ..tuner import check_forces
 
     target = resolve_target(args.target)
-    sizes = parse_sizes(args.sizes) if args.sizes else None
+    sharded.check_target(target)
+    check_forces()   # a GRAPHTUNE_FORCE naming no kernel is an error here, not silently ignored
+    sizes = parse_sizes(args.sizes) if args.sizes is not None else None
     if args.out is None and args.db is None and settings.db_disabled():
         raise ValueError("GRAPHTUNE_NO_DB=1 and no --out: the results would be lost; give --out FILE or --db PATH")
     db: Any = args.db if args.db is not None else (args.out is None)
