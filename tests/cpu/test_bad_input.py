@@ -1,0 +1,183 @@
+"""Issue 17's bad-input probes: each one fails with one clear line naming the argument and the value, where
+graphtune is first used, never later inside the serving path."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import graphtune
+from graphtune import Buckets
+from graphtune.cli import main
+from graphtune.errors import ConfigError
+
+
+@triton.jit
+def _copy_kernel(x_ptr, out_ptr, n, B, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+@triton.jit
+def _other_kernel(x_ptr, out_ptr, n, B, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+CONFIGS = [triton.Config({"BLOCK": b}, num_warps=w) for b in (16, 32) for w in (1, 2)]
+
+
+def _kernel(name: str):
+    return graphtune.autotune(CONFIGS, key=["B"], name=name, do_bench=lambda fn: 1.0)(_copy_kernel)
+
+
+@pytest.mark.parametrize("params,message", [
+    ({"num_warps": "abc"}, "num_warps='abc' is not a power of two >= 1"),
+    ({"num_warps": -4}, "num_warps=-4 is not a power of two >= 1"),
+    ({"num_warps": 3}, "num_warps=3 is not a power of two >= 1"),
+    ({"num_stages": 0}, "num_stages=0 is not an int >= 1"),
+    ({"BLOCK": "abc"}, "BLOCK='abc' is not an int"),
+    ({"BLOCK": 0}, "BLOCK=0 is not an int >= 1"),
+], ids=["warps-text", "warps-negative", "warps-not-pow2", "stages-0", "block-text", "block-0"])
+def test_force_values_are_typed_against_the_kernel(params, message):
+    _kernel("bi_force")
+    with pytest.raises(ConfigError, match=message):
+        graphtune.force("bi_force", **params)
+
+
+def test_env_force_values_are_typed_at_decoration(monkeypatch):
+    monkeypatch.setenv("GRAPHTUNE_FORCE", "bi_env:num_warps=abc")
+    with pytest.raises(ConfigError, match="force for kernel 'bi_env': num_warps='abc'"):
+        _kernel("bi_env")
+
+
+def test_force_for_a_kernel_never_defined_is_reported_at_freeze_and_warmup(monkeypatch):
+    monkeypatch.setenv("GRAPHTUNE_FORCE", "no_such_kernel:num_warps=4")
+    with pytest.raises(ConfigError, match=r"\['no_such_kernel'\] match no graphtune kernel"):
+        graphtune.freeze()
+    assert not graphtune.is_frozen()
+    with pytest.raises(ConfigError, match="no_such_kernel"):
+        graphtune.warmup(lambda b: None, [1], lambda b: (b,))
+
+
+def test_bad_policy_fails_at_decoration_and_at_freeze(monkeypatch):
+    monkeypatch.setenv("GRAPHTUNE_POLICY", "bogus")
+    with pytest.raises(ValueError, match="GRAPHTUNE_POLICY='bogus'"):
+        _kernel("bi_policy")
+    with pytest.raises(ValueError, match="GRAPHTUNE_POLICY='bogus'"):
+        graphtune.freeze()
+
+
+@pytest.mark.parametrize("configs,error,message", [
+    ([], ValueError, r"configs=\[\]"),
+    (None, TypeError, "configs=None"),
+    (triton.Config({"BLOCK": 16}), TypeError, "configs must be a list"),
+    ([{"BLOCK": 16}], TypeError, "is not a triton.Config"),
+], ids=["empty", "none", "one-config", "dict"])
+def test_autotune_checks_its_configs(configs, error, message):
+    with pytest.raises(error, match=message):
+        graphtune.autotune(configs, key=["B"], name="bi_cfg")
+
+
+def test_two_kernels_may_not_share_a_name():
+    _kernel("bi_dup")
+    _kernel("bi_dup")   # the same function decorated again (a re-import) keeps its name
+    with pytest.raises(ValueError, match=r"two graphtune kernels are named 'bi_dup'.*_copy_kernel.*_other_kernel"):
+        graphtune.autotune(CONFIGS, key=["B"], name="bi_dup")(_other_kernel)
+
+
+def test_a_launch_without_the_key_argument_names_it():
+    k = _kernel("bi_args")
+    x = torch.randn(8)
+    with pytest.raises(TypeError, match=r"kernel 'bi_args' launched with 3 positional argument\(s\) : missing "
+                                        r"\['B', 'BLOCK'\]"):
+        k[(1,)](x, torch.empty_like(x), 8)
+
+
+def test_buckets_reject_unknown_kinds_and_negative_sizes():
+    with pytest.raises(ValueError, match="Buckets\\(kind='bogus'\\)"):
+        Buckets(kind="bogus")
+    with pytest.raises(ValueError, match="bucketed key value -3 is negative"):
+        Buckets.explicit([1, 2, 4])(-3)
+    with pytest.raises(ValueError, match="negative"):
+        Buckets.pow2(64)(-1)
+
+
+@pytest.mark.parametrize("args,error,message", [
+    ((lambda b: None, None, lambda b: (b,)), TypeError, "sizes=None"),
+    ((lambda b: None, "1,2", lambda b: (b,)), TypeError, "sizes='1,2'"),
+    ((lambda b: None, [1, 0], lambda b: (b,)), ValueError, "0 is not a batch size"),
+    ((None, [1], lambda b: (b,)), TypeError, "fn=None"),
+    ((lambda b: None, [1], None), TypeError, "make_args=None"),
+], ids=["sizes-none", "sizes-text", "size-0", "fn-none", "make-args-none"])
+def test_warmup_checks_its_arguments(args, error, message):
+    with pytest.raises(error, match=message):
+        graphtune.warmup(*args)
+
+
+# ------------------------------------------------------------------------------------------ the command line
+
+
+def _one_line_error(capsys, argv, *needles) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("graphtune: error:"), err
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+def test_tune_with_a_target_of_the_wrong_type_is_one_line(capsys):
+    _one_line_error(capsys, ["tune", "graphtune:Buckets"], "Buckets()")
+    _one_line_error(capsys, ["tune", "graphtune.keys:key_to_json"], "lacks")
+
+
+def test_tune_of_a_module_that_does_not_import_is_one_line(tmp_path, capsys):
+    broken = tmp_path / "broken_syntax.py"
+    broken.write_text("def f(:\n")
+    _one_line_error(capsys, ["tune", f"{broken}:TARGET"], str(broken), "SyntaxError")
+    raising = tmp_path / "raising_mod.py"
+    raising.write_text("raise RuntimeError('boom at import')\n")
+    _one_line_error(capsys, ["tune", f"{raising}:TARGET"], "RuntimeError: boom at import")
+    _one_line_error(capsys, ["inspect", f"{raising}:kernel"], "boom at import")
+
+
+def test_tune_whose_make_args_raises_is_one_line(tmp_path, capsys):
+    mod = tmp_path / "target_mod.py"
+    mod.write_text(textwrap.dedent('''
+        import triton, triton.language as tl, graphtune
+
+        @triton.jit
+        def _k(x_ptr, B, BLOCK: tl.constexpr):
+            pass
+
+        class Target:
+            kernel = graphtune.autotune([triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})],
+                                        key=["B"], name="bi_make_args")(_k)
+            default_sizes = [1, 2]
+
+            def make_args(self, size):
+                raise KeyError("no inputs for this size")
+
+        TARGET = Target()
+    '''))
+    _one_line_error(capsys, ["tune", f"{mod}:TARGET", "--out", str(tmp_path / "o.json")],
+                    "Target.make_args(1) raised KeyError")
+
+
+def test_tune_with_empty_sizes_is_an_error(capsys):
+    _one_line_error(capsys, ["tune", "_dist_workers:CLI_TARGET", "--sizes", ""], "--sizes: no sizes")
+
+
+def test_tune_reports_a_force_for_a_kernel_that_does_not_exist(monkeypatch, capsys):
+    monkeypatch.setenv("GRAPHTUNE_FORCE", "not_a_kernel:num_warps=4")
+    _one_line_error(capsys, ["tune", "_dist_workers:CLI_TARGET", "--sizes", "2"], "not_a_kernel")
+
+
+def test_cli_refuses_bad_settings_at_start(monkeypatch, capsys):
+    monkeypatch.setenv("GRAPHTUNE_TIMER", "fastest")
+    _one_line_error(capsys, ["db", "path"], "GRAPHTUNE_TIMER='fastest'")
