@@ -25,6 +25,16 @@ GRAPHTUNE_DIST_TIMEOUT_S       seconds to wait for peer ranks in a collective (d
 GRAPHTUNE_FAST_LAUNCH          ``0`` turns off launching the cached compiled kernel directly on a tuned hit
                                (then every launch goes through ``JITFunction.run``). Default on.
 GRAPHTUNE_PROGRESS             ``0`` hides the progress bar, ``1`` forces it (default: only on a TTY).
+GRAPHTUNE_PLUGIN               ``1`` turns on the vLLM / SGLang plugins (installed with graphtune, off by
+                               default): in each engine process that loads them, ``patch_triton()``, the
+                               GRAPHTUNE_POLICY / GRAPHTUNE_LOAD settings, and a coverage report at the end
+                               of CUDA-graph capture (docs/plugins.md).
+GRAPHTUNE_LOAD                 export file(s) of ``graphtune db export`` that the plugins pass to
+                               ``graphtune.load`` at start-up; several are separated by ``os.pathsep``.
+GRAPHTUNE_COVERAGE_OUT         where the plugins write each process's coverage report (JSON): a directory
+                               (``graphtune-coverage-<engine>-rank<r>-pid<pid>.json`` in it), or a path
+                               ending in ``.json``, used as a stem (``cov.json`` ->
+                               ``cov-<engine>-rank<r>-pid<pid>.json``). Unset: the report goes to the log only.
 =============================  ==========================================================================
 """
 from __future__ import annotations
@@ -128,6 +138,22 @@ def progress() -> bool | None:
     if value is None or value == "":
         return None
     return _flag("GRAPHTUNE_PROGRESS")
+
+
+def plugin() -> bool:
+    return _flag("GRAPHTUNE_PLUGIN")
+
+
+def load_paths() -> list[Path]:
+    value = _get("GRAPHTUNE_LOAD")
+    if not value:
+        return []
+    return [Path(part.strip()).expanduser() for part in value.split(os.pathsep) if part.strip()]
+
+
+def coverage_out() -> Path | None:
+    value = _get("GRAPHTUNE_COVERAGE_OUT")
+    return Path(value).expanduser() if value else None
 
 
 def interpret() -> bool:
