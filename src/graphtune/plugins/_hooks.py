@@ -152,6 +152,8 @@ class _PostImportFinder(importlib.abc.MetaPathFinder):
     def fire(self, name: str, module: ModuleType) -> None:
         with self.lock:
             callbacks = self.callbacks.pop(name, [])
+            if not self.callbacks and self in sys.meta_path:
+                sys.meta_path.remove(self)   # nothing left to wait for: imports go back to the stock path
         for callback in callbacks:
             run_callback(callback, name, module)
 
