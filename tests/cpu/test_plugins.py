@@ -4,6 +4,7 @@ pyproject.toml and (when this checkout is the installed one) in the installed me
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import importlib.metadata
 import inspect
 import json
@@ -505,3 +506,67 @@ def test_graphtune_lines_go_where_vllm_lines_go():
         ours.handlers[:] = saved[0]
         ours.propagate, theirs.handlers[:] = saved[1], saved[3]
         ours.setLevel(saved[2])
+
+
+# ------------------------------------------------------------- the engines' real plugin loaders (opt-in)
+# PLUGIN_ENGINE_SOURCES=<dir> with the two wheels unzipped in it (pip download --no-deps --only-binary=:all:
+# vllm==0.34.0 sglang==0.5.23, then unzip each into <dir>/vllm and <dir>/sglang): the loaders' own files run
+# against the fake capture classes above. Never in CI (the engines are not installed there).
+
+ENGINE_SOURCES = os.environ.get("PLUGIN_ENGINE_SOURCES", "")
+needs_sources = pytest.mark.skipif(not ENGINE_SOURCES, reason="PLUGIN_ENGINE_SOURCES (unzipped engine wheels) not set")
+
+
+def _our_entry_points(group: str) -> list[importlib.metadata.EntryPoint]:
+    name, value = ENTRY_POINTS[group]
+    return [importlib.metadata.EntryPoint(name, value, group)]
+
+
+def _load_file(monkeypatch, name: str, path: Path, package: bool = False) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        name, path / "__init__.py" if package else path, submodule_search_locations=[str(path)] if package else None)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+@needs_sources
+def test_real_vllm_load_general_plugins(plugin_env, out_dir):
+    root = Path(ENGINE_SOURCES) / "vllm" / "vllm"
+    install_fake_vllm(plugin_env)
+    fake_module(plugin_env, "vllm.envs", "VLLM_PLUGINS = None\n")
+    plugins = _load_file(plugin_env, "vllm.plugins", root / "plugins", package=True)
+    plugin_env.setattr(importlib.metadata, "entry_points", lambda group: _our_entry_points(group))
+    plugins.load_general_plugins()
+    launch(TUNED_N)
+    with pytest.warns(RuntimeWarning, match="_plugin_stock_kernel"):
+        sys.modules["vllm.v1.worker.gpu.model_runner"].GPUModelRunner().capture_model()
+    (doc,) = reports(out_dir)
+    assert doc["summary"]["missed_keys"] == 1
+
+
+@needs_sources
+def test_real_sglang_load_plugins_and_hook_registry(plugin_env, out_dir):
+    root = Path(ENGINE_SOURCES) / "sglang" / "sglang" / "srt"
+    install_fake_sglang(plugin_env, registry=False)
+    fake_module(plugin_env, "sglang.srt.environ", """
+        class _Var:
+            def get(self):
+                return ""
+        class envs:
+            SGLANG_PLUGINS = _Var()
+            SGLANG_PLATFORM = _Var()
+    """)
+    plugins = _load_file(plugin_env, "sglang.srt.plugins", root / "plugins", package=True)
+    plugin_env.setattr(plugins, "entry_points", lambda group: _our_entry_points(group))
+    registry = sys.modules["sglang.srt.plugins.hook_registry"].HookRegistry
+    registry.reset()
+    plugins.load_plugins()      # runs our register, then the real HookRegistry.apply_hooks()
+    assert sorted(registry._patched) == sorted(t.dotted for t in sglang_plugin.CAPTURE_TARGETS)
+    launch(TUNED_N)
+    with pytest.warns(RuntimeWarning, match="_plugin_stock_kernel"):
+        sys.modules["sglang.srt.managers.scheduler"].Scheduler().init_all_cuda_graphs()
+    (doc,) = reports(out_dir)
+    assert doc["summary"]["missed_keys"] == 1 and sglang_plugin._reporter.reports == 1
+    registry.reset()
