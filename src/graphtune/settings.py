@@ -35,6 +35,12 @@ GRAPHTUNE_COVERAGE_OUT         where the plugins write each process's coverage r
                                (``graphtune-coverage-<engine>-rank<r>-pid<pid>.json`` in it), or a path
                                ending in ``.json``, used as a stem (``cov.json`` ->
                                ``cov-<engine>-rank<r>-pid<pid>.json``). Unset: the report goes to the log only.
+GRAPHTUNE_PLUGIN_AGREE         ``off`` (default), ``merge`` or ``broadcast``: whether the plugins let an
+                               engine's ranks agree on configs over the default ``torch.distributed`` group
+                               (``set_process_group(None, mode)``). Off by default: an engine's default group
+                               also holds pipeline stages and data- / expert-parallel ranks that reach
+                               different keys, which the agreement turns into a ``DistributedError``. To give
+                               every rank the same configs, load one export on all of them (GRAPHTUNE_LOAD).
 =============================  ==========================================================================
 """
 from __future__ import annotations
@@ -154,6 +160,13 @@ def load_paths() -> list[Path]:
 def coverage_out() -> Path | None:
     value = _get("GRAPHTUNE_COVERAGE_OUT")
     return Path(value).expanduser() if value else None
+
+
+def plugin_agree() -> str:
+    value = _get("GRAPHTUNE_PLUGIN_AGREE") or "off"
+    if value not in ("off", "merge", "broadcast"):
+        raise ValueError(f"GRAPHTUNE_PLUGIN_AGREE={value!r}: expected 'off', 'merge' or 'broadcast'")
+    return value
 
 
 def interpret() -> bool:

@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 import graphtune
-from graphtune import capture
+from graphtune import capture, distributed
 from graphtune.errors import UntunedError
 from graphtune.plugins import _hooks, _report
 from graphtune.plugins import sglang as sglang_plugin
@@ -79,6 +79,7 @@ def plugin_env(monkeypatch, out_dir):
     for mod in (vllm_plugin, sglang_plugin):
         monkeypatch.setattr(mod, "_registered", False)
         monkeypatch.setattr(mod, "_reporter", None)
+    monkeypatch.setattr(distributed, "_setting", distributed._setting)
     added = set(sys.modules)
     yield monkeypatch
     graphtune.unpatch_triton()
@@ -178,8 +179,9 @@ def test_off_unless_enabled(plugin_env, caplog, out_dir):
     assert graphtune_lines(caplog) == [] and not out_dir.exists()
 
 
-@pytest.mark.parametrize("name,value", [("GRAPHTUNE_POLICY", "bogus"), ("GRAPHTUNE_PLUGIN", "maybe")],
-                         ids=["policy-bogus", "plugin-maybe"])
+@pytest.mark.parametrize("name,value", [("GRAPHTUNE_POLICY", "bogus"), ("GRAPHTUNE_PLUGIN", "maybe"),
+                                        ("GRAPHTUNE_PLUGIN_AGREE", "all")],
+                         ids=["policy-bogus", "plugin-maybe", "agree-all"])
 def test_bad_setting_is_one_error_line_and_nothing_applied(plugin_env, caplog, name, value):
     plugin_env.setenv(name, value)
     install_fake_vllm(plugin_env)
@@ -295,6 +297,17 @@ def test_vllm_layout_unknown_logs_one_line_and_still_applies(plugin_env, caplog)
     for target in vllm_plugin.CAPTURE_TARGETS:
         assert target.dotted in line
     assert "patch_triton and GRAPHTUNE_LOAD are applied" in line and graphtune.patch.is_patched()
+
+
+@pytest.mark.parametrize("value,mode", [(None, "off"), ("merge", "merge"), ("broadcast", "broadcast")],
+                         ids=["unset-off", "merge", "broadcast"])
+def test_rank_agreement_is_off_unless_asked(plugin_env, value, mode):
+    # graphtune alone agrees over the whole default group; an engine's holds ranks that run other shapes
+    if value is not None:
+        plugin_env.setenv("GRAPHTUNE_PLUGIN_AGREE", value)
+    plugin_env.setattr(distributed, "_setting", distributed._Setting(None, "merge"))   # graphtune's default
+    vllm_plugin.register()
+    assert distributed._setting == distributed._Setting(None, mode)
 
 
 def test_register_twice_wraps_once(plugin_env):

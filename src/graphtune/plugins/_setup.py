@@ -44,6 +44,7 @@ def activate(engine: str, skip: Callable[[tuple, dict], str | None] | None = Non
             logger.debug("graphtune plugin for %s: GRAPHTUNE_PLUGIN is not set, doing nothing", engine)
             return None
         policy = settings.policy()
+        agree = settings.plugin_agree()
         out = settings.coverage_out()
         paths = settings.load_paths()
     except ValueError as exc:
@@ -55,6 +56,9 @@ def activate(engine: str, skip: Callable[[tuple, dict], str | None] | None = Non
 
     if policy is not None:
         graphtune.set_policy(policy)
+    # graphtune's own default (agree over the whole default group once it has more than one rank) suits
+    # torchrun jobs where every rank runs the same shapes; an engine's world also holds ranks that do not
+    graphtune.set_process_group(None, mode=agree)
     graphtune.patch_triton()
     loaded: list[dict[str, Any]] = []
     for path in paths:
@@ -68,9 +72,10 @@ def activate(engine: str, skip: Callable[[tuple, dict], str | None] | None = Non
                        "conflicts": len(rep.conflicts)})
     version = engine_version(engine)
     context = {"engine_version": version, "graphtune_version": graphtune.__version__,
-               "policy": policy or "fallback", "loaded": loaded}
-    logger.info("graphtune plugin on in %s %s (pid %d): patch_triton applied, miss policy %s, %d of %d "
-                "GRAPHTUNE_LOAD file(s) loaded, coverage report at capture end to %s", engine, version or "?",
-                os.getpid(), context["policy"], sum("error" not in x for x in loaded), len(loaded),
+               "policy": policy or "fallback", "agree": agree, "loaded": loaded}
+    ok = sum("error" not in x for x in loaded)
+    logger.info("graphtune plugin on in %s %s (pid %d): patch_triton applied, miss policy %s, rank agreement %s, "
+                "%d of %d GRAPHTUNE_LOAD file(s) loaded, coverage report at capture end to %s", engine,
+                version or "?", os.getpid(), context["policy"], agree, ok, len(loaded),
                 f"the log and {out}" if out is not None else "the log (GRAPHTUNE_COVERAGE_OUT not set)")
     return CaptureReporter(engine, out=out, context=context, skip=skip)
