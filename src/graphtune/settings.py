@@ -41,6 +41,10 @@ GRAPHTUNE_PLUGIN_AGREE         ``off`` (default), ``merge`` or ``broadcast``: wh
                                also holds pipeline stages and data- / expert-parallel ranks that reach
                                different keys, which the agreement turns into a ``DistributedError``. To give
                                every rank the same configs, load one export on all of them (GRAPHTUNE_LOAD).
+GRAPHTUNE_PLUGIN_FREEZE        ``1``: the plugins call ``graphtune.freeze()`` when CUDA-graph capture ends, so
+                               no kernel tunes while the engine serves (a new key follows the miss policy and
+                               is recorded in coverage, as inside capture). Default off: new keys tune, as
+                               stock ``triton.autotune`` does.
 =============================  ==========================================================================
 """
 from __future__ import annotations
@@ -167,6 +171,10 @@ def plugin_agree() -> str:
     if value not in ("off", "merge", "broadcast"):
         raise ValueError(f"GRAPHTUNE_PLUGIN_AGREE={value!r}: expected 'off', 'merge' or 'broadcast'")
     return value
+
+
+def plugin_freeze() -> bool:
+    return _flag("GRAPHTUNE_PLUGIN_FREEZE")
 
 
 def interpret() -> bool:

@@ -310,6 +310,30 @@ def test_rank_agreement_is_off_unless_asked(plugin_env, value, mode):
     assert distributed._setting == distributed._Setting(None, mode)
 
 
+@pytest.mark.parametrize("freeze", [False, True], ids=["default-tunes-new-keys", "freeze"])
+def test_freeze_after_capture(plugin_env, freeze):
+    if freeze:
+        plugin_env.setenv("GRAPHTUNE_PLUGIN_FREEZE", "1")
+    module = install_fake_vllm(plugin_env, sizes=[TUNED_N])
+    vllm_plugin.register()
+    launch(TUNED_N)
+    module.GPUModelRunner().capture_model(profile_only=True)
+    assert not graphtune.is_frozen()
+    module.GPUModelRunner().capture_model()
+    assert graphtune.is_frozen() is freeze
+    gk = graphtune.patch.graphtune_kernel_of(_plugin_stock_kernel)
+    calls = gk.bench_calls
+    if freeze:   # serving: a new key is not tuned, it follows the policy and is recorded
+        with pytest.warns(RuntimeWarning, match="_plugin_stock_kernel"):
+            launch(MISSED_N)
+        assert gk.bench_calls == calls
+        (kernel,) = [k for k in graphtune.coverage().to_dict()["kernels"] if k["name"] == "_plugin_stock_kernel"]
+        assert [(m["key"][0], m["where"]) for m in kernel["misses"]] == [(MISSED_N, "frozen")]
+    else:
+        launch(MISSED_N)
+        assert gk.bench_calls > calls
+
+
 def test_register_twice_wraps_once(plugin_env):
     module = install_fake_vllm(plugin_env)
     vllm_plugin.register()

@@ -60,11 +60,12 @@ class CaptureReporter:
     """Wraps an engine's capture functions (``around``) and reports coverage when the outermost one ends."""
 
     def __init__(self, engine: str, *, out: Path | None, context: dict[str, Any],
-                 skip: Callable[[tuple, dict], str | None] | None = None) -> None:
+                 skip: Callable[[tuple, dict], str | None] | None = None, freeze: bool = False) -> None:
         self.engine = engine
         self.out = out
         self.context = context   # written into every report: versions, policy, loaded files
         self.skip = skip         # returns why a call is not a real capture (e.g. vLLM's profile_only), or None
+        self.freeze = freeze     # graphtune.freeze() after a capture that succeeded
         self.reports = 0
         self.written: list[Path] = []
         self._local = threading.local()
@@ -90,6 +91,15 @@ class CaptureReporter:
                     logger.debug("graphtune plugin: no coverage report after %s (%s)", where, why)
                 else:
                     self.report(where, status)
+                    if self.freeze and status == "ok":
+                        self._freeze(where)
+
+    def _freeze(self, where: str) -> None:
+        import graphtune
+        if not graphtune.is_frozen():
+            graphtune.freeze()   # sets a flag: cannot fail
+            logger.info("graphtune plugin: frozen after %s (GRAPHTUNE_PLUGIN_FREEZE=1): no kernel tunes from now on; "
+                        "a new key follows the miss policy and is recorded in coverage", where)
 
     def report(self, where: str, status: str = "ok") -> Path | None:
         """Log the coverage and write it to this process's file; never raises. The path written, or None."""

@@ -45,6 +45,7 @@ def activate(engine: str, skip: Callable[[tuple, dict], str | None] | None = Non
             return None
         policy = settings.policy()
         agree = settings.plugin_agree()
+        freeze = settings.plugin_freeze()
         out = settings.coverage_out()
         paths = settings.load_paths()
     except ValueError as exc:
@@ -72,10 +73,11 @@ def activate(engine: str, skip: Callable[[tuple, dict], str | None] | None = Non
                        "conflicts": len(rep.conflicts)})
     version = engine_version(engine)
     context = {"engine_version": version, "graphtune_version": graphtune.__version__,
-               "policy": policy or "fallback", "agree": agree, "loaded": loaded}
+               "policy": policy or "fallback", "agree": agree,
+               "freeze_after_capture": freeze, "loaded": loaded}
     ok = sum("error" not in x for x in loaded)
     logger.info("graphtune plugin on in %s %s (pid %d): patch_triton applied, miss policy %s, rank agreement %s, "
                 "%d of %d GRAPHTUNE_LOAD file(s) loaded, coverage report at capture end to %s", engine,
                 version or "?", os.getpid(), context["policy"], agree, ok, len(loaded),
                 f"the log and {out}" if out is not None else "the log (GRAPHTUNE_COVERAGE_OUT not set)")
-    return CaptureReporter(engine, out=out, context=context, skip=skip)
+    return CaptureReporter(engine, out=out, context=context, skip=skip, freeze=freeze)
