@@ -127,7 +127,7 @@ class CaptureReporter:
                    summary["hits"], summary["missed_keys"], summary["misses"])
         if summary["kernels"]:
             buffer = io.StringIO()
-            Console(file=buffer, width=140, force_terminal=False).print(cov.table())
+            Console(file=buffer, width=180, force_terminal=False).print(cov.table())
             logger.log(level, "%s", buffer.getvalue().rstrip())
         if self.out is None:
             return None
