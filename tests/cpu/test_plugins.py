@@ -4,8 +4,8 @@ pyproject.toml and (when this checkout is the installed one) in the installed me
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import importlib.metadata
+import importlib.util
 import inspect
 import json
 import logging
@@ -391,7 +391,8 @@ def test_report_never_overwrites_another_process_file(plugin_env, out_dir):
 
 
 def test_report_path_forms(tmp_path):
-    assert _report.report_path(tmp_path / "d", "sglang", 3, 77) == tmp_path / "d" / "graphtune-coverage-sglang-rank3-pid77.json"
+    expected = tmp_path / "d" / "graphtune-coverage-sglang-rank3-pid77.json"
+    assert _report.report_path(tmp_path / "d", "sglang", 3, 77) == expected
     assert _report.report_path(tmp_path / "cov.json", "vllm", None, 77, 2) == tmp_path / "cov-vllm-pid77-2.json"
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import io
 import json
+import logging
 import os
 import socket
 import tempfile
@@ -120,7 +121,7 @@ class CaptureReporter:
         data = cov.to_dict()
         summary = summarize(data)
         rank = process_rank()
-        level = 30 if summary["misses"] else 20   # WARNING when a key missed, else INFO
+        level = logging.WARNING if summary["misses"] else logging.INFO
         logger.log(level, "graphtune coverage after %s (%s, %s rank %s pid %d, report %d): %d kernels, "
                    "%d tuned keys, %d hits, %d missed keys (%d misses)", where, status, self.engine,
                    "-" if rank is None else rank, os.getpid(), number, summary["kernels"], summary["tuned_keys"],
