@@ -26,6 +26,26 @@ GRAPHTUNE_DIST_TIMEOUT_S       seconds to wait for peer ranks in a collective (d
 GRAPHTUNE_FAST_LAUNCH          ``0`` turns off launching the cached compiled kernel directly on a tuned hit
                                (then every launch goes through ``JITFunction.run``). Default on.
 GRAPHTUNE_PROGRESS             ``0`` hides the progress bar, ``1`` forces it (default: only on a TTY).
+GRAPHTUNE_PLUGIN               ``1`` turns on the vLLM / SGLang plugins (installed with graphtune, off by
+                               default): in each engine process that loads them, ``patch_triton()``, the
+                               GRAPHTUNE_POLICY / GRAPHTUNE_LOAD settings, and a coverage report at the end
+                               of CUDA-graph capture (docs/plugins.md).
+GRAPHTUNE_LOAD                 export file(s) of ``graphtune db export`` that the plugins pass to
+                               ``graphtune.load`` at start-up; several are separated by ``os.pathsep``.
+GRAPHTUNE_COVERAGE_OUT         where the plugins write each process's coverage report (JSON): a directory
+                               (``graphtune-coverage-<engine>-rank<r>-pid<pid>.json`` in it), or a path
+                               ending in ``.json``, used as a stem (``cov.json`` ->
+                               ``cov-<engine>-rank<r>-pid<pid>.json``). Unset: the report goes to the log only.
+GRAPHTUNE_PLUGIN_AGREE         ``off`` (default), ``merge`` or ``broadcast``: whether the plugins let an
+                               engine's ranks agree on configs over the default ``torch.distributed`` group
+                               (``set_process_group(None, mode)``). Off by default: an engine's default group
+                               also holds pipeline stages and data- / expert-parallel ranks that reach
+                               different keys, which the agreement turns into a ``DistributedError``. To give
+                               every rank the same configs, load one export on all of them (GRAPHTUNE_LOAD).
+GRAPHTUNE_PLUGIN_FREEZE        ``1``: the plugins call ``graphtune.freeze()`` when CUDA-graph capture ends, so
+                               no kernel tunes while the engine serves (a new key follows the miss policy and
+                               is recorded in coverage, as inside capture). Default off: new keys tune, as
+                               stock ``triton.autotune`` does.
 =============================  ==========================================================================
 """
 from __future__ import annotations
@@ -174,6 +194,33 @@ def progress() -> bool | None:
     if value is None or value == "":
         return None
     return _flag("GRAPHTUNE_PROGRESS")
+
+
+def plugin() -> bool:
+    return _flag("GRAPHTUNE_PLUGIN")
+
+
+def load_paths() -> list[Path]:
+    value = _get("GRAPHTUNE_LOAD")
+    if not value:
+        return []
+    return [Path(part.strip()).expanduser() for part in value.split(os.pathsep) if part.strip()]
+
+
+def coverage_out() -> Path | None:
+    value = _get("GRAPHTUNE_COVERAGE_OUT")
+    return Path(value).expanduser() if value else None
+
+
+def plugin_agree() -> str:
+    value = _get("GRAPHTUNE_PLUGIN_AGREE") or "off"
+    if value not in ("off", "merge", "broadcast"):
+        raise ValueError(f"GRAPHTUNE_PLUGIN_AGREE={value!r}: expected 'off', 'merge' or 'broadcast'")
+    return value
+
+
+def plugin_freeze() -> bool:
+    return _flag("GRAPHTUNE_PLUGIN_FREEZE")
 
 
 def interpret() -> bool:
