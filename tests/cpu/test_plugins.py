@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 import graphtune
-from graphtune import capture, distributed
+from graphtune import capture, state
 from graphtune.errors import UntunedError
 from graphtune.plugins import _hooks, _report
 from graphtune.plugins import sglang as sglang_plugin
@@ -53,12 +53,12 @@ def launch(n: int) -> None:
 
 def capture_sizes(sizes) -> None:
     """What an engine's capture does to graphtune: launches while a graph is being recorded."""
-    capture._capture_override = lambda: True
+    capture.simulate_capture(True)
     try:
         for n in sizes:
             launch(n)
     finally:
-        capture._capture_override = None
+        capture.simulate_capture(None)
 
 
 # --------------------------------------------------------------------------------------------- fixtures
@@ -79,7 +79,6 @@ def plugin_env(monkeypatch, out_dir):
     for mod in (vllm_plugin, sglang_plugin):
         monkeypatch.setattr(mod, "_registered", False)
         monkeypatch.setattr(mod, "_reporter", None)
-    monkeypatch.setattr(distributed, "_setting", distributed._setting)
     added = set(sys.modules)
     yield monkeypatch
     graphtune.unpatch_triton()
@@ -311,9 +310,9 @@ def test_rank_agreement_is_off_unless_asked(plugin_env, value, mode):
     # graphtune alone agrees over the whole default group; an engine's holds ranks that run other shapes
     if value is not None:
         plugin_env.setenv("GRAPHTUNE_PLUGIN_AGREE", value)
-    plugin_env.setattr(distributed, "_setting", distributed._Setting(None, "merge"))   # graphtune's default
+    assert state.STATE.agreement == (None, "merge")   # graphtune's default (the test starts from a clean state)
     vllm_plugin.register()
-    assert distributed._setting == distributed._Setting(None, mode)
+    assert state.STATE.agreement == (None, mode)
 
 
 @pytest.mark.parametrize("freeze", [False, True], ids=["default-tunes-new-keys", "freeze"])
@@ -359,7 +358,9 @@ def test_load_export_then_capture_without_benchmarks(plugin_env, tmp_path, out_d
         launch(TUNED_N)
     export = tmp_path / "tuned.json"
     assert graphtune.TuningDB().export(export) >= 1
-    graphtune.tuner.reset_all()
+    for ks in graphtune.tuner.kernels().values():   # a fresh process: nothing tuned in memory
+        for k in ks:
+            k.reset()
     plugin_env.setenv("GRAPHTUNE_NO_DB", "1")
     missing = tmp_path / "not-there.json"
     plugin_env.setenv("GRAPHTUNE_LOAD", os.pathsep.join([str(export), str(missing)]))
