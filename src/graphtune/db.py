@@ -71,6 +71,17 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
             PRIMARY KEY (kernel_name, source_hash, configs_hash, gpu_name, compute_capability,
                          triton_version, torch_version, cuda_version, key))""",
     ),
+    (   # configs first launched in an isolated worker (isolate.py), per kernel and environment identity
+        """CREATE TABLE isolated_configs (
+            kernel_name TEXT NOT NULL, source_hash TEXT NOT NULL, configs_hash TEXT NOT NULL,
+            gpu_name TEXT NOT NULL, compute_capability TEXT NOT NULL, triton_version TEXT NOT NULL,
+            torch_version TEXT NOT NULL, cuda_version TEXT NOT NULL,
+            config TEXT NOT NULL,             -- JSON object, sorted keys
+            outcome TEXT NOT NULL,            -- "ok", or why it failed there (fault, hang, validation)
+            checked_at REAL NOT NULL,
+            PRIMARY KEY (kernel_name, source_hash, configs_hash, gpu_name, compute_capability,
+                         triton_version, torch_version, cuda_version, config))""",
+    ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -769,6 +780,39 @@ class TuningDB:
             except sqlite3.Error as exc:
                 logger.warning("could not record the tuning of %s key %s in %s: %s", entry.kernel.name, entry.key,
                                self.path, exc)
+
+    def isolated_configs(self, kernel: KernelIdentity, env: EnvIdentity) -> dict[str, str]:
+        """Configs (sorted-key JSON) of ``kernel`` first launched in an isolated worker in ``env``, with the
+        outcome: ``"ok"`` or why it failed."""
+        where = " AND ".join(f"{c} = ?" for c in _ID_COLUMNS[:-1])
+        with self._lock:
+            conn = self._ready()
+            if conn is None:
+                return {}
+            try:
+                rows = conn.execute(f"SELECT config, outcome FROM isolated_configs WHERE {where}",
+                                    _identity_params(kernel, env)).fetchall()
+            except sqlite3.Error as exc:
+                _warn_once(self.path, "read", "could not read tuning database %s: %s", self.path, exc)
+                return {}
+        return {r[0]: r[1] for r in rows}
+
+    def record_isolated(self, kernel: KernelIdentity, env: EnvIdentity, outcomes: dict[str, str]) -> None:
+        """Remember the outcome (``"ok"`` or the failure) of configs first launched in an isolated worker."""
+        if self.readonly or not outcomes:
+            return
+        params = _identity_params(kernel, env)
+        now = time.time()
+        with self._lock:
+            if self._ready() is None:
+                return
+            try:
+                self._transaction(lambda c: c.executemany(
+                    f"INSERT OR REPLACE INTO isolated_configs ({', '.join(_ID_COLUMNS[:-1])}, config, outcome, "
+                    f"checked_at) VALUES ({', '.join('?' * (len(_ID_COLUMNS) - 1))}, ?, ?, ?)",
+                    [(*params, cfg, outcome, now) for cfg, outcome in outcomes.items()]))
+            except sqlite3.Error as exc:
+                logger.warning("could not remember isolated outcomes of %s in %s: %s", kernel.name, self.path, exc)
 
     def remove(self, stale: bool = False, kernel: str | None = None, env: EnvIdentity | None = None) -> list[Entry]:
         """Delete the stale entries (in ``env``, default this process's), those of one kernel name, or the stale

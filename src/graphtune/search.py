@@ -19,6 +19,7 @@ from ._log import logger
 from .configs import config_label, config_to_dict
 from .errors import TuningError, one_line
 from .keys import key_to_json
+from .validate import check_outputs
 from .timing import GraphReplaySampler, Selection, log_selection, plain_sampler, select, wall_clock_sampler
 
 
@@ -40,6 +41,7 @@ class Space:
     post_hook: Callable | None = None
     do_bench: Callable | None = None
     validate: bool = False
+    isolate: bool = False   # first launches of unproven candidates in a worker process (isolate.py)
 
     @property
     def compiled(self) -> bool:
@@ -75,6 +77,7 @@ class TuneResult:
     total_s: float
     samples_taken: int = 0
     labels: tuple[str, ...] = field(default=())
+    isolated: tuple[tuple[str, str], ...] = ()   # (isolate.config_key, "ok" or failure) learnt in a worker now
 
     @property
     def failures(self) -> dict[int, str]:
@@ -119,8 +122,8 @@ def candidate_indices(space: Space, args: tuple, kwargs: dict) -> list[int]:
     return [i for i, c in enumerate(space.configs) if any(c is p for p in kept)]
 
 
-def search(space: Space, key: tuple, args: tuple, kwargs: dict, grid, *, order: Sequence[int] | None = None
-           ) -> TuneResult:
+def search(space: Space, key: tuple, args: tuple, kwargs: dict, grid, *, order: Sequence[int] | None = None,
+           isolated: dict[str, str] | None = None) -> TuneResult:
     """Prune, compile, check, validate and time the candidates for ``key`` on these arguments. Arguments named
     in ``restore_value`` are restored and those in ``reset_to_zero`` zeroed afterwards. ``order``: candidate
     ranking of a neighbouring bucket (ties go to the better-ranked candidate there)."""
@@ -129,7 +132,9 @@ def search(space: Space, key: tuple, args: tuple, kwargs: dict, grid, *, order: 
     candidates = prune(space, nargs, kwargs)
     snapshot = {n: nargs[n].clone() for n in space.restore_value}
     t_compile = time.perf_counter()
-    failures, resources = _compile_all(space, candidates, args, kwargs, grid)
+    screened, learnt = _screen(space, candidates, args, kwargs, grid, isolated)
+    failures, resources = _compile_all(space, candidates, args, kwargs, grid, skip=set(screened))
+    failures.update(screened)
     compile_s = time.perf_counter() - t_compile
     if space.validate:
         failures.update(_validate(space, candidates, args, kwargs, grid, nargs, skip=set(failures)))
@@ -153,10 +158,12 @@ def search(space: Space, key: tuple, args: tuple, kwargs: dict, grid, *, order: 
     return TuneResult(key=key, candidates=tuple(candidates), rows=tuple(rows), alive=tuple(alive),
                       best=alive[sel.best] if sel is not None else -1, ranking=tuple(ranking), timer=timer,
                       compile_s=compile_s, timing_s=timing_s, total_s=time.perf_counter() - t_start,
-                      samples_taken=samples, labels=tuple(config_label(c) for c in candidates))
+                      samples_taken=samples, labels=tuple(config_label(c) for c in candidates),
+                      isolated=tuple(learnt.items()))
 
 
-def time_candidates(space: Space, args: tuple, kwargs: dict, grid, indices: Sequence[int]) -> list[dict[str, Any]]:
+def time_candidates(space: Space, args: tuple, kwargs: dict, grid, indices: Sequence[int],
+                    isolated: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Compile and time ``space.configs[i]`` for each i in ``indices`` (sharded offline tuning: each rank times
     its share); one row per index, as ``TuneResult.rows`` plus ``index``. A single survivor is timed too."""
     if capture.why_no_tuning() is not None:
@@ -164,7 +171,9 @@ def time_candidates(space: Space, args: tuple, kwargs: dict, grid, indices: Sequ
     nargs = space.nargs(args, kwargs)
     candidates = [space.configs[i] for i in indices]
     snapshot = {n: nargs[n].clone() for n in space.restore_value}
-    failures, resources = _compile_all(space, candidates, args, kwargs, grid)
+    screened, _ = _screen(space, candidates, args, kwargs, grid, isolated)
+    failures, resources = _compile_all(space, candidates, args, kwargs, grid, skip=set(screened))
+    failures.update(screened)
     alive = [i for i in range(len(candidates)) if i not in failures]
     sel = None
     if alive:
@@ -198,12 +207,24 @@ def _rows(candidates, alive, sel: Selection | None, failures: dict[int, str],
 # ------------------------------------------------------------------------------------------ compile, check
 
 
-def _compile_all(space: Space, candidates, args, kwargs, grid) -> tuple[dict[int, str], dict[int, dict[str, int]]]:
+def _screen(space: Space, candidates, args, kwargs, grid, known: dict[str, str] | None
+            ) -> tuple[dict[int, str], dict[str, str]]:
+    """With isolation on (and a real GPU kernel): first launches of unproven candidates in worker processes.
+    ``known``: outcomes remembered from earlier isolated launches (config_key -> "ok" or the failure)."""
+    if not (space.isolate or settings.isolate()) or not space.compiled:
+        return {}, {}
+    from .isolate import screen
+    return screen(space, candidates, args, kwargs, grid, known=known)
+
+
+def _compile_all(space: Space, candidates, args, kwargs, grid, skip: set[int] = frozenset()
+                 ) -> tuple[dict[int, str], dict[int, dict[str, int]]]:
     """Compile every candidate before timing any (in parallel where Triton allows), then load each with one
-    eager launch so launch-time failures (shared memory over the limit) surface here."""
+    eager launch so launch-time failures (shared memory over the limit) surface here. ``skip``: candidates
+    already known to fail (never compiled or launched here)."""
     failures: dict[int, str] = {}
     resources: dict[int, dict[str, int]] = {}
-    todo = list(range(len(candidates)))
+    todo = [i for i in range(len(candidates)) if i not in skip]
     if space.compiled and len(todo) > 1:
         try:
             from concurrent.futures import ThreadPoolExecutor
@@ -270,15 +291,6 @@ def _check_compiled(space: Space, config, args, kwargs, grid, limits, resources:
     return None if occ.fits else occ.reason
 
 
-def relative_error(a, b) -> float:
-    """Relative L2 error of ``b`` against ``a`` (float64; the absolute error when ``a`` is all zeros)."""
-    a = a.double()
-    b = b.double()
-    denom = a.norm().item()
-    num = (a - b).norm().item()
-    return num / denom if denom > 0 else num
-
-
 def _validate(space: Space, candidates, args, kwargs, grid, nargs, skip: set[int]) -> dict[int, str]:
     """Run each candidate once from the same inputs; NaN/inf or a mismatch with the first good one fails."""
     import torch
@@ -302,21 +314,11 @@ def _validate(space: Space, candidates, args, kwargs, grid, nargs, skip: set[int
             failures[i] = one_line(exc)
             continue
         outs = {n: v.clone() for n, v in tensors.items() if not torch.equal(v, before[n])}
-        bad = [n for n, v in outs.items() if v.is_floating_point() and not torch.isfinite(v).all()]
-        if bad:
-            failures[i] = f"validate: non-finite values in {bad}"
-            continue
-        if reference is None:
+        why = check_outputs(outs, reference, before, ref_label)
+        if why is not None:
+            failures[i] = why
+        elif reference is None:
             reference, ref_label = outs, config_label(c)
-            continue
-        for n in set(reference) | set(outs):
-            a = reference.get(n, before[n])
-            b = outs.get(n, before[n])
-            err = relative_error(a, b)
-            tol = 1e-3 if a.dtype in (torch.float32, torch.float64) else 2e-2
-            if err > tol:
-                failures[i] = f"validate: {n} differs from {ref_label} (relative L2 error {err:.3g} > {tol})"
-                break
     for n, v in tensors.items():
         v.copy_(before[n])
     return failures

@@ -25,6 +25,10 @@ GRAPHTUNE_TIMER_MEM_MB         most memory the timer may allocate for rotating i
 GRAPHTUNE_DIST_TIMEOUT_S       seconds to wait for peer ranks in a collective (default 300).
 GRAPHTUNE_FAST_LAUNCH          ``0`` turns off launching the cached compiled kernel directly on a tuned hit
                                (then every launch goes through ``JITFunction.run``). Default on.
+GRAPHTUNE_ISOLATE              ``1``: candidate configs that never ran on this device and software stack are
+                               launched first in a worker process (isolate.py); one that faults, hangs or
+                               kills the worker is recorded as failed and never launched here.
+GRAPHTUNE_ISOLATE_TIMEOUT_S    seconds a candidate may run in the worker before it counts as hung (default 60).
 GRAPHTUNE_PROGRESS             ``0`` hides the progress bar, ``1`` forces it (default: only on a TTY).
 GRAPHTUNE_PLUGIN               ``1`` turns on the vLLM / SGLang plugins (installed with graphtune, off by
                                default): in each engine process that loads them, ``patch_triton()``, the
@@ -189,6 +193,14 @@ def fast_launch() -> bool:
     return _flag("GRAPHTUNE_FAST_LAUNCH", default=True)
 
 
+def isolate() -> bool:
+    return _flag("GRAPHTUNE_ISOLATE")
+
+
+def isolate_timeout_s() -> float:
+    return _float("GRAPHTUNE_ISOLATE_TIMEOUT_S", 60.0, minimum=1.0)
+
+
 def progress() -> bool | None:
     value = _get("GRAPHTUNE_PROGRESS")
     if value is None or value == "":
@@ -233,7 +245,7 @@ def validate_all() -> None:
     ``freeze``, the command line) with a ValueError naming the variable and value, not at the first miss inside
     a serving loop. GRAPHTUNE_FORCE is parsed here; its parameters are checked against each kernel."""
     for read in (policy, db_readonly, db_disabled, check, timer, timer_budget_ms, timer_mem_mb, dist_timeout_s,
-                 fast_launch, progress, interpret):
+                 fast_launch, progress, interpret, isolate, isolate_timeout_s):
         read()
     from .configs import parse_force_spec
     parse_force_spec(force_spec())

@@ -74,3 +74,27 @@ def record(kernel: KernelIdentity, name: str, key: tuple, chosen: triton.Config,
     except Exception as exc:  # noqa: BLE001
         logger.warning("graphtune: could not record result for %s %s: %s", name, list(key_to_json(key)), exc)
         return None
+
+
+def isolated_outcomes(kernel: KernelIdentity) -> dict[str, str]:
+    """Config (isolate.config_key) -> outcome ("ok" or the failure) of this kernel's configs already launched in
+    an isolated worker on this device and software stack."""
+    try:
+        from . import db as dbmod
+        database = dbmod.get_db()
+        return database.isolated_configs(kernel, current_env()) if database is not None else {}
+    except Exception as exc:  # noqa: BLE001
+        logger.warning("graphtune: could not read isolated outcomes of %s: %s", kernel.name, exc)
+        return {}
+
+
+def record_isolated(kernel: KernelIdentity, outcomes: dict[str, str]) -> None:
+    if not outcomes:
+        return
+    try:
+        from . import db as dbmod
+        database = dbmod.get_db()
+        if database is not None:
+            database.record_isolated(kernel, current_env(), outcomes)
+    except Exception as exc:  # noqa: BLE001
+        logger.warning("graphtune: could not remember isolated outcomes of %s: %s", kernel.name, exc)

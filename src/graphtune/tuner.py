@@ -129,7 +129,8 @@ class GraphtuneKernel(KernelInterface):
                  name: str | None = None, prune_configs_by: dict | None = None,
                  reset_to_zero: Sequence[str] | None = None, restore_value: Sequence[str] | None = None,
                  pre_hook: Callable | None = None, post_hook: Callable | None = None,
-                 do_bench: Callable | None = None, validate: bool = False, policy: str | None = None):
+                 do_bench: Callable | None = None, validate: bool = False, policy: str | None = None,
+                 isolate: bool = False):
         self.fn = fn
         base = fn
         while not callable(getattr(base, "__code__", None)) and hasattr(base, "fn"):
@@ -163,7 +164,8 @@ class GraphtuneKernel(KernelInterface):
                            default=default, early_config_prune=prune.get("early_config_prune"),
                            perf_model=prune.get("perf_model"), top_k=prune.get("top_k", 1.0),
                            reset_to_zero=tuple(reset_to_zero or ()), restore_value=tuple(restore_value or ()),
-                           pre_hook=pre_hook, post_hook=post_hook, do_bench=do_bench, validate=bool(validate))
+                           pre_hook=pre_hook, post_hook=post_hook, do_bench=do_bench, validate=bool(validate),
+                           isolate=bool(isolate))
         self.meta_names = sorted({k for c in self.configs + ([default] if default else []) for k in c.kwargs})
         self._lock = threading.Lock()            # guards this kernel's results below; never held while tuning
         self._pending: dict[tuple, threading.Event] = {}   # keys being resolved by some thread right now
@@ -355,8 +357,11 @@ class GraphtuneKernel(KernelInterface):
     # ------------------------------------------------------------------------------------------ tuning
 
     def _tune(self, key: tuple, args: tuple, kwargs: dict, grid) -> Choice:
-        result = search(self.space, key, args, kwargs, grid, order=self._neighbour_ranking(key))
+        isolating = self.space.isolate or settings.isolate()
+        known = store.isolated_outcomes(self.identity()) if isolating else None
+        result = search(self.space, key, args, kwargs, grid, order=self._neighbour_ranking(key), isolated=known)
         self.bench_calls += result.samples_taken
+        store.record_isolated(self.identity(), dict(result.isolated))
         dicts = [r["config"] for r in result.rows]
         medians = [r.get("median_ms") for r in result.rows]
         # every rank enters the agreement, also one where nothing ran (its peers then raise too, instead of
@@ -474,13 +479,17 @@ def autotune(configs: Sequence[triton.Config], key: Sequence[str], *, buckets: d
              default: triton.Config | None = None, name: str | None = None, prune_configs_by: dict | None = None,
              reset_to_zero: Sequence[str] | None = None, restore_value: Sequence[str] | None = None,
              pre_hook: Callable | None = None, post_hook: Callable | None = None, do_bench: Callable | None = None,
-             validate: bool = False, policy: str | None = None) -> Callable[[Any], GraphtuneKernel]:
+             validate: bool = False, policy: str | None = None, isolate: bool = False
+             ) -> Callable[[Any], GraphtuneKernel]:
     """Capture-safe drop-in for ``triton.autotune``.
 
     Tunes on the first call of each key bucket outside CUDA graph capture; inside capture (or after
     ``freeze()``) it never benchmarks, synchronises or allocates: a miss launches a fallback or raises
     ``UntunedError`` per ``policy``. ``buckets={"B": Buckets.explicit([1, 2, 4, 8, ...])}`` maps a key
-    argument to the server's captured sizes. ``do_bench(fn) -> ms`` replaces the timer.
+    argument to the server's captured sizes. ``do_bench(fn) -> ms`` replaces the timer. ``validate=True``
+    checks every candidate's outputs (no NaN/inf, agreement with the first good one) before timing it;
+    ``isolate=True`` (or GRAPHTUNE_ISOLATE=1) launches candidates that never ran on this device and software
+    stack first in a worker process, so one that faults never runs in this one (isolate.py).
     """
     if isinstance(key, str):
         raise TypeError(f"autotune(key={key!r}): key must be a list of parameter names, not a string")
@@ -503,7 +512,7 @@ def autotune(configs: Sequence[triton.Config], key: Sequence[str], *, buckets: d
         return GraphtuneKernel(fn, arg_names, configs, key, buckets=buckets, default=default, name=name,
                                prune_configs_by=prune_configs_by, reset_to_zero=reset_to_zero,
                                restore_value=restore_value, pre_hook=pre_hook, post_hook=post_hook,
-                               do_bench=do_bench, validate=validate, policy=policy)
+                               do_bench=do_bench, validate=validate, policy=policy, isolate=isolate)
     return decorator
 
 

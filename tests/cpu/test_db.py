@@ -359,16 +359,17 @@ def test_a_directory_in_the_way_is_reported_not_moved(db_file, caplog):
 
 def test_schema_migration_is_an_appended_step(db_file, monkeypatch):
     TuningDB().record(make_entry())
+    appended = gdb.SCHEMA_VERSION + 1
     monkeypatch.setattr(gdb, "_MIGRATIONS", gdb._MIGRATIONS + (
         ("ALTER TABLE entries ADD COLUMN note TEXT NOT NULL DEFAULT ''",),))
-    monkeypatch.setattr(gdb, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(gdb, "SCHEMA_VERSION", appended)
     monkeypatch.setattr(gdb, "_COLUMNS", gdb._COLUMNS + ("note",))
     assert TuningDB().load_kernel(KERNEL, H200) == {KEY: make_entry()}
     conn = sqlite3.connect(db_file)
     version = conn.execute("SELECT value FROM graphtune_meta WHERE name = 'schema_version'").fetchone()[0]
     columns = [r[1] for r in conn.execute("PRAGMA table_info(entries)")]
     conn.close()
-    assert version == "2" and columns[-1] == "note"
+    assert version == str(appended) and columns[-1] == "note"
 
 
 # ----------------------------------------------------------------------------------------- read-only

@@ -34,6 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--db", nargs="?", const=True, default=None, metavar="PATH",
                    help="record the results in the tuning database (default: $GRAPHTUNE_DB or the user cache; "
                         "this is also what happens when --out is not given)")
+    p.add_argument("--isolate", action="store_true",
+                   help="launch candidates that never ran on this GPU and software stack first in a worker "
+                        "process: one that faults or hangs is recorded as failed (GRAPHTUNE_ISOLATE=1)")
     p.set_defaults(func=handler)
 
 
@@ -54,6 +57,8 @@ def handler(args: argparse.Namespace) -> int:
     from .. import agreement, settings, sharded
     from ..tuner import check_forces
 
+    if args.isolate:
+        settings.override(GRAPHTUNE_ISOLATE="1")
     target = resolve_target(args.target)
     sharded.check_target(target)
     check_forces()   # a GRAPHTUNE_FORCE naming no kernel is an error here, not silently ignored
