@@ -12,16 +12,13 @@ import triton.language as tl
 
 import graphtune
 
-BAD_OFFSET = 1 << 40   # elements: far outside any allocation
-
-
 @triton.jit
 def _maybe_faulting_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr, BAD: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask)
     if BAD:
-        tl.store(out_ptr + offs.to(tl.int64) + BAD_OFFSET, x * 2.0, mask=mask)
+        tl.store(out_ptr + offs.to(tl.int64) + (1 << 40), x * 2.0, mask=mask)   # far outside any allocation
     else:
         tl.store(out_ptr + offs, x * 2.0, mask=mask)
 
