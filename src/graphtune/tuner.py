@@ -108,6 +108,7 @@ class Choice:
 _INT32_LO, _INT32_HI = -(2 ** 31), 2 ** 31
 
 from triton import knobs as _knobs  # noqa: E402
+from torch.compiler import is_dynamo_compiling as _dynamo_compiling  # noqa: E402  (False, 30 ns; Dynamo folds it to True)
 
 
 def _get_device() -> int:
@@ -201,6 +202,9 @@ class GraphtuneKernel(KernelInterface):
     # -------------------------------------------------------------------------------------- hot path
 
     def run(self, *args, grid, warmup: bool = False, **kwargs):
+        if _dynamo_compiling():  # torch.compile traces this launch: one graphtune::launch op, tuned at run time
+            from .compiled import traced_launch
+            return traced_launch(self, args, kwargs, grid, warmup)
         if warmup:
             return self.warmup(*args, grid=grid, **kwargs)
         if self._force_gen != _FORCE_GEN[0]:

@@ -1,0 +1,246 @@
+"""graphtune kernels inside ``torch.compile``: a launch traced as one opaque custom op, tuned when it runs.
+
+When Dynamo traces ``kernel[grid](*args)`` of a graphtune kernel, ``GraphtuneKernel.run`` hands the call to
+``traced_launch`` (the one-line hook at its top). That puts a single ``graphtune::launch`` op in the graph:
+
+    graphtune::launch(str kernel, str layout, Tensor(a!)[] tensors, SymInt[] ints, float[] floats,
+                      SymInt[] grids) -> ()
+
+``kernel`` is the kernel's name (looked up at run time; names must be unique among the kernels compiled in one
+process), ``layout`` a literal describing how to rebuild the positional and keyword arguments from the three
+lists plus constants (None, bools, constexpr values), ``grids`` the launch grid evaluated at trace time once per
+distinct config (as Dynamo does for stock autotuners: a grid callable closes over traced values and cannot
+cross the op boundary). When the op runs, with real tensors, it rebuilds the call and goes through the
+kernel's ordinary ``run``: the key, buckets, capture policy, force, database and tuner all apply, exactly as
+in eager; the grid of the config graphtune chose is picked by that config's parameters.
+
+Every tensor argument is declared mutated: which ones a Triton kernel writes is not known without compiling
+it. Functionalisation therefore treats them all as outputs; Inductor re-inplaces them, aot_eager copies them.
+Int arguments go through as SymInt (``dynamic=True`` keeps them symbolic); constexpr arguments are
+specialised (Triton recompiles per value anyway), as Dynamo does for stock kernels.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import inspect
+import threading
+from typing import Any, Sequence
+
+import torch
+
+_OP_NAME = "graphtune::launch"
+_local = threading.local()
+
+
+# ------------------------------------------------------------------------------------------ trace time
+
+
+def traced_launch(kernel, args: tuple, kwargs: dict, grid, warmup: bool = False):
+    """Called (and traced by Dynamo) in place of ``GraphtuneKernel.run`` while Dynamo compiles a function."""
+    if warmup:
+        raise RuntimeError(f"graphtune kernel {kernel.name!r}: warmup=True inside torch.compile is not supported; "
+                           f"call kernel.warmup(...) outside the compiled function")
+    info = _trace_info(kernel.name)
+    arg_names, constexpr, metas = info
+    tensors: list[Any] = []
+    ints: list[Any] = []
+    floats: list[Any] = []
+    pos: list[Any] = []
+    for i in range(len(args)):
+        pos.append(_encode(args[i], i < len(arg_names) and arg_names[i] in constexpr, tensors, ints, floats))
+    kw: list[Any] = []
+    for name in kwargs:
+        kw.append((name, _encode(kwargs[name], name in constexpr, tensors, ints, floats)))
+    grids: list[Any] = []
+    grid_keys: list[Any] = []
+    if callable(grid):
+        named = {}
+        for i in range(len(args)):
+            if i < len(arg_names):
+                named[arg_names[i]] = args[i]
+        for name in kwargs:
+            named[name] = kwargs[name]
+        for meta in metas:
+            full = dict(named)
+            for name, value in meta:
+                full[name] = value
+            g = grid(full)
+            _push_grid(g, grids)
+            grid_keys.append(meta)
+    else:
+        _push_grid(grid, grids)
+    layout = repr((tuple(pos), tuple(kw), tuple(grid_keys)))
+    torch.ops.graphtune.launch(kernel.name, layout, tensors, ints, floats, grids)
+
+
+def _push_grid(g, grids: list) -> None:
+    if not isinstance(g, (tuple, list)) or not 1 <= len(g) <= 3:
+        raise TypeError(f"graphtune under torch.compile: a grid must be a tuple of 1 to 3 ints, got {g!r}")
+    for x in g:
+        grids.append(x)
+    for _ in range(3 - len(g)):
+        grids.append(1)
+
+
+def _encode(a, is_constexpr: bool, tensors: list, ints: list, floats: list):
+    if isinstance(a, torch.Tensor):
+        for j in range(len(tensors)):
+            if tensors[j] is a:
+                return ("t", j)
+        tensors.append(a)
+        return ("t", len(tensors) - 1)
+    if a is None or isinstance(a, (bool, str)):
+        return ("c", a)
+    if isinstance(a, (int, torch.SymInt)):
+        if is_constexpr:
+            # Triton compiles one kernel per constexpr value: specialise on it, as Dynamo does for stock kernels
+            return ("c", int(a))
+        ints.append(a)
+        return ("i", len(ints) - 1)
+    if isinstance(a, (float, torch.SymFloat)):
+        if is_constexpr:
+            return ("c", float(a))
+        floats.append(a)
+        return ("f", len(floats) - 1)
+    return ("c", _constant(a))
+
+
+def _constant(a):
+    import triton.language as tl
+    if isinstance(a, tl.dtype):
+        return ("dtype", a.name)
+    if isinstance(a, tl.constexpr):
+        return _constant(a.value)
+    raise TypeError(f"graphtune under torch.compile: kernel argument {a!r} of type {type(a).__name__} cannot "
+                    f"cross the graphtune::launch op; supported: tensors, ints, floats, bools, None, str, "
+                    f"tl.dtype")
+
+
+@torch._dynamo.assume_constant_result
+def _trace_info(name: str) -> tuple:
+    """(parameter names, constexpr parameter names, config metas) of kernel ``name``, computed outside Dynamo."""
+    return _kernel_info(name)
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel_info_cached(name: str, ident: int) -> tuple:
+    kernel = _lookup(name)
+    names = tuple(kernel.arg_names)
+    metas: list[tuple] = []
+    seen = set()
+    configs = list(kernel.configs) + ([kernel.default] if kernel.default is not None else [])
+    forced = getattr(kernel, "_forced", None)
+    if forced is not None:
+        configs.append(forced.config)
+    for c in configs:
+        meta = tuple(sorted(c.kwargs.items()))
+        if meta not in seen:
+            seen.add(meta)
+            metas.append(meta)
+    return names, tuple(sorted(_constexpr_names(kernel))), tuple(metas)
+
+
+def _kernel_info(name: str) -> tuple:
+    kernel = _lookup(name)
+    return _kernel_info_cached(name, id(kernel))
+
+
+def _constexpr_names(kernel) -> set[str]:
+    fn = kernel.fn
+    while not hasattr(fn, "params") and hasattr(fn, "fn") and not callable(getattr(fn, "__code__", None)):
+        fn = fn.fn
+    params = getattr(fn, "params", None)
+    if params is not None:
+        return {p.name for p in params if p.is_constexpr}
+    # the interpreter's function keeps no params: read the annotations
+    out = set()
+    for p in inspect.signature(kernel.base_fn).parameters.values():
+        ann = p.annotation
+        if ann is inspect.Parameter.empty:
+            continue
+        if "constexpr" in (ann if isinstance(ann, str) else getattr(ann, "__name__", repr(ann))):
+            out.add(p.name)
+    return out
+
+
+def _lookup(name: str):
+    from .tuner import _REGISTRY
+    found = _REGISTRY.get(name, [])
+    if len(found) != 1:
+        if not found:
+            raise RuntimeError(f"graphtune::launch: no graphtune kernel named {name!r} in this process; "
+                               f"known: {sorted(_REGISTRY)}")
+        raise RuntimeError(f"graphtune::launch: {len(found)} graphtune kernels are named {name!r}; torch.compile "
+                           f"finds kernels by name, so give each a unique name= in graphtune.autotune")
+    return found[0]
+
+
+# -------------------------------------------------------------------------------------------- run time
+
+
+@torch.library.custom_op(_OP_NAME, mutates_args=("tensors",))
+def _launch_op(kernel: str, layout: str, tensors: list[torch.Tensor], ints: Sequence[int], floats: Sequence[float],
+               grids: Sequence[int]) -> None:
+    k = _lookup(kernel)
+    pos, kw, grid_keys = _decode(layout)
+    args = tuple(_value(e, tensors, ints, floats) for e in pos)
+    kwargs = {name: _value(e, tensors, ints, floats) for name, e in kw}
+    grids = [int(g) for g in grids]
+    if not grid_keys:
+        grid: Any = tuple(grids[:3])
+    else:
+        grid = _GridTable(k.name, grid_keys, grids)
+    k.run(*args, grid=grid, **kwargs)
+
+
+@_launch_op.register_fake
+def _launch_fake(kernel, layout, tensors, ints, floats, grids) -> None:
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _decode(layout: str) -> tuple:
+    return ast.literal_eval(layout)
+
+
+def _value(e: tuple, tensors, ints, floats):
+    kind, v = e
+    if kind == "t":
+        return tensors[v]
+    if kind == "i":
+        return ints[v]
+    if kind == "f":
+        return floats[v]
+    if isinstance(v, tuple) and len(v) == 2 and v[0] == "dtype":
+        import triton.language as tl
+        return getattr(tl, v[1]) if hasattr(tl, v[1]) else tl.dtype(v[1])
+    return v
+
+
+class _GridTable:
+    """The grids traced per config; called by the launch with the chosen config's parameters."""
+
+    __slots__ = ("name", "keys", "grids")
+
+    def __init__(self, name: str, keys: tuple, grids: list[int]):
+        self.name = name
+        self.keys = keys
+        self.grids = grids
+
+    def __call__(self, meta: dict) -> tuple[int, int, int]:
+        for i, key in enumerate(self.keys):
+            if all(meta.get(n, _MISSING) == v for n, v in key):
+                return tuple(self.grids[3 * i:3 * i + 3])
+        raise RuntimeError(
+            f"graphtune::launch: kernel {self.name!r} launched a config {_meta_label(meta, self.keys)} whose grid "
+            f"was not traced (traced: {[dict(k) for k in self.keys]}); force configs before torch.compile "
+            f"traces the function, or call torch._dynamo.reset() after graphtune.force()")
+
+
+_MISSING = object()
+
+
+def _meta_label(meta: dict, keys: tuple) -> str:
+    names = sorted({n for k in keys for n, _ in k})
+    return str({n: meta.get(n) for n in names})
