@@ -13,12 +13,13 @@ from .model import ThroughputModel, fit_points
 from .resources import inspect
 from .patch import patch_triton, unpatch_triton
 from .tuner import GraphtuneKernel, assert_covered, autotune, check_forces, coverage, force, unforce, warmup
+from .torch_ops import custom_op
 
 __version__ = "0.1.0"
 
 __all__ = [
     "autotune", "Buckets", "GraphtuneKernel", "warmup", "coverage", "assert_covered", "Coverage",
-    "patch_triton", "unpatch_triton", "freeze", "unfreeze", "is_frozen", "set_policy", "force", "unforce", "check_forces",
+    "patch_triton", "unpatch_triton", "custom_op", "freeze", "unfreeze", "is_frozen", "set_policy", "force", "unforce", "check_forces",
     "set_process_group", "tune_sharded", "TuneTarget", "inspect", "load", "TuningDB", "audit_paths", "AuditReport", "ab", "ABResult", "decide", "ThroughputModel", "fit_points",
     "GraphtuneError", "UntunedError", "TuningError", "ConfigError", "DatabaseError", "InspectError",
     "DistributedError",

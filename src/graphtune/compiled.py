@@ -90,8 +90,11 @@ def _encode(a, is_constexpr: bool, tensors: list, ints: list, floats: list):
                 return ("t", j)
         tensors.append(a)
         return ("t", len(tensors) - 1)
-    if a is None or isinstance(a, (bool, str)):
+    if a is None or isinstance(a, str):
         return ("c", a)
+    if isinstance(a, (bool, torch.SymBool)):
+        # a SymBool is specialised (branching on it guards on its value): Triton compiles per bool value
+        return ("c", True) if a else ("c", False)
     if isinstance(a, (int, torch.SymInt)):
         if is_constexpr:
             # Triton compiles one kernel per constexpr value: specialise on it, as Dynamo does for stock kernels
@@ -123,27 +126,22 @@ def _trace_info(name: str) -> tuple:
     return _kernel_info(name)
 
 
-@functools.lru_cache(maxsize=None)
-def _kernel_info_cached(name: str, ident: int) -> tuple:
+def _kernel_info(name: str) -> tuple:
+    # not cached: a force set between two traces adds its config (and its grid) to the next trace
     kernel = _lookup(name)
-    names = tuple(kernel.arg_names)
     metas: list[tuple] = []
-    seen = set()
     configs = list(kernel.configs) + ([kernel.default] if kernel.default is not None else [])
+    resolve = getattr(kernel, "_resolve_force", None)
+    if resolve is not None:
+        resolve()   # what the next launch would do: pick up graphtune.force() / GRAPHTUNE_FORCE set since the last
     forced = getattr(kernel, "_forced", None)
     if forced is not None:
         configs.append(forced.config)
     for c in configs:
         meta = tuple(sorted(c.kwargs.items()))
-        if meta not in seen:
-            seen.add(meta)
+        if meta not in metas:
             metas.append(meta)
-    return names, tuple(sorted(_constexpr_names(kernel))), tuple(metas)
-
-
-def _kernel_info(name: str) -> tuple:
-    kernel = _lookup(name)
-    return _kernel_info_cached(name, id(kernel))
+    return tuple(kernel.arg_names), tuple(sorted(_constexpr_names(kernel))), tuple(metas)
 
 
 def _constexpr_names(kernel) -> set[str]:
