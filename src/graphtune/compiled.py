@@ -3,8 +3,8 @@
 When Dynamo traces ``kernel[grid](*args)`` of a graphtune kernel, ``GraphtuneKernel.run`` hands the call to
 ``traced_launch`` (the one-line hook at its top). That puts a single ``graphtune::launch`` op in the graph:
 
-    graphtune::launch(str kernel, str layout, Tensor(a!)[] tensors, SymInt[] ints, float[] floats,
-                      SymInt[] grids) -> ()
+    graphtune::launch(str kernel, str layout, Tensor(a!)[] tensors, Tensor[] inputs, SymInt[] ints,
+                      float[] floats, SymInt[] grids) -> ()
 
 ``kernel`` is the kernel's name (looked up at run time; names must be unique among the kernels compiled in one
 process), ``layout`` a literal describing how to rebuild the positional and keyword arguments from the three
@@ -14,8 +14,11 @@ cross the op boundary). When the op runs, with real tensors, it rebuilds the cal
 kernel's ordinary ``run``: the key, buckets, capture policy, force, database and tuner all apply, exactly as
 in eager; the grid of the config graphtune chose is picked by that config's parameters.
 
-Every tensor argument is declared mutated: which ones a Triton kernel writes is not known without compiling
-it. Functionalisation therefore treats them all as outputs; Inductor re-inplaces them, aot_eager copies them.
+``tensors`` holds the tensors the kernel may write (declared mutated), ``inputs`` those it only reads: a
+parameter counts as read-only when every use of it in the kernel's source is inside the pointer argument of a
+``tl.load`` (``_written_params``; anything else, a pointer kept in a local for instance, counts as written).
+Declaring a read-only input mutated would make functionalisation copy it (aot_eager) and make cudagraph trees
+skip graphs whose inputs are mutated (reduce-overhead), so precision here matters.
 Int arguments go through as SymInt (``dynamic=True`` keeps them symbolic); constexpr arguments are
 specialised (Triton recompiles per value anyway), as Dynamo does for stock kernels.
 """
@@ -24,6 +27,7 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import textwrap
 import threading
 from typing import Any, Sequence
 
@@ -41,17 +45,25 @@ def traced_launch(kernel, args: tuple, kwargs: dict, grid, warmup: bool = False)
     if warmup:
         raise RuntimeError(f"graphtune kernel {kernel.name!r}: warmup=True inside torch.compile is not supported; "
                            f"call kernel.warmup(...) outside the compiled function")
-    info = _trace_info(kernel.name)
-    arg_names, constexpr, metas = info
+    arg_names, constexpr, metas, written = _trace_info(kernel.name)
     tensors: list[Any] = []
+    writes: list[bool] = []
     ints: list[Any] = []
     floats: list[Any] = []
     pos: list[Any] = []
     for i in range(len(args)):
-        pos.append(_encode(args[i], i < len(arg_names) and arg_names[i] in constexpr, tensors, ints, floats))
+        name = arg_names[i] if i < len(arg_names) else ""
+        pos.append(_encode(args[i], name in constexpr, name in written, tensors, writes, ints, floats))
     kw: list[Any] = []
     for name in kwargs:
-        kw.append((name, _encode(kwargs[name], name in constexpr, tensors, ints, floats)))
+        kw.append((name, _encode(kwargs[name], name in constexpr, name in written, tensors, writes, ints, floats)))
+    # written tensors first (the op's mutable list), then read-only ones; tokens index the two lists joined
+    mutated = [tensors[j] for j in range(len(tensors)) if writes[j]]
+    inputs = [tensors[j] for j in range(len(tensors)) if not writes[j]]
+    order = [j for j in range(len(tensors)) if writes[j]] + [j for j in range(len(tensors)) if not writes[j]]
+    where = [order.index(j) for j in range(len(tensors))]
+    pos = [_retarget(e, where) for e in pos]
+    kw = [(name, _retarget(e, where)) for name, e in kw]
     grids: list[Any] = []
     grid_keys: list[Any] = []
     if callable(grid):
@@ -71,7 +83,11 @@ def traced_launch(kernel, args: tuple, kwargs: dict, grid, warmup: bool = False)
     else:
         _push_grid(grid, grids)
     layout = repr((tuple(pos), tuple(kw), tuple(grid_keys)))
-    torch.ops.graphtune.launch(kernel.name, layout, tensors, ints, floats, grids)
+    torch.ops.graphtune.launch(kernel.name, layout, mutated, inputs, ints, floats, grids)
+
+
+def _retarget(e, where: list):
+    return ("t", where[e[1]]) if e[0] == "t" else e
 
 
 def _push_grid(g, grids: list) -> None:
@@ -83,12 +99,14 @@ def _push_grid(g, grids: list) -> None:
         grids.append(1)
 
 
-def _encode(a, is_constexpr: bool, tensors: list, ints: list, floats: list):
+def _encode(a, is_constexpr: bool, is_written: bool, tensors: list, writes: list, ints: list, floats: list):
     if isinstance(a, torch.Tensor):
         for j in range(len(tensors)):
-            if tensors[j] is a:
+            if tensors[j] is a:     # one tensor passed twice crosses the op once (written if either use writes)
+                writes[j] = writes[j] or is_written
                 return ("t", j)
         tensors.append(a)
+        writes.append(is_written)
         return ("t", len(tensors) - 1)
     if a is None or isinstance(a, str):
         return ("c", a)
@@ -141,7 +159,55 @@ def _kernel_info(name: str) -> tuple:
         meta = tuple(sorted(c.kwargs.items()))
         if meta not in metas:
             metas.append(meta)
-    return tuple(kernel.arg_names), tuple(sorted(_constexpr_names(kernel))), tuple(metas)
+    return (tuple(kernel.arg_names), tuple(sorted(_constexpr_names(kernel))), tuple(metas),
+            _written_params(kernel))
+
+
+_LOAD_ONLY_PARENTS = (ast.BinOp, ast.UnaryOp, ast.Subscript, ast.IfExp, ast.Tuple, ast.Starred)
+
+
+def _written_params(kernel) -> tuple[str, ...]:
+    """Parameters the kernel may write through: every parameter except those whose every use is inside the
+    pointer expression of a ``tl.load`` (or a ``.dtype`` read). Conservative: a pointer stored in a local, passed
+    to another function or used any other way counts as written. Without the source: every parameter."""
+    names = tuple(kernel.arg_names)
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(kernel.base_fn)))
+    except (OSError, TypeError, SyntaxError):
+        return names
+    fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)), None)
+    if fn is None:
+        return names
+    parents: dict[ast.AST, ast.AST] = {}
+    for node in ast.walk(fn):
+        for child in ast.iter_child_nodes(node):
+            parents[child] = node
+    written = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Name) and node.id in names and not _load_only_use(node, parents):
+            written.add(node.id)
+        elif isinstance(node, ast.arg) and node.arg in names and parents.get(node) is not fn.args:
+            written.add(node.arg)   # shadowed by an inner definition: give up on it
+    return tuple(n for n in names if n in written)
+
+
+def _load_only_use(node: ast.AST, parents: dict) -> bool:
+    parent = parents.get(node)
+    if isinstance(parent, ast.Attribute) and parent.attr == "dtype":
+        return True
+    child = node
+    while parent is not None:
+        if isinstance(parent, ast.Call):
+            f = parent.func
+            is_load = (isinstance(f, ast.Attribute) and f.attr == "load") or (isinstance(f, ast.Name) and f.id == "load")
+            first = parent.args[0] if parent.args else next((k.value for k in parent.keywords if k.arg == "pointer"), None)
+            return is_load and child is first
+        if isinstance(parent, ast.Subscript) and child is not parent.value:
+            return False
+        if not isinstance(parent, _LOAD_ONLY_PARENTS):
+            return False
+        child, parent = parent, parents.get(parent)
+    return False
 
 
 def _constexpr_names(kernel) -> set[str]:
@@ -178,10 +244,11 @@ def _lookup(name: str):
 
 
 @torch.library.custom_op(_OP_NAME, mutates_args=("tensors",))
-def _launch_op(kernel: str, layout: str, tensors: list[torch.Tensor], ints: Sequence[int], floats: Sequence[float],
-               grids: Sequence[int]) -> None:
+def _launch_op(kernel: str, layout: str, tensors: list[torch.Tensor], inputs: list[torch.Tensor], ints: Sequence[int],
+               floats: Sequence[float], grids: Sequence[int]) -> None:
     k = _lookup(kernel)
     pos, kw, grid_keys = _decode(layout)
+    tensors = list(tensors) + list(inputs)
     args = tuple(_value(e, tensors, ints, floats) for e in pos)
     kwargs = {name: _value(e, tensors, ints, floats) for name, e in kw}
     grids = [int(g) for g in grids]
@@ -193,7 +260,7 @@ def _launch_op(kernel: str, layout: str, tensors: list[torch.Tensor], ints: Sequ
 
 
 @_launch_op.register_fake
-def _launch_fake(kernel, layout, tensors, ints, floats, grids) -> None:
+def _launch_fake(kernel, layout, tensors, inputs, ints, floats, grids) -> None:
     return None
 
 

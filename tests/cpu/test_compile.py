@@ -108,7 +108,11 @@ def test_fullgraph_traces_one_op_and_tunes_per_bucket(backend, dynamic):
         torch.testing.assert_close(got, 2 * x + 1, msg=f"B={B}: the graph's output after the kernel")
     assert rec.graphs, "torch.compile produced no graph"
     for gm in rec.graphs:
-        assert len(_launch_nodes(gm)) == 1, gm.code
+        nodes = _launch_nodes(gm)
+        assert len(nodes) == 1, gm.code
+        # only out_ptr is declared written (x_ptr is only read through tl.load): x is not copied or guarded
+        written, read = nodes[0].args[2], nodes[0].args[3]
+        assert (len(written), len(read)) == (1, 1), gm.code
     # tuning happened when the op ran, per bucket of the key argument, once per bucket
     assert sorted(k[0] for k in kernel._cache) == sorted({_bucket(b) for b in SIZES})
     assert kernel.tune_count == 3
@@ -116,10 +120,22 @@ def test_fullgraph_traces_one_op_and_tunes_per_bucket(backend, dynamic):
     assert not graphtune.coverage([kernel.name]).misses
     if dynamic:
         assert len(rec.graphs) == 1, "dynamic=True: one graph serves every size"
-        ints = _launch_nodes(rec.graphs[0])[0].args[3]
+        ints = _launch_nodes(rec.graphs[0])[0].args[4]
         kinds = [type(a.meta["example_value"]).__name__ if isinstance(a, torch.fx.Node) else type(a).__name__
                  for a in ints]
         assert kinds == ["SymInt", "SymInt"], f"n and B must go through as SymInt, got {kinds}"
+
+
+def test_written_parameters_are_found_conservatively():
+    from graphtune.compiled import _written_params
+    assert {"x_ptr", "bias_ptr"}.isdisjoint(_written_params(_kernel(_affine_kernel)))
+    assert "out_ptr" in _written_params(_kernel(_affine_kernel))
+
+    @triton.jit
+    def aliased(x_ptr, y_ptr, n, B, BLOCK: tl.constexpr):
+        p = x_ptr + tl.arange(0, BLOCK)          # a pointer kept in a local: counted as written
+        tl.store(p, tl.load(y_ptr + tl.arange(0, BLOCK)))
+    assert "x_ptr" in _written_params(_kernel(aliased)) and "y_ptr" not in _written_params(_kernel(aliased))
 
 
 def test_compiled_results_equal_eager():
@@ -210,8 +226,8 @@ def test_same_tensor_twice_and_tuple_grid():
     want = 3 * x
     compiled(x, 2)
     torch.testing.assert_close(x, want)
-    tensors = _launch_nodes(rec.graphs[0])[0].args[2]
-    assert len(tensors) == 1, "one tensor passed twice crosses the op once"
+    node = _launch_nodes(rec.graphs[0])[0]
+    assert (len(node.args[2]), len(node.args[3])) == (1, 0), "one tensor passed twice crosses the op once, written"
 
 
 def test_duplicate_kernel_names_are_a_clear_error():
@@ -252,8 +268,9 @@ def test_launch_op_passes_opcheck():
     from graphtune import compiled as compiled_mod  # noqa: F401  (registers graphtune::launch)
     x = torch.randn(40)
     out = torch.full_like(x, float("nan"))
-    layout = repr(((("t", 0), ("t", 1), ("i", 0), ("i", 1), ("f", 0)), (), ((("BLOCK", 16),), (("BLOCK", 64),))))
-    args = (kernel.name, layout, [x, out], [40, 2], [2.0], [3, 1, 1, 1, 1, 1])
+    # x_ptr -> tensor 1 (read-only list), out_ptr -> tensor 0 (written list), n, B -> ints, alpha -> floats
+    layout = repr(((("t", 1), ("t", 0), ("i", 0), ("i", 1), ("f", 0)), (), ((("BLOCK", 16),), (("BLOCK", 64),))))
+    args = (kernel.name, layout, [out], [x], [40, 2], [2.0], [3, 1, 1, 1, 1, 1])
     torch.library.opcheck(torch.ops.graphtune.launch.default, args)   # runs on copies of the inputs
     torch.ops.graphtune.launch(*args)
     torch.testing.assert_close(out, 2 * x)
