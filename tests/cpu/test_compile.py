@@ -138,6 +138,44 @@ def test_written_parameters_are_found_conservatively():
     assert "x_ptr" in _written_params(_kernel(aliased)) and "y_ptr" not in _written_params(_kernel(aliased))
 
 
+def test_hooks_and_reset_names_count_as_written():
+    from graphtune.compiled import _kernel_info
+    k = _kernel(restore=["x_ptr"])
+    assert "x_ptr" in _kernel_info(k.name)[3]
+    hooked = graphtune.autotune(configs=[triton.Config({"BLOCK": 16}, pre_hook=lambda nargs: None)], key=["B"],
+                                name=f"compile_test_{next(_ids)}")(_scale_kernel)
+    assert set(_kernel_info(hooked.name)[3]) == set(hooked.arg_names)
+
+
+@triton.heuristics({"BLOCK": lambda args: 16 if args["n"] < 100 else 64})
+@triton.jit
+def _heuristic_kernel(x_ptr, out_ptr, n, B, alpha, WIDE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    y = alpha * tl.load(x_ptr + offs, mask=mask)
+    if WIDE:
+        y = y + 1.0
+    tl.store(out_ptr + offs, y, mask=mask)
+
+
+def test_heuristics_values_feed_the_traced_grid():
+    kernel = graphtune.autotune(configs=[triton.Config({"WIDE": 0}, num_warps=1), triton.Config({"WIDE": 1}, num_warps=1)],
+                                key=["B"], buckets={"B": Buckets.explicit(BUCKETS)}, name=f"compile_test_{next(_ids)}",
+                                do_bench=Bench())(_heuristic_kernel)
+
+    def step(x, out, B):
+        kernel[lambda m: (triton.cdiv(m["n"], m["BLOCK"]),)](x, out, x.numel(), B, 2.0)
+        return out
+
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
+    for B in (1, 5):
+        x = torch.randn(B * 45)
+        out = torch.full_like(x, float("nan"))
+        compiled(x, out, B)
+        wide = kernel._cache[(_bucket(B), torch.float32, torch.float32)].config.kwargs["WIDE"]
+        torch.testing.assert_close(out, 2 * x + wide, msg=f"B={B}")
+
+
 def test_compiled_results_equal_eager():
     kernel = _kernel()
 
@@ -268,8 +306,8 @@ def test_launch_op_passes_opcheck():
     from graphtune import compiled as compiled_mod  # noqa: F401  (registers graphtune::launch)
     x = torch.randn(40)
     out = torch.full_like(x, float("nan"))
-    # x_ptr -> tensor 1 (read-only list), out_ptr -> tensor 0 (written list), n, B -> ints, alpha -> floats
-    layout = repr(((("t", 1), ("t", 0), ("i", 0), ("i", 1), ("f", 0)), (), ((("BLOCK", 16),), (("BLOCK", 64),))))
+    # x_ptr -> read-only list[0], out_ptr -> written list[0], n, B -> ints, alpha -> floats
+    layout = repr(((("r", 0), ("m", 0), ("i", 0), ("i", 1), ("f", 0)), (), ((("BLOCK", 16),), (("BLOCK", 64),))))
     args = (kernel.name, layout, [out], [x], [40, 2], [2.0], [3, 1, 1, 1, 1, 1])
     torch.library.opcheck(torch.ops.graphtune.launch.default, args)   # runs on copies of the inputs
     torch.ops.graphtune.launch(*args)
