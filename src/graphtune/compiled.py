@@ -266,8 +266,8 @@ def _lookup(name: str):
 
 
 # Defined with torch.library.Library rather than torch.library.custom_op: the same schema, fake and
-# functionalisation, but custom_op's Python wrapper cost about 50 us per call for this schema on the CPU where
-# this was measured (2-core AMD EPYC, torch 2.13) against about 7 us here, and the op runs once per launch.
+# functionalisation, but custom_op's Python wrapper costs several times more host time per call for this
+# schema (benchmarks/bench_compile.py: 109 us against 15 us on the 2-core CPU box, loaded), once per launch.
 _lib = torch.library.Library("graphtune", "FRAGMENT")
 _lib.define("launch(str kernel, str layout, Tensor(a!)[] tensors, Tensor[] inputs, SymInt[] ints, float[] floats, "
             "SymInt[] grids) -> ()")
