@@ -19,7 +19,15 @@ import triton.language as tl
 import graphtune
 from graphtune import Buckets, UntunedError
 
-torch._dynamo.config.cache_size_limit = 64   # every test compiles a fresh function; stay off the recompile limit
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    """Each test compiles from scratch (no graph or guard of another test's kernel survives it)."""
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(cache_size_limit=64):   # dynamic=False compiles once per size
+        yield
+    torch._dynamo.reset()
+
 
 _ids = itertools.count()
 SIZES = [1, 3, 8, 3, 5]                 # buckets 1, 4, 8, 4, 8
@@ -385,26 +393,27 @@ def test_patch_warns_at_trace_time_for_an_inductor_backend(monkeypatch):
             kernel_side_table.add_kernel(stock)
 
 
-def test_backend_detection_reads_the_compile_backend(monkeypatch):
-    """What torch.compile hands Dynamo as the backend, for inductor (any mode) and for aot_eager."""
-    from torch._dynamo import symbolic_convert
-    from torch._dynamo.eval_frame import get_compiler_fn
+@pytest.mark.parametrize("options,inductor", [
+    (dict(backend="inductor"), True), (dict(mode="reduce-overhead"), True),
+    (dict(mode="max-autotune-no-cudagraphs"), True), (dict(backend="aot_eager"), False), (dict(backend="eager"), False),
+], ids=["inductor", "reduce-overhead", "max-autotune-no-cudagraphs", "aot_eager", "eager"])
+def test_backend_detection_in_a_real_trace(options, inductor, monkeypatch):
+    """What patch_triton()'s trace-time hook reads, read while Dynamo really traces (from graphtune's trace hook)."""
+    from graphtune import compiled, patch
+    seen = []
+    real = compiled._kernel_info
 
-    from graphtune import patch
-    assert patch._backend_is_inductor() is False      # not inside a Dynamo trace
+    def spy(name):
+        seen.append(patch._backend_is_inductor())
+        return real(name)
+    monkeypatch.setattr(compiled, "_kernel_info", spy)
+    kernel = _kernel()
 
-    class Output:
-        compiler_fn = None
+    def step(x, out):
+        kernel[lambda m: (triton.cdiv(x.numel(), m["BLOCK"]),)](x, out, x.numel(), 1, 1.0)
+        return out
 
-    class Tx:
-        output = Output()
-
-    monkeypatch.setattr(symbolic_convert.InstructionTranslator, "current_tx", staticmethod(lambda: Tx))
-    cases = [("inductor", get_compiler_fn("inductor"), True),
-             ("reduce-overhead", get_compiler_fn(torch._TorchCompileInductorWrapper("reduce-overhead", None, None)),
-              True),
-             ("aot_eager", get_compiler_fn("aot_eager"), False),
-             ("eager", get_compiler_fn("eager"), False)]
-    for label, fn, want in cases:
-        Output.compiler_fn = fn
-        assert patch._backend_is_inductor() is want, label
+    x = torch.randn(8)
+    torch.compile(step, fullgraph=True, **options)(x, torch.empty_like(x))
+    assert seen == [inductor]
+    assert patch._backend_is_inductor() is False      # outside a trace

@@ -30,8 +30,16 @@ if not torch.cuda.is_available() and "Interpreted" not in type(rmsnorm_kernel.fn
     pytest.skip("the kernels were decorated before TRITON_INTERPRET=1 was set (run tests/cpu on its own)",
                 allow_module_level=True)
 
-torch._dynamo.config.cache_size_limit = 64
 MLA_TOL = 1e-2          # relative L2 error vs the fp32 reference, as in test_mla_decode.py
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    """Each test compiles from scratch (no graph or guard of another test's kernel survives it)."""
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(cache_size_limit=64):   # dynamic=False compiles once per size
+        yield
+    torch._dynamo.reset()
 
 
 def _rms_inputs(B: int, D: int, dtype=torch.float32):

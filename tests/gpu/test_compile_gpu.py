@@ -18,7 +18,15 @@ import triton.language as tl
 import graphtune
 from graphtune import Buckets
 
-torch._dynamo.config.cache_size_limit = 64   # dynamic=False compiles once per size
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    """Each test compiles from scratch (no graph or guard of another test's kernel survives it)."""
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(cache_size_limit=64):   # dynamic=False compiles once per size
+        yield
+    torch._dynamo.reset()
+
 
 BUCKETS = [1, 2, 4, 8, 16]
 SIZES = [1, 3, 8, 16, 3]                     # buckets 1, 4, 8, 16
@@ -98,7 +106,7 @@ def test_graphtune_kernel_fullgraph(case, dynamic):
         eager = step(x, y, B)
         for i, g in enumerate(got):
             torch.testing.assert_close(g, want, msg=f"B={B} call {i}: vs the torch reference")
-            torch.testing.assert_close(g, eager, rtol=1e-6, atol=1e-6, msg=f"B={B} call {i}: vs eager")
+            torch.testing.assert_close(g, eager, msg=f"B={B} call {i}: vs eager")   # Inductor may fuse to an FMA
     assert bench.inside_capture == 0
     assert sorted(k[0] for k in kernel._cache) == sorted({next(s for s in BUCKETS if s >= b) for b in SIZES})
     assert kernel.tune_count == 4, "one tuning per bucket"
