@@ -222,8 +222,10 @@ def _load_only_use(node: ast.AST, parents: dict) -> bool:
     while parent is not None:
         if isinstance(parent, ast.Call):
             f = parent.func
-            is_load = (isinstance(f, ast.Attribute) and f.attr == "load") or (isinstance(f, ast.Name) and f.id == "load")
-            first = parent.args[0] if parent.args else next((k.value for k in parent.keywords if k.arg == "pointer"), None)
+            is_load = (isinstance(f, ast.Attribute) and f.attr == "load") or \
+                (isinstance(f, ast.Name) and f.id == "load")
+            first = parent.args[0] if parent.args else \
+                next((k.value for k in parent.keywords if k.arg == "pointer"), None)
             return is_load and child is first
         if isinstance(parent, ast.Subscript) and child is not parent.value:
             return False

@@ -152,9 +152,11 @@ def _backend_is_inductor() -> bool:
     for _ in range(8):
         if fn is None:
             return False
-        if getattr(fn, "compiler_name", None) == "inductor" or getattr(fn, "__name__", None) in ("inductor", "compile_fx"):
+        if getattr(fn, "compiler_name", None) == "inductor" or \
+                getattr(fn, "__name__", None) in ("inductor", "compile_fx"):
             return True
-        fn = getattr(fn, "_torchdynamo_orig_backend", None) or getattr(fn, "compiler_fn", None) or getattr(fn, "func", None)
+        fn = (getattr(fn, "_torchdynamo_orig_backend", None) or getattr(fn, "compiler_fn", None)
+              or getattr(fn, "func", None))
     return False
 
 

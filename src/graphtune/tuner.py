@@ -108,7 +108,7 @@ class Choice:
 _INT32_LO, _INT32_HI = -(2 ** 31), 2 ** 31
 
 from triton import knobs as _knobs  # noqa: E402
-from torch.compiler import is_dynamo_compiling as _dynamo_compiling  # noqa: E402  (False, 30 ns; Dynamo folds it to True)
+from torch.compiler import is_dynamo_compiling as _dynamo_compiling  # noqa: E402  (False; Dynamo folds it to True)
 
 
 def _get_device() -> int:

@@ -167,7 +167,7 @@ def _heuristic_kernel(x_ptr, out_ptr, n, B, alpha, WIDE: tl.constexpr, BLOCK: tl
 
 
 def test_heuristics_values_feed_the_traced_grid():
-    kernel = graphtune.autotune(configs=[triton.Config({"WIDE": 0}, num_warps=1), triton.Config({"WIDE": 1}, num_warps=1)],
+    kernel = graphtune.autotune(configs=[triton.Config({"WIDE": w}, num_warps=1) for w in (0, 1)],
                                 key=["B"], buckets={"B": Buckets.explicit(BUCKETS)}, name=f"compile_test_{next(_ids)}",
                                 do_bench=Bench())(_heuristic_kernel)
 

@@ -142,7 +142,7 @@ def _shift_kernel(x_ptr, out_ptr, n, B, shift, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + shift, mask=mask)
 
 
-_shift = graphtune.autotune(configs=[triton.Config({"BLOCK": 16}, num_warps=1), triton.Config({"BLOCK": 32}, num_warps=1)],
+_shift = graphtune.autotune(configs=[triton.Config({"BLOCK": b}, num_warps=1) for b in (16, 32)],
                             key=["B"], buckets={"B": Buckets.pow2(8)}, name="ops_test_shift",
                             do_bench=lambda fn: (fn(), 1.0)[1])(_shift_kernel)
 

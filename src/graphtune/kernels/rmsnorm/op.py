@@ -13,7 +13,8 @@ from ...torch_ops import custom_op
 from . import interface
 
 
-def _fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+def _fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+          eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.empty_like(x), torch.empty_like(residual)
 
 
