@@ -28,7 +28,6 @@ import ast
 import functools
 import inspect
 import textwrap
-import threading
 from typing import Any, Sequence
 
 import torch
@@ -36,7 +35,6 @@ import torch
 from . import tuner   # imported by tuner's hook after tuner itself is loaded
 
 _OP_NAME = "graphtune::launch"
-_local = threading.local()
 
 
 # ------------------------------------------------------------------------------------------ trace time
@@ -59,7 +57,8 @@ def traced_launch(kernel, args: tuple, kwargs: dict, grid, warmup: bool = False)
     kw: list[Any] = []
     for name in kwargs:
         kw.append((name, _encode(kwargs[name], name in constexpr, name in written, tensors, writes, ints, floats)))
-    # written tensors first (the op's mutable list), then read-only ones; tokens index the two lists joined
+    # written tensors go in the op's mutable list, the others in its read-only one; a token names the list
+    # ("m" / "r") and the position in it
     mutated = [tensors[j] for j in range(len(tensors)) if writes[j]]
     inputs = [tensors[j] for j in range(len(tensors)) if not writes[j]]
     where = []
@@ -157,7 +156,8 @@ def _constant(a):
 
 @torch._dynamo.assume_constant_result
 def _trace_info(name: str) -> tuple:
-    """(parameter names, constexpr parameter names, config metas) of kernel ``name``, computed outside Dynamo."""
+    """(parameter names, constexpr parameter names, config parameter sets, parameters it may write) of kernel
+    ``name``: Dynamo calls this at trace time and keeps the result as a constant (no tracing into it)."""
     return _kernel_info(name)
 
 
@@ -258,7 +258,7 @@ def _lookup(name: str):
     if len(found) != 1:
         if not found:
             raise RuntimeError(f"graphtune::launch: no graphtune kernel named {name!r} in this process; "
-                               f"known: {sorted(_REGISTRY)}")
+                               f"known: {sorted(tuner._REGISTRY)}")
         raise RuntimeError(f"graphtune::launch: {len(found)} graphtune kernels are named {name!r}; torch.compile "
                            f"finds kernels by name, so give each a unique name= in graphtune.autotune")
     return found[0]

@@ -289,6 +289,12 @@ def test_duplicate_kernel_names_are_a_clear_error():
         torch.compile(step, fullgraph=True, backend="eager")(torch.randn(8))
 
 
+def test_unknown_kernel_name_is_a_clear_error():
+    from graphtune import compiled
+    with pytest.raises(RuntimeError, match="no graphtune kernel named 'no_such_kernel'"):
+        compiled._launch_impl("no_such_kernel", repr(((), (), ())), [], [], [], [], [1, 1, 1])
+
+
 def test_force_after_compile_names_the_untraced_grid():
     kernel = _kernel()
 
