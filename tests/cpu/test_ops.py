@@ -26,7 +26,7 @@ from graphtune.kernels.rmsnorm import (fused_add_rmsnorm, fused_add_rmsnorm_op, 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_mla_decode import make_case, rel_err  # noqa: E402  (the MLA tests' input builder)
 
-if not torch.cuda.is_available() and "Interpreted" not in type(rmsnorm_kernel.fn).__name__:
+if "Interpreted" not in type(rmsnorm_kernel.fn).__name__:   # CPU tensors need the interpreter
     pytest.skip("the kernels were decorated before TRITON_INTERPRET=1 was set (run tests/cpu on its own)",
                 allow_module_level=True)
 
