@@ -16,12 +16,13 @@ from .patch import patch_triton, unpatch_triton
 from .sharded import TuneTarget, tune_sharded
 from .tuner import (GraphtuneKernel, assert_covered, autotune, check_forces, coverage, force, freeze, unforce,
                     warmup)
+from .torch_ops import custom_op
 
 from ._version import __version__
 
 __all__ = [
     "autotune", "Buckets", "GraphtuneKernel", "warmup", "coverage", "assert_covered", "Coverage",
-    "patch_triton", "unpatch_triton", "freeze", "unfreeze", "is_frozen", "set_policy", "force", "unforce", "check_forces",
+    "patch_triton", "unpatch_triton", "custom_op", "freeze", "unfreeze", "is_frozen", "set_policy", "force", "unforce", "check_forces",
     "set_process_group", "tune_sharded", "TuneTarget", "inspect", "load", "TuningDB", "audit_paths", "AuditReport", "ab", "ABResult", "decide", "ThroughputModel", "fit_points",
     "GraphtuneError", "UntunedError", "TuningError", "ConfigError", "DatabaseError", "InspectError",
     "DistributedError",

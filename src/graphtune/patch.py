@@ -4,10 +4,18 @@ The patch replaces ``Autotuner.run`` on the class, so kernels decorated before t
 as those decorated after: an inference engine's kernels, which users cannot edit, get the same policy, force
 overrides, coverage records, database and timer as ``graphtune.autotune`` kernels. Outside capture a patched
 kernel still tunes on its first call per key and computes the same outputs.
+
+Under ``torch.compile``: Dynamo records a stock kernel launch as a ``triton_kernel_wrapper_mutation`` node.
+Backend ``aot_eager`` (and ``eager``) runs that node by calling the kernel, so the patched ``run`` applies and
+graphtune tunes per bucket. Inductor instead re-emits the kernel source and tunes it with its own autotuner,
+once per compiled shape: graphtune is bypassed. That cannot be undone from outside Inductor, so the patch
+warns, once per kernel and naming it: when Dynamo traces a patched kernel for an Inductor backend (read from
+the compile's backend), and again as a backstop when Inductor lowers one (custom backends that call Inductor).
 """
 from __future__ import annotations
 
 import threading
+import warnings
 from typing import Any
 
 from triton.runtime.autotuner import Autotuner
@@ -18,6 +26,7 @@ from .tuner import GraphtuneKernel
 
 _lock = threading.Lock()   # guards making one adapter per stock kernel
 _ATTR = "_graphtune_kernel"
+_hooks: dict[str, Any] = {}     # what the torch.compile hooks replaced, restored by unpatch_triton()
 
 
 def _adapter(at: Autotuner) -> GraphtuneKernel:
@@ -82,6 +91,7 @@ def patch_triton() -> _Patch:
         if STATE.stock_run is None:
             STATE.stock_run = Autotuner.run
             Autotuner.run = _patched_run
+            _install_compile_hooks()
     return _Patch()
 
 
@@ -91,6 +101,7 @@ def unpatch_triton() -> None:
         if STATE.stock_run is not None:
             Autotuner.run = STATE.stock_run
             STATE.stock_run = None
+            _remove_compile_hooks()
 
 
 def is_patched() -> bool:
@@ -102,3 +113,102 @@ def graphtune_kernel_of(kernel: Autotuner) -> GraphtuneKernel:
     if not isinstance(kernel, Autotuner):
         raise TypeError(f"graphtune_kernel_of: {kernel!r} is not a triton.autotune kernel")
     return _adapter(kernel)
+
+
+# ------------------------------------------------------------------------------------ torch.compile
+
+
+def _kernel_name(kernel: Any) -> str:
+    base = getattr(kernel, "base_fn", None) or getattr(kernel, "fn", None)
+    return getattr(base, "__name__", None) or repr(kernel)
+
+
+def warn_inductor_bypass(kernel: Any) -> None:
+    """Warn (once per kernel name) that Inductor compiles this stock autotuned kernel without graphtune."""
+    name = _kernel_name(kernel)
+    if name in STATE.warned:
+        return
+    STATE.warned.add(name)
+    msg = (f"graphtune: torch.compile's Inductor backend re-emits the stock triton.autotune kernel {name!r} and "
+           f"tunes it itself (once per compiled shape, inside its own autotuner): patch_triton() does not apply "
+           f"to it there, so no buckets, capture policy or database. To keep graphtune's tuning, compile with "
+           f"backend='aot_eager', or launch the kernel from a torch custom op (graphtune.custom_op) so Inductor "
+           f"keeps the launch opaque.")
+    logger.warning(msg)
+    warnings.warn(msg, RuntimeWarning, stacklevel=2)
+
+
+def _backend_is_inductor() -> bool:
+    """Best effort: is the compile Dynamo is running now for an Inductor backend?"""
+    try:
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+        tx = InstructionTranslator.current_tx()
+        fn = tx.output.compiler_fn if tx is not None else None
+    except Exception:  # noqa: BLE001 - Dynamo internals moved: the lowering hook still warns
+        return False
+    for _ in range(8):
+        if fn is None:
+            return False
+        if getattr(fn, "compiler_name", None) == "inductor" or \
+                getattr(fn, "__name__", None) in ("inductor", "compile_fx"):
+            return True
+        fn = (getattr(fn, "_torchdynamo_orig_backend", None) or getattr(fn, "compiler_fn", None)
+              or getattr(fn, "func", None))
+    return False
+
+
+def _install_compile_hooks() -> None:
+    try:
+        from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
+    except Exception:  # noqa: BLE001 - torch without user-kernel support in Dynamo: nothing to hook
+        return
+    original = kernel_side_table.add_kernel
+
+    def add_kernel(kernel):
+        # Dynamo found a stock kernel launch while tracing: that is the moment to know the backend
+        if STATE.stock_run is not None and isinstance(kernel, Autotuner):
+            _hook_inductor_lowering()
+            if _backend_is_inductor():
+                warn_inductor_bypass(kernel)
+        return original(kernel)
+    _hooks["add_kernel"] = (kernel_side_table, "add_kernel" in kernel_side_table.__dict__, original)
+    kernel_side_table.add_kernel = add_kernel
+
+
+def _hook_inductor_lowering() -> None:
+    """Wrap Inductor's lowering of user Triton kernels (imported only once a stock kernel is being compiled)."""
+    if "lowering" in _hooks:
+        return
+    try:
+        from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table, triton_kernel_wrapper_mutation
+        from torch._inductor.lowering import lowerings
+    except Exception:  # noqa: BLE001
+        return
+    original = lowerings.get(triton_kernel_wrapper_mutation)
+    if original is None:
+        return
+
+    def lowering(*args, **kwargs):
+        try:
+            kernel = kernel_side_table.get_kernel(kwargs["kernel_idx"])
+        except Exception:  # noqa: BLE001
+            kernel = None
+        if STATE.stock_run is not None and isinstance(kernel, Autotuner):
+            warn_inductor_bypass(kernel)
+        return original(*args, **kwargs)
+    _hooks["lowering"] = (lowerings, triton_kernel_wrapper_mutation, original)
+    lowerings[triton_kernel_wrapper_mutation] = lowering
+
+
+def _remove_compile_hooks() -> None:
+    entry = _hooks.pop("add_kernel", None)
+    if entry is not None:
+        table, had_own, original = entry
+        if had_own:
+            table.add_kernel = original
+        else:
+            table.__dict__.pop("add_kernel", None)
+    entry = _hooks.pop("lowering", None)
+    if entry is not None:
+        lowerings, op, original = entry
+        lowerings[op] = original

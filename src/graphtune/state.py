@@ -21,6 +21,7 @@ field                       what
 ``env_cache``               the environment identity per (interpreter, device)
 ``stock_run``               the stock ``Autotuner.run`` while ``patch_triton()`` is active
 ``overrides``               settings set in code (``settings.override``); they win over the environment
+``warned``                  once-per-process warnings already given (e.g. Inductor bypassing a stock kernel)
 ==========================  ================================================================================
 
 ``reset()`` returns every field to its start value except ``kernels`` (kernels defined at import stay defined;
@@ -52,6 +53,7 @@ class State:
     env_cache: dict[tuple[bool, int], Any] = field(default_factory=dict)
     stock_run: Any = None
     overrides: dict[str, str] = field(default_factory=dict)
+    warned: set[str] = field(default_factory=set)
     # one lock for the fields above; kernels have their own lock for their own results
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
@@ -77,6 +79,7 @@ def reset() -> None:
         STATE.loaded.clear()
         STATE.env_cache.clear()
         STATE.overrides.clear()
+        STATE.warned.clear()
     for k in kernels:
         k.reset()
     if database is not None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import triton
+from torch.compiler import is_dynamo_compiling as _dynamo_compiling   # False; Dynamo folds it to True
 from triton.runtime.jit import JITFunction, KernelInterface
 
 from . import agreement, capture, settings, store
@@ -202,6 +203,9 @@ class GraphtuneKernel(KernelInterface):
     # -------------------------------------------------------------------------------------- hot path
 
     def run(self, *args, grid, warmup: bool = False, **kwargs):
+        if _dynamo_compiling():  # torch.compile traces this launch: one graphtune::launch op, tuned at run time
+            from .compiled import traced_launch
+            return traced_launch(self, args, kwargs, grid, warmup)
         if warmup:
             return self.warmup(*args, grid=grid, **kwargs)
         if self._force_seen[0] != STATE.force_gen or self._force_seen[1] is not _force_probe():

@@ -1,0 +1,67 @@
+"""MLA decode as torch custom ops, so ``torch.compile`` keeps the launch opaque and graphtune tunes it.
+
+``graphtune::mla_decode(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_scale_tensor?, kv_format,
+return_lse) -> (out, lse)`` allocates its outputs (``lse`` is an empty ``[0]`` tensor unless ``return_lse``);
+``graphtune::mla_decode_out(..., kv_format, out!)`` writes into a given ``[B, H, 512]`` bf16 buffer (declared
+mutated). Either runs ``interface.mla_decode`` with real tensors when the graph runs: validation, the
+per-batch-bucket tuning of the split kernel and the capture policy apply as in eager. ``kv_scale_tensor``
+(a one-element fp32 device tensor) overrides the float ``kv_scale`` when given.
+"""
+from __future__ import annotations
+
+import torch
+
+from ...torch_ops import custom_op
+from . import interface
+from .reference import D_NOPE
+
+
+def _scale(kv_scale: float, kv_scale_tensor: torch.Tensor | None) -> float | torch.Tensor:
+    return kv_scale if kv_scale_tensor is None else kv_scale_tensor
+
+
+def _fake(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
+          sm_scale: float, kv_scale: float, kv_scale_tensor: torch.Tensor | None, kv_format: str,
+          return_lse: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    batch, heads = q.shape[0], q.shape[1]
+    out = q.new_empty((batch, heads, D_NOPE), dtype=torch.bfloat16)
+    lse = q.new_empty((batch, heads) if return_lse else (0,), dtype=torch.float32)
+    return out, lse
+
+
+@custom_op("graphtune::mla_decode", fake=_fake)
+def _mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
+                sm_scale: float, kv_scale: float, kv_scale_tensor: torch.Tensor | None, kv_format: str,
+                return_lse: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    got = interface.mla_decode(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale=_scale(kv_scale, kv_scale_tensor),
+                               kv_format=kv_format, return_lse=return_lse)
+    if return_lse:
+        return got
+    return got, q.new_empty((0,), dtype=torch.float32)
+
+
+@custom_op("graphtune::mla_decode_out", mutates_args=("out",))
+def _mla_decode_out(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
+                    sm_scale: float, kv_scale: float, kv_scale_tensor: torch.Tensor | None, kv_format: str,
+                    out: torch.Tensor) -> None:
+    interface.mla_decode(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale=_scale(kv_scale, kv_scale_tensor),
+                         kv_format=kv_format, out=out)
+
+
+def mla_decode_op(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
+                  sm_scale: float, *, kv_scale: float | torch.Tensor = 1.0, kv_format: str = "auto",
+                  out: torch.Tensor | None = None,
+                  return_lse: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """``interface.mla_decode`` (same arguments) through the ``graphtune::`` ops: use it inside ``torch.compile``."""
+    scale_t = kv_scale if isinstance(kv_scale, torch.Tensor) else None
+    scale_f = 1.0 if scale_t is not None else float(kv_scale)
+    if out is not None and not return_lse:
+        torch.ops.graphtune.mla_decode_out(q, kv_cache, page_table, seq_lens, float(sm_scale), scale_f, scale_t,
+                                           kv_format, out)
+        return out
+    got, lse = torch.ops.graphtune.mla_decode(q, kv_cache, page_table, seq_lens, float(sm_scale), scale_f, scale_t,
+                                              kv_format, return_lse)
+    if out is not None:
+        out.copy_(got)
+        got = out
+    return (got, lse) if return_lse else got

@@ -1,0 +1,204 @@
+"""The shipped kernels as graphtune:: torch custom ops, and graphtune.custom_op for users' own launchers.
+
+On CPU the kernels run through the Triton interpreter. ``torch.library.opcheck`` checks each op's schema
+(declared mutations, no undeclared ones), its fake implementation against the real one, and that AOT
+dispatch with dynamic shapes works; it runs the op several times, so sizes are tiny. The fp8 MLA cache cannot
+go through opcheck on CPU (its schema check compares fp8 tensors with allclose, which CPU torch lacks), so the
+uint8 ``fp8_ds_mla`` layout is checked here and fp8 on the GPU.
+"""
+from __future__ import annotations
+
+import itertools
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import graphtune
+from graphtune import Buckets
+from graphtune.kernels import mla_decode, mla_decode_op, mla_decode_reference
+from graphtune.kernels.rmsnorm import (fused_add_rmsnorm, fused_add_rmsnorm_op, fused_add_rmsnorm_reference,
+                                       rmsnorm_kernel)
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_mla_decode import make_case, rel_err  # noqa: E402  (the MLA tests' input builder)
+
+if "Interpreted" not in type(rmsnorm_kernel.fn).__name__:   # CPU tensors need the interpreter
+    pytest.skip("the kernels were decorated before TRITON_INTERPRET=1 was set (run tests/cpu on its own)",
+                allow_module_level=True)
+
+MLA_TOL = 1e-2          # relative L2 error vs the fp32 reference, as in test_mla_decode.py
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    """Each test compiles from scratch (no graph or guard of another test's kernel survives it)."""
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(cache_size_limit=64):   # dynamic=False compiles once per size
+        yield
+    torch._dynamo.reset()
+
+
+def _rms_inputs(B: int, D: int, dtype=torch.float32):
+    return torch.randn(B, D, dtype=dtype), torch.randn(B, D, dtype=dtype), torch.randn(D, dtype=dtype)
+
+
+# ------------------------------------------------------------------------------------------ opcheck
+
+
+def test_fused_add_rmsnorm_ops_pass_opcheck():
+    x, res, w = _rms_inputs(3, 40)
+    torch.library.opcheck(torch.ops.graphtune.fused_add_rmsnorm.default, (x, res, w, 1e-6))
+    out, res_out = torch.full_like(x, float("nan")), torch.full_like(x, float("nan"))
+    torch.library.opcheck(torch.ops.graphtune.fused_add_rmsnorm_out.default, (x, res, w, 1e-6, out, res_out))
+
+
+@pytest.mark.parametrize("return_lse", [False, True], ids=["out", "out+lse"])
+def test_mla_decode_ops_pass_opcheck(return_lse):
+    c = make_case(2, 16, 16, "fp8_ds_mla", [20, 9], torch.Generator().manual_seed(3))
+    args = (c["q"], c["kv_cache"], c["page_table"], c["seq_lens"], 0.06, 1.0, None, "fp8_ds_mla")
+    torch.library.opcheck(torch.ops.graphtune.mla_decode.default, args + (return_lse,))
+    if not return_lse:
+        out = torch.full((2, 16, 512), float("nan"), dtype=torch.bfloat16)
+        torch.library.opcheck(torch.ops.graphtune.mla_decode_out.default, args + (out,))
+
+
+# ------------------------------------------------------------------------------------- torch.compile
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_decode_step_of_both_ops_compiles_fullgraph_and_matches(dynamic):
+    """A decode step (rmsnorm, then MLA into a preallocated buffer) under fullgraph=True, several batches."""
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        from torch._dynamo.backends.registry import lookup_backend
+        return lookup_backend("aot_eager")(gm, example_inputs)
+
+    def step(h, res, w, c, out):
+        normed, res = fused_add_rmsnorm_op(h, res, w, 1e-6)
+        q = c["q"] + normed[:, :1, None].to(torch.bfloat16)      # make the attention depend on the norm
+        mla_decode_op(q, c["kv_cache"], c["page_table"], c["seq_lens"], 0.06, kv_scale=c["scale_t"], out=out)
+        return normed, res, q
+
+    compiled = torch.compile(step, fullgraph=True, backend=backend, dynamic=dynamic)
+    gen = torch.Generator().manual_seed(11)
+    for B, lens in ((1, [17]), (3, [5, 40, 1])):
+        c = make_case(B, 16, 16, "fp8", lens, gen)
+        c["scale_t"] = torch.tensor([c["kv_scale"]], dtype=torch.float32)   # the Tensor? argument
+        h, res, w = _rms_inputs(B, 48)
+        out = torch.full((B, 16, 512), float("nan"), dtype=torch.bfloat16)
+        normed, res_out, q = compiled(h, res, w, c, out)
+        ref_n, ref_h = fused_add_rmsnorm_reference(h, res, w, 1e-6)
+        torch.testing.assert_close(normed, ref_n, rtol=1e-5, atol=1e-5, msg=f"B={B}: rmsnorm")
+        torch.testing.assert_close(res_out, ref_h, rtol=1e-5, atol=1e-5, msg=f"B={B}: residual")
+        ref = mla_decode_reference(q, c["kv_cache"], c["page_table"], c["seq_lens"], 0.06, kv_scale=c["kv_scale"])
+        assert torch.isfinite(out.float()).all(), f"B={B}: unwritten (NaN) outputs"
+        assert rel_err(out, ref) <= MLA_TOL, f"B={B}: relative error {rel_err(out, ref):.3e}"
+    targets = [str(n.target) for gm in graphs for n in gm.graph.nodes if n.op == "call_function"]
+    assert any("graphtune.fused_add_rmsnorm" in t for t in targets), targets
+    assert any("graphtune.mla_decode_out" in t for t in targets), targets
+    # the rmsnorm kernel (2 configs under the interpreter) was tuned per batch bucket when the op ran
+    assert sorted(k[0] for k in rmsnorm_kernel._cache) == [1, 4]
+
+
+def test_op_wrappers_match_the_plain_functions():
+    c = make_case(2, 16, 16, "fp8", [33, 7], torch.Generator().manual_seed(5))
+    got, lse = mla_decode_op(c["q"], c["kv_cache"], c["page_table"], c["seq_lens"], 0.06, kv_scale=c["kv_scale"],
+                             return_lse=True)
+    want, want_lse = mla_decode(c["q"], c["kv_cache"], c["page_table"], c["seq_lens"], 0.06,
+                                kv_scale=c["kv_scale"], return_lse=True)
+    assert torch.equal(got, want) and torch.equal(lse, want_lse)
+    x, res, w = _rms_inputs(5, 24)
+    out, res_out = torch.full_like(x, float("nan")), torch.full_like(x, float("nan"))
+    got = fused_add_rmsnorm_op(x, res, w, 1e-5, out=out, residual_out=res_out)
+    want = fused_add_rmsnorm(x, res, w, 1e-5)
+    assert got[0] is out and got[1] is res_out
+    assert torch.equal(out, want[0]) and torch.equal(res_out, want[1])
+
+
+def test_op_validates_like_the_plain_function():
+    x, res, w = _rms_inputs(2, 8)
+    with pytest.raises(ValueError, match="weight must be"):
+        fused_add_rmsnorm_op(x, res, torch.randn(7))
+    c = make_case(1, 16, 16, "fp8", [10], torch.Generator().manual_seed(6))
+    with pytest.raises(ValueError, match="sm_scale: nan"):
+        mla_decode_op(c["q"], c["kv_cache"], c["page_table"], c["seq_lens"], float("nan"), kv_scale=c["kv_scale"])
+
+
+# ----------------------------------------------------------------------------- graphtune.custom_op
+
+_ids = itertools.count()
+
+
+@triton.jit
+def _shift_kernel(x_ptr, out_ptr, n, B, shift, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + shift, mask=mask)
+
+
+_shift = graphtune.autotune(configs=[triton.Config({"BLOCK": b}, num_warps=1) for b in (16, 32)],
+                            key=["B"], buckets={"B": Buckets.pow2(8)}, name="ops_test_shift",
+                            do_bench=lambda fn: (fn(), 1.0)[1])(_shift_kernel)
+
+
+@graphtune.custom_op("graphtune_test::shift_", mutates_args=("out",))
+def shift_(x: torch.Tensor, out: torch.Tensor, shift: float) -> None:
+    _shift[lambda m: (triton.cdiv(x.numel(), m["BLOCK"]),)](x, out, x.numel(), x.shape[0], shift)
+
+
+def _shifted_fake(x: torch.Tensor, shift: float) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+@graphtune.custom_op("graphtune_test::shifted", fake=_shifted_fake)
+def shifted(x: torch.Tensor, shift: float) -> torch.Tensor:
+    out = torch.empty_like(x)
+    shift_(x, out, shift)
+    return out
+
+
+def test_custom_op_helper_registers_a_users_launcher():
+    x = torch.randn(3, 10)
+    out = torch.full_like(x, float("nan"))
+    torch.library.opcheck(torch.ops.graphtune_test.shift_.default, (x, out, 0.5))
+    torch.library.opcheck(torch.ops.graphtune_test.shifted.default, (x, 0.5))
+
+    def step(x, out):
+        shift_(x, out, 1.5)
+        return shifted(out, -0.5)
+
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager", dynamic=True)
+    for B in (1, 3, 6):
+        x = torch.randn(B, 10)
+        out = torch.full_like(x, float("nan"))
+        got = compiled(x, out)
+        torch.testing.assert_close(out, x + 1.5)
+        torch.testing.assert_close(got, x + 1.0)
+    assert sorted(k[0] for k in _shift._cache) == [1, 4, 8]
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(name="no_namespace"), r"expected 'namespace::op_name'"),
+    (dict(name="a::b", mutates_args="out"), r"must be a tuple of argument names"),
+    (dict(name="a::b", mutates_args=("outt",)), r"mutates_args \['outt'\] are not parameters"),
+], ids=["name", "mutates-string", "mutates-unknown"])
+def test_custom_op_helper_bad_input(kwargs, match):
+    def launcher(x: torch.Tensor, out: torch.Tensor) -> None:
+        pass
+    kwargs = dict(kwargs)
+    name = kwargs.pop("name")
+    with pytest.raises((ValueError, TypeError), match=match):
+        graphtune.custom_op(name, **kwargs)(launcher)
+
+
+def test_custom_op_helper_needs_fake_for_returned_tensors():
+    def launcher(x: torch.Tensor) -> torch.Tensor:
+        return x.clone()
+    with pytest.raises(ValueError, match="give fake="):
+        graphtune.custom_op(f"graphtune_test::needs_fake_{next(_ids)}")(launcher)
