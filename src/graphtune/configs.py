@@ -72,6 +72,16 @@ def config_label(config: triton.Config | dict[str, Any]) -> str:
     return ",".join(parts)
 
 
+def shared_and_varying(configs: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+    """For a table of configs (dicts): the parameters every config has with one value (shown once, above the
+    table) and the names of those that vary (one column each), in first-seen order."""
+    dicts = list(configs)
+    names = list(dict.fromkeys(k for d in dicts for k in d))
+    shared = {k: dicts[0][k] for k in names
+              if dicts and all(k in d for d in dicts) and len({repr(d[k]) for d in dicts}) == 1}
+    return shared, [k for k in names if k not in shared]
+
+
 def configs_hash(configs: Iterable[triton.Config]) -> str:
     blob = json.dumps([config_to_dict(c) for c in configs], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

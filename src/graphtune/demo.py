@@ -303,14 +303,22 @@ def _cpu_inspect(console, full_space: bool) -> dict[str, Any]:
     from .kernels.mla_decode.interface import inspect_signature
     signature, constexprs = inspect_signature(heads=16, page_size=64, kv_format="fp8")
     out: dict[str, Any] = {}
-    t = Table(title=f"MLA decode split kernel, {len(configs)} of {len(space.CONFIGS)} configs")
-    for col in ("config", "target", "regs", "spill B", "smem B", "occupancy", "fits"):
-        t.add_column(col)
+    from .configs import config_to_dict, shared_and_varying
+    shared, varying = shared_and_varying(config_to_dict(c) for c in configs)
+    title = f"MLA decode split kernel, {len(configs)} of {len(space.CONFIGS)} configs"
+    if shared:   # the same in every row: said once, so the config column shows only what differs
+        title += "\nevery config: " + ", ".join(f"{k}={v}" for k, v in shared.items())
+    t = Table(title=title)
+    t.add_column("config", overflow="fold")
+    for col in ("target", "regs", "spill B", "smem B", "occupancy"):
+        t.add_column(col, no_wrap=True)
+    t.add_column("fits", overflow="fold")
     for target in ("sm_90", "sm_120"):
         rows = inspect(_tuned_kernel(), target=target, signature=signature, constexprs=constexprs, configs=configs)
         out[target] = [r.to_dict() for r in rows]
         for r in rows:
-            t.add_row(r.label, target, str(r.registers), str(r.spill_bytes), str(r.shared_bytes),
+            label = ",".join(f"{k}={r.config.get(k)}" for k in varying) or r.label
+            t.add_row(label, target, str(r.registers), str(r.spill_bytes), str(r.shared_bytes),
                       f"{r.occupancy_pct:.0f}%", "yes" if r.fits else f"[red]no: {r.reason}[/red]")
     console.print(t)
     return out

@@ -181,3 +181,16 @@ def test_tune_reports_a_force_for_a_kernel_that_does_not_exist(monkeypatch, caps
 def test_cli_refuses_bad_settings_at_start(monkeypatch, capsys):
     monkeypatch.setenv("GRAPHTUNE_TIMER", "fastest")
     _one_line_error(capsys, ["db", "path"], "GRAPHTUNE_TIMER='fastest'")
+
+
+def test_config_tables_show_what_varies_and_never_cut_a_value(capsys, monkeypatch):
+    from graphtune.configs import shared_and_varying
+    shared, varying = shared_and_varying([{"BLOCK_H": 16, "BLOCK_N": 32, "PROGRAMS_PER_SM": 2},
+                                          {"BLOCK_H": 16, "BLOCK_N": 64, "PROGRAMS_PER_SM": 2}])
+    assert shared == {"BLOCK_H": 16, "PROGRAMS_PER_SM": 2} and varying == ["BLOCK_N"]
+    monkeypatch.setenv("COLUMNS", "60")   # a narrow terminal
+    path = __file__.replace("test_bad_input.py", "test_resources.py")
+    assert main(["inspect", f"{path}:_matmul_tuned", "--target", "sm_120"]) == 0
+    out = capsys.readouterr().out
+    assert "every config: BLOCK_K=64, BLOCK_M=128, BLOCK_N=128" in out
+    assert "…" not in out

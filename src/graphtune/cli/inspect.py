@@ -14,7 +14,7 @@ import argparse
 import json
 from typing import Any
 
-from ..configs import LAUNCH_OPTIONS, parse_list, parse_params
+from ..configs import LAUNCH_OPTIONS, parse_list, parse_params, shared_and_varying
 from ..errors import InspectError
 from ..resources import ResourceRow, _resolve, get_target, inspect, list_targets
 
@@ -106,14 +106,18 @@ def _num(value: int | None) -> str:
 def _print_rows(title: str, rows: list[ResourceRow]) -> None:
     from rich.table import Table
 
-    meta = list(dict.fromkeys(k for r in rows for k in r.config if k not in LAUNCH_OPTIONS))
+    shared, varying = shared_and_varying([{k: v for k, v in r.config.items() if k not in LAUNCH_OPTIONS}
+                                          for r in rows])
+    meta = varying
     show_maxnreg = any(r.config.get("maxnreg") is not None for r in rows)
     show_ctas = any(r.num_ctas != 1 for r in rows)
+    if shared:   # the same in every row: said once, so the columns left show what differs
+        title += "\nevery config: " + ", ".join(f"{k}={v}" for k, v in shared.items())
     table = Table(title=title)
     for name in meta:
-        table.add_column(name, justify="right")
-    table.add_column("warps", justify="right")
-    table.add_column("stages", justify="right")
+        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column("warps", justify="right", no_wrap=True)
+    table.add_column("stages", justify="right", no_wrap=True)
     if show_maxnreg:
         table.add_column("maxnreg", justify="right")
     if show_ctas:
