@@ -10,6 +10,7 @@ import os
 
 import pytest
 import torch
+import triton
 
 import graphtune
 from graphtune.kernels import mla_decode, mla_decode_reference
@@ -59,10 +60,16 @@ def test_default_config_matches_reference(kv_format, page_size, heads):
 @pytest.mark.parametrize("config", space.CONFIGS, ids=[f"cfg{i}" for i in range(len(space.CONFIGS))])
 def test_every_config_matches_reference(config):
     seed = _seed()
-    for kv_format in ("fp8", "fp8_ds_mla"):
+    for kv_format in ("fp8", "fp8_ds_mla", "bf16"):
         x = _inputs(5, 16, 1, kv_format, 2500, seed)
-        out = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, x["kv_scale"],
-                                kv_format, x["out"], False, config=config)
+        try:
+            out = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
+                                    x["kv_scale"], kv_format, x["out"], False, config=config)
+        except triton.runtime.errors.OutOfResources:
+            # A bf16 tile is twice the fp8 one: the widest configs need more shared memory than sm_90 has
+            # with a bf16 cache (the tuner's device check drops them); fp8 formats must run every config.
+            assert kv_format == "bf16", f"{kv_format}: {config} does not fit"
+            continue
         ref = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
                                    kv_scale=x["kv_scale"], kv_format=kv_format)
         assert _rel(out, ref) <= TOL, f"{kv_format} seed {seed}: rel err {_rel(out, ref):.3e}"
@@ -85,7 +92,7 @@ def test_tuned_public_path_and_check_mode(monkeypatch):
 SIZES = [1, 3, 8, 16]
 
 
-@pytest.mark.parametrize("kv_format,page_size", [("fp8", 1), ("fp8_ds_mla", 64)])
+@pytest.mark.parametrize("kv_format,page_size", [("fp8", 1), ("fp8_ds_mla", 64), ("bf16", 64)])
 def test_capture_replay_equals_eager(kv_format, page_size):
     """warmup over the capture sizes, capture each size once, replay with new lengths and queries."""
     max_len = 2048

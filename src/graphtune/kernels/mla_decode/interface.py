@@ -203,7 +203,9 @@ def split_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
     part_o = torch.empty(slots, heads, D_NOPE, dtype=torch.float32, device=device)
     part_lse = torch.empty(slots, heads, dtype=torch.float32, device=device)
     seg = torch.empty(batch, 2, dtype=torch.int32, device=device)
-    kv_bytes = kv_cache.view(torch.uint8)
+    # fp8 formats go in as bytes (the kernel reads fp8, fp32 scales and bf16 rope from one row); a bf16
+    # cache as bf16, so that its row offsets count elements and Triton vectorises the loads (kernel.py).
+    kv_bytes = kv_cache if fmt == "bf16" else kv_cache.view(torch.uint8)
     if isinstance(kv_scale, torch.Tensor):
         scale_ptr, scale_value, scale_from_ptr = kv_scale, 1.0, True
     else:
@@ -249,12 +251,6 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
     sms = num_sms if num_sms is not None else _sm_count(device)
     if interpret and config is None:
         config = space.INTERPRET_CONFIG
-    if fmt == "bf16" and not interpret:
-        # See space.BF16_CONFIG: wider tiles fault on sm_90 with a bf16 cache, so bf16 is never tuned.
-        config = config or space.BF16_CONFIG
-        if config.kwargs["BLOCK_N"] > 32:
-            raise ValueError(f"mla_decode: config BLOCK_N={config.kwargs['BLOCK_N']} with kv_format='bf16': "
-                             f"BLOCK_N > 32 makes an illegal memory access on sm_90 (Triton 3.6); use <= 32")
     pps = None if config is None else config.kwargs["PROGRAMS_PER_SM"]
     args, grid, (lse, part_o, part_lse, seg) = split_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale,
                                                           fmt, out, return_lse, sms=sms, programs_per_sm=pps,
