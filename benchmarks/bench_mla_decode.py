@@ -38,7 +38,7 @@ import torch
 import triton
 
 from graphtune.configs import config_from_dict, config_label, config_to_dict, parse_params
-from graphtune.kernels.mla_decode import bench, interface, reference, space
+from graphtune.kernels.mla_decode import bench, interface, interface_hopper, reference, space
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -249,6 +249,19 @@ def _accuracy_inputs(batch: int, heads: int, kv_format: str, seed: int) -> dict:
     return x
 
 
+HOPPER = "hopper"   # the Hopper kernel (interface_hopper.HOPPER_CONFIG) as one more graphtune variant
+
+
+def _variant_kwargs(config) -> dict:
+    return dict(config=None, path="hopper") if isinstance(config, str) else dict(config=config, path="portable")
+
+
+def _variant_label(config) -> str:
+    if isinstance(config, str):
+        return "hopper " + ",".join(f"{k}={v}" for k, v in interface_hopper.HOPPER_CONFIG.items())
+    return config_label(config)
+
+
 def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> None:
     """FlashMLA and graphtune in one run: accuracy first, then graph-replay times; table last."""
     fm, why = import_flashmla()
@@ -266,18 +279,21 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
             x = _accuracy_inputs(6, heads, kv_format, seed=1000 + heads)
             ref = reference.mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm,
                                                  kv_scale=x["kv_scale"], kv_format=kv_format)
-            for config in configs:
+            hopper = interface_hopper.shape_supported(x["q"], x["kv_cache"], kv_format) is None \
+                and torch.cuda.get_device_capability() == (9, 0)
+            for config in [*configs, *([HOPPER] if hopper else [])]:
                 x["out"].fill_(float("nan"))
                 try:
                     got = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm,
-                                            x["kv_scale"], kv_format, x["out"], False, config=config)
+                                            x["kv_scale"], kv_format, x["out"], False,
+                                            **_variant_kwargs(config))
                     err = rel_err(got, ref)
                 except Exception as exc:  # noqa: BLE001 - e.g. out of shared memory: recorded, not fatal
                     err = float("nan")
                     print(f"  graphtune {kv_format} H{heads} {config_label(config)}: {type(exc).__name__}: "
                           f"{str(exc)[:160]}", flush=True)
                 acc_rows.append(dict(impl="graphtune", heads=heads, kv_format=kv_format,
-                                     config=config_label(config), rel_err=err))
+                                     config=_variant_label(config), rel_err=err))
             if fm is not None:
                 call, get = flashmla_call(fm, x, kv_format, sm)
                 call()
@@ -299,8 +315,11 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
                 timed = []
                 if fm is not None:
                     timed.append(("flashmla", "", [flashmla_call(fm, x, kv_format, sm)[0] for x in target.inputs(b)]))
-                for config in configs:
-                    timed.append(("graphtune", config_label(config), target.make(b, config)))
+                hopper = interface_hopper.shape_supported(target.inputs(b)[0]["q"], target.inputs(b)[0]["kv_cache"],
+                                                          kv_format) is None \
+                    and torch.cuda.get_device_capability() == (9, 0)
+                for config in [*configs, *([HOPPER] if hopper else [])]:
+                    timed.append(("graphtune", _variant_label(config), target.make(b, **_variant_kwargs(config))))
                 for impl, label, calls in timed:
                     try:
                         ms = graph_time_ms(calls)
@@ -335,6 +354,9 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
                     else "-"
                 cells += [fcell, gcell, ratio]
             print(f"| H={heads}, B={b} | " + " | ".join(cells) + " |")
+    print("graphtune's best variant per cell:")
+    for key, label in best.items():
+        print(f"  {key}: {label}")
     result["vs_best_config"] = best
     out.write_text(json.dumps(result, indent=1, default=str))
 

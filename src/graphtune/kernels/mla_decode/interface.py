@@ -20,7 +20,7 @@ import torch
 import triton
 
 from ... import settings
-from . import kernel, space
+from . import interface_hopper, kernel, space
 from .reference import D_NOPE, D_QK, DS_MLA_ROW_BYTES, resolve_kv_format
 
 _FORMAT_CODES = {"fp8": 0, "bf16": 1, "fp8_ds_mla": 2}
@@ -234,12 +234,17 @@ def split_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
 def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
             sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor | None,
             return_lse: bool, config: triton.Config | None = None,
-            num_sms: int | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+            num_sms: int | None = None, path: str = "auto") -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Allocate and launch (inputs already validated).
 
     ``config`` runs that config on the plain jit kernel instead of the tuned one (benchmarks, A/B);
-    ``num_sms`` overrides the SM count that sizes the split grid (tests vary it).
+    ``num_sms`` overrides the SM count that sizes the split grid (tests vary it). ``path``: ``"auto"`` runs
+    the Hopper kernel (kernel_hopper.py) where it applies (sm_90, see ``interface_hopper.supported``) and no
+    ``config`` is given, else the portable one; ``"portable"`` / ``"hopper"`` force one (``"hopper"`` raises
+    ValueError with the reason when it does not apply).
     """
+    if path not in ("auto", "portable", "hopper"):
+        raise ValueError(f"mla_decode: path {path!r}, expected 'auto', 'portable' or 'hopper'")
     batch, heads, _ = q.shape
     device = q.device
     if out is None:
@@ -251,6 +256,16 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
     sms = num_sms if num_sms is not None else _sm_count(device)
     if interpret and config is None:
         config = space.INTERPRET_CONFIG
+    hopper_why = "interpreted" if interpret else (interface_hopper.supported(q, kv_cache, fmt)
+                                                    if path == "hopper" or (path == "auto" and config is None)
+                                                    else "not asked for")
+    if path == "hopper" and hopper_why is not None:
+        raise ValueError(f"mla_decode: path='hopper' does not apply: {hopper_why}")
+    if hopper_why is None:
+        lse, part_o, part_lse, seg = interface_hopper.launch(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale,
+                                                             fmt, out, return_lse, sms=sms)
+        _reduce(batch, heads, seg, part_o, part_lse, out, lse, return_lse)
+        return (out, lse) if return_lse else out
     pps = None if config is None else config.kwargs["PROGRAMS_PER_SM"]
     args, grid, (lse, part_o, part_lse, seg) = split_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale,
                                                           fmt, out, return_lse, sms=sms, programs_per_sm=pps,
@@ -259,6 +274,13 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
         _tuned_kernel()[grid](*args)
     else:
         kernel._mla_decode_split_kernel[grid](*args, **config.all_kwargs())
+    _reduce(batch, heads, seg, part_o, part_lse, out, lse, return_lse)
+    return (out, lse) if return_lse else out
+
+
+def _reduce(batch: int, heads: int, seg: torch.Tensor, part_o: torch.Tensor, part_lse: torch.Tensor,
+            out: torch.Tensor, lse: torch.Tensor, return_lse: bool) -> None:
+    """Merge the split kernel's partials (both split kernels write the same partial layout)."""
     kernel._mla_decode_reduce_kernel[(batch, heads)](
         seg, part_o, part_lse, out, lse,
         heads,
@@ -266,7 +288,6 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
         part_lse.stride(0),
         out.stride(0), out.stride(1),
         return_lse, _REDUCE_BLOCK_S, num_warps=4)
-    return (out, lse) if return_lse else out
 
 
 def inspect_signature(heads: int = 16, page_size: int = 64, kv_format: str = "fp8") -> tuple[dict, dict]:

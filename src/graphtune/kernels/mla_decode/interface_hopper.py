@@ -1,0 +1,106 @@
+"""Launch of the Hopper (sm_90a) Gluon MLA decode kernel (kernel_hopper.py): which inputs it takes, its
+TMA descriptors, grid and scratch buffers. ``interface._launch`` decides when to call it.
+
+The kernel runs a fixed, benchmark-chosen config (``HOPPER_CONFIG``), not ``graphtune.autotune``: the
+tuner's launch path does not build TMA descriptors per config (docs/mla_decode.md lists what the core
+would need).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import triton
+
+from . import kernel_hopper
+from .reference import D_NOPE, D_QK
+
+BLOCK_N = 64
+BLOCK_H = 64
+NUM_WARPS = 8
+# (NUM_BUF,) KV tiles in flight: 2 x 72 KB (bf16) + the 72 KB query tile fit the 227 KB of an sm_90 block.
+HOPPER_CONFIG: dict[str, int] = {"NUM_BUF": 2}
+_B_CHUNK = 128
+
+
+def supported(q: torch.Tensor, kv_cache: torch.Tensor, fmt: str) -> str | None:
+    """None when the Hopper kernel takes these inputs, else why not (the portable kernel runs them)."""
+    if q.device.type != "cuda":
+        return "not a CUDA tensor"
+    if torch.cuda.get_device_capability(q.device) != (9, 0):
+        return f"compute capability {torch.cuda.get_device_capability(q.device)}, needs (9, 0)"
+    return shape_supported(q, kv_cache, fmt)
+
+
+def shape_supported(q: torch.Tensor, kv_cache: torch.Tensor, fmt: str) -> str | None:
+    """The shape / layout half of :func:`supported` (no device query: also for CPU compile tests)."""
+    if fmt != "bf16":
+        return f"kv_format {fmt!r}: this version takes a bf16 cache"
+    if q.shape[1] % BLOCK_H:
+        return f"H = {q.shape[1]} is not a multiple of {BLOCK_H}"
+    if kv_cache.shape[1] % BLOCK_N:
+        return f"page size {kv_cache.shape[1]} is not a multiple of {BLOCK_N}"
+    if not kv_cache.is_contiguous():
+        return "kv_cache is not contiguous (TMA reads it as one [pages * page_size, 576] matrix)"
+    if not q.is_contiguous():
+        return "q is not contiguous"
+    return None
+
+
+def _gl_dtype(dtype: torch.dtype):
+    from triton.experimental.gluon import language as gl
+    return {torch.bfloat16: gl.bfloat16, torch.float8_e4m3fn: gl.float8e4nv}[dtype]
+
+
+def _descriptor(t: torch.Tensor, block: list[int]):
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+    layout = gl.NVMMASharedLayout.get_default_for(block, _gl_dtype(t.dtype))
+    return TensorDescriptor(t, list(t.shape), list(t.stride()), block, layout)
+
+
+def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
+                sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool, *,
+                sms: int, num_buf: int = HOPPER_CONFIG["NUM_BUF"], programs_per_sm: int = 1,
+                lse: torch.Tensor | None = None):
+    """Positional arguments, grid and constexprs of the Hopper kernel, plus ``(lse, part_o, part_lse, seg)``."""
+    batch, heads, _ = q.shape
+    device = q.device
+    if lse is None:
+        lse = torch.empty(batch, heads, dtype=torch.float32, device=device) if return_lse else out
+    head_blocks = heads // BLOCK_H
+    programs = max(1, sms * programs_per_sm // head_blocks)
+    slots = programs + batch
+    part_o = torch.empty(slots, heads, D_NOPE, dtype=torch.float32, device=device)
+    part_lse = torch.empty(slots, heads, dtype=torch.float32, device=device)
+    seg = torch.empty(batch, 2, dtype=torch.int32, device=device)
+    q2 = q.view(batch * heads, D_QK)
+    kv2 = kv_cache.view(kv_cache.shape[0] * kv_cache.shape[1], D_QK)
+    args = (_descriptor(q2, [BLOCK_H, D_NOPE]), _descriptor(q2[:, D_NOPE:], [BLOCK_H, 64]),
+            _descriptor(kv2, [BLOCK_N, D_NOPE]), _descriptor(kv2[:, D_NOPE:], [BLOCK_N, 64]),
+            page_table, seq_lens,
+            out, lse, part_o, part_lse, seg,
+            float(sm_scale),
+            batch, heads,
+            page_table.stride(0),
+            out.stride(0), out.stride(1),
+            part_o.stride(0), part_o.stride(1),
+            part_lse.stride(0))
+    consts = dict(PAGE_SIZE=kv_cache.shape[1], RETURN_LSE=return_lse, B_CHUNK=_B_CHUNK, BLOCK_N=BLOCK_N,
+                  BLOCK_H=BLOCK_H, NUM_BUF=num_buf, num_warps=NUM_WARPS)
+    return args, (head_blocks, programs), consts, (lse, part_o, part_lse, seg)
+
+
+def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
+           sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool, *,
+           sms: int, num_buf: int | None = None) -> tuple[torch.Tensor, torch.Tensor, Any]:
+    """Run the Hopper split kernel; returns ``(lse, part_o, part_lse, seg)`` for the reduction."""
+    args, grid, consts, scratch = hopper_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
+                                              return_lse, sms=sms,
+                                              num_buf=num_buf or HOPPER_CONFIG["NUM_BUF"])
+    kernel_hopper._mla_decode_hopper_kernel[grid](*args, **consts)
+    return scratch
+
+
+def cdiv(a: int, b: int) -> int:
+    return triton.cdiv(a, b)

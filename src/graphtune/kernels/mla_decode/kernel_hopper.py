@@ -1,0 +1,245 @@
+"""Hopper (sm_90a) MLA decode kernel in Gluon: TMA tiles several deep, asynchronous warpgroup MMAs.
+
+Only ``@gluon.jit`` functions live here (interface_hopper.py launches them). Shape letters as in kernel.py.
+
+Scope of this version (measured in docs/mla_decode.md): a bf16 cache whose pages hold a multiple of 64
+tokens and H a multiple of 64: the data-parallel-attention case (H = 128) where the portable kernel, with
+16 heads per program, reads every KV row H / 16 times and is 3-7x behind FlashMLA. Everything else runs
+the portable kernel (kernel.py).
+
+Heads on the MMA's M side: a program takes 64 heads of one request at a time, so a KV row read from
+global memory feeds 64 heads (the portable kernel: 16). Per 64-token tile (one TMA message pair:
+[64, 512] latent + [64, 64] rope, from a page's contiguous rows):
+
+    S = Q K^T    [64 heads, 64 tokens]: 2 async wgmmas, A = the query tile in shared memory (loaded by TMA
+                 once per request), B = the KV tile viewed K-major (permuted descriptor, no data movement)
+    softmax      in registers, log2 domain, running max and sum per head
+    O += P V     [64 heads, 512]: A = P from registers (bf16), B = the same KV tile (MN-major)
+
+8 warps = 2 warpgroups, warps_per_cta [4, 2]: the two warpgroups split the tokens of S and the 512 output
+dims of O (O is 64 x 256 fp32 = 128 registers per thread and warpgroup); P crosses warpgroups through
+shared memory (``convert_layout``).
+
+Pipelining: NUM_BUF KV buffers, each with its mbarrier. The load of tile i + NUM_BUF - 1 is issued as soon
+as the MMAs that read its buffer (tile i - 1) are known complete, i.e. right after the wait that retires
+S(i); O(i) stays asynchronous until the next tile's S wait (wgmma groups retire in order), so the P.V
+product of one tile overlaps the barrier wait and the score MMAs of the next.
+
+Work split: as kernel.py (a static grid; the tiles of all requests laid end to end and cut into equal
+ranges on the device from ``seq_lens``; partials under slot ``p + b``; the same reduction kernel). One
+captured graph serves any lengths.
+
+Rows past ``seq_len`` in a request's last page are read by TMA (whole 64-row tiles) and may hold anything,
+NaN included: their scores are masked to -inf, and the rows themselves are zeroed in shared memory before
+P.V (0 * NaN would poison the output), only in a request's last, partial tile.
+"""
+from __future__ import annotations
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_init,
+    warpgroup_mma_wait,
+)
+
+
+@gluon.jit
+def _add(a, b):
+    return a + b
+
+
+@gluon.jit
+def _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, j, stage,
+                PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
+    """TMA tile j of the current request (64 contiguous rows of one page) into buffer ``stage``."""
+    tok0 = j * BLOCK_N
+    page = gl.load(pt_base + tok0 // PAGE_SIZE)
+    row = page * PAGE_SIZE + tok0 % PAGE_SIZE
+    bar = bars.index(stage)
+    mbarrier.expect(bar, kv_nope_desc.block_type.nbytes + kv_rope_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(kv_nope_desc, [row, 0], bar, kn_bufs.index(stage))
+    tma.async_copy_global_to_shared(kv_rope_desc, [row, 0], bar, kr_bufs.index(stage))
+
+
+@gluon.jit
+def _zero_rows(buf, n_valid, ROWS: gl.constexpr, COLS: gl.constexpr, num_warps: gl.constexpr):
+    """Rows ``>= n_valid`` of a [ROWS, COLS] shared tile set to zero (finite values for P.V)."""
+    layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
+    rows = gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout))
+    x = buf.load(layout)
+    x = gl.where((rows < n_valid)[:, None], x, gl.zeros_like(x))
+    buf.store(x)
+
+
+@gluon.jit(do_not_specialize=["B"])
+def _mla_decode_hopper_kernel(
+    q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc,
+    page_table_ptr, seq_lens_ptr,
+    out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
+    sm_scale,
+    B, H,
+    stride_pt_b,
+    stride_out_b, stride_out_h,
+    stride_po_s, stride_po_h,
+    stride_pl_s,
+    PAGE_SIZE: gl.constexpr,
+    RETURN_LSE: gl.constexpr,
+    B_CHUNK: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    BLOCK_H: gl.constexpr,
+    NUM_BUF: gl.constexpr,
+    num_warps: gl.constexpr,
+):
+    """Grid ``(H // BLOCK_H, P)``: program (h, p) attends heads ``[h * 64, h * 64 + 64)`` over tile range p."""
+    LOG2E: gl.constexpr = 1.4426950408889634
+    D_V: gl.constexpr = 512
+    gl.static_assert(BLOCK_H == 64)
+    gl.static_assert(BLOCK_N == 64)
+    gl.static_assert(num_warps == 8)
+    dtype: gl.constexpr = kv_nope_desc.dtype
+
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
+                                                       instr_shape=[16, BLOCK_N // 2, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
+                                                       instr_shape=[16, D_V // 2, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    chunk_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
+
+    pid_h = gl.program_id(0)
+    pid = gl.program_id(1)
+    num_progs = gl.num_programs(1)
+    h0 = pid_h * BLOCK_H
+
+    # Shared memory: the query of the current request (once per segment) and NUM_BUF KV tiles.
+    qn_smem = gl.allocate_shared_memory(dtype, [BLOCK_H, D_V], q_nope_desc.layout)
+    qr_smem = gl.allocate_shared_memory(dtype, [BLOCK_H, 64], q_rope_desc.layout)
+    kn_bufs = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, D_V], kv_nope_desc.layout)
+    kr_bufs = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, 64], kv_rope_desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    for k in gl.static_range(NUM_BUF):
+        mbarrier.init(bars.index(k), count=1)
+    mbarrier.init(q_bar, count=1)
+
+    # The tile list of the whole batch from seq_lens, on the device (as kernel.py).
+    offs_c = gl.arange(0, B_CHUNK, layout=chunk_layout)
+    total = 0
+    for r0 in range(0, B, B_CHUNK):
+        lens = gl.load(seq_lens_ptr + r0 + offs_c, mask=r0 + offs_c < B, other=0)
+        total += gl.sum((lens + BLOCK_N - 1) // BLOCK_N, axis=0)
+    per = (total + num_progs - 1) // num_progs
+    t = pid * per
+    t_stop = gl.minimum(t + per, total)
+    b = 0
+    req_end = 0
+    for r0 in range(0, B, B_CHUNK):
+        lens = gl.load(seq_lens_ptr + r0 + offs_c, mask=r0 + offs_c < B, other=0)
+        tiles = (lens + BLOCK_N - 1) // BLOCK_N
+        ends = req_end + gl.associative_scan(tiles, 0, _add)
+        done = (ends <= t) & (r0 + offs_c < B)
+        b += gl.sum(done.to(gl.int32), axis=0)
+        req_end += gl.sum(gl.where(done, tiles, 0), axis=0)
+
+    offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    offs_h_o = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, o_layout))
+    offs_d_o = gl.arange(0, D_V, layout=gl.SliceLayout(0, o_layout))
+    offs_h_s = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, s_layout))
+    qk_mul = sm_scale * LOG2E
+    it = 0          # tiles consumed by this program: buffer it % NUM_BUF, barrier phase (it // NUM_BUF) & 1
+    q_phase = 0
+    while t < t_stop:
+        seq_len = gl.load(seq_lens_ptr + b)
+        req_tiles = (seq_len + BLOCK_N - 1) // BLOCK_N
+        req_start = req_end
+        req_end = req_start + req_tiles
+        seg_stop = gl.minimum(t_stop, req_end)
+        i_first = t - req_start
+        i_stop = seg_stop - req_start
+        pt_base = page_table_ptr + b.to(gl.int64) * stride_pt_b
+
+        # The query's 64 heads of request b: both warpgroups have retired the previous segment's MMAs
+        # (each waited for its own) once they pass this barrier.
+        gl.thread_barrier()
+        q_row = b * H + h0
+        mbarrier.expect(q_bar, q_nope_desc.block_type.nbytes + q_rope_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_nope_desc, [q_row, 0], q_bar, qn_smem)
+        tma.async_copy_global_to_shared(q_rope_desc, [q_row, 0], q_bar, qr_smem)
+        # Prologue: the first NUM_BUF - 1 tiles of the segment in flight.
+        for k in gl.static_range(NUM_BUF - 1):
+            if i_first + k < i_stop:
+                _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
+                            (it + k) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+        mbarrier.wait(q_bar, q_phase)
+        q_phase ^= 1
+
+        m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=gl.SliceLayout(1, s_layout))
+        l_i = gl.zeros([BLOCK_H], gl.float32, layout=gl.SliceLayout(1, s_layout))
+        # An accumulator token: the loop carries O as an in-flight MMA result.
+        o = warpgroup_mma_init(gl.zeros([BLOCK_H, D_V], gl.float32, layout=o_layout))
+        for i in range(i_first, i_stop):
+            stage = it % NUM_BUF
+            kn = kn_bufs.index(stage)
+            kr = kr_bufs.index(stage)
+            mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
+            n_valid = seq_len - i * BLOCK_N
+            if n_valid < BLOCK_N:
+                # A request's last, partial tile: rows past seq_len may hold NaN; P.V must see zeros.
+                # (O of the previous tile is retired before its buffer is written: same buffer only if
+                # NUM_BUF == 1, which the space excludes.)
+                _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
+                fence_async_shared()
+                gl.thread_barrier()
+            s = gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout)
+            s = warpgroup_mma(qn_smem, kn.permute((1, 0)), s, use_acc=False, is_async=True)
+            s = warpgroup_mma(qr_smem, kr.permute((1, 0)), s, is_async=True)
+            # Retires S(i) and, in order, O(i - 1): buffer (it - 1) % NUM_BUF is free for tile i + NUM_BUF - 1.
+            s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
+            # Each warpgroup waits for its own MMAs only: the other one may still read the buffer the
+            # next TMA overwrites until both have passed their wait.
+            gl.thread_barrier()
+            if i + NUM_BUF - 1 < i_stop:
+                _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
+                            (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+            s = s * qk_mul
+            s = gl.where((i * BLOCK_N + offs_tok < seq_len)[None, :], s, float("-inf"))
+            m_new = gl.maximum(m_i, gl.max(s, axis=1))
+            alpha = gl.exp2(m_i - m_new)
+            p = gl.exp2(s - m_new[:, None])
+            l_i = l_i * alpha + gl.sum(p, axis=1)
+            m_i = m_new
+            o = o * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
+            p_op = gl.convert_layout(p.to(dtype), p_layout)
+            o = warpgroup_mma(p_op, kn, o, is_async=True)
+            it += 1
+        o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
+
+        inv = gl.convert_layout(1.0 / l_i, gl.SliceLayout(1, o_layout))
+        o = o * inv[:, None]
+        lse2 = m_i + gl.log2(l_i)
+        heads_o = h0 + offs_h_o
+        heads_s = h0 + offs_h_s
+        if (i_first == 0) & (i_stop == req_tiles):
+            o_ptrs = out_ptr + b.to(gl.int64) * stride_out_b + heads_o[:, None] * stride_out_h + offs_d_o[None, :]
+            gl.store(o_ptrs, o.to(out_ptr.dtype.element_ty))
+            if RETURN_LSE:
+                gl.store(lse_ptr + b * H + heads_s, lse2 * 0.6931471805599453)
+        else:
+            slot = (pid + b).to(gl.int64)
+            p_ptrs = part_o_ptr + slot * stride_po_s + heads_o[:, None] * stride_po_h + offs_d_o[None, :]
+            gl.store(p_ptrs, o)
+            gl.store(part_lse_ptr + slot * stride_pl_s + heads_s, lse2)
+        if pid_h == 0:
+            if i_first == 0:
+                gl.store(seg_ptr + 2 * b, pid + b)
+            if i_stop == req_tiles:
+                gl.store(seg_ptr + 2 * b + 1, pid + b)
+        t = seg_stop
+        b += 1
+
+    for k in gl.static_range(NUM_BUF):
+        mbarrier.invalidate(bars.index(k))
+    mbarrier.invalidate(q_bar)
