@@ -259,8 +259,11 @@ def _hopper_compile(kv_format: str = "bf16", heads: int = 128, page_size: int = 
     values = dict(zip([n for n in names if n not in consts], args))
     signature = {n: "constexpr" if n in consts else mangle_type(values[n]) for n in names}
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names) if signature[n].startswith("*")}
-    return triton.compile(GluonASTSource(fn, signature, consts, attrs), target=GPUTarget("cuda", 90, 32),
-                          options=dict(num_warps=consts["num_warps"]))
+    from graphtune import resources
+    # tests/cpu set TRITON_INTERPRET=1: compile with the switch off (as graphtune.inspect does)
+    with resources._compiler_mode(fn):
+        return triton.compile(GluonASTSource(fn, signature, consts, attrs), target=GPUTarget("cuda", 90, 32),
+                              options=dict(num_warps=consts["num_warps"]))
 
 
 def test_hopper_kernel_compiles_for_sm90_with_tma_and_wgmma():

@@ -46,6 +46,11 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
+# Gluon's names moved between triton 3.6 and 3.9 (the CI runs both): a barrier of every thread of the
+# block (``thread_barrier`` -> ``barrier``) and the TMA load (``async_copy_global_to_shared`` -> ``async_load``).
+_block_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
+_tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+
 
 @gluon.jit
 def _add(a, b):
@@ -61,8 +66,8 @@ def _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, j, 
     row = page * PAGE_SIZE + tok0 % PAGE_SIZE
     bar = bars.index(stage)
     mbarrier.expect(bar, kv_nope_desc.block_type.nbytes + kv_rope_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(kv_nope_desc, [row, 0], bar, kn_bufs.index(stage))
-    tma.async_copy_global_to_shared(kv_rope_desc, [row, 0], bar, kr_bufs.index(stage))
+    _tma_load(kv_nope_desc, [row, 0], bar, kn_bufs.index(stage))
+    _tma_load(kv_rope_desc, [row, 0], bar, kr_bufs.index(stage))
 
 
 @gluon.jit
@@ -163,11 +168,11 @@ def _mla_decode_hopper_kernel(
 
         # The query's 64 heads of request b: both warpgroups have retired the previous segment's MMAs
         # (each waited for its own) once they pass this barrier.
-        gl.thread_barrier()
+        _block_barrier()
         q_row = b * H + h0
         mbarrier.expect(q_bar, q_nope_desc.block_type.nbytes + q_rope_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(q_nope_desc, [q_row, 0], q_bar, qn_smem)
-        tma.async_copy_global_to_shared(q_rope_desc, [q_row, 0], q_bar, qr_smem)
+        _tma_load(q_nope_desc, [q_row, 0], q_bar, qn_smem)
+        _tma_load(q_rope_desc, [q_row, 0], q_bar, qr_smem)
         # Prologue: the first NUM_BUF - 1 tiles of the segment in flight.
         for k in gl.static_range(NUM_BUF - 1):
             if i_first + k < i_stop:
@@ -192,7 +197,7 @@ def _mla_decode_hopper_kernel(
                 # NUM_BUF == 1, which the space excludes.)
                 _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
                 fence_async_shared()
-                gl.thread_barrier()
+                _block_barrier()
             s = gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout)
             s = warpgroup_mma(qn_smem, kn.permute((1, 0)), s, use_acc=False, is_async=True)
             s = warpgroup_mma(qr_smem, kr.permute((1, 0)), s, is_async=True)
@@ -200,7 +205,7 @@ def _mla_decode_hopper_kernel(
             s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
             # Each warpgroup waits for its own MMAs only: the other one may still read the buffer the
             # next TMA overwrites until both have passed their wait.
-            gl.thread_barrier()
+            _block_barrier()
             if i + NUM_BUF - 1 < i_stop:
                 _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
                             (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
