@@ -19,7 +19,7 @@ BLOCK_N = 64
 BLOCK_H = 64
 NUM_WARPS = 8
 # (NUM_BUF,) KV tiles in flight: 2 x 72 KB (bf16) + the 72 KB query tile fit the 227 KB of an sm_90 block.
-HOPPER_CONFIG: dict[str, int] = {"NUM_BUF": 2}
+HOPPER_CONFIG: dict[str, int] = {"NUM_BUF": 2, "PIPE": 0}
 _B_CHUNK = 128
 
 
@@ -61,7 +61,7 @@ def _descriptor(t: torch.Tensor, block: list[int]):
 
 def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                 sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool, *,
-                sms: int, num_buf: int = HOPPER_CONFIG["NUM_BUF"], programs_per_sm: int = 1,
+                sms: int, config: dict[str, int] | None = None, programs_per_sm: int = 1,
                 lse: torch.Tensor | None = None):
     """Positional arguments, grid and constexprs of the Hopper kernel, plus ``(lse, part_o, part_lse, seg)``."""
     batch, heads, _ = q.shape
@@ -87,17 +87,16 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
             part_o.stride(0), part_o.stride(1),
             part_lse.stride(0))
     consts = dict(PAGE_SIZE=kv_cache.shape[1], RETURN_LSE=return_lse, B_CHUNK=_B_CHUNK, BLOCK_N=BLOCK_N,
-                  BLOCK_H=BLOCK_H, NUM_BUF=num_buf, num_warps=NUM_WARPS)
+                  BLOCK_H=BLOCK_H, **{**HOPPER_CONFIG, **(config or {})}, num_warps=NUM_WARPS)
     return args, (head_blocks, programs), consts, (lse, part_o, part_lse, seg)
 
 
 def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
            sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool, *,
-           sms: int, num_buf: int | None = None) -> tuple[torch.Tensor, torch.Tensor, Any]:
+           sms: int, config: dict[str, int] | None = None) -> tuple[torch.Tensor, torch.Tensor, Any]:
     """Run the Hopper split kernel; returns ``(lse, part_o, part_lse, seg)`` for the reduction."""
     args, grid, consts, scratch = hopper_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
-                                              return_lse, sms=sms,
-                                              num_buf=num_buf or HOPPER_CONFIG["NUM_BUF"])
+                                              return_lse, sms=sms, config=config)
     kernel_hopper._mla_decode_hopper_kernel[grid](*args, **consts)
     return scratch
 

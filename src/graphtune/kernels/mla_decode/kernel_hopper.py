@@ -97,6 +97,7 @@ def _mla_decode_hopper_kernel(
     BLOCK_N: gl.constexpr,
     BLOCK_H: gl.constexpr,
     NUM_BUF: gl.constexpr,
+    PIPE: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     """Grid ``(H // BLOCK_H, P)``: program (h, p) attends heads ``[h * 64, h * 64 + 64)`` over tile range p."""
@@ -185,6 +186,10 @@ def _mla_decode_hopper_kernel(
         l_i = gl.zeros([BLOCK_H], gl.float32, layout=gl.SliceLayout(1, s_layout))
         # An accumulator token: the loop carries O as an in-flight MMA result.
         o = warpgroup_mma_init(gl.zeros([BLOCK_H, D_V], gl.float32, layout=o_layout))
+        if PIPE:
+            # P of the previous tile (zeros before the first: its P.V adds nothing) and the buffer it reads.
+            p_op = gl.zeros([BLOCK_H, BLOCK_N], dtype, layout=p_layout)
+            v_prev = kn_bufs.index(it % NUM_BUF)
         for i in range(i_first, i_stop):
             stage = it % NUM_BUF
             kn = kn_bufs.index(stage)
@@ -193,22 +198,28 @@ def _mla_decode_hopper_kernel(
             n_valid = seq_len - i * BLOCK_N
             if n_valid < BLOCK_N:
                 # A request's last, partial tile: rows past seq_len may hold NaN; P.V must see zeros.
-                # (O of the previous tile is retired before its buffer is written: same buffer only if
-                # NUM_BUF == 1, which the space excludes.)
+                # (Its buffer is not the one an in-flight P.V reads: NUM_BUF >= 2.)
                 _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
                 fence_async_shared()
                 _block_barrier()
             s = gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout)
             s = warpgroup_mma(qn_smem, kn.permute((1, 0)), s, use_acc=False, is_async=True)
             s = warpgroup_mma(qr_smem, kr.permute((1, 0)), s, is_async=True)
-            # Retires S(i) and, in order, O(i - 1): buffer (it - 1) % NUM_BUF is free for tile i + NUM_BUF - 1.
-            s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
-            # Each warpgroup waits for its own MMAs only: the other one may still read the buffer the
-            # next TMA overwrites until both have passed their wait.
-            _block_barrier()
-            if i + NUM_BUF - 1 < i_stop:
-                _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
-                            (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+            if PIPE:
+                # FlashAttention-3's intra-warpgroup overlap: P.V of tile i - 1 runs on the tensor cores
+                # while this tile's softmax runs on the other pipes; wgmma groups retire in order, so
+                # waiting down to one outstanding group retires S(i) and leaves O(i - 1) in flight.
+                o = warpgroup_mma(p_op, v_prev, o, is_async=True)
+                s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
+            else:
+                # Retires S(i) and, in order, O(i - 1).
+                s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
+                # Each warpgroup waits for its own MMAs only: the other one may still read the buffer the
+                # next TMA overwrites until both have passed their wait.
+                _block_barrier()
+                if i + NUM_BUF - 1 < i_stop:
+                    _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
+                                (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
             s = s * qk_mul
             s = gl.where((i * BLOCK_N + offs_tok < seq_len)[None, :], s, float("-inf"))
             m_new = gl.maximum(m_i, gl.max(s, axis=1))
@@ -216,10 +227,23 @@ def _mla_decode_hopper_kernel(
             p = gl.exp2(s - m_new[:, None])
             l_i = l_i * alpha + gl.sum(p, axis=1)
             m_i = m_new
+            if PIPE:
+                o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
+                # Both warpgroups past their wait: buffer (it - 1) % NUM_BUF is free.
+                _block_barrier()
+                if i + NUM_BUF - 1 < i_stop:
+                    _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
+                                (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
             o = o * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
             p_op = gl.convert_layout(p.to(dtype), p_layout)
-            o = warpgroup_mma(p_op, kn, o, is_async=True)
+            if PIPE:
+                v_prev = kn
+                o = warpgroup_mma_init(o)
+            else:
+                o = warpgroup_mma(p_op, kn, o, is_async=True)
             it += 1
+        if PIPE:
+            o = warpgroup_mma(p_op, v_prev, o, is_async=True)
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
 
         inv = gl.convert_layout(1.0 / l_i, gl.SliceLayout(1, o_layout))
