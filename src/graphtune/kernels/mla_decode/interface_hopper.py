@@ -15,11 +15,11 @@ import triton
 from . import kernel_hopper
 from .reference import D_NOPE, D_QK
 
-BLOCK_N = 64
+BLOCK_N = 64        # the largest tile; pages must hold a multiple of it (a tile never spans two pages)
 BLOCK_H = 64
 NUM_WARPS = 8
 # (NUM_BUF,) KV tiles in flight: 2 x 72 KB (bf16) + the 72 KB query tile fit the 227 KB of an sm_90 block.
-HOPPER_CONFIG: dict[str, int] = {"NUM_BUF": 2, "PIPE": 0}
+HOPPER_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0}
 _B_CHUNK = 128
 
 
@@ -74,10 +74,12 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
     part_o = torch.empty(slots, heads, D_NOPE, dtype=torch.float32, device=device)
     part_lse = torch.empty(slots, heads, dtype=torch.float32, device=device)
     seg = torch.empty(batch, 2, dtype=torch.int32, device=device)
+    cfg = {**HOPPER_CONFIG, **(config or {})}
+    block_n = cfg["BLOCK_N"]
     q2 = q.view(batch * heads, D_QK)
     kv2 = kv_cache.view(kv_cache.shape[0] * kv_cache.shape[1], D_QK)
     args = (_descriptor(q2, [BLOCK_H, D_NOPE]), _descriptor(q2[:, D_NOPE:], [BLOCK_H, 64]),
-            _descriptor(kv2, [BLOCK_N, D_NOPE]), _descriptor(kv2[:, D_NOPE:], [BLOCK_N, 64]),
+            _descriptor(kv2, [block_n, D_NOPE]), _descriptor(kv2[:, D_NOPE:], [block_n, 64]),
             page_table, seq_lens,
             out, lse, part_o, part_lse, seg,
             float(sm_scale),
@@ -86,8 +88,8 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
             out.stride(0), out.stride(1),
             part_o.stride(0), part_o.stride(1),
             part_lse.stride(0))
-    consts = dict(PAGE_SIZE=kv_cache.shape[1], RETURN_LSE=return_lse, B_CHUNK=_B_CHUNK, BLOCK_N=BLOCK_N,
-                  BLOCK_H=BLOCK_H, **{**HOPPER_CONFIG, **(config or {})}, num_warps=NUM_WARPS)
+    consts = dict(PAGE_SIZE=kv_cache.shape[1], RETURN_LSE=return_lse, B_CHUNK=_B_CHUNK, BLOCK_H=BLOCK_H, **cfg,
+                  num_warps=NUM_WARPS)
     return args, (head_blocks, programs), consts, (lse, part_o, part_lse, seg)
 
 

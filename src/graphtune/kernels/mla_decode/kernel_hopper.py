@@ -104,7 +104,7 @@ def _mla_decode_hopper_kernel(
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
     gl.static_assert(BLOCK_H == 64)
-    gl.static_assert(BLOCK_N == 64)
+    gl.static_assert((BLOCK_N == 64) or (BLOCK_N == 32))
     gl.static_assert(num_warps == 8)
     dtype: gl.constexpr = kv_nope_desc.dtype
 
