@@ -254,7 +254,7 @@ def _hopper_compile(kv_format: str = "bf16", heads: int = 128, page_size: int = 
     args, _, consts, _ = interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32),
                                                       torch.ones(2, dtype=torch.int32), 0.04, 1.0, kv_format, out,
                                                       False, sms=132)
-    fn = kernel_hopper._mla_decode_hopper_kernel
+    fn = interface_hopper.kernel_for(heads)
     names = list(fn.arg_names)
     values = dict(zip([n for n in names if n not in consts], args))
     signature = {n: "constexpr" if n in consts else mangle_type(values[n]) for n in names}
@@ -266,16 +266,18 @@ def _hopper_compile(kv_format: str = "bf16", heads: int = 128, page_size: int = 
                               options=dict(num_warps=consts["num_warps"]))
 
 
-def test_hopper_kernel_compiles_for_sm90_with_tma_and_wgmma():
-    """The Gluon kernel compiled for sm_90a on a CPU: TMA loads (UTMALDG), warpgroup MMAs (HGMMA), and a
-    block that fits an sm_90 SM (232,448 B of shared memory, 255 registers)."""
+@pytest.mark.parametrize("heads,mmas", [(128, ("HGMMA.64x256x16.F32.BF16", "HGMMA.64x32x16.F32.BF16")),
+                                         (16, ("HGMMA.64x16x16.F32.BF16",))], ids=["heads-on-M", "tokens-on-M"])
+def test_hopper_kernel_compiles_for_sm90_with_tma_and_wgmma(heads, mmas):
+    """The Gluon kernels compiled for sm_90a on a CPU: TMA loads (UTMALDG), warpgroup MMAs of the expected
+    shapes (HGMMA), and a block that fits an sm_90 SM (232,448 B of shared memory, 255 registers)."""
     from graphtune import resources
-    compiled = _hopper_compile()
+    compiled = _hopper_compile(heads=heads)
     usage = resources._resource_usage(compiled.asm["cubin"], compiled.metadata.name)
     assert usage["REG"] <= 255
     assert compiled.metadata.shared + usage.get("SHARED", 0) <= 232448
     sass = _sass(compiled.asm["cubin"])
-    assert "UTMALDG.2D" in sass and "HGMMA.64x256x16.F32.BF16" in sass and "HGMMA.64x32x16.F32.BF16" in sass
+    assert "UTMALDG.2D" in sass and all(m in sass for m in mmas), [m for m in mmas if m not in sass]
 
 
 def _sass(cubin: bytes) -> str:
@@ -294,7 +296,8 @@ def test_hopper_path_selection_and_reasons():
     kv = torch.empty(4, 64, 576, dtype=torch.bfloat16)
     assert interface_hopper.shape_supported(q, kv, "bf16") is None
     assert "kv_format 'fp8'" in interface_hopper.shape_supported(q, kv.to(torch.float8_e4m3fn), "fp8")
-    assert "H = 16" in interface_hopper.shape_supported(q[:, :16], kv, "bf16")
+    assert interface_hopper.shape_supported(q[:, :16].contiguous(), kv, "bf16") is None    # tokens on M
+    assert "H = 24" in interface_hopper.shape_supported(q[:, :24].contiguous(), kv, "bf16")
     assert "page size 16" in interface_hopper.shape_supported(q, kv[:, :16], "bf16")
     assert interface_hopper.supported(q, kv, "bf16") == "not a CUDA tensor"
     pt = torch.zeros(2, 1, dtype=torch.int32)

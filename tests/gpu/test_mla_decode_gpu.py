@@ -145,7 +145,8 @@ def _hopper_or_skip():
 
 
 HOPPER_CASES = [(64, 64, [1, 63, 64, 65, 3001, 4096]), (128, 64, [4096, 1, 129, 2000, 77]),
-                (128, 128, [300, 1, 4096, 191]), (64, 256, [1000, 255, 1])]
+                (128, 128, [300, 1, 4096, 191]), (64, 256, [1000, 255, 1]),
+                (16, 64, [1, 63, 64, 65, 3001, 4096]), (32, 128, [300, 1, 4096, 191]), (48, 64, [777, 2, 64])]
 
 
 @pytest.mark.parametrize("heads,page_size,lens", HOPPER_CASES,
@@ -173,10 +174,11 @@ def test_hopper_matches_reference(heads, page_size, lens):
         assert float((lse - ref_lse).abs().max()) <= 2e-3, f"seed {seed}, {sms} SMs"
 
 
-def test_hopper_capture_replay_equals_eager():
-    """The public path picks the Hopper kernel for bf16, H = 128, page size 64; one graph, new lengths."""
+@pytest.mark.parametrize("heads", [128, 16])
+def test_hopper_capture_replay_equals_eager(heads):
+    """The public path picks the Hopper kernel for bf16 and page size 64; one graph, new lengths."""
     _hopper_or_skip()
-    x = _inputs(8, 128, 64, "bf16", 2048, _seed())
+    x = _inputs(8, heads, 64, "bf16", 2048, _seed())
     args = (x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE)
     mla_decode(*args, out=x["out"])
     stream = torch.cuda.Stream()

@@ -20,6 +20,14 @@ BLOCK_H = 64
 NUM_WARPS = 8
 # (NUM_BUF,) KV tiles in flight: 2 x 72 KB (bf16) + the 72 KB query tile fit the 227 KB of an sm_90 block.
 HOPPER_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0}
+# H < 64 (16, 32, 48): the tokens-on-M kernel, 16 heads and one warpgroup per program.
+TOK_BLOCK_H = 16
+TOK_NUM_WARPS = 4
+HOPPER_TOK_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0}
+
+
+def _heads_on_m(heads: int) -> bool:
+    return heads % BLOCK_H == 0
 _B_CHUNK = 128
 
 
@@ -36,8 +44,8 @@ def shape_supported(q: torch.Tensor, kv_cache: torch.Tensor, fmt: str) -> str | 
     """The shape / layout half of :func:`supported` (no device query: also for CPU compile tests)."""
     if fmt != "bf16":
         return f"kv_format {fmt!r}: this version takes a bf16 cache"
-    if q.shape[1] % BLOCK_H:
-        return f"H = {q.shape[1]} is not a multiple of {BLOCK_H}"
+    if q.shape[1] % BLOCK_H and q.shape[1] % TOK_BLOCK_H:
+        return f"H = {q.shape[1]} is not a multiple of {TOK_BLOCK_H}"
     if kv_cache.shape[1] % BLOCK_N:
         return f"page size {kv_cache.shape[1]} is not a multiple of {BLOCK_N}"
     if not kv_cache.is_contiguous():
@@ -68,17 +76,19 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
     device = q.device
     if lse is None:
         lse = torch.empty(batch, heads, dtype=torch.float32, device=device) if return_lse else out
-    head_blocks = heads // BLOCK_H
+    on_m = _heads_on_m(heads)
+    block_h = BLOCK_H if on_m else TOK_BLOCK_H
+    head_blocks = heads // block_h
     programs = max(1, sms * programs_per_sm // head_blocks)
     slots = programs + batch
     part_o = torch.empty(slots, heads, D_NOPE, dtype=torch.float32, device=device)
     part_lse = torch.empty(slots, heads, dtype=torch.float32, device=device)
     seg = torch.empty(batch, 2, dtype=torch.int32, device=device)
-    cfg = {**HOPPER_CONFIG, **(config or {})}
+    cfg = {**(HOPPER_CONFIG if on_m else HOPPER_TOK_CONFIG), **(config or {})}
     block_n = cfg["BLOCK_N"]
     q2 = q.view(batch * heads, D_QK)
     kv2 = kv_cache.view(kv_cache.shape[0] * kv_cache.shape[1], D_QK)
-    args = (_descriptor(q2, [BLOCK_H, D_NOPE]), _descriptor(q2[:, D_NOPE:], [BLOCK_H, 64]),
+    args = (_descriptor(q2, [block_h, D_NOPE]), _descriptor(q2[:, D_NOPE:], [block_h, 64]),
             _descriptor(kv2, [block_n, D_NOPE]), _descriptor(kv2[:, D_NOPE:], [block_n, 64]),
             page_table, seq_lens,
             out, lse, part_o, part_lse, seg,
@@ -88,9 +98,14 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
             out.stride(0), out.stride(1),
             part_o.stride(0), part_o.stride(1),
             part_lse.stride(0))
-    consts = dict(PAGE_SIZE=kv_cache.shape[1], RETURN_LSE=return_lse, B_CHUNK=_B_CHUNK, BLOCK_H=BLOCK_H, **cfg,
-                  num_warps=NUM_WARPS)
+    consts = dict(PAGE_SIZE=kv_cache.shape[1], RETURN_LSE=return_lse, B_CHUNK=_B_CHUNK, BLOCK_H=block_h, **cfg,
+                  num_warps=NUM_WARPS if on_m else TOK_NUM_WARPS)
     return args, (head_blocks, programs), consts, (lse, part_o, part_lse, seg)
+
+
+def kernel_for(heads: int):
+    """The Gluon kernel that serves H heads: heads on M for H % 64 == 0, else tokens on M."""
+    return kernel_hopper._mla_decode_hopper_kernel if _heads_on_m(heads) else kernel_hopper._mla_decode_hopper_tok_kernel
 
 
 def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
@@ -99,7 +114,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
     """Run the Hopper split kernel; returns ``(lse, part_o, part_lse, seg)`` for the reduction."""
     args, grid, consts, scratch = hopper_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                               return_lse, sms=sms, config=config)
-    kernel_hopper._mla_decode_hopper_kernel[grid](*args, **consts)
+    kernel_for(q.shape[1])[grid](*args, **consts)
     return scratch
 
 

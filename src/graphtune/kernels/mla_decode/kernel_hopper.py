@@ -58,6 +58,32 @@ def _add(a, b):
 
 
 @gluon.jit
+def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK: gl.constexpr,
+                 num_warps: gl.constexpr):
+    """Program pid's tile range ``[t, t_stop)`` of the batch's tiles laid end to end, the request ``b`` that
+    holds tile t and ``req_end``, where the tiles of request b - 1 end (kernel.py's split, from seq_lens)."""
+    chunk_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
+    offs_c = gl.arange(0, B_CHUNK, layout=chunk_layout)
+    total = 0
+    for r0 in range(0, B, B_CHUNK):
+        lens = gl.load(seq_lens_ptr + r0 + offs_c, mask=r0 + offs_c < B, other=0)
+        total += gl.sum((lens + BLOCK_N - 1) // BLOCK_N, axis=0)
+    per = (total + num_progs - 1) // num_progs
+    t = pid * per
+    t_stop = gl.minimum(t + per, total)
+    b = 0
+    req_end = 0
+    for r0 in range(0, B, B_CHUNK):
+        lens = gl.load(seq_lens_ptr + r0 + offs_c, mask=r0 + offs_c < B, other=0)
+        tiles = (lens + BLOCK_N - 1) // BLOCK_N
+        ends = req_end + gl.associative_scan(tiles, 0, _add)
+        done = (ends <= t) & (r0 + offs_c < B)
+        b += gl.sum(done.to(gl.int32), axis=0)
+        req_end += gl.sum(gl.where(done, tiles, 0), axis=0)
+    return t, t_stop, b, req_end
+
+
+@gluon.jit
 def _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, j, stage,
                 PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
     """TMA tile j of the current request (64 contiguous rows of one page) into buffer ``stage``."""
@@ -73,11 +99,13 @@ def _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, j, 
 @gluon.jit
 def _zero_rows(buf, n_valid, ROWS: gl.constexpr, COLS: gl.constexpr, num_warps: gl.constexpr):
     """Rows ``>= n_valid`` of a [ROWS, COLS] shared tile set to zero (finite values for P.V)."""
+    # 64 columns at a time: a whole [64, 512] tile in registers would set the kernel's register budget.
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
     rows = gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout))
-    x = buf.load(layout)
-    x = gl.where((rows < n_valid)[:, None], x, gl.zeros_like(x))
-    buf.store(x)
+    for c in gl.static_range(COLS // 64):
+        part = buf.slice(c * 64, 64, dim=1)
+        x = part.load(layout)
+        part.store(gl.where((rows < n_valid)[:, None], x, gl.zeros_like(x)))
 
 
 @gluon.jit(do_not_specialize=["B"])
@@ -113,7 +141,6 @@ def _mla_decode_hopper_kernel(
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
                                                        instr_shape=[16, D_V // 2, 16])
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    chunk_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
 
     pid_h = gl.program_id(0)
     pid = gl.program_id(1)
@@ -132,23 +159,7 @@ def _mla_decode_hopper_kernel(
     mbarrier.init(q_bar, count=1)
 
     # The tile list of the whole batch from seq_lens, on the device (as kernel.py).
-    offs_c = gl.arange(0, B_CHUNK, layout=chunk_layout)
-    total = 0
-    for r0 in range(0, B, B_CHUNK):
-        lens = gl.load(seq_lens_ptr + r0 + offs_c, mask=r0 + offs_c < B, other=0)
-        total += gl.sum((lens + BLOCK_N - 1) // BLOCK_N, axis=0)
-    per = (total + num_progs - 1) // num_progs
-    t = pid * per
-    t_stop = gl.minimum(t + per, total)
-    b = 0
-    req_end = 0
-    for r0 in range(0, B, B_CHUNK):
-        lens = gl.load(seq_lens_ptr + r0 + offs_c, mask=r0 + offs_c < B, other=0)
-        tiles = (lens + BLOCK_N - 1) // BLOCK_N
-        ends = req_end + gl.associative_scan(tiles, 0, _add)
-        done = (ends <= t) & (r0 + offs_c < B)
-        b += gl.sum(done.to(gl.int32), axis=0)
-        req_end += gl.sum(gl.where(done, tiles, 0), axis=0)
+    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps)
 
     offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
     offs_h_o = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, o_layout))
@@ -261,6 +272,158 @@ def _mla_decode_hopper_kernel(
             p_ptrs = part_o_ptr + slot * stride_po_s + heads_o[:, None] * stride_po_h + offs_d_o[None, :]
             gl.store(p_ptrs, o)
             gl.store(part_lse_ptr + slot * stride_pl_s + heads_s, lse2)
+        if pid_h == 0:
+            if i_first == 0:
+                gl.store(seg_ptr + 2 * b, pid + b)
+            if i_stop == req_tiles:
+                gl.store(seg_ptr + 2 * b + 1, pid + b)
+        t = seg_stop
+        b += 1
+
+    for k in gl.static_range(NUM_BUF):
+        mbarrier.invalidate(bars.index(k))
+    mbarrier.invalidate(q_bar)
+
+
+@gluon.jit(do_not_specialize=["B"])
+def _mla_decode_hopper_tok_kernel(
+    q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc,
+    page_table_ptr, seq_lens_ptr,
+    out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
+    sm_scale,
+    B, H,
+    stride_pt_b,
+    stride_out_b, stride_out_h,
+    stride_po_s, stride_po_h,
+    stride_pl_s,
+    PAGE_SIZE: gl.constexpr,
+    RETURN_LSE: gl.constexpr,
+    B_CHUNK: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    BLOCK_H: gl.constexpr,
+    NUM_BUF: gl.constexpr,
+    PIPE: gl.constexpr,
+    num_warps: gl.constexpr,
+):
+    """H < 64 (tensor parallel): tokens on the MMA's M side, one warpgroup, 16 heads per program.
+
+    ``S^T = K Q^T`` ([tokens, 16]; A = the KV tile in shared memory, B = the query viewed K-major) and
+    ``O^T += V^T P^T`` ([512, 16]; A = the same KV tile viewed MN-major, B = P^T, written to shared memory
+    each tile). Pipelining and work split as the heads-on-M kernel above (PIPE is not used here).
+    """
+    LOG2E: gl.constexpr = 1.4426950408889634
+    D_V: gl.constexpr = 512
+    gl.static_assert(BLOCK_H == 16)
+    gl.static_assert(num_warps == 4)
+    dtype: gl.constexpr = kv_nope_desc.dtype
+
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_H, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_H, 16])
+    p_smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_H], dtype)
+
+    pid_h = gl.program_id(0)
+    pid = gl.program_id(1)
+    num_progs = gl.num_programs(1)
+    h0 = pid_h * BLOCK_H
+
+    qn_smem = gl.allocate_shared_memory(dtype, [BLOCK_H, D_V], q_nope_desc.layout)
+    qr_smem = gl.allocate_shared_memory(dtype, [BLOCK_H, 64], q_rope_desc.layout)
+    kn_bufs = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, D_V], kv_nope_desc.layout)
+    kr_bufs = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, 64], kv_rope_desc.layout)
+    p_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, BLOCK_H], p_smem_layout)
+    bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    for k in gl.static_range(NUM_BUF):
+        mbarrier.init(bars.index(k), count=1)
+    mbarrier.init(q_bar, count=1)
+
+    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps)
+
+    offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s_layout))
+    offs_h_s = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, s_layout))
+    offs_h_o = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, o_layout))
+    offs_d_o = gl.arange(0, D_V, layout=gl.SliceLayout(1, o_layout))
+    qk_mul = sm_scale * LOG2E
+    it = 0
+    q_phase = 0
+    while t < t_stop:
+        seq_len = gl.load(seq_lens_ptr + b)
+        req_tiles = (seq_len + BLOCK_N - 1) // BLOCK_N
+        req_start = req_end
+        req_end = req_start + req_tiles
+        seg_stop = gl.minimum(t_stop, req_end)
+        i_first = t - req_start
+        i_stop = seg_stop - req_start
+        pt_base = page_table_ptr + b.to(gl.int64) * stride_pt_b
+
+        _block_barrier()
+        q_row = b * H + h0
+        mbarrier.expect(q_bar, q_nope_desc.block_type.nbytes + q_rope_desc.block_type.nbytes)
+        _tma_load(q_nope_desc, [q_row, 0], q_bar, qn_smem)
+        _tma_load(q_rope_desc, [q_row, 0], q_bar, qr_smem)
+        for k in gl.static_range(NUM_BUF - 1):
+            if i_first + k < i_stop:
+                _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
+                            (it + k) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+        mbarrier.wait(q_bar, q_phase)
+        q_phase ^= 1
+
+        m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=gl.SliceLayout(0, s_layout))
+        l_i = gl.zeros([BLOCK_H], gl.float32, layout=gl.SliceLayout(0, s_layout))
+        o = warpgroup_mma_init(gl.zeros([D_V, BLOCK_H], gl.float32, layout=o_layout))
+        for i in range(i_first, i_stop):
+            stage = it % NUM_BUF
+            kn = kn_bufs.index(stage)
+            kr = kr_bufs.index(stage)
+            mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
+            n_valid = seq_len - i * BLOCK_N
+            if n_valid < BLOCK_N:
+                _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
+                fence_async_shared()
+                _block_barrier()
+            s = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s_layout)
+            s = warpgroup_mma(kn, qn_smem.permute((1, 0)), s, use_acc=False, is_async=True)
+            s = warpgroup_mma(kr, qr_smem.permute((1, 0)), s, is_async=True)
+            # Retires S(i) and O(i - 1): buffer (it - 1) % NUM_BUF and p_smem are free again.
+            s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
+            _block_barrier()
+            if i + NUM_BUF - 1 < i_stop:
+                _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
+                            (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+            s = s * qk_mul
+            s = gl.where((i * BLOCK_N + offs_tok < seq_len)[:, None], s, float("-inf"))
+            m_new = gl.maximum(m_i, gl.max(s, axis=0))
+            alpha = gl.exp2(m_i - m_new)
+            p = gl.exp2(s - m_new[None, :])
+            l_i = l_i * alpha + gl.sum(p, axis=0)
+            m_i = m_new
+            o = o * gl.convert_layout(alpha, gl.SliceLayout(0, o_layout))[None, :]
+            p_smem.store(p.to(dtype))
+            fence_async_shared()
+            _block_barrier()
+            o = warpgroup_mma(kn.permute((1, 0)), p_smem, o, is_async=True)
+            it += 1
+        o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
+
+        inv = gl.convert_layout(1.0 / l_i, gl.SliceLayout(0, o_layout))
+        o = o * inv[None, :]
+        lse2 = m_i + gl.log2(l_i)
+        heads_o = h0 + offs_h_o
+        heads_s = h0 + offs_h_s
+        h_mask_o = heads_o < H
+        h_mask_s = heads_s < H
+        if (i_first == 0) & (i_stop == req_tiles):
+            o_ptrs = out_ptr + b.to(gl.int64) * stride_out_b + heads_o[None, :] * stride_out_h + offs_d_o[:, None]
+            gl.store(o_ptrs, o.to(out_ptr.dtype.element_ty), mask=h_mask_o[None, :])
+            if RETURN_LSE:
+                gl.store(lse_ptr + b * H + heads_s, lse2 * 0.6931471805599453, mask=h_mask_s)
+        else:
+            slot = (pid + b).to(gl.int64)
+            p_ptrs = part_o_ptr + slot * stride_po_s + heads_o[None, :] * stride_po_h + offs_d_o[:, None]
+            gl.store(p_ptrs, o, mask=h_mask_o[None, :])
+            gl.store(part_lse_ptr + slot * stride_pl_s + heads_s, lse2, mask=h_mask_s)
         if pid_h == 0:
             if i_first == 0:
                 gl.store(seg_ptr + 2 * b, pid + b)
