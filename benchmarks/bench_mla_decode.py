@@ -361,6 +361,85 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
     out.write_text(json.dumps(result, indent=1, default=str))
 
 
+# ----------------------------------------------------------------------------- Hopper kernel variants
+
+HOPPER_ON_M_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=64, NUM_BUF=2, PIPE=1),
+                        dict(BLOCK_N=32, NUM_BUF=3, PIPE=0), dict(BLOCK_N=32, NUM_BUF=4, PIPE=0)]
+HOPPER_TOK_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0)]
+
+
+def _use_hopper_config(heads: int, variant: dict) -> None:
+    (interface_hopper.HOPPER_CONFIG if interface_hopper._heads_on_m(heads)
+     else interface_hopper.HOPPER_TOK_CONFIG).update(variant)
+
+
+def hopper_variants(args, result: dict, out: Path) -> None:
+    """The Hopper kernels' configs: correctness (every cache row past seq_len set to NaN, mixed lengths,
+    two SM counts) and graph-replay times at page size 64, bf16, next to FlashMLA and the portable kernel's
+    BF16_CONFIG in the same run."""
+    sm = 1.0 / math.sqrt(576)
+    gen = torch.Generator().manual_seed(5)
+    saved = dict(interface_hopper.HOPPER_CONFIG), dict(interface_hopper.HOPPER_TOK_CONFIG)
+    cases = {True: [(64, 64, [1, 63, 64, 65, 3001, 4096]), (128, 64, [4096, 1, 129, 2000, 77]),
+                    (128, 128, [300, 1, 4096, 191])],
+             False: [(16, 64, [1, 63, 64, 65, 3001, 4096]), (32, 128, [300, 1, 4096, 191]), (16, 64, [4096] * 3)]}
+    checks = []
+    for on_m, variants in ((True, HOPPER_ON_M_VARIANTS), (False, HOPPER_TOK_VARIANTS)):
+        for variant in variants:
+            worst = 0.0
+            for heads, ps, lens in cases[on_m]:
+                _use_hopper_config(heads, variant)
+                x = bench.make_inputs(bench.Problem(len(lens), heads, max(lens), ps, "bf16"),
+                                      seed=int(torch.randint(0, 999, (1,), generator=gen)))
+                x["seq_lens"].copy_(torch.tensor(lens, dtype=torch.int32))
+                pt = x["page_table"]
+                for b, n in enumerate(lens):
+                    tail = torch.arange(n, pt.shape[1] * ps, device=pt.device)
+                    x["kv_cache"][pt[b, tail // ps].long(), tail % ps] = float("nan")
+                ref = reference.mla_decode_reference(x["q"], x["kv_cache"], pt, x["seq_lens"], sm, kv_format="bf16")
+                for sms in (132, 7):
+                    x["out"].fill_(float("nan"))
+                    try:
+                        got = interface._launch(x["q"], x["kv_cache"], pt, x["seq_lens"], sm, 1.0, "bf16", x["out"],
+                                                False, num_sms=sms, path="hopper")
+                        err = rel_err(got, ref)
+                    except Exception as exc:  # noqa: BLE001 - recorded, not fatal
+                        print(f"  H{heads} {variant}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+                        err = float("inf")
+                    worst = max(worst, err if math.isfinite(err) else float("inf"))
+            checks.append(dict(kernel="heads-on-M" if on_m else "tokens-on-M", variant=variant, worst_rel_err=worst))
+            print(f"check {checks[-1]['kernel']} {variant}: worst rel err {worst:.2e}", flush=True)
+    result["hopper_check"] = checks
+    fm, why = import_flashmla()
+    if fm is None:
+        print(f"FlashMLA column skipped: flash_mla does not import ({why})", flush=True)
+    rows = []
+    for heads, batches, variants in [(128, [1, 8, 32, 64], HOPPER_ON_M_VARIANTS),
+                                     (16, [1, 8, 32, 64, 128], HOPPER_TOK_VARIANTS)]:
+        target = bench.MlaDecodeTarget(heads=heads, tokens=args.tokens, page_size=64, kv_format="bf16")
+        for b in batches:
+            row: dict = dict(heads=heads, batch=b)
+            if fm is not None:
+                row["flashmla"] = graph_time_ms([flashmla_call(fm, x, "bf16", sm)[0] for x in target.inputs(b)])
+            for variant in variants:
+                _use_hopper_config(heads, variant)
+                key = "hopper " + ",".join(f"{k}={v}" for k, v in variant.items())
+                try:
+                    row[key] = graph_time_ms(target.make(b, None, path="hopper"))
+                except Exception as exc:  # noqa: BLE001
+                    print(f"  H{heads} B{b} {variant}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+                    row[key] = float("inf")
+            row["portable " + config_label(space.BF16_CONFIG)] = graph_time_ms(
+                target.make(b, space.BF16_CONFIG, path="portable"))
+            rows.append(row)
+            print(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
+            target.release()
+            result["hopper_times"] = rows
+            out.write_text(json.dumps(result, indent=1, default=str))
+    interface_hopper.HOPPER_CONFIG.update(saved[0])
+    interface_hopper.HOPPER_TOK_CONFIG.update(saved[1])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--formats", default="fp8,fp8_ds_mla")
@@ -380,6 +459,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="time only the N best configs of the first format/page size on the others (0: all)")
     ap.add_argument("--vs-flashmla", action="store_true",
                     help="side by side with FlashMLA (page size 64, bf16 and fp8, H 16 and 128) instead of the sweep")
+    ap.add_argument("--hopper-variants", action="store_true",
+                    help="the Hopper kernels' configs (bf16, page size 64): correctness, then times next to FlashMLA")
     ap.add_argument("--vs-formats", default="bf16,fp8")
     ap.add_argument("--vs-batches-h16", default="1,8,32,64,128")
     ap.add_argument("--vs-batches-h128", default="1,8,32,64")
@@ -394,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check_only:
         args.check = True
         formats, page_sizes = [], []
-    if args.vs_flashmla:
+    if args.vs_flashmla or args.hopper_variants:
         formats, page_sizes, args.check = [], [], False
     t0 = time.time()
     jobs = [(f, p, args.heads, c, False) for f in formats for p in page_sizes for c in configs]
@@ -462,6 +543,11 @@ def main(argv: list[str] | None = None) -> int:
         result["rows"] = rows
         result["summaries"] = summaries
         out.write_text(json.dumps(result, indent=1, default=str))   # after each combination
+    if args.hopper_variants:
+        configs = []
+        hopper_variants(args, result, out)
+        print(f"wrote {out} ({time.time() - t0:.0f} s)")
+        return 0
     if args.vs_flashmla:
         vs_flashmla(args, configs, result, out)
         print(f"wrote {out} ({time.time() - t0:.0f} s)")
