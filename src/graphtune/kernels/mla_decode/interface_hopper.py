@@ -1,16 +1,16 @@
-"""Launch of the Hopper (sm_90a) Gluon MLA decode kernel (kernel_hopper.py): which inputs it takes, its
-TMA descriptors, grid and scratch buffers. ``interface._launch`` decides when to call it.
+"""Launch of the Hopper (sm_90a) Gluon MLA decode kernels (kernel_hopper.py): which inputs they take, their
+TMA descriptors, grid and scratch buffers. ``interface._launch`` decides when to call them.
 
-The kernel runs a fixed, benchmark-chosen config (``HOPPER_CONFIG``), not ``graphtune.autotune``: the
-tuner's launch path does not build TMA descriptors per config (docs/mla_decode.md lists what the core
-would need).
+The kernels run fixed, benchmark-chosen configs (``HOPPER_CONFIG`` for H % 64 == 0, ``HOPPER_TOK_CONFIG``
+otherwise; ``benchmarks/bench_mla_decode.py --hopper-variants`` times the alternatives), not
+``graphtune.autotune``: the tuner's launch path does not rebuild the TMA descriptors per config
+(docs/mla_decode.md lists what the core would need).
 """
 from __future__ import annotations
 
 from typing import Any
 
 import torch
-import triton
 
 from . import kernel_hopper
 from .reference import D_NOPE, D_QK
@@ -18,9 +18,12 @@ from .reference import D_NOPE, D_QK
 BLOCK_N = 64        # the largest tile; pages must hold a multiple of it (a tile never spans two pages)
 BLOCK_H = 64
 NUM_WARPS = 8
-# (NUM_BUF,) KV tiles in flight: 2 x 72 KB (bf16) + the 72 KB query tile fit the 227 KB of an sm_90 block.
+# H % 64 == 0: 2 x 72 KB KV buffers (bf16) + the 72 KB query tile = 225,304 B of the 232,448 an sm_90 block
+# may have. Fastest of the four variants timed on the H200 at H = 128, batch 1-64 (BLOCK_N 32 with 3-4
+# buffers: 5-32% slower; PIPE = 1: 1-26% slower): docs/mla_decode.md.
 HOPPER_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0}
-# H < 64 (16, 32, 48): the tokens-on-M kernel, 16 heads and one warpgroup per program.
+# H < 64 (16, 32, 48): the tokens-on-M kernel, 16 heads and one warpgroup per program; 168,216 B of shared
+# memory (a third 72 KB buffer would not fit; BLOCK_N = 32 is not possible: a wgmma's M is a multiple of 64).
 TOK_BLOCK_H = 16
 TOK_NUM_WARPS = 4
 HOPPER_TOK_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0}
@@ -118,5 +121,3 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
     return scratch
 
 
-def cdiv(a: int, b: int) -> int:
-    return triton.cdiv(a, b)

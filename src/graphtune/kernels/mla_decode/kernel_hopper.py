@@ -1,37 +1,44 @@
-"""Hopper (sm_90a) MLA decode kernel in Gluon: TMA tiles several deep, asynchronous warpgroup MMAs.
+"""Hopper (sm_90a) MLA decode kernels in Gluon: TMA tiles, asynchronous warpgroup MMAs.
 
 Only ``@gluon.jit`` functions live here (interface_hopper.py launches them). Shape letters as in kernel.py.
 
-Scope of this version (measured in docs/mla_decode.md): a bf16 cache whose pages hold a multiple of 64
-tokens and H a multiple of 64: the data-parallel-attention case (H = 128) where the portable kernel, with
-16 heads per program, reads every KV row H / 16 times and is 3-7x behind FlashMLA. Everything else runs
-the portable kernel (kernel.py).
+Scope (measured in docs/mla_decode.md): a bf16 cache whose pages hold a multiple of 64 tokens, H a
+multiple of 16. fp8 caches, other page sizes and other GPUs run the portable kernel (kernel.py).
 
-Heads on the MMA's M side: a program takes 64 heads of one request at a time, so a KV row read from
-global memory feeds 64 heads (the portable kernel: 16). Per 64-token tile (one TMA message pair:
-[64, 512] latent + [64, 64] rope, from a page's contiguous rows):
+Two kernels, one per side of the MMA the heads go on:
 
-    S = Q K^T    [64 heads, 64 tokens]: 2 async wgmmas, A = the query tile in shared memory (loaded by TMA
-                 once per request), B = the KV tile viewed K-major (permuted descriptor, no data movement)
+``_mla_decode_hopper_kernel`` (H a multiple of 64: the data-parallel-attention case, H = 128). Heads on M:
+a program takes 64 heads of one request at a time, so a KV row read from global memory feeds 64 heads
+(the portable kernel: 16). Per tile of BLOCK_N tokens (one TMA message pair from a page's contiguous
+rows: [BLOCK_N, 512] latent + [BLOCK_N, 64] rope):
+
+    S = Q K^T    [64 heads, BLOCK_N]: 2 async wgmmas, A = the query tile in shared memory (TMA, once per
+                 request), B = the KV tile viewed K-major (a permuted descriptor, no data movement)
     softmax      in registers, log2 domain, running max and sum per head
     O += P V     [64 heads, 512]: A = P from registers (bf16), B = the same KV tile (MN-major)
 
 8 warps = 2 warpgroups, warps_per_cta [4, 2]: the two warpgroups split the tokens of S and the 512 output
-dims of O (O is 64 x 256 fp32 = 128 registers per thread and warpgroup); P crosses warpgroups through
-shared memory (``convert_layout``).
+dims of O (O is 64 x 256 fp32 = 128 registers per thread); P crosses warpgroups through shared memory
+(``convert_layout``).
 
-Pipelining: NUM_BUF KV buffers, each with its mbarrier. The load of tile i + NUM_BUF - 1 is issued as soon
-as the MMAs that read its buffer (tile i - 1) are known complete, i.e. right after the wait that retires
-S(i); O(i) stays asynchronous until the next tile's S wait (wgmma groups retire in order), so the P.V
-product of one tile overlaps the barrier wait and the score MMAs of the next.
+``_mla_decode_hopper_tok_kernel`` (H < 64, e.g. the tensor-parallel H = 16). Tokens on M, one warpgroup,
+16 heads per program: ``S^T = K Q^T`` ([64 tokens, 16]) and ``O^T += V^T P^T`` ([512, 16]; A = the KV tile
+viewed MN-major, B = P^T written to shared memory each tile).
+
+Pipelining (both): NUM_BUF KV buffers, each with its mbarrier. The load of tile i + NUM_BUF - 1 is issued as
+soon as the MMAs that read its buffer (tile i - 1) are retired, i.e. right after the wait that retires
+S(i) (wgmma groups retire in order, so that wait also retires O(i - 1)); O(i) stays asynchronous until the
+next tile's S wait. PIPE = 1 (heads on M) instead overlaps the softmax of tile i with P.V of tile i - 1
+(FlashAttention-3's intra-warpgroup schedule) at the price of issuing the next load later: measured
+slower (docs/mla_decode.md).
 
 Work split: as kernel.py (a static grid; the tiles of all requests laid end to end and cut into equal
 ranges on the device from ``seq_lens``; partials under slot ``p + b``; the same reduction kernel). One
 captured graph serves any lengths.
 
-Rows past ``seq_len`` in a request's last page are read by TMA (whole 64-row tiles) and may hold anything,
-NaN included: their scores are masked to -inf, and the rows themselves are zeroed in shared memory before
-P.V (0 * NaN would poison the output), only in a request's last, partial tile.
+Rows past ``seq_len`` in a request's last page are read by TMA (whole tiles) and may hold anything, NaN
+included: their scores are masked to -inf, and the rows are zeroed in shared memory before P.V (0 * NaN
+would poison the output), only in a request's last, partial tile.
 """
 from __future__ import annotations
 
