@@ -366,78 +366,98 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
 HOPPER_ON_M_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=64, NUM_BUF=2, PIPE=1),
                         dict(BLOCK_N=32, NUM_BUF=3, PIPE=0), dict(BLOCK_N=32, NUM_BUF=4, PIPE=0)]
 HOPPER_TOK_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0)]
+# The fp8 tokens-on-M kernel: compiled on a CPU, not yet run on a GPU (checked first, then timed).
+HOPPER_TOK_FP8_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=4, PIPE=0), dict(BLOCK_N=64, NUM_BUF=2, PIPE=0)]
 
 
-def _use_hopper_config(heads: int, variant: dict) -> None:
-    (interface_hopper.HOPPER_CONFIG if interface_hopper._heads_on_m(heads)
-     else interface_hopper.HOPPER_TOK_CONFIG).update(variant)
+def _use_hopper_config(heads: int, variant: dict, kv_format: str = "bf16") -> None:
+    (interface_hopper.HOPPER_TOK_FP8_CONFIG if kv_format == "fp8" else interface_hopper.HOPPER_CONFIG
+     if interface_hopper._heads_on_m(heads) else interface_hopper.HOPPER_TOK_CONFIG).update(variant)
+
+
+def _hopper_check(kind: str, kv_format: str, variant: dict, gen: torch.Generator) -> float:
+    """Worst relative error of one Hopper config over mixed lengths with every cache row past seq_len set
+    to NaN (TMA reads whole tiles), two SM counts, NaN-poisoned output."""
+    sm = 1.0 / math.sqrt(576)
+    cases = ([(64, 64, [1, 63, 64, 65, 3001, 4096]), (128, 64, [4096, 1, 129, 2000, 77]),
+              (128, 128, [300, 1, 4096, 191])] if kind == "heads-on-M" else
+             [(16, 64, [1, 63, 64, 65, 3001, 4096]), (32, 128, [300, 1, 4096, 191]), (16, 64, [4096] * 3)])
+    worst = 0.0
+    for heads, ps, lens in cases:
+        _use_hopper_config(heads, variant, kv_format)
+        x = bench.make_inputs(bench.Problem(len(lens), heads, max(lens), ps, kv_format),
+                              seed=int(torch.randint(0, 999, (1,), generator=gen)))
+        x["seq_lens"].copy_(torch.tensor(lens, dtype=torch.int32))
+        pt = x["page_table"]
+        for b, n in enumerate(lens):
+            tail = torch.arange(n, pt.shape[1] * ps, device=pt.device)
+            x["kv_cache"][pt[b, tail // ps].long(), tail % ps] = float("nan")
+        ref = reference.mla_decode_reference(x["q"], x["kv_cache"], pt, x["seq_lens"], sm,
+                                             kv_scale=x["kv_scale"], kv_format=kv_format)
+        for sms in (132, 7):
+            x["out"].fill_(float("nan"))
+            try:
+                got = interface._launch(x["q"], x["kv_cache"], pt, x["seq_lens"], sm, x["kv_scale"], kv_format,
+                                        x["out"], False, num_sms=sms, path="hopper")
+                err = rel_err(got, ref)
+            except Exception as exc:  # noqa: BLE001 - recorded, not fatal
+                print(f"  {kind} H{heads} {variant}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+                err = float("inf")
+            worst = max(worst, err if math.isfinite(err) else float("inf"))
+    return worst
 
 
 def hopper_variants(args, result: dict, out: Path) -> None:
-    """The Hopper kernels' configs: correctness (every cache row past seq_len set to NaN, mixed lengths,
-    two SM counts) and graph-replay times at page size 64, bf16, next to FlashMLA and the portable kernel's
-    BF16_CONFIG in the same run."""
+    """The Hopper kernels' configs, page size 64: correctness first (``_hopper_check``), then graph-replay
+    times next to FlashMLA and a portable config in the same run. bf16 first; the fp8 kernel (not yet run
+    on a GPU when written) last, so that a fault there leaves the bf16 results on disk."""
     sm = 1.0 / math.sqrt(576)
     gen = torch.Generator().manual_seed(5)
-    saved = dict(interface_hopper.HOPPER_CONFIG), dict(interface_hopper.HOPPER_TOK_CONFIG)
-    cases = {True: [(64, 64, [1, 63, 64, 65, 3001, 4096]), (128, 64, [4096, 1, 129, 2000, 77]),
-                    (128, 128, [300, 1, 4096, 191])],
-             False: [(16, 64, [1, 63, 64, 65, 3001, 4096]), (32, 128, [300, 1, 4096, 191]), (16, 64, [4096] * 3)]}
-    checks = []
-    for on_m, variants in ((True, HOPPER_ON_M_VARIANTS), (False, HOPPER_TOK_VARIANTS)):
-        for variant in variants:
-            worst = 0.0
-            for heads, ps, lens in cases[on_m]:
-                _use_hopper_config(heads, variant)
-                x = bench.make_inputs(bench.Problem(len(lens), heads, max(lens), ps, "bf16"),
-                                      seed=int(torch.randint(0, 999, (1,), generator=gen)))
-                x["seq_lens"].copy_(torch.tensor(lens, dtype=torch.int32))
-                pt = x["page_table"]
-                for b, n in enumerate(lens):
-                    tail = torch.arange(n, pt.shape[1] * ps, device=pt.device)
-                    x["kv_cache"][pt[b, tail // ps].long(), tail % ps] = float("nan")
-                ref = reference.mla_decode_reference(x["q"], x["kv_cache"], pt, x["seq_lens"], sm, kv_format="bf16")
-                for sms in (132, 7):
-                    x["out"].fill_(float("nan"))
-                    try:
-                        got = interface._launch(x["q"], x["kv_cache"], pt, x["seq_lens"], sm, 1.0, "bf16", x["out"],
-                                                False, num_sms=sms, path="hopper")
-                        err = rel_err(got, ref)
-                    except Exception as exc:  # noqa: BLE001 - recorded, not fatal
-                        print(f"  H{heads} {variant}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
-                        err = float("inf")
-                    worst = max(worst, err if math.isfinite(err) else float("inf"))
-            checks.append(dict(kernel="heads-on-M" if on_m else "tokens-on-M", variant=variant, worst_rel_err=worst))
-            print(f"check {checks[-1]['kernel']} {variant}: worst rel err {worst:.2e}", flush=True)
-    result["hopper_check"] = checks
+    saved = (dict(interface_hopper.HOPPER_CONFIG), dict(interface_hopper.HOPPER_TOK_CONFIG),
+             dict(interface_hopper.HOPPER_TOK_FP8_CONFIG))
     fm, why = import_flashmla()
     if fm is None:
         print(f"FlashMLA column skipped: flash_mla does not import ({why})", flush=True)
-    rows = []
-    for heads, batches, variants in [(128, [1, 8, 32, 64], HOPPER_ON_M_VARIANTS),
-                                     (16, [1, 8, 32, 64, 128], HOPPER_TOK_VARIANTS)]:
-        target = bench.MlaDecodeTarget(heads=heads, tokens=args.tokens, page_size=64, kv_format="bf16")
-        for b in batches:
-            row: dict = dict(heads=heads, batch=b)
-            if fm is not None:
-                row["flashmla"] = graph_time_ms([flashmla_call(fm, x, "bf16", sm)[0] for x in target.inputs(b)])
+    result["hopper_check"], result["hopper_times"] = [], []
+    phases = [[("heads-on-M", "bf16", 128, [1, 8, 32, 64], HOPPER_ON_M_VARIANTS),
+               ("tokens-on-M", "bf16", 16, [1, 8, 32, 64, 128], HOPPER_TOK_VARIANTS)],
+              [("tokens-on-M fp8", "fp8", 16, [1, 8, 32, 64, 128], HOPPER_TOK_FP8_VARIANTS)]]
+    for phase in phases:
+        good = []
+        for kind, kv_format, heads, batches, variants in phase:
+            ok = []
             for variant in variants:
-                _use_hopper_config(heads, variant)
-                key = "hopper " + ",".join(f"{k}={v}" for k, v in variant.items())
-                try:
-                    row[key] = graph_time_ms(target.make(b, None, path="hopper"))
-                except Exception as exc:  # noqa: BLE001
-                    print(f"  H{heads} B{b} {variant}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
-                    row[key] = float("inf")
-            row["portable " + config_label(space.BF16_CONFIG)] = graph_time_ms(
-                target.make(b, space.BF16_CONFIG, path="portable"))
-            rows.append(row)
-            print(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
-            target.release()
-            result["hopper_times"] = rows
+                worst = _hopper_check(kind.split(" ")[0], kv_format, variant, gen)
+                result["hopper_check"].append(dict(kernel=kind, variant=variant, worst_rel_err=worst))
+                print(f"check {kind} {variant}: worst rel err {worst:.2e}", flush=True)
+                if worst <= 1e-2:
+                    ok.append(variant)
             out.write_text(json.dumps(result, indent=1, default=str))
+            good.append((kind, kv_format, heads, batches, ok))
+        for kind, kv_format, heads, batches, variants in good:
+            target = bench.MlaDecodeTarget(heads=heads, tokens=args.tokens, page_size=64, kv_format=kv_format)
+            for b in batches:
+                row: dict = dict(heads=heads, kv_format=kv_format, batch=b)
+                if fm is not None:
+                    row["flashmla"] = graph_time_ms([flashmla_call(fm, x, kv_format, sm)[0] for x in target.inputs(b)])
+                for variant in variants:
+                    _use_hopper_config(heads, variant, kv_format)
+                    key = "hopper " + ",".join(f"{k}={v}" for k, v in variant.items())
+                    try:
+                        row[key] = graph_time_ms(target.make(b, None, path="hopper"))
+                    except Exception as exc:  # noqa: BLE001
+                        print(f"  H{heads} B{b} {variant}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+                        row[key] = float("inf")
+                portable = space.BF16_CONFIG if kv_format == "bf16" else space.CONFIGS[1]
+                row["portable " + config_label(portable)] = graph_time_ms(target.make(b, portable, path="portable"))
+                result["hopper_times"].append(row)
+                print(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
+                      flush=True)
+                target.release()
+                out.write_text(json.dumps(result, indent=1, default=str))
     interface_hopper.HOPPER_CONFIG.update(saved[0])
     interface_hopper.HOPPER_TOK_CONFIG.update(saved[1])
+    interface_hopper.HOPPER_TOK_FP8_CONFIG.update(saved[2])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -254,7 +254,7 @@ def _hopper_compile(kv_format: str = "bf16", heads: int = 128, page_size: int = 
     args, _, consts, _ = interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32),
                                                       torch.ones(2, dtype=torch.int32), 0.04, 1.0, kv_format, out,
                                                       False, sms=132)
-    fn = interface_hopper.kernel_for(heads)
+    fn = interface_hopper.kernel_for(heads, kv_format)
     names = list(fn.arg_names)
     values = dict(zip([n for n in names if n not in consts], args))
     signature = {n: "constexpr" if n in consts else mangle_type(values[n]) for n in names}
@@ -266,13 +266,17 @@ def _hopper_compile(kv_format: str = "bf16", heads: int = 128, page_size: int = 
                               options=dict(num_warps=consts["num_warps"]))
 
 
-@pytest.mark.parametrize("heads,mmas", [(128, ("HGMMA.64x256x16.F32.BF16", "HGMMA.64x32x16.F32.BF16")),
-                                         (16, ("HGMMA.64x16x16.F32.BF16",))], ids=["heads-on-M", "tokens-on-M"])
-def test_hopper_kernel_compiles_for_sm90_with_tma_and_wgmma(heads, mmas):
+@pytest.mark.parametrize("kv_format,heads,mmas", [
+    ("bf16", 128, ("HGMMA.64x256x16.F32.BF16", "HGMMA.64x32x16.F32.BF16")),
+    ("bf16", 16, ("HGMMA.64x16x16.F32.BF16",)),
+    ("fp8", 16, ("QGMMA.64x16x32.F32.E4M3.E4M3", "HGMMA.64x16x16.F32 "))],
+    ids=["heads-on-M", "tokens-on-M", "tokens-on-M-fp8"])
+def test_hopper_kernel_compiles_for_sm90_with_tma_and_wgmma(kv_format, heads, mmas):
     """The Gluon kernels compiled for sm_90a on a CPU: TMA loads (UTMALDG), warpgroup MMAs of the expected
-    shapes (HGMMA), and a block that fits an sm_90 SM (232,448 B of shared memory, 255 registers)."""
+    shapes (HGMMA; QGMMA for fp8 scores), and a block that fits an sm_90 SM (232,448 B of shared memory,
+    255 registers)."""
     from graphtune import resources
-    compiled = _hopper_compile(heads=heads)
+    compiled = _hopper_compile(kv_format, heads=heads)
     usage = resources._resource_usage(compiled.asm["cubin"], compiled.metadata.name)
     assert usage["REG"] <= 255
     assert compiled.metadata.shared + usage.get("SHARED", 0) <= 232448
@@ -295,7 +299,11 @@ def test_hopper_path_selection_and_reasons():
     q = torch.empty(2, 128, 576, dtype=torch.bfloat16)
     kv = torch.empty(4, 64, 576, dtype=torch.bfloat16)
     assert interface_hopper.shape_supported(q, kv, "bf16") is None
-    assert "kv_format 'fp8'" in interface_hopper.shape_supported(q, kv.to(torch.float8_e4m3fn), "fp8")
+    kv8 = kv.to(torch.float8_e4m3fn)
+    assert "not measured yet" in interface_hopper.shape_supported(q, kv8, "fp8")
+    assert "needs H < 64" in interface_hopper.shape_supported(q, kv8, "fp8", explicit=True)
+    assert interface_hopper.shape_supported(q[:, :16].contiguous(), kv8, "fp8", explicit=True) is None
+    assert "kv_format 'fp8_ds_mla'" in interface_hopper.shape_supported(q, kv8, "fp8_ds_mla", explicit=True)
     assert interface_hopper.shape_supported(q[:, :16].contiguous(), kv, "bf16") is None    # tokens on M
     assert "H = 24" in interface_hopper.shape_supported(q[:, :24].contiguous(), kv, "bf16")
     assert "page size 16" in interface_hopper.shape_supported(q, kv[:, :16], "bf16")

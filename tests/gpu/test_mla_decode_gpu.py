@@ -199,3 +199,29 @@ def test_hopper_capture_replay_equals_eager(heads):
         assert torch.equal(replayed, eager), "replay differs from eager"
         ref = mla_decode_reference(*args, kv_format="bf16")
         assert _rel(replayed, ref) <= TOL
+
+
+# Last in the file: this kernel was compiled on a CPU only when it was written (a fault here must not hide
+# the results above).
+@pytest.mark.parametrize("heads,page_size,lens", [(16, 64, [1, 63, 64, 65, 3001, 4096]), (32, 128, [300, 1, 4096, 191])],
+                         ids=["H16-ps64", "H32-ps128"])
+def test_hopper_fp8_matches_reference(heads, page_size, lens):
+    """The fp8 tokens-on-M Hopper kernel (``path="hopper"`` only): NaN past seq_len, NaN-poisoned out, fp32
+    reference, the issue's 2e-3 accuracy bound for fp8; the scale as a float and as a device tensor."""
+    _hopper_or_skip()
+    seed = _seed()
+    x = _inputs(len(lens), heads, page_size, "fp8", max(lens), seed)
+    x["seq_lens"].copy_(torch.tensor(lens, dtype=torch.int32))
+    pt = x["page_table"]
+    for b, n in enumerate(lens):
+        tail = torch.arange(n, pt.shape[1] * page_size, device=pt.device)
+        x["kv_cache"][pt[b, tail // page_size].long(), tail % page_size] = float("nan")
+    ref = mla_decode_reference(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"],
+                               kv_format="fp8")
+    for scale in (x["kv_scale"], torch.tensor([x["kv_scale"]], dtype=torch.float32, device="cuda")):
+        for sms in (132, 7):
+            x["out"].fill_(float("nan"))
+            out = interface._launch(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, scale, "fp8", x["out"],
+                                    False, num_sms=sms, path="hopper")
+            assert torch.isfinite(out.float()).all(), f"seed {seed}, {sms} SMs: unwritten or NaN outputs"
+            assert _rel(out, ref) <= 2e-3, f"seed {seed}, {sms} SMs: rel err {_rel(out, ref):.3e}"

@@ -261,7 +261,7 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
     sms = num_sms if num_sms is not None else _sm_count(device)
     if interpret and config is None:
         config = space.INTERPRET_CONFIG
-    hopper_why = "interpreted" if interpret else (interface_hopper.supported(q, kv_cache, fmt)
+    hopper_why = "interpreted" if interpret else (interface_hopper.supported(q, kv_cache, fmt, path == "hopper")
                                                     if path == "hopper" or (path == "auto" and config is None)
                                                     else "not asked for")
     if path == "hopper" and hopper_why is not None:

@@ -29,24 +29,36 @@ TOK_NUM_WARPS = 4
 HOPPER_TOK_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0}
 
 
-def _heads_on_m(heads: int) -> bool:
-    return heads % BLOCK_H == 0
+# fp8 (per-tensor) cache, H < 64: tiles are half the bytes, so four buffers (151,552 B + the query pair).
+# Compiled for sm_90 on a CPU only: never run on a GPU yet, so only ``path="hopper"`` selects it.
+HOPPER_TOK_FP8_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 4, "PIPE": 0}
 _B_CHUNK = 128
 
 
-def supported(q: torch.Tensor, kv_cache: torch.Tensor, fmt: str) -> str | None:
-    """None when the Hopper kernel takes these inputs, else why not (the portable kernel runs them)."""
+def _heads_on_m(heads: int) -> bool:
+    return heads % BLOCK_H == 0
+
+
+def supported(q: torch.Tensor, kv_cache: torch.Tensor, fmt: str, explicit: bool = False) -> str | None:
+    """None when a Hopper kernel takes these inputs, else why not (the portable kernel runs them).
+    ``explicit``: the caller asked for the Hopper path (``path="hopper"``), which also admits the fp8 kernel
+    that has not been measured yet."""
     if q.device.type != "cuda":
         return "not a CUDA tensor"
     if torch.cuda.get_device_capability(q.device) != (9, 0):
         return f"compute capability {torch.cuda.get_device_capability(q.device)}, needs (9, 0)"
-    return shape_supported(q, kv_cache, fmt)
+    return shape_supported(q, kv_cache, fmt, explicit)
 
 
-def shape_supported(q: torch.Tensor, kv_cache: torch.Tensor, fmt: str) -> str | None:
+def shape_supported(q: torch.Tensor, kv_cache: torch.Tensor, fmt: str, explicit: bool = False) -> str | None:
     """The shape / layout half of :func:`supported` (no device query: also for CPU compile tests)."""
-    if fmt != "bf16":
-        return f"kv_format {fmt!r}: this version takes a bf16 cache"
+    if fmt == "fp8":
+        if not explicit:
+            return "kv_format 'fp8': the Hopper fp8 kernel is not measured yet (path='hopper' runs it)"
+        if q.shape[1] % TOK_BLOCK_H or q.shape[1] >= BLOCK_H:
+            return f"kv_format 'fp8' needs H < {BLOCK_H}, a multiple of {TOK_BLOCK_H}; got H = {q.shape[1]}"
+    elif fmt != "bf16":
+        return f"kv_format {fmt!r}: the Hopper kernels take bf16 (and, asked for, fp8) caches"
     if q.shape[1] % BLOCK_H and q.shape[1] % TOK_BLOCK_H:
         return f"H = {q.shape[1]} is not a multiple of {TOK_BLOCK_H}"
     if kv_cache.shape[1] % BLOCK_N:
@@ -87,10 +99,29 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
     part_o = torch.empty(slots, heads, D_NOPE, dtype=torch.float32, device=device)
     part_lse = torch.empty(slots, heads, dtype=torch.float32, device=device)
     seg = torch.empty(batch, 2, dtype=torch.int32, device=device)
-    cfg = {**(HOPPER_CONFIG if on_m else HOPPER_TOK_CONFIG), **(config or {})}
+    fp8 = fmt == "fp8"
+    cfg = {**(HOPPER_TOK_FP8_CONFIG if fp8 else HOPPER_CONFIG if on_m else HOPPER_TOK_CONFIG), **(config or {})}
     block_n = cfg["BLOCK_N"]
     q2 = q.view(batch * heads, D_QK)
     kv2 = kv_cache.view(kv_cache.shape[0] * kv_cache.shape[1], D_QK)
+    if fp8:
+        if isinstance(kv_scale, torch.Tensor):
+            scale_ptr, scale_value, scale_from_ptr = kv_scale, 1.0, True
+        else:
+            scale_ptr, scale_value, scale_from_ptr = seq_lens, float(kv_scale), False   # pointer unused
+        args = (q, _descriptor(kv2, [block_n, D_NOPE]), _descriptor(kv2[:, D_NOPE:], [block_n, 64]), scale_ptr,
+                page_table, seq_lens,
+                out, lse, part_o, part_lse, seg,
+                float(sm_scale), scale_value,
+                batch, heads,
+                q.stride(0), q.stride(1),
+                page_table.stride(0),
+                out.stride(0), out.stride(1),
+                part_o.stride(0), part_o.stride(1),
+                part_lse.stride(0))
+        consts = dict(PAGE_SIZE=kv_cache.shape[1], KV_SCALE_FROM_PTR=scale_from_ptr, RETURN_LSE=return_lse,
+                      B_CHUNK=_B_CHUNK, BLOCK_H=block_h, **cfg, num_warps=TOK_NUM_WARPS)
+        return args, (head_blocks, programs), consts, (lse, part_o, part_lse, seg)
     args = (_descriptor(q2, [block_h, D_NOPE]), _descriptor(q2[:, D_NOPE:], [block_h, 64]),
             _descriptor(kv2, [block_n, D_NOPE]), _descriptor(kv2[:, D_NOPE:], [block_n, 64]),
             page_table, seq_lens,
@@ -106,8 +137,10 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
     return args, (head_blocks, programs), consts, (lse, part_o, part_lse, seg)
 
 
-def kernel_for(heads: int):
-    """The Gluon kernel that serves H heads: heads on M for H % 64 == 0, else tokens on M."""
+def kernel_for(heads: int, fmt: str = "bf16"):
+    """The Gluon kernel that serves H heads: heads on M for H % 64 == 0, else tokens on M (bf16 or fp8)."""
+    if fmt == "fp8":
+        return kernel_hopper._mla_decode_hopper_tok_fp8_kernel
     return kernel_hopper._mla_decode_hopper_kernel if _heads_on_m(heads) else kernel_hopper._mla_decode_hopper_tok_kernel
 
 
@@ -117,7 +150,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
     """Run the Hopper split kernel; returns ``(lse, part_o, part_lse, seg)`` for the reduction."""
     args, grid, consts, scratch = hopper_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                               return_lse, sms=sms, config=config)
-    kernel_for(q.shape[1])[grid](*args, **consts)
+    kernel_for(q.shape[1], fmt)[grid](*args, **consts)
     return scratch
 
 

@@ -106,11 +106,13 @@ def _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, j, 
 @gluon.jit
 def _zero_rows(buf, n_valid, ROWS: gl.constexpr, COLS: gl.constexpr, num_warps: gl.constexpr):
     """Rows ``>= n_valid`` of a [ROWS, COLS] shared tile set to zero (finite values for P.V)."""
-    # 64 columns at a time: a whole [64, 512] tile in registers would set the kernel's register budget.
+    # 128 bytes of columns at a time (one swizzle atom): a whole [64, 512] tile in registers would set the
+    # kernel's register budget.
+    CHUNK: gl.constexpr = 128 // (buf.dtype.primitive_bitwidth // 8)
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
     rows = gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout))
-    for c in gl.static_range(COLS // 64):
-        part = buf.slice(c * 64, 64, dim=1)
+    for c in gl.static_range(COLS // CHUNK):
+        part = buf.slice(c * CHUNK, CHUNK, dim=1)
         x = part.load(layout)
         part.store(gl.where((rows < n_valid)[:, None], x, gl.zeros_like(x)))
 
@@ -442,3 +444,220 @@ def _mla_decode_hopper_tok_kernel(
     for k in gl.static_range(NUM_BUF):
         mbarrier.invalidate(bars.index(k))
     mbarrier.invalidate(q_bar)
+
+
+@gluon.jit
+def _store_q_pair(q_base, hi_smem, lo_smem, col0: gl.constexpr, COLS: gl.constexpr, q_scale, heads, head_mask,
+                  stride_q_h, layout: gl.constexpr):
+    """fp8 hi/lo pair of query columns ``[col0, col0 + COLS)`` into shared memory (kernel.py's QK8 split:
+    ``hi = fp8(q * s)``, ``lo = fp8(16 * (q * s - hi))``; hi + lo / 16 keeps a bf16 query's 8 bits)."""
+    cols = col0 + gl.arange(0, COLS, layout=gl.SliceLayout(0, layout))
+    q = gl.load(q_base + heads[:, None] * stride_q_h + cols[None, :], mask=head_mask[:, None], other=0.0)
+    scaled = q.to(gl.float32) * q_scale
+    hi = scaled.to(gl.float8e4nv)
+    lo = ((scaled - hi.to(gl.float32)) * 16.0).to(gl.float8e4nv)
+    hi_smem.store(hi)
+    lo_smem.store(lo)
+
+
+@gluon.jit
+def _q_amax(q_base, heads, head_mask, stride_q_h, layout: gl.constexpr):
+    """max |q| over the program's heads and all 576 dims (fp8 per-tensor: the rope dims are fp8 too)."""
+    cols = gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
+    amax = gl.zeros([16], gl.float32, layout=gl.SliceLayout(1, layout))
+    for c in gl.static_range(9):
+        q = gl.load(q_base + heads[:, None] * stride_q_h + (c * 64 + cols)[None, :], mask=head_mask[:, None],
+                    other=0.0)
+        amax = gl.maximum(amax, gl.max(gl.abs(q.to(gl.float32)), axis=1))
+    return gl.max(amax, axis=0)
+
+
+@gluon.jit(do_not_specialize=["B"])
+def _mla_decode_hopper_tok_fp8_kernel(
+    q_ptr, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
+    page_table_ptr, seq_lens_ptr,
+    out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
+    sm_scale, kv_scale,
+    B, H,
+    stride_q_b, stride_q_h,
+    stride_pt_b,
+    stride_out_b, stride_out_h,
+    stride_po_s, stride_po_h,
+    stride_pl_s,
+    PAGE_SIZE: gl.constexpr,
+    KV_SCALE_FROM_PTR: gl.constexpr,
+    RETURN_LSE: gl.constexpr,
+    B_CHUNK: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    BLOCK_H: gl.constexpr,
+    NUM_BUF: gl.constexpr,
+    PIPE: gl.constexpr,
+    num_warps: gl.constexpr,
+):
+    """fp8 (per-tensor) cache, H < 64: the tokens-on-M kernel with fp8 scores (NOT YET RUN ON A GPU).
+
+    Scores: two fp8 x fp8 wgmma chains against the query's hi/lo pair (built here, per request, into
+    shared memory), as the portable kernel's QK8 path: the bf16 query's accuracy without widening K.
+    P.V: an fp8 wgmma cannot take V^T (MN-major), so each 128-dim chunk of V^T is loaded from the tile into
+    registers in the MMA's A layout and widened to fp16 there (exact); P^T goes through shared memory as
+    fp16. The per-tensor scale multiplies the scores and the output in fp32.
+    """
+    LOG2E: gl.constexpr = 1.4426950408889634
+    D_V: gl.constexpr = 512
+    gl.static_assert(BLOCK_H == 16)
+    gl.static_assert(num_warps == 4)
+    dtype: gl.constexpr = kv_nope_desc.dtype
+
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_H, 32])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_H, 16])
+    v_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    q_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
+    qn_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, D_V], gl.float8e4nv)
+    qr_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, 64], gl.float8e4nv)
+    p_smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_H], gl.float16)
+
+    pid_h = gl.program_id(0)
+    pid = gl.program_id(1)
+    num_progs = gl.num_programs(1)
+    h0 = pid_h * BLOCK_H
+    if KV_SCALE_FROM_PTR:
+        kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
+
+    qn_hi = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, D_V], qn_layout)
+    qn_lo = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, D_V], qn_layout)
+    qr_hi = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, 64], qr_layout)
+    qr_lo = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, 64], qr_layout)
+    kn_bufs = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, D_V], kv_nope_desc.layout)
+    kr_bufs = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, 64], kv_rope_desc.layout)
+    p_smem = gl.allocate_shared_memory(gl.float16, [BLOCK_N, BLOCK_H], p_smem_layout)
+    bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
+    for k in gl.static_range(NUM_BUF):
+        mbarrier.init(bars.index(k), count=1)
+
+    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps)
+
+    offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s_layout))
+    offs_h_s = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, s_layout))
+    offs_h_o = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, o_layout))
+    offs_d_o = gl.arange(0, 128, layout=gl.SliceLayout(1, o_layout))
+    heads_q = h0 + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, q_layout))
+    hmask_q = heads_q < H
+    it = 0
+    while t < t_stop:
+        seq_len = gl.load(seq_lens_ptr + b)
+        req_tiles = (seq_len + BLOCK_N - 1) // BLOCK_N
+        req_start = req_end
+        req_end = req_start + req_tiles
+        seg_stop = gl.minimum(t_stop, req_end)
+        i_first = t - req_start
+        i_stop = seg_stop - req_start
+        pt_base = page_table_ptr + b.to(gl.int64) * stride_pt_b
+
+        # The previous segment's MMAs (which read the query pair) are retired in every warp past this.
+        _block_barrier()
+        for k in gl.static_range(NUM_BUF - 1):
+            if i_first + k < i_stop:
+                _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
+                            (it + k) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+        q_base = q_ptr + b.to(gl.int64) * stride_q_b
+        q_amax = _q_amax(q_base, heads_q, hmask_q, stride_q_h, q_layout)
+        q_scale = gl.exp2(8.0 - gl.ceil(gl.log2(gl.maximum(q_amax, 1e-30))))
+        for c in gl.static_range(8):
+            _store_q_pair(q_base, qn_hi.slice(c * 64, 64, dim=1), qn_lo.slice(c * 64, 64, dim=1), c * 64, 64,
+                          q_scale, heads_q, hmask_q, stride_q_h, q_layout)
+        _store_q_pair(q_base, qr_hi, qr_lo, 512, 64, q_scale, heads_q, hmask_q, stride_q_h, q_layout)
+        fence_async_shared()
+        _block_barrier()
+        qk_mul = sm_scale * LOG2E * kv_scale / q_scale
+
+        m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=gl.SliceLayout(0, s_layout))
+        l_i = gl.zeros([BLOCK_H], gl.float32, layout=gl.SliceLayout(0, s_layout))
+        # o0..o2 are retired inside each tile (their A operands are registers that the next chunk reuses);
+        # o3, the last, stays in flight until the next tile's score wait.
+        o0 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
+        o1 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
+        o2 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
+        o3 = warpgroup_mma_init(gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout))
+        for i in range(i_first, i_stop):
+            stage = it % NUM_BUF
+            kn = kn_bufs.index(stage)
+            kr = kr_bufs.index(stage)
+            mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
+            n_valid = seq_len - i * BLOCK_N
+            if n_valid < BLOCK_N:
+                _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
+                fence_async_shared()
+                _block_barrier()
+            s_hi = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s_layout)
+            s_lo = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s_layout)
+            s_hi = warpgroup_mma(kn, qn_hi.permute((1, 0)), s_hi, use_acc=False, is_async=True)
+            s_hi = warpgroup_mma(kr, qr_hi.permute((1, 0)), s_hi, is_async=True)
+            s_lo = warpgroup_mma(kn, qn_lo.permute((1, 0)), s_lo, use_acc=False, is_async=True)
+            s_lo = warpgroup_mma(kr, qr_lo.permute((1, 0)), s_lo, is_async=True)
+            s_hi, s_lo, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(s_hi, s_lo, o3))
+            _block_barrier()
+            if i + NUM_BUF - 1 < i_stop:
+                _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
+                            (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+            s = (s_hi + s_lo * 0.0625) * qk_mul
+            s = gl.where((i * BLOCK_N + offs_tok < seq_len)[:, None], s, float("-inf"))
+            m_new = gl.maximum(m_i, gl.max(s, axis=0))
+            alpha = gl.exp2(m_i - m_new)
+            p = gl.exp2(s - m_new[None, :])
+            l_i = l_i * alpha + gl.sum(p, axis=0)
+            m_i = m_new
+            alpha_o = gl.convert_layout(alpha, gl.SliceLayout(0, o_layout))[None, :]
+            p_smem.store(p.to(gl.float16))
+            fence_async_shared()
+            _block_barrier()
+            # V^T chunks from the fp8 tile, widened to fp16 in the A operand's registers.
+            # (Waiting down to one MMA in flight after each issue frees the previous chunk's registers.)
+            v0 = kn.slice(0, 128, dim=1).permute((1, 0)).load(v_layout).to(gl.float16)
+            a0 = warpgroup_mma(v0, p_smem, o0 * alpha_o, is_async=True)
+            v1 = kn.slice(128, 128, dim=1).permute((1, 0)).load(v_layout).to(gl.float16)
+            a1 = warpgroup_mma(v1, p_smem, o1 * alpha_o, is_async=True)
+            o0 = warpgroup_mma_wait(num_outstanding=1, deps=(a0, ))
+            v2 = kn.slice(256, 128, dim=1).permute((1, 0)).load(v_layout).to(gl.float16)
+            a2 = warpgroup_mma(v2, p_smem, o2 * alpha_o, is_async=True)
+            o1 = warpgroup_mma_wait(num_outstanding=1, deps=(a1, ))
+            v3 = kn.slice(384, 128, dim=1).permute((1, 0)).load(v_layout).to(gl.float16)
+            o3 = warpgroup_mma(v3, p_smem, o3 * alpha_o, is_async=True)
+            o2 = warpgroup_mma_wait(num_outstanding=1, deps=(a2, ))
+            it += 1
+        o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
+
+        inv = gl.convert_layout(kv_scale / l_i, gl.SliceLayout(0, o_layout))[None, :]
+        lse2 = m_i + gl.log2(l_i)
+        heads_o = h0 + offs_h_o
+        heads_s = h0 + offs_h_s
+        h_mask_o = (heads_o < H)[None, :]
+        h_mask_s = heads_s < H
+        whole = (i_first == 0) & (i_stop == req_tiles)
+        if whole:
+            base = out_ptr + b.to(gl.int64) * stride_out_b + heads_o[None, :] * stride_out_h + offs_d_o[:, None]
+            gl.store(base, (o0 * inv).to(out_ptr.dtype.element_ty), mask=h_mask_o)
+            gl.store(base + 128, (o1 * inv).to(out_ptr.dtype.element_ty), mask=h_mask_o)
+            gl.store(base + 256, (o2 * inv).to(out_ptr.dtype.element_ty), mask=h_mask_o)
+            gl.store(base + 384, (o3 * inv).to(out_ptr.dtype.element_ty), mask=h_mask_o)
+            if RETURN_LSE:
+                gl.store(lse_ptr + b * H + heads_s, lse2 * 0.6931471805599453, mask=h_mask_s)
+        else:
+            slot = (pid + b).to(gl.int64)
+            pbase = part_o_ptr + slot * stride_po_s + heads_o[None, :] * stride_po_h + offs_d_o[:, None]
+            gl.store(pbase, o0 * inv, mask=h_mask_o)
+            gl.store(pbase + 128, o1 * inv, mask=h_mask_o)
+            gl.store(pbase + 256, o2 * inv, mask=h_mask_o)
+            gl.store(pbase + 384, o3 * inv, mask=h_mask_o)
+            gl.store(part_lse_ptr + slot * stride_pl_s + heads_s, lse2, mask=h_mask_s)
+        if pid_h == 0:
+            if i_first == 0:
+                gl.store(seg_ptr + 2 * b, pid + b)
+            if i_stop == req_tiles:
+                gl.store(seg_ptr + 2 * b + 1, pid + b)
+        t = seg_stop
+        b += 1
+
+    for k in gl.static_range(NUM_BUF):
+        mbarrier.invalidate(bars.index(k))
