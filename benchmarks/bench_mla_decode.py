@@ -422,6 +422,8 @@ def hopper_variants(args, result: dict, out: Path) -> None:
     phases = [[("heads-on-M", "bf16", 128, [1, 8, 32, 64], HOPPER_ON_M_VARIANTS),
                ("tokens-on-M", "bf16", 16, [1, 8, 32, 64, 128], HOPPER_TOK_VARIANTS)],
               [("tokens-on-M fp8", "fp8", 16, [1, 8, 32, 64, 128], HOPPER_TOK_FP8_VARIANTS)]]
+    if args.hopper_phases != "all":
+        phases = [phases[{"bf16": 0, "fp8": 1}[args.hopper_phases]]]
     for phase in phases:
         good = []
         for kind, kv_format, heads, batches, variants in phase:
@@ -481,6 +483,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="side by side with FlashMLA (page size 64, bf16 and fp8, H 16 and 128) instead of the sweep")
     ap.add_argument("--hopper-variants", action="store_true",
                     help="the Hopper kernels' configs (bf16, page size 64): correctness, then times next to FlashMLA")
+    ap.add_argument("--hopper-phases", choices=["all", "bf16", "fp8"], default="all",
+                    help="with --hopper-variants: which kernels (default all)")
     ap.add_argument("--vs-formats", default="bf16,fp8")
     ap.add_argument("--vs-batches-h16", default="1,8,32,64,128")
     ap.add_argument("--vs-batches-h128", default="1,8,32,64")
