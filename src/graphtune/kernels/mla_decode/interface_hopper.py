@@ -8,6 +8,7 @@ otherwise; ``benchmarks/bench_mla_decode.py --hopper-variants`` times the altern
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -45,9 +46,16 @@ def supported(q: torch.Tensor, kv_cache: torch.Tensor, fmt: str, explicit: bool 
     that has not been measured yet."""
     if q.device.type != "cuda":
         return "not a CUDA tensor"
-    if torch.cuda.get_device_capability(q.device) != (9, 0):
-        return f"compute capability {torch.cuda.get_device_capability(q.device)}, needs (9, 0)"
+    capability = _capability(q.device.index if q.device.index is not None else torch.cuda.current_device())
+    if capability != (9, 0):
+        return f"compute capability {capability}, needs (9, 0)"
     return shape_supported(q, kv_cache, fmt, explicit)
+
+
+@functools.lru_cache(maxsize=None)
+def _capability(device_index: int) -> tuple[int, int]:
+    # cached: this runs on every decode call (the hot path), and a device's capability never changes
+    return torch.cuda.get_device_capability(device_index)
 
 
 def shape_supported(q: torch.Tensor, kv_cache: torch.Tensor, fmt: str, explicit: bool = False) -> str | None:
