@@ -9,6 +9,12 @@ over the best single config; writes everything to JSON (GPU, versions, commit).
     PYTHONPATH=src python benchmarks/bench_mla_decode.py                       # space.CONFIGS, all sizes
     PYTHONPATH=src python benchmarks/bench_mla_decode.py --configs default --formats fp8 --page-sizes 1
     PYTHONPATH=src python benchmarks/bench_mla_decode.py --check               # correctness first
+    PYTHONPATH=src python benchmarks/bench_mla_decode.py --vs-flashmla         # side by side with FlashMLA
+
+``--vs-flashmla``: page size 64, bf16 and fp8 caches, H = 16 (batches 1..128) and H = 128 (1..64), FlashMLA
+timed in the same run as graphtune (its per-bucket best config of ``--configs``) when ``flash_mla`` imports
+(the ``sgl-flash-mla`` wheel; its columns are skipped with a note otherwise), plus the relative error of
+both against the fp32 reference on fresh random inputs with mixed lengths.
 
 ``--configs`` takes ``space``, ``default`` or ``;``-separated ``NAME=VALUE,...`` configs (missing names
 keep the default's values).
@@ -32,7 +38,7 @@ import torch
 import triton
 
 from graphtune.configs import config_from_dict, config_label, config_to_dict, parse_params
-from graphtune.kernels.mla_decode import bench, interface, reference, space
+from graphtune.kernels.mla_decode import bench, interface, interface_hopper, reference, space
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -188,6 +194,274 @@ def summarize(times: dict[str, dict[int, float]], sizes: list[int]) -> dict:
                 / sum(times[winners[b]][b] for b in sizes))
 
 
+# ------------------------------------------------------------------------------ side by side with FlashMLA
+
+def import_flashmla():
+    """``(module, None)``, or ``(None, why)`` when FlashMLA (the ``sgl-flash-mla`` wheel) is not importable."""
+    try:
+        import flash_mla  # noqa: PLC0415 - optional, compared against only
+        return flash_mla, None
+    except Exception as exc:  # noqa: BLE001 - any import failure means: no FlashMLA columns
+        return None, f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
+def flashmla_call(fm, x: dict, kv_format: str, sm_scale: float):
+    """A zero-argument FlashMLA decode call on ``x`` (bench.make_inputs, page size 64) and a function that
+    returns its last output ``[B, H, 512]``. Dense decoding goes through the legacy SM90 kernels
+    (``use_legacy=True``); fp8 takes an fp8 query (cast here, outside the timed call: FlashMLA quantises the
+    query, graphtune does not) and the per-tensor scale as ``descale_k``."""
+    q, kv, pt, lens = x["q"], x["kv_cache"], x["page_table"], x["seq_lens"]
+    batch, heads, _ = q.shape
+    kv4 = kv.view(kv.shape[0], kv.shape[1], 1, kv.shape[2])
+    meta, _ = fm.get_mla_metadata()
+    last: dict = {}
+    if kv_format == "bf16":
+        q4 = q.view(batch, 1, heads, q.shape[2])
+
+        def call() -> None:
+            last["out"] = fm.flash_mla_with_kvcache(q4, kv4, pt, lens, 512, meta, softmax_scale=sm_scale,
+                                                    causal=False, use_legacy=True)[0]
+    elif kv_format == "fp8":
+        meta.tile_scheduler_metadata, meta.num_splits = fm.flash_mla_interface.get_mla_decoding_metadata(
+            lens, heads, 1, heads, is_fp8_kvcache=True, use_legacy=True)
+        q8 = q.to(torch.float8_e4m3fn).view(batch, 1, heads, q.shape[2])
+        one = torch.ones(1, dtype=torch.float32, device=q.device)
+        descale_k = torch.full((1,), float(x["kv_scale"]), dtype=torch.float32, device=q.device)
+
+        def call() -> None:
+            last["out"] = fm.flash_mla_with_kvcache(q8, kv4, pt, lens, 512, meta, softmax_scale=sm_scale,
+                                                    causal=False, is_fp8_kvcache=True, use_legacy=True,
+                                                    descale_q=one, descale_k=descale_k)[0]
+    else:
+        raise ValueError(f"flashmla_call: kv_format {kv_format!r}: FlashMLA's dense kernels take bf16 or fp8")
+    return call, lambda: last["out"].view(batch, heads, 512)
+
+
+def _accuracy_inputs(batch: int, heads: int, kv_format: str, seed: int) -> dict:
+    """Fresh random inputs with mixed lengths (1, odd, full), page size 64, output poisoned with NaN."""
+    gen = torch.Generator().manual_seed(seed)
+    lens = torch.randint(1, 3001, (batch,), generator=gen).to(torch.int32)
+    lens[0] = 1
+    lens[-1] = 3000
+    x = bench.make_inputs(bench.Problem(batch, heads, 3000, 64, kv_format), seed=seed)
+    x["seq_lens"] = lens.cuda()
+    x["out"].fill_(float("nan"))
+    return x
+
+
+HOPPER = "hopper"   # the Hopper kernel (interface_hopper.HOPPER_CONFIG) as one more graphtune variant
+
+
+def _variant_kwargs(config) -> dict:
+    return dict(config=None, path="hopper") if isinstance(config, str) else dict(config=config, path="portable")
+
+
+def _variant_label(config) -> str:
+    if isinstance(config, str):
+        return "hopper " + ",".join(f"{k}={v}" for k, v in interface_hopper.HOPPER_CONFIG.items())
+    return config_label(config)
+
+
+def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> None:
+    """FlashMLA and graphtune in one run: accuracy first, then graph-replay times; table last."""
+    fm, why = import_flashmla()
+    result["flashmla"] = dict(available=fm is not None, why=why,
+                              version=getattr(fm, "__version__", None) if fm else None)
+    if fm is None:
+        print(f"FlashMLA columns skipped: flash_mla does not import ({why})", flush=True)
+    sm = 1.0 / math.sqrt(576)
+    heads_batches = [(16, [int(b) for b in args.vs_batches_h16.split(",")]),
+                     (128, [int(b) for b in args.vs_batches_h128.split(",")])]
+    formats = [f for f in args.vs_formats.split(",")]
+    acc_rows = []
+    for heads, _ in heads_batches:
+        for kv_format in formats:
+            x = _accuracy_inputs(6, heads, kv_format, seed=1000 + heads)
+            ref = reference.mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm,
+                                                 kv_scale=x["kv_scale"], kv_format=kv_format)
+            hopper = interface_hopper.shape_supported(x["q"], x["kv_cache"], kv_format) is None \
+                and torch.cuda.get_device_capability() == (9, 0)
+            for config in [*configs, *([HOPPER] if hopper else [])]:
+                x["out"].fill_(float("nan"))
+                try:
+                    got = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm,
+                                            x["kv_scale"], kv_format, x["out"], False,
+                                            **_variant_kwargs(config))
+                    err = rel_err(got, ref)
+                except Exception as exc:  # noqa: BLE001 - e.g. out of shared memory: recorded, not fatal
+                    err = float("nan")
+                    print(f"  graphtune {kv_format} H{heads} {config_label(config)}: {type(exc).__name__}: "
+                          f"{str(exc)[:160]}", flush=True)
+                acc_rows.append(dict(impl="graphtune", heads=heads, kv_format=kv_format,
+                                     config=_variant_label(config), rel_err=err))
+            if fm is not None:
+                call, get = flashmla_call(fm, x, kv_format, sm)
+                call()
+                acc_rows.append(dict(impl="flashmla", heads=heads, kv_format=kv_format, config="",
+                                     rel_err=rel_err(get(), ref)))
+            torch.cuda.synchronize()
+            worst = {impl: max((r["rel_err"] for r in acc_rows if r["impl"] == impl and r["heads"] == heads
+                                and r["kv_format"] == kv_format), default=float("nan"))
+                     for impl in ("graphtune", "flashmla")}
+            print(f"accuracy H{heads} {kv_format}: worst rel err graphtune {worst['graphtune']:.2e}, "
+                  f"FlashMLA {worst['flashmla']:.2e}", flush=True)
+    result["vs_accuracy"] = acc_rows
+    rows = []
+    for heads, batches in heads_batches:
+        for kv_format in formats:
+            target = bench.MlaDecodeTarget(heads=heads, tokens=args.tokens, page_size=64, kv_format=kv_format)
+            for b in batches:
+                nbytes = target.bytes_moved(b)
+                timed = []
+                if fm is not None:
+                    timed.append(("flashmla", "", [flashmla_call(fm, x, kv_format, sm)[0] for x in target.inputs(b)]))
+                hopper = interface_hopper.shape_supported(target.inputs(b)[0]["q"], target.inputs(b)[0]["kv_cache"],
+                                                          kv_format) is None \
+                    and torch.cuda.get_device_capability() == (9, 0)
+                for config in [*configs, *([HOPPER] if hopper else [])]:
+                    timed.append(("graphtune", _variant_label(config), target.make(b, **_variant_kwargs(config))))
+                for impl, label, calls in timed:
+                    try:
+                        ms = graph_time_ms(calls)
+                    except Exception as exc:  # noqa: BLE001 - a failing variant is recorded, not fatal
+                        print(f"  {impl} H{heads} {kv_format} B{b} {label}: {type(exc).__name__}: {exc}"[:300],
+                              flush=True)
+                        ms = float("inf")
+                    rows.append(dict(impl=impl, heads=heads, kv_format=kv_format, batch=b, config=label, ms=ms,
+                                     tbs=nbytes / (ms * 1e-3) / 1e12))
+                target.release()
+                torch.cuda.empty_cache()
+            result["vs_rows"] = rows
+            out.write_text(json.dumps(result, indent=1, default=str))
+    # The table: per (H, B), FlashMLA and graphtune's per-bucket best, per format; ms (TB/s), ratio g/F.
+    print(f"\nMLA decode vs FlashMLA, page size 64, {args.tokens} tokens per request, {result['gpu']}; "
+          "ms (effective TB/s); ratio = graphtune / FlashMLA")
+    head = "| heads, batch |" + "".join(f" FlashMLA {f} | graphtune {f} | ratio |" for f in formats)
+    print(head)
+    print("|" + " --- |" * (1 + 3 * len(formats)))
+    best = {}
+    for heads, batches in heads_batches:
+        for b in batches:
+            cells = []
+            for kv_format in formats:
+                mine = [r for r in rows if r["heads"] == heads and r["batch"] == b and r["kv_format"] == kv_format]
+                g = min((r for r in mine if r["impl"] == "graphtune"), key=lambda r: r["ms"], default=None)
+                f = next((r for r in mine if r["impl"] == "flashmla"), None)
+                best[f"H{heads}/B{b}/{kv_format}"] = g["config"] if g else None
+                fcell = f"{f['ms']:.4f} ({f['tbs']:.2f})" if f and math.isfinite(f["ms"]) else "-"
+                gcell = f"{g['ms']:.4f} ({g['tbs']:.2f})" if g and math.isfinite(g["ms"]) else "-"
+                ratio = f"{g['ms'] / f['ms']:.2f}" if f and g and math.isfinite(f["ms"]) and math.isfinite(g["ms"]) \
+                    else "-"
+                cells += [fcell, gcell, ratio]
+            print(f"| H={heads}, B={b} | " + " | ".join(cells) + " |")
+    print("graphtune's best variant per cell:")
+    for key, label in best.items():
+        print(f"  {key}: {label}")
+    result["vs_best_config"] = best
+    out.write_text(json.dumps(result, indent=1, default=str))
+
+
+# ----------------------------------------------------------------------------- Hopper kernel variants
+
+HOPPER_ON_M_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=64, NUM_BUF=2, PIPE=1),
+                        dict(BLOCK_N=32, NUM_BUF=3, PIPE=0), dict(BLOCK_N=32, NUM_BUF=4, PIPE=0)]
+HOPPER_TOK_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0)]
+# The fp8 tokens-on-M kernel: compiled on a CPU, not yet run on a GPU (checked first, then timed).
+HOPPER_TOK_FP8_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=4, PIPE=0), dict(BLOCK_N=64, NUM_BUF=2, PIPE=0)]
+
+
+def _use_hopper_config(heads: int, variant: dict, kv_format: str = "bf16") -> None:
+    (interface_hopper.HOPPER_TOK_FP8_CONFIG if kv_format == "fp8" else interface_hopper.HOPPER_CONFIG
+     if interface_hopper._heads_on_m(heads) else interface_hopper.HOPPER_TOK_CONFIG).update(variant)
+
+
+def _hopper_check(kind: str, kv_format: str, variant: dict, gen: torch.Generator) -> float:
+    """Worst relative error of one Hopper config over mixed lengths with every cache row past seq_len set
+    to NaN (TMA reads whole tiles), two SM counts, NaN-poisoned output."""
+    sm = 1.0 / math.sqrt(576)
+    cases = ([(64, 64, [1, 63, 64, 65, 3001, 4096]), (128, 64, [4096, 1, 129, 2000, 77]),
+              (128, 128, [300, 1, 4096, 191])] if kind == "heads-on-M" else
+             [(16, 64, [1, 63, 64, 65, 3001, 4096]), (32, 128, [300, 1, 4096, 191]), (16, 64, [4096] * 3)])
+    worst = 0.0
+    for heads, ps, lens in cases:
+        _use_hopper_config(heads, variant, kv_format)
+        x = bench.make_inputs(bench.Problem(len(lens), heads, max(lens), ps, kv_format),
+                              seed=int(torch.randint(0, 999, (1,), generator=gen)))
+        x["seq_lens"].copy_(torch.tensor(lens, dtype=torch.int32))
+        pt = x["page_table"]
+        for b, n in enumerate(lens):
+            tail = torch.arange(n, pt.shape[1] * ps, device=pt.device)
+            x["kv_cache"][pt[b, tail // ps].long(), tail % ps] = float("nan")
+        ref = reference.mla_decode_reference(x["q"], x["kv_cache"], pt, x["seq_lens"], sm,
+                                             kv_scale=x["kv_scale"], kv_format=kv_format)
+        for sms in (132, 7):
+            x["out"].fill_(float("nan"))
+            try:
+                got = interface._launch(x["q"], x["kv_cache"], pt, x["seq_lens"], sm, x["kv_scale"], kv_format,
+                                        x["out"], False, num_sms=sms, path="hopper")
+                err = rel_err(got, ref)
+            except Exception as exc:  # noqa: BLE001 - recorded, not fatal
+                print(f"  {kind} H{heads} {variant}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+                err = float("inf")
+            worst = max(worst, err if math.isfinite(err) else float("inf"))
+    return worst
+
+
+def hopper_variants(args, result: dict, out: Path) -> None:
+    """The Hopper kernels' configs, page size 64: correctness first (``_hopper_check``), then graph-replay
+    times next to FlashMLA and a portable config in the same run. bf16 first; the fp8 kernel (not yet run
+    on a GPU when written) last, so that a fault there leaves the bf16 results on disk."""
+    sm = 1.0 / math.sqrt(576)
+    gen = torch.Generator().manual_seed(5)
+    saved = (dict(interface_hopper.HOPPER_CONFIG), dict(interface_hopper.HOPPER_TOK_CONFIG),
+             dict(interface_hopper.HOPPER_TOK_FP8_CONFIG))
+    fm, why = import_flashmla()
+    if fm is None:
+        print(f"FlashMLA column skipped: flash_mla does not import ({why})", flush=True)
+    result["hopper_check"], result["hopper_times"] = [], []
+    phases = [[("heads-on-M", "bf16", 128, [1, 8, 32, 64], HOPPER_ON_M_VARIANTS),
+               ("tokens-on-M", "bf16", 16, [1, 8, 32, 64, 128], HOPPER_TOK_VARIANTS)],
+              [("tokens-on-M fp8", "fp8", 16, [1, 8, 32, 64, 128], HOPPER_TOK_FP8_VARIANTS)]]
+    if args.hopper_phases != "all":
+        phases = [phases[{"bf16": 0, "fp8": 1}[args.hopper_phases]]]
+    for phase in phases:
+        good = []
+        for kind, kv_format, heads, batches, variants in phase:
+            ok = []
+            for variant in variants:
+                worst = _hopper_check(kind.split(" ")[0], kv_format, variant, gen)
+                result["hopper_check"].append(dict(kernel=kind, variant=variant, worst_rel_err=worst))
+                print(f"check {kind} {variant}: worst rel err {worst:.2e}", flush=True)
+                if worst <= 1e-2:
+                    ok.append(variant)
+            out.write_text(json.dumps(result, indent=1, default=str))
+            good.append((kind, kv_format, heads, batches, ok))
+        for kind, kv_format, heads, batches, variants in good:
+            target = bench.MlaDecodeTarget(heads=heads, tokens=args.tokens, page_size=64, kv_format=kv_format)
+            for b in batches:
+                row: dict = dict(heads=heads, kv_format=kv_format, batch=b)
+                if fm is not None:
+                    row["flashmla"] = graph_time_ms([flashmla_call(fm, x, kv_format, sm)[0] for x in target.inputs(b)])
+                for variant in variants:
+                    _use_hopper_config(heads, variant, kv_format)
+                    key = "hopper " + ",".join(f"{k}={v}" for k, v in variant.items())
+                    try:
+                        row[key] = graph_time_ms(target.make(b, None, path="hopper"))
+                    except Exception as exc:  # noqa: BLE001
+                        print(f"  H{heads} B{b} {variant}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+                        row[key] = float("inf")
+                portable = space.BF16_CONFIG if kv_format == "bf16" else space.CONFIGS[1]
+                row["portable " + config_label(portable)] = graph_time_ms(target.make(b, portable, path="portable"))
+                result["hopper_times"].append(row)
+                print(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
+                      flush=True)
+                target.release()
+                out.write_text(json.dumps(result, indent=1, default=str))
+    interface_hopper.HOPPER_CONFIG.update(saved[0])
+    interface_hopper.HOPPER_TOK_CONFIG.update(saved[1])
+    interface_hopper.HOPPER_TOK_FP8_CONFIG.update(saved[2])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--formats", default="fp8,fp8_ds_mla")
@@ -205,6 +479,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tag", default="")
     ap.add_argument("--top-after-first", type=int, default=0,
                     help="time only the N best configs of the first format/page size on the others (0: all)")
+    ap.add_argument("--vs-flashmla", action="store_true",
+                    help="side by side with FlashMLA (page size 64, bf16 and fp8, H 16 and 128) instead of the sweep")
+    ap.add_argument("--hopper-variants", action="store_true",
+                    help="the Hopper kernels' configs (bf16, page size 64): correctness, then times next to FlashMLA")
+    ap.add_argument("--hopper-phases", choices=["all", "bf16", "fp8"], default="all",
+                    help="with --hopper-variants: which kernels (default all)")
+    ap.add_argument("--vs-formats", default="bf16,fp8")
+    ap.add_argument("--vs-batches-h16", default="1,8,32,64,128")
+    ap.add_argument("--vs-batches-h128", default="1,8,32,64")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("bench_mla_decode: needs a CUDA GPU", file=sys.stderr)
@@ -216,8 +499,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.check_only:
         args.check = True
         formats, page_sizes = [], []
+    if args.vs_flashmla or args.hopper_variants:
+        formats, page_sizes, args.check = [], [], False
     t0 = time.time()
     jobs = [(f, p, args.heads, c, False) for f in formats for p in page_sizes for c in configs]
+    if args.vs_flashmla:
+        jobs += [(f, 64, 16, c, False) for f in args.vs_formats.split(",") for c in configs]
     if args.check:
         heads_list = [int(h) for h in args.check_heads.split(",")]
         jobs += [(f, 1, 16, c, False) for f in ("fp8", "fp8_ds_mla") for c in configs]
@@ -239,7 +526,7 @@ def main(argv: list[str] | None = None) -> int:
         date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         command=" ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), heads=args.heads, tokens=args.tokens,
         compile_errors=errors)
-    copy_tbs = copy_bandwidth() if formats else float("nan")
+    copy_tbs = copy_bandwidth() if formats or args.vs_flashmla else float("nan")
     result["copy_tbs"] = copy_tbs
     print(f"device-to-device copy: {copy_tbs:.2f} TB/s (read + write)", flush=True)
     rows, summaries = [], {}
@@ -280,6 +567,15 @@ def main(argv: list[str] | None = None) -> int:
         result["rows"] = rows
         result["summaries"] = summaries
         out.write_text(json.dumps(result, indent=1, default=str))   # after each combination
+    if args.hopper_variants:
+        configs = []
+        hopper_variants(args, result, out)
+        print(f"wrote {out} ({time.time() - t0:.0f} s)")
+        return 0
+    if args.vs_flashmla:
+        vs_flashmla(args, configs, result, out)
+        print(f"wrote {out} ({time.time() - t0:.0f} s)")
+        return 0
     # Correctness last: a kernel fault ends the process, and the timings are on disk by then.
     if args.check:
         result["check"] = check(all_configs, heads_list)

@@ -213,8 +213,113 @@ def test_bad_input_unused_page_slots_may_hold_anything():
     interface._check_contents(args["kv_cache"], table, args["seq_lens"])   # no error
 
 
+# ----------------------------------------------------------------- targets: sm_120 and the Hopper path
+
+
+def test_portable_space_fits_sm120_or_is_excluded():
+    """Every config of the portable space compiles for sm_120 (no GPU) and fits its 101,376 B of shared
+    memory per block, or is listed in space.SM120_EXCLUDED with its reason: exactly those, for every format."""
+    from graphtune import inspect
+    from graphtune.configs import config_label
+    from graphtune.kernels.mla_decode import kernel
+    fitting = {}
+    for kv_format in ("fp8", "bf16", "fp8_ds_mla"):
+        signature, constexprs = interface.inspect_signature(16, 64, kv_format)
+        rows = inspect(kernel._mla_decode_split_kernel, target="sm_120", signature=signature, constexprs=constexprs,
+                       configs=space.CONFIGS)
+        assert len(rows) == len(space.CONFIGS)
+        for config, row in zip(space.CONFIGS, rows):
+            label = config_label(config)
+            assert row.registers is not None, f"{kv_format} {label} did not compile for sm_120: {row.reason}"
+            if row.fits:
+                assert label not in space.SM120_EXCLUDED, f"{kv_format} {label} fits sm_120 but is excluded"
+                fitting.setdefault(kv_format, []).append(label)
+            else:
+                assert label in space.SM120_EXCLUDED, f"{kv_format} {label} does not fit sm_120: {row.reason}"
+                assert row.reason == f"needs {row.shared_bytes} B shared memory, sm_120 allows 101376 B per block"
+        # what runs when nothing is tuned must fit too
+        assert config_label(space.default_for(kv_format)) in fitting[kv_format]
+
+
+def _hopper_compile(kv_format: str = "bf16", heads: int = 128, page_size: int = 64):
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from triton.runtime.jit import mangle_type
+    import triton
+    from graphtune.kernels.mla_decode import interface_hopper, kernel_hopper
+    dtype = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}[kv_format]
+    q = torch.empty(2, heads, 576, dtype=torch.bfloat16)
+    kv = torch.empty(4, page_size, 576, dtype=dtype)
+    out = torch.empty(2, heads, 512, dtype=torch.bfloat16)
+    args, _, consts, _ = interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32),
+                                                      torch.ones(2, dtype=torch.int32), 0.04, 1.0, kv_format, out,
+                                                      False, sms=132)
+    fn = interface_hopper.kernel_for(heads, kv_format)
+    names = list(fn.arg_names)
+    values = dict(zip([n for n in names if n not in consts], args))
+    signature = {n: "constexpr" if n in consts else mangle_type(values[n]) for n in names}
+    attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names) if signature[n].startswith("*")}
+    from graphtune import resources
+    # tests/cpu set TRITON_INTERPRET=1: compile with the switch off (as graphtune.inspect does)
+    with resources._compiler_mode(fn):
+        return triton.compile(GluonASTSource(fn, signature, consts, attrs), target=GPUTarget("cuda", 90, 32),
+                              options=dict(num_warps=consts["num_warps"]))
+
+
+@pytest.mark.parametrize("kv_format,heads,mmas", [
+    ("bf16", 128, ("HGMMA.64x256x16.F32.BF16", "HGMMA.64x32x16.F32.BF16")),
+    ("bf16", 16, ("HGMMA.64x16x16.F32.BF16",)),
+    ("fp8", 16, ("QGMMA.64x16x32.F32.E4M3.E4M3", "HGMMA.64x16x16.F32 "))],
+    ids=["heads-on-M", "tokens-on-M", "tokens-on-M-fp8"])
+def test_hopper_kernel_compiles_for_sm90_with_tma_and_wgmma(kv_format, heads, mmas):
+    """The Gluon kernels compiled for sm_90a on a CPU: TMA loads (UTMALDG), warpgroup MMAs of the expected
+    shapes (HGMMA; QGMMA for fp8 scores), and a block that fits an sm_90 SM (232,448 B of shared memory,
+    255 registers)."""
+    from graphtune import resources
+    compiled = _hopper_compile(kv_format, heads=heads)
+    usage = resources._resource_usage(compiled.asm["cubin"], compiled.metadata.name)
+    assert usage["REG"] <= 255
+    assert compiled.metadata.shared + usage.get("SHARED", 0) <= 232448
+    sass = _sass(compiled.asm["cubin"])
+    assert "UTMALDG.2D" in sass and all(m in sass for m in mmas), [m for m in mmas if m not in sass]
+
+
+def _sass(cubin: bytes) -> str:
+    import tempfile
+    from graphtune import resources
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        return subprocess.run([resources._cuobjdump(), "--dump-sass", f.name], capture_output=True, text=True,
+                              check=True).stdout
+
+
+def test_hopper_path_selection_and_reasons():
+    from graphtune.kernels.mla_decode import interface_hopper
+    q = torch.empty(2, 128, 576, dtype=torch.bfloat16)
+    kv = torch.empty(4, 64, 576, dtype=torch.bfloat16)
+    assert interface_hopper.shape_supported(q, kv, "bf16") is None
+    kv8 = kv.to(torch.float8_e4m3fn)
+    assert "not measured yet" in interface_hopper.shape_supported(q, kv8, "fp8")
+    assert "needs H < 64" in interface_hopper.shape_supported(q, kv8, "fp8", explicit=True)
+    assert interface_hopper.shape_supported(q[:, :16].contiguous(), kv8, "fp8", explicit=True) is None
+    assert "kv_format 'fp8_ds_mla'" in interface_hopper.shape_supported(q, kv8, "fp8_ds_mla", explicit=True)
+    assert interface_hopper.shape_supported(q[:, :16].contiguous(), kv, "bf16") is None    # tokens on M
+    assert "H = 24" in interface_hopper.shape_supported(q[:, :24].contiguous(), kv, "bf16")
+    assert "page size 16" in interface_hopper.shape_supported(q, kv[:, :16], "bf16")
+    assert interface_hopper.supported(q, kv, "bf16") == "not a CUDA tensor"
+    pt = torch.zeros(2, 1, dtype=torch.int32)
+    lens = torch.ones(2, dtype=torch.int32)
+    with pytest.raises(ValueError, match="path='hopper' does not apply: "):
+        interface._launch(q, kv, pt, lens, 0.05, 1.0, "bf16", None, False, path="hopper")
+    with pytest.raises(ValueError, match="path 'gluon', expected"):
+        interface._launch(q, kv, pt, lens, 0.05, 1.0, "bf16", None, False, path="gluon")
+
+
 # Each process collects only its own tests: kernel cases in the child, the launcher and validation here.
 if IN_CHILD:
     del test_interpreted_kernel_cases, test_bad_input_raises_value_error, test_bad_input_unused_page_slots_may_hold_anything
+    del test_portable_space_fits_sm120_or_is_excluded, test_hopper_kernel_compiles_for_sm90_with_tma_and_wgmma
+    del test_hopper_path_selection_and_reasons
 else:
     del test_matches_reference, test_config_paths, test_public_api_tensor_scale_and_many_request_chunks

@@ -1,4 +1,9 @@
-"""MLA decode attention over a paged KV cache: validate, allocate, launch (kernels in kernel.py).
+"""MLA decode attention over a paged KV cache: validate, allocate, launch.
+
+Two paths, picked per call: on sm_90 (H100, H200) a bf16 cache with pages of a multiple of 64 tokens and H
+a multiple of 16 runs the Hopper Gluon kernels (kernel_hopper.py, launched by interface_hopper.py, fixed
+configs); everything else, and every other GPU (sm_80/86/89/100/120), runs the portable Triton kernel
+(kernel.py), tuned per batch bucket.
 
 The split kernel is tuned per batch bucket by ``graphtune.autotune`` under the name ``"mla_decode"``
 (force a config with ``graphtune.force("mla_decode", BLOCK_N=32, num_warps=8)`` or ``GRAPHTUNE_FORCE``).
@@ -20,7 +25,7 @@ import torch
 import triton
 
 from ... import settings
-from . import kernel, space
+from . import interface_hopper, kernel, space
 from .reference import D_NOPE, D_QK, DS_MLA_ROW_BYTES, resolve_kv_format
 
 _FORMAT_CODES = {"fp8": 0, "bf16": 1, "fp8_ds_mla": 2}
@@ -203,7 +208,9 @@ def split_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
     part_o = torch.empty(slots, heads, D_NOPE, dtype=torch.float32, device=device)
     part_lse = torch.empty(slots, heads, dtype=torch.float32, device=device)
     seg = torch.empty(batch, 2, dtype=torch.int32, device=device)
-    kv_bytes = kv_cache.view(torch.uint8)
+    # fp8 formats go in as bytes (the kernel reads fp8, fp32 scales and bf16 rope from one row); a bf16
+    # cache as bf16, so that its row offsets count elements and Triton vectorises the loads (kernel.py).
+    kv_bytes = kv_cache if fmt == "bf16" else kv_cache.view(torch.uint8)
     if isinstance(kv_scale, torch.Tensor):
         scale_ptr, scale_value, scale_from_ptr = kv_scale, 1.0, True
     else:
@@ -232,12 +239,17 @@ def split_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
 def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
             sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor | None,
             return_lse: bool, config: triton.Config | None = None,
-            num_sms: int | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+            num_sms: int | None = None, path: str = "auto") -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Allocate and launch (inputs already validated).
 
     ``config`` runs that config on the plain jit kernel instead of the tuned one (benchmarks, A/B);
-    ``num_sms`` overrides the SM count that sizes the split grid (tests vary it).
+    ``num_sms`` overrides the SM count that sizes the split grid (tests vary it). ``path``: ``"auto"`` runs
+    the Hopper kernel (kernel_hopper.py) where it applies (sm_90, see ``interface_hopper.supported``) and no
+    ``config`` is given, else the portable one; ``"portable"`` / ``"hopper"`` force one (``"hopper"`` raises
+    ValueError with the reason when it does not apply).
     """
+    if path not in ("auto", "portable", "hopper"):
+        raise ValueError(f"mla_decode: path {path!r}, expected 'auto', 'portable' or 'hopper'")
     batch, heads, _ = q.shape
     device = q.device
     if out is None:
@@ -249,12 +261,16 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
     sms = num_sms if num_sms is not None else _sm_count(device)
     if interpret and config is None:
         config = space.INTERPRET_CONFIG
-    if fmt == "bf16" and not interpret:
-        # See space.BF16_CONFIG: wider tiles fault on sm_90 with a bf16 cache, so bf16 is never tuned.
-        config = config or space.BF16_CONFIG
-        if config.kwargs["BLOCK_N"] > 32:
-            raise ValueError(f"mla_decode: config BLOCK_N={config.kwargs['BLOCK_N']} with kv_format='bf16': "
-                             f"BLOCK_N > 32 makes an illegal memory access on sm_90 (Triton 3.6); use <= 32")
+    hopper_why = "interpreted" if interpret else (interface_hopper.supported(q, kv_cache, fmt, path == "hopper")
+                                                    if path == "hopper" or (path == "auto" and config is None)
+                                                    else "not asked for")
+    if path == "hopper" and hopper_why is not None:
+        raise ValueError(f"mla_decode: path='hopper' does not apply: {hopper_why}")
+    if hopper_why is None:
+        lse, part_o, part_lse, seg = interface_hopper.launch(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale,
+                                                             fmt, out, return_lse, sms=sms)
+        _reduce(batch, heads, seg, part_o, part_lse, out, lse, return_lse)
+        return (out, lse) if return_lse else out
     pps = None if config is None else config.kwargs["PROGRAMS_PER_SM"]
     args, grid, (lse, part_o, part_lse, seg) = split_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale,
                                                           fmt, out, return_lse, sms=sms, programs_per_sm=pps,
@@ -263,6 +279,13 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
         _tuned_kernel()[grid](*args)
     else:
         kernel._mla_decode_split_kernel[grid](*args, **config.all_kwargs())
+    _reduce(batch, heads, seg, part_o, part_lse, out, lse, return_lse)
+    return (out, lse) if return_lse else out
+
+
+def _reduce(batch: int, heads: int, seg: torch.Tensor, part_o: torch.Tensor, part_lse: torch.Tensor,
+            out: torch.Tensor, lse: torch.Tensor, return_lse: bool) -> None:
+    """Merge the split kernel's partials (both split kernels write the same partial layout)."""
     kernel._mla_decode_reduce_kernel[(batch, heads)](
         seg, part_o, part_lse, out, lse,
         heads,
@@ -270,7 +293,6 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
         part_lse.stride(0),
         out.stride(0), out.stride(1),
         return_lse, _REDUCE_BLOCK_S, num_warps=4)
-    return (out, lse) if return_lse else out
 
 
 def inspect_signature(heads: int = 16, page_size: int = 64, kv_format: str = "fp8") -> tuple[dict, dict]:

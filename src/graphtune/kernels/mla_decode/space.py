@@ -24,6 +24,7 @@ from typing import Any
 
 import triton
 
+from ...configs import config_label
 from ...keys import ENGINE_CAPTURE_SIZES
 
 # Batch sizes a server typically captures (graphs padded up to the next one): 1, 2, 4, 8, 12, 16, then
@@ -69,20 +70,37 @@ EXCLUDED: dict[str, str] = {
     "BLOCK_H=32": "only for H > 16; not measured (H = 16 is the benchmark)",
     "CONVERT=2 (pure widening)": "an illegal memory access on the H200 with fp8_ds_mla (second device run, "
                                  "not root-caused); the interpreter runs it correctly",
+    "BLOCK_N=64, num_stages 5/7 and BLOCK_N=128 with a bf16 cache": "more than the 232,448 B of shared memory "
+                                 "of an sm_90 block (compile: 242,688-466,944 B); the tuner's device check "
+                                 "drops them for bf16",
 }
 
 CONFIGS: list[triton.Config] = [make_config(n, 16, cv, qk8, pps, w, st) for n, cv, qk8, pps, w, st in _SPACE]
 
+# The portable kernel is the path on sm_80/86/89/100/120. On sm_120 (RTX PRO 6000 Blackwell, RTX 50xx) a
+# block gets 101,376 B of shared memory: these configs of the space need more with every cache format
+# (compiled for sm_120 on a CPU with graphtune.inspect; sizes fp8 / bf16 / fp8_ds_mla at page size 64) and
+# the tuner's device check drops them there. tests/cpu/test_mla_decode.py recompiles the whole space for
+# sm_120 and checks that exactly these do not fit.
+SM120_EXCLUDED: dict[str, str] = {
+    config_label(CONFIGS[2]): "double-buffered 64-token tiles: 110,592 / 103,936 / 107,008 B of shared memory",
+    config_label(CONFIGS[3]): "triple-buffered 64-token tiles: 147,968 / 112,384 / 142,592 B of shared memory",
+    config_label(CONFIGS[5]): "128-token tiles: 125,952 / 171,008 / 121,856 B of shared memory",
+    config_label(CONFIGS[6]): "double-buffered 128-token tiles: 201,728 / 188,416 / 194,560 B of shared memory",
+}
+
 DEFAULT: triton.Config = CONFIGS[0]
 
-# bf16 caches run this one config, untuned: BLOCK_N = 64 made an illegal memory access with a bf16 cache
-# on the H200 (third device run, all page sizes; fp8 formats run it correctly), and BLOCK_N = 32 with these
-# settings passed every bf16 check of the first run.
-BF16_CONFIG: triton.Config = make_config(32, 16, 1, 1, 2, 4, 2)
+# bf16's untuned config: the space's best single config for bf16 at H = 16, page size 64 (32 tokens,
+# double-buffered: 0.0201-0.2131 ms at batch 1-128, first device run of issue 14), 62,720 B of shared memory
+# on sm_120 and 93,696 B on sm_90. (bf16 is tuned over the whole space like the other formats since the
+# cache is read through a bf16 pointer: see kernel._load_cols and docs/mla_decode.md for the fault that
+# the old byte-pointer loads caused at BLOCK_N = 64.)
+BF16_CONFIG: triton.Config = CONFIGS[4]
 
 
 def default_for(kv_format: str) -> triton.Config:
-    """The config a format runs when nothing is tuned: BF16_CONFIG for bf16, else DEFAULT."""
+    """The config a format runs when a test or benchmark wants a fixed one: BF16_CONFIG for bf16, else DEFAULT."""
     return BF16_CONFIG if kv_format == "bf16" else DEFAULT
 
 

@@ -1,0 +1,663 @@
+"""Hopper (sm_90a) MLA decode kernels in Gluon: TMA tiles, asynchronous warpgroup MMAs.
+
+Only ``@gluon.jit`` functions live here (interface_hopper.py launches them). Shape letters as in kernel.py.
+
+Scope (measured in docs/mla_decode.md): a bf16 cache whose pages hold a multiple of 64 tokens, H a
+multiple of 16. fp8 caches, other page sizes and other GPUs run the portable kernel (kernel.py).
+
+Two kernels, one per side of the MMA the heads go on:
+
+``_mla_decode_hopper_kernel`` (H a multiple of 64: the data-parallel-attention case, H = 128). Heads on M:
+a program takes 64 heads of one request at a time, so a KV row read from global memory feeds 64 heads
+(the portable kernel: 16). Per tile of BLOCK_N tokens (one TMA message pair from a page's contiguous
+rows: [BLOCK_N, 512] latent + [BLOCK_N, 64] rope):
+
+    S = Q K^T    [64 heads, BLOCK_N]: 2 async wgmmas, A = the query tile in shared memory (TMA, once per
+                 request), B = the KV tile viewed K-major (a permuted descriptor, no data movement)
+    softmax      in registers, log2 domain, running max and sum per head
+    O += P V     [64 heads, 512]: A = P from registers (bf16), B = the same KV tile (MN-major)
+
+8 warps = 2 warpgroups, warps_per_cta [4, 2]: the two warpgroups split the tokens of S and the 512 output
+dims of O (O is 64 x 256 fp32 = 128 registers per thread); P crosses warpgroups through shared memory
+(``convert_layout``).
+
+``_mla_decode_hopper_tok_kernel`` (H < 64, e.g. the tensor-parallel H = 16). Tokens on M, one warpgroup,
+16 heads per program: ``S^T = K Q^T`` ([64 tokens, 16]) and ``O^T += V^T P^T`` ([512, 16]; A = the KV tile
+viewed MN-major, B = P^T written to shared memory each tile).
+
+Pipelining (both): NUM_BUF KV buffers, each with its mbarrier. The load of tile i + NUM_BUF - 1 is issued as
+soon as the MMAs that read its buffer (tile i - 1) are retired, i.e. right after the wait that retires
+S(i) (wgmma groups retire in order, so that wait also retires O(i - 1)); O(i) stays asynchronous until the
+next tile's S wait. PIPE = 1 (heads on M) instead overlaps the softmax of tile i with P.V of tile i - 1
+(FlashAttention-3's intra-warpgroup schedule) at the price of issuing the next load later: measured
+slower (docs/mla_decode.md).
+
+Work split: as kernel.py (a static grid; the tiles of all requests laid end to end and cut into equal
+ranges on the device from ``seq_lens``; partials under slot ``p + b``; the same reduction kernel). One
+captured graph serves any lengths.
+
+Rows past ``seq_len`` in a request's last page are read by TMA (whole tiles) and may hold anything, NaN
+included: their scores are masked to -inf, and the rows are zeroed in shared memory before P.V (0 * NaN
+would poison the output), only in a request's last, partial tile.
+"""
+from __future__ import annotations
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_init,
+    warpgroup_mma_wait,
+)
+
+# Gluon's names moved between triton 3.6 and 3.9 (the CI runs both): a barrier of every thread of the
+# block (``thread_barrier`` -> ``barrier``) and the TMA load (``async_copy_global_to_shared`` -> ``async_load``).
+_block_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
+_tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+
+
+@gluon.jit
+def _add(a, b):
+    return a + b
+
+
+@gluon.jit
+def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK: gl.constexpr,
+                 num_warps: gl.constexpr):
+    """Program pid's tile range ``[t, t_stop)`` of the batch's tiles laid end to end, the request ``b`` that
+    holds tile t and ``req_end``, where the tiles of request b - 1 end (kernel.py's split, from seq_lens)."""
+    chunk_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
+    offs_c = gl.arange(0, B_CHUNK, layout=chunk_layout)
+    total = 0
+    for r0 in range(0, B, B_CHUNK):
+        lens = gl.load(seq_lens_ptr + r0 + offs_c, mask=r0 + offs_c < B, other=0)
+        total += gl.sum((lens + BLOCK_N - 1) // BLOCK_N, axis=0)
+    per = (total + num_progs - 1) // num_progs
+    t = pid * per
+    t_stop = gl.minimum(t + per, total)
+    b = 0
+    req_end = 0
+    for r0 in range(0, B, B_CHUNK):
+        lens = gl.load(seq_lens_ptr + r0 + offs_c, mask=r0 + offs_c < B, other=0)
+        tiles = (lens + BLOCK_N - 1) // BLOCK_N
+        ends = req_end + gl.associative_scan(tiles, 0, _add)
+        done = (ends <= t) & (r0 + offs_c < B)
+        b += gl.sum(done.to(gl.int32), axis=0)
+        req_end += gl.sum(gl.where(done, tiles, 0), axis=0)
+    return t, t_stop, b, req_end
+
+
+@gluon.jit
+def _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, j, stage,
+                PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
+    """TMA tile j of the current request (64 contiguous rows of one page) into buffer ``stage``."""
+    tok0 = j * BLOCK_N
+    page = gl.load(pt_base + tok0 // PAGE_SIZE)
+    row = page * PAGE_SIZE + tok0 % PAGE_SIZE
+    bar = bars.index(stage)
+    mbarrier.expect(bar, kv_nope_desc.block_type.nbytes + kv_rope_desc.block_type.nbytes)
+    _tma_load(kv_nope_desc, [row, 0], bar, kn_bufs.index(stage))
+    _tma_load(kv_rope_desc, [row, 0], bar, kr_bufs.index(stage))
+
+
+@gluon.jit
+def _zero_rows(buf, n_valid, ROWS: gl.constexpr, COLS: gl.constexpr, num_warps: gl.constexpr):
+    """Rows ``>= n_valid`` of a [ROWS, COLS] shared tile set to zero (finite values for P.V)."""
+    # 128 bytes of columns at a time (one swizzle atom): a whole [64, 512] tile in registers would set the
+    # kernel's register budget.
+    CHUNK: gl.constexpr = 128 // (buf.dtype.primitive_bitwidth // 8)
+    layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
+    rows = gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout))
+    for c in gl.static_range(COLS // CHUNK):
+        part = buf.slice(c * CHUNK, CHUNK, dim=1)
+        x = part.load(layout)
+        part.store(gl.where((rows < n_valid)[:, None], x, gl.zeros_like(x)))
+
+
+@gluon.jit(do_not_specialize=["B"])
+def _mla_decode_hopper_kernel(
+    q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc,
+    page_table_ptr, seq_lens_ptr,
+    out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
+    sm_scale,
+    B, H,
+    stride_pt_b,
+    stride_out_b, stride_out_h,
+    stride_po_s, stride_po_h,
+    stride_pl_s,
+    PAGE_SIZE: gl.constexpr,
+    RETURN_LSE: gl.constexpr,
+    B_CHUNK: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    BLOCK_H: gl.constexpr,
+    NUM_BUF: gl.constexpr,
+    PIPE: gl.constexpr,
+    num_warps: gl.constexpr,
+):
+    """Grid ``(H // BLOCK_H, P)``: program (h, p) attends heads ``[h * 64, h * 64 + 64)`` over tile range p."""
+    LOG2E: gl.constexpr = 1.4426950408889634
+    D_V: gl.constexpr = 512
+    gl.static_assert(BLOCK_H == 64)
+    gl.static_assert((BLOCK_N == 64) or (BLOCK_N == 32))
+    gl.static_assert(num_warps == 8)
+    dtype: gl.constexpr = kv_nope_desc.dtype
+
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
+                                                       instr_shape=[16, BLOCK_N // 2, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
+                                                       instr_shape=[16, D_V // 2, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+
+    pid_h = gl.program_id(0)
+    pid = gl.program_id(1)
+    num_progs = gl.num_programs(1)
+    h0 = pid_h * BLOCK_H
+
+    # Shared memory: the query of the current request (once per segment) and NUM_BUF KV tiles.
+    qn_smem = gl.allocate_shared_memory(dtype, [BLOCK_H, D_V], q_nope_desc.layout)
+    qr_smem = gl.allocate_shared_memory(dtype, [BLOCK_H, 64], q_rope_desc.layout)
+    kn_bufs = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, D_V], kv_nope_desc.layout)
+    kr_bufs = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, 64], kv_rope_desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    for k in gl.static_range(NUM_BUF):
+        mbarrier.init(bars.index(k), count=1)
+    mbarrier.init(q_bar, count=1)
+
+    # The tile list of the whole batch from seq_lens, on the device (as kernel.py).
+    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps)
+
+    offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    offs_h_o = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, o_layout))
+    offs_d_o = gl.arange(0, D_V, layout=gl.SliceLayout(0, o_layout))
+    offs_h_s = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, s_layout))
+    qk_mul = sm_scale * LOG2E
+    it = 0          # tiles consumed by this program: buffer it % NUM_BUF, barrier phase (it // NUM_BUF) & 1
+    q_phase = 0
+    while t < t_stop:
+        seq_len = gl.load(seq_lens_ptr + b)
+        req_tiles = (seq_len + BLOCK_N - 1) // BLOCK_N
+        req_start = req_end
+        req_end = req_start + req_tiles
+        seg_stop = gl.minimum(t_stop, req_end)
+        i_first = t - req_start
+        i_stop = seg_stop - req_start
+        pt_base = page_table_ptr + b.to(gl.int64) * stride_pt_b
+
+        # The query's 64 heads of request b: both warpgroups have retired the previous segment's MMAs
+        # (each waited for its own) once they pass this barrier.
+        _block_barrier()
+        q_row = b * H + h0
+        mbarrier.expect(q_bar, q_nope_desc.block_type.nbytes + q_rope_desc.block_type.nbytes)
+        _tma_load(q_nope_desc, [q_row, 0], q_bar, qn_smem)
+        _tma_load(q_rope_desc, [q_row, 0], q_bar, qr_smem)
+        # Prologue: the first NUM_BUF - 1 tiles of the segment in flight.
+        for k in gl.static_range(NUM_BUF - 1):
+            if i_first + k < i_stop:
+                _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
+                            (it + k) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+        mbarrier.wait(q_bar, q_phase)
+        q_phase ^= 1
+
+        m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=gl.SliceLayout(1, s_layout))
+        l_i = gl.zeros([BLOCK_H], gl.float32, layout=gl.SliceLayout(1, s_layout))
+        # An accumulator token: the loop carries O as an in-flight MMA result.
+        o = warpgroup_mma_init(gl.zeros([BLOCK_H, D_V], gl.float32, layout=o_layout))
+        if PIPE:
+            # P of the previous tile (zeros before the first: its P.V adds nothing) and the buffer it reads.
+            p_op = gl.zeros([BLOCK_H, BLOCK_N], dtype, layout=p_layout)
+            v_prev = kn_bufs.index(it % NUM_BUF)
+        for i in range(i_first, i_stop):
+            stage = it % NUM_BUF
+            kn = kn_bufs.index(stage)
+            kr = kr_bufs.index(stage)
+            mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
+            n_valid = seq_len - i * BLOCK_N
+            if n_valid < BLOCK_N:
+                # A request's last, partial tile: rows past seq_len may hold NaN; P.V must see zeros.
+                # (Its buffer is not the one an in-flight P.V reads: NUM_BUF >= 2.)
+                _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
+                fence_async_shared()
+                _block_barrier()
+            s = gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout)
+            s = warpgroup_mma(qn_smem, kn.permute((1, 0)), s, use_acc=False, is_async=True)
+            s = warpgroup_mma(qr_smem, kr.permute((1, 0)), s, is_async=True)
+            if PIPE:
+                # FlashAttention-3's intra-warpgroup overlap: P.V of tile i - 1 runs on the tensor cores
+                # while this tile's softmax runs on the other pipes; wgmma groups retire in order, so
+                # waiting down to one outstanding group retires S(i) and leaves O(i - 1) in flight.
+                o = warpgroup_mma(p_op, v_prev, o, is_async=True)
+                s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
+            else:
+                # Retires S(i) and, in order, O(i - 1).
+                s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
+                # Each warpgroup waits for its own MMAs only: the other one may still read the buffer the
+                # next TMA overwrites until both have passed their wait.
+                _block_barrier()
+                if i + NUM_BUF - 1 < i_stop:
+                    _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
+                                (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+            s = s * qk_mul
+            s = gl.where((i * BLOCK_N + offs_tok < seq_len)[None, :], s, float("-inf"))
+            m_new = gl.maximum(m_i, gl.max(s, axis=1))
+            alpha = gl.exp2(m_i - m_new)
+            p = gl.exp2(s - m_new[:, None])
+            l_i = l_i * alpha + gl.sum(p, axis=1)
+            m_i = m_new
+            if PIPE:
+                o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
+                # Both warpgroups past their wait: buffer (it - 1) % NUM_BUF is free.
+                _block_barrier()
+                if i + NUM_BUF - 1 < i_stop:
+                    _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
+                                (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+            o = o * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
+            p_op = gl.convert_layout(p.to(dtype), p_layout)
+            if PIPE:
+                v_prev = kn
+                o = warpgroup_mma_init(o)
+            else:
+                o = warpgroup_mma(p_op, kn, o, is_async=True)
+            it += 1
+        if PIPE:
+            o = warpgroup_mma(p_op, v_prev, o, is_async=True)
+        o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
+
+        inv = gl.convert_layout(1.0 / l_i, gl.SliceLayout(1, o_layout))
+        o = o * inv[:, None]
+        lse2 = m_i + gl.log2(l_i)
+        heads_o = h0 + offs_h_o
+        heads_s = h0 + offs_h_s
+        if (i_first == 0) & (i_stop == req_tiles):
+            o_ptrs = out_ptr + b.to(gl.int64) * stride_out_b + heads_o[:, None] * stride_out_h + offs_d_o[None, :]
+            gl.store(o_ptrs, o.to(out_ptr.dtype.element_ty))
+            if RETURN_LSE:
+                gl.store(lse_ptr + b * H + heads_s, lse2 * 0.6931471805599453)
+        else:
+            slot = (pid + b).to(gl.int64)
+            p_ptrs = part_o_ptr + slot * stride_po_s + heads_o[:, None] * stride_po_h + offs_d_o[None, :]
+            gl.store(p_ptrs, o)
+            gl.store(part_lse_ptr + slot * stride_pl_s + heads_s, lse2)
+        if pid_h == 0:
+            if i_first == 0:
+                gl.store(seg_ptr + 2 * b, pid + b)
+            if i_stop == req_tiles:
+                gl.store(seg_ptr + 2 * b + 1, pid + b)
+        t = seg_stop
+        b += 1
+
+    for k in gl.static_range(NUM_BUF):
+        mbarrier.invalidate(bars.index(k))
+    mbarrier.invalidate(q_bar)
+
+
+@gluon.jit(do_not_specialize=["B"])
+def _mla_decode_hopper_tok_kernel(
+    q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc,
+    page_table_ptr, seq_lens_ptr,
+    out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
+    sm_scale,
+    B, H,
+    stride_pt_b,
+    stride_out_b, stride_out_h,
+    stride_po_s, stride_po_h,
+    stride_pl_s,
+    PAGE_SIZE: gl.constexpr,
+    RETURN_LSE: gl.constexpr,
+    B_CHUNK: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    BLOCK_H: gl.constexpr,
+    NUM_BUF: gl.constexpr,
+    PIPE: gl.constexpr,
+    num_warps: gl.constexpr,
+):
+    """H < 64 (tensor parallel): tokens on the MMA's M side, one warpgroup, 16 heads per program.
+
+    ``S^T = K Q^T`` ([tokens, 16]; A = the KV tile in shared memory, B = the query viewed K-major) and
+    ``O^T += V^T P^T`` ([512, 16]; A = the same KV tile viewed MN-major, B = P^T, written to shared memory
+    each tile). Pipelining and work split as the heads-on-M kernel above (PIPE is not used here).
+    """
+    LOG2E: gl.constexpr = 1.4426950408889634
+    D_V: gl.constexpr = 512
+    gl.static_assert(BLOCK_H == 16)
+    gl.static_assert(num_warps == 4)
+    dtype: gl.constexpr = kv_nope_desc.dtype
+
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_H, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_H, 16])
+    p_smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_H], dtype)
+
+    pid_h = gl.program_id(0)
+    pid = gl.program_id(1)
+    num_progs = gl.num_programs(1)
+    h0 = pid_h * BLOCK_H
+
+    qn_smem = gl.allocate_shared_memory(dtype, [BLOCK_H, D_V], q_nope_desc.layout)
+    qr_smem = gl.allocate_shared_memory(dtype, [BLOCK_H, 64], q_rope_desc.layout)
+    kn_bufs = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, D_V], kv_nope_desc.layout)
+    kr_bufs = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, 64], kv_rope_desc.layout)
+    p_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, BLOCK_H], p_smem_layout)
+    bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    for k in gl.static_range(NUM_BUF):
+        mbarrier.init(bars.index(k), count=1)
+    mbarrier.init(q_bar, count=1)
+
+    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps)
+
+    offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s_layout))
+    offs_h_s = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, s_layout))
+    offs_h_o = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, o_layout))
+    offs_d_o = gl.arange(0, D_V, layout=gl.SliceLayout(1, o_layout))
+    qk_mul = sm_scale * LOG2E
+    it = 0
+    q_phase = 0
+    while t < t_stop:
+        seq_len = gl.load(seq_lens_ptr + b)
+        req_tiles = (seq_len + BLOCK_N - 1) // BLOCK_N
+        req_start = req_end
+        req_end = req_start + req_tiles
+        seg_stop = gl.minimum(t_stop, req_end)
+        i_first = t - req_start
+        i_stop = seg_stop - req_start
+        pt_base = page_table_ptr + b.to(gl.int64) * stride_pt_b
+
+        _block_barrier()
+        q_row = b * H + h0
+        mbarrier.expect(q_bar, q_nope_desc.block_type.nbytes + q_rope_desc.block_type.nbytes)
+        _tma_load(q_nope_desc, [q_row, 0], q_bar, qn_smem)
+        _tma_load(q_rope_desc, [q_row, 0], q_bar, qr_smem)
+        for k in gl.static_range(NUM_BUF - 1):
+            if i_first + k < i_stop:
+                _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
+                            (it + k) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+        mbarrier.wait(q_bar, q_phase)
+        q_phase ^= 1
+
+        m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=gl.SliceLayout(0, s_layout))
+        l_i = gl.zeros([BLOCK_H], gl.float32, layout=gl.SliceLayout(0, s_layout))
+        o = warpgroup_mma_init(gl.zeros([D_V, BLOCK_H], gl.float32, layout=o_layout))
+        for i in range(i_first, i_stop):
+            stage = it % NUM_BUF
+            kn = kn_bufs.index(stage)
+            kr = kr_bufs.index(stage)
+            mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
+            n_valid = seq_len - i * BLOCK_N
+            if n_valid < BLOCK_N:
+                _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
+                fence_async_shared()
+                _block_barrier()
+            s = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s_layout)
+            s = warpgroup_mma(kn, qn_smem.permute((1, 0)), s, use_acc=False, is_async=True)
+            s = warpgroup_mma(kr, qr_smem.permute((1, 0)), s, is_async=True)
+            # Retires S(i) and O(i - 1): buffer (it - 1) % NUM_BUF and p_smem are free again.
+            s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
+            _block_barrier()
+            if i + NUM_BUF - 1 < i_stop:
+                _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
+                            (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+            s = s * qk_mul
+            s = gl.where((i * BLOCK_N + offs_tok < seq_len)[:, None], s, float("-inf"))
+            m_new = gl.maximum(m_i, gl.max(s, axis=0))
+            alpha = gl.exp2(m_i - m_new)
+            p = gl.exp2(s - m_new[None, :])
+            l_i = l_i * alpha + gl.sum(p, axis=0)
+            m_i = m_new
+            o = o * gl.convert_layout(alpha, gl.SliceLayout(0, o_layout))[None, :]
+            p_smem.store(p.to(dtype))
+            fence_async_shared()
+            _block_barrier()
+            o = warpgroup_mma(kn.permute((1, 0)), p_smem, o, is_async=True)
+            it += 1
+        o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
+
+        inv = gl.convert_layout(1.0 / l_i, gl.SliceLayout(0, o_layout))
+        o = o * inv[None, :]
+        lse2 = m_i + gl.log2(l_i)
+        heads_o = h0 + offs_h_o
+        heads_s = h0 + offs_h_s
+        h_mask_o = heads_o < H
+        h_mask_s = heads_s < H
+        if (i_first == 0) & (i_stop == req_tiles):
+            o_ptrs = out_ptr + b.to(gl.int64) * stride_out_b + heads_o[None, :] * stride_out_h + offs_d_o[:, None]
+            gl.store(o_ptrs, o.to(out_ptr.dtype.element_ty), mask=h_mask_o[None, :])
+            if RETURN_LSE:
+                gl.store(lse_ptr + b * H + heads_s, lse2 * 0.6931471805599453, mask=h_mask_s)
+        else:
+            slot = (pid + b).to(gl.int64)
+            p_ptrs = part_o_ptr + slot * stride_po_s + heads_o[None, :] * stride_po_h + offs_d_o[:, None]
+            gl.store(p_ptrs, o, mask=h_mask_o[None, :])
+            gl.store(part_lse_ptr + slot * stride_pl_s + heads_s, lse2, mask=h_mask_s)
+        if pid_h == 0:
+            if i_first == 0:
+                gl.store(seg_ptr + 2 * b, pid + b)
+            if i_stop == req_tiles:
+                gl.store(seg_ptr + 2 * b + 1, pid + b)
+        t = seg_stop
+        b += 1
+
+    for k in gl.static_range(NUM_BUF):
+        mbarrier.invalidate(bars.index(k))
+    mbarrier.invalidate(q_bar)
+
+
+@gluon.jit
+def _store_q_pair(q_base, hi_smem, lo_smem, col0: gl.constexpr, COLS: gl.constexpr, q_scale, heads, head_mask,
+                  stride_q_h, layout: gl.constexpr):
+    """fp8 hi/lo pair of query columns ``[col0, col0 + COLS)`` into shared memory (kernel.py's QK8 split:
+    ``hi = fp8(q * s)``, ``lo = fp8(16 * (q * s - hi))``; hi + lo / 16 keeps a bf16 query's 8 bits)."""
+    cols = col0 + gl.arange(0, COLS, layout=gl.SliceLayout(0, layout))
+    q = gl.load(q_base + heads[:, None] * stride_q_h + cols[None, :], mask=head_mask[:, None], other=0.0)
+    scaled = q.to(gl.float32) * q_scale
+    hi = scaled.to(gl.float8e4nv)
+    lo = ((scaled - hi.to(gl.float32)) * 16.0).to(gl.float8e4nv)
+    hi_smem.store(hi)
+    lo_smem.store(lo)
+
+
+@gluon.jit
+def _q_amax(q_base, heads, head_mask, stride_q_h, layout: gl.constexpr):
+    """max |q| over the program's heads and all 576 dims (fp8 per-tensor: the rope dims are fp8 too)."""
+    cols = gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
+    amax = gl.zeros([16], gl.float32, layout=gl.SliceLayout(1, layout))
+    for c in gl.static_range(9):
+        q = gl.load(q_base + heads[:, None] * stride_q_h + (c * 64 + cols)[None, :], mask=head_mask[:, None],
+                    other=0.0)
+        amax = gl.maximum(amax, gl.max(gl.abs(q.to(gl.float32)), axis=1))
+    return gl.max(amax, axis=0)
+
+
+@gluon.jit(do_not_specialize=["B"])
+def _mla_decode_hopper_tok_fp8_kernel(
+    q_ptr, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
+    page_table_ptr, seq_lens_ptr,
+    out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
+    sm_scale, kv_scale,
+    B, H,
+    stride_q_b, stride_q_h,
+    stride_pt_b,
+    stride_out_b, stride_out_h,
+    stride_po_s, stride_po_h,
+    stride_pl_s,
+    PAGE_SIZE: gl.constexpr,
+    KV_SCALE_FROM_PTR: gl.constexpr,
+    RETURN_LSE: gl.constexpr,
+    B_CHUNK: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    BLOCK_H: gl.constexpr,
+    NUM_BUF: gl.constexpr,
+    PIPE: gl.constexpr,
+    num_warps: gl.constexpr,
+):
+    """fp8 (per-tensor) cache, H < 64: the tokens-on-M kernel with fp8 scores (NOT YET RUN ON A GPU).
+
+    Scores: two fp8 x fp8 wgmma chains against the query's hi/lo pair (built here, per request, into
+    shared memory), as the portable kernel's QK8 path: the bf16 query's accuracy without widening K.
+    P.V: an fp8 wgmma cannot take V^T (MN-major), so each 128-dim chunk of V^T is loaded from the tile into
+    registers in the MMA's A layout and widened to fp16 there (exact); P^T goes through shared memory as
+    fp16. The per-tensor scale multiplies the scores and the output in fp32.
+    """
+    LOG2E: gl.constexpr = 1.4426950408889634
+    D_V: gl.constexpr = 512
+    gl.static_assert(BLOCK_H == 16)
+    gl.static_assert(num_warps == 4)
+    dtype: gl.constexpr = kv_nope_desc.dtype
+
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_H, 32])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_H, 16])
+    v_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    q_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
+    qn_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, D_V], gl.float8e4nv)
+    qr_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, 64], gl.float8e4nv)
+    p_smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_H], gl.float16)
+
+    pid_h = gl.program_id(0)
+    pid = gl.program_id(1)
+    num_progs = gl.num_programs(1)
+    h0 = pid_h * BLOCK_H
+    if KV_SCALE_FROM_PTR:
+        kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
+
+    qn_hi = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, D_V], qn_layout)
+    qn_lo = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, D_V], qn_layout)
+    qr_hi = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, 64], qr_layout)
+    qr_lo = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, 64], qr_layout)
+    kn_bufs = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, D_V], kv_nope_desc.layout)
+    kr_bufs = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, 64], kv_rope_desc.layout)
+    p_smem = gl.allocate_shared_memory(gl.float16, [BLOCK_N, BLOCK_H], p_smem_layout)
+    bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
+    for k in gl.static_range(NUM_BUF):
+        mbarrier.init(bars.index(k), count=1)
+
+    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps)
+
+    offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s_layout))
+    offs_h_s = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, s_layout))
+    offs_h_o = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, o_layout))
+    offs_d_o = gl.arange(0, 128, layout=gl.SliceLayout(1, o_layout))
+    heads_q = h0 + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, q_layout))
+    hmask_q = heads_q < H
+    it = 0
+    while t < t_stop:
+        seq_len = gl.load(seq_lens_ptr + b)
+        req_tiles = (seq_len + BLOCK_N - 1) // BLOCK_N
+        req_start = req_end
+        req_end = req_start + req_tiles
+        seg_stop = gl.minimum(t_stop, req_end)
+        i_first = t - req_start
+        i_stop = seg_stop - req_start
+        pt_base = page_table_ptr + b.to(gl.int64) * stride_pt_b
+
+        # The previous segment's MMAs (which read the query pair) are retired in every warp past this.
+        _block_barrier()
+        for k in gl.static_range(NUM_BUF - 1):
+            if i_first + k < i_stop:
+                _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
+                            (it + k) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+        q_base = q_ptr + b.to(gl.int64) * stride_q_b
+        q_amax = _q_amax(q_base, heads_q, hmask_q, stride_q_h, q_layout)
+        q_scale = gl.exp2(8.0 - gl.ceil(gl.log2(gl.maximum(q_amax, 1e-30))))
+        for c in gl.static_range(8):
+            _store_q_pair(q_base, qn_hi.slice(c * 64, 64, dim=1), qn_lo.slice(c * 64, 64, dim=1), c * 64, 64,
+                          q_scale, heads_q, hmask_q, stride_q_h, q_layout)
+        _store_q_pair(q_base, qr_hi, qr_lo, 512, 64, q_scale, heads_q, hmask_q, stride_q_h, q_layout)
+        fence_async_shared()
+        _block_barrier()
+        qk_mul = sm_scale * LOG2E * kv_scale / q_scale
+
+        m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=gl.SliceLayout(0, s_layout))
+        l_i = gl.zeros([BLOCK_H], gl.float32, layout=gl.SliceLayout(0, s_layout))
+        # o0..o2 are retired inside each tile (their A operands are registers that the next chunk reuses);
+        # o3, the last, stays in flight until the next tile's score wait.
+        o0 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
+        o1 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
+        o2 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
+        o3 = warpgroup_mma_init(gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout))
+        for i in range(i_first, i_stop):
+            stage = it % NUM_BUF
+            kn = kn_bufs.index(stage)
+            kr = kr_bufs.index(stage)
+            mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
+            n_valid = seq_len - i * BLOCK_N
+            if n_valid < BLOCK_N:
+                _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
+                fence_async_shared()
+                _block_barrier()
+            s_hi = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s_layout)
+            s_lo = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s_layout)
+            s_hi = warpgroup_mma(kn, qn_hi.permute((1, 0)), s_hi, use_acc=False, is_async=True)
+            s_hi = warpgroup_mma(kr, qr_hi.permute((1, 0)), s_hi, is_async=True)
+            s_lo = warpgroup_mma(kn, qn_lo.permute((1, 0)), s_lo, use_acc=False, is_async=True)
+            s_lo = warpgroup_mma(kr, qr_lo.permute((1, 0)), s_lo, is_async=True)
+            s_hi, s_lo, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(s_hi, s_lo, o3))
+            _block_barrier()
+            if i + NUM_BUF - 1 < i_stop:
+                _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
+                            (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+            s = (s_hi + s_lo * 0.0625) * qk_mul
+            s = gl.where((i * BLOCK_N + offs_tok < seq_len)[:, None], s, float("-inf"))
+            m_new = gl.maximum(m_i, gl.max(s, axis=0))
+            alpha = gl.exp2(m_i - m_new)
+            p = gl.exp2(s - m_new[None, :])
+            l_i = l_i * alpha + gl.sum(p, axis=0)
+            m_i = m_new
+            alpha_o = gl.convert_layout(alpha, gl.SliceLayout(0, o_layout))[None, :]
+            p_smem.store(p.to(gl.float16))
+            fence_async_shared()
+            _block_barrier()
+            # V^T chunks from the fp8 tile, widened to fp16 in the A operand's registers.
+            # (Waiting down to one MMA in flight after each issue frees the previous chunk's registers.)
+            v0 = kn.slice(0, 128, dim=1).permute((1, 0)).load(v_layout).to(gl.float16)
+            a0 = warpgroup_mma(v0, p_smem, o0 * alpha_o, is_async=True)
+            v1 = kn.slice(128, 128, dim=1).permute((1, 0)).load(v_layout).to(gl.float16)
+            a1 = warpgroup_mma(v1, p_smem, o1 * alpha_o, is_async=True)
+            o0 = warpgroup_mma_wait(num_outstanding=1, deps=(a0, ))
+            v2 = kn.slice(256, 128, dim=1).permute((1, 0)).load(v_layout).to(gl.float16)
+            a2 = warpgroup_mma(v2, p_smem, o2 * alpha_o, is_async=True)
+            o1 = warpgroup_mma_wait(num_outstanding=1, deps=(a1, ))
+            v3 = kn.slice(384, 128, dim=1).permute((1, 0)).load(v_layout).to(gl.float16)
+            o3 = warpgroup_mma(v3, p_smem, o3 * alpha_o, is_async=True)
+            o2 = warpgroup_mma_wait(num_outstanding=1, deps=(a2, ))
+            it += 1
+        o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
+
+        inv = gl.convert_layout(kv_scale / l_i, gl.SliceLayout(0, o_layout))[None, :]
+        lse2 = m_i + gl.log2(l_i)
+        heads_o = h0 + offs_h_o
+        heads_s = h0 + offs_h_s
+        h_mask_o = (heads_o < H)[None, :]
+        h_mask_s = heads_s < H
+        whole = (i_first == 0) & (i_stop == req_tiles)
+        if whole:
+            base = out_ptr + b.to(gl.int64) * stride_out_b + heads_o[None, :] * stride_out_h + offs_d_o[:, None]
+            gl.store(base, (o0 * inv).to(out_ptr.dtype.element_ty), mask=h_mask_o)
+            gl.store(base + 128, (o1 * inv).to(out_ptr.dtype.element_ty), mask=h_mask_o)
+            gl.store(base + 256, (o2 * inv).to(out_ptr.dtype.element_ty), mask=h_mask_o)
+            gl.store(base + 384, (o3 * inv).to(out_ptr.dtype.element_ty), mask=h_mask_o)
+            if RETURN_LSE:
+                gl.store(lse_ptr + b * H + heads_s, lse2 * 0.6931471805599453, mask=h_mask_s)
+        else:
+            slot = (pid + b).to(gl.int64)
+            pbase = part_o_ptr + slot * stride_po_s + heads_o[None, :] * stride_po_h + offs_d_o[:, None]
+            gl.store(pbase, o0 * inv, mask=h_mask_o)
+            gl.store(pbase + 128, o1 * inv, mask=h_mask_o)
+            gl.store(pbase + 256, o2 * inv, mask=h_mask_o)
+            gl.store(pbase + 384, o3 * inv, mask=h_mask_o)
+            gl.store(part_lse_ptr + slot * stride_pl_s + heads_s, lse2, mask=h_mask_s)
+        if pid_h == 0:
+            if i_first == 0:
+                gl.store(seg_ptr + 2 * b, pid + b)
+            if i_stop == req_tiles:
+                gl.store(seg_ptr + 2 * b + 1, pid + b)
+        t = seg_stop
+        b += 1
+
+    for k in gl.static_range(NUM_BUF):
+        mbarrier.invalidate(bars.index(k))
