@@ -202,3 +202,31 @@ def test_custom_op_helper_needs_fake_for_returned_tensors():
         return x.clone()
     with pytest.raises(ValueError, match="give fake="):
         graphtune.custom_op(f"graphtune_test::needs_fake_{next(_ids)}")(launcher)
+
+
+def test_plain_mla_decode_traces_fullgraph_as_the_op():
+    """``graphtune.kernels.mla_decode`` itself (not only mla_decode_op) compiles with fullgraph=True: under
+    Dynamo it routes to the graphtune:: op, whose implementation runs the interface eagerly."""
+    import torch._dynamo
+
+    from graphtune.kernels.mla_decode import mla_decode, mla_decode_reference
+    from graphtune.kernels.mla_decode.reference import quantize_ds_mla
+    torch._dynamo.reset()
+    B, H, P, PS = 2, 16, 4, 16
+    q = torch.randn(B, H, 576, dtype=torch.bfloat16)
+    kv = quantize_ds_mla(torch.randn(P, PS, 576) * 0.5)
+    page_table = torch.arange(P, dtype=torch.int32).reshape(B, P // B)
+    seq_lens = torch.tensor([PS + 3, 2 * PS], dtype=torch.int32)
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    fn = torch.compile(lambda *a: mla_decode(*a, 0.07, kv_format="fp8_ds_mla"), backend=backend, fullgraph=True)
+    got = fn(q, kv, page_table, seq_lens)
+    ref = mla_decode_reference(q, kv, page_table, seq_lens, 0.07, kv_format="fp8_ds_mla")
+    assert len(graphs) == 1
+    assert any("graphtune.mla_decode" in str(n.target) for n in graphs[0].graph.nodes)
+    err = ((got.float() - ref).norm() / ref.norm()).item()
+    assert err < 2e-2, err
