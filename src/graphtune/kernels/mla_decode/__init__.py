@@ -2,8 +2,7 @@
 op.py: the ``graphtune::mla_decode`` torch custom ops for torch.compile)."""
 from __future__ import annotations
 
-from .interface import mla_decode
-from .op import mla_decode_op
+from .op import mla_decode, mla_decode_op
 from .reference import mla_decode_reference
 
 __all__ = ["mla_decode", "mla_decode_op", "mla_decode_reference"]

@@ -187,11 +187,6 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
     Returns:
         ``out`` (``[B, H, 512]`` bf16), or ``(out, lse)`` with ``return_lse``.
     """
-    if torch.compiler.is_dynamo_compiling():
-        # traced by torch.compile: one opaque graphtune:: op (its real implementation comes back here, eagerly)
-        from .op import mla_decode_op
-        return mla_decode_op(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale=kv_scale, kv_format=kv_format,
-                             out=out, return_lse=return_lse)
     fmt = _validate(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_format, out)
     return _launch(q, kv_cache, page_table, seq_lens, float(sm_scale), kv_scale, fmt, out, return_lse)
 

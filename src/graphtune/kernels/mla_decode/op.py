@@ -65,3 +65,18 @@ def mla_decode_op(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Ten
         out.copy_(got)
         got = out
     return (got, lse) if return_lse else got
+
+
+def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
+               sm_scale: float, *, kv_scale: float | torch.Tensor = 1.0, kv_format: str = "auto",
+               out: torch.Tensor | None = None,
+               return_lse: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """``interface.mla_decode`` (its docstring says what the arguments are), exported as
+    ``graphtune.kernels.mla_decode.mla_decode``: eagerly it is the interface itself; traced by torch.compile it
+    is one opaque ``graphtune::`` op, whose implementation runs the interface eagerly."""
+    if torch.compiler.is_dynamo_compiling():
+        return mla_decode_op(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale=kv_scale, kv_format=kv_format,
+                             out=out, return_lse=return_lse)
+    return interface.mla_decode(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale=kv_scale, kv_format=kv_format,
+                                out=out, return_lse=return_lse)
+
