@@ -16,7 +16,7 @@ def test_cpu_suite_through_the_interpreter(request):
         pytest.skip("tests/cpu is collected in this process (no CUDA, or tests/gpu not selected)")
     env = {**os.environ, CHILD_VAR: "1", "TRITON_INTERPRET": "1"}
     argv = [sys.executable, "-m", "pytest", str(TESTS / "cpu"), "-q", "-p", "no:cacheprovider"]
-    if request.config.getoption("exitfirst"):
+    if getattr(request.config.option, "maxfail", 0) == 1:   # -x
         argv.append("-x")
     proc = subprocess.run(argv, env=env, cwd=TESTS.parent, capture_output=True, text=True)
     tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-40:])

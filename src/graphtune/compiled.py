@@ -82,9 +82,9 @@ def traced_launch(kernel, args: tuple, kwargs: dict, grid, warmup: bool = False)
             full = dict(named)
             for name, value in meta:
                 full[name] = value
-            for heuristics in _heuristics(kernel.fn):
-                for name in heuristics.values:   # triton.heuristics under the autotuner: its values feed the grid
-                    full[name] = heuristics.values[name](full)
+            for values in kernel.heuristics_values:   # triton.heuristics under the autotuner feed the grid
+                for name in values:
+                    full[name] = values[name](full)
             g = grid(full)
             _push_grid(g, grids)
             grid_keys.append(meta)
@@ -96,14 +96,6 @@ def traced_launch(kernel, args: tuple, kwargs: dict, grid, warmup: bool = False)
 
 def _retarget(e, where: list):
     return where[e[1]] if e[0] == "t" else e
-
-
-def _heuristics(fn) -> list:
-    out = []
-    while hasattr(fn, "values") and hasattr(fn, "fn"):
-        out.append(fn)
-        fn = fn.fn
-    return out
 
 
 def _push_grid(g, grids: list) -> None:

@@ -141,6 +141,7 @@ def _run(job: Job, timeout_s: float) -> tuple[dict[int, str], list[int]]:
         # the first answer also pays for the worker's start (interpreter, torch, CUDA context)
         deadline = time.monotonic() + timeout_s + 60.0
         broken = None
+        restart = False
         while True:
             left = deadline - time.monotonic()
             if left <= 0 or not parent.poll(min(left, 1.0)):
@@ -175,6 +176,9 @@ def _run(job: Job, timeout_s: float) -> tuple[dict[int, str], list[int]]:
                     failures[i] = f"isolate: the worker could not load the kernel: {msg[1]}"
                 done.update(i for i, _, _ in remaining)
                 break
+            elif kind == "restart":
+                restart = True
+                break
             elif kind == "end":
                 break
         proc.join(5)
@@ -189,7 +193,7 @@ def _run(job: Job, timeout_s: float) -> tuple[dict[int, str], list[int]]:
                 failures[current] = broken
                 done.add(current)
         remaining = [c for c in remaining if c[0] not in done]
-        if broken is None and remaining:   # the worker ended without reporting some: should not happen
+        if broken is None and not restart and remaining:   # ended without reporting some: should not happen
             for i, _, _ in remaining:
                 failures[i] = "isolate: the worker ended without running it"
             remaining = []
@@ -251,8 +255,9 @@ def _worker(conn, job: Job) -> None:   # runs in the spawned process
         except Exception as exc:  # noqa: BLE001
             conn.send(("fail", i, f"isolate: {one_line(exc)}"))
             if not _context_ok(torch):
+                conn.send(("restart",))   # the context is poisoned: the parent starts a fresh worker for the rest
                 conn.close()
-                os._exit(3)   # the context is poisoned: the parent starts a fresh worker for the rest
+                os._exit(3)
             continue
         why = None
         if job.validate:

@@ -137,6 +137,13 @@ class GraphtuneKernel(KernelInterface):
         while not callable(getattr(base, "__code__", None)) and hasattr(base, "fn"):
             base = base.fn
         self.base_fn = base
+        # the value functions of triton.heuristics wrapped under this kernel (outermost first): read outside any
+        # torch.compile trace, since Dynamo cannot look inside a Triton kernel object while tracing
+        chain, inner = [], fn
+        while hasattr(inner, "values") and hasattr(inner, "fn"):
+            chain.append(dict(inner.values))
+            inner = inner.fn
+        self.heuristics_values = tuple(chain)
         self.name = name or getattr(base, "__name__", "kernel")
         self.arg_names = list(arg_names)
         self.configs = list(configs) if configs else [triton.Config({}, num_warps=4, num_stages=3)]

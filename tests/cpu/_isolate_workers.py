@@ -24,6 +24,19 @@ def hangs_on_bad(conn, job) -> None:
     conn.send(("end",))
 
 
+def poisoned_after_bad(conn, job) -> None:
+    """A real worker after a fault: reports it, says its context is gone, and exits."""
+    for i, config, grid in job.candidates:
+        conn.send(("start", i))
+        if config.get("BAD"):
+            conn.send(("fail", i, "isolate: AcceleratorError: CUDA error: an illegal memory access"))
+            conn.send(("restart",))
+            conn.close()
+            os._exit(3)
+        conn.send(("ok", i))
+    conn.send(("end",))
+
+
 def reports_bad(conn, job) -> None:
     for i, config, grid in job.candidates:
         conn.send(("start", i))

@@ -21,7 +21,8 @@ def _job(bad: set[int], n: int = 4) -> Job:
     (fake.dies_on_bad, 30.0, "the worker process died (exit code 9)"),
     (fake.hangs_on_bad, 2.0, "no answer within 2 s"),
     (fake.reports_bad, 30.0, "illegal memory access"),
-], ids=["dies", "hangs", "reports"])
+    (fake.poisoned_after_bad, 30.0, "illegal memory access"),
+], ids=["dies", "hangs", "reports", "poisoned-restarts"])
 def test_a_bad_candidate_fails_with_its_reason_and_the_rest_still_run(monkeypatch, worker, timeout, reason):
     monkeypatch.setattr(isolate, "_worker", worker)
     failures, ok = isolate._run(_job({1}), timeout)

@@ -43,9 +43,9 @@ def test_a_faulting_config_never_runs_here_and_the_process_keeps_working(capsys)
     torch.testing.assert_close(out, 2 * x)
     cov = graphtune.coverage(["iso_gpu_faulting"]).to_dict()["kernels"][0]
     excluded = [c for e in cov["excluded"] for c in e["configs"]]
-    assert [c["config"] for c in excluded] == ["BLOCK=512,BAD=1,num_warps=4,num_stages=3"], excluded
+    assert [c["config"] for c in excluded] == ["BAD=1,BLOCK=512,num_warps=4,num_stages=3"], excluded
     assert excluded[0]["reason"].startswith("isolate:"), excluded
-    assert cov["tuned"][0]["config"] != "BLOCK=512,BAD=1,num_warps=4,num_stages=3"
+    assert cov["tuned"][0]["config"] != "BAD=1,BLOCK=512,num_warps=4,num_stages=3"
 
     # the process still works: other kernels, and a captured graph of the tuned kernel
     y = torch.randn(n, device="cuda")
