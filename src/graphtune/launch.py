@@ -8,7 +8,7 @@ Triton specialises on, and launches the ``CompiledKernel`` that ``JITFunction.ru
 signature the first time. What ``JITFunction.run`` does on every launch and how this module keeps it:
 
 - the current device and stream: asked the same way (``driver.active`` getters, resolved once);
-- ``pre_run_hooks``: a kernel that has any is never launched directly (``FastLaunch.usable``);
+- ``pre_run_hooks``: a kernel that has any is never launched directly (``FastLaunch.hit``, ``usable``);
 - the guard that global variables the kernel read have not changed since compilation: checked here on every
   direct launch; a change sends the launch through ``JITFunction.run``, which raises Triton's own error;
 - launch metadata and the profiler's enter/exit hooks: built only when a hook is registered.
@@ -45,19 +45,64 @@ def _hook_set(hook: Any) -> bool:
     return hook is not None and bool(getattr(hook, "calls", True))
 
 
+class Miss:
+    """What ``FastLaunch.hit`` returns when nothing is cached: the key to ``remember`` the launch under."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: tuple):
+        self.key = key
+
+
 class FastLaunch:
-    """Direct launches of one ``JITFunction``'s compiled kernels, keyed by the caller (key values, signature)."""
+    """Direct launches of one ``JITFunction``'s compiled kernels, keyed by (bucketed key values, signature).
 
-    __slots__ = ("jit", "arg_names", "constexpr_pos", "cache")
+    ``key_pos_buckets``: (position, bucket function or None) of each key argument, all positional."""
 
-    def __init__(self, jit: JITFunction, arg_names: Sequence[str]):
+    __slots__ = ("jit", "arg_names", "constexpr_pos", "cache", "key_pos_buckets", "min_args")
+
+    def __init__(self, jit: JITFunction, arg_names: Sequence[str], key_pos_buckets: Sequence[tuple[int, Any]] = ()):
         self.jit = jit
         self.arg_names = tuple(arg_names)
         self.constexpr_pos = frozenset(p.num for p in jit.params if p.is_constexpr)
-        # caller key -> (payload, CompiledKernel, config values appended positionally)
+        self.key_pos_buckets = tuple(key_pos_buckets)
+        self.min_args = max((p for p, _ in self.key_pos_buckets), default=-1) + 1
+        # (key values, signature) -> (payload, CompiledKernel, config values appended positionally)
         self.cache: dict[tuple, tuple[Any, Any, tuple]] = {}
 
+    def hit(self, args: tuple, grid) -> Any:
+        """Launch the cached compiled kernel for these positional arguments and return it; on no hit a ``Miss``
+        (the key to remember the next launch under), or None when the arguments are left to Triton's binder.
+        One frame for the whole hot path: every call costs on a path measured in microseconds."""
+        if len(args) < self.min_args:
+            return None
+        spec = self.signature(args)
+        if spec is None:
+            return None
+        key = (tuple(args[p] if b is None else b(args[p]) for p, b in self.key_pos_buckets), spec)
+        found = self.cache.get(key)
+        jit = self.jit
+        if found is None or jit.pre_run_hooks or (jit.used_global_vals and not self.globals_unchanged()):
+            return Miss(key)
+        payload, compiled, tail = found
+        payload.hits += 1
+        full = args + tail
+        if callable(grid):
+            grid = grid(dict(zip(self.arg_names, full)))
+        n = len(grid)
+        stream = _get_stream(_get_device())
+        enter = knobs.runtime.launch_enter_hook
+        exit_ = knobs.runtime.launch_exit_hook
+        if _hook_set(enter) or _hook_set(exit_):
+            meta = compiled.launch_metadata(grid, stream, *full)
+        else:  # no profiler hooks: skip building metadata nobody reads
+            meta = enter = exit_ = None
+        compiled.run(grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, stream, compiled.function,
+                     compiled.packed_metadata, meta, enter, exit_, *full)
+        return compiled
+
     def usable(self) -> bool:
+        """Whether a direct launch may run now (``hit`` checks the same inline)."""
         return not self.jit.pre_run_hooks
 
     def signature(self, args: tuple) -> tuple | None:
@@ -94,19 +139,3 @@ class FastLaunch:
             if globals_dict.get(name, _MISSING) != val:
                 return False
         return True
-
-    def launch(self, compiled: Any, grid, full: tuple) -> Any:
-        """Launch ``compiled`` on the current stream with the positional arguments ``full`` (args + tail)."""
-        if callable(grid):
-            grid = grid(dict(zip(self.arg_names, full)))
-        n = len(grid)
-        stream = _get_stream(_get_device())
-        enter = knobs.runtime.launch_enter_hook
-        exit_ = knobs.runtime.launch_exit_hook
-        if _hook_set(enter) or _hook_set(exit_):
-            meta = compiled.launch_metadata(grid, stream, *full)
-        else:  # no profiler hooks: skip building metadata nobody reads
-            meta = enter = exit_ = None
-        compiled.run(grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, stream, compiled.function,
-                     compiled.packed_metadata, meta, enter, exit_, *full)
-        return compiled

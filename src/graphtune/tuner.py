@@ -23,7 +23,7 @@ from .configs import config_label, config_to_dict, config_with, parse_force_spec
 from .coverage import Coverage, KernelCoverage, MissRecord
 from .errors import ConfigError, UntunedError
 from .keys import Buckets, KeyBuilder, key_to_json
-from .launch import FastLaunch
+from .launch import FastLaunch, Miss
 from .search import Space, TuneResult, search
 from .state import STATE
 
@@ -182,7 +182,8 @@ class GraphtuneKernel(KernelInterface):
         self._misses: dict[tuple, MissRecord] = {}
         self._failures: dict[tuple, list[dict[str, Any]]] = {}
         self._ranking: dict[tuple, list[int]] = {}       # key -> candidate indices, best first
-        self._force_seen: tuple[int, Any] = (-1, None)
+        self._force_gen_seen = -1          # STATE.force_gen and GRAPHTUNE_FORCE when the force was last resolved
+        self._force_env_seen: Any = None
         self._forced: Choice | None = None
         self._identity = None
         self.best_config: triton.Config | None = None   # the config of the last launch through run's slow path,
@@ -190,11 +191,9 @@ class GraphtuneKernel(KernelInterface):
         self.tune_count = 0          # how many keys this process tuned (searched)
         self.bench_calls = 0         # timer invocations, for tests and reports
         # the fast path only when every key argument is positional: (position, bucket) per key name
-        self._key_pos_buckets = tuple(zip(self.key_builder.positions, self.key_builder.bucket_fns))
-        self._max_key_pos = max(self.key_builder.positions, default=-1)
         jit = fn if isinstance(fn, JITFunction) else None
-        self._fast = FastLaunch(jit, self.arg_names) if (jit is not None and not settings.interpret()
-                                                          and settings.fast_launch()) else None
+        self._fast = FastLaunch(jit, self.arg_names, zip(self.key_builder.positions, self.key_builder.bucket_fns)) \
+            if (jit is not None and not settings.interpret() and settings.fast_launch()) else None
         with STATE.lock:
             same_name = STATE.kernels.setdefault(self.name, [])
             other = next((k for k in same_name if _definition(k.base_fn) != _definition(self.base_fn)), None)
@@ -215,21 +214,18 @@ class GraphtuneKernel(KernelInterface):
             return traced_launch(self, args, kwargs, grid, warmup)
         if warmup:
             return self.warmup(*args, grid=grid, **kwargs)
-        if self._force_seen[0] != STATE.force_gen or self._force_seen[1] is not _force_probe():
+        if self._force_gen_seen != STATE.force_gen or self._force_env_seen is not _force_probe():
             self._resolve_force()
         fast = self._fast
         fast_key = None
-        if fast is not None and not kwargs and len(args) > self._max_key_pos:
+        if fast is not None and not kwargs:
             # Hot path: one signature pass over the arguments plus the bucketed key values, one dict lookup,
             # and a direct launch of the cached CompiledKernel (launch.py).
-            spec = fast.signature(args)
-            if spec is not None:
-                fast_key = (tuple(args[p] if b is None else b(args[p]) for p, b in self._key_pos_buckets), spec)
-                hit = fast.cache.get(fast_key)
-                if hit is not None and fast.usable() and (not fast.jit.used_global_vals or fast.globals_unchanged()):
-                    choice, ck, tail = hit
-                    choice.hits += 1
-                    return fast.launch(ck, grid, args + tail)
+            got = fast.hit(args, grid)
+            if got is not None:
+                if type(got) is not Miss:
+                    return got
+                fast_key = got.key
         choice = self._forced
         if choice is None:
             key = self.key_builder(args, kwargs)
@@ -251,7 +247,7 @@ class GraphtuneKernel(KernelInterface):
     # ---------------------------------------------------------------------------------------- forces
 
     def _resolve_force(self) -> None:
-        self._force_seen = (STATE.force_gen, _force_probe())
+        self._force_gen_seen, self._force_env_seen = STATE.force_gen, _force_probe()
         if self._fast is not None:
             self._fast.cache.clear()
         params = STATE.forces.get(self.name) or _env_forces().get(self.name)
@@ -478,7 +474,7 @@ class GraphtuneKernel(KernelInterface):
             self._misses.clear()
             self._failures.clear()
             self._ranking.clear()
-            self._force_seen = (-1, None)
+            self._force_gen_seen, self._force_env_seen = -1, None
             self.tune_count = 0
             self.bench_calls = 0
 

@@ -62,14 +62,16 @@ def test_a_faulting_config_never_runs_here_and_the_process_keeps_working(capsys)
     torch.cuda.synchronize()
     torch.testing.assert_close(static_out, 2 * static_x)
 
-    # a later start: the outcomes are remembered, no worker is started, the bad config is still excluded
+    # a later start tuning a new key (n is the key): the outcomes are remembered, no worker is started, the bad
+    # config is still excluded (the tuned key itself would come from the database without any tuning)
     isolated_kernel.reset()
-    out2 = torch.full_like(x, float("nan"))
+    x2 = torch.randn(n // 2 + 3, device="cuda")
+    out2 = torch.full_like(x2, float("nan"))
     t0 = time.perf_counter()
-    _launch(x, out2)
+    _launch(x2, out2)
     torch.cuda.synchronize()
     later_s = time.perf_counter() - t0
-    torch.testing.assert_close(out2, 2 * x)
+    torch.testing.assert_close(out2, 2 * x2)
     cov = graphtune.coverage(["iso_gpu_faulting"]).to_dict()["kernels"][0]
     reasons = [c["reason"] for e in cov["excluded"] for c in e["configs"]]
     assert len(reasons) == 1 and "remembered" in reasons[0], reasons
