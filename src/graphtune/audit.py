@@ -878,6 +878,8 @@ class _ModuleAudit:
         self.bound_names: set[str] = set()
         self.values: dict[str, ast.Call] = {}  # NAME = triton.autotune(...): a decorator made at module level
         self._resolved: dict[str, str] = {}
+        self.statements: list[ast.stmt] = _statements(tree.body)
+        self._facts: _Facts | None = None
         self._collect_imports()
         self._collect_module_names()
         self.evaluator = _Evaluator(self)
@@ -885,7 +887,7 @@ class _ModuleAudit:
     # -- names
 
     def _collect_imports(self) -> None:
-        for node in ast.walk(self.tree):
+        for node in self.statements:
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.asname:
@@ -975,9 +977,16 @@ class _ModuleAudit:
                     if dotted and dotted.split(".")[0] in ("triton", "graphtune"):
                         self.aliases[name] = dotted
                         self._resolved.clear()
-        for node in ast.walk(self.tree):
+        for node in self.statements:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.functions.setdefault(node.name, node)
+
+    @property
+    def facts(self) -> _Facts:
+        """One walk over every expression of the module (only for modules that need it)."""
+        if self._facts is None:
+            self._facts = _Facts(self.tree)
+        return self._facts
 
     def resolve(self, node: ast.AST) -> str | None:
         """Dotted name an expression refers to through the module's imports (``tt.autotune`` ->
@@ -1072,7 +1081,7 @@ class _ModuleAudit:
     def candidates(self) -> list[_Candidate]:
         found: list[_Candidate] = []
         top = {id(stmt) for stmt in self.tree.body}
-        for node in ast.walk(self.tree):
+        for node in self.statements:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.decorator_list:
                 decorators = [d for d in map(self._decorator, node.decorator_list) if d is not None]
                 tuners = [d for d in decorators if d.kind in _TUNING_KINDS]
@@ -1300,6 +1309,9 @@ def _init_arguments(cls: ast.ClassDef) -> tuple[str, ...] | None:
 
 
 _MARKER = b"autotun"  # in lower case: autotune, Autotuner, my_autotune_cache, ...
+# Among files that say "autotun": those that call, decorate with, assign or subclass one (not only a flag or
+# a comment mentioning it); the cheap ``_MARKER`` test runs first.
+_USES = re.compile(rb"(?i)(autotun\w*\s*\(|@\s*[\w.]*autotun|=\s*[\w.]*autotun|\bAutotuner\b)")
 _IMPORT_LINES = re.compile(
     rb"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+import[ \t]*(?:\([^)]*\)|[^\n]*)|import[ \t][^\n]*)", re.M)
 _WORDS = re.compile(rb"\w+")
@@ -1402,6 +1414,15 @@ class _Tree:
         self.modules[path] = module
         return module
 
+    def _imported(self, path: Path) -> set[bytes]:
+        """Words of a file's import statements, read from its bytes (cheap: no parsing)."""
+        cache = self.__dict__.setdefault("_imported_words", {})
+        words = cache.get(path)
+        if words is None:
+            data = self.data.get(path, b"")
+            words = cache[path] = set(_WORDS.findall(b"\n".join(_IMPORT_LINES.findall(data))))
+        return words
+
     def canonical(self, dotted: str) -> str:
         return self._resolve(dotted)[0]
 
@@ -1425,6 +1446,8 @@ class _Tree:
                 path = self.by_name.get(module_name)
                 if path is None:
                     continue
+                if path not in self.modules and parts[i].encode() not in self._imported(path):
+                    break  # defined there, not re-exported: no need to parse that module
                 module = self.module_at(path)
                 target = module.aliases.get(parts[i]) if module is not None else None
                 if target is not None and target != ".".join(parts[:i + 1]):
@@ -1462,8 +1485,6 @@ class _Tree:
                     kind = self._wrapper_kind(module, node)
                     if kind is not None:
                         self.wrappers[dotted] = _Wrapper(dotted, kind, module, node)
-                        for other in modules:
-                            other._resolved.clear()
             if len(self.wrappers) == before:
                 return
 
@@ -1481,15 +1502,21 @@ class _Tree:
             if any(module.resolve(d.func if isinstance(d, ast.Call) else d) in _TRITON_JIT
                    for d in node.decorator_list):
                 return None  # a kernel, not a wrapper
-            if not any(isinstance(sub, ast.Return) and sub.value is not None for sub in ast.walk(node)):
+            if node.name not in module.facts.returns:
                 return None
-            for sub in ast.walk(node):
-                if isinstance(sub, ast.Call) and self._makes_autotuner(module, module.resolve(sub.func)):
+            leaves = self._wrapper_leaves()
+            for sub in module.facts.top_calls.get(node.name, ()):
+                if _leaf(sub.func) in leaves and self._makes_autotuner(module, module.resolve(sub.func)):
                     return "factory"
             return None
         if isinstance(node, ast.Call) and module.resolve(node.func) in _TRITON_AUTOTUNE:
             return "value"  # NAME = triton.autotune(configs=..., key=...): a ready decorator
         return None
+
+    def _wrapper_leaves(self) -> set[str]:
+        leaves = {"autotune", "Autotuner"}
+        leaves |= {w.name.rsplit(".", 1)[-1] for w in self.wrappers.values()}
+        return leaves
 
     def _is_autotuner_class(self, dotted: str | None) -> bool:
         return dotted is not None and (dotted in _AUTOTUNER_CLASSES
@@ -1503,7 +1530,7 @@ class _Tree:
         module = wrapper.module
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or depth > 4:
             return {}, f"{wrapper.name} cannot be read"
-        inner = next((sub for sub in ast.walk(function) if isinstance(sub, ast.Call)
+        inner = next((sub for sub in module.facts.top_calls.get(function.name, ()) if isinstance(sub, ast.Call)
                       and self._makes_autotuner(module, module.resolve(sub.func))), None)
         if inner is None:
             return {}, f"{wrapper.name} cannot be read"
@@ -1551,7 +1578,7 @@ class _Tree:
             self._index(path)
         # Only a file that names an autotuner (or a wrapper, below) can hold an autotuned kernel.
         wanted = [p for p, d in self.data.items()
-                  if Path(os.path.abspath(p)).resolve() in self.explicit or _MARKER in d.lower()]
+                  if (_MARKER in d.lower() and _USES.search(d)) or (self.explicit and p.resolve() in self.explicit)]
         modules = [m for m in map(self.module_at, wanted) if m is not None]
         self._find_wrappers(modules)
         plain = [w.name.rsplit(".", 1)[-1].encode() for w in self.wrappers.values()
@@ -1573,27 +1600,30 @@ class _Tree:
         them (a file that launches a kernel of another module names it or its module in an import)."""
         qualified: dict[str, tuple[int, str]] = {}
         local: dict[tuple[int, str], tuple[int, str]] = {}
-        words: set[bytes] = set()
+        names: set[bytes] = set()
+        by_stem: dict[bytes, set[bytes]] = {}
         for module, cand in found:
             ident = (id(module), cand.name)
             local[(id(module), cand.name)] = ident
             if cand.top_level and cand.name.isidentifier():
                 qualified[f"{module.qualname}.{cand.name}"] = ident
-                words.add(cand.name.encode())
-                words.add(module.qualname.rsplit(".", 1)[-1].encode())
+                names.add(cand.name.encode())
+                by_stem.setdefault(module.qualname.rsplit(".", 1)[-1].encode(), set()).add(cand.name.encode())
         scan = list(modules)
         if qualified and self.data:
             for path, data in self.data.items():
                 if path in self.modules:
                     continue
-                imported = set(_WORDS.findall(b"\n".join(_IMPORT_LINES.findall(data))))
-                if imported & words:
+                imported = self._imported(path)
+                # ``from m import kernel`` names the kernel; ``import pkg.m as x`` then ``x.kernel[...]`` names
+                # its module in the import and the kernel in the launch.
+                if imported & names or any(n in data for stem in imported & by_stem.keys() for n in by_stem[stem]):
                     module = self.module_at(path)
                     if module is not None:
                         scan.append(module)
         out: dict[tuple[int, str], list[_CallSite]] = {}
         for module in scan:
-            for call, function in _launches(module.tree):
+            for call, function in module.facts.launches:
                 target = call.func.value  # type: ignore[attr-defined]
                 ident = None
                 if isinstance(target, ast.Name) and (id(module), target.id) in local:
@@ -1606,17 +1636,95 @@ class _Tree:
         return out
 
 
-def _launches(tree: ast.Module) -> list[tuple[ast.Call, ast.FunctionDef | ast.AsyncFunctionDef | None]]:
-    """Every ``x[grid](...)`` call with the innermost function it is written in."""
-    out: list[tuple[ast.Call, ast.FunctionDef | ast.AsyncFunctionDef | None]] = []
-    stack: list[tuple[ast.AST, ast.FunctionDef | ast.AsyncFunctionDef | None]] = [(tree, None)]
-    while stack:
-        node, function = stack.pop()
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
-            out.append((node, function))
-        inner = node if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else function
-        stack.extend((child, inner) for child in ast.iter_child_nodes(node))
+def _statements(body: list[ast.stmt]) -> list[ast.stmt]:
+    """Every statement, nested ones included (bodies of defs, classes, if, for, while, with, try), in order."""
+    out: list[ast.stmt] = []
+    pending = list(reversed(body))
+    while pending:
+        stmt = pending.pop()
+        out.append(stmt)
+        inner: list[ast.stmt] = []
+        for name in ("body", "orelse", "finalbody"):
+            value = getattr(stmt, name, None)
+            if isinstance(value, list):
+                inner.extend(v for v in value if isinstance(v, ast.stmt))
+        for handler in getattr(stmt, "handlers", ()) or ():
+            inner.extend(handler.body)
+        for case in getattr(stmt, "cases", ()) or ():
+            inner.extend(case.body)
+        pending.extend(reversed(inner))
     return out
+
+
+def _nodes(root: ast.AST) -> list[ast.AST]:
+    """``list(ast.walk(root))`` without the generator overhead (and without expression contexts)."""
+    out = [root]
+    node_type = ast.AST
+    index = 0
+    while index < len(out):
+        node = out[index]
+        index += 1
+        for field_name in node._fields:
+            if field_name == "ctx":
+                continue
+            value = getattr(node, field_name, None)
+            if value.__class__ is list:
+                out.extend(item for item in value if isinstance(item, node_type))
+            elif isinstance(value, node_type):
+                out.append(value)
+    return out
+
+
+def _leaf(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+class _Facts:
+    """What the audit needs from every expression of a module, gathered in one walk: launches
+    ``x[grid](...)`` and calls by callee name (each with the innermost function it is written in), calls
+    inside each module-level function, and which module-level functions return a value."""
+
+    def __init__(self, tree: ast.Module):
+        self.launches: list[tuple[ast.Call, ast.FunctionDef | ast.AsyncFunctionDef | None]] = []
+        self.calls: dict[str, list[tuple[ast.Call, ast.FunctionDef | ast.AsyncFunctionDef | None]]] = {}
+        self.top_calls: dict[str, list[ast.Call]] = {}
+        self.returns: set[str] = set()
+        functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+        node_type = ast.AST
+        for stmt in tree.body:
+            top = stmt.name if isinstance(stmt, (*functions, ast.ClassDef)) else None
+            stack: list[tuple[ast.AST, Any]] = [(stmt, stmt if isinstance(stmt, functions) else None)]
+            push, pop = stack.append, stack.pop
+            while stack:
+                node, function = pop()
+                cls = node.__class__
+                if cls is ast.Call:
+                    func = node.func  # type: ignore[attr-defined]
+                    if func.__class__ is ast.Subscript:
+                        self.launches.append((node, function))  # type: ignore[arg-type]
+                    callee = _leaf(func)
+                    if callee:
+                        self.calls.setdefault(callee, []).append((node, function))  # type: ignore[arg-type]
+                    if top is not None:
+                        self.top_calls.setdefault(top, []).append(node)  # type: ignore[arg-type]
+                elif cls is ast.Return and top is not None and node.value is not None:  # type: ignore[attr-defined]
+                    self.returns.add(top)
+                elif cls is ast.FunctionDef or cls is ast.AsyncFunctionDef:
+                    function = node
+                for field_name in node._fields:
+                    if field_name == "ctx":
+                        continue
+                    value = getattr(node, field_name, None)
+                    if value.__class__ is list:
+                        for item in value:
+                            if isinstance(item, node_type):
+                                push((item, function))
+                    elif isinstance(value, node_type) and value.__class__ is not ast.Constant:
+                        push((value, function))
 
 
 def _bind_call(function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call | None, caller: _ModuleAudit,
@@ -1686,14 +1794,14 @@ class _Binder:
         self.assigned: dict[str, list[tuple[ast.AST, int, int | None, ast.AST]]] = {}
         self.loop_vars: set[str] = set()
         if function is not None:
-            for node in ast.walk(function):
+            for node in _nodes(function):
                 if isinstance(node, ast.Assign):
                     for target in node.targets:
                         self._collect(target, node.value, node)
                 elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and node.value is not None:
                     self._collect(node.target, node.value, node)
                 elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
-                    self.loop_vars |= {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+                    self.loop_vars |= {n.id for n in _nodes(node.target) if isinstance(n, ast.Name)}
 
     def _collect(self, target: ast.AST, value: ast.AST, stmt: ast.AST) -> None:
         if isinstance(target, ast.Name):
@@ -1789,10 +1897,17 @@ class _Binder:
         assert function is not None
         results: list[tuple[str, list[str]]] = []
         if depth < _MAX_DEPTH - 2:
+            method = bool(function.args.args) and function.args.args[0].arg in ("self", "cls")
             for call, caller in _calls_of(self.module, function.name):
+                if method != isinstance(call.func, ast.Attribute):
+                    continue  # f(...) for a method, or obj.f(...) for a plain function: another callable
+                if method:  # obj.f(a, b) binds a, b after self
+                    line = call.lineno
+                    call = ast.Call(call.func, [ast.Name("self", ast.Load()), *call.args], call.keywords)
+                    call.lineno = line
                 bound, passthrough = _bind_call(function, call, self.module, self.module)
                 if name in bound and bound[name][1] is self.module and bound[name][0] is not None:
-                    binder = _Binder(self.module, caller)
+                    binder = _binder(self.module, caller)
                     binding, trail = binder.classify(bound[name][0], depth + 2)
                     results.append((binding, [binder.where(call.lineno, f"{function.name}({name}="
                                                            f"{_snippet(bound[name][0])})"), *trail]))
@@ -1830,23 +1945,17 @@ class _Binder:
         return _combine(parts)
 
 
+def _binder(module: _ModuleAudit, function: ast.FunctionDef | ast.AsyncFunctionDef | None) -> _Binder:
+    cache = module.__dict__.setdefault("_binders", {})
+    binder = cache.get(id(function))
+    if binder is None:
+        binder = cache[id(function)] = _Binder(module, function)
+    return binder
+
+
 def _calls_of(module: _ModuleAudit, name: str) -> list[tuple[ast.Call, ast.FunctionDef | ast.AsyncFunctionDef | None]]:
-    """Calls ``name(...)`` in the module, with the function each is written in (cached per module)."""
-    cache = getattr(module, "_calls_by_name", None)
-    if cache is None:
-        cache = {}
-        stack: list[tuple[ast.AST, ast.FunctionDef | ast.AsyncFunctionDef | None]] = [(module.tree, None)]
-        while stack:
-            node, function = stack.pop()
-            if isinstance(node, ast.Call):
-                callee = node.func.id if isinstance(node.func, ast.Name) else \
-                    node.func.attr if isinstance(node.func, ast.Attribute) else None
-                if callee:
-                    cache.setdefault(callee, []).append((node, function))
-            inner = node if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else function
-            stack.extend((child, inner) for child in ast.iter_child_nodes(node))
-        module._calls_by_name = cache  # type: ignore[attr-defined]
-    return cache.get(name, [])
+    """Calls ``name(...)`` / ``x.name(...)`` in the module, with the function each is written in."""
+    return module.facts.calls.get(name, [])
 
 
 def _argument_for(call: ast.Call, params: tuple[str, ...], name: str) -> tuple[ast.AST | None, str]:
@@ -1871,14 +1980,14 @@ def _heuristic_inputs(value: ast.AST) -> list[str] | None:
         return None
     mapping = value.args.args[0].arg
     names = []
-    for node in ast.walk(value.body):
+    for node in _nodes(value.body):
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == mapping \
                 and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
             names.append(node.slice.value)
     if any(isinstance(n, ast.Compare) and any(isinstance(c, ast.Constant) and c.value is None
-                                              for c in [n.left, *n.comparators]) for n in ast.walk(value.body)) \
+                                              for c in [n.left, *n.comparators]) for n in _nodes(value.body)) \
             and all(isinstance(n, (ast.Compare, ast.Subscript, ast.Name, ast.Constant, ast.Load, ast.IsNot, ast.Is,
-                                   ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not)) for n in ast.walk(value.body)):
+                                   ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not)) for n in _nodes(value.body)):
         return []  # args['x'] is not None: a presence flag
     return names
 
@@ -1895,7 +2004,7 @@ def _classify_keys(cand: _Candidate, params: tuple[str, ...] | None, key: tuple[
     where = f"{sites[0].module.filename if sites else ''}"
 
     def at_site(site: _CallSite, name: str, depth: int) -> tuple[str, list[str]]:
-        binder = _Binder(site.module, site.function)
+        binder = _binder(site.module, site.function)
         expr, why = _argument_for(site.call, params, name)
         if expr is not None:
             binding, trail = binder.classify(expr)
@@ -1978,7 +2087,8 @@ class _InPlaceAnalysis:
         out = {a.arg for a in _all_args(self.function) if a.annotation is not None
                and _snippet(a.annotation).split(".")[-1] in ("constexpr", "int", "float", "bool")}
         out |= {p for p in params if "stride" in p.lower()}
-        for node in ast.walk(self.function):
+        nodes = list(_nodes(self.function))
+        for node in nodes:
             if isinstance(node, ast.BinOp) and isinstance(node.op, _INT_BINOPS):
                 out |= {side.id for side in (node.left, node.right) if isinstance(side, ast.Name) and side.id in params}
             elif isinstance(node, ast.Compare) and not any(isinstance(c, ast.Constant) and c.value is None
@@ -1988,21 +2098,21 @@ class _InPlaceAnalysis:
             elif isinstance(node, ast.Call):
                 op = self._tl_op(node) or (node.func.id if isinstance(node.func, ast.Name) else None)
                 if op in _INT_ARGS:
-                    out |= {n.id for arg in node.args for n in ast.walk(arg) if isinstance(n, ast.Name)
+                    out |= {n.id for arg in node.args for n in _nodes(arg) if isinstance(n, ast.Name)
                             and n.id in params}
                 elif op in ("make_block_ptr", "make_tensor_descriptor"):
                     fields = _call_arguments(node, ("base", "shape", "strides", "offsets", "block_shape", "order"))
                     for name, value in fields.items():
                         if name != "base":
-                            out |= {n.id for n in ast.walk(value) if isinstance(n, ast.Name) and n.id in params}
+                            out |= {n.id for n in _nodes(value) if isinstance(n, ast.Name) and n.id in params}
         # A parameter added to a named pointer (x_ptr + start) is an offset.
-        for node in ast.walk(self.function):
+        for node in nodes:
             if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
                 sides = [s for s in (node.left, node.right) if isinstance(s, ast.Name) and s.id in params]
                 if len(sides) == 2 and any(_POINTER_NAME.search(s.id) for s in sides):
                     out |= {s.id for s in sides if not _POINTER_NAME.search(s.id)}
         # A parameter used as a whole pointer (tl.load(x)) is a pointer whatever else it does.
-        for node in ast.walk(self.function):
+        for node in nodes:
             if isinstance(node, ast.Call) and self._tl_op(node) in ("load", "store") and node.args \
                     and isinstance(node.args[0], ast.Name) and node.args[0].id in params:
                 out.discard(node.args[0].id)
@@ -2038,7 +2148,7 @@ class _InPlaceAnalysis:
     def _signature(self, expr: ast.AST | None, env: dict[str, tuple[frozenset[str], frozenset[int]]]) -> Any:
         if expr is None:
             return None
-        names = sorted({n.id for n in ast.walk(expr) if isinstance(n, ast.Name)})
+        names = sorted({n.id for n in _nodes(expr) if isinstance(n, ast.Name)})
         return ast.dump(expr), tuple((n, env[n][1] if n in env else None) for n in names)
 
     # -- the walk
@@ -2106,11 +2216,20 @@ class _InPlaceAnalysis:
                 self._expr(stmt.iter, env)
             entry = dict(env)
             if not isinstance(stmt, ast.While):
-                for name in (n.id for n in ast.walk(stmt.target) if isinstance(n, ast.Name)):
+                for name in (n.id for n in _nodes(stmt.target) if isinstance(n, ast.Name)):
                     entry[name] = (frozenset(), frozenset({id(stmt)}))
-            once = self._merge(entry, self._block(stmt.body, dict(entry)))
-            twice = self._merge(once, self._block(stmt.body, dict(once)))  # loop-carried pointers (p += step)
-            env = self._block(stmt.orelse, twice)
+            # One pass (two would be exponential in the nesting depth): a variable the body assigns may hold
+            # its value from the previous iteration at the top, so its definition is marked as loop-carried;
+            # its pointer roots only grow through ``p += step``, which keeps them.
+            for sub in _statements(stmt.body):
+                targets = sub.targets if isinstance(sub, ast.Assign) else \
+                    [sub.target] if isinstance(sub, (ast.AugAssign, ast.AnnAssign)) else []
+                for target in targets:
+                    for name in (n.id for n in _nodes(target) if isinstance(n, ast.Name)):
+                        if name in entry:
+                            entry[name] = (entry[name][0], entry[name][1] | {id(stmt)})
+            after = self._block(stmt.body, dict(entry))
+            env = self._block(stmt.orelse, self._merge(entry, after))
         elif isinstance(stmt, (ast.With, ast.AsyncWith)):
             for item in stmt.items:
                 self._expr(item.context_expr, env)
@@ -2132,16 +2251,22 @@ class _InPlaceAnalysis:
                     if isinstance(sub, ast.Name):
                         env[sub.id] = (roots, frozenset({sid}))
             else:
-                for sub in ast.walk(target):
+                for sub in _nodes(target):
                     if isinstance(sub, ast.Name):
                         env[sub.id] = (frozenset(), frozenset({sid}))
 
     def _expr(self, node: ast.AST, env: dict) -> None:
         """Record loads, stores and atomics in evaluation order (arguments before the call)."""
-        for child in ast.iter_child_nodes(node):
-            if not isinstance(child, ast.Lambda):
-                self._expr(child, env)
-        if not isinstance(node, ast.Call):
+        for field_name in node._fields:
+            value = getattr(node, field_name, None)
+            if value.__class__ is list:
+                for item in value:
+                    if isinstance(item, ast.expr) and item.__class__ is not ast.Lambda:
+                        self._expr(item, env)
+            elif isinstance(value, ast.expr) and value.__class__ is not ast.Lambda \
+                    and value.__class__ is not ast.Constant:
+                self._expr(value, env)
+        if node.__class__ is not ast.Call:
             return
         op = self._tl_op(node)
         if op in ("load", "store") or (op or "").startswith("atomic_"):
