@@ -1098,7 +1098,8 @@ class _ModuleAudit:
                 for stmt in node.body:
                     if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Call):
                         candidate = self._applied(stmt.value, f"{node.name}()", stmt.lineno)
-                        if candidate is not None:
+                        # the kernel must be a def of this module, not the parameter of a wrapper's closure
+                        if candidate is not None and candidate.function is not None:
                             candidate.top_level = False
                             found.append(candidate)
         return sorted(found, key=lambda c: (c.line, c.name))
@@ -1173,6 +1174,7 @@ class _ModuleAudit:
         reason: str | None = None
         records: list[_ConfigRecord] = []
         env: tuple[str, ...] = ()
+        config_keys: set[str] = set()  # constexpr names the configs set, even where their values are dynamic
         if wrapper == "unknown":
             reason = unreadable
         elif "configs" not in args:
@@ -1192,7 +1194,7 @@ class _ModuleAudit:
                 else:
                     reason = f"{_snippet(node)} is not a list"
             if n_configs is None:
-                records = module.configs_in_text(node)
+                records = module.configs_in_text(node, config_keys)
 
         reset = _names_or_text(args.get("reset_to_zero"))
         restore = _names_or_text(args.get("restore_value"))
@@ -1222,7 +1224,7 @@ class _ModuleAudit:
         # A restore list the audit cannot read might cover anything: do not accuse the kernel then.
         covered = None if isinstance(reset, str) or isinstance(restore, str) \
             else set(reset or ()) | set(restore or ())
-        config_names = {name for name, _ in constexprs}
+        config_names = {name for name, _ in constexprs} | config_keys
         bindings = _classify_keys(cand, params, key, sites, heuristic_values, config_names) if key else ()
 
         configs_state = "unknown" if wrapper == "unknown" else "static" if n_configs is not None else "dynamic"
@@ -1266,7 +1268,7 @@ class _ModuleAudit:
             return tuple(value)
         return _snippet(node, 200)
 
-    def configs_in_text(self, node: ast.AST) -> list[_ConfigRecord]:
+    def configs_in_text(self, node: ast.AST, names: set[str] | None = None) -> list[_ConfigRecord]:
         """Config calls written inside a dynamic config expression (following module names it uses),
         with whatever fields are literal: the values are still worth showing when the count is not."""
         records: list[_ConfigRecord] = []
@@ -1279,6 +1281,10 @@ class _ModuleAudit:
                     dotted = self.resolve(sub.func)
                     if dotted is not None and self.is_config(dotted):
                         records.append(self.evaluator.config(sub, {}, lenient=True))
+                        given = _call_arguments(sub, ("kwargs",)).get("kwargs")
+                        if names is not None and isinstance(given, ast.Dict):
+                            names.update(k.value for k in given.keys
+                                         if isinstance(k, ast.Constant) and isinstance(k.value, str))
                         continue
                 if isinstance(sub, ast.Name) and sub.id not in seen:
                     seen.add(sub.id)
@@ -1323,6 +1329,7 @@ class _CallSite:
     module: _ModuleAudit
     call: ast.Call
     function: ast.FunctionDef | ast.AsyncFunctionDef | None
+    helper: str | None = None  # launch_autotuned(kernel, grid, **args): only keywords bind by name
 
     @property
     def where(self) -> str:
@@ -1621,18 +1628,40 @@ class _Tree:
                     module = self.module_at(path)
                     if module is not None:
                         scan.append(module)
+        params = {(id(m), c.name): set(_parameters(c.function)) for m, c in found if c.function is not None}
+
+        def match(module: _ModuleAudit, expr: ast.AST) -> tuple[int, str] | None:
+            if isinstance(expr, ast.Name) and (id(module), expr.id) in local:
+                return local[(id(module), expr.id)]
+            if isinstance(expr, (ast.Name, ast.Attribute)):
+                return qualified.get(module.resolve(expr) or "")
+            return None
+
         out: dict[tuple[int, str], list[_CallSite]] = {}
         for module in scan:
             for call, function in module.facts.launches:
                 target = call.func.value  # type: ignore[attr-defined]
-                ident = None
-                if isinstance(target, ast.Name) and (id(module), target.id) in local:
-                    ident = local[(id(module), target.id)]
-                else:
-                    dotted = module.resolve(target)
-                    ident = qualified.get(dotted or "")
+                ident = match(module, target)
                 if ident is not None:
                     out.setdefault(ident, []).append(_CallSite(module, call, function))
+                elif isinstance(target, ast.Name) and function is not None:
+                    # fn = kernel_a if ... else kernel_b; fn[grid](...): each kernel assigned to the local name
+                    values = [v for v, *_ in _binder(module, function).assigned.get(target.id, ())]
+                    for value in values:
+                        for option in (value.body, value.orelse) if isinstance(value, ast.IfExp) else (value,):
+                            ident = match(module, option)
+                            if ident is not None:
+                                out.setdefault(ident, []).append(_CallSite(module, call, function))
+            # launch_autotuned(kernel, grid, x_ptr=x, n=n): a helper that launches the kernel it is given
+            for calls in module.facts.calls.values():
+                for call, function in calls:
+                    if call.func.__class__ is ast.Subscript or not call.keywords:
+                        continue
+                    for arg in call.args:
+                        ident = match(module, arg)
+                        if ident is not None and any(kw.arg in params.get(ident, ()) for kw in call.keywords):
+                            out.setdefault(ident, []).append(
+                                _CallSite(module, call, function, _snippet(call.func)))
         return out
 
 
@@ -1757,17 +1786,21 @@ def _bind_call(function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call 
 
 
 # Names that follow the batch: tokens, batch size, sequence lengths, request counts and their buckets.
-_BATCH_NAME = re.compile(r"(?i)(^|_)(num_?|n_?|max_?|total_?)?(tokens?|toks?|ntok|batch(es)?|bs|bsz|seqs?|seq_?lens?|"
-                         r"seqlens?|buckets?|reqs?|requests?|ctx)(_|$)")
+_BATCH_NAME = re.compile(r"(?i)(^|_)(num_?|n_?|max_?|total_?|cu_?)?(tokens?|toks?|ntok|batch(es)?|seqs?|seq_?lens?|"
+                         r"seqlens?|buckets?|reqs?|requests?)(_|$)")
+# Abbreviations that name a batch only in lower case (upper-case BS is a block size in kernel code).
+_BATCH_ABBREV = re.compile(r"(^|_)(bs|bsz)(_|$)")
+# Tensors whose dimension 0 is a model dimension: weights, biases and other parameters.
+_WEIGHT_NAME = re.compile(r"(?i)(weight|bias|^w$|^w_|_w$|^a_log$|^dt_bias$)")
 # Single letters used for those dimensions by convention: B (batch), T (tokens / time), M (rows of the
 # activation matrix of a linear layer, i.e. tokens).
 _BATCH_LETTERS = frozenset({"B", "T", "M", "N_CTX"})
 # Functions whose result is a function of their arguments only (a bucket of a batch size is batch).
-_MAX_DEPTH = 8
+_MAX_DEPTH = 14
 
 
 def _batch_named(name: str) -> bool:
-    return name in _BATCH_LETTERS or bool(_BATCH_NAME.search(name))
+    return name in _BATCH_LETTERS or bool(_BATCH_NAME.search(name)) or bool(_BATCH_ABBREV.search(name))
 
 
 def _combine(results: list[tuple[str, list[str]]]) -> tuple[str, list[str]]:
@@ -1807,9 +1840,24 @@ class _Binder:
         if isinstance(target, ast.Name):
             self.assigned.setdefault(target.id, []).append((value, getattr(stmt, "lineno", 0), None, stmt))
         elif isinstance(target, (ast.Tuple, ast.List)):
-            if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
+            stars = [i for i, e in enumerate(getattr(value, "elts", ())) if isinstance(e, ast.Starred)]
+            if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts) and not stars:
                 for sub, sub_value in zip(target.elts, value.elts):
                     self._collect(sub, sub_value, stmt)
+            elif isinstance(value, (ast.Tuple, ast.List)) and len(stars) == 1 \
+                    and not any(isinstance(e, ast.Starred) for e in target.elts):
+                # B, T, H, K, V = *k.shape, v.shape[-1]: the starred part covers the targets in between
+                star = stars[0]
+                width = len(target.elts) - (len(value.elts) - 1)
+                spread = value.elts[star].value  # type: ignore[attr-defined]
+                for position, sub in enumerate(target.elts):
+                    if position < star:
+                        self._collect(sub, value.elts[position], stmt)
+                    elif position < star + width and isinstance(sub, ast.Name):
+                        self.assigned.setdefault(sub.id, []).append(
+                            (spread, getattr(stmt, "lineno", 0), position - star, stmt))
+                    elif position >= star + width:
+                        self._collect(sub, value.elts[position - width + 1], stmt)
             else:
                 for index, sub in enumerate(target.elts):
                     if isinstance(sub, ast.Name):
@@ -1835,9 +1883,10 @@ class _Binder:
                 return "model", []
             return "model", [self.where(line, f"{_snippet(expr)} (an attribute: configuration)")]
         if isinstance(expr, ast.Subscript):
-            dim = self._dimension(expr.value, expr.slice)
+            shape = self._shape(expr.value)
+            dim = self._dimension(shape, expr.slice) if shape is not None else None
             if dim is not None:
-                return self._by_dimension(dim, expr, line)
+                return self._by_dimension(dim, ast.Subscript(shape, expr.slice, ast.Load()), line)
             return self.classify(expr.value, depth + 1)
         if isinstance(expr, ast.Call):
             return self._call(expr, line, depth)
@@ -1851,6 +1900,19 @@ class _Binder:
             return _combine(parts) if parts else ("model", [])
         return "unknown", [self.where(line, _snippet(expr))]
 
+    def _shape(self, expr: ast.AST, depth: int = 0) -> ast.Attribute | None:
+        """``x.shape``, ``x.size()`` or a local name bound only to one of them, as an ``x.shape`` node."""
+        if isinstance(expr, ast.Attribute) and expr.attr == "shape":
+            return expr
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "size" \
+                and not expr.args and not expr.keywords:
+            return ast.Attribute(expr.func.value, "shape", ast.Load())
+        if isinstance(expr, ast.Name) and depth < 3:
+            values = self.assigned.get(expr.id, ())
+            if len(values) == 1 and values[0][2] is None:
+                return self._shape(values[0][0], depth + 1)
+        return None
+
     @staticmethod
     def _dimension(value: ast.AST, index: ast.AST) -> int | None:
         """``x.shape[i]``: the literal dimension i, else None."""
@@ -1862,11 +1924,23 @@ class _Binder:
                 return -index.operand.value
         return None
 
-    def _by_dimension(self, dim: int, expr: ast.AST, line: int) -> tuple[str, list[str]]:
-        text = _snippet(expr)
+    def _by_dimension(self, dim: int, expr: ast.AST, line: int, name: str | None = None) -> tuple[str, list[str]]:
+        """Dimension 0 of an activation is its batch / token dimension; inner ones are model dimensions; a
+        negative one other than -1 depends on the rank, so the variable's name decides."""
+        text = _snippet(expr) if name is None else f"{name} = {_snippet(expr)}" + (f"[{dim}]" if isinstance(
+            expr, ast.Attribute) else "")
+        tensor = expr.value if isinstance(expr, (ast.Subscript, ast.Attribute)) else None
+        if isinstance(tensor, ast.Attribute) and tensor.attr == "shape":
+            tensor = tensor.value
+        if isinstance(tensor, ast.Call) and isinstance(tensor.func, ast.Attribute):
+            tensor = tensor.func.value  # x.size(0)
         if dim == 0:
+            if isinstance(tensor, ast.Attribute) or (isinstance(tensor, ast.Name) and _WEIGHT_NAME.search(tensor.id)):
+                return "model", [self.where(line, f"{text} (dimension 0 of a weight or attribute)")]
             return "batch", [self.where(line, f"{text} (dimension 0: the batch / token dimension)")]
-        if dim > 0 or dim == -1:
+        if name is not None and _batch_named(name):
+            return "batch", [self.where(line, f"{text} (named for a batch dimension)")]
+        if dim > 0 or dim == -1 or name is not None:
             return "model", [self.where(line, f"{text} (an inner dimension)")]
         return "unknown", [self.where(line, f"{text} (dimension {dim}: depends on the rank)")]
 
@@ -1876,12 +1950,25 @@ class _Binder:
         if name in self.assigned:
             results = []
             for value, at, index, _ in self.assigned[name]:
-                if index is not None and isinstance(value, ast.Attribute) and value.attr == "shape":
-                    results.append(self._by_dimension(index, value, at) if index == 0 or not _batch_named(name)
-                                   else ("batch", [self.where(at, f"{name} (named for a batch dimension)")]))
-                    if index != 0:
-                        results[-1] = ("model", [self.where(at, f"{name} = {_snippet(value)}[{index}]")])
+                shape = self._shape(value)
+                if index is not None and shape is not None:
+                    results.append(self._by_dimension(index, shape, at, name))
                     continue
+                if index is not None and isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Slice) \
+                        and self._shape(value.value) is not None:
+                    # HV, V = u.shape[2:]: dimension start + position
+                    lower = value.slice.lower
+                    start = 0 if lower is None else self._dimension(ast.Attribute(ast.Name("_", ast.Load()), "shape",
+                                                                                  ast.Load()), lower)
+                    if start is not None:
+                        dim = start + index
+                        results.append(self._by_dimension(dim, self._shape(value.value), at, name))  # type: ignore
+                        continue
+                if isinstance(value, ast.Subscript) and self._shape(value.value) is not None:
+                    dim = self._dimension(self._shape(value.value), value.slice)  # type: ignore[arg-type]
+                    if dim is not None:
+                        results.append(self._by_dimension(dim, self._shape(value.value), at, name))  # type: ignore
+                        continue
                 binding, trail = self.classify(value, depth + 1)
                 results.append((binding, [self.where(at, f"{name} = {_snippet(value)}"), *trail]))
             return _combine(results)
@@ -1896,7 +1983,7 @@ class _Binder:
         function = self.function
         assert function is not None
         results: list[tuple[str, list[str]]] = []
-        if depth < _MAX_DEPTH - 2:
+        if depth < _MAX_DEPTH - 1:
             method = bool(function.args.args) and function.args.args[0].arg in ("self", "cls")
             for call, caller in _calls_of(self.module, function.name):
                 if method != isinstance(call.func, ast.Attribute):
@@ -1908,7 +1995,7 @@ class _Binder:
                 bound, passthrough = _bind_call(function, call, self.module, self.module)
                 if name in bound and bound[name][1] is self.module and bound[name][0] is not None:
                     binder = _binder(self.module, caller)
-                    binding, trail = binder.classify(bound[name][0], depth + 2)
+                    binding, trail = binder.classify(bound[name][0], depth + 1)
                     results.append((binding, [binder.where(call.lineno, f"{function.name}({name}="
                                                            f"{_snippet(bound[name][0])})"), *trail]))
                 elif passthrough:
@@ -1958,10 +2045,13 @@ def _calls_of(module: _ModuleAudit, name: str) -> list[tuple[ast.Call, ast.Funct
     return module.facts.calls.get(name, [])
 
 
-def _argument_for(call: ast.Call, params: tuple[str, ...], name: str) -> tuple[ast.AST | None, str]:
+def _argument_for(call: ast.Call, params: tuple[str, ...], name: str, helper: str | None = None
+                  ) -> tuple[ast.AST | None, str]:
     for kw in call.keywords:
         if kw.arg == name:
             return kw.value, ""
+    if helper is not None:
+        return None, f"not passed by keyword to {helper}()"
     if name in params:
         index = params.index(name)
         for position, arg in enumerate(call.args):
@@ -2005,7 +2095,7 @@ def _classify_keys(cand: _Candidate, params: tuple[str, ...] | None, key: tuple[
 
     def at_site(site: _CallSite, name: str, depth: int) -> tuple[str, list[str]]:
         binder = _binder(site.module, site.function)
-        expr, why = _argument_for(site.call, params, name)
+        expr, why = _argument_for(site.call, params, name, site.helper)
         if expr is not None:
             binding, trail = binder.classify(expr)
             return binding, [binder.where(site.call.lineno, f"{name}={_snippet(expr)}"), *trail]
@@ -2030,6 +2120,8 @@ def _classify_keys(cand: _Candidate, params: tuple[str, ...] | None, key: tuple[
         if sites:
             results = [at_site(site, name, 0) for site in sites]
             binding, trail = _combine(results)
+            if binding == "unknown" and _batch_named(name):
+                binding, trail = "batch", [f"{name}: named for a batch dimension", *trail]
         elif _batch_named(name):
             binding, trail = "batch", [f"{name}: named for a batch dimension (no launch found in the audited tree)"]
         else:
