@@ -2146,17 +2146,24 @@ class _Event:
     kind: str  # "load", "store", "atomic"
     roots: frozenset[str]
     line: int
-    signature: Any
+    path: frozenset[tuple[Any, int]]  # the if-branches it is in: (the if, 0 body / 1 else)
     order: int
+
+
+def _compatible(a: frozenset[tuple[int, int]], b: frozenset[tuple[int, int]]) -> bool:
+    """Whether two sets of if-branches can be taken together (no if taken both ways)."""
+    taken = dict(a)
+    return all(taken.get(branch_of, side) == side for branch_of, side in b)
 
 
 class _InPlaceAnalysis:
     """Which pointer parameters a kernel loads and stores so that a load can see an earlier launch's store.
 
     Flow-sensitive over the kernel body: a local pointer variable is bound to the parameters it is computed
-    from at each point (``p_v`` for v, later for v_new, is two pointers), integer parameters are never
-    pointers, and a load of exactly the address the same program stored before (same expression, same
-    variable definitions) reads its own output, not an earlier launch's.
+    from at each point (``p_v`` for v, later for v_new, is two pointers), and integer parameters are never
+    pointers. A load that comes after a store through the same parameter on every path to it (the store
+    not in an ``if`` the load is outside of) reads this launch's own output, not an earlier launch's: only
+    a load before any such store makes the kernel an in-place update.
     """
 
     def __init__(self, module: _ModuleAudit, function: ast.FunctionDef | ast.AsyncFunctionDef,
@@ -2167,6 +2174,7 @@ class _InPlaceAnalysis:
         self.integers = self._integer_params()
         self.pointers = set(params) - self.integers
         self.events: list[_Event] = []
+        self.path: frozenset[tuple[int, int]] = frozenset()
 
     def _tl_op(self, call: ast.Call) -> str | None:
         dotted = self.module.resolve(call.func) or ""
@@ -2237,12 +2245,6 @@ class _InPlaceAnalysis:
                 return self.roots(expr.func.value, env)  # p.to(tl.pointer_type(...)), desc.advance(...)
         return frozenset()
 
-    def _signature(self, expr: ast.AST | None, env: dict[str, tuple[frozenset[str], frozenset[int]]]) -> Any:
-        if expr is None:
-            return None
-        names = sorted({n.id for n in _nodes(expr) if isinstance(n, ast.Name)})
-        return ast.dump(expr), tuple((n, env[n][1] if n in env else None) for n in names)
-
     # -- the walk
 
     def findings(self) -> list[InPlaceFinding]:
@@ -2258,10 +2260,15 @@ class _InPlaceAnalysis:
             loads = [e for e in self.events if e.kind == "load" and param in e.roots]
             stores = [e for e in self.events if e.kind == "store" and param in e.roots]
             atomics = [e for e in self.events if e.kind == "atomic" and param in e.roots]
-            exposed = [e for e in loads if not any(s.signature == e.signature and s.order < e.order for s in stores)]
-            if atomics or (exposed and stores):
-                out.append(InPlaceFinding(param, tuple(sorted({e.line for e in exposed + atomics})),
-                                          tuple(sorted({e.line for e in stores + atomics})), bool(atomics)))
+            # A load and a store on one path through the ifs, with no store on that path before the load.
+            pairs = [(load, store) for load in loads for store in stores
+                     if _compatible(load.path, store.path)
+                     and not any(other.order < load.order and other.path <= (load.path | store.path)
+                                 for other in stores)]
+            if atomics or pairs:
+                out.append(InPlaceFinding(param, tuple(sorted({p[0].line for p in pairs} | {e.line for e in atomics})),
+                                          tuple(sorted({p[1].line for p in pairs} | {e.line for e in atomics})),
+                                          bool(atomics)))
         return out
 
     def _block(self, statements: list[ast.stmt], env: dict) -> dict:
@@ -2300,7 +2307,16 @@ class _InPlaceAnalysis:
                 self._expr(stmt.value, env)
         elif isinstance(stmt, ast.If):
             self._expr(stmt.test, env)
-            env = self._merge(self._block(stmt.body, dict(env)), self._block(stmt.orelse, dict(env)))
+            outer = self.path
+            # Ifs on the same parameters only (constexpr flags) take the same branch all through the kernel.
+            names = {n.id for n in _nodes(stmt.test) if isinstance(n, ast.Name)}
+            which: Any = ast.dump(stmt.test) if names and names <= set(self.params) else id(stmt)
+            self.path = outer | {(which, 0)}
+            body = self._block(stmt.body, dict(env))
+            self.path = outer | {(which, 1)}
+            orelse = self._block(stmt.orelse, dict(env))
+            self.path = outer
+            env = self._merge(body, orelse)
         elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
             if isinstance(stmt, ast.While):
                 self._expr(stmt.test, env)
@@ -2371,7 +2387,7 @@ class _InPlaceAnalysis:
         roots = self.roots(pointer, env)
         if roots:
             kind = op if op in ("load", "store") else "atomic"
-            self.events.append(_Event(kind, roots, node.lineno, self._signature(pointer, env), len(self.events)))
+            self.events.append(_Event(kind, roots, node.lineno, self.path, len(self.events)))
 
 
 # --------------------------------------------------------------------------------------------- helpers
