@@ -2150,6 +2150,15 @@ class _Event:
     order: int
 
 
+def _sum_terms(expr: ast.AST) -> list[ast.AST]:
+    """The terms of ``a + b - c`` (one level of sums, through parentheses and subscripts)."""
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub)):
+        return _sum_terms(expr.left) + _sum_terms(expr.right)
+    if isinstance(expr, ast.Subscript):
+        return _sum_terms(expr.value)
+    return [expr]
+
+
 def _compatible(a: frozenset[tuple[int, int]], b: frozenset[tuple[int, int]]) -> bool:
     """Whether two sets of if-branches can be taken together (no if taken both ways)."""
     taken = dict(a)
@@ -2171,6 +2180,7 @@ class _InPlaceAnalysis:
         self.module = module
         self.function = function
         self.params = params
+        self.int_locals: set[str] = set()
         self.integers = self._integer_params()
         self.pointers = set(params) - self.integers
         self.events: list[_Event] = []
@@ -2183,28 +2193,37 @@ class _InPlaceAnalysis:
         return None
 
     def _integer_params(self) -> set[str]:
+        """Parameters that are integers, not pointers: annotated so, or used as integers (multiplied,
+        compared, passed to tl.arange / range / a block pointer's shape), or added into a local that is."""
         params = set(self.params)
         out = {a.arg for a in _all_args(self.function) if a.annotation is not None
                and _snippet(a.annotation).split(".")[-1] in ("constexpr", "int", "float", "bool")}
         out |= {p for p in params if "stride" in p.lower()}
         nodes = list(_nodes(self.function))
+        used: set[str] = set()  # names (parameters or locals) used as integers
         for node in nodes:
             if isinstance(node, ast.BinOp) and isinstance(node.op, _INT_BINOPS):
-                out |= {side.id for side in (node.left, node.right) if isinstance(side, ast.Name) and side.id in params}
+                used |= {side.id for side in (node.left, node.right) if isinstance(side, ast.Name)}
             elif isinstance(node, ast.Compare) and not any(isinstance(c, ast.Constant) and c.value is None
                                                            for c in [node.left, *node.comparators]):
-                out |= {side.id for side in [node.left, *node.comparators]
-                        if isinstance(side, ast.Name) and side.id in params}
+                used |= {side.id for side in [node.left, *node.comparators] if isinstance(side, ast.Name)}
             elif isinstance(node, ast.Call):
                 op = self._tl_op(node) or (node.func.id if isinstance(node.func, ast.Name) else None)
                 if op in _INT_ARGS:
-                    out |= {n.id for arg in node.args for n in _nodes(arg) if isinstance(n, ast.Name)
-                            and n.id in params}
+                    used |= {n.id for arg in node.args for n in _nodes(arg) if isinstance(n, ast.Name)}
                 elif op in ("make_block_ptr", "make_tensor_descriptor"):
                     fields = _call_arguments(node, ("base", "shape", "strides", "offsets", "block_shape", "order"))
                     for name, value in fields.items():
                         if name != "base":
-                            out |= {n.id for n in _nodes(value) if isinstance(n, ast.Name) and n.id in params}
+                            used |= {n.id for n in _nodes(value) if isinstance(n, ast.Name)}
+        out |= used & params
+        # o = start + tl.arange(...); mask = o < n: o is an integer, so is every parameter summed into it
+        self.int_locals = used - params
+        for node in nodes:
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(isinstance(t, ast.Name) and t.id in self.int_locals for t in targets):
+                    out |= {n.id for n in _sum_terms(node.value) if isinstance(n, ast.Name) and n.id in params}
         # A parameter added to a named pointer (x_ptr + start) is an offset.
         for node in nodes:
             if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
@@ -2351,7 +2370,8 @@ class _InPlaceAnalysis:
 
     def _assign(self, target: ast.AST, value: ast.AST | None, env: dict, sid: int) -> None:
         if isinstance(target, ast.Name):
-            env[target.id] = (self.roots(value, env), frozenset({sid}))
+            roots = frozenset() if target.id in self.int_locals else self.roots(value, env)
+            env[target.id] = (roots, frozenset({sid}))
         elif isinstance(target, (ast.Tuple, ast.List)):
             if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
                 values = [self.roots(v, env) for v in value.elts]
