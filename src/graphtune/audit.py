@@ -298,6 +298,7 @@ def collect_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     whatever its suffix or ignore status; directories are listed through git when inside a work tree."""
     seen: set[Path] = set()
     out: list[Path] = []
+    paths = list(paths)
     for raw in paths:
         if not str(raw).strip():
             # Path("") is ".": an empty argument (an unset shell variable) must not audit the current directory
@@ -306,6 +307,8 @@ def collect_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
         if not path.exists():
             raise FileNotFoundError(f"audit: no such file or directory: {str(path)!r}")
         candidates = [path] if path.is_file() else _files_under(path)
+        if len(paths) == 1:
+            return candidates  # one listing has no duplicates: skip resolving every path (costly on big trees)
         for file in candidates:
             resolved = file.resolve()
             if resolved not in seen:
@@ -340,8 +343,8 @@ def _describe_parse_error(exc: BaseException) -> str:
 
 def _files_under(directory: Path) -> list[Path]:
     listed = _git_files(directory)
-    if listed is None:
-        listed = _walk_files(directory)
+    if listed is None:  # os.walk only lists what exists
+        return sorted(f for f in _walk_files(directory) if f.suffix == ".py")
     return sorted(f for f in listed if f.suffix == ".py" and f.is_file())
 
 
@@ -1108,6 +1111,12 @@ class _ModuleAudit:
         """``autotune(...)(heuristics(...)(jit(f)))``, ``Autotuner(f, ...)`` and the like: decorators applied
         by call."""
         decorators: list[_Decorator] = []
+        outer = expr.func.func if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Call) else \
+            expr.func if isinstance(expr, ast.Call) else None
+        leaf = _leaf(outer) if outer is not None else None
+        if leaf is None or not (leaf in ("jit", "heuristics", "Autotuner") or "autotun" in leaf.lower()
+                                or (self.index is not None and leaf in self.index.wrapper_leaves)):
+            return None  # not a decorator applied by call: do not resolve (it could parse other modules)
         while isinstance(expr, ast.Call):
             if isinstance(expr.func, ast.Call):  # factory(...)(target)
                 decorator = self._decorator(expr.func)
@@ -1318,8 +1327,6 @@ _MARKER = b"autotun"  # in lower case: autotune, Autotuner, my_autotune_cache, .
 # Among files that say "autotun": those that call, decorate with, assign or subclass one (not only a flag or
 # a comment mentioning it); the cheap ``_MARKER`` test runs first.
 _USES = re.compile(rb"(?i)(autotun\w*\s*\(|@\s*[\w.]*autotun|=\s*[\w.]*autotun|\bAutotuner\b)")
-_IMPORT_LINES = re.compile(
-    rb"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+import[ \t]*(?:\([^)]*\)|[^\n]*)|import[ \t][^\n]*)", re.M)
 _WORDS = re.compile(rb"\w+")
 
 
@@ -1426,8 +1433,7 @@ class _Tree:
         cache = self.__dict__.setdefault("_imported_words", {})
         words = cache.get(path)
         if words is None:
-            data = self.data.get(path, b"")
-            words = cache[path] = set(_WORDS.findall(b"\n".join(_IMPORT_LINES.findall(data))))
+            words = cache[path] = _import_words(self.data.get(path, b""))
         return words
 
     def canonical(self, dotted: str) -> str:
@@ -1521,9 +1527,11 @@ class _Tree:
         return None
 
     def _wrapper_leaves(self) -> set[str]:
-        leaves = {"autotune", "Autotuner"}
-        leaves |= {w.name.rsplit(".", 1)[-1] for w in self.wrappers.values()}
-        return leaves
+        return {"autotune", "Autotuner"} | self.wrapper_leaves
+
+    @property
+    def wrapper_leaves(self) -> set[str]:
+        return {w.name.rsplit(".", 1)[-1] for w in self.wrappers.values()}
 
     def _is_autotuner_class(self, dotted: str | None) -> bool:
         return dotted is not None and (dotted in _AUTOTUNER_CLASSES
@@ -1630,7 +1638,11 @@ class _Tree:
                         scan.append(module)
         params = {(id(m), c.name): set(_parameters(c.function)) for m, c in found if c.function is not None}
 
+        leaves = {name.rsplit(".", 1)[-1] for name in qualified} | {name for _, name in local}
+
         def match(module: _ModuleAudit, expr: ast.AST) -> tuple[int, str] | None:
+            if _leaf(expr) not in leaves:
+                return None  # cheap: resolving every name could parse the modules they come from
             if isinstance(expr, ast.Name) and (id(module), expr.id) in local:
                 return local[(id(module), expr.id)]
             if isinstance(expr, (ast.Name, ast.Attribute)):
@@ -1683,6 +1695,25 @@ def _statements(body: list[ast.stmt]) -> list[ast.stmt]:
             inner.extend(case.body)
         pending.extend(reversed(inner))
     return out
+
+
+def _import_words(data: bytes) -> set[bytes]:
+    """The words of every line that says ``import`` (a parenthesised list followed to its end): a superset of
+    the names a module imports, found with bytes.find (a regular expression over every file costs more)."""
+    lines: list[bytes] = []
+    find, rfind = data.find, data.rfind
+    at = find(b"import")
+    while at != -1:
+        start = rfind(b"\n", 0, at) + 1
+        end = find(b"\n", at)
+        if end == -1:
+            end = len(data)
+        if data[start:end].rstrip().endswith(b"("):
+            close = find(b")", end)
+            end = close if close != -1 else end
+        lines.append(data[start:end])
+        at = find(b"import", end)
+    return set(_WORDS.findall(b"\n".join(lines)))
 
 
 def _nodes(root: ast.AST) -> list[ast.AST]:
