@@ -91,6 +91,11 @@ _EXPLANATIONS = {
 }
 
 
+def explain(code: str) -> str:
+    """The one-line explanation of a finding code (as printed once by the CLI)."""
+    return _EXPLANATIONS.get(code, code)
+
+
 # --------------------------------------------------------------------------------------------- results
 
 
@@ -209,7 +214,8 @@ class FileFailure:
 @dataclass(frozen=True)
 class AuditReport:
     """``files_scanned`` counts every Python file read, including those in ``files_failed``;
-    ``files_parsed`` those that could hold a kernel (or were named explicitly) and were parsed."""
+    ``files_parsed`` those the audit parsed (they could hold or launch a kernel, re-export triton, define a
+    wrapper, or were named explicitly), including those that failed to parse."""
     kernels: tuple[KernelAudit, ...]
     files_scanned: int
     files_failed: tuple[FileFailure, ...]
@@ -1397,11 +1403,11 @@ class _Tree:
 
     def _parse(self, source: str | bytes, filename: str, qualname: str | None, package: list[str] | None
                ) -> _ModuleAudit:
+        self.n_parsed += 1  # attempts: a file that fails is also counted (and listed in files_failed)
         try:
             tree = ast.parse(source, filename=filename)
         except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError) as exc:
             raise _Unparsable(_describe_parse_error(exc)) from None
-        self.n_parsed += 1
         return _ModuleAudit(tree, filename, index=self, qualname=qualname, package=package)
 
     def module_at(self, path: Path) -> _ModuleAudit | None:
@@ -1414,6 +1420,7 @@ class _Tree:
             if data is None:
                 data = _read_source(path)
             elif b"\x00" in data:
+                self.n_parsed += 1
                 raise _Unparsable("contains null bytes")
             qualname = self.name_of.get(path)
             package = self._package(os.path.dirname(os.path.abspath(path))) if qualname else None
@@ -1456,7 +1463,7 @@ class _Tree:
         if depth < 12 and parts[0] not in ("triton", "graphtune") and len(parts) > 1:
             for i in range(len(parts) - 1, 0, -1):
                 module_name = ".".join(parts[:i])
-                path = self.by_name.get(module_name)
+                path = self.by_name.get(module_name) or self._locate(module_name)
                 if path is None:
                     continue
                 if path not in self.modules and parts[i].encode() not in self._imported(path):
@@ -1477,9 +1484,40 @@ class _Tree:
         self._canonical[dotted] = result
         return result
 
+    def _locate(self, module_name: str) -> Path | None:
+        """A module of the package an audited file belongs to, found on disk though not audited itself (so that
+        ``graphtune audit pkg/kernels.py`` still sees ``pkg/triton_utils.py`` and ``pkg/cache.py``)."""
+        cache = self.__dict__.setdefault("_located", {})
+        if module_name in cache:
+            return cache[module_name]
+        found: Path | None = None
+        roots = self.__dict__.get("_package_roots")
+        if roots is None:
+            roots = self._package_roots = {}
+            for path, name in self.name_of.items():
+                depth = name.count(".") + (1 if os.path.basename(path) == "__init__.py" else 0)
+                if depth and self._package(os.path.dirname(os.path.abspath(path))):
+                    roots[str(Path(os.path.abspath(path)).parents[depth])] = None
+        rel = module_name.replace(".", os.sep)
+        for root in roots:
+            for candidate in (os.path.join(root, rel + ".py"), os.path.join(root, rel, "__init__.py")):
+                if os.path.isfile(candidate):
+                    found = Path(candidate)
+                    try:
+                        self.data[found] = found.read_bytes()
+                    except OSError:
+                        found = None
+                        continue
+                    self._index(found)
+                    break
+            if found is not None:
+                break
+        cache[module_name] = found
+        return found
+
     def defines(self, dotted: str) -> bool:
         module_name, _, leaf = dotted.rpartition(".")
-        path = self.by_name.get(module_name)
+        path = self.by_name.get(module_name) or self._locate(module_name)
         if path is None:
             return False
         module = self.module_at(path)
@@ -1595,7 +1633,7 @@ class _Tree:
         wanted = [p for p, d in self.data.items()
                   if (_MARKER in d.lower() and _USES.search(d)) or (self.explicit and p.resolve() in self.explicit)]
         modules = [m for m in map(self.module_at, wanted) if m is not None]
-        self._find_wrappers(modules)
+        self._find_wrappers(modules + self._imported_wrapper_sources(modules))
         plain = [w.name.rsplit(".", 1)[-1].encode() for w in self.wrappers.values()
                  if _MARKER not in w.name.rsplit(".", 1)[-1].lower().encode()]
         if plain:  # wrappers not named like an autotuner: their users do not say "autotune"
@@ -1603,6 +1641,27 @@ class _Tree:
             modules += [m for m in map(self.module_at, extra) if m is not None]
             self._find_wrappers(modules)
         return self.audit_modules(modules)
+
+    def _imported_wrapper_sources(self, modules: list[_ModuleAudit]) -> list[_ModuleAudit]:
+        """Modules outside the audited files (same package on disk) that the audited ones import from and that
+        mention an autotuner: where their wrappers are defined, when only some files of a package are named."""
+        out: list[_ModuleAudit] = []
+        seen = {id(m) for m in modules}
+        for module in modules:
+            for target in module.aliases.values():
+                parts = target.split(".")
+                for i in range(len(parts) - 1, 0, -1):
+                    name = ".".join(parts[:i])
+                    path = self.by_name.get(name) or self._locate(name)
+                    if path is None:
+                        continue
+                    if _MARKER in self.data.get(path, b"").lower():
+                        other = self.module_at(path)
+                        if other is not None and id(other) not in seen:
+                            seen.add(id(other))
+                            out.append(other)
+                    break
+        return out
 
     def audit_modules(self, modules: list[_ModuleAudit]) -> list[KernelAudit]:
         found = [(m, c) for m in modules for c in m.candidates()]

@@ -14,6 +14,8 @@ from graphtune.audit import AuditReport, KernelAudit, audit_paths, audit_source
 from graphtune.cli import main
 
 CORPUS = Path(__file__).parent / "audit_corpus"
+# The files at the top of the corpus (the engine package below it has its own tests).
+ROOT_FILES = sorted(CORPUS.glob("*.py"))
 
 TUNES = "tunes-at-runtime"
 SAFE = "capture-safe"
@@ -44,7 +46,7 @@ EXPECTED = [
     ("configs.py", "arithmetic", 3, (TUNES,), "triton"),
     ("configs.py", "positional_config", 1, (ONE,), "triton"),
     ("configs.py", "helper_literal", 6, (TUNES,), "triton"),
-    ("configs.py", "env_dynamic", None, (TUNES, DYN), "triton"),
+    ("configs.py", "env_dynamic", 1, (ONE,), "triton"),  # os.environ.get's default: one config
     ("configs.py", "loop_dynamic", None, (TUNES, DYN), "triton"),
     ("configs.py", "rebound_dynamic", None, (TUNES, DYN), "triton"),
     ("configs.py", "huge_dynamic", None, (TUNES, DYN), "triton"),
@@ -76,7 +78,7 @@ def _line_of(file: str, name: str) -> int:
 
 @pytest.fixture(scope="module")
 def corpus() -> AuditReport:
-    return audit_paths([CORPUS])
+    return audit_paths(ROOT_FILES)
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +104,7 @@ def test_kernel_findings(by_name, file, name, n_configs, codes, wrapper):
     assert kernel.line == _line_of(file, name)
     assert kernel.n_configs == n_configs
     assert kernel.configs == ("dynamic" if n_configs is None else "static")
+    assert kernel.wrapper_name.endswith(".autotune")  # as resolved: triton.runtime.autotuner.autotune stays so
     assert kernel.codes == codes
     assert kernel.wrapper == wrapper
 
@@ -110,8 +113,10 @@ def test_corpus_summary(corpus: AuditReport):
     assert corpus.files_scanned == 5  # conftest.py, the three corpora and the broken file
     assert [(Path(f.file).name, f.error) for f in corpus.files_failed] == [
         ("broken_syntax.py", "SyntaxError: '(' was never closed (line 4)")]
-    assert corpus.by_hazard == {TUNES: 29, SAFE: 5, DYN: 6, ONE: 2, INPLACE: 5, UNKNOWN: 1, FIRST: 1}
-    assert corpus.n_hazards == 29 + 5 + 1
+    assert corpus.by_hazard == {TUNES: 28, SAFE: 5, DYN: 5, ONE: 3, INPLACE: 5, UNKNOWN: 1, FIRST: 1}
+    # no launches in these files: every key binding is unknown, so every tunes-at-runtime is a hazard
+    assert corpus.hazards_by_code == {TUNES: 28, INPLACE: 5, UNKNOWN: 1}
+    assert corpus.n_hazards == 28 + 5 + 1
 
 
 def test_fields_of_stacked_and_applied_kernels(by_name):
@@ -137,7 +142,7 @@ def test_fields_of_stacked_and_applied_kernels(by_name):
     ("helper_literal", (2, 4), (3,), {"BLOCK": (16, 32, 64)}),
     # dynamic lists: the values written in the Config calls are still shown, unknown ones left out
     ("loop_dynamic", (8,), (4,), {}),
-    ("env_dynamic", (4,), (3,), {}),
+    ("env_dynamic", (4,), (3,), {"BLOCK": (64,)}),  # counted with the default of BLOCKS
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_config_values_seen(by_name, name, warps, stages, constexprs):
     kernel = by_name[name]
@@ -146,7 +151,8 @@ def test_config_values_seen(by_name, name, warps, stages, constexprs):
 
 def test_dynamic_reasons_name_the_expression(by_name):
     # through the helper function to the part that is not static
-    assert by_name["env_dynamic"].configs_reason == "from_env(): os.environ.get('BLOCKS', '64').split(',')"
+    assert by_name["env_dynamic"].configs_reason is None
+    assert by_name["env_dynamic"].configs_env == ("BLOCKS",)
     assert by_name["loop_dynamic"].configs_reason == "looped_helper()"
     assert by_name["rebound_dynamic"].configs_reason == "REBOUND"
     assert "more than 100000 elements" in by_name["huge_dynamic"].configs_reason
@@ -174,7 +180,7 @@ def test_unknown_key_names_only_the_missing_names(by_name):
 
 
 @pytest.mark.parametrize("name,pointers", [
-    ("in_place_direct", "['x_ptr']"),
+    ("in_place_direct", "['x_ptr']"),  # the message then names the lines
     ("in_place_through_locals", "['out_ptr']"),  # traced through p = out_ptr + offs; q = p; not in_ptr/start
     ("atomic_accumulate", "['total_ptr']"),
     ("block_pointer_in_place", "['x_ptr']"),
@@ -274,7 +280,7 @@ def test_relative_import_of_graphtune_inside_its_package(tmp_path):
     (b"x = (" * 300 + b")" * 300 + b"\n", "SyntaxError"),
 ], ids=["null-bytes", "bad-utf8", "unknown-codec", "syntax", "nesting"])
 def test_unparsable_files_are_reported_not_raised(tmp_path, content, error):
-    (tmp_path / "bad.py").write_bytes(content)
+    (tmp_path / "bad.py").write_bytes(b"# @triton.autotune(configs=[], key=[])\n" + content)
     (tmp_path / "good.py").write_text(CONFIG_HEAD + "@triton.autotune(configs=[C({})], key=[])\n"
                                       "@triton.jit\ndef k(x_ptr):\n    pass\n")
     report = audit_paths([tmp_path])
@@ -282,6 +288,19 @@ def test_unparsable_files_are_reported_not_raised(tmp_path, content, error):
     assert [k.name for k in report.kernels] == ["k"]
     (failure,) = report.files_failed
     assert Path(failure.file).name == "bad.py" and error in failure.error
+
+
+def test_files_that_cannot_hold_a_kernel_are_not_parsed_unless_named(tmp_path):
+    (tmp_path / "bad.py").write_bytes(b"def f(:\n")  # broken, but no autotuner in it: skipped in a directory
+    report = audit_paths([tmp_path])
+    assert (report.files_scanned, report.files_parsed, report.files_failed) == (1, 0, ())
+    named = audit_paths([tmp_path / "bad.py"])  # named explicitly: parsed, and its failure reported
+    assert [f.error for f in named.files_failed] == ["SyntaxError: invalid syntax (line 1)"]
+
+
+def test_empty_path_is_an_error_not_the_current_directory():
+    with pytest.raises(ValueError, match=r"PATH is empty \(''\)"):
+        audit_paths([""])
 
 
 def test_declared_encoding_is_honoured(tmp_path):
@@ -344,7 +363,7 @@ def test_walk_outside_git_skips_environments_and_build_dirs(tmp_path):
 
 
 def test_cli_json_schema(capsys):
-    assert main(["audit", str(CORPUS), "--json"]) == 0
+    assert main(["audit", *map(str, ROOT_FILES), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert set(data) == {"kernels", "summary"}
     assert len(data["kernels"]) == len(EXPECTED)
@@ -359,19 +378,36 @@ def test_cli_json_schema(capsys):
     summary = data["summary"]
     assert summary["files_scanned"] == 5 and summary["kernels"] == len(EXPECTED)
     assert [set(f) for f in summary["files_failed"]] == [{"file", "error"}]
-    assert summary["by_hazard"][TUNES] == 29
+    assert summary["by_hazard"][TUNES] == 28 and summary["hazards_by_code"][TUNES] == 28
+    assert summary["files_parsed"] == 5
+    new = {"wrapper_name": str, "keys": list, "call_sites": list, "in_place": list, "configs_env": list}
+    for kernel in data["kernels"]:
+        for field, kind in new.items():
+            assert isinstance(kernel[field], kind), (kernel["name"], field)
+        assert "wrapper_defined_at" in kernel and "triton_via" in kernel
+        for binding in kernel["keys"]:
+            assert set(binding) == {"name", "binding", "evidence"} and binding["binding"] in ("batch", "model",
+                                                                                               "unknown")
     nested = next(k for k in data["kernels"] if k["name"] == "nested_comprehension")
     assert (nested["n_configs"], nested["key"], nested["constexprs"]["BLOCK_M"]) == (30, ["m", "n"], [32, 64, 128])
-    dynamic = next(k for k in data["kernels"] if k["name"] == "env_dynamic")
+    env = next(k for k in data["kernels"] if k["name"] == "env_dynamic")
+    assert (env["n_configs"], env["configs"], env["configs_env"]) == (1, "static", ["BLOCKS"])
+    dynamic = next(k for k in data["kernels"] if k["name"] == "loop_dynamic")
     assert (dynamic["n_configs"], dynamic["configs"]) == (None, "dynamic")
 
 
 @pytest.mark.parametrize("files,fail_on,code", [
     (["hazards.py"], ["--fail-on", "hazard"], 1),
     (["hazards.py"], [], 0),
+    (["hazards.py"], ["--fail-on", "unparsed"], 0),
     (["spellings.py"], ["--fail-on", "hazard"], 1),
-    (["conftest.py", "broken_syntax.py"], ["--fail-on", "hazard"], 0),
-], ids=["hazards-fail", "hazards-no-fail-on", "spellings-fail", "clean-and-broken"])
+    (["conftest.py"], ["--fail-on", "hazard"], 0),
+    # a file that could not be parsed may hide hazards: --fail-on hazard fails on it, so does unparsed
+    (["conftest.py", "broken_syntax.py"], ["--fail-on", "hazard"], 1),
+    (["broken_syntax.py"], ["--fail-on", "unparsed"], 1),
+    (["broken_syntax.py"], ["--fail-on", "never"], 0),
+], ids=["hazards-fail", "hazards-no-fail-on", "hazards-unparsed-only", "spellings-fail", "clean",
+        "clean-and-broken", "broken-unparsed", "broken-never"])
 def test_cli_fail_on_exit_codes(capsys, files, fail_on, code):
     assert main(["audit", *(str(CORPUS / f) for f in files), *fail_on]) == code
 
@@ -389,7 +425,7 @@ def test_cli_text_output(capsys):
     out = capsys.readouterr().out
     assert "misspelled_key" in out and "['seq_len']" in out
     assert "not parsed" in out and "broken_syntax.py" in out
-    assert "13 kernels in 2 files (1 not parsed); 15 hazards" in out
+    assert "13 kernels in 2 files (2 parsed, 1 failed to parse); 15 hazards: " in out
 
 
 @pytest.mark.parametrize("argv", [["--compile"], ["--target", "sm_120"]], ids=["compile-no-target", "target-only"])
@@ -400,6 +436,12 @@ def test_cli_compile_needs_both_flags(capsys, argv):
 
 def test_cli_missing_path(capsys, tmp_path):
     assert main(["audit", str(tmp_path / "absent")]) == 2
+
+
+def test_cli_empty_path_is_one_line(capsys):
+    assert main(["audit", ""]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["graphtune: error: audit: PATH is empty (''); name a file or directory"]
 
 
 # ------------------------------------------------------------------------------------------- --compile
