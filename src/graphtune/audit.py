@@ -532,7 +532,10 @@ class _Evaluator:
             pairs = self._comprehension(node.generators, ast.Tuple([node.key, node.value], ast.Load()), scope)
             return {self._hashable(k, node.key): v for k, v in pairs}
         if isinstance(node, ast.Subscript):
-            container = self._eval(node.value, scope)
+            try:
+                container = self._eval(node.value, scope)
+            except _Dynamic:
+                raise _Dynamic(_snippet(node)) from None  # os.environ['X'] rather than os.environ
             index = self._slice(node.slice, scope)
             try:
                 return container[index]

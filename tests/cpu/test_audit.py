@@ -526,3 +526,224 @@ def test_compile_unknown_target_is_an_error(tmp_path, capsys):
     if _resources_usable() is not None:
         pytest.skip(str(_resources_usable()))
     assert main(["audit", str(_compile_tree(tmp_path)), "--compile", "--target", "sm_7"]) == 2
+
+
+# ------------------------------------------------------------------------------------------- real-engine shapes
+# tests/cpu/audit_corpus/engine reproduces, in small files, each way the audit went wrong on engine code:
+# triton imported through a module of the engine, wrappers of triton's Autotuner, keys bound to the batch
+# or to the model at the launch, config lists from environment variables, and in-place look-alikes.
+
+ENGINE = CORPUS / "engine"
+BATCH, MODEL, UNSURE = "batch", "model", "unknown"
+
+
+@pytest.fixture(scope="module")
+def engine() -> dict[str, KernelAudit]:
+    report = audit_paths([ENGINE])
+    assert report.files_failed == ()
+    return {k.name: k for k in report.kernels}
+
+
+def _severities(kernel: KernelAudit) -> tuple[tuple[str, str], ...]:
+    return tuple((h.code, h.severity) for h in kernel.hazards)
+
+
+# name -> (wrapper, wrapper_name, n_configs, configs, findings with severity)
+ENGINE_EXPECTED = {
+    "reexport_kernel": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"),)),
+    "model_keyed": ("triton", "triton.autotune", 2, "static", ((TUNES, "info"),)),
+    "bucket_keyed": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"),)),
+    "never_launched": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"),)),
+    "cache_wrapped": ("triton", "engine.cache.engine_cache_autotune", 2, "static", ((TUNES, "info"),)),
+    "plain_wrapped": ("triton", "engine.cache.tokens_tuner", 2, "static", ((TUNES, "hazard"),)),
+    "unknown_wrapped": ("unknown", "vendor.tuning.my_autotune", None, "unknown", (("unknown-autotuner", "hazard"),)),
+    "applied_cached": ("triton", "engine.cache.CachingAutotuner", 2, "static", ((TUNES, "hazard"),)),
+    "make_kernel()": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"),)),
+    "alias_launched": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"),)),
+    "helper_launched": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"),)),
+    "env_single": ("triton", "triton.autotune", 1, "static", ((ONE, "info"),)),
+    "env_list": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"),)),
+    "env_required": ("triton", "triton.autotune", None, "dynamic", ((TUNES, "hazard"), (DYN, "info"))),
+    "pointer_reuse": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"),)),
+    "integer_offsets": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"),)),
+    "store_before_load": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"),)),
+    "branch_writes_or_reads": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"),)),
+    "in_place_prefix_sum": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"), (INPLACE, "hazard"))),
+    "in_place_accumulate": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"), (INPLACE, "hazard"))),
+}
+
+
+def test_engine_every_kernel_found(engine):
+    """Re-exported triton, an Autotuner subclass, factories (one not named autotune), a function returning a
+    kernel and an unknown *autotune* decorator: all found, nothing else."""
+    assert sorted(engine) == sorted(ENGINE_EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(ENGINE_EXPECTED))
+def test_engine_kernel_classification(engine, name):
+    wrapper, wrapper_name, n_configs, configs, findings = ENGINE_EXPECTED[name]
+    kernel = engine[name]
+    assert (kernel.wrapper, kernel.wrapper_name, kernel.n_configs, kernel.configs) == (
+        wrapper, wrapper_name, n_configs, configs)
+    assert _severities(kernel) == findings
+
+
+def test_engine_triton_through_a_reexport_module(engine):
+    assert engine["reexport_kernel"].triton_via == "engine.triton_utils"
+    # tl.load / tl.store reached through the re-export too: the in-place analysis sees them
+    assert [f.param for f in engine["in_place_prefix_sum"].in_place] == ["h"]
+
+
+def test_engine_wrappers_are_named_with_their_definition(engine):
+    def where(kernel: KernelAudit) -> tuple[str, int]:
+        file, line = kernel.wrapper_defined_at.rsplit(":", 1)
+        return Path(file).name, int(line)
+    source = (ENGINE / "cache.py").read_text().splitlines()
+    for name, definition in [("cache_wrapped", "def engine_cache_autotune("), ("plain_wrapped", "def tokens_tuner("),
+                             ("applied_cached", "class CachingAutotuner(")]:
+        file, line = where(engine[name])
+        assert file == "cache.py" and source[line - 1].startswith(definition)
+    assert engine["reexport_kernel"].wrapper_defined_at is None
+    assert engine["unknown_wrapped"].wrapper_defined_at is None
+    assert "vendor.tuning.my_autotune" in _message(engine["unknown_wrapped"], "unknown-autotuner")
+
+
+def _launch_line(text: str) -> int:
+    lines = (ENGINE / "kernels.py").read_text().splitlines()
+    (line,) = [i + 1 for i, s in enumerate(lines) if s.strip().startswith(text)]
+    return line
+
+
+@pytest.mark.parametrize("kernel,key,binding,launch,decided_by", [
+    ("reexport_kernel", "n_tokens", BATCH, "reexport_kernel[grid]", "n_tokens (named for a batch dimension)"),
+    ("reexport_kernel", "HEAD_DIM", MODEL, "reexport_kernel[grid]", "x.shape[-1] (an inner dimension)"),
+    ("model_keyed", "num_heads", MODEL, "model_keyed[grid]", "self.config.num_heads (an attribute: configuration)"),
+    ("model_keyed", "HAS_BIAS", MODEL, "model_keyed[grid]", None),  # bias is not None: a presence flag
+    ("bucket_keyed", "SIZE_CLASS", BATCH, "bucket_keyed[grid]", "x.shape[0] (dimension 0: the batch / token "
+                                                                 "dimension)"),
+    ("bucket_keyed", "D", MODEL, "bucket_keyed[grid]", "x.shape[1] (an inner dimension)"),
+    ("cache_wrapped", "D", MODEL, "cache_wrapped[grid]", "x.shape[1] (an inner dimension)"),
+    ("alias_launched", "rows", BATCH, "kernel[grid](x, rows", "len(x) (a length)"),  # kernel = alias_launched if ...
+])
+def test_engine_key_bindings_with_evidence(engine, kernel, key, binding, launch, decided_by):
+    (bound,) = [b for b in engine[kernel].keys if b.name == key]
+    assert bound.binding == binding
+    at = f"{ENGINE / 'kernels.py'}:{_launch_line(launch)}"
+    assert any(e.startswith(at + ": ") for e in bound.evidence), bound.evidence
+    if decided_by is not None:
+        assert any(e.endswith(": " + decided_by) for e in bound.evidence), bound.evidence
+
+
+def test_engine_launch_through_a_helper(engine):
+    """launch_autotuned(kernel, grid, rows=...) launches the kernel it is given: a call site, keywords bound."""
+    kernel = engine["helper_launched"]
+    assert kernel.call_sites == (f"{ENGINE / 'kernels.py'}:{_launch_line('kernel[grid](x, rows')}",
+                                 f"{ENGINE / 'kernels.py'}:{_launch_line('launch_autotuned(helper_launched')}")
+    assert [(b.name, b.binding) for b in kernel.keys] == [("rows", BATCH)]
+
+
+def test_engine_unlaunched_keys(engine):
+    # no launch in the tree: unknown (a hazard), unless the name itself says batch
+    assert [(b.name, b.binding) for b in engine["never_launched"].keys] == [("D", UNSURE)]
+    assert [(b.name, b.binding) for b in engine["plain_wrapped"].keys] == [("n_tokens", BATCH)]
+    assert [(b.name, b.binding) for b in engine["applied_cached"].keys] == [("M", BATCH)]
+    assert "no launch found" in engine["never_launched"].keys[0].evidence[0]
+
+
+def test_engine_model_only_keys_are_informational(engine):
+    message = _message(engine["model_keyed"], TUNES)
+    assert "model dimensions only" in message and "tuned once per model shape; any warm-up covers it" in message
+    assert "follows the batch: ['n_tokens']" in _message(engine["reexport_kernel"], TUNES)
+    assert engine["reexport_kernel"].call_sites == (f"{ENGINE / 'kernels.py'}:{_launch_line('reexport_kernel[grid]')}",)
+
+
+def test_engine_env_configs(engine):
+    assert engine["env_single"].configs_env == ("ENGINE_BLOCK", "ENGINE_WARPS")
+    assert "with the defaults of ENGINE_BLOCK, ENGINE_WARPS" in _message(engine["env_single"], ONE)
+    assert (engine["env_list"].configs_env, dict(engine["env_list"].constexprs)) == (("ENGINE_BLOCKS",),
+                                                                                     {"BLOCK": (64, 128)})
+    # os.environ[...] has no default: that one truly cannot be counted
+    assert engine["env_required"].configs_reason == "os.environ['ENGINE_BLOCK']"
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("pointer_reuse", []),  # p_v for v, then for v_new: two pointers
+    ("integer_offsets", []),  # start and row_stride are offsets, not pointers
+    ("store_before_load", []),  # o is written before it is read back in the same launch
+    ("branch_writes_or_reads", []),  # a is written on one branch, read on the other
+    ("in_place_prefix_sum", [("h", "b_h += tl.load(p_h)", "tl.store(p_h, b_h)")]),
+    ("in_place_accumulate", [("c", "acc += tl.load(c + offs)", "tl.store(c + offs, acc)")]),
+])
+def test_engine_in_place_findings(engine, name, expected):
+    lines = (ENGINE / "inplace.py").read_text().splitlines()
+
+    def line_of(text: str) -> int:
+        (line,) = [i + 1 for i, s in enumerate(lines) if s.strip() == text]
+        return line
+    found = [(f.param, f.loads, f.stores) for f in engine[name].in_place]
+    assert found == [(param, (line_of(load),), (line_of(store),)) for param, load, store in expected]
+    if expected:
+        message = _message(engine[name], INPLACE)
+        assert f"loaded at line(s) {line_of(expected[0][1])}, stored at {line_of(expected[0][2])}" in message
+
+
+def test_engine_single_file_still_sees_its_package(engine):
+    """Named alone, kernels.py still resolves engine.triton_utils and the wrappers in engine/cache.py."""
+    report = audit_paths([ENGINE / "kernels.py"])
+    alone = {k.name: (k.wrapper, k.wrapper_name, k.codes) for k in report.kernels}
+    together = {k: (v.wrapper, v.wrapper_name, v.codes) for k, v in engine.items()
+                if Path(v.file).name == "kernels.py"}
+    assert alone == together
+    assert [Path(f).name for f in [k.file for k in report.kernels]] == ["kernels.py"] * len(alone)
+
+
+def test_engine_json_carries_the_evidence(capsys):
+    assert main(["audit", str(ENGINE), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    kernel = next(k for k in data["kernels"] if k["name"] == "bucket_keyed")
+    assert [(b["name"], b["binding"]) for b in kernel["keys"]] == [("SIZE_CLASS", BATCH), ("D", MODEL)]
+    assert kernel["triton_via"] == "engine.triton_utils" and kernel["wrapper_name"] == "triton.autotune"
+    prefix = next(k for k in data["kernels"] if k["name"] == "in_place_prefix_sum")
+    assert [set(f) for f in prefix["in_place"]] == [{"param", "loads", "stores", "atomic"}]
+    assert data["summary"]["hazards_by_code"]["unknown-autotuner"] == 1
+
+
+def test_audit_source_counts_env_defaults():
+    source = CONFIG_HEAD + "import os\n" + textwrap.dedent("""
+        @triton.autotune(configs=[C({'B': int(os.getenv('B', '32'))}, num_warps=int(os.environ.get('W', '4')))],
+                         key=['n'])
+        @triton.jit
+        def k(x_ptr, n, B: tl.constexpr):
+            pass
+        """)
+    (kernel,) = audit_source(source, "inline.py")
+    assert (kernel.n_configs, kernel.configs_env, kernel.codes) == (1, ("B", "W"), (ONE,))
+    assert dict(kernel.constexprs) == {"B": (32,)} and kernel.num_warps == (4,)
+
+
+# ------------------------------------------------------------------------------------------- the table
+
+
+def _table_lines(capsys, monkeypatch, columns: int | None) -> list[str]:
+    if columns is not None:  # a terminal of that width
+        monkeypatch.setenv("FORCE_COLOR", "1")
+        monkeypatch.setenv("COLUMNS", str(columns))
+    assert main(["audit", str(ENGINE)]) == 0
+    return re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out).splitlines()
+
+
+@pytest.mark.parametrize("columns", [None, 60, 400], ids=["piped", "narrow-terminal", "wide-terminal"])
+def test_table_never_breaks_a_path(capsys, monkeypatch, columns):
+    lines = _table_lines(capsys, monkeypatch, columns)
+    report = audit_paths([ENGINE])
+    for kernel in report.kernels:
+        at = f"{kernel.file}:{kernel.line}"
+        rows = [line for line in lines if line.startswith(at + " ") or line.startswith("│ " + at + " ")]
+        assert len(rows) == 1, (at, columns)  # whole, on one line, once
+        assert kernel.name in rows[0]
+    if columns == 60:  # too narrow for the table: one line per kernel, nothing folded
+        assert not any("┃" in line for line in lines)
+        assert any(line.startswith(f"{ENGINE / 'kernels.py'}:") and "key=n_tokens[batch],HEAD_DIM" in line
+                   for line in lines)
+    else:
+        assert any("file:line" in line and "┃" in line for line in lines)
