@@ -1673,8 +1673,11 @@ class _Tree:
                 continue
             self._index(path)
         # Only a file that names an autotuner (or a wrapper, below) can hold an autotuned kernel.
+        # (A kernel also needs jit: the file names triton, jit or an Autotuner; flags and context managers
+        # named autotune in files without any of those, common in engines, are not parsed.)
         wanted = [p for p, d in self.data.items()
-                  if (_MARKER in d.lower() and _USES.search(d)) or (self.explicit and p.resolve() in self.explicit)]
+                  if (_MARKER in d.lower() and _USES.search(d) and (b"triton" in d or b"jit" in d or b"Autotuner" in d))
+                  or (self.explicit and p.resolve() in self.explicit)]
         modules = [m for m in map(self.module_at, wanted) if m is not None]
         self._find_wrappers(modules + self._imported_wrapper_sources(modules))
         plain = [w.name.rsplit(".", 1)[-1].encode() for w in self.wrappers.values()
@@ -1695,7 +1698,9 @@ class _Tree:
                 parts = target.split(".")
                 for i in range(len(parts) - 1, 0, -1):
                     name = ".".join(parts[:i])
-                    path = self.by_name.get(name) or self._locate(name)
+                    if name in self.by_name and name not in self.__dict__.get("_located", {}):
+                        break  # an audited file: already a candidate if it could define a wrapper
+                    path = self._locate(name)
                     if path is None:
                         continue
                     if _MARKER in self.data.get(path, b"").lower():
