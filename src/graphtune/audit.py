@@ -928,7 +928,6 @@ class _ModuleAudit:
         self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.top_level: dict[str, ast.AST] = {}  # module-level defs and classes, by name
         self.bound_names: set[str] = set()
-        self.values: dict[str, ast.Call] = {}  # NAME = triton.autotune(...): a decorator made at module level
         self._resolved: dict[str, str] = {}
         self.statements: list[ast.stmt] = _statements(tree.body)
         self._facts: _Facts | None = None
@@ -1711,10 +1710,31 @@ class _Tree:
                     break
         return out
 
+    def _guarded(self, module: _ModuleAudit, work: Callable[[], Any]) -> Any:
+        """Run one module's analysis; an audit bug on odd input costs that file, not the whole report."""
+        try:
+            return work()
+        except RecursionError:
+            self.failed[module.filename] = "nested too deeply to analyse"
+        except Exception as exc:
+            self.failed[module.filename] = f"audit failed: {type(exc).__name__}: {exc}"
+            logger.warning("audit: %s could not be analysed", module.filename, exc_info=True)
+        return None
+
     def audit_modules(self, modules: list[_ModuleAudit]) -> list[KernelAudit]:
-        found = [(m, c) for m in modules for c in m.candidates()]
+        found: list[tuple[_ModuleAudit, _Candidate]] = []
+        for module in modules:
+            candidates = self._guarded(module, module.candidates)
+            found += [(module, c) for c in candidates or ()]
         sites = self._call_sites(modules, found)
-        return [m.kernel(c, sites.get((id(m), c.name), [])) for m, c in found]
+        out: list[KernelAudit] = []
+        for module, cand in found:
+            if module.filename in self.failed:
+                continue
+            kernel = self._guarded(module, lambda: module.kernel(cand, sites.get((id(module), cand.name), [])))
+            if kernel is not None:
+                out.append(kernel)
+        return out
 
     def _call_sites(self, modules: list[_ModuleAudit], found: list[tuple[_ModuleAudit, _Candidate]]
                     ) -> dict[tuple[int, str], list[_CallSite]]:
@@ -1757,7 +1777,8 @@ class _Tree:
             return None
 
         out: dict[tuple[int, str], list[_CallSite]] = {}
-        for module in scan:
+
+        def scan_module(module: _ModuleAudit) -> bool:
             for call, function in module.facts.launches:
                 target = call.func.value  # type: ignore[attr-defined]
                 ident = match(module, target)
@@ -1781,6 +1802,10 @@ class _Tree:
                         if ident is not None and any(kw.arg in params.get(ident, ()) for kw in call.keywords):
                             out.setdefault(ident, []).append(
                                 _CallSite(module, call, function, _snippet(call.func)))
+            return True
+
+        for module in scan:
+            self._guarded(module, lambda: scan_module(module))
         return out
 
 
@@ -2229,7 +2254,6 @@ def _classify_keys(cand: _Candidate, params: tuple[str, ...] | None, key: tuple[
         args = cand.function.args
         positional = [a.arg for a in (*args.posonlyargs, *args.args)]
         defaults.update(zip(positional[len(positional) - len(args.defaults):], args.defaults))
-    where = f"{sites[0].module.filename if sites else ''}"
 
     def at_site(site: _CallSite, name: str, depth: int) -> tuple[str, list[str]]:
         binder = _binder(site.module, site.function)
@@ -2265,7 +2289,6 @@ def _classify_keys(cand: _Candidate, params: tuple[str, ...] | None, key: tuple[
         else:
             binding, trail = "unknown", ["no launch found in the audited tree"]
         out.append(KeyBinding(name, binding, tuple(trail[:4])))
-    del where
     return tuple(out)
 
 

@@ -747,3 +747,19 @@ def test_table_never_breaks_a_path(capsys, monkeypatch, columns):
                    for line in lines)
     else:
         assert any("file:line" in line and "┃" in line for line in lines)
+
+
+def test_an_analysis_bug_costs_one_file(tmp_path, monkeypatch):
+    from graphtune import audit as audit_module
+    for name in ("a_kernel", "b_kernel"):
+        _kernel_file(tmp_path / f"{name}.py")
+
+    def broken(self):
+        if self.function.name == "a_kernel":
+            raise KeyError("boom")
+        return []
+    monkeypatch.setattr(audit_module._InPlaceAnalysis, "findings", broken)
+    report = audit_paths([tmp_path])
+    assert [k.name for k in report.kernels] == ["b_kernel"]
+    assert [(Path(f.file).name, f.error) for f in report.files_failed] == [("a_kernel.py",
+                                                                            "audit failed: KeyError: 'boom'")]
