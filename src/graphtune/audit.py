@@ -941,6 +941,8 @@ class _ModuleAudit:
         for node in self.statements:
             if isinstance(node, ast.Import):
                 for alias in node.names:
+                    if self.index is not None:
+                        self.index.import_roots.add(alias.name.split(".")[0])
                     if alias.asname:
                         self.aliases[alias.asname] = alias.name
                     else:
@@ -958,6 +960,8 @@ class _ModuleAudit:
                 for alias in node.names:
                     if alias.name != "*":
                         self.aliases[alias.asname or alias.name] = f"{module}.{alias.name}" if module else alias.name
+                if self.index is not None and module:
+                    self.index.import_roots.add(module.split(".")[0])
 
     def _collect_module_names(self) -> None:
         bindings: dict[str, list[ast.AST]] = {}
@@ -1297,7 +1301,7 @@ class _ModuleAudit:
             wrapper_name=tuner.dotted,
             wrapper_defined_at=self.index.wrappers[tuner.dotted].defined_at
             if self.index is not None and tuner.dotted in self.index.wrappers else None,
-            triton_via=self.index.via(self, tuner) if self.index is not None else None,
+            triton_via=self.index.via(self) if self.index is not None else None,
             configs_env=env, keys=bindings, call_sites=tuple(s.where for s in sites),
             in_place=tuple(in_place))
 
@@ -1407,6 +1411,7 @@ class _Tree:
         self._packages: dict[str, list[str]] = {}
         self._canonical: dict[str, tuple[str, str | None]] = {}
         self.wrappers: dict[str, _Wrapper] = {}
+        self.import_roots: set[str] = set()  # first names of every module imported by a parsed module
         self.n_parsed = 0
 
     # -- files and names
@@ -1488,13 +1493,13 @@ class _Tree:
     def canonical(self, dotted: str) -> str:
         return self._resolve(dotted)[0]
 
-    def via(self, module: _ModuleAudit, tuner: _Decorator) -> str | None:
-        """The re-export module of the tree through which ``module`` reached triton's autotune, if any."""
-        node = tuner.call.func if tuner.call is not None and tuner.kind != "jit" else None
-        local = module.local_name(node) if node is not None else None
-        if local is None and tuner.dotted is not None:
-            return None
-        return self._resolve(local)[1] if local else None
+    def via(self, module: _ModuleAudit) -> str | None:
+        """The re-export module (of the tree, or outside it) through which ``module`` imports triton, if any."""
+        for name, target in sorted(module.aliases.items()):
+            resolved, through = self._resolve(target)
+            if through is not None and (resolved == "triton" or resolved.startswith("triton.")):
+                return through
+        return None
 
     def _resolve(self, dotted: str, depth: int = 0) -> tuple[str, str | None]:
         cached = self._canonical.get(dotted)
@@ -1518,7 +1523,8 @@ class _Tree:
                 break
             else:
                 # ``from outside_pkg import triton, tl``: a re-export module that is not in the audited tree
-                for i in range(1, len(parts)):
+                # (only for names that come from an import: ``self.tl`` is not triton.language)
+                for i in range(1, len(parts) if parts[0] in self.import_roots else 1):
                     if parts[i] in ("triton", "tl"):
                         base = "triton" if parts[i] == "triton" else "triton.language"
                         result = (".".join([base, *parts[i + 1:]]), ".".join(parts[:i]))

@@ -763,3 +763,25 @@ def test_an_analysis_bug_costs_one_file(tmp_path, monkeypatch):
     assert [k.name for k in report.kernels] == ["b_kernel"]
     assert [(Path(f.file).name, f.error) for f in report.files_failed] == [("a_kernel.py",
                                                                             "audit failed: KeyError: 'boom'")]
+
+
+def test_reexport_outside_the_tree_is_recognised_by_name(tmp_path):
+    (tmp_path / "kernels.py").write_text(textwrap.dedent("""
+        from otherlib.compat import tl, triton
+
+        class Holder:
+            tl = None
+
+        @triton.autotune(configs=[triton.Config({}), triton.Config({})], key=["D"])
+        @triton.jit
+        def k(x, D, BLOCK: tl.constexpr):
+            tl.store(x + tl.arange(0, BLOCK), tl.load(x + tl.arange(0, BLOCK)) + 1)
+
+        def launch(x, holder):
+            holder.tl.load(x)  # an attribute named tl is not triton.language
+            k[(1,)](x, D=x.shape[-1])
+        """))
+    (kernel,) = audit_paths([tmp_path]).kernels
+    assert (kernel.triton_via, kernel.n_configs) == ("otherlib.compat", 2)
+    assert [f.param for f in kernel.in_place] == ["x"]
+    assert [(b.name, b.binding) for b in kernel.keys] == [("D", MODEL)]
