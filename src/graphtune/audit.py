@@ -1065,15 +1065,6 @@ class _ModuleAudit:
                 else dotted
         return None
 
-    def local_name(self, node: ast.AST) -> str | None:
-        """Like ``resolve`` but through this module's imports only (no re-export resolution)."""
-        if isinstance(node, ast.Name):
-            return self.aliases.get(node.id, node.id)
-        if isinstance(node, ast.Attribute):
-            base = self.local_name(node.value)
-            return f"{base}.{node.attr}" if base else None
-        return None
-
     @staticmethod
     def is_config(dotted: str) -> bool:
         return dotted in _TRITON_CONFIG or (dotted.startswith("graphtune.") and dotted.endswith(".Config"))
