@@ -2205,8 +2205,25 @@ def _calls_of(module: _ModuleAudit, name: str) -> list[tuple[ast.Call, ast.Funct
     return module.facts.calls.get(name, [])
 
 
-def _argument_for(call: ast.Call, params: tuple[str, ...], name: str, helper: str | None = None
-                  ) -> tuple[ast.AST | None, str]:
+def _static_length(expr: ast.AST, binder: _Binder | None) -> int | None:
+    """How many values ``*expr`` spreads, when the source says: a tuple or list literal, both branches of a
+    conditional with the same length, or a local name bound once to one of those."""
+    if isinstance(expr, (ast.Tuple, ast.List)):
+        if any(isinstance(e, ast.Starred) for e in expr.elts):
+            return None
+        return len(expr.elts)
+    if isinstance(expr, ast.IfExp):
+        body, orelse = _static_length(expr.body, binder), _static_length(expr.orelse, binder)
+        return body if body is not None and body == orelse else None
+    if isinstance(expr, ast.Name) and binder is not None:
+        bound = binder.assigned.get(expr.id, ())
+        if len(bound) == 1 and bound[0][2] is None and not isinstance(bound[0][3], ast.AugAssign):
+            return _static_length(bound[0][0], None)
+    return None
+
+
+def _argument_for(call: ast.Call, params: tuple[str, ...], name: str, helper: str | None = None,
+                  binder: _Binder | None = None) -> tuple[ast.AST | None, str]:
     for kw in call.keywords:
         if kw.arg == name:
             return kw.value, ""
@@ -2214,11 +2231,19 @@ def _argument_for(call: ast.Call, params: tuple[str, ...], name: str, helper: st
         return None, f"not passed by keyword to {helper}()"
     if name in params:
         index = params.index(name)
-        for position, arg in enumerate(call.args):
+        position = 0
+        for arg in call.args:
             if isinstance(arg, ast.Starred):
-                return None, "passed through *args"
+                spread = _static_length(arg.value, binder)
+                if spread is None:
+                    return None, f"passed through *{_snippet(arg.value, 40)}"
+                if position <= index < position + spread:
+                    return None, f"inside *{_snippet(arg.value, 40)}"
+                position += spread
+                continue
             if position == index:
                 return arg, ""
+            position += 1
     if any(kw.arg is None for kw in call.keywords):
         return None, "passed through **kwargs"
     return None, "not passed"
@@ -2254,7 +2279,7 @@ def _classify_keys(cand: _Candidate, params: tuple[str, ...] | None, key: tuple[
 
     def at_site(site: _CallSite, name: str, depth: int) -> tuple[str, list[str]]:
         binder = _binder(site.module, site.function)
-        expr, why = _argument_for(site.call, params, name, site.helper)
+        expr, why = _argument_for(site.call, params, name, site.helper, binder)
         if expr is not None:
             binding, trail = binder.classify(expr)
             return binding, [binder.where(site.call.lineno, f"{name}={_snippet(expr)}"), *trail]

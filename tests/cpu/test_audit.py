@@ -785,3 +785,26 @@ def test_reexport_outside_the_tree_is_recognised_by_name(tmp_path):
     assert (kernel.triton_via, kernel.n_configs) == ("otherlib.compat", 2)
     assert [f.param for f in kernel.in_place] == ["x"]
     assert [(b.name, b.binding) for b in kernel.keys] == [("D", MODEL)]
+
+
+def test_launch_arguments_after_a_spread_of_known_length():
+    source = CONFIG_HEAD + textwrap.dedent("""
+        @triton.autotune(configs=[C({}), C({})], key=["D", "n_rows"])
+        @triton.jit
+        def k(a_ptr, b_ptr, s0, s1, D, n_rows):
+            pass
+
+        def launch(a, b, strides_given):
+            pair = (a, b)
+            k[(1,)](*pair, *((a.stride(0), 0) if strides_given else (0, 0)), a.shape[-1], a.shape[0])
+
+        def launch_unknown(a, rest):
+            k[(1,)](a, *rest, a.shape[-1], a.shape[0])
+        """)
+    (kernel,) = audit_source(source, "inline.py")
+    first, second = kernel.call_sites
+    bound = {b.name: (b.binding, b.evidence) for b in kernel.keys}
+    assert bound["D"][0] == UNSURE and bound["n_rows"][0] == BATCH  # the second launch hides D behind *rest
+    assert any(e.startswith(first + ": D=a.shape[-1]") for e in audit_source(
+        source.split("def launch_unknown")[0], "inline.py")[0].keys[0].evidence)
+    assert any(e == f"{second}: D passed through *rest" for e in bound["D"][1])
