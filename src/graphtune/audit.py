@@ -1985,12 +1985,17 @@ class _Binder:
             if function.args.kwarg:
                 self.params.add(function.args.kwarg.arg)
         self.assigned: dict[str, list[tuple[ast.AST, int, int | None, ast.AST]]] = {}
+        self.items: dict[str, dict[str, ast.AST]] = {}  # kwargs['X'] = value, by dictionary name
         self.loop_vars: set[str] = set()
+        self._comprehension: dict[str, ast.AST] = {}  # names bound by the comprehension being classified
         if function is not None:
             for node in _nodes(function):
                 if isinstance(node, ast.Assign):
                     for target in node.targets:
                         self._collect(target, node.value, node)
+                        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) \
+                                and isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str):
+                            self.items.setdefault(target.value.id, {})[target.slice.value] = node.value
                 elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and node.value is not None:
                     self._collect(node.target, node.value, node)
                 elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
@@ -2053,6 +2058,20 @@ class _Binder:
         if isinstance(expr, ast.Compare) and any(isinstance(c, ast.Constant) and c.value is None
                                                  for c in [expr.left, *expr.comparators]):
             return "model", []  # x is None / x is not None: a presence flag, fixed for a code path
+        if isinstance(expr, (ast.GeneratorExp, ast.ListComp, ast.SetComp)):
+            # all(x.element_size() == 2 for x in (q, k)): the element, with x standing for what it iterates
+            saved = dict(self._comprehension)
+            parts = []
+            for generator in expr.generators:
+                parts.append(self.classify(generator.iter, depth + 1))
+                for target in _nodes(generator.target):
+                    if isinstance(target, ast.Name):
+                        self._comprehension[target.id] = generator.iter
+            try:
+                parts.append(self.classify(expr.elt, depth + 1))
+            finally:
+                self._comprehension = saved
+            return _combine(parts)
         if isinstance(expr, (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Tuple, ast.List,
                              ast.JoinedStr, ast.FormattedValue)):
             parts = [self.classify(child, depth + 1) for child in ast.iter_child_nodes(expr)
@@ -2104,7 +2123,26 @@ class _Binder:
             return "model", [self.where(line, f"{text} (an inner dimension)")]
         return "unknown", [self.where(line, f"{text} (dimension {dim}: depends on the rank)")]
 
+    def keyword_from(self, mapping: ast.AST, key: str) -> ast.AST | None:
+        """``f(**kwargs)`` with ``kwargs = dict(X=...)`` / ``{"X": ...}`` / ``kwargs["X"] = ...`` in the function."""
+        if not isinstance(mapping, ast.Name):
+            return None
+        if key in self.items.get(mapping.id, {}):
+            return self.items[mapping.id][key]
+        bound = self.assigned.get(mapping.id, ())
+        if len(bound) != 1 or bound[0][2] is not None:
+            return None
+        value = bound[0][0]
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "dict":
+            return next((kw.value for kw in value.keywords if kw.arg == key), None)
+        if isinstance(value, ast.Dict):
+            return next((v for k, v in zip(value.keys, value.values)
+                         if isinstance(k, ast.Constant) and k.value == key), None)
+        return None
+
     def _name(self, name: str, line: int, depth: int) -> tuple[str, list[str]]:
+        if name in self._comprehension:
+            return self.classify(self._comprehension[name], depth + 1)
         if _batch_named(name):
             return "batch", [self.where(line, f"{name} (named for a batch dimension)")]
         if name in self.assigned:
@@ -2227,6 +2265,11 @@ def _argument_for(call: ast.Call, params: tuple[str, ...], name: str, helper: st
     for kw in call.keywords:
         if kw.arg == name:
             return kw.value, ""
+    for kw in call.keywords:
+        if kw.arg is None and binder is not None:
+            value = binder.keyword_from(kw.value, name)
+            if value is not None:
+                return value, ""
     if helper is not None:
         return None, f"not passed by keyword to {helper}()"
     if name in params:

@@ -808,3 +808,23 @@ def test_launch_arguments_after_a_spread_of_known_length():
     assert any(e.startswith(first + ": D=a.shape[-1]") for e in audit_source(
         source.split("def launch_unknown")[0], "inline.py")[0].keys[0].evidence)
     assert any(e == f"{second}: D passed through *rest" for e in bound["D"][1])
+
+
+def test_launch_keywords_from_a_local_dict_and_dtype_flags():
+    source = CONFIG_HEAD + textwrap.dedent("""
+        @triton.autotune(configs=[C({}), C({})], key=["D", "BIG", "NT", "HALF"])
+        @triton.jit
+        def k(x_ptr, D, BIG, NT, HALF):
+            pass
+
+        def launch(x, q):
+            half = all(t.element_size() == 2 for t in (x, q) if t is not None)
+            kwargs = dict(x_ptr=x, D=x.shape[-1], HALF=half)
+            kwargs["BIG"] = x.shape[1] > 64
+            for nt in range(4):
+                kwargs["NT"] = x.shape[0]
+                k[(1,)](**kwargs)
+        """)
+    (kernel,) = audit_source(source, "inline.py")
+    assert [(b.name, b.binding) for b in kernel.keys] == [("D", MODEL), ("BIG", MODEL), ("NT", BATCH),
+                                                          ("HALF", MODEL)]
