@@ -885,6 +885,7 @@ class _Candidate:
     function_name: str | None
     decorators: list[_Decorator] = field(default_factory=list)
     top_level: bool = True  # a module-level name (its launches can be found from other modules)
+    home: _ModuleAudit | None = None  # the module that defines ``function`` when it is not this one
 
 
 @dataclass
@@ -1133,18 +1134,19 @@ class _ModuleAudit:
                 tuners = [d for d in decorators if d.kind in _TUNING_KINDS]
                 if tuners and (tuners[0].kind != "unknown-autotune" or self._jit_like(node)):
                     found.append(_Candidate(node.lineno, node.name, node, node.name, decorators, id(node) in top))
+                    continue
             elif isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Call):
                 target = node.targets[0] if isinstance(node, ast.Assign) else node.target
                 candidate = self._applied(node.value, _snippet(target), node.lineno)
                 if candidate is not None:
                     candidate.top_level = id(node) in top
                     found.append(candidate)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 # def make(): return triton.autotune(...)(triton.jit(body)): a function returning a kernel
                 for stmt in node.body:
                     if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Call):
                         candidate = self._applied(stmt.value, f"{node.name}()", stmt.lineno)
-                        # the kernel must be a def of this module, not the parameter of a wrapper's closure
+                        # the kernel must be a def of the tree, not the parameter of a wrapper's closure
                         if candidate is not None and candidate.function is not None:
                             candidate.top_level = False
                             found.append(candidate)
@@ -1185,9 +1187,12 @@ class _ModuleAudit:
         if not any(d.kind in _TUNING_KINDS and d.kind != "unknown-autotune" for d in decorators):
             return None
         function = self.functions.get(expr.id) if isinstance(expr, ast.Name) else None
+        home: _ModuleAudit | None = None
+        if function is None and isinstance(expr, (ast.Name, ast.Attribute)) and self.index is not None:
+            home, function = self.index.function_at(self.resolve(expr))  # kernel.fn of another module
         if function is not None:
-            decorators += [d for d in map(self._decorator, function.decorator_list) if d is not None]
-        return _Candidate(line, name, function, _snippet(expr), decorators)
+            decorators += [d for d in map((home or self)._decorator, function.decorator_list) if d is not None]
+        return _Candidate(line, name, function, _snippet(expr), decorators, home=home)
 
     # -- one kernel
 
@@ -1271,7 +1276,7 @@ class _ModuleAudit:
                             heuristic_values[k.value] = v
 
         warps, stages, constexprs = _distinct_fields(records)
-        in_place = _InPlaceAnalysis(self, cand.function, params).findings() \
+        in_place = _InPlaceAnalysis(cand.home or self, cand.function, params).findings() \
             if cand.function is not None and params else []
         # A restore list the audit cannot read might cover anything: do not accuse the kernel then.
         covered = None if isinstance(reset, str) or isinstance(restore, str) \
@@ -1553,6 +1558,18 @@ class _Tree:
                 break
         cache[module_name] = found
         return found
+
+    def function_at(self, dotted: str | None) -> tuple[_ModuleAudit | None, ast.FunctionDef | ast.AsyncFunctionDef | None]:
+        """The module-level def that ``dotted`` names in a module of the tree, with its module."""
+        if not dotted or "." not in dotted:
+            return None, None
+        module_name, _, leaf = dotted.rpartition(".")
+        path = self.by_name.get(module_name) or self._locate(module_name)
+        module = self.module_at(path) if path is not None else None
+        node = module.top_level.get(leaf) if module is not None else None
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return module, node
+        return None, None
 
     def defines(self, dotted: str) -> bool:
         module_name, _, leaf = dotted.rpartition(".")

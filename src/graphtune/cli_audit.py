@@ -80,8 +80,9 @@ def _findings_text(kernel: KernelAudit, markup: bool) -> str:
 
 def _wrapper_text(kernel: KernelAudit) -> str:
     name = kernel.wrapper_name or kernel.wrapper
-    if name in ("triton.autotune", "graphtune.autotune"):
-        return kernel.wrapper
+    if kernel.wrapper in ("triton", "graphtune") and name.split(".")[0] == kernel.wrapper \
+            and name.endswith(".autotune"):
+        return kernel.wrapper  # triton.autotune, triton.runtime.autotuner.autotune, graphtune.tuner.autotune
     return f"{kernel.wrapper}:{name.rsplit('.', 1)[-1]}"
 
 

@@ -559,6 +559,8 @@ ENGINE_EXPECTED = {
     "unknown_wrapped": ("unknown", "vendor.tuning.my_autotune", None, "unknown", (("unknown-autotuner", "hazard"),)),
     "applied_cached": ("triton", "engine.cache.CachingAutotuner", 2, "static", ((TUNES, "hazard"),)),
     "make_kernel()": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"),)),
+    # a cached function returning triton.autotune(...)(plain.plain_body): the body is read in engine/plain.py
+    "cached_kernel()": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"), (INPLACE, "hazard"))),
     "alias_launched": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"),)),
     "helper_launched": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"),)),
     "env_single": ("triton", "triton.autotune", 1, "static", ((ONE, "info"),)),
@@ -586,6 +588,14 @@ def test_engine_kernel_classification(engine, name):
     assert (kernel.wrapper, kernel.wrapper_name, kernel.n_configs, kernel.configs) == (
         wrapper, wrapper_name, n_configs, configs)
     assert _severities(kernel) == findings
+
+
+def test_engine_kernel_body_in_another_module(engine):
+    kernel = engine["cached_kernel()"]
+    assert (kernel.function, kernel.params) == ("plain.plain_body", ("x_ptr", "rows", "BLOCK"))
+    lines = (ENGINE / "plain.py").read_text().splitlines()
+    (store,) = [i + 1 for i, s in enumerate(lines) if "tl.store(" in s]
+    assert [(f.param, f.loads, f.stores) for f in kernel.in_place] == [("x_ptr", (store,), (store,))]
 
 
 def test_engine_triton_through_a_reexport_module(engine):

@@ -1,6 +1,9 @@
 """Kernels that import triton and tl through engine.triton_utils, with their launches (key bindings)."""
+import functools
+
 import torch
 
+from engine import plain
 from engine.cache import CachingAutotuner, engine_cache_autotune, tokens_tuner
 from engine.triton_utils import tl, triton
 from vendor.tuning import my_autotune
@@ -65,6 +68,11 @@ applied_cached = CachingAutotuner(_applied_body, _applied_body.arg_names, CONFIG
 
 def make_kernel():
     return triton.autotune(configs=CONFIGS, key=["M"])(triton.jit(_applied_body))
+
+
+@functools.lru_cache(maxsize=1)
+def cached_kernel():
+    return triton.autotune(configs=CONFIGS, key=["rows"])(plain.plain_body)
 
 
 @triton.autotune(configs=CONFIGS, key=["rows"])
