@@ -20,8 +20,7 @@ def import_module(text: str, what: str) -> Any:
             raise FileNotFoundError(f"{what}: no file {text}")
         # one stable name per path: Triton keys compiled kernels on module and source, and dataclasses and
         # pickling look modules up by name; two files with the same stem must not clash
-        stem = os.path.splitext(os.path.basename(path))[0]
-        name = f"_graphtune_user_{stem}_{hashlib.sha256(path.encode()).hexdigest()[:8]}"
+        name = module_name_for(path)
         module = sys.modules.get(name)
         if module is not None:
             return module
@@ -50,6 +49,15 @@ def import_module(text: str, what: str) -> Any:
         raise ValueError(f"{what}: cannot import module {text!r} ({exc})") from None
     except Exception as exc:  # noqa: BLE001 - the user's module failed: say which and why, in one line
         raise UserCodeError(f"{what}: importing module {text!r} failed: {one_line(exc)}") from exc
+
+
+def module_name_for(path: str, prefix: str = "_graphtune_user") -> str:
+    """One stable module name per file path: Triton keys compiled kernels on module and source, and
+    dataclasses and pickling look modules up by name; two files with the same stem must not clash, and the
+    name must be the same in every process (``hash()`` of a string is not)."""
+    path = os.path.abspath(os.path.expanduser(path))
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return f"{prefix}_{stem}_{hashlib.sha256(path.encode()).hexdigest()[:8]}"
 
 
 def load_object(spec: str, what: str, *, default_attr: str | None = None, form: str = "MODULE:NAME",

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from . import settings
+from ._loading import module_name_for
 from ._log import logger
 from .configs import config_to_dict
 from .errors import ConfigError, one_line
@@ -213,7 +214,7 @@ def _load_kernel(ref: KernelRef):
     if module is None:
         if ref.path is None:
             raise ImportError(f"cannot import {ref.module}")
-        spec = importlib.util.spec_from_file_location(f"_graphtune_isolated_{abs(hash(ref.path))}", ref.path)
+        spec = importlib.util.spec_from_file_location(module_name_for(ref.path, "_graphtune_isolated"), ref.path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     obj: Any = module

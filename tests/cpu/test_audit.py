@@ -14,6 +14,8 @@ from graphtune.audit import AuditReport, KernelAudit, audit_paths, audit_source
 from graphtune.cli import main
 
 CORPUS = Path(__file__).parent / "audit_corpus"
+# The files at the top of the corpus (the engine package below it has its own tests).
+ROOT_FILES = sorted(CORPUS.glob("*.py"))
 
 TUNES = "tunes-at-runtime"
 SAFE = "capture-safe"
@@ -44,7 +46,7 @@ EXPECTED = [
     ("configs.py", "arithmetic", 3, (TUNES,), "triton"),
     ("configs.py", "positional_config", 1, (ONE,), "triton"),
     ("configs.py", "helper_literal", 6, (TUNES,), "triton"),
-    ("configs.py", "env_dynamic", None, (TUNES, DYN), "triton"),
+    ("configs.py", "env_dynamic", 1, (ONE,), "triton"),  # os.environ.get's default: one config
     ("configs.py", "loop_dynamic", None, (TUNES, DYN), "triton"),
     ("configs.py", "rebound_dynamic", None, (TUNES, DYN), "triton"),
     ("configs.py", "huge_dynamic", None, (TUNES, DYN), "triton"),
@@ -76,7 +78,7 @@ def _line_of(file: str, name: str) -> int:
 
 @pytest.fixture(scope="module")
 def corpus() -> AuditReport:
-    return audit_paths([CORPUS])
+    return audit_paths(ROOT_FILES)
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +104,7 @@ def test_kernel_findings(by_name, file, name, n_configs, codes, wrapper):
     assert kernel.line == _line_of(file, name)
     assert kernel.n_configs == n_configs
     assert kernel.configs == ("dynamic" if n_configs is None else "static")
+    assert kernel.wrapper_name.endswith(".autotune")  # as resolved: triton.runtime.autotuner.autotune stays so
     assert kernel.codes == codes
     assert kernel.wrapper == wrapper
 
@@ -110,8 +113,10 @@ def test_corpus_summary(corpus: AuditReport):
     assert corpus.files_scanned == 5  # conftest.py, the three corpora and the broken file
     assert [(Path(f.file).name, f.error) for f in corpus.files_failed] == [
         ("broken_syntax.py", "SyntaxError: '(' was never closed (line 4)")]
-    assert corpus.by_hazard == {TUNES: 29, SAFE: 5, DYN: 6, ONE: 2, INPLACE: 5, UNKNOWN: 1, FIRST: 1}
-    assert corpus.n_hazards == 29 + 5 + 1
+    assert corpus.by_hazard == {TUNES: 28, SAFE: 5, DYN: 5, ONE: 3, INPLACE: 5, UNKNOWN: 1, FIRST: 1}
+    # no launches in these files: every key binding is unknown, so every tunes-at-runtime is a hazard
+    assert corpus.hazards_by_code == {TUNES: 28, INPLACE: 5, UNKNOWN: 1}
+    assert corpus.n_hazards == 28 + 5 + 1
 
 
 def test_fields_of_stacked_and_applied_kernels(by_name):
@@ -137,7 +142,7 @@ def test_fields_of_stacked_and_applied_kernels(by_name):
     ("helper_literal", (2, 4), (3,), {"BLOCK": (16, 32, 64)}),
     # dynamic lists: the values written in the Config calls are still shown, unknown ones left out
     ("loop_dynamic", (8,), (4,), {}),
-    ("env_dynamic", (4,), (3,), {}),
+    ("env_dynamic", (4,), (3,), {"BLOCK": (64,)}),  # counted with the default of BLOCKS
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_config_values_seen(by_name, name, warps, stages, constexprs):
     kernel = by_name[name]
@@ -146,7 +151,8 @@ def test_config_values_seen(by_name, name, warps, stages, constexprs):
 
 def test_dynamic_reasons_name_the_expression(by_name):
     # through the helper function to the part that is not static
-    assert by_name["env_dynamic"].configs_reason == "from_env(): os.environ.get('BLOCKS', '64').split(',')"
+    assert by_name["env_dynamic"].configs_reason is None
+    assert by_name["env_dynamic"].configs_env == ("BLOCKS",)
     assert by_name["loop_dynamic"].configs_reason == "looped_helper()"
     assert by_name["rebound_dynamic"].configs_reason == "REBOUND"
     assert "more than 100000 elements" in by_name["huge_dynamic"].configs_reason
@@ -174,7 +180,7 @@ def test_unknown_key_names_only_the_missing_names(by_name):
 
 
 @pytest.mark.parametrize("name,pointers", [
-    ("in_place_direct", "['x_ptr']"),
+    ("in_place_direct", "['x_ptr']"),  # the message then names the lines
     ("in_place_through_locals", "['out_ptr']"),  # traced through p = out_ptr + offs; q = p; not in_ptr/start
     ("atomic_accumulate", "['total_ptr']"),
     ("block_pointer_in_place", "['x_ptr']"),
@@ -274,7 +280,7 @@ def test_relative_import_of_graphtune_inside_its_package(tmp_path):
     (b"x = (" * 300 + b")" * 300 + b"\n", "SyntaxError"),
 ], ids=["null-bytes", "bad-utf8", "unknown-codec", "syntax", "nesting"])
 def test_unparsable_files_are_reported_not_raised(tmp_path, content, error):
-    (tmp_path / "bad.py").write_bytes(content)
+    (tmp_path / "bad.py").write_bytes(b"# @triton.autotune(configs=[], key=[])\n" + content)
     (tmp_path / "good.py").write_text(CONFIG_HEAD + "@triton.autotune(configs=[C({})], key=[])\n"
                                       "@triton.jit\ndef k(x_ptr):\n    pass\n")
     report = audit_paths([tmp_path])
@@ -282,6 +288,19 @@ def test_unparsable_files_are_reported_not_raised(tmp_path, content, error):
     assert [k.name for k in report.kernels] == ["k"]
     (failure,) = report.files_failed
     assert Path(failure.file).name == "bad.py" and error in failure.error
+
+
+def test_files_that_cannot_hold_a_kernel_are_not_parsed_unless_named(tmp_path):
+    (tmp_path / "bad.py").write_bytes(b"def f(:\n")  # broken, but no autotuner in it: skipped in a directory
+    report = audit_paths([tmp_path])
+    assert (report.files_scanned, report.files_parsed, report.files_failed) == (1, 0, ())
+    named = audit_paths([tmp_path / "bad.py"])  # named explicitly: parsed, and its failure reported
+    assert [f.error for f in named.files_failed] == ["SyntaxError: invalid syntax (line 1)"]
+
+
+def test_empty_path_is_an_error_not_the_current_directory():
+    with pytest.raises(ValueError, match=r"PATH is empty \(''\)"):
+        audit_paths([""])
 
 
 def test_declared_encoding_is_honoured(tmp_path):
@@ -344,7 +363,7 @@ def test_walk_outside_git_skips_environments_and_build_dirs(tmp_path):
 
 
 def test_cli_json_schema(capsys):
-    assert main(["audit", str(CORPUS), "--json"]) == 0
+    assert main(["audit", *map(str, ROOT_FILES), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert set(data) == {"kernels", "summary"}
     assert len(data["kernels"]) == len(EXPECTED)
@@ -359,19 +378,36 @@ def test_cli_json_schema(capsys):
     summary = data["summary"]
     assert summary["files_scanned"] == 5 and summary["kernels"] == len(EXPECTED)
     assert [set(f) for f in summary["files_failed"]] == [{"file", "error"}]
-    assert summary["by_hazard"][TUNES] == 29
+    assert summary["by_hazard"][TUNES] == 28 and summary["hazards_by_code"][TUNES] == 28
+    assert summary["files_parsed"] == 5
+    new = {"wrapper_name": str, "keys": list, "call_sites": list, "in_place": list, "configs_env": list}
+    for kernel in data["kernels"]:
+        for field, kind in new.items():
+            assert isinstance(kernel[field], kind), (kernel["name"], field)
+        assert "wrapper_defined_at" in kernel and "triton_via" in kernel
+        for binding in kernel["keys"]:
+            assert set(binding) == {"name", "binding", "evidence"} and binding["binding"] in ("batch", "model",
+                                                                                               "unknown")
     nested = next(k for k in data["kernels"] if k["name"] == "nested_comprehension")
     assert (nested["n_configs"], nested["key"], nested["constexprs"]["BLOCK_M"]) == (30, ["m", "n"], [32, 64, 128])
-    dynamic = next(k for k in data["kernels"] if k["name"] == "env_dynamic")
+    env = next(k for k in data["kernels"] if k["name"] == "env_dynamic")
+    assert (env["n_configs"], env["configs"], env["configs_env"]) == (1, "static", ["BLOCKS"])
+    dynamic = next(k for k in data["kernels"] if k["name"] == "loop_dynamic")
     assert (dynamic["n_configs"], dynamic["configs"]) == (None, "dynamic")
 
 
 @pytest.mark.parametrize("files,fail_on,code", [
     (["hazards.py"], ["--fail-on", "hazard"], 1),
     (["hazards.py"], [], 0),
+    (["hazards.py"], ["--fail-on", "unparsed"], 0),
     (["spellings.py"], ["--fail-on", "hazard"], 1),
-    (["conftest.py", "broken_syntax.py"], ["--fail-on", "hazard"], 0),
-], ids=["hazards-fail", "hazards-no-fail-on", "spellings-fail", "clean-and-broken"])
+    (["conftest.py"], ["--fail-on", "hazard"], 0),
+    # a file that could not be parsed may hide hazards: --fail-on hazard fails on it, so does unparsed
+    (["conftest.py", "broken_syntax.py"], ["--fail-on", "hazard"], 1),
+    (["broken_syntax.py"], ["--fail-on", "unparsed"], 1),
+    (["broken_syntax.py"], ["--fail-on", "never"], 0),
+], ids=["hazards-fail", "hazards-no-fail-on", "hazards-unparsed-only", "spellings-fail", "clean",
+        "clean-and-broken", "broken-unparsed", "broken-never"])
 def test_cli_fail_on_exit_codes(capsys, files, fail_on, code):
     assert main(["audit", *(str(CORPUS / f) for f in files), *fail_on]) == code
 
@@ -389,7 +425,7 @@ def test_cli_text_output(capsys):
     out = capsys.readouterr().out
     assert "misspelled_key" in out and "['seq_len']" in out
     assert "not parsed" in out and "broken_syntax.py" in out
-    assert "13 kernels in 2 files (1 not parsed); 15 hazards" in out
+    assert "13 kernels in 2 files (2 parsed, 1 failed to parse); 15 hazards: " in out
 
 
 @pytest.mark.parametrize("argv", [["--compile"], ["--target", "sm_120"]], ids=["compile-no-target", "target-only"])
@@ -400,6 +436,12 @@ def test_cli_compile_needs_both_flags(capsys, argv):
 
 def test_cli_missing_path(capsys, tmp_path):
     assert main(["audit", str(tmp_path / "absent")]) == 2
+
+
+def test_cli_empty_path_is_one_line(capsys):
+    assert main(["audit", ""]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["graphtune: error: audit: PATH is empty (''); name a file or directory"]
 
 
 # ------------------------------------------------------------------------------------------- --compile
@@ -484,3 +526,315 @@ def test_compile_unknown_target_is_an_error(tmp_path, capsys):
     if _resources_usable() is not None:
         pytest.skip(str(_resources_usable()))
     assert main(["audit", str(_compile_tree(tmp_path)), "--compile", "--target", "sm_7"]) == 2
+
+
+# ------------------------------------------------------------------------------------------- real-engine shapes
+# tests/cpu/audit_corpus/engine reproduces, in small files, each way the audit went wrong on engine code:
+# triton imported through a module of the engine, wrappers of triton's Autotuner, keys bound to the batch
+# or to the model at the launch, config lists from environment variables, and in-place look-alikes.
+
+ENGINE = CORPUS / "engine"
+BATCH, MODEL, UNSURE = "batch", "model", "unknown"
+
+
+@pytest.fixture(scope="module")
+def engine() -> dict[str, KernelAudit]:
+    report = audit_paths([ENGINE])
+    assert report.files_failed == ()
+    return {k.name: k for k in report.kernels}
+
+
+def _severities(kernel: KernelAudit) -> tuple[tuple[str, str], ...]:
+    return tuple((h.code, h.severity) for h in kernel.hazards)
+
+
+# name -> (wrapper, wrapper_name, n_configs, configs, findings with severity)
+ENGINE_EXPECTED = {
+    "reexport_kernel": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"),)),
+    "model_keyed": ("triton", "triton.autotune", 2, "static", ((TUNES, "info"),)),
+    "bucket_keyed": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"),)),
+    "never_launched": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"),)),
+    "cache_wrapped": ("triton", "engine.cache.engine_cache_autotune", 2, "static", ((TUNES, "info"),)),
+    "plain_wrapped": ("triton", "engine.cache.tokens_tuner", 2, "static", ((TUNES, "hazard"),)),
+    "unknown_wrapped": ("unknown", "vendor.tuning.my_autotune", None, "unknown", (("unknown-autotuner", "hazard"),)),
+    "applied_cached": ("triton", "engine.cache.CachingAutotuner", 2, "static", ((TUNES, "hazard"),)),
+    "make_kernel()": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"),)),
+    # a cached function returning triton.autotune(...)(plain.plain_body): the body is read in engine/plain.py
+    "cached_kernel()": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"), (INPLACE, "hazard"))),
+    "alias_launched": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"),)),
+    "helper_launched": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"),)),
+    "env_single": ("triton", "triton.autotune", 1, "static", ((ONE, "info"),)),
+    "env_list": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"),)),
+    "env_required": ("triton", "triton.autotune", None, "dynamic", ((TUNES, "hazard"), (DYN, "info"))),
+    "pointer_reuse": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"),)),
+    "integer_offsets": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"),)),
+    "store_before_load": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"),)),
+    "branch_writes_or_reads": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"),)),
+    "in_place_prefix_sum": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"), (INPLACE, "hazard"))),
+    "in_place_accumulate": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"), (INPLACE, "hazard"))),
+}
+
+
+def test_engine_every_kernel_found(engine):
+    """Re-exported triton, an Autotuner subclass, factories (one not named autotune), a function returning a
+    kernel and an unknown *autotune* decorator: all found, nothing else."""
+    assert sorted(engine) == sorted(ENGINE_EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(ENGINE_EXPECTED))
+def test_engine_kernel_classification(engine, name):
+    wrapper, wrapper_name, n_configs, configs, findings = ENGINE_EXPECTED[name]
+    kernel = engine[name]
+    assert (kernel.wrapper, kernel.wrapper_name, kernel.n_configs, kernel.configs) == (
+        wrapper, wrapper_name, n_configs, configs)
+    assert _severities(kernel) == findings
+
+
+def test_engine_kernel_body_in_another_module(engine):
+    kernel = engine["cached_kernel()"]
+    assert (kernel.function, kernel.params) == ("plain.plain_body", ("x_ptr", "rows", "BLOCK"))
+    lines = (ENGINE / "plain.py").read_text().splitlines()
+    (store,) = [i + 1 for i, s in enumerate(lines) if "tl.store(" in s]
+    assert [(f.param, f.loads, f.stores) for f in kernel.in_place] == [("x_ptr", (store,), (store,))]
+
+
+def test_engine_triton_through_a_reexport_module(engine):
+    assert engine["reexport_kernel"].triton_via == "engine.triton_utils"
+    # tl.load / tl.store reached through the re-export too: the in-place analysis sees them
+    assert [f.param for f in engine["in_place_prefix_sum"].in_place] == ["h"]
+
+
+def test_engine_wrappers_are_named_with_their_definition(engine):
+    def where(kernel: KernelAudit) -> tuple[str, int]:
+        file, line = kernel.wrapper_defined_at.rsplit(":", 1)
+        return Path(file).name, int(line)
+    source = (ENGINE / "cache.py").read_text().splitlines()
+    for name, definition in [("cache_wrapped", "def engine_cache_autotune("), ("plain_wrapped", "def tokens_tuner("),
+                             ("applied_cached", "class CachingAutotuner(")]:
+        file, line = where(engine[name])
+        assert file == "cache.py" and source[line - 1].startswith(definition)
+    assert engine["reexport_kernel"].wrapper_defined_at is None
+    assert engine["unknown_wrapped"].wrapper_defined_at is None
+    assert "vendor.tuning.my_autotune" in _message(engine["unknown_wrapped"], "unknown-autotuner")
+
+
+def _launch_line(text: str) -> int:
+    lines = (ENGINE / "kernels.py").read_text().splitlines()
+    (line,) = [i + 1 for i, s in enumerate(lines) if s.strip().startswith(text)]
+    return line
+
+
+@pytest.mark.parametrize("kernel,key,binding,launch,decided_by", [
+    ("reexport_kernel", "n_tokens", BATCH, "reexport_kernel[grid]", "n_tokens (named for a batch dimension)"),
+    ("reexport_kernel", "HEAD_DIM", MODEL, "reexport_kernel[grid]", "x.shape[-1] (an inner dimension)"),
+    ("model_keyed", "num_heads", MODEL, "model_keyed[grid]", "self.config.num_heads (an attribute: configuration)"),
+    ("model_keyed", "HAS_BIAS", MODEL, "model_keyed[grid]", None),  # bias is not None: a presence flag
+    ("bucket_keyed", "SIZE_CLASS", BATCH, "bucket_keyed[grid]", "x.shape[0] (dimension 0: the batch / token "
+                                                                 "dimension)"),
+    ("bucket_keyed", "D", MODEL, "bucket_keyed[grid]", "x.shape[1] (an inner dimension)"),
+    ("cache_wrapped", "D", MODEL, "cache_wrapped[grid]", "x.shape[1] (an inner dimension)"),
+    ("alias_launched", "rows", BATCH, "kernel[grid](x, rows", "len(x) (a length)"),  # kernel = alias_launched if ...
+])
+def test_engine_key_bindings_with_evidence(engine, kernel, key, binding, launch, decided_by):
+    (bound,) = [b for b in engine[kernel].keys if b.name == key]
+    assert bound.binding == binding
+    at = f"{ENGINE / 'kernels.py'}:{_launch_line(launch)}"
+    assert any(e.startswith(at + ": ") for e in bound.evidence), bound.evidence
+    if decided_by is not None:
+        assert any(e.endswith(": " + decided_by) for e in bound.evidence), bound.evidence
+
+
+def test_engine_launch_through_a_helper(engine):
+    """launch_autotuned(kernel, grid, rows=...) launches the kernel it is given: a call site, keywords bound."""
+    kernel = engine["helper_launched"]
+    assert kernel.call_sites == (f"{ENGINE / 'kernels.py'}:{_launch_line('kernel[grid](x, rows')}",
+                                 f"{ENGINE / 'kernels.py'}:{_launch_line('launch_autotuned(helper_launched')}")
+    assert [(b.name, b.binding) for b in kernel.keys] == [("rows", BATCH)]
+
+
+def test_engine_unlaunched_keys(engine):
+    # no launch in the tree: unknown (a hazard), unless the name itself says batch
+    assert [(b.name, b.binding) for b in engine["never_launched"].keys] == [("D", UNSURE)]
+    assert [(b.name, b.binding) for b in engine["plain_wrapped"].keys] == [("n_tokens", BATCH)]
+    assert [(b.name, b.binding) for b in engine["applied_cached"].keys] == [("M", BATCH)]
+    assert "no launch found" in engine["never_launched"].keys[0].evidence[0]
+
+
+def test_engine_model_only_keys_are_informational(engine):
+    message = _message(engine["model_keyed"], TUNES)
+    assert "model dimensions only" in message and "tuned once per model shape; any warm-up covers it" in message
+    assert "follows the batch: ['n_tokens']" in _message(engine["reexport_kernel"], TUNES)
+    assert engine["reexport_kernel"].call_sites == (f"{ENGINE / 'kernels.py'}:{_launch_line('reexport_kernel[grid]')}",)
+
+
+def test_engine_env_configs(engine):
+    assert engine["env_single"].configs_env == ("ENGINE_BLOCK", "ENGINE_WARPS")
+    assert "with the defaults of ENGINE_BLOCK, ENGINE_WARPS" in _message(engine["env_single"], ONE)
+    assert (engine["env_list"].configs_env, dict(engine["env_list"].constexprs)) == (("ENGINE_BLOCKS",),
+                                                                                     {"BLOCK": (64, 128)})
+    # os.environ[...] has no default: that one truly cannot be counted
+    assert engine["env_required"].configs_reason == "os.environ['ENGINE_BLOCK']"
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("pointer_reuse", []),  # p_v for v, then for v_new: two pointers
+    ("integer_offsets", []),  # start and row_stride are offsets, not pointers
+    ("store_before_load", []),  # o is written before it is read back in the same launch
+    ("branch_writes_or_reads", []),  # a is written on one branch, read on the other
+    ("in_place_prefix_sum", [("h", "b_h += tl.load(p_h)", "tl.store(p_h, b_h)")]),
+    ("in_place_accumulate", [("c", "acc += tl.load(c + offs)", "tl.store(c + offs, acc)")]),
+])
+def test_engine_in_place_findings(engine, name, expected):
+    lines = (ENGINE / "inplace.py").read_text().splitlines()
+
+    def line_of(text: str) -> int:
+        (line,) = [i + 1 for i, s in enumerate(lines) if s.strip() == text]
+        return line
+    found = [(f.param, f.loads, f.stores) for f in engine[name].in_place]
+    assert found == [(param, (line_of(load),), (line_of(store),)) for param, load, store in expected]
+    if expected:
+        message = _message(engine[name], INPLACE)
+        assert f"loaded at line(s) {line_of(expected[0][1])}, stored at {line_of(expected[0][2])}" in message
+
+
+def test_engine_single_file_still_sees_its_package(engine):
+    """Named alone, kernels.py still resolves engine.triton_utils and the wrappers in engine/cache.py."""
+    report = audit_paths([ENGINE / "kernels.py"])
+    alone = {k.name: (k.wrapper, k.wrapper_name, k.codes) for k in report.kernels}
+    together = {k: (v.wrapper, v.wrapper_name, v.codes) for k, v in engine.items()
+                if Path(v.file).name == "kernels.py"}
+    assert alone == together
+    assert [Path(f).name for f in [k.file for k in report.kernels]] == ["kernels.py"] * len(alone)
+
+
+def test_engine_json_carries_the_evidence(capsys):
+    assert main(["audit", str(ENGINE), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    kernel = next(k for k in data["kernels"] if k["name"] == "bucket_keyed")
+    assert [(b["name"], b["binding"]) for b in kernel["keys"]] == [("SIZE_CLASS", BATCH), ("D", MODEL)]
+    assert kernel["triton_via"] == "engine.triton_utils" and kernel["wrapper_name"] == "triton.autotune"
+    prefix = next(k for k in data["kernels"] if k["name"] == "in_place_prefix_sum")
+    assert [set(f) for f in prefix["in_place"]] == [{"param", "loads", "stores", "atomic"}]
+    assert data["summary"]["hazards_by_code"]["unknown-autotuner"] == 1
+
+
+def test_audit_source_counts_env_defaults():
+    source = CONFIG_HEAD + "import os\n" + textwrap.dedent("""
+        @triton.autotune(configs=[C({'B': int(os.getenv('B', '32'))}, num_warps=int(os.environ.get('W', '4')))],
+                         key=['n'])
+        @triton.jit
+        def k(x_ptr, n, B: tl.constexpr):
+            pass
+        """)
+    (kernel,) = audit_source(source, "inline.py")
+    assert (kernel.n_configs, kernel.configs_env, kernel.codes) == (1, ("B", "W"), (ONE,))
+    assert dict(kernel.constexprs) == {"B": (32,)} and kernel.num_warps == (4,)
+
+
+# ------------------------------------------------------------------------------------------- the table
+
+
+def _table_lines(capsys, monkeypatch, columns: int | None) -> list[str]:
+    if columns is not None:  # a terminal of that width
+        monkeypatch.setenv("FORCE_COLOR", "1")
+        monkeypatch.setenv("COLUMNS", str(columns))
+    assert main(["audit", str(ENGINE)]) == 0
+    return re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out).splitlines()
+
+
+@pytest.mark.parametrize("columns", [None, 60, 400], ids=["piped", "narrow-terminal", "wide-terminal"])
+def test_table_never_breaks_a_path(capsys, monkeypatch, columns):
+    lines = _table_lines(capsys, monkeypatch, columns)
+    report = audit_paths([ENGINE])
+    for kernel in report.kernels:
+        at = f"{kernel.file}:{kernel.line}"
+        rows = [line for line in lines if line.startswith(at + " ") or line.startswith("│ " + at + " ")]
+        assert len(rows) == 1, (at, columns)  # whole, on one line, once
+        assert kernel.name in rows[0]
+    if columns == 60:  # too narrow for the table: one line per kernel, nothing folded
+        assert not any("┃" in line for line in lines)
+        assert any(line.startswith(f"{ENGINE / 'kernels.py'}:") and "key=n_tokens[batch],HEAD_DIM" in line
+                   for line in lines)
+    else:
+        assert any("file:line" in line and "┃" in line for line in lines)
+
+
+def test_an_analysis_bug_costs_one_file(tmp_path, monkeypatch):
+    from graphtune import audit as audit_module
+    for name in ("a_kernel", "b_kernel"):
+        _kernel_file(tmp_path / f"{name}.py")
+
+    def broken(self):
+        if self.function.name == "a_kernel":
+            raise KeyError("boom")
+        return []
+    monkeypatch.setattr(audit_module._InPlaceAnalysis, "findings", broken)
+    report = audit_paths([tmp_path])
+    assert [k.name for k in report.kernels] == ["b_kernel"]
+    assert [(Path(f.file).name, f.error) for f in report.files_failed] == [("a_kernel.py",
+                                                                            "audit failed: KeyError: 'boom'")]
+
+
+def test_reexport_outside_the_tree_is_recognised_by_name(tmp_path):
+    (tmp_path / "kernels.py").write_text(textwrap.dedent("""
+        from otherlib.compat import tl, triton
+
+        class Holder:
+            tl = None
+
+        @triton.autotune(configs=[triton.Config({}), triton.Config({})], key=["D"])
+        @triton.jit
+        def k(x, D, BLOCK: tl.constexpr):
+            tl.store(x + tl.arange(0, BLOCK), tl.load(x + tl.arange(0, BLOCK)) + 1)
+
+        def launch(x, holder):
+            holder.tl.load(x)  # an attribute named tl is not triton.language
+            k[(1,)](x, D=x.shape[-1])
+        """))
+    (kernel,) = audit_paths([tmp_path]).kernels
+    assert (kernel.triton_via, kernel.n_configs) == ("otherlib.compat", 2)
+    assert [f.param for f in kernel.in_place] == ["x"]
+    assert [(b.name, b.binding) for b in kernel.keys] == [("D", MODEL)]
+
+
+def test_launch_arguments_after_a_spread_of_known_length():
+    source = CONFIG_HEAD + textwrap.dedent("""
+        @triton.autotune(configs=[C({}), C({})], key=["D", "n_rows"])
+        @triton.jit
+        def k(a_ptr, b_ptr, s0, s1, D, n_rows):
+            pass
+
+        def launch(a, b, strides_given):
+            pair = (a, b)
+            k[(1,)](*pair, *((a.stride(0), 0) if strides_given else (0, 0)), a.shape[-1], a.shape[0])
+
+        def launch_unknown(a, rest):
+            k[(1,)](a, *rest, a.shape[-1], a.shape[0])
+        """)
+    (kernel,) = audit_source(source, "inline.py")
+    first, second = kernel.call_sites
+    bound = {b.name: (b.binding, b.evidence) for b in kernel.keys}
+    assert bound["D"][0] == UNSURE and bound["n_rows"][0] == BATCH  # the second launch hides D behind *rest
+    assert any(e.startswith(first + ": D=a.shape[-1]") for e in audit_source(
+        source.split("def launch_unknown")[0], "inline.py")[0].keys[0].evidence)
+    assert any(e == f"{second}: D passed through *rest" for e in bound["D"][1])
+
+
+def test_launch_keywords_from_a_local_dict_and_dtype_flags():
+    source = CONFIG_HEAD + textwrap.dedent("""
+        @triton.autotune(configs=[C({}), C({})], key=["D", "BIG", "NT", "HALF"])
+        @triton.jit
+        def k(x_ptr, D, BIG, NT, HALF):
+            pass
+
+        def launch(x, q):
+            half = all(t.element_size() == 2 for t in (x, q) if t is not None)
+            kwargs = dict(x_ptr=x, D=x.shape[-1], HALF=half)
+            kwargs["BIG"] = x.shape[1] > 64
+            for nt in range(4):
+                kwargs["NT"] = x.shape[0]
+                k[(1,)](**kwargs)
+        """)
+    (kernel,) = audit_source(source, "inline.py")
+    assert [(b.name, b.binding) for b in kernel.keys] == [("D", MODEL), ("BIG", MODEL), ("NT", BATCH),
+                                                          ("HALF", MODEL)]

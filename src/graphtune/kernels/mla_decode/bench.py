@@ -15,7 +15,7 @@ import torch
 import triton
 
 from . import interface, space
-from .reference import D_QK, DS_MLA_ROW_BYTES, quantize_ds_mla
+from .reference import D_QK, ROW_BYTES, quantize_ds_mla
 
 L2_BYTES = 60 * 2 ** 20
 ROTATE_BYTES = 3 * L2_BYTES     # the input sets of one size together exceed the L2 three times over
@@ -34,7 +34,7 @@ class Problem:
 
     @property
     def row_bytes(self) -> int:
-        return {"fp8": D_QK, "bf16": 2 * D_QK, "fp8_ds_mla": DS_MLA_ROW_BYTES}[self.kv_format]
+        return ROW_BYTES[self.kv_format]
 
     def bytes_moved(self) -> int:
         """The fewest bytes a decode step must read: each token's row once plus its 4-byte index."""

@@ -26,11 +26,10 @@ import triton
 
 from ... import settings
 from . import interface_hopper, kernel, space
-from .reference import D_NOPE, D_QK, DS_MLA_ROW_BYTES, resolve_kv_format
+from .reference import D_NOPE, D_QK, cache_row_width, resolve_kv_format
 
 _FORMAT_CODES = {"fp8": 0, "bf16": 1, "fp8_ds_mla": 2}
 _KV_FORMATS = ("auto", *_FORMAT_CODES)
-_ROW_BYTES = {"fp8": D_QK, "bf16": 2 * D_QK, "fp8_ds_mla": DS_MLA_ROW_BYTES}
 _REDUCE_BLOCK_S = 16
 _B_CHUNK = 128      # requests per step of the split kernel's on-device tile count
 _INTERPRET_SMS = 3   # a few "SMs" under the interpreter, so requests straddle programs in CPU tests
@@ -100,7 +99,7 @@ def _validate(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_format, 
     _check_tensor("kv_cache", kv_cache, (torch.float8_e4m3fn, torch.bfloat16, torch.uint8), 3, device)
     fmt = resolve_kv_format(kv_cache, kv_format)
     want_dtype = {"fp8": torch.float8_e4m3fn, "bf16": torch.bfloat16, "fp8_ds_mla": torch.uint8}[fmt]
-    want_last = DS_MLA_ROW_BYTES if fmt == "fp8_ds_mla" else D_QK
+    want_last = cache_row_width(fmt)
     if kv_cache.dtype != want_dtype:
         _fail("kv_cache", f"dtype {kv_cache.dtype} does not match kv_format={fmt!r} (needs {want_dtype})")
     if kv_cache.shape[2] != want_last:
@@ -300,8 +299,7 @@ def inspect_signature(heads: int = 16, page_size: int = 64, kv_format: str = "fp
     resource inspector (``graphtune.inspect``) on any target, without a GPU. Built from a tiny CPU launch
     description; ``INTERPRET`` is forced off so the compiled code is the GPU's."""
     from ...resources import signature_from_args
-    from .reference import DS_MLA_ROW_BYTES
-    row = DS_MLA_ROW_BYTES if kv_format == "fp8_ds_mla" else D_QK
+    row = cache_row_width(kv_format)
     dtype = {"fp8": torch.float8_e4m3fn, "bf16": torch.bfloat16, "fp8_ds_mla": torch.uint8}[kv_format]
     q = torch.empty(1, heads, D_QK, dtype=torch.bfloat16)
     kv = torch.empty(2, page_size, row, dtype=dtype)

@@ -12,6 +12,13 @@ D_NOPE = 512
 D_ROPE = 64
 D_QK = D_NOPE + D_ROPE
 DS_MLA_ROW_BYTES = 656
+# bytes one cached token takes per cache format (what a decode step must read), and the cache's last dimension
+ROW_BYTES = {"fp8": D_QK, "bf16": 2 * D_QK, "fp8_ds_mla": DS_MLA_ROW_BYTES}
+
+
+def cache_row_width(kv_format: str) -> int:
+    """The last dimension of a ``kv_format`` cache tensor: 656 uint8 for fp8_ds_mla, else 576 elements."""
+    return DS_MLA_ROW_BYTES if kv_format == "fp8_ds_mla" else D_QK
 DS_MLA_GROUP = 128
 
 
