@@ -9,8 +9,12 @@ from typing import Any, Sequence
 from rich.console import Console
 from rich.table import Table
 
-from .db import Entry, ImportReport, TuningDB, staleness
+from .db import Entry, ImportReport, Summary, TuningDB
+from .errors import DatabaseError
 from .identity import current_env, env_mismatch
+
+_DEFAULT_LIMIT = 100
+_CHUNK = 500  # rows per printed table when listing everything: output starts at once, memory stays flat
 
 _LAUNCH = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 _SHORT = {"gpu_name": "GPU", "compute_capability": "cc", "triton_version": "triton", "torch_version": "torch",
@@ -29,11 +33,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = sub.add_parser("path", parents=[common], help="print where the database is")
     p.set_defaults(func=_path)
 
-    p = sub.add_parser("ls", parents=[common], help="list entries")
+    p = sub.add_parser("ls", parents=[common], help="list entries (the first 100; --limit)")
     p.add_argument("--stale", action="store_true",
                    help="only entries this environment would not apply (other GPU or versions, superseded source)")
     p.add_argument("--kernel", metavar="NAME", help="only this kernel")
     p.add_argument("--device", metavar="GPU", help='only this GPU name, e.g. "NVIDIA H200"')
+    p.add_argument("--limit", type=_limit, default=_DEFAULT_LIMIT, metavar="N",
+                   help=f"show at most N entries (default {_DEFAULT_LIMIT}; 0: all of them, streamed)")
     p.set_defaults(func=_ls)
 
     p = sub.add_parser("show", parents=[common], help="every candidate's timing for one kernel")
@@ -74,10 +80,29 @@ def _error(text: str) -> None:
     print(text, file=sys.stderr)
 
 
+def _limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--limit {text!r}: expected a whole number >= 0") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"--limit {text!r}: expected a whole number >= 0 (0: no limit)")
+    return value
+
+
+def _named(args: argparse.Namespace) -> TuningDB:
+    return TuningDB(args.db, origin="--db") if args.db else TuningDB()
+
+
 def _open(args: argparse.Namespace, reading: bool = False) -> TuningDB:
-    db = TuningDB(args.db) if args.db else TuningDB()
+    """The database the command works on; one that cannot be used (another program's file, a directory, a newer
+    schema) is an error naming it and what pointed there, before anything is read or written."""
+    db = _named(args)
     if reading and not db.path.exists():
-        db = TuningDB(db.path, readonly=True)  # looking must not create a database file
+        db = TuningDB(db.path, readonly=True, origin=db.origin)  # looking must not create a database file
+    problem = db.problem
+    if problem is not None:
+        raise DatabaseError(problem)
     return db
 
 
@@ -100,10 +125,13 @@ def _when(entry: Entry) -> str:
     return f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(entry.tuned_at))} {entry.host} r{entry.rank}"
 
 
-def _entry_table(title: str, entries: Sequence[Entry], reasons: Sequence[str | None] | None) -> Table:
-    table = Table(title=title, title_justify="left")
-    for name in ("kernel", "key", "chosen", "median ms", "GPU", "triton / torch / CUDA", "tuned", "source"):
-        table.add_column(name, justify="right" if name == "median ms" else "left")
+def _entry_table(title: str, entries: Sequence[Entry | Summary], reasons: Sequence[str | None] | None,
+                 widths: Sequence[int] | None = None) -> Table:
+    table = Table(title=title or None, title_justify="left")
+    for i, name in enumerate(("kernel", "key", "chosen", "median ms", "GPU", "triton / torch / CUDA", "tuned",
+                              "source")):
+        table.add_column(name, justify="right" if name == "median ms" else "left",
+                         min_width=widths[i] if widths else None)
     if reasons is not None:
         table.add_column("status")
     for i, e in enumerate(entries):
@@ -117,7 +145,7 @@ def _entry_table(title: str, entries: Sequence[Entry], reasons: Sequence[str | N
     return table
 
 
-def _short_status(entry: Entry, reason: str | None) -> str:
+def _short_status(entry: Entry | Summary, reason: str | None) -> str:
     if reason is None:
         return "current"
     fields = [_SHORT[m.split(" ", 1)[0]] for m in env_mismatch(entry.env, current_env())]
@@ -125,25 +153,55 @@ def _short_status(entry: Entry, reason: str | None) -> str:
 
 
 def _path(args: argparse.Namespace) -> int:
-    print(_open(args).path)
+    print(_named(args).path)  # where it is, without opening (or creating) it
     return 0
 
 
 def _ls(args: argparse.Namespace) -> int:
+    """Streams: rows are read in primary-key order, without their candidates, and printed a table of at most
+    _CHUNK rows at a time, so the first rows of a database of any size show at once."""
     db = _open(args, reading=True)
-    entries = db.entries(kernel_name=args.kernel)
-    if args.device:
-        entries = [e for e in entries if e.env.gpu_name.casefold() == args.device.strip().casefold()]
-    reasons = staleness(entries, current_env())
-    if args.stale:
-        pairs = [(e, r) for e, r in zip(entries, reasons) if r is not None]
-        entries, reasons = [e for e, _ in pairs], [r for _, r in pairs]
+    reason_of = db.staleness_of(current_env())
+    limit = args.limit or None
     console = _console()
-    if entries:
-        console.print(_entry_table("", entries, reasons))
-    n_stale = sum(r is not None for r in reasons)
-    print(f"{len(entries)} {'stale ' if args.stale else ''}entries"
-                  f"{'' if args.stale else f' ({n_stale} stale)'} in {db.path}")
+    chunk: list[tuple[Summary, str | None]] = []
+    widths: list[int] | None = None
+    shown = n_stale = 0
+    more = False
+
+    def flush() -> None:
+        nonlocal chunk, widths
+        if not chunk:
+            return
+        entries, reasons = [e for e, _ in chunk], [r for _, r in chunk]
+        table = _entry_table("", entries, reasons, widths)
+        console.print(table)
+        if widths is None:  # later tables keep the first one's column widths, so the columns line up
+            widths = [max(len(c.header), *(len(str(x)) for x in c._cells)) for c in table.columns[:8]]
+        chunk = []
+
+    for entry in db.iter_entries(args.kernel, args.device, summary=True):
+        reason = reason_of(entry)
+        if args.stale and reason is None:
+            continue
+        if limit is not None and shown == limit:
+            more = True
+            break
+        chunk.append((entry, reason))
+        shown += 1
+        n_stale += reason is not None
+        if len(chunk) == _CHUNK:
+            flush()
+    flush()
+    if not more:
+        print(f"{shown} {'stale ' if args.stale else ''}entries"
+              f"{'' if args.stale else f' ({n_stale} stale)'} in {db.path}")
+    elif args.stale:
+        print(f"the first {shown} stale entries in {db.path}; there are more: --limit N shows N, --limit 0 all")
+    else:
+        total = db.count(args.kernel, args.device)
+        print(f"the first {shown} of {total} entries ({n_stale} of them stale) in {db.path}; "
+              f"--limit N shows N, --limit 0 all")
     return 0
 
 
@@ -154,14 +212,16 @@ def _show(args: argparse.Namespace) -> int:
         wanted = {k.replace(" ", "") for k in args.key}
         entries = [e for e in entries if _key_text(e.key).replace(" ", "") in wanted]
     if not entries:
-        names = sorted({e.kernel.name for e in db.entries()})
+        names = db.kernel_names()
         what = f"kernel {args.name!r}" + (f" with key {', '.join(args.key)}" if args.key else "")
         _error(f"no entries for {what} in {db.path}; kernels there: "
                                     f"{', '.join(names) or '(none)'}")
         return 1
     env = current_env()
     console = _console()
-    for entry, reason in zip(entries, staleness(entries, env)):
+    reason_of = db.staleness_of(env)
+    for entry in entries:
+        reason = reason_of(entry)
         e = entry.env
         gpu = f"{e.gpu_name} {e.compute_capability}".strip()
         title = (f"{entry.kernel.name} key ({_key_text(entry.key)}) on {gpu}, triton "
@@ -186,12 +246,9 @@ def _show(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     db = _open(args, reading=True)
-    present = db.entries(kernel_name=args.kernel)
-    devices = sorted({e.env.gpu_name for e in present})
-    if args.device:
-        present = [e for e in present if e.env.gpu_name.casefold() == args.device.strip().casefold()]
-    if not present:
-        kernels = sorted({e.kernel.name for e in db.entries()})
+    if db.count(args.kernel, args.device) == 0:
+        kernels = db.kernel_names()
+        devices = db.gpu_names(args.kernel)
         _error(
             f"nothing to export from {db.path}: no entries"
             f"{f' of kernel {args.kernel!r}' if args.kernel else ''}{f' on {args.device!r}' if args.device else ''}"

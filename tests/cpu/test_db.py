@@ -271,14 +271,60 @@ def _bad_version(tmp_path: Path) -> bytes:
     return path.read_bytes()
 
 
+def _legacy_bytes(tmp_path: Path) -> bytes:
+    """A database as a graphtune from before the application_id stamp left it (application_id 0)."""
+    path = tmp_path / "legacy.sqlite"
+    db = TuningDB(path)
+    for n in range(1, 40):
+        db.record(make_entry(key=(n, "torch.bfloat16")))
+    db.close()
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA application_id = 0")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    data = path.read_bytes()
+    assert data[68:72] == bytes(4)
+    return data
+
+
+def _empty_sqlite(tmp_path: Path) -> bytes:
+    path = tmp_path / "no-tables.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA user_version = 7")  # writes a header, creates no table
+    conn.commit()
+    conn.close()
+    return path.read_bytes()
+
+
+def _other_application(tmp_path: Path) -> bytes:
+    path = tmp_path / "other-app-id.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA application_id = 1179402563")  # Fossil's
+    conn.execute("CREATE TABLE graphtune_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.commit()
+    conn.close()
+    return path.read_bytes()
+
+
+# Damaged files of graphtune's own: moved aside (renamed, never deleted), and a fresh database started.
 DAMAGE = {
     "truncated-mid-page": (lambda tmp: _healthy_bytes(tmp)[:6001], "malformed"),
     "truncated-at-page": (lambda tmp: _healthy_bytes(tmp)[:8192], "malformed"),
-    "header-only": (lambda tmp: _healthy_bytes(tmp)[:57], "truncated"),
+    "schema-version-not-a-number": (_bad_version, "not a number"),
+    "legacy-unstamped-truncated": (lambda tmp: _legacy_bytes(tmp)[:6001], "malformed"),
+}
+
+# Files graphtune cannot prove it created: never moved, never written; the database is off with an error that
+# names the file and the variable that pointed there.
+FOREIGN = {
+    "header-only": (lambda tmp: _healthy_bytes(tmp)[:57], "truncated SQLite file (57 bytes"),
     "garbage": (lambda tmp: random.Random(7).randbytes(5000), "not an SQLite file"),
     "text-file": (lambda tmp: b"SQLite format 2\nnot really\n" * 40, "not an SQLite file"),
-    "wrong-schema": (_wrong_schema, "not a graphtune database"),
-    "schema-version-not-a-number": (_bad_version, "not a number"),
+    "wrong-schema": (_wrong_schema, "without graphtune's tables (its tables: users)"),
+    "sqlite-without-tables": (_empty_sqlite, "with no tables that graphtune did not create"),
+    "other-application-id": (_other_application, "another application (application_id 0x464c4143)"),
+    # ours once, but its first 100 bytes were overwritten: nothing left proves it; left for a person to move
+    "header-destroyed": (lambda tmp: b"\xff" * 100 + _healthy_bytes(tmp)[100:], "may be a damaged graphtune"),
 }
 
 
@@ -300,11 +346,80 @@ def test_damaged_file_is_moved_aside_once_and_a_fresh_db_works(db_file, tmp_path
     warnings = graphtune_warnings(caplog)
     assert len(warnings) == 1, warnings
     assert str(db_file) in warnings[0] and str(aside[0]) in warnings[0] and why in warnings[0]
+    assert db_file.read_bytes()[68:72] == gdb._APPLICATION_ID.to_bytes(4, "big")  # the fresh one is stamped
 
 
-def test_damaged_file_siblings_move_with_it(db_file, caplog):
+@pytest.mark.parametrize("readonly", [False, True], ids=["writable", "readonly"])
+@pytest.mark.parametrize("kind", list(FOREIGN), ids=list(FOREIGN))
+def test_a_file_graphtune_did_not_create_is_never_touched(db_file, tmp_path, caplog, monkeypatch, kind, readonly):
+    make_bytes, why = FOREIGN[kind]
+    original = make_bytes(tmp_path)
+    db_file.parent.mkdir(parents=True, exist_ok=True)
+    db_file.write_bytes(original)
+    if readonly:
+        monkeypatch.setenv("GRAPHTUNE_DB_READONLY", "1")
+    caplog.set_level(logging.WARNING, logger="graphtune")
+    db = get_db()
+    assert db.load_kernel(KERNEL, H200) == {}
+    db.record(make_entry())  # the serving path: a warning, never an exception
+    assert db.entries() == [] and not db.usable
+    assert db.problem is not None and why in db.problem
+    assert f"{db_file} (from GRAPHTUNE_DB) is not a graphtune tuning database" in db.problem
+    if not readonly:
+        with pytest.raises(DatabaseError, match=re.escape(why)):
+            db.check_writable()
+        with pytest.raises(DatabaseError, match=re.escape(why)):
+            db.record_all([make_entry()])
+    with pytest.raises(DatabaseError):
+        db.import_file(write_export(tmp_path / "x.json", [make_entry(key=(2,))]))
+    assert db_file.read_bytes() == original
+    assert os.listdir(db_file.parent) == ["tuning.sqlite"]  # not moved, no lock file, no -wal beside it
+    warnings = graphtune_warnings(caplog)
+    assert len(warnings) == 1 and "left it untouched" in warnings[0] and "GRAPHTUNE_DB" in warnings[0]
+
+
+def test_cli_names_a_foreign_file_and_the_option_that_pointed_there(tmp_path, capsys):
+    other = tmp_path / "app.sqlite"
+    other.write_bytes(_wrong_schema(tmp_path))
+    before = other.read_bytes()
+    for argv in (["db", "ls"], ["db", "show", KERNEL.name], ["db", "export", "-o", str(tmp_path / "o.json")],
+                 ["db", "prune", "--stale"], ["db", "import", str(write_export(tmp_path / "in.json", [make_entry()]))]):
+        assert cli_main(argv + ["--db", str(other)]) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"{other} (from --db) is not a graphtune tuning database" in err[0], err
+    assert other.read_bytes() == before
+    assert sorted(os.listdir(tmp_path)) == ["app.sqlite", "in.json", "other-app.sqlite"]
+
+
+def test_an_unstamped_graphtune_database_is_recognised_and_stamped(db_file, tmp_path):
     db_file.parent.mkdir(parents=True)
-    db_file.write_bytes(b"\x13" * 4096)
+    db_file.write_bytes(_legacy_bytes(tmp_path))
+    db = TuningDB()
+    assert len(db.entries()) == 39 and db.problem is None
+    db.close()  # the last connection to close checkpoints the WAL into the file
+    assert db_file.read_bytes()[68:72] == gdb._APPLICATION_ID.to_bytes(4, "big")
+    assert not list(db_file.parent.glob("*.damaged-*"))
+
+
+def test_an_unstamped_database_whose_schema_is_only_in_its_wal_is_recognised(db_file, tmp_path):
+    # created by an old graphtune and never checkpointed: the main file has a header and no tables yet
+    db_file.parent.mkdir(parents=True)
+    keep = sqlite3.connect(db_file, isolation_level=None)
+    keep.execute("PRAGMA journal_mode=WAL")
+    keep.execute("PRAGMA wal_autocheckpoint=0")
+    for statement in gdb._MIGRATIONS[0]:
+        keep.execute(statement)
+    keep.execute("INSERT INTO graphtune_meta VALUES ('schema_version', '1')")
+    assert gdb._SCHEMA_MARK not in db_file.read_bytes()
+    assert gdb._classify(db_file) == ("ours", "")
+    TuningDB().record(make_entry())
+    assert TuningDB().entries() == [make_entry()]
+    keep.close()
+
+
+def test_damaged_file_siblings_move_with_it(db_file, tmp_path, caplog):
+    db_file.parent.mkdir(parents=True)
+    db_file.write_bytes(_healthy_bytes(tmp_path)[:4096])  # graphtune's own, cut short
     Path(str(db_file) + "-wal").write_bytes(b"wal bytes")
     TuningDB().record(make_entry())
     aside = next(db_file.parent.glob("tuning.sqlite.damaged-*[0-9]"))
