@@ -125,13 +125,10 @@ def _when(entry: Entry) -> str:
     return f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(entry.tuned_at))} {entry.host} r{entry.rank}"
 
 
-def _entry_table(title: str, entries: Sequence[Entry | Summary], reasons: Sequence[str | None] | None,
-                 widths: Sequence[int] | None = None) -> Table:
+def _entry_table(title: str, entries: Sequence[Entry | Summary], reasons: Sequence[str | None] | None) -> Table:
     table = Table(title=title or None, title_justify="left")
-    for i, name in enumerate(("kernel", "key", "chosen", "median ms", "GPU", "triton / torch / CUDA", "tuned",
-                              "source")):
-        table.add_column(name, justify="right" if name == "median ms" else "left",
-                         min_width=widths[i] if widths else None)
+    for name in ("kernel", "key", "chosen", "median ms", "GPU", "triton / torch / CUDA", "tuned", "source"):
+        table.add_column(name, justify="right" if name == "median ms" else "left")
     if reasons is not None:
         table.add_column("status")
     for i, e in enumerate(entries):
@@ -157,14 +154,37 @@ def _path(args: argparse.Namespace) -> int:
     return 0
 
 
+_LS_HEADERS = ("kernel", "key", "chosen", "median ms", "GPU", "triton / torch / CUDA", "tuned", "source", "status")
+
+
+def _ls_cells(entry: Summary, reason: str | None) -> list[str]:
+    env = entry.env
+    return [entry.kernel.name, _key_text(entry.key), _config_text(entry.chosen), _ms(entry.chosen_median_ms),
+            f"{env.gpu_name} {env.compute_capability}".strip(),
+            f"{env.triton_version} / {env.torch_version} / {env.cuda_version or '-'}", _when(entry), entry.source,
+            _short_status(entry, reason)]
+
+
+def _ls_lines(rows: list[list[str]], widths: list[int], header: bool) -> str:
+    # Plain aligned text, not a rich Table: rich lays out a table of a few hundred rows in seconds, and `ls`
+    # of a large database must print as fast as it reads. Values are never cut; a longer one widens its column.
+    out = []
+    if header:
+        out.append("  ".join(h.ljust(w) for h, w in zip(_LS_HEADERS, widths)).rstrip())
+        out.append("  ".join("-" * w for w in widths))
+    for row in rows:
+        out.append("  ".join(c.rjust(w) if i == 3 else c.ljust(w)
+                             for i, (c, w) in enumerate(zip(row, widths))).rstrip())
+    return "\n".join(out)
+
+
 def _ls(args: argparse.Namespace) -> int:
-    """Streams: rows are read in primary-key order, without their candidates, and printed a table of at most
-    _CHUNK rows at a time, so the first rows of a database of any size show at once."""
+    """Streams: rows are read in primary-key order without their candidates and printed _CHUNK at a time, so
+    the first rows of a database of any size show at once and memory does not grow with it."""
     db = _open(args, reading=True)
     reason_of = db.staleness_of(current_env())
     limit = args.limit or None
-    console = _console()
-    chunk: list[tuple[Summary, str | None]] = []
+    chunk: list[list[str]] = []
     widths: list[int] | None = None
     shown = n_stale = 0
     more = False
@@ -173,11 +193,10 @@ def _ls(args: argparse.Namespace) -> int:
         nonlocal chunk, widths
         if not chunk:
             return
-        entries, reasons = [e for e, _ in chunk], [r for _, r in chunk]
-        table = _entry_table("", entries, reasons, widths)
-        console.print(table)
-        if widths is None:  # later tables keep the first one's column widths, so the columns line up
-            widths = [max(len(c.header), *(len(str(x)) for x in c._cells)) for c in table.columns[:8]]
+        first = widths is None
+        measured = [max(len(h), *(len(r[i]) for r in chunk)) for i, h in enumerate(_LS_HEADERS)]
+        widths = measured if first else [max(a, b) for a, b in zip(widths, measured)]
+        print(_ls_lines(chunk, widths, header=first), flush=True)
         chunk = []
 
     for entry in db.iter_entries(args.kernel, args.device, summary=True):
@@ -187,7 +206,7 @@ def _ls(args: argparse.Namespace) -> int:
         if limit is not None and shown == limit:
             more = True
             break
-        chunk.append((entry, reason))
+        chunk.append(_ls_cells(entry, reason))
         shown += 1
         n_stale += reason is not None
         if len(chunk) == _CHUNK:

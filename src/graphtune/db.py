@@ -38,6 +38,7 @@ import os
 import re
 import socket
 import sqlite3
+import sys
 import threading
 import time
 import weakref
@@ -188,9 +189,10 @@ def _candidate_to_dict(cand: CandidateResult) -> dict[str, Any]:
 
 
 def _entry_to_dict(entry: Entry) -> dict[str, Any]:
+    k, e = entry.kernel, entry.env
     return {
-        "kernel": dataclasses.asdict(entry.kernel),
-        "env": dataclasses.asdict(entry.env),
+        "kernel": {"name": k.name, "source_hash": k.source_hash, "configs_hash": k.configs_hash},
+        "env": {name: getattr(e, name) for name in _ENV_COLUMNS},
         "key": list(entry.key),
         "chosen": entry.chosen,
         "candidates": [_candidate_to_dict(c) for c in entry.candidates],
@@ -254,39 +256,110 @@ def _scalar_key(value: Any, where: str) -> tuple:
     return tuple(value)
 
 
-def _entry_from_dict(data: Any) -> Entry:
-    """Validate every field of one entry in JSON form (export file or database row); raise _Invalid."""
+_CANDIDATE_FIELDS = frozenset(("config", "median_ms", "p20_ms", "p80_ms", "n", "failure", "resources"))
+_MAX_FLOAT = sys.float_info.max
+
+
+def _candidate_json(cand: Any, where: str) -> dict[str, Any]:
+    """One candidate in JSON form, validated; the object itself when it is already in the form graphtune writes
+    (the fast path that 200,000-entry imports and exports take), else a normalised copy or _Invalid."""
+    # Every caller passes objects parsed from JSON text, whose keys are strings: the fast path need not look.
+    if type(cand) is dict and cand.keys() == _CANDIDATE_FIELDS:
+        resources, n, failure = cand["resources"], cand["n"], cand["failure"]
+        med, p20, p80 = cand["median_ms"], cand["p20_ms"], cand["p80_ms"]
+        if (type(cand["config"]) is dict and (resources is None or type(resources) is dict)
+                and type(n) is int and n >= 0 and (failure is None or type(failure) is str)
+                # a NaN fails the comparisons, an infinity the upper bound
+                and (med is None or (type(med) is float and 0.0 <= med <= _MAX_FLOAT))
+                and (p20 is None or (type(p20) is float and 0.0 <= p20 <= _MAX_FLOAT))
+                and (p80 is None or (type(p80) is float and 0.0 <= p80 <= _MAX_FLOAT))):
+            return cand
+    failure = _field(cand, "failure", where)
+    if failure is not None and not isinstance(failure, str):
+        raise _Invalid(f"field '{where}.failure' must be a string or null, got {failure!r}")
+    return {"config": _object(_field(cand, "config", where), f"{where}.config"),
+            "median_ms": _ms(cand, "median_ms", where), "p20_ms": _ms(cand, "p20_ms", where),
+            "p80_ms": _ms(cand, "p80_ms", where), "n": _int(cand, "n", where), "failure": failure,
+            "resources": _object(_field(cand, "resources", where), f"{where}.resources", optional=True)}
+
+
+def _entry_json(data: Any) -> dict[str, Any]:
+    """Validate every field of one entry in JSON form (export file or database row); the entry in the form
+    ``_entry_to_dict`` gives (numbers as floats, no unknown fields), or _Invalid naming the field."""
     kernel_data = _field(data, "kernel", "")
-    kernel = KernelIdentity(name=_str(kernel_data, "name", "kernel", allow_empty=False),
-                            source_hash=_str(kernel_data, "source_hash", "kernel"),
-                            configs_hash=_str(kernel_data, "configs_hash", "kernel"))
+    kernel = {"name": _str(kernel_data, "name", "kernel", allow_empty=False),
+              "source_hash": _str(kernel_data, "source_hash", "kernel"),
+              "configs_hash": _str(kernel_data, "configs_hash", "kernel")}
     env_data = _field(data, "env", "")
-    env = EnvIdentity(**{f.name: _str(env_data, f.name, "env") for f in dataclasses.fields(EnvIdentity)})
+    env = {name: _str(env_data, name, "env") for name in _ENV_COLUMNS}
     raw_candidates = _field(data, "candidates", "")
     if not isinstance(raw_candidates, list):
         raise _Invalid(f"field 'candidates' must be a list, got {raw_candidates!r}")
-    candidates = []
-    for i, cand in enumerate(raw_candidates):
-        where = f"candidates[{i}]"
-        failure = _field(cand, "failure", where)
-        if failure is not None and not isinstance(failure, str):
-            raise _Invalid(f"field '{where}.failure' must be a string or null, got {failure!r}")
-        candidates.append(CandidateResult(
-            config=_object(_field(cand, "config", where), f"{where}.config"),
-            median_ms=_ms(cand, "median_ms", where), p20_ms=_ms(cand, "p20_ms", where),
-            p80_ms=_ms(cand, "p80_ms", where), n=_int(cand, "n", where), failure=failure,
-            resources=_object(_field(cand, "resources", where), f"{where}.resources", optional=True)))
+    candidates = [_candidate_json(cand, f"candidates[{i}]") for i, cand in enumerate(raw_candidates)]
     tuned_at = _field(data, "tuned_at", "")
     if isinstance(tuned_at, bool) or not isinstance(tuned_at, (int, float)) or not math.isfinite(tuned_at):
         raise _Invalid(f"field 'tuned_at' must be a time in seconds since the epoch, got {tuned_at!r}")
-    return Entry(kernel=kernel, env=env, key=_scalar_key(_field(data, "key", ""), "key"),
-                 chosen=_object(_field(data, "chosen", ""), "chosen"), candidates=tuple(candidates),
-                 tuned_at=float(tuned_at), host=_str(data, "host"), rank=_int(data, "rank"),
-                 source=_str(data, "source", allow_empty=False))
+    return {"kernel": kernel, "env": env, "key": list(_scalar_key(_field(data, "key", ""), "key")),
+            "chosen": _object(_field(data, "chosen", ""), "chosen"), "candidates": candidates,
+            "tuned_at": float(tuned_at), "host": _str(data, "host"), "rank": _int(data, "rank"),
+            "source": _str(data, "source", allow_empty=False)}
+
+
+def _entry_from_dict(data: Any) -> Entry:
+    """Validate every field of one entry in JSON form (export file or database row); raise _Invalid."""
+    d = _entry_json(data)
+    return Entry(kernel=KernelIdentity(**d["kernel"]), env=EnvIdentity(**d["env"]), key=tuple(d["key"]),
+                 chosen=d["chosen"], candidates=tuple(CandidateResult(**c) for c in d["candidates"]),
+                 tuned_at=d["tuned_at"], host=d["host"], rank=d["rank"], source=d["source"])
+
+
+def _chosen_median(d: dict[str, Any]) -> float | None:
+    """Entry.chosen_median_ms of an entry in JSON form."""
+    for cand in d["candidates"]:
+        if cand["config"] == d["chosen"] and cand["failure"] is None:
+            return cand["median_ms"]
+    return None
+
+
+def _json_to_row(d: dict[str, Any]) -> tuple:
+    k, e = d["kernel"], d["env"]
+    return (k["name"], k["source_hash"], k["configs_hash"], e["gpu_name"], e["compute_capability"],
+            e["triton_version"], e["torch_version"], e["cuda_version"], _dumps(d["key"]), _dumps(d["chosen"]),
+            _chosen_median(d), _dumps(d["candidates"]), d["tuned_at"], d["host"], d["rank"], d["source"])
+
+
+def _export_text(row: Sequence[Any]) -> str:
+    """One database row as the JSON text of an export entry, validated like _row_to_json. When every candidate
+    passed as stored (the usual case), the stored candidates text is written as it is instead of re-encoded:
+    it is valid JSON of exactly the validated values, and re-encoding is most of an export's time."""
+    stored = json.loads(row[11])
+    d = _row_to_json(row, stored)
+    if len(d["candidates"]) == len(stored) and all(a is b for a, b in zip(d["candidates"], stored)):
+        rest = json.dumps({k: v for k, v in d.items() if k != "candidates"}, allow_nan=False)
+        return f'{rest[:-1]}, "candidates": {row[11]}}}'
+    return json.dumps(d, allow_nan=False)
+
+
+def _keyed_export_text(row: Sequence[Any]) -> tuple[list, str]:
+    # (key, text): the key orders the entries inside one identity's group
+    return json.loads(row[8]), _export_text(row)
+
+
+def _row_to_json(row: Sequence[Any], candidates: Any = None) -> dict[str, Any]:
+    """A database row (the _COLUMNS) in JSON form, validated."""
+    return _entry_json({
+        "kernel": {"name": row[0], "source_hash": row[1], "configs_hash": row[2]},
+        "env": dict(zip(_ENV_COLUMNS, row[3:8])),
+        "key": json.loads(row[8]), "chosen": json.loads(row[9]),
+        "candidates": json.loads(row[11]) if candidates is None else candidates,
+        "tuned_at": row[12], "host": row[13], "rank": row[14], "source": row[15]})
+
+
+_COMPACT = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    return _COMPACT.encode(value)
 
 
 def _checked(entry: Entry) -> Entry:
@@ -430,7 +503,7 @@ def _export_header_problem(header: dict[str, Any]) -> str | None:
     return None
 
 
-def _iter_export(path: str | os.PathLike) -> Iterator[Entry]:
+def _iter_export(path: str | os.PathLike, as_json: bool = False) -> Iterator[Any]:
     """The entries of an export file one at a time, each validated; any problem is a DatabaseError naming the
     file (raised when it is met: a caller that must be all-or-nothing undoes what it did with earlier ones)."""
     path = Path(path)
@@ -474,7 +547,7 @@ def _iter_export(path: str | os.PathLike) -> Iterator[Entry]:
                             while True:
                                 item = stream.value()
                                 try:
-                                    yield _entry_from_dict(item)
+                                    yield _entry_json(item) if as_json else _entry_from_dict(item)
                                 except _Invalid as exc:
                                     raise bad(f"entry {i}: {exc}; nothing was imported") from None
                                 i += 1
@@ -516,15 +589,22 @@ def _reject_constant(name: str) -> Any:
 
 def _merge(existing: Entry | None, new: Entry) -> tuple[str, ImportConflict | None]:
     """What an import does with ``new``: "add", "replace" or "keep", and the conflict to report, if any."""
+    return _merge_values(None if existing is None else (existing.chosen, existing.chosen_median_ms), new.chosen,
+                         new.chosen_median_ms, new.kernel.name, new.key, new.env.gpu_name)
+
+
+def _merge_values(existing: tuple[dict, float | None] | None, chosen: dict, new_ms: float | None, kernel: str,
+                  key: tuple, gpu_name: str) -> tuple[str, ImportConflict | None]:
+    """_merge on the values it compares: (chosen, median) stored, if any, and those of the new entry."""
     if existing is None:
         return "add", None
-    old_ms, new_ms = existing.chosen_median_ms, new.chosen_median_ms
-    if existing.chosen == new.chosen and old_ms == new_ms:
+    old_chosen, old_ms = existing
+    if old_chosen == chosen and old_ms == new_ms:
         return "keep", None
     better = new_ms is not None and (old_ms is None or new_ms < old_ms)
-    conflict = ImportConflict(kernel=new.kernel.name, key=new.key, gpu_name=new.env.gpu_name,
-                              kept="imported" if better else "existing", existing_chosen=existing.chosen,
-                              existing_median_ms=old_ms, imported_chosen=new.chosen, imported_median_ms=new_ms)
+    conflict = ImportConflict(kernel=kernel, key=key, gpu_name=gpu_name, kept="imported" if better else "existing",
+                              existing_chosen=old_chosen, existing_median_ms=old_ms, imported_chosen=chosen,
+                              imported_median_ms=new_ms)
     return ("replace" if better else "keep"), conflict
 
 
@@ -1093,9 +1173,14 @@ class TuningDB:
         source and candidate-list hashes, environment (the primary key's order, so no sort of the table), then
         the key with numbers in numeric order. Unreadable rows are skipped with a warning; storage trouble is a
         DatabaseError."""
+        if summary:
+            return self._stream(kernel_name, device, _SUMMARY_COLUMNS, _summary_from_row, lambda e: e.key, batch)
+        return self._stream(kernel_name, device, _COLUMNS, _entry_from_row, lambda e: e.key, batch)
+
+    def _stream(self, kernel_name: str | None, device: str | None, columns: Sequence[str],
+                parse: Callable[[Sequence[Any]], Any], key_of: Callable[[Any], Sequence[Any]],
+                batch: int) -> Iterator[Any]:
         where, params = self._filter(kernel_name, device)
-        columns = _SUMMARY_COLUMNS if summary else _COLUMNS
-        parse = _summary_from_row if summary else _entry_from_row
         order = ", ".join(_ID_COLUMNS)
         sql = f"SELECT {', '.join(columns)} FROM entries {where} ORDER BY {order}"
         with self._lock:
@@ -1119,7 +1204,7 @@ class TuningDB:
             for row in rows:
                 ident = tuple(row[:8])
                 if ident != group_id:
-                    group.sort(key=lambda e: _key_order(e.key))
+                    group.sort(key=lambda e: _key_order(key_of(e)))
                     yield from group
                     group, group_id = [], ident
                 try:
@@ -1127,7 +1212,7 @@ class TuningDB:
                 except (_Invalid, ValueError, TypeError) as exc:  # a row edited by hand: skip it, keep the rest
                     _warn_once(self.path, f"row:{row[:9]}", "tuning database %s: skipping unreadable entry of "
                                "kernel %r key %s: %s", self.path, row[0], row[8], exc)
-        group.sort(key=lambda e: _key_order(e.key))
+        group.sort(key=lambda e: _key_order(key_of(e)))
         yield from group
 
     def count(self, kernel_name: str | None = None, device: str | None = None) -> int:
@@ -1255,8 +1340,9 @@ class TuningDB:
             with open(tmp, "w", encoding="utf-8") as fh:
                 fh.write(f'{{"format": {json.dumps(FORMAT)}, "version": {FORMAT_VERSION}, '
                          f'"exported_at": {json.dumps(time.time())}, "entries": [')
-                for entry in self.iter_entries(kernel, device):
-                    fh.write((",\n" if n else "\n") + json.dumps(_entry_to_dict(entry), allow_nan=False))
+                # rows go to JSON form without becoming Entry objects: validated all the same, at a third of the cost
+                for _, text in self._stream(kernel, device, _COLUMNS, _keyed_export_text, lambda t: t[0], 256):
+                    fh.write((",\n" if n else "\n") + text)
                     n += 1
                 fh.write("\n]}\n")
             os.replace(tmp, path)
@@ -1274,22 +1360,28 @@ class TuningDB:
         DatabaseError naming it, and nothing is imported. The file is read one entry at a time (memory does not
         grow with its size), inside the transaction that a problem rolls back."""
         where = "WHERE " + " AND ".join(f"{c} = ?" for c in _ID_COLUMNS)
-        insert = (f"INSERT OR REPLACE INTO entries ({', '.join(_COLUMNS)}) "
-                  f"VALUES ({', '.join('?' * len(_COLUMNS))})")
+        values = f"({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+        insert = f"INSERT OR REPLACE INTO entries {values}"
+        add = f"INSERT OR IGNORE INTO entries {values}"
 
         def body(conn: sqlite3.Connection) -> ImportReport:
             counts = {"add": 0, "replace": 0, "keep": 0}
             conflicts = []
-            for entry in _iter_export(path):
-                row = _entry_to_row(entry)
+            for entry in _iter_export(path, as_json=True):
+                row = _json_to_row(entry)
+                if conn.execute(add, row).rowcount == 1:  # new: one statement (most entries of a large import)
+                    counts["add"] += 1
+                    continue
                 found = conn.execute(f"SELECT chosen, chosen_median_ms FROM entries {where}", row[:9]).fetchone()
                 existing = None
                 if found is not None:
                     try:
-                        existing = _Stored(json.loads(found[0]), found[1])
+                        existing = (json.loads(found[0]), found[1])
                     except ValueError:
-                        existing = _Stored({}, None)  # a row edited by hand: the imported entry replaces it
-                action, conflict = _merge(existing, entry)
+                        existing = ({}, None)  # a row edited by hand: the imported entry replaces it
+                action, conflict = _merge_values(existing, entry["chosen"], row[10],
+                                                 entry["kernel"]["name"], tuple(entry["key"]),
+                                                 entry["env"]["gpu_name"])
                 counts[action] += 1
                 if conflict is not None:
                     conflicts.append(conflict)
@@ -1305,13 +1397,6 @@ class TuningDB:
             except (sqlite3.Error, _Invalid) as exc:
                 raise DatabaseError(f"could not import {path} into tuning database {self.path}: {exc}; "
                                     f"nothing was imported") from None
-
-
-@dataclass(frozen=True)
-class _Stored:
-    """What an import compares of an entry already stored: read from two columns, not the whole row."""
-    chosen: dict
-    chosen_median_ms: float | None
 
 
 # --------------------------------------------------------------------------------------- process-wide state
