@@ -70,6 +70,7 @@ _APPLICATION_ID = int.from_bytes(b"GTdb", "big")
 # databases graphtune created before it stamped application_id.
 _SCHEMA_MARK = f"CREATE TABLE {_META_TABLE} (".encode()
 _WAL_SCAN_BYTES = 1 << 20
+_QUICK_CHECK_MAX_BYTES = 64 << 20
 _BUSY_TIMEOUT_S = 30.0
 _WRITE_ATTEMPTS = 8
 _OPEN_LOCK_TIMEOUT_S = 60.0
@@ -715,12 +716,13 @@ def _wal_head(path: Path) -> bytes:
         return b""
 
 
-def _inspect(conn: sqlite3.Connection) -> tuple[str, Any]:
+def _inspect(conn: sqlite3.Connection, path: Path | None = None) -> tuple[str, Any]:
     """("ok"|"empty"|"old", version), ("future", version), ("damaged", why) or ("busy", why)."""
     try:
-        rows = conn.execute("PRAGMA quick_check").fetchall()
-        if rows != [("ok",)]:
-            return "damaged", "PRAGMA quick_check: " + "; ".join(str(r[0]) for r in rows[:3])
+        if path is None or _deep_check(path):
+            rows = conn.execute("PRAGMA quick_check").fetchall()
+            if rows != [("ok",)]:
+                return "damaged", "PRAGMA quick_check: " + "; ".join(str(r[0]) for r in rows[:3])
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not tables:
             return "empty", 0
@@ -745,6 +747,18 @@ def _inspect(conn: sqlite3.Connection) -> tuple[str, Any]:
         if _is_busy(exc):
             return "busy", str(exc)
         return "damaged", f"SQLite cannot read it: {exc}"
+
+
+def _deep_check(path: Path) -> bool:
+    """Whether opening runs PRAGMA quick_check, which reads every page: for files up to _QUICK_CHECK_MAX_BYTES
+    (a few thousand entries; 200,000 entries are about 800 MiB, seconds of reading at every process start).
+    A larger file gets the checks of its header, schema and meta table only; damage deeper in it shows as an
+    error of the read that meets it (a warning on the serving path, an error from the CLI), and the file is not
+    moved aside on that account."""
+    try:
+        return path.stat().st_size <= _QUICK_CHECK_MAX_BYTES
+    except OSError:
+        return True
 
 
 @contextlib.contextmanager
@@ -894,9 +908,11 @@ class TuningDB:
             conn = None
             if kind == "ours":
                 verdict, detail = self._inspect_readonly()
-                if verdict != "damaged":
+                if verdict == "retry":
                     conn = self._connect()
-                    verdict, detail = _inspect(conn)
+                    verdict, detail = _inspect(conn, self.path)
+                elif verdict != "damaged":
+                    conn = self._connect()
                 if verdict == "damaged":
                     problem = detail
                 elif verdict == "future":
@@ -943,7 +959,7 @@ class TuningDB:
         except sqlite3.Error as exc:
             return "retry", str(exc)
         try:
-            verdict, detail = _inspect(conn)
+            verdict, detail = _inspect(conn, self.path)
         finally:
             conn.close()
         if verdict == "damaged" and any(w in str(detail) for w in ("readonly", "read-only", "unable to open")):
@@ -1004,7 +1020,7 @@ class TuningDB:
             # A WAL file on a read-only mount cannot get its -shm index; immutable reads it as it stands.
             conn = sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, isolation_level=None,
                                    check_same_thread=False)
-        verdict, detail = _inspect(conn)
+        verdict, detail = _inspect(conn, self.path)
         if verdict == "ok":
             self._conn, self._state = conn, "ready"
             return

@@ -691,3 +691,116 @@ def test_cli_export_import_prune(db_file, tmp_path, capsys):
     assert "removed 1 entries" in out_text and "_rms_norm" in out_text
     assert cli_main(["db", "prune", "--stale"]) == 0  # on this CPU machine every H100/H200 entry is stale
     assert "removed 4 entries" in capsys.readouterr().out and db.entries() == []
+
+
+# ------------------------------------------------------------------------------------------------ scale
+
+
+def _many(n: int, kernels: int = 4, gpus: tuple[str, ...] = ("NVIDIA H200", "NVIDIA B200")) -> list[Entry]:
+    """n entries over kernels x GPUs, keys 1..n/(kernels*gpus), recorded in a shuffled order."""
+    per = n // (kernels * len(gpus))
+    out = [make_entry(kernel=dataclasses.replace(KERNEL, name=f"_k{k}"), env=dataclasses.replace(H200, gpu_name=g),
+                      key=(b, "torch.bfloat16"), tuned_at=1_790_000_000.0 + b)
+           for k in range(kernels) for g in gpus for b in range(1, per + 1)]
+    random.Random(3).shuffle(out)
+    return out
+
+
+def test_ls_streams_and_paginates(db_file, capsys, monkeypatch):
+    TuningDB().record_all(_many(400))
+    parsed = []
+    real = gdb._summary_from_row
+    monkeypatch.setattr(gdb, "_summary_from_row", lambda row: parsed.append(row[0]) or real(row))
+    assert cli_main(["db", "ls"]) == 0
+    out = capsys.readouterr().out
+    assert "the first 100 of 400 entries (100 of them stale)" in out
+    # read only as far as the rows shown (and the rest of the group of the last one), not the whole table
+    assert len(parsed) <= 100 + 50 + 1
+    rows = [line.split() for line in out.splitlines() if line.startswith("_k")]
+    assert len(rows) == 100 and {r[0] for r in rows} == {"_k0"}  # 50 keys on each of two GPUs
+    # inside one kernel identity and environment, keys in numeric order: 2 before 10
+    h200 = [int(r[1].split(",")[0]) for r in rows if r[0] == "_k0" and "H200" in " ".join(r)]
+    assert h200 == sorted(h200) and h200[:3] == [1, 2, 3]
+
+    assert cli_main(["db", "ls", "--limit", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "400 entries (400 stale)" in out and sum(line.startswith("_k") for line in out.splitlines()) == 400
+    assert cli_main(["db", "ls", "--kernel", "_k3", "--device", "nvidia b200", "--limit", "7"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("_k")]
+    assert len(rows) == 7 and all(r.startswith("_k3 ") and "NVIDIA B200" in r for r in rows)
+    assert "the first 7 of 50 entries" in out
+    assert cli_main(["db", "ls", "--stale", "--limit", "3"]) == 0
+    assert "the first 3 stale entries" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        cli_main(["db", "ls", "--limit", "-1"])
+    assert "--limit '-1': expected a whole number >= 0" in capsys.readouterr().err
+
+
+def test_ls_never_cuts_a_config(db_file, capsys):
+    long_config = {f"PARAMETER_{i}": 1000 + i for i in range(12)}
+    entry = dataclasses.replace(make_entry(), chosen=long_config)
+    TuningDB().record(entry)
+    assert cli_main(["db", "ls"]) == 0
+    assert ",".join(f"{k}={v}" for k, v in long_config.items()) in capsys.readouterr().out
+
+
+def _peak_bytes(fn) -> int:
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_export_and_import_memory_does_not_grow_with_the_database(tmp_path, monkeypatch):
+    # Memory holds one batch of rows, one kernel identity's entries in one environment (its buckets: 50 here,
+    # whatever the database size) and one read chunk of an import file (64 KiB here, 1 MiB by default).
+    monkeypatch.setattr(gdb, "_READ_CHUNK", 1 << 16)
+    peaks = {}
+    for n in (400, 3200):
+        source, target = TuningDB(tmp_path / f"src-{n}.sqlite"), TuningDB(tmp_path / f"dst-{n}.sqlite")
+        source.record_all(_many(n, kernels=n // 100))
+        out = tmp_path / f"export-{n}.json"
+        source.entries()  # open both before measuring
+        target.entries()
+        peaks[n] = (_peak_bytes(lambda: source.export(out)), _peak_bytes(lambda: target.import_file(out)))
+        assert target.count() == n and target.entries() == source.entries()
+        source.close()
+        target.close()
+    # eight times the entries: the peaks stay about the same
+    for i, what in enumerate(("export", "import")):
+        small, large = peaks[400][i], peaks[3200][i]
+        assert large < 1.5 * small + 512 * 1024, f"{what}: {small} B at 400 entries, {large} B at 3200"
+
+
+def test_export_stays_valid_for_entries_that_need_normalising(db_file, tmp_path):
+    # a row written by hand with an integer median: validated, normalised to a float, written as JSON
+    db = TuningDB()
+    db.record(make_entry())
+    conn = sqlite3.connect(db_file)
+    text = conn.execute("SELECT candidates FROM entries").fetchone()[0]
+    conn.execute("UPDATE entries SET candidates = ?", (text.replace('"median_ms":0.19,', '"median_ms":1,', 1),))
+    conn.commit()
+    conn.close()
+    assert db.export(tmp_path / "out.json") == 1
+    cands = json.loads((tmp_path / "out.json").read_text())["entries"][0]["candidates"]
+    assert cands[0]["median_ms"] == 1.0 and isinstance(cands[0]["median_ms"], float)
+
+
+def test_a_large_file_is_not_read_whole_at_open_and_deep_damage_is_reported_not_moved(db_file, tmp_path,
+                                                                                       monkeypatch, capsys):
+    monkeypatch.setattr(gdb, "_QUICK_CHECK_MAX_BYTES", 0)  # every file counts as large
+    healthy = _healthy_bytes(tmp_path)
+    damaged = healthy[:len(healthy) - 3000]  # header, schema and meta table intact, the last rows' page cut
+    db_file.parent.mkdir(parents=True)
+    db_file.write_bytes(damaged)
+    assert TuningDB().problem is None  # opening no longer reads every page
+    assert TuningDB().load_kernel(KERNEL, H200) == {}  # the serving path: a warning, nothing found
+    assert cli_main(["db", "ls"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(db_file) in err[0] and "malformed" in err[0]
+    assert db_file.read_bytes() == damaged and not list(db_file.parent.glob("*.damaged-*"))
