@@ -157,7 +157,7 @@ def run(argv: list[str], env: dict[str, str], timeout: float, first_row: str | N
     err = proc.stderr.read() if proc.stderr else ""
     code = os.waitstatus_to_exitcode(status)
     if code != 0 and not killed:
-        raise RuntimeError(f"graphtune {' '.join(argv)} exited {code}: {err[-2000:]}")
+        print(f"  graphtune {' '.join(argv)} exited {code}: {err.strip()[-300:]}", file=sys.stderr)
     try:
         mem = json.loads(mem_file.read_text())
     except ValueError:
@@ -171,7 +171,7 @@ def run(argv: list[str], env: dict[str, str], timeout: float, first_row: str | N
            "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
            "command_peak_growth_mib": (round(mem["hwm_after_mib"] - mem["rss_before_mib"], 1) if mem else None),
-           "stdout_lines": lines}
+           "stdout_lines": lines, "exit_code": None if killed else code}
     return out
 
 

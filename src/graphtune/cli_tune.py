@@ -81,7 +81,7 @@ def _check_writes(out: str | None, db: Any) -> None:
         if not path.parent.is_dir():
             raise ValueError(f"--out {out}: directory {path.parent} does not exist")
     if db is not False and db is not None:
-        store = TuningDB(None, origin=None) if db is True else TuningDB(db, origin="--db")
+        store = TuningDB() if db is True else TuningDB(db, origin="--db")
         try:
             store.check_writable()
         finally:

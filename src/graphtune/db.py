@@ -71,6 +71,7 @@ _APPLICATION_ID = int.from_bytes(b"GTdb", "big")
 _SCHEMA_MARK = f"CREATE TABLE {_META_TABLE} (".encode()
 _WAL_SCAN_BYTES = 1 << 20
 _QUICK_CHECK_MAX_BYTES = 64 << 20
+_IMPORT_BATCH = 256
 _BUSY_TIMEOUT_S = 30.0
 _WRITE_ATTEMPTS = 8
 _OPEN_LOCK_TIMEOUT_S = 60.0
@@ -1383,11 +1384,11 @@ class TuningDB:
         def body(conn: sqlite3.Connection) -> ImportReport:
             counts = {"add": 0, "replace": 0, "keep": 0}
             conflicts = []
-            for entry in _iter_export(path, as_json=True):
-                row = _json_to_row(entry)
-                if conn.execute(add, row).rowcount == 1:  # new: one statement (most entries of a large import)
+
+            def one(entry: dict[str, Any], row: tuple) -> None:
+                if conn.execute(add, row).rowcount == 1:
                     counts["add"] += 1
-                    continue
+                    return
                 found = conn.execute(f"SELECT chosen, chosen_median_ms FROM entries {where}", row[:9]).fetchone()
                 existing = None
                 if found is not None:
@@ -1395,14 +1396,37 @@ class TuningDB:
                         existing = (json.loads(found[0]), found[1])
                     except ValueError:
                         existing = ({}, None)  # a row edited by hand: the imported entry replaces it
-                action, conflict = _merge_values(existing, entry["chosen"], row[10],
-                                                 entry["kernel"]["name"], tuple(entry["key"]),
-                                                 entry["env"]["gpu_name"])
+                action, conflict = _merge_values(existing, entry["chosen"], row[10], entry["kernel"]["name"],
+                                                 tuple(entry["key"]), entry["env"]["gpu_name"])
                 counts[action] += 1
                 if conflict is not None:
                     conflicts.append(conflict)
                 if action != "keep":
                     conn.execute(insert, row)
+
+            def flush(batch: list[tuple[dict[str, Any], tuple]]) -> None:
+                # Most entries of a large import are new: add a batch in one executemany, and only when some
+                # row of it already existed (fewer changes than rows) undo it and merge row by row.
+                conn.execute("SAVEPOINT import_batch")
+                before = conn.total_changes
+                conn.executemany(add, [row for _, row in batch])
+                if conn.total_changes - before == len(batch):
+                    conn.execute("RELEASE import_batch")
+                    counts["add"] += len(batch)
+                    return
+                conn.execute("ROLLBACK TO import_batch")
+                conn.execute("RELEASE import_batch")
+                for entry, row in batch:
+                    one(entry, row)
+
+            batch: list[tuple[dict[str, Any], tuple]] = []
+            for entry in _iter_export(path, as_json=True):
+                batch.append((entry, _json_to_row(entry)))
+                if len(batch) == _IMPORT_BATCH:
+                    flush(batch)
+                    batch = []
+            if batch:
+                flush(batch)
             return ImportReport(path=str(path), added=counts["add"], replaced=counts["replace"], kept=counts["keep"],
                                 conflicts=tuple(conflicts))
 

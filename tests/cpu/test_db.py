@@ -804,3 +804,16 @@ def test_a_large_file_is_not_read_whole_at_open_and_deep_damage_is_reported_not_
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(db_file) in err[0] and "malformed" in err[0]
     assert db_file.read_bytes() == damaged and not list(db_file.parent.glob("*.damaged-*"))
+
+
+def test_import_merges_duplicates_inside_one_file_and_counts_every_entry(db_file, tmp_path):
+    db = TuningDB()
+    db.record(make_entry(key=(3,), best_ms=0.2))
+    many = [make_entry(key=(n,)) for n in range(10, 10 + 600)]  # more than one batch of new entries
+    items = many[:300] + [make_entry(key=(3,), best_ms=0.1, chosen_block=64)] + many[300:] + [
+        make_entry(key=(10,), best_ms=0.05, chosen_block=64)]  # a later, faster duplicate of the first new one
+    report = db.import_file(write_export(tmp_path / "in.json", items))
+    assert (report.added, report.replaced, report.kept) == (600, 2, 0)
+    assert [(c.key, c.kept) for c in report.conflicts] == [((3,), "imported"), ((10,), "imported")]
+    stored = db.load_kernel(KERNEL, H200)
+    assert len(stored) == 601 and stored[(10,)].chosen == cfg(64) and stored[(3,)].chosen == cfg(64)
