@@ -251,7 +251,7 @@ def main() -> int:
     print(f"\ngraphtune db at scale (source: {src}; commands run as `python -m graphtune ...`)")
     for name, get in rows:
         print(f"{name:<{width}}  " + "  ".join(f"{get(r):>20}" for r in results))
-    path = write_result(args.name, {"source": str(src), "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
+    path = write_result(args.name, {"source": str(src), "cpus": os.cpu_count(), "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
                                     "results": results}, args.out)
     print(f"\nwrote {path}")
     return 0
