@@ -323,11 +323,12 @@ def _chosen_median(d: dict[str, Any]) -> float | None:
     return None
 
 
-def _json_to_row(d: dict[str, Any]) -> tuple:
+def _json_to_row(d: dict[str, Any], candidates_text: str | None = None) -> tuple:
     k, e = d["kernel"], d["env"]
     return (k["name"], k["source_hash"], k["configs_hash"], e["gpu_name"], e["compute_capability"],
             e["triton_version"], e["torch_version"], e["cuda_version"], _dumps(d["key"]), _dumps(d["chosen"]),
-            _chosen_median(d), _dumps(d["candidates"]), d["tuned_at"], d["host"], d["rank"], d["source"])
+            _chosen_median(d), candidates_text if candidates_text is not None else _dumps(d["candidates"]),
+            d["tuned_at"], d["host"], d["rank"], d["source"])
 
 
 def _export_text(row: Sequence[Any]) -> str:
@@ -460,6 +461,9 @@ class _JSONStream:
         return self._consumed + self._pos
 
     def peek(self) -> str:
+        buf, pos = self._buf, self._pos
+        if pos < len(buf) and buf[pos] not in " \t\n\r":  # the common case, without the regex
+            return buf[pos]
         while True:
             self._pos = _JSON_WS.match(self._buf, self._pos).end()
             if self._pos < len(self._buf) or not self._more():
@@ -475,6 +479,9 @@ class _JSONStream:
         return found
 
     def value(self) -> Any:
+        return self._decode(False)[0]
+
+    def _decode(self, text: bool) -> tuple[Any, str | None]:
         self.peek()
         while True:
             try:
@@ -485,8 +492,32 @@ class _JSONStream:
                 raise json.JSONDecodeError(f"{exc.msg} at character {self._consumed + exc.pos}", "", 0) from None
             if end == len(self._buf) and self._more():
                 continue  # a number or literal may go on in the next chunk
-            self._pos = end
-            return value
+            start, self._pos = self._pos, end
+            return value, (self._buf[start:end] if text else None)
+
+    def entry(self) -> tuple[Any, str | None]:
+        """One array element, and when it is an object the JSON text of its "candidates" value as it stands in
+        the file: an import stores that text instead of encoding the parsed list again (the largest cost of an
+        import after parsing)."""
+        if self.peek() != "{":
+            return self.value(), None
+        self._pos += 1
+        obj: dict[str, Any] = {}
+        candidates_text = None
+        if self.peek() == "}":
+            self._pos += 1
+            return obj, None
+        while True:
+            name = self.value()
+            if type(name) is not str:
+                raise json.JSONDecodeError(f"expecting a property name at character {self.where()}", "", 0)
+            self.take(":")
+            if name == "candidates":
+                obj[name], candidates_text = self._decode(True)
+            else:
+                obj[name] = self.value()
+            if self.take(",}") == "}":
+                return obj, candidates_text
 
     def at_end(self) -> bool:
         return self.peek() == ""
@@ -547,9 +578,18 @@ def _iter_export(path: str | os.PathLike, as_json: bool = False) -> Iterator[Any
                         else:
                             i = 0
                             while True:
-                                item = stream.value()
+                                item, candidates_text = stream.entry() if as_json else (stream.value(), None)
                                 try:
-                                    yield _entry_json(item) if as_json else _entry_from_dict(item)
+                                    if not as_json:
+                                        yield _entry_from_dict(item)
+                                    else:
+                                        d = _entry_json(item)
+                                        raw = item["candidates"]
+                                        # that text encodes the validated list when validation changed nothing
+                                        # (it returned the very candidate objects it was given)
+                                        same = (candidates_text is not None and len(raw) == len(d["candidates"])
+                                                and all(a is b for a, b in zip(d["candidates"], raw)))
+                                        yield d, candidates_text if same else None
                                 except _Invalid as exc:
                                     raise bad(f"entry {i}: {exc}; nothing was imported") from None
                                 i += 1
@@ -1420,8 +1460,8 @@ class TuningDB:
                     one(entry, row)
 
             batch: list[tuple[dict[str, Any], tuple]] = []
-            for entry in _iter_export(path, as_json=True):
-                batch.append((entry, _json_to_row(entry)))
+            for entry, candidates_text in _iter_export(path, as_json=True):
+                batch.append((entry, _json_to_row(entry, candidates_text)))
                 if len(batch) == _IMPORT_BATCH:
                     flush(batch)
                     batch = []

@@ -817,3 +817,24 @@ def test_import_merges_duplicates_inside_one_file_and_counts_every_entry(db_file
     assert [(c.key, c.kept) for c in report.conflicts] == [((3,), "imported"), ((10,), "imported")]
     stored = db.load_kernel(KERNEL, H200)
     assert len(stored) == 601 and stored[(10,)].chosen == cfg(64) and stored[(3,)].chosen == cfg(64)
+
+
+@pytest.mark.parametrize("chunk", [1 << 20, 97], ids=["one-chunk", "97-char-chunks"])
+def test_import_stores_what_it_validated_whatever_the_layout(db_file, tmp_path, monkeypatch, chunk):
+    monkeypatch.setattr(gdb, "_READ_CHUNK", chunk)
+    plain, spaced, normalised = make_entry(key=(1,)), make_entry(key=(2,)), make_entry(key=(3,))
+    doc = {"format": gdb.FORMAT, "version": 1, "entries": [gdb._entry_to_dict(e) for e in (plain, spaced)]}
+    text = json.dumps(doc, indent=3)  # candidates text with newlines and indentation: stored as it stands
+    third = gdb._entry_to_dict(normalised)
+    third["candidates"][0]["median_ms"] = 1  # an int: validated to 1.0, so re-encoded rather than copied
+    third["candidates"][0] = {"extra": "ignored", **third["candidates"][0]}  # an unknown field: dropped
+    text = text[:text.rindex("]")] + "," + json.dumps(third) + "]}"
+    (tmp_path / "in.json").write_text(text)
+    assert TuningDB().import_file(tmp_path / "in.json").added == 3
+    stored = TuningDB().load_kernel(KERNEL, H200)
+    assert stored[(1,)] == plain and stored[(2,)] == spaced
+    assert stored[(3,)].candidates[0].median_ms == 1.0 and isinstance(stored[(3,)].candidates[0].median_ms, float)
+    conn = sqlite3.connect(db_file)
+    texts = [r[0] for r in conn.execute("SELECT candidates FROM entries ORDER BY key")]
+    conn.close()
+    assert "\n" in texts[0] and "extra" not in texts[2] and json.loads(texts[2])[0]["median_ms"] == 1.0
