@@ -501,6 +501,9 @@ class _JSONStream:
         import after parsing)."""
         if self.peek() != "{":
             return self.value(), None
+        found = self._entry_in_buffer()
+        if found is not None:
+            return found
         self._pos += 1
         obj: dict[str, Any] = {}
         candidates_text = None
@@ -518,6 +521,47 @@ class _JSONStream:
                 obj[name] = self.value()
             if self.take(",}") == "}":
                 return obj, candidates_text
+
+    def _entry_in_buffer(self) -> tuple[dict[str, Any], str | None] | None:
+        """entry() for an object that lies wholly in the buffer (nearly all of them), in one tight loop; None
+        (nothing consumed) when it runs into the end of the buffer or anything unusual: the general path then
+        reads it, refilling the buffer as needed."""
+        buf, pos, n = self._buf, self._pos + 1, len(self._buf)
+        decode, ws = self._decoder.raw_decode, _JSON_WS.match
+        obj: dict[str, Any] = {}
+        text = None
+        try:
+            pos = ws(buf, pos).end()
+            if buf[pos] == "}":
+                self._pos = pos + 1
+                return obj, None
+            while True:
+                if buf[pos] != '"':
+                    return None
+                close = buf.index('"', pos + 1)
+                name = buf[pos + 1:close]
+                if "\\" in name:
+                    return None  # an escaped key: the general path decodes it
+                pos = ws(buf, close + 1).end()
+                if buf[pos] != ":":
+                    return None
+                pos = ws(buf, pos + 1).end()
+                value, end = decode(buf, pos)
+                if end >= n:
+                    return None  # a number may go on in the next chunk
+                if name == "candidates":
+                    text = buf[pos:end]
+                obj[name] = value
+                pos = ws(buf, end).end()
+                if buf[pos] == ",":
+                    pos = ws(buf, pos + 1).end()
+                elif buf[pos] == "}":
+                    self._pos = pos + 1
+                    return obj, text
+                else:
+                    return None
+        except (IndexError, ValueError):  # the end of the buffer, or a value the general path will report
+            return None
 
     def at_end(self) -> bool:
         return self.peek() == ""
