@@ -1,7 +1,7 @@
 """The tuning database at scale: `graphtune db ls`, `db export` and `db import` on a database of N entries (CPU).
 
-Builds a database of ``--entries`` entries (default 200,000: 50 kernels x 4 environments x 1,000 keys, eight
-candidates each with timings and resources, about the size of a real entry) in a temporary directory, then
+Builds a database of ``--entries`` entries (default 200,000: 50 kernels x 4 environments x 1,000 keys,
+``--candidates`` (8) candidates each with timings and resources: about 4 KiB an entry) in a temporary directory, then
 runs each command as a user would, in its own process (``python -m graphtune ...``), and records
 
 * ``db ls`` (default ``--limit 100``): seconds until the first table row is on stdout, and until the command
@@ -16,7 +16,7 @@ With ``--also N2`` (default 20,000) everything is measured again at N2 entries: 
 from N2 to N is memory bounded independently of the database size. ``--src DIR`` runs the commands from
 another source tree (e.g. an older graphtune) for comparison; ``--timeout`` bounds each command.
 
-    PYTHONPATH=src python benchmarks/bench_db_scale.py [--entries 200000] [--also 20000] [--out DIR]
+    PYTHONPATH=src python benchmarks/bench_db_scale.py [--entries 200000] [--also 20000] [--candidates 8] [--out DIR]
 """
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ ENVS = (
 N_KERNELS = 50
 
 
-def _entries(n: int, seed: int = 0):
+def _entries(n: int, seed: int = 0, n_candidates: int = 8):
     """n entries, in batches, deterministic: kernel k, environment e, key (batch, dtype, 576, paged)."""
     rng = random.Random(seed)
     per_kernel_env = max(1, n // (N_KERNELS * len(ENVS)))
@@ -60,7 +60,7 @@ def _entries(n: int, seed: int = 0):
                 if made == n:
                     break
                 cands = []
-                for c in range(8):
+                for c in range(n_candidates):
                     config = {"BLOCK_N": 16 << (c % 4), "BLOCK_H": 16, "num_warps": 4 << (c % 2), "num_stages": 2,
                               "num_ctas": 1}
                     ms = round(0.05 + rng.random() * 0.2, 6)
@@ -79,11 +79,11 @@ def _entries(n: int, seed: int = 0):
         yield batch
 
 
-def build(path: Path, n: int) -> float:
+def build(path: Path, n: int, n_candidates: int = 8) -> float:
     t0 = time.perf_counter()
     db = gdb.TuningDB(path, readonly=False)
     stored = 0
-    for batch in _entries(n):
+    for batch in _entries(n, n_candidates=n_candidates):
         stored += db.record_all(batch)
     db.close()
     assert stored == n, (stored, n)
@@ -175,12 +175,12 @@ def run(argv: list[str], env: dict[str, str], timeout: float, first_row: str | N
     return out
 
 
-def measure(n: int, workdir: Path, env: dict[str, str], timeout: float) -> dict[str, Any]:
+def measure(n: int, workdir: Path, env: dict[str, str], timeout: float, n_candidates: int = 8) -> dict[str, Any]:
     path = workdir / f"db-{n}.sqlite"
-    build_s = build(path, n)
+    build_s = build(path, n, n_candidates)
     export = workdir / f"export-{n}.json"
     target = workdir / f"imported-{n}.sqlite"
-    out: dict[str, Any] = {"entries": n, "build_s": round(build_s, 2), "db_mib": round(path.stat().st_size / 2**20, 1)}
+    out: dict[str, Any] = {"entries": n, "candidates_per_entry": n_candidates, "build_s": round(build_s, 2), "db_mib": round(path.stat().st_size / 2**20, 1)}
     out["baseline"] = run(["db", "path", "--db", str(path)], env, timeout)
     out["ls"] = run(["db", "ls", "--db", str(path)], env, timeout, first_row="_kernel_")
     out["ls_all"] = run(["db", "ls", "--limit", "0", "--db", str(path)], env, timeout, first_row="_kernel_")
@@ -213,6 +213,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--entries", type=int, default=200_000)
     ap.add_argument("--also", type=int, default=20_000, help="a smaller size to compare memory with (0: none)")
+    ap.add_argument("--candidates", type=int, default=8, help="candidates per entry (8: about 4 KiB an entry)")
     ap.add_argument("--src", default=None, help="source tree whose graphtune runs the commands (default: this one)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds before a command is stopped")
     ap.add_argument("--name", default="db_scale", help="results file name (without .json)")
@@ -227,9 +228,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="graphtune-db-scale-") as tmp:
         for n in sizes:
             print(f"building and measuring {n} entries ...", flush=True)
-            results.append(measure(n, Path(tmp), env, args.timeout))
+            results.append(measure(n, Path(tmp), env, args.timeout, args.candidates))
 
-    rows = [("entries", lambda r: f"{r['entries']:,}"), ("database MiB", lambda r: _fmt(r["db_mib"])),
+    rows = [("entries", lambda r: f"{r['entries']:,}"), ("candidates per entry", lambda r: str(args.candidates)),
+            ("database MiB", lambda r: _fmt(r["db_mib"])),
             ("ls: first row s (after imports)", lambda r: _pair(r["ls"], "first_row_s", "first_row_after_imports_s")),
             ("ls: total s (after imports)", lambda r: _pair(r["ls"], "total_s", "after_imports_s")),
             ("ls --kernel --device: total s (after imports)",
