@@ -1021,6 +1021,9 @@ class TuningDB:
                     return
             if conn is None:
                 conn = self._connect()
+                # Before the first table: an entry with a few candidates and their resources is 2-3 KB, and a
+                # 4 KiB page holds one such row, an 8 KiB page three (a third less file to write and read).
+                conn.execute("PRAGMA page_size = 8192")
             self._conn = conn
             # Schema and application_id first, in one transaction (a new file goes from empty to stamped with
             # tables at once, so no other process ever sees an unstamped SQLite file of ours), then WAL.

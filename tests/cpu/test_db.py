@@ -311,7 +311,7 @@ DAMAGE = {
     "truncated-mid-page": (lambda tmp: _healthy_bytes(tmp)[:6001], "malformed"),
     "truncated-at-page": (lambda tmp: _healthy_bytes(tmp)[:8192], "malformed"),
     "schema-version-not-a-number": (_bad_version, "not a number"),
-    "legacy-unstamped-truncated": (lambda tmp: _legacy_bytes(tmp)[:6001], "malformed"),
+    "legacy-unstamped-truncated": (lambda tmp: _legacy_bytes(tmp)[:20001], "malformed"),
 }
 
 # Files graphtune cannot prove it created: never moved, never written; the database is off with an error that
