@@ -235,7 +235,9 @@ class ABResult:
         }
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=1)
+        # derived ratios can overflow (1e308 / 1e-300): null plus a "not_finite" note, never Infinity
+        from ._outputs import report_json
+        return report_json(self.to_dict(), indent=1)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, confidence: float | None = None, n_boot: int | None = None,

@@ -6,7 +6,24 @@ first miss and applies only rows whose full identity matches it; other rows stay
 
 Several tensor-parallel ranks write at once: the file is in WAL mode, writes are short ``BEGIN IMMEDIATE``
 transactions retried while the database is busy, and a process never reuses a connection across ``fork``.
-A damaged file is moved aside (never deleted) and a fresh one started: a cache must not stop a server.
+A damaged file of graphtune's is moved aside (never deleted) and a fresh one started: a cache must not stop a
+server. Any other file is never touched (see "Whose file is it" below).
+
+Whose file is it. graphtune stamps every database it creates with SQLite's ``application_id`` (bytes 68-71 of
+the file header, ``_APPLICATION_ID``) in the same transaction that creates its tables, so a file is either
+empty or carries the stamp. A file counts as graphtune's when its header carries the stamp, or (files created
+before the stamp existed) when its application_id is 0 and its first page, or the start of its ``-wal`` file,
+holds graphtune's schema; such a file is stamped on its next writable open. Everything else (another
+program's SQLite database, an SQLite database with no tables, a text file, random bytes, a directory) is left
+exactly as it is: the database is turned off with an error naming the file and the setting that pointed
+there (GRAPHTUNE_DB or --db). A file whose first 100 bytes are destroyed has no header left to carry the
+stamp: even when graphtune's schema text is still inside, it is left in place and the error says so, because
+moving a file on a guess could move another program's data; the person who knows it is theirs can move it.
+A zero-length file is adopted (it holds nothing, and it is what a concurrent creator leaves for an instant).
+
+Failed writes are visible to whoever needs to know: ``check_writable`` and ``record_all`` (used by ``graphtune
+tune`` and the CLI) raise DatabaseError naming the file and the cause; ``record`` (the serving path: a tuner
+recording a result) only logs a warning.
 
 ``load(path)`` reads an export file into a process-local registry (consulted before the database, never
 written to disk), so a package can ship tuned configs for each GPU and a read-only deployment can use them.
@@ -18,8 +35,10 @@ import dataclasses
 import json
 import math
 import os
+import re
 import socket
 import sqlite3
+import sys
 import threading
 import time
 import weakref
@@ -34,7 +53,7 @@ from .state import STATE
 from .identity import EnvIdentity, KernelIdentity, current_env, env_mismatch
 
 __all__ = [
-    "CandidateResult", "Entry", "ImportConflict", "ImportReport", "TuningDB", "get_db", "reset_db", "load",
+    "CandidateResult", "Entry", "Summary", "ImportConflict", "ImportReport", "TuningDB", "get_db", "reset_db", "load",
     "loaded_entries", "clear_loaded", "staleness", "new_entry", "FORMAT", "FORMAT_VERSION", "SCHEMA_VERSION",
 ]
 
@@ -45,6 +64,15 @@ FORMAT_VERSION = 1
 
 _META_TABLE = "graphtune_meta"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+# Written to SQLite's application_id header field when graphtune creates a database: how a later open knows
+# the file is graphtune's (and so may be moved aside when damaged) without trusting anything else in it.
+_APPLICATION_ID = int.from_bytes(b"GTdb", "big")
+# How SQLite stores the statement that created graphtune's first table (page 1 of the file): recognises the
+# databases graphtune created before it stamped application_id.
+_SCHEMA_MARK = f"CREATE TABLE {_META_TABLE} (".encode()
+_WAL_SCAN_BYTES = 1 << 20
+_QUICK_CHECK_MAX_BYTES = 64 << 20
+_IMPORT_BATCH = 256
 _BUSY_TIMEOUT_S = 30.0
 _WRITE_ATTEMPTS = 8
 _OPEN_LOCK_TIMEOUT_S = 60.0
@@ -121,6 +149,20 @@ class Entry:
 
 
 @dataclass(frozen=True)
+class Summary:
+    """An entry without its candidates, as ``graphtune db ls`` shows it (read without parsing the candidates)."""
+    kernel: KernelIdentity
+    env: EnvIdentity
+    key: tuple
+    chosen: dict
+    chosen_median_ms: float | None
+    tuned_at: float
+    host: str
+    rank: int
+    source: str
+
+
+@dataclass(frozen=True)
 class ImportConflict:
     """An imported entry met a stored one for the same identity and key, with another config or timing."""
     kernel: str
@@ -161,9 +203,10 @@ def _candidate_to_dict(cand: CandidateResult) -> dict[str, Any]:
 
 
 def _entry_to_dict(entry: Entry) -> dict[str, Any]:
+    k, e = entry.kernel, entry.env
     return {
-        "kernel": dataclasses.asdict(entry.kernel),
-        "env": dataclasses.asdict(entry.env),
+        "kernel": {"name": k.name, "source_hash": k.source_hash, "configs_hash": k.configs_hash},
+        "env": {name: getattr(e, name) for name in _ENV_COLUMNS},
         "key": list(entry.key),
         "chosen": entry.chosen,
         "candidates": [_candidate_to_dict(c) for c in entry.candidates],
@@ -227,39 +270,111 @@ def _scalar_key(value: Any, where: str) -> tuple:
     return tuple(value)
 
 
-def _entry_from_dict(data: Any) -> Entry:
-    """Validate every field of one entry in JSON form (export file or database row); raise _Invalid."""
+_CANDIDATE_FIELDS = frozenset(("config", "median_ms", "p20_ms", "p80_ms", "n", "failure", "resources"))
+_MAX_FLOAT = sys.float_info.max
+
+
+def _candidate_json(cand: Any, where: str) -> dict[str, Any]:
+    """One candidate in JSON form, validated; the object itself when it is already in the form graphtune writes
+    (the fast path that 200,000-entry imports and exports take), else a normalised copy or _Invalid."""
+    # Every caller passes objects parsed from JSON text, whose keys are strings: the fast path need not look.
+    if type(cand) is dict and cand.keys() == _CANDIDATE_FIELDS:
+        resources, n, failure = cand["resources"], cand["n"], cand["failure"]
+        med, p20, p80 = cand["median_ms"], cand["p20_ms"], cand["p80_ms"]
+        if (type(cand["config"]) is dict and (resources is None or type(resources) is dict)
+                and type(n) is int and n >= 0 and (failure is None or type(failure) is str)
+                # a NaN fails the comparisons, an infinity the upper bound
+                and (med is None or (type(med) is float and 0.0 <= med <= _MAX_FLOAT))
+                and (p20 is None or (type(p20) is float and 0.0 <= p20 <= _MAX_FLOAT))
+                and (p80 is None or (type(p80) is float and 0.0 <= p80 <= _MAX_FLOAT))):
+            return cand
+    failure = _field(cand, "failure", where)
+    if failure is not None and not isinstance(failure, str):
+        raise _Invalid(f"field '{where}.failure' must be a string or null, got {failure!r}")
+    return {"config": _object(_field(cand, "config", where), f"{where}.config"),
+            "median_ms": _ms(cand, "median_ms", where), "p20_ms": _ms(cand, "p20_ms", where),
+            "p80_ms": _ms(cand, "p80_ms", where), "n": _int(cand, "n", where), "failure": failure,
+            "resources": _object(_field(cand, "resources", where), f"{where}.resources", optional=True)}
+
+
+def _entry_json(data: Any) -> dict[str, Any]:
+    """Validate every field of one entry in JSON form (export file or database row); the entry in the form
+    ``_entry_to_dict`` gives (numbers as floats, no unknown fields), or _Invalid naming the field."""
     kernel_data = _field(data, "kernel", "")
-    kernel = KernelIdentity(name=_str(kernel_data, "name", "kernel", allow_empty=False),
-                            source_hash=_str(kernel_data, "source_hash", "kernel"),
-                            configs_hash=_str(kernel_data, "configs_hash", "kernel"))
+    kernel = {"name": _str(kernel_data, "name", "kernel", allow_empty=False),
+              "source_hash": _str(kernel_data, "source_hash", "kernel"),
+              "configs_hash": _str(kernel_data, "configs_hash", "kernel")}
     env_data = _field(data, "env", "")
-    env = EnvIdentity(**{f.name: _str(env_data, f.name, "env") for f in dataclasses.fields(EnvIdentity)})
+    env = {name: _str(env_data, name, "env") for name in _ENV_COLUMNS}
     raw_candidates = _field(data, "candidates", "")
     if not isinstance(raw_candidates, list):
         raise _Invalid(f"field 'candidates' must be a list, got {raw_candidates!r}")
-    candidates = []
-    for i, cand in enumerate(raw_candidates):
-        where = f"candidates[{i}]"
-        failure = _field(cand, "failure", where)
-        if failure is not None and not isinstance(failure, str):
-            raise _Invalid(f"field '{where}.failure' must be a string or null, got {failure!r}")
-        candidates.append(CandidateResult(
-            config=_object(_field(cand, "config", where), f"{where}.config"),
-            median_ms=_ms(cand, "median_ms", where), p20_ms=_ms(cand, "p20_ms", where),
-            p80_ms=_ms(cand, "p80_ms", where), n=_int(cand, "n", where), failure=failure,
-            resources=_object(_field(cand, "resources", where), f"{where}.resources", optional=True)))
+    candidates = [_candidate_json(cand, f"candidates[{i}]") for i, cand in enumerate(raw_candidates)]
     tuned_at = _field(data, "tuned_at", "")
     if isinstance(tuned_at, bool) or not isinstance(tuned_at, (int, float)) or not math.isfinite(tuned_at):
         raise _Invalid(f"field 'tuned_at' must be a time in seconds since the epoch, got {tuned_at!r}")
-    return Entry(kernel=kernel, env=env, key=_scalar_key(_field(data, "key", ""), "key"),
-                 chosen=_object(_field(data, "chosen", ""), "chosen"), candidates=tuple(candidates),
-                 tuned_at=float(tuned_at), host=_str(data, "host"), rank=_int(data, "rank"),
-                 source=_str(data, "source", allow_empty=False))
+    return {"kernel": kernel, "env": env, "key": list(_scalar_key(_field(data, "key", ""), "key")),
+            "chosen": _object(_field(data, "chosen", ""), "chosen"), "candidates": candidates,
+            "tuned_at": float(tuned_at), "host": _str(data, "host"), "rank": _int(data, "rank"),
+            "source": _str(data, "source", allow_empty=False)}
+
+
+def _entry_from_dict(data: Any) -> Entry:
+    """Validate every field of one entry in JSON form (export file or database row); raise _Invalid."""
+    d = _entry_json(data)
+    return Entry(kernel=KernelIdentity(**d["kernel"]), env=EnvIdentity(**d["env"]), key=tuple(d["key"]),
+                 chosen=d["chosen"], candidates=tuple(CandidateResult(**c) for c in d["candidates"]),
+                 tuned_at=d["tuned_at"], host=d["host"], rank=d["rank"], source=d["source"])
+
+
+def _chosen_median(d: dict[str, Any]) -> float | None:
+    """Entry.chosen_median_ms of an entry in JSON form."""
+    for cand in d["candidates"]:
+        if cand["config"] == d["chosen"] and cand["failure"] is None:
+            return cand["median_ms"]
+    return None
+
+
+def _json_to_row(d: dict[str, Any], candidates_text: str | None = None) -> tuple:
+    k, e = d["kernel"], d["env"]
+    return (k["name"], k["source_hash"], k["configs_hash"], e["gpu_name"], e["compute_capability"],
+            e["triton_version"], e["torch_version"], e["cuda_version"], _dumps(d["key"]), _dumps(d["chosen"]),
+            _chosen_median(d), candidates_text if candidates_text is not None else _dumps(d["candidates"]),
+            d["tuned_at"], d["host"], d["rank"], d["source"])
+
+
+def _export_text(row: Sequence[Any]) -> str:
+    """One database row as the JSON text of an export entry, validated like _row_to_json. When every candidate
+    passed as stored (the usual case), the stored candidates text is written as it is instead of re-encoded:
+    it is valid JSON of exactly the validated values, and re-encoding is most of an export's time."""
+    stored = json.loads(row[11])
+    d = _row_to_json(row, stored)
+    if len(d["candidates"]) == len(stored) and all(a is b for a, b in zip(d["candidates"], stored)):
+        rest = json.dumps({k: v for k, v in d.items() if k != "candidates"}, allow_nan=False)
+        return f'{rest[:-1]}, "candidates": {row[11]}}}'
+    return json.dumps(d, allow_nan=False)
+
+
+def _keyed_export_text(row: Sequence[Any]) -> tuple[list, str]:
+    # (key, text): the key orders the entries inside one identity's group
+    return json.loads(row[8]), _export_text(row)
+
+
+def _row_to_json(row: Sequence[Any], candidates: Any = None) -> dict[str, Any]:
+    """A database row (the _COLUMNS) in JSON form, validated."""
+    return _entry_json({
+        "kernel": {"name": row[0], "source_hash": row[1], "configs_hash": row[2]},
+        "env": dict(zip(_ENV_COLUMNS, row[3:8])),
+        "key": json.loads(row[8]), "chosen": json.loads(row[9]),
+        "candidates": json.loads(row[11]) if candidates is None else candidates,
+        "tuned_at": row[12], "host": row[13], "rank": row[14], "source": row[15]})
+
+
+_COMPACT = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    return _COMPACT.encode(value)
 
 
 def _checked(entry: Entry) -> Entry:
@@ -292,6 +407,32 @@ def _entry_from_row(row: Sequence[Any]) -> Entry:
     })
 
 
+_SUMMARY_COLUMNS = tuple(c for c in _COLUMNS if c != "candidates")
+
+
+def _summary_from_row(row: Sequence[Any]) -> Summary:
+    values = dict(zip(_SUMMARY_COLUMNS, row))
+    names = ("kernel_name", "source_hash", "configs_hash") + _ENV_COLUMNS + ("host", "source")
+    for name in names:
+        if not isinstance(values[name], str):
+            raise _Invalid(f"column {name!r} must be text, got {values[name]!r}")
+    median = values["chosen_median_ms"]
+    if median is not None and (not isinstance(median, (int, float)) or not math.isfinite(median)):
+        raise _Invalid(f"column 'chosen_median_ms' must be a finite number or NULL, got {median!r}")
+    return Summary(kernel=KernelIdentity(values["kernel_name"], values["source_hash"], values["configs_hash"]),
+                   env=EnvIdentity(*(values[name] for name in _ENV_COLUMNS)),
+                   key=_scalar_key(json.loads(values["key"]), "key"),
+                   chosen=_object(json.loads(values["chosen"]), "chosen"),
+                   chosen_median_ms=None if median is None else float(median), tuned_at=float(values["tuned_at"]),
+                   host=values["host"], rank=int(values["rank"]), source=values["source"])
+
+
+def _key_order(key: tuple) -> tuple:
+    # Numbers before strings inside a key so that 16 sorts before 128, whatever the types mixed in.
+    return tuple((0, v, "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0, str(v))
+                 for v in key)
+
+
 def _identity_params(kernel: KernelIdentity, env: EnvIdentity) -> tuple[str, ...]:
     return (kernel.name, kernel.source_hash, kernel.configs_hash, env.gpu_name, env.compute_capability,
             env.triton_version, env.torch_version, env.cuda_version)
@@ -305,39 +446,239 @@ def _sort_key(entry: Entry) -> tuple:
             dataclasses.astuple(entry.env), key, entry.tuned_at)
 
 
-def _read_export(path: str | os.PathLike) -> list[Entry]:
-    """Every entry of an export file, validated; any problem is a DatabaseError naming the file."""
+_JSON_WS = re.compile(r"[ \t\n\r]*")
+_READ_CHUNK = 1 << 20
+
+
+class _JSONStream:
+    """Reads one JSON value after another from a text file, holding about one chunk in memory: an export's
+    entries are read one at a time, so a file of any size is read in bounded memory."""
+
+    def __init__(self, fh: Any) -> None:
+        self._fh, self._buf, self._pos, self._consumed, self._eof = fh, "", 0, 0, False
+        self._decoder = json.JSONDecoder(parse_constant=_reject_constant)
+
+    def _more(self) -> bool:
+        if self._eof:
+            return False
+        chunk = self._fh.read(_READ_CHUNK)
+        if not chunk:
+            self._eof = True
+            return False
+        self._consumed += self._pos
+        self._buf, self._pos = self._buf[self._pos:] + chunk, 0
+        return True
+
+    def where(self) -> int:
+        return self._consumed + self._pos
+
+    def peek(self) -> str:
+        buf, pos = self._buf, self._pos
+        if pos < len(buf) and buf[pos] not in " \t\n\r":  # the common case, without the regex
+            return buf[pos]
+        while True:
+            self._pos = _JSON_WS.match(self._buf, self._pos).end()
+            if self._pos < len(self._buf) or not self._more():
+                return self._buf[self._pos:self._pos + 1]
+
+    def take(self, expected: str) -> str:
+        found = self.peek()
+        if found not in expected:
+            what = " or ".join(repr(c) for c in expected)
+            raise json.JSONDecodeError(f"expecting {what}, found {found or 'the end of the file'!r} at character "
+                                       f"{self.where()}", "", 0)
+        self._pos += 1
+        return found
+
+    def value(self) -> Any:
+        return self._decode(False)[0]
+
+    def _decode(self, text: bool) -> tuple[Any, str | None]:
+        self.peek()
+        while True:
+            try:
+                value, end = self._decoder.raw_decode(self._buf, self._pos)
+            except json.JSONDecodeError as exc:
+                if self._more():
+                    continue
+                raise json.JSONDecodeError(f"{exc.msg} at character {self._consumed + exc.pos}", "", 0) from None
+            if end == len(self._buf) and self._more():
+                continue  # a number or literal may go on in the next chunk
+            start, self._pos = self._pos, end
+            return value, (self._buf[start:end] if text else None)
+
+    def entry(self) -> tuple[Any, str | None]:
+        """One array element, and when it is an object the JSON text of its "candidates" value as it stands in
+        the file: an import stores that text instead of encoding the parsed list again (the largest cost of an
+        import after parsing)."""
+        if self.peek() != "{":
+            return self.value(), None
+        found = self._entry_in_buffer()
+        if found is not None:
+            return found
+        self._pos += 1
+        obj: dict[str, Any] = {}
+        candidates_text = None
+        if self.peek() == "}":
+            self._pos += 1
+            return obj, None
+        while True:
+            name = self.value()
+            if type(name) is not str:
+                raise json.JSONDecodeError(f"expecting a property name at character {self.where()}", "", 0)
+            self.take(":")
+            if name == "candidates":
+                obj[name], candidates_text = self._decode(True)
+            else:
+                obj[name] = self.value()
+            if self.take(",}") == "}":
+                return obj, candidates_text
+
+    def _entry_in_buffer(self) -> tuple[dict[str, Any], str | None] | None:
+        """entry() for an object that lies wholly in the buffer (nearly all of them), in one tight loop; None
+        (nothing consumed) when it runs into the end of the buffer or anything unusual: the general path then
+        reads it, refilling the buffer as needed."""
+        buf, pos, n = self._buf, self._pos + 1, len(self._buf)
+        decode, ws = self._decoder.raw_decode, _JSON_WS.match
+        obj: dict[str, Any] = {}
+        text = None
+        try:
+            pos = ws(buf, pos).end()
+            if buf[pos] == "}":
+                self._pos = pos + 1
+                return obj, None
+            while True:
+                if buf[pos] != '"':
+                    return None
+                close = buf.index('"', pos + 1)
+                name = buf[pos + 1:close]
+                if "\\" in name:
+                    return None  # an escaped key: the general path decodes it
+                pos = ws(buf, close + 1).end()
+                if buf[pos] != ":":
+                    return None
+                pos = ws(buf, pos + 1).end()
+                value, end = decode(buf, pos)
+                if end >= n:
+                    return None  # a number may go on in the next chunk
+                if name == "candidates":
+                    text = buf[pos:end]
+                obj[name] = value
+                pos = ws(buf, end).end()
+                if buf[pos] == ",":
+                    pos = ws(buf, pos + 1).end()
+                elif buf[pos] == "}":
+                    self._pos = pos + 1
+                    return obj, text
+                else:
+                    return None
+        except (IndexError, ValueError):  # the end of the buffer, or a value the general path will report
+            return None
+
+    def at_end(self) -> bool:
+        return self.peek() == ""
+
+
+def _export_header_problem(header: dict[str, Any]) -> str | None:
+    if "format" in header and header["format"] != FORMAT:
+        return (f"not a graphtune tuning export (expected \"format\": \"{FORMAT}\", found {header['format']!r})")
+    if "version" in header:
+        version = header["version"]
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            return f"\"version\" must be an integer >= 1, found {version!r}"
+        if version > FORMAT_VERSION:
+            return (f"has format version {version}, written by a newer graphtune; this one reads up to version "
+                    f"{FORMAT_VERSION}: upgrade graphtune to load it")
+    return None
+
+
+def _iter_export(path: str | os.PathLike, as_json: bool = False) -> Iterator[Any]:
+    """The entries of an export file one at a time, each validated; any problem is a DatabaseError naming the
+    file (raised when it is met: a caller that must be all-or-nothing undoes what it did with earlier ones)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        fh = open(path, encoding="utf-8")
+    except OSError as exc:
         raise DatabaseError(f"cannot read tuning export {path}: {exc}") from None
-    try:
-        data = json.loads(text, parse_constant=lambda c: _reject_constant(c))
-    except json.JSONDecodeError as exc:
-        raise DatabaseError(f"tuning export {path} is not valid JSON: {exc}") from None
-    except _Invalid as exc:
-        raise DatabaseError(f"tuning export {path}: {exc}") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        found = data.get("format") if isinstance(data, dict) else type(data).__name__
-        raise DatabaseError(f"tuning export {path}: not a graphtune tuning export "
-                            f"(expected \"format\": \"{FORMAT}\", found {found!r})")
-    version = data.get("version")
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise DatabaseError(f"tuning export {path}: \"version\" must be an integer >= 1, found {version!r}")
-    if version > FORMAT_VERSION:
-        raise DatabaseError(f"tuning export {path} has format version {version}, written by a newer graphtune; "
-                            f"this one reads up to version {FORMAT_VERSION}: upgrade graphtune to load it")
-    raw = data.get("entries")
-    if not isinstance(raw, list):
-        raise DatabaseError(f"tuning export {path}: \"entries\" must be a list, found {type(raw).__name__}")
-    entries = []
-    for i, item in enumerate(raw):
+
+    def bad(text: str) -> DatabaseError:
+        sep = " " if text.startswith("has ") else ": "
+        return DatabaseError(f"tuning export {path}{sep}{text}")
+
+    with fh:
+        stream = _JSONStream(fh)
+        header: dict[str, Any] = {}
+        seen_entries = False
         try:
-            entries.append(_entry_from_dict(item))
+            if stream.peek() != "{":
+                found = stream.value()
+                raise bad(f"not a graphtune tuning export (expected \"format\": \"{FORMAT}\", found "
+                          f"{type(found).__name__!r})")
+            stream.take("{")
+            if stream.peek() == "}":
+                stream.take("}")
+            else:
+                while True:
+                    name = stream.value()
+                    if not isinstance(name, str):
+                        raise json.JSONDecodeError(f"expecting a property name at character {stream.where()}", "", 0)
+                    stream.take(":")
+                    if name == "entries" and stream.peek() == "[":
+                        seen_entries = True
+                        problem = _export_header_problem(header)
+                        if problem is not None:
+                            raise bad(problem)
+                        stream.take("[")
+                        if stream.peek() == "]":
+                            stream.take("]")
+                        else:
+                            i = 0
+                            while True:
+                                item, candidates_text = stream.entry() if as_json else (stream.value(), None)
+                                try:
+                                    if not as_json:
+                                        yield _entry_from_dict(item)
+                                    else:
+                                        d = _entry_json(item)
+                                        raw = item["candidates"]
+                                        # that text encodes the validated list when validation changed nothing
+                                        # (it returned the very candidate objects it was given)
+                                        same = (candidates_text is not None and len(raw) == len(d["candidates"])
+                                                and all(a is b for a, b in zip(d["candidates"], raw)))
+                                        yield d, candidates_text if same else None
+                                except _Invalid as exc:
+                                    raise bad(f"entry {i}: {exc}; nothing was imported") from None
+                                i += 1
+                                if stream.take(",]") == "]":
+                                    break
+                    else:
+                        header[name] = stream.value()
+                        if name == "entries":
+                            raise bad(f"\"entries\" must be a list, found {type(header[name]).__name__}")
+                        problem = _export_header_problem(header)
+                        if problem is not None:
+                            raise bad(problem)
+                    if stream.take(",}") == "}":
+                        break
+            if not stream.at_end():
+                raise json.JSONDecodeError(f"extra data at character {stream.where()}", "", 0)
+        except json.JSONDecodeError as exc:
+            raise DatabaseError(f"tuning export {path} is not valid JSON: {exc.msg}") from None
+        except UnicodeDecodeError as exc:
+            raise DatabaseError(f"cannot read tuning export {path}: {exc}") from None
         except _Invalid as exc:
-            raise DatabaseError(f"tuning export {path}: entry {i}: {exc}; nothing was imported") from None
-    return entries
+            raise bad(str(exc)) from None
+        if "format" not in header:
+            raise bad(f"not a graphtune tuning export (expected \"format\": \"{FORMAT}\", found None)")
+        if "version" not in header:
+            raise bad("\"version\" must be an integer >= 1, found None")
+        if not seen_entries:
+            raise bad("\"entries\" must be a list, found NoneType")
+
+
+def _read_export(path: str | os.PathLike) -> list[Entry]:
+    """Every entry of an export file, validated; any problem is a DatabaseError naming the file."""
+    return list(_iter_export(path))
 
 
 def _reject_constant(name: str) -> Any:
@@ -346,15 +687,22 @@ def _reject_constant(name: str) -> Any:
 
 def _merge(existing: Entry | None, new: Entry) -> tuple[str, ImportConflict | None]:
     """What an import does with ``new``: "add", "replace" or "keep", and the conflict to report, if any."""
+    return _merge_values(None if existing is None else (existing.chosen, existing.chosen_median_ms), new.chosen,
+                         new.chosen_median_ms, new.kernel.name, new.key, new.env.gpu_name)
+
+
+def _merge_values(existing: tuple[dict, float | None] | None, chosen: dict, new_ms: float | None, kernel: str,
+                  key: tuple, gpu_name: str) -> tuple[str, ImportConflict | None]:
+    """_merge on the values it compares: (chosen, median) stored, if any, and those of the new entry."""
     if existing is None:
         return "add", None
-    old_ms, new_ms = existing.chosen_median_ms, new.chosen_median_ms
-    if existing.chosen == new.chosen and old_ms == new_ms:
+    old_chosen, old_ms = existing
+    if old_chosen == chosen and old_ms == new_ms:
         return "keep", None
     better = new_ms is not None and (old_ms is None or new_ms < old_ms)
-    conflict = ImportConflict(kernel=new.kernel.name, key=new.key, gpu_name=new.env.gpu_name,
-                              kept="imported" if better else "existing", existing_chosen=existing.chosen,
-                              existing_median_ms=old_ms, imported_chosen=new.chosen, imported_median_ms=new_ms)
+    conflict = ImportConflict(kernel=kernel, key=key, gpu_name=gpu_name, kept="imported" if better else "existing",
+                              existing_chosen=old_chosen, existing_median_ms=old_ms, imported_chosen=chosen,
+                              imported_median_ms=new_ms)
     return ("replace" if better else "keep"), conflict
 
 
@@ -402,30 +750,76 @@ def _is_busy(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
 
 
-def _header_problem(path: Path) -> str | None:
-    """Damage visible without SQLite: a file too short for a header, or one that is not SQLite at all.
-    A file that cannot be read raises OSError: that is a permission problem, not damage, so it is not moved."""
+def _tables_of(path: Path) -> list[str] | None:
+    """The table names of an SQLite file, read without writing or locking anything (None: unreadable)."""
+    try:
+        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
+        try:
+            return sorted(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None
+
+
+def _classify(path: Path) -> tuple[str, str]:
+    """Whose file ``path`` is, from its bytes alone (never opened by SQLite for writing, never changed):
+    ("missing", ""), ("empty", ""), ("ours", "") or ("foreign", why). A file that cannot be read raises OSError:
+    that is a permission problem, not damage."""
     try:
         size = path.stat().st_size
     except FileNotFoundError:
-        return None
-    if size == 0:  # SQLite's own empty database (or one being created right now by another rank)
-        return None
+        return "missing", ""
+    if path.is_dir():
+        return "foreign", "it is a directory"
+    if size == 0:  # holds nothing; also what a process creating the database leaves for an instant
+        return "empty", ""
     with open(path, "rb") as fh:
-        head = fh.read(100)
-    if head[:16] != _SQLITE_MAGIC[: len(head[:16])]:
-        return f"not an SQLite file (it starts with {head[:16]!r})"
+        head = fh.read(65536)
+    if not head.startswith(_SQLITE_MAGIC):
+        if _SCHEMA_MARK in head:
+            return "foreign", ("it has no SQLite header (its first bytes were overwritten) although graphtune's "
+                               "schema text is inside: it may be a damaged graphtune database, but without its "
+                               "header graphtune cannot prove it created it, so it does not move it")
+        return "foreign", f"it is not an SQLite file (it starts with {head[:16]!r})"
     if len(head) < 100:
-        return f"truncated: {size} bytes, shorter than the 100-byte SQLite header"
-    return None
+        return "foreign", (f"it is a truncated SQLite file ({size} bytes, shorter than the 100-byte header that "
+                           f"would show which program created it)")
+    app_id = int.from_bytes(head[68:72], "big")
+    if app_id == _APPLICATION_ID:
+        return "ours", ""
+    if app_id != 0:
+        return "foreign", f"it is the SQLite database of another application (application_id {app_id:#010x})"
+    page_size = int.from_bytes(head[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    if _SCHEMA_MARK in head[:max(page_size, 512)] or _SCHEMA_MARK in _wal_head(path):
+        return "ours", ""  # created by a graphtune from before the application_id stamp
+    tables = _tables_of(path)
+    if tables is None:
+        return "foreign", "it is an SQLite database that graphtune did not create"
+    if not tables:
+        return "foreign", "it is an SQLite database with no tables that graphtune did not create"
+    shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+    return "foreign", f"it is an SQLite database without graphtune's tables (its tables: {shown})"
 
 
-def _inspect(conn: sqlite3.Connection) -> tuple[str, Any]:
+def _wal_head(path: Path) -> bytes:
+    # A database created before the stamp, never checkpointed, has its schema only in the WAL: its creating
+    # transaction is among the first frames.
+    try:
+        with open(path.with_name(path.name + "-wal"), "rb") as fh:
+            return fh.read(_WAL_SCAN_BYTES)
+    except OSError:
+        return b""
+
+
+def _inspect(conn: sqlite3.Connection, path: Path | None = None) -> tuple[str, Any]:
     """("ok"|"empty"|"old", version), ("future", version), ("damaged", why) or ("busy", why)."""
     try:
-        rows = conn.execute("PRAGMA quick_check").fetchall()
-        if rows != [("ok",)]:
-            return "damaged", "PRAGMA quick_check: " + "; ".join(str(r[0]) for r in rows[:3])
+        if path is None or _deep_check(path):
+            rows = conn.execute("PRAGMA quick_check").fetchall()
+            if rows != [("ok",)]:
+                return "damaged", "PRAGMA quick_check: " + "; ".join(str(r[0]) for r in rows[:3])
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not tables:
             return "empty", 0
@@ -450,6 +844,18 @@ def _inspect(conn: sqlite3.Connection) -> tuple[str, Any]:
         if _is_busy(exc):
             return "busy", str(exc)
         return "damaged", f"SQLite cannot read it: {exc}"
+
+
+def _deep_check(path: Path) -> bool:
+    """Whether opening runs PRAGMA quick_check, which reads every page: for files up to _QUICK_CHECK_MAX_BYTES
+    (a few thousand entries; 200,000 entries are about 800 MiB, seconds of reading at every process start).
+    A larger file gets the checks of its header, schema and meta table only; damage deeper in it shows as an
+    error of the read that meets it (a warning on the serving path, an error from the CLI), and the file is not
+    moved aside on that account."""
+    try:
+        return path.stat().st_size <= _QUICK_CHECK_MAX_BYTES
+    except OSError:
+        return True
 
 
 @contextlib.contextmanager
@@ -480,6 +886,16 @@ def _open_lock(path: Path) -> Iterator[None]:
         os.close(fd)  # closing the descriptor releases the lock
 
 
+class _ProbeDone(Exception):
+    """Raised by _write_probe after its write succeeded, so that _transaction rolls the write back."""
+
+
+def _write_probe(conn: sqlite3.Connection) -> None:
+    # BEGIN IMMEDIATE succeeds on a read-only file; only a real write finds out.
+    conn.execute(f"INSERT OR REPLACE INTO {_META_TABLE} (name, value) VALUES ('write_check', '')")
+    raise _ProbeDone
+
+
 _instances: "weakref.WeakSet[TuningDB]" = weakref.WeakSet()
 # Connections inherited through fork: closing one in the child could checkpoint or unlock the parent's
 # database behind its back, so the child keeps them referenced (never closed, never used) until it exits.
@@ -489,18 +905,32 @@ _abandoned: list[sqlite3.Connection] = []
 class TuningDB:
     """The SQLite tuning database at ``path`` (default: settings.db_path()), opened on first use.
 
-    Reads never raise for a damaged, missing or unusable file: they find nothing and a warning says why.
-    ``record`` never raises for storage trouble either (a cache must not stop a server); ``import_file``,
-    ``prune`` and ``export``, which a person asks for, raise DatabaseError.
+    Reads never raise for a damaged, missing or unusable file: they find nothing and a warning says why
+    (``problem`` says it to a caller that must report it). ``record`` never raises for storage trouble either (a
+    cache must not stop a server); ``check_writable``, ``record_all``, ``import_file``, ``prune`` and ``export``,
+    which a person asks for, raise DatabaseError naming the file and the cause.
+
+    ``origin`` names what chose the path, for error messages: "--db" from the CLI; by default "GRAPHTUNE_DB"
+    (or the user cache directory when it is unset) without ``path``, "the path given" with one.
     """
 
-    def __init__(self, path: str | os.PathLike | None = None, readonly: bool | None = None) -> None:
+    def __init__(self, path: str | os.PathLike | None = None, readonly: bool | None = None,
+                 origin: str | None = None) -> None:
         self.path = Path(path).expanduser() if path is not None else settings.db_path()
         self.readonly = settings.db_readonly() if readonly is None else bool(readonly)
+        if origin is None:
+            if path is not None:
+                origin = "the path given"
+            elif settings._get("GRAPHTUNE_DB"):
+                origin = "GRAPHTUNE_DB"
+            else:
+                origin = "the default location (GRAPHTUNE_DB is unset)"
+        self.origin = origin
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._state = "closed"  # closed (open on next use) | ready | off (unusable for this process)
         self._off_reason = ""
+        self._quiet = False
         self._pid = os.getpid()
         _instances.add(self)
 
@@ -526,36 +956,60 @@ class TuningDB:
                 else:
                     self._open_writable()
             except (sqlite3.Error, OSError) as exc:  # anything _inspect did not classify: never raise on open
-                self._turn_off(f"cannot open tuning database {self.path}: {exc}")
+                self._turn_off(f"cannot open tuning database {self.path} (from {self.origin}): {exc}")
         return self._conn if self._state == "ready" else None
 
     def _turn_off(self, reason: str) -> None:
         if self._conn is not None:
             self._conn.close()
         self._conn, self._state, self._off_reason = None, "off", reason
-        _warn_once(self.path, "off:" + reason, "%s; running without a tuning database", reason)
+        if not self._quiet:  # a caller that raises the reason itself (the CLI) needs no warning besides
+            _warn_once(self.path, "off:" + reason, "%s; running without a tuning database", reason)
 
     def _connect(self) -> sqlite3.Connection:
         # One connection per process, shared by its threads under self._lock.
         return sqlite3.connect(str(self.path), timeout=_BUSY_TIMEOUT_S, isolation_level=None,
                                check_same_thread=False)
 
+    def _foreign(self, why: str) -> None:
+        self._turn_off(f"{self.path} (from {self.origin}) is not a graphtune tuning database: {why}; graphtune "
+                       f"left it untouched: point {self.origin if self.origin in ('GRAPHTUNE_DB', '--db') else 'it'}"
+                       f" at another file, or move this one away")
+
+    def _whose(self) -> str | None:
+        """_classify, turning the database off (and returning None) for a file that is not graphtune's."""
+        try:
+            kind, why = _classify(self.path)
+        except OSError as exc:
+            self._turn_off(f"cannot read tuning database {self.path} (from {self.origin}): {exc}")
+            return None
+        if kind == "foreign":
+            self._foreign(why)
+            return None
+        return kind
+
     def _open_writable(self) -> None:
+        # Judged before the lock too, so that another program's file never gets a lock file next to it.
+        if self._whose() is None:
+            return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            self._turn_off(f"cannot create the directory of tuning database {self.path}: {exc}")
+            self._turn_off(f"cannot create the directory of tuning database {self.path} (from {self.origin}): {exc}")
             return
         with _open_lock(self.path):
-            try:
-                problem = _header_problem(self.path)
-            except OSError as exc:
-                self._turn_off(f"cannot read tuning database {self.path}: {exc}")
+            kind = self._whose()  # again under the lock: another process may have created or repaired it
+            if kind is None:
                 return
+            problem = None
             conn = None
-            if problem is None and self.path.exists():
-                conn = self._connect()
-                verdict, detail = _inspect(conn)
+            if kind == "ours":
+                verdict, detail = self._inspect_readonly()
+                if verdict == "retry":
+                    conn = self._connect()
+                    verdict, detail = _inspect(conn, self.path)
+                elif verdict != "damaged":
+                    conn = self._connect()
                 if verdict == "damaged":
                     problem = detail
                 elif verdict == "future":
@@ -579,15 +1033,38 @@ class TuningDB:
                     return
             if conn is None:
                 conn = self._connect()
+                # Before the first table: an entry with a few candidates and their resources is 2-3 KB, and a
+                # 4 KiB page holds one such row, an 8 KiB page three (a third less file to write and read).
+                conn.execute("PRAGMA page_size = 8192")
             self._conn = conn
-            self._transaction(lambda c: c.execute("PRAGMA journal_mode=WAL").fetchone(), begin=False)
-            conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: safe against a crashed process
+            # Schema and application_id first, in one transaction (a new file goes from empty to stamped with
+            # tables at once, so no other process ever sees an unstamped SQLite file of ours), then WAL.
             future = self._transaction(self._migrate)
             if future is not None:
                 self._turn_off(f"tuning database {self.path} has schema version {future}, newer than this "
                                f"graphtune's {SCHEMA_VERSION} (left untouched)")
                 return
+            self._transaction(lambda c: c.execute("PRAGMA journal_mode=WAL").fetchone(), begin=False)
+            conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: safe against a crashed process
             self._state = "ready"
+
+    def _inspect_readonly(self) -> tuple[str, Any]:
+        """_inspect through a read-only connection first: a connection that may write would, on closing, fold
+        a damaged file's WAL into it or delete an unreadable WAL, and those are set aside with the file as found.
+        A verdict that may come from the read-only connection itself (a hot journal it cannot roll back, a -shm
+        it cannot create) is not taken as damage: the caller inspects again through a writable connection."""
+        try:
+            conn = sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True, timeout=_BUSY_TIMEOUT_S,
+                                   isolation_level=None)
+        except sqlite3.Error as exc:
+            return "retry", str(exc)
+        try:
+            verdict, detail = _inspect(conn, self.path)
+        finally:
+            conn.close()
+        if verdict == "damaged" and any(w in str(detail) for w in ("readonly", "read-only", "unable to open")):
+            return "retry", detail
+        return verdict, detail
 
     @staticmethod
     def _migrate(conn: sqlite3.Connection) -> int | None:
@@ -605,6 +1082,8 @@ class TuningDB:
             conn.execute(f"INSERT OR REPLACE INTO {_META_TABLE} (name, value) VALUES ('schema_version', ?)",
                          (str(step + 1),))
             logger.debug("tuning database schema: version %d -> %d", step, step + 1)
+        if conn.execute("PRAGMA application_id").fetchone()[0] != _APPLICATION_ID:
+            conn.execute(f"PRAGMA application_id = {_APPLICATION_ID}")  # new, or created before the stamp
         return None
 
     def _move_aside(self, problem: str) -> bool:
@@ -627,16 +1106,10 @@ class TuningDB:
         return True
 
     def _open_readonly(self) -> None:
-        if not self.path.exists():
+        kind = self._whose()
+        if kind in ("missing", "empty"):
             return  # nothing to read; looked for again on the next use, and never created
-        try:
-            problem = _header_problem(self.path)
-        except OSError as exc:
-            self._turn_off(f"cannot read tuning database {self.path}: {exc}")
-            return
-        if problem is not None:
-            self._turn_off(f"tuning database {self.path} is damaged ({problem}); left in place because "
-                           f"GRAPHTUNE_DB_READONLY=1")
+        if kind is None:
             return
         uri = self.path.resolve().as_uri()
         try:
@@ -647,7 +1120,7 @@ class TuningDB:
             # A WAL file on a read-only mount cannot get its -shm index; immutable reads it as it stands.
             conn = sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, isolation_level=None,
                                    check_same_thread=False)
-        verdict, detail = _inspect(conn)
+        verdict, detail = _inspect(conn, self.path)
         if verdict == "ok":
             self._conn, self._state = conn, "ready"
             return
@@ -704,6 +1177,48 @@ class TuningDB:
         with self._lock:
             return self._ready() is not None
 
+    @property
+    def problem(self) -> str | None:
+        """Why this process cannot use the database (opening it first if needed); None when it can, or when it
+        is simply missing in read-only mode. For callers that must report rather than carry on (the CLI)."""
+        with self._lock:
+            if self._state == "closed":
+                self._quiet = True
+                try:
+                    self._ready()
+                finally:
+                    self._quiet = False
+            return self._off_reason if self._state == "off" else None
+
+    def check_writable(self) -> None:
+        """Raise DatabaseError naming the file, what chose it and the cause unless a write would land: read-only
+        mode, a file that is not graphtune's, a directory, a read-only file or directory, a newer schema. The
+        check writes a row and rolls it back, so the file is not changed."""
+        with self._lock:
+            self._writable("nothing can be recorded")
+            try:
+                self._transaction(_write_probe)
+            except _ProbeDone:
+                return
+            except sqlite3.Error as exc:
+                raise DatabaseError(f"cannot write tuning database {self.path} (from {self.origin}): {exc}") from None
+
+    def record_all(self, entries: Sequence[Entry]) -> int:
+        """Store tuning results in one transaction (each replacing any entry with the same identity and key), for
+        callers that report what they stored: any failure is a DatabaseError naming the file and the cause, and
+        then nothing is stored. Returns how many entries were stored."""
+        rows = [_entry_to_row(_checked(e)) for e in entries]
+        insert = (f"INSERT OR REPLACE INTO entries ({', '.join(_COLUMNS)}) "
+                  f"VALUES ({', '.join('?' * len(_COLUMNS))})")
+        with self._lock:
+            self._writable("nothing recorded")
+            try:
+                self._transaction(lambda c: c.executemany(insert, rows))
+            except sqlite3.Error as exc:
+                raise DatabaseError(f"could not record {len(rows)} entries in tuning database {self.path} "
+                                    f"(from {self.origin}): {exc}; nothing was recorded") from None
+        return len(rows)
+
     # -- reading --------------------------------------------------------------------------------------------
 
     def _rows(self, where: str = "", params: Sequence[Any] = ()) -> list[Entry]:
@@ -753,6 +1268,118 @@ class TuningDB:
     def stale(self, env: EnvIdentity | None = None) -> list[Entry]:
         return self.entries(stale_only=True, env=env)
 
+    # -- reading at scale: streamed, in bounded memory -------------------------------------------------------
+
+    @staticmethod
+    def _filter(kernel_name: str | None, device: str | None) -> tuple[str, list[Any]]:
+        clauses, params = [], []
+        if kernel_name is not None:
+            clauses.append("kernel_name = ?")
+            params.append(kernel_name)
+        if device is not None:  # GPU names are ASCII: NOCASE is the casefold of the filter
+            clauses.append("gpu_name = ? COLLATE NOCASE")
+            params.append(device.strip())
+        return ("WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+    def iter_entries(self, kernel_name: str | None = None, device: str | None = None, *,
+                     summary: bool = False, batch: int = 256) -> Iterator[Any]:
+        """Stored entries (``Summary`` objects with ``summary=True``, which skips parsing the candidates) of one
+        kernel name and / or GPU name (case-insensitive), streamed: memory holds one batch of rows and one
+        kernel identity's entries in one environment, whatever the size of the database. Order: kernel name,
+        source and candidate-list hashes, environment (the primary key's order, so no sort of the table), then
+        the key with numbers in numeric order. Unreadable rows are skipped with a warning; storage trouble is a
+        DatabaseError."""
+        if summary:
+            return self._stream(kernel_name, device, _SUMMARY_COLUMNS, _summary_from_row, lambda e: e.key, batch)
+        return self._stream(kernel_name, device, _COLUMNS, _entry_from_row, lambda e: e.key, batch)
+
+    def _stream(self, kernel_name: str | None, device: str | None, columns: Sequence[str],
+                parse: Callable[[Sequence[Any]], Any], key_of: Callable[[Any], Sequence[Any]],
+                batch: int) -> Iterator[Any]:
+        where, params = self._filter(kernel_name, device)
+        order = ", ".join(_ID_COLUMNS)
+        sql = f"SELECT {', '.join(columns)} FROM entries {where} ORDER BY {order}"
+        with self._lock:
+            conn = self._ready()
+            if conn is None:
+                return
+            try:
+                cursor = conn.execute(sql, params)
+            except sqlite3.Error as exc:
+                raise DatabaseError(f"cannot read tuning database {self.path}: {exc}") from None
+        group: list[Any] = []
+        group_id: tuple | None = None
+        while True:
+            with self._lock:
+                try:
+                    rows = cursor.fetchmany(batch)
+                except sqlite3.Error as exc:
+                    raise DatabaseError(f"cannot read tuning database {self.path}: {exc}") from None
+            if not rows:
+                break
+            for row in rows:
+                ident = tuple(row[:8])
+                if ident != group_id:
+                    group.sort(key=lambda e: _key_order(key_of(e)))
+                    yield from group
+                    group, group_id = [], ident
+                try:
+                    group.append(parse(row))
+                except (_Invalid, ValueError, TypeError) as exc:  # a row edited by hand: skip it, keep the rest
+                    _warn_once(self.path, f"row:{row[:9]}", "tuning database %s: skipping unreadable entry of "
+                               "kernel %r key %s: %s", self.path, row[0], row[8], exc)
+        group.sort(key=lambda e: _key_order(key_of(e)))
+        yield from group
+
+    def count(self, kernel_name: str | None = None, device: str | None = None) -> int:
+        """How many entries (of one kernel name, of one GPU name) are stored; one indexed query."""
+        where, params = self._filter(kernel_name, device)
+        return int(self._scalar_query(f"SELECT COUNT(*) FROM entries {where}", params)[0][0])
+
+    def kernel_names(self) -> list[str]:
+        return [r[0] for r in self._scalar_query("SELECT DISTINCT kernel_name FROM entries ORDER BY 1", ())]
+
+    def gpu_names(self, kernel_name: str | None = None) -> list[str]:
+        where, params = self._filter(kernel_name, None)
+        return [r[0] for r in self._scalar_query(f"SELECT DISTINCT gpu_name FROM entries {where} ORDER BY 1", params)]
+
+    def _scalar_query(self, sql: str, params: Sequence[Any]) -> list[tuple]:
+        with self._lock:
+            conn = self._ready()
+            if conn is None:
+                return [(0,)] if sql.startswith("SELECT COUNT") else []
+            try:
+                return conn.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise DatabaseError(f"cannot read tuning database {self.path}: {exc}") from None
+
+    def staleness_of(self, env: EnvIdentity | None = None) -> Callable[[Any], str | None]:
+        """``staleness`` for entries streamed one at a time (``Entry`` or ``Summary``): what makes an entry
+        superseded (the newest entry of its kernel name in ``env``) is looked up once per kernel name, by query,
+        instead of from a list of every entry."""
+        env = env if env is not None else current_env()
+        newest: dict[str, tuple[str, str] | None] = {}
+        where = " AND ".join(f"{c} = ?" for c in _ENV_COLUMNS)
+        sql = (f"SELECT source_hash, configs_hash FROM entries WHERE kernel_name = ? AND {where} "
+               f"ORDER BY tuned_at DESC, source_hash DESC, configs_hash DESC LIMIT 1")
+
+        def reason(entry: Any) -> str | None:
+            if entry.env != env:
+                return "environment: " + "; ".join(env_mismatch(entry.env, env))
+            name = entry.kernel.name
+            if name not in newest:
+                rows = self._scalar_query(sql, (name,) + dataclasses.astuple(env))
+                newest[name] = tuple(rows[0]) if rows else None
+            found = newest[name]
+            if found is None:
+                return None
+            changed = [what for what, mine, new in (("source", entry.kernel.source_hash, found[0]),
+                                                    ("candidate list", entry.kernel.configs_hash, found[1]))
+                       if mine != new]
+            return f"superseded: kernel {' and '.join(changed)} changed and was re-tuned" if changed else None
+
+        return reason
+
     # -- writing --------------------------------------------------------------------------------------------
 
     def _writable(self, what: str) -> sqlite3.Connection:
@@ -760,7 +1387,7 @@ class TuningDB:
             raise DatabaseError(f"tuning database {self.path} is read-only (GRAPHTUNE_DB_READONLY=1): {what}")
         conn = self._ready()
         if conn is None:
-            raise DatabaseError(f"tuning database {self.path} is not usable ({self._off_reason}): {what}")
+            raise DatabaseError(f"{self._off_reason or f'tuning database {self.path} is not usable'}; {what}")
         return conn
 
     def record(self, entry: Entry) -> None:
@@ -852,43 +1479,86 @@ class TuningDB:
     # -- export and import ----------------------------------------------------------------------------------
 
     def export(self, path: str | os.PathLike, kernel: str | None = None, device: str | None = None) -> int:
-        """Write the entries (of one kernel name, of one GPU name, case-insensitive) to a JSON file; how many."""
-        found = self.entries(kernel_name=kernel)
-        if device is not None:
-            found = [e for e in found if e.env.gpu_name.casefold() == device.strip().casefold()]
-        document = {"format": FORMAT, "version": FORMAT_VERSION, "exported_at": time.time(),
-                    "entries": [_entry_to_dict(e) for e in found]}
+        """Write the entries (of one kernel name, of one GPU name, case-insensitive) to a JSON file; how many.
+        Streamed, one entry per line: memory does not grow with the database. Written to a temporary file
+        renamed over ``path`` at the end, so a reader never sees half a file and a failure leaves no file."""
         path = Path(path)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        n = 0
         try:
-            tmp.write_text(json.dumps(document, indent=1, allow_nan=False) + "\n", encoding="utf-8")
-            os.replace(tmp, path)  # a reader never sees half a file
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(f'{{"format": {json.dumps(FORMAT)}, "version": {FORMAT_VERSION}, '
+                         f'"exported_at": {json.dumps(time.time())}, "entries": [')
+                # rows go to JSON form without becoming Entry objects: validated all the same, at a third of the cost
+                for _, text in self._stream(kernel, device, _COLUMNS, _keyed_export_text, lambda t: t[0], 256):
+                    fh.write((",\n" if n else "\n") + text)
+                    n += 1
+                fh.write("\n]}\n")
+            os.replace(tmp, path)
         except OSError as exc:
             tmp.unlink(missing_ok=True)
             raise DatabaseError(f"cannot write tuning export {path}: {exc}") from None
-        return len(found)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return n
 
     def import_file(self, path: str | os.PathLike) -> ImportReport:
         """Import an export file in one transaction: new entries are added; where an entry exists, the one with
         the better (lower) chosen median stays and the conflict is reported. Any problem with the file is a
-        DatabaseError naming it, and nothing is imported."""
-        incoming = _read_export(path)
+        DatabaseError naming it, and nothing is imported. The file is read one entry at a time (memory does not
+        grow with its size), inside the transaction that a problem rolls back."""
         where = "WHERE " + " AND ".join(f"{c} = ?" for c in _ID_COLUMNS)
-        insert = (f"INSERT OR REPLACE INTO entries ({', '.join(_COLUMNS)}) "
-                  f"VALUES ({', '.join('?' * len(_COLUMNS))})")
+        values = f"({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+        insert = f"INSERT OR REPLACE INTO entries {values}"
+        add = f"INSERT OR IGNORE INTO entries {values}"
 
         def body(conn: sqlite3.Connection) -> ImportReport:
             counts = {"add": 0, "replace": 0, "keep": 0}
             conflicts = []
-            for entry in incoming:
-                row = _entry_to_row(entry)
-                found = conn.execute(f"SELECT {', '.join(_COLUMNS)} FROM entries {where}", row[:9]).fetchone()
-                action, conflict = _merge(_entry_from_row(found) if found else None, entry)
+
+            def one(entry: dict[str, Any], row: tuple) -> None:
+                if conn.execute(add, row).rowcount == 1:
+                    counts["add"] += 1
+                    return
+                found = conn.execute(f"SELECT chosen, chosen_median_ms FROM entries {where}", row[:9]).fetchone()
+                existing = None
+                if found is not None:
+                    try:
+                        existing = (json.loads(found[0]), found[1])
+                    except ValueError:
+                        existing = ({}, None)  # a row edited by hand: the imported entry replaces it
+                action, conflict = _merge_values(existing, entry["chosen"], row[10], entry["kernel"]["name"],
+                                                 tuple(entry["key"]), entry["env"]["gpu_name"])
                 counts[action] += 1
                 if conflict is not None:
                     conflicts.append(conflict)
                 if action != "keep":
                     conn.execute(insert, row)
+
+            def flush(batch: list[tuple[dict[str, Any], tuple]]) -> None:
+                # Most entries of a large import are new: add a batch in one executemany, and only when some
+                # row of it already existed (fewer changes than rows) undo it and merge row by row.
+                conn.execute("SAVEPOINT import_batch")
+                before = conn.total_changes
+                conn.executemany(add, [row for _, row in batch])
+                if conn.total_changes - before == len(batch):
+                    conn.execute("RELEASE import_batch")
+                    counts["add"] += len(batch)
+                    return
+                conn.execute("ROLLBACK TO import_batch")
+                conn.execute("RELEASE import_batch")
+                for entry, row in batch:
+                    one(entry, row)
+
+            batch: list[tuple[dict[str, Any], tuple]] = []
+            for entry, candidates_text in _iter_export(path, as_json=True):
+                batch.append((entry, _json_to_row(entry, candidates_text)))
+                if len(batch) == _IMPORT_BATCH:
+                    flush(batch)
+                    batch = []
+            if batch:
+                flush(batch)
             return ImportReport(path=str(path), added=counts["add"], replaced=counts["replace"], kept=counts["keep"],
                                 conflicts=tuple(conflicts))
 
@@ -913,7 +1583,7 @@ def get_db() -> TuningDB | None:
     spec = (settings.db_path(), settings.db_readonly())
     with STATE.lock:
         if STATE.db is None or STATE.db_spec != spec:
-            STATE.db, STATE.db_spec = TuningDB(spec[0], readonly=spec[1]), spec
+            STATE.db, STATE.db_spec = TuningDB(None, readonly=spec[1]), spec
         return STATE.db
 
 

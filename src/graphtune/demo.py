@@ -13,7 +13,6 @@ Triton interpreter at tiny sizes (untimed: interpreter wall clock is not GPU tim
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ._outputs import report_json
 from .keys import ENGINE_CAPTURE_SIZES
 
 CAPTURE_SIZES = [s for s in ENGINE_CAPTURE_SIZES if s <= 128]   # the demo stops at 128
@@ -232,7 +232,7 @@ def _print_gpu_table(rows, report) -> None:
 
 def _save(out_dir: Path, report: dict[str, Any], rows: list[dict[str, Any]]) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "demo.json").write_text(json.dumps(report, indent=2, default=str))
+    (out_dir / "demo.json").write_text(report_json(report, indent=2, default=str))
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -285,7 +285,7 @@ def run_cpu(out_dir: Path, *, full_space: bool = False) -> dict[str, Any]:
     console.rule("[bold]3. tuning and capture policy through the Triton interpreter (tiny sizes, untimed)")
     report["interpreter_flow"] = _cpu_flow(console)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "demo.json").write_text(json.dumps(report, indent=2, default=str))
+    (out_dir / "demo.json").write_text(report_json(report, indent=2, default=str))
     console.print(f"report: {out_dir / 'demo.json'}")
     return report
 

@@ -203,23 +203,26 @@ def _database(db: bool | str | os.PathLike | None) -> Any:
     if store.readonly:
         raise DatabaseError(f"tuning database {store.path} is read-only (GRAPHTUNE_DB_READONLY=1): tuned results "
                             f"could not be recorded; unset it or write an export file instead")
+    store.check_writable()   # a directory, a read-only file, another program's file: an error before any timing
     return store
 
 
 def _write(kernel: GraphtuneKernel, entries: list, out: str | os.PathLike | None, database: Any) -> None:
     from .db import TuningDB
-    if database is not None:
-        for entry in entries:
-            database.record(entry)
-        logger.info("graphtune: recorded %d entries of %s in %s", len(entries), kernel.name, database.path)
-        database.close()
     if out is not None:
         # the export format is the database's: go through a private database so the file is written by
         # the same code as `graphtune db export`
         with tempfile.TemporaryDirectory(prefix="graphtune-export-") as tmp:
             scratch = TuningDB(Path(tmp) / "export.sqlite", readonly=False)
-            for entry in entries:
-                scratch.record(entry)
+            scratch.record_all(entries)   # raises, where record() would only warn and export too little
             scratch.export(out, kernel=kernel.name)
             scratch.close()
         logger.info("graphtune: wrote %d entries of %s to %s", len(entries), kernel.name, out)
+    if database is not None:
+        # After the export file, so a database that fails now does not lose what --out keeps. record_all raises
+        # DatabaseError naming the file and the cause (record() only warns: that is for the serving path).
+        try:
+            database.record_all(entries)
+        finally:
+            database.close()
+        logger.info("graphtune: recorded %d entries of %s in %s", len(entries), kernel.name, database.path)

@@ -272,14 +272,60 @@ def _bad_version(tmp_path: Path) -> bytes:
     return path.read_bytes()
 
 
+def _legacy_bytes(tmp_path: Path) -> bytes:
+    """A database as a graphtune from before the application_id stamp left it (application_id 0)."""
+    path = tmp_path / "legacy.sqlite"
+    db = TuningDB(path)
+    for n in range(1, 40):
+        db.record(make_entry(key=(n, "torch.bfloat16")))
+    db.close()
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA application_id = 0")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    data = path.read_bytes()
+    assert data[68:72] == bytes(4)
+    return data
+
+
+def _empty_sqlite(tmp_path: Path) -> bytes:
+    path = tmp_path / "no-tables.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA user_version = 7")  # writes a header, creates no table
+    conn.commit()
+    conn.close()
+    return path.read_bytes()
+
+
+def _other_application(tmp_path: Path) -> bytes:
+    path = tmp_path / "other-app-id.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA application_id = 1179402563")  # Fossil's
+    conn.execute("CREATE TABLE graphtune_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.commit()
+    conn.close()
+    return path.read_bytes()
+
+
+# Damaged files of graphtune's own: moved aside (renamed, never deleted), and a fresh database started.
 DAMAGE = {
     "truncated-mid-page": (lambda tmp: _healthy_bytes(tmp)[:6001], "malformed"),
     "truncated-at-page": (lambda tmp: _healthy_bytes(tmp)[:8192], "malformed"),
-    "header-only": (lambda tmp: _healthy_bytes(tmp)[:57], "truncated"),
+    "schema-version-not-a-number": (_bad_version, "not a number"),
+    "legacy-unstamped-truncated": (lambda tmp: _legacy_bytes(tmp)[:20001], "malformed"),
+}
+
+# Files graphtune cannot prove it created: never moved, never written; the database is off with an error that
+# names the file and the variable that pointed there.
+FOREIGN = {
+    "header-only": (lambda tmp: _healthy_bytes(tmp)[:57], "truncated SQLite file (57 bytes"),
     "garbage": (lambda tmp: random.Random(7).randbytes(5000), "not an SQLite file"),
     "text-file": (lambda tmp: b"SQLite format 2\nnot really\n" * 40, "not an SQLite file"),
-    "wrong-schema": (_wrong_schema, "not a graphtune database"),
-    "schema-version-not-a-number": (_bad_version, "not a number"),
+    "wrong-schema": (_wrong_schema, "without graphtune's tables (its tables: users)"),
+    "sqlite-without-tables": (_empty_sqlite, "with no tables that graphtune did not create"),
+    "other-application-id": (_other_application, "another application (application_id 0x464c4143)"),
+    # ours once, but its first 100 bytes were overwritten: nothing left proves it; left for a person to move
+    "header-destroyed": (lambda tmp: b"\xff" * 100 + _healthy_bytes(tmp)[100:], "may be a damaged graphtune"),
 }
 
 
@@ -301,11 +347,80 @@ def test_damaged_file_is_moved_aside_once_and_a_fresh_db_works(db_file, tmp_path
     warnings = graphtune_warnings(caplog)
     assert len(warnings) == 1, warnings
     assert str(db_file) in warnings[0] and str(aside[0]) in warnings[0] and why in warnings[0]
+    assert db_file.read_bytes()[68:72] == gdb._APPLICATION_ID.to_bytes(4, "big")  # the fresh one is stamped
 
 
-def test_damaged_file_siblings_move_with_it(db_file, caplog):
+@pytest.mark.parametrize("readonly", [False, True], ids=["writable", "readonly"])
+@pytest.mark.parametrize("kind", list(FOREIGN), ids=list(FOREIGN))
+def test_a_file_graphtune_did_not_create_is_never_touched(db_file, tmp_path, caplog, monkeypatch, kind, readonly):
+    make_bytes, why = FOREIGN[kind]
+    original = make_bytes(tmp_path)
+    db_file.parent.mkdir(parents=True, exist_ok=True)
+    db_file.write_bytes(original)
+    if readonly:
+        monkeypatch.setenv("GRAPHTUNE_DB_READONLY", "1")
+    caplog.set_level(logging.WARNING, logger="graphtune")
+    db = get_db()
+    assert db.load_kernel(KERNEL, H200) == {}
+    db.record(make_entry())  # the serving path: a warning, never an exception
+    assert db.entries() == [] and not db.usable
+    assert db.problem is not None and why in db.problem
+    assert f"{db_file} (from GRAPHTUNE_DB) is not a graphtune tuning database" in db.problem
+    if not readonly:
+        with pytest.raises(DatabaseError, match=re.escape(why)):
+            db.check_writable()
+        with pytest.raises(DatabaseError, match=re.escape(why)):
+            db.record_all([make_entry()])
+    with pytest.raises(DatabaseError):
+        db.import_file(write_export(tmp_path / "x.json", [make_entry(key=(2,))]))
+    assert db_file.read_bytes() == original
+    assert os.listdir(db_file.parent) == ["tuning.sqlite"]  # not moved, no lock file, no -wal beside it
+    warnings = graphtune_warnings(caplog)
+    assert len(warnings) == 1 and "left it untouched" in warnings[0] and "GRAPHTUNE_DB" in warnings[0]
+
+
+def test_cli_names_a_foreign_file_and_the_option_that_pointed_there(tmp_path, capsys):
+    other = tmp_path / "app.sqlite"
+    other.write_bytes(_wrong_schema(tmp_path))
+    before = other.read_bytes()
+    for argv in (["db", "ls"], ["db", "show", KERNEL.name], ["db", "export", "-o", str(tmp_path / "o.json")],
+                 ["db", "prune", "--stale"], ["db", "import", str(write_export(tmp_path / "in.json", [make_entry()]))]):
+        assert cli_main(argv + ["--db", str(other)]) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"{other} (from --db) is not a graphtune tuning database" in err[0], err
+    assert other.read_bytes() == before
+    assert sorted(os.listdir(tmp_path)) == ["app.sqlite", "in.json", "other-app.sqlite"]
+
+
+def test_an_unstamped_graphtune_database_is_recognised_and_stamped(db_file, tmp_path):
     db_file.parent.mkdir(parents=True)
-    db_file.write_bytes(b"\x13" * 4096)
+    db_file.write_bytes(_legacy_bytes(tmp_path))
+    db = TuningDB()
+    assert len(db.entries()) == 39 and db.problem is None
+    db.close()  # the last connection to close checkpoints the WAL into the file
+    assert db_file.read_bytes()[68:72] == gdb._APPLICATION_ID.to_bytes(4, "big")
+    assert not list(db_file.parent.glob("*.damaged-*"))
+
+
+def test_an_unstamped_database_whose_schema_is_only_in_its_wal_is_recognised(db_file, tmp_path):
+    # created by an old graphtune and never checkpointed: the main file has a header and no tables yet
+    db_file.parent.mkdir(parents=True)
+    keep = sqlite3.connect(db_file, isolation_level=None)
+    keep.execute("PRAGMA journal_mode=WAL")
+    keep.execute("PRAGMA wal_autocheckpoint=0")
+    for statement in gdb._MIGRATIONS[0]:
+        keep.execute(statement)
+    keep.execute("INSERT INTO graphtune_meta VALUES ('schema_version', '1')")
+    assert gdb._SCHEMA_MARK not in db_file.read_bytes()
+    assert gdb._classify(db_file) == ("ours", "")
+    TuningDB().record(make_entry())
+    assert TuningDB().entries() == [make_entry()]
+    keep.close()
+
+
+def test_damaged_file_siblings_move_with_it(db_file, tmp_path, caplog):
+    db_file.parent.mkdir(parents=True)
+    db_file.write_bytes(_healthy_bytes(tmp_path)[:4096])  # graphtune's own, cut short
     Path(str(db_file) + "-wal").write_bytes(b"wal bytes")
     TuningDB().record(make_entry())
     aside = next(db_file.parent.glob("tuning.sqlite.damaged-*[0-9]"))
@@ -578,3 +693,150 @@ def test_cli_export_import_prune(db_file, tmp_path, capsys):
     assert "removed 1 entries" in out_text and "_rms_norm" in out_text
     assert cli_main(["db", "prune", "--stale"]) == 0  # on this CPU machine every H100/H200 entry is stale
     assert "removed 4 entries" in capsys.readouterr().out and db.entries() == []
+
+
+# ------------------------------------------------------------------------------------------------ scale
+
+
+def _many(n: int, kernels: int = 4, gpus: tuple[str, ...] = ("NVIDIA H200", "NVIDIA B200")) -> list[Entry]:
+    """n entries over kernels x GPUs, keys 1..n/(kernels*gpus), recorded in a shuffled order."""
+    per = n // (kernels * len(gpus))
+    out = [make_entry(kernel=dataclasses.replace(KERNEL, name=f"_k{k}"), env=dataclasses.replace(H200, gpu_name=g),
+                      key=(b, "torch.bfloat16"), tuned_at=1_790_000_000.0 + b)
+           for k in range(kernels) for g in gpus for b in range(1, per + 1)]
+    random.Random(3).shuffle(out)
+    return out
+
+
+def test_ls_streams_and_paginates(db_file, capsys, monkeypatch):
+    TuningDB().record_all(_many(400))
+    parsed = []
+    real = gdb._summary_from_row
+    monkeypatch.setattr(gdb, "_summary_from_row", lambda row: parsed.append(row[0]) or real(row))
+    assert cli_main(["db", "ls"]) == 0
+    out = capsys.readouterr().out
+    assert "the first 100 of 400 entries (100 of them stale)" in out
+    # read only as far as the rows shown (and the rest of the group of the last one), not the whole table
+    assert len(parsed) <= 100 + 50 + 1
+    rows = [line.split() for line in out.splitlines() if line.startswith("_k")]
+    assert len(rows) == 100 and {r[0] for r in rows} == {"_k0"}  # 50 keys on each of two GPUs
+    # inside one kernel identity and environment, keys in numeric order: 2 before 10
+    h200 = [int(r[1].split(",")[0]) for r in rows if r[0] == "_k0" and "H200" in " ".join(r)]
+    assert h200 == sorted(h200) and h200[:3] == [1, 2, 3]
+
+    assert cli_main(["db", "ls", "--limit", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "400 entries (400 stale)" in out and sum(line.startswith("_k") for line in out.splitlines()) == 400
+    assert cli_main(["db", "ls", "--kernel", "_k3", "--device", "nvidia b200", "--limit", "7"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("_k")]
+    assert len(rows) == 7 and all(r.startswith("_k3 ") and "NVIDIA B200" in r for r in rows)
+    assert "the first 7 of 50 entries" in out
+    assert cli_main(["db", "ls", "--stale", "--limit", "3"]) == 0
+    assert "the first 3 stale entries" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        cli_main(["db", "ls", "--limit", "-1"])
+    assert "--limit '-1': expected a whole number >= 0" in capsys.readouterr().err
+
+
+def test_ls_never_cuts_a_config(db_file, capsys):
+    long_config = {f"PARAMETER_{i}": 1000 + i for i in range(12)}
+    entry = dataclasses.replace(make_entry(), chosen=long_config)
+    TuningDB().record(entry)
+    assert cli_main(["db", "ls"]) == 0
+    assert ",".join(f"{k}={v}" for k, v in long_config.items()) in capsys.readouterr().out
+
+
+def _peak_bytes(fn) -> int:
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_export_and_import_memory_does_not_grow_with_the_database(tmp_path, monkeypatch):
+    # Memory holds one batch of rows, one kernel identity's entries in one environment (its buckets: 50 here,
+    # whatever the database size) and one read chunk of an import file (64 KiB here, 1 MiB by default).
+    monkeypatch.setattr(gdb, "_READ_CHUNK", 1 << 16)
+    peaks = {}
+    for n in (400, 3200):
+        source, target = TuningDB(tmp_path / f"src-{n}.sqlite"), TuningDB(tmp_path / f"dst-{n}.sqlite")
+        source.record_all(_many(n, kernels=n // 100))
+        out = tmp_path / f"export-{n}.json"
+        source.entries()  # open both before measuring
+        target.entries()
+        peaks[n] = (_peak_bytes(lambda: source.export(out)), _peak_bytes(lambda: target.import_file(out)))
+        assert target.count() == n and target.entries() == source.entries()
+        source.close()
+        target.close()
+    # eight times the entries: the peaks stay about the same
+    for i, what in enumerate(("export", "import")):
+        small, large = peaks[400][i], peaks[3200][i]
+        assert large < 1.5 * small + 512 * 1024, f"{what}: {small} B at 400 entries, {large} B at 3200"
+
+
+def test_export_stays_valid_for_entries_that_need_normalising(db_file, tmp_path):
+    # a row written by hand with an integer median: validated, normalised to a float, written as JSON
+    db = TuningDB()
+    db.record(make_entry())
+    conn = sqlite3.connect(db_file)
+    text = conn.execute("SELECT candidates FROM entries").fetchone()[0]
+    conn.execute("UPDATE entries SET candidates = ?", (text.replace('"median_ms":0.19,', '"median_ms":1,', 1),))
+    conn.commit()
+    conn.close()
+    assert db.export(tmp_path / "out.json") == 1
+    cands = json.loads((tmp_path / "out.json").read_text())["entries"][0]["candidates"]
+    assert cands[0]["median_ms"] == 1.0 and isinstance(cands[0]["median_ms"], float)
+
+
+def test_a_large_file_is_not_read_whole_at_open_and_deep_damage_is_reported_not_moved(db_file, tmp_path,
+                                                                                       monkeypatch, capsys):
+    monkeypatch.setattr(gdb, "_QUICK_CHECK_MAX_BYTES", 0)  # every file counts as large
+    healthy = _healthy_bytes(tmp_path)
+    damaged = healthy[:len(healthy) - 3000]  # header, schema and meta table intact, the last rows' page cut
+    db_file.parent.mkdir(parents=True)
+    db_file.write_bytes(damaged)
+    assert TuningDB().problem is None  # opening no longer reads every page
+    assert TuningDB().load_kernel(KERNEL, H200) == {}  # the serving path: a warning, nothing found
+    assert cli_main(["db", "ls"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(db_file) in err[0] and "malformed" in err[0]
+    assert db_file.read_bytes() == damaged and not list(db_file.parent.glob("*.damaged-*"))
+
+
+def test_import_merges_duplicates_inside_one_file_and_counts_every_entry(db_file, tmp_path):
+    db = TuningDB()
+    db.record(make_entry(key=(3,), best_ms=0.2))
+    many = [make_entry(key=(n,)) for n in range(10, 10 + 600)]  # more than one batch of new entries
+    items = many[:300] + [make_entry(key=(3,), best_ms=0.1, chosen_block=64)] + many[300:] + [
+        make_entry(key=(10,), best_ms=0.05, chosen_block=64)]  # a later, faster duplicate of the first new one
+    report = db.import_file(write_export(tmp_path / "in.json", items))
+    assert (report.added, report.replaced, report.kept) == (600, 2, 0)
+    assert [(c.key, c.kept) for c in report.conflicts] == [((3,), "imported"), ((10,), "imported")]
+    stored = db.load_kernel(KERNEL, H200)
+    assert len(stored) == 601 and stored[(10,)].chosen == cfg(64) and stored[(3,)].chosen == cfg(64)
+
+
+@pytest.mark.parametrize("chunk", [1 << 20, 97], ids=["one-chunk", "97-char-chunks"])
+def test_import_stores_what_it_validated_whatever_the_layout(db_file, tmp_path, monkeypatch, chunk):
+    monkeypatch.setattr(gdb, "_READ_CHUNK", chunk)
+    plain, spaced, normalised = make_entry(key=(1,)), make_entry(key=(2,)), make_entry(key=(3,))
+    doc = {"format": gdb.FORMAT, "version": 1, "entries": [gdb._entry_to_dict(e) for e in (plain, spaced)]}
+    text = json.dumps(doc, indent=3)  # candidates text with newlines and indentation: stored as it stands
+    third = gdb._entry_to_dict(normalised)
+    third["candidates"][0]["median_ms"] = 1  # an int: validated to 1.0, so re-encoded rather than copied
+    third["candidates"][0] = {"extra": "ignored", **third["candidates"][0]}  # an unknown field: dropped
+    text = text[:text.rindex("]")] + "," + json.dumps(third) + "]}"
+    (tmp_path / "in.json").write_text(text)
+    assert TuningDB().import_file(tmp_path / "in.json").added == 3
+    stored = TuningDB().load_kernel(KERNEL, H200)
+    assert stored[(1,)] == plain and stored[(2,)] == spaced
+    assert stored[(3,)].candidates[0].median_ms == 1.0 and isinstance(stored[(3,)].candidates[0].median_ms, float)
+    conn = sqlite3.connect(db_file)
+    texts = [r[0] for r in conn.execute("SELECT candidates FROM entries ORDER BY key")]
+    conn.close()
+    assert "\n" in texts[0] and "extra" not in texts[2] and json.loads(texts[2])[0]["median_ms"] == 1.0

@@ -6,6 +6,7 @@ import sys
 from typing import Any
 
 from .._loading import parse_sizes
+from .._outputs import output_dir
 from ..ab import TARGET_ALIASES, ABResult, ab
 
 _EXAMPLE = """\
@@ -51,6 +52,8 @@ def _cuda_available() -> bool:
 
 
 def handler(args: argparse.Namespace) -> int:
+    if args.out is not None:
+        output_dir(args.out, "--out")   # before any timing: a bad --out must not cost an A/B run
     stats: dict[str, Any] = {k: v for k, v in (("confidence", args.confidence), ("n_boot", args.n_boot),
                                                  ("seed", args.seed)) if v is not None}
     if args.from_json:
@@ -77,6 +80,11 @@ def handler(args: argparse.Namespace) -> int:
         # config labels are long: give the table room when the output is a file or CI log
         Console(width=None if sys.stdout.isatty() else 220).print(result.render_table())
     if args.out:
-        for path in result.save(args.out):
+        try:
+            written = result.save(args.out)
+        except OSError as exc:
+            print(f"graphtune: error: --out {args.out}: could not write the results: {exc}", file=sys.stderr)
+            return 2
+        for path in written:
             print(f"wrote {path}", file=sys.stderr)
     return 0

@@ -9,8 +9,12 @@ from typing import Any, Sequence
 from rich.console import Console
 from rich.table import Table
 
-from ..db import Entry, ImportReport, TuningDB, staleness
+from ..errors import DatabaseError
 from ..identity import current_env, env_mismatch
+from ..db import Entry, ImportReport, Summary, TuningDB, staleness
+
+_DEFAULT_LIMIT = 100
+_CHUNK = 500  # rows per printed table when listing everything: output starts at once, memory stays flat
 
 _LAUNCH = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 _SHORT = {"gpu_name": "GPU", "compute_capability": "cc", "triton_version": "triton", "torch_version": "torch",
@@ -29,11 +33,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = sub.add_parser("path", parents=[common], help="print where the database is")
     p.set_defaults(func=_path)
 
-    p = sub.add_parser("ls", parents=[common], help="list entries")
+    p = sub.add_parser("ls", parents=[common], help="list entries (the first 100; --limit)")
     p.add_argument("--stale", action="store_true",
                    help="only entries this environment would not apply (other GPU or versions, superseded source)")
     p.add_argument("--kernel", metavar="NAME", help="only this kernel")
     p.add_argument("--device", metavar="GPU", help='only this GPU name, e.g. "NVIDIA H200"')
+    p.add_argument("--limit", type=_limit, default=_DEFAULT_LIMIT, metavar="N",
+                   help=f"show at most N entries (default {_DEFAULT_LIMIT}; 0: all of them, streamed)")
     p.set_defaults(func=_ls)
 
     p = sub.add_parser("show", parents=[common], help="every candidate's timing for one kernel")
@@ -74,10 +80,29 @@ def _error(text: str) -> None:
     print(text, file=sys.stderr)
 
 
+def _limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--limit {text!r}: expected a whole number >= 0") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"--limit {text!r}: expected a whole number >= 0 (0: no limit)")
+    return value
+
+
+def _named(args: argparse.Namespace) -> TuningDB:
+    return TuningDB(args.db, origin="--db") if args.db else TuningDB()
+
+
 def _open(args: argparse.Namespace, reading: bool = False) -> TuningDB:
-    db = TuningDB(args.db) if args.db else TuningDB()
+    """The database the command works on; one that cannot be used (another program's file, a directory, a newer
+    schema) is an error naming it and what pointed there, before anything is read or written."""
+    db = _named(args)
     if reading and not db.path.exists():
-        db = TuningDB(db.path, readonly=True)  # looking must not create a database file
+        db = TuningDB(db.path, readonly=True, origin=db.origin)  # looking must not create a database file
+    problem = db.problem
+    if problem is not None:
+        raise DatabaseError(problem)
     return db
 
 
@@ -100,8 +125,8 @@ def _when(entry: Entry) -> str:
     return f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(entry.tuned_at))} {entry.host} r{entry.rank}"
 
 
-def _entry_table(title: str, entries: Sequence[Entry], reasons: Sequence[str | None] | None) -> Table:
-    table = Table(title=title, title_justify="left")
+def _entry_table(title: str, entries: Sequence[Entry | Summary], reasons: Sequence[str | None] | None) -> Table:
+    table = Table(title=title or None, title_justify="left")
     for name in ("kernel", "key", "chosen", "median ms", "GPU", "triton / torch / CUDA", "tuned", "source"):
         table.add_column(name, justify="right" if name == "median ms" else "left")
     if reasons is not None:
@@ -117,7 +142,7 @@ def _entry_table(title: str, entries: Sequence[Entry], reasons: Sequence[str | N
     return table
 
 
-def _short_status(entry: Entry, reason: str | None) -> str:
+def _short_status(entry: Entry | Summary, reason: str | None) -> str:
     if reason is None:
         return "current"
     fields = [_SHORT[m.split(" ", 1)[0]] for m in env_mismatch(entry.env, current_env())]
@@ -125,25 +150,77 @@ def _short_status(entry: Entry, reason: str | None) -> str:
 
 
 def _path(args: argparse.Namespace) -> int:
-    print(_open(args).path)
+    print(_named(args).path)  # where it is, without opening (or creating) it
     return 0
 
 
+_LS_HEADERS = ("kernel", "key", "chosen", "median ms", "GPU", "triton / torch / CUDA", "tuned", "source", "status")
+
+
+def _ls_cells(entry: Summary, reason: str | None) -> list[str]:
+    env = entry.env
+    return [entry.kernel.name, _key_text(entry.key), _config_text(entry.chosen), _ms(entry.chosen_median_ms),
+            f"{env.gpu_name} {env.compute_capability}".strip(),
+            f"{env.triton_version} / {env.torch_version} / {env.cuda_version or '-'}", _when(entry), entry.source,
+            _short_status(entry, reason)]
+
+
+def _ls_lines(rows: list[list[str]], widths: list[int], header: bool) -> str:
+    # Plain aligned text, not a rich Table: rich lays out a table of a few hundred rows in seconds, and `ls`
+    # of a large database must print as fast as it reads. Values are never cut; a longer one widens its column.
+    out = []
+    if header:
+        out.append("  ".join(h.ljust(w) for h, w in zip(_LS_HEADERS, widths)).rstrip())
+        out.append("  ".join("-" * w for w in widths))
+    for row in rows:
+        out.append("  ".join(c.rjust(w) if i == 3 else c.ljust(w)
+                             for i, (c, w) in enumerate(zip(row, widths))).rstrip())
+    return "\n".join(out)
+
+
 def _ls(args: argparse.Namespace) -> int:
+    """Streams: rows are read in primary-key order without their candidates and printed _CHUNK at a time, so
+    the first rows of a database of any size show at once and memory does not grow with it."""
     db = _open(args, reading=True)
-    entries = db.entries(kernel_name=args.kernel)
-    if args.device:
-        entries = [e for e in entries if e.env.gpu_name.casefold() == args.device.strip().casefold()]
-    reasons = staleness(entries, current_env())
-    if args.stale:
-        pairs = [(e, r) for e, r in zip(entries, reasons) if r is not None]
-        entries, reasons = [e for e, _ in pairs], [r for _, r in pairs]
-    console = _console()
-    if entries:
-        console.print(_entry_table("", entries, reasons))
-    n_stale = sum(r is not None for r in reasons)
-    print(f"{len(entries)} {'stale ' if args.stale else ''}entries"
-                  f"{'' if args.stale else f' ({n_stale} stale)'} in {db.path}")
+    reason_of = db.staleness_of(current_env())
+    limit = args.limit or None
+    chunk: list[list[str]] = []
+    widths: list[int] | None = None
+    shown = n_stale = 0
+    more = False
+
+    def flush() -> None:
+        nonlocal chunk, widths
+        if not chunk:
+            return
+        first = widths is None
+        measured = [max(len(h), *(len(r[i]) for r in chunk)) for i, h in enumerate(_LS_HEADERS)]
+        widths = measured if first else [max(a, b) for a, b in zip(widths, measured)]
+        print(_ls_lines(chunk, widths, header=first), flush=True)
+        chunk = []
+
+    for entry in db.iter_entries(args.kernel, args.device, summary=True):
+        reason = reason_of(entry)
+        if args.stale and reason is None:
+            continue
+        if limit is not None and shown == limit:
+            more = True
+            break
+        chunk.append(_ls_cells(entry, reason))
+        shown += 1
+        n_stale += reason is not None
+        if len(chunk) == _CHUNK:
+            flush()
+    flush()
+    if not more:
+        print(f"{shown} {'stale ' if args.stale else ''}entries"
+              f"{'' if args.stale else f' ({n_stale} stale)'} in {db.path}")
+    elif args.stale:
+        print(f"the first {shown} stale entries in {db.path}; there are more: --limit N shows N, --limit 0 all")
+    else:
+        total = db.count(args.kernel, args.device)
+        print(f"the first {shown} of {total} entries ({n_stale} of them stale) in {db.path}; "
+              f"--limit N shows N, --limit 0 all")
     return 0
 
 
@@ -154,14 +231,16 @@ def _show(args: argparse.Namespace) -> int:
         wanted = {k.replace(" ", "") for k in args.key}
         entries = [e for e in entries if _key_text(e.key).replace(" ", "") in wanted]
     if not entries:
-        names = sorted({e.kernel.name for e in db.entries()})
+        names = db.kernel_names()
         what = f"kernel {args.name!r}" + (f" with key {', '.join(args.key)}" if args.key else "")
         _error(f"no entries for {what} in {db.path}; kernels there: "
                                     f"{', '.join(names) or '(none)'}")
         return 1
     env = current_env()
     console = _console()
-    for entry, reason in zip(entries, staleness(entries, env)):
+    reason_of = db.staleness_of(env)
+    for entry in entries:
+        reason = reason_of(entry)
         e = entry.env
         gpu = f"{e.gpu_name} {e.compute_capability}".strip()
         title = (f"{entry.kernel.name} key ({_key_text(entry.key)}) on {gpu}, triton "
@@ -186,12 +265,9 @@ def _show(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     db = _open(args, reading=True)
-    present = db.entries(kernel_name=args.kernel)
-    devices = sorted({e.env.gpu_name for e in present})
-    if args.device:
-        present = [e for e in present if e.env.gpu_name.casefold() == args.device.strip().casefold()]
-    if not present:
-        kernels = sorted({e.kernel.name for e in db.entries()})
+    if db.count(args.kernel, args.device) == 0:
+        kernels = db.kernel_names()
+        devices = db.gpu_names(args.kernel)
         _error(
             f"nothing to export from {db.path}: no entries"
             f"{f' of kernel {args.kernel!r}' if args.kernel else ''}{f' on {args.device!r}' if args.device else ''}"

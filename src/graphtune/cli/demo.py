@@ -16,5 +16,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    import sys
+
+    from .._outputs import output_dir
     from ..demo import main
-    return main(args.out, force_cpu=args.cpu, full_space=args.full)
+    output_dir(args.out, "--out")   # one line for an existing file or an unwritable place, before the demo runs
+    try:
+        return main(args.out, force_cpu=args.cpu, full_space=args.full)
+    except OSError as exc:  # the disk filled up, the directory was removed meanwhile
+        print(f"graphtune: error: --out {args.out}: could not write the demo's results: {exc}", file=sys.stderr)
+        return 2

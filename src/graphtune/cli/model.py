@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import argparse
-import json
 
+from .._outputs import first_non_finite, strict_json
 from ..configs import number, parse_list
 from ..model import ThroughputModel, parse_points
 
@@ -80,8 +80,14 @@ def handler(args: argparse.Namespace) -> int:
     if factors and not model.components:
         raise ValueError("--speedup needs at least one --component NAME=MS to speed up")
     report = model.project(levels, factors)
+    overflow = first_non_finite(report)
+    if overflow is not None:
+        # e.g. --fixed-ms 1e308 --per-request-ms 1e308: finite inputs whose step time overflows a double
+        raise ValueError(f"the model overflows: {overflow} (from --fixed-ms {model.fixed_ms:g}, --per-request-ms "
+                         f"{model.per_request_ms:g}); give costs and concurrencies whose step time is a finite "
+                         f"number of ms")
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(strict_json(report, "graphtune model --json", indent=2))
         return 0
     _print_tables(model, report)
     return 0

@@ -66,6 +66,7 @@ def handler(args: argparse.Namespace) -> int:
     if args.out is None and args.db is None and settings.db_disabled():
         raise ValueError("GRAPHTUNE_NO_DB=1 and no --out: the results would be lost; give --out FILE or --db PATH")
     db: Any = args.db if args.db is not None else (args.out is None)
+    _check_writes(args.out, db)   # before any timing: a write that cannot happen must not cost a tuning run
     created = agreement.init_from_env()
     try:
         t0 = time.perf_counter()
@@ -78,6 +79,27 @@ def handler(args: argparse.Namespace) -> int:
             import torch.distributed as dist
             dist.destroy_process_group()
     return 0
+
+
+def _check_writes(out: str | None, db: Any) -> None:
+    """One-line errors (ValueError / DatabaseError naming the path, the option and the cause) for an --out that
+    cannot be written or a database that cannot be recorded in."""
+    from pathlib import Path
+
+    from ..db import TuningDB
+
+    if out is not None:
+        path = Path(out).expanduser()
+        if path.is_dir():
+            raise ValueError(f"--out {out}: is a directory; give a file name for the export")
+        if not path.parent.is_dir():
+            raise ValueError(f"--out {out}: directory {path.parent} does not exist")
+    if db is not False and db is not None:
+        store = TuningDB() if db is True else TuningDB(db, origin="--db")
+        try:
+            store.check_writable()
+        finally:
+            store.close()
 
 
 def _print(target: Any, results: dict, elapsed: float, world: int, out: str | None, db: Any) -> None:

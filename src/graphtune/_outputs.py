@@ -1,0 +1,76 @@
+"""What the commands that write files share: an output directory made (or refused) before any work, and
+JSON that is always valid (no NaN / Infinity, which ``json.dumps`` writes by default and JSON forbids)."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def output_dir(path: str | os.PathLike, option: str) -> Path:
+    """``path`` as a directory that exists and takes files, created if needed; otherwise a ValueError of one
+    line naming ``option``, the path and the cause. Called before the work, so a bad --out costs nothing."""
+    out = Path(path).expanduser()
+    if str(path).strip() == "":
+        raise ValueError(f"{option} '': give a directory")
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{option} {path}: exists and is not a directory (this command writes several files "
+                         f"into a directory); give a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):   # a read-only directory or file system fails here, not at the end
+            pass
+    except OSError as exc:
+        raise ValueError(f"{option} {path}: cannot write there: {exc.strerror or exc}") from None
+    return out
+
+
+def first_non_finite(value: Any, where: str = "") -> str | None:
+    """The path of the first NaN or infinite float in a JSON-like value (``"baseline[1].step_ms = inf"``)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{where or 'value'} = {value}"
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found = first_non_finite(v, f"{where}.{k}" if where else str(k))
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            found = first_non_finite(v, f"{where}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def strict_json(value: Any, what: str, **kwargs: Any) -> str:
+    """``json.dumps`` that never writes NaN / Infinity: a non-finite number is a ValueError naming its field."""
+    try:
+        return json.dumps(value, allow_nan=False, **kwargs)
+    except ValueError:
+        raise ValueError(f"{what}: {first_non_finite(value) or 'a value'} is not a finite number, which JSON "
+                         f"cannot hold") from None
+
+
+def nulled(value: Any, where: str = "", notes: list[str] | None = None) -> tuple[Any, list[str]]:
+    """``value`` with every NaN / infinite float replaced by None, and the list of fields replaced (for a
+    report that must still be written, with a note of what was not a number)."""
+    notes = [] if notes is None else notes
+    if isinstance(value, float) and not math.isfinite(value):
+        notes.append(f"{where or 'value'} was {value}")
+        return None, notes
+    if isinstance(value, dict):
+        return {k: nulled(v, f"{where}.{k}" if where else str(k), notes)[0] for k, v in value.items()}, notes
+    if isinstance(value, (list, tuple)):
+        return [nulled(v, f"{where}[{i}]", notes)[0] for i, v in enumerate(value)], notes
+    return value, notes
+
+
+def report_json(report: dict[str, Any], **kwargs: Any) -> str:
+    """A report as valid JSON: non-finite numbers become null, listed under "not_finite" so a reader knows."""
+    clean, notes = nulled(report)
+    if notes:
+        clean["not_finite"] = notes
+    return json.dumps(clean, allow_nan=False, **kwargs)

@@ -1,0 +1,235 @@
+"""A command never reports a write that did not happen: each command that writes (tune, db import / prune /
+export, ab --out, demo --out) exits non-zero with one line naming the path and the cause, and JSON output
+never holds NaN or Infinity (issue 17, items 1, 3 and 9 of its Why)."""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+import _dist_workers as W
+from graphtune import db as gdb
+from graphtune.cli import main as cli_main
+from graphtune.db import TuningDB
+
+TUNE = ["tune", "_dist_workers:CLI_TARGET", "--sizes", "2,7"]
+
+
+def _err_line(capsys) -> str:
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    assert "recorded in" not in captured.out and "wrote" not in captured.out
+    return lines[0]
+
+
+def _healthy(path: Path) -> bytes:
+    db = TuningDB(path)
+    db.record_all([gdb.new_entry(gdb.KernelIdentity("k", "s", "c"), W_ENV, (1,), {"BLOCK": 16}, [])])
+    db.close()
+    return path.read_bytes()
+
+
+W_ENV = gdb.EnvIdentity("NVIDIA H200", "9.0", "3.6.0", "2.11.0", "13.0")
+
+
+@pytest.fixture
+def read_only_files(monkeypatch):
+    """SQLite opens a file it may not write read-only and fails at the first write. Tests run as root in CI,
+    where chmod does not stop a write, so the connection itself is made read-only: the same failure."""
+    real = TuningDB._connect
+
+    def patch(path: Path):
+        def connect(self):
+            if self.path != path:
+                return real(self)
+            return sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True, timeout=1.0,
+                                   isolation_level=None, check_same_thread=False)
+        monkeypatch.setattr(TuningDB, "_connect", connect)
+    return patch
+
+
+@pytest.fixture
+def deterministic_timer():
+    W.TIMER.table = W.deterministic_ms
+    W.TIMER.timed.clear()
+    yield
+
+
+# ---------------------------------------------------------------------------------------------- tune
+
+
+def test_tune_into_a_directory_fails_before_timing_and_names_it(tmp_path, capsys, deterministic_timer):
+    target = tmp_path / "a-directory"
+    target.mkdir()
+    assert cli_main(TUNE + ["--db", str(target)]) == 2
+    line = _err_line(capsys)
+    assert str(target) in line and "--db" in line and "directory" in line
+    assert W.TIMER.timed == [] and os.listdir(target) == []
+
+
+def test_tune_into_a_read_only_database_fails_and_claims_nothing(tmp_path, capsys, deterministic_timer,
+                                                                 read_only_files):
+    path = tmp_path / "ro.sqlite"
+    before = _healthy(path)
+    read_only_files(path)
+    assert cli_main(TUNE + ["--db", str(path)]) == 2
+    line = _err_line(capsys)
+    assert str(path) in line and "readonly database" in line
+    assert W.TIMER.timed == [] and path.read_bytes() == before
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes read-only files")
+def test_tune_into_a_chmod_read_only_file_fails(tmp_path, capsys, deterministic_timer):
+    path = tmp_path / "ro.sqlite"
+    _healthy(path)
+    path.chmod(0o444)
+    assert cli_main(TUNE + ["--db", str(path)]) == 2
+    assert str(path) in _err_line(capsys)
+
+
+def test_tune_into_another_programs_database_leaves_it_alone(tmp_path, capsys, deterministic_timer):
+    other = tmp_path / "app.sqlite"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE users (name TEXT)")
+    conn.commit()
+    conn.close()
+    before = other.read_bytes()
+    assert cli_main(TUNE + ["--db", str(other)]) == 2
+    line = _err_line(capsys)
+    assert f"{other} (from --db) is not a graphtune tuning database" in line and "users" in line
+    assert other.read_bytes() == before and sorted(os.listdir(tmp_path)) == ["app.sqlite"]
+
+
+def test_a_write_that_fails_after_tuning_is_an_error_and_the_export_is_kept(tmp_path, capsys, monkeypatch,
+                                                                            deterministic_timer, read_only_files):
+    path = tmp_path / "ro.sqlite"
+    _healthy(path)
+    read_only_files(path)
+    monkeypatch.setattr(TuningDB, "check_writable", lambda self: None)  # the failure comes at the end
+    out = tmp_path / "tuned.json"
+    assert cli_main(TUNE + ["--db", str(path), "--out", str(out)]) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert str(path) in line and "nothing was recorded" in line
+    assert len(json.loads(out.read_text())["entries"]) == 2  # the export, written first, keeps the results
+
+
+def test_tune_out_into_a_directory_fails_before_timing(tmp_path, capsys, deterministic_timer):
+    assert cli_main(TUNE + ["--out", str(tmp_path)]) == 2
+    line = _err_line(capsys)
+    assert str(tmp_path) in line and "--out" in line and "directory" in line
+    assert W.TIMER.timed == []
+
+
+def test_tune_records_and_says_so_when_it_did(tmp_path, capsys, deterministic_timer):
+    path = tmp_path / "fine.sqlite"
+    assert cli_main(TUNE + ["--db", str(path)]) == 0
+    assert f"recorded in {path}" in capsys.readouterr().out
+    assert len(TuningDB(path).entries("gt_cli")) == 2
+
+
+# ------------------------------------------------------------------------------------------------ db
+
+
+def test_db_import_and_prune_into_a_read_only_database_fail_with_one_line(tmp_path, capsys, read_only_files):
+    path = tmp_path / "ro.sqlite"
+    before = _healthy(path)
+    read_only_files(path)
+    export = tmp_path / "in.json"
+    export.write_text(json.dumps({"format": gdb.FORMAT, "version": 1, "entries": [gdb._entry_to_dict(
+        gdb.new_entry(gdb.KernelIdentity("k2", "s", "c"), W_ENV, (8,), {"BLOCK": 32}, []))]}))
+    assert cli_main(["db", "import", str(export), "--db", str(path)]) == 2
+    line = _err_line(capsys)
+    assert str(path) in line and "readonly database" in line and "nothing was imported" in line
+    assert cli_main(["db", "prune", "--kernel", "k", "--db", str(path)]) == 2
+    assert str(path) in _err_line(capsys)
+    assert path.read_bytes() == before
+
+
+def test_db_import_and_export_into_a_directory_fail_with_one_line(tmp_path, capsys):
+    directory = tmp_path / "d"
+    directory.mkdir()
+    assert cli_main(["db", "import", str(tmp_path / "missing.json"), "--db", str(directory)]) == 2
+    assert str(directory) in _err_line(capsys)
+    _healthy(tmp_path / "fine.sqlite")
+    assert cli_main(["db", "export", "-o", str(directory), "--db", str(tmp_path / "fine.sqlite")]) == 2
+    line = _err_line(capsys)
+    assert str(directory) in line and "cannot write tuning export" in line
+    assert os.listdir(directory) == [] and not list(tmp_path.glob(".*.tmp"))
+
+
+# -------------------------------------------------------------------------------------- ab, demo, model
+
+
+def test_demo_out_naming_an_existing_file_is_one_line(tmp_path, capsys):
+    existing = tmp_path / "notes.txt"
+    existing.write_text("mine")
+    assert cli_main(["demo", "--cpu", "--out", str(existing)]) == 2
+    line = _err_line(capsys)
+    assert str(existing) in line and "--out" in line and "not a directory" in line
+    assert existing.read_text() == "mine"
+
+
+def test_ab_json_and_ab_out_never_hold_infinity(tmp_path, capsys):
+    from graphtune.ab import decide
+
+    # a runner-up 1e308 / 1e-300 times slower: the ratio overflows to inf
+    result = decide({"a": {8: [[1e-300] * 3] * 3}, "b": {8: [[1e308] * 3] * 3}}, target="t")
+    saved = tmp_path / "in"
+    result.save(saved)
+
+    def refuse(name):
+        raise AssertionError(f"{name} in JSON output")
+    doc = json.loads((saved / "ab.json").read_text(), parse_constant=refuse)
+    assert doc["per_size"][0]["runner_up_ratio"] is None
+    assert "per_size[0].runner_up_ratio was inf" in doc["not_finite"]
+    assert cli_main(["ab", "--from-json", str(saved / "ab.json"), "--json", "--out", str(tmp_path / "out")]) == 0
+    printed = json.loads(capsys.readouterr().out, parse_constant=refuse)
+    assert printed["decision"] == doc["decision"]
+    json.loads((tmp_path / "out" / "ab.json").read_text(), parse_constant=refuse)
+
+
+def test_ab_out_naming_an_existing_file_is_one_line(tmp_path, capsys):
+    from graphtune.ab import decide
+
+    result = decide({"a": {8: [[0.10, 0.11, 0.10]] * 3}, "b": {8: [[0.20, 0.21, 0.20]] * 3}}, target="t")
+    saved = tmp_path / "ab"
+    result.save(saved)
+    existing = tmp_path / "notes.txt"
+    existing.write_text("mine")
+    assert cli_main(["ab", "--from-json", str(saved / "ab.json"), "--out", str(existing)]) == 2
+    line = _err_line(capsys)
+    assert str(existing) in line and "not a directory" in line and existing.read_text() == "mine"
+
+
+def test_model_json_never_holds_infinity(capsys):
+    argv = ["model", "--fixed-ms", "1e308", "--per-request-ms", "1e308", "--concurrency", "90", "--json"]
+    assert cli_main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Infinity" not in captured.err
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and "overflows" in lines[0] and "--fixed-ms 1e+308" in lines[0]
+    assert cli_main(argv[:-1]) == 2  # the tables refuse it the same way
+
+
+def test_model_json_is_strict_json(capsys):
+    argv = ["model", "--fixed-ms", "18", "--per-request-ms", "1.05", "--component", "attention=0.79",
+            "--speedup", "1.25", "--concurrency", "90", "--json"]
+    assert cli_main(argv) == 0
+
+    def refuse(name):
+        raise AssertionError(f"{name} in JSON output")
+    report = json.loads(capsys.readouterr().out, parse_constant=refuse)
+    assert report["scenarios"][0]["step_ms"] == pytest.approx(98.28)
+
+
+def test_report_json_replaces_non_finite_numbers_with_null_and_says_so():
+    from graphtune._outputs import report_json, strict_json
+
+    text = report_json({"a": [1.0, float("nan")], "b": {"c": float("inf")}})
+    assert json.loads(text) == {"a": [1.0, None], "b": {"c": None}, "not_finite": ["a[1] was nan", "b.c was inf"]}
+    with pytest.raises(ValueError, match=r"b\.c = inf is not a finite number"):
+        strict_json({"b": {"c": float("inf")}}, "x")
