@@ -93,3 +93,20 @@ def test_lower_mechanisms_never_import_the_tuner_or_above():
            if t == "" or t.split(".")[0] in UPPER_PREFIXES]
     assert not bad, bad
     assert LOWER <= set(graph), sorted(LOWER - set(graph))
+
+
+@pytest.mark.parametrize("argv", [["audit", "tests/cpu/audit_corpus/hazards.py"], ["db", "path"]],
+                         ids=["audit", "db-path"])
+def test_commands_that_need_no_gpu_stack_never_import_torch(argv):
+    """``import graphtune`` is lazy and the CLI imports only the invoked command: the audit and the database
+    commands start in a fraction of a second (torch and triton cost about 2 s to import)."""
+    import os
+    import subprocess
+    import sys
+    code = ("import sys, graphtune.cli\n"
+            f"rc = graphtune.cli.main({argv!r})\n"
+            "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH', rc)")
+    root = ROOT.parent.parent
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
+                          env={**os.environ, "PYTHONPATH": str(ROOT.parent)})
+    assert proc.stdout.strip().splitlines()[-1].startswith("NO-TORCH"), proc.stdout + proc.stderr

@@ -10,27 +10,37 @@ import argparse
 import logging
 import sys
 
+import importlib
+
 from .. import settings
 from ..errors import GraphtuneError, one_line
-from . import ab, audit, db, demo, inspect, model, tune
 
-COMMANDS = (db, inspect, audit, model, ab, tune, demo)
+# command name -> its module in this package (which registers exactly that command). Only the invoked command's
+# module is imported: `graphtune audit` and `graphtune db ...` then never import torch or triton.
+COMMANDS = {"db": "db", "inspect": "inspect", "audit": "audit", "model": "model", "ab": "ab", "tune": "tune",
+            "demo": "demo"}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _invoked(argv: list[str]) -> str | None:
+    """The command named on the command line (the first word that is one), or None."""
+    return next((a for a in argv if a in COMMANDS), None)
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="graphtune",
         description="Capture-safe, per-bucket Triton autotuning for CUDA-graph-captured inference servers.")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-v info, -vv debug)")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error instead of one line")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in COMMANDS:
-        module.register(sub)
+    for name in ([only] if only else list(COMMANDS)):
+        importlib.import_module(f"{__name__}.{COMMANDS[name]}").register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_invoked(argv))
     args = parser.parse_args(argv)
     level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
