@@ -29,7 +29,7 @@ from .state import STATE
 
 # ------------------------------------------------------------------------------------------------- forces
 
-_force_probe = settings.force_probe()
+_env_get, _env_key = settings.force_probe()
 
 
 def _env_forces() -> dict[str, dict[str, Any]]:
@@ -214,7 +214,7 @@ class GraphtuneKernel(KernelInterface):
             return traced_launch(self, args, kwargs, grid, warmup)
         if warmup:
             return self.warmup(*args, grid=grid, **kwargs)
-        if self._force_gen_seen != STATE.force_gen or self._force_env_seen is not _force_probe():
+        if self._force_gen_seen != STATE.force_gen or self._force_env_seen != _env_get(_env_key):
             self._resolve_force()
         fast = self._fast
         fast_key = None
@@ -247,7 +247,7 @@ class GraphtuneKernel(KernelInterface):
     # ---------------------------------------------------------------------------------------- forces
 
     def _resolve_force(self) -> None:
-        self._force_gen_seen, self._force_env_seen = STATE.force_gen, _force_probe()
+        self._force_gen_seen, self._force_env_seen = STATE.force_gen, _env_get(_env_key)
         if self._fast is not None:
             self._fast.cache.clear()
         params = STATE.forces.get(self.name) or _env_forces().get(self.name)
