@@ -49,6 +49,11 @@ class Space:
         its candidates can be compiled in parallel and checked against the device's limits."""
         return isinstance(self.fn, JITFunction) and capture.on_gpu()
 
+    @property
+    def isolating(self) -> bool:
+        """First launches of unproven candidates go to a worker process (isolate.py)."""
+        return self.isolate or settings.isolate()
+
     def nargs(self, args: tuple, kwargs: dict) -> dict[str, Any]:
         return {**dict(zip(self.arg_names, args)), **kwargs}
 
@@ -163,15 +168,16 @@ def search(space: Space, key: tuple, args: tuple, kwargs: dict, grid, *, order: 
 
 
 def time_candidates(space: Space, args: tuple, kwargs: dict, grid, indices: Sequence[int],
-                    isolated: dict[str, str] | None = None) -> list[dict[str, Any]]:
+                    isolated: dict[str, str] | None = None) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """Compile and time ``space.configs[i]`` for each i in ``indices`` (sharded offline tuning: each rank times
-    its share); one row per index, as ``TuneResult.rows`` plus ``index``. A single survivor is timed too."""
+    its share). Returns one row per index, as ``TuneResult.rows`` plus ``index`` (a single survivor is timed
+    too), and the outcomes learnt in isolated workers (as ``TuneResult.isolated``)."""
     if capture.why_no_tuning() is not None:
         raise RuntimeError(f"time_candidates({space.name!r}) inside capture or while frozen")
     nargs = space.nargs(args, kwargs)
     candidates = [space.configs[i] for i in indices]
     snapshot = {n: nargs[n].clone() for n in space.restore_value}
-    screened, _ = _screen(space, candidates, args, kwargs, grid, isolated)
+    screened, learnt = _screen(space, candidates, args, kwargs, grid, isolated)
     failures, resources = _compile_all(space, candidates, args, kwargs, grid, skip=set(screened))
     failures.update(screened)
     alive = [i for i in range(len(candidates)) if i not in failures]
@@ -182,7 +188,7 @@ def time_candidates(space: Space, args: tuple, kwargs: dict, grid, indices: Sequ
     for n, saved in snapshot.items():
         nargs[n].copy_(saved)
     rows = _rows(candidates, alive, sel, failures, resources)
-    return [{"index": i, **row} for i, row in zip(indices, rows)]
+    return [{"index": i, **row} for i, row in zip(indices, rows)], learnt
 
 
 def _rows(candidates, alive, sel: Selection | None, failures: dict[int, str],
@@ -211,7 +217,7 @@ def _screen(space: Space, candidates, args, kwargs, grid, known: dict[str, str] 
             ) -> tuple[dict[int, str], dict[str, str]]:
     """With isolation on (and a real GPU kernel): first launches of unproven candidates in worker processes.
     ``known``: outcomes remembered from earlier isolated launches (config_key -> "ok" or the failure)."""
-    if not (space.isolate or settings.isolate()) or not space.compiled:
+    if not space.isolating or not space.compiled:
         return {}, {}
     from .isolate import screen
     return screen(space, candidates, args, kwargs, grid, known=known)

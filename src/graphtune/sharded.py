@@ -23,7 +23,7 @@ from .configs import config_label, config_to_dict
 from .errors import DatabaseError, UserCodeError, one_line
 from .keys import key_to_json
 from .search import all_failed_error, candidate_indices, time_candidates
-from .store import entry_from_rows
+from .store import entry_from_rows, isolated_outcomes, record_isolated
 from .tuner import GraphtuneKernel
 
 __all__ = ["TuneTarget", "TunedBucket", "tune_sharded"]
@@ -97,27 +97,16 @@ def _make_args(target: TuneTarget, size: int) -> tuple[tuple, dict, Any]:
 
 
 def _time_share(kernel: GraphtuneKernel, args: tuple, kwargs: dict, grid, indices: list[int]) -> list[dict]:
-    known = _known(kernel)
-    rows = time_candidates(kernel.space, args, kwargs, grid, indices, isolated=known)
-    if known is not None:   # isolation on: remember every outcome of this share (ok, or the failure)
-        from .isolate import config_key
-        from .store import record_isolated
-        record_isolated(kernel.identity(), {config_key(r["config"]): r.get("failure") or "ok" for r in rows
-                                            if config_key(r["config"]) not in known})
+    known = isolated_outcomes(kernel.identity()) if kernel.space.isolating else None
+    rows, learnt = time_candidates(kernel.space, args, kwargs, grid, indices, isolated=known)
+    record_isolated(kernel.identity(), learnt)
     for pos, row in enumerate(rows):
         if "failure" not in row and row.get("median_ms") is None:
             # a single survivor may be left unsampled (nothing to compare it with here), but the other ranks'
             # candidates are its rivals: time it paired with itself.
             rows[pos] = time_candidates(kernel.space, args, kwargs, grid, [indices[pos], indices[pos]],
-                                        isolated=known)[0]
+                                        isolated=known)[0][0]
     return rows
-
-
-def _known(kernel: GraphtuneKernel) -> dict[str, str] | None:
-    """Outcomes remembered from earlier isolated launches, when isolation is on (None: off)."""
-    from . import settings
-    from .store import isolated_outcomes
-    return isolated_outcomes(kernel.identity()) if (kernel.space.isolate or settings.isolate()) else None
 
 
 def tune_sharded(target: TuneTarget, sizes: Sequence[int] | None = None, *, out: str | os.PathLike | None = None,

@@ -364,8 +364,7 @@ class GraphtuneKernel(KernelInterface):
     # ------------------------------------------------------------------------------------------ tuning
 
     def _tune(self, key: tuple, args: tuple, kwargs: dict, grid) -> Choice:
-        isolating = self.space.isolate or settings.isolate()
-        known = store.isolated_outcomes(self.identity()) if isolating else None
+        known = store.isolated_outcomes(self.identity()) if self.space.isolating else None
         result = search(self.space, key, args, kwargs, grid, order=self._neighbour_ranking(key), isolated=known)
         self.bench_calls += result.samples_taken
         store.record_isolated(self.identity(), dict(result.isolated))
