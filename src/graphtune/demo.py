@@ -210,9 +210,10 @@ def _config_of(kernel, batch: int) -> str:
 
 def _short_labels(labels: list[str]) -> list[str]:
     """Keep only the parameters whose values differ between the labels (the rest is common to all)."""
+    from .configs import shared_and_varying
     parsed = [dict(p.split("=", 1) for p in lab.split(",") if "=" in p) for lab in labels]
-    keys = [k for k in (parsed[0] if parsed else {}) if len({d.get(k) for d in parsed}) > 1]
-    return [",".join(f"{k}={d.get(k)}" for k in keys) or lab for d, lab in zip(parsed, labels)]
+    _, varying = shared_and_varying(parsed)
+    return [",".join(f"{k}={d.get(k)}" for k in varying) or lab for d, lab in zip(parsed, labels)]
 
 
 def _print_gpu_table(rows, report) -> None:
