@@ -736,12 +736,12 @@ def staleness(entries: Sequence[Entry], env: EnvIdentity) -> list[str | None]:
 
 # ---------------------------------------------------------------------------------------------------- the store
 
-_warned: set[tuple[str, str]] = set()   # (path, kind) warned about once; cleared by reset_db()
 
 
 def _warn_once(path: Path, kind: str, message: str, *args: Any) -> None:
-    if (str(path), kind) not in _warned:
-        _warned.add((str(path), kind))
+    token = f"db:{path}:{kind}"   # once per process (state.STATE.warned), until reset_db()
+    if token not in STATE.warned:
+        STATE.warned.add(token)
         logger.warning(message, *args)
 
 
@@ -1591,7 +1591,7 @@ def reset_db() -> None:
     """Close and forget the process-wide database and the once-per-process warnings (tests)."""
     with STATE.lock:
         database, STATE.db, STATE.db_spec = STATE.db, None, None
-        _warned.clear()
+        STATE.warned.difference_update([w for w in STATE.warned if w.startswith("db:")])
     if database is not None:
         database.close()
 

@@ -26,7 +26,6 @@ from .tuner import GraphtuneKernel
 
 _lock = threading.Lock()   # guards making one adapter per stock kernel
 _ATTR = "_graphtune_kernel"
-_hooks: dict[str, Any] = {}     # what the torch.compile hooks replaced, restored by unpatch_triton()
 
 
 def _adapter(at: Autotuner) -> GraphtuneKernel:
@@ -171,13 +170,13 @@ def _install_compile_hooks() -> None:
             if _backend_is_inductor():
                 warn_inductor_bypass(kernel)
         return original(kernel)
-    _hooks["add_kernel"] = (kernel_side_table, "add_kernel" in kernel_side_table.__dict__, original)
+    STATE.compile_hooks["add_kernel"] = (kernel_side_table, "add_kernel" in kernel_side_table.__dict__, original)
     kernel_side_table.add_kernel = add_kernel
 
 
 def _hook_inductor_lowering() -> None:
     """Wrap Inductor's lowering of user Triton kernels (imported only once a stock kernel is being compiled)."""
-    if "lowering" in _hooks:
+    if "lowering" in STATE.compile_hooks:
         return
     try:
         from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table, triton_kernel_wrapper_mutation
@@ -196,19 +195,19 @@ def _hook_inductor_lowering() -> None:
         if STATE.stock_run is not None and isinstance(kernel, Autotuner):
             warn_inductor_bypass(kernel)
         return original(*args, **kwargs)
-    _hooks["lowering"] = (lowerings, triton_kernel_wrapper_mutation, original)
+    STATE.compile_hooks["lowering"] = (lowerings, triton_kernel_wrapper_mutation, original)
     lowerings[triton_kernel_wrapper_mutation] = lowering
 
 
 def _remove_compile_hooks() -> None:
-    entry = _hooks.pop("add_kernel", None)
+    entry = STATE.compile_hooks.pop("add_kernel", None)
     if entry is not None:
         table, had_own, original = entry
         if had_own:
             table.add_kernel = original
         else:
             table.__dict__.pop("add_kernel", None)
-    entry = _hooks.pop("lowering", None)
+    entry = STATE.compile_hooks.pop("lowering", None)
     if entry is not None:
         lowerings, op, original = entry
         lowerings[op] = original

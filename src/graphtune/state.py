@@ -21,11 +21,13 @@ field                       what
 ``env_cache``               the environment identity per (interpreter, device)
 ``stock_run``               the stock ``Autotuner.run`` while ``patch_triton()`` is active
 ``overrides``               settings set in code (``settings.override``); they win over the environment
-``warned``                  once-per-process warnings already given (e.g. Inductor bypassing a stock kernel)
+``warned``                  once-per-process warnings already given (Inductor bypassing a stock kernel, a
+                            database problem)
+``compile_hooks``           what ``patch_triton()``'s torch.compile hooks replaced, restored by ``unpatch_triton()``
 ==========================  ================================================================================
 
 ``reset()`` returns every field to its start value except ``kernels`` (kernels defined at import stay defined;
-their in-memory results are forgotten) and the patch (``unpatch_triton()`` owns it).
+their in-memory results are forgotten) and the patch with its hooks (``unpatch_triton()`` owns them).
 """
 from __future__ import annotations
 
@@ -54,6 +56,7 @@ class State:
     stock_run: Any = None
     overrides: dict[str, str] = field(default_factory=dict)
     warned: set[str] = field(default_factory=set)
+    compile_hooks: dict[str, Any] = field(default_factory=dict)
     # one lock for the fields above; kernels have their own lock for their own results
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 

@@ -382,7 +382,7 @@ def test_patch_warns_once_per_kernel_when_inductor_lowers_a_stock_kernel(monkeyp
     assert lowered == [idx, idx], "the lowering itself still runs"
     assert "add_kernel" not in kernel_side_table.__dict__, "unpatch_triton() removes the Dynamo hook"
     assert lowerings[triton_kernel_wrapper_mutation] is not None
-    assert "lowering" not in patch._hooks
+    assert "lowering" not in graphtune.state.STATE.compile_hooks
 
 
 def test_patch_warns_at_trace_time_for_an_inductor_backend(monkeypatch):
