@@ -1,6 +1,8 @@
 """Host cost of a tuned hit without a GPU: the fast path launching a stand-in CompiledKernel (no driver).
 
-    python benchmarks/bench_hotpath_host.py SRC_DIR [N]     # SRC_DIR: a tree's src/ (compare two commits)
+    python benchmarks/bench_hotpath_host.py SRC_DIR [N [MODE]]  # SRC_DIR: a tree's src/ (compare two commits)
+      MODE "getitem" (default): ``k[grid](x, n)`` on every call, as users and bench_dispatch.py launch;
+      "bound": ``f = k[grid]`` once, then ``f(x, n)``
     valgrind --tool=callgrind --callgrind-out-file=/dev/null $(which python3) benchmarks/bench_hotpath_host.py src 1000
       (instructions per hit: the difference of two runs with N = 1000 and 6000, divided by 5000)
 """
@@ -36,13 +38,19 @@ if hasattr(k, "_fast_cache"):   # old layout
 else:
     import graphtune.launch as L
     L._get_device = lambda: 0; L._get_stream = lambda d: 0
-    spec = k._fast.signature((x, n)); key = ((n,), spec)
+    key = k._fast.hit((x, n), (8,)).key
     k._fast.cache[key] = (choice, ck, (128,))
 grid = (8,)
-f = k[grid]
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 100000
-for _ in range(N): f(x, n)
+mode = sys.argv[3] if len(sys.argv) > 3 else "getitem"
+def loop():
+    if mode == "bound":
+        f = k[grid]
+        for _ in range(N): f(x, n)
+    else:
+        for _ in range(N): k[grid](x, n)
+loop()
 if len(sys.argv) <= 2:
     t0 = time.perf_counter()
-    for _ in range(N): f(x, n)
+    loop()
     print(f"{src}: {(time.perf_counter() - t0) / N * 1e6:.3f} us per tuned hit (host, stand-in kernel)")

@@ -25,3 +25,37 @@ def cpu_suite_in_child(config: pytest.Config) -> bool:
         if path == gpu or path in gpu.parents or gpu in path.parents:
             return True
     return False
+
+
+_child: dict = {}   # the running child pytest and its log, started at session start
+
+
+def start_cpu_child(config: pytest.Config) -> None:
+    """Start tests/cpu in a child pytest now, so it runs while this process runs tests/gpu. The child sees no
+    GPU (CUDA_VISIBLE_DEVICES is empty): tests/cpu is the suite CI runs on a machine without one."""
+    import subprocess
+    import sys
+    import tempfile
+    env = {**os.environ, CHILD_VAR: "1", "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
+    argv = [sys.executable, "-m", "pytest", str(TESTS / "cpu"), "-q", "-p", "no:cacheprovider"]
+    if getattr(config.option, "maxfail", 0) == 1:   # -x
+        argv.append("-x")
+    log = tempfile.NamedTemporaryFile("w+", prefix="graphtune-tests-cpu-", suffix=".log", delete=False)
+    _child.update(proc=subprocess.Popen(argv, env=env, cwd=TESTS.parent, stdout=log, stderr=subprocess.STDOUT),
+                  log=log)
+
+
+def wait_cpu_child() -> tuple[int, str, str]:
+    """Wait for the child: (exit status, the last 40 lines of its output, the log's path)."""
+    proc, log = _child["proc"], _child["log"]
+    rc = proc.wait()
+    log.seek(0)
+    tail = "\n".join(log.read().strip().splitlines()[-40:])
+    return rc, tail, log.name
+
+
+def stop_cpu_child() -> None:
+    proc = _child.get("proc")
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.wait()

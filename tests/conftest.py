@@ -4,7 +4,8 @@ tests/cpu runs kernels through the Triton interpreter: tests/cpu/conftest.py set
 tests/cpu is collected (triton.jit reads it when a kernel is defined). tests/gpu needs CUDA and skips cleanly
 without it. One process cannot define the same kernel both ways, so on a machine with CUDA a run that
 collects tests/gpu (``python -m pytest tests``) leaves tests/cpu out of this process and runs it, with the
-interpreter, in a child pytest (``test_cpu_suite.py``); GPU tests then really run on the GPU.
+interpreter and no visible GPU, in a child pytest started at session start (it runs beside tests/gpu; its
+result is the test in ``test_cpu_suite.py``); GPU tests then really run on the GPU.
 """
 from __future__ import annotations
 
@@ -13,7 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from _cpu_split import TESTS, cpu_suite_in_child
+from _cpu_split import TESTS, cpu_suite_in_child, start_cpu_child, stop_cpu_child
+
+
+def pytest_sessionstart(session):
+    config = session.config
+    if cpu_suite_in_child(config) and not config.option.collectonly:
+        start_cpu_child(config)
+
+
+def pytest_sessionfinish(session):
+    stop_cpu_child()   # only still running when this run stopped early (-x, Ctrl-C)
 
 
 def pytest_ignore_collect(collection_path, config):

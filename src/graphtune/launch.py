@@ -17,6 +17,7 @@ Triton changes the code this module mirrors.
 """
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any, Sequence
 
 from triton import knobs
@@ -55,18 +56,27 @@ class Miss:
 
 
 class FastLaunch:
-    """Direct launches of one ``JITFunction``'s compiled kernels, keyed by (bucketed key values, signature).
+    """Direct launches of one ``JITFunction``'s compiled kernels, keyed by (raw key values, signature).
 
-    ``key_pos_buckets``: (position, bucket function or None) of each key argument, all positional."""
+    ``key_positions``: the position of each key argument, all positional. The cache is keyed by the key
+    arguments' own values, not their buckets: a hit then calls no bucket function, and a value not seen yet
+    takes the slow path once (which finds its bucket's choice) and is remembered. ``MAX_ENTRIES`` bounds it."""
 
-    __slots__ = ("jit", "arg_names", "constexpr_pos", "cache", "key_pos_buckets", "min_args")
+    MAX_ENTRIES = 16384   # distinct (key values, signature) pairs; past it the cache starts over
 
-    def __init__(self, jit: JITFunction, arg_names: Sequence[str], key_pos_buckets: Sequence[tuple[int, Any]] = ()):
+    __slots__ = ("jit", "arg_names", "constexpr", "cache", "key_of", "min_args", "tensor_types")
+
+    def __init__(self, jit: JITFunction, arg_names: Sequence[str], key_positions: Sequence[int] = ()):
         self.jit = jit
         self.arg_names = tuple(arg_names)
-        self.constexpr_pos = frozenset(p.num for p in jit.params if p.is_constexpr)
-        self.key_pos_buckets = tuple(key_pos_buckets)
-        self.min_args = max((p for p, _ in self.key_pos_buckets), default=-1) + 1
+        constexpr_pos = {p.num for p in jit.params if p.is_constexpr}
+        self.constexpr = tuple(i in constexpr_pos for i in range(len(self.arg_names)))
+        positions = tuple(key_positions)
+        # one C call builds the key tuple (itemgetter of one position returns the value, not a tuple)
+        self.key_of = itemgetter(*positions) if len(positions) > 1 else \
+            (lambda args, p=positions[0]: (args[p],)) if positions else (lambda args: ())
+        self.min_args = max(positions, default=-1) + 1
+        self.tensor_types: set[type] = set()   # types seen to have data_ptr (torch.Tensor and subclasses)
         # (key values, signature) -> (payload, CompiledKernel, config values appended positionally)
         self.cache: dict[tuple, tuple[Any, Any, tuple]] = {}
 
@@ -74,12 +84,24 @@ class FastLaunch:
         """Launch the cached compiled kernel for these positional arguments and return it; on no hit a ``Miss``
         (the key to remember the next launch under), or None when the arguments are left to Triton's binder.
         One frame for the whole hot path: every call costs on a path measured in microseconds."""
-        if len(args) < self.min_args:
+        if not self.min_args <= len(args) <= len(self.constexpr):
             return None
-        spec = self.signature(args)
-        if spec is None:
-            return None
-        key = (tuple(args[p] if b is None else b(args[p]) for p, b in self.key_pos_buckets), spec)
+        # the specialisation signature, inline (a frame of its own costs on every launch)
+        spec = []
+        tensor_types = self.tensor_types
+        for a, constexpr in zip(args, self.constexpr):
+            t = type(a)
+            if constexpr:
+                spec.append((t, a))
+            elif t is int:
+                spec.append(4 if a == 1 else ((a % 16 == 0) | ((not _INT32_LO <= a < _INT32_HI) << 1)))
+            elif t in tensor_types or (hasattr(a, "data_ptr") and not tensor_types.add(t)):
+                spec.append((a.dtype, (a.data_ptr() & 15) == 0))
+            elif a is None or t is float or t is bool:
+                spec.append(t)
+            else:
+                return None  # anything else (tuples, numpy scalars, ...) goes through Triton's own binder
+        key = (self.key_of(args), tuple(spec))
         found = self.cache.get(key)
         jit = self.jit
         if found is None or jit.pre_run_hooks or (jit.used_global_vals and not self.globals_unchanged()):
@@ -105,24 +127,6 @@ class FastLaunch:
         """Whether a direct launch may run now (``hit`` checks the same inline)."""
         return not self.jit.pre_run_hooks
 
-    def signature(self, args: tuple) -> tuple | None:
-        """The specialisation signature of positional ``args``, or None for argument types left to Triton."""
-        out = []
-        cpos = self.constexpr_pos
-        for i, a in enumerate(args):
-            t = type(a)
-            if i in cpos:
-                out.append((t, a))
-            elif t is int:
-                out.append(4 if a == 1 else ((a % 16 == 0) | ((not _INT32_LO <= a < _INT32_HI) << 1)))
-            elif hasattr(a, "data_ptr"):
-                out.append((a.dtype, (a.data_ptr() & 15) == 0))
-            elif a is None or t is float or t is bool:
-                out.append(t)
-            else:
-                return None  # anything else (tuples, numpy scalars, ...) goes through Triton's own binder
-        return tuple(out)
-
     def tail(self, config_kwargs: dict[str, Any], n_args: int) -> tuple | None:
         """Config values appended positionally: only when they are exactly the parameters after the args."""
         names = self.arg_names[n_args:]
@@ -132,6 +136,8 @@ class FastLaunch:
 
     def remember(self, key: tuple, payload: Any, compiled: Any, tail: tuple) -> None:
         if hasattr(compiled, "packed_metadata") and hasattr(compiled, "run"):
+            if len(self.cache) >= self.MAX_ENTRIES:
+                self.cache.clear()
             self.cache[key] = (payload, compiled, tail)
 
     def globals_unchanged(self) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 
+import torch
 import triton
 import triton.language as tl
 from triton.runtime.jit import JITFunction
@@ -53,9 +54,52 @@ def test_the_specialisation_triton_uses_is_no_finer_than_the_signature():
     assert "specialize_impl" in src
     jit = _jit()
     fast = FastLaunch(jit, jit.arg_names)
-    sig = fast.signature
+
+    def sig(args):   # an empty cache: every launch misses, and the Miss carries (key values, signature)
+        return fast.hit(args, (1,)).key[1]
     assert sig((1,))[0] != sig((2,))[0] != sig((16,))[0]
     assert sig((2 ** 31,))[0] != sig((16,))[0]
+    x = torch.zeros(64)
+    assert sig((x, x, 7))[:2] == ((torch.float32, True), (torch.float32, True))
+    assert sig((x[1:], x, 7))[0] == (torch.float32, False)       # not 16-byte aligned
+    assert sig((x, x, 7, 64)) != sig((x, x, 7, 128))               # constexpr values
+    assert fast.hit((x, x, 7, 64, 1), (1,)) is None                 # more arguments than parameters: Triton's binder
+    assert fast.hit((x, x, (1, 2)), (1,)) is None                   # an argument type left to Triton
+
+
+class _Payload:
+    hits = 0
+
+
+class _StandInKernel:
+    packed_metadata = function = None
+
+    def __init__(self):
+        self.launches = []
+
+    def run(self, *args):
+        self.launches.append(args)
+
+
+def test_the_cache_is_keyed_by_raw_key_values_and_bounded(monkeypatch):
+    import graphtune.launch as launch
+    monkeypatch.setattr(launch, "_get_device", lambda: 0)
+    monkeypatch.setattr(launch, "_get_stream", lambda device: 0)
+    jit = _jit()
+    fast = FastLaunch(jit, jit.arg_names, key_positions=[2])
+    x = torch.zeros(64)
+    compiled, payload = _StandInKernel(), _Payload()
+    miss = fast.hit((x, x, 40), (1,))
+    assert miss.key[0] == (40,)                 # the value itself: a hit calls no bucket function
+    fast.remember(miss.key, payload, compiled, (64,))
+    assert fast.hit((x, x, 40), (3,)) is compiled
+    assert compiled.launches[-1][:4] == (3, 1, 1, 0) and compiled.launches[-1][-4:] == (x, x, 40, 64)
+    assert payload.hits == 1
+    assert type(fast.hit((x, x, 41), (1,))) is launch.Miss   # another value of the same bucket: the slow path once
+    monkeypatch.setattr(FastLaunch, "MAX_ENTRIES", 2)
+    for n in (41, 42):
+        fast.remember(fast.hit((x, x, n), (1,)).key, payload, compiled, (64,))
+    assert len(fast.cache) == 1 and fast.hit((x, x, 42), (1,)) is compiled   # full: started over
 
 
 def test_config_values_are_appended_only_when_they_are_the_trailing_parameters():
