@@ -32,8 +32,10 @@ It treats the audited files as one code base:
   kernel (through its ``if`` s; ifs on the same flag parameters agree) with no store through it before the
   load: a local pointer variable is followed statement by statement (``p_v`` for v, later for v_new, is
   two pointers), integer parameters (multiplied, compared, offsets of a block pointer, summed into an
-  integer local) are never pointers. Known misses: a load and a store through one pointer on regions that
-  do not overlap are still reported.
+  integer local) are never pointers. A load and a store whose regions provably do not overlap are no pair:
+  the same terms but one index times the same stride, the load's rows bounded below ``T - C`` (its mask)
+  and the store's from ``T - C`` on (``T - C + tl.arange(...)``), or the other way round. Still reported
+  (conservatively): disjoint regions of a block pointer, or offsets with no stride.
 
 Hazard codes (stable; ``severity`` is ``"hazard"`` or ``"info"``):
 
@@ -2429,6 +2431,7 @@ class _InPlaceAnalysis:
         self.function = function
         self.params = params
         self.int_locals: set[str] = set()
+        self.positive: set[str] = set()  # parameters that end a tl.arange(0, P): at least 1
         self.integers = self._integer_params()
         self.pointers = set(params) - self.integers
         self.events: list[_Event] = []
@@ -2461,6 +2464,10 @@ class _InPlaceAnalysis:
                 op = self._tl_op(node) or (node.func.id if isinstance(node.func, ast.Name) else None)
                 if op in _INT_ARGS:
                     used |= {n.id for arg in node.args for n in _nodes(arg) if isinstance(n, ast.Name)}
+                    if op == "arange" and len(node.args) == 2 and isinstance(node.args[1], ast.Name) \
+                            and isinstance(node.args[0], ast.Constant) and type(node.args[0].value) is int \
+                            and node.args[0].value >= 0 and node.args[1].id in params:
+                        self.positive.add(node.args[1].id)
                 elif op in ("make_block_ptr", "make_tensor_descriptor"):
                     fields = _call_arguments(node, ("base", "shape", "strides", "offsets", "block_shape", "order"))
                     for name, value in fields.items():
@@ -2758,18 +2765,7 @@ class _Regions:
 
     def __init__(self, analysis: _InPlaceAnalysis):
         self.analysis = analysis
-        self.positive = self._positive_params()
-
-    def _positive_params(self) -> set[str]:
-        params = set(self.analysis.params)
-        out: set[str] = set()
-        for node in _nodes(self.analysis.function):
-            if isinstance(node, ast.Call) and self.analysis._tl_op(node) == "arange" and len(node.args) == 2:
-                start, end = node.args
-                if isinstance(start, ast.Constant) and isinstance(start.value, int) and start.value >= 0 \
-                        and isinstance(end, ast.Name) and end.id in params:
-                    out.add(end.id)
-        return out
+        self.positive = analysis.positive
 
     def disjoint(self, load: _Event, store: _Event) -> bool:
         if load.pointer is None or store.pointer is None:
