@@ -801,7 +801,7 @@ def test_table_never_breaks_a_path(capsys, monkeypatch, columns):
 
 
 def test_an_analysis_bug_costs_one_file(tmp_path, monkeypatch):
-    from graphtune import audit as audit_module
+    from graphtune.audit import in_place as audit_module
     for name in ("a_kernel", "b_kernel"):
         _kernel_file(tmp_path / f"{name}.py")
 
