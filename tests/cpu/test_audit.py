@@ -572,6 +572,8 @@ ENGINE_EXPECTED = {
     "branch_writes_or_reads": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"),)),
     "in_place_prefix_sum": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"), (INPLACE, "hazard"))),
     "in_place_accumulate": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"), (INPLACE, "hazard"))),
+    "disjoint_rows": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"),)),
+    "overlapping_rows": ("triton", "triton.autotune", 2, "static", ((TUNES, "hazard"), (INPLACE, "hazard"))),
 }
 
 
@@ -683,6 +685,12 @@ def test_engine_env_configs(engine):
     ("branch_writes_or_reads", []),  # a is written on one branch, read on the other
     ("in_place_prefix_sum", [("h", "b_h += tl.load(p_h)", "tl.store(p_h, b_h)")]),
     ("in_place_accumulate", [("c", "acc += tl.load(c + offs)", "tl.store(c + offs, acc)")]),
+    # rows below T - C read (mask o_t < T - C), rows from T - C on written (T - C + arange + pid * BLOCK_C)
+    ("disjoint_rows", []),
+    # the same with o_t <= T - C: row T - C is read and written
+    ("overlapping_rows", [("u", "b_u = tl.load(u + o_t[:, None] * D + o_d[None, :], mask=m_t[:, None], other=0.0)",
+                           "tl.store(u + o_r[:, None] * D + o_d[None, :], acc.to(u.dtype.element_ty), "
+                           "mask=o_r[:, None] < T)")]),
 ])
 def test_engine_in_place_findings(engine, name, expected):
     lines = (ENGINE / "inplace.py").read_text().splitlines()
@@ -695,6 +703,39 @@ def test_engine_in_place_findings(engine, name, expected):
     if expected:
         message = _message(engine[name], INPLACE)
         assert f"loaded at line(s) {line_of(expected[0][1])}, stored at {line_of(expected[0][2])}" in message
+
+
+_REGIONS = """
+import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[triton.Config({"B": 64}), triton.Config({"B": 128})], key=["T"])
+@triton.jit
+def k(u, T, C, D, B: tl.constexpr):
+    rows = tl.arange(0, B) + tl.program_id(0) * B
+    o_d = tl.arange(0, B)
+    x = tl.load(LOAD)
+    tl.store(STORE)
+"""
+_BELOW = "u + rows[:, None] * D + o_d[None, :], mask=rows[:, None] < C"
+_FROM_C = "u + (C + rows)[:, None] * D + o_d[None, :]"
+
+
+@pytest.mark.parametrize("load,store,in_place", [
+    (_BELOW, _FROM_C + ", x", False),
+    # the bounded side may be the store, the comparison written either way round
+    (_FROM_C, "u + rows[:, None] * D + o_d[None, :], x, mask=(C > rows)[:, None]", False),
+    (_BELOW.replace("< C", "< C + 1"), _FROM_C + ", x", True),  # row C read and written
+    (_BELOW, "u + (C + rows)[:, None] * T + o_d[None, :], x", True),  # another stride: not one dimension
+    ("u + rows, mask=rows < C", "u + C + rows, x", True),  # no stride: other terms may cross rows
+    (_BELOW.split(", mask")[0], _FROM_C + ", x", True),  # no mask: every row may be read
+], ids=["mask-below", "store-side-mirrored", "off-by-one", "other-stride", "unit-stride", "no-mask"])
+def test_in_place_regions_that_cannot_overlap(load, store, in_place):
+    """A load and a store through u are an in-place pair unless their regions provably do not overlap: the same
+    terms but one index times the same stride, and ranges (from the mask and the index itself) that cannot meet."""
+    (kernel,) = audit_source(_REGIONS.replace("LOAD", load).replace("STORE", store), "inline.py")
+    assert [f.param for f in kernel.in_place] == (["u"] if in_place else [])
 
 
 def test_engine_single_file_still_sees_its_package(engine):
@@ -760,7 +801,7 @@ def test_table_never_breaks_a_path(capsys, monkeypatch, columns):
 
 
 def test_an_analysis_bug_costs_one_file(tmp_path, monkeypatch):
-    from graphtune import audit as audit_module
+    from graphtune.audit import in_place as audit_module
     for name in ("a_kernel", "b_kernel"):
         _kernel_file(tmp_path / f"{name}.py")
 

@@ -1,4 +1,5 @@
-"""In-place cases judged by hand: only in_place_prefix_sum and in_place_accumulate update data in place."""
+"""In-place cases judged by hand: only in_place_prefix_sum, in_place_accumulate and overlapping_rows update
+data in place."""
 from engine.triton_utils import tl, triton
 
 CONFIGS = [triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})]
@@ -66,3 +67,37 @@ def in_place_accumulate(c, a, D, ACC: tl.constexpr, BLOCK: tl.constexpr):
     if ACC:
         acc += tl.load(c + offs)
     tl.store(c + offs, acc)
+
+
+@triton.autotune(configs=CONFIGS, key=["D"])
+@triton.jit
+def disjoint_rows(u, T, C, D: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_T: tl.constexpr):
+    # Rows below T - C are read (earlier launches wrote them), rows T - C and up are written: the regions do
+    # not overlap, so running it again gives the same result (fla's parallel_deltaformer_fwd_kernel).
+    pid_c = tl.program_id(0).to(tl.int64)
+    rows = tl.arange(0, BLOCK_C) + pid_c * BLOCK_C
+    o_d = tl.arange(0, D)
+    acc = tl.zeros([BLOCK_C, D], dtype=tl.float32)
+    for i in range(0, T, BLOCK_T):
+        o_t = i + tl.arange(0, BLOCK_T)
+        m_t = o_t < T - C
+        acc += tl.sum(tl.load(u + o_t[:, None] * D + o_d[None, :], mask=m_t[:, None], other=0.0), axis=0)
+    o_r = T - C + rows
+    tl.store(u + o_r[:, None] * D + o_d[None, :], acc, mask=o_r[:, None] < T)
+
+
+@triton.autotune(configs=CONFIGS, key=["D"])
+@triton.jit
+def overlapping_rows(u, T, C, D: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_T: tl.constexpr):
+    # As disjoint_rows, but the load reaches row T - C, which the store writes: an in-place update.
+    pid_c = tl.program_id(0).to(tl.int64)
+    rows = tl.arange(0, BLOCK_C) + pid_c * BLOCK_C
+    o_d = tl.arange(0, D)
+    acc = tl.zeros([BLOCK_C, D], dtype=tl.float32)
+    for i in range(0, T, BLOCK_T):
+        o_t = i + tl.arange(0, BLOCK_T)
+        m_t = o_t <= T - C
+        b_u = tl.load(u + o_t[:, None] * D + o_d[None, :], mask=m_t[:, None], other=0.0)
+        acc += tl.sum(b_u, axis=0)
+    o_r = T - C + rows
+    tl.store(u + o_r[:, None] * D + o_d[None, :], acc.to(u.dtype.element_ty), mask=o_r[:, None] < T)
