@@ -32,7 +32,7 @@ HOPPER_TOK_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0}
 
 # fp8 (per-tensor) cache, H < 64: tiles are half the bytes, so four buffers (151,552 B + the query pair).
 # Compiled for sm_90 on a CPU only: never run on a GPU yet, so only ``path="hopper"`` selects it.
-HOPPER_TOK_FP8_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 4, "PIPE": 0}
+HOPPER_TOK_FP8_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 4, "PIPE": 0, "WIDEN": 0}
 _B_CHUNK = 128
 
 
@@ -102,13 +102,14 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
     on_m = _heads_on_m(heads)
     block_h = BLOCK_H if on_m else TOK_BLOCK_H
     head_blocks = heads // block_h
+    fp8 = fmt == "fp8"
+    cfg = {**(HOPPER_TOK_FP8_CONFIG if fp8 else HOPPER_CONFIG if on_m else HOPPER_TOK_CONFIG), **(config or {})}
+    programs_per_sm = cfg.pop("PROGRAMS_PER_SM", programs_per_sm)
     programs = max(1, sms * programs_per_sm // head_blocks)
     slots = programs + batch
     part_o = torch.empty(slots, heads, D_NOPE, dtype=torch.float32, device=device)
     part_lse = torch.empty(slots, heads, dtype=torch.float32, device=device)
     seg = torch.empty(batch, 2, dtype=torch.int32, device=device)
-    fp8 = fmt == "fp8"
-    cfg = {**(HOPPER_TOK_FP8_CONFIG if fp8 else HOPPER_CONFIG if on_m else HOPPER_TOK_CONFIG), **(config or {})}
     block_n = cfg["BLOCK_N"]
     q2 = q.view(batch * heads, D_QK)
     kv2 = kv_cache.view(kv_cache.shape[0] * kv_cache.shape[1], D_QK)

@@ -117,6 +117,31 @@ def _zero_rows(buf, n_valid, ROWS: gl.constexpr, COLS: gl.constexpr, num_warps: 
         part.store(gl.where((rows < n_valid)[:, None], x, gl.zeros_like(x)))
 
 
+@gluon.jit
+def _widen_cols(src, dst, n_valid, ROWS: gl.constexpr, COLS: gl.constexpr, num_warps: gl.constexpr):
+    """fp8 shared tile ``src`` [ROWS, COLS] -> fp16 shared tile ``dst`` (exact: every e4m3 value is an fp16),
+    rows ``>= n_valid`` written as zeros (a request's last tile: rows past seq_len may hold NaN, and P.V would
+    turn 0 * NaN into NaN). 16-byte shared loads, one ``cvt`` per two values."""
+    layout: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [num_warps, 1], [1, 0])
+    CHUNK: gl.constexpr = 128     # 128 bytes of fp8: one swizzle atom of the TMA tile
+    for c in gl.static_range(COLS // CHUNK):
+        x = src.slice(c * CHUNK, CHUNK, dim=1).load(layout).to(gl.float16)
+        if n_valid < ROWS:
+            rows = gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout))
+            x = gl.where((rows < n_valid)[:, None], x, gl.zeros_like(x))
+        dst.slice(c * CHUNK, CHUNK, dim=1).store(x)
+
+
+@gluon.jit
+def _pv_widened(kn, vw, c: gl.constexpr, n_valid, p_smem, acc, BLOCK_N: gl.constexpr, num_warps: gl.constexpr):
+    """Chunk c (128 dims) of O^T += V^T P^T: the fp8 chunk widened into ``vw``, then an async fp16 wgmma with
+    A = ``vw`` viewed MN-major and B = P^T (``p_smem``)."""
+    _widen_cols(kn.slice(c * 128, 128, dim=1), vw, n_valid, BLOCK_N, 128, num_warps)
+    fence_async_shared()
+    _block_barrier()
+    return warpgroup_mma(vw.permute((1, 0)), p_smem, acc, is_async=True)
+
+
 @gluon.jit(do_not_specialize=["B"])
 def _mla_decode_hopper_kernel(
     q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc,
@@ -492,6 +517,7 @@ def _mla_decode_hopper_tok_fp8_kernel(
     BLOCK_H: gl.constexpr,
     NUM_BUF: gl.constexpr,
     PIPE: gl.constexpr,
+    WIDEN: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     """fp8 (per-tensor) cache, H < 64: the tokens-on-M kernel with fp8 scores (NOT YET RUN ON A GPU).
@@ -532,6 +558,12 @@ def _mla_decode_hopper_tok_fp8_kernel(
     kn_bufs = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, D_V], kv_nope_desc.layout)
     kr_bufs = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, 64], kv_rope_desc.layout)
     p_smem = gl.allocate_shared_memory(gl.float16, [BLOCK_N, BLOCK_H], p_smem_layout)
+    if WIDEN != 0:
+        # V^T chunks widened to fp16 in shared memory (the MMA reads them MN-major, which 16-bit wgmma allows):
+        # four 16 KB buffers (WIDEN = 1: the four chunk MMAs stay in flight together) or one (WIDEN = 2:
+        # each chunk's MMA retires before the next chunk is widened; 108 KB a program, two per SM).
+        vw_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, 128], gl.float16)
+        vw_bufs = gl.allocate_shared_memory(gl.float16, [4 if WIDEN == 1 else 1, BLOCK_N, 128], vw_layout)
     bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     for k in gl.static_range(NUM_BUF):
         mbarrier.init(bars.index(k), count=1)
@@ -576,9 +608,14 @@ def _mla_decode_hopper_tok_fp8_kernel(
         l_i = gl.zeros([BLOCK_H], gl.float32, layout=gl.SliceLayout(0, s_layout))
         # o0..o2 are retired inside each tile (their A operands are registers that the next chunk reuses);
         # o3, the last, stays in flight until the next tile's score wait.
-        o0 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
-        o1 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
-        o2 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
+        if WIDEN == 1:
+            o0 = warpgroup_mma_init(gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout))
+            o1 = warpgroup_mma_init(gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout))
+            o2 = warpgroup_mma_init(gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout))
+        else:
+            o0 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
+            o1 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
+            o2 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
         o3 = warpgroup_mma_init(gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout))
         for i in range(i_first, i_stop):
             stage = it % NUM_BUF
@@ -586,17 +623,22 @@ def _mla_decode_hopper_tok_fp8_kernel(
             kr = kr_bufs.index(stage)
             mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
             n_valid = seq_len - i * BLOCK_N
-            if n_valid < BLOCK_N:
-                _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
-                fence_async_shared()
-                _block_barrier()
+            if WIDEN == 0:
+                if n_valid < BLOCK_N:
+                    _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
+                    fence_async_shared()
+                    _block_barrier()
             s_hi = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s_layout)
             s_lo = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s_layout)
             s_hi = warpgroup_mma(kn, qn_hi.permute((1, 0)), s_hi, use_acc=False, is_async=True)
             s_hi = warpgroup_mma(kr, qr_hi.permute((1, 0)), s_hi, is_async=True)
             s_lo = warpgroup_mma(kn, qn_lo.permute((1, 0)), s_lo, use_acc=False, is_async=True)
             s_lo = warpgroup_mma(kr, qr_lo.permute((1, 0)), s_lo, is_async=True)
-            s_hi, s_lo, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(s_hi, s_lo, o3))
+            if WIDEN == 1:
+                s_hi, s_lo, o0, o1, o2, o3 = warpgroup_mma_wait(num_outstanding=0,
+                                                                deps=(s_hi, s_lo, o0, o1, o2, o3))
+            else:
+                s_hi, s_lo, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(s_hi, s_lo, o3))
             _block_barrier()
             if i + NUM_BUF - 1 < i_stop:
                 _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
@@ -612,21 +654,44 @@ def _mla_decode_hopper_tok_fp8_kernel(
             p_smem.store(p.to(gl.float16))
             fence_async_shared()
             _block_barrier()
-            # V^T chunks from the fp8 tile, widened to fp16 in the A operand's registers.
-            # (Waiting down to one MMA in flight after each issue frees the previous chunk's registers.)
-            v0 = kn.slice(0, 128, dim=1).permute((1, 0)).load(v_layout).to(gl.float16)
-            a0 = warpgroup_mma(v0, p_smem, o0 * alpha_o, is_async=True)
-            v1 = kn.slice(128, 128, dim=1).permute((1, 0)).load(v_layout).to(gl.float16)
-            a1 = warpgroup_mma(v1, p_smem, o1 * alpha_o, is_async=True)
-            o0 = warpgroup_mma_wait(num_outstanding=1, deps=(a0, ))
-            v2 = kn.slice(256, 128, dim=1).permute((1, 0)).load(v_layout).to(gl.float16)
-            a2 = warpgroup_mma(v2, p_smem, o2 * alpha_o, is_async=True)
-            o1 = warpgroup_mma_wait(num_outstanding=1, deps=(a1, ))
-            v3 = kn.slice(384, 128, dim=1).permute((1, 0)).load(v_layout).to(gl.float16)
-            o3 = warpgroup_mma(v3, p_smem, o3 * alpha_o, is_async=True)
-            o2 = warpgroup_mma_wait(num_outstanding=1, deps=(a2, ))
+            if WIDEN == 0:
+                # V^T chunks from the fp8 tile, widened to fp16 in the A operand's registers.
+                # (Waiting down to one MMA in flight after each issue frees the previous chunk's registers.)
+                v0 = kn.slice(0, 128, dim=1).permute((1, 0)).load(v_layout).to(gl.float16)
+                a0 = warpgroup_mma(v0, p_smem, o0 * alpha_o, is_async=True)
+                v1 = kn.slice(128, 128, dim=1).permute((1, 0)).load(v_layout).to(gl.float16)
+                a1 = warpgroup_mma(v1, p_smem, o1 * alpha_o, is_async=True)
+                o0 = warpgroup_mma_wait(num_outstanding=1, deps=(a0, ))
+                v2 = kn.slice(256, 128, dim=1).permute((1, 0)).load(v_layout).to(gl.float16)
+                a2 = warpgroup_mma(v2, p_smem, o2 * alpha_o, is_async=True)
+                o1 = warpgroup_mma_wait(num_outstanding=1, deps=(a1, ))
+                v3 = kn.slice(384, 128, dim=1).permute((1, 0)).load(v_layout).to(gl.float16)
+                o3 = warpgroup_mma(v3, p_smem, o3 * alpha_o, is_async=True)
+                o2 = warpgroup_mma_wait(num_outstanding=1, deps=(a2, ))
+            elif WIDEN == 1:
+                # Each chunk widened while the previous chunks' MMAs run; all four stay in flight until the
+                # next tile's score wait.
+                o0 = _pv_widened(kn, vw_bufs.index(0), 0, n_valid, p_smem, o0 * alpha_o, BLOCK_N, num_warps)
+                o1 = _pv_widened(kn, vw_bufs.index(1), 1, n_valid, p_smem, o1 * alpha_o, BLOCK_N, num_warps)
+                o2 = _pv_widened(kn, vw_bufs.index(2), 2, n_valid, p_smem, o2 * alpha_o, BLOCK_N, num_warps)
+                o3 = _pv_widened(kn, vw_bufs.index(3), 3, n_valid, p_smem, o3 * alpha_o, BLOCK_N, num_warps)
+            else:
+                vw = vw_bufs.index(0)
+                a0 = _pv_widened(kn, vw, 0, n_valid, p_smem, o0 * alpha_o, BLOCK_N, num_warps)
+                o0 = warpgroup_mma_wait(num_outstanding=0, deps=(a0, ))
+                _block_barrier()
+                a1 = _pv_widened(kn, vw, 1, n_valid, p_smem, o1 * alpha_o, BLOCK_N, num_warps)
+                o1 = warpgroup_mma_wait(num_outstanding=0, deps=(a1, ))
+                _block_barrier()
+                a2 = _pv_widened(kn, vw, 2, n_valid, p_smem, o2 * alpha_o, BLOCK_N, num_warps)
+                o2 = warpgroup_mma_wait(num_outstanding=0, deps=(a2, ))
+                _block_barrier()
+                o3 = _pv_widened(kn, vw, 3, n_valid, p_smem, o3 * alpha_o, BLOCK_N, num_warps)
             it += 1
-        o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
+        if WIDEN == 1:
+            o0, o1, o2, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o0, o1, o2, o3))
+        else:
+            o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
 
         inv = gl.convert_layout(kv_scale / l_i, gl.SliceLayout(0, o_layout))[None, :]
         lse2 = m_i + gl.log2(l_i)
