@@ -366,13 +366,33 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
 HOPPER_ON_M_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=64, NUM_BUF=2, PIPE=1),
                         dict(BLOCK_N=32, NUM_BUF=3, PIPE=0), dict(BLOCK_N=32, NUM_BUF=4, PIPE=0)]
 HOPPER_TOK_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0)]
-# The fp8 tokens-on-M kernel: compiled on a CPU, not yet run on a GPU (checked first, then timed).
-HOPPER_TOK_FP8_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=4, PIPE=0), dict(BLOCK_N=64, NUM_BUF=2, PIPE=0)]
+# The fp8 tokens-on-M kernel: how V^T reaches the P.V wgmma (WIDEN 0: byte gathers into registers; 1: widened
+# into four fp16 chunk buffers in shared memory; 2: into one) x buffers x programs per SM (two fit when the
+# block needs <= 113 KB: WIDEN 0 or 2 with two buffers).
+HOPPER_TOK_FP8_VARIANTS = [dict(NUM_BUF=4, WIDEN=0, PROGRAMS_PER_SM=1), dict(NUM_BUF=2, WIDEN=0, PROGRAMS_PER_SM=2),
+                           dict(NUM_BUF=3, WIDEN=1, PROGRAMS_PER_SM=1), dict(NUM_BUF=2, WIDEN=2, PROGRAMS_PER_SM=2),
+                           dict(NUM_BUF=3, WIDEN=2, PROGRAMS_PER_SM=1)]
+# The fp8 heads-on-M kernel (H % 64 == 0): WIDEN 2 widens after the score wait (WIDEN 1, under the score MMAs,
+# makes ptxas serialise the wgmmas: C7514); SYNC_CHUNKS puts a barrier after each widened chunk.
+HOPPER_ON_M_FP8_VARIANTS = [dict(NUM_BUF=2, WIDEN=2, SYNC_CHUNKS=0), dict(NUM_BUF=2, WIDEN=2, SYNC_CHUNKS=1)]
+
+
+# The portable configs timed beside the Hopper variants: bf16's fixed config; for fp8 the two that won cells of
+# run 5 (docs/mla_decode.md: BLOCK_N 64 with 2 stages, and 128 tokens / 8 warps / 5 stages).
+PORTABLE_REFS = {"bf16": [space.BF16_CONFIG],
+                 "fp8": parse_configs("BLOCK_N=64,num_stages=2;BLOCK_N=128,PROGRAMS_PER_SM=1,num_warps=8,num_stages=5")}
+
+
+def _hopper_dict(heads: int, kv_format: str) -> dict:
+    """The module-level fixed config of the Hopper kernel that serves (heads, kv_format)."""
+    on_m = interface_hopper._heads_on_m(heads)
+    if kv_format == "fp8":
+        return interface_hopper.HOPPER_FP8_CONFIG if on_m else interface_hopper.HOPPER_TOK_FP8_CONFIG
+    return interface_hopper.HOPPER_CONFIG if on_m else interface_hopper.HOPPER_TOK_CONFIG
 
 
 def _use_hopper_config(heads: int, variant: dict, kv_format: str = "bf16") -> None:
-    (interface_hopper.HOPPER_TOK_FP8_CONFIG if kv_format == "fp8" else interface_hopper.HOPPER_CONFIG
-     if interface_hopper._heads_on_m(heads) else interface_hopper.HOPPER_TOK_CONFIG).update(variant)
+    _hopper_dict(heads, kv_format).update(variant)
 
 
 def _hopper_check(kind: str, kv_format: str, variant: dict, gen: torch.Generator) -> float:
@@ -413,15 +433,15 @@ def hopper_variants(args, result: dict, out: Path) -> None:
     on a GPU when written) last, so that a fault there leaves the bf16 results on disk."""
     sm = 1.0 / math.sqrt(576)
     gen = torch.Generator().manual_seed(5)
-    saved = (dict(interface_hopper.HOPPER_CONFIG), dict(interface_hopper.HOPPER_TOK_CONFIG),
-             dict(interface_hopper.HOPPER_TOK_FP8_CONFIG))
+    saved = {(h, f): dict(_hopper_dict(h, f)) for h in (16, 128) for f in ("bf16", "fp8")}
     fm, why = import_flashmla()
     if fm is None:
         print(f"FlashMLA column skipped: flash_mla does not import ({why})", flush=True)
     result["hopper_check"], result["hopper_times"] = [], []
     phases = [[("heads-on-M", "bf16", 128, [1, 8, 32, 64], HOPPER_ON_M_VARIANTS),
                ("tokens-on-M", "bf16", 16, [1, 8, 32, 64, 128], HOPPER_TOK_VARIANTS)],
-              [("tokens-on-M fp8", "fp8", 16, [1, 8, 32, 64, 128], HOPPER_TOK_FP8_VARIANTS)]]
+              [("tokens-on-M fp8", "fp8", 16, [1, 8, 32, 64, 128], HOPPER_TOK_FP8_VARIANTS),
+               ("heads-on-M fp8", "fp8", 128, [1, 8, 32, 64], HOPPER_ON_M_FP8_VARIANTS)]]
     if args.hopper_phases != "all":
         phases = [phases[{"bf16": 0, "fp8": 1}[args.hopper_phases]]]
     for phase in phases:
@@ -450,16 +470,18 @@ def hopper_variants(args, result: dict, out: Path) -> None:
                     except Exception as exc:  # noqa: BLE001
                         print(f"  H{heads} B{b} {variant}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
                         row[key] = float("inf")
-                portable = space.BF16_CONFIG if kv_format == "bf16" else space.CONFIGS[1]
-                row["portable " + config_label(portable)] = graph_time_ms(target.make(b, portable, path="portable"))
+                for portable in PORTABLE_REFS[kv_format]:
+                    row["portable " + config_label(portable)] = graph_time_ms(target.make(b, portable,
+                                                                                          path="portable"))
                 result["hopper_times"].append(row)
                 print(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
                       flush=True)
                 target.release()
                 out.write_text(json.dumps(result, indent=1, default=str))
-    interface_hopper.HOPPER_CONFIG.update(saved[0])
-    interface_hopper.HOPPER_TOK_CONFIG.update(saved[1])
-    interface_hopper.HOPPER_TOK_FP8_CONFIG.update(saved[2])
+    for (h, f), cfg in saved.items():
+        d = _hopper_dict(h, f)
+        d.clear()
+        d.update(cfg)
 
 
 def main(argv: list[str] | None = None) -> int:

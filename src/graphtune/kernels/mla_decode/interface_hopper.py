@@ -31,13 +31,25 @@ HOPPER_TOK_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0}
 
 
 # fp8 (per-tensor) cache, H < 64: tiles are half the bytes, so four buffers (151,552 B + the query pair).
-# Compiled for sm_90 on a CPU only: never run on a GPU yet, so only ``path="hopper"`` selects it.
 HOPPER_TOK_FP8_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 4, "PIPE": 0, "WIDEN": 0}
+# fp8 (per-tensor) cache, H % 64 == 0: heads on M; 2 x 36 KB fp8 buffers + the 64 KB fp16 copy of a tile's
+# latent columns + the 72 KB query pair.
+HOPPER_FP8_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0, "WIDEN": 2, "SYNC_CHUNKS": 0}
+# Whether ``path="auto"`` runs the fp8 Hopper kernels (per kernel): set from the side-by-side timings in
+# docs/mla_decode.md; a kernel that is not faster than the portable one there stays behind ``path="hopper"``.
+FP8_AUTO: dict[str, bool] = {"tokens-on-M": False, "heads-on-M": False}
 _B_CHUNK = 128
 
 
 def _heads_on_m(heads: int) -> bool:
     return heads % BLOCK_H == 0
+
+
+def _base_config(on_m: bool, fp8: bool) -> dict[str, int]:
+    """The fixed config of the kernel that serves this shape class (a copy: callers overlay theirs)."""
+    if fp8:
+        return dict(HOPPER_FP8_CONFIG if on_m else HOPPER_TOK_FP8_CONFIG)
+    return dict(HOPPER_CONFIG if on_m else HOPPER_TOK_CONFIG)
 
 
 def supported(q: torch.Tensor, kv_cache: torch.Tensor, fmt: str, explicit: bool = False) -> str | None:
@@ -60,15 +72,16 @@ def _capability(device_index: int) -> tuple[int, int]:
 
 def shape_supported(q: torch.Tensor, kv_cache: torch.Tensor, fmt: str, explicit: bool = False) -> str | None:
     """The shape / layout half of :func:`supported` (no device query: also for CPU compile tests)."""
+    heads = q.shape[1]
     if fmt == "fp8":
-        if not explicit:
-            return "kv_format 'fp8': the Hopper fp8 kernel is not measured yet (path='hopper' runs it)"
-        if q.shape[1] % TOK_BLOCK_H or q.shape[1] >= BLOCK_H:
-            return f"kv_format 'fp8' needs H < {BLOCK_H}, a multiple of {TOK_BLOCK_H}; got H = {q.shape[1]}"
+        kind = "heads-on-M" if _heads_on_m(heads) else "tokens-on-M"
+        if not explicit and not FP8_AUTO[kind]:
+            return f"kv_format 'fp8' with H = {heads}: the {kind} fp8 kernel is not the measured faster path " \
+                   "(path='hopper' runs it)"
     elif fmt != "bf16":
-        return f"kv_format {fmt!r}: the Hopper kernels take bf16 (and, asked for, fp8) caches"
-    if q.shape[1] % BLOCK_H and q.shape[1] % TOK_BLOCK_H:
-        return f"H = {q.shape[1]} is not a multiple of {TOK_BLOCK_H}"
+        return f"kv_format {fmt!r}: the Hopper kernels take bf16 and fp8 caches"
+    if heads % BLOCK_H and heads % TOK_BLOCK_H:
+        return f"H = {heads} is not a multiple of {TOK_BLOCK_H}"
     if kv_cache.shape[1] % BLOCK_N:
         return f"page size {kv_cache.shape[1]} is not a multiple of {BLOCK_N}"
     if not kv_cache.is_contiguous():
@@ -103,7 +116,7 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
     block_h = BLOCK_H if on_m else TOK_BLOCK_H
     head_blocks = heads // block_h
     fp8 = fmt == "fp8"
-    cfg = {**(HOPPER_TOK_FP8_CONFIG if fp8 else HOPPER_CONFIG if on_m else HOPPER_TOK_CONFIG), **(config or {})}
+    cfg = {**_base_config(on_m, fp8), **(config or {})}
     programs_per_sm = cfg.pop("PROGRAMS_PER_SM", programs_per_sm)
     programs = max(1, sms * programs_per_sm // head_blocks)
     slots = programs + batch
@@ -129,7 +142,7 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
                 part_o.stride(0), part_o.stride(1),
                 part_lse.stride(0))
         consts = dict(PAGE_SIZE=kv_cache.shape[1], KV_SCALE_FROM_PTR=scale_from_ptr, RETURN_LSE=return_lse,
-                      B_CHUNK=_B_CHUNK, BLOCK_H=block_h, **cfg, num_warps=TOK_NUM_WARPS)
+                      B_CHUNK=_B_CHUNK, BLOCK_H=block_h, **cfg, num_warps=NUM_WARPS if on_m else TOK_NUM_WARPS)
         return args, (head_blocks, programs), consts, (lse, part_o, part_lse, seg)
     args = (_descriptor(q2, [block_h, D_NOPE]), _descriptor(q2[:, D_NOPE:], [block_h, 64]),
             _descriptor(kv2, [block_n, D_NOPE]), _descriptor(kv2[:, D_NOPE:], [block_n, 64]),
@@ -149,7 +162,8 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
 def kernel_for(heads: int, fmt: str = "bf16"):
     """The Gluon kernel that serves H heads: heads on M for H % 64 == 0, else tokens on M (bf16 or fp8)."""
     if fmt == "fp8":
-        return kernel_hopper._mla_decode_hopper_tok_fp8_kernel
+        return (kernel_hopper._mla_decode_hopper_fp8_kernel if _heads_on_m(heads)
+                else kernel_hopper._mla_decode_hopper_tok_fp8_kernel)
     return kernel_hopper._mla_decode_hopper_kernel if _heads_on_m(heads) else kernel_hopper._mla_decode_hopper_tok_kernel
 
 

@@ -118,7 +118,8 @@ def _zero_rows(buf, n_valid, ROWS: gl.constexpr, COLS: gl.constexpr, num_warps: 
 
 
 @gluon.jit
-def _widen_cols(src, dst, n_valid, ROWS: gl.constexpr, COLS: gl.constexpr, num_warps: gl.constexpr):
+def _widen_cols(src, dst, n_valid, ROWS: gl.constexpr, COLS: gl.constexpr, num_warps: gl.constexpr,
+                SYNC_CHUNKS: gl.constexpr = False):
     """fp8 shared tile ``src`` [ROWS, COLS] -> fp16 shared tile ``dst`` (exact: every e4m3 value is an fp16),
     rows ``>= n_valid`` written as zeros (a request's last tile: rows past seq_len may hold NaN, and P.V would
     turn 0 * NaN into NaN). 16-byte shared loads, one ``cvt`` per two values."""
@@ -130,6 +131,10 @@ def _widen_cols(src, dst, n_valid, ROWS: gl.constexpr, COLS: gl.constexpr, num_w
             rows = gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout))
             x = gl.where((rows < n_valid)[:, None], x, gl.zeros_like(x))
         dst.slice(c * CHUNK, CHUNK, dim=1).store(x)
+        if SYNC_CHUNKS:
+            # keeps the compiler from hoisting every chunk's loads (registers: the heads-on-M kernel holds a
+            # 128-register accumulator while this runs)
+            _block_barrier()
 
 
 @gluon.jit
@@ -716,6 +721,199 @@ def _mla_decode_hopper_tok_fp8_kernel(
             gl.store(pbase + 256, o2 * inv, mask=h_mask_o)
             gl.store(pbase + 384, o3 * inv, mask=h_mask_o)
             gl.store(part_lse_ptr + slot * stride_pl_s + heads_s, lse2, mask=h_mask_s)
+        if pid_h == 0:
+            if i_first == 0:
+                gl.store(seg_ptr + 2 * b, pid + b)
+            if i_stop == req_tiles:
+                gl.store(seg_ptr + 2 * b + 1, pid + b)
+        t = seg_stop
+        b += 1
+
+    for k in gl.static_range(NUM_BUF):
+        mbarrier.invalidate(bars.index(k))
+
+
+@gluon.jit
+def _store_q_pair_rows(q_base, hi_smem, lo_smem, col0: gl.constexpr, COLS: gl.constexpr, q_scale, heads,
+                       stride_q_h, layout: gl.constexpr):
+    """As ``_store_q_pair`` with one scale per head (``q_scale`` [heads], SliceLayout(1, layout))."""
+    cols = col0 + gl.arange(0, COLS, layout=gl.SliceLayout(0, layout))
+    q = gl.load(q_base + heads[:, None] * stride_q_h + cols[None, :])
+    scaled = q.to(gl.float32) * q_scale[:, None]
+    hi = scaled.to(gl.float8e4nv)
+    lo = ((scaled - hi.to(gl.float32)) * 16.0).to(gl.float8e4nv)
+    hi_smem.store(hi)
+    lo_smem.store(lo)
+
+
+@gluon.jit(do_not_specialize=["B"])
+def _mla_decode_hopper_fp8_kernel(
+    q_ptr, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
+    page_table_ptr, seq_lens_ptr,
+    out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
+    sm_scale, kv_scale,
+    B, H,
+    stride_q_b, stride_q_h,
+    stride_pt_b,
+    stride_out_b, stride_out_h,
+    stride_po_s, stride_po_h,
+    stride_pl_s,
+    PAGE_SIZE: gl.constexpr,
+    KV_SCALE_FROM_PTR: gl.constexpr,
+    RETURN_LSE: gl.constexpr,
+    B_CHUNK: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    BLOCK_H: gl.constexpr,
+    NUM_BUF: gl.constexpr,
+    PIPE: gl.constexpr,
+    WIDEN: gl.constexpr,
+    num_warps: gl.constexpr,
+    SYNC_CHUNKS: gl.constexpr,
+):
+    """fp8 (per-tensor) cache, H a multiple of 64: heads on M (the bf16 heads-on-M kernel's structure).
+
+    Scores: ``S = Q K^T`` from four fp8 wgmmas (A = the query's hi/lo pair, one power-of-two scale per head,
+    built per request in shared memory; B = the fp8 tile, K-major as stored), so a bf16 query's 8 bits meet
+    the fp8 cache with no widening. P.V: fp8 wgmma needs B K-major (tokens contiguous), the cache stores
+    tokens as rows, so the tile's 512 latent columns are widened once to fp16 in shared memory
+    (``_widen_cols``: exact; rows past seq_len zeroed there) and read MN-major by a 16-bit wgmma, with P in
+    fp16 registers. The widening of tile i runs while S(i) is on the tensor cores: O(i - 1) (the last
+    reader of the fp16 tile) is retired first by waiting down to S(i)'s four groups.
+    """
+    LOG2E: gl.constexpr = 1.4426950408889634
+    D_V: gl.constexpr = 512
+    gl.static_assert(BLOCK_H == 64)
+    gl.static_assert(BLOCK_N == 64)
+    gl.static_assert(num_warps == 8)
+    dtype: gl.constexpr = kv_nope_desc.dtype
+
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
+                                                       instr_shape=[16, BLOCK_N // 2, 32])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
+                                                       instr_shape=[16, D_V // 2, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    q_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
+    qn_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, D_V], gl.float8e4nv)
+    qr_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, 64], gl.float8e4nv)
+    vw_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, D_V], gl.float16)
+
+    pid_h = gl.program_id(0)
+    pid = gl.program_id(1)
+    num_progs = gl.num_programs(1)
+    h0 = pid_h * BLOCK_H
+    if KV_SCALE_FROM_PTR:
+        kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
+
+    qn_hi = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, D_V], qn_layout)
+    qn_lo = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, D_V], qn_layout)
+    qr_hi = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, 64], qr_layout)
+    qr_lo = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, 64], qr_layout)
+    kn_bufs = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, D_V], kv_nope_desc.layout)
+    kr_bufs = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, 64], kv_rope_desc.layout)
+    vw = gl.allocate_shared_memory(gl.float16, [BLOCK_N, D_V], vw_layout)
+    bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
+    for k in gl.static_range(NUM_BUF):
+        mbarrier.init(bars.index(k), count=1)
+
+    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps)
+
+    offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    offs_h_o = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, o_layout))
+    offs_d_o = gl.arange(0, D_V, layout=gl.SliceLayout(0, o_layout))
+    offs_h_s = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, s_layout))
+    heads_q = h0 + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, q_layout))
+    cols_q = gl.arange(0, 64, layout=gl.SliceLayout(0, q_layout))
+    it = 0
+    while t < t_stop:
+        seq_len = gl.load(seq_lens_ptr + b)
+        req_tiles = (seq_len + BLOCK_N - 1) // BLOCK_N
+        req_start = req_end
+        req_end = req_start + req_tiles
+        seg_stop = gl.minimum(t_stop, req_end)
+        i_first = t - req_start
+        i_stop = seg_stop - req_start
+        pt_base = page_table_ptr + b.to(gl.int64) * stride_pt_b
+
+        # The previous segment's MMAs (readers of the query pair and the fp16 tile) are retired in every warp
+        # past this barrier.
+        _block_barrier()
+        for k in gl.static_range(NUM_BUF - 1):
+            if i_first + k < i_stop:
+                _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
+                            (it + k) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+        # The query's hi/lo pair with one power-of-two scale per head (max |q s| = 2^8 in each head's row).
+        q_base = q_ptr + b.to(gl.int64) * stride_q_b
+        amax = gl.zeros([BLOCK_H], gl.float32, layout=gl.SliceLayout(1, q_layout))
+        for c in gl.static_range(9):
+            qc = gl.load(q_base + heads_q[:, None] * stride_q_h + (c * 64 + cols_q)[None, :])
+            amax = gl.maximum(amax, gl.max(gl.abs(qc.to(gl.float32)), axis=1))
+        q_scale = gl.exp2(8.0 - gl.ceil(gl.log2(gl.maximum(amax, 1e-30))))
+        for c in gl.static_range(8):
+            _store_q_pair_rows(q_base, qn_hi.slice(c * 64, 64, dim=1), qn_lo.slice(c * 64, 64, dim=1), c * 64, 64,
+                               q_scale, heads_q, stride_q_h, q_layout)
+        _store_q_pair_rows(q_base, qr_hi, qr_lo, 512, 64, q_scale, heads_q, stride_q_h, q_layout)
+        fence_async_shared()
+        _block_barrier()
+        qk_mul = gl.convert_layout(sm_scale * LOG2E * kv_scale / q_scale, gl.SliceLayout(1, s_layout))
+
+        m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=gl.SliceLayout(1, s_layout))
+        l_i = gl.zeros([BLOCK_H], gl.float32, layout=gl.SliceLayout(1, s_layout))
+        o = warpgroup_mma_init(gl.zeros([BLOCK_H, D_V], gl.float32, layout=o_layout))
+        for i in range(i_first, i_stop):
+            stage = it % NUM_BUF
+            kn = kn_bufs.index(stage)
+            kr = kr_bufs.index(stage)
+            mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
+            s_hi = gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout)
+            s_lo = gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout)
+            s_hi = warpgroup_mma(qn_hi, kn.permute((1, 0)), s_hi, use_acc=False, is_async=True)
+            s_hi = warpgroup_mma(qr_hi, kr.permute((1, 0)), s_hi, is_async=True)
+            s_lo = warpgroup_mma(qn_lo, kn.permute((1, 0)), s_lo, use_acc=False, is_async=True)
+            s_lo = warpgroup_mma(qr_lo, kr.permute((1, 0)), s_lo, is_async=True)
+            if WIDEN == 1:
+                # wgmma groups retire in order: down to the four score groups retires O(i - 1), the last
+                # reader of the fp16 tile, while S(i) keeps running.
+                o = warpgroup_mma_wait(num_outstanding=4, deps=(o, ))
+            else:
+                s_hi, s_lo, o = warpgroup_mma_wait(num_outstanding=0, deps=(s_hi, s_lo, o))
+            _block_barrier()
+            if i + NUM_BUF - 1 < i_stop:
+                # Buffer (it - 1) % NUM_BUF: S(i - 1) retired, its widening done (every warp is past the barrier).
+                _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
+                            (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+            _widen_cols(kn, vw, seq_len - i * BLOCK_N, BLOCK_N, D_V, num_warps, SYNC_CHUNKS)
+            if WIDEN == 1:
+                s_hi, s_lo = warpgroup_mma_wait(num_outstanding=0, deps=(s_hi, s_lo))
+            s = (s_hi + s_lo * 0.0625) * qk_mul[:, None]
+            s = gl.where((i * BLOCK_N + offs_tok < seq_len)[None, :], s, float("-inf"))
+            m_new = gl.maximum(m_i, gl.max(s, axis=1))
+            alpha = gl.exp2(m_i - m_new)
+            p = gl.exp2(s - m_new[:, None])
+            l_i = l_i * alpha + gl.sum(p, axis=1)
+            m_i = m_new
+            o = o * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
+            p_op = gl.convert_layout(p.to(gl.float16), p_layout)
+            fence_async_shared()
+            _block_barrier()
+            o = warpgroup_mma(p_op, vw, o, is_async=True)
+            it += 1
+        o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
+
+        inv = gl.convert_layout(kv_scale / l_i, gl.SliceLayout(1, o_layout))
+        o = o * inv[:, None]
+        lse2 = m_i + gl.log2(l_i)
+        heads_o = h0 + offs_h_o
+        heads_s = h0 + offs_h_s
+        if (i_first == 0) & (i_stop == req_tiles):
+            o_ptrs = out_ptr + b.to(gl.int64) * stride_out_b + heads_o[:, None] * stride_out_h + offs_d_o[None, :]
+            gl.store(o_ptrs, o.to(out_ptr.dtype.element_ty))
+            if RETURN_LSE:
+                gl.store(lse_ptr + b * H + heads_s, lse2 * 0.6931471805599453)
+        else:
+            slot = (pid + b).to(gl.int64)
+            p_ptrs = part_o_ptr + slot * stride_po_s + heads_o[:, None] * stride_po_h + offs_d_o[None, :]
+            gl.store(p_ptrs, o)
+            gl.store(part_lse_ptr + slot * stride_pl_s + heads_s, lse2)
         if pid_h == 0:
             if i_first == 0:
                 gl.store(seg_ptr + 2 * b, pid + b)
