@@ -249,17 +249,49 @@ def _accuracy_inputs(batch: int, heads: int, kv_format: str, seed: int) -> dict:
     return x
 
 
-HOPPER = "hopper"   # the Hopper kernel (interface_hopper.HOPPER_CONFIG) as one more graphtune variant
+class HopperVariant(dict):
+    """One fixed config of the Hopper kernel that serves the shape, as one more graphtune variant."""
+
+
+def _hopper_candidates(x: dict, heads: int, kv_format: str) -> list[HopperVariant]:
+    """The Hopper variants timed beside the portable configs: the fp8 kernels' variants, bf16's fixed config."""
+    if not _hopper_applies(x, kv_format):
+        return []
+    if kv_format == "fp8":
+        variants = HOPPER_ON_M_FP8_VARIANTS if interface_hopper._heads_on_m(heads) else HOPPER_TOK_FP8_VARIANTS
+        return [HopperVariant(v) for v in variants]
+    return [HopperVariant()]
+
+
+def _select(config, heads: int, kv_format: str) -> None:
+    if isinstance(config, HopperVariant):
+        base = SAVED_HOPPER.setdefault((heads, kv_format), dict(_hopper_dict(heads, kv_format)))
+        d = _hopper_dict(heads, kv_format)
+        d.clear()
+        d.update({**base, **config})
+
+
+SAVED_HOPPER: dict = {}
 
 
 def _variant_kwargs(config) -> dict:
-    return dict(config=None, path="hopper") if isinstance(config, str) else dict(config=config, path="portable")
+    if isinstance(config, HopperVariant):
+        return dict(config=None, path="hopper")
+    return dict(config=config, path="portable")
 
 
-def _variant_label(config) -> str:
-    if isinstance(config, str):
-        return "hopper " + ",".join(f"{k}={v}" for k, v in interface_hopper.HOPPER_CONFIG.items())
+def _variant_label(config, heads: int = 128, kv_format: str = "bf16") -> str:
+    if isinstance(config, HopperVariant):
+        kind = "heads-on-M" if interface_hopper._heads_on_m(heads) else "tokens-on-M"
+        return f"hopper {kind} " + ",".join(f"{k}={v}" for k, v in _hopper_dict(heads, kv_format).items())
     return config_label(config)
+
+
+def _hopper_applies(x: dict, kv_format: str) -> bool:
+    """A Hopper kernel takes these inputs on this GPU (fp8 included: it is timed whether or not
+    ``path="auto"`` picks it yet)."""
+    return (interface_hopper.shape_supported(x["q"], x["kv_cache"], kv_format, explicit=True) is None
+            and torch.cuda.get_device_capability() == (9, 0))
 
 
 def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> None:
@@ -279,9 +311,8 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
             x = _accuracy_inputs(6, heads, kv_format, seed=1000 + heads)
             ref = reference.mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm,
                                                  kv_scale=x["kv_scale"], kv_format=kv_format)
-            hopper = interface_hopper.shape_supported(x["q"], x["kv_cache"], kv_format) is None \
-                and torch.cuda.get_device_capability() == (9, 0)
-            for config in [*configs, *([HOPPER] if hopper else [])]:
+            for config in [*configs, *_hopper_candidates(x, heads, kv_format)]:
+                _select(config, heads, kv_format)
                 x["out"].fill_(float("nan"))
                 try:
                     got = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm,
@@ -290,10 +321,10 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
                     err = rel_err(got, ref)
                 except Exception as exc:  # noqa: BLE001 - e.g. out of shared memory: recorded, not fatal
                     err = float("nan")
-                    print(f"  graphtune {kv_format} H{heads} {config_label(config)}: {type(exc).__name__}: "
+                    print(f"  graphtune {kv_format} H{heads} {_variant_label(config, heads, kv_format)}: {type(exc).__name__}: "
                           f"{str(exc)[:160]}", flush=True)
                 acc_rows.append(dict(impl="graphtune", heads=heads, kv_format=kv_format,
-                                     config=_variant_label(config), rel_err=err))
+                                     config=_variant_label(config, heads, kv_format), rel_err=err))
             if fm is not None:
                 call, get = flashmla_call(fm, x, kv_format, sm)
                 call()
@@ -314,13 +345,12 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
                 nbytes = target.bytes_moved(b)
                 timed = []
                 if fm is not None:
-                    timed.append(("flashmla", "", [flashmla_call(fm, x, kv_format, sm)[0] for x in target.inputs(b)]))
-                hopper = interface_hopper.shape_supported(target.inputs(b)[0]["q"], target.inputs(b)[0]["kv_cache"],
-                                                          kv_format) is None \
-                    and torch.cuda.get_device_capability() == (9, 0)
-                for config in [*configs, *([HOPPER] if hopper else [])]:
-                    timed.append(("graphtune", _variant_label(config), target.make(b, **_variant_kwargs(config))))
-                for impl, label, calls in timed:
+                    timed.append(("flashmla", None, [flashmla_call(fm, x, kv_format, sm)[0] for x in target.inputs(b)]))
+                for config in [*configs, *_hopper_candidates(target.inputs(b)[0], heads, kv_format)]:
+                    timed.append(("graphtune", config, target.make(b, **_variant_kwargs(config))))
+                for impl, config, calls in timed:
+                    label = _variant_label(config, heads, kv_format) if impl == "graphtune" else ""
+                    _select(config, heads, kv_format)    # the calls read the Hopper config when captured
                     try:
                         ms = graph_time_ms(calls)
                     except Exception as exc:  # noqa: BLE001 - a failing variant is recorded, not fatal
@@ -359,12 +389,17 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
         print(f"  {key}: {label}")
     result["vs_best_config"] = best
     out.write_text(json.dumps(result, indent=1, default=str))
+    for (heads, kv_format), cfg in SAVED_HOPPER.items():
+        d = _hopper_dict(heads, kv_format)
+        d.clear()
+        d.update(cfg)
 
 
 # ----------------------------------------------------------------------------- Hopper kernel variants
 
-HOPPER_ON_M_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=64, NUM_BUF=2, PIPE=1),
-                        dict(BLOCK_N=32, NUM_BUF=3, PIPE=0), dict(BLOCK_N=32, NUM_BUF=4, PIPE=0)]
+# bf16 heads on M: the fixed config, and the FA3-style overlap (PIPE 1) with 32-token tiles four deep (issue 14's
+# run 4 timed 64/2/PIPE 1 and 32/3-4/PIPE 0, all slower than 64/2/PIPE 0: docs/mla_decode.md).
+HOPPER_ON_M_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=32, NUM_BUF=4, PIPE=1)]
 HOPPER_TOK_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0)]
 # The fp8 tokens-on-M kernel: how V^T reaches the P.V wgmma (WIDEN 0: byte gathers into registers; 1: widened
 # into four fp16 chunk buffers in shared memory; 2: into one) x buffers x programs per SM (two fit when the
@@ -372,9 +407,9 @@ HOPPER_TOK_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0)]
 HOPPER_TOK_FP8_VARIANTS = [dict(NUM_BUF=4, WIDEN=0, PROGRAMS_PER_SM=1), dict(NUM_BUF=2, WIDEN=0, PROGRAMS_PER_SM=2),
                            dict(NUM_BUF=3, WIDEN=1, PROGRAMS_PER_SM=1), dict(NUM_BUF=2, WIDEN=2, PROGRAMS_PER_SM=2),
                            dict(NUM_BUF=3, WIDEN=2, PROGRAMS_PER_SM=1)]
-# The fp8 heads-on-M kernel (H % 64 == 0): WIDEN 2 widens after the score wait (WIDEN 1, under the score MMAs,
-# makes ptxas serialise the wgmmas: C7514); SYNC_CHUNKS puts a barrier after each widened chunk.
-HOPPER_ON_M_FP8_VARIANTS = [dict(NUM_BUF=2, WIDEN=2, SYNC_CHUNKS=0), dict(NUM_BUF=2, WIDEN=2, SYNC_CHUNKS=1)]
+# The fp8 heads-on-M kernel (H % 64 == 0): two buffers fit (225,296 B of shared memory); LO_CHAIN 1 adds the
+# query's residual into the score accumulator itself (one accumulator fewer, kernel_hopper.py).
+HOPPER_ON_M_FP8_VARIANTS = [dict(NUM_BUF=2, LO_CHAIN=0), dict(NUM_BUF=2, LO_CHAIN=1)]
 
 
 # The portable configs timed beside the Hopper variants: bf16's fixed config; for fp8 the two that won cells of

@@ -34,7 +34,7 @@ HOPPER_TOK_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0}
 HOPPER_TOK_FP8_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 4, "PIPE": 0, "WIDEN": 0}
 # fp8 (per-tensor) cache, H % 64 == 0: heads on M; 2 x 36 KB fp8 buffers + the 64 KB fp16 copy of a tile's
 # latent columns + the 72 KB query pair.
-HOPPER_FP8_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0, "WIDEN": 2, "SYNC_CHUNKS": 0}
+HOPPER_FP8_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0, "LO_CHAIN": 0}
 # Whether ``path="auto"`` runs the fp8 Hopper kernels (per kernel): set from the side-by-side timings in
 # docs/mla_decode.md; a kernel that is not faster than the portable one there stays behind ``path="hopper"``.
 FP8_AUTO: dict[str, bool] = {"tokens-on-M": False, "heads-on-M": False}
@@ -131,7 +131,7 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
             scale_ptr, scale_value, scale_from_ptr = kv_scale, 1.0, True
         else:
             scale_ptr, scale_value, scale_from_ptr = seq_lens, float(kv_scale), False   # pointer unused
-        args = (q, _descriptor(kv2, [block_n, D_NOPE]), _descriptor(kv2[:, D_NOPE:], [block_n, 64]), scale_ptr,
+        args = (q, _descriptor(kv2, [block_n, D_NOPE]), kv_cache, scale_ptr,
                 page_table, seq_lens,
                 out, lse, part_o, part_lse, seg,
                 float(sm_scale), scale_value,

@@ -118,8 +118,7 @@ def _zero_rows(buf, n_valid, ROWS: gl.constexpr, COLS: gl.constexpr, num_warps: 
 
 
 @gluon.jit
-def _widen_cols(src, dst, n_valid, ROWS: gl.constexpr, COLS: gl.constexpr, num_warps: gl.constexpr,
-                SYNC_CHUNKS: gl.constexpr = False):
+def _widen_cols(src, dst, n_valid, ROWS: gl.constexpr, COLS: gl.constexpr, num_warps: gl.constexpr):
     """fp8 shared tile ``src`` [ROWS, COLS] -> fp16 shared tile ``dst`` (exact: every e4m3 value is an fp16),
     rows ``>= n_valid`` written as zeros (a request's last tile: rows past seq_len may hold NaN, and P.V would
     turn 0 * NaN into NaN). 16-byte shared loads, one ``cvt`` per two values."""
@@ -131,10 +130,61 @@ def _widen_cols(src, dst, n_valid, ROWS: gl.constexpr, COLS: gl.constexpr, num_w
             rows = gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout))
             x = gl.where((rows < n_valid)[:, None], x, gl.zeros_like(x))
         dst.slice(c * CHUNK, CHUNK, dim=1).store(x)
-        if SYNC_CHUNKS:
-            # keeps the compiler from hoisting every chunk's loads (registers: the heads-on-M kernel holds a
-            # 128-register accumulator while this runs)
-            _block_barrier()
+
+
+@gluon.jit
+def _issue_nope(kv_nope_desc, kn_bufs, bars, pt_base, j, stage, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
+    """TMA of tile j's 512 latent columns (fp8 kernels: the rope columns go through registers)."""
+    tok0 = j * BLOCK_N
+    page = gl.load(pt_base + tok0 // PAGE_SIZE)
+    row = page * PAGE_SIZE + tok0 % PAGE_SIZE
+    bar = bars.index(stage)
+    mbarrier.expect(bar, kv_nope_desc.block_type.nbytes)
+    _tma_load(kv_nope_desc, [row, 0], bar, kn_bufs.index(stage))
+
+
+@gluon.jit
+def _load_rope(kv_ptr, pt_base, j, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, layout: gl.constexpr):
+    """Tile j's 64 fp8 rope columns [BLOCK_N, 64] in registers (plain loads: 4 KB a tile, issued a tile ahead).
+    The fp8 kernels keep rope tiles padded to 128 columns (the latent tiles' 128-byte swizzle) instead of a
+    64-byte-swizzled TMA tile: the first GPU run (docs/mla_decode.md) lost the rope term that way."""
+    tok0 = j * BLOCK_N
+    page = gl.load(pt_base + tok0 // PAGE_SIZE)
+    row0 = page.to(gl.int64) * PAGE_SIZE + tok0 % PAGE_SIZE
+    rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout))
+    cols = gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
+    return gl.load(kv_ptr + (row0 + rows)[:, None] * 576 + 512 + cols[None, :])
+
+
+@gluon.jit
+def _q_pair(q_base, heads, head_mask, stride_q_h, qn_hi, qn_lo, qr_hi, qr_lo, PER_HEAD: gl.constexpr,
+            LO_MUL: gl.constexpr, layout: gl.constexpr):
+    """The query's fp8 hi/lo pair in shared memory from one read of its 576 columns (the portable kernel's QK8
+    split: ``hi = fp8(q s)``, ``lo = fp8(LO_MUL (q s - hi))``, s a power of two with max |q s| = 2^8, per head
+    or over the block). Returns s ([heads] when PER_HEAD, else a scalar). The rope pair goes into columns
+    0..63 of the 128-column rope tiles."""
+    cols = gl.arange(0, 512, layout=gl.SliceLayout(0, layout))
+    cols_r = 512 + gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
+    rows = heads[:, None] * stride_q_h
+    qn = gl.load(q_base + rows + cols[None, :], mask=head_mask[:, None], other=0.0).to(gl.float32)
+    qr = gl.load(q_base + rows + cols_r[None, :], mask=head_mask[:, None], other=0.0).to(gl.float32)
+    amax = gl.maximum(gl.max(gl.abs(qn), axis=1), gl.max(gl.abs(qr), axis=1))
+    if not PER_HEAD:
+        amax = gl.max(amax, axis=0)
+    q_scale = gl.exp2(8.0 - gl.ceil(gl.log2(gl.maximum(amax, 1e-30))))
+    if PER_HEAD:
+        sn = qn * q_scale[:, None]
+        sr = qr * q_scale[:, None]
+    else:
+        sn = qn * q_scale
+        sr = qr * q_scale
+    hi = sn.to(gl.float8e4nv)
+    qn_hi.store(hi)
+    qn_lo.store(((sn - hi.to(gl.float32)) * LO_MUL).to(gl.float8e4nv))
+    hi_r = sr.to(gl.float8e4nv)
+    qr_hi.slice(0, 64, dim=1).store(hi_r)
+    qr_lo.slice(0, 64, dim=1).store(((sr - hi_r.to(gl.float32)) * LO_MUL).to(gl.float8e4nv))
+    return q_scale
 
 
 @gluon.jit
@@ -476,35 +526,9 @@ def _mla_decode_hopper_tok_kernel(
     mbarrier.invalidate(q_bar)
 
 
-@gluon.jit
-def _store_q_pair(q_base, hi_smem, lo_smem, col0: gl.constexpr, COLS: gl.constexpr, q_scale, heads, head_mask,
-                  stride_q_h, layout: gl.constexpr):
-    """fp8 hi/lo pair of query columns ``[col0, col0 + COLS)`` into shared memory (kernel.py's QK8 split:
-    ``hi = fp8(q * s)``, ``lo = fp8(16 * (q * s - hi))``; hi + lo / 16 keeps a bf16 query's 8 bits)."""
-    cols = col0 + gl.arange(0, COLS, layout=gl.SliceLayout(0, layout))
-    q = gl.load(q_base + heads[:, None] * stride_q_h + cols[None, :], mask=head_mask[:, None], other=0.0)
-    scaled = q.to(gl.float32) * q_scale
-    hi = scaled.to(gl.float8e4nv)
-    lo = ((scaled - hi.to(gl.float32)) * 16.0).to(gl.float8e4nv)
-    hi_smem.store(hi)
-    lo_smem.store(lo)
-
-
-@gluon.jit
-def _q_amax(q_base, heads, head_mask, stride_q_h, layout: gl.constexpr):
-    """max |q| over the program's heads and all 576 dims (fp8 per-tensor: the rope dims are fp8 too)."""
-    cols = gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
-    amax = gl.zeros([16], gl.float32, layout=gl.SliceLayout(1, layout))
-    for c in gl.static_range(9):
-        q = gl.load(q_base + heads[:, None] * stride_q_h + (c * 64 + cols)[None, :], mask=head_mask[:, None],
-                    other=0.0)
-        amax = gl.maximum(amax, gl.max(gl.abs(q.to(gl.float32)), axis=1))
-    return gl.max(amax, axis=0)
-
-
 @gluon.jit(do_not_specialize=["B"])
 def _mla_decode_hopper_tok_fp8_kernel(
-    q_ptr, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
+    q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr,
     page_table_ptr, seq_lens_ptr,
     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
     sm_scale, kv_scale,
@@ -546,7 +570,10 @@ def _mla_decode_hopper_tok_fp8_kernel(
     v_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     q_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
     qn_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, D_V], gl.float8e4nv)
-    qr_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, 64], gl.float8e4nv)
+    # The rope columns padded to 128 fp8 (zeros in 64..127): the 128-byte swizzle of the latent tiles.
+    qr_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, 128], gl.float8e4nv)
+    kr_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, 128], gl.float8e4nv)
+    rope_layout: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [num_warps, 1], [1, 0])
     p_smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_H], gl.float16)
 
     pid_h = gl.program_id(0)
@@ -558,10 +585,14 @@ def _mla_decode_hopper_tok_fp8_kernel(
 
     qn_hi = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, D_V], qn_layout)
     qn_lo = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, D_V], qn_layout)
-    qr_hi = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, 64], qr_layout)
-    qr_lo = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, 64], qr_layout)
+    qr_hi = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, 128], qr_layout)
+    qr_lo = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, 128], qr_layout)
     kn_bufs = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, D_V], kv_nope_desc.layout)
-    kr_bufs = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, 64], kv_rope_desc.layout)
+    kr8 = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_N, 128], kr_layout)
+    # the padding, written once (the segments rewrite columns 0..63 only)
+    qr_hi.slice(64, 64, dim=1).store(gl.zeros([BLOCK_H, 64], gl.float8e4nv, layout=q_layout))
+    qr_lo.slice(64, 64, dim=1).store(gl.zeros([BLOCK_H, 64], gl.float8e4nv, layout=q_layout))
+    kr8.slice(64, 64, dim=1).store(gl.zeros([BLOCK_N, 64], gl.float8e4nv, layout=rope_layout))
     p_smem = gl.allocate_shared_memory(gl.float16, [BLOCK_N, BLOCK_H], p_smem_layout)
     if WIDEN != 0:
         # V^T chunks widened to fp16 in shared memory (the MMA reads them MN-major, which 16-bit wgmma allows):
@@ -596,15 +627,11 @@ def _mla_decode_hopper_tok_fp8_kernel(
         _block_barrier()
         for k in gl.static_range(NUM_BUF - 1):
             if i_first + k < i_stop:
-                _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
-                            (it + k) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+                _issue_nope(kv_nope_desc, kn_bufs, bars, pt_base, i_first + k, (it + k) % NUM_BUF, PAGE_SIZE,
+                            BLOCK_N)
         q_base = q_ptr + b.to(gl.int64) * stride_q_b
-        q_amax = _q_amax(q_base, heads_q, hmask_q, stride_q_h, q_layout)
-        q_scale = gl.exp2(8.0 - gl.ceil(gl.log2(gl.maximum(q_amax, 1e-30))))
-        for c in gl.static_range(8):
-            _store_q_pair(q_base, qn_hi.slice(c * 64, 64, dim=1), qn_lo.slice(c * 64, 64, dim=1), c * 64, 64,
-                          q_scale, heads_q, hmask_q, stride_q_h, q_layout)
-        _store_q_pair(q_base, qr_hi, qr_lo, 512, 64, q_scale, heads_q, hmask_q, stride_q_h, q_layout)
+        q_scale = _q_pair(q_base, heads_q, hmask_q, stride_q_h, qn_hi, qn_lo, qr_hi, qr_lo, False, 16.0, q_layout)
+        kr8.slice(0, 64, dim=1).store(_load_rope(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout))
         fence_async_shared()
         _block_barrier()
         qk_mul = sm_scale * LOG2E * kv_scale / q_scale
@@ -625,7 +652,8 @@ def _mla_decode_hopper_tok_fp8_kernel(
         for i in range(i_first, i_stop):
             stage = it % NUM_BUF
             kn = kn_bufs.index(stage)
-            kr = kr_bufs.index(stage)
+            # the next tile's rope rows (the last tile loads its own again: harmless, a valid page)
+            rope_next = _load_rope(kv_ptr, pt_base, gl.minimum(i + 1, i_stop - 1), PAGE_SIZE, BLOCK_N, rope_layout)
             mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
             n_valid = seq_len - i * BLOCK_N
             if WIDEN == 0:
@@ -636,9 +664,9 @@ def _mla_decode_hopper_tok_fp8_kernel(
             s_hi = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s_layout)
             s_lo = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s_layout)
             s_hi = warpgroup_mma(kn, qn_hi.permute((1, 0)), s_hi, use_acc=False, is_async=True)
-            s_hi = warpgroup_mma(kr, qr_hi.permute((1, 0)), s_hi, is_async=True)
+            s_hi = warpgroup_mma(kr8, qr_hi.permute((1, 0)), s_hi, is_async=True)
             s_lo = warpgroup_mma(kn, qn_lo.permute((1, 0)), s_lo, use_acc=False, is_async=True)
-            s_lo = warpgroup_mma(kr, qr_lo.permute((1, 0)), s_lo, is_async=True)
+            s_lo = warpgroup_mma(kr8, qr_lo.permute((1, 0)), s_lo, is_async=True)
             if WIDEN == 1:
                 s_hi, s_lo, o0, o1, o2, o3 = warpgroup_mma_wait(num_outstanding=0,
                                                                 deps=(s_hi, s_lo, o0, o1, o2, o3))
@@ -646,8 +674,8 @@ def _mla_decode_hopper_tok_fp8_kernel(
                 s_hi, s_lo, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(s_hi, s_lo, o3))
             _block_barrier()
             if i + NUM_BUF - 1 < i_stop:
-                _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
-                            (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+                _issue_nope(kv_nope_desc, kn_bufs, bars, pt_base, i + NUM_BUF - 1, (it + NUM_BUF - 1) % NUM_BUF,
+                            PAGE_SIZE, BLOCK_N)
             s = (s_hi + s_lo * 0.0625) * qk_mul
             s = gl.where((i * BLOCK_N + offs_tok < seq_len)[:, None], s, float("-inf"))
             m_new = gl.maximum(m_i, gl.max(s, axis=0))
@@ -657,6 +685,7 @@ def _mla_decode_hopper_tok_fp8_kernel(
             m_i = m_new
             alpha_o = gl.convert_layout(alpha, gl.SliceLayout(0, o_layout))[None, :]
             p_smem.store(p.to(gl.float16))
+            kr8.slice(0, 64, dim=1).store(rope_next)      # S(i), its last reader, is retired
             fence_async_shared()
             _block_barrier()
             if WIDEN == 0:
@@ -733,22 +762,9 @@ def _mla_decode_hopper_tok_fp8_kernel(
         mbarrier.invalidate(bars.index(k))
 
 
-@gluon.jit
-def _store_q_pair_rows(q_base, hi_smem, lo_smem, col0: gl.constexpr, COLS: gl.constexpr, q_scale, heads,
-                       stride_q_h, layout: gl.constexpr):
-    """As ``_store_q_pair`` with one scale per head (``q_scale`` [heads], SliceLayout(1, layout))."""
-    cols = col0 + gl.arange(0, COLS, layout=gl.SliceLayout(0, layout))
-    q = gl.load(q_base + heads[:, None] * stride_q_h + cols[None, :])
-    scaled = q.to(gl.float32) * q_scale[:, None]
-    hi = scaled.to(gl.float8e4nv)
-    lo = ((scaled - hi.to(gl.float32)) * 16.0).to(gl.float8e4nv)
-    hi_smem.store(hi)
-    lo_smem.store(lo)
-
-
 @gluon.jit(do_not_specialize=["B"])
 def _mla_decode_hopper_fp8_kernel(
-    q_ptr, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
+    q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr,
     page_table_ptr, seq_lens_ptr,
     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
     sm_scale, kv_scale,
@@ -766,9 +782,8 @@ def _mla_decode_hopper_fp8_kernel(
     BLOCK_H: gl.constexpr,
     NUM_BUF: gl.constexpr,
     PIPE: gl.constexpr,
-    WIDEN: gl.constexpr,
+    LO_CHAIN: gl.constexpr,
     num_warps: gl.constexpr,
-    SYNC_CHUNKS: gl.constexpr,
 ):
     """fp8 (per-tensor) cache, H a multiple of 64: heads on M (the bf16 heads-on-M kernel's structure).
 
@@ -782,6 +797,9 @@ def _mla_decode_hopper_fp8_kernel(
     """
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
+    # LO_CHAIN = 1: lo = fp8(q s - hi) unscaled, accumulated into the score chain itself (one accumulator: 16
+    # registers fewer; residuals below fp8's normal range lose bits, 2^-10 of each head's largest |q|).
+    LO_MUL: gl.constexpr = 1.0 if LO_CHAIN else 16.0
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
     gl.static_assert(num_warps == 8)
@@ -794,7 +812,10 @@ def _mla_decode_hopper_fp8_kernel(
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     q_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
     qn_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, D_V], gl.float8e4nv)
-    qr_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, 64], gl.float8e4nv)
+    # The rope columns padded to 128 fp8 (zeros in 64..127): the 128-byte swizzle of the latent tiles.
+    qr_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, 128], gl.float8e4nv)
+    kr_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, 128], gl.float8e4nv)
+    rope_layout: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [num_warps, 1], [1, 0])
     vw_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, D_V], gl.float16)
 
     pid_h = gl.program_id(0)
@@ -806,10 +827,14 @@ def _mla_decode_hopper_fp8_kernel(
 
     qn_hi = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, D_V], qn_layout)
     qn_lo = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, D_V], qn_layout)
-    qr_hi = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, 64], qr_layout)
-    qr_lo = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, 64], qr_layout)
+    qr_hi = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, 128], qr_layout)
+    qr_lo = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, 128], qr_layout)
     kn_bufs = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, D_V], kv_nope_desc.layout)
-    kr_bufs = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, 64], kv_rope_desc.layout)
+    kr8 = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_N, 128], kr_layout)
+    # the padding, written once (the segments rewrite columns 0..63 only)
+    qr_hi.slice(64, 64, dim=1).store(gl.zeros([BLOCK_H, 64], gl.float8e4nv, layout=q_layout))
+    qr_lo.slice(64, 64, dim=1).store(gl.zeros([BLOCK_H, 64], gl.float8e4nv, layout=q_layout))
+    kr8.slice(64, 64, dim=1).store(gl.zeros([BLOCK_N, 64], gl.float8e4nv, layout=rope_layout))
     vw = gl.allocate_shared_memory(gl.float16, [BLOCK_N, D_V], vw_layout)
     bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     for k in gl.static_range(NUM_BUF):
@@ -822,7 +847,6 @@ def _mla_decode_hopper_fp8_kernel(
     offs_d_o = gl.arange(0, D_V, layout=gl.SliceLayout(0, o_layout))
     offs_h_s = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, s_layout))
     heads_q = h0 + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, q_layout))
-    cols_q = gl.arange(0, 64, layout=gl.SliceLayout(0, q_layout))
     it = 0
     while t < t_stop:
         seq_len = gl.load(seq_lens_ptr + b)
@@ -839,19 +863,13 @@ def _mla_decode_hopper_fp8_kernel(
         _block_barrier()
         for k in gl.static_range(NUM_BUF - 1):
             if i_first + k < i_stop:
-                _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
-                            (it + k) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+                _issue_nope(kv_nope_desc, kn_bufs, bars, pt_base, i_first + k, (it + k) % NUM_BUF, PAGE_SIZE,
+                            BLOCK_N)
         # The query's hi/lo pair with one power-of-two scale per head (max |q s| = 2^8 in each head's row).
         q_base = q_ptr + b.to(gl.int64) * stride_q_b
-        amax = gl.zeros([BLOCK_H], gl.float32, layout=gl.SliceLayout(1, q_layout))
-        for c in gl.static_range(9):
-            qc = gl.load(q_base + heads_q[:, None] * stride_q_h + (c * 64 + cols_q)[None, :])
-            amax = gl.maximum(amax, gl.max(gl.abs(qc.to(gl.float32)), axis=1))
-        q_scale = gl.exp2(8.0 - gl.ceil(gl.log2(gl.maximum(amax, 1e-30))))
-        for c in gl.static_range(8):
-            _store_q_pair_rows(q_base, qn_hi.slice(c * 64, 64, dim=1), qn_lo.slice(c * 64, 64, dim=1), c * 64, 64,
-                               q_scale, heads_q, stride_q_h, q_layout)
-        _store_q_pair_rows(q_base, qr_hi, qr_lo, 512, 64, q_scale, heads_q, stride_q_h, q_layout)
+        q_scale = _q_pair(q_base, heads_q, heads_q < H, stride_q_h, qn_hi, qn_lo, qr_hi, qr_lo, True, LO_MUL,
+                          q_layout)
+        kr8.slice(0, 64, dim=1).store(_load_rope(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout))
         fence_async_shared()
         _block_barrier()
         qk_mul = gl.convert_layout(sm_scale * LOG2E * kv_scale / q_scale, gl.SliceLayout(1, s_layout))
@@ -862,29 +880,32 @@ def _mla_decode_hopper_fp8_kernel(
         for i in range(i_first, i_stop):
             stage = it % NUM_BUF
             kn = kn_bufs.index(stage)
-            kr = kr_bufs.index(stage)
+            # the next tile's rope rows (the last tile loads its own again: harmless, a valid page)
+            rope_next = _load_rope(kv_ptr, pt_base, gl.minimum(i + 1, i_stop - 1), PAGE_SIZE, BLOCK_N, rope_layout)
             mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
             s_hi = gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout)
-            s_lo = gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout)
             s_hi = warpgroup_mma(qn_hi, kn.permute((1, 0)), s_hi, use_acc=False, is_async=True)
-            s_hi = warpgroup_mma(qr_hi, kr.permute((1, 0)), s_hi, is_async=True)
-            s_lo = warpgroup_mma(qn_lo, kn.permute((1, 0)), s_lo, use_acc=False, is_async=True)
-            s_lo = warpgroup_mma(qr_lo, kr.permute((1, 0)), s_lo, is_async=True)
-            if WIDEN == 1:
-                # wgmma groups retire in order: down to the four score groups retires O(i - 1), the last
-                # reader of the fp16 tile, while S(i) keeps running.
-                o = warpgroup_mma_wait(num_outstanding=4, deps=(o, ))
+            s_hi = warpgroup_mma(qr_hi, kr8.permute((1, 0)), s_hi, is_async=True)
+            # Retires S(i) and O(i - 1), the last reader of the fp16 tile. (Widening under the score MMAs, by
+            # waiting down to S(i)'s groups, made ptxas serialise every wgmma: warning C7514, compiled for sm_90.)
+            if LO_CHAIN:
+                s_hi = warpgroup_mma(qn_lo, kn.permute((1, 0)), s_hi, is_async=True)
+                s_hi = warpgroup_mma(qr_lo, kr8.permute((1, 0)), s_hi, is_async=True)
+                s_hi, o = warpgroup_mma_wait(num_outstanding=0, deps=(s_hi, o))
+                s = s_hi * qk_mul[:, None]
             else:
+                s_lo = gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout)
+                s_lo = warpgroup_mma(qn_lo, kn.permute((1, 0)), s_lo, use_acc=False, is_async=True)
+                s_lo = warpgroup_mma(qr_lo, kr8.permute((1, 0)), s_lo, is_async=True)
                 s_hi, s_lo, o = warpgroup_mma_wait(num_outstanding=0, deps=(s_hi, s_lo, o))
+                s = (s_hi + s_lo * 0.0625) * qk_mul[:, None]
             _block_barrier()
             if i + NUM_BUF - 1 < i_stop:
                 # Buffer (it - 1) % NUM_BUF: S(i - 1) retired, its widening done (every warp is past the barrier).
-                _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
-                            (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
-            _widen_cols(kn, vw, seq_len - i * BLOCK_N, BLOCK_N, D_V, num_warps, SYNC_CHUNKS)
-            if WIDEN == 1:
-                s_hi, s_lo = warpgroup_mma_wait(num_outstanding=0, deps=(s_hi, s_lo))
-            s = (s_hi + s_lo * 0.0625) * qk_mul[:, None]
+                _issue_nope(kv_nope_desc, kn_bufs, bars, pt_base, i + NUM_BUF - 1, (it + NUM_BUF - 1) % NUM_BUF,
+                            PAGE_SIZE, BLOCK_N)
+            _widen_cols(kn, vw, seq_len - i * BLOCK_N, BLOCK_N, D_V, num_warps)
+            kr8.slice(0, 64, dim=1).store(rope_next)      # S(i), its last reader, is retired
             s = gl.where((i * BLOCK_N + offs_tok < seq_len)[None, :], s, float("-inf"))
             m_new = gl.maximum(m_i, gl.max(s, axis=1))
             alpha = gl.exp2(m_i - m_new)
