@@ -2,10 +2,12 @@
 
 Only ``@gluon.jit`` functions live here (interface_hopper.py launches them). Shape letters as in kernel.py.
 
-Scope (measured in docs/mla_decode.md): a bf16 cache whose pages hold a multiple of 64 tokens, H a
-multiple of 16. fp8 caches, other page sizes and other GPUs run the portable kernel (kernel.py).
+Scope (measured in docs/mla_decode.md): bf16 and fp8 (per-tensor) caches whose pages hold a multiple of 64
+tokens, H a multiple of 16 (``interface_hopper.FP8_AUTO`` says where ``path="auto"`` runs the fp8 ones).
+Other formats, page sizes and GPUs run the portable kernel (kernel.py).
 
-Two kernels, one per side of the MMA the heads go on:
+Two bf16 kernels, one per side of the MMA the heads go on (the two fp8 kernels at the end of the file follow
+them, with fp8 scores):
 
 ``_mla_decode_hopper_kernel`` (H a multiple of 64: the data-parallel-attention case, H = 128). Heads on M:
 a program takes 64 heads of one request at a time, so a KV row read from global memory feeds 64 heads
@@ -549,13 +551,17 @@ def _mla_decode_hopper_tok_fp8_kernel(
     WIDEN: gl.constexpr,
     num_warps: gl.constexpr,
 ):
-    """fp8 (per-tensor) cache, H < 64: the tokens-on-M kernel with fp8 scores (NOT YET RUN ON A GPU).
+    """fp8 (per-tensor) cache, H < 64: the tokens-on-M kernel with fp8 scores.
 
     Scores: two fp8 x fp8 wgmma chains against the query's hi/lo pair (built here, per request, into
-    shared memory), as the portable kernel's QK8 path: the bf16 query's accuracy without widening K.
-    P.V: an fp8 wgmma cannot take V^T (MN-major), so each 128-dim chunk of V^T is loaded from the tile into
-    registers in the MMA's A layout and widened to fp16 there (exact); P^T goes through shared memory as
-    fp16. The per-tensor scale multiplies the scores and the output in fp32.
+    shared memory), as the portable kernel's QK8 path: the bf16 query's accuracy without widening K. The
+    latent columns come by TMA; the 64 rope columns by plain loads a tile ahead into a 128-column fp8 tile
+    (zeros in 64..127), so every fp8 operand has the 128-byte swizzle.
+    P.V: an fp8 wgmma cannot take V^T (MN-major), so V^T is widened to fp16 (exact), in 128-dim chunks:
+    WIDEN = 0 loads each chunk from the tile into registers in the MMA's A layout (byte gathers) and widens
+    there; WIDEN = 1 / 2 widen it into fp16 shared memory (four chunk buffers, all four MMAs in flight / one
+    buffer, each MMA retired before the next chunk), read MN-major by the wgmma. P^T goes through shared
+    memory as fp16. The per-tensor scale multiplies the scores and the output in fp32.
     """
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
