@@ -349,8 +349,8 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
                 for config in [*configs, *_hopper_candidates(target.inputs(b)[0], heads, kv_format)]:
                     timed.append(("graphtune", config, target.make(b, **_variant_kwargs(config))))
                 for impl, config, calls in timed:
-                    label = _variant_label(config, heads, kv_format) if impl == "graphtune" else ""
                     _select(config, heads, kv_format)    # the calls read the Hopper config when captured
+                    label = _variant_label(config, heads, kv_format) if impl == "graphtune" else ""
                     try:
                         ms = graph_time_ms(calls)
                     except Exception as exc:  # noqa: BLE001 - a failing variant is recorded, not fatal

@@ -1,8 +1,9 @@
 """Launch of the Hopper (sm_90a) Gluon MLA decode kernels (kernel_hopper.py): which inputs they take, their
 TMA descriptors, grid and scratch buffers. ``interface._launch`` decides when to call them.
 
-The kernels run fixed, benchmark-chosen configs (``HOPPER_CONFIG`` for H % 64 == 0, ``HOPPER_TOK_CONFIG``
-otherwise; ``benchmarks/bench_mla_decode.py --hopper-variants`` times the alternatives), not
+The kernels run fixed, benchmark-chosen configs (bf16: ``HOPPER_CONFIG`` for H % 64 == 0, ``HOPPER_TOK_CONFIG``
+otherwise; fp8: ``HOPPER_FP8_CONFIG`` / ``HOPPER_TOK_FP8_CONFIG``; ``benchmarks/bench_mla_decode.py
+--hopper-variants`` times the alternatives), not
 ``graphtune.autotune``: the tuner's launch path does not rebuild the TMA descriptors per config
 (docs/mla_decode.md lists what the core would need).
 """
@@ -30,14 +31,18 @@ TOK_NUM_WARPS = 4
 HOPPER_TOK_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0}
 
 
-# fp8 (per-tensor) cache, H < 64: tiles are half the bytes, so four buffers (151,552 B + the query pair).
-HOPPER_TOK_FP8_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 4, "PIPE": 0, "WIDEN": 0}
-# fp8 (per-tensor) cache, H % 64 == 0: heads on M; 2 x 36 KB fp8 buffers + the 64 KB fp16 copy of a tile's
-# latent columns + the 72 KB query pair.
+# fp8 (per-tensor) cache, H < 64: the tokens-on-M fp8 kernel. Two 36 KB buffers, V^T widened in registers
+# (WIDEN 0), two programs per SM (96,528 B each): the fastest of five variants at batch 32-128 on the H200
+# (0.1457 ms at H = 16, batch 128, against 0.1820 for four buffers and one program per SM), within 1% of the
+# best at batch 1-8 (docs/mla_decode.md, session 2).
+HOPPER_TOK_FP8_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0, "WIDEN": 0, "PROGRAMS_PER_SM": 2}
+# fp8 (per-tensor) cache, H % 64 == 0: heads on M; 2 x 32 KB fp8 buffers + the 64 KB fp16 copy of a tile's
+# latent columns + the query pair = 225,296 B. LO_CHAIN = 1 measured 2-4% faster, but the GPU tests ran 0.
 HOPPER_FP8_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0, "LO_CHAIN": 0}
-# Whether ``path="auto"`` runs the fp8 Hopper kernels (per kernel): set from the side-by-side timings in
-# docs/mla_decode.md; a kernel that is not faster than the portable one there stays behind ``path="hopper"``.
-FP8_AUTO: dict[str, bool] = {"tokens-on-M": False, "heads-on-M": False}
+# Whether ``path="auto"`` runs the fp8 Hopper kernels (per kernel). Both beat the portable kernel at every
+# batch timed on the H200 (H = 16: 1.3-1.4x at batch 1-128; H = 128: 1.1x at batch 1, 1.7-2.0x at 8-64);
+# a kernel that stops winning goes back behind ``path="hopper"`` by setting its entry to False.
+FP8_AUTO: dict[str, bool] = {"tokens-on-M": True, "heads-on-M": True}
 _B_CHUNK = 128
 
 
