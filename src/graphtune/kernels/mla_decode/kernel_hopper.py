@@ -793,13 +793,14 @@ def _mla_decode_hopper_fp8_kernel(
 ):
     """fp8 (per-tensor) cache, H a multiple of 64: heads on M (the bf16 heads-on-M kernel's structure).
 
-    Scores: ``S = Q K^T`` from four fp8 wgmmas (A = the query's hi/lo pair, one power-of-two scale per head,
-    built per request in shared memory; B = the fp8 tile, K-major as stored), so a bf16 query's 8 bits meet
-    the fp8 cache with no widening. P.V: fp8 wgmma needs B K-major (tokens contiguous), the cache stores
-    tokens as rows, so the tile's 512 latent columns are widened once to fp16 in shared memory
-    (``_widen_cols``: exact; rows past seq_len zeroed there) and read MN-major by a 16-bit wgmma, with P in
-    fp16 registers. The widening of tile i runs while S(i) is on the tensor cores: O(i - 1) (the last
-    reader of the fp16 tile) is retired first by waiting down to S(i)'s four groups.
+    Scores: ``S = Q K^T`` from fp8 wgmmas (A = the query's hi/lo pair, one power-of-two scale per head,
+    built per request in shared memory; B = the fp8 tile, K-major as stored; the rope columns as in the
+    tokens-on-M fp8 kernel), so a bf16 query's 8 bits meet the fp8 cache with no widening. P.V: fp8 wgmma
+    needs B K-major (tokens contiguous), the cache stores tokens as rows, so the tile's 512 latent columns
+    are widened once to fp16 in shared memory (``_widen_cols``: exact; rows past seq_len zeroed there) and
+    read MN-major by a 16-bit wgmma, with P in fp16 registers. The widening runs after the wait that
+    retires S(i) and O(i - 1) (O(i - 1) is the fp16 tile's last reader; widening under S(i) instead made
+    ptxas serialise every wgmma). LO_CHAIN: see below.
     """
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
