@@ -274,6 +274,13 @@ def _select(config, heads: int, kv_format: str) -> None:
 SAVED_HOPPER: dict = {}
 
 
+def _activate(config, heads: int, kv_format: str) -> str:
+    """Make ``config`` the one the next launch (or capture) runs, and return its label: one call, so a row is
+    never labelled with a variant other than the one that ran."""
+    _select(config, heads, kv_format)
+    return _variant_label(config, heads, kv_format)
+
+
 def _variant_kwargs(config) -> dict:
     if isinstance(config, HopperVariant):
         return dict(config=None, path="hopper")
@@ -312,7 +319,7 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
             ref = reference.mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm,
                                                  kv_scale=x["kv_scale"], kv_format=kv_format)
             for config in [*configs, *_hopper_candidates(x, heads, kv_format)]:
-                _select(config, heads, kv_format)
+                label = _activate(config, heads, kv_format)
                 x["out"].fill_(float("nan"))
                 try:
                     got = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm,
@@ -321,10 +328,9 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
                     err = rel_err(got, ref)
                 except Exception as exc:  # noqa: BLE001 - e.g. out of shared memory: recorded, not fatal
                     err = float("nan")
-                    print(f"  graphtune {kv_format} H{heads} {_variant_label(config, heads, kv_format)}: {type(exc).__name__}: "
+                    print(f"  graphtune {kv_format} H{heads} {label}: {type(exc).__name__}: "
                           f"{str(exc)[:160]}", flush=True)
-                acc_rows.append(dict(impl="graphtune", heads=heads, kv_format=kv_format,
-                                     config=_variant_label(config, heads, kv_format), rel_err=err))
+                acc_rows.append(dict(impl="graphtune", heads=heads, kv_format=kv_format, config=label, rel_err=err))
             if fm is not None:
                 call, get = flashmla_call(fm, x, kv_format, sm)
                 call()
@@ -349,8 +355,8 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
                 for config in [*configs, *_hopper_candidates(target.inputs(b)[0], heads, kv_format)]:
                     timed.append(("graphtune", config, target.make(b, **_variant_kwargs(config))))
                 for impl, config, calls in timed:
-                    _select(config, heads, kv_format)    # the calls read the Hopper config when captured
-                    label = _variant_label(config, heads, kv_format) if impl == "graphtune" else ""
+                    # the calls read the Hopper config when captured (graph_time_ms captures them)
+                    label = _activate(config, heads, kv_format) if impl == "graphtune" else ""
                     try:
                         ms = graph_time_ms(calls)
                     except Exception as exc:  # noqa: BLE001 - a failing variant is recorded, not fatal

@@ -325,10 +325,42 @@ def test_hopper_path_selection_and_reasons():
         interface._launch(q, kv, pt, lens, 0.05, 1.0, "bf16", None, False, path="gluon")
 
 
+
+def test_bench_hopper_variants_are_selected_before_labelled(monkeypatch):
+    """bench_mla_decode.py times several fixed configs of a Hopper kernel by rewriting its module-level config
+    before each capture; ``_activate`` selects a variant and returns its label in one call (a run once
+    recorded each row under the previous variant's label): the label names the config the kernel now runs,
+    and the module's config can be restored afterwards."""
+    import importlib.util
+    from pathlib import Path
+    from graphtune.kernels.mla_decode import interface_hopper
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_mla_decode.py"
+    spec = importlib.util.spec_from_file_location("_bench_mla_decode_under_test", path)
+    bench_mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_mod)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    before = dict(interface_hopper.HOPPER_TOK_FP8_CONFIG)
+    x = dict(q=torch.empty(2, 16, 576, dtype=torch.bfloat16), kv_cache=torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn))
+    candidates = bench_mod._hopper_candidates(x, 16, "fp8")
+    assert [dict(c) for c in candidates] == bench_mod.HOPPER_TOK_FP8_VARIANTS
+    try:
+        for variant in candidates:
+            label = bench_mod._activate(variant, 16, "fp8")
+            assert all(f"{k}={v}" in label for k, v in variant.items()), (variant, label)
+            assert interface_hopper.HOPPER_TOK_FP8_CONFIG == {**before, **variant}
+    finally:
+        for (heads, kv_format), cfg in bench_mod.SAVED_HOPPER.items():
+            d = bench_mod._hopper_dict(heads, kv_format)
+            d.clear()
+            d.update(cfg)
+    assert interface_hopper.HOPPER_TOK_FP8_CONFIG == before
+    assert bench_mod._hopper_candidates(dict(x, kv_cache=x["kv_cache"][:, :16]), 16, "fp8") == []   # page size 16
+
+
 # Each process collects only its own tests: kernel cases in the child, the launcher and validation here.
 if IN_CHILD:
     del test_interpreted_kernel_cases, test_bad_input_raises_value_error, test_bad_input_unused_page_slots_may_hold_anything
     del test_portable_space_fits_sm120_or_is_excluded, test_hopper_kernel_compiles_for_sm90_with_tma_and_wgmma
-    del test_hopper_path_selection_and_reasons
+    del test_hopper_path_selection_and_reasons, test_bench_hopper_variants_are_selected_before_labelled
 else:
     del test_matches_reference, test_config_paths, test_public_api_tensor_scale_and_many_request_chunks
