@@ -31,10 +31,10 @@ TOK_NUM_WARPS = 4
 HOPPER_TOK_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0}
 
 
-# fp8 (per-tensor) cache, H < 64: the tokens-on-M fp8 kernel. Two 36 KB buffers, V^T widened in registers
+# fp8 (per-tensor) cache, H < 64: the tokens-on-M fp8 kernel. Two 32 KB buffers, V^T widened in registers
 # (WIDEN 0), two programs per SM (96,528 B each): the fastest of five variants at batch 32-128 on the H200
 # (0.1457 ms at H = 16, batch 128, against 0.1820 for four buffers and one program per SM), within 1% of the
-# best at batch 1-8 (docs/mla_decode.md, session 2).
+# best at batch 1-8 (docs/mla_decode.md, branch issue-mla2, run 2).
 HOPPER_TOK_FP8_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0, "WIDEN": 0, "PROGRAMS_PER_SM": 2}
 # fp8 (per-tensor) cache, H % 64 == 0: heads on M; 2 x 32 KB fp8 buffers + the 64 KB fp16 copy of a tile's
 # latent columns + the query pair = 225,296 B. LO_CHAIN = 1 measured 2-4% faster, but the GPU tests ran 0.
@@ -59,8 +59,8 @@ def _base_config(on_m: bool, fp8: bool) -> dict[str, int]:
 
 def supported(q: torch.Tensor, kv_cache: torch.Tensor, fmt: str, explicit: bool = False) -> str | None:
     """None when a Hopper kernel takes these inputs, else why not (the portable kernel runs them).
-    ``explicit``: the caller asked for the Hopper path (``path="hopper"``), which also admits the fp8 kernel
-    that has not been measured yet."""
+    ``explicit``: the caller asked for the Hopper path (``path="hopper"``), which also admits an fp8 kernel
+    whose ``FP8_AUTO`` entry is off."""
     if q.device.type != "cuda":
         return "not a CUDA tensor"
     capability = _capability(q.device.index if q.device.index is not None else torch.cuda.current_device())
