@@ -249,17 +249,56 @@ def _accuracy_inputs(batch: int, heads: int, kv_format: str, seed: int) -> dict:
     return x
 
 
-HOPPER = "hopper"   # the Hopper kernel (interface_hopper.HOPPER_CONFIG) as one more graphtune variant
+class HopperVariant(dict):
+    """One fixed config of the Hopper kernel that serves the shape, as one more graphtune variant."""
+
+
+def _hopper_candidates(x: dict, heads: int, kv_format: str) -> list[HopperVariant]:
+    """The Hopper variants timed beside the portable configs: the fp8 kernels' variants, bf16's fixed config."""
+    if not _hopper_applies(x, kv_format):
+        return []
+    if kv_format == "fp8":
+        variants = HOPPER_ON_M_FP8_VARIANTS if interface_hopper._heads_on_m(heads) else HOPPER_TOK_FP8_VARIANTS
+        return [HopperVariant(v) for v in variants]
+    return [HopperVariant()]
+
+
+def _select(config, heads: int, kv_format: str) -> None:
+    if isinstance(config, HopperVariant):
+        base = SAVED_HOPPER.setdefault((heads, kv_format), dict(_hopper_dict(heads, kv_format)))
+        d = _hopper_dict(heads, kv_format)
+        d.clear()
+        d.update({**base, **config})
+
+
+SAVED_HOPPER: dict = {}
+
+
+def _activate(config, heads: int, kv_format: str) -> str:
+    """Make ``config`` the one the next launch (or capture) runs, and return its label: one call, so a row is
+    never labelled with a variant other than the one that ran."""
+    _select(config, heads, kv_format)
+    return _variant_label(config, heads, kv_format)
 
 
 def _variant_kwargs(config) -> dict:
-    return dict(config=None, path="hopper") if isinstance(config, str) else dict(config=config, path="portable")
+    if isinstance(config, HopperVariant):
+        return dict(config=None, path="hopper")
+    return dict(config=config, path="portable")
 
 
-def _variant_label(config) -> str:
-    if isinstance(config, str):
-        return "hopper " + ",".join(f"{k}={v}" for k, v in interface_hopper.HOPPER_CONFIG.items())
+def _variant_label(config, heads: int = 128, kv_format: str = "bf16") -> str:
+    if isinstance(config, HopperVariant):
+        kind = "heads-on-M" if interface_hopper._heads_on_m(heads) else "tokens-on-M"
+        return f"hopper {kind} " + ",".join(f"{k}={v}" for k, v in _hopper_dict(heads, kv_format).items())
     return config_label(config)
+
+
+def _hopper_applies(x: dict, kv_format: str) -> bool:
+    """A Hopper kernel takes these inputs on this GPU (fp8 included: it is timed whether or not
+    ``path="auto"`` picks it yet)."""
+    return (interface_hopper.shape_supported(x["q"], x["kv_cache"], kv_format, explicit=True) is None
+            and torch.cuda.get_device_capability() == (9, 0))
 
 
 def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> None:
@@ -279,9 +318,8 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
             x = _accuracy_inputs(6, heads, kv_format, seed=1000 + heads)
             ref = reference.mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm,
                                                  kv_scale=x["kv_scale"], kv_format=kv_format)
-            hopper = interface_hopper.shape_supported(x["q"], x["kv_cache"], kv_format) is None \
-                and torch.cuda.get_device_capability() == (9, 0)
-            for config in [*configs, *([HOPPER] if hopper else [])]:
+            for config in [*configs, *_hopper_candidates(x, heads, kv_format)]:
+                label = _activate(config, heads, kv_format)
                 x["out"].fill_(float("nan"))
                 try:
                     got = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm,
@@ -290,10 +328,9 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
                     err = rel_err(got, ref)
                 except Exception as exc:  # noqa: BLE001 - e.g. out of shared memory: recorded, not fatal
                     err = float("nan")
-                    print(f"  graphtune {kv_format} H{heads} {config_label(config)}: {type(exc).__name__}: "
+                    print(f"  graphtune {kv_format} H{heads} {label}: {type(exc).__name__}: "
                           f"{str(exc)[:160]}", flush=True)
-                acc_rows.append(dict(impl="graphtune", heads=heads, kv_format=kv_format,
-                                     config=_variant_label(config), rel_err=err))
+                acc_rows.append(dict(impl="graphtune", heads=heads, kv_format=kv_format, config=label, rel_err=err))
             if fm is not None:
                 call, get = flashmla_call(fm, x, kv_format, sm)
                 call()
@@ -314,13 +351,12 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
                 nbytes = target.bytes_moved(b)
                 timed = []
                 if fm is not None:
-                    timed.append(("flashmla", "", [flashmla_call(fm, x, kv_format, sm)[0] for x in target.inputs(b)]))
-                hopper = interface_hopper.shape_supported(target.inputs(b)[0]["q"], target.inputs(b)[0]["kv_cache"],
-                                                          kv_format) is None \
-                    and torch.cuda.get_device_capability() == (9, 0)
-                for config in [*configs, *([HOPPER] if hopper else [])]:
-                    timed.append(("graphtune", _variant_label(config), target.make(b, **_variant_kwargs(config))))
-                for impl, label, calls in timed:
+                    timed.append(("flashmla", None, [flashmla_call(fm, x, kv_format, sm)[0] for x in target.inputs(b)]))
+                for config in [*configs, *_hopper_candidates(target.inputs(b)[0], heads, kv_format)]:
+                    timed.append(("graphtune", config, target.make(b, **_variant_kwargs(config))))
+                for impl, config, calls in timed:
+                    # the calls read the Hopper config when captured (graph_time_ms captures them)
+                    label = _activate(config, heads, kv_format) if impl == "graphtune" else ""
                     try:
                         ms = graph_time_ms(calls)
                     except Exception as exc:  # noqa: BLE001 - a failing variant is recorded, not fatal
@@ -359,20 +395,45 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
         print(f"  {key}: {label}")
     result["vs_best_config"] = best
     out.write_text(json.dumps(result, indent=1, default=str))
+    for (heads, kv_format), cfg in SAVED_HOPPER.items():
+        d = _hopper_dict(heads, kv_format)
+        d.clear()
+        d.update(cfg)
 
 
 # ----------------------------------------------------------------------------- Hopper kernel variants
 
-HOPPER_ON_M_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=64, NUM_BUF=2, PIPE=1),
-                        dict(BLOCK_N=32, NUM_BUF=3, PIPE=0), dict(BLOCK_N=32, NUM_BUF=4, PIPE=0)]
+# bf16 heads on M: the fixed config, and the FA3-style overlap (PIPE 1) with 32-token tiles four deep (issue 14's
+# run 4 timed 64/2/PIPE 1 and 32/3-4/PIPE 0, all slower than 64/2/PIPE 0: docs/mla_decode.md).
+HOPPER_ON_M_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=32, NUM_BUF=4, PIPE=1)]
 HOPPER_TOK_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0)]
-# The fp8 tokens-on-M kernel: compiled on a CPU, not yet run on a GPU (checked first, then timed).
-HOPPER_TOK_FP8_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=4, PIPE=0), dict(BLOCK_N=64, NUM_BUF=2, PIPE=0)]
+# The fp8 tokens-on-M kernel: how V^T reaches the P.V wgmma (WIDEN 0: byte gathers into registers; 1: widened
+# into four fp16 chunk buffers in shared memory; 2: into one) x buffers x programs per SM (two fit when the
+# block needs <= 113 KB: WIDEN 0 or 2 with two buffers).
+HOPPER_TOK_FP8_VARIANTS = [dict(NUM_BUF=4, WIDEN=0, PROGRAMS_PER_SM=1), dict(NUM_BUF=2, WIDEN=0, PROGRAMS_PER_SM=2),
+                           dict(NUM_BUF=3, WIDEN=1, PROGRAMS_PER_SM=1), dict(NUM_BUF=2, WIDEN=2, PROGRAMS_PER_SM=2),
+                           dict(NUM_BUF=3, WIDEN=2, PROGRAMS_PER_SM=1)]
+# The fp8 heads-on-M kernel (H % 64 == 0): two buffers fit (225,296 B of shared memory); LO_CHAIN 1 adds the
+# query's residual into the score accumulator itself (one accumulator fewer, kernel_hopper.py).
+HOPPER_ON_M_FP8_VARIANTS = [dict(NUM_BUF=2, LO_CHAIN=0), dict(NUM_BUF=2, LO_CHAIN=1)]
+
+
+# The portable configs timed beside the Hopper variants: bf16's fixed config; for fp8 the two that won cells of
+# run 5 (docs/mla_decode.md: BLOCK_N 64 with 2 stages, and 128 tokens / 8 warps / 5 stages).
+PORTABLE_REFS = {"bf16": [space.BF16_CONFIG],
+                 "fp8": parse_configs("BLOCK_N=64,num_stages=2;BLOCK_N=128,PROGRAMS_PER_SM=1,num_warps=8,num_stages=5")}
+
+
+def _hopper_dict(heads: int, kv_format: str) -> dict:
+    """The module-level fixed config of the Hopper kernel that serves (heads, kv_format)."""
+    on_m = interface_hopper._heads_on_m(heads)
+    if kv_format == "fp8":
+        return interface_hopper.HOPPER_FP8_CONFIG if on_m else interface_hopper.HOPPER_TOK_FP8_CONFIG
+    return interface_hopper.HOPPER_CONFIG if on_m else interface_hopper.HOPPER_TOK_CONFIG
 
 
 def _use_hopper_config(heads: int, variant: dict, kv_format: str = "bf16") -> None:
-    (interface_hopper.HOPPER_TOK_FP8_CONFIG if kv_format == "fp8" else interface_hopper.HOPPER_CONFIG
-     if interface_hopper._heads_on_m(heads) else interface_hopper.HOPPER_TOK_CONFIG).update(variant)
+    _hopper_dict(heads, kv_format).update(variant)
 
 
 def _hopper_check(kind: str, kv_format: str, variant: dict, gen: torch.Generator) -> float:
@@ -413,15 +474,15 @@ def hopper_variants(args, result: dict, out: Path) -> None:
     on a GPU when written) last, so that a fault there leaves the bf16 results on disk."""
     sm = 1.0 / math.sqrt(576)
     gen = torch.Generator().manual_seed(5)
-    saved = (dict(interface_hopper.HOPPER_CONFIG), dict(interface_hopper.HOPPER_TOK_CONFIG),
-             dict(interface_hopper.HOPPER_TOK_FP8_CONFIG))
+    saved = {(h, f): dict(_hopper_dict(h, f)) for h in (16, 128) for f in ("bf16", "fp8")}
     fm, why = import_flashmla()
     if fm is None:
         print(f"FlashMLA column skipped: flash_mla does not import ({why})", flush=True)
     result["hopper_check"], result["hopper_times"] = [], []
     phases = [[("heads-on-M", "bf16", 128, [1, 8, 32, 64], HOPPER_ON_M_VARIANTS),
                ("tokens-on-M", "bf16", 16, [1, 8, 32, 64, 128], HOPPER_TOK_VARIANTS)],
-              [("tokens-on-M fp8", "fp8", 16, [1, 8, 32, 64, 128], HOPPER_TOK_FP8_VARIANTS)]]
+              [("tokens-on-M fp8", "fp8", 16, [1, 8, 32, 64, 128], HOPPER_TOK_FP8_VARIANTS),
+               ("heads-on-M fp8", "fp8", 128, [1, 8, 32, 64], HOPPER_ON_M_FP8_VARIANTS)]]
     if args.hopper_phases != "all":
         phases = [phases[{"bf16": 0, "fp8": 1}[args.hopper_phases]]]
     for phase in phases:
@@ -450,16 +511,18 @@ def hopper_variants(args, result: dict, out: Path) -> None:
                     except Exception as exc:  # noqa: BLE001
                         print(f"  H{heads} B{b} {variant}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
                         row[key] = float("inf")
-                portable = space.BF16_CONFIG if kv_format == "bf16" else space.CONFIGS[1]
-                row["portable " + config_label(portable)] = graph_time_ms(target.make(b, portable, path="portable"))
+                for portable in PORTABLE_REFS[kv_format]:
+                    row["portable " + config_label(portable)] = graph_time_ms(target.make(b, portable,
+                                                                                          path="portable"))
                 result["hopper_times"].append(row)
                 print(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
                       flush=True)
                 target.release()
                 out.write_text(json.dumps(result, indent=1, default=str))
-    interface_hopper.HOPPER_CONFIG.update(saved[0])
-    interface_hopper.HOPPER_TOK_CONFIG.update(saved[1])
-    interface_hopper.HOPPER_TOK_FP8_CONFIG.update(saved[2])
+    for (h, f), cfg in saved.items():
+        d = _hopper_dict(h, f)
+        d.clear()
+        d.update(cfg)
 
 
 def main(argv: list[str] | None = None) -> int:

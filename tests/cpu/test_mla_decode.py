@@ -269,8 +269,9 @@ def _hopper_compile(kv_format: str = "bf16", heads: int = 128, page_size: int = 
 @pytest.mark.parametrize("kv_format,heads,mmas", [
     ("bf16", 128, ("HGMMA.64x256x16.F32.BF16", "HGMMA.64x32x16.F32.BF16")),
     ("bf16", 16, ("HGMMA.64x16x16.F32.BF16",)),
-    ("fp8", 16, ("QGMMA.64x16x32.F32.E4M3.E4M3", "HGMMA.64x16x16.F32 "))],
-    ids=["heads-on-M", "tokens-on-M", "tokens-on-M-fp8"])
+    ("fp8", 16, ("QGMMA.64x16x32.F32.E4M3.E4M3", "HGMMA.64x16x16.F32 ")),
+    ("fp8", 128, ("QGMMA.64x32x32.F32.E4M3.E4M3", "HGMMA.64x256x16.F32 "))],
+    ids=["heads-on-M", "tokens-on-M", "tokens-on-M-fp8", "heads-on-M-fp8"])
 def test_hopper_kernel_compiles_for_sm90_with_tma_and_wgmma(kv_format, heads, mmas):
     """The Gluon kernels compiled for sm_90a on a CPU: TMA loads (UTMALDG), warpgroup MMAs of the expected
     shapes (HGMMA; QGMMA for fp8 scores), and a block that fits an sm_90 SM (232,448 B of shared memory,
@@ -282,6 +283,9 @@ def test_hopper_kernel_compiles_for_sm90_with_tma_and_wgmma(kv_format, heads, mm
     assert compiled.metadata.shared + usage.get("SHARED", 0) <= 232448
     sass = _sass(compiled.asm["cubin"])
     assert "UTMALDG.2D" in sass and all(m in sass for m in mmas), [m for m in mmas if m not in sass]
+    # ptxas serialises every wgmma (a wait after each, warning C7514) when it sees the accumulator read while
+    # MMAs are in flight: the loop then holds ~40 waits instead of a few
+    assert sass.count("WARPGROUP.DEPBAR") <= 8, "wgmmas serialised (ptxas C7514)"
 
 
 def _sass(cubin: bytes) -> str:
@@ -300,9 +304,14 @@ def test_hopper_path_selection_and_reasons():
     kv = torch.empty(4, 64, 576, dtype=torch.bfloat16)
     assert interface_hopper.shape_supported(q, kv, "bf16") is None
     kv8 = kv.to(torch.float8_e4m3fn)
-    assert "not measured yet" in interface_hopper.shape_supported(q, kv8, "fp8")
-    assert "needs H < 64" in interface_hopper.shape_supported(q, kv8, "fp8", explicit=True)
-    assert interface_hopper.shape_supported(q[:, :16].contiguous(), kv8, "fp8", explicit=True) is None
+    for heads, kind in ((128, "heads-on-M"), (16, "tokens-on-M")):
+        q_h = q[:, :heads].contiguous()
+        assert interface_hopper.shape_supported(q_h, kv8, "fp8", explicit=True) is None
+        auto = interface_hopper.shape_supported(q_h, kv8, "fp8")
+        if interface_hopper.FP8_AUTO[kind]:
+            assert auto is None
+        else:
+            assert f"the {kind} fp8 kernel is not the measured faster path" in auto
     assert "kv_format 'fp8_ds_mla'" in interface_hopper.shape_supported(q, kv8, "fp8_ds_mla", explicit=True)
     assert interface_hopper.shape_supported(q[:, :16].contiguous(), kv, "bf16") is None    # tokens on M
     assert "H = 24" in interface_hopper.shape_supported(q[:, :24].contiguous(), kv, "bf16")
@@ -316,10 +325,42 @@ def test_hopper_path_selection_and_reasons():
         interface._launch(q, kv, pt, lens, 0.05, 1.0, "bf16", None, False, path="gluon")
 
 
+
+def test_bench_hopper_variants_are_selected_before_labelled(monkeypatch):
+    """bench_mla_decode.py times several fixed configs of a Hopper kernel by rewriting its module-level config
+    before each capture; ``_activate`` selects a variant and returns its label in one call (a run once
+    recorded each row under the previous variant's label): the label names the config the kernel now runs,
+    and the module's config can be restored afterwards."""
+    import importlib.util
+    from pathlib import Path
+    from graphtune.kernels.mla_decode import interface_hopper
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_mla_decode.py"
+    spec = importlib.util.spec_from_file_location("_bench_mla_decode_under_test", path)
+    bench_mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_mod)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    before = dict(interface_hopper.HOPPER_TOK_FP8_CONFIG)
+    x = dict(q=torch.empty(2, 16, 576, dtype=torch.bfloat16), kv_cache=torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn))
+    candidates = bench_mod._hopper_candidates(x, 16, "fp8")
+    assert [dict(c) for c in candidates] == bench_mod.HOPPER_TOK_FP8_VARIANTS
+    try:
+        for variant in candidates:
+            label = bench_mod._activate(variant, 16, "fp8")
+            assert all(f"{k}={v}" in label for k, v in variant.items()), (variant, label)
+            assert interface_hopper.HOPPER_TOK_FP8_CONFIG == {**before, **variant}
+    finally:
+        for (heads, kv_format), cfg in bench_mod.SAVED_HOPPER.items():
+            d = bench_mod._hopper_dict(heads, kv_format)
+            d.clear()
+            d.update(cfg)
+    assert interface_hopper.HOPPER_TOK_FP8_CONFIG == before
+    assert bench_mod._hopper_candidates(dict(x, kv_cache=x["kv_cache"][:, :16]), 16, "fp8") == []   # page size 16
+
+
 # Each process collects only its own tests: kernel cases in the child, the launcher and validation here.
 if IN_CHILD:
     del test_interpreted_kernel_cases, test_bad_input_raises_value_error, test_bad_input_unused_page_slots_may_hold_anything
     del test_portable_space_fits_sm120_or_is_excluded, test_hopper_kernel_compiles_for_sm90_with_tma_and_wgmma
-    del test_hopper_path_selection_and_reasons
+    del test_hopper_path_selection_and_reasons, test_bench_hopper_variants_are_selected_before_labelled
 else:
     del test_matches_reference, test_config_paths, test_public_api_tensor_scale_and_many_request_chunks

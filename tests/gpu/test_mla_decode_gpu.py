@@ -14,7 +14,7 @@ import triton
 
 import graphtune
 from graphtune.kernels import mla_decode, mla_decode_reference
-from graphtune.kernels.mla_decode import bench, interface, space
+from graphtune.kernels.mla_decode import bench, interface, interface_hopper, space
 
 TOL = 1e-2
 SM_SCALE = 1.0 / math.sqrt(576)
@@ -77,7 +77,8 @@ def test_every_config_matches_reference(config):
 
 def test_tuned_public_path_and_check_mode(monkeypatch):
     seed = _seed()
-    x = _inputs(3, 16, 64, "fp8", 4096, seed)
+    # page size 16: the tuned portable kernel (fp8 at page size 64 on sm_90 runs the Hopper kernel)
+    x = _inputs(3, 16, 16, "fp8", 4096, seed)
     got = mla_decode(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"])
     ref = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
                                kv_scale=x["kv_scale"])
@@ -201,13 +202,17 @@ def test_hopper_capture_replay_equals_eager(heads):
         assert _rel(replayed, ref) <= TOL
 
 
-# Last in the file: this kernel was compiled on a CPU only when it was written (a fault here must not hide
-# the results above).
-@pytest.mark.parametrize("heads,page_size,lens", [(16, 64, [1, 63, 64, 65, 3001, 4096]), (32, 128, [300, 1, 4096, 191])],
-                         ids=["H16-ps64", "H32-ps128"])
+FP8_HOPPER_CASES = [(16, 64, [1, 63, 64, 65, 3001, 4096]), (32, 128, [300, 1, 4096, 191]),
+                    (128, 64, [4096, 1, 129, 2000, 77]), (64, 128, [1, 63, 64, 65, 1000]), (128, 256, [255, 1, 3000])]
+
+
+@pytest.mark.parametrize("heads,page_size,lens", FP8_HOPPER_CASES,
+                         ids=[f"H{h}-ps{ps}-B{len(lens)}" for h, ps, lens in FP8_HOPPER_CASES])
 def test_hopper_fp8_matches_reference(heads, page_size, lens):
-    """The fp8 tokens-on-M Hopper kernel (``path="hopper"`` only): NaN past seq_len, NaN-poisoned out, fp32
-    reference, the issue's 2e-3 accuracy bound for fp8; the scale as a float and as a device tensor."""
+    """The fp8 Hopper kernels (tokens on M for H < 64, heads on M for H % 64 == 0), forced with
+    ``path="hopper"``: NaN in every cache row past seq_len, NaN-poisoned out, fp32 reference, the issue's 2e-3
+    accuracy bound for fp8, LSE; the scale as a float and as a device tensor; SM counts that make requests
+    straddle programs."""
     _hopper_or_skip()
     seed = _seed()
     x = _inputs(len(lens), heads, page_size, "fp8", max(lens), seed)
@@ -216,12 +221,54 @@ def test_hopper_fp8_matches_reference(heads, page_size, lens):
     for b, n in enumerate(lens):
         tail = torch.arange(n, pt.shape[1] * page_size, device=pt.device)
         x["kv_cache"][pt[b, tail // page_size].long(), tail % page_size] = float("nan")
-    ref = mla_decode_reference(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"],
-                               kv_format="fp8")
+    ref, ref_lse = mla_decode_reference(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"],
+                                        kv_format="fp8", return_lse=True)
     for scale in (x["kv_scale"], torch.tensor([x["kv_scale"]], dtype=torch.float32, device="cuda")):
-        for sms in (132, 7):
+        for sms in (132, 7, 1):
             x["out"].fill_(float("nan"))
-            out = interface._launch(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, scale, "fp8", x["out"],
-                                    False, num_sms=sms, path="hopper")
+            out, lse = interface._launch(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, scale, "fp8",
+                                         x["out"], True, num_sms=sms, path="hopper")
             assert torch.isfinite(out.float()).all(), f"seed {seed}, {sms} SMs: unwritten or NaN outputs"
             assert _rel(out, ref) <= 2e-3, f"seed {seed}, {sms} SMs: rel err {_rel(out, ref):.3e}"
+            assert float((lse - ref_lse).abs().max()) <= 2e-3, f"seed {seed}, {sms} SMs: lse"
+
+
+@pytest.mark.parametrize("heads", [128, 16])
+def test_hopper_fp8_capture_replay_equals_eager(heads):
+    """One captured graph of the fp8 Hopper kernel (and, where it is the automatic choice, the public path)
+    serves new lengths and queries: replay equals eager bit for bit and matches the reference."""
+    _hopper_or_skip()
+    x = _inputs(8, heads, 64, "fp8", 2048, _seed())
+    args = (x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE)
+    scale = x["kv_scale"]
+
+    # the public path too where it picks this kernel (else it would tune the portable kernel here)
+    public = interface_hopper.FP8_AUTO["heads-on-M" if heads % 64 == 0 else "tokens-on-M"]
+
+    def call():
+        interface._launch(*args, scale, "fp8", x["out"], False, path="hopper")
+        if public:
+            mla_decode(*args, kv_scale=scale, kv_format="fp8", out=public_out)
+
+    public_out = torch.empty_like(x["out"])
+    call()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        call()
+    gen = torch.Generator().manual_seed(_seed())
+    for _ in range(3):
+        x["seq_lens"].copy_(torch.randint(1, 2049, (8,), generator=gen, dtype=torch.int32))
+        x["q"].copy_(torch.randn(x["q"].shape, generator=gen).to(torch.bfloat16))
+        x["out"].fill_(float("nan"))
+        public_out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        replayed, replayed_public = x["out"].clone(), public_out.clone()
+        eager = interface._launch(*args, scale, "fp8", None, False, path="hopper")
+        assert torch.equal(replayed, eager), "replay differs from eager"
+        ref = mla_decode_reference(*args, kv_scale=scale, kv_format="fp8")
+        assert _rel(replayed, ref) <= 2e-3
+        if public:
+            assert torch.equal(replayed_public, replayed), "the public path differs from path='hopper'"

@@ -1,8 +1,9 @@
 """Launch of the Hopper (sm_90a) Gluon MLA decode kernels (kernel_hopper.py): which inputs they take, their
 TMA descriptors, grid and scratch buffers. ``interface._launch`` decides when to call them.
 
-The kernels run fixed, benchmark-chosen configs (``HOPPER_CONFIG`` for H % 64 == 0, ``HOPPER_TOK_CONFIG``
-otherwise; ``benchmarks/bench_mla_decode.py --hopper-variants`` times the alternatives), not
+The kernels run fixed, benchmark-chosen configs (bf16: ``HOPPER_CONFIG`` for H % 64 == 0, ``HOPPER_TOK_CONFIG``
+otherwise; fp8: ``HOPPER_FP8_CONFIG`` / ``HOPPER_TOK_FP8_CONFIG``; ``benchmarks/bench_mla_decode.py
+--hopper-variants`` times the alternatives), not
 ``graphtune.autotune``: the tuner's launch path does not rebuild the TMA descriptors per config
 (docs/mla_decode.md lists what the core would need).
 """
@@ -30,9 +31,18 @@ TOK_NUM_WARPS = 4
 HOPPER_TOK_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0}
 
 
-# fp8 (per-tensor) cache, H < 64: tiles are half the bytes, so four buffers (151,552 B + the query pair).
-# Compiled for sm_90 on a CPU only: never run on a GPU yet, so only ``path="hopper"`` selects it.
-HOPPER_TOK_FP8_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 4, "PIPE": 0}
+# fp8 (per-tensor) cache, H < 64: the tokens-on-M fp8 kernel. Two 32 KB buffers, V^T widened in registers
+# (WIDEN 0), two programs per SM (96,528 B each): the fastest of five variants at batch 32-128 on the H200
+# (0.1457 ms at H = 16, batch 128, against 0.1820 for four buffers and one program per SM), within 1% of the
+# best at batch 1-8 (docs/mla_decode.md, branch issue-mla2, run 2).
+HOPPER_TOK_FP8_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0, "WIDEN": 0, "PROGRAMS_PER_SM": 2}
+# fp8 (per-tensor) cache, H % 64 == 0: heads on M; 2 x 32 KB fp8 buffers + the 64 KB fp16 copy of a tile's
+# latent columns + the query pair = 225,296 B. LO_CHAIN = 1 measured 2-4% faster, but the GPU tests ran 0.
+HOPPER_FP8_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0, "LO_CHAIN": 0}
+# Whether ``path="auto"`` runs the fp8 Hopper kernels (per kernel). Both beat the portable kernel at every
+# batch timed on the H200 (H = 16: 1.3-1.4x at batch 1-128; H = 128: 1.1x at batch 1, 1.7-2.0x at 8-64);
+# a kernel that stops winning goes back behind ``path="hopper"`` by setting its entry to False.
+FP8_AUTO: dict[str, bool] = {"tokens-on-M": True, "heads-on-M": True}
 _B_CHUNK = 128
 
 
@@ -40,10 +50,17 @@ def _heads_on_m(heads: int) -> bool:
     return heads % BLOCK_H == 0
 
 
+def _base_config(on_m: bool, fp8: bool) -> dict[str, int]:
+    """The fixed config of the kernel that serves this shape class (a copy: callers overlay theirs)."""
+    if fp8:
+        return dict(HOPPER_FP8_CONFIG if on_m else HOPPER_TOK_FP8_CONFIG)
+    return dict(HOPPER_CONFIG if on_m else HOPPER_TOK_CONFIG)
+
+
 def supported(q: torch.Tensor, kv_cache: torch.Tensor, fmt: str, explicit: bool = False) -> str | None:
     """None when a Hopper kernel takes these inputs, else why not (the portable kernel runs them).
-    ``explicit``: the caller asked for the Hopper path (``path="hopper"``), which also admits the fp8 kernel
-    that has not been measured yet."""
+    ``explicit``: the caller asked for the Hopper path (``path="hopper"``), which also admits an fp8 kernel
+    whose ``FP8_AUTO`` entry is off."""
     if q.device.type != "cuda":
         return "not a CUDA tensor"
     capability = _capability(q.device.index if q.device.index is not None else torch.cuda.current_device())
@@ -60,15 +77,16 @@ def _capability(device_index: int) -> tuple[int, int]:
 
 def shape_supported(q: torch.Tensor, kv_cache: torch.Tensor, fmt: str, explicit: bool = False) -> str | None:
     """The shape / layout half of :func:`supported` (no device query: also for CPU compile tests)."""
+    heads = q.shape[1]
     if fmt == "fp8":
-        if not explicit:
-            return "kv_format 'fp8': the Hopper fp8 kernel is not measured yet (path='hopper' runs it)"
-        if q.shape[1] % TOK_BLOCK_H or q.shape[1] >= BLOCK_H:
-            return f"kv_format 'fp8' needs H < {BLOCK_H}, a multiple of {TOK_BLOCK_H}; got H = {q.shape[1]}"
+        kind = "heads-on-M" if _heads_on_m(heads) else "tokens-on-M"
+        if not explicit and not FP8_AUTO[kind]:
+            return f"kv_format 'fp8' with H = {heads}: the {kind} fp8 kernel is not the measured faster path " \
+                   "(path='hopper' runs it)"
     elif fmt != "bf16":
-        return f"kv_format {fmt!r}: the Hopper kernels take bf16 (and, asked for, fp8) caches"
-    if q.shape[1] % BLOCK_H and q.shape[1] % TOK_BLOCK_H:
-        return f"H = {q.shape[1]} is not a multiple of {TOK_BLOCK_H}"
+        return f"kv_format {fmt!r}: the Hopper kernels take bf16 and fp8 caches"
+    if heads % BLOCK_H and heads % TOK_BLOCK_H:
+        return f"H = {heads} is not a multiple of {TOK_BLOCK_H}"
     if kv_cache.shape[1] % BLOCK_N:
         return f"page size {kv_cache.shape[1]} is not a multiple of {BLOCK_N}"
     if not kv_cache.is_contiguous():
@@ -102,13 +120,14 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
     on_m = _heads_on_m(heads)
     block_h = BLOCK_H if on_m else TOK_BLOCK_H
     head_blocks = heads // block_h
+    fp8 = fmt == "fp8"
+    cfg = {**_base_config(on_m, fp8), **(config or {})}
+    programs_per_sm = cfg.pop("PROGRAMS_PER_SM", programs_per_sm)
     programs = max(1, sms * programs_per_sm // head_blocks)
     slots = programs + batch
     part_o = torch.empty(slots, heads, D_NOPE, dtype=torch.float32, device=device)
     part_lse = torch.empty(slots, heads, dtype=torch.float32, device=device)
     seg = torch.empty(batch, 2, dtype=torch.int32, device=device)
-    fp8 = fmt == "fp8"
-    cfg = {**(HOPPER_TOK_FP8_CONFIG if fp8 else HOPPER_CONFIG if on_m else HOPPER_TOK_CONFIG), **(config or {})}
     block_n = cfg["BLOCK_N"]
     q2 = q.view(batch * heads, D_QK)
     kv2 = kv_cache.view(kv_cache.shape[0] * kv_cache.shape[1], D_QK)
@@ -117,7 +136,7 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
             scale_ptr, scale_value, scale_from_ptr = kv_scale, 1.0, True
         else:
             scale_ptr, scale_value, scale_from_ptr = seq_lens, float(kv_scale), False   # pointer unused
-        args = (q, _descriptor(kv2, [block_n, D_NOPE]), _descriptor(kv2[:, D_NOPE:], [block_n, 64]), scale_ptr,
+        args = (q, _descriptor(kv2, [block_n, D_NOPE]), kv_cache, scale_ptr,
                 page_table, seq_lens,
                 out, lse, part_o, part_lse, seg,
                 float(sm_scale), scale_value,
@@ -128,7 +147,7 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
                 part_o.stride(0), part_o.stride(1),
                 part_lse.stride(0))
         consts = dict(PAGE_SIZE=kv_cache.shape[1], KV_SCALE_FROM_PTR=scale_from_ptr, RETURN_LSE=return_lse,
-                      B_CHUNK=_B_CHUNK, BLOCK_H=block_h, **cfg, num_warps=TOK_NUM_WARPS)
+                      B_CHUNK=_B_CHUNK, BLOCK_H=block_h, **cfg, num_warps=NUM_WARPS if on_m else TOK_NUM_WARPS)
         return args, (head_blocks, programs), consts, (lse, part_o, part_lse, seg)
     args = (_descriptor(q2, [block_h, D_NOPE]), _descriptor(q2[:, D_NOPE:], [block_h, 64]),
             _descriptor(kv2, [block_n, D_NOPE]), _descriptor(kv2[:, D_NOPE:], [block_n, 64]),
@@ -148,7 +167,8 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
 def kernel_for(heads: int, fmt: str = "bf16"):
     """The Gluon kernel that serves H heads: heads on M for H % 64 == 0, else tokens on M (bf16 or fp8)."""
     if fmt == "fp8":
-        return kernel_hopper._mla_decode_hopper_tok_fp8_kernel
+        return (kernel_hopper._mla_decode_hopper_fp8_kernel if _heads_on_m(heads)
+                else kernel_hopper._mla_decode_hopper_tok_fp8_kernel)
     return kernel_hopper._mla_decode_hopper_kernel if _heads_on_m(heads) else kernel_hopper._mla_decode_hopper_tok_kernel
 
 

@@ -2,10 +2,12 @@
 
 Only ``@gluon.jit`` functions live here (interface_hopper.py launches them). Shape letters as in kernel.py.
 
-Scope (measured in docs/mla_decode.md): a bf16 cache whose pages hold a multiple of 64 tokens, H a
-multiple of 16. fp8 caches, other page sizes and other GPUs run the portable kernel (kernel.py).
+Scope (measured in docs/mla_decode.md): bf16 and fp8 (per-tensor) caches whose pages hold a multiple of 64
+tokens, H a multiple of 16 (``interface_hopper.FP8_AUTO`` says where ``path="auto"`` runs the fp8 ones).
+Other formats, page sizes and GPUs run the portable kernel (kernel.py).
 
-Two kernels, one per side of the MMA the heads go on:
+Two bf16 kernels, one per side of the MMA the heads go on (the two fp8 kernels at the end of the file follow
+them, with fp8 scores):
 
 ``_mla_decode_hopper_kernel`` (H a multiple of 64: the data-parallel-attention case, H = 128). Heads on M:
 a program takes 64 heads of one request at a time, so a KV row read from global memory feeds 64 heads
@@ -115,6 +117,86 @@ def _zero_rows(buf, n_valid, ROWS: gl.constexpr, COLS: gl.constexpr, num_warps: 
         part = buf.slice(c * CHUNK, CHUNK, dim=1)
         x = part.load(layout)
         part.store(gl.where((rows < n_valid)[:, None], x, gl.zeros_like(x)))
+
+
+@gluon.jit
+def _widen_cols(src, dst, n_valid, ROWS: gl.constexpr, COLS: gl.constexpr, num_warps: gl.constexpr):
+    """fp8 shared tile ``src`` [ROWS, COLS] -> fp16 shared tile ``dst`` (exact: every e4m3 value is an fp16),
+    rows ``>= n_valid`` written as zeros (a request's last tile: rows past seq_len may hold NaN, and P.V would
+    turn 0 * NaN into NaN). 16-byte shared loads, one ``cvt`` per two values."""
+    layout: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [num_warps, 1], [1, 0])
+    CHUNK: gl.constexpr = 128     # 128 bytes of fp8: one swizzle atom of the TMA tile
+    for c in gl.static_range(COLS // CHUNK):
+        x = src.slice(c * CHUNK, CHUNK, dim=1).load(layout).to(gl.float16)
+        if n_valid < ROWS:
+            rows = gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout))
+            x = gl.where((rows < n_valid)[:, None], x, gl.zeros_like(x))
+        dst.slice(c * CHUNK, CHUNK, dim=1).store(x)
+
+
+@gluon.jit
+def _issue_nope(kv_nope_desc, kn_bufs, bars, pt_base, j, stage, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
+    """TMA of tile j's 512 latent columns (fp8 kernels: the rope columns go through registers)."""
+    tok0 = j * BLOCK_N
+    page = gl.load(pt_base + tok0 // PAGE_SIZE)
+    row = page * PAGE_SIZE + tok0 % PAGE_SIZE
+    bar = bars.index(stage)
+    mbarrier.expect(bar, kv_nope_desc.block_type.nbytes)
+    _tma_load(kv_nope_desc, [row, 0], bar, kn_bufs.index(stage))
+
+
+@gluon.jit
+def _load_rope(kv_ptr, pt_base, j, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, layout: gl.constexpr):
+    """Tile j's 64 fp8 rope columns [BLOCK_N, 64] in registers (plain loads: 4 KB a tile, issued a tile ahead).
+    The fp8 kernels keep rope tiles padded to 128 columns (the latent tiles' 128-byte swizzle) instead of a
+    64-byte-swizzled TMA tile: the first GPU run (docs/mla_decode.md) lost the rope term that way."""
+    tok0 = j * BLOCK_N
+    page = gl.load(pt_base + tok0 // PAGE_SIZE)
+    row0 = page.to(gl.int64) * PAGE_SIZE + tok0 % PAGE_SIZE
+    rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout))
+    cols = gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
+    return gl.load(kv_ptr + (row0 + rows)[:, None] * 576 + 512 + cols[None, :])
+
+
+@gluon.jit
+def _q_pair(q_base, heads, head_mask, stride_q_h, qn_hi, qn_lo, qr_hi, qr_lo, PER_HEAD: gl.constexpr,
+            LO_MUL: gl.constexpr, layout: gl.constexpr):
+    """The query's fp8 hi/lo pair in shared memory from one read of its 576 columns (the portable kernel's QK8
+    split: ``hi = fp8(q s)``, ``lo = fp8(LO_MUL (q s - hi))``, s a power of two with max |q s| = 2^8, per head
+    or over the block). Returns s ([heads] when PER_HEAD, else a scalar). The rope pair goes into columns
+    0..63 of the 128-column rope tiles."""
+    cols = gl.arange(0, 512, layout=gl.SliceLayout(0, layout))
+    cols_r = 512 + gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
+    rows = heads[:, None] * stride_q_h
+    qn = gl.load(q_base + rows + cols[None, :], mask=head_mask[:, None], other=0.0).to(gl.float32)
+    qr = gl.load(q_base + rows + cols_r[None, :], mask=head_mask[:, None], other=0.0).to(gl.float32)
+    amax = gl.maximum(gl.max(gl.abs(qn), axis=1), gl.max(gl.abs(qr), axis=1))
+    if not PER_HEAD:
+        amax = gl.max(amax, axis=0)
+    q_scale = gl.exp2(8.0 - gl.ceil(gl.log2(gl.maximum(amax, 1e-30))))
+    if PER_HEAD:
+        sn = qn * q_scale[:, None]
+        sr = qr * q_scale[:, None]
+    else:
+        sn = qn * q_scale
+        sr = qr * q_scale
+    hi = sn.to(gl.float8e4nv)
+    qn_hi.store(hi)
+    qn_lo.store(((sn - hi.to(gl.float32)) * LO_MUL).to(gl.float8e4nv))
+    hi_r = sr.to(gl.float8e4nv)
+    qr_hi.slice(0, 64, dim=1).store(hi_r)
+    qr_lo.slice(0, 64, dim=1).store(((sr - hi_r.to(gl.float32)) * LO_MUL).to(gl.float8e4nv))
+    return q_scale
+
+
+@gluon.jit
+def _pv_widened(kn, vw, c: gl.constexpr, n_valid, p_smem, acc, BLOCK_N: gl.constexpr, num_warps: gl.constexpr):
+    """Chunk c (128 dims) of O^T += V^T P^T: the fp8 chunk widened into ``vw``, then an async fp16 wgmma with
+    A = ``vw`` viewed MN-major and B = P^T (``p_smem``)."""
+    _widen_cols(kn.slice(c * 128, 128, dim=1), vw, n_valid, BLOCK_N, 128, num_warps)
+    fence_async_shared()
+    _block_barrier()
+    return warpgroup_mma(vw.permute((1, 0)), p_smem, acc, is_async=True)
 
 
 @gluon.jit(do_not_specialize=["B"])
@@ -446,35 +528,9 @@ def _mla_decode_hopper_tok_kernel(
     mbarrier.invalidate(q_bar)
 
 
-@gluon.jit
-def _store_q_pair(q_base, hi_smem, lo_smem, col0: gl.constexpr, COLS: gl.constexpr, q_scale, heads, head_mask,
-                  stride_q_h, layout: gl.constexpr):
-    """fp8 hi/lo pair of query columns ``[col0, col0 + COLS)`` into shared memory (kernel.py's QK8 split:
-    ``hi = fp8(q * s)``, ``lo = fp8(16 * (q * s - hi))``; hi + lo / 16 keeps a bf16 query's 8 bits)."""
-    cols = col0 + gl.arange(0, COLS, layout=gl.SliceLayout(0, layout))
-    q = gl.load(q_base + heads[:, None] * stride_q_h + cols[None, :], mask=head_mask[:, None], other=0.0)
-    scaled = q.to(gl.float32) * q_scale
-    hi = scaled.to(gl.float8e4nv)
-    lo = ((scaled - hi.to(gl.float32)) * 16.0).to(gl.float8e4nv)
-    hi_smem.store(hi)
-    lo_smem.store(lo)
-
-
-@gluon.jit
-def _q_amax(q_base, heads, head_mask, stride_q_h, layout: gl.constexpr):
-    """max |q| over the program's heads and all 576 dims (fp8 per-tensor: the rope dims are fp8 too)."""
-    cols = gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
-    amax = gl.zeros([16], gl.float32, layout=gl.SliceLayout(1, layout))
-    for c in gl.static_range(9):
-        q = gl.load(q_base + heads[:, None] * stride_q_h + (c * 64 + cols)[None, :], mask=head_mask[:, None],
-                    other=0.0)
-        amax = gl.maximum(amax, gl.max(gl.abs(q.to(gl.float32)), axis=1))
-    return gl.max(amax, axis=0)
-
-
 @gluon.jit(do_not_specialize=["B"])
 def _mla_decode_hopper_tok_fp8_kernel(
-    q_ptr, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
+    q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr,
     page_table_ptr, seq_lens_ptr,
     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
     sm_scale, kv_scale,
@@ -492,15 +548,20 @@ def _mla_decode_hopper_tok_fp8_kernel(
     BLOCK_H: gl.constexpr,
     NUM_BUF: gl.constexpr,
     PIPE: gl.constexpr,
+    WIDEN: gl.constexpr,
     num_warps: gl.constexpr,
 ):
-    """fp8 (per-tensor) cache, H < 64: the tokens-on-M kernel with fp8 scores (NOT YET RUN ON A GPU).
+    """fp8 (per-tensor) cache, H < 64: the tokens-on-M kernel with fp8 scores.
 
     Scores: two fp8 x fp8 wgmma chains against the query's hi/lo pair (built here, per request, into
-    shared memory), as the portable kernel's QK8 path: the bf16 query's accuracy without widening K.
-    P.V: an fp8 wgmma cannot take V^T (MN-major), so each 128-dim chunk of V^T is loaded from the tile into
-    registers in the MMA's A layout and widened to fp16 there (exact); P^T goes through shared memory as
-    fp16. The per-tensor scale multiplies the scores and the output in fp32.
+    shared memory), as the portable kernel's QK8 path: the bf16 query's accuracy without widening K. The
+    latent columns come by TMA; the 64 rope columns by plain loads a tile ahead into a 128-column fp8 tile
+    (zeros in 64..127), so every fp8 operand has the 128-byte swizzle.
+    P.V: an fp8 wgmma cannot take V^T (MN-major), so V^T is widened to fp16 (exact), in 128-dim chunks:
+    WIDEN = 0 loads each chunk from the tile into registers in the MMA's A layout (byte gathers) and widens
+    there; WIDEN = 1 / 2 widen it into fp16 shared memory (four chunk buffers, all four MMAs in flight / one
+    buffer, each MMA retired before the next chunk), read MN-major by the wgmma. P^T goes through shared
+    memory as fp16. The per-tensor scale multiplies the scores and the output in fp32.
     """
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
@@ -515,7 +576,10 @@ def _mla_decode_hopper_tok_fp8_kernel(
     v_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     q_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
     qn_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, D_V], gl.float8e4nv)
-    qr_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, 64], gl.float8e4nv)
+    # The rope columns padded to 128 fp8 (zeros in 64..127): the 128-byte swizzle of the latent tiles.
+    qr_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, 128], gl.float8e4nv)
+    kr_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, 128], gl.float8e4nv)
+    rope_layout: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [num_warps, 1], [1, 0])
     p_smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_H], gl.float16)
 
     pid_h = gl.program_id(0)
@@ -527,11 +591,21 @@ def _mla_decode_hopper_tok_fp8_kernel(
 
     qn_hi = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, D_V], qn_layout)
     qn_lo = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, D_V], qn_layout)
-    qr_hi = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, 64], qr_layout)
-    qr_lo = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, 64], qr_layout)
+    qr_hi = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, 128], qr_layout)
+    qr_lo = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, 128], qr_layout)
     kn_bufs = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, D_V], kv_nope_desc.layout)
-    kr_bufs = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, 64], kv_rope_desc.layout)
+    kr8 = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_N, 128], kr_layout)
+    # the padding, written once (the segments rewrite columns 0..63 only)
+    qr_hi.slice(64, 64, dim=1).store(gl.zeros([BLOCK_H, 64], gl.float8e4nv, layout=q_layout))
+    qr_lo.slice(64, 64, dim=1).store(gl.zeros([BLOCK_H, 64], gl.float8e4nv, layout=q_layout))
+    kr8.slice(64, 64, dim=1).store(gl.zeros([BLOCK_N, 64], gl.float8e4nv, layout=rope_layout))
     p_smem = gl.allocate_shared_memory(gl.float16, [BLOCK_N, BLOCK_H], p_smem_layout)
+    if WIDEN != 0:
+        # V^T chunks widened to fp16 in shared memory (the MMA reads them MN-major, which 16-bit wgmma allows):
+        # four 16 KB buffers (WIDEN = 1: the four chunk MMAs stay in flight together) or one (WIDEN = 2:
+        # each chunk's MMA retires before the next chunk is widened; 108 KB a program, two per SM).
+        vw_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, 128], gl.float16)
+        vw_bufs = gl.allocate_shared_memory(gl.float16, [4 if WIDEN == 1 else 1, BLOCK_N, 128], vw_layout)
     bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     for k in gl.static_range(NUM_BUF):
         mbarrier.init(bars.index(k), count=1)
@@ -559,15 +633,11 @@ def _mla_decode_hopper_tok_fp8_kernel(
         _block_barrier()
         for k in gl.static_range(NUM_BUF - 1):
             if i_first + k < i_stop:
-                _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
-                            (it + k) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+                _issue_nope(kv_nope_desc, kn_bufs, bars, pt_base, i_first + k, (it + k) % NUM_BUF, PAGE_SIZE,
+                            BLOCK_N)
         q_base = q_ptr + b.to(gl.int64) * stride_q_b
-        q_amax = _q_amax(q_base, heads_q, hmask_q, stride_q_h, q_layout)
-        q_scale = gl.exp2(8.0 - gl.ceil(gl.log2(gl.maximum(q_amax, 1e-30))))
-        for c in gl.static_range(8):
-            _store_q_pair(q_base, qn_hi.slice(c * 64, 64, dim=1), qn_lo.slice(c * 64, 64, dim=1), c * 64, 64,
-                          q_scale, heads_q, hmask_q, stride_q_h, q_layout)
-        _store_q_pair(q_base, qr_hi, qr_lo, 512, 64, q_scale, heads_q, hmask_q, stride_q_h, q_layout)
+        q_scale = _q_pair(q_base, heads_q, hmask_q, stride_q_h, qn_hi, qn_lo, qr_hi, qr_lo, False, 16.0, q_layout)
+        kr8.slice(0, 64, dim=1).store(_load_rope(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout))
         fence_async_shared()
         _block_barrier()
         qk_mul = sm_scale * LOG2E * kv_scale / q_scale
@@ -576,31 +646,42 @@ def _mla_decode_hopper_tok_fp8_kernel(
         l_i = gl.zeros([BLOCK_H], gl.float32, layout=gl.SliceLayout(0, s_layout))
         # o0..o2 are retired inside each tile (their A operands are registers that the next chunk reuses);
         # o3, the last, stays in flight until the next tile's score wait.
-        o0 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
-        o1 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
-        o2 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
+        if WIDEN == 1:
+            o0 = warpgroup_mma_init(gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout))
+            o1 = warpgroup_mma_init(gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout))
+            o2 = warpgroup_mma_init(gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout))
+        else:
+            o0 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
+            o1 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
+            o2 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
         o3 = warpgroup_mma_init(gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout))
         for i in range(i_first, i_stop):
             stage = it % NUM_BUF
             kn = kn_bufs.index(stage)
-            kr = kr_bufs.index(stage)
+            # the next tile's rope rows (the last tile loads its own again: harmless, a valid page)
+            rope_next = _load_rope(kv_ptr, pt_base, gl.minimum(i + 1, i_stop - 1), PAGE_SIZE, BLOCK_N, rope_layout)
             mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
             n_valid = seq_len - i * BLOCK_N
-            if n_valid < BLOCK_N:
-                _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
-                fence_async_shared()
-                _block_barrier()
+            if WIDEN == 0:
+                if n_valid < BLOCK_N:
+                    _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
+                    fence_async_shared()
+                    _block_barrier()
             s_hi = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s_layout)
             s_lo = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s_layout)
             s_hi = warpgroup_mma(kn, qn_hi.permute((1, 0)), s_hi, use_acc=False, is_async=True)
-            s_hi = warpgroup_mma(kr, qr_hi.permute((1, 0)), s_hi, is_async=True)
+            s_hi = warpgroup_mma(kr8, qr_hi.permute((1, 0)), s_hi, is_async=True)
             s_lo = warpgroup_mma(kn, qn_lo.permute((1, 0)), s_lo, use_acc=False, is_async=True)
-            s_lo = warpgroup_mma(kr, qr_lo.permute((1, 0)), s_lo, is_async=True)
-            s_hi, s_lo, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(s_hi, s_lo, o3))
+            s_lo = warpgroup_mma(kr8, qr_lo.permute((1, 0)), s_lo, is_async=True)
+            if WIDEN == 1:
+                s_hi, s_lo, o0, o1, o2, o3 = warpgroup_mma_wait(num_outstanding=0,
+                                                                deps=(s_hi, s_lo, o0, o1, o2, o3))
+            else:
+                s_hi, s_lo, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(s_hi, s_lo, o3))
             _block_barrier()
             if i + NUM_BUF - 1 < i_stop:
-                _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
-                            (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+                _issue_nope(kv_nope_desc, kn_bufs, bars, pt_base, i + NUM_BUF - 1, (it + NUM_BUF - 1) % NUM_BUF,
+                            PAGE_SIZE, BLOCK_N)
             s = (s_hi + s_lo * 0.0625) * qk_mul
             s = gl.where((i * BLOCK_N + offs_tok < seq_len)[:, None], s, float("-inf"))
             m_new = gl.maximum(m_i, gl.max(s, axis=0))
@@ -610,23 +691,47 @@ def _mla_decode_hopper_tok_fp8_kernel(
             m_i = m_new
             alpha_o = gl.convert_layout(alpha, gl.SliceLayout(0, o_layout))[None, :]
             p_smem.store(p.to(gl.float16))
+            kr8.slice(0, 64, dim=1).store(rope_next)      # S(i), its last reader, is retired
             fence_async_shared()
             _block_barrier()
-            # V^T chunks from the fp8 tile, widened to fp16 in the A operand's registers.
-            # (Waiting down to one MMA in flight after each issue frees the previous chunk's registers.)
-            v0 = kn.slice(0, 128, dim=1).permute((1, 0)).load(v_layout).to(gl.float16)
-            a0 = warpgroup_mma(v0, p_smem, o0 * alpha_o, is_async=True)
-            v1 = kn.slice(128, 128, dim=1).permute((1, 0)).load(v_layout).to(gl.float16)
-            a1 = warpgroup_mma(v1, p_smem, o1 * alpha_o, is_async=True)
-            o0 = warpgroup_mma_wait(num_outstanding=1, deps=(a0, ))
-            v2 = kn.slice(256, 128, dim=1).permute((1, 0)).load(v_layout).to(gl.float16)
-            a2 = warpgroup_mma(v2, p_smem, o2 * alpha_o, is_async=True)
-            o1 = warpgroup_mma_wait(num_outstanding=1, deps=(a1, ))
-            v3 = kn.slice(384, 128, dim=1).permute((1, 0)).load(v_layout).to(gl.float16)
-            o3 = warpgroup_mma(v3, p_smem, o3 * alpha_o, is_async=True)
-            o2 = warpgroup_mma_wait(num_outstanding=1, deps=(a2, ))
+            if WIDEN == 0:
+                # V^T chunks from the fp8 tile, widened to fp16 in the A operand's registers.
+                # (Waiting down to one MMA in flight after each issue frees the previous chunk's registers.)
+                v0 = kn.slice(0, 128, dim=1).permute((1, 0)).load(v_layout).to(gl.float16)
+                a0 = warpgroup_mma(v0, p_smem, o0 * alpha_o, is_async=True)
+                v1 = kn.slice(128, 128, dim=1).permute((1, 0)).load(v_layout).to(gl.float16)
+                a1 = warpgroup_mma(v1, p_smem, o1 * alpha_o, is_async=True)
+                o0 = warpgroup_mma_wait(num_outstanding=1, deps=(a0, ))
+                v2 = kn.slice(256, 128, dim=1).permute((1, 0)).load(v_layout).to(gl.float16)
+                a2 = warpgroup_mma(v2, p_smem, o2 * alpha_o, is_async=True)
+                o1 = warpgroup_mma_wait(num_outstanding=1, deps=(a1, ))
+                v3 = kn.slice(384, 128, dim=1).permute((1, 0)).load(v_layout).to(gl.float16)
+                o3 = warpgroup_mma(v3, p_smem, o3 * alpha_o, is_async=True)
+                o2 = warpgroup_mma_wait(num_outstanding=1, deps=(a2, ))
+            elif WIDEN == 1:
+                # Each chunk widened while the previous chunks' MMAs run; all four stay in flight until the
+                # next tile's score wait.
+                o0 = _pv_widened(kn, vw_bufs.index(0), 0, n_valid, p_smem, o0 * alpha_o, BLOCK_N, num_warps)
+                o1 = _pv_widened(kn, vw_bufs.index(1), 1, n_valid, p_smem, o1 * alpha_o, BLOCK_N, num_warps)
+                o2 = _pv_widened(kn, vw_bufs.index(2), 2, n_valid, p_smem, o2 * alpha_o, BLOCK_N, num_warps)
+                o3 = _pv_widened(kn, vw_bufs.index(3), 3, n_valid, p_smem, o3 * alpha_o, BLOCK_N, num_warps)
+            else:
+                vw = vw_bufs.index(0)
+                a0 = _pv_widened(kn, vw, 0, n_valid, p_smem, o0 * alpha_o, BLOCK_N, num_warps)
+                o0 = warpgroup_mma_wait(num_outstanding=0, deps=(a0, ))
+                _block_barrier()
+                a1 = _pv_widened(kn, vw, 1, n_valid, p_smem, o1 * alpha_o, BLOCK_N, num_warps)
+                o1 = warpgroup_mma_wait(num_outstanding=0, deps=(a1, ))
+                _block_barrier()
+                a2 = _pv_widened(kn, vw, 2, n_valid, p_smem, o2 * alpha_o, BLOCK_N, num_warps)
+                o2 = warpgroup_mma_wait(num_outstanding=0, deps=(a2, ))
+                _block_barrier()
+                o3 = _pv_widened(kn, vw, 3, n_valid, p_smem, o3 * alpha_o, BLOCK_N, num_warps)
             it += 1
-        o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
+        if WIDEN == 1:
+            o0, o1, o2, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o0, o1, o2, o3))
+        else:
+            o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
 
         inv = gl.convert_layout(kv_scale / l_i, gl.SliceLayout(0, o_layout))[None, :]
         lse2 = m_i + gl.log2(l_i)
@@ -651,6 +756,192 @@ def _mla_decode_hopper_tok_fp8_kernel(
             gl.store(pbase + 256, o2 * inv, mask=h_mask_o)
             gl.store(pbase + 384, o3 * inv, mask=h_mask_o)
             gl.store(part_lse_ptr + slot * stride_pl_s + heads_s, lse2, mask=h_mask_s)
+        if pid_h == 0:
+            if i_first == 0:
+                gl.store(seg_ptr + 2 * b, pid + b)
+            if i_stop == req_tiles:
+                gl.store(seg_ptr + 2 * b + 1, pid + b)
+        t = seg_stop
+        b += 1
+
+    for k in gl.static_range(NUM_BUF):
+        mbarrier.invalidate(bars.index(k))
+
+
+@gluon.jit(do_not_specialize=["B"])
+def _mla_decode_hopper_fp8_kernel(
+    q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr,
+    page_table_ptr, seq_lens_ptr,
+    out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
+    sm_scale, kv_scale,
+    B, H,
+    stride_q_b, stride_q_h,
+    stride_pt_b,
+    stride_out_b, stride_out_h,
+    stride_po_s, stride_po_h,
+    stride_pl_s,
+    PAGE_SIZE: gl.constexpr,
+    KV_SCALE_FROM_PTR: gl.constexpr,
+    RETURN_LSE: gl.constexpr,
+    B_CHUNK: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    BLOCK_H: gl.constexpr,
+    NUM_BUF: gl.constexpr,
+    PIPE: gl.constexpr,
+    LO_CHAIN: gl.constexpr,
+    num_warps: gl.constexpr,
+):
+    """fp8 (per-tensor) cache, H a multiple of 64: heads on M (the bf16 heads-on-M kernel's structure).
+
+    Scores: ``S = Q K^T`` from fp8 wgmmas (A = the query's hi/lo pair, one power-of-two scale per head,
+    built per request in shared memory; B = the fp8 tile, K-major as stored; the rope columns as in the
+    tokens-on-M fp8 kernel), so a bf16 query's 8 bits meet the fp8 cache with no widening. P.V: fp8 wgmma
+    needs B K-major (tokens contiguous), the cache stores tokens as rows, so the tile's 512 latent columns
+    are widened once to fp16 in shared memory (``_widen_cols``: exact; rows past seq_len zeroed there) and
+    read MN-major by a 16-bit wgmma, with P in fp16 registers. The widening runs after the wait that
+    retires S(i) and O(i - 1) (O(i - 1) is the fp16 tile's last reader; widening under S(i) instead made
+    ptxas serialise every wgmma). LO_CHAIN: see below.
+    """
+    LOG2E: gl.constexpr = 1.4426950408889634
+    D_V: gl.constexpr = 512
+    # LO_CHAIN = 1: lo = fp8(q s - hi) unscaled, accumulated into the score chain itself (one accumulator: 16
+    # registers fewer; residuals below fp8's normal range lose bits, 2^-10 of each head's largest |q|).
+    LO_MUL: gl.constexpr = 1.0 if LO_CHAIN else 16.0
+    gl.static_assert(BLOCK_H == 64)
+    gl.static_assert(BLOCK_N == 64)
+    gl.static_assert(num_warps == 8)
+    dtype: gl.constexpr = kv_nope_desc.dtype
+
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
+                                                       instr_shape=[16, BLOCK_N // 2, 32])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
+                                                       instr_shape=[16, D_V // 2, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    q_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
+    qn_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, D_V], gl.float8e4nv)
+    # The rope columns padded to 128 fp8 (zeros in 64..127): the 128-byte swizzle of the latent tiles.
+    qr_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, 128], gl.float8e4nv)
+    kr_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, 128], gl.float8e4nv)
+    rope_layout: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [num_warps, 1], [1, 0])
+    vw_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, D_V], gl.float16)
+
+    pid_h = gl.program_id(0)
+    pid = gl.program_id(1)
+    num_progs = gl.num_programs(1)
+    h0 = pid_h * BLOCK_H
+    if KV_SCALE_FROM_PTR:
+        kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
+
+    qn_hi = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, D_V], qn_layout)
+    qn_lo = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, D_V], qn_layout)
+    qr_hi = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, 128], qr_layout)
+    qr_lo = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, 128], qr_layout)
+    kn_bufs = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, D_V], kv_nope_desc.layout)
+    kr8 = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_N, 128], kr_layout)
+    # the padding, written once (the segments rewrite columns 0..63 only)
+    qr_hi.slice(64, 64, dim=1).store(gl.zeros([BLOCK_H, 64], gl.float8e4nv, layout=q_layout))
+    qr_lo.slice(64, 64, dim=1).store(gl.zeros([BLOCK_H, 64], gl.float8e4nv, layout=q_layout))
+    kr8.slice(64, 64, dim=1).store(gl.zeros([BLOCK_N, 64], gl.float8e4nv, layout=rope_layout))
+    vw = gl.allocate_shared_memory(gl.float16, [BLOCK_N, D_V], vw_layout)
+    bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
+    for k in gl.static_range(NUM_BUF):
+        mbarrier.init(bars.index(k), count=1)
+
+    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps)
+
+    offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    offs_h_o = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, o_layout))
+    offs_d_o = gl.arange(0, D_V, layout=gl.SliceLayout(0, o_layout))
+    offs_h_s = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, s_layout))
+    heads_q = h0 + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, q_layout))
+    it = 0
+    while t < t_stop:
+        seq_len = gl.load(seq_lens_ptr + b)
+        req_tiles = (seq_len + BLOCK_N - 1) // BLOCK_N
+        req_start = req_end
+        req_end = req_start + req_tiles
+        seg_stop = gl.minimum(t_stop, req_end)
+        i_first = t - req_start
+        i_stop = seg_stop - req_start
+        pt_base = page_table_ptr + b.to(gl.int64) * stride_pt_b
+
+        # The previous segment's MMAs (readers of the query pair and the fp16 tile) are retired in every warp
+        # past this barrier.
+        _block_barrier()
+        for k in gl.static_range(NUM_BUF - 1):
+            if i_first + k < i_stop:
+                _issue_nope(kv_nope_desc, kn_bufs, bars, pt_base, i_first + k, (it + k) % NUM_BUF, PAGE_SIZE,
+                            BLOCK_N)
+        # The query's hi/lo pair with one power-of-two scale per head (max |q s| = 2^8 in each head's row).
+        q_base = q_ptr + b.to(gl.int64) * stride_q_b
+        q_scale = _q_pair(q_base, heads_q, heads_q < H, stride_q_h, qn_hi, qn_lo, qr_hi, qr_lo, True, LO_MUL,
+                          q_layout)
+        kr8.slice(0, 64, dim=1).store(_load_rope(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout))
+        fence_async_shared()
+        _block_barrier()
+        qk_mul = gl.convert_layout(sm_scale * LOG2E * kv_scale / q_scale, gl.SliceLayout(1, s_layout))
+
+        m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=gl.SliceLayout(1, s_layout))
+        l_i = gl.zeros([BLOCK_H], gl.float32, layout=gl.SliceLayout(1, s_layout))
+        o = warpgroup_mma_init(gl.zeros([BLOCK_H, D_V], gl.float32, layout=o_layout))
+        for i in range(i_first, i_stop):
+            stage = it % NUM_BUF
+            kn = kn_bufs.index(stage)
+            # the next tile's rope rows (the last tile loads its own again: harmless, a valid page)
+            rope_next = _load_rope(kv_ptr, pt_base, gl.minimum(i + 1, i_stop - 1), PAGE_SIZE, BLOCK_N, rope_layout)
+            mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
+            s_hi = gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout)
+            s_hi = warpgroup_mma(qn_hi, kn.permute((1, 0)), s_hi, use_acc=False, is_async=True)
+            s_hi = warpgroup_mma(qr_hi, kr8.permute((1, 0)), s_hi, is_async=True)
+            # Retires S(i) and O(i - 1), the last reader of the fp16 tile. (Widening under the score MMAs, by
+            # waiting down to S(i)'s groups, made ptxas serialise every wgmma: warning C7514, compiled for sm_90.)
+            if LO_CHAIN:
+                s_hi = warpgroup_mma(qn_lo, kn.permute((1, 0)), s_hi, is_async=True)
+                s_hi = warpgroup_mma(qr_lo, kr8.permute((1, 0)), s_hi, is_async=True)
+                s_hi, o = warpgroup_mma_wait(num_outstanding=0, deps=(s_hi, o))
+                s = s_hi * qk_mul[:, None]
+            else:
+                s_lo = gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout)
+                s_lo = warpgroup_mma(qn_lo, kn.permute((1, 0)), s_lo, use_acc=False, is_async=True)
+                s_lo = warpgroup_mma(qr_lo, kr8.permute((1, 0)), s_lo, is_async=True)
+                s_hi, s_lo, o = warpgroup_mma_wait(num_outstanding=0, deps=(s_hi, s_lo, o))
+                s = (s_hi + s_lo * 0.0625) * qk_mul[:, None]
+            _block_barrier()
+            if i + NUM_BUF - 1 < i_stop:
+                # Buffer (it - 1) % NUM_BUF: S(i - 1) retired, its widening done (every warp is past the barrier).
+                _issue_nope(kv_nope_desc, kn_bufs, bars, pt_base, i + NUM_BUF - 1, (it + NUM_BUF - 1) % NUM_BUF,
+                            PAGE_SIZE, BLOCK_N)
+            _widen_cols(kn, vw, seq_len - i * BLOCK_N, BLOCK_N, D_V, num_warps)
+            kr8.slice(0, 64, dim=1).store(rope_next)      # S(i), its last reader, is retired
+            s = gl.where((i * BLOCK_N + offs_tok < seq_len)[None, :], s, float("-inf"))
+            m_new = gl.maximum(m_i, gl.max(s, axis=1))
+            alpha = gl.exp2(m_i - m_new)
+            p = gl.exp2(s - m_new[:, None])
+            l_i = l_i * alpha + gl.sum(p, axis=1)
+            m_i = m_new
+            o = o * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
+            p_op = gl.convert_layout(p.to(gl.float16), p_layout)
+            fence_async_shared()
+            _block_barrier()
+            o = warpgroup_mma(p_op, vw, o, is_async=True)
+            it += 1
+        o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
+
+        inv = gl.convert_layout(kv_scale / l_i, gl.SliceLayout(1, o_layout))
+        o = o * inv[:, None]
+        lse2 = m_i + gl.log2(l_i)
+        heads_o = h0 + offs_h_o
+        heads_s = h0 + offs_h_s
+        if (i_first == 0) & (i_stop == req_tiles):
+            o_ptrs = out_ptr + b.to(gl.int64) * stride_out_b + heads_o[:, None] * stride_out_h + offs_d_o[None, :]
+            gl.store(o_ptrs, o.to(out_ptr.dtype.element_ty))
+            if RETURN_LSE:
+                gl.store(lse_ptr + b * H + heads_s, lse2 * 0.6931471805599453)
+        else:
+            slot = (pid + b).to(gl.int64)
+            p_ptrs = part_o_ptr + slot * stride_po_s + heads_o[:, None] * stride_po_h + offs_d_o[None, :]
+            gl.store(p_ptrs, o)
+            gl.store(part_lse_ptr + slot * stride_pl_s + heads_s, lse2)
         if pid_h == 0:
             if i_first == 0:
                 gl.store(seg_ptr + 2 * b, pid + b)
