@@ -36,7 +36,11 @@ def start_cpu_child(config: pytest.Config) -> None:
     import subprocess
     import sys
     import tempfile
-    env = {**os.environ, CHILD_VAR: "1", "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
+    # its own Triton cache: the child compiles for sm_90/sm_120 without a GPU while this process compiles and runs
+    # kernels on the GPU; on the H200 the shared cache saw 6 of the child's compiles fail when both ran at once
+    # (they pass alone and in a sequential run)
+    cache = tempfile.mkdtemp(prefix="graphtune-tests-cpu-triton-cache-")
+    env = {**os.environ, CHILD_VAR: "1", "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": "", "TRITON_CACHE_DIR": cache}
     argv = [sys.executable, "-m", "pytest", str(TESTS / "cpu"), "-q", "-p", "no:cacheprovider"]
     if getattr(config.option, "maxfail", 0) == 1:   # -x
         argv.append("-x")
