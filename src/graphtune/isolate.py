@@ -8,9 +8,11 @@ during warm-up. Turned on by ``GRAPHTUNE_ISOLATE=1``, ``autotune(..., isolate=Tr
 ``graphtune tune --isolate``.
 
 How: the worker (``multiprocessing`` spawn: a fresh interpreter, its own CUDA context) imports the kernel's
-module by name or file path, takes CPU copies of the launch's arguments and the grid of each candidate
-(evaluated here), and for each candidate restores the inputs, launches, synchronises and (with
-``validate``) checks the outputs (no NaN/inf, agreement with the first good candidate). It reports
+module by name or file path, takes CPU copies of the launch's arguments (a tensor descriptor travels over a
+CPU copy of its base, with its strides) and the grid of each candidate (evaluated here), and for each
+candidate restores the inputs, runs the config's pre-hook (the worker's own copy of the kernel's configs),
+launches, synchronises and (with ``validate``) checks the outputs (no NaN/inf, agreement with the first good
+candidate). It reports
 ``start i`` / ``ok i`` / ``fail i reason`` through a pipe. A candidate whose worker dies or does not answer
 within ``GRAPHTUNE_ISOLATE_TIMEOUT_S`` is recorded as failed with that reason; a fresh worker goes on with
 the rest. Configs proven safe are remembered in the tuning database per kernel identity and environment, so
@@ -36,6 +38,7 @@ from . import settings
 from ._loading import module_name_for
 from ._log import logger
 from .configs import config_to_dict
+from .descriptors import copy_arg, tensor_of, tensors_of
 from .errors import ConfigError, one_line
 
 
@@ -100,8 +103,8 @@ def screen(space: Any, candidates: Sequence[Any], args: tuple, kwargs: dict, gri
     for i in todo:
         g = grid(dict(nargs, **candidates[i].all_kwargs())) if callable(grid) else grid
         grids.append((i, candidates[i].all_kwargs(), tuple(int(x) for x in g)))
-    job = Job(ref=ref, device=torch.cuda.current_device(), args=tuple(_to_cpu(a) for a in args),
-              kwargs={k: _to_cpu(v) for k, v in kwargs.items()}, candidates=tuple(grids),
+    job = Job(ref=ref, device=torch.cuda.current_device(), args=tuple(copy_arg(a, "cpu") for a in args),
+              kwargs={k: copy_arg(v, "cpu") for k, v in kwargs.items()}, candidates=tuple(grids),
               validate=bool(space.validate), reset_to_zero=tuple(space.reset_to_zero),
               arg_names=tuple(space.arg_names), sys_path=tuple(sys.path))
     t0 = time.perf_counter()
@@ -118,12 +121,6 @@ def config_key(config: Any) -> str:
     """A config (``triton.Config`` or its dict) as the text the database remembers safe configs by."""
     import json
     return json.dumps(config if isinstance(config, dict) else config_to_dict(config), sort_keys=True, default=str)
-
-
-def _to_cpu(value: Any) -> Any:
-    if hasattr(value, "detach") and hasattr(value, "cpu"):
-        return value.detach().cpu().clone()
-    return value
 
 
 def _run(job: Job, timeout_s: float) -> tuple[dict[int, str], list[int]]:
@@ -201,7 +198,9 @@ def _run(job: Job, timeout_s: float) -> tuple[dict[int, str], list[int]]:
     return failures, ok
 
 
-def _load_kernel(ref: KernelRef):
+def _load_kernel(ref: KernelRef) -> tuple[Any, list[Any]]:
+    """The kernel's JITFunction in this (worker) process, and the configs of the tuner wrapping it (their
+    pre-hooks are this process's own functions: a hook never crosses the process boundary)."""
     from triton.runtime.jit import JITFunction
     module = None
     if ref.module in sys.modules and ref.module != "__main__":
@@ -220,11 +219,14 @@ def _load_kernel(ref: KernelRef):
     obj: Any = module
     for part in ref.qualname.split("."):
         obj = getattr(obj, part)
+    configs: list[Any] = []
     while not isinstance(obj, JITFunction) and hasattr(obj, "fn"):
+        if not configs and isinstance(getattr(obj, "configs", None), (list, tuple)):
+            configs = list(obj.configs)
         obj = obj.fn
     if not isinstance(obj, JITFunction):
         raise TypeError(f"{ref.module}.{ref.qualname} is {obj!r}, not a Triton kernel")
-    return obj
+    return obj, configs
 
 
 def _worker(conn, job: Job) -> None:   # runs in the spawned process
@@ -233,10 +235,10 @@ def _worker(conn, job: Job) -> None:   # runs in the spawned process
         os.environ.pop("TRITON_INTERPRET", None)
         import torch
         torch.cuda.set_device(job.device)
-        jit = _load_kernel(job.ref)
+        jit, configs = _load_kernel(job.ref)
         dev = torch.device("cuda", job.device)
-        pristine = [a.to(dev) if isinstance(a, torch.Tensor) else a for a in job.args]
-        pristine_kw = {k: (v.to(dev) if isinstance(v, torch.Tensor) else v) for k, v in job.kwargs.items()}
+        pristine = [copy_arg(a, dev) for a in job.args]
+        pristine_kw = {k: copy_arg(v, dev) for k, v in job.kwargs.items()}
     except Exception as exc:  # noqa: BLE001
         conn.send(("setup-failed", one_line(exc)))
         conn.close()
@@ -245,12 +247,16 @@ def _worker(conn, job: Job) -> None:   # runs in the spawned process
     reference = None
     for i, config_kwargs, grid in job.candidates:
         conn.send(("start", i))
-        args = [a.clone() if isinstance(a, torch.Tensor) else a for a in pristine]
-        kwargs = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in pristine_kw.items()}
+        args = [copy_arg(a) for a in pristine]
+        kwargs = {k: copy_arg(v) for k, v in pristine_kw.items()}
         named = dict(zip(job.arg_names, args), **kwargs)
         for n in job.reset_to_zero:
-            named[n].zero_()
+            tensor_of(named[n]).zero_()
         try:
+            # the config's pre-hook, as the tuner runs it before every launch (it rebuilds descriptors)
+            hook = next((c.pre_hook for c in configs if c.all_kwargs() == config_kwargs), None)
+            if hook is not None:
+                hook({**named, **config_kwargs})
             jit[grid](*args, **kwargs, **config_kwargs)
             torch.cuda.synchronize()
         except Exception as exc:  # noqa: BLE001
@@ -262,8 +268,8 @@ def _worker(conn, job: Job) -> None:   # runs in the spawned process
             continue
         why = None
         if job.validate:
-            before = dict(zip(job.arg_names, pristine), **pristine_kw)
-            outs = {n: t for n, t in named.items() if isinstance(t, torch.Tensor) and not torch.equal(t, before[n])}
+            before = tensors_of(dict(zip(job.arg_names, pristine), **pristine_kw))
+            outs = {n: t for n, t in tensors_of(named).items() if not torch.equal(t, before[n])}
             why = check_outputs(outs, reference, before, "the first good candidate")
             if why is None and reference is None:
                 reference = outs
