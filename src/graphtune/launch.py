@@ -101,7 +101,6 @@ class FastLaunch:
         # the specialisation signature, inline (a frame of its own costs on every launch)
         spec = []
         tensor_types = self.tensor_types
-        desc_types = self.desc_types
         for a, constexpr in zip(args, self.constexpr):
             t = type(a)
             if constexpr:
@@ -112,7 +111,7 @@ class FastLaunch:
                 spec.append((a.dtype, (a.data_ptr() & 15) == 0))
             elif a is None or t is float or t is bool:
                 spec.append(t)
-            elif t in desc_types or (is_descriptor(a) and not desc_types.add(t)):
+            elif t in self.desc_types or (is_descriptor(a) and not self.desc_types.add(t)):
                 # what Triton specialises a descriptor on (mangle_type): element type, block shape, layout
                 spec.append((t, a.base.dtype, tuple(a.block_shape), getattr(a, "layout", None)))
             else:
