@@ -10,9 +10,9 @@ during warm-up. Turned on by ``GRAPHTUNE_ISOLATE=1``, ``autotune(..., isolate=Tr
 How: the worker (``multiprocessing`` spawn: a fresh interpreter, its own CUDA context) imports the kernel's
 module by name or file path, takes CPU copies of the launch's arguments (a tensor descriptor travels over a
 CPU copy of its base, with its strides) and the grid of each candidate (evaluated here), and for each
-candidate restores the inputs, runs the config's pre-hook (the worker's own copy of the kernel's configs),
-launches, synchronises and (with ``validate``) checks the outputs (no NaN/inf, agreement with the first good
-candidate). It reports
+candidate restores the inputs, runs the config's pre-hook (pickled by reference, else the same config's hook
+on the worker's own copy of the kernel), launches, synchronises and (with ``validate``) checks the outputs
+(no NaN/inf, agreement with the first good candidate). It reports
 ``start i`` / ``ok i`` / ``fail i reason`` through a pipe. A candidate whose worker dies or does not answer
 within ``GRAPHTUNE_ISOLATE_TIMEOUT_S`` is recorded as failed with that reason; a fresh worker goes on with
 the rest. Configs proven safe are remembered in the tuning database per kernel identity and environment, so
@@ -29,9 +29,10 @@ import importlib
 import importlib.util
 import multiprocessing
 import os
+import pickle
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from . import settings
@@ -78,6 +79,9 @@ class Job:
     reset_to_zero: tuple[str, ...]
     arg_names: tuple[str, ...]
     sys_path: tuple[str, ...]
+    # index -> the config's pre_hook pickled (b"" when it does not pickle: the worker then takes the hook of the
+    # same config on its own copy of the kernel); candidates without a pre-hook are absent
+    hooks: dict[int, bytes] = field(default_factory=dict)
 
 
 def screen(space: Any, candidates: Sequence[Any], args: tuple, kwargs: dict, grid, *,
@@ -106,7 +110,8 @@ def screen(space: Any, candidates: Sequence[Any], args: tuple, kwargs: dict, gri
     job = Job(ref=ref, device=torch.cuda.current_device(), args=tuple(copy_arg(a, "cpu") for a in args),
               kwargs={k: copy_arg(v, "cpu") for k, v in kwargs.items()}, candidates=tuple(grids),
               validate=bool(space.validate), reset_to_zero=tuple(space.reset_to_zero),
-              arg_names=tuple(space.arg_names), sys_path=tuple(sys.path))
+              arg_names=tuple(space.arg_names), sys_path=tuple(sys.path),
+              hooks={i: _pickled(candidates[i].pre_hook) for i in todo if candidates[i].pre_hook is not None})
     t0 = time.perf_counter()
     new_failures, ok = _run(job, settings.isolate_timeout_s())
     logger.info("graphtune: %s: %d candidate(s) launched first in worker processes in %.2f s, %d failed",
@@ -115,6 +120,30 @@ def screen(space: Any, candidates: Sequence[Any], args: tuple, kwargs: dict, gri
     learnt = {config_key(candidates[i]): "ok" for i in ok}
     learnt.update({config_key(candidates[i]): why for i, why in new_failures.items()})
     return failures, learnt
+
+
+def _pickled(hook: Any) -> bytes:
+    try:
+        return pickle.dumps(hook)
+    except Exception:  # noqa: BLE001 - a lambda or a closure: the worker looks it up on its own kernel instead
+        return b""
+
+
+def _pre_hook(job: Job, i: int, config_kwargs: dict[str, Any], configs: list[Any]) -> Any:
+    """The pre-hook candidate ``i`` runs with in the worker (None: it has none). Raises when it has one that
+    neither travelled nor is found on the worker's own copy of the kernel."""
+    if i not in job.hooks:
+        return None
+    if job.hooks[i]:
+        try:
+            return pickle.loads(job.hooks[i])
+        except Exception:  # noqa: BLE001 - its module does not import here: try the kernel's own configs
+            pass
+    hook = next((c.pre_hook for c in configs if c.all_kwargs() == config_kwargs and c.pre_hook), None)
+    if hook is None:
+        raise ConfigError(f"the config's pre_hook does not pickle and no config of {job.ref.module}."
+                          f"{job.ref.qualname} with {config_kwargs} has one here: define the hook at module level")
+    return hook
 
 
 def config_key(config: Any) -> str:
@@ -254,7 +283,7 @@ def _worker(conn, job: Job) -> None:   # runs in the spawned process
             tensor_of(named[n]).zero_()
         try:
             # the config's pre-hook, as the tuner runs it before every launch (it rebuilds descriptors)
-            hook = next((c.pre_hook for c in configs if c.all_kwargs() == config_kwargs), None)
+            hook = _pre_hook(job, i, config_kwargs, configs)
             if hook is not None:
                 hook({**named, **config_kwargs})
             jit[grid](*args, **kwargs, **config_kwargs)

@@ -448,7 +448,24 @@ def test_isolated_worker_finds_the_configs_pre_hooks_in_its_own_copy_of_the_kern
     module.write_text("import graphtune, _gluon_kernels as gk\n"
                       "tuned = graphtune.autotune(gk.configs_with_hooks(), key=['B'], name='g_isolated')"
                       "(gk._tma_scale_kernel)\n")
-    jit, configs = _load_kernel(KernelRef(module="gluon_tuned_for_isolate", path=str(module), qualname="tuned"))
+    ref = KernelRef(module="gluon_tuned_for_isolate", path=str(module), qualname="tuned")
+    jit, configs = _load_kernel(ref)
     assert jit is gk._tma_scale_kernel
     assert [c.all_kwargs()["BM"] for c in configs] == [32, 64, 128]
     assert all(c.pre_hook is gk.set_block_shape for c in configs)
+
+
+def test_isolated_worker_gets_each_candidates_pre_hook():
+    from graphtune.errors import ConfigError
+    from graphtune.isolate import Job, KernelRef, _pickled, _pre_hook
+    kwargs = gk.configs_with_hooks()[0].all_kwargs()
+    on_kernel = [triton.Config(dict(kwargs, BM=32), num_warps=4, pre_hook=gk.set_block_shape)]
+    job = Job(ref=KernelRef("m", None, "k"), device=0, args=(), kwargs={}, candidates=(), validate=False,
+              reset_to_zero=(), arg_names=(), sys_path=(),
+              hooks={0: _pickled(gk.set_block_shape), 1: _pickled(lambda nargs: None)})
+    assert job.hooks[0] and job.hooks[1] == b""                 # a module-level function travels by reference
+    assert _pre_hook(job, 0, kwargs, []) is gk.set_block_shape
+    assert _pre_hook(job, 1, kwargs, on_kernel) is gk.set_block_shape   # a lambda: the worker's own config's hook
+    assert _pre_hook(job, 2, kwargs, on_kernel) is None                   # no pre-hook: none
+    with pytest.raises(ConfigError, match=r"pre_hook does not pickle and no config of m\.k with .* has one here"):
+        _pre_hook(job, 1, kwargs, [])
