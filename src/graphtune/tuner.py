@@ -510,8 +510,9 @@ def autotune(configs: Sequence[triton.Config], key: Sequence[str], *, buckets: d
     launch with the chosen config, inside CUDA graph capture too; it is where tensor descriptors whose block
     shape depends on the config are rebuilt (set ``desc.block_shape`` and, for Gluon, ``desc.layout``).
     It must therefore be capture-safe: host work only, no device allocation, no synchronisation, no
-    copies. A kernel whose chosen config has a pre-hook launches through ``JITFunction.run`` (no direct
-    launch: launch.py).
+    copies. The descriptors are shared by every candidate: when configs disagree on a tile, every config
+    needs the hook. A kernel whose chosen config has a pre-hook launches through ``JITFunction.run`` (no
+    direct launch: launch.py).
     """
     if isinstance(key, str):
         raise TypeError(f"autotune(key={key!r}): key must be a list of parameter names, not a string")
