@@ -68,6 +68,20 @@ def copy_arg(value: Any, device: Any = None) -> Any:
     return value
 
 
+def copy_nbytes(value: Any) -> int:
+    """Bytes :func:`copy_arg` allocates for one argument (a descriptor's base copy spans its strided extent)."""
+    import torch
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if is_descriptor(value):
+        t = value.base
+        if t.numel() == 0:
+            return 0
+        extent = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+        return extent * t.element_size()
+    return 0
+
+
 def element_type(value: Any) -> Any:
     """A descriptor's element type (its base's dtype), as the tuning key records a tensor's dtype."""
     return value.base.dtype

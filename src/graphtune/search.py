@@ -17,7 +17,7 @@ from triton.runtime.jit import JITFunction
 from . import capture, settings
 from ._log import logger
 from .configs import config_label, config_to_dict
-from .descriptors import copy_arg, tensor_of, tensors_of
+from .descriptors import copy_arg, copy_nbytes, tensor_of, tensors_of
 from .errors import TuningError, one_line
 from .keys import key_to_json
 from .validate import check_outputs
@@ -416,12 +416,8 @@ def _rotating_calls(space: Space, candidates, alive, args, kwargs, grid, nargs) 
     freed when tuning ends. A tensor descriptor is rebuilt over a copy of its base (same strides), and each
     candidate's pre-hook runs on each copy's arguments when its launches are captured."""
     from .timing import l2_bytes
-    tensors = {}
-    for a in list(args) + list(kwargs.values()):
-        t = tensor_of(a)
-        if t is not None:   # a descriptor over a tensor also passed itself counts once
-            tensors[(t.data_ptr(), t.numel())] = t
-    nbytes = sum(t.numel() * t.element_size() for t in tensors.values()) or 1
+    # what one more set of copies allocates (a descriptor over a tensor also passed itself is copied twice)
+    nbytes = sum(copy_nbytes(a) for a in list(args) + list(kwargs.values())) or 1
     want = -(-2 * l2_bytes() // nbytes)
     cap = int(settings.timer_mem_mb() * 2**20 // nbytes)
     n_copies = int(max(1, min(want, cap, 16)))

@@ -20,7 +20,7 @@ import triton
 import _gluon_kernels as gk
 import graphtune
 from graphtune import Buckets, capture, resources, search, settings
-from graphtune.descriptors import copy_arg, is_descriptor, tensor_of
+from graphtune.descriptors import copy_arg, copy_nbytes, is_descriptor, tensor_of
 from graphtune.errors import InspectError
 from graphtune.launch import FastLaunch, Miss
 
@@ -437,6 +437,9 @@ def test_a_descriptor_copy_keeps_its_tile_layout_and_the_base_strides():
     assert c.base.stride() == d.base.stride() == tuple(c.strides)
     assert (c.block_shape, c.layout, c.shape, c.padding) == (d.block_shape, d.layout, d.shape, d.padding)
     assert tensor_of(c) is c.base and tensor_of(x) is x and tensor_of(3) is None
+    # what the timer counts against GRAPHTUNE_TIMER_MEM_MB is what the copy allocates: the strided extent
+    assert copy_nbytes(d) == c.base.untyped_storage().nbytes() == (39 * 96 + 64) * 4
+    assert copy_nbytes(x) == x.numel() * 4 and copy_nbytes(3) == 0
     # what an isolated worker receives: a CPU copy that survives pickling with its tile and layout
     back = pickle.loads(pickle.dumps(copy_arg(d, "cpu")))
     assert (back.block_shape, back.layout, back.base.stride()) == (d.block_shape, d.layout, d.base.stride())
@@ -469,3 +472,10 @@ def test_isolated_worker_gets_each_candidates_pre_hook():
     assert _pre_hook(job, 2, kwargs, on_kernel) is None                   # no pre-hook: none
     with pytest.raises(ConfigError, match=r"pre_hook does not pickle and no config of m\.k with .* has one here"):
         _pre_hook(job, 1, kwargs, [])
+
+
+def test_inspect_table_shows_the_worker_warps_of_a_warp_specialised_kernel(capsys):
+    from graphtune.cli.inspect import _print_rows
+    rows = graphtune.inspect(gk._ws_scale_kernel, target="sm_90", args=_args(), configs=gk.configs_with_hooks()[:1])
+    _print_rows("ws", rows)
+    assert "4+4" in capsys.readouterr().out        # 4 warps of the config, 4 more: the worker's warpgroup
