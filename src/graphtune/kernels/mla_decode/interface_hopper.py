@@ -56,7 +56,9 @@ _B_CHUNK = 128
 
 # The per-bucket spaces (kernel parameters only), each led by its kernel's fixed config. Every config here
 # passed the correctness check of ``bench_mla_decode.py --hopper-variants`` on the H200 and was timed there
-# (docs/mla_decode.md): none is the fixed config's equal everywhere, so each bucket picks.
+# (docs/mla_decode.md). Where the fixed config won every timed cell (bf16 heads on M: H = 128, batch 1-64) the
+# others stay for what was not timed (batch above 64, H = 64 or 256); elsewhere another config won cells
+# (fp8 heads on M: LO_CHAIN 1 everywhere timed; fp8 tokens on M: 4 buffers at batch 8).
 # bf16, heads on M: the FA3-style overlap (PIPE 1) and 32-token tiles 3-4 deep; the only kernel whose tile
 # (BLOCK_N) varies, so its configs carry the pre-hook that rebuilds the KV descriptors.
 HOPPER_SPACE: list[dict[str, int]] = [dict(HOPPER_CONFIG), dict(BLOCK_N=64, NUM_BUF=2, PIPE=1),
