@@ -1,15 +1,18 @@
 """Cross-compilation, resource usage and occupancy of Triton configs for any NVIDIA target, without the GPU.
 
 Each config of a kernel is compiled with ``triton.compile(ASTSource(...), target=GPUTarget("cuda", cc, 32))``
-using the specialisation a real launch gets (``tt.divisibility`` 16 on pointers and integers, as for
-16-byte-aligned tensors and sizes divisible by 16): without it Triton does not pipeline loads and the
-shared-memory figure is wrong by up to num_stages times. Registers, stack and local memory come from the
-``cuobjdump`` shipped in the triton wheel; dynamic shared memory from ``metadata.shared``. Occupancy follows
-the CUDA occupancy calculator (:func:`occupancy`).
+(``GluonASTSource`` for a ``@gluon.jit`` kernel) using the specialisation a real launch gets
+(``tt.divisibility`` 16 on pointers and integers, as for 16-byte-aligned tensors and sizes divisible by 16):
+without it Triton does not pipeline loads and the shared-memory figure is wrong by up to num_stages times.
+Registers, stack and local memory come from the ``cuobjdump`` shipped in the triton wheel; dynamic shared
+memory from ``metadata.shared``; the warps a block launches with from ``metadata.num_warps`` (a
+warp-specialised kernel's worker partitions included) and its partitions from the TTGIR and PTX
+(:func:`warp_partitions`). Occupancy follows the CUDA occupancy calculator (:func:`occupancy`).
 
 Typical use::
 
     rows = inspect(kernel, target="sm_120", signature={"x_ptr": "*bf16", "n": "i32"}, constexprs={"D": 576})
+    rows = inspect(gluon_kernel, target="sm_90", args={"x_desc": descriptor, "n": 4096})   # pre-hooks run first
     bad = check_configs_for_device(kernel.fn, kernel.configs, sig, constexprs)   # {config index: reason}
 """
 from __future__ import annotations
@@ -35,8 +38,8 @@ from .descriptors import is_descriptor
 from .errors import GraphtuneError, InspectError, one_line
 
 __all__ = [
-    "Occupancy", "ResourceRow", "Target", "aligned_args", "check_configs_for_device", "device_target",
-    "get_target", "inspect", "list_targets", "occupancy", "signature_from_args",
+    "Occupancy", "Partition", "ResourceRow", "Target", "aligned_args", "check_configs_for_device", "device_target",
+    "get_target", "inspect", "list_targets", "occupancy", "signature_from_args", "warp_partitions",
 ]
 
 _cache_lock = threading.Lock()   # guards the module's caches (compiles, checks, interpreter conversions)
