@@ -144,7 +144,8 @@ def parse_force_spec(spec: str) -> dict[str, dict[str, Any]]:
 
 def config_with(base: triton.Config, params: dict[str, Any], *, allowed_meta: Iterable[str], where: str,
                 examples: Iterable[triton.Config] = ()) -> triton.Config:
-    """A copy of ``base`` with ``params`` applied. A name that is neither a meta-parameter nor a launch option is
+    """A copy of ``base`` with ``params`` applied, its ``pre_hook`` kept (a hook that rebuilds tensor descriptors
+    for the config must run for the copy too). A name that is neither a meta-parameter nor a launch option is
     a ConfigError listing the names that exist; a value of the wrong kind is a ConfigError naming it: launch
     options are positive ints (num_warps a power of two), and a meta-parameter takes the type its values have
     in ``examples`` (the kernel's configs), positive when every example value is."""
@@ -160,7 +161,9 @@ def config_with(base: triton.Config, params: dict[str, Any], *, allowed_meta: It
                 f"{where}: unknown parameter {name!r}; known: {sorted(allowed) + list(LAUNCH_OPTIONS)}")
         _check_value(name, value, seen.get(name, []), where)
         data[name] = value
-    return config_from_dict(data)
+    out = config_from_dict(data)
+    out.pre_hook = base.pre_hook
+    return out
 
 
 def _check_value(name: str, value: Any, examples: list[Any], where: str) -> None:

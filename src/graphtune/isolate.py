@@ -8,9 +8,11 @@ during warm-up. Turned on by ``GRAPHTUNE_ISOLATE=1``, ``autotune(..., isolate=Tr
 ``graphtune tune --isolate``.
 
 How: the worker (``multiprocessing`` spawn: a fresh interpreter, its own CUDA context) imports the kernel's
-module by name or file path, takes CPU copies of the launch's arguments and the grid of each candidate
-(evaluated here), and for each candidate restores the inputs, launches, synchronises and (with
-``validate``) checks the outputs (no NaN/inf, agreement with the first good candidate). It reports
+module by name or file path, takes CPU copies of the launch's arguments (a tensor descriptor travels over a
+CPU copy of its base, with its strides) and the grid of each candidate (evaluated here), and for each
+candidate restores the inputs, runs the config's pre-hook (pickled by reference, else the same config's hook
+on the worker's own copy of the kernel), launches, synchronises and (with ``validate``) checks the outputs
+(no NaN/inf, agreement with the first good candidate). It reports
 ``start i`` / ``ok i`` / ``fail i reason`` through a pipe. A candidate whose worker dies or does not answer
 within ``GRAPHTUNE_ISOLATE_TIMEOUT_S`` is recorded as failed with that reason; a fresh worker goes on with
 the rest. Configs proven safe are remembered in the tuning database per kernel identity and environment, so
@@ -27,15 +29,17 @@ import importlib
 import importlib.util
 import multiprocessing
 import os
+import pickle
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from . import settings
 from ._loading import module_name_for
 from ._log import logger
 from .configs import config_to_dict
+from .descriptors import copy_arg, tensor_of, tensors_of
 from .errors import ConfigError, one_line
 
 
@@ -75,6 +79,9 @@ class Job:
     reset_to_zero: tuple[str, ...]
     arg_names: tuple[str, ...]
     sys_path: tuple[str, ...]
+    # index -> the config's pre_hook pickled (b"" when it does not pickle: the worker then takes the hook of the
+    # same config on its own copy of the kernel); candidates without a pre-hook are absent
+    hooks: dict[int, bytes] = field(default_factory=dict)
 
 
 def screen(space: Any, candidates: Sequence[Any], args: tuple, kwargs: dict, grid, *,
@@ -100,10 +107,11 @@ def screen(space: Any, candidates: Sequence[Any], args: tuple, kwargs: dict, gri
     for i in todo:
         g = grid(dict(nargs, **candidates[i].all_kwargs())) if callable(grid) else grid
         grids.append((i, candidates[i].all_kwargs(), tuple(int(x) for x in g)))
-    job = Job(ref=ref, device=torch.cuda.current_device(), args=tuple(_to_cpu(a) for a in args),
-              kwargs={k: _to_cpu(v) for k, v in kwargs.items()}, candidates=tuple(grids),
+    job = Job(ref=ref, device=torch.cuda.current_device(), args=tuple(copy_arg(a, "cpu") for a in args),
+              kwargs={k: copy_arg(v, "cpu") for k, v in kwargs.items()}, candidates=tuple(grids),
               validate=bool(space.validate), reset_to_zero=tuple(space.reset_to_zero),
-              arg_names=tuple(space.arg_names), sys_path=tuple(sys.path))
+              arg_names=tuple(space.arg_names), sys_path=tuple(sys.path),
+              hooks={i: _pickled(candidates[i].pre_hook) for i in todo if candidates[i].pre_hook is not None})
     t0 = time.perf_counter()
     new_failures, ok = _run(job, settings.isolate_timeout_s())
     logger.info("graphtune: %s: %d candidate(s) launched first in worker processes in %.2f s, %d failed",
@@ -114,16 +122,34 @@ def screen(space: Any, candidates: Sequence[Any], args: tuple, kwargs: dict, gri
     return failures, learnt
 
 
+def _pickled(hook: Any) -> bytes:
+    try:
+        return pickle.dumps(hook)
+    except Exception:  # noqa: BLE001 - a lambda or a closure: the worker looks it up on its own kernel instead
+        return b""
+
+
+def _pre_hook(job: Job, i: int, config_kwargs: dict[str, Any], configs: list[Any]) -> Any:
+    """The pre-hook candidate ``i`` runs with in the worker (None: it has none). Raises when it has one that
+    neither travelled nor is found on the worker's own copy of the kernel."""
+    if i not in job.hooks:
+        return None
+    if job.hooks[i]:
+        try:
+            return pickle.loads(job.hooks[i])
+        except Exception:  # noqa: BLE001 - its module does not import here: try the kernel's own configs
+            pass
+    hook = next((c.pre_hook for c in configs if c.all_kwargs() == config_kwargs and c.pre_hook), None)
+    if hook is None:
+        raise ConfigError(f"the config's pre_hook does not pickle and no config of {job.ref.module}."
+                          f"{job.ref.qualname} with {config_kwargs} has one here: define the hook at module level")
+    return hook
+
+
 def config_key(config: Any) -> str:
     """A config (``triton.Config`` or its dict) as the text the database remembers safe configs by."""
     import json
     return json.dumps(config if isinstance(config, dict) else config_to_dict(config), sort_keys=True, default=str)
-
-
-def _to_cpu(value: Any) -> Any:
-    if hasattr(value, "detach") and hasattr(value, "cpu"):
-        return value.detach().cpu().clone()
-    return value
 
 
 def _run(job: Job, timeout_s: float) -> tuple[dict[int, str], list[int]]:
@@ -201,7 +227,9 @@ def _run(job: Job, timeout_s: float) -> tuple[dict[int, str], list[int]]:
     return failures, ok
 
 
-def _load_kernel(ref: KernelRef):
+def _load_kernel(ref: KernelRef) -> tuple[Any, list[Any]]:
+    """The kernel's JITFunction in this (worker) process, and the configs of the tuner wrapping it (their
+    pre-hooks are this process's own functions: a hook never crosses the process boundary)."""
     from triton.runtime.jit import JITFunction
     module = None
     if ref.module in sys.modules and ref.module != "__main__":
@@ -220,11 +248,14 @@ def _load_kernel(ref: KernelRef):
     obj: Any = module
     for part in ref.qualname.split("."):
         obj = getattr(obj, part)
+    configs: list[Any] = []
     while not isinstance(obj, JITFunction) and hasattr(obj, "fn"):
+        if not configs and isinstance(getattr(obj, "configs", None), (list, tuple)):
+            configs = list(obj.configs)
         obj = obj.fn
     if not isinstance(obj, JITFunction):
         raise TypeError(f"{ref.module}.{ref.qualname} is {obj!r}, not a Triton kernel")
-    return obj
+    return obj, configs
 
 
 def _worker(conn, job: Job) -> None:   # runs in the spawned process
@@ -233,10 +264,10 @@ def _worker(conn, job: Job) -> None:   # runs in the spawned process
         os.environ.pop("TRITON_INTERPRET", None)
         import torch
         torch.cuda.set_device(job.device)
-        jit = _load_kernel(job.ref)
+        jit, configs = _load_kernel(job.ref)
         dev = torch.device("cuda", job.device)
-        pristine = [a.to(dev) if isinstance(a, torch.Tensor) else a for a in job.args]
-        pristine_kw = {k: (v.to(dev) if isinstance(v, torch.Tensor) else v) for k, v in job.kwargs.items()}
+        pristine = [copy_arg(a, dev) for a in job.args]
+        pristine_kw = {k: copy_arg(v, dev) for k, v in job.kwargs.items()}
     except Exception as exc:  # noqa: BLE001
         conn.send(("setup-failed", one_line(exc)))
         conn.close()
@@ -245,12 +276,16 @@ def _worker(conn, job: Job) -> None:   # runs in the spawned process
     reference = None
     for i, config_kwargs, grid in job.candidates:
         conn.send(("start", i))
-        args = [a.clone() if isinstance(a, torch.Tensor) else a for a in pristine]
-        kwargs = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in pristine_kw.items()}
+        args = [copy_arg(a) for a in pristine]
+        kwargs = {k: copy_arg(v) for k, v in pristine_kw.items()}
         named = dict(zip(job.arg_names, args), **kwargs)
         for n in job.reset_to_zero:
-            named[n].zero_()
+            tensor_of(named[n]).zero_()
         try:
+            # the config's pre-hook, as the tuner runs it before every launch (it rebuilds descriptors)
+            hook = _pre_hook(job, i, config_kwargs, configs)
+            if hook is not None:
+                hook({**named, **config_kwargs})
             jit[grid](*args, **kwargs, **config_kwargs)
             torch.cuda.synchronize()
         except Exception as exc:  # noqa: BLE001
@@ -262,8 +297,8 @@ def _worker(conn, job: Job) -> None:   # runs in the spawned process
             continue
         why = None
         if job.validate:
-            before = dict(zip(job.arg_names, pristine), **pristine_kw)
-            outs = {n: t for n, t in named.items() if isinstance(t, torch.Tensor) and not torch.equal(t, before[n])}
+            before = tensors_of(dict(zip(job.arg_names, pristine), **pristine_kw))
+            outs = {n: t for n, t in tensors_of(named).items() if not torch.equal(t, before[n])}
             why = check_outputs(outs, reference, before, "the first good candidate")
             if why is None and reference is None:
                 reference = outs

@@ -1,9 +1,9 @@
 """Tuning keys and batch buckets.
 
 A tuning key is the tuple of the ``key`` arguments' values, each mapped through its bucket when one is
-declared, followed by the dtype of every tensor argument (as stock Triton does). Buckets follow what
-inference servers do with CUDA graphs: a runtime batch is padded up to the next captured size, and a
-batch above the largest captured size maps to the largest.
+declared, followed by the dtype of every tensor argument (as stock Triton does) and the element type of every
+tensor-descriptor argument. Buckets follow what inference servers do with CUDA graphs: a runtime batch is
+padded up to the next captured size, and a batch above the largest captured size maps to the largest.
 """
 from __future__ import annotations
 
@@ -11,9 +11,13 @@ import bisect
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+from .descriptors import element_type, is_descriptor
+
 # The batch sizes an SGLang-style engine captures CUDA graphs for by default (multiples of 8 up to 256 after the
 # small sizes; read in the engine's source): the shipped kernels' buckets and the demo's sizes.
 ENGINE_CAPTURE_SIZES: tuple[int, ...] = (1, 2, 4, 8, 12, 16, *range(24, 257, 8))
+
+_SCALARS = frozenset({int, float, bool, str, type(None)})   # never descriptors: skipped without a look
 
 
 @dataclass(frozen=True)
@@ -140,16 +144,23 @@ class KeyBuilder:
             else:
                 raise TypeError(self.missing(args, kwargs))
             out.append(value if bucket is None else bucket(value))
-        # dtypes of every tensor argument, as stock Triton keys on them
+        # dtypes of every tensor argument, as stock Triton keys on them, and the element type of every tensor
+        # descriptor (stock Triton leaves those out: a bf16 and an fp8 descriptor would share one choice)
         for a in args:
             dt = getattr(a, "dtype", None)
             if dt is not None:
                 out.append(dt)
+            elif type(a) not in _SCALARS and is_descriptor(a):
+                out.append(element_type(a))
         if kwargs:
             for name, a in kwargs.items():
+                if name not in self.arg_names:
+                    continue
                 dt = getattr(a, "dtype", None)
-                if dt is not None and name in self.arg_names:
+                if dt is not None:
                     out.append(dt)
+                elif type(a) not in _SCALARS and is_descriptor(a):
+                    out.append(element_type(a))
         return tuple(out)
 
     def missing(self, args: tuple, kwargs: dict) -> str:

@@ -12,6 +12,15 @@ signature the first time. What ``JITFunction.run`` does on every launch and how 
 - the guard that global variables the kernel read have not changed since compilation: checked here on every
   direct launch; a change sends the launch through ``JITFunction.run``, which raises Triton's own error;
 - launch metadata and the profiler's enter/exit hooks: built only when a hook is registered.
+
+Gluon kernels (``@gluon.jit``: a ``JITFunction`` subclass whose binder compiles through ``GluonASTSource``)
+launch the same way: their ``CompiledKernel`` and launcher are Triton's own. Tensor-descriptor arguments
+enter the signature with what Triton specialises them on (element type, block shape and, for Gluon, the
+shared-memory layout: ``mangle_type``); the launcher builds the TMA descriptor from the compiled kernel's
+metadata and the descriptor's base, shape and strides on every launch, as ``JITFunction.run`` does. A
+kernel parameter named like a launch option (Gluon's ``num_warps: gl.constexpr``) is appended from the
+config's options. A config with a ``pre_hook`` is never launched directly: the hook is arbitrary code that
+must run before every launch and may change what the launch specialises on (a descriptor's block shape).
 Each of these is pinned by a test against the installed Triton (tests/cpu/test_launch.py), which fails when
 Triton changes the code this module mirrors.
 """
@@ -22,6 +31,8 @@ from typing import Any, Sequence
 
 from triton import knobs
 from triton.runtime.jit import JITFunction
+
+from .descriptors import is_descriptor
 
 _INT32_LO, _INT32_HI = -(2 ** 31), 2 ** 31
 _MISSING = object()
@@ -64,7 +75,7 @@ class FastLaunch:
 
     MAX_ENTRIES = 16384   # distinct (key values, signature) pairs; past it the cache starts over
 
-    __slots__ = ("jit", "arg_names", "constexpr", "cache", "key_of", "min_args", "tensor_types")
+    __slots__ = ("jit", "arg_names", "constexpr", "cache", "key_of", "min_args", "tensor_types", "desc_types")
 
     def __init__(self, jit: JITFunction, arg_names: Sequence[str], key_positions: Sequence[int] = ()):
         self.jit = jit
@@ -77,6 +88,7 @@ class FastLaunch:
             (lambda args, p=positions[0]: (args[p],)) if positions else (lambda args: ())
         self.min_args = max(positions, default=-1) + 1
         self.tensor_types: set[type] = set()   # types seen to have data_ptr (torch.Tensor and subclasses)
+        self.desc_types: set[type] = set()     # tensor-descriptor classes seen (descriptors.is_descriptor)
         # (key values, signature) -> (payload, CompiledKernel, config values appended positionally)
         self.cache: dict[tuple, tuple[Any, Any, tuple]] = {}
 
@@ -99,6 +111,9 @@ class FastLaunch:
                 spec.append((a.dtype, (a.data_ptr() & 15) == 0))
             elif a is None or t is float or t is bool:
                 spec.append(t)
+            elif t in self.desc_types or (is_descriptor(a) and not self.desc_types.add(t)):
+                # what Triton specialises a descriptor on (mangle_type): element type, block shape, layout
+                spec.append((t, a.base.dtype, tuple(a.block_shape), getattr(a, "layout", None)))
             else:
                 return None  # anything else (tuples, numpy scalars, ...) goes through Triton's own binder
         key = (self.key_of(args), tuple(spec))
@@ -127,12 +142,17 @@ class FastLaunch:
         """Whether a direct launch may run now (``hit`` checks the same inline)."""
         return not self.jit.pre_run_hooks
 
-    def tail(self, config_kwargs: dict[str, Any], n_args: int) -> tuple | None:
-        """Config values appended positionally: only when they are exactly the parameters after the args."""
+    def tail(self, config_kwargs: dict[str, Any], n_args: int, options: dict[str, Any] | None = None
+             ) -> tuple | None:
+        """Config values appended positionally: only when the config's kwargs and, for parameters named like
+        a launch option (Gluon's ``num_warps``), its ``options`` are exactly the parameters after the args."""
         names = self.arg_names[n_args:]
-        if set(names) != set(config_kwargs):
+        if not set(config_kwargs) <= set(names):
             return None
-        return tuple(config_kwargs[k] for k in names)
+        values = {**(options or {}), **config_kwargs}
+        if any(k not in values for k in names):
+            return None
+        return tuple(values[k] for k in names)
 
     def remember(self, key: tuple, payload: Any, compiled: Any, tail: tuple) -> None:
         if hasattr(compiled, "packed_metadata") and hasattr(compiled, "run"):

@@ -1,15 +1,18 @@
 """Cross-compilation, resource usage and occupancy of Triton configs for any NVIDIA target, without the GPU.
 
 Each config of a kernel is compiled with ``triton.compile(ASTSource(...), target=GPUTarget("cuda", cc, 32))``
-using the specialisation a real launch gets (``tt.divisibility`` 16 on pointers and integers, as for
-16-byte-aligned tensors and sizes divisible by 16): without it Triton does not pipeline loads and the
-shared-memory figure is wrong by up to num_stages times. Registers, stack and local memory come from the
-``cuobjdump`` shipped in the triton wheel; dynamic shared memory from ``metadata.shared``. Occupancy follows
-the CUDA occupancy calculator (:func:`occupancy`).
+(``GluonASTSource`` for a ``@gluon.jit`` kernel) using the specialisation a real launch gets
+(``tt.divisibility`` 16 on pointers and integers, as for 16-byte-aligned tensors and sizes divisible by 16):
+without it Triton does not pipeline loads and the shared-memory figure is wrong by up to num_stages times.
+Registers, stack and local memory come from the ``cuobjdump`` shipped in the triton wheel; dynamic shared
+memory from ``metadata.shared``; the warps a block launches with from ``metadata.num_warps`` (a
+warp-specialised kernel's worker partitions included) and its partitions from the TTGIR and PTX
+(:func:`warp_partitions`). Occupancy follows the CUDA occupancy calculator (:func:`occupancy`).
 
 Typical use::
 
     rows = inspect(kernel, target="sm_120", signature={"x_ptr": "*bf16", "n": "i32"}, constexprs={"D": 576})
+    rows = inspect(gluon_kernel, target="sm_90", args={"x_desc": descriptor, "n": 4096})   # pre-hooks run first
     bad = check_configs_for_device(kernel.fn, kernel.configs, sig, constexprs)   # {config index: reason}
 """
 from __future__ import annotations
@@ -31,11 +34,12 @@ import triton
 
 from ._log import logger
 from .configs import config_from_dict, config_label, config_to_dict
+from .descriptors import is_descriptor
 from .errors import GraphtuneError, InspectError, one_line
 
 __all__ = [
-    "Occupancy", "ResourceRow", "Target", "aligned_args", "check_configs_for_device", "device_target",
-    "get_target", "inspect", "list_targets", "occupancy", "signature_from_args",
+    "Occupancy", "Partition", "ResourceRow", "Target", "aligned_args", "check_configs_for_device", "device_target",
+    "get_target", "inspect", "list_targets", "occupancy", "signature_from_args", "warp_partitions",
 ]
 
 _cache_lock = threading.Lock()   # guards the module's caches (compiles, checks, interpreter conversions)
@@ -238,14 +242,36 @@ def occupancy(target: Target | str, registers: int, shared_bytes: int, num_warps
 # ------------------------------------------------------------------------------------------ the rows
 
 @dataclass(frozen=True)
+class Partition:
+    """One partition of a warp-specialised region (``gl.warp_specialize``; ``op`` counts the regions).
+
+    ``warps``: the partition's own warps (the default partition's are the config's ``num_warps``).
+    ``requested_registers``: what the kernel asked for (``worker_num_regs``; None for the default partition).
+    ``registers``: per thread while the region runs. With register reallocation (``setmaxnreg``) each worker
+    partition gets its warpgroup's largest request rounded up to 8 and the default partition what is left of
+    the block's budget (Triton's AllocateWarpGroups rule, checked against the ``setmaxnreg`` values in the
+    PTX: None when they disagree); without it, every partition keeps the kernel's register count."""
+    op: int
+    name: str                      # "default", "partition0", ...
+    warps: int
+    requested_registers: int | None
+    registers: int | None
+
+
+@dataclass(frozen=True)
 class ResourceRow:
-    """Resources and occupancy of one config compiled for one target. Numbers are None when it did not compile."""
+    """Resources and occupancy of one config compiled for one target. Numbers are None when it did not compile.
+
+    ``num_warps`` is the config's (a warp-specialised kernel's default partition); ``total_warps`` every warp
+    the block launches with (worker partitions included, rounded up to whole warpgroups as Triton does), which
+    ``threads_per_block`` and the occupancy use; ``partitions`` the warp-specialised regions' partitions."""
     config: dict[str, Any]
     label: str
     target: str
     num_warps: int
     num_stages: int
     num_ctas: int
+    total_warps: int
     threads_per_block: int
     registers: int | None
     stack_bytes: int | None        # per thread; register spills land here
@@ -264,6 +290,7 @@ class ResourceRow:
     limiter: str                   # registers | shared_memory | threads | block_limit | compile
     fits: bool
     reason: str
+    partitions: tuple[Partition, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -279,6 +306,8 @@ class _Usage:
     shared_static: int
     shared_dynamic: int
     tensor_memory_columns: int | None
+    total_warps: int | None = None                # metadata.num_warps: worker partitions included
+    partitions: tuple[Partition, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -534,7 +563,16 @@ def _config_constexprs(spec: _Spec, config: triton.Config, index: int) -> dict[s
     if clash:
         raise InspectError(f"config #{index} ({label}) and constexprs both set {clash} of {name}; keep one "
                            "(triton.autotune rejects such a launch too)")
-    merged = {**spec.constexprs, **config.kwargs}
+    # a parameter named like a launch option (Gluon's ``num_warps: gl.constexpr``) takes the config's value,
+    # as a launch binds ``config.all_kwargs()`` to it
+    options = {k: v for k, v in config.all_kwargs().items()
+               if k not in config.kwargs and k in params and params[k].is_constexpr}
+    clash = [k for k, v in options.items() if k in spec.given and spec.constexprs[k] != v]
+    if clash:
+        raise InspectError(f"config #{index} ({label}) launches with {', '.join(f'{k}={options[k]}' for k in clash)} "
+                           f"but constexprs set {', '.join(f'{k}={spec.constexprs[k]!r}' for k in clash)} of "
+                           f"{name}; a launch passes the config's value: drop it from constexprs")
+    merged = {**spec.constexprs, **options, **config.kwargs}
     missing = [p for p, v in params.items() if v.is_constexpr and p not in merged]
     if missing:
         hint = (f" (a triton.heuristics wrapper computes {list(spec.heuristics)} at launch: pass those in "
@@ -589,6 +627,10 @@ def _spec_of_value(param: Any, value: Any) -> tuple[str, Any, bool]:
         return ty, None, align and value % 16 == 0
     if isinstance(value, float):
         return "fp32", None, False
+    if is_descriptor(value):
+        # what a launch specialises a descriptor on (element type, block shape, Gluon layout); never aligned
+        from triton.runtime.jit import mangle_type
+        return mangle_type(value), None, False
     dtype = getattr(value, "dtype", None)
     address = 0
     if dtype is None and type(value).__name__ == "dtype" and type(value).__module__ == "torch":
@@ -646,6 +688,108 @@ def aligned_args(fn: Any, args: Mapping[str, Any]) -> frozenset[str]:
 
 
 # ------------------------------------------------------------------------------------------ compiling
+
+def _is_gluon(fn: Any) -> bool:
+    is_gluon = getattr(fn, "is_gluon", None)
+    return bool(is_gluon()) if callable(is_gluon) else False
+
+
+def _source_class(fn: Any) -> Any:
+    """What ``triton.compile`` takes for this kernel: ``GluonASTSource`` for a ``@gluon.jit`` kernel (its IR
+    is built with the layouts the kernel spells out), else ``ASTSource``; the same choice the kernel's own
+    binder makes at launch."""
+    if _is_gluon(fn):
+        from triton.experimental.gluon._runtime import GluonASTSource
+        return GluonASTSource
+    from triton.compiler import ASTSource
+    return ASTSource
+
+
+_WS_OP = re.compile(r"ttg\.warp_specialize\(")
+_WS_REQUESTED = re.compile(r"requestedRegisters = array<i32: ([\d, ]+)>")
+_WS_PARTITION = re.compile(r"^\s*partition(\d+)\(.*\)\s*num_warps\((\d+)\)", re.MULTILINE)
+_PTX_SETMAXNREG = re.compile(r"setmaxnreg\.(?:inc|dec)\.sync\.aligned\.u32\s+(\d+)")
+_PTX_MAXNREG = re.compile(r"^\s*\.maxnreg\s+(\d+)", re.MULTILINE)
+_MIN_REALLOC_REGISTERS = 24        # setmaxnreg's lower bound: a default partition left fewer is not reallocated
+_MAX_REALLOC_REGISTERS = 256       # and its upper bound
+
+
+def warp_partitions(ttgir: str, ptx: str, num_warps: int, registers: int) -> tuple[Partition, ...]:
+    """The partitions of every ``ttg.warp_specialize`` region of a compiled kernel, with their real warps and
+    registers per thread (see :class:`Partition`); () for a kernel without one.
+
+    Warps and requested registers are read from the TTGIR (``partitionN(...) num_warps(W)``,
+    ``requestedRegisters``). Triton decides the registers each partition runs with while lowering that IR
+    (``AllocateWarpGroups``: pad the workers to whole warpgroups with 1-16-register partitions, give each
+    warpgroup its largest request rounded up to 8, the default partition the rest of ``maxnreg`` x warps)
+    and emits them as ``setmaxnreg``; that result is kept in no metadata, so it is computed here by the same
+    rule and accepted only when every value appears as a ``setmaxnreg`` in the PTX (None otherwise)."""
+    starts = [m.start() for m in _WS_OP.finditer(ttgir)]
+    if not starts:
+        return ()
+    ops: list[tuple[list[int] | None, list[int]]] = []
+    for k, start in enumerate(starts):
+        text = ttgir[start:starts[k + 1] if k + 1 < len(starts) else len(ttgir)]
+        line = text.split("\n", 1)[0]
+        req = _WS_REQUESTED.search(line)
+        warps = [int(w) for _, w in sorted(((int(i), w) for i, w in _WS_PARTITION.findall(text)))]
+        ops.append(([int(r) for r in req.group(1).split(",")] if req else None, warps))
+    maxnreg_found = _PTX_MAXNREG.search(ptx)
+    maxnreg = int(maxnreg_found.group(1)) if maxnreg_found else registers
+    emitted = {int(v) for v in _PTX_SETMAXNREG.findall(ptx)}
+    groups = -(-max(sum(w) for _, w in ops) // 4)
+    out: list[Partition] = []
+    for index, (requested, warps) in enumerate(ops):
+        actual = _reallocated(requested, warps, groups, num_warps, maxnreg)
+        if actual is None:
+            regs = [registers] * (1 + len(warps))      # no setmaxnreg: every warp keeps the launch's count
+        elif set(actual) <= emitted:
+            regs = actual
+        else:
+            regs = [None] * (1 + len(warps))
+        out.append(Partition(index, "default", num_warps, None, regs[0]))
+        for i, w in enumerate(warps):
+            out.append(Partition(index, f"partition{i}", w, requested[i] if requested else None, regs[1 + i]))
+    return tuple(out)
+
+
+def _reallocated(requested: list[int] | None, warps: list[int], groups: int, base: int,
+                 maxnreg: int) -> list[int] | None:
+    """Registers per thread of [default, partition0, ...] under Triton's register reallocation, or None when
+    the region is not reallocated (no requests, or too few registers left for the default partition)."""
+    if requested is None or len(requested) != len(warps):
+        return None
+    sizes, wanted = list(warps), list(requested)
+    add = groups * 4 - sum(sizes)
+    while add > 0:                     # padding partitions: powers of two, 16 registers each
+        size = 1 << (add.bit_length() - 1)
+        sizes.append(size)
+        wanted.append(16)
+        add -= size
+    if sum(sizes) % 4:
+        return None
+    # start ids: the largest partitions first, from the default partition's warps on
+    first, start = {}, base
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        first[i] = start
+        start += sizes[i]
+    warpgroups: list[list[int]] = []   # [largest request rounded up to 8, warps, partition indices...]
+    for i in sorted(range(len(sizes)), key=lambda i: first[i]):
+        if first[i] % 4 == 0 or not warpgroups:
+            warpgroups.append([0, 0])
+        group = warpgroups[-1]
+        group[0] = max(group[0], -(-wanted[i] // 8) * 8)
+        group[1] += sizes[i]
+        group.append(i)
+    budget = maxnreg * base + sum((maxnreg - g[0]) * g[1] for g in warpgroups)   # per 32 threads
+    if budget <= 0:
+        return None
+    left = min(budget // base // 8 * 8, _MAX_REALLOC_REGISTERS)
+    if left < _MIN_REALLOC_REGISTERS:
+        return None
+    per = {i: g[0] for g in warpgroups for i in g[2:]}
+    return [left] + [per[i] for i in range(len(warps))]
+
 
 _compile_cache: dict[tuple, _Compiled] = {}
 _check_cache: dict[tuple, dict[int, str]] = {}
@@ -718,7 +862,6 @@ def _compile(spec: _Spec, constexprs: dict[str, Any], options: dict[str, Any], t
     """Compile once per (kernel source, target, signature, constexprs, specialisation, options) per process;
     Triton's on-disk cache makes a repeat in another process cheap too."""
     from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
 
     fn = spec.fn
     key = (_kernel_key(fn), target.capability,
@@ -739,7 +882,7 @@ def _compile(spec: _Spec, constexprs: dict[str, Any], options: dict[str, Any], t
     try:
         # Triton prints the whole PTX to stdout when ptxas fails; the reason is kept, the dump is not.
         with contextlib.redirect_stdout(io.StringIO()), _compiler_mode(fn):
-            kernel = triton.compile(ASTSource(fn, signature, constexprs, attrs),
+            kernel = triton.compile(_source_class(fn)(fn, signature, constexprs, attrs),
                                     target=GPUTarget("cuda", target.capability, target.warp_size), options=options)
     except Exception as exc:  # noqa: BLE001 - any compile failure makes the config unusable, with this reason
         logger.debug("compile of %s for %s with %s failed", _fn_name(fn), target.name, options, exc_info=True)
@@ -747,10 +890,14 @@ def _compile(spec: _Spec, constexprs: dict[str, Any], options: dict[str, Any], t
     else:
         found = _resource_usage(kernel.asm["cubin"], kernel.metadata.name)
         tmem = getattr(kernel.metadata, "tmem_size", None)
-        result = _Compiled(_Usage(registers=found.get("REG", 0), stack_bytes=found.get("STACK", 0),
+        registers = found.get("REG", 0)
+        result = _Compiled(_Usage(registers=registers, stack_bytes=found.get("STACK", 0),
                                   local_bytes=found.get("LOCAL", 0), shared_static=found.get("SHARED", 0),
                                   shared_dynamic=int(kernel.metadata.shared),
-                                  tensor_memory_columns=int(tmem) if tmem is not None else None), None)
+                                  tensor_memory_columns=int(tmem) if tmem is not None else None,
+                                  total_warps=int(kernel.metadata.num_warps),
+                                  partitions=warp_partitions(kernel.asm.get("ttgir", ""), kernel.asm.get("ptx", ""),
+                                                             int(options["num_warps"]), registers)), None)
         logger.debug("compiled %s for %s with %s in %.2f s: %s", _fn_name(fn), target.name, options,
                      time.perf_counter() - started, result.usage)
     with _cache_lock:
@@ -764,9 +911,10 @@ _MAX_TENSOR_MEMORY_COLUMNS = 512
 
 def _row(config: triton.Config, target: Target, compiled: _Compiled) -> ResourceRow:
     data = config_to_dict(config)
+    warps = (compiled.usage.total_warps if compiled.usage is not None else None) or config.num_warps
     common = dict(config=data, label=config_label(data), target=target.name, num_warps=config.num_warps,
-                  num_stages=config.num_stages, num_ctas=config.num_ctas,
-                  threads_per_block=config.num_warps * target.warp_size)
+                  num_stages=config.num_stages, num_ctas=config.num_ctas, total_warps=warps,
+                  threads_per_block=warps * target.warp_size)
     if compiled.usage is None:
         return ResourceRow(**common, registers=None, stack_bytes=None, local_bytes=None, spill_bytes=None,
                            shared_static=None, shared_dynamic=None, shared_bytes=None, blocks_by_registers=None,
@@ -775,7 +923,9 @@ def _row(config: triton.Config, target: Target, compiled: _Compiled) -> Resource
                            reason=f"compile failed for {target.name}: {compiled.error}")
     u = compiled.usage
     shared = u.shared_static + u.shared_dynamic
-    occ = occupancy(target, u.registers, shared, config.num_warps)
+    # every warp of the block holds the launch's register count (setmaxnreg only moves registers between the
+    # warpgroups of a block later), so the occupancy is that of the total warps
+    occ = occupancy(target, u.registers, shared, warps)
     fits, reason = occ.fits, occ.reason
     if fits and u.tensor_memory_columns is not None and u.tensor_memory_columns > _MAX_TENSOR_MEMORY_COLUMNS:
         fits = False
@@ -790,28 +940,39 @@ def _row(config: triton.Config, target: Target, compiled: _Compiled) -> Resource
                        blocks_by_limit=occ.blocks_by_limit if occ.fits else None,
                        resident_blocks=occ.blocks if fits else 0, resident_warps=occ.warps if fits else 0,
                        occupancy_pct=occ.occupancy_pct if fits else 0.0, limiter=occ.limiter, fits=fits,
-                       reason=reason)
+                       reason=reason, partitions=u.partitions)
 
 
 # ------------------------------------------------------------------------------------------ public API
 
 def inspect(kernel: Any, *, target: str | int | Target = "sm_90", signature: Mapping[str, str] | None = None,
             constexprs: Mapping[str, Any] | None = None, configs: Sequence[Any] | None = None,
-            specialize: bool | Iterable[str] = True) -> list[ResourceRow]:
+            specialize: bool | Iterable[str] = True, args: Mapping[str, Any] | None = None) -> list[ResourceRow]:
     """Compile every config of ``kernel`` for ``target`` and report resources and occupancy, one row per config.
 
     ``kernel``: a graphtune or ``triton.autotune`` kernel (``.fn`` and ``.configs``), possibly over a
-    ``triton.heuristics`` wrapper, or a ``@triton.jit`` function (then ``configs``, default one
-    ``triton.Config({})``). ``configs`` given explicitly replace the kernel's own.
-    ``signature``: Triton types of every runtime parameter (``{"x_ptr": "*bf16", "n": "i32"}``); defaults to
-    the kernel's ``graphtune_signature`` attribute. ``constexprs`` (default ``graphtune_constexprs``) hold the
-    tl.constexpr values the configs do not set. ``specialize``: True marks every pointer and integer divisible
-    by 16 as a launch with aligned tensors and sizes does, False none, or a set of parameter names.
+    ``triton.heuristics`` wrapper, or a ``@triton.jit`` / ``@gluon.jit`` function (then ``configs``, default
+    one ``triton.Config({})``). ``configs`` given explicitly replace the kernel's own.
+    ``signature``: Triton types of every runtime parameter (``{"x_ptr": "*bf16", "n": "i32"}``, a tensor
+    descriptor as ``mangle_type`` spells it); defaults to the kernel's ``graphtune_signature`` attribute.
+    ``args`` instead of ``signature``: the arguments of a launch by name (tensors on any device, tensor
+    descriptors over them, ints, ...); each config's ``pre_hook`` runs on them first, as before a launch, so
+    a descriptor it rebuilds per config is typed per config; alignment is then the arguments' own.
+    ``constexprs`` (default ``graphtune_constexprs``) hold the tl.constexpr values the configs do not set; a
+    parameter named like a launch option (Gluon's ``num_warps``) takes the config's value. ``specialize``:
+    True marks every pointer and integer divisible by 16 as a launch with aligned tensors and sizes does
+    (with ``args``: those that are), False none, or a set of parameter names.
     Bad input raises :class:`InspectError`; a config that fails to compile gets ``fits=False`` and the reason.
     """
     resolved = _resolve(kernel)
     tgt = get_target(target)
     fn = resolved.fn
+    if args is not None:
+        if signature is not None:
+            raise InspectError(f"inspect({_fn_name(fn)}): give signature= or args=, not both")
+        if not isinstance(args, Mapping):
+            raise InspectError(f"inspect({_fn_name(fn)}): args={args!r} must map parameter names to values")
+        return _inspect_args(resolved, tgt, args, constexprs, configs, specialize)
     if signature is None:
         signature = resolved.signature
     if signature is None:
@@ -826,6 +987,26 @@ def inspect(kernel: Any, *, target: str | int | Target = "sm_90", signature: Map
     per_config = [_config_constexprs(spec, config, i) for i, config in enumerate(config_list)]
     return [_row(config, tgt, _compile(spec, cons, _launch_options(config), tgt))
             for config, cons in zip(config_list, per_config)]
+
+
+def _inspect_args(resolved: _Resolved, tgt: Target, args: Mapping[str, Any], constexprs: Mapping[str, Any] | None,
+                  configs: Sequence[Any] | None, specialize: bool | Iterable[str]) -> list[ResourceRow]:
+    """``inspect`` with the launch's arguments: one signature per config, taken after its pre-hook."""
+    fn = resolved.fn
+    config_list = _normalise_configs(configs if configs is not None else resolved.configs)
+    named = dict(args)
+    jobs = []
+    for i, config in enumerate(config_list):   # every config validated before any compiles
+        if config.pre_hook is not None:
+            # Triton's convention: the hook gets the arguments and the config's values by name and rebuilds
+            # what depends on the config in place (a descriptor's block_shape and layout)
+            config.pre_hook({**named, **config.all_kwargs()})
+        signature, found = signature_from_args(fn, named)
+        aligned = aligned_args(fn, named) if specialize is True else specialize
+        merged = {**(resolved.constexprs or {}), **found, **(constexprs or {})}
+        spec = _prepare(fn, signature, merged, aligned, resolved.heuristics)
+        jobs.append((config, spec, _config_constexprs(spec, config, i)))
+    return [_row(config, tgt, _compile(spec, cons, _launch_options(config), tgt)) for config, spec, cons in jobs]
 
 
 def check_configs_for_device(kernel_fn: Any, configs: Sequence[Any], signature: Mapping[str, str],

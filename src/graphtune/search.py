@@ -17,6 +17,7 @@ from triton.runtime.jit import JITFunction
 from . import capture, settings
 from ._log import logger
 from .configs import config_label, config_to_dict
+from .descriptors import copy_arg, copy_nbytes, tensor_of, tensors_of
 from .errors import TuningError, one_line
 from .keys import key_to_json
 from .validate import check_outputs
@@ -45,8 +46,8 @@ class Space:
 
     @property
     def compiled(self) -> bool:
-        """A plain ``@triton.jit`` kernel compiled for the GPU here (not interpreted, not wrapped by heuristics):
-        its candidates can be compiled in parallel and checked against the device's limits."""
+        """A plain ``@triton.jit`` or ``@gluon.jit`` kernel compiled for the GPU here (not interpreted, not wrapped
+        by heuristics): its candidates can be compiled in parallel and checked against the device's limits."""
         return isinstance(self.fn, JITFunction) and capture.on_gpu()
 
     @property
@@ -62,6 +63,13 @@ class Space:
         if config.pre_hook is not None:
             config.pre_hook({**self.nargs(args, kwargs), **config.all_kwargs()})
         return self.fn.run(*args, grid=grid, warmup=False, **kwargs, **config.all_kwargs())
+
+    def warm(self, config: triton.Config, args: tuple, kwargs: dict, grid) -> Any:
+        """Compile (not launch) ``config`` for these arguments. The config's pre-hook runs first: it may rebuild
+        arguments the compile specialises on (a tensor descriptor's block shape)."""
+        if config.pre_hook is not None:
+            config.pre_hook({**self.nargs(args, kwargs), **config.all_kwargs()})
+        return self.fn.warmup(*args, grid=grid, **kwargs, **config.all_kwargs())
 
 
 @dataclass(frozen=True)
@@ -135,7 +143,7 @@ def search(space: Space, key: tuple, args: tuple, kwargs: dict, grid, *, order: 
     t_start = time.perf_counter()
     nargs = space.nargs(args, kwargs)
     candidates = prune(space, nargs, kwargs)
-    snapshot = {n: nargs[n].clone() for n in space.restore_value}
+    snapshot = {n: tensor_of(nargs[n]).clone() for n in space.restore_value}
     t_compile = time.perf_counter()
     screened, learnt = _screen(space, candidates, args, kwargs, grid, isolated)
     failures, resources = _compile_all(space, candidates, args, kwargs, grid, skip=set(screened))
@@ -152,10 +160,10 @@ def search(space: Space, key: tuple, args: tuple, kwargs: dict, grid, *, order: 
         sel, timer, samples = _time(space, candidates, alive, args, kwargs, grid, nargs, local_order)
         timing_s = time.perf_counter() - t_time
     for n, saved in snapshot.items():
-        nargs[n].copy_(saved)
+        tensor_of(nargs[n]).copy_(saved)
     if alive:
         for n in space.reset_to_zero:
-            nargs[n].zero_()
+            tensor_of(nargs[n]).zero_()
     rows = _rows(candidates, alive, sel, failures, resources)
     ranking = sorted(alive, key=lambda i: rows[i].get("median_ms") or float("inf"))
     if sel is not None:
@@ -176,7 +184,7 @@ def time_candidates(space: Space, args: tuple, kwargs: dict, grid, indices: Sequ
         raise RuntimeError(f"time_candidates({space.name!r}) inside capture or while frozen")
     nargs = space.nargs(args, kwargs)
     candidates = [space.configs[i] for i in indices]
-    snapshot = {n: nargs[n].clone() for n in space.restore_value}
+    snapshot = {n: tensor_of(nargs[n]).clone() for n in space.restore_value}
     screened, learnt = _screen(space, candidates, args, kwargs, grid, isolated)
     failures, resources = _compile_all(space, candidates, args, kwargs, grid, skip=set(screened))
     failures.update(screened)
@@ -186,7 +194,7 @@ def time_candidates(space: Space, args: tuple, kwargs: dict, grid, indices: Sequ
         sel, _, _ = _time(space, candidates, alive, args, kwargs, grid, nargs, list(range(len(alive))),
                           sample_single=True)
     for n, saved in snapshot.items():
-        nargs[n].copy_(saved)
+        tensor_of(nargs[n]).copy_(saved)
     rows = _rows(candidates, alive, sel, failures, resources)
     return [{"index": i, **row} for i, row in zip(indices, rows)], learnt
 
@@ -240,7 +248,9 @@ def _compile_all(space: Space, candidates, args, kwargs, grid, skip: set[int] = 
                 with AsyncCompileMode(pool, ignore_errors=True):
                     for i in todo:
                         try:
-                            space.fn.warmup(*args, grid=grid, **kwargs, **candidates[i].all_kwargs())
+                            # the binder reads the arguments (a descriptor's block shape set by the pre-hook)
+                            # here, before the compile is handed to the pool
+                            space.warm(candidates[i], args, kwargs, grid)
                         except Exception:  # noqa: BLE001 - reported by the sequential pass below
                             pass
         except ImportError:
@@ -275,16 +285,19 @@ def _device_limits(space: Space):
 def _check_compiled(space: Space, config, args, kwargs, grid, limits, resources: dict, i: int) -> str | None:
     """Exclude, with the numbers, a compiled config the present GPU cannot launch (instead of letting it fail
     at launch, or, as stock Triton does, dropping it silently), and keep its resource usage."""
-    ck = space.fn.warmup(*args, grid=grid, **kwargs, **config.all_kwargs())
+    ck = space.warm(config, args, kwargs, grid)
     if hasattr(ck, "result"):
         ck = ck.result()
     from .resources import occupancy
     shared = int(getattr(ck.metadata, "shared", 0) or 0)
-    res = {"shared_bytes": shared, "threads": config.num_warps * limits.warp_size}
+    # every warp the block launches with: a warp-specialised (Gluon) kernel's worker partitions are added to
+    # config.num_warps (the default partition) in metadata.num_warps
+    warps = int(getattr(ck.metadata, "num_warps", 0) or config.num_warps)
+    res = {"shared_bytes": shared, "threads": warps * limits.warp_size}
     resources[i] = res
     # the inspector's rules, in two steps: threads and shared memory before loading (a load over the
     # shared-memory limit raises), registers once the loaded kernel reports them
-    occ = occupancy(limits, 0, shared, config.num_warps)
+    occ = occupancy(limits, 0, shared, warps)
     if not occ.fits:
         return occ.reason
     try:
@@ -293,14 +306,14 @@ def _check_compiled(space: Space, config, args, kwargs, grid, limits, resources:
         res["spills"] = int(ck.n_spills)
     except Exception as exc:  # noqa: BLE001
         return one_line(exc)
-    occ = occupancy(limits, res["registers"], shared, config.num_warps)
+    occ = occupancy(limits, res["registers"], shared, warps)
     return None if occ.fits else occ.reason
 
 
 def _validate(space: Space, candidates, args, kwargs, grid, nargs, skip: set[int]) -> dict[int, str]:
     """Run each candidate once from the same inputs; NaN/inf or a mismatch with the first good one fails."""
     import torch
-    tensors = {n: v for n, v in nargs.items() if isinstance(v, torch.Tensor)}
+    tensors = tensors_of(nargs)   # tensors, and the tensors under descriptors (a TMA store writes there)
     before = {n: v.clone() for n, v in tensors.items()}
     failures: dict[int, str] = {}
     reference: dict[str, Any] | None = None
@@ -311,7 +324,7 @@ def _validate(space: Space, candidates, args, kwargs, grid, nargs, skip: set[int
         for n, v in tensors.items():
             v.copy_(before[n])
         for n in space.reset_to_zero:
-            nargs[n].zero_()
+            tensor_of(nargs[n]).zero_()
         try:
             space.call(c, args, kwargs, grid)
             if capture.on_gpu():
@@ -390,7 +403,7 @@ def _bench_call(space: Space, config, args, kwargs, grid, nargs) -> Callable[[],
         if space.pre_hook:
             space.pre_hook(full)
         for n in space.reset_to_zero:
-            nargs[n].zero_()
+            tensor_of(nargs[n]).zero_()
         space.call(config, args, kwargs, grid)
         if space.post_hook:
             space.post_hook(full, None)
@@ -400,19 +413,18 @@ def _bench_call(space: Space, config, args, kwargs, grid, nargs) -> Callable[[],
 def _rotating_calls(space: Space, candidates, alive, args, kwargs, grid, nargs) -> list[list[Callable[[], Any]]]:
     """Per candidate, launches over several copies of the inputs so consecutive launches in a replayed graph do
     not hit L2 (the copies together exceed twice the L2). Memory: at most GRAPHTUNE_TIMER_MEM_MB of copies,
-    freed when tuning ends."""
-    import torch
-
+    freed when tuning ends. A tensor descriptor is rebuilt over a copy of its base (same strides), and each
+    candidate's pre-hook runs on each copy's arguments when its launches are captured."""
     from .timing import l2_bytes
-    tensors = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
-    nbytes = sum(t.numel() * t.element_size() for t in tensors) or 1
+    # what one more set of copies allocates (a descriptor over a tensor also passed itself is copied twice)
+    nbytes = sum(copy_nbytes(a) for a in list(args) + list(kwargs.values())) or 1
     want = -(-2 * l2_bytes() // nbytes)
     cap = int(settings.timer_mem_mb() * 2**20 // nbytes)
     n_copies = int(max(1, min(want, cap, 16)))
     sets = [(args, kwargs, nargs)]
     for _ in range(n_copies - 1):
-        a2 = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
-        k2 = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in kwargs.items()}
+        a2 = tuple(copy_arg(a) for a in args)
+        k2 = {k: copy_arg(v) for k, v in kwargs.items()}
         sets.append((a2, k2, space.nargs(a2, k2)))
     return [[_graph_call(space, candidates[i], a, k, grid, n) for (a, k, n) in sets] for i in alive]
 
@@ -420,6 +432,6 @@ def _rotating_calls(space: Space, candidates, alive, args, kwargs, grid, nargs) 
 def _graph_call(space: Space, config, args, kwargs, grid, nargs) -> Callable[[], Any]:
     def call():
         for n in space.reset_to_zero:
-            nargs[n].zero_()
+            tensor_of(nargs[n]).zero_()
         space.call(config, args, kwargs, grid)
     return call

@@ -246,7 +246,7 @@ class GraphtuneKernel(KernelInterface):
             config.pre_hook({**dict(zip(self.arg_names, args)), **kwargs, **config.all_kwargs()})
         ret = self.fn.run(*args, grid=grid, warmup=False, **kwargs, **config.all_kwargs())
         if fast_key is not None and choice.source != "fallback" and config.pre_hook is None and ret is not None:
-            tail = fast.tail(config.kwargs, len(args))
+            tail = fast.tail(config.kwargs, len(args), config.all_kwargs())
             if tail is not None:
                 fast.remember(fast_key, choice, ret, tail)
         return ret
@@ -443,7 +443,7 @@ class GraphtuneKernel(KernelInterface):
     def warmup(self, *args, grid=None, **kwargs):
         """Compile (not launch) every config for these arguments, as ``triton.autotune``'s ``warmup`` does.
         (``graphtune.warmup(fn, sizes, make_args)`` is the process-level function that tunes every size.)"""
-        return [self.fn.warmup(*args, grid=grid, **kwargs, **c.all_kwargs())
+        return [self.space.warm(c, args, kwargs, grid)
                 for c in self.configs + ([self.default] if self.default is not None else [])]
 
     def preload_fallbacks(self, args: tuple, kwargs: dict, grid) -> None:
@@ -452,7 +452,7 @@ class GraphtuneKernel(KernelInterface):
         if not isinstance(self.fn, JITFunction) or settings.interpret() or self.default is None:
             return
         try:
-            ks = self.fn.warmup(*args, grid=grid, **kwargs, **self.default.all_kwargs())
+            ks = self.space.warm(self.default, args, kwargs, grid)
             for k in (ks if isinstance(ks, list) else [ks]):
                 if hasattr(k, "_init_handles"):
                     k._init_handles()
@@ -503,6 +503,16 @@ def autotune(configs: Sequence[triton.Config], key: Sequence[str], *, buckets: d
     checks every candidate's outputs (no NaN/inf, agreement with the first good one) before timing it;
     ``isolate=True`` (or GRAPHTUNE_ISOLATE=1) launches candidates that never ran on this device and software
     stack first in a worker process, so one that faults never runs in this one (isolate.py).
+
+    ``@gluon.jit`` kernels are tuned the same way. A config's ``pre_hook`` (``triton.Config(...,
+    pre_hook=fn)``, Triton's convention: ``fn(named_args)`` with the launch's arguments and the config's
+    values by name) runs before every compile and launch of that config while searching and before every
+    launch with the chosen config, inside CUDA graph capture too; it is where tensor descriptors whose block
+    shape depends on the config are rebuilt (set ``desc.block_shape`` and, for Gluon, ``desc.layout``).
+    It must therefore be capture-safe: host work only, no device allocation, no synchronisation, no
+    copies. The descriptors are shared by every candidate: when configs disagree on a tile, every config
+    needs the hook. A kernel whose chosen config has a pre-hook launches through ``JITFunction.run`` (no
+    direct launch: launch.py).
     """
     if isinstance(key, str):
         raise TypeError(f"autotune(key={key!r}): key must be a list of parameter names, not a string")
@@ -520,8 +530,8 @@ def autotune(configs: Sequence[triton.Config], key: Sequence[str], *, buckets: d
     def decorator(fn) -> GraphtuneKernel:
         arg_names = getattr(fn, "arg_names", None)
         if arg_names is None:
-            raise TypeError(f"graphtune.autotune must wrap a @triton.jit function (or triton.heuristics of one), "
-                            f"got {fn!r}")
+            raise TypeError(f"graphtune.autotune must wrap a @triton.jit or @gluon.jit function (or "
+                            f"triton.heuristics of one), got {fn!r}")
         return GraphtuneKernel(fn, arg_names, configs, key, buckets=buckets, default=default, name=name,
                                prune_configs_by=prune_configs_by, reset_to_zero=reset_to_zero,
                                restore_value=restore_value, pre_hook=pre_hook, post_hook=post_hook,

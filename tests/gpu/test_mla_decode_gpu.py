@@ -272,3 +272,99 @@ def test_hopper_fp8_capture_replay_equals_eager(heads):
         assert _rel(replayed, ref) <= 2e-3
         if public:
             assert torch.equal(replayed_public, replayed), "the public path differs from path='hopper'"
+
+
+# ------------------------------------------- the Hopper kernels under graphtune.autotune (per batch bucket)
+# NOT YET RUN ON A GPU: written in a CPU-only session (branch issue-gluon), where every config of each space
+# compiled for sm_90 and fit (tests/cpu/test_mla_hopper_tuning.py).
+
+HOPPER_SPACE_CASES = [(heads, fmt, i) for heads, fmt in ((128, "bf16"), (16, "bf16"), (128, "fp8"), (16, "fp8"))
+                      for i in range(len(interface_hopper.space_configs(heads % 64 == 0, fmt == "fp8")))]
+
+
+@pytest.mark.parametrize("heads,kv_format,index", HOPPER_SPACE_CASES,
+                         ids=[f"{f}-H{h}-cfg{i}" for h, f, i in HOPPER_SPACE_CASES])
+def test_every_hopper_space_config_matches_reference(heads, kv_format, index):
+    """Each config the tuner may pick for a bucket, forced (its pre-hook rebuilds the KV descriptors where its
+    tile differs): NaN in every cache row past seq_len, NaN-poisoned out, 132 and 7 SMs."""
+    _hopper_or_skip()
+    on_m, fp8 = heads % 64 == 0, kv_format == "fp8"
+    name = interface_hopper.KERNEL_NAMES[(on_m, fp8)]
+    config = interface_hopper.space_configs(on_m, fp8)[index]
+    seed = _seed()
+    lens = [1, 63, 64, 65, 3001, 4096]
+    x = _inputs(len(lens), heads, 64, kv_format, max(lens), seed)
+    x["seq_lens"].copy_(torch.tensor(lens, dtype=torch.int32))
+    pt = x["page_table"]
+    for b, n in enumerate(lens):
+        tail = torch.arange(n, pt.shape[1] * 64, device=pt.device)
+        x["kv_cache"][pt[b, tail // 64].long(), tail % 64] = float("nan")
+    ref = mla_decode_reference(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"],
+                               kv_format=kv_format)
+    interface_hopper.tuned_kernel(on_m, fp8).reset()
+    graphtune.force(name, **config.kwargs)
+    try:
+        for sms in (132, 7):
+            x["out"].fill_(float("nan"))
+            out = interface._launch(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, x["kv_scale"], kv_format,
+                                    x["out"], False, num_sms=sms, path="hopper")
+            assert torch.isfinite(out.float()).all(), f"seed {seed}, {sms} SMs: unwritten or NaN outputs"
+            tol = 2e-3 if fp8 else TOL
+            assert _rel(out, ref) <= tol, f"seed {seed}, {sms} SMs: rel err {_rel(out, ref):.3e}"
+    finally:
+        graphtune.unforce(name)
+    assert interface_hopper.tuned_kernel(on_m, fp8).tune_count == 0, "a forced kernel tuned"
+
+
+@pytest.mark.parametrize("heads,kv_format", [(128, "bf16"), (16, "bf16"), (128, "fp8"), (16, "fp8")],
+                         ids=["bf16-H128", "bf16-H16", "fp8-H128", "fp8-H16"])
+def test_hopper_tuned_per_bucket_then_captured_and_replayed(heads, kv_format):
+    """The Hopper kernel tuned per capture size by graphtune.warmup (page size 64), one graph per size
+    captured with no benchmark inside, replays with new lengths and queries equal to eager and the reference."""
+    _hopper_or_skip()
+    on_m, fp8 = heads % 64 == 0, kv_format == "fp8"
+    kernel = interface_hopper.tuned_kernel(on_m, fp8)
+    kernel.reset()
+    sizes = [1, 3, 8, 16]
+    max_len = 2048
+    per_size = {b: _inputs(b, heads, 64, kv_format, max_len, _seed()) for b in sizes}
+    kv_scale = (torch.tensor([per_size[1]["kv_scale"]], dtype=torch.float32, device="cuda") if fp8 else 1.0)
+
+    def make_args(b: int):
+        x = per_size[b]
+        return (x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE)
+
+    def call(*args):
+        return interface._launch(*args, kv_scale, kv_format, per_size[args[0].shape[0]]["out"], False,
+                                 path="hopper")
+
+    graphtune.warmup(call, sizes, make_args)
+    searched = kernel.tune_count
+    assert searched == (len(sizes) if len(kernel.configs) > 1 else 0)
+    calls = kernel.bench_calls
+    graphs = {}
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    for b in sorted(sizes, reverse=True):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            call(*make_args(b))
+        graphs[b] = graph
+    torch.cuda.synchronize()
+    assert kernel.bench_calls == calls and kernel.tune_count == searched, "tuned inside capture"
+    gen = torch.Generator().manual_seed(_seed())
+    for b in sizes:
+        x = per_size[b]
+        for _ in range(2):
+            x["seq_lens"].copy_(torch.randint(1, max_len + 1, (b,), generator=gen, dtype=torch.int32))
+            x["q"].copy_(torch.randn(x["q"].shape, generator=gen).to(torch.bfloat16))
+            x["out"].fill_(float("nan"))
+            graphs[b].replay()
+            torch.cuda.synchronize()
+            replayed = x["out"].clone()
+            eager = interface._launch(*make_args(b), kv_scale, kv_format, None, False, path="hopper")
+            assert torch.isfinite(replayed.float()).all(), f"B={b}: replay left unwritten outputs"
+            assert torch.equal(replayed, eager), f"B={b}: replay differs from eager"
+            ref = mla_decode_reference(*make_args(b), kv_scale=kv_scale, kv_format=kv_format)
+            assert _rel(replayed, ref) <= (2e-3 if fp8 else TOL)
+    graphtune.assert_covered([kernel.name])

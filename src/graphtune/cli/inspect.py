@@ -126,7 +126,10 @@ def _print_rows(title: str, rows: list[ResourceRow]) -> None:
         table.add_column(col, justify="left" if col == "limiter" else "right", no_wrap=True)
     table.add_column("fits", overflow="fold")
     for row in sorted(rows, key=_sort_key):
-        cells = [str(row.config.get(name, "")) for name in meta] + [str(row.num_warps), str(row.num_stages)]
+        # a warp-specialised kernel's worker warps (padded to whole warpgroups) after the config's: "4+4"
+        warps = str(row.num_warps) if row.total_warps == row.num_warps else \
+            f"{row.num_warps}+{row.total_warps - row.num_warps}"
+        cells = [str(row.config.get(name, "")) for name in meta] + [warps, str(row.num_stages)]
         if show_maxnreg:
             cells.append(str(row.config.get("maxnreg") or ""))
         if show_ctas:

@@ -1,11 +1,17 @@
 """Launch of the Hopper (sm_90a) Gluon MLA decode kernels (kernel_hopper.py): which inputs they take, their
 TMA descriptors, grid and scratch buffers. ``interface._launch`` decides when to call them.
 
-The kernels run fixed, benchmark-chosen configs (bf16: ``HOPPER_CONFIG`` for H % 64 == 0, ``HOPPER_TOK_CONFIG``
-otherwise; fp8: ``HOPPER_FP8_CONFIG`` / ``HOPPER_TOK_FP8_CONFIG``; ``benchmarks/bench_mla_decode.py
---hopper-variants`` times the alternatives), not
-``graphtune.autotune``: the tuner's launch path does not rebuild the TMA descriptors per config
-(docs/mla_decode.md lists what the core would need).
+Each kernel is tuned per batch bucket by ``graphtune.autotune`` (the engines' capture sizes, as the portable
+kernel; key ``B``, ``H``, ``PAGE_SIZE``, ``RETURN_LSE`` and the cache's element type) over a small space
+whose first config is the benchmark-chosen fixed config (bf16: ``HOPPER_CONFIG`` for H % 64 == 0,
+``HOPPER_TOK_CONFIG`` otherwise; fp8: ``HOPPER_FP8_CONFIG`` / ``HOPPER_TOK_FP8_CONFIG``), also the
+default (what a capture-time miss falls back to). Kernel names for ``graphtune.force`` / ``GRAPHTUNE_FORCE``:
+``KERNEL_NAMES``. Where a config changes the KV tile (``BLOCK_N``), its pre-hook (``_kv_tiles``) rebuilds the
+KV descriptors for it before every launch (host work only: capture-safe).
+
+Pinned instead of tuned: ``launch(..., config=...)``, or a module-level fixed config changed from its shipped
+value (``benchmarks/bench_mla_decode.py --hopper-variants`` times variants that way): that config runs on the
+plain kernel, as before tuning existed.
 """
 from __future__ import annotations
 
@@ -13,9 +19,12 @@ import functools
 from typing import Any
 
 import torch
+import triton
 
 from . import kernel_hopper
 from .reference import D_NOPE, D_QK
+
+D_ROPE = D_QK - D_NOPE
 
 BLOCK_N = 64        # the largest tile; pages must hold a multiple of it (a tile never spans two pages)
 BLOCK_H = 64
@@ -44,6 +53,40 @@ HOPPER_FP8_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0, "LO
 # a kernel that stops winning goes back behind ``path="hopper"`` by setting its entry to False.
 FP8_AUTO: dict[str, bool] = {"tokens-on-M": True, "heads-on-M": True}
 _B_CHUNK = 128
+
+# The per-bucket spaces (kernel parameters only), each led by its kernel's fixed config. Every config here
+# passed the correctness check of ``bench_mla_decode.py --hopper-variants`` on the H200 and was timed there
+# (docs/mla_decode.md). Where the fixed config won every timed cell (bf16 heads on M: H = 128, batch 1-64) the
+# others stay for what was not timed (batch above 64, H = 64 or 256); elsewhere another config won cells
+# (fp8 heads on M: LO_CHAIN 1 everywhere timed; fp8 tokens on M: 4 buffers at batch 8).
+# bf16, heads on M: the FA3-style overlap (PIPE 1) and 32-token tiles 3-4 deep; the only kernel whose tile
+# (BLOCK_N) varies, so its configs carry the pre-hook that rebuilds the KV descriptors.
+HOPPER_SPACE: list[dict[str, int]] = [dict(HOPPER_CONFIG), dict(BLOCK_N=64, NUM_BUF=2, PIPE=1),
+                                      dict(BLOCK_N=32, NUM_BUF=3, PIPE=0), dict(BLOCK_N=32, NUM_BUF=4, PIPE=1)]
+# bf16, tokens on M: one config (BLOCK_N is the wgmma's M, a third buffer does not fit, PIPE is unused):
+# never benchmarked, still forceable and in coverage.
+HOPPER_TOK_SPACE: list[dict[str, int]] = [dict(HOPPER_TOK_CONFIG)]
+# fp8, heads on M: LO_CHAIN 1 measured 2-4% faster at H = 128 (run 2), LO_CHAIN 0 is the one the GPU tests ran.
+HOPPER_FP8_SPACE: list[dict[str, int]] = [dict(HOPPER_FP8_CONFIG), {**HOPPER_FP8_CONFIG, "LO_CHAIN": 1}]
+# fp8, tokens on M: 2 buffers / WIDEN 0 (the fixed config), 4 buffers (won batch 8 in run 2), WIDEN 2 (V^T
+# widened in shared memory). Programs per SM are not a kernel parameter: the grid gives each config as many
+# as fit an SM (``_tok_fp8_programs_per_sm``), as the variants were timed.
+HOPPER_TOK_FP8_SPACE: list[dict[str, int]] = [
+    {k: v for k, v in HOPPER_TOK_FP8_CONFIG.items() if k != "PROGRAMS_PER_SM"},
+    dict(BLOCK_N=64, NUM_BUF=4, PIPE=0, WIDEN=0), dict(BLOCK_N=64, NUM_BUF=2, PIPE=0, WIDEN=2)]
+KERNEL_NAMES: dict[tuple[bool, bool], str] = {   # (heads on M, fp8) -> the graphtune kernel name
+    (True, False): "mla_decode_hopper", (False, False): "mla_decode_hopper_tok",
+    (True, True): "mla_decode_hopper_fp8", (False, True): "mla_decode_hopper_tok_fp8"}
+# The fixed configs as shipped: one changed since (a benchmark's variant) is pinned, not tuned
+_SHIPPED: dict[tuple[bool, bool], dict[str, int]] = {
+    (True, False): dict(HOPPER_CONFIG), (False, False): dict(HOPPER_TOK_CONFIG),
+    (True, True): dict(HOPPER_FP8_CONFIG), (False, True): dict(HOPPER_TOK_FP8_CONFIG)}
+
+
+def _tok_fp8_programs_per_sm(config: dict[str, Any]) -> int:
+    """Programs per SM of the fp8 tokens-on-M kernel: two when two blocks fit an SM's 228 KB (two buffers and
+    V^T widened in registers or one shared chunk: 96,528 / 112,912 B), else one."""
+    return 2 if config["NUM_BUF"] == 2 and config["WIDEN"] != 1 else 1
 
 
 def _heads_on_m(heads: int) -> bool:
@@ -101,18 +144,35 @@ def _gl_dtype(dtype: torch.dtype):
     return {torch.bfloat16: gl.bfloat16, torch.float8_e4m3fn: gl.float8e4nv}[dtype]
 
 
-def _descriptor(t: torch.Tensor, block: list[int]):
+@functools.lru_cache(maxsize=None)
+def _layout(block: tuple[int, ...], dtype: torch.dtype):
+    # cached: the pre-hook below runs before every launch, and the layout depends only on these two
     from triton.experimental.gluon import language as gl
+    return gl.NVMMASharedLayout.get_default_for(list(block), _gl_dtype(dtype))
+
+
+def _descriptor(t: torch.Tensor, block: list[int]):
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-    layout = gl.NVMMASharedLayout.get_default_for(block, _gl_dtype(t.dtype))
-    return TensorDescriptor(t, list(t.shape), list(t.stride()), block, layout)
+    return TensorDescriptor(t, list(t.shape), list(t.stride()), list(block), _layout(tuple(block), t.dtype))
 
 
-def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
-                sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool, *,
-                sms: int, config: dict[str, int] | None = None, programs_per_sm: int = 1,
-                lse: torch.Tensor | None = None):
-    """Positional arguments, grid and constexprs of the Hopper kernel, plus ``(lse, part_o, part_lse, seg)``."""
+def _kv_tiles(nargs: dict[str, Any]) -> None:
+    """Config pre-hook of the bf16 kernels: the KV descriptors' tiles follow the config's ``BLOCK_N``
+    ([BLOCK_N, 512] latent, [BLOCK_N, 64] rope). It runs before every compile and launch of the config, inside
+    CUDA graph capture too: it only rewrites two host objects (no allocation, no synchronisation)."""
+    block_n = nargs["BLOCK_N"]
+    for name, cols in (("kv_nope_desc", D_NOPE), ("kv_rope_desc", D_ROPE)):
+        desc = nargs[name]
+        if desc.block_shape[0] != block_n:
+            desc.block_shape = [block_n, cols]
+            desc.layout = _layout((block_n, cols), desc.base.dtype)
+
+
+def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
+               sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool, *,
+               sms: int, block_n: int, programs_per_sm: int, lse: torch.Tensor | None):
+    """Positional arguments (KV descriptors with ``block_n``-token tiles), head blocks, the constexprs no config
+    sets, and ``(lse, part_o, part_lse, seg)`` with partial slots for ``programs_per_sm``."""
     batch, heads, _ = q.shape
     device = q.device
     if lse is None:
@@ -120,18 +180,14 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
     on_m = _heads_on_m(heads)
     block_h = BLOCK_H if on_m else TOK_BLOCK_H
     head_blocks = heads // block_h
-    fp8 = fmt == "fp8"
-    cfg = {**_base_config(on_m, fp8), **(config or {})}
-    programs_per_sm = cfg.pop("PROGRAMS_PER_SM", programs_per_sm)
-    programs = max(1, sms * programs_per_sm // head_blocks)
-    slots = programs + batch
+    slots = _programs(sms, programs_per_sm, head_blocks) + batch
     part_o = torch.empty(slots, heads, D_NOPE, dtype=torch.float32, device=device)
     part_lse = torch.empty(slots, heads, dtype=torch.float32, device=device)
     seg = torch.empty(batch, 2, dtype=torch.int32, device=device)
-    block_n = cfg["BLOCK_N"]
     q2 = q.view(batch * heads, D_QK)
     kv2 = kv_cache.view(kv_cache.shape[0] * kv_cache.shape[1], D_QK)
-    if fp8:
+    scratch = (lse, part_o, part_lse, seg)
+    if fmt == "fp8":
         if isinstance(kv_scale, torch.Tensor):
             scale_ptr, scale_value, scale_from_ptr = kv_scale, 1.0, True
         else:
@@ -147,10 +203,10 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
                 part_o.stride(0), part_o.stride(1),
                 part_lse.stride(0))
         consts = dict(PAGE_SIZE=kv_cache.shape[1], KV_SCALE_FROM_PTR=scale_from_ptr, RETURN_LSE=return_lse,
-                      B_CHUNK=_B_CHUNK, BLOCK_H=block_h, **cfg, num_warps=NUM_WARPS if on_m else TOK_NUM_WARPS)
-        return args, (head_blocks, programs), consts, (lse, part_o, part_lse, seg)
-    args = (_descriptor(q2, [block_h, D_NOPE]), _descriptor(q2[:, D_NOPE:], [block_h, 64]),
-            _descriptor(kv2, [block_n, D_NOPE]), _descriptor(kv2[:, D_NOPE:], [block_n, 64]),
+                      B_CHUNK=_B_CHUNK, BLOCK_H=block_h)
+        return args, head_blocks, consts, scratch
+    args = (_descriptor(q2, [block_h, D_NOPE]), _descriptor(q2[:, D_NOPE:], [block_h, D_ROPE]),
+            _descriptor(kv2, [block_n, D_NOPE]), _descriptor(kv2[:, D_NOPE:], [block_n, D_ROPE]),
             page_table, seq_lens,
             out, lse, part_o, part_lse, seg,
             float(sm_scale),
@@ -159,9 +215,49 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
             out.stride(0), out.stride(1),
             part_o.stride(0), part_o.stride(1),
             part_lse.stride(0))
-    consts = dict(PAGE_SIZE=kv_cache.shape[1], RETURN_LSE=return_lse, B_CHUNK=_B_CHUNK, BLOCK_H=block_h, **cfg,
-                  num_warps=NUM_WARPS if on_m else TOK_NUM_WARPS)
-    return args, (head_blocks, programs), consts, (lse, part_o, part_lse, seg)
+    consts = dict(PAGE_SIZE=kv_cache.shape[1], RETURN_LSE=return_lse, B_CHUNK=_B_CHUNK, BLOCK_H=block_h)
+    return args, head_blocks, consts, scratch
+
+
+def _programs(sms: int, programs_per_sm: int, head_blocks: int) -> int:
+    """Programs per head block of the split grid: fill the SMs ``programs_per_sm`` times over all head blocks."""
+    return max(1, sms * programs_per_sm // head_blocks)
+
+
+def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
+                sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool, *,
+                sms: int, config: dict[str, int] | None = None, programs_per_sm: int = 1,
+                lse: torch.Tensor | None = None):
+    """A pinned launch: positional arguments, grid and constexprs (the fixed config overlaid with ``config``,
+    ``num_warps`` included) of the Hopper kernel, plus ``(lse, part_o, part_lse, seg)``."""
+    on_m = _heads_on_m(q.shape[1])
+    cfg = {**_base_config(on_m, fmt == "fp8"), **(config or {})}
+    programs_per_sm = cfg.pop("PROGRAMS_PER_SM", programs_per_sm)
+    args, head_blocks, consts, scratch = _arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
+                                                    return_lse, sms=sms, block_n=cfg["BLOCK_N"],
+                                                    programs_per_sm=programs_per_sm, lse=lse)
+    consts = {**consts, **cfg, "num_warps": NUM_WARPS if on_m else TOK_NUM_WARPS}
+    return args, (head_blocks, _programs(sms, programs_per_sm, head_blocks)), consts, scratch
+
+
+def tuned_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
+               sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool, *,
+               sms: int, lse: torch.Tensor | None = None):
+    """A tuned launch: positional arguments (KV descriptors at the default config's tile: a config with
+    another tile rebuilds them in its pre-hook), grid, the constexprs no config sets, and scratch with
+    partial slots for every config of the space."""
+    on_m, fp8 = _heads_on_m(q.shape[1]), fmt == "fp8"
+    space = _SPACES[(on_m, fp8)]
+    per_sm = _tok_fp8_programs_per_sm if (fp8 and not on_m) else (lambda config: 1)
+    args, head_blocks, consts, scratch = _arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
+                                                    return_lse, sms=sms, block_n=space[0]["BLOCK_N"],
+                                                    programs_per_sm=max(per_sm(c) for c in space), lse=lse)
+    if fp8 and not on_m:
+        def grid(meta: dict[str, Any]) -> tuple[int, int]:
+            return head_blocks, _programs(sms, _tok_fp8_programs_per_sm(meta), head_blocks)
+    else:
+        grid = (head_blocks, _programs(sms, 1, head_blocks))
+    return args, grid, consts, scratch
 
 
 def kernel_for(heads: int, fmt: str = "bf16"):
@@ -172,13 +268,50 @@ def kernel_for(heads: int, fmt: str = "bf16"):
     return kernel_hopper._mla_decode_hopper_kernel if _heads_on_m(heads) else kernel_hopper._mla_decode_hopper_tok_kernel
 
 
+_SPACES: dict[tuple[bool, bool], list[dict[str, int]]] = {
+    (True, False): HOPPER_SPACE, (False, False): HOPPER_TOK_SPACE,
+    (True, True): HOPPER_FP8_SPACE, (False, True): HOPPER_TOK_FP8_SPACE}
+
+
+def space_configs(on_m: bool, fp8: bool) -> list[triton.Config]:
+    """The candidate configs of one Hopper kernel (its fixed config first): launch options and, where the tile
+    varies within the space, the pre-hook that rebuilds the KV descriptors."""
+    space = _SPACES[(on_m, fp8)]
+    hook = _kv_tiles if len({c["BLOCK_N"] for c in space}) > 1 else None
+    warps = NUM_WARPS if on_m else TOK_NUM_WARPS
+    return [triton.Config(dict(c), num_warps=warps, pre_hook=hook) for c in space]
+
+
+@functools.lru_cache(maxsize=None)
+def tuned_kernel(on_m: bool, fp8: bool):
+    """The Hopper kernel for (heads on M, fp8) under ``graphtune.autotune``, per batch bucket."""
+    from ... import Buckets, autotune
+    from .space import CAPTURE_SIZES
+    configs = space_configs(on_m, fp8)
+    fn = kernel_for(BLOCK_H if on_m else TOK_BLOCK_H, "fp8" if fp8 else "bf16")
+    return autotune(configs, key=["B", "H", "PAGE_SIZE", "RETURN_LSE"], buckets={"B": Buckets.explicit(CAPTURE_SIZES)},
+                    default=configs[0], name=KERNEL_NAMES[(on_m, fp8)])(fn)
+
+
+def pinned(heads: int, fmt: str, config: dict[str, int] | None = None) -> bool:
+    """Whether a launch runs a fixed config (``config`` given, or the module's fixed config changed from its
+    shipped value) rather than the tuned kernel."""
+    key = (_heads_on_m(heads), fmt == "fp8")
+    return config is not None or _base_config(*key) != _SHIPPED[key]
+
+
 def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
            sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool, *,
            sms: int, config: dict[str, int] | None = None) -> tuple[torch.Tensor, torch.Tensor, Any]:
-    """Run the Hopper split kernel; returns ``(lse, part_o, part_lse, seg)`` for the reduction."""
-    args, grid, consts, scratch = hopper_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
-                                              return_lse, sms=sms, config=config)
-    kernel_for(q.shape[1], fmt)[grid](*args, **consts)
+    """Run the Hopper split kernel, tuned per batch bucket unless pinned (:func:`pinned`); returns
+    ``(lse, part_o, part_lse, seg)`` for the reduction."""
+    heads = q.shape[1]
+    if pinned(heads, fmt, config):
+        args, grid, consts, scratch = hopper_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
+                                                  return_lse, sms=sms, config=config)
+        kernel_for(heads, fmt)[grid](*args, **consts)
+        return scratch
+    args, grid, consts, scratch = tuned_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
+                                             return_lse, sms=sms)
+    tuned_kernel(_heads_on_m(heads), fmt == "fp8")[grid](*args, **consts)
     return scratch
-
-

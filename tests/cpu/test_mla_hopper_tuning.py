@@ -1,0 +1,149 @@
+"""The Hopper MLA decode kernels under ``graphtune.autotune``, without a GPU: every config of each kernel's
+space compiles for sm_90 and fits (``graphtune.inspect`` with the launch's own arguments, each config's
+pre-hook run first), the tuned kernels' key, buckets and default, the pre-hook that rebuilds the KV
+descriptors, when a launch is pinned instead of tuned, and the launch path against a stand-in for the
+kernel's run (the Gluon kernels cannot run here). tests/gpu/test_mla_decode_gpu.py runs them on an H200.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import graphtune
+from graphtune.kernels.mla_decode import interface_hopper as hopper
+from graphtune.kernels.mla_decode import kernel_hopper, space
+from graphtune.resources import get_target
+
+KINDS = [(128, "bf16"), (16, "bf16"), (128, "fp8"), (16, "fp8")]
+IDS = ["heads-on-M", "tokens-on-M", "heads-on-M-fp8", "tokens-on-M-fp8"]
+
+
+def _inputs(heads: int, fmt: str, batch: int = 3, page_size: int = 64):
+    dtype = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}[fmt]
+    q = torch.randn(batch, heads, 576).to(torch.bfloat16)
+    kv = torch.randn(2 * batch, page_size, 576).to(dtype)
+    out = torch.full((batch, heads, 512), float("nan")).to(torch.bfloat16)
+    pt = torch.arange(2 * batch, dtype=torch.int32).view(batch, 2)
+    lens = torch.full((batch,), page_size + 5, dtype=torch.int32)
+    return q, kv, pt, lens, out
+
+
+def _named(heads: int, fmt: str, sms: int = 132):
+    q, kv, pt, lens, out = _inputs(heads, fmt)
+    args, grid, consts, scratch = hopper.tuned_call(q, kv, pt, lens, 0.04, 1.0, fmt, out, False, sms=sms)
+    fn = hopper.kernel_for(heads, fmt)
+    names = [n for n in fn.arg_names if n not in consts]
+    return dict(zip(names, args)), grid, consts, scratch
+
+
+@pytest.mark.parametrize("heads,fmt", KINDS, ids=IDS)
+def test_every_config_of_each_hopper_space_compiles_for_sm90_and_fits(heads, fmt):
+    on_m, fp8 = hopper._heads_on_m(heads), fmt == "fp8"
+    kernel = hopper.tuned_kernel(on_m, fp8)
+    named, _, consts, _ = _named(heads, fmt)
+    rows = graphtune.inspect(kernel, target="sm_90", args=named, constexprs=consts)
+    limit = get_target("sm_90").shared_per_block_optin
+    assert len(rows) == len(kernel.configs)
+    for row in rows:
+        assert row.fits, f"{row.label}: {row.reason}"
+        assert row.shared_bytes <= limit and row.registers <= 255, row
+        assert row.total_warps == row.num_warps == (hopper.NUM_WARPS if on_m else hopper.TOK_NUM_WARPS)
+    if (on_m, fp8) == (True, False):
+        # each config was compiled after its pre-hook: the descriptors end at the last config's 32-token tile
+        # (the compile alone cannot tell: the buffers follow BLOCK_N, a wrong TMA box only shows on the GPU)
+        assert kernel.configs[-1].kwargs["BLOCK_N"] == 32
+        assert named["kv_nope_desc"].block_shape == [32, 512] and named["kv_rope_desc"].block_shape == [32, 64]
+
+
+@pytest.mark.parametrize("heads,fmt", KINDS, ids=IDS)
+def test_tuned_kernels_key_on_the_capture_buckets_with_the_fixed_config_as_default(heads, fmt):
+    on_m, fp8 = hopper._heads_on_m(heads), fmt == "fp8"
+    kernel = hopper.tuned_kernel(on_m, fp8)
+    assert kernel.name == hopper.KERNEL_NAMES[(on_m, fp8)]
+    assert kernel.keys == ["B", "H", "PAGE_SIZE", "RETURN_LSE"]
+    assert tuple(kernel.buckets["B"].sizes) == tuple(space.CAPTURE_SIZES)
+    fixed = {k: v for k, v in hopper._SHIPPED[(on_m, fp8)].items() if k != "PROGRAMS_PER_SM"}
+    assert kernel.default is kernel.configs[0] and kernel.default.kwargs == fixed
+    assert all(c.num_warps == (hopper.NUM_WARPS if on_m else hopper.TOK_NUM_WARPS) for c in kernel.configs)
+    varies = len({c.kwargs["BLOCK_N"] for c in kernel.configs}) > 1
+    assert all((c.pre_hook is hopper._kv_tiles) == varies for c in kernel.configs)
+
+
+def test_kv_tiles_pre_hook_rebuilds_the_kv_descriptors_for_the_configs_tile():
+    named, _, _, _ = _named(128, "bf16")
+    q_before = (named["q_nope_desc"].block_shape, named["q_rope_desc"].block_shape)
+    hopper._kv_tiles({**named, "BLOCK_N": 32})
+    assert named["kv_nope_desc"].block_shape == [32, 512] and named["kv_rope_desc"].block_shape == [32, 64]
+    assert named["kv_nope_desc"].layout == hopper._layout((32, 512), torch.bfloat16)
+    assert named["kv_rope_desc"].layout == hopper._layout((32, 64), torch.bfloat16)
+    assert (named["q_nope_desc"].block_shape, named["q_rope_desc"].block_shape) == q_before   # BLOCK_H: fixed
+    hopper._kv_tiles({**named, "BLOCK_N": 64})
+    assert named["kv_nope_desc"].block_shape == [64, 512] and named["kv_rope_desc"].block_shape == [64, 64]
+
+
+def test_pinned_when_a_config_is_given_or_the_module_config_was_changed(monkeypatch):
+    assert not hopper.pinned(128, "bf16") and not hopper.pinned(16, "fp8")
+    assert hopper.pinned(128, "bf16", {"PIPE": 1})
+    monkeypatch.setitem(hopper.HOPPER_TOK_FP8_CONFIG, "PROGRAMS_PER_SM", 1)    # as --hopper-variants does
+    assert hopper.pinned(16, "fp8") and not hopper.pinned(128, "fp8")
+
+
+def test_tokens_on_m_fp8_grid_gives_each_config_the_programs_that_fit_and_scratch_covers_them():
+    sms, heads = 132, 16
+    named, grid, _, (lse, part_o, part_lse, seg) = _named(heads, "fp8", sms=sms)
+    configs = hopper.tuned_kernel(False, True).configs
+    programs = {c.kwargs["NUM_BUF"] * 10 + c.kwargs["WIDEN"]: grid(c.all_kwargs())[1] for c in configs}
+    assert programs == {20: sms * 2, 40: sms, 22: sms * 2}
+    assert part_o.shape[0] == part_lse.shape[0] == max(programs.values()) + 3   # + batch
+    # the pinned launch keeps the fixed config's two programs per SM
+    q, kv, pt, lens, out = _inputs(heads, "fp8")
+    _, pinned_grid, consts, _ = hopper.hopper_call(q, kv, pt, lens, 0.04, 1.0, "fp8", out, False, sms=sms)
+    assert pinned_grid == (1, sms * 2) and consts["NUM_BUF"] == 2 and consts["num_warps"] == 4
+
+
+class _Run:
+    """Stands in for a Gluon kernel's run: records the config and the KV descriptors' tiles of each launch."""
+
+    def __init__(self):
+        self.launches: list[tuple[int, tuple, tuple]] = []
+
+    def __call__(self, *args, grid, warmup, **kwargs):
+        if not warmup:
+            self.launches.append((kwargs["BLOCK_N"], tuple(args[2].block_shape), tuple(args[3].block_shape)))
+
+
+@pytest.fixture
+def stand_in(monkeypatch):
+    run = _Run()
+    monkeypatch.setattr(kernel_hopper._mla_decode_hopper_kernel, "run", run)
+    yield run
+    hopper.tuned_kernel(True, False).reset()
+
+
+def _launch(**kw):
+    q, kv, pt, lens, out = _inputs(128, "bf16", batch=5)
+    return hopper.launch(q, kv, pt, lens, 0.04, 1.0, "bf16", out, False, sms=7, **kw)
+
+
+def test_launch_tunes_per_bucket_and_every_launch_gets_its_configs_tiles(stand_in):
+    _launch()
+    kernel = hopper.tuned_kernel(True, False)
+    assert kernel.tune_count == 1
+    assert {n for n, _, _ in stand_in.launches} == {64, 32}            # every candidate ran
+    assert all(nope == (n, 512) and rope == (n, 64) for n, nope, rope in stand_in.launches)
+    cov = graphtune.coverage(["mla_decode_hopper"]).to_dict()["kernels"][0]
+    assert [t["key"][0] for t in cov["tuned"]] == [8]                   # batch 5 is the bucket of 8
+
+
+def test_forced_hopper_config_keeps_its_pre_hook_and_pinned_launches_skip_the_tuner(stand_in):
+    graphtune.force("mla_decode_hopper", BLOCK_N=32, NUM_BUF=4, PIPE=1)
+    try:
+        _launch()
+    finally:
+        graphtune.unforce("mla_decode_hopper")
+    assert stand_in.launches == [(32, (32, 512), (32, 64))]
+    assert hopper.tuned_kernel(True, False).tune_count == 0
+    del stand_in.launches[:]
+    _launch(config={"BLOCK_N": 32, "NUM_BUF": 3})                       # pinned: the plain kernel, no tuner
+    assert stand_in.launches == [(32, (32, 512), (32, 64))]
+    assert hopper.tuned_kernel(True, False).tune_count == 0
