@@ -36,9 +36,9 @@ def start_cpu_child(config: pytest.Config) -> None:
     import subprocess
     import sys
     import tempfile
-    # its own Triton cache: the child compiles for sm_90/sm_120 without a GPU while this process compiles and runs
-    # kernels on the GPU; on the H200 the shared cache saw 6 of the child's compiles fail when both ran at once
-    # (they pass alone and in a sequential run)
+    # its own, empty Triton cache: the child's compiles for sm_90/sm_120 never race the parent's GPU compiles, and
+    # every compile runs code generation (a fresh cache is how the H200 run of session 8 found compiles failing
+    # after an interpreted kernel had left triton.language patched: resources._unpatched_language)
     cache = tempfile.mkdtemp(prefix="graphtune-tests-cpu-triton-cache-")
     env = {**os.environ, CHILD_VAR: "1", "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": "", "TRITON_CACHE_DIR": cache}
     argv = [sys.executable, "-m", "pytest", str(TESTS / "cpu"), "-q", "-p", "no:cacheprovider"]
@@ -46,13 +46,14 @@ def start_cpu_child(config: pytest.Config) -> None:
         argv.append("-x")
     log = tempfile.NamedTemporaryFile("w+", prefix="graphtune-tests-cpu-", suffix=".log", delete=False)
     _child.update(proc=subprocess.Popen(argv, env=env, cwd=TESTS.parent, stdout=log, stderr=subprocess.STDOUT),
-                  log=log)
+                  log=log, cache=cache)
 
 
 def wait_cpu_child() -> tuple[int, str, str]:
     """Wait for the child: (exit status, the last 40 lines of its output, the log's path)."""
     proc, log = _child["proc"], _child["log"]
     rc = proc.wait()
+    _remove_cache()
     log.seek(0)
     tail = "\n".join(log.read().strip().splitlines()[-40:])
     return rc, tail, log.name
@@ -63,3 +64,10 @@ def stop_cpu_child() -> None:
     if proc is not None and proc.poll() is None:
         proc.kill()
         proc.wait()
+    _remove_cache()
+
+
+def _remove_cache() -> None:
+    import shutil
+    if _child.get("cache"):
+        shutil.rmtree(_child.pop("cache"), ignore_errors=True)

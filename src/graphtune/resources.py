@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import io
 import json
 import os
@@ -393,10 +394,45 @@ def _compiler_mode(fn: Any):
                         pending.append(value.fn.__globals__)
                     elif isinstance(value, types.ModuleType) and namespace is fn.__globals__:
                         pending.append(vars(value))
+            swapped += _unpatched_language()
             yield
         finally:
             for namespace, name, value in reversed(swapped):
                 namespace[name] = value
+
+
+def _interpreter_made(value: Any) -> bool:
+    func = value.func if isinstance(value, functools.partial) else value
+    return getattr(func, "__module__", None) == "triton.runtime.interpreter" or value is print
+
+
+def _unpatched_language() -> list[tuple[dict, str, Any]]:
+    """Put triton.language's own functions back into its modules for a compile (the caller restores them).
+
+    The interpreter replaces them with its own while a kernel runs and puts them back afterwards, except where a
+    @jit helper called from the kernel patched a module the kernel itself does not name: triton 3.6's
+    InterpretedFunction.__call__ patches the helper's ``triton.language.core`` and never restores it
+    (tl.max, tl.sum and the other triton.language @jit functions are such helpers). Code generation then calls
+    the interpreter's functions and fails ("'ir.value' object has no attribute 'dtype'"): seen on an H200 in the
+    CPU tests' child process, whose fresh Triton cache made every compile run (session 8,
+    docs/gpu_logs/session8_run1_cpu_child.log).
+    """
+    import triton.language as tl
+
+    swapped: list[tuple[dict, str, Any]] = []
+    for module in (tl.core, tl.math, tl.standard, tl):
+        namespace = vars(module)
+        for name, value in list(namespace.items()):
+            if not _interpreter_made(value):
+                continue
+            original = (getattr(value, "__kwdefaults__", None) or {}).get("member")
+            if original is None:
+                exported = vars(tl).get(name)
+                original = exported if exported is not None and not _interpreter_made(exported) else None
+            if original is not None:
+                swapped.append((namespace, name, value))
+                namespace[name] = original
+    return swapped
 
 
 @dataclass(frozen=True)

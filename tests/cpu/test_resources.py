@@ -396,3 +396,37 @@ def test_cli_targets(capsys):
 def test_cli_errors(capsys, argv, message):
     assert cli.main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+@triton.jit
+def _max_then_scale(x_ptr, y_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    v = tl.load(x_ptr + offs)
+    tl.store(y_ptr + offs, v / tl.max(tl.abs(v), 0))
+
+
+@triton.jit
+def _rowmax_dot(a_ptr, b_ptr, c_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    a = tl.load(a_ptr + offs[:, None] * BLOCK + offs[None, :])
+    b = tl.load(b_ptr + offs[:, None] * BLOCK + offs[None, :])
+    c = tl.dot(a, b)
+    tl.store(c_ptr + offs[:, None] * BLOCK + offs[None, :], c - tl.max(c, 1)[:, None])
+
+
+def test_compiles_after_an_interpreted_kernel_left_triton_language_patched(tmp_path, monkeypatch):
+    # Under the interpreter, tl.max is a @jit helper whose call patches triton.language.core and (triton 3.6)
+    # never restores it; a compile that then runs code generation (a fresh Triton cache) must still work.
+    import triton.language.core as core
+
+    x = torch.randn(32)
+    y = torch.full_like(x, float("nan"))
+    _max_then_scale[(1,)](x, y, N=32)
+    torch.testing.assert_close(y, x / x.abs().max())
+    before = dict(vars(core))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    (row,) = inspect(_rowmax_dot, target="sm_90", signature={"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp32"},
+                     configs=[triton.Config({"BLOCK": 64}, num_warps=4)])
+    assert row.fits and row.reason == "" and row.registers > 0, row
+    assert list(tmp_path.iterdir()), "the compile ran (nothing came from an earlier cache)"
+    assert {k: v for k, v in vars(core).items()} == before   # the interpreter's state is left as it was

@@ -111,31 +111,9 @@ def test_capture_replay_equals_eager(kv_format, page_size):
         return mla_decode(*args, kv_scale=kv_scale, kv_format=kv_format, out=per_size[args[0].shape[0]]["out"])
 
     graphtune.warmup(call, SIZES, make_args)
-    graphs = {}
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    for b in sorted(SIZES, reverse=True):   # largest first, as servers capture
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=stream):
-            call(*make_args(b))
-        graphs[b] = graph
-    torch.cuda.synchronize()
-    gen = torch.Generator().manual_seed(_seed())
-    for b in SIZES:
-        x = per_size[b]
-        for _ in range(2):
-            # New lengths (any, up to the pages' limit) and queries: the same graph must stay valid.
-            x["seq_lens"].copy_(torch.randint(1, max_len + 1, (b,), generator=gen, dtype=torch.int32))
-            x["q"].copy_(torch.randn(x["q"].shape, generator=gen).to(torch.bfloat16))
-            x["out"].fill_(float("nan"))
-            graphs[b].replay()
-            torch.cuda.synchronize()
-            replayed = x["out"].clone()
-            eager = mla_decode(*make_args(b), kv_scale=kv_scale, kv_format=kv_format)
-            assert torch.isfinite(replayed.float()).all(), f"B={b}: replay left unwritten outputs"
-            assert torch.equal(replayed, eager), f"B={b}: replay differs from eager"
-            ref = mla_decode_reference(*make_args(b), kv_scale=kv_scale, kv_format=kv_format)
-            assert _rel(replayed, ref) <= TOL
+    graphs = _capture_each(call, SIZES, make_args)
+    _replay_equals_eager(graphs, per_size, make_args, max_len, kv_scale, kv_format, TOL,
+                         lambda args: mla_decode(*args, kv_scale=kv_scale, kv_format=kv_format))
     graphtune.assert_covered(["mla_decode"])
 
 
@@ -342,6 +320,15 @@ def test_hopper_tuned_per_bucket_then_captured_and_replayed(heads, kv_format):
     searched = kernel.tune_count
     assert searched == (len(sizes) if len(kernel.configs) > 1 else 0)
     calls = kernel.bench_calls
+    graphs = _capture_each(call, sizes, make_args)
+    assert kernel.bench_calls == calls and kernel.tune_count == searched, "tuned inside capture"
+    _replay_equals_eager(graphs, per_size, make_args, max_len, kv_scale, kv_format, 2e-3 if fp8 else TOL,
+                         lambda args: interface._launch(*args, kv_scale, kv_format, None, False, path="hopper"))
+    graphtune.assert_covered([kernel.name])
+
+
+def _capture_each(call, sizes, make_args) -> dict:
+    """One CUDA graph per batch size, captured largest first as servers do."""
     graphs = {}
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
@@ -351,20 +338,24 @@ def test_hopper_tuned_per_bucket_then_captured_and_replayed(heads, kv_format):
             call(*make_args(b))
         graphs[b] = graph
     torch.cuda.synchronize()
-    assert kernel.bench_calls == calls and kernel.tune_count == searched, "tuned inside capture"
+    return graphs
+
+
+def _replay_equals_eager(graphs, per_size, make_args, max_len, kv_scale, kv_format, tol, eager_fn) -> None:
+    """Replays with new lengths (any, up to the pages' limit) and queries: the same graph stays valid, its output
+    equals an eager launch's bit for bit and the reference within ``tol``."""
     gen = torch.Generator().manual_seed(_seed())
-    for b in sizes:
+    for b, graph in sorted(graphs.items()):
         x = per_size[b]
         for _ in range(2):
             x["seq_lens"].copy_(torch.randint(1, max_len + 1, (b,), generator=gen, dtype=torch.int32))
             x["q"].copy_(torch.randn(x["q"].shape, generator=gen).to(torch.bfloat16))
             x["out"].fill_(float("nan"))
-            graphs[b].replay()
+            graph.replay()
             torch.cuda.synchronize()
             replayed = x["out"].clone()
-            eager = interface._launch(*make_args(b), kv_scale, kv_format, None, False, path="hopper")
+            eager = eager_fn(make_args(b))
             assert torch.isfinite(replayed.float()).all(), f"B={b}: replay left unwritten outputs"
             assert torch.equal(replayed, eager), f"B={b}: replay differs from eager"
             ref = mla_decode_reference(*make_args(b), kv_scale=kv_scale, kv_format=kv_format)
-            assert _rel(replayed, ref) <= (2e-3 if fp8 else TOL)
-    graphtune.assert_covered([kernel.name])
+            assert _rel(replayed, ref) <= tol
