@@ -56,7 +56,8 @@ __all__ = ["ABResult", "BenchTarget", "CellStats", "Decision", "SizeVerdict", "a
 SCHEMA = "graphtune.ab/1"
 
 # Built-in targets by short name: the flagship kernel's bench target lives with the kernel.
-TARGET_ALIASES = {"mla_decode": "graphtune.kernels.mla_decode.bench:AB_TARGET"}
+TARGET_ALIASES = {"mla_decode": "graphtune.kernels.mla_decode.bench:AB_TARGET",
+                  "mla_decode_hopper": "graphtune.kernels.mla_decode.bench:AB_HOPPER_TARGET"}
 
 RULE = ("within noise: lower end of the bootstrap CI of median(config)/median(winner) <= 1; beyond noise: "
         "that CI for the runner-up lies above 1; two-level bootstrap (trials, then samples within a trial), "

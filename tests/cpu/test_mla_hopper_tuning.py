@@ -147,3 +147,23 @@ def test_forced_hopper_config_keeps_its_pre_hook_and_pinned_launches_skip_the_tu
     _launch(config={"BLOCK_N": 32, "NUM_BUF": 3})                       # pinned: the plain kernel, no tuner
     assert stand_in.launches == [(32, (32, 512), (32, 64))]
     assert hopper.tuned_kernel(True, False).tune_count == 0
+
+
+@pytest.mark.parametrize("heads,fmt", KINDS, ids=IDS)
+def test_ab_target_times_the_space_each_config_pinned_as_the_tuned_grid_runs_it(heads, fmt):
+    from graphtune.ab import resolve_target
+    from graphtune.kernels.mla_decode.bench import MlaDecodeHopperTarget
+
+    target = MlaDecodeHopperTarget(heads=heads, kv_format=fmt)
+    on_m = hopper._heads_on_m(heads)
+    assert [c.kwargs for c in target.configs] == hopper._SPACES[(on_m, fmt == "fp8")]
+    assert target.page_size == 64 and target.name == "mla_decode_hopper"
+    for config in target.configs:
+        pinned = hopper.pinned_config(heads, fmt, config.kwargs)
+        assert {k: v for k, v in pinned.items() if k != "PROGRAMS_PER_SM"} == config.kwargs
+        if (on_m, fmt) == (False, "fp8"):   # the tuned grid's programs per SM for this config
+            assert pinned["PROGRAMS_PER_SM"] == hopper._tok_fp8_programs_per_sm(pinned)
+    alias = resolve_target("mla_decode_hopper")   # graphtune ab mla_decode_hopper: fp8, H = 16
+    assert isinstance(alias, MlaDecodeHopperTarget) and (alias.heads, alias.kv_format) == (16, "fp8")
+    with pytest.raises(ValueError, match=r"\['BLOCK_H'\] that the Hopper kernel"):
+        hopper.pinned_config(heads, fmt, {"BLOCK_H": 16, "BLOCK_N": 64})

@@ -14,7 +14,7 @@ from typing import Callable
 import torch
 import triton
 
-from . import interface, space
+from . import interface, interface_hopper, space
 from .reference import D_QK, ROW_BYTES, quantize_ds_mla
 
 L2_BYTES = 60 * 2 ** 20
@@ -112,6 +112,28 @@ class MlaDecodeTarget:
 
 
 AB_TARGET = MlaDecodeTarget()
+
+
+@dataclass
+class MlaDecodeHopperTarget(MlaDecodeTarget):
+    """The A/B target of the Hopper (sm_90) kernel that serves ``heads`` and ``kv_format``: its per-bucket space
+    (``interface_hopper.space_configs``), each config pinned on that kernel (``path="hopper"``), page size 64."""
+
+    name: str = "mla_decode_hopper"
+    configs: list[triton.Config] = field(default_factory=list)
+    page_size: int = 64
+
+    def __post_init__(self) -> None:
+        if not self.configs:
+            on_m = interface_hopper._heads_on_m(self.heads)
+            self.configs = interface_hopper.space_configs(on_m, self.kv_format == "fp8")
+
+    def make(self, size: int, config: triton.Config | None, path: str = "hopper") -> list[Callable[[], None]]:
+        return [run_inputs(x, self.kv_format, config, path=path) for x in self.inputs(size)]
+
+
+# ``graphtune ab mla_decode_hopper``: fp8, H = 16 (the tensor-parallel case), the tokens-on-M kernel's space
+AB_HOPPER_TARGET = MlaDecodeHopperTarget()
 
 
 @dataclass

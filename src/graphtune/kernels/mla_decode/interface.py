@@ -243,7 +243,8 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
             num_sms: int | None = None, path: str = "auto") -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Allocate and launch (inputs already validated).
 
-    ``config`` runs that config on the plain jit kernel instead of the tuned one (benchmarks, A/B);
+    ``config`` runs that config on the plain jit kernel instead of the tuned one (benchmarks, A/B): the portable
+    kernel's, or with ``path="hopper"`` one of the Hopper kernel's space (``interface_hopper.pinned_config``);
     ``num_sms`` overrides the SM count that sizes the split grid (tests vary it). ``path``: ``"auto"`` runs
     the Hopper kernel (kernel_hopper.py) where it applies (sm_90, see ``interface_hopper.supported``) and no
     ``config`` is given, else the portable one; ``"portable"`` / ``"hopper"`` force one (``"hopper"`` raises
@@ -268,8 +269,9 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
     if path == "hopper" and hopper_why is not None:
         raise ValueError(f"mla_decode: path='hopper' does not apply: {hopper_why}")
     if hopper_why is None:
+        pinned = None if config is None else interface_hopper.pinned_config(heads, fmt, config.kwargs)
         lse, part_o, part_lse, seg = interface_hopper.launch(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale,
-                                                             fmt, out, return_lse, sms=sms)
+                                                             fmt, out, return_lse, sms=sms, config=pinned)
         _reduce(batch, heads, seg, part_o, part_lse, out, lse, return_lse)
         return (out, lse) if return_lse else out
     pps = None if config is None else config.kwargs["PROGRAMS_PER_SM"]

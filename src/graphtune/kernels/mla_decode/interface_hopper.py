@@ -293,6 +293,21 @@ def tuned_kernel(on_m: bool, fp8: bool):
                     default=configs[0], name=KERNEL_NAMES[(on_m, fp8)])(fn)
 
 
+def pinned_config(heads: int, fmt: str, params: dict[str, int]) -> dict[str, int]:
+    """A config of the per-bucket space (its kernel parameters, e.g. an A/B candidate) as a pinned launch runs it:
+    programs per SM as the tuned grid gives that config. Parameters the kernel does not have are a ValueError."""
+    key = (_heads_on_m(heads), fmt == "fp8")
+    known = set().union(*_SPACES[key], _SHIPPED[key])
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise ValueError(f"mla_decode: config {params} has parameters {unknown} that the Hopper kernel "
+                         f"{KERNEL_NAMES[key]!r} does not take (it takes {sorted(known)})")
+    cfg = dict(params)
+    if key == (False, True) and "PROGRAMS_PER_SM" not in cfg:
+        cfg["PROGRAMS_PER_SM"] = _tok_fp8_programs_per_sm({**_base_config(*key), **cfg})
+    return cfg
+
+
 def pinned(heads: int, fmt: str, config: dict[str, int] | None = None) -> bool:
     """Whether a launch runs a fixed config (``config`` given, or the module's fixed config changed from its
     shipped value) rather than the tuned kernel."""
