@@ -35,8 +35,18 @@ class DistributedError(GraphtuneError):
 
 
 def one_line(exc: BaseException) -> str:
-    """One line that says why something failed: the ptxas error of a compile failure (not the PTX dump that
-    comes with it), else the first line that mentions an error, else the first line; at most 300 characters."""
+    """One line that says why something failed: the place, source line and cause of a Triton front-end
+    compile error, the ptxas error of a compile failure (not the PTX dump that comes with it), else the first
+    line that mentions an error, else the first line; at most 300 characters."""
+    node = getattr(exc, "node", None)
+    if hasattr(exc, "error_message") and hasattr(node, "lineno"):
+        # triton's CompilationError: "at L:C:", a dozen source lines, then the cause; keep the place, the
+        # offending line and the cause
+        src_lines = (getattr(exc, "src", None) or "").splitlines()
+        code = src_lines[node.lineno - 1].strip() if 0 < node.lineno <= len(src_lines) else ""
+        cause = exc.error_message or (one_line(exc.__cause__) if exc.__cause__ is not None else "")
+        text = f"{type(exc).__name__} at {node.lineno}:{node.col_offset} ({code}): {cause}"
+        return text if len(text) <= 300 else text[:297] + "..."
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
     picked = next((ln for ln in lines if ln.startswith("ptxas") and ("fatal" in ln or "error" in ln)), None)
     if picked is None:

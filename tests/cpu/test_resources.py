@@ -430,3 +430,19 @@ def test_compiles_after_an_interpreted_kernel_left_triton_language_patched(tmp_p
     assert row.fits and row.reason == "" and row.registers > 0, row
     assert list(tmp_path.iterdir()), "the compile ran (nothing came from an earlier cache)"
     assert {k: v for k, v in vars(core).items()} == before   # the interpreter's state is left as it was
+
+
+@triton.jit
+def _bad_bitcast(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.store(x_ptr + offs, x.to(tl.int32, bitcast=True))
+
+
+def test_a_front_end_compile_error_reads_as_its_place_line_and_cause():
+    (row,) = inspect(_bad_bitcast, target="sm_90", signature={"x_ptr": "*fp16"},
+                     configs=[triton.Config({"BLOCK": 64})])
+    assert not row.fits and "\n" not in row.reason
+    assert row.reason.startswith("compile failed for sm_90: CompilationError at 4:")
+    assert "(tl.store(x_ptr + offs, x.to(tl.int32, bitcast=True)))" in row.reason
+    assert "Cannot bitcast data-type of size 16 to data-type of size 32" in row.reason
