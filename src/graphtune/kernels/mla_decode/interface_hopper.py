@@ -21,7 +21,7 @@ from typing import Any
 import torch
 import triton
 
-from . import kernel_hopper
+from . import kernel_hopper, kernel_hopper_heads
 from .reference import D_NOPE, D_QK
 
 D_ROPE = D_QK - D_NOPE
@@ -48,6 +48,9 @@ HOPPER_TOK_FP8_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0,
 # fp8 (per-tensor) cache, H % 64 == 0: heads on M; 2 x 32 KB fp8 buffers + the 64 KB fp16 copy of a tile's
 # latent columns + the query pair = 225,296 B. LO_CHAIN = 1 measured 2-4% faster, but the GPU tests ran 0.
 HOPPER_FP8_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0, "LO_CHAIN": 0}
+# QK16 = 1 in an fp8 heads-on-M config: the kernel that widens the tile to fp16 and scores with an fp16 query
+# (kernel_hopper_heads.py; WOVL its one parameter) instead of the hi/lo fp8 one. Keys a kernel does not take
+# are dropped at launch (``_kernel_and_params``).
 # Whether ``path="auto"`` runs the fp8 Hopper kernels (per kernel). Both beat the portable kernel at every
 # batch timed on the H200 (H = 16: 1.3-1.4x at batch 1-128; H = 128: 1.1x at batch 1, 1.7-2.0x at 8-64);
 # a kernel that stops winning goes back behind ``path="hopper"`` by setting its entry to False.
@@ -260,8 +263,19 @@ def tuned_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
     return args, grid, consts, scratch
 
 
-def kernel_for(heads: int, fmt: str = "bf16"):
-    """The Gluon kernel that serves H heads: heads on M for H % 64 == 0, else tokens on M (bf16 or fp8)."""
+def _kernel_and_params(heads: int, fmt: str, cfg: dict[str, int]):
+    """The kernel a (pinned) config runs and the config's entries that kernel takes (``QK16`` picks the
+    widened-score fp8 heads-on-M kernel; other kernels' keys are dropped)."""
+    fn = kernel_for(heads, fmt, qk16=bool(cfg.get("QK16", 0)))
+    names = set(fn.arg_names)
+    return fn, {k: v for k, v in cfg.items() if k in names or k == "num_warps"}
+
+
+def kernel_for(heads: int, fmt: str = "bf16", qk16: bool = False):
+    """The Gluon kernel that serves H heads: heads on M for H % 64 == 0, else tokens on M (bf16 or fp8);
+    ``qk16``: fp8 heads on M with the tile widened to fp16 for the scores too."""
+    if fmt == "fp8" and qk16 and _heads_on_m(heads):
+        return kernel_hopper_heads._mla_decode_hopper_fp8w_kernel
     if fmt == "fp8":
         return (kernel_hopper._mla_decode_hopper_fp8_kernel if _heads_on_m(heads)
                 else kernel_hopper._mla_decode_hopper_tok_fp8_kernel)
@@ -309,7 +323,8 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
     if pinned(heads, fmt, config):
         args, grid, consts, scratch = hopper_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                   return_lse, sms=sms, config=config)
-        kernel_for(heads, fmt)[grid](*args, **consts)
+        fn, consts = _kernel_and_params(heads, fmt, consts)
+        fn[grid](*args, **consts)
         return scratch
     args, grid, consts, scratch = tuned_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                              return_lse, sms=sms)

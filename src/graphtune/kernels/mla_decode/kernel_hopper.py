@@ -218,8 +218,11 @@ def _mla_decode_hopper_kernel(
     NUM_BUF: gl.constexpr,
     PIPE: gl.constexpr,
     num_warps: gl.constexpr,
+    PSMEM: gl.constexpr = 0,
 ):
-    """Grid ``(H // BLOCK_H, P)``: program (h, p) attends heads ``[h * 64, h * 64 + 64)`` over tile range p."""
+    """Grid ``(H // BLOCK_H, P)``: program (h, p) attends heads ``[h * 64, h * 64 + 64)`` over tile range p.
+    PSMEM = 1 (PIPE 0 only): P reaches the P.V wgmma through a [64, BLOCK_N] shared tile (A from shared memory,
+    one store and one barrier) instead of a register operand converted across the warpgroups."""
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
     gl.static_assert(BLOCK_H == 64)
@@ -245,6 +248,10 @@ def _mla_decode_hopper_kernel(
     kr_bufs = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, 64], kv_rope_desc.layout)
     bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    if PSMEM:
+        gl.static_assert(PIPE == 0)
+        p_smem = gl.allocate_shared_memory(dtype, [BLOCK_H, BLOCK_N],
+                                           gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], dtype))
     for k in gl.static_range(NUM_BUF):
         mbarrier.init(bars.index(k), count=1)
     mbarrier.init(q_bar, count=1)
@@ -337,12 +344,19 @@ def _mla_decode_hopper_kernel(
                     _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
                                 (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
             o = o * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
-            p_op = gl.convert_layout(p.to(dtype), p_layout)
-            if PIPE:
-                v_prev = kn
-                o = warpgroup_mma_init(o)
+            if PSMEM:
+                # p_smem's last reader, O(i - 1), retired in both warpgroups (the barrier after the S wait)
+                p_smem.store(p.to(dtype))
+                fence_async_shared()
+                _block_barrier()
+                o = warpgroup_mma(p_smem, kn, o, is_async=True)
             else:
-                o = warpgroup_mma(p_op, kn, o, is_async=True)
+                p_op = gl.convert_layout(p.to(dtype), p_layout)
+                if PIPE:
+                    v_prev = kn
+                    o = warpgroup_mma_init(o)
+                else:
+                    o = warpgroup_mma(p_op, kn, o, is_async=True)
             it += 1
         if PIPE:
             o = warpgroup_mma(p_op, v_prev, o, is_async=True)
