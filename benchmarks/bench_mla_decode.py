@@ -265,7 +265,9 @@ def _hopper_candidates(x: dict, heads: int, kv_format: str) -> list[HopperVarian
 
 def _select(config, heads: int, kv_format: str) -> None:
     if isinstance(config, HopperVariant):
-        base = SAVED_HOPPER.setdefault((heads, kv_format), dict(_hopper_dict(heads, kv_format)))
+        # keyed by the config dict (H 64 and 128 share one), so its shipped state is what is kept
+        canonical = interface_hopper.BLOCK_H if interface_hopper._heads_on_m(heads) else interface_hopper.TOK_BLOCK_H
+        base = SAVED_HOPPER.setdefault((canonical, kv_format), dict(_hopper_dict(heads, kv_format)))
         d = _hopper_dict(heads, kv_format)
         d.clear()
         d.update({**base, **config})
@@ -405,9 +407,12 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
 
 # bf16 heads on M: the fixed config, and the FA3-style overlap (PIPE 1) with 32-token tiles four deep (issue 14's
 # run 4 timed 64/2/PIPE 1 and 32/3-4/PIPE 0, all slower than 64/2/PIPE 0: docs/mla_decode.md).
-HOPPER_ON_M_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=32, NUM_BUF=4, PIPE=1)]
-# P through a shared tile for the P.V wgmma (A from shared memory) instead of the register operand
-HOPPER_ON_M_VARIANTS.append(dict(BLOCK_N=64, NUM_BUF=2, PIPE=0, PSMEM=1))
+# (32/4/PIPE 1, still in interface_hopper's space, was slower in every cell of every run; timed no more here.)
+# PSMEM: P through a shared tile for the P.V wgmma instead of the register operand; XCH: the softmax's exchange
+# between the warpgroups with one barrier (2: the next TMA issued after it). kernel_hopper.py.
+HOPPER_ON_M_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=64, NUM_BUF=2, PIPE=0, PSMEM=1),
+                        dict(BLOCK_N=64, NUM_BUF=2, PIPE=0, PSMEM=1, XCH=1),
+                        dict(BLOCK_N=64, NUM_BUF=2, PIPE=0, PSMEM=1, XCH=2)]
 HOPPER_TOK_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0)]
 # The fp8 tokens-on-M kernel: how V^T reaches the P.V wgmma (WIDEN 0: byte gathers into registers; 1: widened
 # into four fp16 chunk buffers in shared memory; 2: into one) x buffers x programs per SM (two fit when the
@@ -417,10 +422,13 @@ HOPPER_TOK_FP8_VARIANTS = [dict(NUM_BUF=4, WIDEN=0, PROGRAMS_PER_SM=1), dict(NUM
                            dict(NUM_BUF=3, WIDEN=2, PROGRAMS_PER_SM=1)]
 # The fp8 heads-on-M kernel (H % 64 == 0): two buffers fit (225,296 B of shared memory); LO_CHAIN 1 adds the
 # query's residual into the score accumulator itself (one accumulator fewer, kernel_hopper.py).
-HOPPER_ON_M_FP8_VARIANTS = [dict(NUM_BUF=2, LO_CHAIN=0, QK16=0), dict(NUM_BUF=2, LO_CHAIN=1, QK16=0)]
-# QK16 = 1: the tile widened to fp16 once, fp16 query, the bf16 kernel's MMAs (kernel_hopper_heads.py); every
-# variant names QK16 because the variants overlay one another in the module's fixed config.
-HOPPER_ON_M_FP8_VARIANTS += [dict(NUM_BUF=2, QK16=1, WOVL=w, PSMEM=p) for w in (0, 1) for p in (0, 1)]
+# QK16 = 1: the tile widened to fp16 once, fp16 query, the bf16 kernel's MMAs (kernel_hopper_heads.py; WOVL,
+# PSMEM, XCH, LSUM, MAX1 there). Every variant names QK16: the variants overlay one another in the module's
+# fixed config. (LO_CHAIN 0 was 2-4% slower than LO_CHAIN 1 in every cell of issue 14's runs.)
+HOPPER_ON_M_FP8_VARIANTS = [dict(NUM_BUF=2, LO_CHAIN=1, QK16=0), dict(NUM_BUF=2, QK16=1, WOVL=0),
+                            dict(NUM_BUF=2, QK16=1, WOVL=0, PSMEM=1, XCH=1),
+                            dict(NUM_BUF=2, QK16=1, WOVL=1, PSMEM=1, XCH=1),
+                            dict(NUM_BUF=2, QK16=1, WOVL=1, PSMEM=1, LSUM=1, MAX1=1)]
 
 
 # The portable configs timed beside the Hopper variants: bf16's fixed config; for fp8 the two that won cells of
@@ -438,7 +446,8 @@ def _hopper_dict(heads: int, kv_format: str) -> dict:
 
 
 def _use_hopper_config(heads: int, variant: dict, kv_format: str = "bf16") -> None:
-    _hopper_dict(heads, kv_format).update(variant)
+    # the fixed config as shipped, overlaid with the variant (not with the previous variant's keys)
+    _select(HopperVariant(variant), heads, kv_format)
 
 
 def _hopper_check(kind: str, kv_format: str, variant: dict, gen: torch.Generator) -> float:

@@ -256,6 +256,9 @@ def _hopper_compile(kv_format: str = "bf16", heads: int = 128, page_size: int = 
                                                       False, sms=132)
     fn = interface_hopper.kernel_for(heads, kv_format)
     names = list(fn.arg_names)
+    # constexprs the launch leaves at their defaults
+    consts = {**{q.name: q.default for q in fn.params if q.is_constexpr and q.name not in consts
+                  and q.has_default}, **consts}
     values = dict(zip([n for n in names if n not in consts], args))
     signature = {n: "constexpr" if n in consts else mangle_type(values[n]) for n in names}
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names) if signature[n].startswith("*")}

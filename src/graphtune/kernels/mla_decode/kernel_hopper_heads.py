@@ -23,6 +23,14 @@ PSMEM = 1 hands P to the P.V wgmma through an [64, 64] fp16 shared tile (A from 
 one barrier) instead of the register operand (a layout conversion through shared memory in three rounds of
 two barriers each, compiled for sm_90).
 
+LSUM = 1 (with PSMEM) takes the softmax's row sums off the per-tile chain: ``l += P @ ones`` as one more
+asynchronous wgmma ([64, 16], both warpgroups' tokens in one product) instead of a reduction across the two
+warpgroups (two barriers a tile); rescaled by alpha like O.
+
+MAX1 = 1: the row maxima across the two warpgroups with one barrier (``kernel_hopper._row_max_2wg``)
+instead of ``gl.max``'s two. XCH = 1: the whole softmax step (maxima and sums) with one barrier
+(``kernel_hopper._softmax_2wg``), instead of MAX1 and LSUM.
+
 WOVL = 1 widens the tile 128 columns at a time and issues the score MMAs of each chunk as soon as it is
 written, so the widening of chunk c + 1 runs under the MMAs of chunk c; WOVL = 0 widens the whole tile, then
 issues the score MMAs.
@@ -42,7 +50,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from .kernel_hopper import _block_barrier, _issue_nope, _load_rope, _split_start, _widen_cols
+from .kernel_hopper import (_block_barrier, _issue_nope, _load_rope, _row_max_2wg, _softmax_2wg, _split_start,
+                            _widen_cols)
 
 
 @gluon.jit
@@ -87,9 +96,12 @@ def _mla_decode_hopper_fp8w_kernel(
     BLOCK_N: gl.constexpr,
     BLOCK_H: gl.constexpr,
     NUM_BUF: gl.constexpr,
-    WOVL: gl.constexpr,
-    PSMEM: gl.constexpr,
     num_warps: gl.constexpr,
+    WOVL: gl.constexpr = 0,
+    PSMEM: gl.constexpr = 0,
+    LSUM: gl.constexpr = 0,
+    MAX1: gl.constexpr = 0,
+    XCH: gl.constexpr = 0,
 ):
     """Grid ``(H // 64, P)``: program (h, p) attends heads ``[h * 64, h * 64 + 64)`` over tile range p (the
     arguments are the hi/lo fp8 heads-on-M kernel's, so one launch path serves both)."""
@@ -111,6 +123,10 @@ def _mla_decode_hopper_fp8w_kernel(
     kw_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, D_V], gl.float16)
     krw_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, 64], gl.float16)
     ps_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], gl.float16)
+    # LSUM: the row sums of P as a [64, 16] wgmma product P @ ones (each warpgroup 8 columns, all equal)
+    l_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
+                                                       instr_shape=[16, 8, 16])
+    ones_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, 16], gl.float16)
 
     pid_h = gl.program_id(0)
     pid = gl.program_id(1)
@@ -126,6 +142,18 @@ def _mla_decode_hopper_fp8w_kernel(
     kn_bufs = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, D_V], kv_nope_desc.layout)
     if PSMEM:
         p_smem = gl.allocate_shared_memory(gl.float16, [BLOCK_H, BLOCK_N], ps_layout)
+    if LSUM:
+        gl.static_assert(PSMEM == 1)
+        ones_smem = gl.allocate_shared_memory(gl.float16, [BLOCK_N, 16], ones_layout)
+        # (made visible to the MMAs by the fence and barrier after the first widening)
+        ones_smem.store(gl.full([BLOCK_N, 16], 1.0, gl.float16,
+                                layout=gl.BlockedLayout([1, 2], [4, 8], [num_warps, 1], [1, 0])))
+    if MAX1:
+        mx_smem = gl.allocate_shared_memory(gl.float32, [2 * BLOCK_H], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+    if XCH:
+        gl.static_assert(LSUM + MAX1 == 0)
+        m_smem = gl.allocate_shared_memory(gl.float32, [2 * BLOCK_H], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+        l_smem = gl.allocate_shared_memory(gl.float32, [2 * BLOCK_H], gl.SwizzledSharedLayout(1, 1, 1, [0]))
     bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     for k in gl.static_range(NUM_BUF):
         mbarrier.init(bars.index(k), count=1)
@@ -163,6 +191,8 @@ def _mla_decode_hopper_fp8w_kernel(
         m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=gl.SliceLayout(1, s_layout))
         l_i = gl.zeros([BLOCK_H], gl.float32, layout=gl.SliceLayout(1, s_layout))
         o = warpgroup_mma_init(gl.zeros([BLOCK_H, D_V], gl.float32, layout=o_layout))
+        if LSUM:
+            l_acc = warpgroup_mma_init(gl.zeros([BLOCK_H, 16], gl.float32, layout=l_layout))
         for i in range(i_first, i_stop):
             stage = it % NUM_BUF
             kn = kn_bufs.index(stage)
@@ -170,7 +200,10 @@ def _mla_decode_hopper_fp8w_kernel(
             # the next tile's rope rows (the last tile loads its own again: harmless, a valid page)
             rope_next = _load_rope(kv_ptr, pt_base, gl.minimum(i + 1, i_stop - 1), PAGE_SIZE, BLOCK_N, rope_layout)
             # O(i - 1), the fp16 tile's last reader, retired in both warpgroups past the barrier
-            o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
+            if LSUM:
+                o, l_acc = warpgroup_mma_wait(num_outstanding=0, deps=(o, l_acc))
+            else:
+                o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
             mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
             _block_barrier()
             # rope rows past seq_len only reach masked scores: no zeroing needed for them
@@ -198,11 +231,20 @@ def _mla_decode_hopper_fp8w_kernel(
             s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
             s = s * qk_mul[:, None]
             s = gl.where((i * BLOCK_N + offs_tok < seq_len)[None, :], s, float("-inf"))
-            m_new = gl.maximum(m_i, gl.max(s, axis=1))
-            alpha = gl.exp2(m_i - m_new)
-            p = gl.exp2(s - m_new[:, None])
-            l_i = l_i * alpha + gl.sum(p, axis=1)
-            m_i = m_new
+            if XCH:
+                p, alpha, m_i, l_i = _softmax_2wg(s, m_i, l_i, m_smem, l_smem, BLOCK_H, BLOCK_N, s_layout)
+            else:
+                if MAX1:
+                    m_new = gl.maximum(m_i, _row_max_2wg(s, mx_smem, BLOCK_H, BLOCK_N, s_layout))
+                else:
+                    m_new = gl.maximum(m_i, gl.max(s, axis=1))
+                alpha = gl.exp2(m_i - m_new)
+                p = gl.exp2(s - m_new[:, None])
+                if LSUM:
+                    l_acc = l_acc * gl.convert_layout(alpha, gl.SliceLayout(1, l_layout))[:, None]
+                else:
+                    l_i = l_i * alpha + gl.sum(p, axis=1)
+                m_i = m_new
             o = o * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
             if PSMEM:
                 # P as the A operand from shared memory: each warpgroup writes its 32 tokens, one barrier
@@ -211,12 +253,18 @@ def _mla_decode_hopper_fp8w_kernel(
                 fence_async_shared()
                 _block_barrier()
                 o = warpgroup_mma(p_smem, kw, o, is_async=True)
+                if LSUM:
+                    l_acc = warpgroup_mma(p_smem, ones_smem, l_acc, is_async=True)
             else:
                 p_op = gl.convert_layout(p.to(gl.float16), p_layout)
                 o = warpgroup_mma(p_op, kw, o, is_async=True)
             rope = rope_next
             it += 1
-        o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
+        if LSUM:
+            o, l_acc = warpgroup_mma_wait(num_outstanding=0, deps=(o, l_acc))
+            l_i = gl.convert_layout(gl.max(l_acc, axis=1), gl.SliceLayout(1, s_layout))
+        else:
+            o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
 
         inv = gl.convert_layout(kv_scale / l_i, gl.SliceLayout(1, o_layout))
         o = o * inv[:, None]
