@@ -409,10 +409,12 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
 # run 4 timed 64/2/PIPE 1 and 32/3-4/PIPE 0, all slower than 64/2/PIPE 0: docs/mla_decode.md).
 # (32/4/PIPE 1, still in interface_hopper's space, was slower in every cell of every run; timed no more here.)
 # PSMEM: P through a shared tile for the P.V wgmma instead of the register operand; XCH: the softmax's exchange
-# between the warpgroups with one barrier (2: the next TMA issued after it). kernel_hopper.py.
-HOPPER_ON_M_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=64, NUM_BUF=2, PIPE=0, PSMEM=1),
-                        dict(BLOCK_N=64, NUM_BUF=2, PIPE=0, PSMEM=1, XCH=1),
-                        dict(BLOCK_N=64, NUM_BUF=2, PIPE=0, PSMEM=1, XCH=2)]
+# between the warpgroups with one barrier (2: the next TMA issued after it: slower in run 1); EARLY: the next
+# TMA issued before the score MMAs. kernel_hopper.py; docs/mla_decode.md has what each measured.
+HOPPER_ON_M_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=64, NUM_BUF=2, PIPE=0, XCH=1),
+                        dict(BLOCK_N=64, NUM_BUF=2, PIPE=0, XCH=1, EARLY=1),
+                        dict(BLOCK_N=64, NUM_BUF=2, PIPE=0, PSMEM=1, XCH=1, EARLY=1),
+                        dict(BLOCK_N=32, NUM_BUF=4, PIPE=0, XCH=1, EARLY=1)]
 HOPPER_TOK_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0)]
 # The fp8 tokens-on-M kernel: how V^T reaches the P.V wgmma (WIDEN 0: byte gathers into registers; 1: widened
 # into four fp16 chunk buffers in shared memory; 2: into one) x buffers x programs per SM (two fit when the
@@ -425,10 +427,8 @@ HOPPER_TOK_FP8_VARIANTS = [dict(NUM_BUF=4, WIDEN=0, PROGRAMS_PER_SM=1), dict(NUM
 # QK16 = 1: the tile widened to fp16 once, fp16 query, the bf16 kernel's MMAs (kernel_hopper_heads.py; WOVL,
 # PSMEM, XCH, LSUM, MAX1 there). Every variant names QK16: the variants overlay one another in the module's
 # fixed config. (LO_CHAIN 0 was 2-4% slower than LO_CHAIN 1 in every cell of issue 14's runs.)
-HOPPER_ON_M_FP8_VARIANTS = [dict(NUM_BUF=2, LO_CHAIN=1, QK16=0), dict(NUM_BUF=2, QK16=1, WOVL=0),
-                            dict(NUM_BUF=2, QK16=1, WOVL=0, PSMEM=1, XCH=1),
-                            dict(NUM_BUF=2, QK16=1, WOVL=1, PSMEM=1, XCH=1),
-                            dict(NUM_BUF=2, QK16=1, WOVL=1, PSMEM=1, LSUM=1, MAX1=1)]
+HOPPER_ON_M_FP8_VARIANTS = [dict(NUM_BUF=2, LO_CHAIN=1, QK16=0), dict(NUM_BUF=2, QK16=1, WOVL=1, XCH=1),
+                            dict(NUM_BUF=2, QK16=1, WOVL=1, PSMEM=1, XCH=1)]
 
 
 # The portable configs timed beside the Hopper variants: bf16's fixed config; for fp8 the two that won cells of

@@ -236,8 +236,9 @@ def test_hopper_fp8_matches_reference(heads, page_size, lens):
 # The heads-on-M variants of issue 14's H = 128 work (kernel_hopper.py knobs PSMEM / XCH / LSUM / MAX1; the fp8
 # kernel with the tile widened to fp16, QK16, kernel_hopper_heads.py), pinned through the module's fixed config.
 HEADS_VARIANTS = [("bf16", dict(PSMEM=1)), ("bf16", dict(PSMEM=1, XCH=1)), ("bf16", dict(PSMEM=1, XCH=2)),
-                  ("bf16", dict(XCH=1)), ("bf16", dict(PSMEM=1, MAX1=1)),
-                  ("fp8", dict(QK16=1, WOVL=0)), ("fp8", dict(QK16=1, WOVL=1)),
+                  ("bf16", dict(XCH=1)), ("bf16", dict(PSMEM=1, MAX1=1)), ("bf16", dict(XCH=1, EARLY=1)),
+                  ("bf16", dict(PSMEM=1, XCH=1, EARLY=1)), ("bf16", dict(BLOCK_N=32, NUM_BUF=4, XCH=1, EARLY=1)),
+                  ("fp8", dict(QK16=1, WOVL=0)), ("fp8", dict(QK16=1, WOVL=1)), ("fp8", dict(QK16=1, WOVL=1, XCH=1)),
                   ("fp8", dict(QK16=1, WOVL=0, PSMEM=1, XCH=1)), ("fp8", dict(QK16=1, WOVL=1, PSMEM=1, XCH=1)),
                   ("fp8", dict(QK16=1, WOVL=1, PSMEM=1, LSUM=1, MAX1=1))]
 

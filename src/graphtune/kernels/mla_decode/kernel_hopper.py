@@ -270,6 +270,7 @@ def _mla_decode_hopper_kernel(
     LSUM: gl.constexpr = 0,
     MAX1: gl.constexpr = 0,
     XCH: gl.constexpr = 0,
+    EARLY: gl.constexpr = 0,
 ):
     """Grid ``(H // BLOCK_H, P)``: program (h, p) attends heads ``[h * 64, h * 64 + 64)`` over tile range p.
     PSMEM = 1 (PIPE 0 only): P reaches the P.V wgmma through a [64, BLOCK_N] shared tile (A from shared memory,
@@ -278,7 +279,9 @@ def _mla_decode_hopper_kernel(
     across the warpgroups each tile. MAX1 = 1: the row maxima across the warpgroups with one barrier
     (``_row_max_2wg``) instead of ``gl.max``'s two. XCH = 1: the whole softmax step with one barrier
     (``_softmax_2wg``; instead of MAX1 and LSUM); XCH = 2 also issues the next TMA after that barrier,
-    saving the barrier after the score wait."""
+    saving the barrier after the score wait. EARLY = 1 (PIPE 0): each tile starts by retiring O(i - 1)
+    and issues the next TMA before its score MMAs (a whole tile's compute for the load to land, instead of
+    the softmax's: XCH = 2's later issue measured slower)."""
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
     gl.static_assert(BLOCK_H == 64)
@@ -376,6 +379,18 @@ def _mla_decode_hopper_kernel(
             stage = it % NUM_BUF
             kn = kn_bufs.index(stage)
             kr = kr_bufs.index(stage)
+            if EARLY:
+                gl.static_assert(PIPE == 0)
+                # O(i - 1), the last reader of buffer (it - 1) % NUM_BUF, retired in both warpgroups past the
+                # barrier: the tile that goes there is issued before this tile's score MMAs
+                if LSUM:
+                    o, l_acc = warpgroup_mma_wait(num_outstanding=0, deps=(o, l_acc))
+                else:
+                    o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
+                _block_barrier()
+                if i + NUM_BUF - 1 < i_stop:
+                    _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
+                                (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
             mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
             n_valid = seq_len - i * BLOCK_N
             if n_valid < BLOCK_N:
@@ -402,7 +417,7 @@ def _mla_decode_hopper_kernel(
                 # Each warpgroup waits for its own MMAs only: the other one may still read the buffer the
                 # next TMA overwrites until both have passed their wait. (XCH = 2: issued after the softmax's
                 # barrier instead, which every warp also reaches after its wait.)
-                if XCH < 2:
+                if (XCH < 2) and (EARLY == 0):
                     _block_barrier()
                     if i + NUM_BUF - 1 < i_stop:
                         _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
@@ -412,7 +427,7 @@ def _mla_decode_hopper_kernel(
             if XCH:
                 p, alpha, m_i, l_i = _softmax_2wg(s, m_i, l_i, m_smem, l_smem, BLOCK_H, BLOCK_N, s_layout)
                 if XCH == 2:
-                    gl.static_assert(PIPE == 0)
+                    gl.static_assert(PIPE + EARLY == 0)
                     if i + NUM_BUF - 1 < i_stop:
                         _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
                                     (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
