@@ -427,7 +427,7 @@ HOPPER_TOK_FP8_VARIANTS = [dict(NUM_BUF=4, WIDEN=0, PROGRAMS_PER_SM=1), dict(NUM
 # QK16 = 1: the tile widened to fp16 once, fp16 query, the bf16 kernel's MMAs (kernel_hopper_heads.py; WOVL,
 # PSMEM, XCH, LSUM, MAX1 there). Every variant names QK16: the variants overlay one another in the module's
 # fixed config. (LO_CHAIN 0 was 2-4% slower than LO_CHAIN 1 in every cell of issue 14's runs.)
-HOPPER_ON_M_FP8_VARIANTS = [dict(NUM_BUF=2, LO_CHAIN=1, QK16=0), dict(NUM_BUF=2, QK16=1, WOVL=1, XCH=1),
+HOPPER_ON_M_FP8_VARIANTS = [dict(NUM_BUF=2, PIPE=0, LO_CHAIN=1, QK16=0), dict(NUM_BUF=2, QK16=1, WOVL=1, XCH=1),
                             dict(NUM_BUF=2, QK16=1, WOVL=1, PSMEM=1, XCH=1)]
 
 

@@ -238,9 +238,10 @@ def test_hopper_fp8_matches_reference(heads, page_size, lens):
 HEADS_VARIANTS = [("bf16", dict(PSMEM=1)), ("bf16", dict(PSMEM=1, XCH=1)), ("bf16", dict(PSMEM=1, XCH=2)),
                   ("bf16", dict(XCH=1)), ("bf16", dict(PSMEM=1, MAX1=1)), ("bf16", dict(XCH=1, EARLY=1)),
                   ("bf16", dict(PSMEM=1, XCH=1, EARLY=1)), ("bf16", dict(BLOCK_N=32, NUM_BUF=4, XCH=1, EARLY=1)),
-                  ("fp8", dict(QK16=1, WOVL=0)), ("fp8", dict(QK16=1, WOVL=1)), ("fp8", dict(QK16=1, WOVL=1, XCH=1)),
-                  ("fp8", dict(QK16=1, WOVL=0, PSMEM=1, XCH=1)), ("fp8", dict(QK16=1, WOVL=1, PSMEM=1, XCH=1)),
-                  ("fp8", dict(QK16=1, WOVL=1, PSMEM=1, LSUM=1, MAX1=1))]
+                  ("fp8", dict(QK16=0, PIPE=0, LO_CHAIN=1))]
+HEADS_VARIANTS += [("fp8", dict(QK16=1, WOVL=w, PSMEM=p, XCH=x, LSUM=l, MAX1=m))
+                   for w, p, x, l, m in ((0, 0, 0, 0, 0), (1, 0, 0, 0, 0), (1, 0, 1, 0, 0), (0, 1, 1, 0, 0),
+                                         (1, 1, 1, 0, 0), (1, 1, 0, 1, 1))]
 
 
 @pytest.mark.parametrize("kv_format,variant", HEADS_VARIANTS,

@@ -45,12 +45,14 @@ HOPPER_TOK_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0}
 # (0.1457 ms at H = 16, batch 128, against 0.1820 for four buffers and one program per SM), within 1% of the
 # best at batch 1-8 (docs/mla_decode.md, branch issue-mla2, run 2).
 HOPPER_TOK_FP8_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0, "WIDEN": 0, "PROGRAMS_PER_SM": 2}
-# fp8 (per-tensor) cache, H % 64 == 0: heads on M; 2 x 32 KB fp8 buffers + the 64 KB fp16 copy of a tile's
-# latent columns + the query pair = 225,296 B. LO_CHAIN = 1 measured 2-4% faster, but the GPU tests ran 0.
-HOPPER_FP8_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0, "LO_CHAIN": 0}
-# QK16 = 1 in an fp8 heads-on-M config: the kernel that widens the tile to fp16 and scores with an fp16 query
-# (kernel_hopper_heads.py; WOVL its one parameter) instead of the hi/lo fp8 one. Keys a kernel does not take
-# are dropped at launch (``_kernel_and_params``).
+# fp8 (per-tensor) cache, H % 64 == 0: heads on M, the tile widened once to fp16 and scored with an fp16 copy
+# of the query (kernel_hopper_heads.py; 2 x 32 KB fp8 buffers + the fp16 tile + the fp16 query + P = 222,480 B):
+# 11-19% faster than the hi/lo fp8-score kernel (LO_CHAIN 1) at H = 128, batch 1-64, on the H200, same accuracy
+# (docs/mla_decode.md, session 8). ``FP8_HEADS_QK16`` says which of the two kernels serves the class; a config's
+# own ``QK16`` key (0: the hi/lo kernel, with its PIPE and LO_CHAIN) overrides it for a pinned launch, and keys a
+# kernel does not take are dropped at launch (``_kernel_and_params``).
+FP8_HEADS_QK16 = True
+HOPPER_FP8_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "WOVL": 1, "PSMEM": 1, "XCH": 1}
 # Whether ``path="auto"`` runs the fp8 Hopper kernels (per kernel). Both beat the portable kernel at every
 # batch timed on the H200 (H = 16: 1.3-1.4x at batch 1-128; H = 128: 1.1x at batch 1, 1.7-2.0x at 8-64);
 # a kernel that stops winning goes back behind ``path="hopper"`` by setting its entry to False.
@@ -69,8 +71,10 @@ HOPPER_SPACE: list[dict[str, int]] = [dict(HOPPER_CONFIG), dict(BLOCK_N=64, NUM_
 # bf16, tokens on M: one config (BLOCK_N is the wgmma's M, a third buffer does not fit, PIPE is unused):
 # never benchmarked, still forceable and in coverage.
 HOPPER_TOK_SPACE: list[dict[str, int]] = [dict(HOPPER_TOK_CONFIG)]
-# fp8, heads on M: LO_CHAIN 1 measured 2-4% faster at H = 128 (run 2), LO_CHAIN 0 is the one the GPU tests ran.
-HOPPER_FP8_SPACE: list[dict[str, int]] = [dict(HOPPER_FP8_CONFIG), {**HOPPER_FP8_CONFIG, "LO_CHAIN": 1}]
+# fp8, heads on M (the widened-score kernel): P as a register operand (PSMEM 0), and the whole tile widened
+# before the score MMAs (WOVL 0), each within 1-3% of the fixed config in session 8's run 1.
+HOPPER_FP8_SPACE: list[dict[str, int]] = [dict(HOPPER_FP8_CONFIG), {**HOPPER_FP8_CONFIG, "PSMEM": 0},
+                                          {**HOPPER_FP8_CONFIG, "WOVL": 0}]
 # fp8, tokens on M: 2 buffers / WIDEN 0 (the fixed config), 4 buffers (won batch 8 in run 2), WIDEN 2 (V^T
 # widened in shared memory). Programs per SM are not a kernel parameter: the grid gives each config as many
 # as fit an SM (``_tok_fp8_programs_per_sm``), as the variants were timed.
@@ -266,14 +270,15 @@ def tuned_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
 def _kernel_and_params(heads: int, fmt: str, cfg: dict[str, int]):
     """The kernel a (pinned) config runs and the config's entries that kernel takes (``QK16`` picks the
     widened-score fp8 heads-on-M kernel; other kernels' keys are dropped)."""
-    fn = kernel_for(heads, fmt, qk16=bool(cfg.get("QK16", 0)))
+    fn = kernel_for(heads, fmt, qk16=bool(cfg.get("QK16", FP8_HEADS_QK16)))
     names = set(fn.arg_names)
     return fn, {k: v for k, v in cfg.items() if k in names or k == "num_warps"}
 
 
-def kernel_for(heads: int, fmt: str = "bf16", qk16: bool = False):
+def kernel_for(heads: int, fmt: str = "bf16", qk16: bool | None = None):
     """The Gluon kernel that serves H heads: heads on M for H % 64 == 0, else tokens on M (bf16 or fp8);
-    ``qk16``: fp8 heads on M with the tile widened to fp16 for the scores too."""
+    fp8 heads on M: the widened-score kernel when ``qk16`` (default ``FP8_HEADS_QK16``), else the hi/lo one."""
+    qk16 = FP8_HEADS_QK16 if qk16 is None else qk16
     if fmt == "fp8" and qk16 and _heads_on_m(heads):
         return kernel_hopper_heads._mla_decode_hopper_fp8w_kernel
     if fmt == "fp8":
