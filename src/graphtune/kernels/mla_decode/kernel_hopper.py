@@ -21,7 +21,12 @@ rows: [BLOCK_N, 512] latent + [BLOCK_N, 64] rope):
 
 8 warps = 2 warpgroups, warps_per_cta [4, 2]: the two warpgroups split the tokens of S and the 512 output
 dims of O (O is 64 x 256 fp32 = 128 registers per thread); P crosses warpgroups through shared memory
-(``convert_layout``).
+(``convert_layout``). What crosses between the warpgroups each tile is the cost to cut (compiled for sm_90:
+about nine block barriers a tile): PSMEM (P as the P.V wgmma's A operand from a shared tile, one barrier),
+XCH (the softmax's maxima and sums in one exchange, ``_softmax_2wg``), LSUM / MAX1 (row sums as a wgmma,
+maxima with one barrier) and EARLY (the next TMA issued before the score MMAs rather than after them) are
+the knobs; docs/mla_decode.md has what each measured. The fp8 heads-on-M kernel that scores with 16-bit
+MMAs on a widened tile is in kernel_hopper_heads.py.
 
 ``_mla_decode_hopper_tok_kernel`` (H < 64, e.g. the tensor-parallel H = 16). Tokens on M, one warpgroup,
 16 heads per program: ``S^T = K Q^T`` ([64 tokens, 16]) and ``O^T += V^T P^T`` ([512, 16]; A = the KV tile
