@@ -311,8 +311,9 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
     if fm is None:
         print(f"FlashMLA columns skipped: flash_mla does not import ({why})", flush=True)
     sm = 1.0 / math.sqrt(576)
-    heads_batches = [(16, [int(b) for b in args.vs_batches_h16.split(",")]),
-                     (128, [int(b) for b in args.vs_batches_h128.split(",")])]
+    # an empty list leaves that head count out
+    heads_batches = [(h, [int(b) for b in bs.split(",") if b]) for h, bs in ((16, args.vs_batches_h16),
+                                                                            (128, args.vs_batches_h128)) if bs]
     formats = [f for f in args.vs_formats.split(",")]
     acc_rows = []
     for heads, _ in heads_batches:
