@@ -29,10 +29,12 @@ D_ROPE = D_QK - D_NOPE
 BLOCK_N = 64        # the largest tile; pages must hold a multiple of it (a tile never spans two pages)
 BLOCK_H = 64
 NUM_WARPS = 8
-# H % 64 == 0: 2 x 72 KB KV buffers (bf16) + the 72 KB query tile = 225,304 B of the 232,448 an sm_90 block
-# may have. Fastest of the four variants timed on the H200 at H = 128, batch 1-64 (BLOCK_N 32 with 3-4
-# buffers: 5-32% slower; PIPE = 1: 1-26% slower): docs/mla_decode.md.
-HOPPER_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0}
+# H % 64 == 0: 2 x 72 KB KV buffers (bf16) + the 72 KB query tile = 226,328 B of the 232,448 an sm_90 block
+# may have. 64-token tiles two deep (BLOCK_N 32 with 3-4 buffers: 5-32% slower; PIPE = 1: 1-26% slower), the
+# softmax's exchange between the warpgroups with one barrier (XCH) and the next TMA issued before the score
+# MMAs (EARLY): 3-8% faster than without the two at H = 128, batch 1-64 on the H200, fastest or tied of five
+# variants in every cell (docs/mla_decode.md, session 8 run 2).
+HOPPER_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0, "XCH": 1, "EARLY": 1}
 # H < 64 (16, 32, 48): the tokens-on-M kernel, 16 heads and one warpgroup per program; 168,216 B of shared
 # memory (a third 72 KB buffer would not fit; BLOCK_N = 32 is not possible: a wgmma's M is a multiple of 64).
 TOK_BLOCK_H = 16
@@ -61,18 +63,20 @@ _B_CHUNK = 128
 
 # The per-bucket spaces (kernel parameters only), each led by its kernel's fixed config. Every config here
 # passed the correctness check of ``bench_mla_decode.py --hopper-variants`` on the H200 and was timed there
-# (docs/mla_decode.md). Where the fixed config won every timed cell (bf16 heads on M: H = 128, batch 1-64) the
-# others stay for what was not timed (batch above 64, H = 64 or 256); elsewhere another config won cells
-# (fp8 heads on M: LO_CHAIN 1 everywhere timed; fp8 tokens on M: 4 buffers at batch 8).
-# bf16, heads on M: the FA3-style overlap (PIPE 1) and 32-token tiles 3-4 deep; the only kernel whose tile
-# (BLOCK_N) varies, so its configs carry the pre-hook that rebuilds the KV descriptors.
-HOPPER_SPACE: list[dict[str, int]] = [dict(HOPPER_CONFIG), dict(BLOCK_N=64, NUM_BUF=2, PIPE=1),
-                                      dict(BLOCK_N=32, NUM_BUF=3, PIPE=0), dict(BLOCK_N=32, NUM_BUF=4, PIPE=1)]
+# (docs/mla_decode.md). Where the fixed config won or tied every timed cell (bf16 and fp8 heads on M: H = 128,
+# batch 1-64) the others stay for what was not timed (batch above 64, H = 64 or 256); elsewhere another config
+# won cells (fp8 tokens on M: 4 buffers at batch 8).
+# bf16, heads on M: the previous fixed config (no XCH / EARLY), P through shared memory on top of the fixed
+# config (PSMEM: within 1-2%), and 32-token tiles 4 deep with the FA3-style overlap; the only kernel whose tile
+# (BLOCK_N) varies, so its configs carry the pre-hook that rebuilds the KV descriptors. (64/2/PIPE 1 and
+# 32/3/PIPE 0, slower in every cell of issue 14's run 4, left the space in session 8.)
+HOPPER_SPACE: list[dict[str, int]] = [dict(HOPPER_CONFIG), dict(BLOCK_N=64, NUM_BUF=2, PIPE=0),
+                                      {**HOPPER_CONFIG, "PSMEM": 1}, dict(BLOCK_N=32, NUM_BUF=4, PIPE=1)]
 # bf16, tokens on M: one config (BLOCK_N is the wgmma's M, a third buffer does not fit, PIPE is unused):
 # never benchmarked, still forceable and in coverage.
 HOPPER_TOK_SPACE: list[dict[str, int]] = [dict(HOPPER_TOK_CONFIG)]
-# fp8, heads on M (the widened-score kernel): P as a register operand (PSMEM 0), and the whole tile widened
-# before the score MMAs (WOVL 0), each within 1-3% of the fixed config in session 8's run 1.
+# fp8, heads on M (the widened-score kernel): P as a register operand (PSMEM 0: tied in run 2), and the whole
+# tile widened before the score MMAs (WOVL 0: 1-4% slower in run 1).
 HOPPER_FP8_SPACE: list[dict[str, int]] = [dict(HOPPER_FP8_CONFIG), {**HOPPER_FP8_CONFIG, "PSMEM": 0},
                                           {**HOPPER_FP8_CONFIG, "WOVL": 0}]
 # fp8, tokens on M: 2 buffers / WIDEN 0 (the fixed config), 4 buffers (won batch 8 in run 2), WIDEN 2 (V^T
