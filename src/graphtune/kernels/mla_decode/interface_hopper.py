@@ -1,5 +1,6 @@
-"""Launch of the Hopper (sm_90a) Gluon MLA decode kernels (kernel_hopper.py): which inputs they take, their
-TMA descriptors, grid and scratch buffers. ``interface._launch`` decides when to call them.
+"""Launch of the Hopper (sm_90a) Gluon MLA decode kernels (kernel_hopper.py; the fp8 heads-on-M kernel with
+16-bit scores in kernel_hopper_heads.py): which inputs they take, their TMA descriptors, grid and scratch
+buffers. ``interface._launch`` decides when to call them.
 
 Each kernel is tuned per batch bucket by ``graphtune.autotune`` (the engines' capture sizes, as the portable
 kernel; key ``B``, ``H``, ``PAGE_SIZE``, ``RETURN_LSE`` and the cache's element type) over a small space
