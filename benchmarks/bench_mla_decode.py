@@ -265,7 +265,9 @@ def _hopper_candidates(x: dict, heads: int, kv_format: str) -> list[HopperVarian
 
 def _select(config, heads: int, kv_format: str) -> None:
     if isinstance(config, HopperVariant):
-        base = SAVED_HOPPER.setdefault((heads, kv_format), dict(_hopper_dict(heads, kv_format)))
+        # keyed by the config dict (H 64 and 128 share one), so its shipped state is what is kept
+        canonical = interface_hopper.BLOCK_H if interface_hopper._heads_on_m(heads) else interface_hopper.TOK_BLOCK_H
+        base = SAVED_HOPPER.setdefault((canonical, kv_format), dict(_hopper_dict(heads, kv_format)))
         d = _hopper_dict(heads, kv_format)
         d.clear()
         d.update({**base, **config})
@@ -309,8 +311,9 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
     if fm is None:
         print(f"FlashMLA columns skipped: flash_mla does not import ({why})", flush=True)
     sm = 1.0 / math.sqrt(576)
-    heads_batches = [(16, [int(b) for b in args.vs_batches_h16.split(",")]),
-                     (128, [int(b) for b in args.vs_batches_h128.split(",")])]
+    # an empty list leaves that head count out
+    heads_batches = [(h, [int(b) for b in bs.split(",") if b]) for h, bs in ((16, args.vs_batches_h16),
+                                                                            (128, args.vs_batches_h128)) if bs]
     formats = [f for f in args.vs_formats.split(",")]
     acc_rows = []
     for heads, _ in heads_batches:
@@ -405,7 +408,14 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
 
 # bf16 heads on M: the fixed config, and the FA3-style overlap (PIPE 1) with 32-token tiles four deep (issue 14's
 # run 4 timed 64/2/PIPE 1 and 32/3-4/PIPE 0, all slower than 64/2/PIPE 0: docs/mla_decode.md).
-HOPPER_ON_M_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=32, NUM_BUF=4, PIPE=1)]
+# (32/4/PIPE 1, still in interface_hopper's space, was slower in every cell of every run; timed no more here.)
+# PSMEM: P through a shared tile for the P.V wgmma instead of the register operand; XCH: the softmax's exchange
+# between the warpgroups with one barrier (2: the next TMA issued after it: slower in run 1); EARLY: the next
+# TMA issued before the score MMAs. kernel_hopper.py; docs/mla_decode.md has what each measured.
+HOPPER_ON_M_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=64, NUM_BUF=2, PIPE=0, XCH=1),
+                        dict(BLOCK_N=64, NUM_BUF=2, PIPE=0, XCH=1, EARLY=1),
+                        dict(BLOCK_N=64, NUM_BUF=2, PIPE=0, PSMEM=1, XCH=1, EARLY=1),
+                        dict(BLOCK_N=32, NUM_BUF=4, PIPE=0, XCH=1, EARLY=1)]
 HOPPER_TOK_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0)]
 # The fp8 tokens-on-M kernel: how V^T reaches the P.V wgmma (WIDEN 0: byte gathers into registers; 1: widened
 # into four fp16 chunk buffers in shared memory; 2: into one) x buffers x programs per SM (two fit when the
@@ -415,7 +425,11 @@ HOPPER_TOK_FP8_VARIANTS = [dict(NUM_BUF=4, WIDEN=0, PROGRAMS_PER_SM=1), dict(NUM
                            dict(NUM_BUF=3, WIDEN=2, PROGRAMS_PER_SM=1)]
 # The fp8 heads-on-M kernel (H % 64 == 0): two buffers fit (225,296 B of shared memory); LO_CHAIN 1 adds the
 # query's residual into the score accumulator itself (one accumulator fewer, kernel_hopper.py).
-HOPPER_ON_M_FP8_VARIANTS = [dict(NUM_BUF=2, LO_CHAIN=0), dict(NUM_BUF=2, LO_CHAIN=1)]
+# QK16 = 1: the tile widened to fp16 once, fp16 query, the bf16 kernel's MMAs (kernel_hopper_heads.py; WOVL,
+# PSMEM, XCH, LSUM, MAX1 there). Every variant names QK16: the variants overlay one another in the module's
+# fixed config. (LO_CHAIN 0 was 2-4% slower than LO_CHAIN 1 in every cell of issue 14's runs.)
+HOPPER_ON_M_FP8_VARIANTS = [dict(NUM_BUF=2, PIPE=0, LO_CHAIN=1, QK16=0), dict(NUM_BUF=2, QK16=1, WOVL=1, XCH=1),
+                            dict(NUM_BUF=2, QK16=1, WOVL=1, PSMEM=1, XCH=1)]
 
 
 # The portable configs timed beside the Hopper variants: bf16's fixed config; for fp8 the two that won cells of
@@ -433,7 +447,8 @@ def _hopper_dict(heads: int, kv_format: str) -> dict:
 
 
 def _use_hopper_config(heads: int, variant: dict, kv_format: str = "bf16") -> None:
-    _hopper_dict(heads, kv_format).update(variant)
+    # the fixed config as shipped, overlaid with the variant (not with the previous variant's keys)
+    _select(HopperVariant(variant), heads, kv_format)
 
 
 def _hopper_check(kind: str, kv_format: str, variant: dict, gen: torch.Generator) -> float:
@@ -485,6 +500,8 @@ def hopper_variants(args, result: dict, out: Path) -> None:
                ("heads-on-M fp8", "fp8", 128, [1, 8, 32, 64], HOPPER_ON_M_FP8_VARIANTS)]]
     if args.hopper_phases != "all":
         phases = [phases[{"bf16": 0, "fp8": 1}[args.hopper_phases]]]
+    heads_wanted = {int(h) for h in args.hopper_heads.split(",")}
+    phases = [[entry for entry in phase if entry[2] in heads_wanted] for phase in phases]
     for phase in phases:
         good = []
         for kind, kv_format, heads, batches, variants in phase:
@@ -511,7 +528,7 @@ def hopper_variants(args, result: dict, out: Path) -> None:
                     except Exception as exc:  # noqa: BLE001
                         print(f"  H{heads} B{b} {variant}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
                         row[key] = float("inf")
-                for portable in PORTABLE_REFS[kv_format]:
+                for portable in ([] if args.hopper_no_portable else PORTABLE_REFS[kv_format]):
                     row["portable " + config_label(portable)] = graph_time_ms(target.make(b, portable,
                                                                                           path="portable"))
                 result["hopper_times"].append(row)
@@ -548,6 +565,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="the Hopper kernels' configs (bf16, page size 64): correctness, then times next to FlashMLA")
     ap.add_argument("--hopper-phases", choices=["all", "bf16", "fp8"], default="all",
                     help="with --hopper-variants: which kernels (default all)")
+    ap.add_argument("--hopper-heads", default="16,128", help="with --hopper-variants: which H (16, 128)")
+    ap.add_argument("--hopper-no-portable", action="store_true",
+                    help="with --hopper-variants: time no portable reference config")
     ap.add_argument("--vs-formats", default="bf16,fp8")
     ap.add_argument("--vs-batches-h16", default="1,8,32,64,128")
     ap.add_argument("--vs-batches-h128", default="1,8,32,64")

@@ -241,7 +241,7 @@ def test_portable_space_fits_sm120_or_is_excluded():
         assert config_label(space.default_for(kv_format)) in fitting[kv_format]
 
 
-def _hopper_compile(kv_format: str = "bf16", heads: int = 128, page_size: int = 64):
+def _hopper_compile(kv_format: str = "bf16", heads: int = 128, page_size: int = 64, config: dict | None = None):
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
     from triton.runtime.jit import mangle_type
@@ -253,9 +253,12 @@ def _hopper_compile(kv_format: str = "bf16", heads: int = 128, page_size: int = 
     out = torch.empty(2, heads, 512, dtype=torch.bfloat16)
     args, _, consts, _ = interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32),
                                                       torch.ones(2, dtype=torch.int32), 0.04, 1.0, kv_format, out,
-                                                      False, sms=132)
-    fn = interface_hopper.kernel_for(heads, kv_format)
+                                                      False, sms=132, config=config)
+    fn, consts = interface_hopper._kernel_and_params(heads, kv_format, consts)
     names = list(fn.arg_names)
+    # constexprs the launch leaves at their defaults
+    consts = {**{q.name: q.default for q in fn.params if q.is_constexpr and q.name not in consts
+                  and q.has_default}, **consts}
     values = dict(zip([n for n in names if n not in consts], args))
     signature = {n: "constexpr" if n in consts else mangle_type(values[n]) for n in names}
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names) if signature[n].startswith("*")}
@@ -266,18 +269,30 @@ def _hopper_compile(kv_format: str = "bf16", heads: int = 128, page_size: int = 
                               options=dict(num_warps=consts["num_warps"]))
 
 
-@pytest.mark.parametrize("kv_format,heads,mmas", [
-    ("bf16", 128, ("HGMMA.64x256x16.F32.BF16", "HGMMA.64x32x16.F32.BF16")),
-    ("bf16", 16, ("HGMMA.64x16x16.F32.BF16",)),
-    ("fp8", 16, ("QGMMA.64x16x32.F32.E4M3.E4M3", "HGMMA.64x16x16.F32 ")),
-    ("fp8", 128, ("QGMMA.64x32x32.F32.E4M3.E4M3", "HGMMA.64x256x16.F32 "))],
-    ids=["heads-on-M", "tokens-on-M", "tokens-on-M-fp8", "heads-on-M-fp8"])
-def test_hopper_kernel_compiles_for_sm90_with_tma_and_wgmma(kv_format, heads, mmas):
+_ON_M_BF16 = ("HGMMA.64x256x16.F32.BF16", "HGMMA.64x32x16.F32.BF16")
+_ON_M_FP16 = ("HGMMA.64x256x16.F32 ", "HGMMA.64x32x16.F32 ")   # fp16 operands: no type suffix in the SASS
+
+
+@pytest.mark.parametrize("kv_format,heads,config,mmas", [
+    ("bf16", 128, None, _ON_M_BF16),
+    ("bf16", 128, dict(PSMEM=1, XCH=1, EARLY=1), _ON_M_BF16),
+    ("bf16", 128, dict(XCH=0, EARLY=0), _ON_M_BF16),
+    ("bf16", 128, dict(BLOCK_N=32, NUM_BUF=4, XCH=1, EARLY=1), ("HGMMA.64x256x16.F32.BF16", "HGMMA.64x16x16.F32.BF16")),
+    ("bf16", 16, None, ("HGMMA.64x16x16.F32.BF16",)),
+    ("fp8", 16, None, ("QGMMA.64x16x32.F32.E4M3.E4M3", "HGMMA.64x16x16.F32 ")),
+    ("fp8", 128, None, _ON_M_FP16),
+    ("fp8", 128, dict(WOVL=0, PSMEM=0, XCH=0), _ON_M_FP16),
+    ("fp8", 128, dict(WOVL=1, PSMEM=1, XCH=0, LSUM=1, MAX1=1), _ON_M_FP16 + ("HGMMA.64x8x16.F32 ",)),
+    ("fp8", 128, dict(QK16=0, PIPE=0, LO_CHAIN=0), ("QGMMA.64x32x32.F32.E4M3.E4M3", "HGMMA.64x256x16.F32 "))],
+    ids=["heads-on-M", "heads-on-M-psmem-xch-early", "heads-on-M-before", "heads-on-M-32tok", "tokens-on-M",
+         "tokens-on-M-fp8", "heads-on-M-fp8", "heads-on-M-fp8-serial", "heads-on-M-fp8-lsum", "heads-on-M-fp8-hilo"])
+def test_hopper_kernel_compiles_for_sm90_with_tma_and_wgmma(kv_format, heads, config, mmas):
     """The Gluon kernels compiled for sm_90a on a CPU: TMA loads (UTMALDG), warpgroup MMAs of the expected
     shapes (HGMMA; QGMMA for fp8 scores), and a block that fits an sm_90 SM (232,448 B of shared memory,
-    255 registers)."""
+    255 registers). fp8 heads on M: the shipped kernel widens the tile to fp16 (fp16 wgmmas only); QK16 = 0
+    is the hi/lo fp8-score kernel."""
     from graphtune import resources
-    compiled = _hopper_compile(kv_format, heads=heads)
+    compiled = _hopper_compile(kv_format, heads=heads, config=config)
     usage = resources._resource_usage(compiled.asm["cubin"], compiled.metadata.name)
     assert usage["REG"] <= 255
     assert compiled.metadata.shared + usage.get("SHARED", 0) <= 232448

@@ -211,6 +211,47 @@ def test_hopper_fp8_matches_reference(heads, page_size, lens):
             assert float((lse - ref_lse).abs().max()) <= 2e-3, f"seed {seed}, {sms} SMs: lse"
 
 
+# The heads-on-M variants of issue 14's H = 128 work (kernel_hopper.py knobs PSMEM / XCH / LSUM / MAX1; the fp8
+# kernel with the tile widened to fp16, QK16, kernel_hopper_heads.py), pinned through the module's fixed config.
+HEADS_VARIANTS = [("bf16", dict(PSMEM=1)), ("bf16", dict(PSMEM=1, XCH=1)), ("bf16", dict(PSMEM=1, XCH=2)),
+                  ("bf16", dict(XCH=1)), ("bf16", dict(PSMEM=1, MAX1=1)), ("bf16", dict(XCH=1, EARLY=1)),
+                  ("bf16", dict(PSMEM=1, XCH=1, EARLY=1)), ("bf16", dict(BLOCK_N=32, NUM_BUF=4, XCH=1, EARLY=1)),
+                  ("fp8", dict(QK16=0, PIPE=0, LO_CHAIN=1))]
+HEADS_VARIANTS += [("fp8", dict(QK16=1, WOVL=w, PSMEM=p, XCH=x, LSUM=l, MAX1=m))
+                   for w, p, x, l, m in ((0, 0, 0, 0, 0), (1, 0, 0, 0, 0), (1, 0, 1, 0, 0), (0, 1, 1, 0, 0),
+                                         (1, 1, 1, 0, 0), (1, 1, 0, 1, 1))]
+
+
+@pytest.mark.parametrize("kv_format,variant", HEADS_VARIANTS,
+                         ids=[f + "-" + ",".join(f"{k}{v}" for k, v in c.items()) for f, c in HEADS_VARIANTS])
+def test_hopper_heads_on_m_variants_match_reference(kv_format, variant, monkeypatch):
+    """Every heads-on-M variant against the fp32 reference: H 64 and 128, lengths 1, odd, multiples of 64 and
+    not, NaN in every cache row past seq_len, NaN-poisoned out, LSE, 132 / 7 / 1 SMs (requests straddle
+    programs); fp8 to the issue's 2e-3."""
+    _hopper_or_skip()
+    name = "HOPPER_FP8_CONFIG" if kv_format == "fp8" else "HOPPER_CONFIG"
+    monkeypatch.setattr(interface_hopper, name, {**getattr(interface_hopper, name), **variant})
+    tol = 2e-3 if kv_format == "fp8" else TOL
+    for heads, page_size, lens in [(128, 64, [4096, 1, 129, 2000, 77]), (64, 128, [1, 63, 64, 65, 1000])]:
+        seed = _seed()
+        x = _inputs(len(lens), heads, page_size, kv_format, max(lens), seed)
+        x["seq_lens"].copy_(torch.tensor(lens, dtype=torch.int32))
+        pt = x["page_table"]
+        for b, n in enumerate(lens):
+            tail = torch.arange(n, pt.shape[1] * page_size, device=pt.device)
+            x["kv_cache"][pt[b, tail // page_size].long(), tail % page_size] = float("nan")
+        ref, ref_lse = mla_decode_reference(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE,
+                                            kv_scale=x["kv_scale"], kv_format=kv_format, return_lse=True)
+        for sms in (132, 7, 1):
+            x["out"].fill_(float("nan"))
+            out, lse = interface._launch(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, x["kv_scale"],
+                                         kv_format, x["out"], True, num_sms=sms, path="hopper")
+            where = f"H{heads}, seed {seed}, {sms} SMs"
+            assert torch.isfinite(out.float()).all(), f"{where}: unwritten or NaN outputs"
+            assert _rel(out, ref) <= tol, f"{where}: rel err {_rel(out, ref):.3e}"
+            assert float((lse - ref_lse).abs().max()) <= 2e-3, f"{where}: lse"
+
+
 @pytest.mark.parametrize("heads", [128, 16])
 def test_hopper_fp8_capture_replay_equals_eager(heads):
     """One captured graph of the fp8 Hopper kernel (and, where it is the automatic choice, the public path)

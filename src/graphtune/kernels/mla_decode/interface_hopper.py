@@ -1,5 +1,6 @@
-"""Launch of the Hopper (sm_90a) Gluon MLA decode kernels (kernel_hopper.py): which inputs they take, their
-TMA descriptors, grid and scratch buffers. ``interface._launch`` decides when to call them.
+"""Launch of the Hopper (sm_90a) Gluon MLA decode kernels (kernel_hopper.py; the fp8 heads-on-M kernel with
+16-bit scores in kernel_hopper_heads.py): which inputs they take, their TMA descriptors, grid and scratch
+buffers. ``interface._launch`` decides when to call them.
 
 Each kernel is tuned per batch bucket by ``graphtune.autotune`` (the engines' capture sizes, as the portable
 kernel; key ``B``, ``H``, ``PAGE_SIZE``, ``RETURN_LSE`` and the cache's element type) over a small space
@@ -21,7 +22,7 @@ from typing import Any
 import torch
 import triton
 
-from . import kernel_hopper
+from . import kernel_hopper, kernel_hopper_heads
 from .reference import D_NOPE, D_QK
 
 D_ROPE = D_QK - D_NOPE
@@ -29,10 +30,12 @@ D_ROPE = D_QK - D_NOPE
 BLOCK_N = 64        # the largest tile; pages must hold a multiple of it (a tile never spans two pages)
 BLOCK_H = 64
 NUM_WARPS = 8
-# H % 64 == 0: 2 x 72 KB KV buffers (bf16) + the 72 KB query tile = 225,304 B of the 232,448 an sm_90 block
-# may have. Fastest of the four variants timed on the H200 at H = 128, batch 1-64 (BLOCK_N 32 with 3-4
-# buffers: 5-32% slower; PIPE = 1: 1-26% slower): docs/mla_decode.md.
-HOPPER_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0}
+# H % 64 == 0: 2 x 72 KB KV buffers (bf16) + the 72 KB query tile = 226,328 B of the 232,448 an sm_90 block
+# may have. 64-token tiles two deep (BLOCK_N 32 with 3-4 buffers: 5-32% slower; PIPE = 1: 1-26% slower), the
+# softmax's exchange between the warpgroups with one barrier (XCH) and the next TMA issued before the score
+# MMAs (EARLY): 3-8% faster than without the two at H = 128, batch 1-64 on the H200, fastest or tied of five
+# variants in every cell (docs/mla_decode.md, session 8 run 2).
+HOPPER_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0, "XCH": 1, "EARLY": 1}
 # H < 64 (16, 32, 48): the tokens-on-M kernel, 16 heads and one warpgroup per program; 168,216 B of shared
 # memory (a third 72 KB buffer would not fit; BLOCK_N = 32 is not possible: a wgmma's M is a multiple of 64).
 TOK_BLOCK_H = 16
@@ -45,9 +48,14 @@ HOPPER_TOK_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0}
 # (0.1457 ms at H = 16, batch 128, against 0.1820 for four buffers and one program per SM), within 1% of the
 # best at batch 1-8 (docs/mla_decode.md, branch issue-mla2, run 2).
 HOPPER_TOK_FP8_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0, "WIDEN": 0, "PROGRAMS_PER_SM": 2}
-# fp8 (per-tensor) cache, H % 64 == 0: heads on M; 2 x 32 KB fp8 buffers + the 64 KB fp16 copy of a tile's
-# latent columns + the query pair = 225,296 B. LO_CHAIN = 1 measured 2-4% faster, but the GPU tests ran 0.
-HOPPER_FP8_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0, "LO_CHAIN": 0}
+# fp8 (per-tensor) cache, H % 64 == 0: heads on M, the tile widened once to fp16 and scored with an fp16 copy
+# of the query (kernel_hopper_heads.py; 2 x 32 KB fp8 buffers + the fp16 tile + the fp16 query + P = 222,480 B):
+# 11-19% faster than the hi/lo fp8-score kernel (LO_CHAIN 1) at H = 128, batch 1-64, on the H200, same accuracy
+# (docs/mla_decode.md, session 8). ``FP8_HEADS_QK16`` says which of the two kernels serves the class; a config's
+# own ``QK16`` key (0: the hi/lo kernel, with its PIPE and LO_CHAIN) overrides it for a pinned launch, and keys a
+# kernel does not take are dropped at launch (``_kernel_and_params``).
+FP8_HEADS_QK16 = True
+HOPPER_FP8_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "WOVL": 1, "PSMEM": 1, "XCH": 1}
 # Whether ``path="auto"`` runs the fp8 Hopper kernels (per kernel). Both beat the portable kernel at every
 # batch timed on the H200 (H = 16: 1.3-1.4x at batch 1-128; H = 128: 1.1x at batch 1, 1.7-2.0x at 8-64);
 # a kernel that stops winning goes back behind ``path="hopper"`` by setting its entry to False.
@@ -56,18 +64,22 @@ _B_CHUNK = 128
 
 # The per-bucket spaces (kernel parameters only), each led by its kernel's fixed config. Every config here
 # passed the correctness check of ``bench_mla_decode.py --hopper-variants`` on the H200 and was timed there
-# (docs/mla_decode.md). Where the fixed config won every timed cell (bf16 heads on M: H = 128, batch 1-64) the
-# others stay for what was not timed (batch above 64, H = 64 or 256); elsewhere another config won cells
-# (fp8 heads on M: LO_CHAIN 1 everywhere timed; fp8 tokens on M: 4 buffers at batch 8).
-# bf16, heads on M: the FA3-style overlap (PIPE 1) and 32-token tiles 3-4 deep; the only kernel whose tile
-# (BLOCK_N) varies, so its configs carry the pre-hook that rebuilds the KV descriptors.
-HOPPER_SPACE: list[dict[str, int]] = [dict(HOPPER_CONFIG), dict(BLOCK_N=64, NUM_BUF=2, PIPE=1),
-                                      dict(BLOCK_N=32, NUM_BUF=3, PIPE=0), dict(BLOCK_N=32, NUM_BUF=4, PIPE=1)]
+# (docs/mla_decode.md). Where the fixed config won or tied every timed cell (bf16 and fp8 heads on M: H = 128,
+# batch 1-64) the others stay for what was not timed (batch above 64, H = 64 or 256); elsewhere another config
+# won cells (fp8 tokens on M: 4 buffers at batch 8).
+# bf16, heads on M: the previous fixed config (no XCH / EARLY), P through shared memory on top of the fixed
+# config (PSMEM: within 1-2%), and 32-token tiles 4 deep with the FA3-style overlap; the only kernel whose tile
+# (BLOCK_N) varies, so its configs carry the pre-hook that rebuilds the KV descriptors. (64/2/PIPE 1 and
+# 32/3/PIPE 0, slower in every cell of issue 14's run 4, left the space in session 8.)
+HOPPER_SPACE: list[dict[str, int]] = [dict(HOPPER_CONFIG), dict(BLOCK_N=64, NUM_BUF=2, PIPE=0),
+                                      {**HOPPER_CONFIG, "PSMEM": 1}, dict(BLOCK_N=32, NUM_BUF=4, PIPE=1)]
 # bf16, tokens on M: one config (BLOCK_N is the wgmma's M, a third buffer does not fit, PIPE is unused):
 # never benchmarked, still forceable and in coverage.
 HOPPER_TOK_SPACE: list[dict[str, int]] = [dict(HOPPER_TOK_CONFIG)]
-# fp8, heads on M: LO_CHAIN 1 measured 2-4% faster at H = 128 (run 2), LO_CHAIN 0 is the one the GPU tests ran.
-HOPPER_FP8_SPACE: list[dict[str, int]] = [dict(HOPPER_FP8_CONFIG), {**HOPPER_FP8_CONFIG, "LO_CHAIN": 1}]
+# fp8, heads on M (the widened-score kernel): P as a register operand (PSMEM 0: tied in run 2), and the whole
+# tile widened before the score MMAs (WOVL 0: 1-4% slower in run 1).
+HOPPER_FP8_SPACE: list[dict[str, int]] = [dict(HOPPER_FP8_CONFIG), {**HOPPER_FP8_CONFIG, "PSMEM": 0},
+                                          {**HOPPER_FP8_CONFIG, "WOVL": 0}]
 # fp8, tokens on M: 2 buffers / WIDEN 0 (the fixed config), 4 buffers (won batch 8 in run 2), WIDEN 2 (V^T
 # widened in shared memory). Programs per SM are not a kernel parameter: the grid gives each config as many
 # as fit an SM (``_tok_fp8_programs_per_sm``), as the variants were timed.
@@ -260,8 +272,20 @@ def tuned_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
     return args, grid, consts, scratch
 
 
-def kernel_for(heads: int, fmt: str = "bf16"):
-    """The Gluon kernel that serves H heads: heads on M for H % 64 == 0, else tokens on M (bf16 or fp8)."""
+def _kernel_and_params(heads: int, fmt: str, cfg: dict[str, int]):
+    """The kernel a (pinned) config runs and the config's entries that kernel takes (``QK16`` picks the
+    widened-score fp8 heads-on-M kernel; other kernels' keys are dropped)."""
+    fn = kernel_for(heads, fmt, qk16=bool(cfg.get("QK16", FP8_HEADS_QK16)))
+    names = set(fn.arg_names)
+    return fn, {k: v for k, v in cfg.items() if k in names or k == "num_warps"}
+
+
+def kernel_for(heads: int, fmt: str = "bf16", qk16: bool | None = None):
+    """The Gluon kernel that serves H heads: heads on M for H % 64 == 0, else tokens on M (bf16 or fp8);
+    fp8 heads on M: the widened-score kernel when ``qk16`` (default ``FP8_HEADS_QK16``), else the hi/lo one."""
+    qk16 = FP8_HEADS_QK16 if qk16 is None else qk16
+    if fmt == "fp8" and qk16 and _heads_on_m(heads):
+        return kernel_hopper_heads._mla_decode_hopper_fp8w_kernel
     if fmt == "fp8":
         return (kernel_hopper._mla_decode_hopper_fp8_kernel if _heads_on_m(heads)
                 else kernel_hopper._mla_decode_hopper_tok_fp8_kernel)
@@ -324,7 +348,8 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
     if pinned(heads, fmt, config):
         args, grid, consts, scratch = hopper_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                   return_lse, sms=sms, config=config)
-        kernel_for(heads, fmt)[grid](*args, **consts)
+        fn, consts = _kernel_and_params(heads, fmt, consts)
+        fn[grid](*args, **consts)
         return scratch
     args, grid, consts, scratch = tuned_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                              return_lse, sms=sms)

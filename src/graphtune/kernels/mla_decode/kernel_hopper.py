@@ -21,7 +21,12 @@ rows: [BLOCK_N, 512] latent + [BLOCK_N, 64] rope):
 
 8 warps = 2 warpgroups, warps_per_cta [4, 2]: the two warpgroups split the tokens of S and the 512 output
 dims of O (O is 64 x 256 fp32 = 128 registers per thread); P crosses warpgroups through shared memory
-(``convert_layout``).
+(``convert_layout``). What crosses between the warpgroups each tile is the cost to cut (compiled for sm_90:
+about nine block barriers a tile): PSMEM (P as the P.V wgmma's A operand from a shared tile, one barrier),
+XCH (the softmax's maxima and sums in one exchange, ``_softmax_2wg``), LSUM / MAX1 (row sums as a wgmma,
+maxima with one barrier) and EARLY (the next TMA issued before the score MMAs rather than after them) are
+the knobs; docs/mla_decode.md has what each measured. The fp8 heads-on-M kernel that scores with 16-bit
+MMAs on a widened tile is in kernel_hopper_heads.py.
 
 ``_mla_decode_hopper_tok_kernel`` (H < 64, e.g. the tensor-parallel H = 16). Tokens on M, one warpgroup,
 16 heads per program: ``S^T = K Q^T`` ([64 tokens, 16]) and ``O^T += V^T P^T`` ([512, 16]; A = the KV tile
@@ -90,6 +95,54 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
         b += gl.sum(done.to(gl.int32), axis=0)
         req_end += gl.sum(gl.where(done, tiles, 0), axis=0)
     return t, t_stop, b, req_end
+
+
+@gluon.jit
+def _row_max_2wg(s, mx_smem, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, layout: gl.constexpr):
+    """Row maxima of an [BLOCK_H, BLOCK_N] score tile whose two column halves sit in the two warpgroups
+    (``warps_per_cta=[4, 2]``), in ``SliceLayout(1, layout)``: each warpgroup reduces its half with shuffles,
+    writes it to ``mx_smem`` ([2 * BLOCK_H] fp32), one block barrier, both halves read back (compiled: one
+    barrier where ``gl.max`` over the two warpgroups takes two). The buffer may be rewritten after the next
+    block barrier of every warp."""
+    part = gl.max(gl.reshape(s, [BLOCK_H, 2, BLOCK_N // 2]), axis=2)
+    mx_smem.reshape([2, BLOCK_H]).permute((1, 0)).store(part)
+    _block_barrier()
+    return gl.maximum(mx_smem.slice(0, BLOCK_H).load(gl.SliceLayout(1, layout)),
+                      mx_smem.slice(BLOCK_H, BLOCK_H).load(gl.SliceLayout(1, layout)))
+
+
+@gluon.jit
+def _softmax_2wg(s, m_i, l_i, m_smem, l_smem, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, layout: gl.constexpr):
+    """One online-softmax step of an [BLOCK_H, BLOCK_N] log2-domain score tile whose two column halves sit in
+    the two warpgroups, with one block barrier: each warpgroup takes its half's row maxima m_w and
+    ``p_w = exp2(s - m_w)`` and row sums l_w (shuffles only), the (m_w, l_w) pairs cross through ``m_smem`` /
+    ``l_smem`` ([2 * BLOCK_H] fp32 each), then ``p = p_w * exp2(m_w - m_new)``. Returns (p, alpha, m_new,
+    l_new). A half with every token masked (m_w = -inf) gets p = 0 (p_w taken against 0 instead of -inf is 0,
+    and so is its factor exp2(-inf - m_new)). The buffers may be rewritten after the next block barrier of every warp."""
+    rows: gl.constexpr = gl.SliceLayout(1, layout)
+    s3 = gl.reshape(s, [BLOCK_H, 2, BLOCK_N // 2])
+    m_part = gl.max(s3, axis=2)
+    m_safe = gl.where(m_part == float("-inf"), 0.0, m_part)
+    # the half's maxima back in the score layout (compiled for sm_90: no data movement)
+    m_own = gl.convert_layout(gl.reshape(gl.zeros_like(s3) + gl.expand_dims(m_safe, 2), [BLOCK_H, BLOCK_N]),
+                              layout)
+    p = gl.exp2(s - m_own)
+    l_part = gl.sum(gl.reshape(p, [BLOCK_H, 2, BLOCK_N // 2]), axis=2)
+    m_smem.reshape([2, BLOCK_H]).permute((1, 0)).store(m_part)
+    l_smem.reshape([2, BLOCK_H]).permute((1, 0)).store(l_part)
+    _block_barrier()
+    m0 = m_smem.slice(0, BLOCK_H).load(rows)
+    m1 = m_smem.slice(BLOCK_H, BLOCK_H).load(rows)
+    l0 = l_smem.slice(0, BLOCK_H).load(rows)
+    l1 = l_smem.slice(BLOCK_H, BLOCK_H).load(rows)
+    m_new = gl.maximum(m_i, gl.maximum(m0, m1))
+    alpha = gl.exp2(m_i - m_new)
+    f0 = gl.exp2(m0 - m_new)
+    f1 = gl.exp2(m1 - m_new)
+    l_new = l_i * alpha + l0 * f0 + l1 * f1
+    cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, layout))
+    p = p * gl.where((cols < BLOCK_N // 2)[None, :], f0[:, None], f1[:, None])
+    return p, alpha, m_new, l_new
 
 
 @gluon.jit
@@ -218,8 +271,22 @@ def _mla_decode_hopper_kernel(
     NUM_BUF: gl.constexpr,
     PIPE: gl.constexpr,
     num_warps: gl.constexpr,
+    PSMEM: gl.constexpr = 0,
+    LSUM: gl.constexpr = 0,
+    MAX1: gl.constexpr = 0,
+    XCH: gl.constexpr = 0,
+    EARLY: gl.constexpr = 0,
 ):
-    """Grid ``(H // BLOCK_H, P)``: program (h, p) attends heads ``[h * 64, h * 64 + 64)`` over tile range p."""
+    """Grid ``(H // BLOCK_H, P)``: program (h, p) attends heads ``[h * 64, h * 64 + 64)`` over tile range p.
+    PSMEM = 1 (PIPE 0 only): P reaches the P.V wgmma through a [64, BLOCK_N] shared tile (A from shared memory,
+    one store and one barrier) instead of a register operand converted across the warpgroups. LSUM = 1 (with
+    PSMEM): the row sums of P as one more async wgmma, ``l += P @ ones`` ([64, 16]), instead of a reduction
+    across the warpgroups each tile. MAX1 = 1: the row maxima across the warpgroups with one barrier
+    (``_row_max_2wg``) instead of ``gl.max``'s two. XCH = 1: the whole softmax step with one barrier
+    (``_softmax_2wg``; instead of MAX1 and LSUM); XCH = 2 also issues the next TMA after that barrier,
+    saving the barrier after the score wait. EARLY = 1 (PIPE 0): each tile starts by retiring O(i - 1)
+    and issues the next TMA before its score MMAs (a whole tile's compute for the load to land, instead of
+    the softmax's: XCH = 2's later issue measured slower)."""
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
     gl.static_assert(BLOCK_H == 64)
@@ -245,6 +312,25 @@ def _mla_decode_hopper_kernel(
     kr_bufs = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, 64], kv_rope_desc.layout)
     bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    if PSMEM:
+        gl.static_assert(PIPE == 0)
+        p_smem = gl.allocate_shared_memory(dtype, [BLOCK_H, BLOCK_N],
+                                           gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], dtype))
+    l_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
+                                                       instr_shape=[16, 8, 16])
+    if LSUM:
+        gl.static_assert(PSMEM == 1)
+        ones_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, 16],
+                                              gl.NVMMASharedLayout.get_default_for([BLOCK_N, 16], dtype))
+        # visible to the MMAs after the first tile's fence and barrier
+        ones_smem.store(gl.full([BLOCK_N, 16], 1.0, dtype,
+                                layout=gl.BlockedLayout([1, 2], [4, 8], [num_warps, 1], [1, 0])))
+    if MAX1:
+        mx_smem = gl.allocate_shared_memory(gl.float32, [2 * BLOCK_H], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+    if XCH:
+        gl.static_assert(LSUM + MAX1 == 0)
+        m_smem = gl.allocate_shared_memory(gl.float32, [2 * BLOCK_H], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+        l_smem = gl.allocate_shared_memory(gl.float32, [2 * BLOCK_H], gl.SwizzledSharedLayout(1, 1, 1, [0]))
     for k in gl.static_range(NUM_BUF):
         mbarrier.init(bars.index(k), count=1)
     mbarrier.init(q_bar, count=1)
@@ -288,6 +374,8 @@ def _mla_decode_hopper_kernel(
         l_i = gl.zeros([BLOCK_H], gl.float32, layout=gl.SliceLayout(1, s_layout))
         # An accumulator token: the loop carries O as an in-flight MMA result.
         o = warpgroup_mma_init(gl.zeros([BLOCK_H, D_V], gl.float32, layout=o_layout))
+        if LSUM:
+            l_acc = warpgroup_mma_init(gl.zeros([BLOCK_H, 16], gl.float32, layout=l_layout))
         if PIPE:
             # P of the previous tile (zeros before the first: its P.V adds nothing) and the buffer it reads.
             p_op = gl.zeros([BLOCK_H, BLOCK_N], dtype, layout=p_layout)
@@ -296,6 +384,18 @@ def _mla_decode_hopper_kernel(
             stage = it % NUM_BUF
             kn = kn_bufs.index(stage)
             kr = kr_bufs.index(stage)
+            if EARLY:
+                gl.static_assert(PIPE == 0)
+                # O(i - 1), the last reader of buffer (it - 1) % NUM_BUF, retired in both warpgroups past the
+                # barrier: the tile that goes there is issued before this tile's score MMAs
+                if LSUM:
+                    o, l_acc = warpgroup_mma_wait(num_outstanding=0, deps=(o, l_acc))
+                else:
+                    o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
+                _block_barrier()
+                if i + NUM_BUF - 1 < i_stop:
+                    _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
+                                (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
             mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
             n_valid = seq_len - i * BLOCK_N
             if n_valid < BLOCK_N:
@@ -315,20 +415,39 @@ def _mla_decode_hopper_kernel(
                 s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
             else:
                 # Retires S(i) and, in order, O(i - 1).
-                s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
+                if LSUM:
+                    s, o, l_acc = warpgroup_mma_wait(num_outstanding=0, deps=(s, o, l_acc))
+                else:
+                    s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
                 # Each warpgroup waits for its own MMAs only: the other one may still read the buffer the
-                # next TMA overwrites until both have passed their wait.
-                _block_barrier()
-                if i + NUM_BUF - 1 < i_stop:
-                    _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
-                                (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+                # next TMA overwrites until both have passed their wait. (XCH = 2: issued after the softmax's
+                # barrier instead, which every warp also reaches after its wait.)
+                if (XCH < 2) and (EARLY == 0):
+                    _block_barrier()
+                    if i + NUM_BUF - 1 < i_stop:
+                        _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
+                                    (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
             s = s * qk_mul
             s = gl.where((i * BLOCK_N + offs_tok < seq_len)[None, :], s, float("-inf"))
-            m_new = gl.maximum(m_i, gl.max(s, axis=1))
-            alpha = gl.exp2(m_i - m_new)
-            p = gl.exp2(s - m_new[:, None])
-            l_i = l_i * alpha + gl.sum(p, axis=1)
-            m_i = m_new
+            if XCH:
+                p, alpha, m_i, l_i = _softmax_2wg(s, m_i, l_i, m_smem, l_smem, BLOCK_H, BLOCK_N, s_layout)
+                if XCH == 2:
+                    gl.static_assert(PIPE + EARLY == 0)
+                    if i + NUM_BUF - 1 < i_stop:
+                        _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
+                                    (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+            else:
+                if MAX1:
+                    m_new = gl.maximum(m_i, _row_max_2wg(s, mx_smem, BLOCK_H, BLOCK_N, s_layout))
+                else:
+                    m_new = gl.maximum(m_i, gl.max(s, axis=1))
+                alpha = gl.exp2(m_i - m_new)
+                p = gl.exp2(s - m_new[:, None])
+                if LSUM:
+                    l_acc = l_acc * gl.convert_layout(alpha, gl.SliceLayout(1, l_layout))[:, None]
+                else:
+                    l_i = l_i * alpha + gl.sum(p, axis=1)
+                m_i = m_new
             if PIPE:
                 o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
                 # Both warpgroups past their wait: buffer (it - 1) % NUM_BUF is free.
@@ -337,16 +456,29 @@ def _mla_decode_hopper_kernel(
                     _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
                                 (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
             o = o * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
-            p_op = gl.convert_layout(p.to(dtype), p_layout)
-            if PIPE:
-                v_prev = kn
-                o = warpgroup_mma_init(o)
+            if PSMEM:
+                # p_smem's last reader, O(i - 1), retired in both warpgroups (the barrier after the S wait)
+                p_smem.store(p.to(dtype))
+                fence_async_shared()
+                _block_barrier()
+                o = warpgroup_mma(p_smem, kn, o, is_async=True)
+                if LSUM:
+                    l_acc = warpgroup_mma(p_smem, ones_smem, l_acc, is_async=True)
             else:
-                o = warpgroup_mma(p_op, kn, o, is_async=True)
+                p_op = gl.convert_layout(p.to(dtype), p_layout)
+                if PIPE:
+                    v_prev = kn
+                    o = warpgroup_mma_init(o)
+                else:
+                    o = warpgroup_mma(p_op, kn, o, is_async=True)
             it += 1
         if PIPE:
             o = warpgroup_mma(p_op, v_prev, o, is_async=True)
-        o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
+        if LSUM:
+            o, l_acc = warpgroup_mma_wait(num_outstanding=0, deps=(o, l_acc))
+            l_i = gl.convert_layout(gl.max(l_acc, axis=1), gl.SliceLayout(1, s_layout))
+        else:
+            o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
 
         inv = gl.convert_layout(1.0 / l_i, gl.SliceLayout(1, o_layout))
         o = o * inv[:, None]
