@@ -21,7 +21,7 @@ from typing import Any
 import torch
 import triton
 
-from . import kernel_hopper
+from . import kernel_hopper, kernel_hopper_tok
 from .reference import D_NOPE, D_QK
 
 D_ROPE = D_QK - D_NOPE
@@ -170,9 +170,11 @@ def _kv_tiles(nargs: dict[str, Any]) -> None:
 
 def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool, *,
-               sms: int, block_n: int, programs_per_sm: int, lse: torch.Tensor | None):
+               sms: int, block_n: int, programs_per_sm: int, lse: torch.Tensor | None, v2: bool = False):
     """Positional arguments (KV descriptors with ``block_n``-token tiles), head blocks, the constexprs no config
-    sets, and ``(lse, part_o, part_lse, seg)`` with partial slots for ``programs_per_sm``."""
+    sets, and ``(lse, part_o, part_lse, seg)`` with partial slots for ``programs_per_sm``. ``v2``: the second
+    fp8 tokens-on-M kernel (kernel_hopper_tok.py), which takes a [block_n, 128] rope descriptor where the first
+    takes the cache pointer."""
     batch, heads, _ = q.shape
     device = q.device
     if lse is None:
@@ -192,7 +194,8 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
             scale_ptr, scale_value, scale_from_ptr = kv_scale, 1.0, True
         else:
             scale_ptr, scale_value, scale_from_ptr = seq_lens, float(kv_scale), False   # pointer unused
-        args = (q, _descriptor(kv2, [block_n, D_NOPE]), kv_cache, scale_ptr,
+        args = (q, _descriptor(kv2, [block_n, D_NOPE]), _descriptor(kv2, [block_n, 128]) if v2 else kv_cache,
+                scale_ptr,
                 page_table, seq_lens,
                 out, lse, part_o, part_lse, seg,
                 float(sm_scale), scale_value,
@@ -233,11 +236,25 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
     on_m = _heads_on_m(q.shape[1])
     cfg = {**_base_config(on_m, fmt == "fp8"), **(config or {})}
     programs_per_sm = cfg.pop("PROGRAMS_PER_SM", programs_per_sm)
+    v2 = bool(cfg.pop("V2", 0))
+    if v2:
+        _check_v2(on_m, fmt)
+        cfg = {k: v for k, v in cfg.items() if k in TOK_FP8_V2_PARAMS}
     args, head_blocks, consts, scratch = _arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                     return_lse, sms=sms, block_n=cfg["BLOCK_N"],
-                                                    programs_per_sm=programs_per_sm, lse=lse)
+                                                    programs_per_sm=programs_per_sm, lse=lse, v2=v2)
     consts = {**consts, **cfg, "num_warps": NUM_WARPS if on_m else TOK_NUM_WARPS}
     return args, (head_blocks, _programs(sms, programs_per_sm, head_blocks)), consts, scratch
+
+
+# The second fp8 tokens-on-M kernel's parameters (kernel_hopper_tok.py); a pinned config with ``V2=1`` runs it.
+TOK_FP8_V2_PARAMS = ("BLOCK_N", "NUM_BUF")
+
+
+def _check_v2(on_m: bool, fmt: str) -> None:
+    if on_m or fmt != "fp8":
+        raise ValueError(f"config V2=1: the second tokens-on-M kernel takes fp8 caches with H < {BLOCK_H}, "
+                         f"got kv_format {fmt!r} with {'H % 64 == 0' if on_m else 'H < 64'}")
 
 
 def tuned_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
@@ -260,8 +277,12 @@ def tuned_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
     return args, grid, consts, scratch
 
 
-def kernel_for(heads: int, fmt: str = "bf16"):
-    """The Gluon kernel that serves H heads: heads on M for H % 64 == 0, else tokens on M (bf16 or fp8)."""
+def kernel_for(heads: int, fmt: str = "bf16", v2: bool = False):
+    """The Gluon kernel that serves H heads: heads on M for H % 64 == 0, else tokens on M (bf16 or fp8; ``v2``:
+    the second fp8 tokens-on-M kernel)."""
+    if v2:
+        _check_v2(_heads_on_m(heads), fmt)
+        return kernel_hopper_tok._mla_decode_hopper_tok_fp8_v2_kernel
     if fmt == "fp8":
         return (kernel_hopper._mla_decode_hopper_fp8_kernel if _heads_on_m(heads)
                 else kernel_hopper._mla_decode_hopper_tok_fp8_kernel)
@@ -309,7 +330,8 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
     if pinned(heads, fmt, config):
         args, grid, consts, scratch = hopper_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                   return_lse, sms=sms, config=config)
-        kernel_for(heads, fmt)[grid](*args, **consts)
+        v2 = bool({**_base_config(_heads_on_m(heads), fmt == "fp8"), **(config or {})}.get("V2", 0))
+        kernel_for(heads, fmt, v2)[grid](*args, **consts)
         return scratch
     args, grid, consts, scratch = tuned_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                              return_lse, sms=sms)

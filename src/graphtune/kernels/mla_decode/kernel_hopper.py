@@ -400,7 +400,8 @@ def _mla_decode_hopper_tok_kernel(
 
     ``S^T = K Q^T`` ([tokens, 16]; A = the KV tile in shared memory, B = the query viewed K-major) and
     ``O^T += V^T P^T`` ([512, 16]; A = the same KV tile viewed MN-major, B = P^T, written to shared memory
-    each tile). Pipelining and work split as the heads-on-M kernel above (PIPE is not used here).
+    each tile). Pipelining and work split as the heads-on-M kernel above; PIPE = 1 here retires O(i - 1) at the top
+    of the tile and issues the next load before waiting for tile i (PIPE = 0: after S(i)'s wait).
     """
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
@@ -468,6 +469,14 @@ def _mla_decode_hopper_tok_kernel(
             stage = it % NUM_BUF
             kn = kn_bufs.index(stage)
             kr = kr_bufs.index(stage)
+            if PIPE:
+                # Retire O(i - 1) before waiting for tile i (wgmmas run in order: S(i) could not start before it
+                # anyway), so buffer (it - 1) % NUM_BUF takes its next tile before tile i is waited for.
+                o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
+                _block_barrier()
+                if i + NUM_BUF - 1 < i_stop:
+                    _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
+                                (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
             mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
             n_valid = seq_len - i * BLOCK_N
             if n_valid < BLOCK_N:
@@ -477,12 +486,15 @@ def _mla_decode_hopper_tok_kernel(
             s = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s_layout)
             s = warpgroup_mma(kn, qn_smem.permute((1, 0)), s, use_acc=False, is_async=True)
             s = warpgroup_mma(kr, qr_smem.permute((1, 0)), s, is_async=True)
-            # Retires S(i) and O(i - 1): buffer (it - 1) % NUM_BUF and p_smem are free again.
-            s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
-            _block_barrier()
-            if i + NUM_BUF - 1 < i_stop:
-                _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
-                            (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+            if PIPE:
+                s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
+            else:
+                # Retires S(i) and O(i - 1): buffer (it - 1) % NUM_BUF and p_smem are free again.
+                s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
+                _block_barrier()
+                if i + NUM_BUF - 1 < i_stop:
+                    _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
+                                (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
             s = s * qk_mul
             s = gl.where((i * BLOCK_N + offs_tok < seq_len)[:, None], s, float("-inf"))
             m_new = gl.maximum(m_i, gl.max(s, axis=0))
