@@ -406,17 +406,25 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
 # bf16 heads on M: the fixed config, and the FA3-style overlap (PIPE 1) with 32-token tiles four deep (issue 14's
 # run 4 timed 64/2/PIPE 1 and 32/3-4/PIPE 0, all slower than 64/2/PIPE 0: docs/mla_decode.md).
 HOPPER_ON_M_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=32, NUM_BUF=4, PIPE=1)]
-# bf16 tokens on M: PIPE 1 retires P.V(i - 1) at the top of tile i and issues the next load before tile i's wait.
-HOPPER_TOK_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=64, NUM_BUF=2, PIPE=1)]
+# bf16 tokens on M: PIPE 1 retires P.V(i - 1) at the top of tile i and issues the next load before tile i's wait;
+# PIPE 2 also keeps the softmax sum per token slot and takes the max across warps with one barrier.
+HOPPER_TOK_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=64, NUM_BUF=2, PIPE=1),
+                       dict(BLOCK_N=64, NUM_BUF=2, PIPE=2)]
 # The fp8 tokens-on-M kernel: how V^T reaches the P.V wgmma (WIDEN 0: byte gathers into registers; 1: widened
 # into four fp16 chunk buffers in shared memory; 2: into one) x buffers x programs per SM (two fit when the
 # block needs <= 113 KB: WIDEN 0 or 2 with two buffers).
-HOPPER_TOK_FP8_VARIANTS = [dict(NUM_BUF=4, WIDEN=0, PROGRAMS_PER_SM=1), dict(NUM_BUF=2, WIDEN=0, PROGRAMS_PER_SM=2),
-                           dict(NUM_BUF=3, WIDEN=1, PROGRAMS_PER_SM=1), dict(NUM_BUF=2, WIDEN=2, PROGRAMS_PER_SM=2),
-                           dict(NUM_BUF=3, WIDEN=2, PROGRAMS_PER_SM=1),
-                           # the second kernel (kernel_hopper_tok.py): 40 KB tiles, two programs per SM or 3-5 deep
-                           dict(V2=1, NUM_BUF=2, PROGRAMS_PER_SM=2), dict(V2=1, NUM_BUF=3, PROGRAMS_PER_SM=1),
-                           dict(V2=1, NUM_BUF=5, PROGRAMS_PER_SM=1)]
+# V2=0 pins the first kernel (the shipped config unpinned runs the tuned path, which picks the second kernel from
+# TOK_FP8_V2_MIN_BATCH requests up).
+HOPPER_TOK_FP8_VARIANTS = [dict(V2=0, NUM_BUF=4, WIDEN=0, PROGRAMS_PER_SM=1),
+                           dict(V2=0, NUM_BUF=2, WIDEN=0, PROGRAMS_PER_SM=2),
+                           dict(V2=0, NUM_BUF=3, WIDEN=1, PROGRAMS_PER_SM=1),
+                           dict(V2=0, NUM_BUF=2, WIDEN=2, PROGRAMS_PER_SM=2),
+                           dict(V2=0, NUM_BUF=3, WIDEN=2, PROGRAMS_PER_SM=1),
+                           # the second kernel (kernel_hopper_tok.py): 40 KB tiles, two programs per SM with 2 buffers,
+                           # one with 3 or 5; V^T chunks 0-1 loaded under the score MMAs (PREFETCH), the running max
+                           # across warps with one barrier (FAST_MAX)
+                           *[dict(V2=1, NUM_BUF=n, PREFETCH=p, FAST_MAX=f) for n, p, f in
+                             ((2, 0, 0), (2, 1, 0), (2, 1, 1), (3, 1, 1), (5, 1, 1))]]
 # The fp8 heads-on-M kernel (H % 64 == 0): two buffers fit (225,296 B of shared memory); LO_CHAIN 1 adds the
 # query's residual into the score accumulator itself (one accumulator fewer, kernel_hopper.py).
 HOPPER_ON_M_FP8_VARIANTS = [dict(NUM_BUF=2, LO_CHAIN=0), dict(NUM_BUF=2, LO_CHAIN=1)]
@@ -436,8 +444,17 @@ def _hopper_dict(heads: int, kv_format: str) -> dict:
     return interface_hopper.HOPPER_CONFIG if on_m else interface_hopper.HOPPER_TOK_CONFIG
 
 
+# The fixed configs as imported: a variant replaces the module config by base + variant (not an update of the
+# previous variant: a key only some variants carry, such as V2, must not leak into the next one).
+_HOPPER_BASE = {id(d): dict(d) for d in (interface_hopper.HOPPER_CONFIG, interface_hopper.HOPPER_TOK_CONFIG,
+                                         interface_hopper.HOPPER_FP8_CONFIG, interface_hopper.HOPPER_TOK_FP8_CONFIG)}
+
+
 def _use_hopper_config(heads: int, variant: dict, kv_format: str = "bf16") -> None:
-    _hopper_dict(heads, kv_format).update(variant)
+    d = _hopper_dict(heads, kv_format)
+    base = _HOPPER_BASE[id(d)]
+    d.clear()
+    d.update({**base, **variant})
 
 
 def _hopper_check(kind: str, kv_format: str, variant: dict, gen: torch.Generator) -> float:

@@ -74,6 +74,14 @@ HOPPER_FP8_SPACE: list[dict[str, int]] = [dict(HOPPER_FP8_CONFIG), {**HOPPER_FP8
 HOPPER_TOK_FP8_SPACE: list[dict[str, int]] = [
     {k: v for k, v in HOPPER_TOK_FP8_CONFIG.items() if k != "PROGRAMS_PER_SM"},
     dict(BLOCK_N=64, NUM_BUF=4, PIPE=0, WIDEN=0), dict(BLOCK_N=64, NUM_BUF=2, PIPE=0, WIDEN=2)]
+# fp8, tokens on M, the second kernel (kernel_hopper_tok.py), which ``launch`` runs from TOK_FP8_V2_MIN_BATCH
+# requests up (below it the first kernel measured faster, docs/mla_decode.md): its fixed config (two 40 KB
+# buffers, two programs per SM) and the 3- and 5-deep one-program configs. PREFETCH / FAST_MAX: see the kernel.
+TOK_FP8_V2_MIN_BATCH = 8
+HOPPER_TOK_FP8_V2_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PREFETCH": 1, "FAST_MAX": 1}
+HOPPER_TOK_FP8_V2_SPACE: list[dict[str, int]] = [dict(HOPPER_TOK_FP8_V2_CONFIG), {**HOPPER_TOK_FP8_V2_CONFIG, "NUM_BUF": 3},
+                                                 {**HOPPER_TOK_FP8_V2_CONFIG, "NUM_BUF": 5}]
+TOK_FP8_V2_NAME = "mla_decode_hopper_tok_fp8_v2"
 KERNEL_NAMES: dict[tuple[bool, bool], str] = {   # (heads on M, fp8) -> the graphtune kernel name
     (True, False): "mla_decode_hopper", (False, False): "mla_decode_hopper_tok",
     (True, True): "mla_decode_hopper_fp8", (False, True): "mla_decode_hopper_tok_fp8"}
@@ -81,6 +89,12 @@ KERNEL_NAMES: dict[tuple[bool, bool], str] = {   # (heads on M, fp8) -> the grap
 _SHIPPED: dict[tuple[bool, bool], dict[str, int]] = {
     (True, False): dict(HOPPER_CONFIG), (False, False): dict(HOPPER_TOK_CONFIG),
     (True, True): dict(HOPPER_FP8_CONFIG), (False, True): dict(HOPPER_TOK_FP8_CONFIG)}
+
+
+def _tok_fp8_v2_programs_per_sm(config: dict[str, Any]) -> int:
+    """Programs per SM of the second fp8 tokens-on-M kernel: two 40 KB buffers fit two programs (107,280 B
+    each), three or more one."""
+    return 2 if config["NUM_BUF"] == 2 else 1
 
 
 def _tok_fp8_programs_per_sm(config: dict[str, Any]) -> int:
@@ -235,11 +249,13 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
     ``num_warps`` included) of the Hopper kernel, plus ``(lse, part_o, part_lse, seg)``."""
     on_m = _heads_on_m(q.shape[1])
     cfg = {**_base_config(on_m, fmt == "fp8"), **(config or {})}
-    programs_per_sm = cfg.pop("PROGRAMS_PER_SM", programs_per_sm)
     v2 = bool(cfg.pop("V2", 0))
     if v2:
         _check_v2(on_m, fmt)
-        cfg = {k: v for k, v in cfg.items() if k in TOK_FP8_V2_PARAMS}
+        # (the programs per SM follow the buffers, as on the tuned path; the first kernel's keys are dropped)
+        cfg = {**HOPPER_TOK_FP8_V2_CONFIG, **{k: v for k, v in cfg.items() if k in TOK_FP8_V2_PARAMS}}
+        cfg["PROGRAMS_PER_SM"] = _tok_fp8_v2_programs_per_sm(cfg)
+    programs_per_sm = cfg.pop("PROGRAMS_PER_SM", programs_per_sm)
     args, head_blocks, consts, scratch = _arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                     return_lse, sms=sms, block_n=cfg["BLOCK_N"],
                                                     programs_per_sm=programs_per_sm, lse=lse, v2=v2)
@@ -248,13 +264,43 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
 
 
 # The second fp8 tokens-on-M kernel's parameters (kernel_hopper_tok.py); a pinned config with ``V2=1`` runs it.
-TOK_FP8_V2_PARAMS = ("BLOCK_N", "NUM_BUF")
+TOK_FP8_V2_PARAMS = ("BLOCK_N", "NUM_BUF", "PREFETCH", "FAST_MAX")
 
 
 def _check_v2(on_m: bool, fmt: str) -> None:
     if on_m or fmt != "fp8":
         raise ValueError(f"config V2=1: the second tokens-on-M kernel takes fp8 caches with H < {BLOCK_H}, "
                          f"got kv_format {fmt!r} with {'H % 64 == 0' if on_m else 'H < 64'}")
+
+
+def v2_applies(heads: int, fmt: str, batch: int) -> bool:
+    """Whether the tuned path runs the second fp8 tokens-on-M kernel: fp8, H < 64, batch >= TOK_FP8_V2_MIN_BATCH."""
+    return fmt == "fp8" and not _heads_on_m(heads) and batch >= TOK_FP8_V2_MIN_BATCH
+
+
+def tuned_v2_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
+                  sm_scale: float, kv_scale: float | torch.Tensor, out: torch.Tensor, return_lse: bool, *,
+                  sms: int, lse: torch.Tensor | None = None):
+    """:func:`tuned_call` for the second fp8 tokens-on-M kernel: scratch for two programs per SM, the grid per
+    config (:func:`_tok_fp8_v2_programs_per_sm`)."""
+    per_sm = max(_tok_fp8_v2_programs_per_sm(c) for c in HOPPER_TOK_FP8_V2_SPACE)
+    args, head_blocks, consts, scratch = _arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, "fp8",
+                                                    out, return_lse, sms=sms, block_n=HOPPER_TOK_FP8_V2_CONFIG["BLOCK_N"],
+                                                    programs_per_sm=per_sm, lse=lse, v2=True)
+
+    def grid(meta: dict[str, Any]) -> tuple[int, int]:
+        return head_blocks, _programs(sms, _tok_fp8_v2_programs_per_sm(meta), head_blocks)
+    return args, grid, consts, scratch
+
+
+@functools.lru_cache(maxsize=None)
+def tuned_v2_kernel():
+    """The second fp8 tokens-on-M kernel under ``graphtune.autotune``, per batch bucket (as :func:`tuned_kernel`)."""
+    from ... import Buckets, autotune
+    from .space import CAPTURE_SIZES
+    configs = [triton.Config(dict(c), num_warps=TOK_NUM_WARPS) for c in HOPPER_TOK_FP8_V2_SPACE]
+    return autotune(configs, key=["B", "H", "PAGE_SIZE", "RETURN_LSE"], buckets={"B": Buckets.explicit(CAPTURE_SIZES)},
+                    default=configs[0], name=TOK_FP8_V2_NAME)(kernel_hopper_tok._mla_decode_hopper_tok_fp8_v2_kernel)
 
 
 def tuned_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
@@ -332,6 +378,11 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
                                                   return_lse, sms=sms, config=config)
         v2 = bool({**_base_config(_heads_on_m(heads), fmt == "fp8"), **(config or {})}.get("V2", 0))
         kernel_for(heads, fmt, v2)[grid](*args, **consts)
+        return scratch
+    if v2_applies(heads, fmt, q.shape[0]):
+        args, grid, consts, scratch = tuned_v2_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, out,
+                                                    return_lse, sms=sms)
+        tuned_v2_kernel()[grid](*args, **consts)
         return scratch
     args, grid, consts, scratch = tuned_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                              return_lse, sms=sms)

@@ -41,7 +41,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from .kernel_hopper import _block_barrier, _split_start, _tma_load, _zero_rows
+from .kernel_hopper import _block_barrier, _max_over_tokens, _split_start, _tma_load, _zero_rows
 
 
 @gluon.jit
@@ -124,6 +124,8 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     BLOCK_N: gl.constexpr,
     BLOCK_H: gl.constexpr,
     NUM_BUF: gl.constexpr,
+    PREFETCH: gl.constexpr,
+    FAST_MAX: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     """fp8 (per-tensor) cache, H < 64: tokens on M, one warpgroup, 16 heads per program (module docstring).
@@ -175,6 +177,10 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     p_bufs = gl.allocate_shared_memory(gl.float16, [2, BLOCK_N, BLOCK_H], p_smem_layout)
     # the query's rope padding, written once (the segments rewrite columns 0..63)
     qr_smem.slice(64, 64, dim=1).store(gl.zeros([2 * BLOCK_H, 64], gl.float8e4nv, layout=q_layout))
+    if FAST_MAX:
+        # per-warp maxima of the scores, double-buffered (tile i + 1 may write while a warp still reads tile i's)
+        red_bufs = gl.allocate_shared_memory(gl.float32, [2, 4, BLOCK_H],
+                                             gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0]))
     bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     for k in gl.static_range(NUM_BUF):
         mbarrier.init(bars.index(k), count=1)
@@ -232,6 +238,10 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
             s2 = gl.zeros([BLOCK_N, 2 * BLOCK_H], gl.float32, layout=s_layout)
             s2 = warpgroup_mma(kn, qn_smem.permute((1, 0)), s2, use_acc=False, is_async=True)
             s2 = warpgroup_mma(kr_bufs.index(stage), qr_smem.permute((1, 0)), s2, is_async=True)
+            if PREFETCH:
+                # V^T chunks 0 and 1 into registers while the score MMAs run (they read only the tile)
+                v0 = _v_chunk(kn, 0, ld_layout, v_layout)
+                v1 = _v_chunk(kn, 1, ld_layout, v_layout)
             # Retires S(i) and P.V(i - 1) (the reader of the other P buffer).
             s2, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(s2, o3))
             # columns [0, 16) hi, [16, 32) lo: bit 4 of the column is a register bit of s_layout (no data moves)
@@ -239,7 +249,10 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
             s = gl.convert_layout(s_hi, s16_layout) + gl.convert_layout(s_lo, s16_layout) * 0.0625
             s = s * qk_mul[None, :]
             s = gl.where((offs_tok < n_valid)[:, None], s, float("-inf"))
-            m_new = gl.maximum(m_i, gl.max(s, axis=0))
+            if FAST_MAX:
+                m_new = gl.maximum(m_i, _max_over_tokens(s, red_bufs.index(it % 2), s16_layout))
+            else:
+                m_new = gl.maximum(m_i, gl.max(s, axis=0))
             alpha = gl.exp2(m_i - m_new)
             p = gl.exp2(s - m_new[None, :])
             l_acc = l_acc * alpha[None, :] + p
@@ -250,8 +263,12 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
             fence_async_shared()
             _block_barrier()
             # (Waiting down to one MMA in flight after each issue frees the previous chunk's registers.)
-            a0 = warpgroup_mma(_v_chunk(kn, 0, ld_layout, v_layout), p_smem, o0 * alpha_o, is_async=True)
-            a1 = warpgroup_mma(_v_chunk(kn, 1, ld_layout, v_layout), p_smem, o1 * alpha_o, is_async=True)
+            if not PREFETCH:
+                v0 = _v_chunk(kn, 0, ld_layout, v_layout)
+            a0 = warpgroup_mma(v0, p_smem, o0 * alpha_o, is_async=True)
+            if not PREFETCH:
+                v1 = _v_chunk(kn, 1, ld_layout, v_layout)
+            a1 = warpgroup_mma(v1, p_smem, o1 * alpha_o, is_async=True)
             o0 = warpgroup_mma_wait(num_outstanding=1, deps=(a0, ))
             a2 = warpgroup_mma(_v_chunk(kn, 2, ld_layout, v_layout), p_smem, o2 * alpha_o, is_async=True)
             o1 = warpgroup_mma_wait(num_outstanding=1, deps=(a1, ))
