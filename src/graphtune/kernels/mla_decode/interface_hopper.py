@@ -33,11 +33,14 @@ NUM_WARPS = 8
 # may have. Fastest of the four variants timed on the H200 at H = 128, batch 1-64 (BLOCK_N 32 with 3-4
 # buffers: 5-32% slower; PIPE = 1: 1-26% slower): docs/mla_decode.md.
 HOPPER_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0}
-# H < 64 (16, 32, 48): the tokens-on-M kernel, 16 heads and one warpgroup per program; 168,216 B of shared
+# H < 64 (16, 32, 48): the tokens-on-M kernel, 16 heads and one warpgroup per program; 168,728 B of shared
 # memory (a third 72 KB buffer would not fit; BLOCK_N = 32 is not possible: a wgmma's M is a multiple of 64).
+# PIPE 2 (next load issued before tile i's wait, softmax with one block barrier) was the fastest of PIPE 0/1/2 at
+# every batch timed on the H200 (H = 16, batch 1-128: 0.1601 ms at 128 against 0.1654 for PIPE 0; branch
+# mla-h16, run 2, docs/mla_decode.md).
 TOK_BLOCK_H = 16
 TOK_NUM_WARPS = 4
-HOPPER_TOK_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0}
+HOPPER_TOK_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 2}
 
 
 # fp8 (per-tensor) cache, H < 64: the tokens-on-M fp8 kernel. Two 32 KB buffers, V^T widened in registers
@@ -63,8 +66,8 @@ _B_CHUNK = 128
 # (BLOCK_N) varies, so its configs carry the pre-hook that rebuilds the KV descriptors.
 HOPPER_SPACE: list[dict[str, int]] = [dict(HOPPER_CONFIG), dict(BLOCK_N=64, NUM_BUF=2, PIPE=1),
                                       dict(BLOCK_N=32, NUM_BUF=3, PIPE=0), dict(BLOCK_N=32, NUM_BUF=4, PIPE=1)]
-# bf16, tokens on M: one config (BLOCK_N is the wgmma's M, a third buffer does not fit, PIPE is unused):
-# never benchmarked, still forceable and in coverage.
+# bf16, tokens on M: one config (BLOCK_N is the wgmma's M, a third buffer does not fit; PIPE 2 won every batch
+# timed): still forceable and in coverage.
 HOPPER_TOK_SPACE: list[dict[str, int]] = [dict(HOPPER_TOK_CONFIG)]
 # fp8, heads on M: LO_CHAIN 1 measured 2-4% faster at H = 128 (run 2), LO_CHAIN 0 is the one the GPU tests ran.
 HOPPER_FP8_SPACE: list[dict[str, int]] = [dict(HOPPER_FP8_CONFIG), {**HOPPER_FP8_CONFIG, "LO_CHAIN": 1}]
@@ -75,12 +78,13 @@ HOPPER_TOK_FP8_SPACE: list[dict[str, int]] = [
     {k: v for k, v in HOPPER_TOK_FP8_CONFIG.items() if k != "PROGRAMS_PER_SM"},
     dict(BLOCK_N=64, NUM_BUF=4, PIPE=0, WIDEN=0), dict(BLOCK_N=64, NUM_BUF=2, PIPE=0, WIDEN=2)]
 # fp8, tokens on M, the second kernel (kernel_hopper_tok.py), which ``launch`` runs from TOK_FP8_V2_MIN_BATCH
-# requests up (below it the first kernel measured faster, docs/mla_decode.md): its fixed config (two 40 KB
-# buffers, two programs per SM) and the 3- and 5-deep one-program configs. PREFETCH / FAST_MAX: see the kernel.
+# requests up: on the H200 (H = 16, branch mla-h16, run 2) it lost to the first kernel at batch 1 (0.0165 against
+# 0.0156 ms) and won at 8-128 (0.0205 / 0.0370 / 0.0584 / 0.0979 against 0.0226 / 0.0494 / 0.0816 / 0.1454).
+# Per-bucket space: two 40 KB buffers and two programs per SM (fastest at batch 64-128; the fixed config), three
+# buffers and one program (fastest at 8-32). Five buffers won no batch. PREFETCH 1 / FAST_MAX 1 won every batch.
 TOK_FP8_V2_MIN_BATCH = 8
 HOPPER_TOK_FP8_V2_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PREFETCH": 1, "FAST_MAX": 1}
-HOPPER_TOK_FP8_V2_SPACE: list[dict[str, int]] = [dict(HOPPER_TOK_FP8_V2_CONFIG), {**HOPPER_TOK_FP8_V2_CONFIG, "NUM_BUF": 3},
-                                                 {**HOPPER_TOK_FP8_V2_CONFIG, "NUM_BUF": 5}]
+HOPPER_TOK_FP8_V2_SPACE: list[dict[str, int]] = [dict(HOPPER_TOK_FP8_V2_CONFIG), {**HOPPER_TOK_FP8_V2_CONFIG, "NUM_BUF": 3}]
 TOK_FP8_V2_NAME = "mla_decode_hopper_tok_fp8_v2"
 KERNEL_NAMES: dict[tuple[bool, bool], str] = {   # (heads on M, fp8) -> the graphtune kernel name
     (True, False): "mla_decode_hopper", (False, False): "mla_decode_hopper_tok",
