@@ -1,5 +1,9 @@
-"""Launch of the Hopper (sm_90a) Gluon MLA decode kernels (kernel_hopper.py): which inputs they take, their
-TMA descriptors, grid and scratch buffers. ``interface._launch`` decides when to call them.
+"""Launch of the Hopper (sm_90a) Gluon MLA decode kernels (kernel_hopper.py, and the second fp8 tokens-on-M
+kernel in kernel_hopper_tok.py): which inputs they take, their TMA descriptors, grid and scratch buffers.
+``interface._launch`` decides when to call them; for fp8 with H < 64, :func:`launch` picks between the two
+tokens-on-M kernels by batch (:func:`v2_applies`: the second from ``TOK_FP8_V2_MIN_BATCH`` requests up, where
+it measured faster), each tuned per bucket over its own space (the second: ``HOPPER_TOK_FP8_V2_SPACE``, kernel
+name ``TOK_FP8_V2_NAME``).
 
 Each kernel is tuned per batch bucket by ``graphtune.autotune`` (the engines' capture sizes, as the portable
 kernel; key ``B``, ``H``, ``PAGE_SIZE``, ``RETURN_LSE`` and the cache's element type) over a small space
@@ -11,7 +15,8 @@ KV descriptors for it before every launch (host work only: capture-safe).
 
 Pinned instead of tuned: ``launch(..., config=...)``, or a module-level fixed config changed from its shipped
 value (``benchmarks/bench_mla_decode.py --hopper-variants`` times variants that way): that config runs on the
-plain kernel, as before tuning existed.
+plain kernel, as before tuning existed. In a pinned fp8 tokens-on-M config ``V2=1`` selects the second kernel
+(its keys: ``TOK_FP8_V2_PARAMS``; programs per SM follow its buffers), ``V2=0`` the first.
 """
 from __future__ import annotations
 

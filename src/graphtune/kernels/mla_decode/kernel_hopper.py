@@ -25,7 +25,8 @@ dims of O (O is 64 x 256 fp32 = 128 registers per thread); P crosses warpgroups 
 
 ``_mla_decode_hopper_tok_kernel`` (H < 64, e.g. the tensor-parallel H = 16). Tokens on M, one warpgroup,
 16 heads per program: ``S^T = K Q^T`` ([64 tokens, 16]) and ``O^T += V^T P^T`` ([512, 16]; A = the KV tile
-viewed MN-major, B = P^T written to shared memory each tile).
+viewed MN-major, B = P^T written to shared memory each tile). (fp8 with H < 64 from 8 requests up runs the
+second tokens-on-M fp8 kernel, kernel_hopper_tok.py.)
 
 Pipelining (both): NUM_BUF KV buffers, each with its mbarrier. The load of tile i + NUM_BUF - 1 is issued as
 soon as the MMAs that read its buffer (tile i - 1) are retired, i.e. right after the wait that retires
