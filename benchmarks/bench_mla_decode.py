@@ -260,7 +260,7 @@ def _hopper_candidates(x: dict, heads: int, kv_format: str) -> list[HopperVarian
     if kv_format == "fp8":
         variants = HOPPER_ON_M_FP8_VARIANTS if interface_hopper._heads_on_m(heads) else HOPPER_TOK_FP8_VARIANTS
         return [HopperVariant(v) for v in variants]
-    return [HopperVariant()]
+    return [HopperVariant()] if interface_hopper._heads_on_m(heads) else [HopperVariant(v) for v in HOPPER_TOK_VARIANTS]
 
 
 def _select(config, heads: int, kv_format: str) -> None:
@@ -416,13 +416,25 @@ HOPPER_ON_M_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=64, NU
                         dict(BLOCK_N=64, NUM_BUF=2, PIPE=0, XCH=1, EARLY=1),
                         dict(BLOCK_N=64, NUM_BUF=2, PIPE=0, PSMEM=1, XCH=1, EARLY=1),
                         dict(BLOCK_N=32, NUM_BUF=4, PIPE=0, XCH=1, EARLY=1)]
-HOPPER_TOK_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0)]
+# bf16 tokens on M: PIPE 1 retires P.V(i - 1) at the top of tile i and issues the next load before tile i's wait;
+# PIPE 2 also keeps the softmax sum per token slot and takes the max across warps with one barrier.
+HOPPER_TOK_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=64, NUM_BUF=2, PIPE=1),
+                       dict(BLOCK_N=64, NUM_BUF=2, PIPE=2)]
 # The fp8 tokens-on-M kernel: how V^T reaches the P.V wgmma (WIDEN 0: byte gathers into registers; 1: widened
 # into four fp16 chunk buffers in shared memory; 2: into one) x buffers x programs per SM (two fit when the
 # block needs <= 113 KB: WIDEN 0 or 2 with two buffers).
-HOPPER_TOK_FP8_VARIANTS = [dict(NUM_BUF=4, WIDEN=0, PROGRAMS_PER_SM=1), dict(NUM_BUF=2, WIDEN=0, PROGRAMS_PER_SM=2),
-                           dict(NUM_BUF=3, WIDEN=1, PROGRAMS_PER_SM=1), dict(NUM_BUF=2, WIDEN=2, PROGRAMS_PER_SM=2),
-                           dict(NUM_BUF=3, WIDEN=2, PROGRAMS_PER_SM=1)]
+# V2=0 pins the first kernel (the shipped config unpinned runs the tuned path, which picks the second kernel from
+# TOK_FP8_V2_MIN_BATCH requests up).
+HOPPER_TOK_FP8_VARIANTS = [dict(V2=0, NUM_BUF=4, WIDEN=0, PROGRAMS_PER_SM=1),
+                           dict(V2=0, NUM_BUF=2, WIDEN=0, PROGRAMS_PER_SM=2),
+                           dict(V2=0, NUM_BUF=3, WIDEN=1, PROGRAMS_PER_SM=1),
+                           dict(V2=0, NUM_BUF=2, WIDEN=2, PROGRAMS_PER_SM=2),
+                           dict(V2=0, NUM_BUF=3, WIDEN=2, PROGRAMS_PER_SM=1),
+                           # the second kernel (kernel_hopper_tok.py): 40 KB tiles, two programs per SM with 2 buffers,
+                           # one with 3 or 5; V^T chunks 0-1 loaded under the score MMAs (PREFETCH), the running max
+                           # across warps with one barrier (FAST_MAX)
+                           *[dict(V2=1, NUM_BUF=n, PREFETCH=p, FAST_MAX=f) for n, p, f in
+                             ((2, 0, 0), (2, 1, 0), (2, 1, 1), (3, 1, 1), (5, 1, 1))]]
 # The fp8 heads-on-M kernel (H % 64 == 0): two buffers fit (225,296 B of shared memory); LO_CHAIN 1 adds the
 # query's residual into the score accumulator itself (one accumulator fewer, kernel_hopper.py).
 # QK16 = 1: the tile widened to fp16 once, fp16 query, the bf16 kernel's MMAs (kernel_hopper_heads.py; WOVL,
@@ -502,6 +514,18 @@ def hopper_variants(args, result: dict, out: Path) -> None:
         phases = [phases[{"bf16": 0, "fp8": 1}[args.hopper_phases]]]
     heads_wanted = {int(h) for h in args.hopper_heads.split(",")}
     phases = [[entry for entry in phase if entry[2] in heads_wanted] for phase in phases]
+    if args.hopper_kinds:
+        kinds = args.hopper_kinds.split(",")
+        phases = [[k for k in phase if k[0] in kinds] for phase in phases]
+    if args.hopper_variant_filter:
+        # only the variants whose dict's text contains one of the '|'-separated parts
+        parts = args.hopper_variant_filter.split("|")
+        phases = [[(k, f, h, bs, [v for v in vs if any(p in str(v) for p in parts)]) for k, f, h, bs, vs in phase]
+                  for phase in phases]
+    if args.hopper_batches:
+        batches = [int(b) for b in args.hopper_batches.split(",")]
+        phases = [[(k, f, h, [b for b in bs if b in batches] if h == 16 else bs, vs) for k, f, h, bs, vs in phase]
+                  for phase in phases]
     for phase in phases:
         good = []
         for kind, kv_format, heads, batches, variants in phase:
@@ -542,6 +566,61 @@ def hopper_variants(args, result: dict, out: Path) -> None:
         d.update(cfg)
 
 
+# ----------------------------------------------------------------------------- the load path's ceiling
+
+# (format, buffers, programs per SM): fp8 as the second tokens-on-M kernel's configs (40 KB tiles: 2 buffers at
+# two programs per SM, 5 at one); bf16 as the tokens-on-M kernel (72 KB tiles, 2 buffers) and one deeper.
+STREAM_CONFIGS = [("fp8", 2, 2), ("fp8", 5, 1), ("bf16", 2, 1), ("bf16", 3, 1)]
+
+
+def _stream_calls(xs: list[dict], kv_format: str, num_buf: int, per_sm: int) -> list:
+    """Calls of ``kernel_hopper_tok._kv_stream_kernel`` over the input sets ``xs``: the decode kernels' TMA boxes
+    (fp8: [64, 512] + the [64, 128] zero-padded rope box; bf16: [64, 512] + [64, 64]) and their grid at H = 16."""
+    from graphtune.kernels.mla_decode import kernel_hopper_tok
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    calls = []
+    for x in xs:
+        kv = x["kv_cache"]
+        kv2 = kv.view(kv.shape[0] * kv.shape[1], 576)
+        nope = interface_hopper._descriptor(kv2, [64, 512])
+        if kv_format == "fp8":
+            rope, col = interface_hopper._descriptor(kv2, [64, 128]), 512
+        else:
+            rope, col = interface_hopper._descriptor(kv2[:, 512:], [64, 64]), 0
+        progs = sms * per_sm
+        out = torch.empty(progs, dtype=torch.int32, device=kv.device)
+
+        def call(x=x, nope=nope, rope=rope, col=col, out=out, progs=progs) -> None:
+            kernel_hopper_tok._kv_stream_kernel[(progs,)](
+                nope, rope, x["page_table"], x["seq_lens"], out, x["q"].shape[0], x["page_table"].stride(0),
+                PAGE_SIZE=x["kv_cache"].shape[1], ROPE_COL=col, B_CHUNK=128, BLOCK_N=64, NUM_BUF=num_buf,
+                num_warps=4)
+        calls.append(call)
+    return calls
+
+
+def stream_ceiling(args, result: dict, out: Path) -> None:
+    """What a kernel that only streams the KV tiles reaches (page size 64, H = 16's grid), in the same run."""
+    batches = [int(b) for b in (args.hopper_batches or args.vs_batches_h16).split(",")]
+    rows = []
+    for kv_format, num_buf, per_sm in STREAM_CONFIGS:
+        target = bench.MlaDecodeTarget(heads=16, tokens=args.tokens, page_size=64, kv_format=kv_format)
+        for b in batches:
+            try:
+                ms = graph_time_ms(_stream_calls(target.inputs(b), kv_format, num_buf, per_sm))
+            except Exception as exc:  # noqa: BLE001 - recorded, not fatal
+                print(f"  stream {kv_format} {num_buf}x{per_sm} B{b}: {type(exc).__name__}: {str(exc)[:200]}",
+                      flush=True)
+                ms = float("inf")
+            tbs = target.bytes_moved(b) / (ms * 1e-3) / 1e12
+            rows.append(dict(kv_format=kv_format, num_buf=num_buf, programs_per_sm=per_sm, batch=b, ms=ms, tbs=tbs))
+            print(f"stream-only {kv_format} NUM_BUF={num_buf} PROGRAMS_PER_SM={per_sm} B={b}: {ms:.4f} ms "
+                  f"({tbs:.2f} TB/s)", flush=True)
+            target.release()
+        result["stream_ceiling"] = rows
+        out.write_text(json.dumps(result, indent=1, default=str))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--formats", default="fp8,fp8_ds_mla")
@@ -566,8 +645,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hopper-phases", choices=["all", "bf16", "fp8"], default="all",
                     help="with --hopper-variants: which kernels (default all)")
     ap.add_argument("--hopper-heads", default="16,128", help="with --hopper-variants: which H (16, 128)")
+    ap.add_argument("--hopper-kinds", default="",
+                    help="with --hopper-variants: only these kernels (comma list, e.g. 'tokens-on-M fp8')")
+    ap.add_argument("--hopper-variant-filter", default="",
+                    help="with --hopper-variants: only variants whose dict's text contains one of these "
+                         "'|'-separated parts")
     ap.add_argument("--hopper-no-portable", action="store_true",
-                    help="with --hopper-variants: time no portable reference config")
+                    help="with --hopper-variants: do not time the portable kernel's reference configs")
+    ap.add_argument("--hopper-batches", default="", help="with --hopper-variants: H = 16 batches (comma list)")
+    ap.add_argument("--stream-ceiling", action="store_true",
+                    help="with --hopper-variants: also time a kernel that only streams the KV tiles (TMA, no math)")
     ap.add_argument("--vs-formats", default="bf16,fp8")
     ap.add_argument("--vs-batches-h16", default="1,8,32,64,128")
     ap.add_argument("--vs-batches-h128", default="1,8,32,64")
@@ -609,7 +696,7 @@ def main(argv: list[str] | None = None) -> int:
         date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         command=" ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), heads=args.heads, tokens=args.tokens,
         compile_errors=errors)
-    copy_tbs = copy_bandwidth() if formats or args.vs_flashmla else float("nan")
+    copy_tbs = copy_bandwidth() if formats or args.vs_flashmla or args.hopper_variants else float("nan")
     result["copy_tbs"] = copy_tbs
     print(f"device-to-device copy: {copy_tbs:.2f} TB/s (read + write)", flush=True)
     rows, summaries = [], {}
@@ -652,6 +739,8 @@ def main(argv: list[str] | None = None) -> int:
         out.write_text(json.dumps(result, indent=1, default=str))   # after each combination
     if args.hopper_variants:
         configs = []
+        if args.stream_ceiling:
+            stream_ceiling(args, result, out)
         hopper_variants(args, result, out)
         print(f"wrote {out} ({time.time() - t0:.0f} s)")
         return 0

@@ -343,7 +343,14 @@ def test_hopper_tuned_per_bucket_then_captured_and_replayed(heads, kv_format):
     _hopper_or_skip()
     on_m, fp8 = heads % 64 == 0, kv_format == "fp8"
     kernel = interface_hopper.tuned_kernel(on_m, fp8)
+    # fp8, H < 64: the second tokens-on-M kernel (its own tuned kernel) from TOK_FP8_V2_MIN_BATCH requests up
+    v2 = interface_hopper.tuned_v2_kernel()
+
+    def tuned_for(b: int):
+        return v2 if interface_hopper.v2_applies(heads, kv_format, b) else kernel
+
     kernel.reset()
+    v2.reset()
     sizes = [1, 3, 8, 16]
     max_len = 2048
     per_size = {b: _inputs(b, heads, 64, kv_format, max_len, _seed()) for b in sizes}
@@ -358,14 +365,15 @@ def test_hopper_tuned_per_bucket_then_captured_and_replayed(heads, kv_format):
                                  path="hopper")
 
     graphtune.warmup(call, sizes, make_args)
-    searched = kernel.tune_count
-    assert searched == (len(sizes) if len(kernel.configs) > 1 else 0)
-    calls = kernel.bench_calls
+    searched = kernel.tune_count + v2.tune_count
+    assert searched == sum(len(tuned_for(b).configs) > 1 for b in sizes)
+    calls = kernel.bench_calls + v2.bench_calls
     graphs = _capture_each(call, sizes, make_args)
-    assert kernel.bench_calls == calls and kernel.tune_count == searched, "tuned inside capture"
+    assert kernel.bench_calls + v2.bench_calls == calls and kernel.tune_count + v2.tune_count == searched, \
+        "tuned inside capture"
     _replay_equals_eager(graphs, per_size, make_args, max_len, kv_scale, kv_format, 2e-3 if fp8 else TOL,
                          lambda args: interface._launch(*args, kv_scale, kv_format, None, False, path="hopper"))
-    graphtune.assert_covered([kernel.name])
+    graphtune.assert_covered(sorted({tuned_for(b).name for b in sizes}))
 
 
 def _capture_each(call, sizes, make_args) -> dict:

@@ -1,6 +1,9 @@
 """Launch of the Hopper (sm_90a) Gluon MLA decode kernels (kernel_hopper.py; the fp8 heads-on-M kernel with
-16-bit scores in kernel_hopper_heads.py): which inputs they take, their TMA descriptors, grid and scratch
-buffers. ``interface._launch`` decides when to call them.
+16-bit scores in kernel_hopper_heads.py; the second fp8 tokens-on-M kernel in kernel_hopper_tok.py): which inputs
+they take, their TMA descriptors, grid and scratch buffers. ``interface._launch`` decides when to call them; for
+fp8 with H < 64, :func:`launch` picks between the two tokens-on-M kernels by batch (:func:`v2_applies`: the second
+from ``TOK_FP8_V2_MIN_BATCH`` requests up, where it measured faster), each tuned per bucket over its own space
+(the second: ``HOPPER_TOK_FP8_V2_SPACE``, kernel name ``TOK_FP8_V2_NAME``).
 
 Each kernel is tuned per batch bucket by ``graphtune.autotune`` (the engines' capture sizes, as the portable
 kernel; key ``B``, ``H``, ``PAGE_SIZE``, ``RETURN_LSE`` and the cache's element type) over a small space
@@ -12,7 +15,8 @@ KV descriptors for it before every launch (host work only: capture-safe).
 
 Pinned instead of tuned: ``launch(..., config=...)``, or a module-level fixed config changed from its shipped
 value (``benchmarks/bench_mla_decode.py --hopper-variants`` times variants that way): that config runs on the
-plain kernel, as before tuning existed.
+plain kernel, as before tuning existed. In a pinned fp8 tokens-on-M config ``V2=1`` selects the second kernel
+(its keys: ``TOK_FP8_V2_PARAMS``; programs per SM follow its buffers), ``V2=0`` the first.
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ from typing import Any
 import torch
 import triton
 
-from . import kernel_hopper, kernel_hopper_heads
+from . import kernel_hopper, kernel_hopper_heads, kernel_hopper_tok
 from .reference import D_NOPE, D_QK
 
 D_ROPE = D_QK - D_NOPE
@@ -36,11 +40,14 @@ NUM_WARPS = 8
 # MMAs (EARLY): 3-8% faster than without the two at H = 128, batch 1-64 on the H200, fastest or tied of five
 # variants in every cell (docs/mla_decode.md, session 8 run 2).
 HOPPER_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0, "XCH": 1, "EARLY": 1}
-# H < 64 (16, 32, 48): the tokens-on-M kernel, 16 heads and one warpgroup per program; 168,216 B of shared
+# H < 64 (16, 32, 48): the tokens-on-M kernel, 16 heads and one warpgroup per program; 168,728 B of shared
 # memory (a third 72 KB buffer would not fit; BLOCK_N = 32 is not possible: a wgmma's M is a multiple of 64).
+# PIPE 2 (next load issued before tile i's wait, softmax with one block barrier) was the fastest of PIPE 0/1/2 at
+# every batch timed on the H200 (H = 16, batch 1-128: 0.1601 ms at 128 against 0.1654 for PIPE 0; branch
+# mla-h16, run 2, docs/mla_decode.md).
 TOK_BLOCK_H = 16
 TOK_NUM_WARPS = 4
-HOPPER_TOK_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0}
+HOPPER_TOK_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 2}
 
 
 # fp8 (per-tensor) cache, H < 64: the tokens-on-M fp8 kernel. Two 32 KB buffers, V^T widened in registers
@@ -73,8 +80,8 @@ _B_CHUNK = 128
 # 32/3/PIPE 0, slower in every cell of issue 14's run 4, left the space in session 8.)
 HOPPER_SPACE: list[dict[str, int]] = [dict(HOPPER_CONFIG), dict(BLOCK_N=64, NUM_BUF=2, PIPE=0),
                                       {**HOPPER_CONFIG, "PSMEM": 1}, dict(BLOCK_N=32, NUM_BUF=4, PIPE=1)]
-# bf16, tokens on M: one config (BLOCK_N is the wgmma's M, a third buffer does not fit, PIPE is unused):
-# never benchmarked, still forceable and in coverage.
+# bf16, tokens on M: one config (BLOCK_N is the wgmma's M, a third buffer does not fit; PIPE 2 won every batch
+# timed): still forceable and in coverage.
 HOPPER_TOK_SPACE: list[dict[str, int]] = [dict(HOPPER_TOK_CONFIG)]
 # fp8, heads on M (the widened-score kernel): P as a register operand (PSMEM 0: tied in run 2), and the whole
 # tile widened before the score MMAs (WOVL 0: 1-4% slower in run 1).
@@ -86,6 +93,15 @@ HOPPER_FP8_SPACE: list[dict[str, int]] = [dict(HOPPER_FP8_CONFIG), {**HOPPER_FP8
 HOPPER_TOK_FP8_SPACE: list[dict[str, int]] = [
     {k: v for k, v in HOPPER_TOK_FP8_CONFIG.items() if k != "PROGRAMS_PER_SM"},
     dict(BLOCK_N=64, NUM_BUF=4, PIPE=0, WIDEN=0), dict(BLOCK_N=64, NUM_BUF=2, PIPE=0, WIDEN=2)]
+# fp8, tokens on M, the second kernel (kernel_hopper_tok.py), which ``launch`` runs from TOK_FP8_V2_MIN_BATCH
+# requests up: on the H200 (H = 16, branch mla-h16, run 2) it lost to the first kernel at batch 1 (0.0165 against
+# 0.0156 ms) and won at 8-128 (0.0205 / 0.0370 / 0.0584 / 0.0979 against 0.0226 / 0.0494 / 0.0816 / 0.1454).
+# Per-bucket space: two 40 KB buffers and two programs per SM (fastest at batch 64-128; the fixed config), three
+# buffers and one program (fastest at 8-32). Five buffers won no batch. PREFETCH 1 / FAST_MAX 1 won every batch.
+TOK_FP8_V2_MIN_BATCH = 8
+HOPPER_TOK_FP8_V2_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PREFETCH": 1, "FAST_MAX": 1}
+HOPPER_TOK_FP8_V2_SPACE: list[dict[str, int]] = [dict(HOPPER_TOK_FP8_V2_CONFIG), {**HOPPER_TOK_FP8_V2_CONFIG, "NUM_BUF": 3}]
+TOK_FP8_V2_NAME = "mla_decode_hopper_tok_fp8_v2"
 KERNEL_NAMES: dict[tuple[bool, bool], str] = {   # (heads on M, fp8) -> the graphtune kernel name
     (True, False): "mla_decode_hopper", (False, False): "mla_decode_hopper_tok",
     (True, True): "mla_decode_hopper_fp8", (False, True): "mla_decode_hopper_tok_fp8"}
@@ -93,6 +109,12 @@ KERNEL_NAMES: dict[tuple[bool, bool], str] = {   # (heads on M, fp8) -> the grap
 _SHIPPED: dict[tuple[bool, bool], dict[str, int]] = {
     (True, False): dict(HOPPER_CONFIG), (False, False): dict(HOPPER_TOK_CONFIG),
     (True, True): dict(HOPPER_FP8_CONFIG), (False, True): dict(HOPPER_TOK_FP8_CONFIG)}
+
+
+def _tok_fp8_v2_programs_per_sm(config: dict[str, Any]) -> int:
+    """Programs per SM of the second fp8 tokens-on-M kernel: two 40 KB buffers fit two programs (107,280 B
+    each), three or more one."""
+    return 2 if config["NUM_BUF"] == 2 else 1
 
 
 def _tok_fp8_programs_per_sm(config: dict[str, Any]) -> int:
@@ -182,9 +204,11 @@ def _kv_tiles(nargs: dict[str, Any]) -> None:
 
 def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool, *,
-               sms: int, block_n: int, programs_per_sm: int, lse: torch.Tensor | None):
+               sms: int, block_n: int, programs_per_sm: int, lse: torch.Tensor | None, v2: bool = False):
     """Positional arguments (KV descriptors with ``block_n``-token tiles), head blocks, the constexprs no config
-    sets, and ``(lse, part_o, part_lse, seg)`` with partial slots for ``programs_per_sm``."""
+    sets, and ``(lse, part_o, part_lse, seg)`` with partial slots for ``programs_per_sm``. ``v2``: the second
+    fp8 tokens-on-M kernel (kernel_hopper_tok.py), which takes a [block_n, 128] rope descriptor where the first
+    takes the cache pointer."""
     batch, heads, _ = q.shape
     device = q.device
     if lse is None:
@@ -204,7 +228,8 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
             scale_ptr, scale_value, scale_from_ptr = kv_scale, 1.0, True
         else:
             scale_ptr, scale_value, scale_from_ptr = seq_lens, float(kv_scale), False   # pointer unused
-        args = (q, _descriptor(kv2, [block_n, D_NOPE]), kv_cache, scale_ptr,
+        args = (q, _descriptor(kv2, [block_n, D_NOPE]), _descriptor(kv2, [block_n, 128]) if v2 else kv_cache,
+                scale_ptr,
                 page_table, seq_lens,
                 out, lse, part_o, part_lse, seg,
                 float(sm_scale), scale_value,
@@ -244,12 +269,58 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
     ``num_warps`` included) of the Hopper kernel, plus ``(lse, part_o, part_lse, seg)``."""
     on_m = _heads_on_m(q.shape[1])
     cfg = {**_base_config(on_m, fmt == "fp8"), **(config or {})}
+    v2 = bool(cfg.pop("V2", 0))
+    if v2:
+        _check_v2(on_m, fmt)
+        # (the programs per SM follow the buffers, as on the tuned path; the first kernel's keys are dropped)
+        cfg = {**HOPPER_TOK_FP8_V2_CONFIG, **{k: v for k, v in cfg.items() if k in TOK_FP8_V2_PARAMS}}
+        cfg["PROGRAMS_PER_SM"] = _tok_fp8_v2_programs_per_sm(cfg)
     programs_per_sm = cfg.pop("PROGRAMS_PER_SM", programs_per_sm)
     args, head_blocks, consts, scratch = _arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                     return_lse, sms=sms, block_n=cfg["BLOCK_N"],
-                                                    programs_per_sm=programs_per_sm, lse=lse)
+                                                    programs_per_sm=programs_per_sm, lse=lse, v2=v2)
     consts = {**consts, **cfg, "num_warps": NUM_WARPS if on_m else TOK_NUM_WARPS}
     return args, (head_blocks, _programs(sms, programs_per_sm, head_blocks)), consts, scratch
+
+
+# The second fp8 tokens-on-M kernel's parameters (kernel_hopper_tok.py); a pinned config with ``V2=1`` runs it.
+TOK_FP8_V2_PARAMS = ("BLOCK_N", "NUM_BUF", "PREFETCH", "FAST_MAX")
+
+
+def _check_v2(on_m: bool, fmt: str) -> None:
+    if on_m or fmt != "fp8":
+        raise ValueError(f"config V2=1: the second tokens-on-M kernel takes fp8 caches with H < {BLOCK_H}, "
+                         f"got kv_format {fmt!r} with {'H % 64 == 0' if on_m else 'H < 64'}")
+
+
+def v2_applies(heads: int, fmt: str, batch: int) -> bool:
+    """Whether the tuned path runs the second fp8 tokens-on-M kernel: fp8, H < 64, batch >= TOK_FP8_V2_MIN_BATCH."""
+    return fmt == "fp8" and not _heads_on_m(heads) and batch >= TOK_FP8_V2_MIN_BATCH
+
+
+def tuned_v2_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
+                  sm_scale: float, kv_scale: float | torch.Tensor, out: torch.Tensor, return_lse: bool, *,
+                  sms: int, lse: torch.Tensor | None = None):
+    """:func:`tuned_call` for the second fp8 tokens-on-M kernel: scratch for two programs per SM, the grid per
+    config (:func:`_tok_fp8_v2_programs_per_sm`)."""
+    per_sm = max(_tok_fp8_v2_programs_per_sm(c) for c in HOPPER_TOK_FP8_V2_SPACE)
+    args, head_blocks, consts, scratch = _arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, "fp8",
+                                                    out, return_lse, sms=sms, block_n=HOPPER_TOK_FP8_V2_CONFIG["BLOCK_N"],
+                                                    programs_per_sm=per_sm, lse=lse, v2=True)
+
+    def grid(meta: dict[str, Any]) -> tuple[int, int]:
+        return head_blocks, _programs(sms, _tok_fp8_v2_programs_per_sm(meta), head_blocks)
+    return args, grid, consts, scratch
+
+
+@functools.lru_cache(maxsize=None)
+def tuned_v2_kernel():
+    """The second fp8 tokens-on-M kernel under ``graphtune.autotune``, per batch bucket (as :func:`tuned_kernel`)."""
+    from ... import Buckets, autotune
+    from .space import CAPTURE_SIZES
+    configs = [triton.Config(dict(c), num_warps=TOK_NUM_WARPS) for c in HOPPER_TOK_FP8_V2_SPACE]
+    return autotune(configs, key=["B", "H", "PAGE_SIZE", "RETURN_LSE"], buckets={"B": Buckets.explicit(CAPTURE_SIZES)},
+                    default=configs[0], name=TOK_FP8_V2_NAME)(kernel_hopper_tok._mla_decode_hopper_tok_fp8_v2_kernel)
 
 
 def tuned_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
@@ -272,17 +343,22 @@ def tuned_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
     return args, grid, consts, scratch
 
 
-def _kernel_and_params(heads: int, fmt: str, cfg: dict[str, int]):
+def _kernel_and_params(heads: int, fmt: str, cfg: dict[str, int], v2: bool = False):
     """The kernel a (pinned) config runs and the config's entries that kernel takes (``QK16`` picks the
-    widened-score fp8 heads-on-M kernel; other kernels' keys are dropped)."""
-    fn = kernel_for(heads, fmt, qk16=bool(cfg.get("QK16", FP8_HEADS_QK16)))
+    widened-score fp8 heads-on-M kernel, ``v2`` the second fp8 tokens-on-M kernel; other kernels' keys are
+    dropped)."""
+    fn = kernel_for(heads, fmt, qk16=bool(cfg.get("QK16", FP8_HEADS_QK16)), v2=v2)
     names = set(fn.arg_names)
     return fn, {k: v for k, v in cfg.items() if k in names or k == "num_warps"}
 
 
-def kernel_for(heads: int, fmt: str = "bf16", qk16: bool | None = None):
+def kernel_for(heads: int, fmt: str = "bf16", qk16: bool | None = None, v2: bool = False):
     """The Gluon kernel that serves H heads: heads on M for H % 64 == 0, else tokens on M (bf16 or fp8);
-    fp8 heads on M: the widened-score kernel when ``qk16`` (default ``FP8_HEADS_QK16``), else the hi/lo one."""
+    fp8 heads on M: the widened-score kernel when ``qk16`` (default ``FP8_HEADS_QK16``), else the hi/lo one;
+    ``v2``: the second fp8 tokens-on-M kernel."""
+    if v2:
+        _check_v2(_heads_on_m(heads), fmt)
+        return kernel_hopper_tok._mla_decode_hopper_tok_fp8_v2_kernel
     qk16 = FP8_HEADS_QK16 if qk16 is None else qk16
     if fmt == "fp8" and qk16 and _heads_on_m(heads):
         return kernel_hopper_heads._mla_decode_hopper_fp8w_kernel
@@ -319,15 +395,18 @@ def tuned_kernel(on_m: bool, fp8: bool):
 
 def pinned_config(heads: int, fmt: str, params: dict[str, int]) -> dict[str, int]:
     """A config of the per-bucket space (its kernel parameters, e.g. an A/B candidate) as a pinned launch runs it:
-    programs per SM as the tuned grid gives that config. Parameters the kernel does not have are a ValueError."""
+    programs per SM as the tuned grid gives that config (``hopper_call`` sets them for ``V2=1``). Parameters the
+    kernel does not have are a ValueError."""
     key = (_heads_on_m(heads), fmt == "fp8")
     known = set().union(*_SPACES[key], _SHIPPED[key])
+    if key == (False, True):   # V2=1: the second tokens-on-M kernel
+        known |= {"V2", *TOK_FP8_V2_PARAMS}
     unknown = sorted(set(params) - known)
     if unknown:
         raise ValueError(f"mla_decode: config {params} has parameters {unknown} that the Hopper kernel "
                          f"{KERNEL_NAMES[key]!r} does not take (it takes {sorted(known)})")
     cfg = dict(params)
-    if key == (False, True) and "PROGRAMS_PER_SM" not in cfg:
+    if key == (False, True) and "PROGRAMS_PER_SM" not in cfg and not cfg.get("V2"):
         cfg["PROGRAMS_PER_SM"] = _tok_fp8_programs_per_sm({**_base_config(*key), **cfg})
     return cfg
 
@@ -348,8 +427,14 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
     if pinned(heads, fmt, config):
         args, grid, consts, scratch = hopper_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                   return_lse, sms=sms, config=config)
-        fn, consts = _kernel_and_params(heads, fmt, consts)
+        v2 = bool({**_base_config(_heads_on_m(heads), fmt == "fp8"), **(config or {})}.get("V2", 0))
+        fn, consts = _kernel_and_params(heads, fmt, consts, v2=v2)
         fn[grid](*args, **consts)
+        return scratch
+    if v2_applies(heads, fmt, q.shape[0]):
+        args, grid, consts, scratch = tuned_v2_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, out,
+                                                    return_lse, sms=sms)
+        tuned_v2_kernel()[grid](*args, **consts)
         return scratch
     args, grid, consts, scratch = tuned_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                              return_lse, sms=sms)

@@ -30,7 +30,8 @@ MMAs on a widened tile is in kernel_hopper_heads.py.
 
 ``_mla_decode_hopper_tok_kernel`` (H < 64, e.g. the tensor-parallel H = 16). Tokens on M, one warpgroup,
 16 heads per program: ``S^T = K Q^T`` ([64 tokens, 16]) and ``O^T += V^T P^T`` ([512, 16]; A = the KV tile
-viewed MN-major, B = P^T written to shared memory each tile).
+viewed MN-major, B = P^T written to shared memory each tile). (fp8 with H < 64 from 8 requests up runs the
+second tokens-on-M fp8 kernel, kernel_hopper_tok.py.)
 
 Pipelining (both): NUM_BUF KV buffers, each with its mbarrier. The load of tile i + NUM_BUF - 1 is issued as
 soon as the MMAs that read its buffer (tile i - 1) are retired, i.e. right after the wait that retires
@@ -170,6 +171,22 @@ def _zero_rows(buf, n_valid, ROWS: gl.constexpr, COLS: gl.constexpr, num_warps: 
         part = buf.slice(c * CHUNK, CHUNK, dim=1)
         x = part.load(layout)
         part.store(gl.where((rows < n_valid)[:, None], x, gl.zeros_like(x)))
+
+
+@gluon.jit
+def _max_over_tokens(s, red, s16_layout: gl.constexpr):
+    """Per head, the max of ``s`` [64 tokens, 16 heads] (tokens over the four warps; tokens-on-M kernels) with one block
+    barrier: each warp reduces its 16 tokens by shuffles and writes 16 values to ``red`` [4, 16], then every
+    thread reads the four warps' values of its own heads (Triton's generic cross-warp reduction: three
+    barriers)."""
+    per_warp = gl.max(gl.reshape(s, [4, 16, 16]), axis=1)                 # [warps, heads]: shuffles only
+    red.store(per_warp)
+    _block_barrier()
+    # the 4 warps' values in registers, the heads spread over the lanes as in s16_layout's columns
+    all_layout: gl.constexpr = gl.DistributedLinearLayout(
+        reg_bases=[[1, 0], [2, 0], [0, 1], [0, 8]], lane_bases=[[0, 2], [0, 4], [0, 0], [0, 0], [0, 0]],
+        warp_bases=[[0, 0], [0, 0]], block_bases=[], shape=[4, 16])
+    return gl.convert_layout(gl.max(red.load(all_layout), axis=0), gl.SliceLayout(0, s16_layout))
 
 
 @gluon.jit
@@ -532,7 +549,10 @@ def _mla_decode_hopper_tok_kernel(
 
     ``S^T = K Q^T`` ([tokens, 16]; A = the KV tile in shared memory, B = the query viewed K-major) and
     ``O^T += V^T P^T`` ([512, 16]; A = the same KV tile viewed MN-major, B = P^T, written to shared memory
-    each tile). Pipelining and work split as the heads-on-M kernel above (PIPE is not used here).
+    each tile). Pipelining and work split as the heads-on-M kernel above; PIPE >= 1 here retires O(i - 1) at the top
+    of the tile and issues the next load before waiting for tile i (PIPE = 0: after S(i)'s wait); PIPE = 2 also
+    keeps the softmax denominator per token slot (reduced once per segment) and takes the running max across
+    the warps with one block barrier (``_max_over_tokens``) instead of Triton's reductions (three each).
     """
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
@@ -556,6 +576,9 @@ def _mla_decode_hopper_tok_kernel(
     kn_bufs = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, D_V], kv_nope_desc.layout)
     kr_bufs = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, 64], kv_rope_desc.layout)
     p_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, BLOCK_H], p_smem_layout)
+    if PIPE == 2:
+        # per-warp maxima of the scores, double-buffered (tile i + 1 may write while a warp still reads tile i's)
+        red_bufs = gl.allocate_shared_memory(gl.float32, [2, 4, BLOCK_H], gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0]))
     bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     for k in gl.static_range(NUM_BUF):
@@ -595,11 +618,20 @@ def _mla_decode_hopper_tok_kernel(
 
         m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=gl.SliceLayout(0, s_layout))
         l_i = gl.zeros([BLOCK_H], gl.float32, layout=gl.SliceLayout(0, s_layout))
+        l_acc = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s_layout)     # PIPE 2: per token slot
         o = warpgroup_mma_init(gl.zeros([D_V, BLOCK_H], gl.float32, layout=o_layout))
         for i in range(i_first, i_stop):
             stage = it % NUM_BUF
             kn = kn_bufs.index(stage)
             kr = kr_bufs.index(stage)
+            if PIPE:
+                # Retire O(i - 1) before waiting for tile i (wgmmas run in order: S(i) could not start before it
+                # anyway), so buffer (it - 1) % NUM_BUF takes its next tile before tile i is waited for.
+                o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
+                _block_barrier()
+                if i + NUM_BUF - 1 < i_stop:
+                    _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
+                                (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
             mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
             n_valid = seq_len - i * BLOCK_N
             if n_valid < BLOCK_N:
@@ -609,18 +641,27 @@ def _mla_decode_hopper_tok_kernel(
             s = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s_layout)
             s = warpgroup_mma(kn, qn_smem.permute((1, 0)), s, use_acc=False, is_async=True)
             s = warpgroup_mma(kr, qr_smem.permute((1, 0)), s, is_async=True)
-            # Retires S(i) and O(i - 1): buffer (it - 1) % NUM_BUF and p_smem are free again.
-            s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
-            _block_barrier()
-            if i + NUM_BUF - 1 < i_stop:
-                _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
-                            (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+            if PIPE:
+                s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
+            else:
+                # Retires S(i) and O(i - 1): buffer (it - 1) % NUM_BUF and p_smem are free again.
+                s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
+                _block_barrier()
+                if i + NUM_BUF - 1 < i_stop:
+                    _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
+                                (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
             s = s * qk_mul
             s = gl.where((i * BLOCK_N + offs_tok < seq_len)[:, None], s, float("-inf"))
-            m_new = gl.maximum(m_i, gl.max(s, axis=0))
+            if PIPE == 2:
+                m_new = gl.maximum(m_i, _max_over_tokens(s, red_bufs.index(it % 2), s_layout))
+            else:
+                m_new = gl.maximum(m_i, gl.max(s, axis=0))
             alpha = gl.exp2(m_i - m_new)
             p = gl.exp2(s - m_new[None, :])
-            l_i = l_i * alpha + gl.sum(p, axis=0)
+            if PIPE == 2:
+                l_acc = l_acc * alpha[None, :] + p
+            else:
+                l_i = l_i * alpha + gl.sum(p, axis=0)
             m_i = m_new
             o = o * gl.convert_layout(alpha, gl.SliceLayout(0, o_layout))[None, :]
             p_smem.store(p.to(dtype))
@@ -630,6 +671,8 @@ def _mla_decode_hopper_tok_kernel(
             it += 1
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
 
+        if PIPE == 2:
+            l_i = gl.sum(l_acc, axis=0)
         inv = gl.convert_layout(1.0 / l_i, gl.SliceLayout(0, o_layout))
         o = o * inv[None, :]
         lse2 = m_i + gl.log2(l_i)

@@ -1,0 +1,373 @@
+"""Hopper (sm_90a) MLA decode, fp8 (per-tensor) cache, H < 64 (tensor parallel, H = 16): the second tokens-on-M
+fp8 kernel, in Gluon. Only ``@gluon.jit`` functions live here (interface_hopper.py launches them); shape letters
+and the work split are kernel_hopper.py's.
+
+What it changes against ``kernel_hopper._mla_decode_hopper_tok_fp8_kernel`` (WIDEN 0), each read from the sm_90
+SASS compiled on a CPU (docs/mla_decode.md, "tokens on M, fp8, second kernel"):
+
+- **V^T into the P.V operand by 32-bit loads.** The 16-bit wgmma's A operand (V^T chunk [128 dims, 64 tokens])
+  pairs two tokens of one dim in a register; the tile stores a token's dims contiguously, so loading straight
+  into that layout is a byte gather (the first kernel: 256 ``LDS.U8`` and ~450 ``PRMT`` per thread per tile).
+  The dims of a 128-dim chunk are only row labels of the MMA, so the kernel relabels them: logical row
+  ``l = 64 a + 16 w + 8 s + q`` (a, s: the two register bits of the operand's M; w: the warp; q: the lane row)
+  holds physical dim ``p = 32 w + 4 q + 2 a + s``. Each thread's four rows of a chunk are then four adjacent
+  bytes of a token's row: one ``LDS.32`` per token pair half, widened by ``F2FP`` and paired across tokens by
+  one ``PRMT`` per register (16 LDS + 32 F2FP + 32 PRMT per chunk, no shared-memory round trip). The output rows
+  come back in the same relabelled order and are stored at ``c * 128 + p``.
+- **One score chain.** The query's fp8 hi/lo pair is one [32, 640] B operand (rows 0..15 hi, 16..31 lo, one
+  power-of-two scale per head), so ``S = K [hi | lo]^T`` is one chain of 20 ``QGMMA.64x32x32`` that reads each
+  KV tile once (the first kernel: two chains of 20 ``64x16x32``, the tile read twice); hi and lo are split in
+  registers (the accumulator's column bit 4 is a register bit: free).
+- **Rope columns by TMA.** A tile is five [64, 128] TMA boxes of the cache viewed [rows, 576]: four latent, and
+  one at column 512 whose columns 576..639 lie outside the tensor, which TMA fills with zeros: the 128-column,
+  128-byte-swizzled rope tile the first kernel built through registers, with no loads in the loop.
+- **No cross-warp sum per tile.** The softmax denominator is kept per token slot ([64, 16], rescaled with the
+  output) and reduced once per segment; only the running max crosses warps each tile.
+
+Pipelining: NUM_BUF tiles of 40 KB in flight. A tile's buffer is free once S(i) has retired and every warp has
+loaded its V^T chunks (P.V reads registers, not the buffer), so tile i + NUM_BUF is issued at the end of tile i,
+before tile i + 1's wait (the first kernel: tile i + NUM_BUF - 1 after S(i)'s wait, as its P.V read the buffer).
+P^T is double-buffered so that no barrier is needed between S(i)'s wait and its store.
+"""
+from __future__ import annotations
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    warpgroup_mma,
+    warpgroup_mma_init,
+    warpgroup_mma_wait,
+)
+
+from .kernel_hopper import _block_barrier, _max_over_tokens, _split_start, _tma_load, _zero_rows
+
+
+@gluon.jit
+def _issue_tile2(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, j, stage, PAGE_SIZE: gl.constexpr,
+                 BLOCK_N: gl.constexpr):
+    """TMA of tile j into buffer ``stage``: the [BLOCK_N, 512] latent box and the [BLOCK_N, 128] rope box at
+    column 512, whose columns 576..639 are outside the tensor: TMA writes zeros there."""
+    tok0 = j * BLOCK_N
+    page = gl.load(pt_base + tok0 // PAGE_SIZE)
+    row = page * PAGE_SIZE + tok0 % PAGE_SIZE
+    bar = bars.index(stage)
+    mbarrier.expect(bar, kv_nope_desc.block_type.nbytes + kv_rope_desc.block_type.nbytes)
+    _tma_load(kv_nope_desc, [row, 0], bar, kn_bufs.index(stage))
+    _tma_load(kv_rope_desc, [row, 512], bar, kr_bufs.index(stage))
+
+
+@gluon.jit
+def _q_cat(q_base, heads, head_mask, stride_q_h, qn_smem, qr_smem, BLOCK_H: gl.constexpr, layout: gl.constexpr):
+    """The query's fp8 hi/lo pair as [2 BLOCK_H, 512] latent and [2 BLOCK_H, 128] rope tiles: rows
+    ``[0, BLOCK_H)`` ``hi = fp8(q s)``, rows ``[BLOCK_H, 2 BLOCK_H)`` ``lo = fp8(16 (q s - hi))``, s a power of
+    two per head with max |q s| = 2^8 (the portable kernel's QK8 split: hi + lo / 16 holds a bf16 query
+    exactly). Rope columns 64..127 stay zero (written once by the caller). Returns s per head."""
+    cols = gl.arange(0, 512, layout=gl.SliceLayout(0, layout))
+    cols_r = 512 + gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
+    rows = heads[:, None] * stride_q_h
+    qn = gl.load(q_base + rows + cols[None, :], mask=head_mask[:, None], other=0.0).to(gl.float32)
+    qr = gl.load(q_base + rows + cols_r[None, :], mask=head_mask[:, None], other=0.0).to(gl.float32)
+    amax = gl.maximum(gl.max(gl.abs(qn), axis=1), gl.max(gl.abs(qr), axis=1))
+    q_scale = gl.exp2(8.0 - gl.ceil(gl.log2(gl.maximum(amax, 1e-30))))
+    sn = qn * q_scale[:, None]
+    sr = qr * q_scale[:, None]
+    hi = sn.to(gl.float8e4nv)
+    hi_r = sr.to(gl.float8e4nv)
+    qn_smem.slice(0, BLOCK_H, dim=0).store(hi)
+    qn_smem.slice(BLOCK_H, BLOCK_H, dim=0).store(((sn - hi.to(gl.float32)) * 16.0).to(gl.float8e4nv))
+    qr_smem.slice(0, BLOCK_H, dim=0).slice(0, 64, dim=1).store(hi_r)
+    qr_smem.slice(BLOCK_H, BLOCK_H, dim=0).slice(0, 64, dim=1).store(
+        ((sr - hi_r.to(gl.float32)) * 16.0).to(gl.float8e4nv))
+    return q_scale
+
+
+@gluon.jit
+def _v_chunk(kn, c: gl.constexpr, ld_layout: gl.constexpr, v_layout: gl.constexpr):
+    """Chunk c (dims ``[128 c, 128 c + 128)``) of the tile as V^T in the P.V wgmma's A layout, fp16, rows in the
+    relabelled order (module docstring): loaded as 4 adjacent bytes of one token per register, widened, the
+    dims' bit fields moved to the rows' ((a, w, s, q) from (w, q, a, s)), then a register-only permutation."""
+    x = kn.slice(c * 128, 128, dim=1).load(ld_layout).to(gl.float16)       # [64 tokens, 128 dims]
+    x = gl.reshape(x, [64, 4, 8, 2, 2])                                         # dim p = (w, q, a, s)
+    x = gl.permute(x, (3, 1, 4, 2, 0))                                          # (a, w, s, q, token)
+    x = gl.reshape(x, [128, 64])
+    return gl.convert_layout(x, v_layout)
+
+
+@gluon.jit
+def _dim_of_row(rows):
+    """The physical dim (within a 128-dim chunk) that relabelled row ``l = 64 a + 16 w + 8 s + q`` holds."""
+    a = rows // 64
+    w = (rows // 16) % 4
+    s = (rows // 8) % 2
+    q = rows % 8
+    return 32 * w + 4 * q + 2 * a + s
+
+
+@gluon.jit(do_not_specialize=["B"])
+def _mla_decode_hopper_tok_fp8_v2_kernel(
+    q_ptr, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
+    page_table_ptr, seq_lens_ptr,
+    out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
+    sm_scale, kv_scale,
+    B, H,
+    stride_q_b, stride_q_h,
+    stride_pt_b,
+    stride_out_b, stride_out_h,
+    stride_po_s, stride_po_h,
+    stride_pl_s,
+    PAGE_SIZE: gl.constexpr,
+    KV_SCALE_FROM_PTR: gl.constexpr,
+    RETURN_LSE: gl.constexpr,
+    B_CHUNK: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    BLOCK_H: gl.constexpr,
+    NUM_BUF: gl.constexpr,
+    PREFETCH: gl.constexpr,
+    FAST_MAX: gl.constexpr,
+    num_warps: gl.constexpr,
+):
+    """fp8 (per-tensor) cache, H < 64: tokens on M, one warpgroup, 16 heads per program (module docstring).
+    ``kv_nope_desc`` / ``kv_rope_desc``: the cache as [rows, 576] fp8 with [BLOCK_N, 512] / [BLOCK_N, 128]
+    boxes (the first kernel's argument list, with the rope descriptor where it takes the cache pointer)."""
+    LOG2E: gl.constexpr = 1.4426950408889634
+    D_V: gl.constexpr = 512
+    gl.static_assert(BLOCK_H == 16)
+    gl.static_assert(BLOCK_N == 64)
+    gl.static_assert(num_warps == 4)
+    gl.static_assert(kv_nope_desc.block_type.shape[0] == BLOCK_N)
+    gl.static_assert(kv_nope_desc.block_type.shape[1] == D_V)
+    gl.static_assert(kv_rope_desc.block_type.shape[0] == BLOCK_N)
+    gl.static_assert(kv_rope_desc.block_type.shape[1] == 128)
+
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, 2 * BLOCK_H, 32])
+    s16_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                         instr_shape=[16, BLOCK_H, 32])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_H, 16])
+    v_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    # v_layout's bases with the dims relabelled (rows (a, w, s, q) -> dims (w, q, a, s)) and the registers
+    # reordered so that each thread's 4 adjacent dims of a token come first: one 32-bit shared load.
+    ld_layout: gl.constexpr = gl.DistributedLinearLayout(
+        reg_bases=[[0, 1], [0, 2], [1, 0], [8, 0], [16, 0], [32, 0]],
+        lane_bases=[[2, 0], [4, 0], [0, 4], [0, 8], [0, 16]],
+        warp_bases=[[0, 32], [0, 64]], block_bases=[], shape=[BLOCK_N, 128])
+    q_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
+    kn_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, D_V], gl.float8e4nv)
+    # the rope columns padded to 128 fp8 (zeros in 64..127): the 128-byte swizzle of the latent tiles
+    kr_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, 128], gl.float8e4nv)
+    qn_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([2 * BLOCK_H, D_V], gl.float8e4nv)
+    qr_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([2 * BLOCK_H, 128], gl.float8e4nv)
+    p_smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_H], gl.float16)
+
+    pid_h = gl.program_id(0)
+    pid = gl.program_id(1)
+    num_progs = gl.num_programs(1)
+    h0 = pid_h * BLOCK_H
+    if KV_SCALE_FROM_PTR:
+        kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
+
+    qn_smem = gl.allocate_shared_memory(gl.float8e4nv, [2 * BLOCK_H, D_V], qn_layout)
+    qr_smem = gl.allocate_shared_memory(gl.float8e4nv, [2 * BLOCK_H, 128], qr_layout)
+    kn_bufs = gl.allocate_shared_memory(gl.float8e4nv, [NUM_BUF, BLOCK_N, D_V], kn_layout)
+    kr_bufs = gl.allocate_shared_memory(gl.float8e4nv, [NUM_BUF, BLOCK_N, 128], kr_layout)
+    # P^T, double-buffered: P.V(i - 1) may still read one while tile i writes the other
+    p_bufs = gl.allocate_shared_memory(gl.float16, [2, BLOCK_N, BLOCK_H], p_smem_layout)
+    # the query's rope padding, written once (the segments rewrite columns 0..63)
+    qr_smem.slice(64, 64, dim=1).store(gl.zeros([2 * BLOCK_H, 64], gl.float8e4nv, layout=q_layout))
+    if FAST_MAX:
+        # per-warp maxima of the scores, double-buffered (tile i + 1 may write while a warp still reads tile i's)
+        red_bufs = gl.allocate_shared_memory(gl.float32, [2, 4, BLOCK_H],
+                                             gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0]))
+    bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
+    for k in gl.static_range(NUM_BUF):
+        mbarrier.init(bars.index(k), count=1)
+
+    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps)
+
+    offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s16_layout))
+    offs_h_s = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, s16_layout))
+    offs_h_o = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, o_layout))
+    offs_d_o = _dim_of_row(gl.arange(0, 128, layout=gl.SliceLayout(1, o_layout)))
+    heads_q = h0 + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, q_layout))
+    hmask_q = heads_q < H
+    it = 0
+    while t < t_stop:
+        seq_len = gl.load(seq_lens_ptr + b)
+        req_tiles = (seq_len + BLOCK_N - 1) // BLOCK_N
+        req_start = req_end
+        req_end = req_start + req_tiles
+        seg_stop = gl.minimum(t_stop, req_end)
+        i_first = t - req_start
+        i_stop = seg_stop - req_start
+        pt_base = page_table_ptr + b.to(gl.int64) * stride_pt_b
+
+        # The previous segment's MMAs (which read the query tile) are retired in every warp past this.
+        _block_barrier()
+        for k in gl.static_range(NUM_BUF):
+            if i_first + k < i_stop:
+                _issue_tile2(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first + k, (it + k) % NUM_BUF,
+                             PAGE_SIZE, BLOCK_N)
+        q_base = q_ptr + b.to(gl.int64) * stride_q_b
+        q_scale = _q_cat(q_base, heads_q, hmask_q, stride_q_h, qn_smem, qr_smem, BLOCK_H, q_layout)
+        fence_async_shared()
+        _block_barrier()
+        qk_mul = gl.convert_layout(sm_scale * LOG2E * kv_scale / q_scale, gl.SliceLayout(0, s16_layout))
+
+        m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=gl.SliceLayout(0, s16_layout))
+        # the softmax denominator per token slot: reduced over tokens once, after the segment
+        l_acc = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s16_layout)
+        # o0..o2 are retired inside each tile (their A operands are registers that the next chunk reuses);
+        # o3, the last, stays in flight until the next tile's score wait.
+        o0 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
+        o1 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
+        o2 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
+        o3 = warpgroup_mma_init(gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout))
+        for i in range(i_first, i_stop):
+            stage = it % NUM_BUF
+            kn = kn_bufs.index(stage)
+            mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
+            n_valid = seq_len - i * BLOCK_N
+            if n_valid < BLOCK_N:
+                # A request's last, partial tile: rows past seq_len may hold NaN; P.V must see zeros.
+                _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
+                fence_async_shared()
+                _block_barrier()
+            s2 = gl.zeros([BLOCK_N, 2 * BLOCK_H], gl.float32, layout=s_layout)
+            s2 = warpgroup_mma(kn, qn_smem.permute((1, 0)), s2, use_acc=False, is_async=True)
+            s2 = warpgroup_mma(kr_bufs.index(stage), qr_smem.permute((1, 0)), s2, is_async=True)
+            if PREFETCH:
+                # V^T chunks 0 and 1 into registers while the score MMAs run (they read only the tile)
+                v0 = _v_chunk(kn, 0, ld_layout, v_layout)
+                v1 = _v_chunk(kn, 1, ld_layout, v_layout)
+            # Retires S(i) and P.V(i - 1) (the reader of the other P buffer).
+            s2, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(s2, o3))
+            # columns [0, 16) hi, [16, 32) lo: bit 4 of the column is a register bit of s_layout (no data moves)
+            s_hi, s_lo = gl.split(gl.permute(gl.reshape(s2, [BLOCK_N, 2, BLOCK_H]), (0, 2, 1)))
+            s = gl.convert_layout(s_hi, s16_layout) + gl.convert_layout(s_lo, s16_layout) * 0.0625
+            s = s * qk_mul[None, :]
+            s = gl.where((offs_tok < n_valid)[:, None], s, float("-inf"))
+            if FAST_MAX:
+                m_new = gl.maximum(m_i, _max_over_tokens(s, red_bufs.index(it % 2), s16_layout))
+            else:
+                m_new = gl.maximum(m_i, gl.max(s, axis=0))
+            alpha = gl.exp2(m_i - m_new)
+            p = gl.exp2(s - m_new[None, :])
+            l_acc = l_acc * alpha[None, :] + p
+            m_i = m_new
+            alpha_o = gl.convert_layout(alpha, gl.SliceLayout(0, o_layout))[None, :]
+            p_smem = p_bufs.index(it % 2)
+            p_smem.store(p.to(gl.float16))
+            fence_async_shared()
+            _block_barrier()
+            # (Waiting down to one MMA in flight after each issue frees the previous chunk's registers.)
+            if not PREFETCH:
+                v0 = _v_chunk(kn, 0, ld_layout, v_layout)
+            a0 = warpgroup_mma(v0, p_smem, o0 * alpha_o, is_async=True)
+            if not PREFETCH:
+                v1 = _v_chunk(kn, 1, ld_layout, v_layout)
+            a1 = warpgroup_mma(v1, p_smem, o1 * alpha_o, is_async=True)
+            o0 = warpgroup_mma_wait(num_outstanding=1, deps=(a0, ))
+            a2 = warpgroup_mma(_v_chunk(kn, 2, ld_layout, v_layout), p_smem, o2 * alpha_o, is_async=True)
+            o1 = warpgroup_mma_wait(num_outstanding=1, deps=(a1, ))
+            o3 = warpgroup_mma(_v_chunk(kn, 3, ld_layout, v_layout), p_smem, o3 * alpha_o, is_async=True)
+            o2 = warpgroup_mma_wait(num_outstanding=1, deps=(a2, ))
+            # The tile's last readers were S(i) (retired) and the chunk loads above (done in every warp past the
+            # barrier; P.V reads registers): its buffer takes tile i + NUM_BUF now.
+            _block_barrier()
+            if i + NUM_BUF < i_stop:
+                _issue_tile2(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF, stage,
+                             PAGE_SIZE, BLOCK_N)
+            it += 1
+        o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
+
+        l_i = gl.sum(l_acc, axis=0)
+        inv = gl.convert_layout(kv_scale / l_i, gl.SliceLayout(0, o_layout))[None, :]
+        lse2 = m_i + gl.log2(l_i)
+        heads_o = h0 + offs_h_o
+        heads_s = h0 + offs_h_s
+        h_mask_o = (heads_o < H)[None, :]
+        h_mask_s = heads_s < H
+        if (i_first == 0) & (i_stop == req_tiles):
+            base = out_ptr + b.to(gl.int64) * stride_out_b + heads_o[None, :] * stride_out_h + offs_d_o[:, None]
+            gl.store(base, (o0 * inv).to(out_ptr.dtype.element_ty), mask=h_mask_o)
+            gl.store(base + 128, (o1 * inv).to(out_ptr.dtype.element_ty), mask=h_mask_o)
+            gl.store(base + 256, (o2 * inv).to(out_ptr.dtype.element_ty), mask=h_mask_o)
+            gl.store(base + 384, (o3 * inv).to(out_ptr.dtype.element_ty), mask=h_mask_o)
+            if RETURN_LSE:
+                gl.store(lse_ptr + b * H + heads_s, lse2 * 0.6931471805599453, mask=h_mask_s)
+        else:
+            slot = (pid + b).to(gl.int64)
+            pbase = part_o_ptr + slot * stride_po_s + heads_o[None, :] * stride_po_h + offs_d_o[:, None]
+            gl.store(pbase, o0 * inv, mask=h_mask_o)
+            gl.store(pbase + 128, o1 * inv, mask=h_mask_o)
+            gl.store(pbase + 256, o2 * inv, mask=h_mask_o)
+            gl.store(pbase + 384, o3 * inv, mask=h_mask_o)
+            gl.store(part_lse_ptr + slot * stride_pl_s + heads_s, lse2, mask=h_mask_s)
+        if pid_h == 0:
+            if i_first == 0:
+                gl.store(seg_ptr + 2 * b, pid + b)
+            if i_stop == req_tiles:
+                gl.store(seg_ptr + 2 * b + 1, pid + b)
+        t = seg_stop
+        b += 1
+
+    for k in gl.static_range(NUM_BUF):
+        mbarrier.invalidate(bars.index(k))
+
+
+@gluon.jit(do_not_specialize=["B"])
+def _kv_stream_kernel(kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr, out_ptr, B, stride_pt_b,
+                      PAGE_SIZE: gl.constexpr, ROPE_COL: gl.constexpr, B_CHUNK: gl.constexpr,
+                      BLOCK_N: gl.constexpr, NUM_BUF: gl.constexpr, num_warps: gl.constexpr):
+    """The bandwidth ceiling of the decode kernels' load path (a measurement, not a decode): the same work split
+    and page-table walk, the same TMA boxes NUM_BUF deep, and no math (each tile is waited for and its buffer
+    refilled at once). ``out[p]``: the tiles program p waited for."""
+    kn_bufs = gl.allocate_shared_memory(kv_nope_desc.dtype, [NUM_BUF] + kv_nope_desc.block_type.shape,
+                                        kv_nope_desc.layout)
+    kr_bufs = gl.allocate_shared_memory(kv_rope_desc.dtype, [NUM_BUF] + kv_rope_desc.block_type.shape,
+                                        kv_rope_desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
+    for k in gl.static_range(NUM_BUF):
+        mbarrier.init(bars.index(k), count=1)
+    pid = gl.program_id(0)
+    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(0), BLOCK_N, B_CHUNK, num_warps)
+    it = 0
+    while t < t_stop:
+        seq_len = gl.load(seq_lens_ptr + b)
+        req_start = req_end
+        req_end = req_start + (seq_len + BLOCK_N - 1) // BLOCK_N
+        seg_stop = gl.minimum(t_stop, req_end)
+        i_first = t - req_start
+        i_stop = seg_stop - req_start
+        pt_base = page_table_ptr + b.to(gl.int64) * stride_pt_b
+        for k in gl.static_range(NUM_BUF):
+            if i_first + k < i_stop:
+                _issue_stream(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
+                              (it + k) % NUM_BUF, PAGE_SIZE, ROPE_COL, BLOCK_N)
+        for i in range(i_first, i_stop):
+            stage = it % NUM_BUF
+            mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
+            if i + NUM_BUF < i_stop:
+                _issue_stream(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF, stage,
+                              PAGE_SIZE, ROPE_COL, BLOCK_N)
+            it += 1
+        t = seg_stop
+        b += 1
+    gl.store(out_ptr + pid, it)
+    for k in gl.static_range(NUM_BUF):
+        mbarrier.invalidate(bars.index(k))
+
+
+@gluon.jit
+def _issue_stream(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, j, stage, PAGE_SIZE: gl.constexpr,
+                  ROPE_COL: gl.constexpr, BLOCK_N: gl.constexpr):
+    tok0 = j * BLOCK_N
+    page = gl.load(pt_base + tok0 // PAGE_SIZE)
+    row = page * PAGE_SIZE + tok0 % PAGE_SIZE
+    bar = bars.index(stage)
+    mbarrier.expect(bar, kv_nope_desc.block_type.nbytes + kv_rope_desc.block_type.nbytes)
+    _tma_load(kv_nope_desc, [row, 0], bar, kn_bufs.index(stage))
+    _tma_load(kv_rope_desc, [row, ROPE_COL], bar, kr_bufs.index(stage))

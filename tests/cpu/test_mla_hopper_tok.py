@@ -1,0 +1,154 @@
+"""The H < 64 (tokens-on-M) Hopper MLA kernels of kernel_hopper_tok.py and the bf16 tokens-on-M schedule PIPE = 1,
+compiled for sm_90 on a CPU (no GPU needed): they fit an SM, hold the instructions their design rests on
+(kernel_hopper_tok.py's docstring), and the relabelled P.V rows map back to the right dims.
+tests/gpu/test_mla_hopper_tok_gpu.py runs them against the reference on an H200.
+"""
+from __future__ import annotations
+
+import subprocess
+import tempfile
+
+import pytest
+import torch
+
+from graphtune import resources
+from graphtune.kernels.mla_decode import interface_hopper, kernel_hopper_tok
+
+SM90_SHARED = 232448          # bytes of shared memory an sm_90 block may use
+SM90_SM_SHARED = 233472       # per SM (228 KB); each block also takes 1 KB the driver reserves
+
+
+def _compile(fmt: str, config: dict, heads: int = 16):
+    dtype = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}[fmt]
+    q = torch.empty(2, heads, 576, dtype=torch.bfloat16)
+    kv = torch.empty(4, 64, 576, dtype=dtype)
+    out = torch.empty(2, heads, 512, dtype=torch.bfloat16)
+    args, _, consts, _ = interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32),
+                                                      torch.ones(2, dtype=torch.int32), 0.04, 1.0, fmt, out, False,
+                                                      sms=132, config=config)
+    fn = interface_hopper.kernel_for(heads, fmt, bool(config.get("V2", 0)))
+    return _compile_fn(fn, args, consts)
+
+
+def _compile_fn(fn, args, consts):
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from triton.runtime.jit import mangle_type
+    names = list(fn.arg_names)
+    values = dict(zip([n for n in names if n not in consts], args))
+    signature = {n: "constexpr" if n in consts else mangle_type(values[n]) for n in names}
+    attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names) if signature[n].startswith("*")}
+    with resources._compiler_mode(fn):    # tests/cpu set TRITON_INTERPRET=1: compile with it off
+        return triton.compile(GluonASTSource(fn, signature, consts, attrs), target=GPUTarget("cuda", 90, 32),
+                              options=dict(num_warps=consts["num_warps"]))
+
+
+def _sass(compiled) -> str:
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(compiled.asm["cubin"])
+        f.flush()
+        return subprocess.run([resources._cuobjdump(), "--dump-sass", f.name], capture_output=True, text=True,
+                              check=True).stdout
+
+
+def _shared(compiled) -> int:
+    usage = resources._resource_usage(compiled.asm["cubin"], compiled.metadata.name)
+    assert usage["REG"] <= 255 and usage.get("LOCAL", 0) == 0
+    return compiled.metadata.shared + usage.get("SHARED", 0)
+
+
+@pytest.mark.parametrize("num_buf,per_sm,prefetch,fast_max", [(2, 2, 0, 0), (2, 2, 1, 1), (3, 1, 1, 1), (5, 1, 1, 1)])
+def test_tok_fp8_v2_compiles_for_sm90_fits_and_streams_v_by_32_bit_loads(num_buf, per_sm, prefetch, fast_max):
+    compiled = _compile("fp8", dict(V2=1, NUM_BUF=num_buf, PREFETCH=prefetch, FAST_MAX=fast_max))
+    shared = _shared(compiled)
+    assert shared <= SM90_SHARED and per_sm * (shared + 1024) <= SM90_SM_SHARED, shared
+    sass = _sass(compiled)
+    # one score chain against the [hi | lo] query (N = 32), P.V in fp16 with V^T from registers
+    assert sass.count("QGMMA.64x32x32.F32.E4M3.E4M3") == 20, "one chain of 20 fp8 score MMAs per tile"
+    assert "QGMMA.64x16x32" not in sass
+    assert sass.count("HGMMA.64x16x16.F32") == 32
+    # the V^T chunks come by 32-bit shared loads: no byte gathers anywhere in the kernel
+    assert "LDS.U8" not in sass and "LDS.S8" not in sass
+    # two TMA messages a tile (latent + zero-padded rope), no rope loads through registers
+    assert "UTMALDG.2D" in sass
+    assert sass.count("WARPGROUP.DEPBAR") <= 8, "wgmmas serialised (ptxas C7514)"
+
+
+@pytest.mark.parametrize("pipe", [1, 2])
+def test_bf16_tok_pipe_compiles_for_sm90_without_serialised_wgmmas(pipe):
+    compiled = _compile("bf16", dict(PIPE=pipe))
+    assert _shared(compiled) <= SM90_SHARED
+    sass = _sass(compiled)
+    assert "HGMMA.64x16x16.F32.BF16" in sass
+    assert sass.count("WARPGROUP.DEPBAR") <= 8, "wgmmas serialised (ptxas C7514)"
+
+
+@pytest.mark.parametrize("fmt,rope_cols,rope_col,num_buf", [("fp8", 128, 512, 5), ("bf16", 64, 0, 3)])
+def test_stream_ceiling_kernel_compiles_for_sm90_and_fits(fmt, rope_cols, rope_col, num_buf):
+    dtype = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}[fmt]
+    kv2 = torch.empty(256, 576, dtype=dtype)
+    nope = interface_hopper._descriptor(kv2, [64, 512])
+    rope = interface_hopper._descriptor(kv2 if rope_col else kv2[:, 512:], [64, rope_cols])
+    args = (nope, rope, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
+            torch.empty(4, dtype=torch.int32), 2, 2)
+    consts = dict(PAGE_SIZE=64, ROPE_COL=rope_col, B_CHUNK=128, BLOCK_N=64, NUM_BUF=num_buf, num_warps=4)
+    compiled = _compile_fn(kernel_hopper_tok._kv_stream_kernel, args, consts)
+    assert _shared(compiled) <= SM90_SHARED
+    sass = _sass(compiled)
+    assert "UTMALDG.2D" in sass and "GMMA" not in sass
+
+
+def test_relabelled_rows_hold_the_dims_the_output_stores_them_at():
+    """``_v_chunk`` moves a chunk's dim bit fields (w, q, a, s) to rows (a, w, s, q) by reshape and permute;
+    ``_dim_of_row`` must name, for every row, the dim whose values it holds (a bijection on 0..127)."""
+    x = torch.arange(64 * 128).view(64, 128)                                   # [tokens, dims]: value = 128 t + d
+    rows = x.reshape(64, 4, 8, 2, 2).permute(3, 1, 4, 2, 0).reshape(128, 64)   # what _v_chunk does
+    dims = kernel_hopper_tok._dim_of_row.fn(torch.arange(128))
+    assert sorted(dims.tolist()) == list(range(128))
+    assert torch.equal(rows, x[:, dims].T)
+
+
+def test_v2_config_is_rejected_outside_fp8_tokens_on_m():
+    q = torch.empty(2, 128, 576, dtype=torch.bfloat16)
+    kv = torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn)
+    out = torch.empty(2, 128, 512, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"V2=1.*fp8 caches with H < 64"):
+        interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
+                                     0.04, 1.0, "fp8", out, False, sms=132, config=dict(V2=1))
+    with pytest.raises(ValueError, match=r"kv_format 'bf16'"):
+        interface_hopper.kernel_for(16, "bf16", v2=True)
+
+
+def test_v2_tuned_space_compiles_for_sm90_fits_and_its_grid_follows_the_buffers():
+    """The per-bucket space of the second kernel through ``graphtune.inspect`` with the tuned launch's own
+    arguments; two programs per SM for two buffers, one for more; scratch for the most programs."""
+    import graphtune
+    from graphtune.resources import get_target
+    q = torch.randn(3, 16, 576).to(torch.bfloat16)
+    kv = torch.randn(6, 64, 576).to(torch.float8_e4m3fn)
+    out = torch.empty(3, 16, 512, dtype=torch.bfloat16)
+    pt = torch.arange(6, dtype=torch.int32).view(3, 2)
+    lens = torch.full((3,), 69, dtype=torch.int32)
+    args, grid, consts, (_, part_o, _, _) = interface_hopper.tuned_v2_call(q, kv, pt, lens, 0.04, 1.0, out, False,
+                                                                          sms=132)
+    kernel = interface_hopper.tuned_v2_kernel()
+    assert kernel.name == interface_hopper.TOK_FP8_V2_NAME and kernel.default is kernel.configs[0]
+    assert kernel.default.kwargs == interface_hopper.HOPPER_TOK_FP8_V2_CONFIG
+    names = [n for n in kernel.fn.arg_names if n not in consts]
+    rows = graphtune.inspect(kernel, target="sm_90", args=dict(zip(names, args)), constexprs=consts)
+    assert len(rows) == len(kernel.configs)
+    limit = get_target("sm_90").shared_per_block_optin
+    for config, row in zip(kernel.configs, rows):
+        assert row.fits and row.shared_bytes <= limit and row.registers <= 255, row
+        per_sm = grid(config.all_kwargs())[1] // 132
+        assert per_sm == (2 if config.kwargs["NUM_BUF"] == 2 else 1)
+        assert per_sm * (row.shared_bytes + 1024) <= SM90_SM_SHARED
+    assert part_o.shape[0] == 2 * 132 + 3
+
+
+def test_v2_applies_to_fp8_tokens_on_m_from_the_measured_batch():
+    lo = interface_hopper.TOK_FP8_V2_MIN_BATCH
+    assert interface_hopper.v2_applies(16, "fp8", lo) and interface_hopper.v2_applies(32, "fp8", 128)
+    assert not interface_hopper.v2_applies(16, "fp8", lo - 1)
+    assert not interface_hopper.v2_applies(128, "fp8", 64) and not interface_hopper.v2_applies(16, "bf16", 64)

@@ -1,0 +1,112 @@
+"""GPU tests of the H < 64 (tokens-on-M) Hopper kernels added for issue 14's H = 16 work: the second fp8 kernel
+(kernel_hopper_tok.py, every config its space or the benchmark runs), the bf16 kernel's PIPE = 1 / 2 schedules
+and the public path's pick between the two fp8 kernels,
+against the fp32 reference: fresh random inputs, NaN in every cache row past seq_len (TMA reads whole tiles),
+NaN-poisoned outputs, lengths 1, 63, 64, 65 and odd ones, SM counts that make requests straddle programs.
+
+Skipped without CUDA (tests/gpu/conftest.py) and off sm_90.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+import torch
+
+from graphtune.kernels import mla_decode_reference
+from graphtune.kernels.mla_decode import bench, interface, interface_hopper
+
+SM_SCALE = 1.0 / math.sqrt(576)
+CASES = [(16, 64, [1, 63, 64, 65, 3001, 4096]), (32, 128, [300, 1, 4096, 191]), (16, 256, [255, 1, 2, 129])]
+# the second kernel's space and the variants the benchmark times (programs per SM follow NUM_BUF)
+V2_CONFIGS = [dict(V2=1, NUM_BUF=n, PREFETCH=p, FAST_MAX=f) for n, p, f in
+              ((2, 0, 0), (2, 1, 0), (2, 1, 1), (3, 1, 1), (5, 1, 1))]
+
+
+def _skip_off_hopper():
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the Hopper kernels run on sm_90 only")
+
+
+def _case(heads: int, page_size: int, lens: list[int], kv_format: str):
+    seed = int.from_bytes(os.urandom(4), "little")
+    x = bench.make_inputs(bench.Problem(len(lens), heads, max(lens), page_size, kv_format), seed=seed)
+    x["seq_lens"].copy_(torch.tensor(lens, dtype=torch.int32))
+    pt = x["page_table"]
+    for b, n in enumerate(lens):
+        tail = torch.arange(n, pt.shape[1] * page_size, device=pt.device)
+        x["kv_cache"][pt[b, tail // page_size].long(), tail % page_size] = float("nan")
+    ref, ref_lse = mla_decode_reference(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"],
+                                        kv_format=kv_format, return_lse=True)
+    return seed, x, ref, ref_lse
+
+
+def _rel(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return float((out.double() - ref.double()).norm() / ref.double().norm())
+
+
+def _check(x, ref, ref_lse, kv_format: str, seed: int, tol: float, scales) -> None:
+    for scale in scales:
+        for sms in (132, 7, 1):
+            x["out"].fill_(float("nan"))
+            out, lse = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, scale,
+                                         kv_format, x["out"], True, num_sms=sms, path="hopper")
+            assert torch.isfinite(out.float()).all(), f"seed {seed}, {sms} SMs: unwritten or NaN outputs"
+            assert _rel(out, ref) <= tol, f"seed {seed}, {sms} SMs: rel err {_rel(out, ref):.3e}"
+            assert float((lse - ref_lse).abs().max()) <= 2e-3, f"seed {seed}, {sms} SMs: lse"
+
+
+@pytest.mark.parametrize("config", V2_CONFIGS, ids=lambda c: f"buf{c['NUM_BUF']}-pf{c['PREFETCH']}-fm{c['FAST_MAX']}")
+@pytest.mark.parametrize("heads,page_size,lens", CASES, ids=[f"H{h}-ps{p}-B{len(n)}" for h, p, n in CASES])
+def test_tok_fp8_v2_matches_reference(monkeypatch, config, heads, page_size, lens):
+    """The issue's fp8 bound (relative error <= 2e-3, LSE within 2e-3), the scale as a float and as a tensor."""
+    _skip_off_hopper()
+    for key, value in config.items():
+        monkeypatch.setitem(interface_hopper.HOPPER_TOK_FP8_CONFIG, key, value)
+    seed, x, ref, ref_lse = _case(heads, page_size, lens, "fp8")
+    scales = (x["kv_scale"], torch.tensor([x["kv_scale"]], dtype=torch.float32, device="cuda"))
+    _check(x, ref, ref_lse, "fp8", seed, 2e-3, scales)
+
+
+@pytest.mark.parametrize("pipe", [1, 2])
+@pytest.mark.parametrize("heads,page_size,lens", CASES, ids=[f"H{h}-ps{p}-B{len(n)}" for h, p, n in CASES])
+def test_bf16_tok_pipe_matches_reference(monkeypatch, pipe, heads, page_size, lens):
+    _skip_off_hopper()
+    monkeypatch.setitem(interface_hopper.HOPPER_TOK_CONFIG, "PIPE", pipe)
+    seed, x, ref, ref_lse = _case(heads, page_size, lens, "bf16")
+    _check(x, ref, ref_lse, "bf16", seed, 1e-2, (1.0, ))
+
+
+@pytest.mark.parametrize("batch", [1, 8, 33])
+def test_public_path_picks_the_tok_fp8_kernel_by_batch_tunes_and_replays(batch):
+    """fp8, H = 16, page size 64 through the public entry point: the second kernel (tuned per bucket) from
+    ``TOK_FP8_V2_MIN_BATCH`` requests up, the first below; correct, and one captured graph replays to eager's
+    output with new lengths and queries."""
+    _skip_off_hopper()
+    import graphtune
+    from graphtune.kernels import mla_decode
+    seed = int.from_bytes(os.urandom(4), "little")
+    x = bench.make_inputs(bench.Problem(batch, 16, 1500, 64, "fp8"), seed=seed)
+    args = (x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE)
+    out = torch.empty_like(x["out"])
+    interface_hopper.tuned_v2_kernel().reset()
+    mla_decode(*args, kv_scale=x["kv_scale"], kv_format="fp8", out=out)       # tunes this bucket
+    tuned = graphtune.coverage([interface_hopper.TOK_FP8_V2_NAME]).to_dict()["kernels"][0]["tuned"]
+    assert bool(tuned) == interface_hopper.v2_applies(16, "fp8", batch), tuned
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        mla_decode(*args, kv_scale=x["kv_scale"], kv_format="fp8", out=out)
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(2):
+        x["seq_lens"].copy_(torch.randint(1, 1501, (batch,), generator=gen, dtype=torch.int32))
+        x["q"].copy_(torch.randn(x["q"].shape, generator=gen).to(torch.bfloat16))
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        eager = mla_decode(*args, kv_scale=x["kv_scale"], kv_format="fp8")
+        assert torch.equal(out, eager), f"seed {seed}: replay differs from eager"
+        ref = mla_decode_reference(*args, kv_scale=x["kv_scale"], kv_format="fp8")
+        assert _rel(out, ref) <= 2e-3, f"seed {seed}: rel err {_rel(out, ref):.3e}"
