@@ -26,7 +26,7 @@ def _compile(fmt: str, config: dict, heads: int = 16):
     args, _, consts, _ = interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32),
                                                       torch.ones(2, dtype=torch.int32), 0.04, 1.0, fmt, out, False,
                                                       sms=132, config=config)
-    fn = interface_hopper.kernel_for(heads, fmt, bool(config.get("V2", 0)))
+    fn = interface_hopper.kernel_for(heads, fmt, v2=bool(config.get("V2", 0)))
     return _compile_fn(fn, args, consts)
 
 

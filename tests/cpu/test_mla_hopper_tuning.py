@@ -156,12 +156,13 @@ def test_ab_target_times_the_space_each_config_pinned_as_the_tuned_grid_runs_it(
 
     target = MlaDecodeHopperTarget(heads=heads, kv_format=fmt)
     on_m = hopper._heads_on_m(heads)
-    assert [c.kwargs for c in target.configs] == hopper._SPACES[(on_m, fmt == "fp8")]
+    second = [{**c, "V2": 1} for c in hopper.HOPPER_TOK_FP8_V2_SPACE] if (on_m, fmt) == (False, "fp8") else []
+    assert [c.kwargs for c in target.configs] == hopper._SPACES[(on_m, fmt == "fp8")] + second
     assert target.page_size == 64 and target.name == "mla_decode_hopper"
     for config in target.configs:
         pinned = hopper.pinned_config(heads, fmt, config.kwargs)
         assert {k: v for k, v in pinned.items() if k != "PROGRAMS_PER_SM"} == config.kwargs
-        if (on_m, fmt) == (False, "fp8"):   # the tuned grid's programs per SM for this config
+        if (on_m, fmt) == (False, "fp8") and not config.kwargs.get("V2"):   # the tuned grid's programs per SM
             assert pinned["PROGRAMS_PER_SM"] == hopper._tok_fp8_programs_per_sm(pinned)
     alias = resolve_target("mla_decode_hopper")   # graphtune ab mla_decode_hopper: fp8, H = 16
     assert isinstance(alias, MlaDecodeHopperTarget) and (alias.heads, alias.kv_format) == (16, "fp8")

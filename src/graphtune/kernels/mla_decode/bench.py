@@ -117,7 +117,8 @@ AB_TARGET = MlaDecodeTarget()
 @dataclass
 class MlaDecodeHopperTarget(MlaDecodeTarget):
     """The A/B target of the Hopper (sm_90) kernel that serves ``heads`` and ``kv_format``: its per-bucket space
-    (``interface_hopper.space_configs``), each config pinned on that kernel (``path="hopper"``), page size 64."""
+    (``interface_hopper.space_configs``; fp8 with H < 64 also the second kernel's, ``V2=1``), each config pinned on
+    its kernel (``path="hopper"``), page size 64."""
 
     name: str = "mla_decode_hopper"
     configs: list[triton.Config] = field(default_factory=list)
@@ -125,8 +126,11 @@ class MlaDecodeHopperTarget(MlaDecodeTarget):
 
     def __post_init__(self) -> None:
         if not self.configs:
-            on_m = interface_hopper._heads_on_m(self.heads)
-            self.configs = interface_hopper.space_configs(on_m, self.kv_format == "fp8")
+            on_m, fp8 = interface_hopper._heads_on_m(self.heads), self.kv_format == "fp8"
+            self.configs = interface_hopper.space_configs(on_m, fp8)
+            if fp8 and not on_m:   # the tuned path runs the second tokens-on-M kernel from TOK_FP8_V2_MIN_BATCH up
+                self.configs += [triton.Config({**c, "V2": 1}, num_warps=interface_hopper.TOK_NUM_WARPS)
+                                 for c in interface_hopper.HOPPER_TOK_FP8_V2_SPACE]
 
     def make(self, size: int, config: triton.Config | None, path: str = "hopper") -> list[Callable[[], None]]:
         return [run_inputs(x, self.kv_format, config, path=path) for x in self.inputs(size)]

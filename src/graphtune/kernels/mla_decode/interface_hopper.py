@@ -352,7 +352,7 @@ def _kernel_and_params(heads: int, fmt: str, cfg: dict[str, int], v2: bool = Fal
     return fn, {k: v for k, v in cfg.items() if k in names or k == "num_warps"}
 
 
-def kernel_for(heads: int, fmt: str = "bf16", qk16: bool | None = None, v2: bool = False):
+def kernel_for(heads: int, fmt: str = "bf16", *, qk16: bool | None = None, v2: bool = False):
     """The Gluon kernel that serves H heads: heads on M for H % 64 == 0, else tokens on M (bf16 or fp8);
     fp8 heads on M: the widened-score kernel when ``qk16`` (default ``FP8_HEADS_QK16``), else the hi/lo one;
     ``v2``: the second fp8 tokens-on-M kernel."""
