@@ -161,7 +161,15 @@ def test_ab_target_times_the_space_each_config_pinned_as_the_tuned_grid_runs_it(
     assert target.page_size == 64 and target.name == "mla_decode_hopper"
     for config in target.configs:
         pinned = hopper.pinned_config(heads, fmt, config.kwargs)
-        assert {k: v for k, v in pinned.items() if k != "PROGRAMS_PER_SM"} == config.kwargs
+        # what the tuned kernel runs: the config, and the kernel's own defaults where the config is silent (a
+        # pinned launch overlays the fixed config, whose EARLY 1 would not compile under PIPE 1)
+        fn = hopper.kernel_for(heads, fmt, v2=bool(config.kwargs.get("V2")))
+        defaults = {p.name: p.default for p in fn.params if p.is_constexpr and p.has_default}
+        added = {k: v for k, v in pinned.items() if k not in config.kwargs and k != "PROGRAMS_PER_SM"}
+        assert {k: v for k, v in pinned.items() if k in config.kwargs} == config.kwargs
+        assert all(defaults[k] == v for k, v in added.items()), (config.kwargs, added)
+        assert set(hopper._base_config(on_m, fmt == "fp8")) - set(config.kwargs) - {"PROGRAMS_PER_SM"} \
+            <= set(pinned) or config.kwargs.get("V2")
         if (on_m, fmt) == (False, "fp8") and not config.kwargs.get("V2"):   # the tuned grid's programs per SM
             assert pinned["PROGRAMS_PER_SM"] == hopper._tok_fp8_programs_per_sm(pinned)
     alias = resolve_target("mla_decode_hopper")   # graphtune ab mla_decode_hopper: fp8, H = 16

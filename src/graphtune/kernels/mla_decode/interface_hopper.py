@@ -401,11 +401,19 @@ def pinned_config(heads: int, fmt: str, params: dict[str, int]) -> dict[str, int
     known = set().union(*_SPACES[key], _SHIPPED[key])
     if key == (False, True):   # V2=1: the second tokens-on-M kernel
         known |= {"V2", *TOK_FP8_V2_PARAMS}
+    if key == (True, True):    # QK16=0: the hi/lo fp8-score kernel
+        known |= {"QK16", "PIPE", "LO_CHAIN"}
     unknown = sorted(set(params) - known)
     if unknown:
         raise ValueError(f"mla_decode: config {params} has parameters {unknown} that the Hopper kernel "
                          f"{KERNEL_NAMES[key]!r} does not take (it takes {sorted(known)})")
     cfg = dict(params)
+    if not cfg.get("V2"):
+        # a pinned launch overlays the config on the fixed one (hopper_call); the tuned kernel runs a space
+        # config with the kernel's defaults for what it leaves out (e.g. EARLY 0 under PIPE 1): set those here
+        fn = kernel_for(heads, fmt, qk16=bool(cfg.get("QK16", FP8_HEADS_QK16)))
+        defaults = {p.name: p.default for p in fn.params if p.is_constexpr and p.has_default}
+        cfg.update({k: defaults[k] for k in _base_config(*key) if k not in cfg and k in defaults})
     if key == (False, True) and "PROGRAMS_PER_SM" not in cfg and not cfg.get("V2"):
         cfg["PROGRAMS_PER_SM"] = _tok_fp8_programs_per_sm({**_base_config(*key), **cfg})
     return cfg

@@ -99,6 +99,67 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
 
 
 @gluon.jit
+def _store_o(o, whole, b, pid, heads, dims, out_ptr, part_o_ptr, stride_out_b, stride_out_h, stride_po_s,
+             stride_po_h, mask, TRANSPOSED: gl.constexpr):
+    """One segment's normalised output (or a column chunk of it: ``dims`` offset by the caller): into ``out`` when
+    the segment is the whole request (``whole``), else as fp32 partials under slot ``pid + b``. ``o`` is
+    [heads, dims], or [dims, heads] when ``TRANSPOSED`` (the tokens-on-M kernels)."""
+    # pointers as one expression per branch, base first: offsets summed apart and then added compiled to 64-bit
+    # math per element and spilled (120 local stores in the bf16 tokens-on-M kernel); this form compiles to the
+    # SASS the kernels had before the helper (benchmarks/probes/sass_fingerprint.py)
+    if whole:
+        out_base = out_ptr + b.to(gl.int64) * stride_out_b
+        if TRANSPOSED:
+            out_ptrs = out_base + heads[None, :] * stride_out_h + dims[:, None]
+        else:
+            out_ptrs = out_base + heads[:, None] * stride_out_h + dims[None, :]
+        gl.store(out_ptrs, o.to(out_ptr.dtype.element_ty), mask=mask)
+    else:
+        part_base = part_o_ptr + (pid + b).to(gl.int64) * stride_po_s
+        if TRANSPOSED:
+            part_ptrs = part_base + heads[None, :] * stride_po_h + dims[:, None]
+        else:
+            part_ptrs = part_base + heads[:, None] * stride_po_h + dims[None, :]
+        gl.store(part_ptrs, o, mask=mask)
+
+
+@gluon.jit
+def _store_lse_and_segment(lse2, whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads, lse_ptr, part_lse_ptr,
+                           seg_ptr, stride_pl_s, mask, RETURN_LSE: gl.constexpr):
+    """The rest of a segment's results: its log2-sum-exp (natural-log LSE into ``lse`` when whole and asked for,
+    else the partial's), and the first and last partial slots of request b (head block 0 writes them) for the
+    reduction kernel."""
+    if whole:
+        if RETURN_LSE:
+            gl.store(lse_ptr + b * H + heads, lse2 * 0.6931471805599453, mask=mask)
+    else:
+        gl.store(part_lse_ptr + (pid + b).to(gl.int64) * stride_pl_s + heads, lse2, mask=mask)
+    if pid_h == 0:
+        if i_first == 0:
+            gl.store(seg_ptr + 2 * b, pid + b)
+        if i_stop == req_tiles:
+            gl.store(seg_ptr + 2 * b + 1, pid + b)
+
+
+@gluon.jit
+def _store_chunks(o0, o1, o2, o3, whole, b, pid, heads, dims, out_ptr, part_o_ptr, stride_out_b, stride_out_h,
+                  stride_po_s, stride_po_h, mask):
+    """:func:`_store_o` of the fp8 tokens-on-M kernels' output, held as four [128 dims, heads] chunks."""
+    if whole:
+        out_base = out_ptr + b.to(gl.int64) * stride_out_b + heads[None, :] * stride_out_h + dims[:, None]
+        gl.store(out_base, o0.to(out_ptr.dtype.element_ty), mask=mask)
+        gl.store(out_base + 128, o1.to(out_ptr.dtype.element_ty), mask=mask)
+        gl.store(out_base + 256, o2.to(out_ptr.dtype.element_ty), mask=mask)
+        gl.store(out_base + 384, o3.to(out_ptr.dtype.element_ty), mask=mask)
+    else:
+        part_base = part_o_ptr + (pid + b).to(gl.int64) * stride_po_s + heads[None, :] * stride_po_h + dims[:, None]
+        gl.store(part_base, o0, mask=mask)
+        gl.store(part_base + 128, o1, mask=mask)
+        gl.store(part_base + 256, o2, mask=mask)
+        gl.store(part_base + 384, o3, mask=mask)
+
+
+@gluon.jit
 def _row_max_2wg(s, mx_smem, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, layout: gl.constexpr):
     """Row maxima of an [BLOCK_H, BLOCK_N] score tile whose two column halves sit in the two warpgroups
     (``warps_per_cta=[4, 2]``), in ``SliceLayout(1, layout)``: each warpgroup reduces its half with shuffles,
@@ -502,21 +563,11 @@ def _mla_decode_hopper_kernel(
         lse2 = m_i + gl.log2(l_i)
         heads_o = h0 + offs_h_o
         heads_s = h0 + offs_h_s
-        if (i_first == 0) & (i_stop == req_tiles):
-            o_ptrs = out_ptr + b.to(gl.int64) * stride_out_b + heads_o[:, None] * stride_out_h + offs_d_o[None, :]
-            gl.store(o_ptrs, o.to(out_ptr.dtype.element_ty))
-            if RETURN_LSE:
-                gl.store(lse_ptr + b * H + heads_s, lse2 * 0.6931471805599453)
-        else:
-            slot = (pid + b).to(gl.int64)
-            p_ptrs = part_o_ptr + slot * stride_po_s + heads_o[:, None] * stride_po_h + offs_d_o[None, :]
-            gl.store(p_ptrs, o)
-            gl.store(part_lse_ptr + slot * stride_pl_s + heads_s, lse2)
-        if pid_h == 0:
-            if i_first == 0:
-                gl.store(seg_ptr + 2 * b, pid + b)
-            if i_stop == req_tiles:
-                gl.store(seg_ptr + 2 * b + 1, pid + b)
+        whole = (i_first == 0) & (i_stop == req_tiles)
+        _store_o(o, whole, b, pid, heads_o, offs_d_o, out_ptr, part_o_ptr, stride_out_b, stride_out_h, stride_po_s,
+                 stride_po_h, None, False)
+        _store_lse_and_segment(lse2, whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads_s, lse_ptr,
+                               part_lse_ptr, seg_ptr, stride_pl_s, None, RETURN_LSE)
         t = seg_stop
         b += 1
 
@@ -680,21 +731,11 @@ def _mla_decode_hopper_tok_kernel(
         heads_s = h0 + offs_h_s
         h_mask_o = heads_o < H
         h_mask_s = heads_s < H
-        if (i_first == 0) & (i_stop == req_tiles):
-            o_ptrs = out_ptr + b.to(gl.int64) * stride_out_b + heads_o[None, :] * stride_out_h + offs_d_o[:, None]
-            gl.store(o_ptrs, o.to(out_ptr.dtype.element_ty), mask=h_mask_o[None, :])
-            if RETURN_LSE:
-                gl.store(lse_ptr + b * H + heads_s, lse2 * 0.6931471805599453, mask=h_mask_s)
-        else:
-            slot = (pid + b).to(gl.int64)
-            p_ptrs = part_o_ptr + slot * stride_po_s + heads_o[None, :] * stride_po_h + offs_d_o[:, None]
-            gl.store(p_ptrs, o, mask=h_mask_o[None, :])
-            gl.store(part_lse_ptr + slot * stride_pl_s + heads_s, lse2, mask=h_mask_s)
-        if pid_h == 0:
-            if i_first == 0:
-                gl.store(seg_ptr + 2 * b, pid + b)
-            if i_stop == req_tiles:
-                gl.store(seg_ptr + 2 * b + 1, pid + b)
+        whole = (i_first == 0) & (i_stop == req_tiles)
+        _store_o(o, whole, b, pid, heads_o, offs_d_o, out_ptr, part_o_ptr, stride_out_b, stride_out_h, stride_po_s,
+                 stride_po_h, h_mask_o[None, :], True)
+        _store_lse_and_segment(lse2, whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads_s, lse_ptr,
+                               part_lse_ptr, seg_ptr, stride_pl_s, h_mask_s, RETURN_LSE)
         t = seg_stop
         b += 1
 
@@ -915,27 +956,10 @@ def _mla_decode_hopper_tok_fp8_kernel(
         h_mask_o = (heads_o < H)[None, :]
         h_mask_s = heads_s < H
         whole = (i_first == 0) & (i_stop == req_tiles)
-        if whole:
-            base = out_ptr + b.to(gl.int64) * stride_out_b + heads_o[None, :] * stride_out_h + offs_d_o[:, None]
-            gl.store(base, (o0 * inv).to(out_ptr.dtype.element_ty), mask=h_mask_o)
-            gl.store(base + 128, (o1 * inv).to(out_ptr.dtype.element_ty), mask=h_mask_o)
-            gl.store(base + 256, (o2 * inv).to(out_ptr.dtype.element_ty), mask=h_mask_o)
-            gl.store(base + 384, (o3 * inv).to(out_ptr.dtype.element_ty), mask=h_mask_o)
-            if RETURN_LSE:
-                gl.store(lse_ptr + b * H + heads_s, lse2 * 0.6931471805599453, mask=h_mask_s)
-        else:
-            slot = (pid + b).to(gl.int64)
-            pbase = part_o_ptr + slot * stride_po_s + heads_o[None, :] * stride_po_h + offs_d_o[:, None]
-            gl.store(pbase, o0 * inv, mask=h_mask_o)
-            gl.store(pbase + 128, o1 * inv, mask=h_mask_o)
-            gl.store(pbase + 256, o2 * inv, mask=h_mask_o)
-            gl.store(pbase + 384, o3 * inv, mask=h_mask_o)
-            gl.store(part_lse_ptr + slot * stride_pl_s + heads_s, lse2, mask=h_mask_s)
-        if pid_h == 0:
-            if i_first == 0:
-                gl.store(seg_ptr + 2 * b, pid + b)
-            if i_stop == req_tiles:
-                gl.store(seg_ptr + 2 * b + 1, pid + b)
+        _store_chunks(o0 * inv, o1 * inv, o2 * inv, o3 * inv, whole, b, pid, heads_o, offs_d_o, out_ptr, part_o_ptr,
+                      stride_out_b, stride_out_h, stride_po_s, stride_po_h, h_mask_o)
+        _store_lse_and_segment(lse2, whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads_s, lse_ptr,
+                               part_lse_ptr, seg_ptr, stride_pl_s, h_mask_s, RETURN_LSE)
         t = seg_stop
         b += 1
 
@@ -1107,21 +1131,11 @@ def _mla_decode_hopper_fp8_kernel(
         lse2 = m_i + gl.log2(l_i)
         heads_o = h0 + offs_h_o
         heads_s = h0 + offs_h_s
-        if (i_first == 0) & (i_stop == req_tiles):
-            o_ptrs = out_ptr + b.to(gl.int64) * stride_out_b + heads_o[:, None] * stride_out_h + offs_d_o[None, :]
-            gl.store(o_ptrs, o.to(out_ptr.dtype.element_ty))
-            if RETURN_LSE:
-                gl.store(lse_ptr + b * H + heads_s, lse2 * 0.6931471805599453)
-        else:
-            slot = (pid + b).to(gl.int64)
-            p_ptrs = part_o_ptr + slot * stride_po_s + heads_o[:, None] * stride_po_h + offs_d_o[None, :]
-            gl.store(p_ptrs, o)
-            gl.store(part_lse_ptr + slot * stride_pl_s + heads_s, lse2)
-        if pid_h == 0:
-            if i_first == 0:
-                gl.store(seg_ptr + 2 * b, pid + b)
-            if i_stop == req_tiles:
-                gl.store(seg_ptr + 2 * b + 1, pid + b)
+        whole = (i_first == 0) & (i_stop == req_tiles)
+        _store_o(o, whole, b, pid, heads_o, offs_d_o, out_ptr, part_o_ptr, stride_out_b, stride_out_h, stride_po_s,
+                 stride_po_h, None, False)
+        _store_lse_and_segment(lse2, whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads_s, lse_ptr,
+                               part_lse_ptr, seg_ptr, stride_pl_s, None, RETURN_LSE)
         t = seg_stop
         b += 1
 

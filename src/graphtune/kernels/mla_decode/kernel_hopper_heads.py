@@ -51,7 +51,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from .kernel_hopper import (_block_barrier, _issue_nope, _load_rope, _row_max_2wg, _softmax_2wg, _split_start,
-                            _widen_cols)
+                            _store_lse_and_segment, _store_o, _widen_cols)
 
 
 @gluon.jit
@@ -271,21 +271,11 @@ def _mla_decode_hopper_fp8w_kernel(
         lse2 = m_i + gl.log2(l_i)
         heads_o = h0 + offs_h_o
         heads_s = h0 + offs_h_s
-        if (i_first == 0) & (i_stop == req_tiles):
-            o_ptrs = out_ptr + b.to(gl.int64) * stride_out_b + heads_o[:, None] * stride_out_h + offs_d_o[None, :]
-            gl.store(o_ptrs, o.to(out_ptr.dtype.element_ty))
-            if RETURN_LSE:
-                gl.store(lse_ptr + b * H + heads_s, lse2 * 0.6931471805599453)
-        else:
-            slot = (pid + b).to(gl.int64)
-            p_ptrs = part_o_ptr + slot * stride_po_s + heads_o[:, None] * stride_po_h + offs_d_o[None, :]
-            gl.store(p_ptrs, o)
-            gl.store(part_lse_ptr + slot * stride_pl_s + heads_s, lse2)
-        if pid_h == 0:
-            if i_first == 0:
-                gl.store(seg_ptr + 2 * b, pid + b)
-            if i_stop == req_tiles:
-                gl.store(seg_ptr + 2 * b + 1, pid + b)
+        whole = (i_first == 0) & (i_stop == req_tiles)
+        _store_o(o, whole, b, pid, heads_o, offs_d_o, out_ptr, part_o_ptr, stride_out_b, stride_out_h, stride_po_s,
+                 stride_po_h, None, False)
+        _store_lse_and_segment(lse2, whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads_s, lse_ptr,
+                               part_lse_ptr, seg_ptr, stride_pl_s, None, RETURN_LSE)
         t = seg_stop
         b += 1
 

@@ -41,7 +41,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from .kernel_hopper import _block_barrier, _max_over_tokens, _split_start, _tma_load, _zero_rows
+from .kernel_hopper import (_block_barrier, _max_over_tokens, _split_start, _store_chunks, _store_lse_and_segment,
+                            _tma_load, _zero_rows)
 
 
 @gluon.jit
@@ -290,27 +291,11 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         heads_s = h0 + offs_h_s
         h_mask_o = (heads_o < H)[None, :]
         h_mask_s = heads_s < H
-        if (i_first == 0) & (i_stop == req_tiles):
-            base = out_ptr + b.to(gl.int64) * stride_out_b + heads_o[None, :] * stride_out_h + offs_d_o[:, None]
-            gl.store(base, (o0 * inv).to(out_ptr.dtype.element_ty), mask=h_mask_o)
-            gl.store(base + 128, (o1 * inv).to(out_ptr.dtype.element_ty), mask=h_mask_o)
-            gl.store(base + 256, (o2 * inv).to(out_ptr.dtype.element_ty), mask=h_mask_o)
-            gl.store(base + 384, (o3 * inv).to(out_ptr.dtype.element_ty), mask=h_mask_o)
-            if RETURN_LSE:
-                gl.store(lse_ptr + b * H + heads_s, lse2 * 0.6931471805599453, mask=h_mask_s)
-        else:
-            slot = (pid + b).to(gl.int64)
-            pbase = part_o_ptr + slot * stride_po_s + heads_o[None, :] * stride_po_h + offs_d_o[:, None]
-            gl.store(pbase, o0 * inv, mask=h_mask_o)
-            gl.store(pbase + 128, o1 * inv, mask=h_mask_o)
-            gl.store(pbase + 256, o2 * inv, mask=h_mask_o)
-            gl.store(pbase + 384, o3 * inv, mask=h_mask_o)
-            gl.store(part_lse_ptr + slot * stride_pl_s + heads_s, lse2, mask=h_mask_s)
-        if pid_h == 0:
-            if i_first == 0:
-                gl.store(seg_ptr + 2 * b, pid + b)
-            if i_stop == req_tiles:
-                gl.store(seg_ptr + 2 * b + 1, pid + b)
+        whole = (i_first == 0) & (i_stop == req_tiles)
+        _store_chunks(o0 * inv, o1 * inv, o2 * inv, o3 * inv, whole, b, pid, heads_o, offs_d_o, out_ptr, part_o_ptr,
+                      stride_out_b, stride_out_h, stride_po_s, stride_po_h, h_mask_o)
+        _store_lse_and_segment(lse2, whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads_s, lse_ptr,
+                               part_lse_ptr, seg_ptr, stride_pl_s, h_mask_s, RETURN_LSE)
         t = seg_stop
         b += 1
 
