@@ -99,6 +99,20 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
 
 
 @gluon.jit
+def _segment(seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N: gl.constexpr):
+    """The segment of request b that a program starting at tile t takes: the request's length and tile count,
+    where its tiles end, where the segment stops (``seg_stop``), its tiles as request-local indices
+    ``[i_first, i_stop)``, and the request's page-table row."""
+    seq_len = gl.load(seq_lens_ptr + b)
+    req_tiles = (seq_len + BLOCK_N - 1) // BLOCK_N
+    req_start = req_end
+    req_end = req_start + req_tiles
+    seg_stop = gl.minimum(t_stop, req_end)
+    pt_base = page_table_ptr + b.to(gl.int64) * stride_pt_b
+    return seq_len, req_tiles, req_end, seg_stop, t - req_start, seg_stop - req_start, pt_base
+
+
+@gluon.jit
 def _store_o(o, whole, b, pid, heads, dims, out_ptr, part_o_ptr, stride_out_b, stride_out_h, stride_po_s,
              stride_po_h, mask, TRANSPOSED: gl.constexpr):
     """One segment's normalised output (or a column chunk of it: ``dims`` offset by the caller): into ``out`` when
@@ -424,14 +438,8 @@ def _mla_decode_hopper_kernel(
     it = 0          # tiles consumed by this program: buffer it % NUM_BUF, barrier phase (it // NUM_BUF) & 1
     q_phase = 0
     while t < t_stop:
-        seq_len = gl.load(seq_lens_ptr + b)
-        req_tiles = (seq_len + BLOCK_N - 1) // BLOCK_N
-        req_start = req_end
-        req_end = req_start + req_tiles
-        seg_stop = gl.minimum(t_stop, req_end)
-        i_first = t - req_start
-        i_stop = seg_stop - req_start
-        pt_base = page_table_ptr + b.to(gl.int64) * stride_pt_b
+        seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+            seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
 
         # The query's 64 heads of request b: both warpgroups have retired the previous segment's MMAs
         # (each waited for its own) once they pass this barrier.
@@ -646,14 +654,8 @@ def _mla_decode_hopper_tok_kernel(
     it = 0
     q_phase = 0
     while t < t_stop:
-        seq_len = gl.load(seq_lens_ptr + b)
-        req_tiles = (seq_len + BLOCK_N - 1) // BLOCK_N
-        req_start = req_end
-        req_end = req_start + req_tiles
-        seg_stop = gl.minimum(t_stop, req_end)
-        i_first = t - req_start
-        i_stop = seg_stop - req_start
-        pt_base = page_table_ptr + b.to(gl.int64) * stride_pt_b
+        seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+            seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
 
         _block_barrier()
         q_row = b * H + h0
@@ -836,14 +838,8 @@ def _mla_decode_hopper_tok_fp8_kernel(
     hmask_q = heads_q < H
     it = 0
     while t < t_stop:
-        seq_len = gl.load(seq_lens_ptr + b)
-        req_tiles = (seq_len + BLOCK_N - 1) // BLOCK_N
-        req_start = req_end
-        req_end = req_start + req_tiles
-        seg_stop = gl.minimum(t_stop, req_end)
-        i_first = t - req_start
-        i_stop = seg_stop - req_start
-        pt_base = page_table_ptr + b.to(gl.int64) * stride_pt_b
+        seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+            seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
 
         # The previous segment's MMAs (which read the query pair) are retired in every warp past this.
         _block_barrier()
@@ -1055,14 +1051,8 @@ def _mla_decode_hopper_fp8_kernel(
     heads_q = h0 + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, q_layout))
     it = 0
     while t < t_stop:
-        seq_len = gl.load(seq_lens_ptr + b)
-        req_tiles = (seq_len + BLOCK_N - 1) // BLOCK_N
-        req_start = req_end
-        req_end = req_start + req_tiles
-        seg_stop = gl.minimum(t_stop, req_end)
-        i_first = t - req_start
-        i_stop = seg_stop - req_start
-        pt_base = page_table_ptr + b.to(gl.int64) * stride_pt_b
+        seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+            seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
 
         # The previous segment's MMAs (readers of the query pair and the fp16 tile) are retired in every warp
         # past this barrier.

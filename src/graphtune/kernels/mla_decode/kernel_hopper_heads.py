@@ -50,8 +50,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from .kernel_hopper import (_block_barrier, _issue_nope, _load_rope, _row_max_2wg, _softmax_2wg, _split_start,
-                            _store_lse_and_segment, _store_o, _widen_cols)
+from .kernel_hopper import (_block_barrier, _issue_nope, _load_rope, _row_max_2wg, _segment, _softmax_2wg,
+                            _split_start, _store_lse_and_segment, _store_o, _widen_cols)
 
 
 @gluon.jit
@@ -166,14 +166,8 @@ def _mla_decode_hopper_fp8w_kernel(
     offs_h_s = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, s_layout))
     it = 0          # tiles consumed by this program: buffer it % NUM_BUF, barrier phase (it // NUM_BUF) & 1
     while t < t_stop:
-        seq_len = gl.load(seq_lens_ptr + b)
-        req_tiles = (seq_len + BLOCK_N - 1) // BLOCK_N
-        req_start = req_end
-        req_end = req_start + req_tiles
-        seg_stop = gl.minimum(t_stop, req_end)
-        i_first = t - req_start
-        i_stop = seg_stop - req_start
-        pt_base = page_table_ptr + b.to(gl.int64) * stride_pt_b
+        seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+            seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
 
         # Every warp has retired the previous segment's MMAs (the last readers of the query and the fp16
         # tile) once past this barrier.

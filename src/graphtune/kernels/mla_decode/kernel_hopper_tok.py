@@ -41,8 +41,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from .kernel_hopper import (_block_barrier, _max_over_tokens, _split_start, _store_chunks, _store_lse_and_segment,
-                            _tma_load, _zero_rows)
+from .kernel_hopper import (_block_barrier, _max_over_tokens, _segment, _split_start, _store_chunks,
+                            _store_lse_and_segment, _tma_load, _zero_rows)
 
 
 @gluon.jit
@@ -196,14 +196,8 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     hmask_q = heads_q < H
     it = 0
     while t < t_stop:
-        seq_len = gl.load(seq_lens_ptr + b)
-        req_tiles = (seq_len + BLOCK_N - 1) // BLOCK_N
-        req_start = req_end
-        req_end = req_start + req_tiles
-        seg_stop = gl.minimum(t_stop, req_end)
-        i_first = t - req_start
-        i_stop = seg_stop - req_start
-        pt_base = page_table_ptr + b.to(gl.int64) * stride_pt_b
+        seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+            seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
 
         # The previous segment's MMAs (which read the query tile) are retired in every warp past this.
         _block_barrier()
@@ -321,13 +315,8 @@ def _kv_stream_kernel(kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr, 
     t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(0), BLOCK_N, B_CHUNK, num_warps)
     it = 0
     while t < t_stop:
-        seq_len = gl.load(seq_lens_ptr + b)
-        req_start = req_end
-        req_end = req_start + (seq_len + BLOCK_N - 1) // BLOCK_N
-        seg_stop = gl.minimum(t_stop, req_end)
-        i_first = t - req_start
-        i_stop = seg_stop - req_start
-        pt_base = page_table_ptr + b.to(gl.int64) * stride_pt_b
+        _, _, req_end, seg_stop, i_first, i_stop, pt_base = _segment(seq_lens_ptr, page_table_ptr, stride_pt_b, b, t,
+                                                                      t_stop, req_end, BLOCK_N)
         for k in gl.static_range(NUM_BUF):
             if i_first + k < i_stop:
                 _issue_stream(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
