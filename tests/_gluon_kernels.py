@@ -19,6 +19,10 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+# Gluon's TMA copies were renamed between triton 3.6 and 3.9 (the old names raise there): the suite runs on both
+_tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+_tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+
 
 @gluon.jit
 def _tma_scale_kernel(in_desc, out_desc, B, scale, BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr):
@@ -34,20 +38,20 @@ def _tma_scale_kernel(in_desc, out_desc, B, scale, BM: gl.constexpr, BN: gl.cons
     off_m = gl.program_id(0) * BM
     off_n = gl.program_id(1) * BN
     mbarrier.expect(bar, in_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(in_desc, [off_m, off_n], bar, in_smem)
+    _tma_load(in_desc, [off_m, off_n], bar, in_smem)
     mbarrier.wait(bar, 0)
     mbarrier.invalidate(bar)
     x = in_smem.load(layout)
     out_smem.store(x * scale)
     fence_async_shared()          # the generic-proxy store above before the async-proxy (TMA) read below
-    tma.async_copy_shared_to_global(out_desc, [off_m, off_n], out_smem)
+    _tma_store(out_desc, [off_m, off_n], out_smem)
     tma.store_wait(0)
 
 
 @gluon.jit
 def _ws_load_partition(in_desc, in_smem, bar, off_m, off_n):
     mbarrier.expect(bar, in_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(in_desc, [off_m, off_n], bar, in_smem)
+    _tma_load(in_desc, [off_m, off_n], bar, in_smem)
 
 
 @gluon.jit
@@ -57,7 +61,7 @@ def _ws_compute_partition(out_desc, in_smem, out_smem, bar, off_m, off_n, scale,
     x = in_smem.load(layout)
     out_smem.store(x * scale)
     fence_async_shared()
-    tma.async_copy_shared_to_global(out_desc, [off_m, off_n], out_smem)
+    _tma_store(out_desc, [off_m, off_n], out_smem)
     tma.store_wait(0)
 
 
@@ -83,13 +87,16 @@ def _ws_scale_kernel(in_desc, out_desc, B, scale, BM: gl.constexpr, BN: gl.const
 
 # ------------------------------------------------------------------------------------------- host side
 
-def layout_for(block: list[int]):
-    return gl.NVMMASharedLayout.get_default_for(block, gl.float32)
+def layout_for(block: list[int], dtype=None):
+    """The shared layout of a ``block`` tile of ``dtype`` (a torch dtype; fp32 by default)."""
+    import torch
+    element = {torch.float32: gl.float32, torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}[dtype or torch.float32]
+    return gl.NVMMASharedLayout.get_default_for(block, element)
 
 
 def descriptor(t, block: list[int]) -> TensorDescriptor:
-    """A descriptor over 2-D fp32 ``t`` with tiles of ``block``."""
-    return TensorDescriptor(t, list(t.shape), list(t.stride()), list(block), layout_for(block))
+    """A descriptor over 2-D ``t`` with tiles of ``block``."""
+    return TensorDescriptor(t, list(t.shape), list(t.stride()), list(block), layout_for(block, t.dtype))
 
 
 def set_block_shape(nargs: dict) -> None:
@@ -98,7 +105,7 @@ def set_block_shape(nargs: dict) -> None:
     block = [nargs["BM"], nargs["BN"]]
     for name in ("in_desc", "out_desc"):
         nargs[name].block_shape = block
-        nargs[name].layout = layout_for(block)
+        nargs[name].layout = layout_for(block, nargs[name].base.dtype)
 
 
 def configs_with_hooks(blocks=((32, 64), (64, 64), (128, 32)), num_warps=4) -> list[triton.Config]:
