@@ -29,6 +29,8 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
 
 _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+# cp.async's Gluon name: async_load in triton 3.9 (the 3.6 name raises there)
+_cp_async = getattr(async_copy, "async_load", None) or async_copy.async_copy_global_to_shared
 TOKENS = 4096
 ROW = 576
 
@@ -53,7 +55,7 @@ def _issue_gather(kv_ptr, page_table_ptr, t, tiles_per_req, stride_pt_b, buf, ba
     pages = gl.load(page_table_ptr + b.to(gl.int64) * stride_pt_b + j * BLOCK_N + rows)
     base = kv_ptr + pages.to(gl.int64)[:, None] * 576 + cols[None, :]
     for c in gl.static_range(4):
-        async_copy.async_copy_global_to_shared(buf.slice(c * 128, 128, dim=1), base + c * 128)
+        _cp_async(buf.slice(c * 128, 128, dim=1), base + c * 128)
     async_copy.mbarrier_arrive(bar, increment_count=False)
 
 

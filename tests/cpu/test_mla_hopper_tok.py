@@ -38,6 +38,9 @@ def _compile_fn(fn, args, consts):
     from triton.experimental.gluon._runtime import GluonASTSource
     from triton.runtime.jit import mangle_type
     names = list(fn.arg_names)
+    # constexprs the launch leaves at their defaults (e.g. GATHER)
+    consts = {**{p.name: p.default for p in fn.params if p.is_constexpr and p.name not in consts and p.has_default},
+              **consts}
     values = dict(zip([n for n in names if n not in consts], args))
     signature = {n: "constexpr" if n in consts else mangle_type(values[n]) for n in names}
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names) if signature[n].startswith("*")}
@@ -155,3 +158,41 @@ def test_v2_applies_to_fp8_tokens_on_m_from_the_measured_batch():
     assert interface_hopper.v2_applies(16, "fp8", lo) and interface_hopper.v2_applies(32, "fp8", 128)
     assert not interface_hopper.v2_applies(16, "fp8", lo - 1)
     assert not interface_hopper.v2_applies(128, "fp8", 64) and not interface_hopper.v2_applies(16, "bf16", 64)
+
+
+@pytest.mark.parametrize("num_buf", [2, 3])
+def test_tok_fp8_v2_row_gather_compiles_for_page_size_1(num_buf):
+    """GATHER = 1 (page size 1): the tiles come by 16-byte cp.async copies through the page table (no TMA), into
+    the same tiles, the kernel still fits two programs per SM with two buffers, and nothing spills."""
+    q = torch.empty(2, 16, 576, dtype=torch.bfloat16)
+    kv = torch.empty(256, 1, 576, dtype=torch.float8_e4m3fn)
+    out = torch.empty(2, 16, 512, dtype=torch.bfloat16)
+    args, _, consts, _ = interface_hopper.hopper_call(q, kv, torch.zeros(2, 128, dtype=torch.int32),
+                                                      torch.ones(2, dtype=torch.int32), 0.04, 1.0, "fp8", out, False,
+                                                      sms=132, config=dict(V2=1, GATHER=1, NUM_BUF=num_buf))
+    fn, consts = interface_hopper._kernel_and_params(16, "fp8", consts, v2=True)
+    assert consts["GATHER"] == 1 and consts["PAGE_SIZE"] == 1
+    compiled = _compile_fn(fn, args, consts)
+    shared = _shared(compiled)   # also: <= 255 registers, no local memory
+    assert shared <= (SM90_SM_SHARED // 2 - 1024 if num_buf == 2 else SM90_SHARED)
+    sass = _sass(compiled)
+    assert "UTMALDG" not in sass
+    # per tile and thread: 16 copies of the 512 latent bytes' share, 4 of the (zero-padded) rope tile's
+    assert sass.count("LDGSTS.E.BYPASS.128") >= 20 and "LDGSTS.E.BYPASS.64" not in sass
+    if SCHEDULED_WITH_THIS_TRITON:
+        assert sass.count("WARPGROUP.DEPBAR") <= 8, "wgmmas serialised (ptxas C7514)"
+
+
+def test_page_sizes_that_are_not_whole_tiles_need_the_row_gather():
+    q = torch.empty(2, 16, 576, dtype=torch.bfloat16)
+    kv8 = torch.empty(64, 1, 576, dtype=torch.float8_e4m3fn)
+    assert interface_hopper.shape_supported(q, kv8, "fp8", explicit=True) is None
+    assert "not a multiple of 64" in interface_hopper.shape_supported(q, kv8, "fp8")           # path="auto"
+    assert "not a multiple of 64" in interface_hopper.shape_supported(
+        q, kv8.to(torch.bfloat16), "bf16", explicit=True)
+    with pytest.raises(ValueError, match=r"page size 1 on the Hopper path needs the row-gather loader"):
+        interface_hopper._check_gather(1, dict(V2=1))
+    with pytest.raises(ValueError, match=r"GATHER=1 is a loader of the second .* it needs V2=1"):
+        interface_hopper._check_gather(64, dict(GATHER=1))
+    interface_hopper._check_gather(1, dict(V2=1, GATHER=1))
+    interface_hopper._check_gather(64, dict(V2=1))

@@ -69,6 +69,23 @@ def test_tok_fp8_v2_matches_reference(monkeypatch, config, heads, page_size, len
     _check(x, ref, ref_lse, "fp8", seed, 2e-3, scales)
 
 
+GATHER_CASES = [(16, 1, [1, 63, 64, 65, 3001, 4096]), (32, 1, [300, 1, 4096, 191]), (16, 16, [255, 1, 2, 129]),
+                (16, 64, [1, 63, 64, 65])]
+
+
+@pytest.mark.parametrize("num_buf", [2, 3])
+@pytest.mark.parametrize("heads,page_size,lens", GATHER_CASES, ids=[f"H{h}-ps{p}-B{len(n)}" for h, p, n in GATHER_CASES])
+def test_tok_fp8_v2_row_gather_matches_reference(monkeypatch, num_buf, heads, page_size, lens):
+    """GATHER = 1 (cp.async rows through the page table: page size 1, and any other): the same bounds, NaN in
+    every cache row past seq_len, page-table entries past seq_len pointing at NaN rows."""
+    _skip_off_hopper()
+    for key, value in dict(V2=1, GATHER=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1).items():
+        monkeypatch.setitem(interface_hopper.HOPPER_TOK_FP8_CONFIG, key, value)
+    seed, x, ref, ref_lse = _case(heads, page_size, lens, "fp8")
+    scales = (x["kv_scale"], torch.tensor([x["kv_scale"]], dtype=torch.float32, device="cuda"))
+    _check(x, ref, ref_lse, "fp8", seed, 2e-3, scales)
+
+
 @pytest.mark.parametrize("pipe", [1, 2])
 @pytest.mark.parametrize("heads,page_size,lens", CASES, ids=[f"H{h}-ps{p}-B{len(n)}" for h, p, n in CASES])
 def test_bf16_tok_pipe_matches_reference(monkeypatch, pipe, heads, page_size, lens):

@@ -138,6 +138,12 @@ class MlaDecodeHopperTarget(MlaDecodeTarget):
 
 # ``graphtune ab mla_decode_hopper``: fp8, H = 16 (the tensor-parallel case), the tokens-on-M kernel's space
 AB_HOPPER_TARGET = MlaDecodeHopperTarget()
+# page size 1 (FlashMLA cannot) on the Hopper path: the second fp8 tokens-on-M kernel's row gather
+# (``graphtune ab graphtune.kernels.mla_decode.bench:AB_HOPPER_GATHER_TARGET``), next to the portable kernel there
+# (``graphtune ab mla_decode``, page size 1 too)
+AB_HOPPER_GATHER_TARGET = MlaDecodeHopperTarget(
+    name="mla_decode_hopper_gather", page_size=1,
+    configs=[triton.Config({**c, "V2": 1, "GATHER": 1}, num_warps=4) for c in interface_hopper.HOPPER_TOK_FP8_V2_SPACE])
 
 
 @dataclass

@@ -164,7 +164,8 @@ def shape_supported(q: torch.Tensor, kv_cache: torch.Tensor, fmt: str, explicit:
         return f"kv_format {fmt!r}: the Hopper kernels take bf16 and fp8 caches"
     if heads % BLOCK_H and heads % TOK_BLOCK_H:
         return f"H = {heads} is not a multiple of {TOK_BLOCK_H}"
-    if kv_cache.shape[1] % BLOCK_N:
+    if kv_cache.shape[1] % BLOCK_N and not (explicit and fmt == "fp8" and not _heads_on_m(heads)):
+        # (asked for explicitly, fp8 with H < 64 takes any page size through the row-gather loader: launch checks)
         return f"page size {kv_cache.shape[1]} is not a multiple of {BLOCK_N}"
     if not kv_cache.is_contiguous():
         return "kv_cache is not contiguous (TMA reads it as one [pages * page_size, 576] matrix)"
@@ -207,8 +208,8 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
                sms: int, block_n: int, programs_per_sm: int, lse: torch.Tensor | None, v2: bool = False):
     """Positional arguments (KV descriptors with ``block_n``-token tiles), head blocks, the constexprs no config
     sets, and ``(lse, part_o, part_lse, seg)`` with partial slots for ``programs_per_sm``. ``v2``: the second
-    fp8 tokens-on-M kernel (kernel_hopper_tok.py), which takes a [block_n, 128] rope descriptor where the first
-    takes the cache pointer."""
+    fp8 tokens-on-M kernel (kernel_hopper_tok.py), which takes a [block_n, 128] rope descriptor before the cache
+    pointer (read row by row with GATHER)."""
     batch, heads, _ = q.shape
     device = q.device
     if lse is None:
@@ -228,7 +229,8 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
             scale_ptr, scale_value, scale_from_ptr = kv_scale, 1.0, True
         else:
             scale_ptr, scale_value, scale_from_ptr = seq_lens, float(kv_scale), False   # pointer unused
-        args = (q, _descriptor(kv2, [block_n, D_NOPE]), _descriptor(kv2, [block_n, 128]) if v2 else kv_cache,
+        kv_args = (_descriptor(kv2, [block_n, 128]), kv_cache) if v2 else (kv_cache, )
+        args = (q, _descriptor(kv2, [block_n, D_NOPE]), *kv_args,
                 scale_ptr,
                 page_table, seq_lens,
                 out, lse, part_o, part_lse, seg,
@@ -284,13 +286,24 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
 
 
 # The second fp8 tokens-on-M kernel's parameters (kernel_hopper_tok.py); a pinned config with ``V2=1`` runs it.
-TOK_FP8_V2_PARAMS = ("BLOCK_N", "NUM_BUF", "PREFETCH", "FAST_MAX")
+# GATHER = 1: tiles read row by row through the page table (cp.async), for pages TMA boxes cannot cover (size 1).
+TOK_FP8_V2_PARAMS = ("BLOCK_N", "NUM_BUF", "PREFETCH", "FAST_MAX", "GATHER")
 
 
 def _check_v2(on_m: bool, fmt: str) -> None:
     if on_m or fmt != "fp8":
         raise ValueError(f"config V2=1: the second tokens-on-M kernel takes fp8 caches with H < {BLOCK_H}, "
                          f"got kv_format {fmt!r} with {'H % 64 == 0' if on_m else 'H < 64'}")
+
+
+def _check_gather(page_size: int, cfg: dict[str, int]) -> None:
+    """Pages that are not whole TMA tiles (page size 1) need the second fp8 tokens-on-M kernel's row gather."""
+    if cfg.get("GATHER") and not cfg.get("V2"):
+        raise ValueError(f"mla_decode: config {cfg}: GATHER=1 is a loader of the second fp8 tokens-on-M kernel, "
+                         "it needs V2=1")
+    if page_size % BLOCK_N and not cfg.get("GATHER"):
+        raise ValueError(f"mla_decode: page size {page_size} on the Hopper path needs the row-gather loader, config "
+                         "V2=1, GATHER=1 (not yet timed: path='auto' runs the portable kernel there)")
 
 
 def v2_applies(heads: int, fmt: str, batch: int) -> bool:
@@ -432,6 +445,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
     """Run the Hopper split kernel, tuned per batch bucket unless pinned (:func:`pinned`); returns
     ``(lse, part_o, part_lse, seg)`` for the reduction."""
     heads = q.shape[1]
+    _check_gather(kv_cache.shape[1], {**_base_config(_heads_on_m(heads), fmt == "fp8"), **(config or {})})
     if pinned(heads, fmt, config):
         args, grid, consts, scratch = hopper_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                   return_lse, sms=sms, config=config)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared,
     mbarrier,
@@ -43,6 +44,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from .kernel_hopper import (_block_barrier, _max_over_tokens, _segment, _split_start, _store_chunks,
                             _store_lse_and_segment, _tma_load, _zero_rows)
+
+# cp.async's Gluon name: async_load in triton 3.9 (the 3.6 name raises there)
+_cp_async = getattr(async_copy, "async_load", None) or async_copy.async_copy_global_to_shared
 
 
 @gluon.jit
@@ -57,6 +61,36 @@ def _issue_tile2(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, j,
     mbarrier.expect(bar, kv_nope_desc.block_type.nbytes + kv_rope_desc.block_type.nbytes)
     _tma_load(kv_nope_desc, [row, 0], bar, kn_bufs.index(stage))
     _tma_load(kv_rope_desc, [row, 512], bar, kr_bufs.index(stage))
+
+
+@gluon.jit
+def _gather_tile(kv_ptr, kn_bufs, kr_bufs, bars, pt_base, j, stage, seq_len, PAGE_SIZE: gl.constexpr,
+                 BLOCK_N: gl.constexpr, num_warps: gl.constexpr):
+    """Tile j into buffer ``stage`` row by row (any page size, page size 1 included, where TMA's boxes cannot
+    reach): 16-byte cp.async copies addressed through the page table into the same swizzled tiles the TMA path
+    fills, the rope tile's columns 64..127 zero-filled (masked copies), each thread's copies arriving on the
+    tile's barrier (initialised for every thread) when they land. Rows past ``seq_len`` read page 0 (the page
+    table may hold anything there); their scores are masked and their P.V rows zeroed as on the TMA path."""
+    layout: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [num_warps, 1], [1, 0])
+    rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout))
+    cols = gl.arange(0, 128, layout=gl.SliceLayout(0, layout))
+    tok = j * BLOCK_N + rows
+    page = gl.load(pt_base + tok // PAGE_SIZE, mask=tok < seq_len, other=0)
+    src = kv_ptr + (page.to(gl.int64) * PAGE_SIZE + tok % PAGE_SIZE)[:, None] * 576 + cols[None, :]
+    kn = kn_bufs.index(stage)
+    for c in gl.static_range(4):
+        _cp_async(kn.slice(c * 128, 128, dim=1), src + c * 128)
+    _cp_async(kr_bufs.index(stage), src + 512, mask=(cols < 64)[None, :])
+    async_copy.mbarrier_arrive(bars.index(stage), increment_count=False)
+
+
+@gluon.jit
+def _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, j, stage, seq_len,
+              PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, GATHER: gl.constexpr, num_warps: gl.constexpr):
+    if GATHER:
+        _gather_tile(kv_ptr, kn_bufs, kr_bufs, bars, pt_base, j, stage, seq_len, PAGE_SIZE, BLOCK_N, num_warps)
+    else:
+        _issue_tile2(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, j, stage, PAGE_SIZE, BLOCK_N)
 
 
 @gluon.jit
@@ -108,7 +142,7 @@ def _dim_of_row(rows):
 
 @gluon.jit(do_not_specialize=["B"])
 def _mla_decode_hopper_tok_fp8_v2_kernel(
-    q_ptr, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
+    q_ptr, kv_nope_desc, kv_rope_desc, kv_ptr, kv_scale_ptr,
     page_table_ptr, seq_lens_ptr,
     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
     sm_scale, kv_scale,
@@ -128,10 +162,12 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     PREFETCH: gl.constexpr,
     FAST_MAX: gl.constexpr,
     num_warps: gl.constexpr,
+    GATHER: gl.constexpr = 0,
 ):
     """fp8 (per-tensor) cache, H < 64: tokens on M, one warpgroup, 16 heads per program (module docstring).
     ``kv_nope_desc`` / ``kv_rope_desc``: the cache as [rows, 576] fp8 with [BLOCK_N, 512] / [BLOCK_N, 128]
-    boxes (the first kernel's argument list, with the rope descriptor where it takes the cache pointer)."""
+    boxes (the first kernel's argument list, with the rope descriptor where it takes the cache pointer);
+    ``kv_ptr``: the same cache, read row by row when ``GATHER`` (:func:`_gather_tile`: page size 1)."""
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
     gl.static_assert(BLOCK_H == 16)
@@ -184,7 +220,10 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                                              gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0]))
     bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     for k in gl.static_range(NUM_BUF):
-        mbarrier.init(bars.index(k), count=1)
+        if GATHER:   # one arrival per thread, when its copies have landed
+            mbarrier.init(bars.index(k), count=num_warps * 32)
+        else:        # the TMA transaction count
+            mbarrier.init(bars.index(k), count=1)
 
     t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps)
 
@@ -203,8 +242,8 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         _block_barrier()
         for k in gl.static_range(NUM_BUF):
             if i_first + k < i_stop:
-                _issue_tile2(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first + k, (it + k) % NUM_BUF,
-                             PAGE_SIZE, BLOCK_N)
+                _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
+                          (it + k) % NUM_BUF, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
         q_base = q_ptr + b.to(gl.int64) * stride_q_b
         q_scale = _q_cat(q_base, heads_q, hmask_q, stride_q_h, qn_smem, qr_smem, BLOCK_H, q_layout)
         fence_async_shared()
@@ -224,6 +263,9 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
             stage = it % NUM_BUF
             kn = kn_bufs.index(stage)
             mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
+            if GATHER:
+                # cp.async wrote the tile through the generic proxy; the wgmmas read it through the async one
+                fence_async_shared()
             n_valid = seq_len - i * BLOCK_N
             if n_valid < BLOCK_N:
                 # A request's last, partial tile: rows past seq_len may hold NaN; P.V must see zeros.
@@ -273,8 +315,8 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
             # barrier; P.V reads registers): its buffer takes tile i + NUM_BUF now.
             _block_barrier()
             if i + NUM_BUF < i_stop:
-                _issue_tile2(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF, stage,
-                             PAGE_SIZE, BLOCK_N)
+                _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF, stage,
+                          seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
             it += 1
         o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
 
