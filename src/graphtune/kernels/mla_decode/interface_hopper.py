@@ -445,7 +445,8 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
     """Run the Hopper split kernel, tuned per batch bucket unless pinned (:func:`pinned`); returns
     ``(lse, part_o, part_lse, seg)`` for the reduction."""
     heads = q.shape[1]
-    _check_gather(kv_cache.shape[1], {**_base_config(_heads_on_m(heads), fmt == "fp8"), **(config or {})})
+    if kv_cache.shape[1] % BLOCK_N or (config and "GATHER" in config):   # (not on every decode call)
+        _check_gather(kv_cache.shape[1], {**_base_config(_heads_on_m(heads), fmt == "fp8"), **(config or {})})
     if pinned(heads, fmt, config):
         args, grid, consts, scratch = hopper_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                   return_lse, sms=sms, config=config)
