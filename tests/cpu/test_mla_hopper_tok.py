@@ -179,6 +179,11 @@ def test_tok_fp8_v2_row_gather_compiles_for_page_size_1(num_buf):
     assert "UTMALDG" not in sass
     # per tile and thread: 16 copies of the 512 latent bytes' share, 4 of the (zero-padded) rope tile's
     assert sass.count("LDGSTS.E.BYPASS.128") >= 20 and "LDGSTS.E.BYPASS.64" not in sass
+    # the rope tile's padding columns: masked copies in the zero-fill form (a source-ignore predicate operand,
+    # not a guard that would skip the write and leave stale bytes, NaN encodings included, under the MMA)
+    import re
+    assert re.search(r"LDGSTS\.E\.BYPASS\.128 \[[^]]+\], desc\[[^]]+\]\[[^]]+\], !?P\d ;", sass)
+    assert "LDGSTSBAR.64.ARVCNT" in sass   # each thread's copies arrive on the tile's barrier
     if SCHEDULED_WITH_THIS_TRITON:
         assert sass.count("WARPGROUP.DEPBAR") <= 8, "wgmmas serialised (ptxas C7514)"
 
