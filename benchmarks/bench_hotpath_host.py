@@ -12,7 +12,6 @@ src = sys.argv[1]
 sys.path.insert(0, src)
 import torch, triton, triton.language as tl
 import graphtune
-from graphtune import tuner
 
 @triton.jit
 def _k(x_ptr, n, BLOCK: tl.constexpr):

@@ -107,7 +107,7 @@ def main() -> None:
                 print(f"N={n:2d}  {label:55s} {r['seconds']:7.3f} s  searches={r['searches']}  "
                       f"excluded={len(r['excluded'])}", flush=True)
     path = write_result("isolate_cost", dict(rows=rows), args.out)
-    print(f"\n| N configs | case | first launch, s | searches | excluded |\n| --- | --- | --- | --- | --- |")
+    print("\n| N configs | case | first launch, s | searches | excluded |\n| --- | --- | --- | --- | --- |")
     for r in rows:
         print(f"| {r['configs']} | {r['case']} | {r['seconds']:.3f} | {r['searches']} | {len(r['excluded'])} |")
     print(f"\nJSON: {path}")

@@ -679,7 +679,7 @@ def test_cli_export_import_prune(db_file, tmp_path, capsys):
         db.record(e)
     out = tmp_path / "h100.json"
     assert cli_main(["db", "export", "-o", str(out), "--device", "NVIDIA H100 80GB HBM3"]) == 0
-    assert f"exported 1 entries" in capsys.readouterr().out
+    assert "exported 1 entries" in capsys.readouterr().out
     assert cli_main(["db", "export", "-o", str(tmp_path / "none.json"), "--device", "NVIDIA B200"]) == 1
     assert "NVIDIA H100 80GB HBM3, NVIDIA H200" in capsys.readouterr().err
     assert not (tmp_path / "none.json").exists()

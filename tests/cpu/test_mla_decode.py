@@ -250,7 +250,7 @@ def _hopper_compile(kv_format: str = "bf16", heads: int = 128, page_size: int = 
     from triton.experimental.gluon._runtime import GluonASTSource
     from triton.runtime.jit import mangle_type
     import triton
-    from graphtune.kernels.mla_decode import interface_hopper, kernel_hopper
+    from graphtune.kernels.mla_decode import interface_hopper
     dtype = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}[kv_format]
     q = torch.empty(2, heads, 576, dtype=torch.bfloat16)
     kv = torch.empty(4, page_size, 576, dtype=dtype)

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from ..errors import DatabaseError
 from ..identity import current_env, env_mismatch
-from ..db import Entry, ImportReport, Summary, TuningDB, staleness
+from ..db import Entry, ImportReport, Summary, TuningDB
 
 _DEFAULT_LIMIT = 100
 _CHUNK = 500  # rows per printed table when listing everything: output starts at once, memory stays flat
