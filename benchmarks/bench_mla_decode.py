@@ -570,12 +570,15 @@ def hopper_variants(args, result: dict, out: Path) -> None:
 
 # (format, buffers, programs per SM): fp8 as the second tokens-on-M kernel's configs (40 KB tiles: 2 buffers at
 # two programs per SM, 5 at one); bf16 as the tokens-on-M kernel (72 KB tiles, 2 buffers) and one deeper.
+# Page size 1 (fp8): the row gather of the second kernel (GATHER = 1) in place of TMA, two and three buffers.
 STREAM_CONFIGS = [("fp8", 2, 2), ("fp8", 5, 1), ("bf16", 2, 1), ("bf16", 3, 1)]
+STREAM_GATHER_CONFIGS = [("fp8", 2, 2), ("fp8", 3, 1)]
 
 
-def _stream_calls(xs: list[dict], kv_format: str, num_buf: int, per_sm: int) -> list:
+def _stream_calls(xs: list[dict], kv_format: str, num_buf: int, per_sm: int, gather: int = 0) -> list:
     """Calls of ``kernel_hopper_tok._kv_stream_kernel`` over the input sets ``xs``: the decode kernels' TMA boxes
-    (fp8: [64, 512] + the [64, 128] zero-padded rope box; bf16: [64, 512] + [64, 64]) and their grid at H = 16."""
+    (fp8: [64, 512] + the [64, 128] zero-padded rope box; bf16: [64, 512] + [64, 64]), or their row gather
+    (``gather``), and their grid at H = 16."""
     from graphtune.kernels.mla_decode import kernel_hopper_tok
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     calls = []
@@ -592,30 +595,33 @@ def _stream_calls(xs: list[dict], kv_format: str, num_buf: int, per_sm: int) -> 
 
         def call(x=x, nope=nope, rope=rope, col=col, out=out, progs=progs) -> None:
             kernel_hopper_tok._kv_stream_kernel[(progs,)](
-                nope, rope, x["page_table"], x["seq_lens"], out, x["q"].shape[0], x["page_table"].stride(0),
-                PAGE_SIZE=x["kv_cache"].shape[1], ROPE_COL=col, B_CHUNK=128, BLOCK_N=64, NUM_BUF=num_buf,
-                num_warps=4)
+                nope, rope, x["kv_cache"], x["page_table"], x["seq_lens"], out, x["q"].shape[0],
+                x["page_table"].stride(0), PAGE_SIZE=x["kv_cache"].shape[1], ROPE_COL=col, B_CHUNK=128, BLOCK_N=64,
+                NUM_BUF=num_buf, num_warps=4, GATHER=gather)
         calls.append(call)
     return calls
 
 
 def stream_ceiling(args, result: dict, out: Path) -> None:
-    """What a kernel that only streams the KV tiles reaches (page size 64, H = 16's grid), in the same run."""
+    """What a kernel that only streams the KV tiles reaches (page size 64 by TMA, page size 1 by the row gather;
+    H = 16's grid), in the same run."""
     batches = [int(b) for b in (args.hopper_batches or args.vs_batches_h16).split(",")]
     rows = []
-    for kv_format, num_buf, per_sm in STREAM_CONFIGS:
-        target = bench.MlaDecodeTarget(heads=16, tokens=args.tokens, page_size=64, kv_format=kv_format)
+    for (kv_format, num_buf, per_sm), page_size, gather in (
+            [(c, 64, 0) for c in STREAM_CONFIGS] + [(c, 1, 1) for c in STREAM_GATHER_CONFIGS]):
+        target = bench.MlaDecodeTarget(heads=16, tokens=args.tokens, page_size=page_size, kv_format=kv_format)
         for b in batches:
             try:
-                ms = graph_time_ms(_stream_calls(target.inputs(b), kv_format, num_buf, per_sm))
+                ms = graph_time_ms(_stream_calls(target.inputs(b), kv_format, num_buf, per_sm, gather))
             except Exception as exc:  # noqa: BLE001 - recorded, not fatal
                 print(f"  stream {kv_format} {num_buf}x{per_sm} B{b}: {type(exc).__name__}: {str(exc)[:200]}",
                       flush=True)
                 ms = float("inf")
             tbs = target.bytes_moved(b) / (ms * 1e-3) / 1e12
-            rows.append(dict(kv_format=kv_format, num_buf=num_buf, programs_per_sm=per_sm, batch=b, ms=ms, tbs=tbs))
-            print(f"stream-only {kv_format} NUM_BUF={num_buf} PROGRAMS_PER_SM={per_sm} B={b}: {ms:.4f} ms "
-                  f"({tbs:.2f} TB/s)", flush=True)
+            rows.append(dict(kv_format=kv_format, page_size=page_size, gather=gather, num_buf=num_buf,
+                             programs_per_sm=per_sm, batch=b, ms=ms, tbs=tbs))
+            print(f"stream-only {kv_format} page size {page_size} {'gather' if gather else 'TMA'} NUM_BUF={num_buf} "
+                  f"PROGRAMS_PER_SM={per_sm} B={b}: {ms:.4f} ms ({tbs:.2f} TB/s)", flush=True)
             target.release()
         result["stream_ceiling"] = rows
         out.write_text(json.dumps(result, indent=1, default=str))
@@ -654,7 +660,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --hopper-variants: do not time the portable kernel's reference configs")
     ap.add_argument("--hopper-batches", default="", help="with --hopper-variants: H = 16 batches (comma list)")
     ap.add_argument("--stream-ceiling", action="store_true",
-                    help="with --hopper-variants: also time a kernel that only streams the KV tiles (TMA, no math)")
+                    help="with --hopper-variants: also time a kernel that only streams the KV tiles (TMA at page size "
+                         "64, the row gather at 1; no math)")
     ap.add_argument("--vs-formats", default="bf16,fp8")
     ap.add_argument("--vs-batches-h16", default="1,8,32,64,128")
     ap.add_argument("--vs-batches-h128", default="1,8,32,64")

@@ -4,7 +4,7 @@ For refactors that must not change the generated code: run it before and after, 
 kernel, H, format, config; instruction count; a hash of the instruction text without addresses. The configs are
 every per-bucket space config (as the tuned kernel runs it: ``interface_hopper.pinned_config``), the hi/lo fp8
 heads-on-M kernel and the second fp8 tokens-on-M kernel's space. Uses the compile helper of
-tests/cpu/test_mla_hopper_tok.py.
+tests/cpu/test_mla_hopper_tok.py (constexprs a launch leaves out at their defaults).
 
     PYTHONPATH=src python benchmarks/probes/sass_fingerprint.py /tmp/sass_before
 """
@@ -43,7 +43,6 @@ for heads, fmt, cfg in cases:
                                        0.04, 1.0, fmt, o, False, sms=132, config=cfg)
     v2 = bool({**H._base_config(H._heads_on_m(heads), fmt == "fp8"), **cfg}.get("V2", 0))
     fn, consts = H._kernel_and_params(heads, fmt, consts, v2=v2)
-    consts = {**{p.name: p.default for p in fn.params if p.is_constexpr and p.name not in consts and p.has_default}, **consts}
     comp = T._compile_fn(fn, args, consts)
     sass = T._sass(comp)
     body = [re.sub(r"/\*[0-9a-f]{4,}\*/", "", ln).strip() for ln in sass.splitlines() if re.search(r"/\*[0-9a-f]{4,}\*/", ln)]

@@ -245,11 +245,27 @@ def test_portable_space_fits_sm120_or_is_excluded():
 SCHEDULED_WITH_THIS_TRITON = __import__("triton").__version__.startswith("3.6.")
 
 
-def _hopper_compile(kv_format: str = "bf16", heads: int = 128, page_size: int = 64, config: dict | None = None):
+def compile_sm90(fn, args, consts: dict):
+    """Triton's compile of Gluon kernel ``fn`` for sm_90 on the CPU with a launch's positional ``args`` and
+    constexprs (those left out at their defaults), the launch's divisibility on every pointer."""
+    import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
     from triton.runtime.jit import mangle_type
-    import triton
+    from graphtune import resources
+    names = list(fn.arg_names)
+    consts = {**{p.name: p.default for p in fn.params if p.is_constexpr and p.name not in consts and p.has_default},
+              **consts}
+    values = dict(zip([n for n in names if n not in consts], args))
+    signature = {n: "constexpr" if n in consts else mangle_type(values[n]) for n in names}
+    attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names) if signature[n].startswith("*")}
+    # tests/cpu set TRITON_INTERPRET=1: compile with the switch off (as graphtune.inspect does)
+    with resources._compiler_mode(fn):
+        return triton.compile(GluonASTSource(fn, signature, consts, attrs), target=GPUTarget("cuda", 90, 32),
+                              options=dict(num_warps=consts["num_warps"]))
+
+
+def _hopper_compile(kv_format: str = "bf16", heads: int = 128, page_size: int = 64, config: dict | None = None):
     from graphtune.kernels.mla_decode import interface_hopper
     dtype = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}[kv_format]
     q = torch.empty(2, heads, 576, dtype=torch.bfloat16)
@@ -258,19 +274,8 @@ def _hopper_compile(kv_format: str = "bf16", heads: int = 128, page_size: int = 
     args, _, consts, _ = interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32),
                                                       torch.ones(2, dtype=torch.int32), 0.04, 1.0, kv_format, out,
                                                       False, sms=132, config=config)
-    fn, consts = interface_hopper._kernel_and_params(heads, kv_format, consts)
-    names = list(fn.arg_names)
-    # constexprs the launch leaves at their defaults
-    consts = {**{q.name: q.default for q in fn.params if q.is_constexpr and q.name not in consts
-                  and q.has_default}, **consts}
-    values = dict(zip([n for n in names if n not in consts], args))
-    signature = {n: "constexpr" if n in consts else mangle_type(values[n]) for n in names}
-    attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names) if signature[n].startswith("*")}
-    from graphtune import resources
-    # tests/cpu set TRITON_INTERPRET=1: compile with the switch off (as graphtune.inspect does)
-    with resources._compiler_mode(fn):
-        return triton.compile(GluonASTSource(fn, signature, consts, attrs), target=GPUTarget("cuda", 90, 32),
-                              options=dict(num_warps=consts["num_warps"]))
+    fn, consts = interface_hopper._kernel_and_params(heads, kv_format, consts, v2=bool((config or {}).get("V2")))
+    return compile_sm90(fn, args, consts)
 
 
 _ON_M_BF16 = ("HGMMA.64x256x16.F32.BF16", "HGMMA.64x32x16.F32.BF16")

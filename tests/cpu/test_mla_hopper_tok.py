@@ -15,38 +15,14 @@ from graphtune import resources
 from graphtune.kernels.mla_decode import interface_hopper, kernel_hopper_tok
 
 from test_mla_decode import SCHEDULED_WITH_THIS_TRITON
+from test_mla_decode import _hopper_compile, compile_sm90 as _compile_fn
 
 SM90_SHARED = 232448          # bytes of shared memory an sm_90 block may use
 SM90_SM_SHARED = 233472       # per SM (228 KB); each block also takes 1 KB the driver reserves
 
 
 def _compile(fmt: str, config: dict, heads: int = 16):
-    dtype = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}[fmt]
-    q = torch.empty(2, heads, 576, dtype=torch.bfloat16)
-    kv = torch.empty(4, 64, 576, dtype=dtype)
-    out = torch.empty(2, heads, 512, dtype=torch.bfloat16)
-    args, _, consts, _ = interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32),
-                                                      torch.ones(2, dtype=torch.int32), 0.04, 1.0, fmt, out, False,
-                                                      sms=132, config=config)
-    fn = interface_hopper.kernel_for(heads, fmt, v2=bool(config.get("V2", 0)))
-    return _compile_fn(fn, args, consts)
-
-
-def _compile_fn(fn, args, consts):
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-    from triton.runtime.jit import mangle_type
-    names = list(fn.arg_names)
-    # constexprs the launch leaves at their defaults (e.g. GATHER)
-    consts = {**{p.name: p.default for p in fn.params if p.is_constexpr and p.name not in consts and p.has_default},
-              **consts}
-    values = dict(zip([n for n in names if n not in consts], args))
-    signature = {n: "constexpr" if n in consts else mangle_type(values[n]) for n in names}
-    attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names) if signature[n].startswith("*")}
-    with resources._compiler_mode(fn):    # tests/cpu set TRITON_INTERPRET=1: compile with it off
-        return triton.compile(GluonASTSource(fn, signature, consts, attrs), target=GPUTarget("cuda", 90, 32),
-                              options=dict(num_warps=consts["num_warps"]))
+    return _hopper_compile(fmt, heads=heads, page_size=64, config=config)
 
 
 def _sass(compiled) -> str:
@@ -90,19 +66,25 @@ def test_bf16_tok_pipe_compiles_for_sm90_without_serialised_wgmmas(pipe):
         assert sass.count("WARPGROUP.DEPBAR") <= 8, "wgmmas serialised (ptxas C7514)"
 
 
-@pytest.mark.parametrize("fmt,rope_cols,rope_col,num_buf", [("fp8", 128, 512, 5), ("bf16", 64, 0, 3)])
-def test_stream_ceiling_kernel_compiles_for_sm90_and_fits(fmt, rope_cols, rope_col, num_buf):
+@pytest.mark.parametrize("fmt,rope_cols,rope_col,num_buf,gather",
+                         [("fp8", 128, 512, 5, 0), ("bf16", 64, 0, 3, 0), ("fp8", 128, 512, 3, 1)])
+def test_stream_ceiling_kernel_compiles_for_sm90_and_fits(fmt, rope_cols, rope_col, num_buf, gather):
     dtype = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}[fmt]
     kv2 = torch.empty(256, 576, dtype=dtype)
     nope = interface_hopper._descriptor(kv2, [64, 512])
     rope = interface_hopper._descriptor(kv2 if rope_col else kv2[:, 512:], [64, rope_cols])
-    args = (nope, rope, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
+    args = (nope, rope, kv2, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
             torch.empty(4, dtype=torch.int32), 2, 2)
-    consts = dict(PAGE_SIZE=64, ROPE_COL=rope_col, B_CHUNK=128, BLOCK_N=64, NUM_BUF=num_buf, num_warps=4)
+    consts = dict(PAGE_SIZE=1 if gather else 64, ROPE_COL=rope_col, B_CHUNK=128, BLOCK_N=64, NUM_BUF=num_buf,
+                  num_warps=4, GATHER=gather)
     compiled = _compile_fn(kernel_hopper_tok._kv_stream_kernel, args, consts)
     assert _shared(compiled) <= SM90_SHARED
     sass = _sass(compiled)
-    assert "UTMALDG.2D" in sass and "GMMA" not in sass
+    assert "GMMA" not in sass
+    if gather:   # the decode kernel's row gather, no TMA
+        assert "UTMALDG" not in sass and sass.count("LDGSTS.E.BYPASS.128") >= 20
+    else:
+        assert "UTMALDG.2D" in sass
 
 
 def test_relabelled_rows_hold_the_dims_the_output_stores_them_at():

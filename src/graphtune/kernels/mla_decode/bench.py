@@ -88,6 +88,7 @@ class MlaDecodeTarget:
     tokens: int = 4096
     page_size: int = 1
     kv_format: str = "fp8"
+    path: str = "auto"        # as ``interface._launch``: the calls of ``make`` without a path of their own
     _inputs: dict[int, list[dict]] = field(default_factory=dict, repr=False)
 
     def problem(self, size: int) -> Problem:
@@ -101,8 +102,8 @@ class MlaDecodeTarget:
             self._inputs[size] = [make_inputs(problem, seed=i) for i in range(sets)]
         return self._inputs[size]
 
-    def make(self, size: int, config: triton.Config | None, path: str = "auto") -> list[Callable[[], None]]:
-        return [run_inputs(x, self.kv_format, config, path=path) for x in self.inputs(size)]
+    def make(self, size: int, config: triton.Config | None, path: str | None = None) -> list[Callable[[], None]]:
+        return [run_inputs(x, self.kv_format, config, path=path or self.path) for x in self.inputs(size)]
 
     def bytes_moved(self, size: int) -> int:
         return self.problem(size).bytes_moved()
@@ -123,6 +124,7 @@ class MlaDecodeHopperTarget(MlaDecodeTarget):
     name: str = "mla_decode_hopper"
     configs: list[triton.Config] = field(default_factory=list)
     page_size: int = 64
+    path: str = "hopper"
 
     def __post_init__(self) -> None:
         if not self.configs:
@@ -131,9 +133,6 @@ class MlaDecodeHopperTarget(MlaDecodeTarget):
             if fp8 and not on_m:   # the tuned path runs the second tokens-on-M kernel from TOK_FP8_V2_MIN_BATCH up
                 self.configs += [triton.Config({**c, "V2": 1}, num_warps=interface_hopper.TOK_NUM_WARPS)
                                  for c in interface_hopper.HOPPER_TOK_FP8_V2_SPACE]
-
-    def make(self, size: int, config: triton.Config | None, path: str = "hopper") -> list[Callable[[], None]]:
-        return [run_inputs(x, self.kv_format, config, path=path) for x in self.inputs(size)]
 
 
 # ``graphtune ab mla_decode_hopper``: fp8, H = 16 (the tensor-parallel case), the tokens-on-M kernel's space

@@ -51,16 +51,17 @@ _cp_async = getattr(async_copy, "async_load", None) or async_copy.async_copy_glo
 
 @gluon.jit
 def _issue_tile2(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, j, stage, PAGE_SIZE: gl.constexpr,
-                 BLOCK_N: gl.constexpr):
-    """TMA of tile j into buffer ``stage``: the [BLOCK_N, 512] latent box and the [BLOCK_N, 128] rope box at
-    column 512, whose columns 576..639 are outside the tensor: TMA writes zeros there."""
+                 ROPE_COL: gl.constexpr, BLOCK_N: gl.constexpr):
+    """TMA of tile j into buffer ``stage``: the [BLOCK_N, 512] latent box and the rope box at column ``ROPE_COL``
+    (the fp8 kernel: [BLOCK_N, 128] at column 512, whose columns 576..639 are outside the tensor: TMA writes zeros
+    there; a bf16 [BLOCK_N, 64] box over the rope columns' own view: column 0)."""
     tok0 = j * BLOCK_N
     page = gl.load(pt_base + tok0 // PAGE_SIZE)
     row = page * PAGE_SIZE + tok0 % PAGE_SIZE
     bar = bars.index(stage)
     mbarrier.expect(bar, kv_nope_desc.block_type.nbytes + kv_rope_desc.block_type.nbytes)
     _tma_load(kv_nope_desc, [row, 0], bar, kn_bufs.index(stage))
-    _tma_load(kv_rope_desc, [row, 512], bar, kr_bufs.index(stage))
+    _tma_load(kv_rope_desc, [row, ROPE_COL], bar, kr_bufs.index(stage))
 
 
 @gluon.jit
@@ -86,11 +87,23 @@ def _gather_tile(kv_ptr, kn_bufs, kr_bufs, bars, pt_base, j, stage, seq_len, PAG
 
 @gluon.jit
 def _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, j, stage, seq_len,
-              PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, GATHER: gl.constexpr, num_warps: gl.constexpr):
+              PAGE_SIZE: gl.constexpr, ROPE_COL: gl.constexpr, BLOCK_N: gl.constexpr, GATHER: gl.constexpr,
+              num_warps: gl.constexpr):
+    """Tile j into buffer ``stage`` by TMA, or row by row when ``GATHER``."""
     if GATHER:
         _gather_tile(kv_ptr, kn_bufs, kr_bufs, bars, pt_base, j, stage, seq_len, PAGE_SIZE, BLOCK_N, num_warps)
     else:
-        _issue_tile2(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, j, stage, PAGE_SIZE, BLOCK_N)
+        _issue_tile2(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, j, stage, PAGE_SIZE, ROPE_COL,
+                     BLOCK_N)
+
+
+@gluon.jit
+def _init_tile_barriers(bars, NUM_BUF: gl.constexpr, GATHER: gl.constexpr, num_warps: gl.constexpr):
+    for k in gl.static_range(NUM_BUF):
+        if GATHER:   # one arrival per thread, when its copies have landed
+            mbarrier.init(bars.index(k), count=num_warps * 32)
+        else:        # the TMA transaction count
+            mbarrier.init(bars.index(k), count=1)
 
 
 @gluon.jit
@@ -219,11 +232,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         red_bufs = gl.allocate_shared_memory(gl.float32, [2, 4, BLOCK_H],
                                              gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0]))
     bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
-    for k in gl.static_range(NUM_BUF):
-        if GATHER:   # one arrival per thread, when its copies have landed
-            mbarrier.init(bars.index(k), count=num_warps * 32)
-        else:        # the TMA transaction count
-            mbarrier.init(bars.index(k), count=1)
+    _init_tile_barriers(bars, NUM_BUF, GATHER, num_warps)
 
     t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps)
 
@@ -243,7 +252,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         for k in gl.static_range(NUM_BUF):
             if i_first + k < i_stop:
                 _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
-                          (it + k) % NUM_BUF, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
+                          (it + k) % NUM_BUF, seq_len, PAGE_SIZE, 512, BLOCK_N, GATHER, num_warps)
         q_base = q_ptr + b.to(gl.int64) * stride_q_b
         q_scale = _q_cat(q_base, heads_q, hmask_q, stride_q_h, qn_smem, qr_smem, BLOCK_H, q_layout)
         fence_async_shared()
@@ -316,7 +325,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
             _block_barrier()
             if i + NUM_BUF < i_stop:
                 _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF, stage,
-                          seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
+                          seq_len, PAGE_SIZE, 512, BLOCK_N, GATHER, num_warps)
             it += 1
         o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
 
@@ -340,50 +349,38 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
 
 
 @gluon.jit(do_not_specialize=["B"])
-def _kv_stream_kernel(kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr, out_ptr, B, stride_pt_b,
+def _kv_stream_kernel(kv_nope_desc, kv_rope_desc, kv_ptr, page_table_ptr, seq_lens_ptr, out_ptr, B, stride_pt_b,
                       PAGE_SIZE: gl.constexpr, ROPE_COL: gl.constexpr, B_CHUNK: gl.constexpr,
-                      BLOCK_N: gl.constexpr, NUM_BUF: gl.constexpr, num_warps: gl.constexpr):
+                      BLOCK_N: gl.constexpr, NUM_BUF: gl.constexpr, num_warps: gl.constexpr, GATHER: gl.constexpr = 0):
     """The bandwidth ceiling of the decode kernels' load path (a measurement, not a decode): the same work split
-    and page-table walk, the same TMA boxes NUM_BUF deep, and no math (each tile is waited for and its buffer
-    refilled at once). ``out[p]``: the tiles program p waited for."""
+    and page-table walk, the same loads NUM_BUF deep (TMA boxes, or with ``GATHER`` the second fp8 kernel's row
+    gather, fp8 only), and no math (each tile is waited for and its buffer refilled at once). ``out[p]``: the
+    tiles program p waited for."""
     kn_bufs = gl.allocate_shared_memory(kv_nope_desc.dtype, [NUM_BUF] + kv_nope_desc.block_type.shape,
                                         kv_nope_desc.layout)
     kr_bufs = gl.allocate_shared_memory(kv_rope_desc.dtype, [NUM_BUF] + kv_rope_desc.block_type.shape,
                                         kv_rope_desc.layout)
     bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
-    for k in gl.static_range(NUM_BUF):
-        mbarrier.init(bars.index(k), count=1)
+    _init_tile_barriers(bars, NUM_BUF, GATHER, num_warps)
     pid = gl.program_id(0)
     t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(0), BLOCK_N, B_CHUNK, num_warps)
     it = 0
     while t < t_stop:
-        _, _, req_end, seg_stop, i_first, i_stop, pt_base = _segment(seq_lens_ptr, page_table_ptr, stride_pt_b, b, t,
-                                                                      t_stop, req_end, BLOCK_N)
+        seq_len, _, req_end, seg_stop, i_first, i_stop, pt_base = _segment(seq_lens_ptr, page_table_ptr, stride_pt_b,
+                                                                            b, t, t_stop, req_end, BLOCK_N)
         for k in gl.static_range(NUM_BUF):
             if i_first + k < i_stop:
-                _issue_stream(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
-                              (it + k) % NUM_BUF, PAGE_SIZE, ROPE_COL, BLOCK_N)
+                _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
+                          (it + k) % NUM_BUF, seq_len, PAGE_SIZE, ROPE_COL, BLOCK_N, GATHER, num_warps)
         for i in range(i_first, i_stop):
             stage = it % NUM_BUF
             mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
             if i + NUM_BUF < i_stop:
-                _issue_stream(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF, stage,
-                              PAGE_SIZE, ROPE_COL, BLOCK_N)
+                _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF, stage,
+                          seq_len, PAGE_SIZE, ROPE_COL, BLOCK_N, GATHER, num_warps)
             it += 1
         t = seg_stop
         b += 1
     gl.store(out_ptr + pid, it)
     for k in gl.static_range(NUM_BUF):
         mbarrier.invalidate(bars.index(k))
-
-
-@gluon.jit
-def _issue_stream(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, j, stage, PAGE_SIZE: gl.constexpr,
-                  ROPE_COL: gl.constexpr, BLOCK_N: gl.constexpr):
-    tok0 = j * BLOCK_N
-    page = gl.load(pt_base + tok0 // PAGE_SIZE)
-    row = page * PAGE_SIZE + tok0 % PAGE_SIZE
-    bar = bars.index(stage)
-    mbarrier.expect(bar, kv_nope_desc.block_type.nbytes + kv_rope_desc.block_type.nbytes)
-    _tma_load(kv_nope_desc, [row, 0], bar, kn_bufs.index(stage))
-    _tma_load(kv_rope_desc, [row, ROPE_COL], bar, kr_bufs.index(stage))
