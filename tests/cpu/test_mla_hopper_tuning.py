@@ -56,6 +56,19 @@ def test_every_config_of_each_hopper_space_compiles_for_sm90_and_fits(heads, fmt
 
 
 @pytest.mark.parametrize("heads,fmt", KINDS, ids=IDS)
+def test_forcing_a_space_config_runs_that_config_and_nothing_of_the_default(heads, fmt):
+    """``graphtune.force(name, **config)`` keeps the default config's values for keys the config leaves out, so
+    a space config that left out a knob of the fixed config would be forced with the fixed config's value (the
+    H200 run of session 9: the 32-token PIPE 1 config forced with the fixed EARLY 1, which does not compile)."""
+    kernels = [hopper.tuned_kernel(hopper._heads_on_m(heads), fmt == "fp8")]
+    if (heads, fmt) == (16, "fp8"):
+        kernels.append(hopper.tuned_v2_kernel())
+    for kernel in kernels:
+        for config in kernel.configs:
+            assert kernel._forced_from(dict(config.kwargs)).kwargs == config.kwargs, (kernel.name, config)
+
+
+@pytest.mark.parametrize("heads,fmt", KINDS, ids=IDS)
 def test_tuned_kernels_key_on_the_capture_buckets_with_the_fixed_config_as_default(heads, fmt):
     on_m, fp8 = hopper._heads_on_m(heads), fmt == "fp8"
     kernel = hopper.tuned_kernel(on_m, fp8)

@@ -77,9 +77,12 @@ _B_CHUNK = 128
 # bf16, heads on M: the previous fixed config (no XCH / EARLY), P through shared memory on top of the fixed
 # config (PSMEM: within 1-2%), and 32-token tiles 4 deep with the FA3-style overlap; the only kernel whose tile
 # (BLOCK_N) varies, so its configs carry the pre-hook that rebuilds the KV descriptors. (64/2/PIPE 1 and
-# 32/3/PIPE 0, slower in every cell of issue 14's run 4, left the space in session 8.)
-HOPPER_SPACE: list[dict[str, int]] = [dict(HOPPER_CONFIG), dict(BLOCK_N=64, NUM_BUF=2, PIPE=0),
-                                      {**HOPPER_CONFIG, "PSMEM": 1}, dict(BLOCK_N=32, NUM_BUF=4, PIPE=1)]
+# 32/3/PIPE 0, slower in every cell of issue 14's run 4, left the space in session 8.) Every config names every
+# key of the fixed config: ``graphtune.force(name, **config)`` keeps the default config's values for keys it
+# leaves out, and PIPE 1 does not compile with the fixed config's EARLY 1.
+HOPPER_SPACE: list[dict[str, int]] = [dict(HOPPER_CONFIG), dict(BLOCK_N=64, NUM_BUF=2, PIPE=0, XCH=0, EARLY=0),
+                                      {**HOPPER_CONFIG, "PSMEM": 1},
+                                      dict(BLOCK_N=32, NUM_BUF=4, PIPE=1, XCH=0, EARLY=0)]
 # bf16, tokens on M: one config (BLOCK_N is the wgmma's M, a third buffer does not fit; PIPE 2 won every batch
 # timed): still forceable and in coverage.
 HOPPER_TOK_SPACE: list[dict[str, int]] = [dict(HOPPER_TOK_CONFIG)]
@@ -406,16 +409,25 @@ def tuned_kernel(on_m: bool, fp8: bool):
                     default=configs[0], name=KERNEL_NAMES[(on_m, fp8)])(fn)
 
 
+# constexprs every launch sets from its inputs (not config knobs)
+_LAUNCH_CONSTEXPRS = frozenset({"PAGE_SIZE", "KV_SCALE_FROM_PTR", "RETURN_LSE", "B_CHUNK", "BLOCK_H", "num_warps"})
+
+
 def pinned_config(heads: int, fmt: str, params: dict[str, int]) -> dict[str, int]:
     """A config of the per-bucket space (its kernel parameters, e.g. an A/B candidate) as a pinned launch runs it:
     programs per SM as the tuned grid gives that config (``hopper_call`` sets them for ``V2=1``). Parameters the
     kernel does not have are a ValueError."""
     key = (_heads_on_m(heads), fmt == "fp8")
+    # the spaces' keys and every knob (a constexpr the launch does not set) of the kernels that serve the class
     known = set().union(*_SPACES[key], _SHIPPED[key])
+    kernels = [kernel_for(heads, fmt)]
     if key == (False, True):   # V2=1: the second tokens-on-M kernel
-        known |= {"V2", *TOK_FP8_V2_PARAMS}
+        known |= {"V2"}
+        kernels.append(kernel_for(heads, fmt, v2=True))
     if key == (True, True):    # QK16=0: the hi/lo fp8-score kernel
-        known |= {"QK16", "PIPE", "LO_CHAIN"}
+        known |= {"QK16"}
+        kernels.append(kernel_for(heads, fmt, qk16=not FP8_HEADS_QK16))
+    known |= {p.name for fn in kernels for p in fn.params if p.is_constexpr} - _LAUNCH_CONSTEXPRS
     unknown = sorted(set(params) - known)
     if unknown:
         raise ValueError(f"mla_decode: config {params} has parameters {unknown} that the Hopper kernel "
