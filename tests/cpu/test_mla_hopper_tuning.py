@@ -68,6 +68,29 @@ def test_forcing_a_space_config_runs_that_config_and_nothing_of_the_default(head
             assert kernel._forced_from(dict(config.kwargs)).kwargs == config.kwargs, (kernel.name, config)
 
 
+@pytest.mark.parametrize("heads,fmt,partial", [(128, "bf16", dict(BLOCK_N=64, NUM_BUF=2, PSMEM=1, MAX1=1)),
+                                                (128, "bf16", dict(BLOCK_N=64, XCH=2)),
+                                                (128, "fp8", dict(QK16=0, PIPE=0, LO_CHAIN=1)),
+                                                (128, "fp8", dict(BLOCK_N=64, WOVL=0)),
+                                                (16, "fp8", dict(NUM_BUF=4))])
+def test_pinned_config_of_a_partial_config_binds_every_knob_the_kernel_requires(heads, fmt, partial):
+    """A partial config (a variant, an A/B candidate) as a pinned launch runs it: every constexpr of its kernel
+    that the launch does not set and that has no default gets a value (the H200 run of session 9: a variant
+    without PIPE failed to bind: "missing 1 required positional argument: 'PIPE'"), knobs with a default that
+    the config leaves out take the kernel's default, not the fixed config's."""
+    cfg = hopper.pinned_config(heads, fmt, partial)
+    fn, params = hopper._kernel_and_params(heads, fmt, cfg)
+    required = {p.name for p in fn.params if p.is_constexpr and not p.has_default} - hopper._LAUNCH_CONSTEXPRS
+    assert required <= set(params), (fn.__name__, sorted(required - set(params)))
+    defaults = {p.name: p.default for p in fn.params if p.is_constexpr and p.has_default}
+    assert all(params[k] == defaults[k] for k in defaults if k in params and k not in partial)
+
+
+def test_pinned_config_names_a_required_knob_the_config_and_the_fixed_config_leave_out():
+    with pytest.raises(ValueError, match=r"leaves out \['PIPE'\]"):
+        hopper.pinned_config(128, "fp8", dict(QK16=0, LO_CHAIN=1))   # the hi/lo kernel's PIPE
+
+
 @pytest.mark.parametrize("heads,fmt", KINDS, ids=IDS)
 def test_tuned_kernels_key_on_the_capture_buckets_with_the_fixed_config_as_default(heads, fmt):
     on_m, fp8 = hopper._heads_on_m(heads), fmt == "fp8"

@@ -435,10 +435,18 @@ def pinned_config(heads: int, fmt: str, params: dict[str, int]) -> dict[str, int
     cfg = dict(params)
     if not cfg.get("V2"):
         # a pinned launch overlays the config on the fixed one (hopper_call); the tuned kernel runs a space
-        # config with the kernel's defaults for what it leaves out (e.g. EARLY 0 under PIPE 1): set those here
+        # config with the kernel's defaults for what it leaves out (e.g. EARLY 0 under PIPE 1): set those here,
+        # and the fixed config's value for a knob without a default (PIPE of the bf16 heads-on-M kernel)
         fn = kernel_for(heads, fmt, qk16=bool(cfg.get("QK16", FP8_HEADS_QK16)))
+        names = set(fn.arg_names)
         defaults = {p.name: p.default for p in fn.params if p.is_constexpr and p.has_default}
-        cfg.update({k: defaults[k] for k in _base_config(*key) if k not in cfg and k in defaults})
+        base = _base_config(*key)
+        cfg.update({k: defaults.get(k, base[k]) for k in base if k not in cfg and k in names})
+        missing = sorted({p.name for p in fn.params if p.is_constexpr and not p.has_default}
+                         - _LAUNCH_CONSTEXPRS - set(cfg))
+        if missing:
+            raise ValueError(f"mla_decode: config {params} leaves out {missing}, which the Hopper kernel "
+                             f"{fn.__name__} requires (the fixed config has no value for it)")
     if key == (False, True) and "PROGRAMS_PER_SM" not in cfg and not cfg.get("V2"):
         cfg["PROGRAMS_PER_SM"] = _tok_fp8_programs_per_sm({**_base_config(*key), **cfg})
     return cfg
