@@ -188,7 +188,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
             qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
-            BLOCK_H: gl.constexpr):
+            BLOCK_H: gl.constexpr, RELOAD: gl.constexpr):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; loads the query."""
     LOG2E: gl.constexpr = 1.4426950408889634
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -238,7 +238,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 _zero_half(kn, c_bars, stage, phase, n_valid, 0, BLOCK_N)
             s = _scores(qn_smem, qr_smem, kn, kr_bufs.index(stage), c_bars, stage, phase, s_layout, BLOCK_H,
                         BLOCK_N)
-            if k > 0:
+            if (RELOAD == 0) and (k > 0):
                 # O += P(r - 1) V_L(r - 1), issued before these score MMAs, retired: WG0's last read of tile
                 # r - 1's left half, whose buffer takes tile r + 1
                 o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=9, deps=(o, )))
@@ -272,6 +272,13 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 if n_valid - BLOCK_N < BLOCK_N:
                     _zero_half(kn_o, c_bars, 1 - stage, ((g + 1) // 2) & 1, n_valid - BLOCK_N, 0, BLOCK_N)
                 o = warpgroup_mma(p_smem, kn_o.slice(0, _HALF, dim=1), o, is_async=True)
+                if RELOAD:
+                    # RELOAD = 1: retire it at once and reload tile r + 3's left half into its buffer, instead of
+                    # after the next tile's score MMAs are issued (which wait for that tile's own loads)
+                    o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(o, )))
+                    if r + 3 < n:
+                        _issue_half(kv_nope_desc, kv_rope_desc, kn_o, kr_bufs.index(1 - stage), c_bars, pt_base,
+                                    j + 3, 1 - stage, 0, False, PAGE_SIZE, BLOCK_N)
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
         _finish_segment(0, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
                         out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
@@ -288,7 +295,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
             qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
-            BLOCK_H: gl.constexpr):
+            BLOCK_H: gl.constexpr, RELOAD: gl.constexpr):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511."""
     LOG2E: gl.constexpr = 1.4426950408889634
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -392,11 +399,13 @@ def _mla_decode_hopper_pp_kernel(
     PP: gl.constexpr,
     num_warps: gl.constexpr,
     WG1_REGS: gl.constexpr = 256,
+    RELOAD: gl.constexpr = 1,
 ):
     """Grid ``(H // 64, P)``, as ``kernel_hopper._mla_decode_hopper_kernel`` (same arguments), but
     ``num_warps = 4`` (warpgroup 0, the default partition) plus a 4-warp worker partition (warpgroup 1, with
-    ``WG1_REGS`` registers per thread). ``kv_nope_desc`` has [BLOCK_N, 64] blocks (one chunk),
-    ``kv_rope_desc`` [BLOCK_N, 64]."""
+    ``WG1_REGS`` registers per thread). ``kv_nope_desc`` has [BLOCK_N, 256] blocks (one warpgroup's half of V),
+    ``kv_rope_desc`` [BLOCK_N, 64]. RELOAD (WG0's reload of an odd tile's left half, the buffer of tile r + 2): 1
+    retires its P.V at once and reloads; 0 after the next tile's score MMAs are issued."""
     gl.static_assert(PP == 1)
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
@@ -431,10 +440,10 @@ def _mla_decode_hopper_pp_kernel(
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
-             PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H)),
+             PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD)),
         (_pp_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
-             PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H)),
+             PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD)),
     ], [4], [WG1_REGS])
