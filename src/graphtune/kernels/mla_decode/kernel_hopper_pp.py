@@ -257,13 +257,15 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             o = warpgroup_mma(gl.convert_layout(p.to(gl.bfloat16), p_layout), kn.slice(0, _HALF, dim=1), o,
                               is_async=True)
             if r + 1 < n:
-                mbarrier.wait(p_bars.index(1), p1_phase)
-                p1_phase ^= 1
-                m_o = m_smem.slice(BLOCK_H, BLOCK_H).load(rows_s)
+                # P(r) V_L(r) retired (WG0's last read of tile r's left half): the left half of tile r + 2 is
+                # requested before waiting for WG1's softmax, which cannot end sooner than this MMA
                 o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
                 if r + 2 < n:
                     _issue_half(kv_nope_desc, kv_rope_desc, kn, kr_bufs.index(stage), c_bars, pt_base, j + 2, stage,
                                 0, False, PAGE_SIZE, BLOCK_N)
+                mbarrier.wait(p_bars.index(1), p1_phase)
+                p1_phase ^= 1
+                m_o = m_smem.slice(BLOCK_H, BLOCK_H).load(rows_s)
                 beta = gl.exp2(m_i - m_o)
                 l_i = l_i * beta
                 m_i = m_o
