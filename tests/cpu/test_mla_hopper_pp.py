@@ -20,9 +20,10 @@ from test_mla_decode import SCHEDULED_WITH_THIS_TRITON, _hopper_compile
 SM90_SHARED = 232448          # bytes of shared memory an sm_90 block may use (1 KB more is the driver's)
 
 
-@pytest.fixture(scope="module")
-def compiled():
-    return _hopper_compile("bf16", heads=128, page_size=64, config=dict(PP=1))
+@pytest.fixture(scope="module", params=[dict(PP=1), dict(PP=1, RELOAD=0), dict(PP=1, WG1_FIRST=1)],
+                ids=["reload1", "reload0", "wg1-first"])
+def compiled(request):
+    return _hopper_compile("bf16", heads=128, page_size=64, config=request.param)
 
 
 def _sass(compiled) -> str:
@@ -50,6 +51,7 @@ def test_pp_kernel_mmas_and_schedule(compiled):
     assert sass.count("HGMMA.64x64x16.F32.BF16") == 2 * 9 * 4
     assert "HGMMA.64x32x16" not in sass, "score tiles split between the warpgroups (the other kernel's N = 32)"
     # ... and [64, 256] halves of O: WG0 P(own, registers) and P(other, shared); WG1 both, on two code paths
+    # (WG1_FIRST: both from registers on the two-tile path)
     assert sass.count("HGMMA.64x256x16.F32.BF16") == 5 * 4
     assert "UTMALDG.2D" in sass
     if SCHEDULED_WITH_THIS_TRITON:

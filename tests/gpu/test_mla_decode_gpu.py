@@ -217,7 +217,9 @@ HEADS_VARIANTS = [("bf16", dict(PSMEM=1)), ("bf16", dict(PSMEM=1, XCH=1)), ("bf1
                   ("bf16", dict(XCH=1)), ("bf16", dict(PSMEM=1, MAX1=1)), ("bf16", dict(XCH=1, EARLY=1)),
                   ("bf16", dict(PSMEM=1, XCH=1, EARLY=1)), ("bf16", dict(BLOCK_N=32, NUM_BUF=4, XCH=1, EARLY=1)),
                   ("fp8", dict(QK16=0, PIPE=0, LO_CHAIN=1)),
-                  ("bf16", dict(PP=1, RELOAD=1)), ("bf16", dict(PP=1, RELOAD=0))]   # the ping-pong kernel
+                  # the ping-pong kernel (kernel_hopper_pp.py)
+                  ("bf16", dict(PP=1, RELOAD=1)), ("bf16", dict(PP=1, RELOAD=0)),
+                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1))]
 HEADS_VARIANTS += [("fp8", dict(QK16=1, WOVL=w, PSMEM=p, XCH=x, LSUM=l, MAX1=m))
                    for w, p, x, l, m in ((0, 0, 0, 0, 0), (1, 0, 0, 0, 0), (1, 0, 1, 0, 0), (0, 1, 1, 0, 0),
                                          (1, 1, 1, 0, 0), (1, 1, 0, 1, 1))]

@@ -188,7 +188,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
             qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
-            BLOCK_H: gl.constexpr, RELOAD: gl.constexpr):
+            BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; loads the query."""
     LOG2E: gl.constexpr = 1.4426950408889634
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -297,7 +297,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
             qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
-            BLOCK_H: gl.constexpr, RELOAD: gl.constexpr):
+            BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511."""
     LOG2E: gl.constexpr = 1.4426950408889634
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -352,26 +352,58 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     _zero_half(kn_o, c_bars, 1 - stage, phase_o, n_valid - BLOCK_N, 1, BLOCK_N)
                 s = _scores(qn_smem, qr_smem, kn_o, kr_bufs.index(1 - stage), c_bars, 1 - stage, phase_o, s_layout,
                             BLOCK_H, BLOCK_N)
-                o, m_i, l_i, p0_phase = _take_even(o_done, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars, stage,
-                                                   phase, n_valid, s_layout, o_layout, BLOCK_N)
-                # (groups in flight: the score MMAs, then P(r) V_R(r))
-                s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
-                if r + 3 < n:
-                    _issue_rope(kv_rope_desc, kr_bufs.index(1 - stage), c_bars, pt_base, j + 3, 1 - stage, PAGE_SIZE,
-                                BLOCK_N)
-                p, beta, m_i, l_i = _softmax_step(s, m_i, l_i, (j + 1) * BLOCK_N + offs_tok < seq_len, qk_mul)
-                # P(r) V_R(r) retired: this warpgroup is done with tile r's right half and with p_smem
-                o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
-                if r + 2 < n:
-                    _issue_half(kv_nope_desc, kv_rope_desc, kn, kr_bufs.index(stage), c_bars, pt_base, j + 2, stage,
-                                1, False, PAGE_SIZE, BLOCK_N)
-                o = o * gl.convert_layout(beta, rows_o)[:, None]
-                _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
-                o = warpgroup_mma(gl.convert_layout(p.to(gl.bfloat16), p_layout), kn_o.slice(_HALF, _HALF, dim=1), o,
-                                  is_async=True)
+                if WG1_FIRST:
+                    # Softmax first, MMAs after: nothing of this warpgroup is in flight during its softmax, so the
+                    # hand-off to WG0 is not held up by P(r) V_R(r) (with the order below ptxas retires that MMA before
+                    # the softmax's exponentials anyway). P(r) is read back from p_smem, scaled by this tile's max step
+                    # and used from registers, since O is rescaled once for both tiles.
+                    mbarrier.wait(p_bars.index(0), p0_phase)
+                    p0_phase ^= 1
+                    m_e = m_smem.slice(0, BLOCK_H).load(rows_s)
+                    alpha = gl.exp2(m_i - m_e)
+                    s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
+                    if r + 3 < n:
+                        _issue_rope(kv_rope_desc, kr_bufs.index(1 - stage), c_bars, pt_base, j + 3, 1 - stage,
+                                    PAGE_SIZE, BLOCK_N)
+                    valid = (j + 1) * BLOCK_N + offs_tok < seq_len
+                    p, beta, m_i, l_i = _softmax_step(s, m_e, l_i * alpha, valid, qk_mul)
+                    if n_valid < BLOCK_N:
+                        _zero_half(kn, c_bars, stage, phase, n_valid, 1, BLOCK_N)
+                    pe = (p_smem.load(s_layout).to(gl.float32) * beta[:, None]).to(gl.bfloat16)
+                    _wg_barrier()          # every thread has read P(r) before P(r + 1) overwrites it
+                    o_done = o_done * gl.convert_layout(alpha * beta, rows_o)[:, None]
+                    _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
+                    pe_op = gl.convert_layout(pe, p_layout)
+                    o = warpgroup_mma(pe_op, kn.slice(_HALF, _HALF, dim=1), o_done, is_async=True)
+                    o = warpgroup_mma(gl.convert_layout(p.to(gl.bfloat16), p_layout), kn_o.slice(_HALF, _HALF, dim=1),
+                                      o, is_async=True)
+                    # P(r) V_R(r) retired: tile r's right half is free for tile r + 2
+                    warpgroup_mma_wait(num_outstanding=1, deps=(pe_op, ))
+                    if r + 2 < n:
+                        _issue_half(kv_nope_desc, kv_rope_desc, kn, kr_bufs.index(stage), c_bars, pt_base, j + 2,
+                                    stage, 1, False, PAGE_SIZE, BLOCK_N)
+                else:
+                    o, m_i, l_i, p0_phase = _take_even(o_done, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars,
+                                                       stage, phase, n_valid, s_layout, o_layout, BLOCK_N)
+                    # (groups in flight: the score MMAs, then P(r) V_R(r))
+                    s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
+                    if r + 3 < n:
+                        _issue_rope(kv_rope_desc, kr_bufs.index(1 - stage), c_bars, pt_base, j + 3, 1 - stage,
+                                    PAGE_SIZE, BLOCK_N)
+                    valid = (j + 1) * BLOCK_N + offs_tok < seq_len
+                    p, beta, m_i, l_i = _softmax_step(s, m_i, l_i, valid, qk_mul)
+                    # P(r) V_R(r) retired: this warpgroup is done with tile r's right half and with p_smem
+                    o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
+                    if r + 2 < n:
+                        _issue_half(kv_nope_desc, kv_rope_desc, kn, kr_bufs.index(stage), c_bars, pt_base, j + 2,
+                                    stage, 1, False, PAGE_SIZE, BLOCK_N)
+                    o = o * gl.convert_layout(beta, rows_o)[:, None]
+                    _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
+                    o = warpgroup_mma(gl.convert_layout(p.to(gl.bfloat16), p_layout), kn_o.slice(_HALF, _HALF, dim=1),
+                                      o, is_async=True)
             else:
-                o, m_i, l_i, p0_phase = _take_even(o_done, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars, stage,
-                                                   phase, n_valid, s_layout, o_layout, BLOCK_N)
+                o, m_i, l_i, p0_phase = _take_even(o_done, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars,
+                                                   stage, phase, n_valid, s_layout, o_layout, BLOCK_N)
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
         _finish_segment(1, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
                         out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
@@ -402,12 +434,14 @@ def _mla_decode_hopper_pp_kernel(
     num_warps: gl.constexpr,
     WG1_REGS: gl.constexpr = 256,
     RELOAD: gl.constexpr = 1,
+    WG1_FIRST: gl.constexpr = 0,
 ):
     """Grid ``(H // 64, P)``, as ``kernel_hopper._mla_decode_hopper_kernel`` (same arguments), but
     ``num_warps = 4`` (warpgroup 0, the default partition) plus a 4-warp worker partition (warpgroup 1, with
     ``WG1_REGS`` registers per thread). ``kv_nope_desc`` has [BLOCK_N, 256] blocks (one warpgroup's half of V),
     ``kv_rope_desc`` [BLOCK_N, 64]. RELOAD (WG0's reload of an odd tile's left half, the buffer of tile r + 2): 1
-    retires its P.V at once and reloads; 0 after the next tile's score MMAs are issued."""
+    retires its P.V at once and reloads; 0 after the next tile's score MMAs are issued. WG1_FIRST = 1: WG1 runs
+    its softmax before issuing any P.V of the pair (see ``_pp_wg1``)."""
     gl.static_assert(PP == 1)
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
@@ -442,10 +476,10 @@ def _mla_decode_hopper_pp_kernel(
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
-             PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD)),
+             PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST)),
         (_pp_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
-             PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD)),
+             PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST)),
     ], [4], [WG1_REGS])
