@@ -42,7 +42,9 @@ def test_pp_kernel_fits_sm90_as_two_warpgroups(compiled):
     # 4 warps of the default partition (warpgroup 0) + a 4-warp worker (warpgroup 1): 256 threads
     assert compiled.metadata.num_warps == 8
     ptx = compiled.asm["ptx"]
-    assert ".reqntid 256" in ptx and "setmaxnreg" in ptx
+    assert ".reqntid 256" in ptx
+    if SCHEDULED_WITH_THIS_TRITON:
+        assert "setmaxnreg" in ptx         # each partition sets its register count (triton 3.6)
 
 
 def test_pp_kernel_mmas_and_schedule(compiled):
