@@ -21,15 +21,20 @@ describe for 64 heads and two warpgroups; the code is this project's):
   its P, behind an mbarrier (``p_bars``: index 0 = an even tile's P and max, 1 = an odd tile's). Each
   warpgroup rescales its O half and its own partial row sum by every max step; the two partial sums are
   added at the end of the segment (``l_smem``, ``x_bars``);
-* the KV tile is loaded as nine 64-column TMA chunks with one mbarrier each (``c_bars``: 8 latent + 1 rope),
-  and each chunk is reloaded by the warpgroup that reads it last: columns 0..255 (V's left half) by WG0
-  once its P.V of the tile retired, columns 256..511 by WG1, the rope chunk by the tile's owner once its
-  score MMAs retired. So no warpgroup waits for the other to free a buffer, and the score MMAs of a tile
-  start on the chunks that have landed. With two buffers (query 72 KB + 2 x 72 KB = 216 KB of the 227 KB
-  a block may have) tile r + 2 goes into tile r's buffer.
+* the KV tile is loaded as three TMA parts with one mbarrier each (``c_bars``, index ``stage * 3 + part``:
+  latent columns 0..255 = V's left half, 256..511 = the right half, the rope columns), and each part is
+  reloaded by the warpgroup that reads it last: the left half by WG0 once its P.V of the tile retired, the
+  right half by WG1, the rope columns by the tile's owner once its score MMAs retired. So no warpgroup waits
+  for the other to free a buffer, and a tile's score MMAs (nine wgmma groups of 64 columns) start on the
+  half that has landed. (One mbarrier per 64-column chunk instead compiled to 209 128-thread barriers in the
+  kernel: Gluon puts one around every mbarrier wait, expect and TMA issue; 121 with three parts.) Two
+  buffers (query 72 KB + 2 x 72 KB + P 8 KB: 231,260 B, 232,284 with the 1 KB the cubin adds, of the 232,448
+  an sm_90 block may have): tile r + 2 goes into tile r's buffer.
 
-Tensor-core overlap: while one warpgroup runs its softmax, the other's P.V (of the previous tile) and
-score MMAs (of its next tile) are in flight.
+Tensor-core overlap: while one warpgroup runs its softmax, the other's P.V (of the previous tile) and score
+MMAs (of its next tile) are in flight. Compiled for sm_90, ptxas retires WG1's P(r) V_R(r) before WG1's
+softmax even where the source waits for it after (WG1_FIRST = 0), hence WG1_FIRST = 1 (softmax and hand-off
+first, both P.V of the pair after). Not yet run on a GPU (docs/mla_decode.md, "Issue 14, session 9").
 
 Rows past ``seq_len`` in a request's last tile (TMA reads whole tiles; they may hold NaN) are masked to -inf
 in the scores and zeroed in shared memory before P.V reads them (0 * NaN is NaN): each warpgroup zeroes its
