@@ -415,7 +415,12 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
 HOPPER_ON_M_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=64, NUM_BUF=2, PIPE=0, XCH=1),
                         dict(BLOCK_N=64, NUM_BUF=2, PIPE=0, XCH=1, EARLY=1),
                         dict(BLOCK_N=64, NUM_BUF=2, PIPE=0, PSMEM=1, XCH=1, EARLY=1),
-                        dict(BLOCK_N=32, NUM_BUF=4, PIPE=0, XCH=1, EARLY=1)]
+                        dict(BLOCK_N=32, NUM_BUF=4, PIPE=0, XCH=1, EARLY=1),
+                        # PP = 1: the ping-pong kernel (kernel_hopper_pp.py: the warpgroups take alternate tiles,
+                        # each a whole score tile and half of O's columns); RELOAD: when WG0 reloads the left half
+                        # of an odd tile's buffer; WG1_FIRST: WG1's softmax before its P.V MMAs
+                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1), dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=0),
+                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1, WG1_FIRST=1)]
 # bf16 tokens on M: PIPE 1 retires P.V(i - 1) at the top of tile i and issues the next load before tile i's wait;
 # PIPE 2 also keeps the softmax sum per token slot and takes the max across warps with one barrier.
 HOPPER_TOK_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=64, NUM_BUF=2, PIPE=1),

@@ -216,7 +216,10 @@ def test_hopper_fp8_matches_reference(heads, page_size, lens):
 HEADS_VARIANTS = [("bf16", dict(PSMEM=1)), ("bf16", dict(PSMEM=1, XCH=1)), ("bf16", dict(PSMEM=1, XCH=2)),
                   ("bf16", dict(XCH=1)), ("bf16", dict(PSMEM=1, MAX1=1)), ("bf16", dict(XCH=1, EARLY=1)),
                   ("bf16", dict(PSMEM=1, XCH=1, EARLY=1)), ("bf16", dict(BLOCK_N=32, NUM_BUF=4, XCH=1, EARLY=1)),
-                  ("fp8", dict(QK16=0, PIPE=0, LO_CHAIN=1))]
+                  ("fp8", dict(QK16=0, PIPE=0, LO_CHAIN=1)),
+                  # the ping-pong kernel (kernel_hopper_pp.py)
+                  ("bf16", dict(PP=1, RELOAD=1)), ("bf16", dict(PP=1, RELOAD=0)),
+                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1))]
 HEADS_VARIANTS += [("fp8", dict(QK16=1, WOVL=w, PSMEM=p, XCH=x, LSUM=l, MAX1=m))
                    for w, p, x, l, m in ((0, 0, 0, 0, 0), (1, 0, 0, 0, 0), (1, 0, 1, 0, 0), (0, 1, 1, 0, 0),
                                          (1, 1, 1, 0, 0), (1, 1, 0, 1, 1))]
@@ -229,6 +232,11 @@ def test_hopper_heads_on_m_variants_match_reference(kv_format, variant, monkeypa
     not, NaN in every cache row past seq_len, NaN-poisoned out, LSE, 132 / 7 / 1 SMs (requests straddle
     programs); fp8 to the issue's 2e-3."""
     _hopper_or_skip()
+    if variant.get("PP") and not os.environ.get("GRAPHTUNE_GPU_NEW"):
+        # written and compiled in session 9 without a GPU: a hand-off that never arrives would hang the whole
+        # suite rather than fail this test, so its first runs are explicit and under a timeout
+        pytest.skip("the ping-pong kernel has not run on a GPU yet: GRAPHTUNE_GPU_NEW=1 under a timeout "
+                    "(docs/mla_decode.md, 'Issue 14, session 9')")
     name = "HOPPER_FP8_CONFIG" if kv_format == "fp8" else "HOPPER_CONFIG"
     # the variant on the fixed tile, every knob it leaves out at the kernel's default (not the fixed config's:
     # XCH 2 and MAX1 do not compile with its EARLY 1 / XCH 1)

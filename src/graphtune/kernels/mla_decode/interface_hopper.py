@@ -26,7 +26,7 @@ from typing import Any
 import torch
 import triton
 
-from . import kernel_hopper, kernel_hopper_heads, kernel_hopper_tok
+from . import kernel_hopper, kernel_hopper_heads, kernel_hopper_pp, kernel_hopper_tok
 from .reference import D_NOPE, D_QK
 
 D_ROPE = D_QK - D_NOPE
@@ -40,6 +40,11 @@ NUM_WARPS = 8
 # MMAs (EARLY): 3-8% faster than without the two at H = 128, batch 1-64 on the H200, fastest or tied of five
 # variants in every cell (docs/mla_decode.md, session 8 run 2).
 HOPPER_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0, "XCH": 1, "EARLY": 1}
+# ``PP = 1`` in a bf16 heads-on-M config runs the ping-pong kernel instead (kernel_hopper_pp.py: two warpgroups
+# taking alternate 64-token tiles, each owning half of the output columns): warp-specialised, 4 + 4 warps; its
+# latent tiles come as two 256-column TMA halves, each on its own mbarrier.
+PP_NUM_WARPS = 4
+PP_CHUNK = 256
 # H < 64 (16, 32, 48): the tokens-on-M kernel, 16 heads and one warpgroup per program; 168,728 B of shared
 # memory (a third 72 KB buffer would not fit; BLOCK_N = 32 is not possible: a wgmma's M is a multiple of 64).
 # PIPE 2 (next load issued before tile i's wait, softmax with one block barrier) was the fastest of PIPE 0/1/2 at
@@ -208,11 +213,13 @@ def _kv_tiles(nargs: dict[str, Any]) -> None:
 
 def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool, *,
-               sms: int, block_n: int, programs_per_sm: int, lse: torch.Tensor | None, v2: bool = False):
+               sms: int, block_n: int, programs_per_sm: int, lse: torch.Tensor | None, v2: bool = False,
+               pp: bool = False):
     """Positional arguments (KV descriptors with ``block_n``-token tiles), head blocks, the constexprs no config
     sets, and ``(lse, part_o, part_lse, seg)`` with partial slots for ``programs_per_sm``. ``v2``: the second
     fp8 tokens-on-M kernel (kernel_hopper_tok.py), which takes a [block_n, 128] rope descriptor before the cache
-    pointer (read row by row with GATHER)."""
+    pointer (read row by row with GATHER). ``pp``: the bf16 ping-pong kernel (kernel_hopper_pp.py), whose latent
+    tiles come as two 256-column TMA halves."""
     batch, heads, _ = q.shape
     device = q.device
     if lse is None:
@@ -248,7 +255,7 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
                       B_CHUNK=_B_CHUNK, BLOCK_H=block_h)
         return args, head_blocks, consts, scratch
     args = (_descriptor(q2, [block_h, D_NOPE]), _descriptor(q2[:, D_NOPE:], [block_h, D_ROPE]),
-            _descriptor(kv2, [block_n, D_NOPE]), _descriptor(kv2[:, D_NOPE:], [block_n, D_ROPE]),
+            _descriptor(kv2, [block_n, PP_CHUNK if pp else D_NOPE]), _descriptor(kv2[:, D_NOPE:], [block_n, D_ROPE]),
             page_table, seq_lens,
             out, lse, part_o, part_lse, seg,
             float(sm_scale),
@@ -275,6 +282,9 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
     on_m = _heads_on_m(q.shape[1])
     cfg = {**_base_config(on_m, fmt == "fp8"), **(config or {})}
     v2 = bool(cfg.pop("V2", 0))
+    pp = bool(cfg.get("PP", 0))
+    if pp:
+        _check_pp(on_m, fmt, cfg)
     if v2:
         _check_v2(on_m, fmt)
         # (the programs per SM follow the buffers, as on the tuned path; the first kernel's keys are dropped)
@@ -283,14 +293,21 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
     programs_per_sm = cfg.pop("PROGRAMS_PER_SM", programs_per_sm)
     args, head_blocks, consts, scratch = _arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                     return_lse, sms=sms, block_n=cfg["BLOCK_N"],
-                                                    programs_per_sm=programs_per_sm, lse=lse, v2=v2)
-    consts = {**consts, **cfg, "num_warps": NUM_WARPS if on_m else TOK_NUM_WARPS}
+                                                    programs_per_sm=programs_per_sm, lse=lse, v2=v2, pp=pp)
+    consts = {**consts, **cfg, "num_warps": PP_NUM_WARPS if pp else NUM_WARPS if on_m else TOK_NUM_WARPS}
     return args, (head_blocks, _programs(sms, programs_per_sm, head_blocks)), consts, scratch
 
 
 # The second fp8 tokens-on-M kernel's parameters (kernel_hopper_tok.py); a pinned config with ``V2=1`` runs it.
 # GATHER = 1: tiles read row by row through the page table (cp.async), for pages TMA boxes cannot cover (size 1).
 TOK_FP8_V2_PARAMS = ("BLOCK_N", "NUM_BUF", "PREFETCH", "FAST_MAX", "GATHER")
+
+
+def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
+    if not on_m or fmt != "bf16" or cfg.get("BLOCK_N", BLOCK_N) != BLOCK_N:
+        raise ValueError(f"config PP=1: the ping-pong kernel takes bf16 caches with H % {BLOCK_H} == 0 and "
+                         f"BLOCK_N={BLOCK_N}, got kv_format {fmt!r} with {'H % 64 == 0' if on_m else 'H < 64'}, "
+                         f"BLOCK_N={cfg.get('BLOCK_N')}")
 
 
 def _check_v2(on_m: bool, fmt: str) -> None:
@@ -363,15 +380,18 @@ def _kernel_and_params(heads: int, fmt: str, cfg: dict[str, int], v2: bool = Fal
     """The kernel a (pinned) config runs and the config's entries that kernel takes (``QK16`` picks the
     widened-score fp8 heads-on-M kernel, ``v2`` the second fp8 tokens-on-M kernel; other kernels' keys are
     dropped)."""
-    fn = kernel_for(heads, fmt, qk16=bool(cfg.get("QK16", FP8_HEADS_QK16)), v2=v2)
+    fn = kernel_for(heads, fmt, qk16=bool(cfg.get("QK16", FP8_HEADS_QK16)), v2=v2, pp=bool(cfg.get("PP", 0)))
     names = set(fn.arg_names)
     return fn, {k: v for k, v in cfg.items() if k in names or k == "num_warps"}
 
 
-def kernel_for(heads: int, fmt: str = "bf16", *, qk16: bool | None = None, v2: bool = False):
+def kernel_for(heads: int, fmt: str = "bf16", *, qk16: bool | None = None, v2: bool = False, pp: bool = False):
     """The Gluon kernel that serves H heads: heads on M for H % 64 == 0, else tokens on M (bf16 or fp8);
     fp8 heads on M: the widened-score kernel when ``qk16`` (default ``FP8_HEADS_QK16``), else the hi/lo one;
-    ``v2``: the second fp8 tokens-on-M kernel."""
+    ``v2``: the second fp8 tokens-on-M kernel; ``pp``: the bf16 heads-on-M ping-pong kernel."""
+    if pp:
+        _check_pp(_heads_on_m(heads), fmt, {})
+        return kernel_hopper_pp._mla_decode_hopper_pp_kernel
     if v2:
         _check_v2(_heads_on_m(heads), fmt)
         return kernel_hopper_tok._mla_decode_hopper_tok_fp8_v2_kernel
@@ -424,6 +444,8 @@ def pinned_config(heads: int, fmt: str, params: dict[str, int]) -> dict[str, int
     if key == (False, True):   # V2=1: the second tokens-on-M kernel
         known |= {"V2"}
         kernels.append(kernel_for(heads, fmt, v2=True))
+    if key == (True, False):   # PP=1: the ping-pong kernel
+        kernels.append(kernel_for(heads, fmt, pp=True))
     if key == (True, True):    # QK16=0: the hi/lo fp8-score kernel
         known |= {"QK16"}
         kernels.append(kernel_for(heads, fmt, qk16=not FP8_HEADS_QK16))
@@ -437,7 +459,7 @@ def pinned_config(heads: int, fmt: str, params: dict[str, int]) -> dict[str, int
         # a pinned launch overlays the config on the fixed one (hopper_call); the tuned kernel runs a space
         # config with the kernel's defaults for what it leaves out (e.g. EARLY 0 under PIPE 1): set those here,
         # and the fixed config's value for a knob without a default (PIPE of the bf16 heads-on-M kernel)
-        fn = kernel_for(heads, fmt, qk16=bool(cfg.get("QK16", FP8_HEADS_QK16)))
+        fn = kernel_for(heads, fmt, qk16=bool(cfg.get("QK16", FP8_HEADS_QK16)), pp=bool(cfg.get("PP", 0)))
         names = set(fn.arg_names)
         defaults = {p.name: p.default for p in fn.params if p.is_constexpr and p.has_default}
         base = _base_config(*key)

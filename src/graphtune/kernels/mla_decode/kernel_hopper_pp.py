@@ -1,0 +1,490 @@
+"""Hopper (sm_90a) bf16 MLA decode, heads on M, two consumer warpgroups that take alternate tiles ("ping-pong").
+
+Only ``@gluon.jit`` functions live here (interface_hopper.py launches them; a config with ``PP = 1`` selects
+this kernel for a bf16 cache with H a multiple of 64). Shape letters as in kernel.py.
+
+Why a second heads-on-M kernel: ``kernel_hopper._mla_decode_hopper_kernel`` splits each 64-token tile's
+tokens between its two warpgroups (S = Q K^T with N = 32 each), so each warpgroup reads the whole 72 KB query
+tile from shared memory every tile, and the tensor cores idle while both warpgroups run the softmax of the
+same tile (docs/mla_decode.md, "Where the H = 128 gap stands"). Here (the schedule public FlashMLA write-ups
+describe for 64 heads and two warpgroups; the code is this project's):
+
+* ``gl.warp_specialize`` with two 4-warp partitions: WG0 (the default partition) computes the whole score
+  tile S = Q K^T [64 heads, 64 tokens] of the segment's even tiles, WG1 of the odd ones, so the query is read
+  once per tile;
+* each warpgroup owns half of the 512 output columns (O [64, 256] fp32: 128 registers per thread) and
+  multiplies the P of *every* tile by its half of V: its own P from registers (the wgmma's A operand), the
+  other warpgroup's P from a [64, 64] shared tile (``p_smem``, one buffer: the hand-offs below order its
+  reuse);
+* the running max is a chain through the tiles: tile r's softmax starts from the max after tile r - 1, which
+  the other warpgroup computed and left in shared memory (``m_smem`` slot of its warpgroup) together with
+  its P, behind an mbarrier (``p_bars``: index 0 = an even tile's P and max, 1 = an odd tile's). Each
+  warpgroup rescales its O half and its own partial row sum by every max step; the two partial sums are
+  added at the end of the segment (``l_smem``, ``x_bars``);
+* the KV tile is loaded as three TMA parts with one mbarrier each (``c_bars``, index ``stage * 3 + part``:
+  latent columns 0..255 = V's left half, 256..511 = the right half, the rope columns), and each part is
+  reloaded by the warpgroup that reads it last: the left half by WG0 once its P.V of the tile retired, the
+  right half by WG1, the rope columns by the tile's owner once its score MMAs retired. So no warpgroup waits
+  for the other to free a buffer, and a tile's score MMAs (nine wgmma groups of 64 columns) start on the
+  half that has landed. (One mbarrier per 64-column chunk instead compiled to 209 128-thread barriers in the
+  kernel: Gluon puts one around every mbarrier wait, expect and TMA issue; 121 with three parts.) Two
+  buffers (query 72 KB + 2 x 72 KB + P 8 KB: 231,260 B, 232,284 with the 1 KB the cubin adds, of the 232,448
+  an sm_90 block may have): tile r + 2 goes into tile r's buffer.
+
+Tensor-core overlap: while one warpgroup runs its softmax, the other's P.V (of the previous tile) and score
+MMAs (of its next tile) are in flight. Compiled for sm_90, ptxas retires WG1's P(r) V_R(r) before WG1's
+softmax even where the source waits for it after (WG1_FIRST = 0), hence WG1_FIRST = 1 (softmax and hand-off
+first, both P.V of the pair after). Not yet run on a GPU (docs/mla_decode.md, "Issue 14, session 9").
+
+Rows past ``seq_len`` in a request's last tile (TMA reads whole tiles; they may hold NaN) are masked to -inf
+in the scores and zeroed in shared memory before P.V reads them (0 * NaN is NaN): each warpgroup zeroes its
+own half of V, the owner before its score MMAs, the other after the hand-off (the owner's score MMAs retired).
+
+Work split as the other Hopper kernels (``kernel_hopper._split_start`` / ``_segment``: the batch's tiles end to
+end, equal ranges per program, decided on the device from ``seq_lens``; partials for the reduction kernel).
+"""
+from __future__ import annotations
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    warpgroup_mma,
+    warpgroup_mma_init,
+    warpgroup_mma_wait,
+)
+
+from .kernel_hopper import _split_start, _segment, _store_lse_and_segment, _store_o, _tma_load, _zero_rows
+
+# A barrier of the calling partition's warps only (inside ``gl.warp_specialize`` Gluon lowers it to a named
+# barrier of that partition: ``bar.sync id, 128``).
+_wg_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
+
+_D_V = gl.constexpr(512)
+_HALF = gl.constexpr(256)       # output columns per warpgroup
+
+
+@gluon.jit
+def _issue_half(kv_nope_desc, kv_rope_desc, kn, kr, c_bars, pt_base, j, stage, HALF: gl.constexpr,
+                ROPE: gl.constexpr, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
+    """TMA of tile j's latent columns ``[HALF * 256, HALF * 256 + 256)`` (one warpgroup's half of V) into buffer
+    ``stage`` on mbarrier ``stage * 3 + HALF``, and its rope columns on ``stage * 3 + 2`` when ``ROPE``."""
+    tok0 = j * BLOCK_N
+    page = gl.load(pt_base + tok0 // PAGE_SIZE)
+    row = page * PAGE_SIZE + tok0 % PAGE_SIZE
+    bar = c_bars.index(stage * 3 + HALF)
+    mbarrier.expect(bar, kv_nope_desc.block_type.nbytes)
+    _tma_load(kv_nope_desc, [row, HALF * 256], bar, kn.slice(HALF * 256, 256, dim=1))
+    if ROPE:
+        bar_r = c_bars.index(stage * 3 + 2)
+        mbarrier.expect(bar_r, kv_rope_desc.block_type.nbytes)
+        _tma_load(kv_rope_desc, [row, 0], bar_r, kr)
+
+
+@gluon.jit
+def _issue_rope(kv_rope_desc, kr, c_bars, pt_base, j, stage, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
+    tok0 = j * BLOCK_N
+    page = gl.load(pt_base + tok0 // PAGE_SIZE)
+    row = page * PAGE_SIZE + tok0 % PAGE_SIZE
+    bar = c_bars.index(stage * 3 + 2)
+    mbarrier.expect(bar, kv_rope_desc.block_type.nbytes)
+    _tma_load(kv_rope_desc, [row, 0], bar, kr)
+
+
+@gluon.jit
+def _scores(qn_smem, qr_smem, kn, kr, c_bars, stage, phase, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
+            BLOCK_N: gl.constexpr):
+    """S = Q K^T of one tile as nine async wgmma groups (one per 64 columns), each half of the latent columns
+    and the rope columns issued once they have landed."""
+    s = gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout)
+    for c in gl.static_range(8):
+        if c % 4 == 0:
+            mbarrier.wait(c_bars.index(stage * 3 + c // 4), phase)
+        s = warpgroup_mma(qn_smem.slice(c * 64, 64, dim=1), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s,
+                          use_acc=c > 0, is_async=True)
+    mbarrier.wait(c_bars.index(stage * 3 + 2), phase)
+    return warpgroup_mma(qr_smem, kr.permute((1, 0)), s, is_async=True)
+
+
+@gluon.jit
+def _zero_half(kn, c_bars, stage, phase, n_valid, HALF: gl.constexpr, BLOCK_N: gl.constexpr):
+    """Rows ``>= n_valid`` of a warpgroup's half of V (columns ``HALF * 256 ..``) of buffer ``stage`` set to zero,
+    once they have landed; visible to this warpgroup's wgmmas after it returns."""
+    mbarrier.wait(c_bars.index(stage * 3 + HALF), phase)
+    _zero_rows(kn.slice(HALF * 256, 256, dim=1), n_valid, BLOCK_N, 256, 4)
+    fence_async_shared()
+    _wg_barrier()
+
+
+@gluon.jit
+def _softmax_step(s, m_i, l_i, valid, qk_mul):
+    """Online softmax of one log2-domain tile from the running max ``m_i``: (p, alpha, m_new, l_new)."""
+    s = gl.where(valid[None, :], s * qk_mul, float("-inf"))
+    m_new = gl.maximum(m_i, gl.max(s, axis=1))
+    alpha = gl.exp2(m_i - m_new)
+    p = gl.exp2(s - m_new[:, None])
+    return p, alpha, m_new, l_i * alpha + gl.sum(p, axis=1)
+
+
+@gluon.jit
+def _hand_off(p, m_new, p_smem, m_slot, bar):
+    """This warpgroup's P and max to the other: stores, proxy fence (P is a wgmma operand), the warpgroup's
+    barrier (every thread's stores before the arrival), one arrival."""
+    p_smem.store(p.to(p_smem.dtype))
+    m_slot.store(m_new)
+    fence_async_shared()
+    _wg_barrier()
+    mbarrier.arrive(bar, count=1)
+
+
+@gluon.jit
+def _finish_segment(WG: gl.constexpr, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop,
+                    req_tiles, out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h,
+                    stride_po_s, stride_po_h, stride_pl_s, RETURN_LSE: gl.constexpr, s_layout: gl.constexpr,
+                    o_layout: gl.constexpr, BLOCK_H: gl.constexpr):
+    """End of a segment: the two partial row sums added (each warpgroup's O half and sum are relative to the
+    same final max), the O half stored, LSE and the segment slots by WG0. The exchange (slots by segment
+    parity) is also the hand-shake after which either warpgroup may reload the query and the buffers."""
+    rows: gl.constexpr = gl.SliceLayout(1, s_layout)
+    if seg % 2 == 0:
+        l_smem.slice(WG * BLOCK_H, BLOCK_H).store(l_i)
+    else:
+        l_smem.slice((2 + WG) * BLOCK_H, BLOCK_H).store(l_i)
+    _wg_barrier()
+    mbarrier.arrive(x_bars.index(WG), count=1)
+    mbarrier.wait(x_bars.index(1 - WG), seg & 1)
+    if seg % 2 == 0:
+        l_other = l_smem.slice((1 - WG) * BLOCK_H, BLOCK_H).load(rows)
+    else:
+        l_other = l_smem.slice((3 - WG) * BLOCK_H, BLOCK_H).load(rows)
+    l_tot = l_i + l_other
+    inv = gl.convert_layout(1.0 / l_tot, gl.SliceLayout(1, o_layout))
+    offs_h_o = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, o_layout))
+    offs_d_o = WG * _HALF + gl.arange(0, _HALF, layout=gl.SliceLayout(0, o_layout))
+    whole = (i_first == 0) & (i_stop == req_tiles)
+    _store_o(o * inv[:, None], whole, b, pid, h0 + offs_h_o, offs_d_o, out_ptr, part_o_ptr, stride_out_b,
+             stride_out_h, stride_po_s, stride_po_h, None, False)
+    if WG == 0:
+        heads_s = h0 + gl.arange(0, BLOCK_H, layout=rows)
+        _store_lse_and_segment(m_i + gl.log2(l_tot), whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads_s,
+                               lse_ptr, part_lse_ptr, seg_ptr, stride_pl_s, None, RETURN_LSE)
+
+
+@gluon.jit
+def _take_even(o, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars, stage, phase, n_valid,
+               s_layout: gl.constexpr, o_layout: gl.constexpr, BLOCK_N: gl.constexpr):
+    """WG1's share of WG0's tile r: wait for its P and max, rescale (O, l) to that max, and issue
+    O += P(r) V_R(r) with P from ``p_smem`` (rows past seq_len of the right half zeroed first: WG0's score MMAs,
+    the other reader of those rows, are retired). ``o`` must be retired (a tensor); returns it in flight."""
+    mbarrier.wait(p_bars.index(0), p0_phase)
+    m_e = m_smem.slice(0, 64).load(gl.SliceLayout(1, s_layout))
+    alpha = gl.exp2(m_i - m_e)
+    o = o * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
+    if n_valid < BLOCK_N:
+        _zero_half(kn, c_bars, stage, phase, n_valid, 1, BLOCK_N)
+    o = warpgroup_mma(p_smem, kn.slice(_HALF, _HALF, dim=1), o, is_async=True)
+    return o, m_e, l_i * alpha, p0_phase ^ 1
+
+
+@gluon.jit
+def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
+            out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
+            stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
+            qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
+            PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
+            BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr):
+    """Warpgroup 0: the even tiles of each segment, output columns 0..255; loads the query."""
+    LOG2E: gl.constexpr = 1.4426950408889634
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, _HALF, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    pid_h = gl.program_id(0)
+    pid = gl.program_id(1)
+    h0 = pid_h * BLOCK_H
+    qk_mul = sm_scale * LOG2E
+    offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(1), BLOCK_N, B_CHUNK, 4)
+    it = 0          # tiles of this program before the segment: tile r of the segment is in buffer (it + r) % 2
+    seg = 0
+    p1_phase = 0
+    while t < t_stop:
+        seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+            seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
+        n = i_stop - i_first
+        # (past the previous segment's exchange: both warpgroups' MMAs of it are retired)
+        mbarrier.expect(q_bar, q_nope_desc.block_type.nbytes + q_rope_desc.block_type.nbytes)
+        _tma_load(q_nope_desc, [b * H + h0, 0], q_bar, qn_smem)
+        _tma_load(q_rope_desc, [b * H + h0, 0], q_bar, qr_smem)
+        s0 = it % 2
+        _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(s0), kr_bufs.index(s0), c_bars, pt_base, i_first,
+                    s0, 0, True, PAGE_SIZE, BLOCK_N)
+        if n > 1:
+            _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(1 - s0), kr_bufs.index(1 - s0), c_bars, pt_base,
+                        i_first + 1, 1 - s0, 0, False, PAGE_SIZE, BLOCK_N)
+        mbarrier.wait(q_bar, seg & 1)
+
+        m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=rows_s)
+        l_i = gl.zeros([BLOCK_H], gl.float32, layout=rows_s)
+        o = warpgroup_mma_init(gl.zeros([BLOCK_H, _HALF], gl.float32, layout=o_layout))
+        for k in range(0, (n + 1) // 2):
+            r = 2 * k
+            g = it + r
+            stage = g % 2
+            phase = (g // 2) & 1
+            kn = kn_bufs.index(stage)
+            j = i_first + r
+            n_valid = seq_len - j * BLOCK_N
+            if n_valid < BLOCK_N:
+                _zero_half(kn, c_bars, stage, phase, n_valid, 0, BLOCK_N)
+            s = _scores(qn_smem, qr_smem, kn, kr_bufs.index(stage), c_bars, stage, phase, s_layout, BLOCK_H,
+                        BLOCK_N)
+            if (RELOAD == 0) and (k > 0):
+                # O += P(r - 1) V_L(r - 1), issued before these score MMAs, retired: WG0's last read of tile
+                # r - 1's left half, whose buffer takes tile r + 1
+                o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=9, deps=(o, )))
+                if r + 1 < n:
+                    _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(1 - stage), kr_bufs.index(1 - stage),
+                                c_bars, pt_base, j + 1, 1 - stage, 0, False, PAGE_SIZE, BLOCK_N)
+            s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
+            if r + 2 < n:
+                # the score MMAs were the rope chunk's only reader
+                _issue_rope(kv_rope_desc, kr_bufs.index(stage), c_bars, pt_base, j + 2, stage, PAGE_SIZE, BLOCK_N)
+            p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, j * BLOCK_N + offs_tok < seq_len, qk_mul)
+            o = o * gl.convert_layout(alpha, rows_o)[:, None]
+            # p_smem's last reader (this warpgroup's P.V of tile r - 1) is retired; WG1 read its previous
+            # content (P of tile r - 2) before it wrote that of tile r - 1
+            _hand_off(p, m_i, p_smem, m_smem.slice(0, BLOCK_H), p_bars.index(0))
+            o = warpgroup_mma(gl.convert_layout(p.to(gl.bfloat16), p_layout), kn.slice(0, _HALF, dim=1), o,
+                              is_async=True)
+            if r + 1 < n:
+                # P(r) V_L(r) retired (WG0's last read of tile r's left half): the left half of tile r + 2 is
+                # requested before waiting for WG1's softmax, which cannot end sooner than this MMA
+                o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
+                if r + 2 < n:
+                    _issue_half(kv_nope_desc, kv_rope_desc, kn, kr_bufs.index(stage), c_bars, pt_base, j + 2, stage,
+                                0, False, PAGE_SIZE, BLOCK_N)
+                mbarrier.wait(p_bars.index(1), p1_phase)
+                p1_phase ^= 1
+                m_o = m_smem.slice(BLOCK_H, BLOCK_H).load(rows_s)
+                beta = gl.exp2(m_i - m_o)
+                l_i = l_i * beta
+                m_i = m_o
+                o = o * gl.convert_layout(beta, rows_o)[:, None]
+                kn_o = kn_bufs.index(1 - stage)
+                if n_valid - BLOCK_N < BLOCK_N:
+                    _zero_half(kn_o, c_bars, 1 - stage, ((g + 1) // 2) & 1, n_valid - BLOCK_N, 0, BLOCK_N)
+                o = warpgroup_mma(p_smem, kn_o.slice(0, _HALF, dim=1), o, is_async=True)
+                if RELOAD:
+                    # RELOAD = 1: retire it at once and reload tile r + 3's left half into its buffer, instead of
+                    # after the next tile's score MMAs are issued (which wait for that tile's own loads)
+                    o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(o, )))
+                    if r + 3 < n:
+                        _issue_half(kv_nope_desc, kv_rope_desc, kn_o, kr_bufs.index(1 - stage), c_bars, pt_base,
+                                    j + 3, 1 - stage, 0, False, PAGE_SIZE, BLOCK_N)
+        o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
+        _finish_segment(0, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
+                        out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
+                        stride_po_h, stride_pl_s, RETURN_LSE, s_layout, o_layout, BLOCK_H)
+        it += n
+        seg += 1
+        t = seg_stop
+        b += 1
+
+
+@gluon.jit
+def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
+            out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
+            stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
+            qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
+            PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
+            BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr):
+    """Warpgroup 1: the odd tiles of each segment, output columns 256..511."""
+    LOG2E: gl.constexpr = 1.4426950408889634
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, _HALF, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    pid_h = gl.program_id(0)
+    pid = gl.program_id(1)
+    h0 = pid_h * BLOCK_H
+    qk_mul = sm_scale * LOG2E
+    offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(1), BLOCK_N, B_CHUNK, 4)
+    it = 0
+    seg = 0
+    p0_phase = 0
+    while t < t_stop:
+        seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+            seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
+        n = i_stop - i_first
+        s0 = it % 2
+        _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(s0), kr_bufs.index(s0), c_bars, pt_base, i_first,
+                    s0, 1, False, PAGE_SIZE, BLOCK_N)
+        if n > 1:
+            _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(1 - s0), kr_bufs.index(1 - s0), c_bars, pt_base,
+                        i_first + 1, 1 - s0, 1, True, PAGE_SIZE, BLOCK_N)
+        mbarrier.wait(q_bar, seg & 1)
+
+        m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=rows_s)
+        l_i = gl.zeros([BLOCK_H], gl.float32, layout=rows_s)
+        o = warpgroup_mma_init(gl.zeros([BLOCK_H, _HALF], gl.float32, layout=o_layout))
+        for k in range(0, (n + 1) // 2):
+            r = 2 * k
+            g = it + r
+            stage = g % 2               # tile r (WG0's); tile r + 1 (this warpgroup's) is in 1 - stage
+            phase = (g // 2) & 1
+            phase_o = ((g + 1) // 2) & 1
+            kn = kn_bufs.index(stage)
+            kn_o = kn_bufs.index(1 - stage)
+            j = i_first + r
+            n_valid = seq_len - j * BLOCK_N
+            # O += P(r - 1) V_R(r - 1) retired: this warpgroup's last read of tile r - 1's right half, whose
+            # buffer takes tile r + 1
+            o_done = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
+            if r + 1 < n:
+                if k > 0:
+                    _issue_half(kv_nope_desc, kv_rope_desc, kn_o, kr_bufs.index(1 - stage), c_bars, pt_base, j + 1,
+                                1 - stage, 1, False, PAGE_SIZE, BLOCK_N)
+                if n_valid - BLOCK_N < BLOCK_N:
+                    _zero_half(kn_o, c_bars, 1 - stage, phase_o, n_valid - BLOCK_N, 1, BLOCK_N)
+                s = _scores(qn_smem, qr_smem, kn_o, kr_bufs.index(1 - stage), c_bars, 1 - stage, phase_o, s_layout,
+                            BLOCK_H, BLOCK_N)
+                if WG1_FIRST:
+                    # Softmax first, MMAs after: nothing of this warpgroup is in flight during its softmax, so the
+                    # hand-off to WG0 is not held up by P(r) V_R(r) (with the order below ptxas retires that MMA before
+                    # the softmax's exponentials anyway). P(r) is read back from p_smem, scaled by this tile's max step
+                    # and used from registers, since O is rescaled once for both tiles.
+                    mbarrier.wait(p_bars.index(0), p0_phase)
+                    p0_phase ^= 1
+                    m_e = m_smem.slice(0, BLOCK_H).load(rows_s)
+                    alpha = gl.exp2(m_i - m_e)
+                    s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
+                    if r + 3 < n:
+                        _issue_rope(kv_rope_desc, kr_bufs.index(1 - stage), c_bars, pt_base, j + 3, 1 - stage,
+                                    PAGE_SIZE, BLOCK_N)
+                    valid = (j + 1) * BLOCK_N + offs_tok < seq_len
+                    p, beta, m_i, l_i = _softmax_step(s, m_e, l_i * alpha, valid, qk_mul)
+                    if n_valid < BLOCK_N:
+                        _zero_half(kn, c_bars, stage, phase, n_valid, 1, BLOCK_N)
+                    pe = (p_smem.load(s_layout).to(gl.float32) * beta[:, None]).to(gl.bfloat16)
+                    _wg_barrier()          # every thread has read P(r) before P(r + 1) overwrites it
+                    o_done = o_done * gl.convert_layout(alpha * beta, rows_o)[:, None]
+                    _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
+                    pe_op = gl.convert_layout(pe, p_layout)
+                    o = warpgroup_mma(pe_op, kn.slice(_HALF, _HALF, dim=1), o_done, is_async=True)
+                    o = warpgroup_mma(gl.convert_layout(p.to(gl.bfloat16), p_layout), kn_o.slice(_HALF, _HALF, dim=1),
+                                      o, is_async=True)
+                    # P(r) V_R(r) retired: tile r's right half is free for tile r + 2
+                    warpgroup_mma_wait(num_outstanding=1, deps=(pe_op, ))
+                    if r + 2 < n:
+                        _issue_half(kv_nope_desc, kv_rope_desc, kn, kr_bufs.index(stage), c_bars, pt_base, j + 2,
+                                    stage, 1, False, PAGE_SIZE, BLOCK_N)
+                else:
+                    o, m_i, l_i, p0_phase = _take_even(o_done, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars,
+                                                       stage, phase, n_valid, s_layout, o_layout, BLOCK_N)
+                    # (groups in flight: the score MMAs, then P(r) V_R(r))
+                    s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
+                    if r + 3 < n:
+                        _issue_rope(kv_rope_desc, kr_bufs.index(1 - stage), c_bars, pt_base, j + 3, 1 - stage,
+                                    PAGE_SIZE, BLOCK_N)
+                    valid = (j + 1) * BLOCK_N + offs_tok < seq_len
+                    p, beta, m_i, l_i = _softmax_step(s, m_i, l_i, valid, qk_mul)
+                    # P(r) V_R(r) retired: this warpgroup is done with tile r's right half and with p_smem
+                    o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
+                    if r + 2 < n:
+                        _issue_half(kv_nope_desc, kv_rope_desc, kn, kr_bufs.index(stage), c_bars, pt_base, j + 2,
+                                    stage, 1, False, PAGE_SIZE, BLOCK_N)
+                    o = o * gl.convert_layout(beta, rows_o)[:, None]
+                    _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
+                    o = warpgroup_mma(gl.convert_layout(p.to(gl.bfloat16), p_layout), kn_o.slice(_HALF, _HALF, dim=1),
+                                      o, is_async=True)
+            else:
+                o, m_i, l_i, p0_phase = _take_even(o_done, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars,
+                                                   stage, phase, n_valid, s_layout, o_layout, BLOCK_N)
+        o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
+        _finish_segment(1, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
+                        out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
+                        stride_po_h, stride_pl_s, RETURN_LSE, s_layout, o_layout, BLOCK_H)
+        it += n
+        seg += 1
+        t = seg_stop
+        b += 1
+
+
+@gluon.jit(do_not_specialize=["B"])
+def _mla_decode_hopper_pp_kernel(
+    q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc,
+    page_table_ptr, seq_lens_ptr,
+    out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
+    sm_scale,
+    B, H,
+    stride_pt_b,
+    stride_out_b, stride_out_h,
+    stride_po_s, stride_po_h,
+    stride_pl_s,
+    PAGE_SIZE: gl.constexpr,
+    RETURN_LSE: gl.constexpr,
+    B_CHUNK: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    BLOCK_H: gl.constexpr,
+    PP: gl.constexpr,
+    num_warps: gl.constexpr,
+    WG1_REGS: gl.constexpr = 256,
+    RELOAD: gl.constexpr = 1,
+    WG1_FIRST: gl.constexpr = 0,
+):
+    """Grid ``(H // 64, P)``, as ``kernel_hopper._mla_decode_hopper_kernel`` (same arguments), but
+    ``num_warps = 4`` (warpgroup 0, the default partition) plus a 4-warp worker partition (warpgroup 1, with
+    ``WG1_REGS`` registers per thread). ``kv_nope_desc`` has [BLOCK_N, 256] blocks (one warpgroup's half of V),
+    ``kv_rope_desc`` [BLOCK_N, 64]. RELOAD (WG0's reload of an odd tile's left half, the buffer of tile r + 2): 1
+    retires its P.V at once and reloads; 0 after the next tile's score MMAs are issued. WG1_FIRST = 1: WG1 runs
+    its softmax before issuing any P.V of the pair (see ``_pp_wg1``)."""
+    gl.static_assert(PP == 1)
+    gl.static_assert(BLOCK_H == 64)
+    gl.static_assert(BLOCK_N == 64)
+    gl.static_assert(num_warps == 4)
+    gl.static_assert(kv_nope_desc.block_type.shape[1] == _HALF)
+    dtype: gl.constexpr = kv_nope_desc.dtype
+    kn_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, _D_V], dtype)
+    vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
+    qn_smem = gl.allocate_shared_memory(dtype, [BLOCK_H, _D_V], q_nope_desc.layout)
+    qr_smem = gl.allocate_shared_memory(dtype, [BLOCK_H, 64], q_rope_desc.layout)
+    # each 64-column chunk of a [64, 512] tile is one contiguous 8 KB swizzled block: the TMA chunks land in
+    # slices of it, the P.V wgmmas read four of them as one [64, 256] operand
+    kn_bufs = gl.allocate_shared_memory(dtype, [2, BLOCK_N, _D_V], kn_layout)
+    kr_bufs = gl.allocate_shared_memory(dtype, [2, BLOCK_N, 64], kv_rope_desc.layout)
+    p_smem = gl.allocate_shared_memory(dtype, [BLOCK_H, BLOCK_N],
+                                       gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], dtype))
+    m_smem = gl.allocate_shared_memory(gl.float32, [2 * BLOCK_H], vec)
+    l_smem = gl.allocate_shared_memory(gl.float32, [4 * BLOCK_H], vec)
+    c_bars = gl.allocate_shared_memory(gl.int64, [6, 1], mbarrier.MBarrierLayout())
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    p_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    x_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    for k in gl.static_range(6):
+        mbarrier.init(c_bars.index(k), count=1)
+    mbarrier.init(q_bar, count=1)
+    for k in gl.static_range(2):
+        mbarrier.init(p_bars.index(k), count=1)
+        mbarrier.init(x_bars.index(k), count=1)
+    # (the argument tuples written out: a tuple bound to a name first loses its constexprs' types, triton 3.6)
+    gl.warp_specialize([
+        (_pp_wg0, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
+             out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
+             stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
+             qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
+             PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST)),
+        (_pp_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
+             out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
+             stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
+             qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
+             PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST)),
+    ], [4], [WG1_REGS])

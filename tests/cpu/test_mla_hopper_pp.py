@@ -1,0 +1,91 @@
+"""The bf16 heads-on-M ping-pong kernel (kernel_hopper_pp.py, config ``PP = 1``) compiled for sm_90 on a CPU (no
+GPU needed): it fits an SM, runs as two 4-warp partitions, holds the MMAs its design rests on (each warpgroup a
+whole [64, 64] score tile and a [64, 256] half of O), and its wgmmas stay asynchronous. The interface routes
+``PP = 1`` to it with 256-column latent TMA boxes and refuses it where it does not apply.
+tests/gpu/test_mla_decode_gpu.py (``HEADS_VARIANTS``) runs it against the reference on an H200.
+"""
+from __future__ import annotations
+
+import subprocess
+import tempfile
+
+import pytest
+import torch
+
+from graphtune import resources
+from graphtune.kernels.mla_decode import interface_hopper, kernel_hopper_pp
+
+from test_mla_decode import SCHEDULED_WITH_THIS_TRITON, _hopper_compile
+
+SM90_SHARED = 232448          # bytes of shared memory an sm_90 block may use (1 KB more is the driver's)
+
+
+@pytest.fixture(scope="module", params=[dict(PP=1), dict(PP=1, RELOAD=0), dict(PP=1, WG1_FIRST=1)],
+                ids=["reload1", "reload0", "wg1-first"])
+def compiled(request):
+    return _hopper_compile("bf16", heads=128, page_size=64, config=request.param)
+
+
+def _sass(compiled) -> str:
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(compiled.asm["cubin"])
+        f.flush()
+        return subprocess.run([resources._cuobjdump(), "--dump-sass", f.name], capture_output=True, text=True,
+                              check=True).stdout
+
+
+def test_pp_kernel_fits_sm90_as_two_warpgroups(compiled):
+    usage = resources._resource_usage(compiled.asm["cubin"], compiled.metadata.name)
+    assert usage["REG"] <= 255
+    # query 72 KB + two 72 KB tiles + P (8 KB) + maxima, sums and barriers: 231,260 B when written
+    assert compiled.metadata.shared + usage.get("SHARED", 0) <= SM90_SHARED, compiled.metadata.shared
+    # 4 warps of the default partition (warpgroup 0) + a 4-warp worker (warpgroup 1): 256 threads
+    assert compiled.metadata.num_warps == 8
+    ptx = compiled.asm["ptx"]
+    assert ".reqntid 256" in ptx
+    if SCHEDULED_WITH_THIS_TRITON:
+        assert "setmaxnreg" in ptx         # each partition sets its register count (triton 3.6)
+
+
+def test_pp_kernel_mmas_and_schedule(compiled):
+    sass = _sass(compiled)
+    # each warpgroup: a whole [64 heads, 64 tokens] score tile in nine K-chunks of 64 (4 k-steps each) ...
+    assert sass.count("HGMMA.64x64x16.F32.BF16") == 2 * 9 * 4
+    assert "HGMMA.64x32x16" not in sass, "score tiles split between the warpgroups (the other kernel's N = 32)"
+    # ... and [64, 256] halves of O: WG0 P(own, registers) and P(other, shared); WG1 both, on two code paths
+    # (WG1_FIRST: both from registers on the two-tile path)
+    assert sass.count("HGMMA.64x256x16.F32.BF16") == 5 * 4
+    assert "UTMALDG.2D" in sass
+    if SCHEDULED_WITH_THIS_TRITON:
+        assert sass.count("WARPGROUP.DEPBAR") <= 8, "wgmmas serialised (ptxas C7514)"
+
+
+def test_pp_config_routes_to_the_ping_pong_kernel():
+    q = torch.empty(2, 128, 576, dtype=torch.bfloat16)
+    kv = torch.empty(4, 64, 576, dtype=torch.bfloat16)
+    out = torch.empty(2, 128, 512, dtype=torch.bfloat16)
+    pt, lens = torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32)
+    args, grid, consts, _ = interface_hopper.hopper_call(q, kv, pt, lens, 0.04, 1.0, "bf16", out, False, sms=132,
+                                                         config=dict(PP=1))
+    fn, consts = interface_hopper._kernel_and_params(128, "bf16", consts)
+    assert fn is kernel_hopper_pp._mla_decode_hopper_pp_kernel
+    assert consts["num_warps"] == interface_hopper.PP_NUM_WARPS == 4
+    assert "XCH" not in consts and "EARLY" not in consts       # the other kernel's knobs are dropped
+    assert list(args[2].block_shape) == [64, 256]               # latent columns in two TMA halves
+    assert grid == (2, 66)
+    assert interface_hopper.pinned_config(128, "bf16", dict(BLOCK_N=64, NUM_BUF=2, PP=1))["PP"] == 1
+
+
+@pytest.mark.parametrize("heads,fmt,config,needle", [
+    (16, "bf16", dict(PP=1), "H < 64"),
+    (128, "fp8", dict(PP=1), "kv_format 'fp8'"),
+    (128, "bf16", dict(PP=1, BLOCK_N=32), "BLOCK_N=32")])
+def test_pp_config_refused_where_it_does_not_apply(heads, fmt, config, needle):
+    dtype = torch.float8_e4m3fn if fmt == "fp8" else torch.bfloat16
+    q = torch.empty(2, heads, 576, dtype=torch.bfloat16)
+    kv = torch.empty(4, 64, 576, dtype=dtype)
+    out = torch.empty(2, heads, 512, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="PP=1") as err:
+        interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
+                                     0.04, 1.0, fmt, out, False, sms=132, config=config)
+    assert needle in str(err.value)
