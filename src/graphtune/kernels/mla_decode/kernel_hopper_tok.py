@@ -153,6 +153,41 @@ def _dim_of_row(rows):
     return 32 * w + 4 * q + 2 * a + s
 
 
+@gluon.jit
+def _scores_v2(kn, kr, qn_smem, qr_smem, s_layout: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr,
+               RK64: gl.constexpr):
+    """S = K [hi | lo]^T of one tile, issued (asynchronous): 16 latent k-steps and the rope's, 4 over the
+    zero-padded [64, 128] rope tile, or with ``RK64`` 2 over its first 64 columns (the other two multiply the
+    zero padding)."""
+    s2 = gl.zeros([BLOCK_N, 2 * BLOCK_H], gl.float32, layout=s_layout)
+    s2 = warpgroup_mma(kn, qn_smem.permute((1, 0)), s2, use_acc=False, is_async=True)
+    if RK64:
+        s2 = warpgroup_mma(kr.slice(0, 64, dim=1), qr_smem.slice(0, 64, dim=1).permute((1, 0)), s2, is_async=True)
+    else:
+        s2 = warpgroup_mma(kr, qr_smem.permute((1, 0)), s2, is_async=True)
+    return s2
+
+
+@gluon.jit
+def _softmax_v2(s2, qk_mul, n_valid, m_i, l_acc, red, offs_tok, s16_layout: gl.constexpr, o_layout: gl.constexpr,
+                BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, FAST_MAX: gl.constexpr):
+    """One tile's online softmax from the [hi | lo] scores: ``(p, alpha as an O-layout row, m, l_acc)``."""
+    # columns [0, 16) hi, [16, 32) lo: bit 4 of the column is a register bit of s_layout (no data moves)
+    s_hi, s_lo = gl.split(gl.permute(gl.reshape(s2, [BLOCK_N, 2, BLOCK_H]), (0, 2, 1)))
+    s = gl.convert_layout(s_hi, s16_layout) + gl.convert_layout(s_lo, s16_layout) * 0.0625
+    s = s * qk_mul[None, :]
+    s = gl.where((offs_tok < n_valid)[:, None], s, float("-inf"))
+    if FAST_MAX:
+        m_new = gl.maximum(m_i, _max_over_tokens(s, red, s16_layout))
+    else:
+        m_new = gl.maximum(m_i, gl.max(s, axis=0))
+    alpha = gl.exp2(m_i - m_new)
+    p = gl.exp2(s - m_new[None, :])
+    l_acc = l_acc * alpha[None, :] + p
+    alpha_o = gl.convert_layout(alpha, gl.SliceLayout(0, o_layout))[None, :]
+    return p, alpha_o, m_new, l_acc
+
+
 @gluon.jit(do_not_specialize=["B"])
 def _mla_decode_hopper_tok_fp8_v2_kernel(
     q_ptr, kv_nope_desc, kv_rope_desc, kv_ptr, kv_scale_ptr,
@@ -176,6 +211,8 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     FAST_MAX: gl.constexpr,
     num_warps: gl.constexpr,
     GATHER: gl.constexpr = 0,
+    LOOK: gl.constexpr = 0,
+    RK64: gl.constexpr = 0,
 ):
     """fp8 (per-tensor) cache, H < 64: tokens on M, one warpgroup, 16 heads per program (module docstring).
     ``kv_nope_desc`` / ``kv_rope_desc``: the cache as [rows, 576] fp8 with [BLOCK_N, 512] / [BLOCK_N, 128]
@@ -227,10 +264,9 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     p_bufs = gl.allocate_shared_memory(gl.float16, [2, BLOCK_N, BLOCK_H], p_smem_layout)
     # the query's rope padding, written once (the segments rewrite columns 0..63)
     qr_smem.slice(64, 64, dim=1).store(gl.zeros([2 * BLOCK_H, 64], gl.float8e4nv, layout=q_layout))
-    if FAST_MAX:
-        # per-warp maxima of the scores, double-buffered (tile i + 1 may write while a warp still reads tile i's)
-        red_bufs = gl.allocate_shared_memory(gl.float32, [2, 4, BLOCK_H],
-                                             gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0]))
+    # per-warp maxima of the scores (FAST_MAX), double-buffered (tile i + 1 may write while a warp still reads
+    # tile i's)
+    red_bufs = gl.allocate_shared_memory(gl.float32, [2, 4, BLOCK_H], gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0]))
     bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     _init_tile_barriers(bars, NUM_BUF, GATHER, num_warps)
 
@@ -268,66 +304,134 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         o1 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
         o2 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
         o3 = warpgroup_mma_init(gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout))
-        for i in range(i_first, i_stop):
-            stage = it % NUM_BUF
-            kn = kn_bufs.index(stage)
-            mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
-            if GATHER:
-                # cp.async wrote the tile through the generic proxy; the wgmmas read it through the async one
-                fence_async_shared()
-            n_valid = seq_len - i * BLOCK_N
-            if n_valid < BLOCK_N:
-                # A request's last, partial tile: rows past seq_len may hold NaN; P.V must see zeros.
-                _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
+        if LOOK == 0:
+            for i in range(i_first, i_stop):
+                stage = it % NUM_BUF
+                kn = kn_bufs.index(stage)
+                mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
+                if GATHER:
+                    # cp.async wrote the tile through the generic proxy; the wgmmas read it through the async one
+                    fence_async_shared()
+                n_valid = seq_len - i * BLOCK_N
+                if n_valid < BLOCK_N:
+                    # A request's last, partial tile: rows past seq_len may hold NaN; P.V must see zeros.
+                    _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
+                    fence_async_shared()
+                    _block_barrier()
+                s2 = _scores_v2(kn, kr_bufs.index(stage), qn_smem, qr_smem, s_layout, BLOCK_N, BLOCK_H, RK64)
+                if PREFETCH:
+                    # V^T chunks 0 and 1 into registers while the score MMAs run (they read only the tile)
+                    v0 = _v_chunk(kn, 0, ld_layout, v_layout)
+                    v1 = _v_chunk(kn, 1, ld_layout, v_layout)
+                # Retires S(i) and P.V(i - 1) (the reader of the other P buffer).
+                s2, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(s2, o3))
+                p, alpha_o, m_i, l_acc = _softmax_v2(s2, qk_mul, n_valid, m_i, l_acc, red_bufs.index(it % 2), offs_tok,
+                                                     s16_layout, o_layout, BLOCK_N, BLOCK_H, FAST_MAX)
+                p_smem = p_bufs.index(it % 2)
+                p_smem.store(p.to(gl.float16))
                 fence_async_shared()
                 _block_barrier()
-            s2 = gl.zeros([BLOCK_N, 2 * BLOCK_H], gl.float32, layout=s_layout)
-            s2 = warpgroup_mma(kn, qn_smem.permute((1, 0)), s2, use_acc=False, is_async=True)
-            s2 = warpgroup_mma(kr_bufs.index(stage), qr_smem.permute((1, 0)), s2, is_async=True)
-            if PREFETCH:
-                # V^T chunks 0 and 1 into registers while the score MMAs run (they read only the tile)
-                v0 = _v_chunk(kn, 0, ld_layout, v_layout)
-                v1 = _v_chunk(kn, 1, ld_layout, v_layout)
-            # Retires S(i) and P.V(i - 1) (the reader of the other P buffer).
-            s2, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(s2, o3))
-            # columns [0, 16) hi, [16, 32) lo: bit 4 of the column is a register bit of s_layout (no data moves)
-            s_hi, s_lo = gl.split(gl.permute(gl.reshape(s2, [BLOCK_N, 2, BLOCK_H]), (0, 2, 1)))
-            s = gl.convert_layout(s_hi, s16_layout) + gl.convert_layout(s_lo, s16_layout) * 0.0625
-            s = s * qk_mul[None, :]
-            s = gl.where((offs_tok < n_valid)[:, None], s, float("-inf"))
-            if FAST_MAX:
-                m_new = gl.maximum(m_i, _max_over_tokens(s, red_bufs.index(it % 2), s16_layout))
-            else:
-                m_new = gl.maximum(m_i, gl.max(s, axis=0))
-            alpha = gl.exp2(m_i - m_new)
-            p = gl.exp2(s - m_new[None, :])
-            l_acc = l_acc * alpha[None, :] + p
-            m_i = m_new
-            alpha_o = gl.convert_layout(alpha, gl.SliceLayout(0, o_layout))[None, :]
-            p_smem = p_bufs.index(it % 2)
-            p_smem.store(p.to(gl.float16))
-            fence_async_shared()
-            _block_barrier()
-            # (Waiting down to one MMA in flight after each issue frees the previous chunk's registers.)
-            if not PREFETCH:
-                v0 = _v_chunk(kn, 0, ld_layout, v_layout)
-            a0 = warpgroup_mma(v0, p_smem, o0 * alpha_o, is_async=True)
-            if not PREFETCH:
-                v1 = _v_chunk(kn, 1, ld_layout, v_layout)
-            a1 = warpgroup_mma(v1, p_smem, o1 * alpha_o, is_async=True)
-            o0 = warpgroup_mma_wait(num_outstanding=1, deps=(a0, ))
-            a2 = warpgroup_mma(_v_chunk(kn, 2, ld_layout, v_layout), p_smem, o2 * alpha_o, is_async=True)
-            o1 = warpgroup_mma_wait(num_outstanding=1, deps=(a1, ))
-            o3 = warpgroup_mma(_v_chunk(kn, 3, ld_layout, v_layout), p_smem, o3 * alpha_o, is_async=True)
-            o2 = warpgroup_mma_wait(num_outstanding=1, deps=(a2, ))
-            # The tile's last readers were S(i) (retired) and the chunk loads above (done in every warp past the
-            # barrier; P.V reads registers): its buffer takes tile i + NUM_BUF now.
-            _block_barrier()
-            if i + NUM_BUF < i_stop:
-                _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF, stage,
-                          seq_len, PAGE_SIZE, 512, BLOCK_N, GATHER, num_warps)
-            it += 1
-        o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
+                # (Waiting down to one MMA in flight after each issue frees the previous chunk's registers.)
+                if not PREFETCH:
+                    v0 = _v_chunk(kn, 0, ld_layout, v_layout)
+                a0 = warpgroup_mma(v0, p_smem, o0 * alpha_o, is_async=True)
+                if not PREFETCH:
+                    v1 = _v_chunk(kn, 1, ld_layout, v_layout)
+                a1 = warpgroup_mma(v1, p_smem, o1 * alpha_o, is_async=True)
+                o0 = warpgroup_mma_wait(num_outstanding=1, deps=(a0, ))
+                a2 = warpgroup_mma(_v_chunk(kn, 2, ld_layout, v_layout), p_smem, o2 * alpha_o, is_async=True)
+                o1 = warpgroup_mma_wait(num_outstanding=1, deps=(a1, ))
+                o3 = warpgroup_mma(_v_chunk(kn, 3, ld_layout, v_layout), p_smem, o3 * alpha_o, is_async=True)
+                o2 = warpgroup_mma_wait(num_outstanding=1, deps=(a2, ))
+                # The tile's last readers were S(i) (retired) and the chunk loads above (done in every warp past
+                # the barrier; P.V reads registers): its buffer takes tile i + NUM_BUF now.
+                _block_barrier()
+                if i + NUM_BUF < i_stop:
+                    _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF,
+                              stage, seq_len, PAGE_SIZE, 512, BLOCK_N, GATHER, num_warps)
+                it += 1
+            o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
+        else:
+            # S one tile ahead: S(i + 1) is issued before tile i's softmax (LOOK 1) or between its P.V chunks 1
+            # and 2 (LOOK 2), so the tensor core runs it under work of tile i. The issue is unconditional (after
+            # a segment's last tile it reads a buffer no copy is writing; the result is dropped), so that no
+            # wgmma in flight crosses a branch.
+            st0 = it % NUM_BUF
+            mbarrier.wait(bars.index(st0), (it // NUM_BUF) & 1)
+            if GATHER:
+                fence_async_shared()
+            s_nx = _scores_v2(kn_bufs.index(st0), kr_bufs.index(st0), qn_smem, qr_smem, s_layout, BLOCK_N, BLOCK_H,
+                              RK64)
+            # (retired here: the loop carries S(i) retired, as each tile's P.V waits retire S(i + 1))
+            s_nx = warpgroup_mma_wait(num_outstanding=0, deps=(s_nx, ))
+            for i in range(i_first, i_stop):
+                stage = it % NUM_BUF
+                nstage = (it + 1) % NUM_BUF
+                kn = kn_bufs.index(stage)
+                # S(i) retired with tile i - 1's chunk waits (or before the loop). P.V(i - 1)'s last chunk: retired
+                # here under LOOK 1 (retiring it behind S(i + 1), with wait_group 1, made ptxas serialise every
+                # wgmma: C7514); under LOOK 2 it stays in flight through this tile's softmax (it reads the other P
+                # buffer) and retires before o3 is rescaled.
+                s2 = s_nx
+                if LOOK == 1:
+                    o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
+                n_valid = seq_len - i * BLOCK_N
+                if n_valid < BLOCK_N:
+                    # rows past seq_len zeroed for P.V (S(i) has retired; its masked scores ignore them; P.V(i - 1)
+                    # reads registers and the other P buffer)
+                    _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
+                    fence_async_shared()
+                    _block_barrier()
+                if LOOK == 1:
+                    if i + 1 < i_stop:
+                        mbarrier.wait(bars.index(nstage), ((it + 1) // NUM_BUF) & 1)
+                        if GATHER:
+                            fence_async_shared()
+                    s_nx = _scores_v2(kn_bufs.index(nstage), kr_bufs.index(nstage), qn_smem, qr_smem, s_layout,
+                                      BLOCK_N, BLOCK_H, RK64)
+                if PREFETCH:
+                    v0 = _v_chunk(kn, 0, ld_layout, v_layout)
+                    v1 = _v_chunk(kn, 1, ld_layout, v_layout)
+                p, alpha_o, m_i, l_acc = _softmax_v2(s2, qk_mul, n_valid, m_i, l_acc, red_bufs.index(it % 2), offs_tok,
+                                                     s16_layout, o_layout, BLOCK_N, BLOCK_H, FAST_MAX)
+                p_smem = p_bufs.index(it % 2)
+                p_smem.store(p.to(gl.float16))
+                fence_async_shared()
+                _block_barrier()
+                if LOOK == 2:
+                    o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
+                if not PREFETCH:
+                    v0 = _v_chunk(kn, 0, ld_layout, v_layout)
+                a0 = warpgroup_mma(v0, p_smem, o0 * alpha_o, is_async=True)
+                if not PREFETCH:
+                    v1 = _v_chunk(kn, 1, ld_layout, v_layout)
+                a1 = warpgroup_mma(v1, p_smem, o1 * alpha_o, is_async=True)
+                if LOOK == 2:
+                    if i + 1 < i_stop:
+                        mbarrier.wait(bars.index(nstage), ((it + 1) // NUM_BUF) & 1)
+                        if GATHER:
+                            fence_async_shared()
+                    s_nx = _scores_v2(kn_bufs.index(nstage), kr_bufs.index(nstage), qn_smem, qr_smem, s_layout,
+                                      BLOCK_N, BLOCK_H, RK64)
+                # wgmmas retire in order: LOOK 1 has S(i + 1) before a0 (both retire here), LOOK 2 after a1
+                if LOOK == 1:
+                    o0, s_nx = warpgroup_mma_wait(num_outstanding=1, deps=(a0, s_nx))
+                else:
+                    o0 = warpgroup_mma_wait(num_outstanding=2, deps=(a0, ))
+                a2 = warpgroup_mma(_v_chunk(kn, 2, ld_layout, v_layout), p_smem, o2 * alpha_o, is_async=True)
+                o1 = warpgroup_mma_wait(num_outstanding=LOOK, deps=(a1, ))
+                o3 = warpgroup_mma(_v_chunk(kn, 3, ld_layout, v_layout), p_smem, o3 * alpha_o, is_async=True)
+                if LOOK == 1:
+                    o2 = warpgroup_mma_wait(num_outstanding=1, deps=(a2, ))
+                else:
+                    o2, s_nx = warpgroup_mma_wait(num_outstanding=1, deps=(a2, s_nx))
+                # tile i's buffer: S(i) retired, its chunks loaded in every warp past the barrier
+                _block_barrier()
+                if i + NUM_BUF < i_stop:
+                    _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF,
+                              stage, seq_len, PAGE_SIZE, 512, BLOCK_N, GATHER, num_warps)
+                it += 1
+            o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
 
         l_i = gl.sum(l_acc, axis=0)
         inv = gl.convert_layout(kv_scale / l_i, gl.SliceLayout(0, o_layout))[None, :]
