@@ -437,9 +437,11 @@ HOPPER_TOK_FP8_VARIANTS = [dict(V2=0, NUM_BUF=4, WIDEN=0, PROGRAMS_PER_SM=1),
                              ((2, 0, 0), (2, 1, 0), (2, 1, 1), (3, 1, 1), (5, 1, 1))],
                            # its schedules (session 9): S(i + 1) issued before tile i's softmax (LOOK 1) or between
                            # its P.V chunks 1 and 2 (LOOK 2); RK64: the rope's score MMAs over its 64 columns only
-                           # (2 of the 20 fp8 MMAs multiplied the zero padding)
-                           *[dict(V2=1, NUM_BUF=n, PREFETCH=1, FAST_MAX=1, LOOK=look, RK64=rk) for n, look, rk in
-                             ((2, 0, 1), (2, 2, 0), (2, 2, 1), (2, 1, 1), (3, 1, 0), (3, 1, 1), (3, 0, 1))]]
+                           # (2 of the 20 fp8 MMAs multiplied the zero padding); PT_EARLY: the page ids of the tile
+                           # a buffer takes next loaded a tile ahead (the TMA's coordinates waited on that load)
+                           *[dict(V2=1, NUM_BUF=n, PREFETCH=1, FAST_MAX=1, LOOK=look, RK64=rk, PT_EARLY=pe)
+                             for n, look, rk, pe in ((2, 0, 1, 0), (2, 0, 0, 1), (2, 0, 1, 1), (2, 2, 1, 0), (2, 2, 1, 1),
+                                                     (2, 1, 1, 1), (3, 1, 1, 0), (3, 1, 1, 1), (3, 0, 1, 1))]]
 # The fp8 heads-on-M kernel (H % 64 == 0): two buffers fit (225,296 B of shared memory); LO_CHAIN 1 adds the
 # query's residual into the score accumulator itself (one accumulator fewer, kernel_hopper.py).
 # QK16 = 1: the tile widened to fp16 once, fp16 query, the bf16 kernel's MMAs (kernel_hopper_heads.py; WOVL,

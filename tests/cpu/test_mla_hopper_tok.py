@@ -56,17 +56,20 @@ def test_tok_fp8_v2_compiles_for_sm90_fits_and_streams_v_by_32_bit_loads(num_buf
     assert sass.count("WARPGROUP.DEPBAR") <= 8, "wgmmas serialised (ptxas C7514)"
 
 
-# the schedules: (buffers, programs per SM, PREFETCH = FAST_MAX, LOOK, RK64)
-V2_SCHEDULES = [(2, 2, 1, 0, 1), (2, 2, 1, 2, 0), (2, 2, 1, 2, 1), (2, 2, 1, 1, 1), (3, 1, 1, 1, 0), (3, 1, 1, 1, 1),
-                (3, 1, 1, 0, 1), (2, 2, 0, 2, 1), (3, 1, 0, 1, 1)]
+# the schedules: (buffers, programs per SM, PREFETCH = FAST_MAX, LOOK, RK64, PT_EARLY)
+V2_SCHEDULES = [(2, 2, 1, 0, 1, 0), (2, 2, 1, 0, 0, 1), (2, 2, 1, 0, 1, 1), (2, 2, 1, 2, 1, 0), (2, 2, 1, 2, 1, 1),
+                (2, 2, 1, 1, 1, 1), (3, 1, 1, 1, 1, 0), (3, 1, 1, 1, 1, 1), (3, 1, 1, 0, 1, 1), (2, 2, 0, 2, 1, 1),
+                (3, 1, 0, 1, 1, 0), (2, 2, 1, 2, 0, 0), (3, 1, 1, 1, 0, 0)]
 
 
-@pytest.mark.parametrize("num_buf,per_sm,pf,look,rk64", V2_SCHEDULES)
-def test_tok_fp8_v2_schedules_compile_for_sm90_fit_and_keep_wgmmas_asynchronous(num_buf, per_sm, pf, look, rk64):
+@pytest.mark.parametrize("num_buf,per_sm,pf,look,rk64,pt_early", V2_SCHEDULES)
+def test_tok_fp8_v2_schedules_compile_for_sm90_fit_and_keep_wgmmas_asynchronous(num_buf, per_sm, pf, look, rk64,
+                                                                                 pt_early):
     """LOOK 1 / 2 (S(i + 1) issued before tile i's softmax / between its P.V chunks 1 and 2) and RK64 (the rope's
-    score MMAs over its 64 columns): each fits its programs per SM, holds 255 registers or fewer without local
+    score MMAs over its 64 columns), PT_EARLY (the next tile's page ids loaded a tile ahead): each fits its programs per SM, holds 255 registers or fewer without local
     memory, and ptxas keeps the wgmmas asynchronous (a wait of the wrong shape serialises them all: C7514)."""
-    compiled = _compile("fp8", dict(V2=1, NUM_BUF=num_buf, PREFETCH=pf, FAST_MAX=pf, LOOK=look, RK64=rk64))
+    compiled = _compile("fp8", dict(V2=1, NUM_BUF=num_buf, PREFETCH=pf, FAST_MAX=pf, LOOK=look, RK64=rk64,
+                                    PT_EARLY=pt_early))
     shared = _shared(compiled)
     assert per_sm * (shared + 1024) <= SM90_SM_SHARED, shared
     assert interface_hopper._tok_fp8_v2_programs_per_sm(dict(NUM_BUF=num_buf)) == per_sm
@@ -166,8 +169,9 @@ def test_v2_applies_to_fp8_tokens_on_m_from_the_measured_batch():
     assert not interface_hopper.v2_applies(128, "fp8", 64) and not interface_hopper.v2_applies(16, "bf16", 64)
 
 
-@pytest.mark.parametrize("num_buf,look,rk64", [(2, 0, 0), (3, 0, 0), (2, 2, 1), (3, 1, 1), (2, 0, 1)])
-def test_tok_fp8_v2_row_gather_compiles_for_page_size_1(num_buf, look, rk64):
+@pytest.mark.parametrize("num_buf,look,rk64,pt_early", [(2, 0, 0, 0), (3, 0, 0, 0), (2, 2, 1, 1), (3, 1, 1, 1),
+                                                       (2, 0, 1, 1), (2, 0, 0, 1)])
+def test_tok_fp8_v2_row_gather_compiles_for_page_size_1(num_buf, look, rk64, pt_early):
     """GATHER = 1 (page size 1): the tiles come by 16-byte cp.async copies through the page table (no TMA), into
     the same tiles, the kernel still fits two programs per SM with two buffers, and nothing spills."""
     q = torch.empty(2, 16, 576, dtype=torch.bfloat16)
@@ -176,7 +180,7 @@ def test_tok_fp8_v2_row_gather_compiles_for_page_size_1(num_buf, look, rk64):
     args, _, consts, _ = interface_hopper.hopper_call(q, kv, torch.zeros(2, 128, dtype=torch.int32),
                                                       torch.ones(2, dtype=torch.int32), 0.04, 1.0, "fp8", out, False,
                                                       sms=132, config=dict(V2=1, GATHER=1, NUM_BUF=num_buf, LOOK=look,
-                                                                                    RK64=rk64))
+                                                                                    RK64=rk64, PT_EARLY=pt_early))
     fn, consts = interface_hopper._kernel_and_params(16, "fp8", consts, v2=True)
     assert consts["GATHER"] == 1 and consts["PAGE_SIZE"] == 1
     compiled = _compile_fn(fn, args, consts)

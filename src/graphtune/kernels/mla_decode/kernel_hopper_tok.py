@@ -55,9 +55,15 @@ def _issue_tile2(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, j,
     """TMA of tile j into buffer ``stage``: the [BLOCK_N, 512] latent box and the rope box at column ``ROPE_COL``
     (the fp8 kernel: [BLOCK_N, 128] at column 512, whose columns 576..639 are outside the tensor: TMA writes zeros
     there; a bf16 [BLOCK_N, 64] box over the rope columns' own view: column 0)."""
-    tok0 = j * BLOCK_N
-    page = gl.load(pt_base + tok0 // PAGE_SIZE)
-    row = page * PAGE_SIZE + tok0 % PAGE_SIZE
+    page = gl.load(pt_base + (j * BLOCK_N) // PAGE_SIZE)
+    _issue_tile2_at(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE, ROPE_COL, BLOCK_N)
+
+
+@gluon.jit
+def _issue_tile2_at(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE: gl.constexpr,
+                    ROPE_COL: gl.constexpr, BLOCK_N: gl.constexpr):
+    """:func:`_issue_tile2` with tile j's page id already loaded."""
+    row = page * PAGE_SIZE + (j * BLOCK_N) % PAGE_SIZE
     bar = bars.index(stage)
     mbarrier.expect(bar, kv_nope_desc.block_type.nbytes + kv_rope_desc.block_type.nbytes)
     _tma_load(kv_nope_desc, [row, 0], bar, kn_bufs.index(stage))
@@ -72,11 +78,32 @@ def _gather_tile(kv_ptr, kn_bufs, kr_bufs, bars, pt_base, j, stage, seq_len, PAG
     fills, the rope tile's columns 64..127 zero-filled (masked copies), each thread's copies arriving on the
     tile's barrier (initialised for every thread) when they land. Rows past ``seq_len`` read page 0 (the page
     table may hold anything there); their scores are masked and their P.V rows zeroed as on the TMA path."""
+    page = _tile_pages(pt_base, j, j + 1, seq_len, PAGE_SIZE, BLOCK_N, 1, num_warps)
+    _gather_tile_at(kv_ptr, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE, BLOCK_N, num_warps)
+
+
+@gluon.jit
+def _tile_pages(pt_base, j, i_stop, seq_len, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, GATHER: gl.constexpr,
+                num_warps: gl.constexpr):
+    """Tile j's page ids (0 past ``seq_len`` or when ``j >= i_stop``): a scalar (TMA: one page per tile) or, with
+    ``GATHER``, one per row in the row gather's layout."""
+    if GATHER:
+        layout: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [num_warps, 1], [1, 0])
+        tok = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout))
+        page = gl.load(pt_base + tok // PAGE_SIZE, mask=(tok < seq_len) & (j < i_stop), other=0)
+    else:
+        page = gl.load(pt_base + (j * BLOCK_N) // PAGE_SIZE, mask=j < i_stop, other=0)
+    return page
+
+
+@gluon.jit
+def _gather_tile_at(kv_ptr, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr,
+                    num_warps: gl.constexpr):
+    """:func:`_gather_tile` with tile j's page ids already loaded (:func:`_tile_pages`)."""
     layout: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [num_warps, 1], [1, 0])
     rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout))
     cols = gl.arange(0, 128, layout=gl.SliceLayout(0, layout))
     tok = j * BLOCK_N + rows
-    page = gl.load(pt_base + tok // PAGE_SIZE, mask=tok < seq_len, other=0)
     src = kv_ptr + (page.to(gl.int64) * PAGE_SIZE + tok % PAGE_SIZE)[:, None] * 576 + cols[None, :]
     kn = kn_bufs.index(stage)
     for c in gl.static_range(4):
@@ -95,6 +122,17 @@ def _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_bas
     else:
         _issue_tile2(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, j, stage, PAGE_SIZE, ROPE_COL,
                      BLOCK_N)
+
+
+@gluon.jit
+def _issue_v2_at(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE: gl.constexpr,
+                 ROPE_COL: gl.constexpr, BLOCK_N: gl.constexpr, GATHER: gl.constexpr, num_warps: gl.constexpr):
+    """:func:`_issue_v2` with tile j's page ids already loaded (:func:`_tile_pages`)."""
+    if GATHER:
+        _gather_tile_at(kv_ptr, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE, BLOCK_N, num_warps)
+    else:
+        _issue_tile2_at(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE, ROPE_COL,
+                        BLOCK_N)
 
 
 @gluon.jit
@@ -213,6 +251,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     GATHER: gl.constexpr = 0,
     LOOK: gl.constexpr = 0,
     RK64: gl.constexpr = 0,
+    PT_EARLY: gl.constexpr = 0,
 ):
     """fp8 (per-tensor) cache, H < 64: tokens on M, one warpgroup, 16 heads per program (module docstring).
     ``kv_nope_desc`` / ``kv_rope_desc``: the cache as [rows, 576] fp8 with [BLOCK_N, 512] / [BLOCK_N, 128]
@@ -308,6 +347,10 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
             for i in range(i_first, i_stop):
                 stage = it % NUM_BUF
                 kn = kn_bufs.index(stage)
+                if PT_EARLY:
+                    # the page ids of the tile this buffer takes next, loaded a tile ahead of their use (the TMA's
+                    # coordinates wait on this load)
+                    page_nx = _tile_pages(pt_base, i + NUM_BUF, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
                 mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
                 if GATHER:
                     # cp.async wrote the tile through the generic proxy; the wgmmas read it through the async one
@@ -347,8 +390,12 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                 # the barrier; P.V reads registers): its buffer takes tile i + NUM_BUF now.
                 _block_barrier()
                 if i + NUM_BUF < i_stop:
-                    _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF,
-                              stage, seq_len, PAGE_SIZE, 512, BLOCK_N, GATHER, num_warps)
+                    if PT_EARLY:
+                        _issue_v2_at(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, page_nx, i + NUM_BUF,
+                                     stage, PAGE_SIZE, 512, BLOCK_N, GATHER, num_warps)
+                    else:
+                        _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF,
+                                  stage, seq_len, PAGE_SIZE, 512, BLOCK_N, GATHER, num_warps)
                 it += 1
             o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
         else:
@@ -368,6 +415,8 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                 stage = it % NUM_BUF
                 nstage = (it + 1) % NUM_BUF
                 kn = kn_bufs.index(stage)
+                if PT_EARLY:
+                    page_nx = _tile_pages(pt_base, i + NUM_BUF, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
                 # S(i) retired with tile i - 1's chunk waits (or before the loop). P.V(i - 1)'s last chunk: retired
                 # here under LOOK 1 (retiring it behind S(i + 1), with wait_group 1, made ptxas serialise every
                 # wgmma: C7514); under LOOK 2 it stays in flight through this tile's softmax (it reads the other P
@@ -428,8 +477,12 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                 # tile i's buffer: S(i) retired, its chunks loaded in every warp past the barrier
                 _block_barrier()
                 if i + NUM_BUF < i_stop:
-                    _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF,
-                              stage, seq_len, PAGE_SIZE, 512, BLOCK_N, GATHER, num_warps)
+                    if PT_EARLY:
+                        _issue_v2_at(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, page_nx, i + NUM_BUF,
+                                     stage, PAGE_SIZE, 512, BLOCK_N, GATHER, num_warps)
+                    else:
+                        _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF,
+                                  stage, seq_len, PAGE_SIZE, 512, BLOCK_N, GATHER, num_warps)
                 it += 1
             o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
 
