@@ -83,6 +83,23 @@ def test_tok_fp8_v2_schedules_compile_for_sm90_fit_and_keep_wgmmas_asynchronous(
     assert sass.count("WARPGROUP.DEPBAR") <= 8, "wgmmas serialised (ptxas C7514)"
 
 
+def test_tok_fp8_v2_timing_probes_compile_without_the_parts_they_leave_out():
+    """PROBE 1 / 2 (timing probes of the benchmark, not decodes): the kernel without its fp8 -> fp16 conversions
+    of V^T (zero-extended bytes instead), and without the whole V^T path (P.V fed a constant); both fit two programs
+    per SM without local memory and keep the score and P.V MMAs and their asynchrony."""
+    base = _sass(_compile("fp8", dict(V2=1, NUM_BUF=2, PREFETCH=1, FAST_MAX=1)))
+    for probe in (1, 2):
+        compiled = _compile("fp8", dict(V2=1, NUM_BUF=2, PREFETCH=1, FAST_MAX=1, PROBE=probe))
+        assert 2 * (_shared(compiled) + 1024) <= SM90_SM_SHARED
+        sass = _sass(compiled)
+        assert sass.count("QGMMA.64x32x32.F32.E4M3.E4M3") == 20 and sass.count("HGMMA.64x16x16.F32") == 32
+        assert sass.count("WARPGROUP.DEPBAR") <= 8
+        # the tile loop's 128 conversions a thread (4 chunks x 32) are gone
+        assert base.count("F2FP.F16.E4M3.UNPACK_B") - sass.count("F2FP.F16.E4M3.UNPACK_B") >= 128
+        if probe == 2:
+            assert sass.count("LDS ") + sass.count("LDS.") < base.count("LDS ") + base.count("LDS.") - 60
+
+
 @pytest.mark.parametrize("pipe", [1, 2])
 def test_bf16_tok_pipe_compiles_for_sm90_without_serialised_wgmmas(pipe):
     compiled = _compile("bf16", dict(PIPE=pipe))

@@ -170,11 +170,20 @@ def _q_cat(q_base, heads, head_mask, stride_q_h, qn_smem, qr_smem, BLOCK_H: gl.c
 
 
 @gluon.jit
-def _v_chunk(kn, c: gl.constexpr, ld_layout: gl.constexpr, v_layout: gl.constexpr):
+def _v_chunk(kn, c: gl.constexpr, ld_layout: gl.constexpr, v_layout: gl.constexpr, PROBE: gl.constexpr = 0):
     """Chunk c (dims ``[128 c, 128 c + 128)``) of the tile as V^T in the P.V wgmma's A layout, fp16, rows in the
     relabelled order (module docstring): loaded as 4 adjacent bytes of one token per register, widened, the
-    dims' bit fields moved to the rows' ((a, w, s, q) from (w, q, a, s)), then a register-only permutation."""
-    x = kn.slice(c * 128, 128, dim=1).load(ld_layout).to(gl.float16)       # [64 tokens, 128 dims]
+    dims' bit fields moved to the rows' ((a, w, s, q) from (w, q, a, s)), then a register-only permutation.
+    ``PROBE`` (timing probes, not decodes: wrong values): 1 zero-extends the bytes instead of converting them
+    (the kernel without its fp8 -> fp16 conversions), 2 feeds P.V a constant (without the whole V^T path: no
+    shared loads, conversions or permutations; the P.V MMAs still run)."""
+    if PROBE == 2:
+        return gl.full([128, 64], 1.0, gl.float16, layout=v_layout)
+    raw = kn.slice(c * 128, 128, dim=1).load(ld_layout)                        # [64 tokens, 128 dims]
+    if PROBE == 1:
+        x = raw.to(gl.uint8, bitcast=True).to(gl.uint16).to(gl.float16, bitcast=True)
+    else:
+        x = raw.to(gl.float16)
     x = gl.reshape(x, [64, 4, 8, 2, 2])                                         # dim p = (w, q, a, s)
     x = gl.permute(x, (3, 1, 4, 2, 0))                                          # (a, w, s, q, token)
     x = gl.reshape(x, [128, 64])
@@ -252,6 +261,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     LOOK: gl.constexpr = 0,
     RK64: gl.constexpr = 0,
     PT_EARLY: gl.constexpr = 0,
+    PROBE: gl.constexpr = 0,
 ):
     """fp8 (per-tensor) cache, H < 64: tokens on M, one warpgroup, 16 heads per program (module docstring).
     ``kv_nope_desc`` / ``kv_rope_desc``: the cache as [rows, 576] fp8 with [BLOCK_N, 512] / [BLOCK_N, 128]
@@ -364,8 +374,8 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                 s2 = _scores_v2(kn, kr_bufs.index(stage), qn_smem, qr_smem, s_layout, BLOCK_N, BLOCK_H, RK64)
                 if PREFETCH:
                     # V^T chunks 0 and 1 into registers while the score MMAs run (they read only the tile)
-                    v0 = _v_chunk(kn, 0, ld_layout, v_layout)
-                    v1 = _v_chunk(kn, 1, ld_layout, v_layout)
+                    v0 = _v_chunk(kn, 0, ld_layout, v_layout, PROBE)
+                    v1 = _v_chunk(kn, 1, ld_layout, v_layout, PROBE)
                 # Retires S(i) and P.V(i - 1) (the reader of the other P buffer).
                 s2, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(s2, o3))
                 p, alpha_o, m_i, l_acc = _softmax_v2(s2, qk_mul, n_valid, m_i, l_acc, red_bufs.index(it % 2), offs_tok,
@@ -376,15 +386,15 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                 _block_barrier()
                 # (Waiting down to one MMA in flight after each issue frees the previous chunk's registers.)
                 if not PREFETCH:
-                    v0 = _v_chunk(kn, 0, ld_layout, v_layout)
+                    v0 = _v_chunk(kn, 0, ld_layout, v_layout, PROBE)
                 a0 = warpgroup_mma(v0, p_smem, o0 * alpha_o, is_async=True)
                 if not PREFETCH:
-                    v1 = _v_chunk(kn, 1, ld_layout, v_layout)
+                    v1 = _v_chunk(kn, 1, ld_layout, v_layout, PROBE)
                 a1 = warpgroup_mma(v1, p_smem, o1 * alpha_o, is_async=True)
                 o0 = warpgroup_mma_wait(num_outstanding=1, deps=(a0, ))
-                a2 = warpgroup_mma(_v_chunk(kn, 2, ld_layout, v_layout), p_smem, o2 * alpha_o, is_async=True)
+                a2 = warpgroup_mma(_v_chunk(kn, 2, ld_layout, v_layout, PROBE), p_smem, o2 * alpha_o, is_async=True)
                 o1 = warpgroup_mma_wait(num_outstanding=1, deps=(a1, ))
-                o3 = warpgroup_mma(_v_chunk(kn, 3, ld_layout, v_layout), p_smem, o3 * alpha_o, is_async=True)
+                o3 = warpgroup_mma(_v_chunk(kn, 3, ld_layout, v_layout, PROBE), p_smem, o3 * alpha_o, is_async=True)
                 o2 = warpgroup_mma_wait(num_outstanding=1, deps=(a2, ))
                 # The tile's last readers were S(i) (retired) and the chunk loads above (done in every warp past
                 # the barrier; P.V reads registers): its buffer takes tile i + NUM_BUF now.
@@ -439,8 +449,8 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                     s_nx = _scores_v2(kn_bufs.index(nstage), kr_bufs.index(nstage), qn_smem, qr_smem, s_layout,
                                       BLOCK_N, BLOCK_H, RK64)
                 if PREFETCH:
-                    v0 = _v_chunk(kn, 0, ld_layout, v_layout)
-                    v1 = _v_chunk(kn, 1, ld_layout, v_layout)
+                    v0 = _v_chunk(kn, 0, ld_layout, v_layout, PROBE)
+                    v1 = _v_chunk(kn, 1, ld_layout, v_layout, PROBE)
                 p, alpha_o, m_i, l_acc = _softmax_v2(s2, qk_mul, n_valid, m_i, l_acc, red_bufs.index(it % 2), offs_tok,
                                                      s16_layout, o_layout, BLOCK_N, BLOCK_H, FAST_MAX)
                 p_smem = p_bufs.index(it % 2)
@@ -450,10 +460,10 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                 if LOOK == 2:
                     o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
                 if not PREFETCH:
-                    v0 = _v_chunk(kn, 0, ld_layout, v_layout)
+                    v0 = _v_chunk(kn, 0, ld_layout, v_layout, PROBE)
                 a0 = warpgroup_mma(v0, p_smem, o0 * alpha_o, is_async=True)
                 if not PREFETCH:
-                    v1 = _v_chunk(kn, 1, ld_layout, v_layout)
+                    v1 = _v_chunk(kn, 1, ld_layout, v_layout, PROBE)
                 a1 = warpgroup_mma(v1, p_smem, o1 * alpha_o, is_async=True)
                 if LOOK == 2:
                     if i + 1 < i_stop:
@@ -467,9 +477,9 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                     o0, s_nx = warpgroup_mma_wait(num_outstanding=1, deps=(a0, s_nx))
                 else:
                     o0 = warpgroup_mma_wait(num_outstanding=2, deps=(a0, ))
-                a2 = warpgroup_mma(_v_chunk(kn, 2, ld_layout, v_layout), p_smem, o2 * alpha_o, is_async=True)
+                a2 = warpgroup_mma(_v_chunk(kn, 2, ld_layout, v_layout, PROBE), p_smem, o2 * alpha_o, is_async=True)
                 o1 = warpgroup_mma_wait(num_outstanding=LOOK, deps=(a1, ))
-                o3 = warpgroup_mma(_v_chunk(kn, 3, ld_layout, v_layout), p_smem, o3 * alpha_o, is_async=True)
+                o3 = warpgroup_mma(_v_chunk(kn, 3, ld_layout, v_layout, PROBE), p_smem, o3 * alpha_o, is_async=True)
                 if LOOK == 1:
                     o2 = warpgroup_mma_wait(num_outstanding=1, deps=(a2, ))
                 else:
