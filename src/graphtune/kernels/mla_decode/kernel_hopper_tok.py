@@ -28,6 +28,12 @@ Pipelining: NUM_BUF tiles of 40 KB in flight. A tile's buffer is free once S(i) 
 loaded its V^T chunks (P.V reads registers, not the buffer), so tile i + NUM_BUF is issued at the end of tile i,
 before tile i + 1's wait (the first kernel: tile i + NUM_BUF - 1 after S(i)'s wait, as its P.V read the buffer).
 P^T is double-buffered so that no barrier is needed between S(i)'s wait and its store.
+
+Schedule knobs (session 9; none beat the shipped config on the H200, docs/mla_decode.md "Issue 14, session 9"):
+``LOOK`` 1 / 2 issues S(i + 1) before tile i's softmax / between its P.V chunks 1 and 2; ``RK64`` runs the rope's
+score MMAs over its 64 columns (not the zero padding); ``PT_EARLY`` loads the next tile's page ids a tile ahead of
+the TMA / row gather that needs them; ``PROBE`` 1 / 2 are timing probes (wrong values: V^T zero-extended, or P.V fed
+a constant).
 """
 from __future__ import annotations
 
