@@ -441,7 +441,11 @@ HOPPER_TOK_FP8_VARIANTS = [dict(V2=0, NUM_BUF=4, WIDEN=0, PROGRAMS_PER_SM=1),
                            # a buffer takes next loaded a tile ahead (the TMA's coordinates waited on that load)
                            *[dict(V2=1, NUM_BUF=n, PREFETCH=1, FAST_MAX=1, LOOK=look, RK64=rk, PT_EARLY=pe)
                              for n, look, rk, pe in ((2, 0, 1, 0), (2, 0, 0, 1), (2, 0, 1, 1), (2, 2, 1, 0), (2, 2, 1, 1),
-                                                     (2, 1, 1, 1), (3, 1, 1, 0), (3, 1, 1, 1), (3, 0, 1, 1))]]
+                                                     (2, 1, 1, 1), (3, 1, 1, 0), (3, 1, 1, 1), (3, 0, 1, 1))],
+                           # P.V as fp8 MMAs (PV8: V^T an fp8 register operand, no widening; P a hi / lo fp8
+                           # pair); PREFETCH 2: all four V^T chunks loaded under the score MMAs
+                           *[dict(V2=1, NUM_BUF=n, PREFETCH=p, FAST_MAX=1, PV8=1, RK64=rk, PT_EARLY=rk)
+                             for n, p, rk in ((2, 1, 0), (2, 2, 0), (2, 1, 1), (3, 1, 0))]]
 # Timing probes of the second kernel (--hopper-probes; not decodes, so not checked): PROBE 1 zero-extends V^T's bytes
 # instead of converting them to fp16, PROBE 2 feeds P.V a constant (no V^T loads, conversions or permutations).
 HOPPER_TOK_FP8_PROBES = [dict(V2=1, NUM_BUF=2, PREFETCH=1, FAST_MAX=1, PROBE=1),

@@ -197,6 +197,17 @@ def _v_chunk(kn, c: gl.constexpr, ld_layout: gl.constexpr, v_layout: gl.constexp
 
 
 @gluon.jit
+def _v_chunk8(kn, c: gl.constexpr, ld8_layout: gl.constexpr, v8_layout: gl.constexpr):
+    """:func:`_v_chunk` for the fp8 P.V (``PV8``): chunk c as the fp8 register A operand, rows relabelled as
+    there; no widening (each register: 4 adjacent tokens of one dim, from four 32-bit loads of 4 dims each)."""
+    x = kn.slice(c * 128, 128, dim=1).load(ld8_layout)                        # [64 tokens, 128 dims]
+    x = gl.reshape(x, [64, 4, 8, 2, 2])                                         # dim p = (w, q, a, s)
+    x = gl.permute(x, (3, 1, 4, 2, 0))                                          # (a, w, s, q, token)
+    x = gl.reshape(x, [128, 64])
+    return gl.convert_layout(x, v8_layout)
+
+
+@gluon.jit
 def _dim_of_row(rows):
     """The physical dim (within a 128-dim chunk) that relabelled row ``l = 64 a + 16 w + 8 s + q`` holds."""
     a = rows // 64
@@ -268,6 +279,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     RK64: gl.constexpr = 0,
     PT_EARLY: gl.constexpr = 0,
     PROBE: gl.constexpr = 0,
+    PV8: gl.constexpr = 0,
 ):
     """fp8 (per-tensor) cache, H < 64: tokens on M, one warpgroup, 16 heads per program (module docstring).
     ``kv_nope_desc`` / ``kv_rope_desc``: the cache as [rows, 576] fp8 with [BLOCK_N, 512] / [BLOCK_N, 128]
@@ -287,9 +299,22 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                                                        instr_shape=[16, 2 * BLOCK_H, 32])
     s16_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                          instr_shape=[16, BLOCK_H, 32])
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, BLOCK_H, 16])
-    v_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    if PV8:
+        # P.V in fp8 (QGMMA, k = 32): the same accumulator registers
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, BLOCK_H, 32])
+        v_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=4)
+        # v_layout's bases with the dims relabelled as below; a register holds 4 adjacent dims of one token (one
+        # 32-bit shared load), the fp8 operand 4 adjacent tokens of one dim: 4 x 4 byte transposes in registers
+        ld8_layout: gl.constexpr = gl.DistributedLinearLayout(
+            reg_bases=[[0, 1], [0, 2], [1, 0], [2, 0], [16, 0], [32, 0]],
+            lane_bases=[[4, 0], [8, 0], [0, 4], [0, 8], [0, 16]],
+            warp_bases=[[0, 32], [0, 64]], block_bases=[], shape=[BLOCK_N, 128])
+        p8_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], gl.float8e4nv)
+    else:
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, BLOCK_H, 16])
+        v_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     # v_layout's bases with the dims relabelled (rows (a, w, s, q) -> dims (w, q, a, s)) and the registers
     # reordered so that each thread's 4 adjacent dims of a token come first: one 32-bit shared load.
     ld_layout: gl.constexpr = gl.DistributedLinearLayout(
@@ -317,6 +342,10 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     kr_bufs = gl.allocate_shared_memory(gl.float8e4nv, [NUM_BUF, BLOCK_N, 128], kr_layout)
     # P^T, double-buffered: P.V(i - 1) may still read one while tile i writes the other
     p_bufs = gl.allocate_shared_memory(gl.float16, [2, BLOCK_N, BLOCK_H], p_smem_layout)
+    if PV8:
+        # P^T as fp8 hi / lo pairs ([heads, tokens], tokens contiguous: fp8 MMAs take K-major operands only),
+        # double-buffered: index 2 (it % 2) + {0: hi, 1: lo}
+        p8_bufs = gl.allocate_shared_memory(gl.float8e4nv, [4, BLOCK_H, BLOCK_N], p8_layout)
     # the query's rope padding, written once (the segments rewrite columns 0..63)
     qr_smem.slice(64, 64, dim=1).store(gl.zeros([2 * BLOCK_H, 64], gl.float8e4nv, layout=q_layout))
     # per-warp maxima of the scores (FAST_MAX), double-buffered (tile i + 1 may write while a warp still reads
@@ -359,7 +388,73 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         o1 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
         o2 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
         o3 = warpgroup_mma_init(gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout))
-        if LOOK == 0:
+        if PV8:
+            gl.static_assert(LOOK == 0)
+            for i in range(i_first, i_stop):
+                stage = it % NUM_BUF
+                kn = kn_bufs.index(stage)
+                if PT_EARLY:
+                    page_nx = _tile_pages(pt_base, i + NUM_BUF, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
+                mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
+                if GATHER:
+                    fence_async_shared()
+                n_valid = seq_len - i * BLOCK_N
+                if n_valid < BLOCK_N:
+                    _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
+                    fence_async_shared()
+                    _block_barrier()
+                s2 = _scores_v2(kn, kr_bufs.index(stage), qn_smem, qr_smem, s_layout, BLOCK_N, BLOCK_H, RK64)
+                if PREFETCH:
+                    v0 = _v_chunk8(kn, 0, ld8_layout, v_layout)
+                    v1 = _v_chunk8(kn, 1, ld8_layout, v_layout)
+                if PREFETCH == 2:
+                    # (fp8 chunks are 16 registers a thread: all four fit where two fp16 ones did)
+                    v2 = _v_chunk8(kn, 2, ld8_layout, v_layout)
+                    v3 = _v_chunk8(kn, 3, ld8_layout, v_layout)
+                s2, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(s2, o3))
+                p, alpha_o, m_i, l_acc = _softmax_v2(s2, qk_mul, n_valid, m_i, l_acc, red_bufs.index(it % 2), offs_tok,
+                                                     s16_layout, o_layout, BLOCK_N, BLOCK_H, FAST_MAX)
+                # p in [0, 1] as 256 p = hi + lo, both fp8 (about 8 significant bits with 2^-18 of max p absolute);
+                # the 256 is divided out with the softmax sum
+                p256 = p * 256.0
+                p_hi = p256.to(gl.float8e4nv)
+                p_lo = (p256 - p_hi.to(gl.float32)).to(gl.float8e4nv)
+                ph = p8_bufs.index(2 * (it % 2))
+                pl = p8_bufs.index(2 * (it % 2) + 1)
+                ph.store(gl.permute(p_hi, (1, 0)))
+                pl.store(gl.permute(p_lo, (1, 0)))
+                fence_async_shared()
+                _block_barrier()
+                if not PREFETCH:
+                    v0 = _v_chunk8(kn, 0, ld8_layout, v_layout)
+                a0 = warpgroup_mma(v0, ph.permute((1, 0)), o0 * alpha_o, is_async=True)
+                a0 = warpgroup_mma(v0, pl.permute((1, 0)), a0, is_async=True)
+                if not PREFETCH:
+                    v1 = _v_chunk8(kn, 1, ld8_layout, v_layout)
+                a1 = warpgroup_mma(v1, ph.permute((1, 0)), o1 * alpha_o, is_async=True)
+                a1 = warpgroup_mma(v1, pl.permute((1, 0)), a1, is_async=True)
+                o0 = warpgroup_mma_wait(num_outstanding=2, deps=(a0, ))
+                if PREFETCH < 2:
+                    v2 = _v_chunk8(kn, 2, ld8_layout, v_layout)
+                a2 = warpgroup_mma(v2, ph.permute((1, 0)), o2 * alpha_o, is_async=True)
+                a2 = warpgroup_mma(v2, pl.permute((1, 0)), a2, is_async=True)
+                o1 = warpgroup_mma_wait(num_outstanding=2, deps=(a1, ))
+                if PREFETCH < 2:
+                    v3 = _v_chunk8(kn, 3, ld8_layout, v_layout)
+                o3 = warpgroup_mma(v3, ph.permute((1, 0)), o3 * alpha_o, is_async=True)
+                o3 = warpgroup_mma(v3, pl.permute((1, 0)), o3, is_async=True)
+                o2 = warpgroup_mma_wait(num_outstanding=2, deps=(a2, ))
+                _block_barrier()
+                if i + NUM_BUF < i_stop:
+                    if PT_EARLY:
+                        _issue_v2_at(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, page_nx, i + NUM_BUF,
+                                     stage, PAGE_SIZE, 512, BLOCK_N, GATHER, num_warps)
+                    else:
+                        _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF,
+                                  stage, seq_len, PAGE_SIZE, 512, BLOCK_N, GATHER, num_warps)
+                it += 1
+            o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
+        elif LOOK == 0:
             for i in range(i_first, i_stop):
                 stage = it % NUM_BUF
                 kn = kn_bufs.index(stage)
@@ -503,7 +598,10 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
             o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
 
         l_i = gl.sum(l_acc, axis=0)
-        inv = gl.convert_layout(kv_scale / l_i, gl.SliceLayout(0, o_layout))[None, :]
+        if PV8:
+            inv = gl.convert_layout(kv_scale / (256.0 * l_i), gl.SliceLayout(0, o_layout))[None, :]
+        else:
+            inv = gl.convert_layout(kv_scale / l_i, gl.SliceLayout(0, o_layout))[None, :]
         lse2 = m_i + gl.log2(l_i)
         heads_o = h0 + offs_h_o
         heads_s = h0 + offs_h_s
