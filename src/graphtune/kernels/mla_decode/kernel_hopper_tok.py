@@ -33,7 +33,9 @@ Schedule knobs (session 9; none beat the shipped config on the H200, docs/mla_de
 ``LOOK`` 1 / 2 issues S(i + 1) before tile i's softmax / between its P.V chunks 1 and 2; ``RK64`` runs the rope's
 score MMAs over its 64 columns (not the zero padding); ``PT_EARLY`` loads the next tile's page ids a tile ahead of
 the TMA / row gather that needs them; ``PROBE`` 1 / 2 are timing probes (wrong values: V^T zero-extended, or P.V fed
-a constant).
+a constant). ``PV8`` (compiled, not yet run on a GPU) runs P.V as fp8 MMAs: V^T an fp8 register operand (the same
+relabelled rows, 32-bit loads and in-register byte transposes, no widening) and P as a hi / lo fp8 pair at scale 256
+(``PREFETCH`` 2 with it: all four V^T chunks under the score MMAs).
 """
 from __future__ import annotations
 
