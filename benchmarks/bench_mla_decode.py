@@ -439,7 +439,22 @@ HOPPER_TOK_FP8_VARIANTS = [dict(V2=0, NUM_BUF=4, WIDEN=0, PROGRAMS_PER_SM=1),
                            # one with 3 or 5; V^T chunks 0-1 loaded under the score MMAs (PREFETCH), the running max
                            # across warps with one barrier (FAST_MAX)
                            *[dict(V2=1, NUM_BUF=n, PREFETCH=p, FAST_MAX=f) for n, p, f in
-                             ((2, 0, 0), (2, 1, 0), (2, 1, 1), (3, 1, 1), (5, 1, 1))]]
+                             ((2, 0, 0), (2, 1, 0), (2, 1, 1), (3, 1, 1), (5, 1, 1))],
+                           # its schedules (session 9): S(i + 1) issued before tile i's softmax (LOOK 1) or between
+                           # its P.V chunks 1 and 2 (LOOK 2); RK64: the rope's score MMAs over its 64 columns only
+                           # (2 of the 20 fp8 MMAs multiplied the zero padding); PT_EARLY: the page ids of the tile
+                           # a buffer takes next loaded a tile ahead (the TMA's coordinates waited on that load)
+                           *[dict(V2=1, NUM_BUF=n, PREFETCH=1, FAST_MAX=1, LOOK=look, RK64=rk, PT_EARLY=pe)
+                             for n, look, rk, pe in ((2, 0, 1, 0), (2, 0, 0, 1), (2, 0, 1, 1), (2, 2, 1, 0), (2, 2, 1, 1),
+                                                     (2, 1, 1, 1), (3, 1, 1, 0), (3, 1, 1, 1), (3, 0, 1, 1))],
+                           # P.V as fp8 MMAs (PV8: V^T an fp8 register operand, no widening; P a hi / lo fp8
+                           # pair); PREFETCH 2: all four V^T chunks loaded under the score MMAs
+                           *[dict(V2=1, NUM_BUF=n, PREFETCH=p, FAST_MAX=1, PV8=1, RK64=rk, PT_EARLY=rk)
+                             for n, p, rk in ((2, 1, 0), (2, 2, 0), (2, 1, 1), (3, 1, 0))]]
+# Timing probes of the second kernel (--hopper-probes; not decodes, so not checked): PROBE 1 zero-extends V^T's bytes
+# instead of converting them to fp16, PROBE 2 feeds P.V a constant (no V^T loads, conversions or permutations).
+HOPPER_TOK_FP8_PROBES = [dict(V2=1, NUM_BUF=2, PREFETCH=1, FAST_MAX=1, PROBE=1),
+                         dict(V2=1, NUM_BUF=2, PREFETCH=1, FAST_MAX=1, PROBE=2)]
 # The fp8 heads-on-M kernel (H % 64 == 0): two buffers fit (225,296 B of shared memory); LO_CHAIN 1 adds the
 # query's residual into the score accumulator itself (one accumulator fewer, kernel_hopper.py).
 # QK16 = 1: the tile widened to fp16 once, fp16 query, the bf16 kernel's MMAs (kernel_hopper_heads.py; WOVL,
@@ -513,7 +528,8 @@ def hopper_variants(args, result: dict, out: Path) -> None:
     result["hopper_check"], result["hopper_times"] = [], []
     phases = [[("heads-on-M", "bf16", 128, [1, 8, 32, 64], HOPPER_ON_M_VARIANTS),
                ("tokens-on-M", "bf16", 16, [1, 8, 32, 64, 128], HOPPER_TOK_VARIANTS)],
-              [("tokens-on-M fp8", "fp8", 16, [1, 8, 32, 64, 128], HOPPER_TOK_FP8_VARIANTS),
+              [("tokens-on-M fp8", "fp8", 16, [1, 8, 32, 64, 128],
+                HOPPER_TOK_FP8_VARIANTS + (HOPPER_TOK_FP8_PROBES if args.hopper_probes else [])),
                ("heads-on-M fp8", "fp8", 128, [1, 8, 32, 64], HOPPER_ON_M_FP8_VARIANTS)]]
     if args.hopper_phases != "all":
         phases = [phases[{"bf16": 0, "fp8": 1}[args.hopper_phases]]]
@@ -527,6 +543,10 @@ def hopper_variants(args, result: dict, out: Path) -> None:
         parts = args.hopper_variant_filter.split("|")
         phases = [[(k, f, h, bs, [v for v in vs if any(p in str(v) for p in parts)]) for k, f, h, bs, vs in phase]
                   for phase in phases]
+    if args.hopper_overlay:
+        # every variant of the selected kernels with these keys set (e.g. GATHER=1 for page size 1)
+        overlay = {k: int(v) for k, v in (kv.split("=") for kv in args.hopper_overlay.split(","))}
+        phases = [[(k, f, h, bs, [{**v, **overlay} for v in vs]) for k, f, h, bs, vs in phase] for phase in phases]
     if args.hopper_batches:
         batches = [int(b) for b in args.hopper_batches.split(",")]
         phases = [[(k, f, h, [b for b in bs if b in batches] if h == 16 else bs, vs) for k, f, h, bs, vs in phase]
@@ -536,6 +556,10 @@ def hopper_variants(args, result: dict, out: Path) -> None:
         for kind, kv_format, heads, batches, variants in phase:
             ok = []
             for variant in variants:
+                if variant.get("PROBE"):
+                    print(f"probe {kind} {variant}: a timing probe, not a decode (not checked)", flush=True)
+                    ok.append(variant)
+                    continue
                 worst = _hopper_check(kind.split(" ")[0], kv_format, variant, gen)
                 result["hopper_check"].append(dict(kernel=kind, variant=variant, worst_rel_err=worst))
                 print(f"check {kind} {variant}: worst rel err {worst:.2e}", flush=True)
@@ -544,10 +568,11 @@ def hopper_variants(args, result: dict, out: Path) -> None:
             out.write_text(json.dumps(result, indent=1, default=str))
             good.append((kind, kv_format, heads, batches, ok))
         for kind, kv_format, heads, batches, variants in good:
-            target = bench.MlaDecodeTarget(heads=heads, tokens=args.tokens, page_size=64, kv_format=kv_format)
+            target = bench.MlaDecodeTarget(heads=heads, tokens=args.tokens, page_size=args.hopper_page_size,
+                                           kv_format=kv_format)
             for b in batches:
-                row: dict = dict(heads=heads, kv_format=kv_format, batch=b)
-                if fm is not None:
+                row: dict = dict(heads=heads, kv_format=kv_format, batch=b, page_size=args.hopper_page_size)
+                if fm is not None and args.hopper_page_size == 64:   # (FlashMLA takes pages of 64 only)
                     row["flashmla"] = graph_time_ms([flashmla_call(fm, x, kv_format, sm)[0] for x in target.inputs(b)])
                 for variant in variants:
                     _use_hopper_config(heads, variant, kv_format)
@@ -664,6 +689,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hopper-no-portable", action="store_true",
                     help="with --hopper-variants: do not time the portable kernel's reference configs")
     ap.add_argument("--hopper-batches", default="", help="with --hopper-variants: H = 16 batches (comma list)")
+    ap.add_argument("--hopper-page-size", type=int, default=64,
+                    help="with --hopper-variants: the timed cache's page size (FlashMLA is timed at 64 only; the "
+                         "correctness check runs its own page sizes)")
+    ap.add_argument("--hopper-probes", action="store_true",
+                    help="with --hopper-variants: also time the second fp8 tokens-on-M kernel's timing probes "
+                         "(HOPPER_TOK_FP8_PROBES: wrong values by design, not checked)")
+    ap.add_argument("--hopper-overlay", default="",
+                    help="with --hopper-variants: keys set on every selected variant, e.g. 'GATHER=1' (page size 1)")
     ap.add_argument("--stream-ceiling", action="store_true",
                     help="with --hopper-variants: also time a kernel that only streams the KV tiles (TMA at page size "
                          "64, the row gather at 1; no math)")

@@ -28,6 +28,14 @@ Pipelining: NUM_BUF tiles of 40 KB in flight. A tile's buffer is free once S(i) 
 loaded its V^T chunks (P.V reads registers, not the buffer), so tile i + NUM_BUF is issued at the end of tile i,
 before tile i + 1's wait (the first kernel: tile i + NUM_BUF - 1 after S(i)'s wait, as its P.V read the buffer).
 P^T is double-buffered so that no barrier is needed between S(i)'s wait and its store.
+
+Schedule knobs (session 9; none beat the shipped config on the H200, docs/mla_decode.md "Issue 14, session 9"):
+``LOOK`` 1 / 2 issues S(i + 1) before tile i's softmax / between its P.V chunks 1 and 2; ``RK64`` runs the rope's
+score MMAs over its 64 columns (not the zero padding); ``PT_EARLY`` loads the next tile's page ids a tile ahead of
+the TMA / row gather that needs them; ``PROBE`` 1 / 2 are timing probes (wrong values: V^T zero-extended, or P.V fed
+a constant). ``PV8`` (compiled, not yet run on a GPU) runs P.V as fp8 MMAs: V^T an fp8 register operand (the same
+relabelled rows, 32-bit loads and in-register byte transposes, no widening) and P as a hi / lo fp8 pair at scale 256
+(``PREFETCH`` 2 with it: all four V^T chunks under the score MMAs).
 """
 from __future__ import annotations
 
@@ -55,9 +63,15 @@ def _issue_tile2(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, j,
     """TMA of tile j into buffer ``stage``: the [BLOCK_N, 512] latent box and the rope box at column ``ROPE_COL``
     (the fp8 kernel: [BLOCK_N, 128] at column 512, whose columns 576..639 are outside the tensor: TMA writes zeros
     there; a bf16 [BLOCK_N, 64] box over the rope columns' own view: column 0)."""
-    tok0 = j * BLOCK_N
-    page = gl.load(pt_base + tok0 // PAGE_SIZE)
-    row = page * PAGE_SIZE + tok0 % PAGE_SIZE
+    page = gl.load(pt_base + (j * BLOCK_N) // PAGE_SIZE)
+    _issue_tile2_at(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE, ROPE_COL, BLOCK_N)
+
+
+@gluon.jit
+def _issue_tile2_at(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE: gl.constexpr,
+                    ROPE_COL: gl.constexpr, BLOCK_N: gl.constexpr):
+    """:func:`_issue_tile2` with tile j's page id already loaded."""
+    row = page * PAGE_SIZE + (j * BLOCK_N) % PAGE_SIZE
     bar = bars.index(stage)
     mbarrier.expect(bar, kv_nope_desc.block_type.nbytes + kv_rope_desc.block_type.nbytes)
     _tma_load(kv_nope_desc, [row, 0], bar, kn_bufs.index(stage))
@@ -72,11 +86,32 @@ def _gather_tile(kv_ptr, kn_bufs, kr_bufs, bars, pt_base, j, stage, seq_len, PAG
     fills, the rope tile's columns 64..127 zero-filled (masked copies), each thread's copies arriving on the
     tile's barrier (initialised for every thread) when they land. Rows past ``seq_len`` read page 0 (the page
     table may hold anything there); their scores are masked and their P.V rows zeroed as on the TMA path."""
+    page = _tile_pages(pt_base, j, j + 1, seq_len, PAGE_SIZE, BLOCK_N, 1, num_warps)
+    _gather_tile_at(kv_ptr, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE, BLOCK_N, num_warps)
+
+
+@gluon.jit
+def _tile_pages(pt_base, j, i_stop, seq_len, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, GATHER: gl.constexpr,
+                num_warps: gl.constexpr):
+    """Tile j's page ids (0 past ``seq_len`` or when ``j >= i_stop``): a scalar (TMA: one page per tile) or, with
+    ``GATHER``, one per row in the row gather's layout."""
+    if GATHER:
+        layout: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [num_warps, 1], [1, 0])
+        tok = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout))
+        page = gl.load(pt_base + tok // PAGE_SIZE, mask=(tok < seq_len) & (j < i_stop), other=0)
+    else:
+        page = gl.load(pt_base + (j * BLOCK_N) // PAGE_SIZE, mask=j < i_stop, other=0)
+    return page
+
+
+@gluon.jit
+def _gather_tile_at(kv_ptr, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr,
+                    num_warps: gl.constexpr):
+    """:func:`_gather_tile` with tile j's page ids already loaded (:func:`_tile_pages`)."""
     layout: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [num_warps, 1], [1, 0])
     rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout))
     cols = gl.arange(0, 128, layout=gl.SliceLayout(0, layout))
     tok = j * BLOCK_N + rows
-    page = gl.load(pt_base + tok // PAGE_SIZE, mask=tok < seq_len, other=0)
     src = kv_ptr + (page.to(gl.int64) * PAGE_SIZE + tok % PAGE_SIZE)[:, None] * 576 + cols[None, :]
     kn = kn_bufs.index(stage)
     for c in gl.static_range(4):
@@ -95,6 +130,17 @@ def _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_bas
     else:
         _issue_tile2(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, j, stage, PAGE_SIZE, ROPE_COL,
                      BLOCK_N)
+
+
+@gluon.jit
+def _issue_v2_at(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE: gl.constexpr,
+                 ROPE_COL: gl.constexpr, BLOCK_N: gl.constexpr, GATHER: gl.constexpr, num_warps: gl.constexpr):
+    """:func:`_issue_v2` with tile j's page ids already loaded (:func:`_tile_pages`)."""
+    if GATHER:
+        _gather_tile_at(kv_ptr, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE, BLOCK_N, num_warps)
+    else:
+        _issue_tile2_at(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE, ROPE_COL,
+                        BLOCK_N)
 
 
 @gluon.jit
@@ -132,15 +178,35 @@ def _q_cat(q_base, heads, head_mask, stride_q_h, qn_smem, qr_smem, BLOCK_H: gl.c
 
 
 @gluon.jit
-def _v_chunk(kn, c: gl.constexpr, ld_layout: gl.constexpr, v_layout: gl.constexpr):
+def _v_chunk(kn, c: gl.constexpr, ld_layout: gl.constexpr, v_layout: gl.constexpr, PROBE: gl.constexpr = 0):
     """Chunk c (dims ``[128 c, 128 c + 128)``) of the tile as V^T in the P.V wgmma's A layout, fp16, rows in the
     relabelled order (module docstring): loaded as 4 adjacent bytes of one token per register, widened, the
-    dims' bit fields moved to the rows' ((a, w, s, q) from (w, q, a, s)), then a register-only permutation."""
-    x = kn.slice(c * 128, 128, dim=1).load(ld_layout).to(gl.float16)       # [64 tokens, 128 dims]
+    dims' bit fields moved to the rows' ((a, w, s, q) from (w, q, a, s)), then a register-only permutation.
+    ``PROBE`` (timing probes, not decodes: wrong values): 1 zero-extends the bytes instead of converting them
+    (the kernel without its fp8 -> fp16 conversions), 2 feeds P.V a constant (without the whole V^T path: no
+    shared loads, conversions or permutations; the P.V MMAs still run)."""
+    if PROBE == 2:
+        return gl.full([128, 64], 1.0, gl.float16, layout=v_layout)
+    raw = kn.slice(c * 128, 128, dim=1).load(ld_layout)                        # [64 tokens, 128 dims]
+    if PROBE == 1:
+        x = raw.to(gl.uint8, bitcast=True).to(gl.uint16).to(gl.float16, bitcast=True)
+    else:
+        x = raw.to(gl.float16)
     x = gl.reshape(x, [64, 4, 8, 2, 2])                                         # dim p = (w, q, a, s)
     x = gl.permute(x, (3, 1, 4, 2, 0))                                          # (a, w, s, q, token)
     x = gl.reshape(x, [128, 64])
     return gl.convert_layout(x, v_layout)
+
+
+@gluon.jit
+def _v_chunk8(kn, c: gl.constexpr, ld8_layout: gl.constexpr, v8_layout: gl.constexpr):
+    """:func:`_v_chunk` for the fp8 P.V (``PV8``): chunk c as the fp8 register A operand, rows relabelled as
+    there; no widening (each register: 4 adjacent tokens of one dim, from four 32-bit loads of 4 dims each)."""
+    x = kn.slice(c * 128, 128, dim=1).load(ld8_layout)                        # [64 tokens, 128 dims]
+    x = gl.reshape(x, [64, 4, 8, 2, 2])                                         # dim p = (w, q, a, s)
+    x = gl.permute(x, (3, 1, 4, 2, 0))                                          # (a, w, s, q, token)
+    x = gl.reshape(x, [128, 64])
+    return gl.convert_layout(x, v8_layout)
 
 
 @gluon.jit
@@ -151,6 +217,41 @@ def _dim_of_row(rows):
     s = (rows // 8) % 2
     q = rows % 8
     return 32 * w + 4 * q + 2 * a + s
+
+
+@gluon.jit
+def _scores_v2(kn, kr, qn_smem, qr_smem, s_layout: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr,
+               RK64: gl.constexpr):
+    """S = K [hi | lo]^T of one tile, issued (asynchronous): 16 latent k-steps and the rope's, 4 over the
+    zero-padded [64, 128] rope tile, or with ``RK64`` 2 over its first 64 columns (the other two multiply the
+    zero padding)."""
+    s2 = gl.zeros([BLOCK_N, 2 * BLOCK_H], gl.float32, layout=s_layout)
+    s2 = warpgroup_mma(kn, qn_smem.permute((1, 0)), s2, use_acc=False, is_async=True)
+    if RK64:
+        s2 = warpgroup_mma(kr.slice(0, 64, dim=1), qr_smem.slice(0, 64, dim=1).permute((1, 0)), s2, is_async=True)
+    else:
+        s2 = warpgroup_mma(kr, qr_smem.permute((1, 0)), s2, is_async=True)
+    return s2
+
+
+@gluon.jit
+def _softmax_v2(s2, qk_mul, n_valid, m_i, l_acc, red, offs_tok, s16_layout: gl.constexpr, o_layout: gl.constexpr,
+                BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, FAST_MAX: gl.constexpr):
+    """One tile's online softmax from the [hi | lo] scores: ``(p, alpha as an O-layout row, m, l_acc)``."""
+    # columns [0, 16) hi, [16, 32) lo: bit 4 of the column is a register bit of s_layout (no data moves)
+    s_hi, s_lo = gl.split(gl.permute(gl.reshape(s2, [BLOCK_N, 2, BLOCK_H]), (0, 2, 1)))
+    s = gl.convert_layout(s_hi, s16_layout) + gl.convert_layout(s_lo, s16_layout) * 0.0625
+    s = s * qk_mul[None, :]
+    s = gl.where((offs_tok < n_valid)[:, None], s, float("-inf"))
+    if FAST_MAX:
+        m_new = gl.maximum(m_i, _max_over_tokens(s, red, s16_layout))
+    else:
+        m_new = gl.maximum(m_i, gl.max(s, axis=0))
+    alpha = gl.exp2(m_i - m_new)
+    p = gl.exp2(s - m_new[None, :])
+    l_acc = l_acc * alpha[None, :] + p
+    alpha_o = gl.convert_layout(alpha, gl.SliceLayout(0, o_layout))[None, :]
+    return p, alpha_o, m_new, l_acc
 
 
 @gluon.jit(do_not_specialize=["B"])
@@ -176,6 +277,11 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     FAST_MAX: gl.constexpr,
     num_warps: gl.constexpr,
     GATHER: gl.constexpr = 0,
+    LOOK: gl.constexpr = 0,
+    RK64: gl.constexpr = 0,
+    PT_EARLY: gl.constexpr = 0,
+    PROBE: gl.constexpr = 0,
+    PV8: gl.constexpr = 0,
 ):
     """fp8 (per-tensor) cache, H < 64: tokens on M, one warpgroup, 16 heads per program (module docstring).
     ``kv_nope_desc`` / ``kv_rope_desc``: the cache as [rows, 576] fp8 with [BLOCK_N, 512] / [BLOCK_N, 128]
@@ -195,9 +301,22 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                                                        instr_shape=[16, 2 * BLOCK_H, 32])
     s16_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                          instr_shape=[16, BLOCK_H, 32])
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, BLOCK_H, 16])
-    v_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    if PV8:
+        # P.V in fp8 (QGMMA, k = 32): the same accumulator registers
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, BLOCK_H, 32])
+        v_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=4)
+        # v_layout's bases with the dims relabelled as below; a register holds 4 adjacent dims of one token (one
+        # 32-bit shared load), the fp8 operand 4 adjacent tokens of one dim: 4 x 4 byte transposes in registers
+        ld8_layout: gl.constexpr = gl.DistributedLinearLayout(
+            reg_bases=[[0, 1], [0, 2], [1, 0], [2, 0], [16, 0], [32, 0]],
+            lane_bases=[[4, 0], [8, 0], [0, 4], [0, 8], [0, 16]],
+            warp_bases=[[0, 32], [0, 64]], block_bases=[], shape=[BLOCK_N, 128])
+        p8_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], gl.float8e4nv)
+    else:
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, BLOCK_H, 16])
+        v_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     # v_layout's bases with the dims relabelled (rows (a, w, s, q) -> dims (w, q, a, s)) and the registers
     # reordered so that each thread's 4 adjacent dims of a token come first: one 32-bit shared load.
     ld_layout: gl.constexpr = gl.DistributedLinearLayout(
@@ -225,12 +344,15 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     kr_bufs = gl.allocate_shared_memory(gl.float8e4nv, [NUM_BUF, BLOCK_N, 128], kr_layout)
     # P^T, double-buffered: P.V(i - 1) may still read one while tile i writes the other
     p_bufs = gl.allocate_shared_memory(gl.float16, [2, BLOCK_N, BLOCK_H], p_smem_layout)
+    if PV8:
+        # P^T as fp8 hi / lo pairs ([heads, tokens], tokens contiguous: fp8 MMAs take K-major operands only),
+        # double-buffered: index 2 (it % 2) + {0: hi, 1: lo}
+        p8_bufs = gl.allocate_shared_memory(gl.float8e4nv, [4, BLOCK_H, BLOCK_N], p8_layout)
     # the query's rope padding, written once (the segments rewrite columns 0..63)
     qr_smem.slice(64, 64, dim=1).store(gl.zeros([2 * BLOCK_H, 64], gl.float8e4nv, layout=q_layout))
-    if FAST_MAX:
-        # per-warp maxima of the scores, double-buffered (tile i + 1 may write while a warp still reads tile i's)
-        red_bufs = gl.allocate_shared_memory(gl.float32, [2, 4, BLOCK_H],
-                                             gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0]))
+    # per-warp maxima of the scores (FAST_MAX), double-buffered (tile i + 1 may write while a warp still reads
+    # tile i's)
+    red_bufs = gl.allocate_shared_memory(gl.float32, [2, 4, BLOCK_H], gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0]))
     bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     _init_tile_barriers(bars, NUM_BUF, GATHER, num_warps)
 
@@ -268,69 +390,220 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         o1 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
         o2 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
         o3 = warpgroup_mma_init(gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout))
-        for i in range(i_first, i_stop):
-            stage = it % NUM_BUF
-            kn = kn_bufs.index(stage)
-            mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
-            if GATHER:
-                # cp.async wrote the tile through the generic proxy; the wgmmas read it through the async one
-                fence_async_shared()
-            n_valid = seq_len - i * BLOCK_N
-            if n_valid < BLOCK_N:
-                # A request's last, partial tile: rows past seq_len may hold NaN; P.V must see zeros.
-                _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
+        if PV8:
+            gl.static_assert(LOOK == 0)
+            for i in range(i_first, i_stop):
+                stage = it % NUM_BUF
+                kn = kn_bufs.index(stage)
+                if PT_EARLY:
+                    page_nx = _tile_pages(pt_base, i + NUM_BUF, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
+                mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
+                if GATHER:
+                    fence_async_shared()
+                n_valid = seq_len - i * BLOCK_N
+                if n_valid < BLOCK_N:
+                    _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
+                    fence_async_shared()
+                    _block_barrier()
+                s2 = _scores_v2(kn, kr_bufs.index(stage), qn_smem, qr_smem, s_layout, BLOCK_N, BLOCK_H, RK64)
+                if PREFETCH:
+                    v0 = _v_chunk8(kn, 0, ld8_layout, v_layout)
+                    v1 = _v_chunk8(kn, 1, ld8_layout, v_layout)
+                if PREFETCH == 2:
+                    # (fp8 chunks are 16 registers a thread: all four fit where two fp16 ones did)
+                    v2 = _v_chunk8(kn, 2, ld8_layout, v_layout)
+                    v3 = _v_chunk8(kn, 3, ld8_layout, v_layout)
+                s2, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(s2, o3))
+                p, alpha_o, m_i, l_acc = _softmax_v2(s2, qk_mul, n_valid, m_i, l_acc, red_bufs.index(it % 2), offs_tok,
+                                                     s16_layout, o_layout, BLOCK_N, BLOCK_H, FAST_MAX)
+                # p in [0, 1] as 256 p = hi + lo, both fp8 (about 8 significant bits with 2^-18 of max p absolute);
+                # the 256 is divided out with the softmax sum
+                p256 = p * 256.0
+                p_hi = p256.to(gl.float8e4nv)
+                p_lo = (p256 - p_hi.to(gl.float32)).to(gl.float8e4nv)
+                ph = p8_bufs.index(2 * (it % 2))
+                pl = p8_bufs.index(2 * (it % 2) + 1)
+                ph.store(gl.permute(p_hi, (1, 0)))
+                pl.store(gl.permute(p_lo, (1, 0)))
                 fence_async_shared()
                 _block_barrier()
-            s2 = gl.zeros([BLOCK_N, 2 * BLOCK_H], gl.float32, layout=s_layout)
-            s2 = warpgroup_mma(kn, qn_smem.permute((1, 0)), s2, use_acc=False, is_async=True)
-            s2 = warpgroup_mma(kr_bufs.index(stage), qr_smem.permute((1, 0)), s2, is_async=True)
-            if PREFETCH:
-                # V^T chunks 0 and 1 into registers while the score MMAs run (they read only the tile)
-                v0 = _v_chunk(kn, 0, ld_layout, v_layout)
-                v1 = _v_chunk(kn, 1, ld_layout, v_layout)
-            # Retires S(i) and P.V(i - 1) (the reader of the other P buffer).
-            s2, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(s2, o3))
-            # columns [0, 16) hi, [16, 32) lo: bit 4 of the column is a register bit of s_layout (no data moves)
-            s_hi, s_lo = gl.split(gl.permute(gl.reshape(s2, [BLOCK_N, 2, BLOCK_H]), (0, 2, 1)))
-            s = gl.convert_layout(s_hi, s16_layout) + gl.convert_layout(s_lo, s16_layout) * 0.0625
-            s = s * qk_mul[None, :]
-            s = gl.where((offs_tok < n_valid)[:, None], s, float("-inf"))
-            if FAST_MAX:
-                m_new = gl.maximum(m_i, _max_over_tokens(s, red_bufs.index(it % 2), s16_layout))
-            else:
-                m_new = gl.maximum(m_i, gl.max(s, axis=0))
-            alpha = gl.exp2(m_i - m_new)
-            p = gl.exp2(s - m_new[None, :])
-            l_acc = l_acc * alpha[None, :] + p
-            m_i = m_new
-            alpha_o = gl.convert_layout(alpha, gl.SliceLayout(0, o_layout))[None, :]
-            p_smem = p_bufs.index(it % 2)
-            p_smem.store(p.to(gl.float16))
-            fence_async_shared()
-            _block_barrier()
-            # (Waiting down to one MMA in flight after each issue frees the previous chunk's registers.)
-            if not PREFETCH:
-                v0 = _v_chunk(kn, 0, ld_layout, v_layout)
-            a0 = warpgroup_mma(v0, p_smem, o0 * alpha_o, is_async=True)
-            if not PREFETCH:
-                v1 = _v_chunk(kn, 1, ld_layout, v_layout)
-            a1 = warpgroup_mma(v1, p_smem, o1 * alpha_o, is_async=True)
-            o0 = warpgroup_mma_wait(num_outstanding=1, deps=(a0, ))
-            a2 = warpgroup_mma(_v_chunk(kn, 2, ld_layout, v_layout), p_smem, o2 * alpha_o, is_async=True)
-            o1 = warpgroup_mma_wait(num_outstanding=1, deps=(a1, ))
-            o3 = warpgroup_mma(_v_chunk(kn, 3, ld_layout, v_layout), p_smem, o3 * alpha_o, is_async=True)
-            o2 = warpgroup_mma_wait(num_outstanding=1, deps=(a2, ))
-            # The tile's last readers were S(i) (retired) and the chunk loads above (done in every warp past the
-            # barrier; P.V reads registers): its buffer takes tile i + NUM_BUF now.
-            _block_barrier()
-            if i + NUM_BUF < i_stop:
-                _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF, stage,
-                          seq_len, PAGE_SIZE, 512, BLOCK_N, GATHER, num_warps)
-            it += 1
-        o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
+                if not PREFETCH:
+                    v0 = _v_chunk8(kn, 0, ld8_layout, v_layout)
+                a0 = warpgroup_mma(v0, ph.permute((1, 0)), o0 * alpha_o, is_async=True)
+                a0 = warpgroup_mma(v0, pl.permute((1, 0)), a0, is_async=True)
+                if not PREFETCH:
+                    v1 = _v_chunk8(kn, 1, ld8_layout, v_layout)
+                a1 = warpgroup_mma(v1, ph.permute((1, 0)), o1 * alpha_o, is_async=True)
+                a1 = warpgroup_mma(v1, pl.permute((1, 0)), a1, is_async=True)
+                o0 = warpgroup_mma_wait(num_outstanding=2, deps=(a0, ))
+                if PREFETCH < 2:
+                    v2 = _v_chunk8(kn, 2, ld8_layout, v_layout)
+                a2 = warpgroup_mma(v2, ph.permute((1, 0)), o2 * alpha_o, is_async=True)
+                a2 = warpgroup_mma(v2, pl.permute((1, 0)), a2, is_async=True)
+                o1 = warpgroup_mma_wait(num_outstanding=2, deps=(a1, ))
+                if PREFETCH < 2:
+                    v3 = _v_chunk8(kn, 3, ld8_layout, v_layout)
+                o3 = warpgroup_mma(v3, ph.permute((1, 0)), o3 * alpha_o, is_async=True)
+                o3 = warpgroup_mma(v3, pl.permute((1, 0)), o3, is_async=True)
+                o2 = warpgroup_mma_wait(num_outstanding=2, deps=(a2, ))
+                _block_barrier()
+                if i + NUM_BUF < i_stop:
+                    if PT_EARLY:
+                        _issue_v2_at(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, page_nx, i + NUM_BUF,
+                                     stage, PAGE_SIZE, 512, BLOCK_N, GATHER, num_warps)
+                    else:
+                        _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF,
+                                  stage, seq_len, PAGE_SIZE, 512, BLOCK_N, GATHER, num_warps)
+                it += 1
+            o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
+        elif LOOK == 0:
+            for i in range(i_first, i_stop):
+                stage = it % NUM_BUF
+                kn = kn_bufs.index(stage)
+                if PT_EARLY:
+                    # the page ids of the tile this buffer takes next, loaded a tile ahead of their use (the TMA's
+                    # coordinates wait on this load)
+                    page_nx = _tile_pages(pt_base, i + NUM_BUF, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
+                mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
+                if GATHER:
+                    # cp.async wrote the tile through the generic proxy; the wgmmas read it through the async one
+                    fence_async_shared()
+                n_valid = seq_len - i * BLOCK_N
+                if n_valid < BLOCK_N:
+                    # A request's last, partial tile: rows past seq_len may hold NaN; P.V must see zeros.
+                    _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
+                    fence_async_shared()
+                    _block_barrier()
+                s2 = _scores_v2(kn, kr_bufs.index(stage), qn_smem, qr_smem, s_layout, BLOCK_N, BLOCK_H, RK64)
+                if PREFETCH:
+                    # V^T chunks 0 and 1 into registers while the score MMAs run (they read only the tile)
+                    v0 = _v_chunk(kn, 0, ld_layout, v_layout, PROBE)
+                    v1 = _v_chunk(kn, 1, ld_layout, v_layout, PROBE)
+                # Retires S(i) and P.V(i - 1) (the reader of the other P buffer).
+                s2, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(s2, o3))
+                p, alpha_o, m_i, l_acc = _softmax_v2(s2, qk_mul, n_valid, m_i, l_acc, red_bufs.index(it % 2), offs_tok,
+                                                     s16_layout, o_layout, BLOCK_N, BLOCK_H, FAST_MAX)
+                p_smem = p_bufs.index(it % 2)
+                p_smem.store(p.to(gl.float16))
+                fence_async_shared()
+                _block_barrier()
+                # (Waiting down to one MMA in flight after each issue frees the previous chunk's registers.)
+                if not PREFETCH:
+                    v0 = _v_chunk(kn, 0, ld_layout, v_layout, PROBE)
+                a0 = warpgroup_mma(v0, p_smem, o0 * alpha_o, is_async=True)
+                if not PREFETCH:
+                    v1 = _v_chunk(kn, 1, ld_layout, v_layout, PROBE)
+                a1 = warpgroup_mma(v1, p_smem, o1 * alpha_o, is_async=True)
+                o0 = warpgroup_mma_wait(num_outstanding=1, deps=(a0, ))
+                a2 = warpgroup_mma(_v_chunk(kn, 2, ld_layout, v_layout, PROBE), p_smem, o2 * alpha_o, is_async=True)
+                o1 = warpgroup_mma_wait(num_outstanding=1, deps=(a1, ))
+                o3 = warpgroup_mma(_v_chunk(kn, 3, ld_layout, v_layout, PROBE), p_smem, o3 * alpha_o, is_async=True)
+                o2 = warpgroup_mma_wait(num_outstanding=1, deps=(a2, ))
+                # The tile's last readers were S(i) (retired) and the chunk loads above (done in every warp past
+                # the barrier; P.V reads registers): its buffer takes tile i + NUM_BUF now.
+                _block_barrier()
+                if i + NUM_BUF < i_stop:
+                    if PT_EARLY:
+                        _issue_v2_at(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, page_nx, i + NUM_BUF,
+                                     stage, PAGE_SIZE, 512, BLOCK_N, GATHER, num_warps)
+                    else:
+                        _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF,
+                                  stage, seq_len, PAGE_SIZE, 512, BLOCK_N, GATHER, num_warps)
+                it += 1
+            o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
+        else:
+            # S one tile ahead: S(i + 1) is issued before tile i's softmax (LOOK 1) or between its P.V chunks 1
+            # and 2 (LOOK 2), so the tensor core runs it under work of tile i. The issue is unconditional (after
+            # a segment's last tile it reads a buffer no copy is writing; the result is dropped), so that no
+            # wgmma in flight crosses a branch.
+            st0 = it % NUM_BUF
+            mbarrier.wait(bars.index(st0), (it // NUM_BUF) & 1)
+            if GATHER:
+                fence_async_shared()
+            s_nx = _scores_v2(kn_bufs.index(st0), kr_bufs.index(st0), qn_smem, qr_smem, s_layout, BLOCK_N, BLOCK_H,
+                              RK64)
+            # (retired here: the loop carries S(i) retired, as each tile's P.V waits retire S(i + 1))
+            s_nx = warpgroup_mma_wait(num_outstanding=0, deps=(s_nx, ))
+            for i in range(i_first, i_stop):
+                stage = it % NUM_BUF
+                nstage = (it + 1) % NUM_BUF
+                kn = kn_bufs.index(stage)
+                if PT_EARLY:
+                    page_nx = _tile_pages(pt_base, i + NUM_BUF, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
+                # S(i) retired with tile i - 1's chunk waits (or before the loop). P.V(i - 1)'s last chunk: retired
+                # here under LOOK 1 (retiring it behind S(i + 1), with wait_group 1, made ptxas serialise every
+                # wgmma: C7514); under LOOK 2 it stays in flight through this tile's softmax (it reads the other P
+                # buffer) and retires before o3 is rescaled.
+                s2 = s_nx
+                if LOOK == 1:
+                    o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
+                n_valid = seq_len - i * BLOCK_N
+                if n_valid < BLOCK_N:
+                    # rows past seq_len zeroed for P.V (S(i) has retired; its masked scores ignore them; P.V(i - 1)
+                    # reads registers and the other P buffer)
+                    _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
+                    fence_async_shared()
+                    _block_barrier()
+                if LOOK == 1:
+                    if i + 1 < i_stop:
+                        mbarrier.wait(bars.index(nstage), ((it + 1) // NUM_BUF) & 1)
+                        if GATHER:
+                            fence_async_shared()
+                    s_nx = _scores_v2(kn_bufs.index(nstage), kr_bufs.index(nstage), qn_smem, qr_smem, s_layout,
+                                      BLOCK_N, BLOCK_H, RK64)
+                if PREFETCH:
+                    v0 = _v_chunk(kn, 0, ld_layout, v_layout, PROBE)
+                    v1 = _v_chunk(kn, 1, ld_layout, v_layout, PROBE)
+                p, alpha_o, m_i, l_acc = _softmax_v2(s2, qk_mul, n_valid, m_i, l_acc, red_bufs.index(it % 2), offs_tok,
+                                                     s16_layout, o_layout, BLOCK_N, BLOCK_H, FAST_MAX)
+                p_smem = p_bufs.index(it % 2)
+                p_smem.store(p.to(gl.float16))
+                fence_async_shared()
+                _block_barrier()
+                if LOOK == 2:
+                    o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
+                if not PREFETCH:
+                    v0 = _v_chunk(kn, 0, ld_layout, v_layout, PROBE)
+                a0 = warpgroup_mma(v0, p_smem, o0 * alpha_o, is_async=True)
+                if not PREFETCH:
+                    v1 = _v_chunk(kn, 1, ld_layout, v_layout, PROBE)
+                a1 = warpgroup_mma(v1, p_smem, o1 * alpha_o, is_async=True)
+                if LOOK == 2:
+                    if i + 1 < i_stop:
+                        mbarrier.wait(bars.index(nstage), ((it + 1) // NUM_BUF) & 1)
+                        if GATHER:
+                            fence_async_shared()
+                    s_nx = _scores_v2(kn_bufs.index(nstage), kr_bufs.index(nstage), qn_smem, qr_smem, s_layout,
+                                      BLOCK_N, BLOCK_H, RK64)
+                # wgmmas retire in order: LOOK 1 has S(i + 1) before a0 (both retire here), LOOK 2 after a1
+                if LOOK == 1:
+                    o0, s_nx = warpgroup_mma_wait(num_outstanding=1, deps=(a0, s_nx))
+                else:
+                    o0 = warpgroup_mma_wait(num_outstanding=2, deps=(a0, ))
+                a2 = warpgroup_mma(_v_chunk(kn, 2, ld_layout, v_layout, PROBE), p_smem, o2 * alpha_o, is_async=True)
+                o1 = warpgroup_mma_wait(num_outstanding=LOOK, deps=(a1, ))
+                o3 = warpgroup_mma(_v_chunk(kn, 3, ld_layout, v_layout, PROBE), p_smem, o3 * alpha_o, is_async=True)
+                if LOOK == 1:
+                    o2 = warpgroup_mma_wait(num_outstanding=1, deps=(a2, ))
+                else:
+                    o2, s_nx = warpgroup_mma_wait(num_outstanding=1, deps=(a2, s_nx))
+                # tile i's buffer: S(i) retired, its chunks loaded in every warp past the barrier
+                _block_barrier()
+                if i + NUM_BUF < i_stop:
+                    if PT_EARLY:
+                        _issue_v2_at(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, page_nx, i + NUM_BUF,
+                                     stage, PAGE_SIZE, 512, BLOCK_N, GATHER, num_warps)
+                    else:
+                        _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF,
+                                  stage, seq_len, PAGE_SIZE, 512, BLOCK_N, GATHER, num_warps)
+                it += 1
+            o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
 
         l_i = gl.sum(l_acc, axis=0)
-        inv = gl.convert_layout(kv_scale / l_i, gl.SliceLayout(0, o_layout))[None, :]
+        if PV8:
+            inv = gl.convert_layout(kv_scale / (256.0 * l_i), gl.SliceLayout(0, o_layout))[None, :]
+        else:
+            inv = gl.convert_layout(kv_scale / l_i, gl.SliceLayout(0, o_layout))[None, :]
         lse2 = m_i + gl.log2(l_i)
         heads_o = h0 + offs_h_o
         heads_s = h0 + offs_h_s
