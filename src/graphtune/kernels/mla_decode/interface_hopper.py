@@ -115,7 +115,7 @@ TOK_FP8_V2_NAME = "mla_decode_hopper_tok_fp8_v2"
 # group c's scale). Compiled and checked on a CPU only (session 9, docs/mla_decode.md "fp8_ds_mla on Hopper"), not
 # yet run on a GPU: pinned-only (``path="hopper"``; ``path="auto"`` keeps the portable kernel) until a GPU run
 # measures it faster. This config is what ``path="hopper"`` runs for the format, overlaid with a pinned config's.
-HOPPER_TOK_DS_CONFIG: dict[str, int] = {"V2": 1, "DS": 1, "BLOCK_N": 64, "NUM_BUF": 2, "PREFETCH": 1, "FAST_MAX": 1}
+HOPPER_TOK_DS_CONFIG: dict[str, int] = {"V2": 1, "DS": 1, "BLOCK_N": 64, "NUM_BUF": 2, "PREFETCH": 0, "FAST_MAX": 1}
 DS_FORMAT = "fp8_ds_mla"
 KERNEL_NAMES: dict[tuple[bool, bool], str] = {   # (heads on M, fp8) -> the graphtune kernel name
     (True, False): "mla_decode_hopper", (False, False): "mla_decode_hopper_tok",
