@@ -168,3 +168,32 @@ def test_ds_kernel_arithmetic_meets_the_fp8_bound(spread):
     for c in range(4):
         a, b = got[:, 128 * c:128 * (c + 1)].double(), ref[:, 128 * c:128 * (c + 1)].double()
         assert float((a - b).norm() / b.norm()) <= 2e-3, (c, float((a - b).norm() / b.norm()))
+
+
+def test_bench_times_the_ds_variants_that_compile_here(monkeypatch):
+    """bench_mla_decode.py --hopper-variants: the fp8_ds_mla phase's variants are the configs compiled above, and
+    selecting one rewrites (then restores) the module's DS config."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_mla_decode.py"
+    spec = importlib.util.spec_from_file_location("_bench_mla_decode_ds_under_test", path)
+    bench_mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_mod)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    base = interface_hopper.HOPPER_TOK_DS_CONFIG
+    compiled = [{**base, **overlay} for overlay, _ in DS_CONFIGS]
+    assert all({**base, **v} in compiled for v in bench_mod.HOPPER_TOK_DS_VARIANTS)
+    before = dict(base)
+    x = dict(q=torch.empty(2, 16, 576, dtype=torch.bfloat16), kv_cache=torch.empty(4, 64, 656, dtype=torch.uint8))
+    candidates = bench_mod._hopper_candidates(x, 16, FMT)
+    assert [dict(c) for c in candidates] == bench_mod.HOPPER_TOK_DS_VARIANTS
+    try:
+        for variant in candidates:
+            label = bench_mod._activate(variant, 16, FMT)
+            assert all(f"{k}={v}" in label for k, v in variant.items()) and base == {**before, **variant}
+    finally:
+        for (heads, kv_format), cfg in bench_mod.SAVED_HOPPER.items():
+            d = bench_mod._hopper_dict(heads, kv_format)
+            d.clear()
+            d.update(cfg)
+    assert interface_hopper.HOPPER_TOK_DS_CONFIG == before
