@@ -400,6 +400,11 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
         print(f"  {key}: {label}")
     result["vs_best_config"] = best
     out.write_text(json.dumps(result, indent=1, default=str))
+    restore_hopper_configs()
+
+
+def restore_hopper_configs() -> None:
+    """The Hopper kernels' module-level fixed configs back as they were before the first variant was selected."""
     for (heads, kv_format), cfg in SAVED_HOPPER.items():
         d = _hopper_dict(heads, kv_format)
         d.clear()

@@ -246,34 +246,24 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
     part_lse = torch.empty(slots, heads, dtype=torch.float32, device=device)
     seg = torch.empty(batch, 2, dtype=torch.int32, device=device)
     scratch = (lse, part_o, part_lse, seg)
-    if fmt == DS_FORMAT:
-        # the 656-byte rows (41 x 16 bytes: a legal TMA row stride) under three views: fp8 latent boxes at column
-        # 0, bf16 rope boxes at bf16 column 264 (byte 528), fp32 scale boxes at fp32 column 128 (byte 512)
-        rows = kv_cache.view(kv_cache.shape[0] * kv_cache.shape[1], kv_cache.shape[2])
-        args = (q, _descriptor(rows.view(torch.float8_e4m3fn), [block_n, D_NOPE]),
-                _descriptor(rows.view(torch.bfloat16), [block_n, D_ROPE]), kv_cache,
-                _descriptor(rows.view(torch.float32), [block_n, 4]),   # kv_scale_ptr: the group scales' boxes
-                page_table, seq_lens,
-                out, lse, part_o, part_lse, seg,
-                float(sm_scale), 1.0,
-                batch, heads,
-                q.stride(0), q.stride(1),
-                page_table.stride(0),
-                out.stride(0), out.stride(1),
-                part_o.stride(0), part_o.stride(1),
-                part_lse.stride(0))
-        consts = dict(PAGE_SIZE=kv_cache.shape[1], KV_SCALE_FROM_PTR=False, RETURN_LSE=return_lse,
-                      B_CHUNK=_B_CHUNK, BLOCK_H=block_h)
-        return args, head_blocks, consts, scratch
-    q2 = q.view(batch * heads, D_QK)
-    kv2 = kv_cache.view(kv_cache.shape[0] * kv_cache.shape[1], D_QK)
-    if fmt == "fp8":
-        if isinstance(kv_scale, torch.Tensor):
-            scale_ptr, scale_value, scale_from_ptr = kv_scale, 1.0, True
+    if fmt in ("fp8", DS_FORMAT):
+        if fmt == DS_FORMAT:
+            # the 656-byte rows (41 x 16 bytes: a legal TMA row stride) under three views: fp8 latent boxes at
+            # column 0, bf16 rope boxes at bf16 column 264 (byte 528), and in the scale pointer's place fp32 boxes
+            # of the four group scales at fp32 column 128 (byte 512)
+            rows = kv_cache.view(kv_cache.shape[0] * kv_cache.shape[1], kv_cache.shape[2])
+            kv_args = (_descriptor(rows.view(torch.float8_e4m3fn), [block_n, D_NOPE]),
+                       _descriptor(rows.view(torch.bfloat16), [block_n, D_ROPE]), kv_cache)
+            scale_ptr, scale_value, scale_from_ptr = _descriptor(rows.view(torch.float32), [block_n, 4]), 1.0, False
         else:
-            scale_ptr, scale_value, scale_from_ptr = seq_lens, float(kv_scale), False   # pointer unused
-        kv_args = (_descriptor(kv2, [block_n, 128]), kv_cache) if v2 else (kv_cache, )
-        args = (q, _descriptor(kv2, [block_n, D_NOPE]), *kv_args,
+            kv2 = kv_cache.view(kv_cache.shape[0] * kv_cache.shape[1], D_QK)
+            kv_args = (_descriptor(kv2, [block_n, D_NOPE]),
+                       *((_descriptor(kv2, [block_n, 128]), kv_cache) if v2 else (kv_cache, )))
+            if isinstance(kv_scale, torch.Tensor):
+                scale_ptr, scale_value, scale_from_ptr = kv_scale, 1.0, True
+            else:
+                scale_ptr, scale_value, scale_from_ptr = seq_lens, float(kv_scale), False   # pointer unused
+        args = (q, *kv_args,
                 scale_ptr,
                 page_table, seq_lens,
                 out, lse, part_o, part_lse, seg,
@@ -287,6 +277,8 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
         consts = dict(PAGE_SIZE=kv_cache.shape[1], KV_SCALE_FROM_PTR=scale_from_ptr, RETURN_LSE=return_lse,
                       B_CHUNK=_B_CHUNK, BLOCK_H=block_h)
         return args, head_blocks, consts, scratch
+    q2 = q.view(batch * heads, D_QK)
+    kv2 = kv_cache.view(kv_cache.shape[0] * kv_cache.shape[1], D_QK)
     args = (_descriptor(q2, [block_h, D_NOPE]), _descriptor(q2[:, D_NOPE:], [block_h, D_ROPE]),
             _descriptor(kv2, [block_n, PP_CHUNK if pp else D_NOPE]), _descriptor(kv2[:, D_NOPE:], [block_n, D_ROPE]),
             page_table, seq_lens,
