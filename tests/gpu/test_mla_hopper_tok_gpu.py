@@ -181,9 +181,9 @@ DS_PARAMS = [(DS_CONFIGS[0], case) for case in DS_CASES] + [(c, DS_CASES[0]) for
 
 
 def _spread_scales(x: dict) -> None:
-    """Group g's scales times 2^(4g - 6) in every row (the dequantized values follow: the reference reads them)."""
+    """Group g's scales times 2^(4g - 10) in every row (the dequantized values follow: the reference reads them)."""
     kv = x["kv_cache"]
-    factor = torch.tensor([2.0 ** (4 * g - 6) for g in range(4)], device=kv.device)
+    factor = torch.tensor([2.0 ** (4 * g - 10) for g in range(4)], device=kv.device)
     kv[..., 512:528] = (kv[..., 512:528].contiguous().view(torch.float32) * factor).contiguous().view(torch.uint8)
 
 

@@ -598,10 +598,12 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                     pc1 = p_bufs.index(1)
                     pc2 = p_bufs.index(2)
                     pc3 = p_bufs.index(3 + it % 2)
-                    pc0.store((p * sc0[:, None]).to(gl.float16))
-                    pc1.store((p * sc1[:, None]).to(gl.float16))
-                    pc2.store((p * sc2[:, None]).to(gl.float16))
-                    pc3.store((p * sc3[:, None]).to(gl.float16))
+                    # 256 p scale_c in fp16 (divided out with the softmax sum): full fp16 precision down to group
+                    # scales of ~2^-22 / p, finite up to scales of 255 (latent amax 114,000; DeepSeek's are O(1))
+                    pc0.store((p * (sc0 * 256.0)[:, None]).to(gl.float16))
+                    pc1.store((p * (sc1 * 256.0)[:, None]).to(gl.float16))
+                    pc2.store((p * (sc2 * 256.0)[:, None]).to(gl.float16))
+                    pc3.store((p * (sc3 * 256.0)[:, None]).to(gl.float16))
                 else:
                     # Retires S(i) and P.V(i - 1) (the reader of the other P buffer).
                     s2, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(s2, o3))
@@ -729,7 +731,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
             o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
 
         l_i = gl.sum(l_acc, axis=0)
-        if PV8:
+        if PV8 + DS:   # (P scaled by 256 on both: the fp8 hi / lo pair, the fp16 P times a group scale)
             inv = gl.convert_layout(kv_scale / (256.0 * l_i), gl.SliceLayout(0, o_layout))[None, :]
         else:
             inv = gl.convert_layout(kv_scale / l_i, gl.SliceLayout(0, o_layout))[None, :]
