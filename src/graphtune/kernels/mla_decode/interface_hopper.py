@@ -16,7 +16,8 @@ KV descriptors for it before every launch (host work only: capture-safe).
 Pinned instead of tuned: ``launch(..., config=...)``, or a module-level fixed config changed from its shipped
 value (``benchmarks/bench_mla_decode.py --hopper-variants`` times variants that way): that config runs on the
 plain kernel, as before tuning existed. In a pinned fp8 tokens-on-M config ``V2=1`` selects the second kernel
-(its keys: ``TOK_FP8_V2_PARAMS``; programs per SM follow its buffers), ``V2=0`` the first.
+(its keys: ``TOK_FP8_V2_PARAMS``; programs per SM follow its buffers), ``V2=0`` the first. fp8_ds_mla with H < 64
+runs the second kernel with ``DS=1`` (``HOPPER_TOK_DS_CONFIG``), pinned-only: ``path="hopper"``.
 """
 from __future__ import annotations
 
@@ -347,8 +348,8 @@ def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
 
 def _check_v2(on_m: bool, fmt: str) -> None:
     if on_m or fmt not in ("fp8", DS_FORMAT):
-        raise ValueError(f"config V2=1: the second tokens-on-M kernel takes fp8 (or fp8_ds_mla) caches with "
-                         f"H < {BLOCK_H}, "
+        raise ValueError(f"config V2=1: the second tokens-on-M kernel takes fp8 caches with H < {BLOCK_H} (and "
+                         "fp8_ds_mla ones, DS=1), "
                          f"got kv_format {fmt!r} with {'H % 64 == 0' if on_m else 'H < 64'}")
 
 

@@ -24,6 +24,17 @@ SASS compiled on a CPU (docs/mla_decode.md, "tokens on M, fp8, second kernel"):
 - **No cross-warp sum per tile.** The softmax denominator is kept per token slot ([64, 16], rescaled with the
   output) and reduced once per segment; only the running max crosses warps each tile.
 
+**fp8_ds_mla (``DS`` 1; session 9, compiled for sm_90 on a CPU, not yet run on a GPU).** DeepSeek's 656-byte rows
+(512 fp8 latent values in four 128-dim groups, four fp32 group scales at bytes 512..527, 64 bf16 rope values at
+528..655; 656 = 41 x 16 bytes, a legal TMA row stride). A tile is three TMA boxes of the rows under three views:
+the [64, 512] fp8 latent at column 0 (as above), the [64, 64] bf16 rope at bf16 column 264, the [64, 4] fp32
+scales at fp32 column 128. Scores: a group's scale multiplies its tokens' rows after the MMAs, so each group is its
+own chain (4 ``QGMMA.64x32x32`` against the [hi | lo] query's group columns), folded into S two chains at a time
+(``_ds_scores``), plus the rope's 4 ``HGMMA.64x16x16.BF16`` against the bf16 query rope (times the query's power-of-
+two scale: exact). P.V: V^T chunk c is group c, so chunk c's P tile is ``256 p scale_c[token]`` in fp16 (four P
+tiles; chunk 3's double-buffered as P.V(i - 1)'s last chunk may still read it); the 256 is divided out with the
+softmax sum. TMA loader, ``LOOK`` 0 and the fp16 P.V only (static_assert).
+
 Pipelining: NUM_BUF tiles of 40 KB in flight. A tile's buffer is free once S(i) has retired and every warp has
 loaded its V^T chunks (P.V reads registers, not the buffer), so tile i + NUM_BUF is issued at the end of tile i,
 before tile i + 1's wait (the first kernel: tile i + NUM_BUF - 1 after S(i)'s wait, as its P.V read the buffer).
@@ -261,9 +272,9 @@ def _ds_scores(g0, g1, o3, kn, kr, qn_smem, qr_smem, sc0, sc1, sc2, sc3, s_layou
                r_layout: gl.constexpr, s16_layout: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr):
     """fp8_ds_mla: the tile's scores ``sum_g scale_g[token] (K_g . q_g) + K_rope . q_rope`` ([BLOCK_N, BLOCK_H],
     unscaled by the softmax's multiplier), from groups 0 and 1 already issued (after ``o3``, the previous tile's
-    last P.V chunk, which retires here). Two group chains are in flight at a time: each is folded into the sum while
-    the next runs (all five accumulators live at once spilled: 344 bytes of stack); then the bf16 rope
-    ``K_rope (q_rope s)^T`` (4 bf16 k-steps). Returns ``(s, o3)``."""
+    last P.V chunk: the three retire together, as a ``wait_group 1`` behind a score chain made ptxas serialise
+    every wgmma). Group 2 runs while 0 and 1 are folded, group 3 and the bf16 rope ``K_rope (q_rope s)^T`` (4 bf16
+    k-steps) while 2 is (all five accumulators live at once spilled: 344 bytes of stack). Returns ``(s, o3)``."""
     g0, g1, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(g0, g1, o3))
     g2 = _ds_group(kn, qn_smem, 2, s_layout, BLOCK_N, BLOCK_H)
     s = _hilo(g0, s16_layout, BLOCK_N, BLOCK_H) * sc0[:, None] + _hilo(g1, s16_layout, BLOCK_N, BLOCK_H) * sc1[:, None]
