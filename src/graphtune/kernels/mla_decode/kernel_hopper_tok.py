@@ -292,7 +292,12 @@ def _ds_scores(g0, g1, o3, kn, kr, qn_smem, qr_smem, sc0, sc1, sc2, sc3, s_layou
 def _ds_scales(sc_buf, n_valid, s16_layout: gl.constexpr, BLOCK_N: gl.constexpr):
     """fp8_ds_mla: the tile's four group scales per token ([BLOCK_N] each, token rows of ``s16_layout``), zero for
     rows past ``n_valid`` (the cache may hold NaN there: a zero scale keeps them out of P)."""
-    sc_layout: gl.constexpr = gl.BlockedLayout([1, 4], [32, 1], [4, 1], [1, 0])
+    # each thread reads all four scales of the token rows it holds in s16_layout (rows 8 apart: two 16-byte loads);
+    # lanes that differ in their two low bits (s16_layout's columns) read the same rows. The columns split off
+    # below are then s16_layout's row slices as they are: the conversions move no data.
+    sc_layout: gl.constexpr = gl.DistributedLinearLayout(
+        reg_bases=[[0, 1], [0, 2], [8, 0]], lane_bases=[[0, 0], [0, 0], [1, 0], [2, 0], [4, 0]],
+        warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[BLOCK_N, 4])
     sc = sc_buf.load(sc_layout)                                                   # [tokens, 4 groups]
     tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, sc_layout))
     sc = gl.where((tok < n_valid)[:, None], sc, 0.0)
