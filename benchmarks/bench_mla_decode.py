@@ -471,7 +471,8 @@ HOPPER_ON_M_FP8_VARIANTS = [dict(NUM_BUF=2, PIPE=0, LO_CHAIN=1, QK16=0), dict(NU
                             dict(NUM_BUF=2, QK16=1, WOVL=1, PSMEM=1, XCH=1)]
 # fp8_ds_mla (656-byte rows), H < 64: the second tokens-on-M kernel with DS = 1 (session 9: compiled on a CPU, not
 # yet run; pinned-only): the fixed config (2 buffers, 2 programs per SM, PREFETCH 0: PREFETCH 1 spills in the tile
-# loop), three buffers at one program per SM, the page ids a tile ahead.
+# loop), three buffers at one program per SM, the page ids a tile ahead. Pages below 64 tokens: the row gather,
+# `--hopper-overlay GATHER=1 --hopper-page-size 16` (or 1).
 HOPPER_TOK_DS_VARIANTS = [dict(DS=1, NUM_BUF=2, PREFETCH=0, FAST_MAX=1), dict(DS=1, NUM_BUF=3, PREFETCH=0, FAST_MAX=1),
                           dict(DS=1, NUM_BUF=2, PREFETCH=0, FAST_MAX=1, PT_EARLY=1)]
 

@@ -26,10 +26,10 @@ FMT = "fp8_ds_mla"
 
 def _ds_call(config: dict, heads: int = 16, page_size: int = 64):
     q = torch.empty(2, heads, 576, dtype=torch.bfloat16)
-    kv = torch.empty(4, page_size, 656, dtype=torch.uint8)
+    kv = torch.empty(256 // page_size, page_size, 656, dtype=torch.uint8)
     out = torch.empty(2, heads, 512, dtype=torch.bfloat16)
     pinned = interface_hopper.pinned_config(heads, FMT, config)
-    args, grid, consts, _ = interface_hopper.hopper_call(q, kv, torch.zeros(2, 4, dtype=torch.int32),
+    args, grid, consts, _ = interface_hopper.hopper_call(q, kv, torch.zeros(2, 128 // page_size, dtype=torch.int32),
                                                          torch.ones(2, dtype=torch.int32), 0.04, 1.0, FMT, out, False,
                                                          sms=132, config=pinned)
     fn, consts = interface_hopper._kernel_and_params(heads, FMT, consts, v2=True)
@@ -72,6 +72,27 @@ def test_ds_kernel_compiles_for_sm90_fits_and_keeps_its_tile_loop_free_of_spills
     assert _tile_loop_spills(sass) == 0
 
 
+@pytest.mark.parametrize("page_size,num_buf", [(1, 2), (16, 2), (16, 3)])
+def test_ds_row_gather_compiles_for_pages_smaller_than_a_tile(page_size, num_buf):
+    """GATHER = 1 (page sizes below 64): the tile by cp.async through the page table, no TMA; per tile and thread
+    16 copies of 16 latent bytes, 4 of the bf16 rope, one 8-byte copy of the scales, on the tile's barrier; the
+    same MMAs, two programs per SM with two buffers, no spills in the tile loop."""
+    fn, args, grid, consts = _ds_call(dict(GATHER=1, NUM_BUF=num_buf), page_size=page_size)
+    assert consts["GATHER"] == 1 and consts["PAGE_SIZE"] == page_size
+    compiled = compile_sm90(fn, args, consts)
+    usage = resources._resource_usage(compiled.asm["cubin"], compiled.metadata.name)
+    assert usage["REG"] <= 255 and usage.get("LOCAL", 0) == 0
+    per_sm = 2 if num_buf == 2 else 1
+    assert per_sm * (compiled.metadata.shared + usage.get("SHARED", 0) + 1024) <= SM90_SM_SHARED
+    sass = _sass(compiled)
+    assert "UTMALDG" not in sass
+    sites = sass.count("LDGSTSBAR.64.ARVCNT")   # one arrival per issue site
+    assert sites >= 2 and sass.count("LDGSTS.E.BYPASS.128") == 20 * sites and sass.count("LDGSTS.E.64") == sites
+    assert sass.count("QGMMA.64x32x32.F32.E4M3.E4M3") == 16 and sass.count("HGMMA.64x16x16.F32.BF16") == 4
+    assert sass.count("WARPGROUP.DEPBAR") <= 8
+    assert _tile_loop_spills(sass) == 0
+
+
 def test_ds_prefetch_of_v_chunks_spills_in_the_tile_loop():
     """Why the fixed config has PREFETCH 0: the V^T chunks 0 and 1 held across the score chains (64 more registers
     a thread) push the tile loop into local memory."""
@@ -97,7 +118,7 @@ def test_ds_views_address_the_formats_bytes():
     assert nope.block_shape == [64, 512] and nope.shape == [256, 656] and nope.base.dtype == torch.float8_e4m3fn
     assert rope.block_shape == [64, 64] and rope.shape == [256, 328] and rope.base.dtype == torch.bfloat16
     assert scale.block_shape == [64, 4] and scale.shape == [256, 164] and scale.base.dtype == torch.float32
-    assert cache.dtype == torch.uint8
+    assert cache.dtype == torch.float8_e4m3fn and cache.shape[-1] == 656   # the row gather reads it as fp8 bytes
 
 
 def test_ds_is_pinned_only_and_rejects_what_it_does_not_take():
@@ -107,8 +128,12 @@ def test_ds_is_pinned_only_and_rejects_what_it_does_not_take():
     assert interface_hopper.shape_supported(q, kv, FMT, explicit=True) is None
     assert "H < 64" in interface_hopper.shape_supported(torch.empty(2, 128, 576, dtype=torch.bfloat16), kv, FMT,
                                                        explicit=True)
-    assert "page size 16" in interface_hopper.shape_supported(q, torch.empty(4, 16, 656, dtype=torch.uint8), FMT,
-                                                             explicit=True)
+    kv16 = torch.empty(16, 16, 656, dtype=torch.uint8)
+    assert interface_hopper.shape_supported(q, kv16, FMT, explicit=True) is None      # the row gather's
+    assert "path='hopper'" in interface_hopper.shape_supported(q, kv16, FMT)
+    with pytest.raises(ValueError, match=r"page size 16 on the Hopper path needs the row-gather loader"):
+        interface_hopper.launch(q, kv16, torch.zeros(2, 8, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
+                                0.04, 1.0, FMT, torch.empty(2, 16, 512, dtype=torch.bfloat16), False, sms=132)
     assert interface_hopper.pinned(16, FMT) and interface_hopper.pinned(16, FMT, None)
     assert interface_hopper.pinned_config(16, FMT, {}) == interface_hopper.HOPPER_TOK_DS_CONFIG
     assert interface_hopper.pinned_config(16, FMT, dict(NUM_BUF=3))["NUM_BUF"] == 3
@@ -116,7 +141,7 @@ def test_ds_is_pinned_only_and_rejects_what_it_does_not_take():
         interface_hopper.pinned_config(16, FMT, dict(PIPE=2))
     out = torch.empty(2, 16, 512, dtype=torch.bfloat16)
     call = (q, kv, torch.zeros(2, 4, dtype=torch.int32), torch.ones(2, dtype=torch.int32), 0.04, 1.0)
-    for bad in (dict(GATHER=1), dict(DS=0), dict(V2=0)):
+    for bad in (dict(DS=0), dict(V2=0)):
         with pytest.raises(ValueError, match=r"fp8_ds_mla.*V2=1, DS=1"):
             interface_hopper.hopper_call(*call, FMT, out, False, sms=132, config=bad)
     with pytest.raises(ValueError, match=r"DS=1 is the fp8_ds_mla loader"):

@@ -172,12 +172,16 @@ def test_public_path_picks_the_tok_fp8_kernel_by_batch_tunes_and_replays(batch):
 
 
 # fp8_ds_mla (656-byte rows) on the second kernel with DS=1: pinned-only (path="hopper"), compiled for sm_90 only
-# so far (session 9): GRAPHTUNE_GPU_NEW=1 until it has passed on a GPU once. The fixed config on every case, the
-# other configs the benchmark times on the first.
+# so far (session 9): GRAPHTUNE_GPU_NEW=1 until it has passed on a GPU once. The fixed config on every TMA case,
+# the other configs the benchmark times on the first; the row gather (GATHER=1) at page sizes 16, 1 and 64.
 DS_CONFIGS = [dict(DS=1), dict(DS=1, NUM_BUF=3), dict(DS=1, PT_EARLY=1)]
 DS_CASES = [(16, 64, [1, 63, 64, 65, 3001, 4096]), (32, 64, [300, 1, 4096, 191]), (16, 256, [255, 1, 2, 129]),
             (16, 128, [77, 1, 1000])]
-DS_PARAMS = [(DS_CONFIGS[0], case) for case in DS_CASES] + [(c, DS_CASES[0]) for c in DS_CONFIGS[1:]]
+DS_GATHER_CASES = [(16, 16, [255, 1, 2, 129, 64]), (32, 16, [300, 1, 4096, 191]), (16, 1, [1, 63, 64, 65, 3001]),
+                   (16, 64, [1, 63, 64, 65])]
+DS_PARAMS = ([(DS_CONFIGS[0], case) for case in DS_CASES] + [(c, DS_CASES[0]) for c in DS_CONFIGS[1:]]
+             + [(dict(DS=1, GATHER=1), case) for case in DS_GATHER_CASES] + [(dict(DS=1, GATHER=1, NUM_BUF=3),
+                                                                             DS_GATHER_CASES[0])])
 
 
 def _spread_scales(x: dict) -> None:
@@ -207,12 +211,12 @@ def test_tok_ds_matches_reference(monkeypatch, config, case, spread):
         assert _rel(x["out"][..., chunk], ref[..., chunk]) <= 2e-3, f"seed {seed}: chunk {c}"
 
 
-def test_tok_ds_takes_only_whole_tma_tiles_and_auto_stays_portable():
-    """Page size 16 is not a whole tile (the DS kernel has no row gather): path="hopper" says so in one line;
+def test_tok_ds_page_size_16_needs_the_row_gather_and_auto_stays_portable():
+    """Page size 16 is not a whole TMA tile: path="hopper" without GATHER=1 says so in one line (nothing runs);
     path="auto" runs the portable kernel (the Hopper one is pinned-only until measured faster), still correct."""
     _skip_off_hopper()
     seed, x, ref, _ = _case(16, 16, [33, 1, 200], "fp8_ds_mla")
-    with pytest.raises(ValueError, match=r"page size 16 is not a multiple of 64"):
+    with pytest.raises(ValueError, match=r"page size 16 on the Hopper path needs the row-gather loader"):
         interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, 1.0, "fp8_ds_mla",
                           x["out"], False, path="hopper")
     assert interface_hopper.supported(x["q"], x["kv_cache"], "fp8_ds_mla") is not None

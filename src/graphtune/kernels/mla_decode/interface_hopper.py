@@ -176,8 +176,6 @@ def shape_supported(q: torch.Tensor, kv_cache: torch.Tensor, fmt: str, explicit:
             return f"kv_format {fmt!r}: its Hopper kernel (DS=1) has not been measured faster (path='hopper' runs it)"
         if _heads_on_m(heads):
             return f"kv_format {fmt!r} with H = {heads}: the Hopper kernel for it takes H < {BLOCK_H}"
-        if kv_cache.shape[1] % BLOCK_N:
-            return f"kv_format {fmt!r}: page size {kv_cache.shape[1]} is not a multiple of {BLOCK_N} (TMA tiles only)"
     elif fmt == "fp8":
         kind = "heads-on-M" if _heads_on_m(heads) else "tokens-on-M"
         if not explicit and not FP8_AUTO[kind]:
@@ -187,8 +185,9 @@ def shape_supported(q: torch.Tensor, kv_cache: torch.Tensor, fmt: str, explicit:
         return f"kv_format {fmt!r}: the Hopper kernels take bf16 and fp8 caches"
     if heads % BLOCK_H and heads % TOK_BLOCK_H:
         return f"H = {heads} is not a multiple of {TOK_BLOCK_H}"
-    if kv_cache.shape[1] % BLOCK_N and not (explicit and fmt == "fp8" and not _heads_on_m(heads)):
-        # (asked for explicitly, fp8 with H < 64 takes any page size through the row-gather loader: launch checks)
+    if kv_cache.shape[1] % BLOCK_N and not (explicit and fmt in ("fp8", DS_FORMAT) and not _heads_on_m(heads)):
+        # (asked for explicitly, fp8 and fp8_ds_mla with H < 64 take any page size through the row-gather loader:
+        # launch checks)
         return f"page size {kv_cache.shape[1]} is not a multiple of {BLOCK_N}"
     if not kv_cache.is_contiguous():
         return "kv_cache is not contiguous (TMA reads it as one [pages * page_size, 576] matrix)"
@@ -254,7 +253,8 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
             # of the four group scales at fp32 column 128 (byte 512)
             rows = kv_cache.view(kv_cache.shape[0] * kv_cache.shape[1], kv_cache.shape[2])
             kv_args = (_descriptor(rows.view(torch.float8_e4m3fn), [block_n, D_NOPE]),
-                       _descriptor(rows.view(torch.bfloat16), [block_n, D_ROPE]), kv_cache)
+                       _descriptor(rows.view(torch.bfloat16), [block_n, D_ROPE]),
+                       kv_cache.view(torch.float8_e4m3fn))   # (read row by row with GATHER)
             scale_ptr, scale_value, scale_from_ptr = _descriptor(rows.view(torch.float32), [block_n, 4]), 1.0, False
         else:
             kv2 = kv_cache.view(kv_cache.shape[0] * kv_cache.shape[1], D_QK)
@@ -308,9 +308,9 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
     on_m = _heads_on_m(q.shape[1])
     if fmt == DS_FORMAT:
         cfg = {**HOPPER_TOK_DS_CONFIG, **(config or {})}
-        if not cfg.get("V2") or not cfg.get("DS") or cfg.get("GATHER"):
+        if not cfg.get("V2") or not cfg.get("DS"):
             raise ValueError(f"mla_decode: config {config}: kv_format {fmt!r} runs on the second tokens-on-M kernel "
-                             "with V2=1, DS=1 and TMA tiles (GATHER=0)")
+                             "with V2=1, DS=1")
     else:
         cfg = {**_base_config(on_m, fmt == "fp8"), **(config or {})}
         if cfg.get("DS"):
@@ -535,7 +535,8 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
     ``(lse, part_o, part_lse, seg)`` for the reduction."""
     heads = q.shape[1]
     if kv_cache.shape[1] % BLOCK_N or (config and "GATHER" in config):   # (not on every decode call)
-        _check_gather(kv_cache.shape[1], {**_base_config(_heads_on_m(heads), fmt == "fp8"), **(config or {})})
+        base = HOPPER_TOK_DS_CONFIG if fmt == DS_FORMAT else _base_config(_heads_on_m(heads), fmt == "fp8")
+        _check_gather(kv_cache.shape[1], {**base, **(config or {})})
     if pinned(heads, fmt, config):
         args, grid, consts, scratch = hopper_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                   return_lse, sms=sms, config=config)

@@ -99,14 +99,14 @@ def _issue_tile2_at(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, page, j,
 
 @gluon.jit
 def _gather_tile(kv_ptr, kn_bufs, kr_bufs, bars, pt_base, j, stage, seq_len, PAGE_SIZE: gl.constexpr,
-                 BLOCK_N: gl.constexpr, num_warps: gl.constexpr):
+                 BLOCK_N: gl.constexpr, num_warps: gl.constexpr, sc_bufs=None):
     """Tile j into buffer ``stage`` row by row (any page size, page size 1 included, where TMA's boxes cannot
     reach): 16-byte cp.async copies addressed through the page table into the same swizzled tiles the TMA path
     fills, the rope tile's columns 64..127 zero-filled (masked copies), each thread's copies arriving on the
     tile's barrier (initialised for every thread) when they land. Rows past ``seq_len`` read page 0 (the page
     table may hold anything there); their scores are masked and their P.V rows zeroed as on the TMA path."""
     page = _tile_pages(pt_base, j, j + 1, seq_len, PAGE_SIZE, BLOCK_N, 1, num_warps)
-    _gather_tile_at(kv_ptr, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE, BLOCK_N, num_warps)
+    _gather_tile_at(kv_ptr, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE, BLOCK_N, num_warps, sc_bufs)
 
 
 @gluon.jit
@@ -125,27 +125,52 @@ def _tile_pages(pt_base, j, i_stop, seq_len, PAGE_SIZE: gl.constexpr, BLOCK_N: g
 
 @gluon.jit
 def _gather_tile_at(kv_ptr, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr,
-                    num_warps: gl.constexpr):
-    """:func:`_gather_tile` with tile j's page ids already loaded (:func:`_tile_pages`)."""
+                    num_warps: gl.constexpr, sc_bufs=None):
+    """:func:`_gather_tile` with tile j's page ids already loaded (:func:`_tile_pages`). With ``sc_bufs``
+    (fp8_ds_mla: ``kv_ptr`` the 656-byte rows as fp8): the latent as above, the bf16 rope (bytes 528..655) into the
+    [BLOCK_N, 64] bf16 tile and the four fp32 scales (bytes 512..527) into the [BLOCK_N, 4] one."""
+    ROW: gl.constexpr = 576 if sc_bufs is None else 656
     layout: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [num_warps, 1], [1, 0])
     rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout))
     cols = gl.arange(0, 128, layout=gl.SliceLayout(0, layout))
     tok = j * BLOCK_N + rows
-    src = kv_ptr + (page.to(gl.int64) * PAGE_SIZE + tok % PAGE_SIZE)[:, None] * 576 + cols[None, :]
+    src = kv_ptr + (page.to(gl.int64) * PAGE_SIZE + tok % PAGE_SIZE)[:, None] * ROW + cols[None, :]
     kn = kn_bufs.index(stage)
     for c in gl.static_range(4):
         _cp_async(kn.slice(c * 128, 128, dim=1), src + c * 128)
-    _cp_async(kr_bufs.index(stage), src + 512, mask=(cols < 64)[None, :])
+    if sc_bufs is None:
+        _cp_async(kr_bufs.index(stage), src + 512, mask=(cols < 64)[None, :])
+    else:
+        # rope: 8 bf16 (16 bytes) a copy, [BLOCK_N, 64]; scales: 2 fp32 a copy, [BLOCK_N, 4] over all the threads
+        r_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
+        c_layout: gl.constexpr = gl.BlockedLayout([1, 2], [32, 1], [num_warps // 2, 2], [1, 0])
+        _cp_async(kr_bufs.index(stage), _ds_row_ptrs(kv_ptr, page, j, 528, 64, gl.bfloat16, r_layout, PAGE_SIZE,
+                                                     BLOCK_N))
+        _cp_async(sc_bufs.index(stage), _ds_row_ptrs(kv_ptr, page, j, 512, 4, gl.float32, c_layout, PAGE_SIZE,
+                                                     BLOCK_N))
     async_copy.mbarrier_arrive(bars.index(stage), increment_count=False)
+
+
+@gluon.jit
+def _ds_row_ptrs(kv_ptr, page, j, BYTE: gl.constexpr, COLS: gl.constexpr, dtype: gl.constexpr, layout: gl.constexpr,
+                 PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
+    """fp8_ds_mla row gather: [BLOCK_N, COLS] ``dtype`` pointers to the tile's rows from byte ``BYTE`` on (656-byte
+    rows; ``page``: the row gather's per-row page ids, moved to ``layout``)."""
+    rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout))
+    cols = gl.arange(0, COLS, layout=gl.SliceLayout(0, layout))
+    row = gl.convert_layout(page, gl.SliceLayout(1, layout)).to(gl.int64) * PAGE_SIZE + (j * BLOCK_N + rows) % PAGE_SIZE
+    base = (kv_ptr + row * 656 + BYTE).to(gl.pointer_type(dtype), bitcast=True)
+    return base[:, None] + cols[None, :]
 
 
 @gluon.jit
 def _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, j, stage, seq_len,
               PAGE_SIZE: gl.constexpr, ROPE_COL: gl.constexpr, BLOCK_N: gl.constexpr, GATHER: gl.constexpr,
               num_warps: gl.constexpr, kv_sc_desc=None, sc_bufs=None):
-    """Tile j into buffer ``stage`` by TMA, or row by row when ``GATHER`` (fp8 only: not with ``kv_sc_desc``)."""
+    """Tile j into buffer ``stage`` by TMA, or row by row when ``GATHER`` (fp8_ds_mla: with ``sc_bufs``)."""
     if GATHER:
-        _gather_tile(kv_ptr, kn_bufs, kr_bufs, bars, pt_base, j, stage, seq_len, PAGE_SIZE, BLOCK_N, num_warps)
+        _gather_tile(kv_ptr, kn_bufs, kr_bufs, bars, pt_base, j, stage, seq_len, PAGE_SIZE, BLOCK_N, num_warps,
+                     sc_bufs)
     else:
         _issue_tile2(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, j, stage, PAGE_SIZE, ROPE_COL,
                      BLOCK_N, kv_sc_desc, sc_bufs)
@@ -157,7 +182,7 @@ def _issue_v2_at(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pag
                  kv_sc_desc=None, sc_bufs=None):
     """:func:`_issue_v2` with tile j's page ids already loaded (:func:`_tile_pages`)."""
     if GATHER:
-        _gather_tile_at(kv_ptr, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE, BLOCK_N, num_warps)
+        _gather_tile_at(kv_ptr, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE, BLOCK_N, num_warps, sc_bufs)
     else:
         _issue_tile2_at(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE, ROPE_COL,
                         BLOCK_N, kv_sc_desc, sc_bufs)
@@ -390,7 +415,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         # the 4-group scales fold into the scores and into P per chunk; only the TMA loader and LOOK 0 / fp16 P.V
         gl.static_assert(kv_rope_desc.block_type.shape[1] == 64)
         gl.static_assert(kv_scale_ptr.block_type.shape[1] == 4)
-        gl.static_assert((GATHER == 0) & (LOOK == 0) & (PV8 == 0) & (PROBE == 0))
+        gl.static_assert((LOOK == 0) & (PV8 == 0) & (PROBE == 0))
     else:
         gl.static_assert(kv_rope_desc.block_type.shape[1] == 128)
 
