@@ -70,6 +70,12 @@ def test_ds_kernel_compiles_for_sm90_fits_and_keeps_its_tile_loop_free_of_spills
     assert sass.count("WARPGROUP.DEPBAR") <= 8, "wgmmas serialised (ptxas C7514)"
     # what spills (loop invariants: output offsets) is reloaded per segment, never inside the tile loop
     assert _tile_loop_spills(sass) == 0
+    # the scales reach the score layout without a block barrier between the first score MMA and its wait
+    lines = sass.splitlines()
+    first = next(i for i, line in enumerate(lines) if "QGMMA" in line)
+    wait = next(i for i in range(first, len(lines)) if "WARPGROUP.DEPBAR" in lines[i])
+    assert not any("BAR.SYNC" in line for line in lines[first:wait])
+    assert sum("LDS.128" in line for line in lines[first:wait]) == 2
 
 
 @pytest.mark.parametrize("page_size,num_buf", [(1, 2), (16, 2), (16, 3)])
