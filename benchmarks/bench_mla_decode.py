@@ -260,6 +260,8 @@ def _hopper_candidates(x: dict, heads: int, kv_format: str) -> list[HopperVarian
     if kv_format == "fp8":
         variants = HOPPER_ON_M_FP8_VARIANTS if interface_hopper._heads_on_m(heads) else HOPPER_TOK_FP8_VARIANTS
         return [HopperVariant(v) for v in variants]
+    if kv_format == "fp8_ds_mla":
+        return [HopperVariant(v) for v in HOPPER_TOK_DS_VARIANTS]
     return [HopperVariant()] if interface_hopper._heads_on_m(heads) else [HopperVariant(v) for v in HOPPER_TOK_VARIANTS]
 
 
@@ -398,6 +400,11 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
         print(f"  {key}: {label}")
     result["vs_best_config"] = best
     out.write_text(json.dumps(result, indent=1, default=str))
+    restore_hopper_configs()
+
+
+def restore_hopper_configs() -> None:
+    """The Hopper kernels' module-level fixed configs back as they were before the first variant was selected."""
     for (heads, kv_format), cfg in SAVED_HOPPER.items():
         d = _hopper_dict(heads, kv_format)
         d.clear()
@@ -462,17 +469,27 @@ HOPPER_TOK_FP8_PROBES = [dict(V2=1, NUM_BUF=2, PREFETCH=1, FAST_MAX=1, PROBE=1),
 # fixed config. (LO_CHAIN 0 was 2-4% slower than LO_CHAIN 1 in every cell of issue 14's runs.)
 HOPPER_ON_M_FP8_VARIANTS = [dict(NUM_BUF=2, PIPE=0, LO_CHAIN=1, QK16=0), dict(NUM_BUF=2, QK16=1, WOVL=1, XCH=1),
                             dict(NUM_BUF=2, QK16=1, WOVL=1, PSMEM=1, XCH=1)]
+# fp8_ds_mla (656-byte rows), H < 64: the second tokens-on-M kernel with DS = 1 (session 9: compiled on a CPU, not
+# yet run; pinned-only): the fixed config (2 buffers, 2 programs per SM, PREFETCH 0: PREFETCH 1 spills in the tile
+# loop), three buffers at one program per SM, the page ids a tile ahead. Pages below 64 tokens: the row gather,
+# `--hopper-overlay GATHER=1 --hopper-page-size 16` (or 1).
+HOPPER_TOK_DS_VARIANTS = [dict(DS=1, NUM_BUF=2, PREFETCH=0, FAST_MAX=1), dict(DS=1, NUM_BUF=3, PREFETCH=0, FAST_MAX=1),
+                          dict(DS=1, NUM_BUF=2, PREFETCH=0, FAST_MAX=1, PT_EARLY=1)]
 
 
 # The portable configs timed beside the Hopper variants: bf16's fixed config; for fp8 the two that won cells of
 # run 5 (docs/mla_decode.md: BLOCK_N 64 with 2 stages, and 128 tokens / 8 warps / 5 stages).
 PORTABLE_REFS = {"bf16": [space.BF16_CONFIG],
-                 "fp8": parse_configs("BLOCK_N=64,num_stages=2;BLOCK_N=128,PROGRAMS_PER_SM=1,num_warps=8,num_stages=5")}
+                 "fp8": parse_configs("BLOCK_N=64,num_stages=2;BLOCK_N=128,PROGRAMS_PER_SM=1,num_warps=8,num_stages=5"),
+                 # fp8_ds_mla: the portable kernel's default for the format (what path="auto" runs untuned)
+                 "fp8_ds_mla": [space.default_for("fp8_ds_mla")]}
 
 
 def _hopper_dict(heads: int, kv_format: str) -> dict:
     """The module-level fixed config of the Hopper kernel that serves (heads, kv_format)."""
     on_m = interface_hopper._heads_on_m(heads)
+    if kv_format == "fp8_ds_mla":
+        return interface_hopper.HOPPER_TOK_DS_CONFIG
     if kv_format == "fp8":
         return interface_hopper.HOPPER_FP8_CONFIG if on_m else interface_hopper.HOPPER_TOK_FP8_CONFIG
     return interface_hopper.HOPPER_CONFIG if on_m else interface_hopper.HOPPER_TOK_CONFIG
@@ -499,7 +516,8 @@ def _hopper_check(kind: str, kv_format: str, variant: dict, gen: torch.Generator
         pt = x["page_table"]
         for b, n in enumerate(lens):
             tail = torch.arange(n, pt.shape[1] * ps, device=pt.device)
-            x["kv_cache"][pt[b, tail // ps].long(), tail % ps] = float("nan")
+            # (fp8_ds_mla: all-ones bytes, NaN as its fp8 latent, fp32 scales and bf16 rope)
+            x["kv_cache"][pt[b, tail // ps].long(), tail % ps] = 255 if kv_format == "fp8_ds_mla" else float("nan")
         ref = reference.mla_decode_reference(x["q"], x["kv_cache"], pt, x["seq_lens"], sm,
                                              kv_scale=x["kv_scale"], kv_format=kv_format)
         for sms in (132, 7):
@@ -521,7 +539,7 @@ def hopper_variants(args, result: dict, out: Path) -> None:
     on a GPU when written) last, so that a fault there leaves the bf16 results on disk."""
     sm = 1.0 / math.sqrt(576)
     gen = torch.Generator().manual_seed(5)
-    saved = {(h, f): dict(_hopper_dict(h, f)) for h in (16, 128) for f in ("bf16", "fp8")}
+    saved = {(h, f): dict(_hopper_dict(h, f)) for h in (16, 128) for f in ("bf16", "fp8", "fp8_ds_mla")}
     fm, why = import_flashmla()
     if fm is None:
         print(f"FlashMLA column skipped: flash_mla does not import ({why})", flush=True)
@@ -530,9 +548,12 @@ def hopper_variants(args, result: dict, out: Path) -> None:
                ("tokens-on-M", "bf16", 16, [1, 8, 32, 64, 128], HOPPER_TOK_VARIANTS)],
               [("tokens-on-M fp8", "fp8", 16, [1, 8, 32, 64, 128],
                 HOPPER_TOK_FP8_VARIANTS + (HOPPER_TOK_FP8_PROBES if args.hopper_probes else [])),
-               ("heads-on-M fp8", "fp8", 128, [1, 8, 32, 64], HOPPER_ON_M_FP8_VARIANTS)]]
+               ("heads-on-M fp8", "fp8", 128, [1, 8, 32, 64], HOPPER_ON_M_FP8_VARIANTS)],
+              # its own phase, last: not yet run on a GPU when written (a fault there, which ends the CUDA context,
+              # leaves the fp8 phase's checks and times on disk)
+              [("tokens-on-M fp8_ds_mla", "fp8_ds_mla", 16, [1, 8, 32, 64, 128], HOPPER_TOK_DS_VARIANTS)]]
     if args.hopper_phases != "all":
-        phases = [phases[{"bf16": 0, "fp8": 1}[args.hopper_phases]]]
+        phases = [phases[{"bf16": 0, "fp8": 1, "fp8_ds_mla": 2}[args.hopper_phases]]]
     heads_wanted = {int(h) for h in args.hopper_heads.split(",")}
     phases = [[entry for entry in phase if entry[2] in heads_wanted] for phase in phases]
     if args.hopper_kinds:
@@ -571,8 +592,12 @@ def hopper_variants(args, result: dict, out: Path) -> None:
             target = bench.MlaDecodeTarget(heads=heads, tokens=args.tokens, page_size=args.hopper_page_size,
                                            kv_format=kv_format)
             for b in batches:
-                row: dict = dict(heads=heads, kv_format=kv_format, batch=b, page_size=args.hopper_page_size)
-                if fm is not None and args.hopper_page_size == 64:   # (FlashMLA takes pages of 64 only)
+                # bytes: what the decode must read and write (fp8_ds_mla rows are 656 bytes, fp8's 576): the rows of
+                # two formats compare per byte moved as bytes / time
+                row: dict = dict(heads=heads, kv_format=kv_format, batch=b, page_size=args.hopper_page_size,
+                                 bytes=target.bytes_moved(b))
+                # (FlashMLA takes pages of 64 only; its dense kernels take bf16 and per-tensor fp8 caches)
+                if fm is not None and args.hopper_page_size == 64 and kv_format in ("bf16", "fp8"):
                     row["flashmla"] = graph_time_ms([flashmla_call(fm, x, kv_format, sm)[0] for x in target.inputs(b)])
                 for variant in variants:
                     _use_hopper_config(heads, variant, kv_format)
@@ -585,6 +610,10 @@ def hopper_variants(args, result: dict, out: Path) -> None:
                 for portable in ([] if args.hopper_no_portable else PORTABLE_REFS[kv_format]):
                     row["portable " + config_label(portable)] = graph_time_ms(target.make(b, portable,
                                                                                           path="portable"))
+                # effective TB/s of each timed entry (bytes / time: the per-byte comparison across formats)
+                timed = [k for k in row if k == "flashmla" or k.startswith(("hopper ", "portable "))]
+                row["tbs"] = {k: round(row["bytes"] / (row[k] * 1e-3) / 1e12, 3) for k in timed
+                              if math.isfinite(row[k]) and row[k] > 0}
                 result["hopper_times"].append(row)
                 print(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
                       flush=True)
@@ -678,7 +707,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="side by side with FlashMLA (page size 64, bf16 and fp8, H 16 and 128) instead of the sweep")
     ap.add_argument("--hopper-variants", action="store_true",
                     help="the Hopper kernels' configs (bf16, page size 64): correctness, then times next to FlashMLA")
-    ap.add_argument("--hopper-phases", choices=["all", "bf16", "fp8"], default="all",
+    ap.add_argument("--hopper-phases", choices=["all", "bf16", "fp8", "fp8_ds_mla"], default="all",
                     help="with --hopper-variants: which kernels (default all)")
     ap.add_argument("--hopper-heads", default="16,128", help="with --hopper-variants: which H (16, 128)")
     ap.add_argument("--hopper-kinds", default="",

@@ -16,7 +16,8 @@ KV descriptors for it before every launch (host work only: capture-safe).
 Pinned instead of tuned: ``launch(..., config=...)``, or a module-level fixed config changed from its shipped
 value (``benchmarks/bench_mla_decode.py --hopper-variants`` times variants that way): that config runs on the
 plain kernel, as before tuning existed. In a pinned fp8 tokens-on-M config ``V2=1`` selects the second kernel
-(its keys: ``TOK_FP8_V2_PARAMS``; programs per SM follow its buffers), ``V2=0`` the first.
+(its keys: ``TOK_FP8_V2_PARAMS``; programs per SM follow its buffers), ``V2=0`` the first. fp8_ds_mla with H < 64
+runs the second kernel with ``DS=1`` (``HOPPER_TOK_DS_CONFIG``), pinned-only: ``path="hopper"``.
 """
 from __future__ import annotations
 
@@ -110,6 +111,13 @@ TOK_FP8_V2_MIN_BATCH = 8
 HOPPER_TOK_FP8_V2_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PREFETCH": 1, "FAST_MAX": 1}
 HOPPER_TOK_FP8_V2_SPACE: list[dict[str, int]] = [dict(HOPPER_TOK_FP8_V2_CONFIG), {**HOPPER_TOK_FP8_V2_CONFIG, "NUM_BUF": 3}]
 TOK_FP8_V2_NAME = "mla_decode_hopper_tok_fp8_v2"
+# fp8_ds_mla (DeepSeek's 656-byte rows), H < 64: the second tokens-on-M kernel with ``DS=1`` (four score chains, one
+# per 128-dim group, each scaled per token; the bf16 rope scored by a bf16 wgmma; P.V chunk c's P tile carries
+# group c's scale). Compiled and checked on a CPU only (session 9, docs/mla_decode.md "fp8_ds_mla on Hopper"), not
+# yet run on a GPU: pinned-only (``path="hopper"``; ``path="auto"`` keeps the portable kernel) until a GPU run
+# measures it faster. This config is what ``path="hopper"`` runs for the format, overlaid with a pinned config's.
+HOPPER_TOK_DS_CONFIG: dict[str, int] = {"V2": 1, "DS": 1, "BLOCK_N": 64, "NUM_BUF": 2, "PREFETCH": 0, "FAST_MAX": 1}
+DS_FORMAT = "fp8_ds_mla"
 KERNEL_NAMES: dict[tuple[bool, bool], str] = {   # (heads on M, fp8) -> the graphtune kernel name
     (True, False): "mla_decode_hopper", (False, False): "mla_decode_hopper_tok",
     (True, True): "mla_decode_hopper_fp8", (False, True): "mla_decode_hopper_tok_fp8"}
@@ -163,7 +171,12 @@ def _capability(device_index: int) -> tuple[int, int]:
 def shape_supported(q: torch.Tensor, kv_cache: torch.Tensor, fmt: str, explicit: bool = False) -> str | None:
     """The shape / layout half of :func:`supported` (no device query: also for CPU compile tests)."""
     heads = q.shape[1]
-    if fmt == "fp8":
+    if fmt == DS_FORMAT:
+        if not explicit:
+            return f"kv_format {fmt!r}: its Hopper kernel (DS=1) has not been measured faster (path='hopper' runs it)"
+        if _heads_on_m(heads):
+            return f"kv_format {fmt!r} with H = {heads}: the Hopper kernel for it takes H < {BLOCK_H}"
+    elif fmt == "fp8":
         kind = "heads-on-M" if _heads_on_m(heads) else "tokens-on-M"
         if not explicit and not FP8_AUTO[kind]:
             return f"kv_format 'fp8' with H = {heads}: the {kind} fp8 kernel is not the measured faster path " \
@@ -172,8 +185,9 @@ def shape_supported(q: torch.Tensor, kv_cache: torch.Tensor, fmt: str, explicit:
         return f"kv_format {fmt!r}: the Hopper kernels take bf16 and fp8 caches"
     if heads % BLOCK_H and heads % TOK_BLOCK_H:
         return f"H = {heads} is not a multiple of {TOK_BLOCK_H}"
-    if kv_cache.shape[1] % BLOCK_N and not (explicit and fmt == "fp8" and not _heads_on_m(heads)):
-        # (asked for explicitly, fp8 with H < 64 takes any page size through the row-gather loader: launch checks)
+    if kv_cache.shape[1] % BLOCK_N and not (explicit and fmt in ("fp8", DS_FORMAT) and not _heads_on_m(heads)):
+        # (asked for explicitly, fp8 and fp8_ds_mla with H < 64 take any page size through the row-gather loader:
+        # launch checks)
         return f"page size {kv_cache.shape[1]} is not a multiple of {BLOCK_N}"
     if not kv_cache.is_contiguous():
         return "kv_cache is not contiguous (TMA reads it as one [pages * page_size, 576] matrix)"
@@ -184,7 +198,7 @@ def shape_supported(q: torch.Tensor, kv_cache: torch.Tensor, fmt: str, explicit:
 
 def _gl_dtype(dtype: torch.dtype):
     from triton.experimental.gluon import language as gl
-    return {torch.bfloat16: gl.bfloat16, torch.float8_e4m3fn: gl.float8e4nv}[dtype]
+    return {torch.bfloat16: gl.bfloat16, torch.float8_e4m3fn: gl.float8e4nv, torch.float32: gl.float32}[dtype]
 
 
 @functools.lru_cache(maxsize=None)
@@ -231,16 +245,26 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
     part_o = torch.empty(slots, heads, D_NOPE, dtype=torch.float32, device=device)
     part_lse = torch.empty(slots, heads, dtype=torch.float32, device=device)
     seg = torch.empty(batch, 2, dtype=torch.int32, device=device)
-    q2 = q.view(batch * heads, D_QK)
-    kv2 = kv_cache.view(kv_cache.shape[0] * kv_cache.shape[1], D_QK)
     scratch = (lse, part_o, part_lse, seg)
-    if fmt == "fp8":
-        if isinstance(kv_scale, torch.Tensor):
-            scale_ptr, scale_value, scale_from_ptr = kv_scale, 1.0, True
+    if fmt in ("fp8", DS_FORMAT):
+        if fmt == DS_FORMAT:
+            # the 656-byte rows (41 x 16 bytes: a legal TMA row stride) under three views: fp8 latent boxes at
+            # column 0, bf16 rope boxes at bf16 column 264 (byte 528), and in the scale pointer's place fp32 boxes
+            # of the four group scales at fp32 column 128 (byte 512)
+            rows = kv_cache.view(kv_cache.shape[0] * kv_cache.shape[1], kv_cache.shape[2])
+            kv_args = (_descriptor(rows.view(torch.float8_e4m3fn), [block_n, D_NOPE]),
+                       _descriptor(rows.view(torch.bfloat16), [block_n, D_ROPE]),
+                       kv_cache.view(torch.float8_e4m3fn))   # (read row by row with GATHER)
+            scale_ptr, scale_value, scale_from_ptr = _descriptor(rows.view(torch.float32), [block_n, 4]), 1.0, False
         else:
-            scale_ptr, scale_value, scale_from_ptr = seq_lens, float(kv_scale), False   # pointer unused
-        kv_args = (_descriptor(kv2, [block_n, 128]), kv_cache) if v2 else (kv_cache, )
-        args = (q, _descriptor(kv2, [block_n, D_NOPE]), *kv_args,
+            kv2 = kv_cache.view(kv_cache.shape[0] * kv_cache.shape[1], D_QK)
+            kv_args = (_descriptor(kv2, [block_n, D_NOPE]),
+                       *((_descriptor(kv2, [block_n, 128]), kv_cache) if v2 else (kv_cache, )))
+            if isinstance(kv_scale, torch.Tensor):
+                scale_ptr, scale_value, scale_from_ptr = kv_scale, 1.0, True
+            else:
+                scale_ptr, scale_value, scale_from_ptr = seq_lens, float(kv_scale), False   # pointer unused
+        args = (q, *kv_args,
                 scale_ptr,
                 page_table, seq_lens,
                 out, lse, part_o, part_lse, seg,
@@ -254,6 +278,8 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
         consts = dict(PAGE_SIZE=kv_cache.shape[1], KV_SCALE_FROM_PTR=scale_from_ptr, RETURN_LSE=return_lse,
                       B_CHUNK=_B_CHUNK, BLOCK_H=block_h)
         return args, head_blocks, consts, scratch
+    q2 = q.view(batch * heads, D_QK)
+    kv2 = kv_cache.view(kv_cache.shape[0] * kv_cache.shape[1], D_QK)
     args = (_descriptor(q2, [block_h, D_NOPE]), _descriptor(q2[:, D_NOPE:], [block_h, D_ROPE]),
             _descriptor(kv2, [block_n, PP_CHUNK if pp else D_NOPE]), _descriptor(kv2[:, D_NOPE:], [block_n, D_ROPE]),
             page_table, seq_lens,
@@ -280,7 +306,15 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
     """A pinned launch: positional arguments, grid and constexprs (the fixed config overlaid with ``config``,
     ``num_warps`` included) of the Hopper kernel, plus ``(lse, part_o, part_lse, seg)``."""
     on_m = _heads_on_m(q.shape[1])
-    cfg = {**_base_config(on_m, fmt == "fp8"), **(config or {})}
+    if fmt == DS_FORMAT:
+        cfg = {**HOPPER_TOK_DS_CONFIG, **(config or {})}
+        if not cfg.get("V2") or not cfg.get("DS"):
+            raise ValueError(f"mla_decode: config {config}: kv_format {fmt!r} runs on the second tokens-on-M kernel "
+                             "with V2=1, DS=1")
+    else:
+        cfg = {**_base_config(on_m, fmt == "fp8"), **(config or {})}
+        if cfg.get("DS"):
+            raise ValueError(f"mla_decode: config {config}: DS=1 is the fp8_ds_mla loader, got kv_format {fmt!r}")
     v2 = bool(cfg.pop("V2", 0))
     pp = bool(cfg.get("PP", 0))
     if pp:
@@ -300,7 +334,9 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
 
 # The second fp8 tokens-on-M kernel's parameters (kernel_hopper_tok.py); a pinned config with ``V2=1`` runs it.
 # GATHER = 1: tiles read row by row through the page table (cp.async), for pages TMA boxes cannot cover (size 1).
-TOK_FP8_V2_PARAMS = ("BLOCK_N", "NUM_BUF", "PREFETCH", "FAST_MAX", "GATHER", "LOOK", "RK64", "PT_EARLY", "PROBE", "PV8")
+# DS = 1: fp8_ds_mla rows (pinned-only, HOPPER_TOK_DS_CONFIG).
+TOK_FP8_V2_PARAMS = ("BLOCK_N", "NUM_BUF", "PREFETCH", "FAST_MAX", "GATHER", "LOOK", "RK64", "PT_EARLY", "PROBE", "PV8",
+                     "DS")
 
 
 def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
@@ -311,8 +347,9 @@ def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
 
 
 def _check_v2(on_m: bool, fmt: str) -> None:
-    if on_m or fmt != "fp8":
-        raise ValueError(f"config V2=1: the second tokens-on-M kernel takes fp8 caches with H < {BLOCK_H}, "
+    if on_m or fmt not in ("fp8", DS_FORMAT):
+        raise ValueError(f"config V2=1: the second tokens-on-M kernel takes fp8 caches with H < {BLOCK_H} (and "
+                         "fp8_ds_mla ones, DS=1), "
                          f"got kv_format {fmt!r} with {'H % 64 == 0' if on_m else 'H < 64'}")
 
 
@@ -392,7 +429,7 @@ def kernel_for(heads: int, fmt: str = "bf16", *, qk16: bool | None = None, v2: b
     if pp:
         _check_pp(_heads_on_m(heads), fmt, {})
         return kernel_hopper_pp._mla_decode_hopper_pp_kernel
-    if v2:
+    if v2 or fmt == DS_FORMAT:
         _check_v2(_heads_on_m(heads), fmt)
         return kernel_hopper_tok._mla_decode_hopper_tok_fp8_v2_kernel
     qk16 = FP8_HEADS_QK16 if qk16 is None else qk16
@@ -436,7 +473,14 @@ _LAUNCH_CONSTEXPRS = frozenset({"PAGE_SIZE", "KV_SCALE_FROM_PTR", "RETURN_LSE", 
 def pinned_config(heads: int, fmt: str, params: dict[str, int]) -> dict[str, int]:
     """A config of the per-bucket space (its kernel parameters, e.g. an A/B candidate) as a pinned launch runs it:
     programs per SM as the tuned grid gives that config (``hopper_call`` sets them for ``V2=1``). Parameters the
-    kernel does not have are a ValueError."""
+    kernel does not have are a ValueError. fp8_ds_mla: the second tokens-on-M kernel's parameters over
+    ``HOPPER_TOK_DS_CONFIG``."""
+    if fmt == DS_FORMAT:
+        unknown = sorted(set(params) - set(TOK_FP8_V2_PARAMS) - {"V2"})
+        if unknown:
+            raise ValueError(f"mla_decode: config {params} has parameters {unknown} that the fp8_ds_mla Hopper kernel "
+                             f"does not take (it takes {sorted(set(TOK_FP8_V2_PARAMS) | {'V2'})})")
+        return {**HOPPER_TOK_DS_CONFIG, **params}
     key = (_heads_on_m(heads), fmt == "fp8")
     # the spaces' keys and every knob (a constexpr the launch does not set) of the kernels that serve the class
     known = set().union(*_SPACES[key], _SHIPPED[key])
@@ -476,7 +520,10 @@ def pinned_config(heads: int, fmt: str, params: dict[str, int]) -> dict[str, int
 
 def pinned(heads: int, fmt: str, config: dict[str, int] | None = None) -> bool:
     """Whether a launch runs a fixed config (``config`` given, or the module's fixed config changed from its
-    shipped value) rather than the tuned kernel."""
+    shipped value) rather than the tuned kernel. fp8_ds_mla is pinned-only (no tuned space until a GPU run
+    measures it)."""
+    if fmt == DS_FORMAT:
+        return True
     key = (_heads_on_m(heads), fmt == "fp8")
     return config is not None or _base_config(*key) != _SHIPPED[key]
 
@@ -488,11 +535,12 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
     ``(lse, part_o, part_lse, seg)`` for the reduction."""
     heads = q.shape[1]
     if kv_cache.shape[1] % BLOCK_N or (config and "GATHER" in config):   # (not on every decode call)
-        _check_gather(kv_cache.shape[1], {**_base_config(_heads_on_m(heads), fmt == "fp8"), **(config or {})})
+        base = HOPPER_TOK_DS_CONFIG if fmt == DS_FORMAT else _base_config(_heads_on_m(heads), fmt == "fp8")
+        _check_gather(kv_cache.shape[1], {**base, **(config or {})})
     if pinned(heads, fmt, config):
         args, grid, consts, scratch = hopper_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                   return_lse, sms=sms, config=config)
-        v2 = bool({**_base_config(_heads_on_m(heads), fmt == "fp8"), **(config or {})}.get("V2", 0))
+        v2 = fmt == DS_FORMAT or bool({**_base_config(_heads_on_m(heads), fmt == "fp8"), **(config or {})}.get("V2", 0))
         fn, consts = _kernel_and_params(heads, fmt, consts, v2=v2)
         fn[grid](*args, **consts)
         return scratch

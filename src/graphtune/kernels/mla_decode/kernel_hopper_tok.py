@@ -24,6 +24,17 @@ SASS compiled on a CPU (docs/mla_decode.md, "tokens on M, fp8, second kernel"):
 - **No cross-warp sum per tile.** The softmax denominator is kept per token slot ([64, 16], rescaled with the
   output) and reduced once per segment; only the running max crosses warps each tile.
 
+**fp8_ds_mla (``DS`` 1; session 9, compiled for sm_90 on a CPU, not yet run on a GPU).** DeepSeek's 656-byte rows
+(512 fp8 latent values in four 128-dim groups, four fp32 group scales at bytes 512..527, 64 bf16 rope values at
+528..655; 656 = 41 x 16 bytes, a legal TMA row stride). A tile is three TMA boxes of the rows under three views:
+the [64, 512] fp8 latent at column 0 (as above), the [64, 64] bf16 rope at bf16 column 264, the [64, 4] fp32
+scales at fp32 column 128. Scores: a group's scale multiplies its tokens' rows after the MMAs, so each group is its
+own chain (4 ``QGMMA.64x32x32`` against the [hi | lo] query's group columns), folded into S two chains at a time
+(``_ds_scores``), plus the rope's 4 ``HGMMA.64x16x16.BF16`` against the bf16 query rope (times the query's power-of-
+two scale: exact). P.V: V^T chunk c is group c, so chunk c's P tile is ``256 p scale_c[token]`` in fp16 (four P
+tiles; chunk 3's double-buffered as P.V(i - 1)'s last chunk may still read it); the 256 is divided out with the
+softmax sum. TMA loader, ``LOOK`` 0 and the fp16 P.V only (static_assert).
+
 Pipelining: NUM_BUF tiles of 40 KB in flight. A tile's buffer is free once S(i) has retired and every warp has
 loaded its V^T chunks (P.V reads registers, not the buffer), so tile i + NUM_BUF is issued at the end of tile i,
 before tile i + 1's wait (the first kernel: tile i + NUM_BUF - 1 after S(i)'s wait, as its P.V read the buffer).
@@ -59,35 +70,43 @@ _cp_async = getattr(async_copy, "async_load", None) or async_copy.async_copy_glo
 
 @gluon.jit
 def _issue_tile2(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, j, stage, PAGE_SIZE: gl.constexpr,
-                 ROPE_COL: gl.constexpr, BLOCK_N: gl.constexpr):
+                 ROPE_COL: gl.constexpr, BLOCK_N: gl.constexpr, kv_sc_desc=None, sc_bufs=None):
     """TMA of tile j into buffer ``stage``: the [BLOCK_N, 512] latent box and the rope box at column ``ROPE_COL``
     (the fp8 kernel: [BLOCK_N, 128] at column 512, whose columns 576..639 are outside the tensor: TMA writes zeros
-    there; a bf16 [BLOCK_N, 64] box over the rope columns' own view: column 0)."""
+    there; a bf16 [BLOCK_N, 64] box over the rope columns' own view: column 0; fp8_ds_mla: the bf16 rope box at
+    column 264 of the rows viewed as bf16, and ``kv_sc_desc``'s [BLOCK_N, 4] fp32 box of the group scales)."""
     page = gl.load(pt_base + (j * BLOCK_N) // PAGE_SIZE)
-    _issue_tile2_at(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE, ROPE_COL, BLOCK_N)
+    _issue_tile2_at(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE, ROPE_COL, BLOCK_N,
+                    kv_sc_desc, sc_bufs)
 
 
 @gluon.jit
 def _issue_tile2_at(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE: gl.constexpr,
-                    ROPE_COL: gl.constexpr, BLOCK_N: gl.constexpr):
+                    ROPE_COL: gl.constexpr, BLOCK_N: gl.constexpr, kv_sc_desc=None, sc_bufs=None):
     """:func:`_issue_tile2` with tile j's page id already loaded."""
     row = page * PAGE_SIZE + (j * BLOCK_N) % PAGE_SIZE
     bar = bars.index(stage)
-    mbarrier.expect(bar, kv_nope_desc.block_type.nbytes + kv_rope_desc.block_type.nbytes)
+    if kv_sc_desc is None:
+        mbarrier.expect(bar, kv_nope_desc.block_type.nbytes + kv_rope_desc.block_type.nbytes)
+    else:
+        # fp8_ds_mla: the group scales (bytes 512..527 of a row: fp32 column 128) as a third box
+        mbarrier.expect(bar, kv_nope_desc.block_type.nbytes + kv_rope_desc.block_type.nbytes +
+                        kv_sc_desc.block_type.nbytes)
+        _tma_load(kv_sc_desc, [row, 128], bar, sc_bufs.index(stage))
     _tma_load(kv_nope_desc, [row, 0], bar, kn_bufs.index(stage))
     _tma_load(kv_rope_desc, [row, ROPE_COL], bar, kr_bufs.index(stage))
 
 
 @gluon.jit
 def _gather_tile(kv_ptr, kn_bufs, kr_bufs, bars, pt_base, j, stage, seq_len, PAGE_SIZE: gl.constexpr,
-                 BLOCK_N: gl.constexpr, num_warps: gl.constexpr):
+                 BLOCK_N: gl.constexpr, num_warps: gl.constexpr, sc_bufs=None):
     """Tile j into buffer ``stage`` row by row (any page size, page size 1 included, where TMA's boxes cannot
     reach): 16-byte cp.async copies addressed through the page table into the same swizzled tiles the TMA path
     fills, the rope tile's columns 64..127 zero-filled (masked copies), each thread's copies arriving on the
     tile's barrier (initialised for every thread) when they land. Rows past ``seq_len`` read page 0 (the page
     table may hold anything there); their scores are masked and their P.V rows zeroed as on the TMA path."""
     page = _tile_pages(pt_base, j, j + 1, seq_len, PAGE_SIZE, BLOCK_N, 1, num_warps)
-    _gather_tile_at(kv_ptr, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE, BLOCK_N, num_warps)
+    _gather_tile_at(kv_ptr, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE, BLOCK_N, num_warps, sc_bufs)
 
 
 @gluon.jit
@@ -106,41 +125,67 @@ def _tile_pages(pt_base, j, i_stop, seq_len, PAGE_SIZE: gl.constexpr, BLOCK_N: g
 
 @gluon.jit
 def _gather_tile_at(kv_ptr, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr,
-                    num_warps: gl.constexpr):
-    """:func:`_gather_tile` with tile j's page ids already loaded (:func:`_tile_pages`)."""
+                    num_warps: gl.constexpr, sc_bufs=None):
+    """:func:`_gather_tile` with tile j's page ids already loaded (:func:`_tile_pages`). With ``sc_bufs``
+    (fp8_ds_mla: ``kv_ptr`` the 656-byte rows as fp8): the latent as above, the bf16 rope (bytes 528..655) into the
+    [BLOCK_N, 64] bf16 tile and the four fp32 scales (bytes 512..527) into the [BLOCK_N, 4] one."""
+    ROW: gl.constexpr = 576 if sc_bufs is None else 656
     layout: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [num_warps, 1], [1, 0])
     rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout))
     cols = gl.arange(0, 128, layout=gl.SliceLayout(0, layout))
     tok = j * BLOCK_N + rows
-    src = kv_ptr + (page.to(gl.int64) * PAGE_SIZE + tok % PAGE_SIZE)[:, None] * 576 + cols[None, :]
+    src = kv_ptr + (page.to(gl.int64) * PAGE_SIZE + tok % PAGE_SIZE)[:, None] * ROW + cols[None, :]
     kn = kn_bufs.index(stage)
     for c in gl.static_range(4):
         _cp_async(kn.slice(c * 128, 128, dim=1), src + c * 128)
-    _cp_async(kr_bufs.index(stage), src + 512, mask=(cols < 64)[None, :])
+    if sc_bufs is None:
+        _cp_async(kr_bufs.index(stage), src + 512, mask=(cols < 64)[None, :])
+    else:
+        # rope: 8 bf16 (16 bytes) a copy, [BLOCK_N, 64]; scales: 2 fp32 a copy, [BLOCK_N, 4] over all the threads
+        r_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
+        c_layout: gl.constexpr = gl.BlockedLayout([1, 2], [32, 1], [num_warps // 2, 2], [1, 0])
+        _cp_async(kr_bufs.index(stage), _ds_row_ptrs(kv_ptr, page, j, 528, 64, gl.bfloat16, r_layout, PAGE_SIZE,
+                                                     BLOCK_N))
+        _cp_async(sc_bufs.index(stage), _ds_row_ptrs(kv_ptr, page, j, 512, 4, gl.float32, c_layout, PAGE_SIZE,
+                                                     BLOCK_N))
     async_copy.mbarrier_arrive(bars.index(stage), increment_count=False)
+
+
+@gluon.jit
+def _ds_row_ptrs(kv_ptr, page, j, BYTE: gl.constexpr, COLS: gl.constexpr, dtype: gl.constexpr, layout: gl.constexpr,
+                 PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
+    """fp8_ds_mla row gather: [BLOCK_N, COLS] ``dtype`` pointers to the tile's rows from byte ``BYTE`` on (656-byte
+    rows; ``page``: the row gather's per-row page ids, moved to ``layout``)."""
+    rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout))
+    cols = gl.arange(0, COLS, layout=gl.SliceLayout(0, layout))
+    row = gl.convert_layout(page, gl.SliceLayout(1, layout)).to(gl.int64) * PAGE_SIZE + (j * BLOCK_N + rows) % PAGE_SIZE
+    base = (kv_ptr + row * 656 + BYTE).to(gl.pointer_type(dtype), bitcast=True)
+    return base[:, None] + cols[None, :]
 
 
 @gluon.jit
 def _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, j, stage, seq_len,
               PAGE_SIZE: gl.constexpr, ROPE_COL: gl.constexpr, BLOCK_N: gl.constexpr, GATHER: gl.constexpr,
-              num_warps: gl.constexpr):
-    """Tile j into buffer ``stage`` by TMA, or row by row when ``GATHER``."""
+              num_warps: gl.constexpr, kv_sc_desc=None, sc_bufs=None):
+    """Tile j into buffer ``stage`` by TMA, or row by row when ``GATHER`` (fp8_ds_mla: with ``sc_bufs``)."""
     if GATHER:
-        _gather_tile(kv_ptr, kn_bufs, kr_bufs, bars, pt_base, j, stage, seq_len, PAGE_SIZE, BLOCK_N, num_warps)
+        _gather_tile(kv_ptr, kn_bufs, kr_bufs, bars, pt_base, j, stage, seq_len, PAGE_SIZE, BLOCK_N, num_warps,
+                     sc_bufs)
     else:
         _issue_tile2(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, j, stage, PAGE_SIZE, ROPE_COL,
-                     BLOCK_N)
+                     BLOCK_N, kv_sc_desc, sc_bufs)
 
 
 @gluon.jit
 def _issue_v2_at(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE: gl.constexpr,
-                 ROPE_COL: gl.constexpr, BLOCK_N: gl.constexpr, GATHER: gl.constexpr, num_warps: gl.constexpr):
+                 ROPE_COL: gl.constexpr, BLOCK_N: gl.constexpr, GATHER: gl.constexpr, num_warps: gl.constexpr,
+                 kv_sc_desc=None, sc_bufs=None):
     """:func:`_issue_v2` with tile j's page ids already loaded (:func:`_tile_pages`)."""
     if GATHER:
-        _gather_tile_at(kv_ptr, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE, BLOCK_N, num_warps)
+        _gather_tile_at(kv_ptr, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE, BLOCK_N, num_warps, sc_bufs)
     else:
         _issue_tile2_at(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE, ROPE_COL,
-                        BLOCK_N)
+                        BLOCK_N, kv_sc_desc, sc_bufs)
 
 
 @gluon.jit
@@ -153,11 +198,13 @@ def _init_tile_barriers(bars, NUM_BUF: gl.constexpr, GATHER: gl.constexpr, num_w
 
 
 @gluon.jit
-def _q_cat(q_base, heads, head_mask, stride_q_h, qn_smem, qr_smem, BLOCK_H: gl.constexpr, layout: gl.constexpr):
+def _q_cat(q_base, heads, head_mask, stride_q_h, qn_smem, qr_smem, BLOCK_H: gl.constexpr, layout: gl.constexpr,
+           DS: gl.constexpr = 0):
     """The query's fp8 hi/lo pair as [2 BLOCK_H, 512] latent and [2 BLOCK_H, 128] rope tiles: rows
     ``[0, BLOCK_H)`` ``hi = fp8(q s)``, rows ``[BLOCK_H, 2 BLOCK_H)`` ``lo = fp8(16 (q s - hi))``, s a power of
     two per head with max |q s| = 2^8 (the portable kernel's QK8 split: hi + lo / 16 holds a bf16 query
-    exactly). Rope columns 64..127 stay zero (written once by the caller). Returns s per head."""
+    exactly). Rope columns 64..127 stay zero (written once by the caller). ``DS`` (fp8_ds_mla, whose rope is
+    bf16): the rope as one bf16 [BLOCK_H, 64] tile ``q s`` (exact: s is a power of two). Returns s per head."""
     cols = gl.arange(0, 512, layout=gl.SliceLayout(0, layout))
     cols_r = 512 + gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
     rows = heads[:, None] * stride_q_h
@@ -168,12 +215,15 @@ def _q_cat(q_base, heads, head_mask, stride_q_h, qn_smem, qr_smem, BLOCK_H: gl.c
     sn = qn * q_scale[:, None]
     sr = qr * q_scale[:, None]
     hi = sn.to(gl.float8e4nv)
-    hi_r = sr.to(gl.float8e4nv)
     qn_smem.slice(0, BLOCK_H, dim=0).store(hi)
     qn_smem.slice(BLOCK_H, BLOCK_H, dim=0).store(((sn - hi.to(gl.float32)) * 16.0).to(gl.float8e4nv))
-    qr_smem.slice(0, BLOCK_H, dim=0).slice(0, 64, dim=1).store(hi_r)
-    qr_smem.slice(BLOCK_H, BLOCK_H, dim=0).slice(0, 64, dim=1).store(
-        ((sr - hi_r.to(gl.float32)) * 16.0).to(gl.float8e4nv))
+    if DS:
+        qr_smem.store(sr.to(gl.bfloat16))
+    else:
+        hi_r = sr.to(gl.float8e4nv)
+        qr_smem.slice(0, BLOCK_H, dim=0).slice(0, 64, dim=1).store(hi_r)
+        qr_smem.slice(BLOCK_H, BLOCK_H, dim=0).slice(0, 64, dim=1).store(
+            ((sr - hi_r.to(gl.float32)) * 16.0).to(gl.float8e4nv))
     return q_scale
 
 
@@ -235,12 +285,72 @@ def _scores_v2(kn, kr, qn_smem, qr_smem, s_layout: gl.constexpr, BLOCK_N: gl.con
 
 
 @gluon.jit
-def _softmax_v2(s2, qk_mul, n_valid, m_i, l_acc, red, offs_tok, s16_layout: gl.constexpr, o_layout: gl.constexpr,
-                BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, FAST_MAX: gl.constexpr):
-    """One tile's online softmax from the [hi | lo] scores: ``(p, alpha as an O-layout row, m, l_acc)``."""
+def _ds_group(kn, qn_smem, g: gl.constexpr, s_layout: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr):
+    """fp8_ds_mla: ``K_g [hi | lo]^T`` of 128-dim group g, issued (asynchronous: 4 fp8 k-steps). A group's scale
+    multiplies its rows after the MMAs, so each group has its own accumulator."""
+    return warpgroup_mma(kn.slice(g * 128, 128, dim=1), qn_smem.slice(g * 128, 128, dim=1).permute((1, 0)),
+                         gl.zeros([BLOCK_N, 2 * BLOCK_H], gl.float32, layout=s_layout), use_acc=False, is_async=True)
+
+
+@gluon.jit
+def _ds_scores(g0, g1, o3, kn, kr, qn_smem, qr_smem, sc0, sc1, sc2, sc3, s_layout: gl.constexpr,
+               r_layout: gl.constexpr, s16_layout: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr):
+    """fp8_ds_mla: the tile's scores ``sum_g scale_g[token] (K_g . q_g) + K_rope . q_rope`` ([BLOCK_N, BLOCK_H],
+    unscaled by the softmax's multiplier), from groups 0 and 1 already issued (after ``o3``, the previous tile's
+    last P.V chunk: the three retire together, as a ``wait_group 1`` behind a score chain made ptxas serialise
+    every wgmma). Group 2 runs while 0 and 1 are folded, group 3 and the bf16 rope ``K_rope (q_rope s)^T`` (4 bf16
+    k-steps) while 2 is (all five accumulators live at once spilled: 344 bytes of stack). Returns ``(s, o3)``."""
+    g0, g1, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(g0, g1, o3))
+    g2 = _ds_group(kn, qn_smem, 2, s_layout, BLOCK_N, BLOCK_H)
+    s = _hilo(g0, s16_layout, BLOCK_N, BLOCK_H) * sc0[:, None] + _hilo(g1, s16_layout, BLOCK_N, BLOCK_H) * sc1[:, None]
+    g3 = _ds_group(kn, qn_smem, 3, s_layout, BLOCK_N, BLOCK_H)
+    r = warpgroup_mma(kr, qr_smem.permute((1, 0)), gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=r_layout),
+                      use_acc=False, is_async=True)
+    g2 = warpgroup_mma_wait(num_outstanding=2, deps=(g2, ))
+    s += _hilo(g2, s16_layout, BLOCK_N, BLOCK_H) * sc2[:, None]
+    g3, r = warpgroup_mma_wait(num_outstanding=0, deps=(g3, r))
+    s += _hilo(g3, s16_layout, BLOCK_N, BLOCK_H) * sc3[:, None]
+    return s + gl.convert_layout(r, s16_layout), o3
+
+
+@gluon.jit
+def _ds_scales(sc_buf, n_valid, s16_layout: gl.constexpr, BLOCK_N: gl.constexpr):
+    """fp8_ds_mla: the tile's four group scales per token ([BLOCK_N] each, token rows of ``s16_layout``), zero for
+    rows past ``n_valid`` (the cache may hold NaN there: a zero scale keeps them out of P)."""
+    # each thread reads all four scales of the token rows it holds in s16_layout (rows 8 apart: two 16-byte loads);
+    # lanes that differ in their two low bits (s16_layout's columns) read the same rows. The columns split off
+    # below are then s16_layout's row slices as they are: the conversions move no data.
+    sc_layout: gl.constexpr = gl.DistributedLinearLayout(
+        reg_bases=[[0, 1], [0, 2], [8, 0]], lane_bases=[[0, 0], [0, 0], [1, 0], [2, 0], [4, 0]],
+        warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[BLOCK_N, 4])
+    sc = sc_buf.load(sc_layout)                                                   # [tokens, 4 groups]
+    tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, sc_layout))
+    sc = gl.where((tok < n_valid)[:, None], sc, 0.0)
+    even, odd = gl.split(gl.reshape(sc, [BLOCK_N, 2, 2]))                          # groups (0, 2), (1, 3)
+    c0, c2 = gl.split(even)
+    c1, c3 = gl.split(odd)
+    row: gl.constexpr = gl.SliceLayout(1, s16_layout)
+    return (gl.convert_layout(c0, row), gl.convert_layout(c1, row), gl.convert_layout(c2, row),
+            gl.convert_layout(c3, row))
+
+
+@gluon.jit
+def _hilo(s2, s16_layout: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr):
+    """``hi + lo / 16`` of [hi | lo] scores ([BLOCK_N, 2 BLOCK_H] -> [BLOCK_N, BLOCK_H])."""
     # columns [0, 16) hi, [16, 32) lo: bit 4 of the column is a register bit of s_layout (no data moves)
     s_hi, s_lo = gl.split(gl.permute(gl.reshape(s2, [BLOCK_N, 2, BLOCK_H]), (0, 2, 1)))
-    s = gl.convert_layout(s_hi, s16_layout) + gl.convert_layout(s_lo, s16_layout) * 0.0625
+    return gl.convert_layout(s_hi, s16_layout) + gl.convert_layout(s_lo, s16_layout) * 0.0625
+
+
+@gluon.jit
+def _softmax_v2(s2, qk_mul, n_valid, m_i, l_acc, red, offs_tok, s16_layout: gl.constexpr, o_layout: gl.constexpr,
+                BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, FAST_MAX: gl.constexpr, HILO: gl.constexpr = 1):
+    """One tile's online softmax from the [hi | lo] scores (``HILO`` 0: from scores already combined, [BLOCK_N,
+    BLOCK_H] in ``s16_layout``): ``(p, alpha as an O-layout row, m, l_acc)``."""
+    if HILO:
+        s = _hilo(s2, s16_layout, BLOCK_N, BLOCK_H)
+    else:
+        s = s2
     s = s * qk_mul[None, :]
     s = gl.where((offs_tok < n_valid)[:, None], s, float("-inf"))
     if FAST_MAX:
@@ -282,11 +392,17 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     PT_EARLY: gl.constexpr = 0,
     PROBE: gl.constexpr = 0,
     PV8: gl.constexpr = 0,
+    DS: gl.constexpr = 0,
 ):
     """fp8 (per-tensor) cache, H < 64: tokens on M, one warpgroup, 16 heads per program (module docstring).
     ``kv_nope_desc`` / ``kv_rope_desc``: the cache as [rows, 576] fp8 with [BLOCK_N, 512] / [BLOCK_N, 128]
     boxes (the first kernel's argument list, with the rope descriptor where it takes the cache pointer);
-    ``kv_ptr``: the same cache, read row by row when ``GATHER`` (:func:`_gather_tile`: page size 1)."""
+    ``kv_ptr``: the same cache, read row by row when ``GATHER`` (:func:`_gather_tile`: page size 1).
+
+    ``DS`` (fp8_ds_mla: 656-byte rows, module docstring): ``kv_nope_desc`` the rows viewed as fp8 [rows, 656]
+    ([BLOCK_N, 512] boxes at column 0), ``kv_rope_desc`` as bf16 [rows, 328] ([BLOCK_N, 64] boxes at column 264),
+    and ``kv_scale_ptr`` is the cache's scales as a descriptor: the rows as fp32 [rows, 164] ([BLOCK_N, 4] boxes at
+    column 128: the four group scales; ``KV_SCALE_FROM_PTR`` 0, ``kv_scale`` 1)."""
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
     gl.static_assert(BLOCK_H == 16)
@@ -295,7 +411,13 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     gl.static_assert(kv_nope_desc.block_type.shape[0] == BLOCK_N)
     gl.static_assert(kv_nope_desc.block_type.shape[1] == D_V)
     gl.static_assert(kv_rope_desc.block_type.shape[0] == BLOCK_N)
-    gl.static_assert(kv_rope_desc.block_type.shape[1] == 128)
+    if DS:
+        # the 4-group scales fold into the scores and into P per chunk; only the TMA loader and LOOK 0 / fp16 P.V
+        gl.static_assert(kv_rope_desc.block_type.shape[1] == 64)
+        gl.static_assert(kv_scale_ptr.block_type.shape[1] == 4)
+        gl.static_assert((LOOK == 0) & (PV8 == 0) & (PROBE == 0))
+    else:
+        gl.static_assert(kv_rope_desc.block_type.shape[1] == 128)
 
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, 2 * BLOCK_H, 32])
@@ -328,7 +450,13 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     # the rope columns padded to 128 fp8 (zeros in 64..127): the 128-byte swizzle of the latent tiles
     kr_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, 128], gl.float8e4nv)
     qn_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([2 * BLOCK_H, D_V], gl.float8e4nv)
-    qr_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([2 * BLOCK_H, 128], gl.float8e4nv)
+    if DS:
+        qr_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, 64], gl.bfloat16)
+        # the bf16 rope scores' accumulator ([BLOCK_N, BLOCK_H], the registers of s16_layout)
+        r_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, BLOCK_H, 16])
+    else:
+        qr_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([2 * BLOCK_H, 128], gl.float8e4nv)
     p_smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_H], gl.float16)
 
     pid_h = gl.program_id(0)
@@ -337,19 +465,33 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     h0 = pid_h * BLOCK_H
     if KV_SCALE_FROM_PTR:
         kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
+    if DS:
+        kv_sc_desc = kv_scale_ptr
+    else:
+        kv_sc_desc = None
 
     qn_smem = gl.allocate_shared_memory(gl.float8e4nv, [2 * BLOCK_H, D_V], qn_layout)
-    qr_smem = gl.allocate_shared_memory(gl.float8e4nv, [2 * BLOCK_H, 128], qr_layout)
     kn_bufs = gl.allocate_shared_memory(gl.float8e4nv, [NUM_BUF, BLOCK_N, D_V], kn_layout)
-    kr_bufs = gl.allocate_shared_memory(gl.float8e4nv, [NUM_BUF, BLOCK_N, 128], kr_layout)
-    # P^T, double-buffered: P.V(i - 1) may still read one while tile i writes the other
-    p_bufs = gl.allocate_shared_memory(gl.float16, [2, BLOCK_N, BLOCK_H], p_smem_layout)
+    if DS:
+        qr_smem = gl.allocate_shared_memory(gl.bfloat16, [BLOCK_H, 64], qr_layout)
+        kr_bufs = gl.allocate_shared_memory(gl.bfloat16, [NUM_BUF, BLOCK_N, 64], kv_rope_desc.layout)
+        sc_bufs = gl.allocate_shared_memory(gl.float32, [NUM_BUF, BLOCK_N, 4], kv_sc_desc.layout)
+        # P^T per chunk (P times chunk c's group scale): chunks 0..2 retire inside their tile, chunk 3's P.V stays
+        # in flight into the next tile: buffers 0, 1, 2 and 3 + it % 2
+        p_bufs = gl.allocate_shared_memory(gl.float16, [5, BLOCK_N, BLOCK_H], p_smem_layout)
+    else:
+        qr_smem = gl.allocate_shared_memory(gl.float8e4nv, [2 * BLOCK_H, 128], qr_layout)
+        kr_bufs = gl.allocate_shared_memory(gl.float8e4nv, [NUM_BUF, BLOCK_N, 128], kr_layout)
+        sc_bufs = None
+        # P^T, double-buffered: P.V(i - 1) may still read one while tile i writes the other
+        p_bufs = gl.allocate_shared_memory(gl.float16, [2, BLOCK_N, BLOCK_H], p_smem_layout)
     if PV8:
         # P^T as fp8 hi / lo pairs ([heads, tokens], tokens contiguous: fp8 MMAs take K-major operands only),
         # double-buffered: index 2 (it % 2) + {0: hi, 1: lo}
         p8_bufs = gl.allocate_shared_memory(gl.float8e4nv, [4, BLOCK_H, BLOCK_N], p8_layout)
-    # the query's rope padding, written once (the segments rewrite columns 0..63)
-    qr_smem.slice(64, 64, dim=1).store(gl.zeros([2 * BLOCK_H, 64], gl.float8e4nv, layout=q_layout))
+    if not DS:
+        # the query's rope padding, written once (the segments rewrite columns 0..63)
+        qr_smem.slice(64, 64, dim=1).store(gl.zeros([2 * BLOCK_H, 64], gl.float8e4nv, layout=q_layout))
     # per-warp maxima of the scores (FAST_MAX), double-buffered (tile i + 1 may write while a warp still reads
     # tile i's)
     red_bufs = gl.allocate_shared_memory(gl.float32, [2, 4, BLOCK_H], gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0]))
@@ -374,9 +516,10 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         for k in gl.static_range(NUM_BUF):
             if i_first + k < i_stop:
                 _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
-                          (it + k) % NUM_BUF, seq_len, PAGE_SIZE, 512, BLOCK_N, GATHER, num_warps)
+                          (it + k) % NUM_BUF, seq_len, PAGE_SIZE, 264 if DS else 512, BLOCK_N, GATHER, num_warps,
+                          kv_sc_desc, sc_bufs)
         q_base = q_ptr + b.to(gl.int64) * stride_q_b
-        q_scale = _q_cat(q_base, heads_q, hmask_q, stride_q_h, qn_smem, qr_smem, BLOCK_H, q_layout)
+        q_scale = _q_cat(q_base, heads_q, hmask_q, stride_q_h, qn_smem, qr_smem, BLOCK_H, q_layout, DS)
         fence_async_shared()
         _block_barrier()
         qk_mul = gl.convert_layout(sm_scale * LOG2E * kv_scale / q_scale, gl.SliceLayout(0, s16_layout))
@@ -474,30 +617,57 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                     _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
                     fence_async_shared()
                     _block_barrier()
-                s2 = _scores_v2(kn, kr_bufs.index(stage), qn_smem, qr_smem, s_layout, BLOCK_N, BLOCK_H, RK64)
+                if DS:
+                    g0 = _ds_group(kn, qn_smem, 0, s_layout, BLOCK_N, BLOCK_H)
+                    g1 = _ds_group(kn, qn_smem, 1, s_layout, BLOCK_N, BLOCK_H)
+                    sc0, sc1, sc2, sc3 = _ds_scales(sc_bufs.index(stage), n_valid, s16_layout, BLOCK_N)
+                else:
+                    s2 = _scores_v2(kn, kr_bufs.index(stage), qn_smem, qr_smem, s_layout, BLOCK_N, BLOCK_H, RK64)
                 if PREFETCH:
                     # V^T chunks 0 and 1 into registers while the score MMAs run (they read only the tile)
                     v0 = _v_chunk(kn, 0, ld_layout, v_layout, PROBE)
                     v1 = _v_chunk(kn, 1, ld_layout, v_layout, PROBE)
-                # Retires S(i) and P.V(i - 1) (the reader of the other P buffer).
-                s2, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(s2, o3))
-                p, alpha_o, m_i, l_acc = _softmax_v2(s2, qk_mul, n_valid, m_i, l_acc, red_bufs.index(it % 2), offs_tok,
-                                                     s16_layout, o_layout, BLOCK_N, BLOCK_H, FAST_MAX)
-                p_smem = p_bufs.index(it % 2)
-                p_smem.store(p.to(gl.float16))
+                if DS:
+                    # S = sum_g scale_g[token] (K_g . q_g) + K_rope . q_rope; P.V chunk c is group c: its P tile
+                    # carries scale_c[token] (the softmax sum does not)
+                    # (retires P.V(i - 1), the reader of the other chunk-3 P buffer, with group 0)
+                    s, o3 = _ds_scores(g0, g1, o3, kn, kr_bufs.index(stage), qn_smem, qr_smem, sc0, sc1, sc2, sc3,
+                                       s_layout, r_layout, s16_layout, BLOCK_N, BLOCK_H)
+                    p, alpha_o, m_i, l_acc = _softmax_v2(s, qk_mul, n_valid, m_i, l_acc, red_bufs.index(it % 2),
+                                                         offs_tok, s16_layout, o_layout, BLOCK_N, BLOCK_H, FAST_MAX, 0)
+                    pc0 = p_bufs.index(0)
+                    pc1 = p_bufs.index(1)
+                    pc2 = p_bufs.index(2)
+                    pc3 = p_bufs.index(3 + it % 2)
+                    # 256 p scale_c in fp16 (divided out with the softmax sum): full fp16 precision down to group
+                    # scales of ~2^-22 / p, finite up to scales of 255 (latent amax 114,000; DeepSeek's are O(1))
+                    pc0.store((p * (sc0 * 256.0)[:, None]).to(gl.float16))
+                    pc1.store((p * (sc1 * 256.0)[:, None]).to(gl.float16))
+                    pc2.store((p * (sc2 * 256.0)[:, None]).to(gl.float16))
+                    pc3.store((p * (sc3 * 256.0)[:, None]).to(gl.float16))
+                else:
+                    # Retires S(i) and P.V(i - 1) (the reader of the other P buffer).
+                    s2, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(s2, o3))
+                    p, alpha_o, m_i, l_acc = _softmax_v2(s2, qk_mul, n_valid, m_i, l_acc, red_bufs.index(it % 2),
+                                                         offs_tok, s16_layout, o_layout, BLOCK_N, BLOCK_H, FAST_MAX)
+                    pc0 = p_bufs.index(it % 2)
+                    pc0.store(p.to(gl.float16))
+                    pc1 = pc0
+                    pc2 = pc0
+                    pc3 = pc0
                 fence_async_shared()
                 _block_barrier()
                 # (Waiting down to one MMA in flight after each issue frees the previous chunk's registers.)
                 if not PREFETCH:
                     v0 = _v_chunk(kn, 0, ld_layout, v_layout, PROBE)
-                a0 = warpgroup_mma(v0, p_smem, o0 * alpha_o, is_async=True)
+                a0 = warpgroup_mma(v0, pc0, o0 * alpha_o, is_async=True)
                 if not PREFETCH:
                     v1 = _v_chunk(kn, 1, ld_layout, v_layout, PROBE)
-                a1 = warpgroup_mma(v1, p_smem, o1 * alpha_o, is_async=True)
+                a1 = warpgroup_mma(v1, pc1, o1 * alpha_o, is_async=True)
                 o0 = warpgroup_mma_wait(num_outstanding=1, deps=(a0, ))
-                a2 = warpgroup_mma(_v_chunk(kn, 2, ld_layout, v_layout, PROBE), p_smem, o2 * alpha_o, is_async=True)
+                a2 = warpgroup_mma(_v_chunk(kn, 2, ld_layout, v_layout, PROBE), pc2, o2 * alpha_o, is_async=True)
                 o1 = warpgroup_mma_wait(num_outstanding=1, deps=(a1, ))
-                o3 = warpgroup_mma(_v_chunk(kn, 3, ld_layout, v_layout, PROBE), p_smem, o3 * alpha_o, is_async=True)
+                o3 = warpgroup_mma(_v_chunk(kn, 3, ld_layout, v_layout, PROBE), pc3, o3 * alpha_o, is_async=True)
                 o2 = warpgroup_mma_wait(num_outstanding=1, deps=(a2, ))
                 # The tile's last readers were S(i) (retired) and the chunk loads above (done in every warp past
                 # the barrier; P.V reads registers): its buffer takes tile i + NUM_BUF now.
@@ -505,10 +675,12 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                 if i + NUM_BUF < i_stop:
                     if PT_EARLY:
                         _issue_v2_at(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, page_nx, i + NUM_BUF,
-                                     stage, PAGE_SIZE, 512, BLOCK_N, GATHER, num_warps)
+                                     stage, PAGE_SIZE, 264 if DS else 512, BLOCK_N, GATHER, num_warps, kv_sc_desc,
+                                     sc_bufs)
                     else:
                         _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF,
-                                  stage, seq_len, PAGE_SIZE, 512, BLOCK_N, GATHER, num_warps)
+                                  stage, seq_len, PAGE_SIZE, 264 if DS else 512, BLOCK_N, GATHER, num_warps,
+                                  kv_sc_desc, sc_bufs)
                 it += 1
             o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
         else:
@@ -600,7 +772,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
             o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
 
         l_i = gl.sum(l_acc, axis=0)
-        if PV8:
+        if PV8 + DS:   # (P scaled by 256 on both: the fp8 hi / lo pair, the fp16 P times a group scale)
             inv = gl.convert_layout(kv_scale / (256.0 * l_i), gl.SliceLayout(0, o_layout))[None, :]
         else:
             inv = gl.convert_layout(kv_scale / l_i, gl.SliceLayout(0, o_layout))[None, :]
