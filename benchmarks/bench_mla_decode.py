@@ -462,13 +462,11 @@ HOPPER_TOK_FP8_VARIANTS = [dict(V2=0, NUM_BUF=4, WIDEN=0, PROGRAMS_PER_SM=1),
 # instead of converting them to fp16, PROBE 2 feeds P.V a constant (no V^T loads, conversions or permutations).
 HOPPER_TOK_FP8_PROBES = [dict(V2=1, NUM_BUF=2, PREFETCH=1, FAST_MAX=1, PROBE=1),
                          dict(V2=1, NUM_BUF=2, PREFETCH=1, FAST_MAX=1, PROBE=2)]
-# The fp8 heads-on-M kernel (H % 64 == 0): two buffers fit (225,296 B of shared memory); LO_CHAIN 1 adds the
-# query's residual into the score accumulator itself (one accumulator fewer, kernel_hopper.py).
-# QK16 = 1: the tile widened to fp16 once, fp16 query, the bf16 kernel's MMAs (kernel_hopper_heads.py; WOVL,
-# PSMEM, XCH, LSUM, MAX1 there). Every variant names QK16: the variants overlay one another in the module's
-# fixed config. (LO_CHAIN 0 was 2-4% slower than LO_CHAIN 1 in every cell of issue 14's runs.)
-HOPPER_ON_M_FP8_VARIANTS = [dict(NUM_BUF=2, PIPE=0, LO_CHAIN=1, QK16=0), dict(NUM_BUF=2, QK16=1, WOVL=1, XCH=1),
-                            dict(NUM_BUF=2, QK16=1, WOVL=1, PSMEM=1, XCH=1)]
+# The fp8 heads-on-M kernel (H % 64 == 0): the tile widened to fp16 once, fp16 query, the bf16 kernel's MMAs
+# (kernel_hopper_heads.py; WOVL, PSMEM, XCH, LSUM, MAX1 there). Every variant names PSMEM: the variants overlay
+# one another in the module's fixed config. (The hi/lo fp8-score kernel, 11-19% slower in every cell, was removed
+# in session 9.)
+HOPPER_ON_M_FP8_VARIANTS = [dict(NUM_BUF=2, WOVL=1, PSMEM=0, XCH=1), dict(NUM_BUF=2, WOVL=1, PSMEM=1, XCH=1)]
 # fp8_ds_mla (656-byte rows), H < 64: the second tokens-on-M kernel with DS = 1 (session 9: compiled on a CPU, not
 # yet run; pinned-only): the fixed config (2 buffers, 2 programs per SM, PREFETCH 0: PREFETCH 1 spills in the tile
 # loop), three buffers at one program per SM, the page ids a tile ahead. Pages below 64 tokens: the row gather,

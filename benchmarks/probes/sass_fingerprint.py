@@ -2,8 +2,8 @@
 
 For refactors that must not change the generated code: run it before and after, compare the hashes. Each line:
 kernel, H, format, config; instruction count; a hash of the instruction text without addresses. The configs are
-every per-bucket space config (as the tuned kernel runs it: ``interface_hopper.pinned_config``), the hi/lo fp8
-heads-on-M kernel and the second fp8 tokens-on-M kernel's space. Uses the compile helper of
+every per-bucket space config (as the tuned kernel runs it: ``interface_hopper.pinned_config``) and the second
+fp8 tokens-on-M kernel's space. Uses the compile helper of
 tests/cpu/test_mla_hopper_tok.py (constexprs a launch leaves out at their defaults).
 
     PYTHONPATH=src python benchmarks/probes/sass_fingerprint.py /tmp/sass_before
@@ -30,7 +30,6 @@ for heads, fmt in ((128, "bf16"), (16, "bf16"), (128, "fp8"), (16, "fp8")):
     on_m = H._heads_on_m(heads)
     for c in H._SPACES[(on_m, fmt == "fp8")]:
         cases.append((heads, fmt, dict(c)))
-cases.append((128, "fp8", dict(QK16=0, PIPE=0, LO_CHAIN=1, BLOCK_N=64, NUM_BUF=2)))
 for c in H.HOPPER_TOK_FP8_V2_SPACE:
     cases.append((16, "fp8", {**c, "V2": 1}))
 for heads, fmt, cfg in cases:

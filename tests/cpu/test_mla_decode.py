@@ -291,15 +291,13 @@ _ON_M_FP16 = ("HGMMA.64x256x16.F32 ", "HGMMA.64x32x16.F32 ")   # fp16 operands: 
     ("fp8", 16, None, ("QGMMA.64x16x32.F32.E4M3.E4M3", "HGMMA.64x16x16.F32 ")),
     ("fp8", 128, None, _ON_M_FP16),
     ("fp8", 128, dict(WOVL=0, PSMEM=0, XCH=0), _ON_M_FP16),
-    ("fp8", 128, dict(WOVL=1, PSMEM=1, XCH=0, LSUM=1, MAX1=1), _ON_M_FP16 + ("HGMMA.64x8x16.F32 ",)),
-    ("fp8", 128, dict(QK16=0, PIPE=0, LO_CHAIN=0), ("QGMMA.64x32x32.F32.E4M3.E4M3", "HGMMA.64x256x16.F32 "))],
+    ("fp8", 128, dict(WOVL=1, PSMEM=1, XCH=0, LSUM=1, MAX1=1), _ON_M_FP16 + ("HGMMA.64x8x16.F32 ",))],
     ids=["heads-on-M", "heads-on-M-psmem-xch-early", "heads-on-M-before", "heads-on-M-32tok", "tokens-on-M",
-         "tokens-on-M-fp8", "heads-on-M-fp8", "heads-on-M-fp8-serial", "heads-on-M-fp8-lsum", "heads-on-M-fp8-hilo"])
+         "tokens-on-M-fp8", "heads-on-M-fp8", "heads-on-M-fp8-serial", "heads-on-M-fp8-lsum"])
 def test_hopper_kernel_compiles_for_sm90_with_tma_and_wgmma(kv_format, heads, config, mmas):
     """The Gluon kernels compiled for sm_90a on a CPU: TMA loads (UTMALDG), warpgroup MMAs of the expected
     shapes (HGMMA; QGMMA for fp8 scores), and a block that fits an sm_90 SM (232,448 B of shared memory,
-    255 registers). fp8 heads on M: the shipped kernel widens the tile to fp16 (fp16 wgmmas only); QK16 = 0
-    is the hi/lo fp8-score kernel."""
+    255 registers). fp8 heads on M: the kernel widens the tile to fp16 (fp16 wgmmas only)."""
     from graphtune import resources
     compiled = _hopper_compile(kv_format, heads=heads, config=config)
     usage = resources._resource_usage(compiled.asm["cubin"], compiled.metadata.name)

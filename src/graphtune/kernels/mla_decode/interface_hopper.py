@@ -63,11 +63,8 @@ HOPPER_TOK_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 2}
 HOPPER_TOK_FP8_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0, "WIDEN": 0, "PROGRAMS_PER_SM": 2}
 # fp8 (per-tensor) cache, H % 64 == 0: heads on M, the tile widened once to fp16 and scored with an fp16 copy
 # of the query (kernel_hopper_heads.py; 2 x 32 KB fp8 buffers + the fp16 tile + the fp16 query + P = 222,480 B):
-# 11-19% faster than the hi/lo fp8-score kernel (LO_CHAIN 1) at H = 128, batch 1-64, on the H200, same accuracy
-# (docs/mla_decode.md, session 8). ``FP8_HEADS_QK16`` says which of the two kernels serves the class; a config's
-# own ``QK16`` key (0: the hi/lo kernel, with its PIPE and LO_CHAIN) overrides it for a pinned launch, and keys a
-# kernel does not take are dropped at launch (``_kernel_and_params``).
-FP8_HEADS_QK16 = True
+# 11-19% faster than a kernel scoring with fp8 MMAs against the query's hi/lo pair at H = 128, batch 1-64, on the
+# H200, same accuracy (docs/mla_decode.md, sessions 8 and 9; that kernel was removed in session 9).
 HOPPER_FP8_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "WOVL": 1, "PSMEM": 1, "XCH": 1}
 # Whether ``path="auto"`` runs the fp8 Hopper kernels (per kernel). Both beat the portable kernel at every
 # batch timed on the H200 (H = 16: 1.3-1.4x at batch 1-128; H = 128: 1.1x at batch 1, 1.7-2.0x at 8-64);
@@ -414,29 +411,25 @@ def tuned_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
 
 
 def _kernel_and_params(heads: int, fmt: str, cfg: dict[str, int], v2: bool = False):
-    """The kernel a (pinned) config runs and the config's entries that kernel takes (``QK16`` picks the
-    widened-score fp8 heads-on-M kernel, ``v2`` the second fp8 tokens-on-M kernel; other kernels' keys are
-    dropped)."""
-    fn = kernel_for(heads, fmt, qk16=bool(cfg.get("QK16", FP8_HEADS_QK16)), v2=v2, pp=bool(cfg.get("PP", 0)))
+    """The kernel a (pinned) config runs and the config's entries that kernel takes (``v2`` the second fp8
+    tokens-on-M kernel, ``PP`` the bf16 ping-pong kernel; other kernels' keys are dropped)."""
+    fn = kernel_for(heads, fmt, v2=v2, pp=bool(cfg.get("PP", 0)))
     names = set(fn.arg_names)
     return fn, {k: v for k, v in cfg.items() if k in names or k == "num_warps"}
 
 
-def kernel_for(heads: int, fmt: str = "bf16", *, qk16: bool | None = None, v2: bool = False, pp: bool = False):
-    """The Gluon kernel that serves H heads: heads on M for H % 64 == 0, else tokens on M (bf16 or fp8);
-    fp8 heads on M: the widened-score kernel when ``qk16`` (default ``FP8_HEADS_QK16``), else the hi/lo one;
-    ``v2``: the second fp8 tokens-on-M kernel; ``pp``: the bf16 heads-on-M ping-pong kernel."""
+def kernel_for(heads: int, fmt: str = "bf16", *, v2: bool = False, pp: bool = False):
+    """The Gluon kernel that serves H heads: heads on M for H % 64 == 0, else tokens on M (bf16 or fp8; fp8
+    heads on M: the widened-score kernel); ``v2``: the second fp8 tokens-on-M kernel; ``pp``: the bf16
+    heads-on-M ping-pong kernel."""
     if pp:
         _check_pp(_heads_on_m(heads), fmt, {})
         return kernel_hopper_pp._mla_decode_hopper_pp_kernel
     if v2 or fmt == DS_FORMAT:
         _check_v2(_heads_on_m(heads), fmt)
         return kernel_hopper_tok._mla_decode_hopper_tok_fp8_v2_kernel
-    qk16 = FP8_HEADS_QK16 if qk16 is None else qk16
-    if fmt == "fp8" and qk16 and _heads_on_m(heads):
-        return kernel_hopper_heads._mla_decode_hopper_fp8w_kernel
     if fmt == "fp8":
-        return (kernel_hopper._mla_decode_hopper_fp8_kernel if _heads_on_m(heads)
+        return (kernel_hopper_heads._mla_decode_hopper_fp8w_kernel if _heads_on_m(heads)
                 else kernel_hopper._mla_decode_hopper_tok_fp8_kernel)
     return kernel_hopper._mla_decode_hopper_kernel if _heads_on_m(heads) else kernel_hopper._mla_decode_hopper_tok_kernel
 
@@ -490,9 +483,6 @@ def pinned_config(heads: int, fmt: str, params: dict[str, int]) -> dict[str, int
         kernels.append(kernel_for(heads, fmt, v2=True))
     if key == (True, False):   # PP=1: the ping-pong kernel
         kernels.append(kernel_for(heads, fmt, pp=True))
-    if key == (True, True):    # QK16=0: the hi/lo fp8-score kernel
-        known |= {"QK16"}
-        kernels.append(kernel_for(heads, fmt, qk16=not FP8_HEADS_QK16))
     known |= {p.name for fn in kernels for p in fn.params if p.is_constexpr} - _LAUNCH_CONSTEXPRS
     unknown = sorted(set(params) - known)
     if unknown:
@@ -503,7 +493,7 @@ def pinned_config(heads: int, fmt: str, params: dict[str, int]) -> dict[str, int
         # a pinned launch overlays the config on the fixed one (hopper_call); the tuned kernel runs a space
         # config with the kernel's defaults for what it leaves out (e.g. EARLY 0 under PIPE 1): set those here,
         # and the fixed config's value for a knob without a default (PIPE of the bf16 heads-on-M kernel)
-        fn = kernel_for(heads, fmt, qk16=bool(cfg.get("QK16", FP8_HEADS_QK16)), pp=bool(cfg.get("PP", 0)))
+        fn = kernel_for(heads, fmt, pp=bool(cfg.get("PP", 0)))
         names = set(fn.arg_names)
         defaults = {p.name: p.default for p in fn.params if p.is_constexpr and p.has_default}
         base = _base_config(*key)

@@ -6,8 +6,8 @@ Scope (measured in docs/mla_decode.md): bf16 and fp8 (per-tensor) caches whose p
 tokens, H a multiple of 16 (``interface_hopper.FP8_AUTO`` says where ``path="auto"`` runs the fp8 ones).
 Other formats, page sizes and GPUs run the portable kernel (kernel.py).
 
-Two bf16 kernels, one per side of the MMA the heads go on (the two fp8 kernels at the end of the file follow
-them, with fp8 scores):
+Two bf16 kernels, one per side of the MMA the heads go on, and the first fp8 tokens-on-M kernel (at the end of
+the file, fp8 scores):
 
 ``_mla_decode_hopper_kernel`` (H a multiple of 64: the data-parallel-attention case, H = 128). Heads on M:
 a program takes 64 heads of one request at a time, so a KV row read from global memory feeds 64 heads
@@ -25,8 +25,10 @@ dims of O (O is 64 x 256 fp32 = 128 registers per thread); P crosses warpgroups 
 about nine block barriers a tile): PSMEM (P as the P.V wgmma's A operand from a shared tile, one barrier),
 XCH (the softmax's maxima and sums in one exchange, ``_softmax_2wg``), LSUM / MAX1 (row sums as a wgmma,
 maxima with one barrier) and EARLY (the next TMA issued before the score MMAs rather than after them) are
-the knobs; docs/mla_decode.md has what each measured. The fp8 heads-on-M kernel that scores with 16-bit
-MMAs on a widened tile is in kernel_hopper_heads.py.
+the knobs; docs/mla_decode.md has what each measured. The fp8 heads-on-M kernel (scores from 16-bit MMAs on a
+tile widened once to fp16) is in kernel_hopper_heads.py; an fp8-score heads-on-M kernel (hi/lo query) lost to it
+in every cell timed on the H200 (11-19% at H = 128, batch 1-64, sessions 8 and 9) and was removed in session 9
+(its history: docs/mla_decode.md).
 
 ``_mla_decode_hopper_tok_kernel`` (H < 64, e.g. the tensor-parallel H = 16). Tokens on M, one warpgroup,
 16 heads per program: ``S^T = K Q^T`` ([64 tokens, 16]) and ``O^T += V^T P^T`` ([512, 16]; A = the KV tile
@@ -962,172 +964,3 @@ def _mla_decode_hopper_tok_fp8_kernel(
     for k in gl.static_range(NUM_BUF):
         mbarrier.invalidate(bars.index(k))
 
-
-@gluon.jit(do_not_specialize=["B"])
-def _mla_decode_hopper_fp8_kernel(
-    q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr,
-    page_table_ptr, seq_lens_ptr,
-    out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
-    sm_scale, kv_scale,
-    B, H,
-    stride_q_b, stride_q_h,
-    stride_pt_b,
-    stride_out_b, stride_out_h,
-    stride_po_s, stride_po_h,
-    stride_pl_s,
-    PAGE_SIZE: gl.constexpr,
-    KV_SCALE_FROM_PTR: gl.constexpr,
-    RETURN_LSE: gl.constexpr,
-    B_CHUNK: gl.constexpr,
-    BLOCK_N: gl.constexpr,
-    BLOCK_H: gl.constexpr,
-    NUM_BUF: gl.constexpr,
-    PIPE: gl.constexpr,
-    LO_CHAIN: gl.constexpr,
-    num_warps: gl.constexpr,
-):
-    """fp8 (per-tensor) cache, H a multiple of 64: heads on M (the bf16 heads-on-M kernel's structure).
-
-    Scores: ``S = Q K^T`` from fp8 wgmmas (A = the query's hi/lo pair, one power-of-two scale per head,
-    built per request in shared memory; B = the fp8 tile, K-major as stored; the rope columns as in the
-    tokens-on-M fp8 kernel), so a bf16 query's 8 bits meet the fp8 cache with no widening. P.V: fp8 wgmma
-    needs B K-major (tokens contiguous), the cache stores tokens as rows, so the tile's 512 latent columns
-    are widened once to fp16 in shared memory (``_widen_cols``: exact; rows past seq_len zeroed there) and
-    read MN-major by a 16-bit wgmma, with P in fp16 registers. The widening runs after the wait that
-    retires S(i) and O(i - 1) (O(i - 1) is the fp16 tile's last reader; widening under S(i) instead made
-    ptxas serialise every wgmma). LO_CHAIN: see below.
-    """
-    LOG2E: gl.constexpr = 1.4426950408889634
-    D_V: gl.constexpr = 512
-    # LO_CHAIN = 1: lo = fp8(q s - hi) unscaled, accumulated into the score chain itself (one accumulator: 16
-    # registers fewer; residuals below fp8's normal range lose bits, 2^-10 of each head's largest |q|).
-    LO_MUL: gl.constexpr = 1.0 if LO_CHAIN else 16.0
-    gl.static_assert(BLOCK_H == 64)
-    gl.static_assert(BLOCK_N == 64)
-    gl.static_assert(num_warps == 8)
-    dtype: gl.constexpr = kv_nope_desc.dtype
-
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
-                                                       instr_shape=[16, BLOCK_N // 2, 32])
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
-                                                       instr_shape=[16, D_V // 2, 16])
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    q_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
-    qn_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, D_V], gl.float8e4nv)
-    # The rope columns padded to 128 fp8 (zeros in 64..127): the 128-byte swizzle of the latent tiles.
-    qr_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, 128], gl.float8e4nv)
-    kr_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, 128], gl.float8e4nv)
-    rope_layout: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [num_warps, 1], [1, 0])
-    vw_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, D_V], gl.float16)
-
-    pid_h = gl.program_id(0)
-    pid = gl.program_id(1)
-    num_progs = gl.num_programs(1)
-    h0 = pid_h * BLOCK_H
-    if KV_SCALE_FROM_PTR:
-        kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
-
-    qn_hi = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, D_V], qn_layout)
-    qn_lo = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, D_V], qn_layout)
-    qr_hi = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, 128], qr_layout)
-    qr_lo = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_H, 128], qr_layout)
-    kn_bufs = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, D_V], kv_nope_desc.layout)
-    kr8 = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_N, 128], kr_layout)
-    # the padding, written once (the segments rewrite columns 0..63 only)
-    qr_hi.slice(64, 64, dim=1).store(gl.zeros([BLOCK_H, 64], gl.float8e4nv, layout=q_layout))
-    qr_lo.slice(64, 64, dim=1).store(gl.zeros([BLOCK_H, 64], gl.float8e4nv, layout=q_layout))
-    kr8.slice(64, 64, dim=1).store(gl.zeros([BLOCK_N, 64], gl.float8e4nv, layout=rope_layout))
-    vw = gl.allocate_shared_memory(gl.float16, [BLOCK_N, D_V], vw_layout)
-    bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
-    for k in gl.static_range(NUM_BUF):
-        mbarrier.init(bars.index(k), count=1)
-
-    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps)
-
-    offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-    offs_h_o = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, o_layout))
-    offs_d_o = gl.arange(0, D_V, layout=gl.SliceLayout(0, o_layout))
-    offs_h_s = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, s_layout))
-    heads_q = h0 + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, q_layout))
-    it = 0
-    while t < t_stop:
-        seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
-            seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
-
-        # The previous segment's MMAs (readers of the query pair and the fp16 tile) are retired in every warp
-        # past this barrier.
-        _block_barrier()
-        for k in gl.static_range(NUM_BUF - 1):
-            if i_first + k < i_stop:
-                _issue_nope(kv_nope_desc, kn_bufs, bars, pt_base, i_first + k, (it + k) % NUM_BUF, PAGE_SIZE,
-                            BLOCK_N)
-        # The query's hi/lo pair with one power-of-two scale per head (max |q s| = 2^8 in each head's row).
-        q_base = q_ptr + b.to(gl.int64) * stride_q_b
-        q_scale = _q_pair(q_base, heads_q, heads_q < H, stride_q_h, qn_hi, qn_lo, qr_hi, qr_lo, True, LO_MUL,
-                          q_layout)
-        kr8.slice(0, 64, dim=1).store(_load_rope(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout))
-        fence_async_shared()
-        _block_barrier()
-        qk_mul = gl.convert_layout(sm_scale * LOG2E * kv_scale / q_scale, gl.SliceLayout(1, s_layout))
-
-        m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=gl.SliceLayout(1, s_layout))
-        l_i = gl.zeros([BLOCK_H], gl.float32, layout=gl.SliceLayout(1, s_layout))
-        o = warpgroup_mma_init(gl.zeros([BLOCK_H, D_V], gl.float32, layout=o_layout))
-        for i in range(i_first, i_stop):
-            stage = it % NUM_BUF
-            kn = kn_bufs.index(stage)
-            # the next tile's rope rows (the last tile loads its own again: harmless, a valid page)
-            rope_next = _load_rope(kv_ptr, pt_base, gl.minimum(i + 1, i_stop - 1), PAGE_SIZE, BLOCK_N, rope_layout)
-            mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
-            s_hi = gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout)
-            s_hi = warpgroup_mma(qn_hi, kn.permute((1, 0)), s_hi, use_acc=False, is_async=True)
-            s_hi = warpgroup_mma(qr_hi, kr8.permute((1, 0)), s_hi, is_async=True)
-            # Retires S(i) and O(i - 1), the last reader of the fp16 tile. (Widening under the score MMAs, by
-            # waiting down to S(i)'s groups, made ptxas serialise every wgmma: warning C7514, compiled for sm_90.)
-            if LO_CHAIN:
-                s_hi = warpgroup_mma(qn_lo, kn.permute((1, 0)), s_hi, is_async=True)
-                s_hi = warpgroup_mma(qr_lo, kr8.permute((1, 0)), s_hi, is_async=True)
-                s_hi, o = warpgroup_mma_wait(num_outstanding=0, deps=(s_hi, o))
-                s = s_hi * qk_mul[:, None]
-            else:
-                s_lo = gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout)
-                s_lo = warpgroup_mma(qn_lo, kn.permute((1, 0)), s_lo, use_acc=False, is_async=True)
-                s_lo = warpgroup_mma(qr_lo, kr8.permute((1, 0)), s_lo, is_async=True)
-                s_hi, s_lo, o = warpgroup_mma_wait(num_outstanding=0, deps=(s_hi, s_lo, o))
-                s = (s_hi + s_lo * 0.0625) * qk_mul[:, None]
-            _block_barrier()
-            if i + NUM_BUF - 1 < i_stop:
-                # Buffer (it - 1) % NUM_BUF: S(i - 1) retired, its widening done (every warp is past the barrier).
-                _issue_nope(kv_nope_desc, kn_bufs, bars, pt_base, i + NUM_BUF - 1, (it + NUM_BUF - 1) % NUM_BUF,
-                            PAGE_SIZE, BLOCK_N)
-            _widen_cols(kn, vw, seq_len - i * BLOCK_N, BLOCK_N, D_V, num_warps)
-            kr8.slice(0, 64, dim=1).store(rope_next)      # S(i), its last reader, is retired
-            s = gl.where((i * BLOCK_N + offs_tok < seq_len)[None, :], s, float("-inf"))
-            m_new = gl.maximum(m_i, gl.max(s, axis=1))
-            alpha = gl.exp2(m_i - m_new)
-            p = gl.exp2(s - m_new[:, None])
-            l_i = l_i * alpha + gl.sum(p, axis=1)
-            m_i = m_new
-            o = o * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
-            p_op = gl.convert_layout(p.to(gl.float16), p_layout)
-            fence_async_shared()
-            _block_barrier()
-            o = warpgroup_mma(p_op, vw, o, is_async=True)
-            it += 1
-        o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
-
-        inv = gl.convert_layout(kv_scale / l_i, gl.SliceLayout(1, o_layout))
-        o = o * inv[:, None]
-        lse2 = m_i + gl.log2(l_i)
-        heads_o = h0 + offs_h_o
-        heads_s = h0 + offs_h_s
-        whole = (i_first == 0) & (i_stop == req_tiles)
-        _store_o(o, whole, b, pid, heads_o, offs_d_o, out_ptr, part_o_ptr, stride_out_b, stride_out_h, stride_po_s,
-                 stride_po_h, None, False)
-        _store_lse_and_segment(lse2, whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads_s, lse_ptr,
-                               part_lse_ptr, seg_ptr, stride_pl_s, None, RETURN_LSE)
-        t = seg_stop
-        b += 1
-
-    for k in gl.static_range(NUM_BUF):
-        mbarrier.invalidate(bars.index(k))
