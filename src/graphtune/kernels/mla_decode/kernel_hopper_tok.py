@@ -189,6 +189,23 @@ def _issue_v2_at(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pag
 
 
 @gluon.jit
+def _tile_landed(kn, bar, phase, n_valid, GATHER: gl.constexpr, BLOCK_N: gl.constexpr, D_V: gl.constexpr,
+                 num_warps: gl.constexpr):
+    """Wait for a tile's buffer ``kn`` (barrier ``bar`` at ``phase``); ``n_valid`` of its rows belong to the
+    request: a request's last, partial tile gets the rest zeroed (rows past seq_len may hold NaN; P.V must see
+    zeros). Returns ``n_valid``."""
+    mbarrier.wait(bar, phase)
+    if GATHER:
+        # cp.async wrote the tile through the generic proxy; the wgmmas read it through the async one
+        fence_async_shared()
+    if n_valid < BLOCK_N:
+        _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
+        fence_async_shared()
+        _block_barrier()
+    return n_valid
+
+
+@gluon.jit
 def _init_tile_barriers(bars, NUM_BUF: gl.constexpr, GATHER: gl.constexpr, num_warps: gl.constexpr):
     for k in gl.static_range(NUM_BUF):
         if GATHER:   # one arrival per thread, when its copies have landed
@@ -540,14 +557,8 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                 kn = kn_bufs.index(stage)
                 if PT_EARLY:
                     page_nx = _tile_pages(pt_base, i + NUM_BUF, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
-                mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
-                if GATHER:
-                    fence_async_shared()
-                n_valid = seq_len - i * BLOCK_N
-                if n_valid < BLOCK_N:
-                    _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
-                    fence_async_shared()
-                    _block_barrier()
+                n_valid = _tile_landed(kn, bars.index(stage), (it // NUM_BUF) & 1, seq_len - i * BLOCK_N, GATHER,
+                                       BLOCK_N, D_V, num_warps)
                 s2 = _scores_v2(kn, kr_bufs.index(stage), qn_smem, qr_smem, s_layout, BLOCK_N, BLOCK_H, RK64)
                 if PREFETCH:
                     v0 = _v_chunk8(kn, 0, ld8_layout, v_layout)
@@ -607,16 +618,8 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                     # the page ids of the tile this buffer takes next, loaded a tile ahead of their use (the TMA's
                     # coordinates wait on this load)
                     page_nx = _tile_pages(pt_base, i + NUM_BUF, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
-                mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
-                if GATHER:
-                    # cp.async wrote the tile through the generic proxy; the wgmmas read it through the async one
-                    fence_async_shared()
-                n_valid = seq_len - i * BLOCK_N
-                if n_valid < BLOCK_N:
-                    # A request's last, partial tile: rows past seq_len may hold NaN; P.V must see zeros.
-                    _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
-                    fence_async_shared()
-                    _block_barrier()
+                n_valid = _tile_landed(kn, bars.index(stage), (it // NUM_BUF) & 1, seq_len - i * BLOCK_N, GATHER,
+                                       BLOCK_N, D_V, num_warps)
                 if DS:
                     g0 = _ds_group(kn, qn_smem, 0, s_layout, BLOCK_N, BLOCK_H)
                     g1 = _ds_group(kn, qn_smem, 1, s_layout, BLOCK_N, BLOCK_H)
