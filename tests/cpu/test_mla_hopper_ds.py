@@ -18,7 +18,7 @@ from graphtune import resources
 from graphtune.kernels.mla_decode import interface_hopper
 from graphtune.kernels.mla_decode.reference import dequantize_ds_mla, quantize_ds_mla
 
-from test_mla_decode import compile_sm90
+from test_mla_decode import SCHEDULED_WITH_THIS_TRITON, compile_sm90
 from test_mla_hopper_tok import SM90_SM_SHARED, _sass
 
 FMT = "fp8_ds_mla"
@@ -102,6 +102,8 @@ def test_ds_row_gather_compiles_for_pages_smaller_than_a_tile(page_size, num_buf
 def test_ds_prefetch_of_v_chunks_spills_in_the_tile_loop():
     """Why the fixed config has PREFETCH 0: the V^T chunks 0 and 1 held across the score chains (64 more registers
     a thread) push the tile loop into local memory."""
+    if not SCHEDULED_WITH_THIS_TRITON:
+        pytest.skip("a register-allocation fact of triton 3.6's ptxas (the GPU machine's); 3.9's keeps it in registers")
     fn, args, _, consts = _ds_call(dict(PREFETCH=1))
     assert _tile_loop_spills(_sass(compile_sm90(fn, args, consts))) > 0
 
