@@ -16,6 +16,8 @@ import graphtune
 from graphtune.kernels import mla_decode, mla_decode_reference
 from graphtune.kernels.mla_decode import bench, interface, interface_hopper, space
 
+from _unproven import skip_unproven
+
 TOL = 1e-2
 SM_SCALE = 1.0 / math.sqrt(576)
 
@@ -231,11 +233,7 @@ def test_hopper_heads_on_m_variants_match_reference(kv_format, variant, monkeypa
     not, NaN in every cache row past seq_len, NaN-poisoned out, LSE, 132 / 7 / 1 SMs (requests straddle
     programs); fp8 to the issue's 2e-3."""
     _hopper_or_skip()
-    if variant.get("PP") and not os.environ.get("GRAPHTUNE_GPU_NEW"):
-        # written and compiled in session 9 without a GPU: a hand-off that never arrives would hang the whole
-        # suite rather than fail this test, so its first runs are explicit and under a timeout
-        pytest.skip("the ping-pong kernel has not run on a GPU yet: GRAPHTUNE_GPU_NEW=1 under a timeout "
-                    "(docs/mla_decode.md, 'Issue 14, session 9')")
+    skip_unproven(variant)
     name = "HOPPER_FP8_CONFIG" if kv_format == "fp8" else "HOPPER_CONFIG"
     # the variant on the fixed tile, every knob it leaves out at the kernel's default (not the fixed config's:
     # XCH 2 and MAX1 do not compile with its EARLY 1 / XCH 1)

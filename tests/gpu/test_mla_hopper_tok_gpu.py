@@ -17,6 +17,8 @@ import torch
 from graphtune.kernels import mla_decode_reference
 from graphtune.kernels.mla_decode import bench, interface, interface_hopper
 
+from _unproven import skip_unproven
+
 SM_SCALE = 1.0 / math.sqrt(576)
 CASES = [(16, 64, [1, 63, 64, 65, 3001, 4096]), (32, 128, [300, 1, 4096, 191]), (16, 256, [255, 1, 2, 129])]
 # the second kernel's space and the variants the benchmark times (programs per SM follow NUM_BUF)
@@ -34,14 +36,6 @@ PV8_CONFIGS = [dict(V2=1, NUM_BUF=n, PREFETCH=p, FAST_MAX=f, PV8=1, RK64=rk, PT_
                ((2, 1, 1, 0), (2, 2, 1, 0), (2, 0, 0, 0), (2, 1, 1, 1), (3, 1, 1, 0))]
 V2_CASES = ([(c, case) for c in V2_CONFIGS for case in CASES]
             + [(c, CASES[0]) for c in SCHEDULE_CONFIGS + PV8_CONFIGS])
-
-
-def _skip_unproven(config: dict) -> None:
-    if config.get("PV8") and not os.environ.get("GRAPHTUNE_GPU_NEW"):
-        pytest.skip("PV8 has not run on a GPU yet: GRAPHTUNE_GPU_NEW=1 (docs/mla_decode.md, session 9)")
-    if config.get("DS") and not os.environ.get("GRAPHTUNE_GPU_NEW"):
-        pytest.skip("the fp8_ds_mla Hopper kernel (DS=1) has not run on a GPU yet: GRAPHTUNE_GPU_NEW=1 "
-                    "(docs/mla_decode.md, \"fp8_ds_mla on Hopper, session 9\")")
 
 
 def _v2_id(c: dict) -> str:
@@ -92,7 +86,7 @@ def _check(x, ref, ref_lse, kv_format: str, seed: int, tol: float, scales) -> No
 def test_tok_fp8_v2_matches_reference(monkeypatch, config, case):
     """The issue's fp8 bound (relative error <= 2e-3, LSE within 2e-3), the scale as a float and as a tensor."""
     _skip_off_hopper()
-    _skip_unproven(config)
+    skip_unproven(config)
     heads, page_size, lens = case
     for key, value in config.items():
         monkeypatch.setitem(interface_hopper.HOPPER_TOK_FP8_CONFIG, key, value)
@@ -118,7 +112,7 @@ def test_tok_fp8_v2_row_gather_matches_reference(monkeypatch, knobs, case):
     (LOOK, RK64, PT_EARLY, PV8) too."""
     _skip_off_hopper()
     num_buf, look, rk64, pt_early, pv8 = knobs
-    _skip_unproven(dict(PV8=pv8))
+    skip_unproven(dict(PV8=pv8))
     heads, page_size, lens = case
     for key, value in dict(V2=1, GATHER=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1, LOOK=look, RK64=rk64,
                        PT_EARLY=pt_early, PV8=pv8).items():
@@ -200,7 +194,7 @@ def test_tok_ds_matches_reference(monkeypatch, config, case, spread):
     LSE within 2e-3, lengths 1 / 63 / 64 / 65 / odd, NaN in every row past seq_len, NaN-poisoned outputs, SM counts
     that make requests straddle programs; ``spread``: the four groups' scales 2^12 apart."""
     _skip_off_hopper()
-    _skip_unproven(config)
+    skip_unproven(config)
     heads, page_size, lens = case
     for key, value in config.items():
         monkeypatch.setitem(interface_hopper.HOPPER_TOK_DS_CONFIG, key, value)
