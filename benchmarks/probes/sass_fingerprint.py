@@ -40,8 +40,7 @@ for heads, fmt, cfg in cases:
     cfg = H.pinned_config(heads, fmt, cfg)
     args, _, consts, _ = H.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
                                        0.04, 1.0, fmt, o, False, sms=132, config=cfg)
-    v2 = bool({**H._base_config(H._heads_on_m(heads), fmt == "fp8"), **cfg}.get("V2", 0))
-    fn, consts = H._kernel_and_params(heads, fmt, consts, v2=v2)
+    fn, consts = H._kernel_and_params(heads, fmt, consts)
     comp = T._compile_fn(fn, args, consts)
     sass = T._sass(comp)
     body = [re.sub(r"/\*[0-9a-f]{4,}\*/", "", ln).strip() for ln in sass.splitlines() if re.search(r"/\*[0-9a-f]{4,}\*/", ln)]

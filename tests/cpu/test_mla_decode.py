@@ -274,7 +274,7 @@ def _hopper_compile(kv_format: str = "bf16", heads: int = 128, page_size: int = 
     args, _, consts, _ = interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32),
                                                       torch.ones(2, dtype=torch.int32), 0.04, 1.0, kv_format, out,
                                                       False, sms=132, config=config)
-    fn, consts = interface_hopper._kernel_and_params(heads, kv_format, consts, v2=bool((config or {}).get("V2")))
+    fn, consts = interface_hopper._kernel_and_params(heads, kv_format, consts)
     return compile_sm90(fn, args, consts)
 
 

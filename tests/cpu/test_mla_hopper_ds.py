@@ -32,7 +32,7 @@ def _ds_call(config: dict, heads: int = 16, page_size: int = 64):
     args, grid, consts, _ = interface_hopper.hopper_call(q, kv, torch.zeros(2, 128 // page_size, dtype=torch.int32),
                                                          torch.ones(2, dtype=torch.int32), 0.04, 1.0, FMT, out, False,
                                                          sms=132, config=pinned)
-    fn, consts = interface_hopper._kernel_and_params(heads, FMT, consts, v2=True)
+    fn, consts = interface_hopper._kernel_and_params(heads, FMT, consts)
     return fn, args, grid, consts
 
 

@@ -220,7 +220,7 @@ def test_tok_fp8_v2_row_gather_compiles_for_page_size_1(num_buf, look, rk64, pt_
                                                       torch.ones(2, dtype=torch.int32), 0.04, 1.0, "fp8", out, False,
                                                       sms=132, config=dict(V2=1, GATHER=1, NUM_BUF=num_buf, LOOK=look,
                                                                                     RK64=rk64, PT_EARLY=pt_early, PV8=pv8))
-    fn, consts = interface_hopper._kernel_and_params(16, "fp8", consts, v2=True)
+    fn, consts = interface_hopper._kernel_and_params(16, "fp8", consts)
     assert consts["GATHER"] == 1 and consts["PAGE_SIZE"] == 1
     compiled = _compile_fn(fn, args, consts)
     shared = _shared(compiled)   # also: <= 255 registers, no local memory

@@ -321,6 +321,7 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
         # (the programs per SM follow the buffers, as on the tuned path; the first kernel's keys are dropped)
         cfg = {**HOPPER_TOK_FP8_V2_CONFIG, **{k: v for k, v in cfg.items() if k in TOK_FP8_V2_PARAMS}}
         cfg["PROGRAMS_PER_SM"] = _tok_fp8_v2_programs_per_sm(cfg)
+        cfg["V2"] = 1   # (for _kernel_and_params, which drops it: no kernel takes it)
     programs_per_sm = cfg.pop("PROGRAMS_PER_SM", programs_per_sm)
     args, head_blocks, consts, scratch = _arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                     return_lse, sms=sms, block_n=cfg["BLOCK_N"],
@@ -410,10 +411,11 @@ def tuned_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
     return args, grid, consts, scratch
 
 
-def _kernel_and_params(heads: int, fmt: str, cfg: dict[str, int], v2: bool = False):
-    """The kernel a (pinned) config runs and the config's entries that kernel takes (``v2`` the second fp8
-    tokens-on-M kernel, ``PP`` the bf16 ping-pong kernel; other kernels' keys are dropped)."""
-    fn = kernel_for(heads, fmt, v2=v2, pp=bool(cfg.get("PP", 0)))
+def _kernel_and_params(heads: int, fmt: str, cfg: dict[str, int]):
+    """The kernel a (pinned) config runs and the config's entries that kernel takes (``V2`` the second fp8
+    tokens-on-M kernel, ``PP`` the bf16 ping-pong kernel; other kernels' keys, ``V2`` included, are dropped).
+    ``cfg``: the constexprs :func:`hopper_call` returns, or a :func:`pinned_config`."""
+    fn = kernel_for(heads, fmt, v2=bool(cfg.get("V2", 0)), pp=bool(cfg.get("PP", 0)))
     names = set(fn.arg_names)
     return fn, {k: v for k, v in cfg.items() if k in names or k == "num_warps"}
 
@@ -530,8 +532,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
     if pinned(heads, fmt, config):
         args, grid, consts, scratch = hopper_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                   return_lse, sms=sms, config=config)
-        v2 = fmt == DS_FORMAT or bool({**_base_config(_heads_on_m(heads), fmt == "fp8"), **(config or {})}.get("V2", 0))
-        fn, consts = _kernel_and_params(heads, fmt, consts, v2=v2)
+        fn, consts = _kernel_and_params(heads, fmt, consts)
         fn[grid](*args, **consts)
         return scratch
     if v2_applies(heads, fmt, q.shape[0]):
