@@ -173,40 +173,6 @@ def test_v2_config_is_rejected_outside_fp8_tokens_on_m():
         interface_hopper.kernel_for(16, "bf16", v2=True)
 
 
-def test_v2_tuned_space_compiles_for_sm90_fits_and_its_grid_follows_the_buffers():
-    """The per-bucket space of the second kernel through ``graphtune.inspect`` with the tuned launch's own
-    arguments; two programs per SM for two buffers, one for more; scratch for the most programs."""
-    import graphtune
-    from graphtune.resources import get_target
-    q = torch.randn(3, 16, 576).to(torch.bfloat16)
-    kv = torch.randn(6, 64, 576).to(torch.float8_e4m3fn)
-    out = torch.empty(3, 16, 512, dtype=torch.bfloat16)
-    pt = torch.arange(6, dtype=torch.int32).view(3, 2)
-    lens = torch.full((3,), 69, dtype=torch.int32)
-    args, grid, consts, (_, part_o, _, _) = interface_hopper.tuned_v2_call(q, kv, pt, lens, 0.04, 1.0, out, False,
-                                                                          sms=132)
-    kernel = interface_hopper.tuned_v2_kernel()
-    assert kernel.name == interface_hopper.TOK_FP8_V2_NAME and kernel.default is kernel.configs[0]
-    assert kernel.default.kwargs == interface_hopper.HOPPER_TOK_FP8_V2_CONFIG
-    names = [n for n in kernel.fn.arg_names if n not in consts]
-    rows = graphtune.inspect(kernel, target="sm_90", args=dict(zip(names, args)), constexprs=consts)
-    assert len(rows) == len(kernel.configs)
-    limit = get_target("sm_90").shared_per_block_optin
-    for config, row in zip(kernel.configs, rows):
-        assert row.fits and row.shared_bytes <= limit and row.registers <= 255, row
-        per_sm = grid(config.all_kwargs())[1] // 132
-        assert per_sm == (2 if config.kwargs["NUM_BUF"] == 2 else 1)
-        assert per_sm * (row.shared_bytes + 1024) <= SM90_SM_SHARED
-    assert part_o.shape[0] == 2 * 132 + 3
-
-
-def test_v2_applies_to_fp8_tokens_on_m_from_the_measured_batch():
-    lo = interface_hopper.TOK_FP8_V2_MIN_BATCH
-    assert interface_hopper.v2_applies(16, "fp8", lo) and interface_hopper.v2_applies(32, "fp8", 128)
-    assert not interface_hopper.v2_applies(16, "fp8", lo - 1)
-    assert not interface_hopper.v2_applies(128, "fp8", 64) and not interface_hopper.v2_applies(16, "bf16", 64)
-
-
 @pytest.mark.parametrize("num_buf,look,rk64,pt_early,pv8", [(2, 0, 0, 0, 0), (3, 0, 0, 0, 0), (2, 2, 1, 1, 0),
                                                            (3, 1, 1, 1, 0), (2, 0, 1, 1, 0), (2, 0, 0, 1, 0),
                                                            (2, 0, 0, 1, 1)])

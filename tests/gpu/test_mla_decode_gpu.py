@@ -305,21 +305,33 @@ def test_hopper_fp8_capture_replay_equals_eager(heads):
 # NOT YET RUN ON A GPU: written in a CPU-only session (branch issue-gluon), where every config of each space
 # compiled for sm_90 and fit (tests/cpu/test_mla_hopper_tuning.py).
 
-HOPPER_SPACE_CASES = [(heads, fmt, i) for heads, fmt in ((128, "bf16"), (16, "bf16"), (128, "fp8"), (16, "fp8"))
-                      for i in range(len(interface_hopper.space_configs(heads % 64 == 0, fmt == "fp8")))]
+def _tuned(on_m: bool, fp8: bool, second: bool):
+    """The tuned kernel of a shape class, or its second kernel (``interface_hopper.SECOND``)."""
+    return interface_hopper.tuned_second_kernel(on_m, fp8) if second else interface_hopper.tuned_kernel(on_m, fp8)
 
 
-@pytest.mark.parametrize("heads,kv_format,index", HOPPER_SPACE_CASES,
-                         ids=[f"{f}-H{h}-cfg{i}" for h, f, i in HOPPER_SPACE_CASES])
-def test_every_hopper_space_config_matches_reference(heads, kv_format, index):
+HOPPER_SPACE_CASES = [(heads, fmt, second, i) for heads, fmt in ((128, "bf16"), (16, "bf16"), (128, "fp8"), (16, "fp8"))
+                      for second in (False, True)
+                      if not second or (heads % 64 == 0, fmt == "fp8") in interface_hopper.SECOND
+                      for i in range(len(_tuned(heads % 64 == 0, fmt == "fp8", second).configs))]
+
+
+@pytest.mark.parametrize("heads,kv_format,second,index", HOPPER_SPACE_CASES,
+                         ids=[f"{f}-H{h}-{'second-' if s else ''}cfg{i}" for h, f, s, i in HOPPER_SPACE_CASES])
+def test_every_hopper_space_config_matches_reference(heads, kv_format, second, index):
     """Each config the tuner may pick for a bucket, forced (its pre-hook rebuilds the KV descriptors where its
-    tile differs): NaN in every cache row past seq_len, NaN-poisoned out, 132 and 7 SMs."""
+    tile differs), the second kernels' (``interface_hopper.SECOND``) at a batch that runs them: NaN in every
+    cache row past seq_len, NaN-poisoned out, 132 and 7 SMs."""
     _hopper_or_skip()
     on_m, fp8 = heads % 64 == 0, kv_format == "fp8"
-    name = interface_hopper.KERNEL_NAMES[(on_m, fp8)]
-    config = interface_hopper.space_configs(on_m, fp8)[index]
+    kernel = _tuned(on_m, fp8, second)
+    name = kernel.name
+    config = kernel.configs[index]
     seed = _seed()
     lens = [1, 63, 64, 65, 3001, 4096]
+    if second:   # a batch the second kernel serves
+        lens += [200, 129, 1000][:max(0, interface_hopper.SECOND[(on_m, fp8)].min_batch - len(lens))]
+    assert interface_hopper.second_applies(heads, kv_format, len(lens)) == second
     x = _inputs(len(lens), heads, 64, kv_format, max(lens), seed)
     x["seq_lens"].copy_(torch.tensor(lens, dtype=torch.int32))
     pt = x["page_table"]
@@ -328,7 +340,7 @@ def test_every_hopper_space_config_matches_reference(heads, kv_format, index):
         x["kv_cache"][pt[b, tail // 64].long(), tail % 64] = float("nan")
     ref = mla_decode_reference(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"],
                                kv_format=kv_format)
-    interface_hopper.tuned_kernel(on_m, fp8).reset()
+    kernel.reset()
     graphtune.force(name, **config.kwargs)
     try:
         for sms in (132, 7):
@@ -340,7 +352,7 @@ def test_every_hopper_space_config_matches_reference(heads, kv_format, index):
             assert _rel(out, ref) <= tol, f"seed {seed}, {sms} SMs: rel err {_rel(out, ref):.3e}"
     finally:
         graphtune.unforce(name)
-    assert interface_hopper.tuned_kernel(on_m, fp8).tune_count == 0, "a forced kernel tuned"
+    assert kernel.tune_count == 0, "a forced kernel tuned"
 
 
 @pytest.mark.parametrize("heads,kv_format", [(128, "bf16"), (16, "bf16"), (128, "fp8"), (16, "fp8")],
@@ -351,14 +363,15 @@ def test_hopper_tuned_per_bucket_then_captured_and_replayed(heads, kv_format):
     _hopper_or_skip()
     on_m, fp8 = heads % 64 == 0, kv_format == "fp8"
     kernel = interface_hopper.tuned_kernel(on_m, fp8)
-    # fp8, H < 64: the second tokens-on-M kernel (its own tuned kernel) from TOK_FP8_V2_MIN_BATCH requests up
-    v2 = interface_hopper.tuned_v2_kernel()
+    # fp8 with H < 64 and bf16 with H % 64 == 0: the class's second kernel (its own tuned kernel) from its
+    # min_batch up
+    kernels = [kernel] + ([_tuned(on_m, fp8, True)] if (on_m, fp8) in interface_hopper.SECOND else [])
 
     def tuned_for(b: int):
-        return v2 if interface_hopper.v2_applies(heads, kv_format, b) else kernel
+        return kernels[-1] if interface_hopper.second_applies(heads, kv_format, b) else kernel
 
-    kernel.reset()
-    v2.reset()
+    for k in kernels:
+        k.reset()
     sizes = [1, 3, 8, 16]
     max_len = 2048
     per_size = {b: _inputs(b, heads, 64, kv_format, max_len, _seed()) for b in sizes}
@@ -373,11 +386,11 @@ def test_hopper_tuned_per_bucket_then_captured_and_replayed(heads, kv_format):
                                  path="hopper")
 
     graphtune.warmup(call, sizes, make_args)
-    searched = kernel.tune_count + v2.tune_count
+    searched = sum(k.tune_count for k in kernels)
     assert searched == sum(len(tuned_for(b).configs) > 1 for b in sizes)
-    calls = kernel.bench_calls + v2.bench_calls
+    calls = sum(k.bench_calls for k in kernels)
     graphs = _capture_each(call, sizes, make_args)
-    assert kernel.bench_calls + v2.bench_calls == calls and kernel.tune_count + v2.tune_count == searched, \
+    assert sum(k.bench_calls for k in kernels) == calls and sum(k.tune_count for k in kernels) == searched, \
         "tuned inside capture"
     _replay_equals_eager(graphs, per_size, make_args, max_len, kv_scale, kv_format, 2e-3 if fp8 else TOL,
                          lambda args: interface._launch(*args, kv_scale, kv_format, None, False, path="hopper"))

@@ -1,17 +1,18 @@
 """Launch of the Hopper (sm_90a) Gluon MLA decode kernels (kernel_hopper.py; the fp8 heads-on-M kernel with
 16-bit scores in kernel_hopper_heads.py; the second fp8 tokens-on-M kernel in kernel_hopper_tok.py): which inputs
 they take, their TMA descriptors, grid and scratch buffers. ``interface._launch`` decides when to call them; for
-fp8 with H < 64, :func:`launch` picks between the two tokens-on-M kernels by batch (:func:`v2_applies`: the second
-from ``TOK_FP8_V2_MIN_BATCH`` requests up, where it measured faster), each tuned per bucket over its own space
-(the second: ``HOPPER_TOK_FP8_V2_SPACE``, kernel name ``TOK_FP8_V2_NAME``).
+fp8 with H < 64 and bf16 with H % 64 == 0, :func:`launch` picks between two kernels by batch
+(:func:`second_applies`), each tuned per bucket over its own space.
 
 Each kernel is tuned per batch bucket by ``graphtune.autotune`` (the engines' capture sizes, as the portable
 kernel; key ``B``, ``H``, ``PAGE_SIZE``, ``RETURN_LSE`` and the cache's element type) over a small space
 whose first config is the benchmark-chosen fixed config (bf16: ``HOPPER_CONFIG`` for H % 64 == 0,
 ``HOPPER_TOK_CONFIG`` otherwise; fp8: ``HOPPER_FP8_CONFIG`` / ``HOPPER_TOK_FP8_CONFIG``), also the
-default (what a capture-time miss falls back to). Kernel names for ``graphtune.force`` / ``GRAPHTUNE_FORCE``:
-``KERNEL_NAMES``. Where a config changes the KV tile (``BLOCK_N``), its pre-hook (``_kv_tiles``) rebuilds the
-KV descriptors for it before every launch (host work only: capture-safe).
+default (what a capture-time miss falls back to). Two shape classes have a second kernel that the tuned path runs
+from a measured batch up, tuned per bucket over its own space under its own name (``SECOND``: fp8 with H < 64 the
+second tokens-on-M kernel, bf16 with H % 64 == 0 the ping-pong kernel). Kernel names for ``graphtune.force`` /
+``GRAPHTUNE_FORCE``: ``KERNEL_NAMES`` and ``SECOND``'s. Where a config changes the KV tile (``BLOCK_N``), its
+pre-hook (``_kv_tiles``) rebuilds the KV descriptors for it before every launch (host work only: capture-safe).
 
 Pinned instead of tuned: ``launch(..., config=...)``, or a module-level fixed config changed from its shipped
 value (``benchmarks/bench_mla_decode.py --hopper-variants`` times variants that way): that config runs on the
@@ -22,6 +23,7 @@ runs the second kernel with ``DS=1`` (``HOPPER_TOK_DS_CONFIG``), pinned-only: ``
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -43,9 +45,17 @@ NUM_WARPS = 8
 HOPPER_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0, "XCH": 1, "EARLY": 1}
 # ``PP = 1`` in a bf16 heads-on-M config runs the ping-pong kernel instead (kernel_hopper_pp.py: two warpgroups
 # taking alternate 64-token tiles, each owning half of the output columns): warp-specialised, 4 + 4 warps; its
-# latent tiles come as two 256-column TMA halves, each on its own mbarrier.
+# latent tiles come as two 256-column TMA halves, each on its own mbarrier. The tuned path runs it from
+# PP_MIN_BATCH requests up: on the H200 (session 10 run 3, H = 128, 4096 tokens, page size 64, against the fixed
+# config above in the same run) 0.0203 / 0.0358 / 0.0921 / 0.1771 ms at batch 1 / 8 / 32 / 64 against 0.0192 /
+# 0.0361 / 0.1055 / 0.2028: 6% slower at batch 1, tied at 8, 13% faster at 32 and 64. Its space: RELOAD 1 (each
+# KV part reloaded by its last reader; RELOAD 0: 4-5% slower at 32-64) with and without WG1_FIRST (tied).
 PP_NUM_WARPS = 4
 PP_CHUNK = 256
+PP_MIN_BATCH = 8
+HOPPER_PP_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, PP=1, RELOAD=1),
+                                         dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1)]
+PP_NAME = "mla_decode_hopper_pp"
 # H < 64 (16, 32, 48): the tokens-on-M kernel, 16 heads and one warpgroup per program; 168,728 B of shared
 # memory (a third 72 KB buffer would not fit; BLOCK_N = 32 is not possible: a wgmma's M is a multiple of 64).
 # PIPE 2 (next load issued before tile i's wait, softmax with one block barrier) was the fastest of PIPE 0/1/2 at
@@ -361,34 +371,61 @@ def _check_gather(page_size: int, cfg: dict[str, int]) -> None:
                          "V2=1, GATHER=1 (not yet timed: path='auto' runs the portable kernel there)")
 
 
-def v2_applies(heads: int, fmt: str, batch: int) -> bool:
-    """Whether the tuned path runs the second fp8 tokens-on-M kernel: fp8, H < 64, batch >= TOK_FP8_V2_MIN_BATCH."""
-    return fmt == "fp8" and not _heads_on_m(heads) and batch >= TOK_FP8_V2_MIN_BATCH
+@dataclass(frozen=True)
+class Second:
+    """The second kernel of a shape class, which the tuned path runs from ``min_batch`` requests up (where it
+    measured faster than the class's first kernel), tuned per bucket over ``space`` as kernel ``name``. ``flag``:
+    the pinned-config key that selects it (``V2`` / ``PP``)."""
+
+    min_batch: int
+    name: str
+    space: list[dict[str, int]]
+    flag: str
+    num_warps: int
+
+    def programs_per_sm(self, config: dict[str, Any]) -> int:
+        return _tok_fp8_v2_programs_per_sm(config) if self.flag == "V2" else 1
 
 
-def tuned_v2_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
-                  sm_scale: float, kv_scale: float | torch.Tensor, out: torch.Tensor, return_lse: bool, *,
-                  sms: int, lse: torch.Tensor | None = None):
-    """:func:`tuned_call` for the second fp8 tokens-on-M kernel: scratch for two programs per SM, the grid per
-    config (:func:`_tok_fp8_v2_programs_per_sm`)."""
-    per_sm = max(_tok_fp8_v2_programs_per_sm(c) for c in HOPPER_TOK_FP8_V2_SPACE)
-    args, head_blocks, consts, scratch = _arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, "fp8",
-                                                    out, return_lse, sms=sms, block_n=HOPPER_TOK_FP8_V2_CONFIG["BLOCK_N"],
-                                                    programs_per_sm=per_sm, lse=lse, v2=True)
+SECOND: dict[tuple[bool, bool], Second] = {   # (heads on M, fp8) -> its second kernel
+    (False, True): Second(TOK_FP8_V2_MIN_BATCH, TOK_FP8_V2_NAME, HOPPER_TOK_FP8_V2_SPACE, "V2", TOK_NUM_WARPS),
+    (True, False): Second(PP_MIN_BATCH, PP_NAME, HOPPER_PP_SPACE, "PP", PP_NUM_WARPS)}
+
+
+def second_applies(heads: int, fmt: str, batch: int) -> bool:
+    """Whether the tuned path runs the shape class's second kernel (``SECOND``) for ``batch`` requests."""
+    second = SECOND.get((_heads_on_m(heads), fmt == "fp8")) if fmt in ("bf16", "fp8") else None
+    return second is not None and batch >= second.min_batch
+
+
+def tuned_second_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
+                      sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool,
+                      *, sms: int, lse: torch.Tensor | None = None):
+    """:func:`tuned_call` for the shape class's second kernel: scratch for the most programs per SM of its space,
+    the grid per config."""
+    second = SECOND[(_heads_on_m(q.shape[1]), fmt == "fp8")]
+    per_sm = max(second.programs_per_sm(c) for c in second.space)
+    args, head_blocks, consts, scratch = _arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
+                                                    return_lse, sms=sms, block_n=second.space[0]["BLOCK_N"],
+                                                    programs_per_sm=per_sm, lse=lse, v2=second.flag == "V2",
+                                                    pp=second.flag == "PP")
 
     def grid(meta: dict[str, Any]) -> tuple[int, int]:
-        return head_blocks, _programs(sms, _tok_fp8_v2_programs_per_sm(meta), head_blocks)
+        return head_blocks, _programs(sms, second.programs_per_sm(meta), head_blocks)
     return args, grid, consts, scratch
 
 
 @functools.lru_cache(maxsize=None)
-def tuned_v2_kernel():
-    """The second fp8 tokens-on-M kernel under ``graphtune.autotune``, per batch bucket (as :func:`tuned_kernel`)."""
+def tuned_second_kernel(on_m: bool, fp8: bool):
+    """The shape class's second kernel under ``graphtune.autotune``, per batch bucket (as :func:`tuned_kernel`)."""
     from ... import Buckets, autotune
     from .space import CAPTURE_SIZES
-    configs = [triton.Config(dict(c), num_warps=TOK_NUM_WARPS) for c in HOPPER_TOK_FP8_V2_SPACE]
+    second = SECOND[(on_m, fp8)]
+    configs = [triton.Config(dict(c), num_warps=second.num_warps) for c in second.space]
+    fn = kernel_for(BLOCK_H if on_m else TOK_BLOCK_H, "fp8" if fp8 else "bf16", v2=second.flag == "V2",
+                    pp=second.flag == "PP")
     return autotune(configs, key=["B", "H", "PAGE_SIZE", "RETURN_LSE"], buckets={"B": Buckets.explicit(CAPTURE_SIZES)},
-                    default=configs[0], name=TOK_FP8_V2_NAME)(kernel_hopper_tok._mla_decode_hopper_tok_fp8_v2_kernel)
+                    default=configs[0], name=second.name)(fn)
 
 
 def tuned_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
@@ -535,10 +572,10 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
         fn, consts = _kernel_and_params(heads, fmt, consts)
         fn[grid](*args, **consts)
         return scratch
-    if v2_applies(heads, fmt, q.shape[0]):
-        args, grid, consts, scratch = tuned_v2_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, out,
-                                                    return_lse, sms=sms)
-        tuned_v2_kernel()[grid](*args, **consts)
+    if second_applies(heads, fmt, q.shape[0]):
+        args, grid, consts, scratch = tuned_second_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
+                                                        return_lse, sms=sms)
+        tuned_second_kernel(_heads_on_m(heads), fmt == "fp8")[grid](*args, **consts)
         return scratch
     args, grid, consts, scratch = tuned_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                              return_lse, sms=sms)
