@@ -254,7 +254,8 @@ class HopperVariant(dict):
 
 
 def _hopper_candidates(x: dict, heads: int, kv_format: str) -> list[HopperVariant]:
-    """The Hopper variants timed beside the portable configs: the fp8 kernels' variants, bf16's fixed config."""
+    """The Hopper variants timed beside the portable configs: the fp8 kernels' variants, bf16's fixed config (and
+    with heads on M the ping-pong kernel's configs, which the tuned path runs from ``PP_MIN_BATCH`` up)."""
     if not _hopper_applies(x, kv_format):
         return []
     if kv_format == "fp8":
@@ -262,7 +263,9 @@ def _hopper_candidates(x: dict, heads: int, kv_format: str) -> list[HopperVarian
         return [HopperVariant(v) for v in variants]
     if kv_format == "fp8_ds_mla":
         return [HopperVariant(v) for v in HOPPER_TOK_DS_VARIANTS]
-    return [HopperVariant()] if interface_hopper._heads_on_m(heads) else [HopperVariant(v) for v in HOPPER_TOK_VARIANTS]
+    if interface_hopper._heads_on_m(heads):   # the fixed config and the ping-pong kernel's space (PP = 1)
+        return [HopperVariant()] + [HopperVariant(v) for v in interface_hopper.HOPPER_PP_SPACE]
+    return [HopperVariant(v) for v in HOPPER_TOK_VARIANTS]
 
 
 def _select(config, heads: int, kv_format: str) -> None:
