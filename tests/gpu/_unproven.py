@@ -9,7 +9,6 @@ import pytest
 
 UNPROVEN = {
     "PP": "the ping-pong kernel (PP=1): docs/mla_decode.md, 'Issue 14, session 9'",
-    "PV8": "P.V as fp8 MMAs (PV8=1): docs/mla_decode.md, 'PV8'",
     "DS": "the fp8_ds_mla Hopper kernel (DS=1): docs/mla_decode.md, 'fp8_ds_mla on Hopper, session 9'",
 }
 
