@@ -456,15 +456,7 @@ HOPPER_TOK_FP8_VARIANTS = [dict(V2=0, NUM_BUF=4, WIDEN=0, PROGRAMS_PER_SM=1),
                            # a buffer takes next loaded a tile ahead (the TMA's coordinates waited on that load)
                            *[dict(V2=1, NUM_BUF=n, PREFETCH=1, FAST_MAX=1, LOOK=look, RK64=rk, PT_EARLY=pe)
                              for n, look, rk, pe in ((2, 0, 1, 0), (2, 0, 0, 1), (2, 0, 1, 1), (2, 2, 1, 0), (2, 2, 1, 1),
-                                                     (2, 1, 1, 1), (3, 1, 1, 0), (3, 1, 1, 1), (3, 0, 1, 1))],
-                           # P.V as fp8 MMAs (PV8: V^T an fp8 register operand, no widening; P a hi / lo fp8
-                           # pair); PREFETCH 2: all four V^T chunks loaded under the score MMAs
-                           *[dict(V2=1, NUM_BUF=n, PREFETCH=p, FAST_MAX=1, PV8=1, RK64=rk, PT_EARLY=rk)
-                             for n, p, rk in ((2, 1, 0), (2, 2, 0), (2, 1, 1), (3, 1, 0))]]
-# Timing probes of the second kernel (--hopper-probes; not decodes, so not checked): PROBE 1 zero-extends V^T's bytes
-# instead of converting them to fp16, PROBE 2 feeds P.V a constant (no V^T loads, conversions or permutations).
-HOPPER_TOK_FP8_PROBES = [dict(V2=1, NUM_BUF=2, PREFETCH=1, FAST_MAX=1, PROBE=1),
-                         dict(V2=1, NUM_BUF=2, PREFETCH=1, FAST_MAX=1, PROBE=2)]
+                                                     (2, 1, 1, 1), (3, 1, 1, 0), (3, 1, 1, 1), (3, 0, 1, 1))]]
 # The fp8 heads-on-M kernel (H % 64 == 0): the tile widened to fp16 once, fp16 query, the bf16 kernel's MMAs
 # (kernel_hopper_heads.py; WOVL, PSMEM, XCH, LSUM, MAX1 there). Every variant names PSMEM: the variants overlay
 # one another in the module's fixed config. (The hi/lo fp8-score kernel, 11-19% slower in every cell, was removed
@@ -547,8 +539,7 @@ def hopper_variants(args, result: dict, out: Path) -> None:
     result["hopper_check"], result["hopper_times"] = [], []
     phases = [[("heads-on-M", "bf16", 128, [1, 8, 32, 64], HOPPER_ON_M_VARIANTS),
                ("tokens-on-M", "bf16", 16, [1, 8, 32, 64, 128], HOPPER_TOK_VARIANTS)],
-              [("tokens-on-M fp8", "fp8", 16, [1, 8, 32, 64, 128],
-                HOPPER_TOK_FP8_VARIANTS + (HOPPER_TOK_FP8_PROBES if args.hopper_probes else [])),
+              [("tokens-on-M fp8", "fp8", 16, [1, 8, 32, 64, 128], HOPPER_TOK_FP8_VARIANTS),
                ("heads-on-M fp8", "fp8", 128, [1, 8, 32, 64], HOPPER_ON_M_FP8_VARIANTS)],
               # its own phase, last: not yet run on a GPU when written (a fault there, which ends the CUDA context,
               # leaves the fp8 phase's checks and times on disk)
@@ -578,10 +569,6 @@ def hopper_variants(args, result: dict, out: Path) -> None:
         for kind, kv_format, heads, batches, variants in phase:
             ok = []
             for variant in variants:
-                if variant.get("PROBE"):
-                    print(f"probe {kind} {variant}: a timing probe, not a decode (not checked)", flush=True)
-                    ok.append(variant)
-                    continue
                 worst = _hopper_check(kind.split(" ")[0], kv_format, variant, gen)
                 result["hopper_check"].append(dict(kernel=kind, variant=variant, worst_rel_err=worst))
                 print(f"check {kind} {variant}: worst rel err {worst:.2e}", flush=True)
@@ -722,9 +709,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hopper-page-size", type=int, default=64,
                     help="with --hopper-variants: the timed cache's page size (FlashMLA is timed at 64 only; the "
                          "correctness check runs its own page sizes)")
-    ap.add_argument("--hopper-probes", action="store_true",
-                    help="with --hopper-variants: also time the second fp8 tokens-on-M kernel's timing probes "
-                         "(HOPPER_TOK_FP8_PROBES: wrong values by design, not checked)")
     ap.add_argument("--hopper-overlay", default="",
                     help="with --hopper-variants: keys set on every selected variant, e.g. 'GATHER=1' (page size 1)")
     ap.add_argument("--stream-ceiling", action="store_true",

@@ -8,7 +8,6 @@ import os
 import pytest
 
 UNPROVEN = {
-    "PV8": "P.V as fp8 MMAs (PV8=1): docs/mla_decode.md, 'PV8'",
     "DS": "the fp8_ds_mla Hopper kernel (DS=1): docs/mla_decode.md, 'fp8_ds_mla on Hopper, session 9'",
 }
 

@@ -30,16 +30,11 @@ V2_CONFIGS = [dict(V2=1, NUM_BUF=n, PREFETCH=p, FAST_MAX=f) for n, p, f in
 # case, so that the README's command stays within minutes on the GPU
 SCHEDULE_CONFIGS = [dict(V2=1, NUM_BUF=n, PREFETCH=p, FAST_MAX=p, LOOK=look, RK64=rk, PT_EARLY=pe)
                     for n, p, look, rk, pe in ((2, 1, 0, 1, 1), (2, 1, 2, 1, 1), (3, 1, 1, 1, 1), (2, 0, 2, 1, 1))]
-# P.V as fp8 MMAs (PV8: V^T an fp8 register operand, P a hi / lo fp8 pair), PREFETCH 2: all four V^T chunks early.
-# Compiled for sm_90 only so far: run with GRAPHTUNE_GPU_NEW=1 until it has passed on a GPU once.
-PV8_CONFIGS = [dict(V2=1, NUM_BUF=n, PREFETCH=p, FAST_MAX=f, PV8=1, RK64=rk, PT_EARLY=rk) for n, p, f, rk in
-               ((2, 1, 1, 0), (2, 2, 1, 0), (2, 0, 0, 0), (2, 1, 1, 1), (3, 1, 1, 0))]
-V2_CASES = ([(c, case) for c in V2_CONFIGS for case in CASES]
-            + [(c, CASES[0]) for c in SCHEDULE_CONFIGS + PV8_CONFIGS])
+V2_CASES = [(c, case) for c in V2_CONFIGS for case in CASES] + [(c, CASES[0]) for c in SCHEDULE_CONFIGS]
 
 
 def _v2_id(c: dict) -> str:
-    extra = "".join(f"-{k.lower().replace('_', '')}{c[k]}" for k in ("LOOK", "RK64", "PT_EARLY", "PV8") if k in c)
+    extra = "".join(f"-{k.lower().replace('_', '')}{c[k]}" for k in ("LOOK", "RK64", "PT_EARLY") if k in c)
     return f"buf{c['NUM_BUF']}-pf{c['PREFETCH']}-fm{c['FAST_MAX']}{extra}"
 
 
@@ -99,9 +94,9 @@ GATHER_CASES = [(16, 1, [1, 63, 64, 65, 3001, 4096]), (32, 1, [300, 1, 4096, 191
                 (16, 64, [1, 63, 64, 65])]
 
 
-# (NUM_BUF, LOOK, RK64, PT_EARLY, PV8): the space's buffers on every case, the schedules on page size 1 only
-GATHER_PARAMS = ([((n, 0, 0, 0, 0), case) for n in (2, 3) for case in GATHER_CASES]
-                 + [(k, GATHER_CASES[0]) for k in ((2, 2, 1, 1, 0), (3, 1, 1, 1, 0), (2, 0, 0, 1, 1))])
+# (NUM_BUF, LOOK, RK64, PT_EARLY): the space's buffers on every case, the schedules on page size 1 only
+GATHER_PARAMS = ([((n, 0, 0, 0), case) for n in (2, 3) for case in GATHER_CASES]
+                 + [(k, GATHER_CASES[0]) for k in ((2, 2, 1, 1), (3, 1, 1, 1))])
 
 
 @pytest.mark.parametrize("knobs,case", GATHER_PARAMS,
@@ -109,13 +104,12 @@ GATHER_PARAMS = ([((n, 0, 0, 0, 0), case) for n in (2, 3) for case in GATHER_CAS
 def test_tok_fp8_v2_row_gather_matches_reference(monkeypatch, knobs, case):
     """GATHER = 1 (cp.async rows through the page table: page size 1, and any other): the same bounds, NaN in
     every cache row past seq_len, page-table entries past seq_len pointing at NaN rows; with the schedules
-    (LOOK, RK64, PT_EARLY, PV8) too."""
+    (LOOK, RK64, PT_EARLY) too."""
     _skip_off_hopper()
-    num_buf, look, rk64, pt_early, pv8 = knobs
-    skip_unproven(dict(PV8=pv8))
+    num_buf, look, rk64, pt_early = knobs
     heads, page_size, lens = case
     for key, value in dict(V2=1, GATHER=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1, LOOK=look, RK64=rk64,
-                       PT_EARLY=pt_early, PV8=pv8).items():
+                       PT_EARLY=pt_early).items():
         monkeypatch.setitem(interface_hopper.HOPPER_TOK_FP8_CONFIG, key, value)
     seed, x, ref, ref_lse = _case(heads, page_size, lens, "fp8")
     scales = (x["kv_scale"], torch.tensor([x["kv_scale"]], dtype=torch.float32, device="cuda"))

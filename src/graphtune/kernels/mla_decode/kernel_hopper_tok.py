@@ -43,10 +43,11 @@ P^T is double-buffered so that no barrier is needed between S(i)'s wait and its 
 Schedule knobs (session 9; none beat the shipped config on the H200, docs/mla_decode.md "Issue 14, session 9"):
 ``LOOK`` 1 / 2 issues S(i + 1) before tile i's softmax / between its P.V chunks 1 and 2; ``RK64`` runs the rope's
 score MMAs over its 64 columns (not the zero padding); ``PT_EARLY`` loads the next tile's page ids a tile ahead of
-the TMA / row gather that needs them; ``PROBE`` 1 / 2 are timing probes (wrong values: V^T zero-extended, or P.V fed
-a constant). ``PV8`` (compiled, not yet run on a GPU) runs P.V as fp8 MMAs: V^T an fp8 register operand (the same
-relabelled rows, 32-bit loads and in-register byte transposes, no widening) and P as a hi / lo fp8 pair at scale 256
-(``PREFETCH`` 2 with it: all four V^T chunks under the score MMAs).
+the TMA / row gather that needs them. P.V as fp8 MMAs (``PV8``) and the timing probes that fed P.V zero-extended
+or constant V^T (``PROBE``) were removed in session 10: on the H200 at H = 16, B 32 / 64 / 128, PV8 ran 0.0387 /
+0.0585 / 0.0974 ms against the shipped 0.0384 / 0.0583 / 0.0977 at 3x its error (2.4e-3 against 7.7e-4), and P.V
+with no V^T loads or conversions at all ran 0.0375 / 0.0574 / 0.0977: the V^T path does not bound this kernel
+(docs/mla_decode.md, "PV8").
 """
 from __future__ import annotations
 
@@ -245,35 +246,16 @@ def _q_cat(q_base, heads, head_mask, stride_q_h, qn_smem, qr_smem, BLOCK_H: gl.c
 
 
 @gluon.jit
-def _v_chunk(kn, c: gl.constexpr, ld_layout: gl.constexpr, v_layout: gl.constexpr, PROBE: gl.constexpr = 0):
+def _v_chunk(kn, c: gl.constexpr, ld_layout: gl.constexpr, v_layout: gl.constexpr):
     """Chunk c (dims ``[128 c, 128 c + 128)``) of the tile as V^T in the P.V wgmma's A layout, fp16, rows in the
     relabelled order (module docstring): loaded as 4 adjacent bytes of one token per register, widened, the
-    dims' bit fields moved to the rows' ((a, w, s, q) from (w, q, a, s)), then a register-only permutation.
-    ``PROBE`` (timing probes, not decodes: wrong values): 1 zero-extends the bytes instead of converting them
-    (the kernel without its fp8 -> fp16 conversions), 2 feeds P.V a constant (without the whole V^T path: no
-    shared loads, conversions or permutations; the P.V MMAs still run)."""
-    if PROBE == 2:
-        return gl.full([128, 64], 1.0, gl.float16, layout=v_layout)
+    dims' bit fields moved to the rows' ((a, w, s, q) from (w, q, a, s)), then a register-only permutation."""
     raw = kn.slice(c * 128, 128, dim=1).load(ld_layout)                        # [64 tokens, 128 dims]
-    if PROBE == 1:
-        x = raw.to(gl.uint8, bitcast=True).to(gl.uint16).to(gl.float16, bitcast=True)
-    else:
-        x = raw.to(gl.float16)
+    x = raw.to(gl.float16)
     x = gl.reshape(x, [64, 4, 8, 2, 2])                                         # dim p = (w, q, a, s)
     x = gl.permute(x, (3, 1, 4, 2, 0))                                          # (a, w, s, q, token)
     x = gl.reshape(x, [128, 64])
     return gl.convert_layout(x, v_layout)
-
-
-@gluon.jit
-def _v_chunk8(kn, c: gl.constexpr, ld8_layout: gl.constexpr, v8_layout: gl.constexpr):
-    """:func:`_v_chunk` for the fp8 P.V (``PV8``): chunk c as the fp8 register A operand, rows relabelled as
-    there; no widening (each register: 4 adjacent tokens of one dim, from four 32-bit loads of 4 dims each)."""
-    x = kn.slice(c * 128, 128, dim=1).load(ld8_layout)                        # [64 tokens, 128 dims]
-    x = gl.reshape(x, [64, 4, 8, 2, 2])                                         # dim p = (w, q, a, s)
-    x = gl.permute(x, (3, 1, 4, 2, 0))                                          # (a, w, s, q, token)
-    x = gl.reshape(x, [128, 64])
-    return gl.convert_layout(x, v8_layout)
 
 
 @gluon.jit
@@ -407,8 +389,6 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     LOOK: gl.constexpr = 0,
     RK64: gl.constexpr = 0,
     PT_EARLY: gl.constexpr = 0,
-    PROBE: gl.constexpr = 0,
-    PV8: gl.constexpr = 0,
     DS: gl.constexpr = 0,
 ):
     """fp8 (per-tensor) cache, H < 64: tokens on M, one warpgroup, 16 heads per program (module docstring).
@@ -429,10 +409,10 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     gl.static_assert(kv_nope_desc.block_type.shape[1] == D_V)
     gl.static_assert(kv_rope_desc.block_type.shape[0] == BLOCK_N)
     if DS:
-        # the 4-group scales fold into the scores and into P per chunk; only the TMA loader and LOOK 0 / fp16 P.V
+        # the 4-group scales fold into the scores and into P per chunk; only the TMA loader and LOOK 0
         gl.static_assert(kv_rope_desc.block_type.shape[1] == 64)
         gl.static_assert(kv_scale_ptr.block_type.shape[1] == 4)
-        gl.static_assert((LOOK == 0) & (PV8 == 0) & (PROBE == 0))
+        gl.static_assert(LOOK == 0)
     else:
         gl.static_assert(kv_rope_desc.block_type.shape[1] == 128)
 
@@ -440,22 +420,9 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                                                        instr_shape=[16, 2 * BLOCK_H, 32])
     s16_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                          instr_shape=[16, BLOCK_H, 32])
-    if PV8:
-        # P.V in fp8 (QGMMA, k = 32): the same accumulator registers
-        o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                           instr_shape=[16, BLOCK_H, 32])
-        v_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=4)
-        # v_layout's bases with the dims relabelled as below; a register holds 4 adjacent dims of one token (one
-        # 32-bit shared load), the fp8 operand 4 adjacent tokens of one dim: 4 x 4 byte transposes in registers
-        ld8_layout: gl.constexpr = gl.DistributedLinearLayout(
-            reg_bases=[[0, 1], [0, 2], [1, 0], [2, 0], [16, 0], [32, 0]],
-            lane_bases=[[4, 0], [8, 0], [0, 4], [0, 8], [0, 16]],
-            warp_bases=[[0, 32], [0, 64]], block_bases=[], shape=[BLOCK_N, 128])
-        p8_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], gl.float8e4nv)
-    else:
-        o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                           instr_shape=[16, BLOCK_H, 16])
-        v_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_H, 16])
+    v_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     # v_layout's bases with the dims relabelled (rows (a, w, s, q) -> dims (w, q, a, s)) and the registers
     # reordered so that each thread's 4 adjacent dims of a token come first: one 32-bit shared load.
     ld_layout: gl.constexpr = gl.DistributedLinearLayout(
@@ -502,10 +469,6 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         sc_bufs = None
         # P^T, double-buffered: P.V(i - 1) may still read one while tile i writes the other
         p_bufs = gl.allocate_shared_memory(gl.float16, [2, BLOCK_N, BLOCK_H], p_smem_layout)
-    if PV8:
-        # P^T as fp8 hi / lo pairs ([heads, tokens], tokens contiguous: fp8 MMAs take K-major operands only),
-        # double-buffered: index 2 (it % 2) + {0: hi, 1: lo}
-        p8_bufs = gl.allocate_shared_memory(gl.float8e4nv, [4, BLOCK_H, BLOCK_N], p8_layout)
     if not DS:
         # the query's rope padding, written once (the segments rewrite columns 0..63)
         qr_smem.slice(64, 64, dim=1).store(gl.zeros([2 * BLOCK_H, 64], gl.float8e4nv, layout=q_layout))
@@ -550,67 +513,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         o1 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
         o2 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
         o3 = warpgroup_mma_init(gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout))
-        if PV8:
-            gl.static_assert(LOOK == 0)
-            for i in range(i_first, i_stop):
-                stage = it % NUM_BUF
-                kn = kn_bufs.index(stage)
-                if PT_EARLY:
-                    page_nx = _tile_pages(pt_base, i + NUM_BUF, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
-                n_valid = _tile_landed(kn, bars.index(stage), (it // NUM_BUF) & 1, seq_len - i * BLOCK_N, GATHER,
-                                       BLOCK_N, D_V, num_warps)
-                s2 = _scores_v2(kn, kr_bufs.index(stage), qn_smem, qr_smem, s_layout, BLOCK_N, BLOCK_H, RK64)
-                if PREFETCH:
-                    v0 = _v_chunk8(kn, 0, ld8_layout, v_layout)
-                    v1 = _v_chunk8(kn, 1, ld8_layout, v_layout)
-                if PREFETCH == 2:
-                    # (fp8 chunks are 16 registers a thread: all four fit where two fp16 ones did)
-                    v2 = _v_chunk8(kn, 2, ld8_layout, v_layout)
-                    v3 = _v_chunk8(kn, 3, ld8_layout, v_layout)
-                s2, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(s2, o3))
-                p, alpha_o, m_i, l_acc = _softmax_v2(s2, qk_mul, n_valid, m_i, l_acc, red_bufs.index(it % 2), offs_tok,
-                                                     s16_layout, o_layout, BLOCK_N, BLOCK_H, FAST_MAX)
-                # p in [0, 1] as 256 p = hi + lo, both fp8 (about 8 significant bits with 2^-18 of max p absolute);
-                # the 256 is divided out with the softmax sum
-                p256 = p * 256.0
-                p_hi = p256.to(gl.float8e4nv)
-                p_lo = (p256 - p_hi.to(gl.float32)).to(gl.float8e4nv)
-                ph = p8_bufs.index(2 * (it % 2))
-                pl = p8_bufs.index(2 * (it % 2) + 1)
-                ph.store(gl.permute(p_hi, (1, 0)))
-                pl.store(gl.permute(p_lo, (1, 0)))
-                fence_async_shared()
-                _block_barrier()
-                if not PREFETCH:
-                    v0 = _v_chunk8(kn, 0, ld8_layout, v_layout)
-                a0 = warpgroup_mma(v0, ph.permute((1, 0)), o0 * alpha_o, is_async=True)
-                a0 = warpgroup_mma(v0, pl.permute((1, 0)), a0, is_async=True)
-                if not PREFETCH:
-                    v1 = _v_chunk8(kn, 1, ld8_layout, v_layout)
-                a1 = warpgroup_mma(v1, ph.permute((1, 0)), o1 * alpha_o, is_async=True)
-                a1 = warpgroup_mma(v1, pl.permute((1, 0)), a1, is_async=True)
-                o0 = warpgroup_mma_wait(num_outstanding=2, deps=(a0, ))
-                if PREFETCH < 2:
-                    v2 = _v_chunk8(kn, 2, ld8_layout, v_layout)
-                a2 = warpgroup_mma(v2, ph.permute((1, 0)), o2 * alpha_o, is_async=True)
-                a2 = warpgroup_mma(v2, pl.permute((1, 0)), a2, is_async=True)
-                o1 = warpgroup_mma_wait(num_outstanding=2, deps=(a1, ))
-                if PREFETCH < 2:
-                    v3 = _v_chunk8(kn, 3, ld8_layout, v_layout)
-                o3 = warpgroup_mma(v3, ph.permute((1, 0)), o3 * alpha_o, is_async=True)
-                o3 = warpgroup_mma(v3, pl.permute((1, 0)), o3, is_async=True)
-                o2 = warpgroup_mma_wait(num_outstanding=2, deps=(a2, ))
-                _block_barrier()
-                if i + NUM_BUF < i_stop:
-                    if PT_EARLY:
-                        _issue_v2_at(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, page_nx, i + NUM_BUF,
-                                     stage, PAGE_SIZE, 512, BLOCK_N, GATHER, num_warps)
-                    else:
-                        _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF,
-                                  stage, seq_len, PAGE_SIZE, 512, BLOCK_N, GATHER, num_warps)
-                it += 1
-            o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
-        elif LOOK == 0:
+        if LOOK == 0:
             for i in range(i_first, i_stop):
                 stage = it % NUM_BUF
                 kn = kn_bufs.index(stage)
@@ -628,8 +531,8 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                     s2 = _scores_v2(kn, kr_bufs.index(stage), qn_smem, qr_smem, s_layout, BLOCK_N, BLOCK_H, RK64)
                 if PREFETCH:
                     # V^T chunks 0 and 1 into registers while the score MMAs run (they read only the tile)
-                    v0 = _v_chunk(kn, 0, ld_layout, v_layout, PROBE)
-                    v1 = _v_chunk(kn, 1, ld_layout, v_layout, PROBE)
+                    v0 = _v_chunk(kn, 0, ld_layout, v_layout)
+                    v1 = _v_chunk(kn, 1, ld_layout, v_layout)
                 if DS:
                     # S = sum_g scale_g[token] (K_g . q_g) + K_rope . q_rope; P.V chunk c is group c: its P tile
                     # carries scale_c[token] (the softmax sum does not)
@@ -662,15 +565,15 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                 _block_barrier()
                 # (Waiting down to one MMA in flight after each issue frees the previous chunk's registers.)
                 if not PREFETCH:
-                    v0 = _v_chunk(kn, 0, ld_layout, v_layout, PROBE)
+                    v0 = _v_chunk(kn, 0, ld_layout, v_layout)
                 a0 = warpgroup_mma(v0, pc0, o0 * alpha_o, is_async=True)
                 if not PREFETCH:
-                    v1 = _v_chunk(kn, 1, ld_layout, v_layout, PROBE)
+                    v1 = _v_chunk(kn, 1, ld_layout, v_layout)
                 a1 = warpgroup_mma(v1, pc1, o1 * alpha_o, is_async=True)
                 o0 = warpgroup_mma_wait(num_outstanding=1, deps=(a0, ))
-                a2 = warpgroup_mma(_v_chunk(kn, 2, ld_layout, v_layout, PROBE), pc2, o2 * alpha_o, is_async=True)
+                a2 = warpgroup_mma(_v_chunk(kn, 2, ld_layout, v_layout), pc2, o2 * alpha_o, is_async=True)
                 o1 = warpgroup_mma_wait(num_outstanding=1, deps=(a1, ))
-                o3 = warpgroup_mma(_v_chunk(kn, 3, ld_layout, v_layout, PROBE), pc3, o3 * alpha_o, is_async=True)
+                o3 = warpgroup_mma(_v_chunk(kn, 3, ld_layout, v_layout), pc3, o3 * alpha_o, is_async=True)
                 o2 = warpgroup_mma_wait(num_outstanding=1, deps=(a2, ))
                 # The tile's last readers were S(i) (retired) and the chunk loads above (done in every warp past
                 # the barrier; P.V reads registers): its buffer takes tile i + NUM_BUF now.
@@ -727,8 +630,8 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                     s_nx = _scores_v2(kn_bufs.index(nstage), kr_bufs.index(nstage), qn_smem, qr_smem, s_layout,
                                       BLOCK_N, BLOCK_H, RK64)
                 if PREFETCH:
-                    v0 = _v_chunk(kn, 0, ld_layout, v_layout, PROBE)
-                    v1 = _v_chunk(kn, 1, ld_layout, v_layout, PROBE)
+                    v0 = _v_chunk(kn, 0, ld_layout, v_layout)
+                    v1 = _v_chunk(kn, 1, ld_layout, v_layout)
                 p, alpha_o, m_i, l_acc = _softmax_v2(s2, qk_mul, n_valid, m_i, l_acc, red_bufs.index(it % 2), offs_tok,
                                                      s16_layout, o_layout, BLOCK_N, BLOCK_H, FAST_MAX)
                 p_smem = p_bufs.index(it % 2)
@@ -738,10 +641,10 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                 if LOOK == 2:
                     o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
                 if not PREFETCH:
-                    v0 = _v_chunk(kn, 0, ld_layout, v_layout, PROBE)
+                    v0 = _v_chunk(kn, 0, ld_layout, v_layout)
                 a0 = warpgroup_mma(v0, p_smem, o0 * alpha_o, is_async=True)
                 if not PREFETCH:
-                    v1 = _v_chunk(kn, 1, ld_layout, v_layout, PROBE)
+                    v1 = _v_chunk(kn, 1, ld_layout, v_layout)
                 a1 = warpgroup_mma(v1, p_smem, o1 * alpha_o, is_async=True)
                 if LOOK == 2:
                     if i + 1 < i_stop:
@@ -755,9 +658,9 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                     o0, s_nx = warpgroup_mma_wait(num_outstanding=1, deps=(a0, s_nx))
                 else:
                     o0 = warpgroup_mma_wait(num_outstanding=2, deps=(a0, ))
-                a2 = warpgroup_mma(_v_chunk(kn, 2, ld_layout, v_layout, PROBE), p_smem, o2 * alpha_o, is_async=True)
+                a2 = warpgroup_mma(_v_chunk(kn, 2, ld_layout, v_layout), p_smem, o2 * alpha_o, is_async=True)
                 o1 = warpgroup_mma_wait(num_outstanding=LOOK, deps=(a1, ))
-                o3 = warpgroup_mma(_v_chunk(kn, 3, ld_layout, v_layout, PROBE), p_smem, o3 * alpha_o, is_async=True)
+                o3 = warpgroup_mma(_v_chunk(kn, 3, ld_layout, v_layout), p_smem, o3 * alpha_o, is_async=True)
                 if LOOK == 1:
                     o2 = warpgroup_mma_wait(num_outstanding=1, deps=(a2, ))
                 else:
@@ -775,7 +678,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
             o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
 
         l_i = gl.sum(l_acc, axis=0)
-        if PV8 + DS:   # (P scaled by 256 on both: the fp8 hi / lo pair, the fp16 P times a group scale)
+        if DS:   # (P scaled by 256: the fp16 P times a group scale)
             inv = gl.convert_layout(kv_scale / (256.0 * l_i), gl.SliceLayout(0, o_layout))[None, :]
         else:
             inv = gl.convert_layout(kv_scale / l_i, gl.SliceLayout(0, o_layout))[None, :]
