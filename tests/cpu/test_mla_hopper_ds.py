@@ -129,9 +129,10 @@ def test_ds_views_address_the_formats_bytes():
     assert cache.dtype == torch.float8_e4m3fn and cache.shape[-1] == 656   # the row gather reads it as fp8 bytes
 
 
-def test_ds_is_pinned_only_and_rejects_what_it_does_not_take():
+def test_ds_on_auto_follows_ds_auto_is_tuned_unless_pinned_and_rejects_what_it_does_not_take(monkeypatch):
     q = torch.empty(2, 16, 576, dtype=torch.bfloat16)
     kv = torch.empty(4, 64, 656, dtype=torch.uint8)
+    monkeypatch.setattr(interface_hopper, "DS_AUTO", False)
     assert "path='hopper'" in interface_hopper.shape_supported(q, kv, FMT)              # path="auto": portable
     assert interface_hopper.shape_supported(q, kv, FMT, explicit=True) is None
     assert "H < 64" in interface_hopper.shape_supported(torch.empty(2, 128, 576, dtype=torch.bfloat16), kv, FMT,
@@ -142,7 +143,14 @@ def test_ds_is_pinned_only_and_rejects_what_it_does_not_take():
     with pytest.raises(ValueError, match=r"page size 16 on the Hopper path needs the row-gather loader"):
         interface_hopper.launch(q, kv16, torch.zeros(2, 8, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
                                 0.04, 1.0, FMT, torch.empty(2, 16, 512, dtype=torch.bfloat16), False, sms=132)
-    assert interface_hopper.pinned(16, FMT) and interface_hopper.pinned(16, FMT, None)
+    # the tuned kernel (SECOND's fp8_ds_mla entry) unless a config is given or the fixed config was changed
+    assert not interface_hopper.pinned(16, FMT) and interface_hopper.pinned(16, FMT, {})
+    monkeypatch.setitem(interface_hopper.HOPPER_TOK_DS_CONFIG, "NUM_BUF", 3)
+    assert interface_hopper.pinned(16, FMT)
+    monkeypatch.setitem(interface_hopper.HOPPER_TOK_DS_CONFIG, "NUM_BUF", 2)
+    monkeypatch.setattr(interface_hopper, "DS_AUTO", True)                      # path="auto" runs it at page 64 ...
+    assert interface_hopper.shape_supported(q, kv, FMT) is None
+    assert "page size 16 is not a multiple of 64" in interface_hopper.shape_supported(q, kv16, FMT)   # ... not 16
     assert interface_hopper.pinned_config(16, FMT, {}) == interface_hopper.HOPPER_TOK_DS_CONFIG
     assert interface_hopper.pinned_config(16, FMT, dict(NUM_BUF=3))["NUM_BUF"] == 3
     with pytest.raises(ValueError, match=r"parameters \['PIPE'\]"):

@@ -19,9 +19,11 @@ IDS = ["heads-on-M", "tokens-on-M", "heads-on-M-fp8", "tokens-on-M-fp8"]
 
 
 def _inputs(heads: int, fmt: str, batch: int = 3, page_size: int = 64):
-    dtype = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}[fmt]
     q = torch.randn(batch, heads, 576).to(torch.bfloat16)
-    kv = torch.randn(2 * batch, page_size, 576).to(dtype)
+    if fmt == "fp8_ds_mla":   # (656-byte rows; compiled only, so any bytes)
+        kv = torch.randint(0, 256, (2 * batch, page_size, 656), dtype=torch.uint8)
+    else:
+        kv = torch.randn(2 * batch, page_size, 576).to({"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}[fmt])
     out = torch.full((batch, heads, 512), float("nan")).to(torch.bfloat16)
     pt = torch.arange(2 * batch, dtype=torch.int32).view(batch, 2)
     lens = torch.full((batch,), page_size + 5, dtype=torch.int32)
@@ -60,8 +62,9 @@ def test_forcing_a_space_config_runs_that_config_and_nothing_of_the_default(head
     """``graphtune.force(name, **config)`` keeps the default config's values for keys the config leaves out, so
     a space config that left out a knob of the fixed config would be forced with the fixed config's value (the
     H200 run of session 9: the 32-token PIPE 1 config forced with the fixed EARLY 1, which does not compile)."""
-    key = (hopper._heads_on_m(heads), fmt == "fp8")
-    kernels = [hopper.tuned_kernel(*key)] + ([hopper.tuned_second_kernel(*key)] if key in hopper.SECOND else [])
+    on_m = hopper._heads_on_m(heads)
+    kernels = [hopper.tuned_kernel(on_m, fmt == "fp8")]
+    kernels += [hopper.tuned_second_kernel(on_m, fmt)] if (on_m, fmt) in hopper.SECOND else []
     for kernel in kernels:
         for config in kernel.configs:
             assert kernel._forced_from(dict(config.kwargs)).kwargs == config.kwargs, (kernel.name, config)
@@ -108,19 +111,20 @@ def test_tuned_kernels_key_on_the_capture_buckets_with_the_fixed_config_as_defau
 SM90_SM_SHARED = 233472       # per SM (228 KB); each block also takes 1 KB the driver reserves
 
 
-@pytest.mark.parametrize("heads,fmt", [(16, "fp8"), (128, "bf16")], ids=["tokens-on-M-fp8-v2", "heads-on-M-pp"])
+@pytest.mark.parametrize("heads,fmt", [(16, "fp8"), (128, "bf16"), (16, "fp8_ds_mla")],
+                         ids=["tokens-on-M-fp8-v2", "heads-on-M-pp", "tokens-on-M-ds"])
 def test_second_kernels_tuned_space_compiles_for_sm90_fits_and_its_grid_follows_its_programs_per_sm(heads, fmt):
     """The per-bucket space of a shape class's second kernel (``SECOND``) through ``graphtune.inspect`` with the
     tuned launch's own arguments: named, keyed and defaulted as the first; the grid's programs per SM as its
     configs fit (the second fp8 tokens-on-M kernel: two for two buffers, one for more; the ping-pong kernel: one,
     8 warps as two 4-warp partitions); scratch for the most programs."""
-    on_m, fp8 = hopper._heads_on_m(heads), fmt == "fp8"
-    second = hopper.SECOND[(on_m, fp8)]
+    on_m = hopper._heads_on_m(heads)
+    second = hopper.SECOND[(on_m, fmt)]
     head_blocks = heads // (hopper.BLOCK_H if on_m else hopper.TOK_BLOCK_H)
     q, kv, pt, lens, out = _inputs(heads, fmt)
     args, grid, consts, (_, part_o, _, _) = hopper.tuned_second_call(q, kv, pt, lens, 0.04, 1.0, fmt, out, False,
                                                                      sms=132)
-    kernel = hopper.tuned_second_kernel(on_m, fp8)
+    kernel = hopper.tuned_second_kernel(on_m, fmt)
     assert kernel.name == second.name and kernel.default is kernel.configs[0]
     assert [c.kwargs for c in kernel.configs] == second.space
     assert kernel.keys == ["B", "H", "PAGE_SIZE", "RETURN_LSE"]
@@ -135,23 +139,24 @@ def test_second_kernels_tuned_space_compiles_for_sm90_fits_and_its_grid_follows_
     for config, row in zip(kernel.configs, rows):
         assert row.fits and row.shared_bytes <= limit and row.registers <= 255, row
         per_sm = grid(config.all_kwargs())[1] * head_blocks // 132
-        assert per_sm == (2 if second.flag == "V2" and config.kwargs["NUM_BUF"] == 2 else 1), config
+        assert per_sm == (2 if second.flag != "PP" and config.kwargs["NUM_BUF"] == 2 else 1), config
         assert per_sm * (row.shared_bytes + 1024) <= SM90_SM_SHARED
         assert row.total_warps == (8 if second.flag == "PP" else 4), row
     assert part_o.shape[0] == max(second.programs_per_sm(c) for c in second.space) * 132 // head_blocks + q.shape[0]
 
 
 def test_second_kernels_apply_from_their_measured_batch():
-    for (on_m, fp8), second in hopper.SECOND.items():
-        heads, fmt = (128 if on_m else 16), ("fp8" if fp8 else "bf16")
+    for (on_m, fmt), second in hopper.SECOND.items():
+        heads = 128 if on_m else 16
         lo = second.min_batch
         assert hopper.second_applies(heads, fmt, lo) and hopper.second_applies(heads, fmt, 128)
         assert not hopper.second_applies(heads, fmt, lo - 1)
-    assert hopper.SECOND[(False, True)].min_batch == hopper.TOK_FP8_V2_MIN_BATCH
-    assert hopper.SECOND[(True, False)].min_batch == hopper.PP_MIN_BATCH
-    # no second kernel for bf16 tokens on M or fp8 heads on M; fp8_ds_mla is pinned-only
+    assert hopper.SECOND[(False, "fp8")].min_batch == hopper.TOK_FP8_V2_MIN_BATCH
+    assert hopper.SECOND[(True, "bf16")].min_batch == hopper.PP_MIN_BATCH
+    # fp8_ds_mla: its only tuned Hopper kernel, every batch
+    assert hopper.SECOND[(False, "fp8_ds_mla")].min_batch == 1
+    # no second kernel for bf16 tokens on M or fp8 heads on M
     assert not hopper.second_applies(16, "bf16", 64) and not hopper.second_applies(128, "fp8", 64)
-    assert not hopper.second_applies(16, "fp8_ds_mla", 64)
 
 
 def test_kv_tiles_pre_hook_rebuilds_the_kv_descriptors_for_the_configs_tile():
@@ -241,7 +246,7 @@ def test_ab_target_times_the_space_each_config_pinned_as_the_tuned_grid_runs_it(
 
     target = MlaDecodeHopperTarget(heads=heads, kv_format=fmt)
     on_m = hopper._heads_on_m(heads)
-    s = hopper.SECOND.get((on_m, fmt == "fp8"))
+    s = hopper.SECOND.get((on_m, fmt))
     second = [{**c, s.flag: 1} for c in s.space] if s else []
     assert [c.kwargs for c in target.configs] == hopper._SPACES[(on_m, fmt == "fp8")] + second
     assert target.page_size == 64 and target.name == "mla_decode_hopper"

@@ -307,12 +307,13 @@ def test_hopper_fp8_capture_replay_equals_eager(heads):
 
 def _tuned(on_m: bool, fp8: bool, second: bool):
     """The tuned kernel of a shape class, or its second kernel (``interface_hopper.SECOND``)."""
-    return interface_hopper.tuned_second_kernel(on_m, fp8) if second else interface_hopper.tuned_kernel(on_m, fp8)
+    fmt = "fp8" if fp8 else "bf16"
+    return interface_hopper.tuned_second_kernel(on_m, fmt) if second else interface_hopper.tuned_kernel(on_m, fp8)
 
 
 HOPPER_SPACE_CASES = [(heads, fmt, second, i) for heads, fmt in ((128, "bf16"), (16, "bf16"), (128, "fp8"), (16, "fp8"))
                       for second in (False, True)
-                      if not second or (heads % 64 == 0, fmt == "fp8") in interface_hopper.SECOND
+                      if not second or (heads % 64 == 0, fmt) in interface_hopper.SECOND
                       for i in range(len(_tuned(heads % 64 == 0, fmt == "fp8", second).configs))]
 
 
@@ -330,7 +331,7 @@ def test_every_hopper_space_config_matches_reference(heads, kv_format, second, i
     seed = _seed()
     lens = [1, 63, 64, 65, 3001, 4096]
     if second:   # a batch the second kernel serves
-        lens += [200, 129, 1000][:max(0, interface_hopper.SECOND[(on_m, fp8)].min_batch - len(lens))]
+        lens += [200, 129, 1000][:max(0, interface_hopper.SECOND[(on_m, kv_format)].min_batch - len(lens))]
     assert interface_hopper.second_applies(heads, kv_format, len(lens)) == second
     x = _inputs(len(lens), heads, 64, kv_format, max(lens), seed)
     x["seq_lens"].copy_(torch.tensor(lens, dtype=torch.int32))
@@ -365,7 +366,7 @@ def test_hopper_tuned_per_bucket_then_captured_and_replayed(heads, kv_format):
     kernel = interface_hopper.tuned_kernel(on_m, fp8)
     # fp8 with H < 64 and bf16 with H % 64 == 0: the class's second kernel (its own tuned kernel) from its
     # min_batch up
-    kernels = [kernel] + ([_tuned(on_m, fp8, True)] if (on_m, fp8) in interface_hopper.SECOND else [])
+    kernels = [kernel] + ([_tuned(on_m, fp8, True)] if (on_m, kv_format) in interface_hopper.SECOND else [])
 
     def tuned_for(b: int):
         return kernels[-1] if interface_hopper.second_applies(heads, kv_format, b) else kernel

@@ -137,7 +137,7 @@ def test_public_path_picks_the_tok_fp8_kernel_by_batch_tunes_and_replays(batch):
     x = bench.make_inputs(bench.Problem(batch, 16, 1500, 64, "fp8"), seed=seed)
     args = (x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE)
     out = torch.empty_like(x["out"])
-    interface_hopper.tuned_second_kernel(False, True).reset()
+    interface_hopper.tuned_second_kernel(False, "fp8").reset()
     mla_decode(*args, kv_scale=x["kv_scale"], kv_format="fp8", out=out)       # tunes this bucket
     tuned = graphtune.coverage([interface_hopper.TOK_FP8_V2_NAME]).to_dict()["kernels"][0]["tuned"]
     assert bool(tuned) == interface_hopper.second_applies(16, "fp8", batch), tuned

@@ -131,7 +131,7 @@ class MlaDecodeHopperTarget(MlaDecodeTarget):
         if not self.configs:
             on_m, fp8 = interface_hopper._heads_on_m(self.heads), self.kv_format == "fp8"
             self.configs = interface_hopper.space_configs(on_m, fp8)
-            second = interface_hopper.SECOND.get((on_m, fp8))
+            second = interface_hopper.SECOND.get((on_m, self.kv_format))
             if second is not None:   # the tuned path runs the class's second kernel from its min_batch up
                 self.configs += [triton.Config({**c, second.flag: 1}, num_warps=second.num_warps)
                                  for c in second.space]

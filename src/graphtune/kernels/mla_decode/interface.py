@@ -3,9 +3,9 @@
 Two paths, picked per call: on sm_90 (H100, H200) a bf16 or fp8 (per-tensor) cache with pages of a multiple
 of 64 tokens and H a multiple of 16 runs the Hopper Gluon kernels (kernel_hopper.py, launched by
 interface_hopper.py, tuned per batch bucket over small spaces led by their measured fixed configs;
-``interface_hopper.FP8_AUTO`` can send fp8 back to the portable kernel); everything else (fp8_ds_mla, other
-page sizes) and every other GPU (sm_80/86/89/100/120) runs the portable Triton kernel (kernel.py), tuned per
-batch bucket.
+``interface_hopper.FP8_AUTO`` can send fp8 back to the portable kernel; fp8_ds_mla with H < 64 runs there
+where ``interface_hopper.DS_AUTO`` says so); everything else (other page sizes, fp8_ds_mla otherwise) and every
+other GPU (sm_80/86/89/100/120) runs the portable Triton kernel (kernel.py), tuned per batch bucket.
 
 The split kernel is tuned per batch bucket by ``graphtune.autotune`` under the name ``"mla_decode"``
 (force a config with ``graphtune.force("mla_decode", BLOCK_N=32, num_warps=8)`` or ``GRAPHTUNE_FORCE``).

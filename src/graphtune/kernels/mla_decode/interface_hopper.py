@@ -18,7 +18,8 @@ Pinned instead of tuned: ``launch(..., config=...)``, or a module-level fixed co
 value (``benchmarks/bench_mla_decode.py --hopper-variants`` times variants that way): that config runs on the
 plain kernel, as before tuning existed. In a pinned fp8 tokens-on-M config ``V2=1`` selects the second kernel
 (its keys: ``TOK_FP8_V2_PARAMS``; programs per SM follow its buffers), ``V2=0`` the first. fp8_ds_mla with H < 64
-runs the second kernel with ``DS=1`` (``HOPPER_TOK_DS_CONFIG``), pinned-only: ``path="hopper"``.
+runs the second kernel with ``DS=1`` (``HOPPER_TOK_DS_CONFIG``; tuned per bucket over ``HOPPER_TOK_DS_SPACE``, its
+``SECOND`` entry), on ``path="auto"`` where ``DS_AUTO`` says so.
 """
 from __future__ import annotations
 
@@ -125,6 +126,16 @@ TOK_FP8_V2_NAME = "mla_decode_hopper_tok_fp8_v2"
 # measures it faster. This config is what ``path="hopper"`` runs for the format, overlaid with a pinned config's.
 HOPPER_TOK_DS_CONFIG: dict[str, int] = {"V2": 1, "DS": 1, "BLOCK_N": 64, "NUM_BUF": 2, "PREFETCH": 0, "FAST_MAX": 1}
 DS_FORMAT = "fp8_ds_mla"
+# Its per-bucket space (the second tokens-on-M kernel's parameters, DS = 1): the fixed config, and three buffers
+# at one program per SM. On the H200 (session 10 run 3, H = 16, page size 64, 4096 tokens) three buffers were
+# faster at batch 32 (0.0427 against 0.0444 ms) and slower at 64 / 128 (0.0703 / 0.1327 against 0.0679 / 0.1137).
+HOPPER_TOK_DS_SPACE: list[dict[str, int]] = [
+    {k: v for k, v in HOPPER_TOK_DS_CONFIG.items() if k != "V2"},
+    {**{k: v for k, v in HOPPER_TOK_DS_CONFIG.items() if k != "V2"}, "NUM_BUF": 3}]
+TOK_DS_NAME = "mla_decode_hopper_tok_ds"
+# Whether ``path="auto"`` runs fp8_ds_mla (H < 64, page sizes that are multiples of 64) on the Hopper kernel,
+# tuned per bucket over HOPPER_TOK_DS_SPACE; off, the portable kernel serves the format unless path="hopper".
+DS_AUTO = False
 KERNEL_NAMES: dict[tuple[bool, bool], str] = {   # (heads on M, fp8) -> the graphtune kernel name
     (True, False): "mla_decode_hopper", (False, False): "mla_decode_hopper_tok",
     (True, True): "mla_decode_hopper_fp8", (False, True): "mla_decode_hopper_tok_fp8"}
@@ -132,6 +143,7 @@ KERNEL_NAMES: dict[tuple[bool, bool], str] = {   # (heads on M, fp8) -> the grap
 _SHIPPED: dict[tuple[bool, bool], dict[str, int]] = {
     (True, False): dict(HOPPER_CONFIG), (False, False): dict(HOPPER_TOK_CONFIG),
     (True, True): dict(HOPPER_FP8_CONFIG), (False, True): dict(HOPPER_TOK_FP8_CONFIG)}
+_SHIPPED_DS = dict(HOPPER_TOK_DS_CONFIG)
 
 
 def _tok_fp8_v2_programs_per_sm(config: dict[str, Any]) -> int:
@@ -179,8 +191,9 @@ def shape_supported(q: torch.Tensor, kv_cache: torch.Tensor, fmt: str, explicit:
     """The shape / layout half of :func:`supported` (no device query: also for CPU compile tests)."""
     heads = q.shape[1]
     if fmt == DS_FORMAT:
-        if not explicit:
-            return f"kv_format {fmt!r}: its Hopper kernel (DS=1) has not been measured faster (path='hopper' runs it)"
+        if not explicit and not DS_AUTO:
+            return f"kv_format {fmt!r}: its Hopper kernel (DS=1) is not the measured faster path (path='hopper' " \
+                   "runs it)"
         if _heads_on_m(heads):
             return f"kv_format {fmt!r} with H = {heads}: the Hopper kernel for it takes H < {BLOCK_H}"
     elif fmt == "fp8":
@@ -374,7 +387,8 @@ def _check_gather(page_size: int, cfg: dict[str, int]) -> None:
 class Second:
     """The second kernel of a shape class, which the tuned path runs from ``min_batch`` requests up (where it
     measured faster than the class's first kernel), tuned per bucket over ``space`` as kernel ``name``. ``flag``:
-    the pinned-config key that selects it (``V2`` / ``PP``)."""
+    the pinned-config key that selects it (``V2`` / ``PP`` / ``DS``). fp8_ds_mla has no first Hopper kernel: its
+    entry (from batch 1) is the format's only tuned Hopper kernel."""
 
     min_batch: int
     name: str
@@ -383,17 +397,18 @@ class Second:
     num_warps: int
 
     def programs_per_sm(self, config: dict[str, Any]) -> int:
-        return _tok_fp8_v2_programs_per_sm(config) if self.flag == "V2" else 1
+        return _tok_fp8_v2_programs_per_sm(config) if self.flag in ("V2", "DS") else 1
 
 
-SECOND: dict[tuple[bool, bool], Second] = {   # (heads on M, fp8) -> its second kernel
-    (False, True): Second(TOK_FP8_V2_MIN_BATCH, TOK_FP8_V2_NAME, HOPPER_TOK_FP8_V2_SPACE, "V2", TOK_NUM_WARPS),
-    (True, False): Second(PP_MIN_BATCH, PP_NAME, HOPPER_PP_SPACE, "PP", PP_NUM_WARPS)}
+SECOND: dict[tuple[bool, str], Second] = {   # (heads on M, kv_format) -> its second kernel
+    (False, "fp8"): Second(TOK_FP8_V2_MIN_BATCH, TOK_FP8_V2_NAME, HOPPER_TOK_FP8_V2_SPACE, "V2", TOK_NUM_WARPS),
+    (True, "bf16"): Second(PP_MIN_BATCH, PP_NAME, HOPPER_PP_SPACE, "PP", PP_NUM_WARPS),
+    (False, DS_FORMAT): Second(1, TOK_DS_NAME, HOPPER_TOK_DS_SPACE, "DS", TOK_NUM_WARPS)}
 
 
 def second_applies(heads: int, fmt: str, batch: int) -> bool:
     """Whether the tuned path runs the shape class's second kernel (``SECOND``) for ``batch`` requests."""
-    second = SECOND.get((_heads_on_m(heads), fmt == "fp8")) if fmt in ("bf16", "fp8") else None
+    second = SECOND.get((_heads_on_m(heads), fmt))
     return second is not None and batch >= second.min_batch
 
 
@@ -402,7 +417,7 @@ def tuned_second_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch
                       *, sms: int, lse: torch.Tensor | None = None):
     """:func:`tuned_call` for the shape class's second kernel: scratch for the most programs per SM of its space,
     the grid per config."""
-    second = SECOND[(_heads_on_m(q.shape[1]), fmt == "fp8")]
+    second = SECOND[(_heads_on_m(q.shape[1]), fmt)]
     per_sm = max(second.programs_per_sm(c) for c in second.space)
     args, head_blocks, consts, scratch = _arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                     return_lse, sms=sms, block_n=second.space[0]["BLOCK_N"],
@@ -415,14 +430,13 @@ def tuned_second_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch
 
 
 @functools.lru_cache(maxsize=None)
-def tuned_second_kernel(on_m: bool, fp8: bool):
+def tuned_second_kernel(on_m: bool, fmt: str):
     """The shape class's second kernel under ``graphtune.autotune``, per batch bucket (as :func:`tuned_kernel`)."""
     from ... import Buckets, autotune
     from .space import CAPTURE_SIZES
-    second = SECOND[(on_m, fp8)]
+    second = SECOND[(on_m, fmt)]
     configs = [triton.Config(dict(c), num_warps=second.num_warps) for c in second.space]
-    fn = kernel_for(BLOCK_H if on_m else TOK_BLOCK_H, "fp8" if fp8 else "bf16", v2=second.flag == "V2",
-                    pp=second.flag == "PP")
+    fn = kernel_for(BLOCK_H if on_m else TOK_BLOCK_H, fmt, v2=second.flag == "V2", pp=second.flag == "PP")
     return autotune(configs, key=["B", "H", "PAGE_SIZE", "RETURN_LSE"], buckets={"B": Buckets.explicit(CAPTURE_SIZES)},
                     default=configs[0], name=second.name)(fn)
 
@@ -548,10 +562,9 @@ def pinned_config(heads: int, fmt: str, params: dict[str, int]) -> dict[str, int
 
 def pinned(heads: int, fmt: str, config: dict[str, int] | None = None) -> bool:
     """Whether a launch runs a fixed config (``config`` given, or the module's fixed config changed from its
-    shipped value) rather than the tuned kernel. fp8_ds_mla is pinned-only (no tuned space until a GPU run
-    measures it)."""
+    shipped value) rather than the tuned kernel."""
     if fmt == DS_FORMAT:
-        return True
+        return config is not None or HOPPER_TOK_DS_CONFIG != _SHIPPED_DS
     key = (_heads_on_m(heads), fmt == "fp8")
     return config is not None or _base_config(*key) != _SHIPPED[key]
 
@@ -574,7 +587,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
     if second_applies(heads, fmt, q.shape[0]):
         args, grid, consts, scratch = tuned_second_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                         return_lse, sms=sms)
-        tuned_second_kernel(_heads_on_m(heads), fmt == "fp8")[grid](*args, **consts)
+        tuned_second_kernel(_heads_on_m(heads), fmt)[grid](*args, **consts)
         return scratch
     args, grid, consts, scratch = tuned_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                              return_lse, sms=sms)
