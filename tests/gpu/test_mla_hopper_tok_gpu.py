@@ -125,27 +125,32 @@ def test_bf16_tok_pipe_matches_reference(monkeypatch, pipe, heads, page_size, le
     _check(x, ref, ref_lse, "bf16", seed, 1e-2, (1.0, ))
 
 
+@pytest.mark.parametrize("fmt", ["fp8", "fp8_ds_mla"])
 @pytest.mark.parametrize("batch", [1, 8, 33])
-def test_public_path_picks_the_tok_fp8_kernel_by_batch_tunes_and_replays(batch):
-    """fp8, H = 16, page size 64 through the public entry point: the second kernel (tuned per bucket) from
-    ``TOK_FP8_V2_MIN_BATCH`` requests up, the first below; correct, and one captured graph replays to eager's
-    output with new lengths and queries."""
+def test_public_path_picks_the_tok_kernel_by_batch_tunes_and_replays(monkeypatch, batch, fmt):
+    """H = 16, page size 64 through the public entry point. fp8: the second kernel (tuned per bucket) from
+    ``TOK_FP8_V2_MIN_BATCH`` requests up, the first below; fp8_ds_mla (``DS_AUTO`` on): its DS kernel, tuned per
+    bucket at every batch. Correct, and one captured graph replays to eager's output with new lengths and
+    queries."""
     _skip_off_hopper()
+    skip_unproven(dict(DS=fmt == "fp8_ds_mla"))
     import graphtune
     from graphtune.kernels import mla_decode
+    monkeypatch.setattr(interface_hopper, "DS_AUTO", True)
+    second = interface_hopper.SECOND[(False, fmt)]
     seed = int.from_bytes(os.urandom(4), "little")
-    x = bench.make_inputs(bench.Problem(batch, 16, 1500, 64, "fp8"), seed=seed)
+    x = bench.make_inputs(bench.Problem(batch, 16, 1500, 64, fmt), seed=seed)
     args = (x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE)
     out = torch.empty_like(x["out"])
-    interface_hopper.tuned_second_kernel(False, "fp8").reset()
-    mla_decode(*args, kv_scale=x["kv_scale"], kv_format="fp8", out=out)       # tunes this bucket
-    tuned = graphtune.coverage([interface_hopper.TOK_FP8_V2_NAME]).to_dict()["kernels"][0]["tuned"]
-    assert bool(tuned) == interface_hopper.second_applies(16, "fp8", batch), tuned
+    interface_hopper.tuned_second_kernel(False, fmt).reset()
+    mla_decode(*args, kv_scale=x["kv_scale"], kv_format=fmt, out=out)       # tunes this bucket
+    tuned = graphtune.coverage([second.name]).to_dict()["kernels"][0]["tuned"]
+    assert bool(tuned) == interface_hopper.second_applies(16, fmt, batch), tuned
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, stream=stream):
-        mla_decode(*args, kv_scale=x["kv_scale"], kv_format="fp8", out=out)
+        mla_decode(*args, kv_scale=x["kv_scale"], kv_format=fmt, out=out)
     gen = torch.Generator().manual_seed(seed)
     for _ in range(2):
         x["seq_lens"].copy_(torch.randint(1, 1501, (batch,), generator=gen, dtype=torch.int32))
@@ -153,9 +158,9 @@ def test_public_path_picks_the_tok_fp8_kernel_by_batch_tunes_and_replays(batch):
         out.fill_(float("nan"))
         graph.replay()
         torch.cuda.synchronize()
-        eager = mla_decode(*args, kv_scale=x["kv_scale"], kv_format="fp8")
+        eager = mla_decode(*args, kv_scale=x["kv_scale"], kv_format=fmt)
         assert torch.equal(out, eager), f"seed {seed}: replay differs from eager"
-        ref = mla_decode_reference(*args, kv_scale=x["kv_scale"], kv_format="fp8")
+        ref = mla_decode_reference(*args, kv_scale=x["kv_scale"], kv_format=fmt)
         assert _rel(out, ref) <= 2e-3, f"seed {seed}: rel err {_rel(out, ref):.3e}"
 
 
