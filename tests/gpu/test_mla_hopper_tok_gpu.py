@@ -43,9 +43,9 @@ def _skip_off_hopper():
         pytest.skip("the Hopper kernels run on sm_90 only")
 
 
-def _case(heads: int, page_size: int, lens: list[int], kv_format: str, prepare=None):
+def _case(heads: int, page_size: int, lens: list[int], kv_format: str, prepare=None, ref_dtype=torch.bfloat16):
     """Inputs, NaN in every cache row past seq_len (fp8_ds_mla: all-ones bytes, NaN as fp8, fp32 scale and bf16
-    rope), and the reference; ``prepare(x)`` may change the inputs first."""
+    rope), and the reference (its output in ``ref_dtype``); ``prepare(x)`` may change the inputs first."""
     seed = int.from_bytes(os.urandom(4), "little")
     x = bench.make_inputs(bench.Problem(len(lens), heads, max(lens), page_size, kv_format), seed=seed)
     if prepare is not None:
@@ -57,12 +57,22 @@ def _case(heads: int, page_size: int, lens: list[int], kv_format: str, prepare=N
         tail = torch.arange(n, pt.shape[1] * page_size, device=pt.device)
         x["kv_cache"][pt[b, tail // page_size].long(), tail % page_size] = poison
     ref, ref_lse = mla_decode_reference(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"],
-                                        kv_format=kv_format, return_lse=True)
+                                        kv_format=kv_format, return_lse=True,
+                                        out=torch.empty(x["out"].shape, dtype=ref_dtype, device=pt.device))
     return seed, x, ref, ref_lse
 
 
 def _rel(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float((out.double() - ref.double()).norm() / ref.double().norm())
+
+
+def _beyond_bf16(out: torch.Tensor, ref32: torch.Tensor) -> float:
+    """The relative error of a bf16 ``out`` against an fp32 reference beyond what rounding the exact result to bf16
+    costs (errors add in quadrature: the rounding's is independent of the kernel's). That rounding alone is
+    1.6e-3 - 2.5e-3 per request and 128-dim chunk (H200, session 10, benchmarks/probes/ds_error_probe.py), so a
+    bf16 output compared with a bf16-rounded reference at 2e-3 fails on rounding flips, not on the kernel."""
+    floor = _rel(ref32.to(torch.bfloat16), ref32)
+    return math.sqrt(max(0.0, _rel(out, ref32) ** 2 - floor ** 2))
 
 
 def _check(x, ref, ref_lse, kv_format: str, seed: int, tol: float, scales) -> None:
@@ -160,8 +170,9 @@ def test_public_path_picks_the_tok_kernel_by_batch_tunes_and_replays(monkeypatch
         torch.cuda.synchronize()
         eager = mla_decode(*args, kv_scale=x["kv_scale"], kv_format=fmt)
         assert torch.equal(out, eager), f"seed {seed}: replay differs from eager"
-        ref = mla_decode_reference(*args, kv_scale=x["kv_scale"], kv_format=fmt)
-        assert _rel(out, ref) <= 2e-3, f"seed {seed}: rel err {_rel(out, ref):.3e}"
+        ref32 = mla_decode_reference(*args, kv_scale=x["kv_scale"], kv_format=fmt,
+                                     out=torch.empty(out.shape, dtype=torch.float32, device=out.device))
+        assert _beyond_bf16(out, ref32) <= 2e-3, f"seed {seed}: rel err beyond bf16 {_beyond_bf16(out, ref32):.3e}"
 
 
 # fp8_ds_mla (656-byte rows) on the second kernel with DS=1: pinned-only (path="hopper"), compiled for sm_90 only
@@ -189,20 +200,26 @@ def _spread_scales(x: dict) -> None:
                          ids=[f"H{h}-ps{p}-B{len(n)}-" + "-".join(f"{k.lower()}{v}" for k, v in c.items())
                               for c, (h, p, n) in DS_PARAMS])
 def test_tok_ds_matches_reference(monkeypatch, config, case, spread):
-    """fp8_ds_mla through path="hopper": relative error <= 2e-3 (issue 14's fp8 bound), per 128-dim chunk too,
-    LSE within 2e-3, lengths 1 / 63 / 64 / 65 / odd, NaN in every row past seq_len, NaN-poisoned outputs, SM counts
-    that make requests straddle programs; ``spread``: the four groups' scales 2^12 apart."""
+    """fp8_ds_mla through path="hopper": relative error beyond the bf16 output rounding (:func:`_beyond_bf16`)
+    <= 2e-3 (issue 14's fp8 bound), per 128-dim chunk too, LSE within 2e-3, lengths 1 / 63 / 64 / 65 / odd, NaN in
+    every row past seq_len, NaN-poisoned outputs, SM counts that make requests straddle programs; ``spread``: the
+    four groups' scales 2^12 apart (a chunk whose small scale were lost in fp16 P: 2.4e-2, docs/mla_decode.md)."""
     _skip_off_hopper()
     skip_unproven(config)
     heads, page_size, lens = case
     for key, value in config.items():
         monkeypatch.setitem(interface_hopper.HOPPER_TOK_DS_CONFIG, key, value)
-    seed, x, ref, ref_lse = _case(heads, page_size, lens, "fp8_ds_mla", _spread_scales if spread else None)
-    _check(x, ref, ref_lse, "fp8_ds_mla", seed, 2e-3, (1.0, ))
-    for c in range(4):
-        chunk = slice(128 * c, 128 * (c + 1))
-        err = _rel(x["out"][..., chunk], ref[..., chunk])
-        assert err <= 2e-3, f"seed {seed}: chunk {c}: rel err {err:.3e}"
+    seed, x, ref32, ref_lse = _case(heads, page_size, lens, "fp8_ds_mla", _spread_scales if spread else None,
+                                    ref_dtype=torch.float32)
+    for sms in (132, 7, 1):
+        x["out"].fill_(float("nan"))
+        out, lse = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, 1.0,
+                                     "fp8_ds_mla", x["out"], True, num_sms=sms, path="hopper")
+        assert torch.isfinite(out.float()).all(), f"seed {seed}, {sms} SMs: unwritten or NaN outputs"
+        for name, part in [("all", slice(None))] + [(f"chunk {c}", slice(128 * c, 128 * (c + 1))) for c in range(4)]:
+            err = _beyond_bf16(out[..., part], ref32[..., part])
+            assert err <= 2e-3, f"seed {seed}, {sms} SMs, {name}: rel err beyond bf16 rounding {err:.3e}"
+        assert float((lse - ref_lse).abs().max()) <= 2e-3, f"seed {seed}, {sms} SMs: lse"
 
 
 def test_tok_ds_page_size_16_needs_the_row_gather_and_auto_stays_portable():
