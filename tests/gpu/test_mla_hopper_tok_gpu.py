@@ -175,9 +175,9 @@ def test_public_path_picks_the_tok_kernel_by_batch_tunes_and_replays(monkeypatch
         assert _beyond_bf16(out, ref32) <= 2e-3, f"seed {seed}: rel err beyond bf16 {_beyond_bf16(out, ref32):.3e}"
 
 
-# fp8_ds_mla (656-byte rows) on the second kernel with DS=1: pinned-only (path="hopper"), compiled for sm_90 only
-# so far (session 9): GRAPHTUNE_GPU_NEW=1 until it has passed on a GPU once. The fixed config on every TMA case,
-# the other configs the benchmark times on the first; the row gather (GATHER=1) at page sizes 16, 1 and 64.
+# fp8_ds_mla (656-byte rows) on the second kernel with DS=1 (passed on the H200 in session 10). The fixed config on
+# every TMA case, the other configs the benchmark times on the first; the row gather (GATHER=1) at page sizes 16, 1
+# and 64.
 DS_CONFIGS = [dict(DS=1), dict(DS=1, NUM_BUF=3), dict(DS=1, PT_EARLY=1)]
 DS_CASES = [(16, 64, [1, 63, 64, 65, 3001, 4096]), (32, 64, [300, 1, 4096, 191]), (16, 256, [255, 1, 2, 129]),
             (16, 128, [77, 1, 1000])]
@@ -224,7 +224,7 @@ def test_tok_ds_matches_reference(monkeypatch, config, case, spread):
 
 def test_tok_ds_page_size_16_needs_the_row_gather_and_auto_stays_portable():
     """Page size 16 is not a whole TMA tile: path="hopper" without GATHER=1 says so in one line (nothing runs);
-    path="auto" runs the portable kernel (the Hopper one is pinned-only until measured faster), still correct."""
+    path="auto" runs the portable kernel there (the DS row gather is not timed), still correct."""
     _skip_off_hopper()
     seed, x, ref, _ = _case(16, 16, [33, 1, 200], "fp8_ds_mla")
     with pytest.raises(ValueError, match=r"page size 16 on the Hopper path needs the row-gather loader"):
