@@ -288,9 +288,13 @@ def _activate(config, heads: int, kv_format: str) -> str:
     return _variant_label(config, heads, kv_format)
 
 
-def _variant_kwargs(config) -> dict:
+def _variant_kwargs(config, heads: int, kv_format: str) -> dict:
+    """The launch keywords of one timed variant: a Hopper variant pinned as the shipped fixed config overlaid
+    with it (unpinned, one equal to the shipped config would run the tuned kernel), a portable config as given."""
     if isinstance(config, HopperVariant):
-        return dict(config=None, path="hopper")
+        canonical = interface_hopper.BLOCK_H if interface_hopper._heads_on_m(heads) else interface_hopper.TOK_BLOCK_H
+        base = SAVED_HOPPER.get((canonical, kv_format), _hopper_dict(heads, kv_format))
+        return dict(config=triton.Config({**base, **config}), path="hopper")
     return dict(config=config, path="portable")
 
 
@@ -332,7 +336,7 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
                 try:
                     got = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm,
                                             x["kv_scale"], kv_format, x["out"], False,
-                                            **_variant_kwargs(config))
+                                            **_variant_kwargs(config, heads, kv_format))
                     err = rel_err(got, ref)
                 except Exception as exc:  # noqa: BLE001 - e.g. out of shared memory: recorded, not fatal
                     err = float("nan")
@@ -361,7 +365,7 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
                 if fm is not None:
                     timed.append(("flashmla", None, [flashmla_call(fm, x, kv_format, sm)[0] for x in target.inputs(b)]))
                 for config in [*configs, *_hopper_candidates(target.inputs(b)[0], heads, kv_format)]:
-                    timed.append(("graphtune", config, target.make(b, **_variant_kwargs(config))))
+                    timed.append(("graphtune", config, target.make(b, **_variant_kwargs(config, heads, kv_format))))
                 for impl, config, calls in timed:
                     # the calls read the Hopper config when captured (graph_time_ms captures them)
                     label = _activate(config, heads, kv_format) if impl == "graphtune" else ""
@@ -488,9 +492,12 @@ def _hopper_dict(heads: int, kv_format: str) -> dict:
     return interface_hopper.HOPPER_CONFIG if on_m else interface_hopper.HOPPER_TOK_CONFIG
 
 
-def _use_hopper_config(heads: int, variant: dict, kv_format: str = "bf16") -> None:
-    # the fixed config as shipped, overlaid with the variant (not with the previous variant's keys)
+def _use_hopper_config(heads: int, variant: dict, kv_format: str = "bf16") -> triton.Config:
+    """Select the fixed config as shipped overlaid with the variant (not with the previous variant's keys), and
+    return it as the config to pin: without one, a variant equal to the shipped config would run the tuned kernel
+    (the space's choice for the bucket, or a shape class's second kernel), not the variant."""
     _select(HopperVariant(variant), heads, kv_format)
+    return triton.Config(dict(_hopper_dict(heads, kv_format)))
 
 
 def _hopper_check(kind: str, kv_format: str, variant: dict, gen: torch.Generator) -> float:
@@ -502,7 +509,7 @@ def _hopper_check(kind: str, kv_format: str, variant: dict, gen: torch.Generator
              [(16, 64, [1, 63, 64, 65, 3001, 4096]), (32, 128, [300, 1, 4096, 191]), (16, 64, [4096] * 3)])
     worst = 0.0
     for heads, ps, lens in cases:
-        _use_hopper_config(heads, variant, kv_format)
+        pinned = _use_hopper_config(heads, variant, kv_format)
         x = bench.make_inputs(bench.Problem(len(lens), heads, max(lens), ps, kv_format),
                               seed=int(torch.randint(0, 999, (1,), generator=gen)))
         x["seq_lens"].copy_(torch.tensor(lens, dtype=torch.int32))
@@ -517,7 +524,7 @@ def _hopper_check(kind: str, kv_format: str, variant: dict, gen: torch.Generator
             x["out"].fill_(float("nan"))
             try:
                 got = interface._launch(x["q"], x["kv_cache"], pt, x["seq_lens"], sm, x["kv_scale"], kv_format,
-                                        x["out"], False, num_sms=sms, path="hopper")
+                                        x["out"], False, num_sms=sms, path="hopper", config=pinned)
                 err = rel_err(got, ref)
             except Exception as exc:  # noqa: BLE001 - recorded, not fatal
                 print(f"  {kind} H{heads} {variant}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
@@ -588,10 +595,10 @@ def hopper_variants(args, result: dict, out: Path) -> None:
                 if fm is not None and args.hopper_page_size == 64 and kv_format in ("bf16", "fp8"):
                     row["flashmla"] = graph_time_ms([flashmla_call(fm, x, kv_format, sm)[0] for x in target.inputs(b)])
                 for variant in variants:
-                    _use_hopper_config(heads, variant, kv_format)
+                    pinned = _use_hopper_config(heads, variant, kv_format)
                     key = "hopper " + ",".join(f"{k}={v}" for k, v in variant.items())
                     try:
-                        row[key] = graph_time_ms(target.make(b, None, path="hopper"))
+                        row[key] = graph_time_ms(target.make(b, pinned, path="hopper"))
                     except Exception as exc:  # noqa: BLE001
                         print(f"  H{heads} B{b} {variant}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
                         row[key] = float("inf")

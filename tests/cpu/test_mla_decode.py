@@ -382,10 +382,51 @@ def test_bench_hopper_variants_are_selected_before_labelled(monkeypatch):
     assert bench_mod._hopper_candidates(dict(x, kv_cache=x["kv_cache"][:, :16]), 16, "fp8") == []   # page size 16
 
 
+
+def test_bench_pins_every_hopper_variant_it_times_as_labelled(monkeypatch):
+    """A Hopper variant equal to the shipped fixed config would, unpinned, run the tuned kernel (the space's pick
+    for the bucket, or from session 10 a shape class's second kernel such as the ping-pong one): the benchmark
+    passes every variant as a pinned config, and that pinned config runs exactly the kernel and constexprs of the
+    fixed config overlaid with the variant, the config its label names."""
+    import importlib.util
+    from pathlib import Path
+    from graphtune.kernels.mla_decode import interface_hopper as hopper
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_mla_decode.py"
+    spec = importlib.util.spec_from_file_location("_bench_mla_decode_pins_under_test", path)
+    bench_mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_mod)
+    kinds = [(128, "bf16", bench_mod.HOPPER_ON_M_VARIANTS + hopper.HOPPER_PP_SPACE),
+             (16, "bf16", bench_mod.HOPPER_TOK_VARIANTS), (16, "fp8", bench_mod.HOPPER_TOK_FP8_VARIANTS),
+             (128, "fp8", bench_mod.HOPPER_ON_M_FP8_VARIANTS), (16, "fp8_ds_mla", bench_mod.HOPPER_TOK_DS_VARIANTS)]
+    try:
+        for heads, fmt, variants in kinds:
+            q = torch.empty(2, heads, 576, dtype=torch.bfloat16)
+            kv = (torch.empty(4, 64, 656, dtype=torch.uint8) if fmt == "fp8_ds_mla" else
+                  torch.empty(4, 64, 576, dtype=torch.bfloat16 if fmt == "bf16" else torch.float8_e4m3fn))
+            call = (q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32), 0.04, 1.0, fmt,
+                    torch.empty(2, heads, 512, dtype=torch.bfloat16), False)
+            for variant in variants:
+                kwargs = bench_mod._variant_kwargs(bench_mod.HopperVariant(variant), heads, fmt)
+                assert kwargs["path"] == "hopper" and kwargs["config"] is not None, variant
+                pinned = hopper.pinned_config(heads, fmt, kwargs["config"].kwargs)
+                assert hopper.pinned(heads, fmt, pinned)
+                _, _, new, _ = hopper.hopper_call(*call, sms=132, config=pinned)
+                bench_mod._select(bench_mod.HopperVariant(variant), heads, fmt)     # what the label names
+                _, _, labelled, _ = hopper.hopper_call(*call, sms=132)
+                fn_new, params_new = hopper._kernel_and_params(heads, fmt, new)
+                fn_label, params_label = hopper._kernel_and_params(heads, fmt, labelled)
+                # (a knob left out compiles at the kernel's default: the same kernel as the default named)
+                defaults = {p.name: p.default for p in fn_new.params if p.is_constexpr and p.has_default}
+                assert fn_new is fn_label and {**defaults, **params_new} == {**defaults, **params_label}, \
+                    (heads, fmt, variant)
+    finally:
+        bench_mod.restore_hopper_configs()
+
 # Each process collects only its own tests: kernel cases in the child, the launcher and validation here.
 if IN_CHILD:
     del test_interpreted_kernel_cases, test_bad_input_raises_value_error, test_bad_input_unused_page_slots_may_hold_anything
     del test_portable_space_fits_sm120_or_is_excluded, test_hopper_kernel_compiles_for_sm90_with_tma_and_wgmma
     del test_hopper_path_selection_and_reasons, test_bench_hopper_variants_are_selected_before_labelled
+    del test_bench_pins_every_hopper_variant_it_times_as_labelled
 else:
     del test_matches_reference, test_config_paths, test_public_api_tensor_scale_and_many_request_chunks
