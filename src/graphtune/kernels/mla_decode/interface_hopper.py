@@ -8,9 +8,10 @@ Each kernel is tuned per batch bucket by ``graphtune.autotune`` (the engines' ca
 kernel; key ``B``, ``H``, ``PAGE_SIZE``, ``RETURN_LSE`` and the cache's element type) over a small space
 whose first config is the benchmark-chosen fixed config (bf16: ``HOPPER_CONFIG`` for H % 64 == 0,
 ``HOPPER_TOK_CONFIG`` otherwise; fp8: ``HOPPER_FP8_CONFIG`` / ``HOPPER_TOK_FP8_CONFIG``), also the
-default (what a capture-time miss falls back to). Two shape classes have a second kernel that the tuned path runs
-from a measured batch up, tuned per bucket over its own space under its own name (``SECOND``: fp8 with H < 64 the
-second tokens-on-M kernel, bf16 with H % 64 == 0 the ping-pong kernel). Kernel names for ``graphtune.force`` /
+default (what a capture-time miss falls back to). ``SECOND`` gives a shape class a second kernel that the tuned
+path runs from a measured batch up, tuned per bucket over its own space under its own name: fp8 with H < 64 the
+second tokens-on-M kernel, bf16 with H % 64 == 0 the ping-pong kernel, fp8_ds_mla (H < 64) the DS kernel from
+batch 1 (its only Hopper kernel). Kernel names for ``graphtune.force`` /
 ``GRAPHTUNE_FORCE``: ``KERNEL_NAMES`` and ``SECOND``'s. Where a config changes the KV tile (``BLOCK_N``), its
 pre-hook (``_kv_tiles``) rebuilds the KV descriptors for it before every launch (host work only: capture-safe).
 
