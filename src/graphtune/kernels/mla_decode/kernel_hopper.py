@@ -365,18 +365,26 @@ def _load_rope(kv_ptr, pt_base, j, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexp
 
 
 @gluon.jit
-def _q_pair(q_base, heads, head_mask, stride_q_h, qn_hi, qn_lo, qr_hi, qr_lo, PER_HEAD: gl.constexpr,
-            LO_MUL: gl.constexpr, layout: gl.constexpr):
-    """The query's fp8 hi/lo pair in shared memory from one read of its 576 columns (the portable kernel's QK8
-    split: ``hi = fp8(q s)``, ``lo = fp8(LO_MUL (q s - hi))``, s a power of two with max |q s| = 2^8, per head
-    or over the block). Returns s ([heads] when PER_HEAD, else a scalar). The rope pair goes into columns
-    0..63 of the 128-column rope tiles."""
+def _load_q(q_base, heads, head_mask, stride_q_h, layout: gl.constexpr):
+    """The query rows ``heads`` (zeros where not ``head_mask``) in fp32, ``layout``: the 512 latent columns, the
+    64 rope ones, and each row's largest magnitude over the 576."""
     cols = gl.arange(0, 512, layout=gl.SliceLayout(0, layout))
     cols_r = 512 + gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
     rows = heads[:, None] * stride_q_h
     qn = gl.load(q_base + rows + cols[None, :], mask=head_mask[:, None], other=0.0).to(gl.float32)
     qr = gl.load(q_base + rows + cols_r[None, :], mask=head_mask[:, None], other=0.0).to(gl.float32)
     amax = gl.maximum(gl.max(gl.abs(qn), axis=1), gl.max(gl.abs(qr), axis=1))
+    return qn, qr, amax
+
+
+@gluon.jit
+def _q_pair(q_base, heads, head_mask, stride_q_h, qn_hi, qn_lo, qr_hi, qr_lo, PER_HEAD: gl.constexpr,
+            LO_MUL: gl.constexpr, layout: gl.constexpr):
+    """The query's fp8 hi/lo pair in shared memory from one read of its 576 columns (the portable kernel's QK8
+    split: ``hi = fp8(q s)``, ``lo = fp8(LO_MUL (q s - hi))``, s a power of two with max |q s| = 2^8, per head
+    or over the block). Returns s ([heads] when PER_HEAD, else a scalar). The rope pair goes into columns
+    0..63 of the 128-column rope tiles."""
+    qn, qr, amax = _load_q(q_base, heads, head_mask, stride_q_h, layout)
     if not PER_HEAD:
         amax = gl.max(amax, axis=0)
     q_scale = gl.exp2(8.0 - gl.ceil(gl.log2(gl.maximum(amax, 1e-30))))

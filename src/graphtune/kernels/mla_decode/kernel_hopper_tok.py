@@ -62,7 +62,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from .kernel_hopper import (_block_barrier, _max_over_tokens, _program_ids, _segment, _split_start,
+from .kernel_hopper import (_block_barrier, _load_q, _max_over_tokens, _program_ids, _segment, _split_start,
                             _store_chunks_segment, _tma_load, _zero_rows)
 
 # cp.async's Gluon name: async_load in triton 3.9 (the 3.6 name raises there)
@@ -223,12 +223,7 @@ def _q_cat(q_base, heads, head_mask, stride_q_h, qn_smem, qr_smem, BLOCK_H: gl.c
     two per head with max |q s| = 2^8 (the portable kernel's QK8 split: hi + lo / 16 holds a bf16 query
     exactly). Rope columns 64..127 stay zero (written once by the caller). ``DS`` (fp8_ds_mla, whose rope is
     bf16): the rope as one bf16 [BLOCK_H, 64] tile ``q s`` (exact: s is a power of two). Returns s per head."""
-    cols = gl.arange(0, 512, layout=gl.SliceLayout(0, layout))
-    cols_r = 512 + gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
-    rows = heads[:, None] * stride_q_h
-    qn = gl.load(q_base + rows + cols[None, :], mask=head_mask[:, None], other=0.0).to(gl.float32)
-    qr = gl.load(q_base + rows + cols_r[None, :], mask=head_mask[:, None], other=0.0).to(gl.float32)
-    amax = gl.maximum(gl.max(gl.abs(qn), axis=1), gl.max(gl.abs(qr), axis=1))
+    qn, qr, amax = _load_q(q_base, heads, head_mask, stride_q_h, layout)
     q_scale = gl.exp2(8.0 - gl.ceil(gl.log2(gl.maximum(amax, 1e-30))))
     sn = qn * q_scale[:, None]
     sr = qr * q_scale[:, None]
