@@ -75,6 +75,16 @@ def _add(a, b):
 
 
 @gluon.jit
+def _program_ids(BLOCK_H: gl.constexpr):
+    """A program of the grid ``(H // BLOCK_H, P)``: its head block and tile-range ids, P, its first head."""
+    pid_h = gl.program_id(0)
+    pid = gl.program_id(1)
+    num_progs = gl.num_programs(1)
+    h0 = pid_h * BLOCK_H
+    return pid_h, pid, num_progs, h0
+
+
+@gluon.jit
 def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK: gl.constexpr,
                  num_warps: gl.constexpr):
     """Program pid's tile range ``[t, t_stop)`` of the batch's tiles laid end to end, the request ``b`` that
@@ -176,6 +186,25 @@ def _store_chunks(o0, o1, o2, o3, whole, b, pid, heads, dims, out_ptr, part_o_pt
 
 
 @gluon.jit
+def _store_chunks_segment(o0, o1, o2, o3, inv, m_i, l_i, h0, offs_h_o, offs_h_s, offs_d_o, H, b, pid, pid_h,
+                          i_first, i_stop, req_tiles, out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr,
+                          stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s, RETURN_LSE: gl.constexpr):
+    """The end of a segment in the fp8 tokens-on-M kernels: the four output chunks times ``inv`` (the scale over
+    the softmax sum, per head) and the LSE (``m_i + log2(l_i)``) stored for the heads below H
+    (:func:`_store_chunks`, :func:`_store_lse_and_segment`)."""
+    lse2 = m_i + gl.log2(l_i)
+    heads_o = h0 + offs_h_o
+    heads_s = h0 + offs_h_s
+    h_mask_o = (heads_o < H)[None, :]
+    h_mask_s = heads_s < H
+    whole = (i_first == 0) & (i_stop == req_tiles)
+    _store_chunks(o0 * inv, o1 * inv, o2 * inv, o3 * inv, whole, b, pid, heads_o, offs_d_o, out_ptr, part_o_ptr,
+                  stride_out_b, stride_out_h, stride_po_s, stride_po_h, h_mask_o)
+    _store_lse_and_segment(lse2, whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads_s, lse_ptr,
+                           part_lse_ptr, seg_ptr, stride_pl_s, h_mask_s, RETURN_LSE)
+
+
+@gluon.jit
 def _row_max_2wg(s, mx_smem, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, layout: gl.constexpr):
     """Row maxima of an [BLOCK_H, BLOCK_N] score tile whose two column halves sit in the two warpgroups
     (``warps_per_cta=[4, 2]``), in ``SliceLayout(1, layout)``: each warpgroup reduces its half with shuffles,
@@ -234,6 +263,36 @@ def _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, j, 
     mbarrier.expect(bar, kv_nope_desc.block_type.nbytes + kv_rope_desc.block_type.nbytes)
     _tma_load(kv_nope_desc, [row, 0], bar, kn_bufs.index(stage))
     _tma_load(kv_rope_desc, [row, 0], bar, kr_bufs.index(stage))
+
+
+@gluon.jit
+def _issue_next_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i, i_stop, it,
+                     PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUF: gl.constexpr):
+    """While tile i is the ``it``-th the program consumes: :func:`_issue_tile` of tile i + NUM_BUF - 1 into the
+    buffer that tile i - 1 held, if the segment has it (``i_stop``)."""
+    if i + NUM_BUF - 1 < i_stop:
+        _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
+                    (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+
+
+@gluon.jit
+def _load_query_and_first_tiles(q_nope_desc, q_rope_desc, qn_smem, qr_smem, q_bar, q_phase, b, H, h0,
+                                kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first, i_stop, it,
+                                PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUF: gl.constexpr):
+    """A segment's start in the bf16 kernels: past a block barrier (every warp has retired the previous
+    segment's MMAs), the query's BLOCK_H heads of request b by TMA, the first NUM_BUF - 1 tiles of the segment
+    in flight, then the wait for the query. Returns the query barrier's next phase."""
+    _block_barrier()
+    q_row = b * H + h0
+    mbarrier.expect(q_bar, q_nope_desc.block_type.nbytes + q_rope_desc.block_type.nbytes)
+    _tma_load(q_nope_desc, [q_row, 0], q_bar, qn_smem)
+    _tma_load(q_rope_desc, [q_row, 0], q_bar, qr_smem)
+    for k in gl.static_range(NUM_BUF - 1):
+        if i_first + k < i_stop:
+            _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
+                        (it + k) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+    mbarrier.wait(q_bar, q_phase)
+    return q_phase ^ 1
 
 
 @gluon.jit
@@ -306,18 +365,26 @@ def _load_rope(kv_ptr, pt_base, j, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexp
 
 
 @gluon.jit
-def _q_pair(q_base, heads, head_mask, stride_q_h, qn_hi, qn_lo, qr_hi, qr_lo, PER_HEAD: gl.constexpr,
-            LO_MUL: gl.constexpr, layout: gl.constexpr):
-    """The query's fp8 hi/lo pair in shared memory from one read of its 576 columns (the portable kernel's QK8
-    split: ``hi = fp8(q s)``, ``lo = fp8(LO_MUL (q s - hi))``, s a power of two with max |q s| = 2^8, per head
-    or over the block). Returns s ([heads] when PER_HEAD, else a scalar). The rope pair goes into columns
-    0..63 of the 128-column rope tiles."""
+def _load_q(q_base, heads, head_mask, stride_q_h, layout: gl.constexpr):
+    """The query rows ``heads`` (zeros where not ``head_mask``) in fp32, ``layout``: the 512 latent columns, the
+    64 rope ones, and each row's largest magnitude over the 576."""
     cols = gl.arange(0, 512, layout=gl.SliceLayout(0, layout))
     cols_r = 512 + gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
     rows = heads[:, None] * stride_q_h
     qn = gl.load(q_base + rows + cols[None, :], mask=head_mask[:, None], other=0.0).to(gl.float32)
     qr = gl.load(q_base + rows + cols_r[None, :], mask=head_mask[:, None], other=0.0).to(gl.float32)
     amax = gl.maximum(gl.max(gl.abs(qn), axis=1), gl.max(gl.abs(qr), axis=1))
+    return qn, qr, amax
+
+
+@gluon.jit
+def _q_pair(q_base, heads, head_mask, stride_q_h, qn_hi, qn_lo, qr_hi, qr_lo, PER_HEAD: gl.constexpr,
+            LO_MUL: gl.constexpr, layout: gl.constexpr):
+    """The query's fp8 hi/lo pair in shared memory from one read of its 576 columns (the portable kernel's QK8
+    split: ``hi = fp8(q s)``, ``lo = fp8(LO_MUL (q s - hi))``, s a power of two with max |q s| = 2^8, per head
+    or over the block). Returns s ([heads] when PER_HEAD, else a scalar). The rope pair goes into columns
+    0..63 of the 128-column rope tiles."""
+    qn, qr, amax = _load_q(q_base, heads, head_mask, stride_q_h, layout)
     if not PER_HEAD:
         amax = gl.max(amax, axis=0)
     q_scale = gl.exp2(8.0 - gl.ceil(gl.log2(gl.maximum(amax, 1e-30))))
@@ -394,10 +461,7 @@ def _mla_decode_hopper_kernel(
                                                        instr_shape=[16, D_V // 2, 16])
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
 
-    pid_h = gl.program_id(0)
-    pid = gl.program_id(1)
-    num_progs = gl.num_programs(1)
-    h0 = pid_h * BLOCK_H
+    pid_h, pid, num_progs, h0 = _program_ids(BLOCK_H)
 
     # Shared memory: the query of the current request (once per segment) and NUM_BUF KV tiles.
     qn_smem = gl.allocate_shared_memory(dtype, [BLOCK_H, D_V], q_nope_desc.layout)
@@ -443,20 +507,11 @@ def _mla_decode_hopper_kernel(
         seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
 
-        # The query's 64 heads of request b: both warpgroups have retired the previous segment's MMAs
-        # (each waited for its own) once they pass this barrier.
-        _block_barrier()
-        q_row = b * H + h0
-        mbarrier.expect(q_bar, q_nope_desc.block_type.nbytes + q_rope_desc.block_type.nbytes)
-        _tma_load(q_nope_desc, [q_row, 0], q_bar, qn_smem)
-        _tma_load(q_rope_desc, [q_row, 0], q_bar, qr_smem)
-        # Prologue: the first NUM_BUF - 1 tiles of the segment in flight.
-        for k in gl.static_range(NUM_BUF - 1):
-            if i_first + k < i_stop:
-                _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
-                            (it + k) % NUM_BUF, PAGE_SIZE, BLOCK_N)
-        mbarrier.wait(q_bar, q_phase)
-        q_phase ^= 1
+        # The query's 64 heads of request b (both warpgroups have retired the previous segment's MMAs, each
+        # waited for its own, once they pass the helper's barrier) and the first NUM_BUF - 1 tiles in flight.
+        q_phase = _load_query_and_first_tiles(q_nope_desc, q_rope_desc, qn_smem, qr_smem, q_bar, q_phase, b, H, h0,
+                                              kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first,
+                                              i_stop, it, PAGE_SIZE, BLOCK_N, NUM_BUF)
 
         m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=gl.SliceLayout(1, s_layout))
         l_i = gl.zeros([BLOCK_H], gl.float32, layout=gl.SliceLayout(1, s_layout))
@@ -481,9 +536,8 @@ def _mla_decode_hopper_kernel(
                 else:
                     o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
                 _block_barrier()
-                if i + NUM_BUF - 1 < i_stop:
-                    _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
-                                (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+                _issue_next_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i, i_stop, it,
+                                 PAGE_SIZE, BLOCK_N, NUM_BUF)
             mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
             n_valid = seq_len - i * BLOCK_N
             if n_valid < BLOCK_N:
@@ -512,18 +566,16 @@ def _mla_decode_hopper_kernel(
                 # barrier instead, which every warp also reaches after its wait.)
                 if (XCH < 2) and (EARLY == 0):
                     _block_barrier()
-                    if i + NUM_BUF - 1 < i_stop:
-                        _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
-                                    (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+                    _issue_next_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i, i_stop, it,
+                                     PAGE_SIZE, BLOCK_N, NUM_BUF)
             s = s * qk_mul
             s = gl.where((i * BLOCK_N + offs_tok < seq_len)[None, :], s, float("-inf"))
             if XCH:
                 p, alpha, m_i, l_i = _softmax_2wg(s, m_i, l_i, m_smem, l_smem, BLOCK_H, BLOCK_N, s_layout)
                 if XCH == 2:
                     gl.static_assert(PIPE + EARLY == 0)
-                    if i + NUM_BUF - 1 < i_stop:
-                        _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
-                                    (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+                    _issue_next_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i, i_stop, it,
+                                     PAGE_SIZE, BLOCK_N, NUM_BUF)
             else:
                 if MAX1:
                     m_new = gl.maximum(m_i, _row_max_2wg(s, mx_smem, BLOCK_H, BLOCK_N, s_layout))
@@ -540,9 +592,8 @@ def _mla_decode_hopper_kernel(
                 o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
                 # Both warpgroups past their wait: buffer (it - 1) % NUM_BUF is free.
                 _block_barrier()
-                if i + NUM_BUF - 1 < i_stop:
-                    _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
-                                (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+                _issue_next_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i, i_stop, it,
+                                 PAGE_SIZE, BLOCK_N, NUM_BUF)
             o = o * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
             if PSMEM:
                 # p_smem's last reader, O(i - 1), retired in both warpgroups (the barrier after the S wait)
@@ -627,10 +678,7 @@ def _mla_decode_hopper_tok_kernel(
                                                        instr_shape=[16, BLOCK_H, 16])
     p_smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_H], dtype)
 
-    pid_h = gl.program_id(0)
-    pid = gl.program_id(1)
-    num_progs = gl.num_programs(1)
-    h0 = pid_h * BLOCK_H
+    pid_h, pid, num_progs, h0 = _program_ids(BLOCK_H)
 
     qn_smem = gl.allocate_shared_memory(dtype, [BLOCK_H, D_V], q_nope_desc.layout)
     qr_smem = gl.allocate_shared_memory(dtype, [BLOCK_H, 64], q_rope_desc.layout)
@@ -659,17 +707,9 @@ def _mla_decode_hopper_tok_kernel(
         seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
 
-        _block_barrier()
-        q_row = b * H + h0
-        mbarrier.expect(q_bar, q_nope_desc.block_type.nbytes + q_rope_desc.block_type.nbytes)
-        _tma_load(q_nope_desc, [q_row, 0], q_bar, qn_smem)
-        _tma_load(q_rope_desc, [q_row, 0], q_bar, qr_smem)
-        for k in gl.static_range(NUM_BUF - 1):
-            if i_first + k < i_stop:
-                _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
-                            (it + k) % NUM_BUF, PAGE_SIZE, BLOCK_N)
-        mbarrier.wait(q_bar, q_phase)
-        q_phase ^= 1
+        q_phase = _load_query_and_first_tiles(q_nope_desc, q_rope_desc, qn_smem, qr_smem, q_bar, q_phase, b, H, h0,
+                                              kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first,
+                                              i_stop, it, PAGE_SIZE, BLOCK_N, NUM_BUF)
 
         m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=gl.SliceLayout(0, s_layout))
         l_i = gl.zeros([BLOCK_H], gl.float32, layout=gl.SliceLayout(0, s_layout))
@@ -684,9 +724,8 @@ def _mla_decode_hopper_tok_kernel(
                 # anyway), so buffer (it - 1) % NUM_BUF takes its next tile before tile i is waited for.
                 o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
                 _block_barrier()
-                if i + NUM_BUF - 1 < i_stop:
-                    _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
-                                (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+                _issue_next_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i, i_stop, it,
+                                 PAGE_SIZE, BLOCK_N, NUM_BUF)
             mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
             n_valid = seq_len - i * BLOCK_N
             if n_valid < BLOCK_N:
@@ -702,9 +741,8 @@ def _mla_decode_hopper_tok_kernel(
                 # Retires S(i) and O(i - 1): buffer (it - 1) % NUM_BUF and p_smem are free again.
                 s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
                 _block_barrier()
-                if i + NUM_BUF - 1 < i_stop:
-                    _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF - 1,
-                                (it + NUM_BUF - 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+                _issue_next_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i, i_stop, it,
+                                 PAGE_SIZE, BLOCK_N, NUM_BUF)
             s = s * qk_mul
             s = gl.where((i * BLOCK_N + offs_tok < seq_len)[:, None], s, float("-inf"))
             if PIPE == 2:
@@ -802,10 +840,7 @@ def _mla_decode_hopper_tok_fp8_kernel(
     rope_layout: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [num_warps, 1], [1, 0])
     p_smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_H], gl.float16)
 
-    pid_h = gl.program_id(0)
-    pid = gl.program_id(1)
-    num_progs = gl.num_programs(1)
-    h0 = pid_h * BLOCK_H
+    pid_h, pid, num_progs, h0 = _program_ids(BLOCK_H)
     if KV_SCALE_FROM_PTR:
         kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
 
@@ -948,16 +983,9 @@ def _mla_decode_hopper_tok_fp8_kernel(
             o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
 
         inv = gl.convert_layout(kv_scale / l_i, gl.SliceLayout(0, o_layout))[None, :]
-        lse2 = m_i + gl.log2(l_i)
-        heads_o = h0 + offs_h_o
-        heads_s = h0 + offs_h_s
-        h_mask_o = (heads_o < H)[None, :]
-        h_mask_s = heads_s < H
-        whole = (i_first == 0) & (i_stop == req_tiles)
-        _store_chunks(o0 * inv, o1 * inv, o2 * inv, o3 * inv, whole, b, pid, heads_o, offs_d_o, out_ptr, part_o_ptr,
-                      stride_out_b, stride_out_h, stride_po_s, stride_po_h, h_mask_o)
-        _store_lse_and_segment(lse2, whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads_s, lse_ptr,
-                               part_lse_ptr, seg_ptr, stride_pl_s, h_mask_s, RETURN_LSE)
+        _store_chunks_segment(o0, o1, o2, o3, inv, m_i, l_i, h0, offs_h_o, offs_h_s, offs_d_o, H, b, pid, pid_h,
+                              i_first, i_stop, req_tiles, out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr,
+                              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s, RETURN_LSE)
         t = seg_stop
         b += 1
 

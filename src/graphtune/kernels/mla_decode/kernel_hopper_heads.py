@@ -50,8 +50,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from .kernel_hopper import (_block_barrier, _issue_nope, _load_rope, _row_max_2wg, _segment, _softmax_2wg,
-                            _split_start, _store_lse_and_segment, _store_o, _widen_cols)
+from .kernel_hopper import (_block_barrier, _issue_nope, _load_rope, _program_ids, _row_max_2wg, _segment,
+                            _softmax_2wg, _split_start, _store_lse_and_segment, _store_o, _widen_cols)
 
 
 @gluon.jit
@@ -128,10 +128,7 @@ def _mla_decode_hopper_fp8w_kernel(
                                                        instr_shape=[16, 8, 16])
     ones_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, 16], gl.float16)
 
-    pid_h = gl.program_id(0)
-    pid = gl.program_id(1)
-    num_progs = gl.num_programs(1)
-    h0 = pid_h * BLOCK_H
+    pid_h, pid, num_progs, h0 = _program_ids(BLOCK_H)
     if KV_SCALE_FROM_PTR:
         kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
 

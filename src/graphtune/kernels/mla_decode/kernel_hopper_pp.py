@@ -188,27 +188,34 @@ def _take_even(o, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars, stage,
 
 
 @gluon.jit
-def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
-            out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
-            stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-            qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
-            PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
-            BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr):
-    """Warpgroup 0: the even tiles of each segment, output columns 0..255; loads the query."""
+def _wg_start(seq_lens_ptr, sm_scale, B, s_layout: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
+              BLOCK_H: gl.constexpr):
+    """A warpgroup's program-wide values: the program ids, its first head, the scores' log2 scale, the token
+    offsets of a tile, and the program's tile range (``_split_start``)."""
     LOG2E: gl.constexpr = 1.4426950408889634
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, BLOCK_N, 16])
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, _HALF, 16])
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
-    rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     pid_h = gl.program_id(0)
     pid = gl.program_id(1)
     h0 = pid_h * BLOCK_H
     qk_mul = sm_scale * LOG2E
     offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
     t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(1), BLOCK_N, B_CHUNK, 4)
+    return pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end
+
+
+@gluon.jit
+def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
+            out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
+            stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
+            qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
+            PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
+            BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
+            o_layout: gl.constexpr):
+    """Warpgroup 0: the even tiles of each segment, output columns 0..255; loads the query."""
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end = _wg_start(seq_lens_ptr, sm_scale, B, s_layout,
+                                                                        B_CHUNK, BLOCK_N, BLOCK_H)
     it = 0          # tiles of this program before the segment: tile r of the segment is in buffer (it + r) % 2
     seg = 0
     p1_phase = 0
@@ -302,22 +309,14 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
             qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
-            BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr):
+            BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
+            o_layout: gl.constexpr):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511."""
-    LOG2E: gl.constexpr = 1.4426950408889634
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, BLOCK_N, 16])
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, _HALF, 16])
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    pid_h = gl.program_id(0)
-    pid = gl.program_id(1)
-    h0 = pid_h * BLOCK_H
-    qk_mul = sm_scale * LOG2E
-    offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(1), BLOCK_N, B_CHUNK, 4)
+    pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end = _wg_start(seq_lens_ptr, sm_scale, B, s_layout,
+                                                                        B_CHUNK, BLOCK_N, BLOCK_H)
     it = 0
     seg = 0
     p0_phase = 0
@@ -475,16 +474,21 @@ def _mla_decode_hopper_pp_kernel(
     for k in gl.static_range(2):
         mbarrier.init(p_bars.index(k), count=1)
         mbarrier.init(x_bars.index(k), count=1)
+    # each warpgroup's layouts (4 warps): of the scores [64, BLOCK_N] and of its half of O [64, 256]
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, _HALF, 16])
     # (the argument tuples written out: a tuple bound to a name first loses its constexprs' types, triton 3.6)
     gl.warp_specialize([
         (_pp_wg0, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
-             PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST)),
+             PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout)),
         (_pp_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
-             PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST)),
+             PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout)),
     ], [4], [WG1_REGS])

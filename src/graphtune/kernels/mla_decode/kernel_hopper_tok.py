@@ -62,8 +62,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from .kernel_hopper import (_block_barrier, _max_over_tokens, _segment, _split_start, _store_chunks,
-                            _store_lse_and_segment, _tma_load, _zero_rows)
+from .kernel_hopper import (_block_barrier, _load_q, _max_over_tokens, _program_ids, _segment, _split_start,
+                            _store_chunks_segment, _tma_load, _zero_rows)
 
 # cp.async's Gluon name: async_load in triton 3.9 (the 3.6 name raises there)
 _cp_async = getattr(async_copy, "async_load", None) or async_copy.async_copy_global_to_shared
@@ -223,12 +223,7 @@ def _q_cat(q_base, heads, head_mask, stride_q_h, qn_smem, qr_smem, BLOCK_H: gl.c
     two per head with max |q s| = 2^8 (the portable kernel's QK8 split: hi + lo / 16 holds a bf16 query
     exactly). Rope columns 64..127 stay zero (written once by the caller). ``DS`` (fp8_ds_mla, whose rope is
     bf16): the rope as one bf16 [BLOCK_H, 64] tile ``q s`` (exact: s is a power of two). Returns s per head."""
-    cols = gl.arange(0, 512, layout=gl.SliceLayout(0, layout))
-    cols_r = 512 + gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
-    rows = heads[:, None] * stride_q_h
-    qn = gl.load(q_base + rows + cols[None, :], mask=head_mask[:, None], other=0.0).to(gl.float32)
-    qr = gl.load(q_base + rows + cols_r[None, :], mask=head_mask[:, None], other=0.0).to(gl.float32)
-    amax = gl.maximum(gl.max(gl.abs(qn), axis=1), gl.max(gl.abs(qr), axis=1))
+    qn, qr, amax = _load_q(q_base, heads, head_mask, stride_q_h, layout)
     q_scale = gl.exp2(8.0 - gl.ceil(gl.log2(gl.maximum(amax, 1e-30))))
     sn = qn * q_scale[:, None]
     sr = qr * q_scale[:, None]
@@ -443,10 +438,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         qr_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([2 * BLOCK_H, 128], gl.float8e4nv)
     p_smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_H], gl.float16)
 
-    pid_h = gl.program_id(0)
-    pid = gl.program_id(1)
-    num_progs = gl.num_programs(1)
-    h0 = pid_h * BLOCK_H
+    pid_h, pid, num_progs, h0 = _program_ids(BLOCK_H)
     if KV_SCALE_FROM_PTR:
         kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
     if DS:
@@ -682,16 +674,9 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
             inv = gl.convert_layout(kv_scale / (256.0 * l_i), gl.SliceLayout(0, o_layout))[None, :]
         else:
             inv = gl.convert_layout(kv_scale / l_i, gl.SliceLayout(0, o_layout))[None, :]
-        lse2 = m_i + gl.log2(l_i)
-        heads_o = h0 + offs_h_o
-        heads_s = h0 + offs_h_s
-        h_mask_o = (heads_o < H)[None, :]
-        h_mask_s = heads_s < H
-        whole = (i_first == 0) & (i_stop == req_tiles)
-        _store_chunks(o0 * inv, o1 * inv, o2 * inv, o3 * inv, whole, b, pid, heads_o, offs_d_o, out_ptr, part_o_ptr,
-                      stride_out_b, stride_out_h, stride_po_s, stride_po_h, h_mask_o)
-        _store_lse_and_segment(lse2, whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads_s, lse_ptr,
-                               part_lse_ptr, seg_ptr, stride_pl_s, h_mask_s, RETURN_LSE)
+        _store_chunks_segment(o0, o1, o2, o3, inv, m_i, l_i, h0, offs_h_o, offs_h_s, offs_d_o, H, b, pid, pid_h,
+                              i_first, i_stop, req_tiles, out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr,
+                              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s, RETURN_LSE)
         t = seg_stop
         b += 1
 
