@@ -83,6 +83,24 @@ def test_tok_fp8_v2_schedules_compile_for_sm90_fit_and_keep_wgmmas_asynchronous(
     assert sass.count("WARPGROUP.DEPBAR") <= 8, "wgmmas serialised (ptxas C7514)"
 
 
+@pytest.mark.parametrize("num_buf,per_sm,pf,rk64,gather", [(2, 2, 1, 0, 0), (2, 2, 0, 0, 0), (2, 2, 1, 1, 0),
+                                                         (3, 1, 1, 0, 0), (2, 2, 1, 0, 1)])
+def test_tok_fp8_v2_chain_compiles_for_sm90_with_one_accumulator_per_128_dims(num_buf, per_sm, pf, rk64, gather):
+    """CHAIN = 1: the scores as five fp8 MMA chains (four 128-dim latent groups and the rope) folded in fp32, not
+    one chain over all 576 dims: the same QGMMAs in number and shape, now in five accumulators (ptxas keeps them
+    asynchronous), fitting the programs per SM of its buffers with no local memory."""
+    config = dict(V2=1, NUM_BUF=num_buf, PREFETCH=pf, FAST_MAX=1, RK64=rk64, CHAIN=1, GATHER=gather)
+    compiled = _hopper_compile("fp8", heads=16, page_size=1 if gather else 64, config=config)
+    shared = _shared(compiled)
+    assert per_sm * (shared + 1024) <= SM90_SM_SHARED, shared
+    sass = _sass(compiled)
+    assert sass.count("QGMMA.64x32x32.F32.E4M3.E4M3") == (18 if rk64 else 20)
+    # five fp8 dots a tile, each into its own accumulator (the shipped kernel: two, the rope's onto the latent's)
+    dots = [line for line in compiled.asm["ttgir"].splitlines() if "warp_group_dot " in line and "f8E4M3" in line]
+    assert len(dots) == 5, len(dots)
+    assert sass.count("WARPGROUP.DEPBAR") <= 8, "wgmmas serialised (ptxas C7514)"
+
+
 @pytest.mark.parametrize("pipe", [1, 2])
 def test_bf16_tok_pipe_compiles_for_sm90_without_serialised_wgmmas(pipe):
     compiled = _compile("bf16", dict(PIPE=pipe))

@@ -7,7 +7,10 @@ import os
 
 import pytest
 
-UNPROVEN: dict[str, str] = {}   # empty since session 10: PP, PV8 and DS all ran on the H200
+# (PP, PV8 and DS ran on the H200 in session 10 and left)
+UNPROVEN: dict[str, str] = {
+    "CHAIN": "the fp8 score chains folded every 128 dims (CHAIN=1): docs/mla_decode.md, 'CHAIN'",
+}
 
 
 def skip_unproven(config: dict) -> None:

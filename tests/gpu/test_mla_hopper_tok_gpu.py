@@ -30,11 +30,16 @@ V2_CONFIGS = [dict(V2=1, NUM_BUF=n, PREFETCH=p, FAST_MAX=f) for n, p, f in
 # case, so that the README's command stays within minutes on the GPU
 SCHEDULE_CONFIGS = [dict(V2=1, NUM_BUF=n, PREFETCH=p, FAST_MAX=p, LOOK=look, RK64=rk, PT_EARLY=pe)
                     for n, p, look, rk, pe in ((2, 1, 0, 1, 1), (2, 1, 2, 1, 1), (3, 1, 1, 1, 1), (2, 0, 2, 1, 1))]
-V2_CASES = [(c, case) for c in V2_CONFIGS for case in CASES] + [(c, CASES[0]) for c in SCHEDULE_CONFIGS]
+# CHAIN 1 (session 10, compiled for sm_90 only): the scores folded in fp32 every 128 dims; GRAPHTUNE_GPU_NEW=1 until
+# it has passed on a GPU once
+CHAIN_CONFIGS = [dict(V2=1, NUM_BUF=n, PREFETCH=p, FAST_MAX=1, RK64=rk, CHAIN=1) for n, p, rk in
+                 ((2, 1, 0), (2, 0, 0), (2, 1, 1), (3, 1, 0))]
+V2_CASES = ([(c, case) for c in V2_CONFIGS for case in CASES]
+            + [(c, CASES[0]) for c in SCHEDULE_CONFIGS + CHAIN_CONFIGS])
 
 
 def _v2_id(c: dict) -> str:
-    extra = "".join(f"-{k.lower().replace('_', '')}{c[k]}" for k in ("LOOK", "RK64", "PT_EARLY") if k in c)
+    extra = "".join(f"-{k.lower().replace('_', '')}{c[k]}" for k in ("LOOK", "RK64", "PT_EARLY", "CHAIN") if k in c)
     return f"buf{c['NUM_BUF']}-pf{c['PREFETCH']}-fm{c['FAST_MAX']}{extra}"
 
 

@@ -30,7 +30,7 @@ SASS compiled on a CPU (docs/mla_decode.md, "tokens on M, fp8, second kernel"):
 the [64, 512] fp8 latent at column 0 (as above), the [64, 64] bf16 rope at bf16 column 264, the [64, 4] fp32
 scales at fp32 column 128. Scores: a group's scale multiplies its tokens' rows after the MMAs, so each group is its
 own chain (4 ``QGMMA.64x32x32`` against the [hi | lo] query's group columns), folded into S two chains at a time
-(``_ds_scores``), plus the rope's 4 ``HGMMA.64x16x16.BF16`` against the bf16 query rope (times the query's power-of-
+(``_group_scores``), plus the rope's 4 ``HGMMA.64x16x16.BF16`` against the bf16 query rope (times the query's power-of-
 two scale: exact). P.V: V^T chunk c is group c, so chunk c's P tile is ``256 p scale_c[token]`` in fp16 (four P
 tiles; chunk 3's double-buffered as P.V(i - 1)'s last chunk may still read it); the 256 is divided out with the
 softmax sum. TMA loader, ``LOOK`` 0 and the fp16 P.V only (static_assert).
@@ -280,31 +280,54 @@ def _scores_v2(kn, kr, qn_smem, qr_smem, s_layout: gl.constexpr, BLOCK_N: gl.con
 
 @gluon.jit
 def _ds_group(kn, qn_smem, g: gl.constexpr, s_layout: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr):
-    """fp8_ds_mla: ``K_g [hi | lo]^T`` of 128-dim group g, issued (asynchronous: 4 fp8 k-steps). A group's scale
-    multiplies its rows after the MMAs, so each group has its own accumulator."""
+    """``K_g [hi | lo]^T`` of 128-dim group g, issued (asynchronous: 4 fp8 k-steps), in its own accumulator:
+    fp8_ds_mla's group scale multiplies its rows after the MMAs; with ``CHAIN`` the groups are folded in fp32."""
     return warpgroup_mma(kn.slice(g * 128, 128, dim=1), qn_smem.slice(g * 128, 128, dim=1).permute((1, 0)),
                          gl.zeros([BLOCK_N, 2 * BLOCK_H], gl.float32, layout=s_layout), use_acc=False, is_async=True)
 
 
 @gluon.jit
-def _ds_scores(g0, g1, o3, kn, kr, qn_smem, qr_smem, sc0, sc1, sc2, sc3, s_layout: gl.constexpr,
-               r_layout: gl.constexpr, s16_layout: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr):
-    """fp8_ds_mla: the tile's scores ``sum_g scale_g[token] (K_g . q_g) + K_rope . q_rope`` ([BLOCK_N, BLOCK_H],
-    unscaled by the softmax's multiplier), from groups 0 and 1 already issued (after ``o3``, the previous tile's
-    last P.V chunk: the three retire together, as a ``wait_group 1`` behind a score chain made ptxas serialise
-    every wgmma). Group 2 runs while 0 and 1 are folded, group 3 and the bf16 rope ``K_rope (q_rope s)^T`` (4 bf16
-    k-steps) while 2 is (all five accumulators live at once spilled: 344 bytes of stack). Returns ``(s, o3)``."""
+def _group_scores(g0, g1, o3, kn, kr, qn_smem, qr_smem, sc0, sc1, sc2, sc3, s_layout: gl.constexpr,
+                  r_layout: gl.constexpr, s16_layout: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr,
+                  DS: gl.constexpr, RK64: gl.constexpr):
+    """The tile's scores folded in fp32 from one fp8 MMA chain per 128-dim group and one for the rope
+    ([BLOCK_N, BLOCK_H], unscaled by the softmax's multiplier), from groups 0 and 1 already issued (after ``o3``,
+    the previous tile's last P.V chunk: the three retire together, as a ``wait_group 1`` behind a score chain made
+    ptxas serialise every wgmma). Group 2 runs while 0 and 1 are folded, group 3 and the rope while 2 is (all five
+    accumulators live at once spilled: 344 bytes of stack). ``DS`` (fp8_ds_mla): ``sum_g scale_g[token]
+    (K_g . q_g) + K_rope . q_rope`` with the bf16 rope ``K_rope (q_rope s)^T`` (4 bf16 k-steps, accumulator in
+    ``r_layout``); else (``CHAIN``, the per-tensor fp8 cache): ``sum_g K_g . q_g`` and the fp8 [hi | lo] rope chain
+    (``r_layout`` = ``s_layout``; ``RK64``: over its 64 columns). Returns ``(s, o3)``."""
     g0, g1, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(g0, g1, o3))
     g2 = _ds_group(kn, qn_smem, 2, s_layout, BLOCK_N, BLOCK_H)
-    s = _hilo(g0, s16_layout, BLOCK_N, BLOCK_H) * sc0[:, None] + _hilo(g1, s16_layout, BLOCK_N, BLOCK_H) * sc1[:, None]
+    if DS:
+        s = (_hilo(g0, s16_layout, BLOCK_N, BLOCK_H) * sc0[:, None]
+             + _hilo(g1, s16_layout, BLOCK_N, BLOCK_H) * sc1[:, None])
+    else:
+        s = _hilo(g0, s16_layout, BLOCK_N, BLOCK_H) + _hilo(g1, s16_layout, BLOCK_N, BLOCK_H)
     g3 = _ds_group(kn, qn_smem, 3, s_layout, BLOCK_N, BLOCK_H)
-    r = warpgroup_mma(kr, qr_smem.permute((1, 0)), gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=r_layout),
-                      use_acc=False, is_async=True)
+    if DS:
+        r = warpgroup_mma(kr, qr_smem.permute((1, 0)), gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=r_layout),
+                          use_acc=False, is_async=True)
+    elif RK64:
+        r = warpgroup_mma(kr.slice(0, 64, dim=1), qr_smem.slice(0, 64, dim=1).permute((1, 0)),
+                          gl.zeros([BLOCK_N, 2 * BLOCK_H], gl.float32, layout=r_layout), use_acc=False, is_async=True)
+    else:
+        r = warpgroup_mma(kr, qr_smem.permute((1, 0)), gl.zeros([BLOCK_N, 2 * BLOCK_H], gl.float32, layout=r_layout),
+                          use_acc=False, is_async=True)
     g2 = warpgroup_mma_wait(num_outstanding=2, deps=(g2, ))
-    s += _hilo(g2, s16_layout, BLOCK_N, BLOCK_H) * sc2[:, None]
+    if DS:
+        s += _hilo(g2, s16_layout, BLOCK_N, BLOCK_H) * sc2[:, None]
+    else:
+        s += _hilo(g2, s16_layout, BLOCK_N, BLOCK_H)
     g3, r = warpgroup_mma_wait(num_outstanding=0, deps=(g3, r))
-    s += _hilo(g3, s16_layout, BLOCK_N, BLOCK_H) * sc3[:, None]
-    return s + gl.convert_layout(r, s16_layout), o3
+    if DS:
+        s += _hilo(g3, s16_layout, BLOCK_N, BLOCK_H) * sc3[:, None]
+        s = s + gl.convert_layout(r, s16_layout)
+    else:
+        s += _hilo(g3, s16_layout, BLOCK_N, BLOCK_H)
+        s = s + _hilo(r, s16_layout, BLOCK_N, BLOCK_H)
+    return s, o3
 
 
 @gluon.jit
@@ -385,6 +408,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     RK64: gl.constexpr = 0,
     PT_EARLY: gl.constexpr = 0,
     DS: gl.constexpr = 0,
+    CHAIN: gl.constexpr = 0,
 ):
     """fp8 (per-tensor) cache, H < 64: tokens on M, one warpgroup, 16 heads per program (module docstring).
     ``kv_nope_desc`` / ``kv_rope_desc``: the cache as [rows, 576] fp8 with [BLOCK_N, 512] / [BLOCK_N, 128]
@@ -410,6 +434,10 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         gl.static_assert(LOOK == 0)
     else:
         gl.static_assert(kv_rope_desc.block_type.shape[1] == 128)
+    if CHAIN:
+        # the score chains' fp32 fold: the loop of LOOK 0 (DS has it always)
+        gl.static_assert(LOOK == 0)
+        gl.static_assert(DS == 0)
 
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, 2 * BLOCK_H, 32])
@@ -519,6 +547,9 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                     g0 = _ds_group(kn, qn_smem, 0, s_layout, BLOCK_N, BLOCK_H)
                     g1 = _ds_group(kn, qn_smem, 1, s_layout, BLOCK_N, BLOCK_H)
                     sc0, sc1, sc2, sc3 = _ds_scales(sc_bufs.index(stage), n_valid, s16_layout, BLOCK_N)
+                elif CHAIN:
+                    g0 = _ds_group(kn, qn_smem, 0, s_layout, BLOCK_N, BLOCK_H)
+                    g1 = _ds_group(kn, qn_smem, 1, s_layout, BLOCK_N, BLOCK_H)
                 else:
                     s2 = _scores_v2(kn, kr_bufs.index(stage), qn_smem, qr_smem, s_layout, BLOCK_N, BLOCK_H, RK64)
                 if PREFETCH:
@@ -529,8 +560,8 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                     # S = sum_g scale_g[token] (K_g . q_g) + K_rope . q_rope; P.V chunk c is group c: its P tile
                     # carries scale_c[token] (the softmax sum does not)
                     # (retires P.V(i - 1), the reader of the other chunk-3 P buffer, with group 0)
-                    s, o3 = _ds_scores(g0, g1, o3, kn, kr_bufs.index(stage), qn_smem, qr_smem, sc0, sc1, sc2, sc3,
-                                       s_layout, r_layout, s16_layout, BLOCK_N, BLOCK_H)
+                    s, o3 = _group_scores(g0, g1, o3, kn, kr_bufs.index(stage), qn_smem, qr_smem, sc0, sc1, sc2, sc3,
+                                          s_layout, r_layout, s16_layout, BLOCK_N, BLOCK_H, 1, 0)
                     p, alpha_o, m_i, l_acc = _softmax_v2(s, qk_mul, n_valid, m_i, l_acc, red_bufs.index(it % 2),
                                                          offs_tok, s16_layout, o_layout, BLOCK_N, BLOCK_H, FAST_MAX, 0)
                     pc0 = p_bufs.index(0)
@@ -544,10 +575,16 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                     pc2.store((p * (sc2 * 256.0)[:, None]).to(gl.float16))
                     pc3.store((p * (sc3 * 256.0)[:, None]).to(gl.float16))
                 else:
-                    # Retires S(i) and P.V(i - 1) (the reader of the other P buffer).
-                    s2, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(s2, o3))
+                    if CHAIN:
+                        # the scores folded in fp32 every 128 dims (retires P.V(i - 1) with groups 0 and 1)
+                        s2, o3 = _group_scores(g0, g1, o3, kn, kr_bufs.index(stage), qn_smem, qr_smem, None, None,
+                                               None, None, s_layout, s_layout, s16_layout, BLOCK_N, BLOCK_H, 0, RK64)
+                    else:
+                        # Retires S(i) and P.V(i - 1) (the reader of the other P buffer).
+                        s2, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(s2, o3))
                     p, alpha_o, m_i, l_acc = _softmax_v2(s2, qk_mul, n_valid, m_i, l_acc, red_bufs.index(it % 2),
-                                                         offs_tok, s16_layout, o_layout, BLOCK_N, BLOCK_H, FAST_MAX)
+                                                         offs_tok, s16_layout, o_layout, BLOCK_N, BLOCK_H, FAST_MAX,
+                                                         1 - CHAIN)
                     pc0 = p_bufs.index(it % 2)
                     pc0.store(p.to(gl.float16))
                     pc1 = pc0
