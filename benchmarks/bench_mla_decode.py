@@ -292,6 +292,8 @@ def _variant_kwargs(config, heads: int, kv_format: str) -> dict:
     """The launch keywords of one timed variant: a Hopper variant pinned as the shipped fixed config overlaid
     with it (unpinned, one equal to the shipped config would run the tuned kernel), a portable config as given."""
     if isinstance(config, HopperVariant):
+        if config.get("V2"):   # the second fp8 kernel's own keys (a V2 config overlays its fixed config, not these)
+            return dict(config=triton.Config(dict(config)), path="hopper")
         canonical = interface_hopper.BLOCK_H if interface_hopper._heads_on_m(heads) else interface_hopper.TOK_BLOCK_H
         base = SAVED_HOPPER.get((canonical, kv_format), _hopper_dict(heads, kv_format))
         return dict(config=triton.Config({**base, **config}), path="hopper")
@@ -497,7 +499,7 @@ def _use_hopper_config(heads: int, variant: dict, kv_format: str = "bf16") -> tr
     return it as the config to pin: without one, a variant equal to the shipped config would run the tuned kernel
     (the space's choice for the bucket, or a shape class's second kernel), not the variant."""
     _select(HopperVariant(variant), heads, kv_format)
-    return triton.Config(dict(_hopper_dict(heads, kv_format)))
+    return _variant_kwargs(HopperVariant(variant), heads, kv_format)["config"]
 
 
 def _hopper_check(kind: str, kv_format: str, variant: dict, gen: torch.Generator) -> float:

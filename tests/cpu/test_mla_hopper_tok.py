@@ -151,6 +151,11 @@ def test_v2_config_is_rejected_outside_fp8_tokens_on_m():
                                      0.04, 1.0, "fp8", out, False, sms=132, config=dict(V2=1))
     with pytest.raises(ValueError, match=r"kv_format 'bf16'"):
         interface_hopper.kernel_for(16, "bf16", v2=True)
+    # the first kernel's keys under V2=1 are named in one line (hopper_call would drop them without a word)
+    with pytest.raises(ValueError, match=r"parameters \['PIPE'\] that the second fp8 tokens-on-M kernel"):
+        interface_hopper.pinned_config(16, "fp8", dict(V2=1, PIPE=2))
+    assert interface_hopper.pinned_config(16, "fp8", dict(V2=1, NUM_BUF=3, CHAIN=1)) == dict(V2=1, NUM_BUF=3, CHAIN=1)
+    assert interface_hopper.pinned_config(16, "fp8", dict(PIPE=2))["PIPE"] == 2          # the first kernel: fine
 
 
 @pytest.mark.parametrize("num_buf,look,rk64,pt_early", [(2, 0, 0, 0), (3, 0, 0, 0), (2, 2, 1, 1), (3, 1, 1, 1),

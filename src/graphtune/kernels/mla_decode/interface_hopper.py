@@ -523,18 +523,25 @@ def tuned_kernel(on_m: bool, fp8: bool):
 _LAUNCH_CONSTEXPRS = frozenset({"PAGE_SIZE", "KV_SCALE_FROM_PTR", "RETURN_LSE", "B_CHUNK", "BLOCK_H", "num_warps"})
 
 
+def _check_v2_params(params: dict[str, int], kernel: str) -> None:
+    unknown = sorted(set(params) - set(TOK_FP8_V2_PARAMS) - {"V2"})
+    if unknown:
+        raise ValueError(f"mla_decode: config {params} has parameters {unknown} that {kernel} does not take (it "
+                         f"takes {sorted(set(TOK_FP8_V2_PARAMS) | {'V2'})})")
+
+
 def pinned_config(heads: int, fmt: str, params: dict[str, int]) -> dict[str, int]:
     """A config of the per-bucket space (its kernel parameters, e.g. an A/B candidate) as a pinned launch runs it:
     programs per SM as the tuned grid gives that config (``hopper_call`` sets them for ``V2=1``). Parameters the
     kernel does not have are a ValueError. fp8_ds_mla: the second tokens-on-M kernel's parameters over
     ``HOPPER_TOK_DS_CONFIG``."""
     if fmt == DS_FORMAT:
-        unknown = sorted(set(params) - set(TOK_FP8_V2_PARAMS) - {"V2"})
-        if unknown:
-            raise ValueError(f"mla_decode: config {params} has parameters {unknown} that the fp8_ds_mla Hopper kernel "
-                             f"does not take (it takes {sorted(set(TOK_FP8_V2_PARAMS) | {'V2'})})")
+        _check_v2_params(params, "the fp8_ds_mla Hopper kernel")
         return {**HOPPER_TOK_DS_CONFIG, **params}
     key = (_heads_on_m(heads), fmt == "fp8")
+    if key == (False, True) and params.get("V2"):
+        # (the first kernel's keys would be dropped without a word: hopper_call keeps only the second's under V2)
+        _check_v2_params(params, "the second fp8 tokens-on-M kernel (V2=1)")
     # the spaces' keys and every knob (a constexpr the launch does not set) of the kernels that serve the class
     known = set().union(*_SPACES[key], _SHIPPED[key])
     kernels = [kernel_for(heads, fmt)]
