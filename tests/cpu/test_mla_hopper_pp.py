@@ -6,8 +6,6 @@ tests/gpu/test_mla_decode_gpu.py (``HEADS_VARIANTS``) runs it against the refere
 """
 from __future__ import annotations
 
-import subprocess
-import tempfile
 
 import pytest
 import torch
@@ -15,6 +13,7 @@ import torch
 from graphtune import resources
 from graphtune.kernels.mla_decode import interface_hopper, kernel_hopper_pp
 
+from test_mla_decode import _sass as _sass_of_cubin
 from test_mla_decode import SCHEDULED_WITH_THIS_TRITON, _hopper_compile
 
 SM90_SHARED = 232448          # bytes of shared memory an sm_90 block may use (1 KB more is the driver's)
@@ -27,11 +26,7 @@ def compiled(request):
 
 
 def _sass(compiled) -> str:
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(compiled.asm["cubin"])
-        f.flush()
-        return subprocess.run([resources._cuobjdump(), "--dump-sass", f.name], capture_output=True, text=True,
-                              check=True).stdout
+    return _sass_of_cubin(compiled.asm["cubin"])
 
 
 def test_pp_kernel_fits_sm90_as_two_warpgroups(compiled):

@@ -5,8 +5,6 @@ tests/gpu/test_mla_hopper_tok_gpu.py runs them against the reference on an H200.
 """
 from __future__ import annotations
 
-import subprocess
-import tempfile
 
 import pytest
 import torch
@@ -14,6 +12,7 @@ import torch
 from graphtune import resources
 from graphtune.kernels.mla_decode import interface_hopper, kernel_hopper_tok
 
+from test_mla_decode import _sass as _sass_of_cubin
 from test_mla_decode import SCHEDULED_WITH_THIS_TRITON
 from test_mla_decode import _hopper_compile, compile_sm90 as _compile_fn
 
@@ -26,11 +25,7 @@ def _compile(fmt: str, config: dict, heads: int = 16):
 
 
 def _sass(compiled) -> str:
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(compiled.asm["cubin"])
-        f.flush()
-        return subprocess.run([resources._cuobjdump(), "--dump-sass", f.name], capture_output=True, text=True,
-                              check=True).stdout
+    return _sass_of_cubin(compiled.asm["cubin"])
 
 
 def _shared(compiled) -> int:
