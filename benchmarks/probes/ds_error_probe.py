@@ -18,8 +18,12 @@ from pathlib import Path
 import torch
 import triton
 
-from graphtune.kernels.mla_decode import bench, interface, interface_hopper
-from graphtune.kernels.mla_decode.reference import dequantize_cache
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_mla_decode import git_commit  # noqa: E402
+
+from graphtune.kernels.mla_decode import bench, interface, interface_hopper  # noqa: E402
+from graphtune.kernels.mla_decode.reference import dequantize_cache  # noqa: E402
 
 LENS = [1, 63, 64, 65, 3001, 4096]
 SM_SCALE = 1.0 / math.sqrt(576)
@@ -104,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{key}: worst chunk err by request length {({k: round(v, 5) for k, v in by_len.items()})}")
     out = Path(args.out) if args.out else Path(os.environ.get("OUT", "benchmarks/results")) / "ds_error_probe.json"
     out.write_text(json.dumps(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
+                                   triton=triton.__version__, commit=git_commit(),
+                                   command="ds_error_probe.py " + " ".join(argv if argv is not None else sys.argv[1:]),
                                    ds_config=interface_hopper.HOPPER_TOK_DS_CONFIG, rows=rows), indent=1))
     print(f"wrote {out}")
     return 0
