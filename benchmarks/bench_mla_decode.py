@@ -541,7 +541,6 @@ def hopper_variants(args, result: dict, out: Path) -> None:
     on a GPU when written) last, so that a fault there leaves the bf16 results on disk."""
     sm = 1.0 / math.sqrt(576)
     gen = torch.Generator().manual_seed(5)
-    saved = {(h, f): dict(_hopper_dict(h, f)) for h in (16, 128) for f in ("bf16", "fp8", "fp8_ds_mla")}
     fm, why = import_flashmla()
     if fm is None:
         print(f"FlashMLA column skipped: flash_mla does not import ({why})", flush=True)
@@ -616,10 +615,7 @@ def hopper_variants(args, result: dict, out: Path) -> None:
                       flush=True)
                 target.release()
                 out.write_text(json.dumps(result, indent=1, default=str))
-    for (h, f), cfg in saved.items():
-        d = _hopper_dict(h, f)
-        d.clear()
-        d.update(cfg)
+    restore_hopper_configs()
 
 
 # ----------------------------------------------------------------------------- the load path's ceiling
