@@ -462,7 +462,12 @@ HOPPER_TOK_FP8_VARIANTS = [dict(V2=0, NUM_BUF=4, WIDEN=0, PROGRAMS_PER_SM=1),
                            # a buffer takes next loaded a tile ahead (the TMA's coordinates waited on that load)
                            *[dict(V2=1, NUM_BUF=n, PREFETCH=1, FAST_MAX=1, LOOK=look, RK64=rk, PT_EARLY=pe)
                              for n, look, rk, pe in ((2, 0, 1, 0), (2, 0, 0, 1), (2, 0, 1, 1), (2, 2, 1, 0), (2, 2, 1, 1),
-                                                     (2, 1, 1, 1), (3, 1, 1, 0), (3, 1, 1, 1), (3, 0, 1, 1))]]
+                                                     (2, 1, 1, 1), (3, 1, 1, 0), (3, 1, 1, 1), (3, 0, 1, 1))],
+                           # CHAIN 1 (session 10): the scores as five fp8 chains folded in fp32 every 128 dims (the
+                           # compiler's default lets an fp8 dot accumulate all 576 in the tensor core's reduced
+                           # precision): the shipped space's two configs and RK64 with it
+                           *[dict(V2=1, NUM_BUF=n, PREFETCH=1, FAST_MAX=1, RK64=rk, CHAIN=1)
+                             for n, rk in ((2, 0), (3, 0), (2, 1))]]
 # The fp8 heads-on-M kernel (H % 64 == 0): the tile widened to fp16 once, fp16 query, the bf16 kernel's MMAs
 # (kernel_hopper_heads.py; WOVL, PSMEM, XCH, LSUM, MAX1 there). Every variant names PSMEM: the variants overlay
 # one another in the module's fixed config. (The hi/lo fp8-score kernel, 11-19% slower in every cell, was removed
