@@ -460,7 +460,9 @@ HOPPER_TOK_FP8_VARIANTS = [dict(V2=0, NUM_BUF=4, WIDEN=0, PROGRAMS_PER_SM=1),
                            # its P.V chunks 1 and 2 (LOOK 2); RK64: the rope's score MMAs over its 64 columns only
                            # (2 of the 20 fp8 MMAs multiplied the zero padding); PT_EARLY: the page ids of the tile
                            # a buffer takes next loaded a tile ahead (the TMA's coordinates waited on that load)
-                           *[dict(V2=1, NUM_BUF=n, PREFETCH=1, FAST_MAX=1, LOOK=look, RK64=rk, PT_EARLY=pe)
+                           # (LOOK runs with one score chain: CHAIN 0 with it)
+                           *[dict(V2=1, NUM_BUF=n, PREFETCH=1, FAST_MAX=1, LOOK=look, RK64=rk, PT_EARLY=pe,
+                                  **({"CHAIN": 0} if look else {}))
                              for n, look, rk, pe in ((2, 0, 1, 0), (2, 0, 0, 1), (2, 0, 1, 1), (2, 2, 1, 0), (2, 2, 1, 1),
                                                      (2, 1, 1, 1), (3, 1, 1, 0), (3, 1, 1, 1), (3, 0, 1, 1))],
                            # CHAIN 1 (session 10): the scores as five fp8 chains folded in fp32 every 128 dims (the

@@ -63,8 +63,9 @@ def test_tok_fp8_v2_schedules_compile_for_sm90_fit_and_keep_wgmmas_asynchronous(
     """LOOK 1 / 2 (S(i + 1) issued before tile i's softmax / between its P.V chunks 1 and 2) and RK64 (the rope's
     score MMAs over its 64 columns), PT_EARLY (the next tile's page ids loaded a tile ahead): each fits its programs per SM, holds 255 registers or fewer without local
     memory, and ptxas keeps the wgmmas asynchronous (a wait of the wrong shape serialises them all: C7514)."""
-    compiled = _compile("fp8", dict(V2=1, NUM_BUF=num_buf, PREFETCH=pf, FAST_MAX=pf, LOOK=look, RK64=rk64,
-                                    PT_EARLY=pt_early))
+    # (CHAIN 0: the one-chain scores these schedules were written for; CHAIN has its own test below)
+    compiled = _compile("fp8", dict(V2=1, NUM_BUF=num_buf, PREFETCH=pf, FAST_MAX=pf, LOOK=look, CHAIN=0,
+                                    RK64=rk64, PT_EARLY=pt_early))
     shared = _shared(compiled)
     assert per_sm * (shared + 1024) <= SM90_SM_SHARED, shared
     assert interface_hopper._tok_fp8_v2_programs_per_sm(dict(NUM_BUF=num_buf)) == per_sm
@@ -164,7 +165,7 @@ def test_tok_fp8_v2_row_gather_compiles_for_page_size_1(num_buf, look, rk64, pt_
     args, _, consts, _ = interface_hopper.hopper_call(q, kv, torch.zeros(2, 128, dtype=torch.int32),
                                                       torch.ones(2, dtype=torch.int32), 0.04, 1.0, "fp8", out, False,
                                                       sms=132, config=dict(V2=1, GATHER=1, NUM_BUF=num_buf, LOOK=look,
-                                                                                    RK64=rk64, PT_EARLY=pt_early))
+                                                                                    CHAIN=0, RK64=rk64, PT_EARLY=pt_early))
     fn, consts = interface_hopper._kernel_and_params(16, "fp8", consts)
     assert consts["GATHER"] == 1 and consts["PAGE_SIZE"] == 1
     compiled = _compile_fn(fn, args, consts)

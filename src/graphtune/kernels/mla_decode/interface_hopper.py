@@ -116,8 +116,13 @@ HOPPER_TOK_FP8_SPACE: list[dict[str, int]] = [
 # 0.0156 ms) and won at 8-128 (0.0205 / 0.0370 / 0.0584 / 0.0979 against 0.0226 / 0.0494 / 0.0816 / 0.1454).
 # Per-bucket space: two 40 KB buffers and two programs per SM (fastest at batch 64-128; the fixed config), three
 # buffers and one program (fastest at 8-32). Five buffers won no batch. PREFETCH 1 / FAST_MAX 1 won every batch.
+# CHAIN 1 (the scores as one fp8 MMA chain per 128 dims and the rope's, folded in fp32; Triton lets an fp8 dot on
+# sm_90 accumulate all 576 dims in the tensor core's reduced-precision accumulation otherwise): on the H200 (session
+# 11, H = 16, std-1 logits) the LSE error of a one-token request 3.8e-4 against 9.5e-4 without it, output error
+# unchanged; times within 1% at batch 32-128 (0.0386 / 0.0590 / 0.0994 ms against 0.0392 / 0.0592 / 0.0987 with
+# two buffers; docs/mla_decode.md "Session 11").
 TOK_FP8_V2_MIN_BATCH = 8
-HOPPER_TOK_FP8_V2_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PREFETCH": 1, "FAST_MAX": 1}
+HOPPER_TOK_FP8_V2_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PREFETCH": 1, "FAST_MAX": 1, "CHAIN": 1}
 HOPPER_TOK_FP8_V2_SPACE: list[dict[str, int]] = [dict(HOPPER_TOK_FP8_V2_CONFIG), {**HOPPER_TOK_FP8_V2_CONFIG, "NUM_BUF": 3}]
 TOK_FP8_V2_NAME = "mla_decode_hopper_tok_fp8_v2"
 # fp8_ds_mla (DeepSeek's 656-byte rows), H < 64: the second tokens-on-M kernel with ``DS=1`` (four score chains, one
@@ -349,6 +354,9 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
         _check_v2(on_m, fmt)
         # (the programs per SM follow the buffers, as on the tuned path; the first kernel's keys are dropped)
         cfg = {**HOPPER_TOK_FP8_V2_CONFIG, **{k: v for k, v in cfg.items() if k in TOK_FP8_V2_PARAMS}}
+        if cfg.get("LOOK") and cfg.get("CHAIN"):
+            raise ValueError(f"mla_decode: config {config}: LOOK={cfg['LOOK']} runs with one score chain only: pin "
+                             "CHAIN=0 with it (the fixed config has CHAIN=1)")
         cfg["PROGRAMS_PER_SM"] = _tok_fp8_v2_programs_per_sm(cfg)
         cfg["V2"] = 1   # (for _kernel_and_params, which drops it: no kernel takes it)
     programs_per_sm = cfg.pop("PROGRAMS_PER_SM", programs_per_sm)
@@ -361,8 +369,8 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
 
 # The second fp8 tokens-on-M kernel's parameters (kernel_hopper_tok.py); a pinned config with ``V2=1`` runs it.
 # GATHER = 1: tiles read row by row through the page table (cp.async), for pages TMA boxes cannot cover (size 1).
-# DS = 1: fp8_ds_mla rows (HOPPER_TOK_DS_CONFIG, HOPPER_TOK_DS_SPACE). CHAIN = 1 (session 10, not yet run on a
-# GPU): the fp8 scores as one MMA chain per 128 dims and the rope's, folded in fp32 (docs/mla_decode.md, "CHAIN").
+# DS = 1: fp8_ds_mla rows (HOPPER_TOK_DS_CONFIG, HOPPER_TOK_DS_SPACE). CHAIN = 1 (in the fixed config since session
+# 11): the fp8 scores as one MMA chain per 128 dims and the rope's, folded in fp32 (docs/mla_decode.md, "CHAIN").
 TOK_FP8_V2_PARAMS = ("BLOCK_N", "NUM_BUF", "PREFETCH", "FAST_MAX", "GATHER", "LOOK", "RK64", "PT_EARLY", "DS",
                      "CHAIN")
 
