@@ -71,9 +71,46 @@ def test_pp_config_routes_to_the_ping_pong_kernel():
     assert interface_hopper.pinned_config(128, "bf16", dict(BLOCK_N=64, NUM_BUF=2, PP=1))["PP"] == 1
 
 
+@pytest.fixture(scope="module", params=[dict(PP=1), dict(PP=1, RELOAD=0), dict(PP=1, WG1_FIRST=1)],
+                ids=["reload1", "reload0", "wg1-first"])
+def compiled_fp8(request):
+    return _hopper_compile("fp8", heads=128, page_size=64, config=request.param)
+
+
+def test_pp_fp8_kernel_fits_sm90_and_keeps_the_bf16_kernels_mmas(compiled_fp8):
+    """The fp8 ping-pong kernel: the bf16 kernel's shared memory (the fp8 tile lands in its fp16 buffer, widened
+    in place: no staging buffer), two 4-warp partitions, the same MMAs on fp16 operands, asynchronous."""
+    usage = resources._resource_usage(compiled_fp8.asm["cubin"], compiled_fp8.metadata.name)
+    assert usage["REG"] <= 255
+    assert compiled_fp8.metadata.shared + usage.get("SHARED", 0) <= SM90_SHARED, compiled_fp8.metadata.shared
+    assert compiled_fp8.metadata.num_warps == 8
+    sass = _sass(compiled_fp8)
+    # fp16 operands (no type suffix in the SASS): the score tiles and the [64, 256] halves of O
+    assert sass.count("HGMMA.64x64x16.F32 ") == 2 * 9 * 4
+    assert sass.count("HGMMA.64x256x16.F32 ") == 5 * 4
+    assert "F32.BF16 " not in sass and "QGMMA" not in sass   # (F2FP.BF16 packs the bf16 output)
+    assert "UTMALDG.2D" in sass                   # the fp8 tiles (the query and the rope rows by plain loads)
+    if SCHEDULED_WITH_THIS_TRITON:
+        assert sass.count("WARPGROUP.DEPBAR") <= 8, "wgmmas serialised (ptxas C7514)"
+
+
+def test_pp_config_routes_fp8_to_the_fp8_ping_pong_kernel():
+    q = torch.empty(2, 128, 576, dtype=torch.bfloat16)
+    kv = torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn)
+    out = torch.empty(2, 128, 512, dtype=torch.bfloat16)
+    pt, lens = torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32)
+    args, grid, consts, _ = interface_hopper.hopper_call(q, kv, pt, lens, 0.04, 0.5, "fp8", out, False, sms=132,
+                                                         config=dict(PP=1))
+    fn, consts = interface_hopper._kernel_and_params(128, "fp8", consts)
+    assert fn is kernel_hopper_pp._mla_decode_hopper_pp_fp8_kernel
+    assert consts["num_warps"] == 4 and "WOVL" not in consts and "XCH" not in consts
+    assert list(args[1].block_shape) == [64, 512]               # the whole fp8 latent tile in one descriptor
+    assert grid == (2, 66)
+
+
 @pytest.mark.parametrize("heads,fmt,config,needle", [
     (16, "bf16", dict(PP=1), "H < 64"),
-    (128, "fp8", dict(PP=1), "kv_format 'fp8'"),
+    (128, "fp8", dict(PP=1, BLOCK_N=32), "BLOCK_N=32"),
     (128, "bf16", dict(PP=1, BLOCK_N=32), "BLOCK_N=32")])
 def test_pp_config_refused_where_it_does_not_apply(heads, fmt, config, needle):
     dtype = torch.float8_e4m3fn if fmt == "fp8" else torch.bfloat16

@@ -18,7 +18,8 @@ pre-hook (``_kv_tiles``) rebuilds the KV descriptors for it before every launch 
 Pinned instead of tuned: ``launch(..., config=...)``, or a module-level fixed config changed from its shipped
 value (``benchmarks/bench_mla_decode.py --hopper-variants`` times variants that way): that config runs on the
 plain kernel, as before tuning existed. In a pinned fp8 tokens-on-M config ``V2=1`` selects the second kernel
-(its keys: ``TOK_FP8_V2_PARAMS``; programs per SM follow its buffers), ``V2=0`` the first. fp8_ds_mla with H < 64
+(its keys: ``TOK_FP8_V2_PARAMS``; programs per SM follow its buffers), ``V2=0`` the first (``CHAIN=1`` there: not
+yet measured). fp8_ds_mla with H < 64
 runs the second kernel with ``DS=1`` (``HOPPER_TOK_DS_CONFIG``; tuned per bucket over ``HOPPER_TOK_DS_SPACE``, its
 ``SECOND`` entry), on ``path="auto"`` where ``DS_AUTO`` says so.
 """
@@ -111,6 +112,9 @@ HOPPER_FP8_SPACE: list[dict[str, int]] = [dict(HOPPER_FP8_CONFIG), {**HOPPER_FP8
 HOPPER_TOK_FP8_SPACE: list[dict[str, int]] = [
     {k: v for k, v in HOPPER_TOK_FP8_CONFIG.items() if k != "PROGRAMS_PER_SM"},
     dict(BLOCK_N=64, NUM_BUF=4, PIPE=0, WIDEN=0), dict(BLOCK_N=64, NUM_BUF=2, PIPE=0, WIDEN=2)]
+# The first kernel's CHAIN (kernel default 0; a pinned config with V2=0, CHAIN=1 runs it): its hi scores as one fp8
+# MMA chain per 128 dims and the rope's, folded in fp32, as the second kernel's CHAIN. Compiled for sm_90 only (session
+# 11): unmeasured on a GPU, so neither in the fixed config nor in the space.
 # fp8, tokens on M, the second kernel (kernel_hopper_tok.py), which ``launch`` runs from TOK_FP8_V2_MIN_BATCH
 # requests up: on the H200 (H = 16, branch mla-h16, run 2) it lost to the first kernel at batch 1 (0.0165 against
 # 0.0156 ms) and won at 8-128 (0.0205 / 0.0370 / 0.0584 / 0.0979 against 0.0226 / 0.0494 / 0.0816 / 0.1454).
@@ -376,8 +380,8 @@ TOK_FP8_V2_PARAMS = ("BLOCK_N", "NUM_BUF", "PREFETCH", "FAST_MAX", "GATHER", "LO
 
 
 def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
-    if not on_m or fmt != "bf16" or cfg.get("BLOCK_N", BLOCK_N) != BLOCK_N:
-        raise ValueError(f"config PP=1: the ping-pong kernel takes bf16 caches with H % {BLOCK_H} == 0 and "
+    if not on_m or fmt not in ("bf16", "fp8") or cfg.get("BLOCK_N", BLOCK_N) != BLOCK_N:
+        raise ValueError(f"config PP=1: the ping-pong kernel takes bf16 and fp8 caches with H % {BLOCK_H} == 0 and "
                          f"BLOCK_N={BLOCK_N}, got kv_format {fmt!r} with {'H % 64 == 0' if on_m else 'H < 64'}, "
                          f"BLOCK_N={cfg.get('BLOCK_N')}")
 
@@ -492,7 +496,8 @@ def kernel_for(heads: int, fmt: str = "bf16", *, v2: bool = False, pp: bool = Fa
     heads-on-M ping-pong kernel."""
     if pp:
         _check_pp(_heads_on_m(heads), fmt, {})
-        return kernel_hopper_pp._mla_decode_hopper_pp_kernel
+        return (kernel_hopper_pp._mla_decode_hopper_pp_fp8_kernel if fmt == "fp8"
+                else kernel_hopper_pp._mla_decode_hopper_pp_kernel)
     if v2 or fmt == DS_FORMAT:
         _check_v2(_heads_on_m(heads), fmt)
         return kernel_hopper_tok._mla_decode_hopper_tok_fp8_v2_kernel

@@ -55,7 +55,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from .kernel_hopper import _split_start, _segment, _store_lse_and_segment, _store_o, _tma_load, _zero_rows
+from .kernel_hopper import (_load_rope, _split_start, _segment, _store_lse_and_segment, _store_o, _tma_load,
+                            _zero_rows)
+from .kernel_hopper_heads import _q_fp16
 
 # A barrier of the calling partition's warps only (inside ``gl.warp_specialize`` Gluon lowers it to a named
 # barrier of that partition: ``bar.sync id, 128``).
@@ -94,17 +96,44 @@ def _issue_rope(kv_rope_desc, kr, c_bars, pt_base, j, stage, PAGE_SIZE: gl.const
 
 @gluon.jit
 def _scores(qn_smem, qr_smem, kn, kr, c_bars, stage, phase, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
-            BLOCK_N: gl.constexpr):
+            BLOCK_N: gl.constexpr, FP8: gl.constexpr):
     """S = Q K^T of one tile as nine async wgmma groups (one per 64 columns), each half of the latent columns
-    and the rope columns issued once they have landed."""
+    and the rope columns issued once they have landed (``FP8``: the tile is widened already, no waits)."""
     s = gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout)
     for c in gl.static_range(8):
-        if c % 4 == 0:
+        if (c % 4 == 0) and (not FP8):
             mbarrier.wait(c_bars.index(stage * 3 + c // 4), phase)
         s = warpgroup_mma(qn_smem.slice(c * 64, 64, dim=1), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s,
                           use_acc=c > 0, is_async=True)
-    mbarrier.wait(c_bars.index(stage * 3 + 2), phase)
+    if not FP8:
+        mbarrier.wait(c_bars.index(stage * 3 + 2), phase)
     return warpgroup_mma(qr_smem, kr.permute((1, 0)), s, is_async=True)
+
+
+@gluon.jit
+def _widen_tile(k8, kn, kr, rope, n_valid, BLOCK_N: gl.constexpr):
+    """fp8 ping-pong: the tile's fp8 latent columns (``k8``, [BLOCK_N, 512], TMA'd into the first 32 KB of the
+    tile's fp16 buffer ``kn``) widened in place to fp16 (exact: every e4m3 value is an fp16), and its rope rows
+    (``rope``, fp8 registers) into ``kr``; rows ``>= n_valid`` as zeros (P.V would turn 0 * NaN into NaN). Each
+    128-column fp8 block c (8 KB at byte 8 KB * c) becomes fp16 bytes [16 KB * c, 16 KB * c + 16 KB): blocks 3 and
+    2 first (their fp16 bytes lie past the fp8 ones), then, past a barrier of the warpgroup (every thread's reads of
+    blocks 2-3 done), 1 (its fp16 bytes are blocks 2-3's), and 0 loaded, stored past a second barrier (every
+    thread's reads of 0-1 done). Visible to this warpgroup's wgmmas after it returns."""
+    layout: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [4, 1], [1, 0])
+    keep = (gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout)) < n_valid)[:, None]
+    for c in gl.static_range(2):
+        x = k8.slice((3 - c) * 128, 128, dim=1).load(layout).to(gl.float16)
+        kn.slice((3 - c) * 128, 128, dim=1).store(gl.where(keep, x, gl.zeros_like(x)))
+    _wg_barrier()
+    x1 = k8.slice(128, 128, dim=1).load(layout).to(gl.float16)
+    kn.slice(128, 128, dim=1).store(gl.where(keep, x1, gl.zeros_like(x1)))
+    x0 = k8.slice(0, 128, dim=1).load(layout)          # (held as fp8: 16 registers a thread)
+    kr.store(rope.to(gl.float16))
+    _wg_barrier()
+    x0 = x0.to(gl.float16)
+    kn.slice(0, 128, dim=1).store(gl.where(keep, x0, gl.zeros_like(x0)))
+    fence_async_shared()
+    _wg_barrier()
 
 
 @gluon.jit
@@ -141,11 +170,12 @@ def _hand_off(p, m_new, p_smem, m_slot, bar):
 @gluon.jit
 def _finish_segment(WG: gl.constexpr, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop,
                     req_tiles, out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h,
-                    stride_po_s, stride_po_h, stride_pl_s, RETURN_LSE: gl.constexpr, s_layout: gl.constexpr,
-                    o_layout: gl.constexpr, BLOCK_H: gl.constexpr):
+                    stride_po_s, stride_po_h, stride_pl_s, out_mul, RETURN_LSE: gl.constexpr,
+                    s_layout: gl.constexpr, o_layout: gl.constexpr, BLOCK_H: gl.constexpr):
     """End of a segment: the two partial row sums added (each warpgroup's O half and sum are relative to the
-    same final max), the O half stored, LSE and the segment slots by WG0. The exchange (slots by segment
-    parity) is also the hand-shake after which either warpgroup may reload the query and the buffers."""
+    same final max), the O half stored (times ``out_mul``: the fp8 cache's scale), LSE and the segment slots by
+    WG0. The exchange (slots by segment parity) is also the hand-shake after which either warpgroup may reload
+    the query and the buffers."""
     rows: gl.constexpr = gl.SliceLayout(1, s_layout)
     if seg % 2 == 0:
         l_smem.slice(WG * BLOCK_H, BLOCK_H).store(l_i)
@@ -159,7 +189,7 @@ def _finish_segment(WG: gl.constexpr, o, m_i, l_i, l_smem, x_bars, seg, b, pid, 
     else:
         l_other = l_smem.slice((3 - WG) * BLOCK_H, BLOCK_H).load(rows)
     l_tot = l_i + l_other
-    inv = gl.convert_layout(1.0 / l_tot, gl.SliceLayout(1, o_layout))
+    inv = gl.convert_layout(out_mul / l_tot, gl.SliceLayout(1, o_layout))
     offs_h_o = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, o_layout))
     offs_d_o = WG * _HALF + gl.arange(0, _HALF, layout=gl.SliceLayout(0, o_layout))
     whole = (i_first == 0) & (i_stop == req_tiles)
@@ -173,7 +203,7 @@ def _finish_segment(WG: gl.constexpr, o, m_i, l_i, l_smem, x_bars, seg, b, pid, 
 
 @gluon.jit
 def _take_even(o, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars, stage, phase, n_valid,
-               s_layout: gl.constexpr, o_layout: gl.constexpr, BLOCK_N: gl.constexpr):
+               s_layout: gl.constexpr, o_layout: gl.constexpr, BLOCK_N: gl.constexpr, FP8: gl.constexpr):
     """WG1's share of WG0's tile r: wait for its P and max, rescale (O, l) to that max, and issue
     O += P(r) V_R(r) with P from ``p_smem`` (rows past seq_len of the right half zeroed first: WG0's score MMAs,
     the other reader of those rows, are retired). ``o`` must be retired (a tensor); returns it in flight."""
@@ -181,7 +211,7 @@ def _take_even(o, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars, stage,
     m_e = m_smem.slice(0, 64).load(gl.SliceLayout(1, s_layout))
     alpha = gl.exp2(m_i - m_e)
     o = o * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
-    if n_valid < BLOCK_N:
+    if (not FP8) and (n_valid < BLOCK_N):       # (FP8: the owner's widening wrote those rows as zeros)
         _zero_half(kn, c_bars, stage, phase, n_valid, 1, BLOCK_N)
     o = warpgroup_mma(p_smem, kn.slice(_HALF, _HALF, dim=1), o, is_async=True)
     return o, m_e, l_i * alpha, p0_phase ^ 1
@@ -202,20 +232,66 @@ def _wg_start(seq_lens_ptr, sm_scale, B, s_layout: gl.constexpr, B_CHUNK: gl.con
     return pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end
 
 
+
+@gluon.jit
+def _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, j, stage, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
+    """fp8 ping-pong: TMA of tile j's 512 fp8 latent columns into the first 32 KB of buffer ``stage`` (the left
+    half of its fp16 tile, which its reader WG0 frees) on mbarrier ``stage * 3``."""
+    tok0 = j * BLOCK_N
+    page = gl.load(pt_base + tok0 // PAGE_SIZE)
+    row = page * PAGE_SIZE + tok0 % PAGE_SIZE
+    bar = c_bars.index(stage * 3)
+    mbarrier.expect(bar, kv_nope_desc.block_type.nbytes)
+    _tma_load(kv_nope_desc, [row, 0], bar, k8_bufs.index(stage).slice(0, _D_V, dim=1))
+
+
+@gluon.jit
+def _qk_store(l_smem, seg, qk, BLOCK_H: gl.constexpr):
+    """fp8 ping-pong: WG0 leaves the segment's per-head score multipliers for WG1 in WG1's row-sum slot of the
+    segment's parity, free until WG1's exchange at the segment's end (``_finish_segment``), which WG1 reads them
+    before (``_qk_load``)."""
+    if seg % 2 == 0:
+        l_smem.slice(BLOCK_H, BLOCK_H).store(qk)
+    else:
+        l_smem.slice(3 * BLOCK_H, BLOCK_H).store(qk)
+
+
+@gluon.jit
+def _qk_load(l_smem, seg, layout: gl.constexpr, BLOCK_H: gl.constexpr):
+    if seg % 2 == 0:
+        qk = l_smem.slice(BLOCK_H, BLOCK_H).load(layout)
+    else:
+        qk = l_smem.slice(3 * BLOCK_H, BLOCK_H).load(layout)
+    return qk
+
+
 @gluon.jit
 def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
             out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
             stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
             qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
+            q_ptr, stride_q_b, stride_q_h, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
-            o_layout: gl.constexpr):
-    """Warpgroup 0: the even tiles of each segment, output columns 0..255; loads the query."""
+            o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr):
+    """Warpgroup 0: the even tiles of each segment, output columns 0..255; loads the query (``FP8``: the fp16
+    query scaled per head, written by this warpgroup, and each fp8 tile's TMA into its left half)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    rope_layout: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [4, 1], [1, 0])
     pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end = _wg_start(seq_lens_ptr, sm_scale, B, s_layout,
                                                                         B_CHUNK, BLOCK_N, BLOCK_H)
+    if FP8:
+        if KV_SCALE_FROM_PTR:
+            kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
+        out_mul = kv_scale
+        # completions of each buffer's "right half free" mbarrier (stage * 3 + 1: WG1 arrives once its P.V of a
+        # tile whose buffer takes a later tile of the segment retired), counted to know their phases
+        f0 = 0
+        f1 = 0
+    else:
+        out_mul = 1.0
     it = 0          # tiles of this program before the segment: tile r of the segment is in buffer (it + r) % 2
     seg = 0
     p1_phase = 0
@@ -224,16 +300,33 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
         n = i_stop - i_first
         # (past the previous segment's exchange: both warpgroups' MMAs of it are retired)
-        mbarrier.expect(q_bar, q_nope_desc.block_type.nbytes + q_rope_desc.block_type.nbytes)
-        _tma_load(q_nope_desc, [b * H + h0, 0], q_bar, qn_smem)
-        _tma_load(q_rope_desc, [b * H + h0, 0], q_bar, qr_smem)
-        s0 = it % 2
-        _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(s0), kr_bufs.index(s0), c_bars, pt_base, i_first,
-                    s0, 0, True, PAGE_SIZE, BLOCK_N)
-        if n > 1:
-            _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(1 - s0), kr_bufs.index(1 - s0), c_bars, pt_base,
-                        i_first + 1, 1 - s0, 0, False, PAGE_SIZE, BLOCK_N)
-        mbarrier.wait(q_bar, seg & 1)
+        if FP8:
+            s0 = it % 2
+            _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, i_first, s0, PAGE_SIZE, BLOCK_N)
+            if n > 1:
+                _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, i_first + 1, 1 - s0, PAGE_SIZE, BLOCK_N)
+            rope = _load_rope(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout)
+            q_scale = _q_fp16(q_ptr + b.to(gl.int64) * stride_q_b + h0 * stride_q_h, stride_q_h, qn_smem, qr_smem,
+                              BLOCK_H, 4)
+            qk_vec = gl.convert_layout(qk_mul * kv_scale / q_scale, rows_s)
+            _qk_store(l_smem, seg, qk_vec, BLOCK_H)
+            fence_async_shared()
+            _wg_barrier()
+            mbarrier.arrive(q_bar, count=1)
+            qk = qk_vec[:, None]
+            f_s0 = f0 * (1 - s0) + f1 * s0
+        else:
+            mbarrier.expect(q_bar, q_nope_desc.block_type.nbytes + q_rope_desc.block_type.nbytes)
+            _tma_load(q_nope_desc, [b * H + h0, 0], q_bar, qn_smem)
+            _tma_load(q_rope_desc, [b * H + h0, 0], q_bar, qr_smem)
+            s0 = it % 2
+            _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(s0), kr_bufs.index(s0), c_bars, pt_base, i_first,
+                        s0, 0, True, PAGE_SIZE, BLOCK_N)
+            if n > 1:
+                _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(1 - s0), kr_bufs.index(1 - s0), c_bars,
+                            pt_base, i_first + 1, 1 - s0, 0, False, PAGE_SIZE, BLOCK_N)
+            mbarrier.wait(q_bar, seg & 1)
+            qk = qk_mul
 
         m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=rows_s)
         l_i = gl.zeros([BLOCK_H], gl.float32, layout=rows_s)
@@ -246,35 +339,52 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             kn = kn_bufs.index(stage)
             j = i_first + r
             n_valid = seq_len - j * BLOCK_N
-            if n_valid < BLOCK_N:
+            if FP8:
+                # tile r's fp8 columns landed; from the second pair on, WG1's P.V of tile r - 2 (the last reader of
+                # the right half the widening writes) retired
+                rope_next = _load_rope(kv_ptr, pt_base, gl.minimum(j + 2, i_stop - 1), PAGE_SIZE, BLOCK_N,
+                                       rope_layout)
+                mbarrier.wait(c_bars.index(stage * 3), phase)
+                if k > 0:
+                    mbarrier.wait(c_bars.index(stage * 3 + 1), (f_s0 + k - 1) & 1)
+                _widen_tile(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn, kr_bufs.index(stage), rope, n_valid,
+                            BLOCK_N)
+                rope = rope_next
+            elif n_valid < BLOCK_N:
                 _zero_half(kn, c_bars, stage, phase, n_valid, 0, BLOCK_N)
             s = _scores(qn_smem, qr_smem, kn, kr_bufs.index(stage), c_bars, stage, phase, s_layout, BLOCK_H,
-                        BLOCK_N)
+                        BLOCK_N, FP8)
             if (RELOAD == 0) and (k > 0):
                 # O += P(r - 1) V_L(r - 1), issued before these score MMAs, retired: WG0's last read of tile
                 # r - 1's left half, whose buffer takes tile r + 1
                 o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=9, deps=(o, )))
                 if r + 1 < n:
-                    _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(1 - stage), kr_bufs.index(1 - stage),
-                                c_bars, pt_base, j + 1, 1 - stage, 0, False, PAGE_SIZE, BLOCK_N)
+                    if FP8:
+                        _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, j + 1, 1 - stage, PAGE_SIZE, BLOCK_N)
+                    else:
+                        _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(1 - stage), kr_bufs.index(1 - stage),
+                                    c_bars, pt_base, j + 1, 1 - stage, 0, False, PAGE_SIZE, BLOCK_N)
             s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
-            if r + 2 < n:
+            if (r + 2 < n) and (not FP8):
                 # the score MMAs were the rope chunk's only reader
                 _issue_rope(kv_rope_desc, kr_bufs.index(stage), c_bars, pt_base, j + 2, stage, PAGE_SIZE, BLOCK_N)
-            p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, j * BLOCK_N + offs_tok < seq_len, qk_mul)
+            p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, j * BLOCK_N + offs_tok < seq_len, qk)
             o = o * gl.convert_layout(alpha, rows_o)[:, None]
             # p_smem's last reader (this warpgroup's P.V of tile r - 1) is retired; WG1 read its previous
             # content (P of tile r - 2) before it wrote that of tile r - 1
             _hand_off(p, m_i, p_smem, m_smem.slice(0, BLOCK_H), p_bars.index(0))
-            o = warpgroup_mma(gl.convert_layout(p.to(gl.bfloat16), p_layout), kn.slice(0, _HALF, dim=1), o,
+            o = warpgroup_mma(gl.convert_layout(p.to(p_smem.dtype), p_layout), kn.slice(0, _HALF, dim=1), o,
                               is_async=True)
             if r + 1 < n:
                 # P(r) V_L(r) retired (WG0's last read of tile r's left half): the left half of tile r + 2 is
                 # requested before waiting for WG1's softmax, which cannot end sooner than this MMA
                 o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
                 if r + 2 < n:
-                    _issue_half(kv_nope_desc, kv_rope_desc, kn, kr_bufs.index(stage), c_bars, pt_base, j + 2, stage,
-                                0, False, PAGE_SIZE, BLOCK_N)
+                    if FP8:
+                        _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, j + 2, stage, PAGE_SIZE, BLOCK_N)
+                    else:
+                        _issue_half(kv_nope_desc, kv_rope_desc, kn, kr_bufs.index(stage), c_bars, pt_base, j + 2,
+                                    stage, 0, False, PAGE_SIZE, BLOCK_N)
                 mbarrier.wait(p_bars.index(1), p1_phase)
                 p1_phase ^= 1
                 m_o = m_smem.slice(BLOCK_H, BLOCK_H).load(rows_s)
@@ -283,7 +393,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 m_i = m_o
                 o = o * gl.convert_layout(beta, rows_o)[:, None]
                 kn_o = kn_bufs.index(1 - stage)
-                if n_valid - BLOCK_N < BLOCK_N:
+                if (not FP8) and (n_valid - BLOCK_N < BLOCK_N):
                     _zero_half(kn_o, c_bars, 1 - stage, ((g + 1) // 2) & 1, n_valid - BLOCK_N, 0, BLOCK_N)
                 o = warpgroup_mma(p_smem, kn_o.slice(0, _HALF, dim=1), o, is_async=True)
                 if RELOAD:
@@ -291,12 +401,21 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     # after the next tile's score MMAs are issued (which wait for that tile's own loads)
                     o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(o, )))
                     if r + 3 < n:
-                        _issue_half(kv_nope_desc, kv_rope_desc, kn_o, kr_bufs.index(1 - stage), c_bars, pt_base,
-                                    j + 3, 1 - stage, 0, False, PAGE_SIZE, BLOCK_N)
+                        if FP8:
+                            _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, j + 3, 1 - stage, PAGE_SIZE, BLOCK_N)
+                        else:
+                            _issue_half(kv_nope_desc, kv_rope_desc, kn_o, kr_bufs.index(1 - stage), c_bars, pt_base,
+                                        j + 3, 1 - stage, 0, False, PAGE_SIZE, BLOCK_N)
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
         _finish_segment(0, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
                         out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
-                        stride_po_h, stride_pl_s, RETURN_LSE, s_layout, o_layout, BLOCK_H)
+                        stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H)
+        if FP8:
+            # WG1's arrivals this segment: once per tile u with u + 2 < n, even tiles on buffer s0, odd on 1 - s0
+            ce = (n - 1) // 2
+            co = gl.maximum(n - 2, 0) // 2
+            f0 += ce * (1 - s0) + co * s0
+            f1 += ce * s0 + co * (1 - s0)
         it += n
         seg += 1
         t = seg_stop
@@ -308,15 +427,24 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
             stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
             qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
+            q_ptr, stride_q_b, stride_q_h, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
-            o_layout: gl.constexpr):
-    """Warpgroup 1: the odd tiles of each segment, output columns 256..511."""
+            o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr):
+    """Warpgroup 1: the odd tiles of each segment, output columns 256..511 (``FP8``: instead of reloading the
+    right half of a buffer, it tells WG0 the half is free, on mbarrier ``stage * 3 + 1``)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    rope_layout: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [4, 1], [1, 0])
     pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end = _wg_start(seq_lens_ptr, sm_scale, B, s_layout,
                                                                         B_CHUNK, BLOCK_N, BLOCK_H)
+    if FP8:
+        if KV_SCALE_FROM_PTR:
+            kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
+        out_mul = kv_scale
+    else:
+        out_mul = 1.0
     it = 0
     seg = 0
     p0_phase = 0
@@ -325,12 +453,19 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
         n = i_stop - i_first
         s0 = it % 2
-        _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(s0), kr_bufs.index(s0), c_bars, pt_base, i_first,
-                    s0, 1, False, PAGE_SIZE, BLOCK_N)
-        if n > 1:
-            _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(1 - s0), kr_bufs.index(1 - s0), c_bars, pt_base,
-                        i_first + 1, 1 - s0, 1, True, PAGE_SIZE, BLOCK_N)
-        mbarrier.wait(q_bar, seg & 1)
+        if FP8:
+            rope = _load_rope(kv_ptr, pt_base, gl.minimum(i_first + 1, i_stop - 1), PAGE_SIZE, BLOCK_N, rope_layout)
+            mbarrier.wait(q_bar, seg & 1)
+            qk = _qk_load(l_smem, seg, rows_s, BLOCK_H)[:, None]
+            _wg_barrier()       # every thread has its multipliers before any thread's exchange reuses the slot
+        else:
+            _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(s0), kr_bufs.index(s0), c_bars, pt_base, i_first,
+                        s0, 1, False, PAGE_SIZE, BLOCK_N)
+            if n > 1:
+                _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(1 - s0), kr_bufs.index(1 - s0), c_bars,
+                            pt_base, i_first + 1, 1 - s0, 1, True, PAGE_SIZE, BLOCK_N)
+            mbarrier.wait(q_bar, seg & 1)
+            qk = qk_mul
 
         m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=rows_s)
         l_i = gl.zeros([BLOCK_H], gl.float32, layout=rows_s)
@@ -350,12 +485,24 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             o_done = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
             if r + 1 < n:
                 if k > 0:
-                    _issue_half(kv_nope_desc, kv_rope_desc, kn_o, kr_bufs.index(1 - stage), c_bars, pt_base, j + 1,
-                                1 - stage, 1, False, PAGE_SIZE, BLOCK_N)
-                if n_valid - BLOCK_N < BLOCK_N:
+                    if FP8:
+                        mbarrier.arrive(c_bars.index((1 - stage) * 3 + 1), count=1)
+                    else:
+                        _issue_half(kv_nope_desc, kv_rope_desc, kn_o, kr_bufs.index(1 - stage), c_bars, pt_base,
+                                    j + 1, 1 - stage, 1, False, PAGE_SIZE, BLOCK_N)
+                if FP8:
+                    # this warpgroup's own tile: its fp8 columns landed (WG0 issued them once its P.V of the tile
+                    # before in the buffer retired; this warpgroup's retired above)
+                    rope_next = _load_rope(kv_ptr, pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N,
+                                           rope_layout)
+                    mbarrier.wait(c_bars.index((1 - stage) * 3), phase_o)
+                    _widen_tile(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, kr_bufs.index(1 - stage), rope,
+                                n_valid - BLOCK_N, BLOCK_N)
+                    rope = rope_next
+                elif n_valid - BLOCK_N < BLOCK_N:
                     _zero_half(kn_o, c_bars, 1 - stage, phase_o, n_valid - BLOCK_N, 1, BLOCK_N)
                 s = _scores(qn_smem, qr_smem, kn_o, kr_bufs.index(1 - stage), c_bars, 1 - stage, phase_o, s_layout,
-                            BLOCK_H, BLOCK_N)
+                            BLOCK_H, BLOCK_N, FP8)
                 if WG1_FIRST:
                     # Softmax first, MMAs after: nothing of this warpgroup is in flight during its softmax, so the
                     # hand-off to WG0 is not held up by P(r) V_R(r) (with the order below ptxas retires that MMA before
@@ -366,52 +513,58 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     m_e = m_smem.slice(0, BLOCK_H).load(rows_s)
                     alpha = gl.exp2(m_i - m_e)
                     s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
-                    if r + 3 < n:
+                    if (r + 3 < n) and (not FP8):
                         _issue_rope(kv_rope_desc, kr_bufs.index(1 - stage), c_bars, pt_base, j + 3, 1 - stage,
                                     PAGE_SIZE, BLOCK_N)
                     valid = (j + 1) * BLOCK_N + offs_tok < seq_len
-                    p, beta, m_i, l_i = _softmax_step(s, m_e, l_i * alpha, valid, qk_mul)
-                    if n_valid < BLOCK_N:
+                    p, beta, m_i, l_i = _softmax_step(s, m_e, l_i * alpha, valid, qk)
+                    if (not FP8) and (n_valid < BLOCK_N):
                         _zero_half(kn, c_bars, stage, phase, n_valid, 1, BLOCK_N)
-                    pe = (p_smem.load(s_layout).to(gl.float32) * beta[:, None]).to(gl.bfloat16)
+                    pe = (p_smem.load(s_layout).to(gl.float32) * beta[:, None]).to(p_smem.dtype)
                     _wg_barrier()          # every thread has read P(r) before P(r + 1) overwrites it
                     o_done = o_done * gl.convert_layout(alpha * beta, rows_o)[:, None]
                     _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
                     pe_op = gl.convert_layout(pe, p_layout)
                     o = warpgroup_mma(pe_op, kn.slice(_HALF, _HALF, dim=1), o_done, is_async=True)
-                    o = warpgroup_mma(gl.convert_layout(p.to(gl.bfloat16), p_layout), kn_o.slice(_HALF, _HALF, dim=1),
-                                      o, is_async=True)
+                    o = warpgroup_mma(gl.convert_layout(p.to(p_smem.dtype), p_layout),
+                                      kn_o.slice(_HALF, _HALF, dim=1), o, is_async=True)
                     # P(r) V_R(r) retired: tile r's right half is free for tile r + 2
                     warpgroup_mma_wait(num_outstanding=1, deps=(pe_op, ))
                     if r + 2 < n:
-                        _issue_half(kv_nope_desc, kv_rope_desc, kn, kr_bufs.index(stage), c_bars, pt_base, j + 2,
-                                    stage, 1, False, PAGE_SIZE, BLOCK_N)
+                        if FP8:
+                            mbarrier.arrive(c_bars.index(stage * 3 + 1), count=1)
+                        else:
+                            _issue_half(kv_nope_desc, kv_rope_desc, kn, kr_bufs.index(stage), c_bars, pt_base, j + 2,
+                                        stage, 1, False, PAGE_SIZE, BLOCK_N)
                 else:
                     o, m_i, l_i, p0_phase = _take_even(o_done, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars,
-                                                       stage, phase, n_valid, s_layout, o_layout, BLOCK_N)
+                                                       stage, phase, n_valid, s_layout, o_layout, BLOCK_N, FP8)
                     # (groups in flight: the score MMAs, then P(r) V_R(r))
                     s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
-                    if r + 3 < n:
+                    if (r + 3 < n) and (not FP8):
                         _issue_rope(kv_rope_desc, kr_bufs.index(1 - stage), c_bars, pt_base, j + 3, 1 - stage,
                                     PAGE_SIZE, BLOCK_N)
                     valid = (j + 1) * BLOCK_N + offs_tok < seq_len
-                    p, beta, m_i, l_i = _softmax_step(s, m_i, l_i, valid, qk_mul)
+                    p, beta, m_i, l_i = _softmax_step(s, m_i, l_i, valid, qk)
                     # P(r) V_R(r) retired: this warpgroup is done with tile r's right half and with p_smem
                     o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
                     if r + 2 < n:
-                        _issue_half(kv_nope_desc, kv_rope_desc, kn, kr_bufs.index(stage), c_bars, pt_base, j + 2,
-                                    stage, 1, False, PAGE_SIZE, BLOCK_N)
+                        if FP8:
+                            mbarrier.arrive(c_bars.index(stage * 3 + 1), count=1)
+                        else:
+                            _issue_half(kv_nope_desc, kv_rope_desc, kn, kr_bufs.index(stage), c_bars, pt_base, j + 2,
+                                        stage, 1, False, PAGE_SIZE, BLOCK_N)
                     o = o * gl.convert_layout(beta, rows_o)[:, None]
                     _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
-                    o = warpgroup_mma(gl.convert_layout(p.to(gl.bfloat16), p_layout), kn_o.slice(_HALF, _HALF, dim=1),
+                    o = warpgroup_mma(gl.convert_layout(p.to(p_smem.dtype), p_layout), kn_o.slice(_HALF, _HALF, dim=1),
                                       o, is_async=True)
             else:
                 o, m_i, l_i, p0_phase = _take_even(o_done, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars,
-                                                   stage, phase, n_valid, s_layout, o_layout, BLOCK_N)
+                                                   stage, phase, n_valid, s_layout, o_layout, BLOCK_N, FP8)
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
         _finish_segment(1, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
                         out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
-                        stride_po_h, stride_pl_s, RETURN_LSE, s_layout, o_layout, BLOCK_H)
+                        stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H)
         it += n
         seg += 1
         t = seg_stop
@@ -453,15 +606,85 @@ def _mla_decode_hopper_pp_kernel(
     gl.static_assert(kv_nope_desc.block_type.shape[1] == _HALF)
     dtype: gl.constexpr = kv_nope_desc.dtype
     kn_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, _D_V], dtype)
-    vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     qn_smem = gl.allocate_shared_memory(dtype, [BLOCK_H, _D_V], q_nope_desc.layout)
     qr_smem = gl.allocate_shared_memory(dtype, [BLOCK_H, 64], q_rope_desc.layout)
     # each 64-column chunk of a [64, 512] tile is one contiguous 8 KB swizzled block: the TMA chunks land in
     # slices of it, the P.V wgmmas read four of them as one [64, 256] operand
     kn_bufs = gl.allocate_shared_memory(dtype, [2, BLOCK_N, _D_V], kn_layout)
     kr_bufs = gl.allocate_shared_memory(dtype, [2, BLOCK_N, 64], kv_rope_desc.layout)
-    p_smem = gl.allocate_shared_memory(dtype, [BLOCK_H, BLOCK_N],
-                                       gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], dtype))
+    _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
+                   out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
+                   stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
+                   qn_smem, qr_smem, kn_bufs, kr_bufs, None, 0, 0, None, None, 1.0, None,
+                   PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, False, False, WG1_REGS)
+
+
+@gluon.jit(do_not_specialize=["B"])
+def _mla_decode_hopper_pp_fp8_kernel(
+    q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr,
+    page_table_ptr, seq_lens_ptr,
+    out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
+    sm_scale, kv_scale,
+    B, H,
+    stride_q_b, stride_q_h,
+    stride_pt_b,
+    stride_out_b, stride_out_h,
+    stride_po_s, stride_po_h,
+    stride_pl_s,
+    PAGE_SIZE: gl.constexpr,
+    KV_SCALE_FROM_PTR: gl.constexpr,
+    RETURN_LSE: gl.constexpr,
+    B_CHUNK: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    BLOCK_H: gl.constexpr,
+    PP: gl.constexpr,
+    num_warps: gl.constexpr,
+    WG1_REGS: gl.constexpr = 256,
+    RELOAD: gl.constexpr = 1,
+    WG1_FIRST: gl.constexpr = 0,
+):
+    """The ping-pong kernel on a per-tensor fp8 cache (the arguments of the fp8 heads-on-M kernel,
+    ``kernel_hopper_heads._mla_decode_hopper_fp8w_kernel``): each tile's fp8 latent columns by TMA into the
+    first 32 KB of its fp16 buffer, widened in place by the tile's owner before its score MMAs (``_widen_tile``;
+    the rope rows by plain loads a tile ahead, as the other fp8 kernels); the query in fp16, each head times a
+    power of two (``kernel_hopper_heads._q_fp16``); P in fp16; the cache scale on the scores and the output.
+    Shared memory as the bf16 kernel's: no fp8 staging buffer (none would fit beside two fp16 tiles)."""
+    gl.static_assert(PP == 1)
+    gl.static_assert(BLOCK_H == 64)
+    gl.static_assert(BLOCK_N == 64)
+    gl.static_assert(num_warps == 4)
+    gl.static_assert(kv_nope_desc.block_type.shape[1] == _D_V)
+    kn_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, _D_V], gl.float16)
+    qn_smem = gl.allocate_shared_memory(gl.float16, [BLOCK_H, _D_V], kn_layout)
+    qr_smem = gl.allocate_shared_memory(gl.float16, [BLOCK_H, 64],
+                                        gl.NVMMASharedLayout.get_default_for([BLOCK_H, 64], gl.float16))
+    kn_bufs = gl.allocate_shared_memory(gl.float16, [2, BLOCK_N, _D_V], kn_layout)
+    kr_bufs = gl.allocate_shared_memory(gl.float16, [2, BLOCK_N, 64],
+                                        gl.NVMMASharedLayout.get_default_for([BLOCK_N, 64], gl.float16))
+    # the same bytes as fp8 [64, 1024] per buffer (eight 8 KB blocks of 128 columns, the fp16 tile's 64-column
+    # blocks two by two): the TMA lands in the first four
+    k8_bufs = kn_bufs._reinterpret(gl.float8e4nv, [2, BLOCK_N, 2 * _D_V],
+                                   gl.NVMMASharedLayout.get_default_for([BLOCK_N, 2 * _D_V], gl.float8e4nv))
+    _pp_partitions(None, None, kv_nope_desc, None, page_table_ptr, seq_lens_ptr,
+                   out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
+                   stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
+                   qn_smem, qr_smem, kn_bufs, kr_bufs, q_ptr, stride_q_b, stride_q_h, kv_ptr, kv_scale_ptr, kv_scale,
+                   k8_bufs, PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, True,
+                   KV_SCALE_FROM_PTR, WG1_REGS)
+
+
+@gluon.jit
+def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
+                   out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
+                   stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
+                   qn_smem, qr_smem, kn_bufs, kr_bufs, q_ptr, stride_q_b, stride_q_h, kv_ptr, kv_scale_ptr, kv_scale,
+                   k8_bufs, PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr,
+                   BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr,
+                   FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, WG1_REGS: gl.constexpr):
+    """Both kernels' P tile, maxima, sums and mbarriers, and the two warpgroups."""
+    vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
+    p_smem = gl.allocate_shared_memory(qn_smem.dtype, [BLOCK_H, BLOCK_N],
+                                       gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], qn_smem.dtype))
     m_smem = gl.allocate_shared_memory(gl.float32, [2 * BLOCK_H], vec)
     l_smem = gl.allocate_shared_memory(gl.float32, [4 * BLOCK_H], vec)
     c_bars = gl.allocate_shared_memory(gl.int64, [6, 1], mbarrier.MBarrierLayout())
@@ -485,10 +708,14 @@ def _mla_decode_hopper_pp_kernel(
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
-             PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout)),
+             q_ptr, stride_q_b, stride_q_h, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
+             PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
+             KV_SCALE_FROM_PTR)),
         (_pp_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
-             PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout)),
+             q_ptr, stride_q_b, stride_q_h, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
+             PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
+             KV_SCALE_FROM_PTR)),
     ], [4], [WG1_REGS])
