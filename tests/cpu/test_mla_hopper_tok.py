@@ -97,6 +97,42 @@ def test_tok_fp8_v2_chain_compiles_for_sm90_with_one_accumulator_per_128_dims(nu
     assert sass.count("WARPGROUP.DEPBAR") <= 8, "wgmmas serialised (ptxas C7514)"
 
 
+def _fp8_dots(compiled) -> int:
+    return len([line for line in compiled.asm["ttgir"].splitlines() if "warp_group_dot " in line and "f8E4M3" in line])
+
+
+@pytest.mark.parametrize("config", interface_hopper.HOPPER_TOK_FP8_SPACE,
+                         ids=lambda c: f"buf{c['NUM_BUF']}-widen{c['WIDEN']}")
+def test_tok_fp8_first_kernel_chain_compiles_for_sm90_with_one_accumulator_per_128_dims(config):
+    """CHAIN = 1 in the first fp8 tokens-on-M kernel (``V2=0``, each config of its space): the hi scores as one fp8
+    chain per 128-dim latent group plus the rope's, each from a fresh accumulator, the lo scores one chain, where
+    CHAIN 0 has one chain for each half: the same QGMMAs, more accumulators; it fits the programs per SM the grid
+    gives the config, holds 255 registers or fewer without local memory, and ptxas keeps the wgmmas asynchronous."""
+    chained = _compile("fp8", dict(config, V2=0, CHAIN=1))
+    plain = _compile("fp8", dict(config, V2=0, CHAIN=0))
+    shared = _shared(chained)   # also: <= 255 registers, no local memory
+    per_sm = interface_hopper._tok_fp8_programs_per_sm(config)
+    assert shared <= SM90_SHARED and per_sm * (shared + 1024) <= SM90_SM_SHARED, shared
+    sass, sass0 = _sass(chained), _sass(plain)
+    groups = 512 // 128
+    # two dots for each half of the query pair (latent, rope) without CHAIN; with it, hi's latent dot becomes one
+    # per group and its rope dot takes its own accumulator
+    assert _fp8_dots(plain) == 4 and _fp8_dots(chained) == 4 + groups - 1
+    qgmma = "QGMMA.64x16x32.F32.E4M3.E4M3"
+    assert sass.count(qgmma) == sass0.count(qgmma) > 0, "the same fp8 k-steps"
+    # a chain's first MMA starts from zero (RZ, !UPT): two per tile without CHAIN, groups + 2 with it
+    fresh = [line for line in sass.splitlines() if qgmma in line and "RZ, !UPT" in line]
+    fresh0 = [line for line in sass0.splitlines() if qgmma in line and "RZ, !UPT" in line]
+    assert len(fresh0) == 2 and len(fresh) == groups + 2, (len(fresh0), len(fresh))
+    assert len({line.split()[2] for line in fresh}) == len(fresh), "a distinct accumulator per chain"
+    assert sass.count("WARPGROUP.DEPBAR") <= 8, "wgmmas serialised (ptxas C7514)"
+    if SCHEDULED_WITH_THIS_TRITON:
+        # the extra accumulators spill nothing beyond what CHAIN 0 spills (its stack frame)
+        usage = resources._resource_usage(chained.asm["cubin"], chained.metadata.name)
+        usage0 = resources._resource_usage(plain.asm["cubin"], plain.metadata.name)
+        assert usage.get("STACK", 0) <= usage0.get("STACK", 0), (usage, usage0)
+
+
 @pytest.mark.parametrize("pipe", [1, 2])
 def test_bf16_tok_pipe_compiles_for_sm90_without_serialised_wgmmas(pipe):
     compiled = _compile("bf16", dict(PIPE=pipe))

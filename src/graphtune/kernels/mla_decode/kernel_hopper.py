@@ -786,6 +786,14 @@ def _mla_decode_hopper_tok_kernel(
     mbarrier.invalidate(q_bar)
 
 
+@gluon.jit
+def _q8_group(kn, q_smem, c: gl.constexpr, s_layout: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr):
+    """``K_c q_c^T`` of 128-dim latent group c against one half of the query pair, issued (asynchronous: 4 fp8
+    k-steps) into a fresh accumulator (``CHAIN`` of the first fp8 tokens-on-M kernel)."""
+    return warpgroup_mma(kn.slice(c * 128, 128, dim=1), q_smem.slice(c * 128, 128, dim=1).permute((1, 0)),
+                         gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s_layout), use_acc=False, is_async=True)
+
+
 @gluon.jit(do_not_specialize=["B"])
 def _mla_decode_hopper_tok_fp8_kernel(
     q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr,
@@ -808,6 +816,7 @@ def _mla_decode_hopper_tok_fp8_kernel(
     PIPE: gl.constexpr,
     WIDEN: gl.constexpr,
     num_warps: gl.constexpr,
+    CHAIN: gl.constexpr = 0,
 ):
     """fp8 (per-tensor) cache, H < 64: the tokens-on-M kernel with fp8 scores.
 
@@ -820,6 +829,10 @@ def _mla_decode_hopper_tok_fp8_kernel(
     there; WIDEN = 1 / 2 widen it into fp16 shared memory (four chunk buffers, all four MMAs in flight / one
     buffer, each MMA retired before the next chunk), read MN-major by the wgmma. P^T goes through shared
     memory as fp16. The per-tensor scale multiplies the scores and the output in fp32.
+    CHAIN = 1: the hi scores as five fp8 chains, each in a fresh accumulator (the four 128-dim latent groups and
+    the rope), folded in fp32; the lo scores (weight 1/16) stay one chain. Triton's fp8 wgmma on sm_90 keeps a
+    whole chain in the tensor core's reduced-precision accumulation (maxNumImpreciseAcc 2**30), so CHAIN 0 sums
+    all 576 dims there (as the second kernel's CHAIN, kernel_hopper_tok.py). Not yet run on a GPU.
     """
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
@@ -916,17 +929,42 @@ def _mla_decode_hopper_tok_fp8_kernel(
                     _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
                     fence_async_shared()
                     _block_barrier()
-            s_hi = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s_layout)
-            s_lo = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s_layout)
-            s_hi = warpgroup_mma(kn, qn_hi.permute((1, 0)), s_hi, use_acc=False, is_async=True)
-            s_hi = warpgroup_mma(kr8, qr_hi.permute((1, 0)), s_hi, is_async=True)
-            s_lo = warpgroup_mma(kn, qn_lo.permute((1, 0)), s_lo, use_acc=False, is_async=True)
-            s_lo = warpgroup_mma(kr8, qr_lo.permute((1, 0)), s_lo, is_async=True)
-            if WIDEN == 1:
-                s_hi, s_lo, o0, o1, o2, o3 = warpgroup_mma_wait(num_outstanding=0,
-                                                                deps=(s_hi, s_lo, o0, o1, o2, o3))
+            if CHAIN:
+                # hi: one chain per 128-dim latent group and one for the rope, each in a fresh accumulator, folded
+                # in fp32; lo: one chain over all 576 dims. lo and groups 0-2 retire together (with the previous
+                # tile's P.V), then the rope and group 3 run while 0-2 are folded. (Compiled for sm_90 in session 11,
+                # this order spilled the fewest bytes of those tried: groups 0 and 1 retired first, or all six chains
+                # retired at once; waiting on the chains in turn with all six issued made ptxas serialise every
+                # wgmma, C7514.)
+                s_lo = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s_layout)
+                s_lo = warpgroup_mma(kn, qn_lo.permute((1, 0)), s_lo, use_acc=False, is_async=True)
+                s_lo = warpgroup_mma(kr8, qr_lo.permute((1, 0)), s_lo, is_async=True)
+                g0 = _q8_group(kn, qn_hi, 0, s_layout, BLOCK_N, BLOCK_H)
+                g1 = _q8_group(kn, qn_hi, 1, s_layout, BLOCK_N, BLOCK_H)
+                g2 = _q8_group(kn, qn_hi, 2, s_layout, BLOCK_N, BLOCK_H)
+                if WIDEN == 1:
+                    s_lo, g0, g1, g2, o0, o1, o2, o3 = warpgroup_mma_wait(num_outstanding=0,
+                                                                          deps=(s_lo, g0, g1, g2, o0, o1, o2, o3))
+                else:
+                    s_lo, g0, g1, g2, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(s_lo, g0, g1, g2, o3))
+                g3 = _q8_group(kn, qn_hi, 3, s_layout, BLOCK_N, BLOCK_H)
+                r = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s_layout)
+                r = warpgroup_mma(kr8, qr_hi.permute((1, 0)), r, use_acc=False, is_async=True)
+                s_hi = g0 + g1 + g2
+                g3, r = warpgroup_mma_wait(num_outstanding=0, deps=(g3, r))
+                s_hi = s_hi + g3 + r
             else:
-                s_hi, s_lo, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(s_hi, s_lo, o3))
+                s_hi = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s_layout)
+                s_lo = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s_layout)
+                s_hi = warpgroup_mma(kn, qn_hi.permute((1, 0)), s_hi, use_acc=False, is_async=True)
+                s_hi = warpgroup_mma(kr8, qr_hi.permute((1, 0)), s_hi, is_async=True)
+                s_lo = warpgroup_mma(kn, qn_lo.permute((1, 0)), s_lo, use_acc=False, is_async=True)
+                s_lo = warpgroup_mma(kr8, qr_lo.permute((1, 0)), s_lo, is_async=True)
+                if WIDEN == 1:
+                    s_hi, s_lo, o0, o1, o2, o3 = warpgroup_mma_wait(num_outstanding=0,
+                                                                    deps=(s_hi, s_lo, o0, o1, o2, o3))
+                else:
+                    s_hi, s_lo, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(s_hi, s_lo, o3))
             _block_barrier()
             if i + NUM_BUF - 1 < i_stop:
                 _issue_nope(kv_nope_desc, kn_bufs, bars, pt_base, i + NUM_BUF - 1, (it + NUM_BUF - 1) % NUM_BUF,
