@@ -448,6 +448,7 @@ HOPPER_TOK_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=64, NUM
 # TOK_FP8_V2_MIN_BATCH requests up).
 HOPPER_TOK_FP8_VARIANTS = [dict(V2=0, NUM_BUF=4, WIDEN=0, PROGRAMS_PER_SM=1),
                            dict(V2=0, NUM_BUF=2, WIDEN=0, PROGRAMS_PER_SM=2),
+                           dict(V2=0, NUM_BUF=2, WIDEN=0, PROGRAMS_PER_SM=2, CHAIN=1),
                            dict(V2=0, NUM_BUF=3, WIDEN=1, PROGRAMS_PER_SM=1),
                            dict(V2=0, NUM_BUF=2, WIDEN=2, PROGRAMS_PER_SM=2),
                            dict(V2=0, NUM_BUF=3, WIDEN=2, PROGRAMS_PER_SM=1),
