@@ -561,7 +561,7 @@ def pinned_config(heads: int, fmt: str, params: dict[str, int]) -> dict[str, int
     if key == (False, True):   # V2=1: the second tokens-on-M kernel
         known |= {"V2"}
         kernels.append(kernel_for(heads, fmt, v2=True))
-    if key == (True, False):   # PP=1: the ping-pong kernel
+    if key[0]:                 # PP=1: the ping-pong kernel (bf16 and fp8)
         kernels.append(kernel_for(heads, fmt, pp=True))
     known |= {p.name for fn in kernels for p in fn.params if p.is_constexpr} - _LAUNCH_CONSTEXPRS
     unknown = sorted(set(params) - known)
