@@ -356,8 +356,11 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
         _check_pp(on_m, fmt, cfg)
     if v2:
         _check_v2(on_m, fmt)
-        # (the programs per SM follow the buffers, as on the tuned path; the first kernel's keys are dropped)
-        cfg = {**HOPPER_TOK_FP8_V2_CONFIG, **{k: v for k, v in cfg.items() if k in TOK_FP8_V2_PARAMS}}
+        # (the programs per SM follow the buffers, as on the tuned path; the first kernel's keys are dropped; the
+        # base is the format's own fixed config: fp8_ds_mla folds its groups itself, without CHAIN)
+        base = HOPPER_TOK_DS_CONFIG if fmt == DS_FORMAT else HOPPER_TOK_FP8_V2_CONFIG
+        cfg = {**{k: v for k, v in base.items() if k != "V2"},
+               **{k: v for k, v in cfg.items() if k in TOK_FP8_V2_PARAMS}}
         if cfg.get("LOOK") and cfg.get("CHAIN"):
             raise ValueError(f"mla_decode: config {config}: LOOK={cfg['LOOK']} runs with one score chain only: pin "
                              "CHAIN=0 with it (the fixed config has CHAIN=1)")
