@@ -96,44 +96,59 @@ def _issue_rope(kv_rope_desc, kr, c_bars, pt_base, j, stage, PAGE_SIZE: gl.const
 
 @gluon.jit
 def _scores(qn_smem, qr_smem, kn, kr, c_bars, stage, phase, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
-            BLOCK_N: gl.constexpr, FP8: gl.constexpr):
+            BLOCK_N: gl.constexpr):
     """S = Q K^T of one tile as nine async wgmma groups (one per 64 columns), each half of the latent columns
-    and the rope columns issued once they have landed (``FP8``: the tile is widened already, no waits)."""
+    and the rope columns issued once they have landed."""
     s = gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout)
     for c in gl.static_range(8):
-        if (c % 4 == 0) and (not FP8):
+        if c % 4 == 0:
             mbarrier.wait(c_bars.index(stage * 3 + c // 4), phase)
         s = warpgroup_mma(qn_smem.slice(c * 64, 64, dim=1), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s,
                           use_acc=c > 0, is_async=True)
-    if not FP8:
-        mbarrier.wait(c_bars.index(stage * 3 + 2), phase)
+    mbarrier.wait(c_bars.index(stage * 3 + 2), phase)
     return warpgroup_mma(qr_smem, kr.permute((1, 0)), s, is_async=True)
 
 
 @gluon.jit
-def _widen_tile(k8, kn, kr, rope, n_valid, BLOCK_N: gl.constexpr):
+def _widen_scores(k8, kn, kr, qn_smem, qr_smem, rope, n_valid, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
+                  BLOCK_N: gl.constexpr):
     """fp8 ping-pong: the tile's fp8 latent columns (``k8``, [BLOCK_N, 512], TMA'd into the first 32 KB of the
-    tile's fp16 buffer ``kn``) widened in place to fp16 (exact: every e4m3 value is an fp16), and its rope rows
-    (``rope``, fp8 registers) into ``kr``; rows ``>= n_valid`` as zeros (P.V would turn 0 * NaN into NaN). Each
-    128-column fp8 block c (8 KB at byte 8 KB * c) becomes fp16 bytes [16 KB * c, 16 KB * c + 16 KB): blocks 3 and
-    2 first (their fp16 bytes lie past the fp8 ones), then, past a barrier of the warpgroup (every thread's reads of
-    blocks 2-3 done), 1 (its fp16 bytes are blocks 2-3's), and 0 loaded, stored past a second barrier (every
-    thread's reads of 0-1 done). Visible to this warpgroup's wgmmas after it returns."""
+    tile's fp16 buffer ``kn``) widened in place to fp16 (exact: every e4m3 value is an fp16) and its rope rows
+    (``rope``, fp8 registers) into ``kr``, rows ``>= n_valid`` as zeros (P.V would turn 0 * NaN into NaN), with
+    the score MMAs of each part issued once it is written, so that the widening of the next part runs under them
+    (nine async wgmma groups, as ``_scores``). Each 128-column fp8 block c (8 KB at byte 8 KB * c) becomes fp16
+    bytes [16 KB * c, 16 KB * c + 16 KB): the rope and blocks 3 and 2 first (their fp16 bytes lie past the fp8
+    ones); past a barrier of the warpgroup (every thread's reads of blocks 2-3 done) block 1 (its fp16 bytes are
+    blocks 2-3's) and block 0 loaded; past a second barrier (every thread's reads of 0-1 done) block 0 stored."""
     layout: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [4, 1], [1, 0])
     keep = (gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout)) < n_valid)[:, None]
+    kr.store(rope.to(gl.float16))
     for c in gl.static_range(2):
         x = k8.slice((3 - c) * 128, 128, dim=1).load(layout).to(gl.float16)
         kn.slice((3 - c) * 128, 128, dim=1).store(gl.where(keep, x, gl.zeros_like(x)))
+    fence_async_shared()
     _wg_barrier()
+    s = warpgroup_mma(qr_smem, kr.permute((1, 0)), gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout),
+                      use_acc=False, is_async=True)
+    for c in gl.static_range(4, 8):
+        s = warpgroup_mma(qn_smem.slice(c * 64, 64, dim=1), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s,
+                          is_async=True)
     x1 = k8.slice(128, 128, dim=1).load(layout).to(gl.float16)
     kn.slice(128, 128, dim=1).store(gl.where(keep, x1, gl.zeros_like(x1)))
     x0 = k8.slice(0, 128, dim=1).load(layout)          # (held as fp8: 16 registers a thread)
-    kr.store(rope.to(gl.float16))
+    fence_async_shared()
     _wg_barrier()
+    for c in gl.static_range(2, 4):
+        s = warpgroup_mma(qn_smem.slice(c * 64, 64, dim=1), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s,
+                          is_async=True)
     x0 = x0.to(gl.float16)
     kn.slice(0, 128, dim=1).store(gl.where(keep, x0, gl.zeros_like(x0)))
     fence_async_shared()
     _wg_barrier()
+    for c in gl.static_range(2):
+        s = warpgroup_mma(qn_smem.slice(c * 64, 64, dim=1), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s,
+                          is_async=True)
+    return s
 
 
 @gluon.jit
@@ -347,13 +362,14 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 mbarrier.wait(c_bars.index(stage * 3), phase)
                 if k > 0:
                     mbarrier.wait(c_bars.index(stage * 3 + 1), (f_s0 + k - 1) & 1)
-                _widen_tile(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn, kr_bufs.index(stage), rope, n_valid,
-                            BLOCK_N)
+                s = _widen_scores(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn, kr_bufs.index(stage), qn_smem,
+                                  qr_smem, rope, n_valid, s_layout, BLOCK_H, BLOCK_N)
                 rope = rope_next
-            elif n_valid < BLOCK_N:
-                _zero_half(kn, c_bars, stage, phase, n_valid, 0, BLOCK_N)
-            s = _scores(qn_smem, qr_smem, kn, kr_bufs.index(stage), c_bars, stage, phase, s_layout, BLOCK_H,
-                        BLOCK_N, FP8)
+            else:
+                if n_valid < BLOCK_N:
+                    _zero_half(kn, c_bars, stage, phase, n_valid, 0, BLOCK_N)
+                s = _scores(qn_smem, qr_smem, kn, kr_bufs.index(stage), c_bars, stage, phase, s_layout, BLOCK_H,
+                            BLOCK_N)
             if (RELOAD == 0) and (k > 0):
                 # O += P(r - 1) V_L(r - 1), issued before these score MMAs, retired: WG0's last read of tile
                 # r - 1's left half, whose buffer takes tile r + 1
@@ -496,13 +512,14 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     rope_next = _load_rope(kv_ptr, pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N,
                                            rope_layout)
                     mbarrier.wait(c_bars.index((1 - stage) * 3), phase_o)
-                    _widen_tile(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, kr_bufs.index(1 - stage), rope,
-                                n_valid - BLOCK_N, BLOCK_N)
+                    s = _widen_scores(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, kr_bufs.index(1 - stage),
+                                      qn_smem, qr_smem, rope, n_valid - BLOCK_N, s_layout, BLOCK_H, BLOCK_N)
                     rope = rope_next
-                elif n_valid - BLOCK_N < BLOCK_N:
-                    _zero_half(kn_o, c_bars, 1 - stage, phase_o, n_valid - BLOCK_N, 1, BLOCK_N)
-                s = _scores(qn_smem, qr_smem, kn_o, kr_bufs.index(1 - stage), c_bars, 1 - stage, phase_o, s_layout,
-                            BLOCK_H, BLOCK_N, FP8)
+                else:
+                    if n_valid - BLOCK_N < BLOCK_N:
+                        _zero_half(kn_o, c_bars, 1 - stage, phase_o, n_valid - BLOCK_N, 1, BLOCK_N)
+                    s = _scores(qn_smem, qr_smem, kn_o, kr_bufs.index(1 - stage), c_bars, 1 - stage, phase_o,
+                                s_layout, BLOCK_H, BLOCK_N)
                 if WG1_FIRST:
                     # Softmax first, MMAs after: nothing of this warpgroup is in flight during its softmax, so the
                     # hand-off to WG0 is not held up by P(r) V_R(r) (with the order below ptxas retires that MMA before
@@ -645,7 +662,7 @@ def _mla_decode_hopper_pp_fp8_kernel(
 ):
     """The ping-pong kernel on a per-tensor fp8 cache (the arguments of the fp8 heads-on-M kernel,
     ``kernel_hopper_heads._mla_decode_hopper_fp8w_kernel``): each tile's fp8 latent columns by TMA into the
-    first 32 KB of its fp16 buffer, widened in place by the tile's owner before its score MMAs (``_widen_tile``;
+    first 32 KB of its fp16 buffer, widened in place by the tile's owner under its score MMAs (``_widen_scores``;
     the rope rows by plain loads a tile ahead, as the other fp8 kernels); the query in fp16, each head times a
     power of two (``kernel_hopper_heads._q_fp16``); P in fp16; the cache scale on the scores and the output.
     Shared memory as the bf16 kernel's: no fp8 staging buffer (none would fit beside two fp16 tiles)."""
