@@ -359,8 +359,11 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
         # (the programs per SM follow the buffers, as on the tuned path; the first kernel's keys are dropped; the
         # base is the format's own fixed config: fp8_ds_mla folds its groups itself, without CHAIN)
         base = HOPPER_TOK_DS_CONFIG if fmt == DS_FORMAT else HOPPER_TOK_FP8_V2_CONFIG
+        # a pinned V2 config overlays the second kernel's fixed config only (not the first kernel's, whose keys
+        # of the same name, e.g. CHAIN, have other defaults); unpinned, the module's fixed config names it
+        own = config if config and config.get("V2") else cfg
         cfg = {**{k: v for k, v in base.items() if k != "V2"},
-               **{k: v for k, v in cfg.items() if k in TOK_FP8_V2_PARAMS}}
+               **{k: v for k, v in own.items() if k in TOK_FP8_V2_PARAMS}}
         if cfg.get("LOOK") and cfg.get("CHAIN"):
             raise ValueError(f"mla_decode: config {config}: LOOK={cfg['LOOK']} runs with one score chain only: pin "
                              "CHAIN=0 with it (the fixed config has CHAIN=1)")
