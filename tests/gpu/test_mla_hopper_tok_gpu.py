@@ -107,15 +107,8 @@ def test_tok_fp8_v2_matches_reference(monkeypatch, config, case):
 
 
 # The first fp8 kernel (V2=0) with CHAIN=1: its hi scores as one fp8 MMA chain per 128 dims and the rope's, folded in
-# fp32 (session 11: compiled for sm_90 only). Each config of its space, pinned, on the first case.
+# fp32 (in its fixed config and space since session 11). Each config of its space, pinned, on the first case.
 V1_CHAIN_CONFIGS = [dict(c, V2=0, CHAIN=1) for c in interface_hopper.HOPPER_TOK_FP8_SPACE]
-
-
-def _skip_unproven_v1_chain() -> None:
-    """``skip_unproven`` for a knob the gate's configs cannot carry (the kernel config takes no unknown keys)."""
-    if not os.environ.get("GRAPHTUNE_GPU_NEW"):
-        pytest.skip("the first fp8 tokens-on-M kernel's CHAIN (V2=0, CHAIN=1; session 11) has not run on a GPU yet: "
-                    "GRAPHTUNE_GPU_NEW=1 under a timeout")
 
 
 @pytest.mark.parametrize("config", V1_CHAIN_CONFIGS, ids=lambda c: f"buf{c['NUM_BUF']}-widen{c['WIDEN']}-chain1")
@@ -126,7 +119,6 @@ def test_tok_fp8_first_kernel_chain_matches_reference(monkeypatch, config):
     one-token request's included (its LSE is its one score: the score chain's accumulation error undiluted;
     without CHAIN, 3.6e-3 on the H200 in session 11)."""
     _skip_off_hopper()
-    _skip_unproven_v1_chain()
     heads, page_size, lens = CASES[0]
     assert 1 in lens
     monkeypatch.setattr(interface_hopper, "HOPPER_TOK_FP8_CONFIG", interface_hopper.pinned_config(heads, "fp8", config))

@@ -18,8 +18,7 @@ pre-hook (``_kv_tiles``) rebuilds the KV descriptors for it before every launch 
 Pinned instead of tuned: ``launch(..., config=...)``, or a module-level fixed config changed from its shipped
 value (``benchmarks/bench_mla_decode.py --hopper-variants`` times variants that way): that config runs on the
 plain kernel, as before tuning existed. In a pinned fp8 tokens-on-M config ``V2=1`` selects the second kernel
-(its keys: ``TOK_FP8_V2_PARAMS``; programs per SM follow its buffers), ``V2=0`` the first (``CHAIN=1`` there: not
-yet measured). fp8_ds_mla with H < 64
+(its keys: ``TOK_FP8_V2_PARAMS``; programs per SM follow its buffers), ``V2=0`` the first. fp8_ds_mla with H < 64
 runs the second kernel with ``DS=1`` (``HOPPER_TOK_DS_CONFIG``; tuned per bucket over ``HOPPER_TOK_DS_SPACE``, its
 ``SECOND`` entry), on ``path="auto"`` where ``DS_AUTO`` says so.
 """
@@ -73,7 +72,12 @@ HOPPER_TOK_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 2}
 # (WIDEN 0), two programs per SM (96,528 B each): the fastest of five variants at batch 32-128 on the H200
 # (0.1457 ms at H = 16, batch 128, against 0.1820 for four buffers and one program per SM), within 1% of the
 # best at batch 1-8 (docs/mla_decode.md, branch issue-mla2, run 2).
-HOPPER_TOK_FP8_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0, "WIDEN": 0, "PROGRAMS_PER_SM": 2}
+# CHAIN 1 (its hi scores as one fp8 MMA chain per 128 dims and the rope's, folded in fp32; the lo half, weight
+# 1/16, stays one chain): on the H200 (session 11, H = 16, logits of standard deviation ~1) the LSE error 3.8e-4
+# against 1.9e-3 - 3.6e-3 without it (two runs), times unchanged (0.0148 / 0.0216 ms at batch 1 / 8 against
+# 0.0149 / 0.0226; docs/mla_decode.md "Session 11").
+HOPPER_TOK_FP8_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0, "WIDEN": 0, "PROGRAMS_PER_SM": 2,
+                                         "CHAIN": 1}
 # fp8 (per-tensor) cache, H % 64 == 0: heads on M, the tile widened once to fp16 and scored with an fp16 copy
 # of the query (kernel_hopper_heads.py; 2 x 32 KB fp8 buffers + the fp16 tile + the fp16 query + P = 222,480 B):
 # 11-19% faster than a kernel scoring with fp8 MMAs against the query's hi/lo pair at H = 128, batch 1-64, on the
@@ -111,10 +115,7 @@ HOPPER_FP8_SPACE: list[dict[str, int]] = [dict(HOPPER_FP8_CONFIG), {**HOPPER_FP8
 # as fit an SM (``_tok_fp8_programs_per_sm``), as the variants were timed.
 HOPPER_TOK_FP8_SPACE: list[dict[str, int]] = [
     {k: v for k, v in HOPPER_TOK_FP8_CONFIG.items() if k != "PROGRAMS_PER_SM"},
-    dict(BLOCK_N=64, NUM_BUF=4, PIPE=0, WIDEN=0), dict(BLOCK_N=64, NUM_BUF=2, PIPE=0, WIDEN=2)]
-# The first kernel's CHAIN (kernel default 0; a pinned config with V2=0, CHAIN=1 runs it): its hi scores as one fp8
-# MMA chain per 128 dims and the rope's, folded in fp32, as the second kernel's CHAIN. Compiled for sm_90 only (session
-# 11): unmeasured on a GPU, so neither in the fixed config nor in the space.
+    dict(BLOCK_N=64, NUM_BUF=4, PIPE=0, WIDEN=0, CHAIN=1), dict(BLOCK_N=64, NUM_BUF=2, PIPE=0, WIDEN=2, CHAIN=1)]
 # fp8, tokens on M, the second kernel (kernel_hopper_tok.py), which ``launch`` runs from TOK_FP8_V2_MIN_BATCH
 # requests up: on the H200 (H = 16, branch mla-h16, run 2) it lost to the first kernel at batch 1 (0.0165 against
 # 0.0156 ms) and won at 8-128 (0.0205 / 0.0370 / 0.0584 / 0.0979 against 0.0226 / 0.0494 / 0.0816 / 0.1454).
