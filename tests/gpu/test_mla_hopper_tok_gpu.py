@@ -154,8 +154,9 @@ def test_tok_fp8_v2_row_gather_matches_reference(monkeypatch, knobs, case):
     _skip_off_hopper()
     num_buf, look, rk64, pt_early = knobs
     heads, page_size, lens = case
+    # (LOOK runs with one score chain: CHAIN 0 with it, the fixed config's CHAIN 1 without)
     for key, value in dict(V2=1, GATHER=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1, LOOK=look, RK64=rk64,
-                       PT_EARLY=pt_early).items():
+                           PT_EARLY=pt_early, CHAIN=int(look == 0)).items():
         monkeypatch.setitem(interface_hopper.HOPPER_TOK_FP8_CONFIG, key, value)
     seed, x, ref, ref_lse = _case(heads, page_size, lens, "fp8")
     scales = (x["kv_scale"], torch.tensor([x["kv_scale"]], dtype=torch.float32, device="cuda"))
