@@ -55,20 +55,27 @@ def test_pp_kernel_mmas_and_schedule(compiled):
         assert sass.count("WARPGROUP.DEPBAR") <= 8, "wgmmas serialised (ptxas C7514)"
 
 
-def test_pp_config_routes_to_the_ping_pong_kernel():
+# (format, kernel, the latent descriptor's position and block, the other kernel's knobs that must be dropped)
+ROUTES = [("bf16", "_mla_decode_hopper_pp_kernel", 2, [64, 256], ("XCH", "EARLY")),   # two 256-column TMA halves
+          ("fp8", "_mla_decode_hopper_pp_fp8_kernel", 1, [64, 512], ("WOVL", "XCH"))]  # the whole fp8 tile
+
+
+@pytest.mark.parametrize("fmt,kernel,pos,block,dropped", ROUTES, ids=[r[0] for r in ROUTES])
+def test_pp_config_routes_to_the_ping_pong_kernel(fmt, kernel, pos, block, dropped):
+    dtype = torch.float8_e4m3fn if fmt == "fp8" else torch.bfloat16
     q = torch.empty(2, 128, 576, dtype=torch.bfloat16)
-    kv = torch.empty(4, 64, 576, dtype=torch.bfloat16)
+    kv = torch.empty(4, 64, 576, dtype=dtype)
     out = torch.empty(2, 128, 512, dtype=torch.bfloat16)
     pt, lens = torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32)
-    args, grid, consts, _ = interface_hopper.hopper_call(q, kv, pt, lens, 0.04, 1.0, "bf16", out, False, sms=132,
+    args, grid, consts, _ = interface_hopper.hopper_call(q, kv, pt, lens, 0.04, 0.5, fmt, out, False, sms=132,
                                                          config=dict(PP=1))
-    fn, consts = interface_hopper._kernel_and_params(128, "bf16", consts)
-    assert fn is kernel_hopper_pp._mla_decode_hopper_pp_kernel
+    fn, consts = interface_hopper._kernel_and_params(128, fmt, consts)
+    assert fn is getattr(kernel_hopper_pp, kernel)
     assert consts["num_warps"] == interface_hopper.PP_NUM_WARPS == 4
-    assert "XCH" not in consts and "EARLY" not in consts       # the other kernel's knobs are dropped
-    assert list(args[2].block_shape) == [64, 256]               # latent columns in two TMA halves
+    assert not set(dropped) & set(consts)
+    assert list(args[pos].block_shape) == block
     assert grid == (2, 66)
-    assert interface_hopper.pinned_config(128, "bf16", dict(BLOCK_N=64, NUM_BUF=2, PP=1))["PP"] == 1
+    assert interface_hopper.pinned_config(128, fmt, dict(BLOCK_N=64, NUM_BUF=2, PP=1))["PP"] == 1
 
 
 @pytest.fixture(scope="module", params=[dict(PP=1), dict(PP=1, RELOAD=0), dict(PP=1, WG1_FIRST=1)],
@@ -92,20 +99,6 @@ def test_pp_fp8_kernel_fits_sm90_and_keeps_the_bf16_kernels_mmas(compiled_fp8):
     assert "UTMALDG.2D" in sass                   # the fp8 tiles (the query and the rope rows by plain loads)
     if SCHEDULED_WITH_THIS_TRITON:
         assert sass.count("WARPGROUP.DEPBAR") <= 8, "wgmmas serialised (ptxas C7514)"
-
-
-def test_pp_config_routes_fp8_to_the_fp8_ping_pong_kernel():
-    q = torch.empty(2, 128, 576, dtype=torch.bfloat16)
-    kv = torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn)
-    out = torch.empty(2, 128, 512, dtype=torch.bfloat16)
-    pt, lens = torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32)
-    args, grid, consts, _ = interface_hopper.hopper_call(q, kv, pt, lens, 0.04, 0.5, "fp8", out, False, sms=132,
-                                                         config=dict(PP=1))
-    fn, consts = interface_hopper._kernel_and_params(128, "fp8", consts)
-    assert fn is kernel_hopper_pp._mla_decode_hopper_pp_fp8_kernel
-    assert consts["num_warps"] == 4 and "WOVL" not in consts and "XCH" not in consts
-    assert list(args[1].block_shape) == [64, 512]               # the whole fp8 latent tile in one descriptor
-    assert grid == (2, 66)
 
 
 @pytest.mark.parametrize("heads,fmt,config,needle", [
