@@ -832,7 +832,7 @@ def _mla_decode_hopper_tok_fp8_kernel(
     CHAIN = 1: the hi scores as five fp8 chains, each in a fresh accumulator (the four 128-dim latent groups and
     the rope), folded in fp32; the lo scores (weight 1/16) stay one chain. Triton's fp8 wgmma on sm_90 keeps a
     whole chain in the tensor core's reduced-precision accumulation (maxNumImpreciseAcc 2**30), so CHAIN 0 sums
-    all 576 dims there (as the second kernel's CHAIN, kernel_hopper_tok.py). Not yet run on a GPU.
+    all 576 dims there (as the second kernel's CHAIN, kernel_hopper_tok.py). In the fixed config since session 11.
     """
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512

@@ -24,7 +24,7 @@ SASS compiled on a CPU (docs/mla_decode.md, "tokens on M, fp8, second kernel"):
 - **No cross-warp sum per tile.** The softmax denominator is kept per token slot ([64, 16], rescaled with the
   output) and reduced once per segment; only the running max crosses warps each tile.
 
-**fp8_ds_mla (``DS`` 1; session 9, compiled for sm_90 on a CPU, not yet run on a GPU).** DeepSeek's 656-byte rows
+**fp8_ds_mla (``DS`` 1; written in session 9, run on the H200 in session 10).** DeepSeek's 656-byte rows
 (512 fp8 latent values in four 128-dim groups, four fp32 group scales at bytes 512..527, 64 bf16 rope values at
 528..655; 656 = 41 x 16 bytes, a legal TMA row stride). A tile is three TMA boxes of the rows under three views:
 the [64, 512] fp8 latent at column 0 (as above), the [64, 64] bf16 rope at bf16 column 264, the [64, 4] fp32
