@@ -233,3 +233,35 @@ def test_page_sizes_that_are_not_whole_tiles_need_the_row_gather():
         interface_hopper._check_gather(64, dict(GATHER=1))
     interface_hopper._check_gather(1, dict(V2=1, GATHER=1))
     interface_hopper._check_gather(64, dict(V2=1))
+
+
+def test_pinned_tokens_on_m_configs_run_as_given_and_bad_mixes_are_one_clear_line():
+    """A pinned config runs what it says: the fold (CHAIN 1, both fp8 kernels' fixed configs) unless it names CHAIN 0,
+    with no key taken from another kernel's module-level config; what cannot run is one ValueError naming it."""
+    q = torch.empty(2, 16, 576, dtype=torch.bfloat16)
+    out = torch.empty(2, 16, 512, dtype=torch.bfloat16)
+    lens = torch.ones(2, dtype=torch.int32)
+
+    def consts(kv, fmt, config, pages=2):
+        _, _, c, _ = interface_hopper.hopper_call(q, kv, torch.zeros(2, pages, dtype=torch.int32), lens, 0.04, 1.0,
+                                                  fmt, out, False, sms=132, config=config)
+        return c
+
+    fp8 = torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn)
+    for config in (dict(V2=0), dict(V2=1, NUM_BUF=3)):
+        assert consts(fp8, "fp8", interface_hopper.pinned_config(16, "fp8", config))["CHAIN"] == 1, config
+    assert consts(fp8, "fp8", dict(V2=1, NUM_BUF=2, CHAIN=0))["CHAIN"] == 0
+    with pytest.raises(ValueError, match="LOOK=1 runs with one score chain only: pin CHAIN=0"):
+        consts(fp8, "fp8", dict(V2=1, LOOK=1))
+    ds = torch.empty(4, 64, 656, dtype=torch.uint8)
+    assert consts(ds, "fp8_ds_mla", None).get("CHAIN", 0) == 0
+    with pytest.raises(ValueError, match="CHAIN=1 is the per-tensor fp8 cache's fold"):
+        consts(ds, "fp8_ds_mla", dict(V2=1, DS=1, CHAIN=1))
+    # page size 16: a pinned V2 config without GATHER would read whole TMA tiles across pages: refused, whatever the
+    # module's fixed config says
+    small = torch.empty(64, 16, 576, dtype=torch.float8_e4m3fn)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(interface_hopper.HOPPER_TOK_FP8_CONFIG, "GATHER", 1)
+        with pytest.raises(ValueError, match="page size 16 on the Hopper path needs the row-gather loader"):
+            consts(small, "fp8", dict(V2=1, NUM_BUF=3), pages=8)
+    assert consts(small, "fp8", dict(V2=1, NUM_BUF=3, GATHER=1), pages=8)["GATHER"] == 1

@@ -268,8 +268,8 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
     """Positional arguments (KV descriptors with ``block_n``-token tiles), head blocks, the constexprs no config
     sets, and ``(lse, part_o, part_lse, seg)`` with partial slots for ``programs_per_sm``. ``v2``: the second
     fp8 tokens-on-M kernel (kernel_hopper_tok.py), which takes a [block_n, 128] rope descriptor before the cache
-    pointer (read row by row with GATHER). ``pp``: the bf16 ping-pong kernel (kernel_hopper_pp.py), whose latent
-    tiles come as two 256-column TMA halves."""
+    pointer (read row by row with GATHER). ``pp``: the ping-pong kernel (kernel_hopper_pp.py), whose bf16 latent
+    tiles come as two 256-column TMA halves (its fp8 kernel takes the fp8 heads-on-M kernel's arguments)."""
     batch, heads, _ = q.shape
     device = q.device
     if lse is None:
@@ -365,11 +365,17 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
         own = config if config and config.get("V2") else cfg
         cfg = {**{k: v for k, v in base.items() if k != "V2"},
                **{k: v for k, v in own.items() if k in TOK_FP8_V2_PARAMS}}
+        if fmt == DS_FORMAT and cfg.get("CHAIN"):
+            raise ValueError(f"mla_decode: config {config or cfg}: CHAIN=1 is the per-tensor fp8 cache's fold; "
+                             f"kv_format {fmt!r} folds its four groups itself (pin CHAIN=0 or leave it out)")
         if cfg.get("LOOK") and cfg.get("CHAIN"):
-            raise ValueError(f"mla_decode: config {config}: LOOK={cfg['LOOK']} runs with one score chain only: pin "
-                             "CHAIN=0 with it (the fixed config has CHAIN=1)")
+            raise ValueError(f"mla_decode: config {config or cfg}: LOOK={cfg['LOOK']} runs with one score chain "
+                             "only: pin CHAIN=0 with it (the fixed config has CHAIN=1)")
         cfg["PROGRAMS_PER_SM"] = _tok_fp8_v2_programs_per_sm(cfg)
         cfg["V2"] = 1   # (for _kernel_and_params, which drops it: no kernel takes it)
+    # (the config as it runs: a pinned V2 config's keys come from it alone, not from the module's fixed config that
+    # launch checked)
+    _check_gather(kv_cache.shape[1], {**cfg, "V2": int(v2)})
     programs_per_sm = cfg.pop("PROGRAMS_PER_SM", programs_per_sm)
     args, head_blocks, consts, scratch = _arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                     return_lse, sms=sms, block_n=cfg["BLOCK_N"],
@@ -407,7 +413,7 @@ def _check_gather(page_size: int, cfg: dict[str, int]) -> None:
                          "it needs V2=1")
     if page_size % BLOCK_N and not cfg.get("GATHER"):
         raise ValueError(f"mla_decode: page size {page_size} on the Hopper path needs the row-gather loader, config "
-                         "V2=1, GATHER=1 (not yet timed: path='auto' runs the portable kernel there)")
+                         "V2=1, GATHER=1 (path='auto' runs the portable kernel there)")
 
 
 @dataclass(frozen=True)
@@ -490,7 +496,7 @@ def tuned_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
 
 def _kernel_and_params(heads: int, fmt: str, cfg: dict[str, int]):
     """The kernel a (pinned) config runs and the config's entries that kernel takes (``V2`` the second fp8
-    tokens-on-M kernel, ``PP`` the bf16 ping-pong kernel; other kernels' keys, ``V2`` included, are dropped).
+    tokens-on-M kernel, ``PP`` the ping-pong kernel; other kernels' keys, ``V2`` included, are dropped).
     ``cfg``: the constexprs :func:`hopper_call` returns, or a :func:`pinned_config`."""
     fn = kernel_for(heads, fmt, v2=bool(cfg.get("V2", 0)), pp=bool(cfg.get("PP", 0)))
     names = set(fn.arg_names)
@@ -499,8 +505,8 @@ def _kernel_and_params(heads: int, fmt: str, cfg: dict[str, int]):
 
 def kernel_for(heads: int, fmt: str = "bf16", *, v2: bool = False, pp: bool = False):
     """The Gluon kernel that serves H heads: heads on M for H % 64 == 0, else tokens on M (bf16 or fp8; fp8
-    heads on M: the widened-score kernel); ``v2``: the second fp8 tokens-on-M kernel; ``pp``: the bf16
-    heads-on-M ping-pong kernel."""
+    heads on M: the widened-score kernel); ``v2``: the second fp8 tokens-on-M kernel; ``pp``: the heads-on-M
+    ping-pong kernel (bf16, or fp8 widened in place: pinned only, not faster on the H200 in session 11)."""
     if pp:
         _check_pp(_heads_on_m(heads), fmt, {})
         return (kernel_hopper_pp._mla_decode_hopper_pp_fp8_kernel if fmt == "fp8"

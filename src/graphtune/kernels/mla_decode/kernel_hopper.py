@@ -816,7 +816,7 @@ def _mla_decode_hopper_tok_fp8_kernel(
     PIPE: gl.constexpr,
     WIDEN: gl.constexpr,
     num_warps: gl.constexpr,
-    CHAIN: gl.constexpr = 0,
+    CHAIN: gl.constexpr = 1,
 ):
     """fp8 (per-tensor) cache, H < 64: the tokens-on-M kernel with fp8 scores.
 
