@@ -65,6 +65,9 @@ from .kernel_hopper_heads import _q_fp16
 # barrier of that partition: ``bar.sync id, 128``).
 _wg_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
 
+# Whether a shared-memory view of another type is ``reinterpret`` (triton 3.9) or ``_reinterpret`` (3.6)
+_REINTERPRET_PUBLIC = gl.constexpr(hasattr(gl.shared_memory_descriptor, "reinterpret"))
+
 _D_V = gl.constexpr(512)
 _HALF = gl.constexpr(256)       # output columns per warpgroup
 
@@ -682,8 +685,11 @@ def _mla_decode_hopper_pp_fp8_kernel(
                                         gl.NVMMASharedLayout.get_default_for([BLOCK_N, 64], gl.float16))
     # the same bytes as fp8 [64, 1024] per buffer (eight 8 KB blocks of 128 columns, the fp16 tile's 64-column
     # blocks two by two): the TMA lands in the first four
-    k8_bufs = kn_bufs._reinterpret(gl.float8e4nv, [2, BLOCK_N, 2 * _D_V],
-                                   gl.NVMMASharedLayout.get_default_for([BLOCK_N, 2 * _D_V], gl.float8e4nv))
+    k8_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, 2 * _D_V], gl.float8e4nv)
+    if _REINTERPRET_PUBLIC:
+        k8_bufs = kn_bufs.reinterpret(gl.float8e4nv, [2, BLOCK_N, 2 * _D_V], k8_layout)
+    else:
+        k8_bufs = kn_bufs._reinterpret(gl.float8e4nv, [2, BLOCK_N, 2 * _D_V], k8_layout)
     _pp_partitions(None, None, kv_nope_desc, None, page_table_ptr, seq_lens_ptr,
                    out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
                    stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
