@@ -253,6 +253,8 @@ def test_pinned_tokens_on_m_configs_run_as_given_and_bad_mixes_are_one_clear_lin
     assert consts(fp8, "fp8", dict(V2=1, NUM_BUF=2, CHAIN=0))["CHAIN"] == 0
     with pytest.raises(ValueError, match="LOOK=1 runs with one score chain only: pin CHAIN=0"):
         consts(fp8, "fp8", dict(V2=1, LOOK=1))
+    with pytest.raises(ValueError, match=r"\{'PREFETCH': 2\} out of range for the second tokens-on-M kernel"):
+        consts(fp8, "fp8", dict(V2=1, PREFETCH=2))
     ds = torch.empty(4, 64, 656, dtype=torch.uint8)
     assert consts(ds, "fp8_ds_mla", None).get("CHAIN", 0) == 0
     with pytest.raises(ValueError, match="CHAIN=1 is the per-tensor fp8 cache's fold"):

@@ -365,6 +365,12 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
         own = config if config and config.get("V2") else cfg
         cfg = {**{k: v for k, v in base.items() if k != "V2"},
                **{k: v for k, v in own.items() if k in TOK_FP8_V2_PARAMS}}
+        bad = {k: v for k, v in cfg.items() if k in _V2_FLAGS and v not in (0, 1)}
+        if cfg.get("LOOK", 0) not in (0, 1, 2):
+            bad["LOOK"] = cfg["LOOK"]
+        if bad:
+            raise ValueError(f"mla_decode: config {config or cfg}: {bad} out of range for the second tokens-on-M "
+                             f"kernel ({', '.join(_V2_FLAGS)} take 0 or 1, LOOK 0, 1 or 2)")
         if fmt == DS_FORMAT and cfg.get("CHAIN"):
             raise ValueError(f"mla_decode: config {config or cfg}: CHAIN=1 is the per-tensor fp8 cache's fold; "
                              f"kv_format {fmt!r} folds its four groups itself (pin CHAIN=0 or leave it out)")
@@ -390,6 +396,8 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
 # 11): the fp8 scores as one MMA chain per 128 dims and the rope's, folded in fp32 (docs/mla_decode.md, "CHAIN").
 TOK_FP8_V2_PARAMS = ("BLOCK_N", "NUM_BUF", "PREFETCH", "FAST_MAX", "GATHER", "LOOK", "RK64", "PT_EARLY", "DS",
                      "CHAIN")
+_V2_FLAGS = ("PREFETCH", "FAST_MAX", "GATHER", "RK64", "PT_EARLY", "DS", "CHAIN")   # (on or off; PREFETCH 2 meant
+# something only under the removed PV8)
 
 
 def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
