@@ -113,9 +113,9 @@ HOPPER_FP8_SPACE: list[dict[str, int]] = [dict(HOPPER_FP8_CONFIG), {**HOPPER_FP8
 # fp8, tokens on M: 2 buffers / WIDEN 0 (the fixed config), 4 buffers (won batch 8 in run 2), WIDEN 2 (V^T
 # widened in shared memory). Programs per SM are not a kernel parameter: the grid gives each config as many
 # as fit an SM (``_tok_fp8_programs_per_sm``), as the variants were timed.
-HOPPER_TOK_FP8_SPACE: list[dict[str, int]] = [
-    {k: v for k, v in HOPPER_TOK_FP8_CONFIG.items() if k != "PROGRAMS_PER_SM"},
-    dict(BLOCK_N=64, NUM_BUF=4, PIPE=0, WIDEN=0, CHAIN=1), dict(BLOCK_N=64, NUM_BUF=2, PIPE=0, WIDEN=2, CHAIN=1)]
+_TOK_FP8_BASE = {k: v for k, v in HOPPER_TOK_FP8_CONFIG.items() if k != "PROGRAMS_PER_SM"}
+HOPPER_TOK_FP8_SPACE: list[dict[str, int]] = [_TOK_FP8_BASE, {**_TOK_FP8_BASE, "NUM_BUF": 4},
+                                              {**_TOK_FP8_BASE, "WIDEN": 2}]
 # fp8, tokens on M, the second kernel (kernel_hopper_tok.py), which ``launch`` runs from TOK_FP8_V2_MIN_BATCH
 # requests up: on the H200 (H = 16, branch mla-h16, run 2) it lost to the first kernel at batch 1 (0.0165 against
 # 0.0156 ms) and won at 8-128 (0.0205 / 0.0370 / 0.0584 / 0.0979 against 0.0226 / 0.0494 / 0.0816 / 0.1454).
@@ -624,15 +624,15 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
     """Run the Hopper split kernel, tuned per batch bucket unless pinned (:func:`pinned`); returns
     ``(lse, part_o, part_lse, seg)`` for the reduction."""
     heads = q.shape[1]
-    if kv_cache.shape[1] % BLOCK_N or (config and "GATHER" in config):   # (not on every decode call)
-        base = HOPPER_TOK_DS_CONFIG if fmt == DS_FORMAT else _base_config(_heads_on_m(heads), fmt == "fp8")
-        _check_gather(kv_cache.shape[1], {**base, **(config or {})})
     if pinned(heads, fmt, config):
+        # (hopper_call checks the row gather against the config as it runs)
         args, grid, consts, scratch = hopper_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                   return_lse, sms=sms, config=config)
         fn, consts = _kernel_and_params(heads, fmt, consts)
         fn[grid](*args, **consts)
         return scratch
+    if kv_cache.shape[1] % BLOCK_N:
+        _check_gather(kv_cache.shape[1], {})     # (the tuned kernels read whole TMA tiles: one clear error)
     if second_applies(heads, fmt, q.shape[0]):
         args, grid, consts, scratch = tuned_second_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                         return_lse, sms=sms)

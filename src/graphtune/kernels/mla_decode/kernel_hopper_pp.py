@@ -266,6 +266,22 @@ def _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, j, stage, PAGE_SIZE: gl.c
 
 
 @gluon.jit
+def _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j, stage, HALF: gl.constexpr,
+            FP8: gl.constexpr, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
+    """A warpgroup's P.V of buffer ``stage``'s half ``HALF`` retired, and the buffer takes tile j next. bf16: the TMA
+    of that half of tile j. fp8: WG0 (HALF 0) the TMA of tile j's fp8 latent columns into the left half; WG1
+    (HALF 1) its arrival on the buffer's "right half free" mbarrier, which WG0 waits on before widening."""
+    if FP8:
+        if HALF == 0:
+            _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, j, stage, PAGE_SIZE, BLOCK_N)
+        else:
+            mbarrier.arrive(c_bars.index(stage * 3 + 1), count=1)
+    else:
+        _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(stage), kr_bufs.index(stage), c_bars, pt_base, j,
+                    stage, HALF, False, PAGE_SIZE, BLOCK_N)
+
+
+@gluon.jit
 def _qk_store(l_smem, seg, qk, BLOCK_H: gl.constexpr):
     """fp8 ping-pong: WG0 leaves the segment's per-head score multipliers for WG1 in WG1's row-sum slot of the
     segment's parity, free until WG1's exchange at the segment's end (``_finish_segment``), which WG1 reads them
@@ -382,11 +398,8 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 # r - 1's left half, whose buffer takes tile r + 1
                 o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=9, deps=(o, )))
                 if r + 1 < n:
-                    if FP8:
-                        _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, j + 1, 1 - stage, PAGE_SIZE, BLOCK_N)
-                    else:
-                        _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(1 - stage), kr_bufs.index(1 - stage),
-                                    c_bars, pt_base, j + 1, 1 - stage, 0, False, PAGE_SIZE, BLOCK_N)
+                    _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 1, 1 - stage,
+                            0, FP8, PAGE_SIZE, BLOCK_N)
             s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
             if (r + 2 < n) and (not FP8):
                 # the score MMAs were the rope chunk's only reader
@@ -403,11 +416,8 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 # requested before waiting for WG1's softmax, which cannot end sooner than this MMA
                 o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
                 if r + 2 < n:
-                    if FP8:
-                        _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, j + 2, stage, PAGE_SIZE, BLOCK_N)
-                    else:
-                        _issue_half(kv_nope_desc, kv_rope_desc, kn, kr_bufs.index(stage), c_bars, pt_base, j + 2,
-                                    stage, 0, False, PAGE_SIZE, BLOCK_N)
+                    _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 2, stage, 0,
+                            FP8, PAGE_SIZE, BLOCK_N)
                 mbarrier.wait(p_bars.index(1), p1_phase)
                 p1_phase ^= 1
                 m_o = m_smem.slice(BLOCK_H, BLOCK_H).load(rows_s)
@@ -424,11 +434,8 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     # after the next tile's score MMAs are issued (which wait for that tile's own loads)
                     o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(o, )))
                     if r + 3 < n:
-                        if FP8:
-                            _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, j + 3, 1 - stage, PAGE_SIZE, BLOCK_N)
-                        else:
-                            _issue_half(kv_nope_desc, kv_rope_desc, kn_o, kr_bufs.index(1 - stage), c_bars, pt_base,
-                                        j + 3, 1 - stage, 0, False, PAGE_SIZE, BLOCK_N)
+                        _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 3,
+                                1 - stage, 0, FP8, PAGE_SIZE, BLOCK_N)
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
         _finish_segment(0, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
                         out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
@@ -510,11 +517,8 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             o_done = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
             if r + 1 < n:
                 if k > 0:
-                    if FP8:
-                        mbarrier.arrive(c_bars.index((1 - stage) * 3 + 1), count=1)
-                    else:
-                        _issue_half(kv_nope_desc, kv_rope_desc, kn_o, kr_bufs.index(1 - stage), c_bars, pt_base,
-                                    j + 1, 1 - stage, 1, False, PAGE_SIZE, BLOCK_N)
+                    _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 1, 1 - stage,
+                            1, FP8, PAGE_SIZE, BLOCK_N)
                 if FP8:
                     # this warpgroup's own tile: its fp8 columns landed (WG0 issued them once its P.V of the tile
                     # before in the buffer retired; this warpgroup's retired above)
@@ -557,11 +561,8 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     # P(r) V_R(r) retired: tile r's right half is free for tile r + 2
                     warpgroup_mma_wait(num_outstanding=1, deps=(pe_op, ))
                     if r + 2 < n:
-                        if FP8:
-                            mbarrier.arrive(c_bars.index(stage * 3 + 1), count=1)
-                        else:
-                            _issue_half(kv_nope_desc, kv_rope_desc, kn, kr_bufs.index(stage), c_bars, pt_base, j + 2,
-                                        stage, 1, False, PAGE_SIZE, BLOCK_N)
+                        _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 2, stage,
+                                1, FP8, PAGE_SIZE, BLOCK_N)
                 else:
                     o, m_i, l_i, p0_phase = _take_even(o_done, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars,
                                                        stage, phase, n_valid, s_layout, o_layout, BLOCK_N, FP8)
@@ -575,11 +576,8 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     # P(r) V_R(r) retired: this warpgroup is done with tile r's right half and with p_smem
                     o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
                     if r + 2 < n:
-                        if FP8:
-                            mbarrier.arrive(c_bars.index(stage * 3 + 1), count=1)
-                        else:
-                            _issue_half(kv_nope_desc, kv_rope_desc, kn, kr_bufs.index(stage), c_bars, pt_base, j + 2,
-                                        stage, 1, False, PAGE_SIZE, BLOCK_N)
+                        _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 2, stage,
+                                1, FP8, PAGE_SIZE, BLOCK_N)
                     o = o * gl.convert_layout(beta, rows_o)[:, None]
                     _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
                     o = warpgroup_mma(gl.convert_layout(p.to(p_smem.dtype), p_layout), kn_o.slice(_HALF, _HALF, dim=1),
