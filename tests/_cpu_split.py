@@ -27,47 +27,70 @@ def cpu_suite_in_child(config: pytest.Config) -> bool:
     return False
 
 
-_child: dict = {}   # the running child pytest and its log, started at session start
+_children: list[dict] = []   # the running child pytests (one per shard of tests/cpu), started at session start
+
+
+def _shards(files: list[Path], n: int) -> list[list[Path]]:
+    """tests/cpu's files in ``n`` groups of about equal size (bytes of test code: the interpreter's time goes
+    with it), largest first into the lightest group."""
+    groups: list[list[Path]] = [[] for _ in range(n)]
+    sizes = [0] * n
+    for f in sorted(files, key=lambda f: f.stat().st_size, reverse=True):
+        k = sizes.index(min(sizes))
+        groups[k].append(f)
+        sizes[k] += f.stat().st_size
+    return [g for g in groups if g]
 
 
 def start_cpu_child(config: pytest.Config) -> None:
-    """Start tests/cpu in a child pytest now, so it runs while this process runs tests/gpu. The child sees no
-    GPU (CUDA_VISIBLE_DEVICES is empty): tests/cpu is the suite CI runs on a machine without one."""
+    """Start tests/cpu in child pytests now, so they run while this process runs tests/gpu: one per four cores
+    (at most four), each on a share of the files, since the interpreter runs a test on one core and a GPU
+    machine's cores are otherwise idle. The children see no GPU (CUDA_VISIBLE_DEVICES is empty): tests/cpu is
+    the suite CI runs on a machine without one."""
     import subprocess
     import sys
     import tempfile
-    # its own, empty Triton cache: the child's compiles for sm_90/sm_120 never race the parent's GPU compiles, and
-    # every compile runs code generation (a fresh cache is how the H200 run of session 8 found compiles failing
-    # after an interpreted kernel had left triton.language patched: resources._unpatched_language)
-    cache = tempfile.mkdtemp(prefix="graphtune-tests-cpu-triton-cache-")
-    env = {**os.environ, CHILD_VAR: "1", "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": "", "TRITON_CACHE_DIR": cache}
-    argv = [sys.executable, "-m", "pytest", str(TESTS / "cpu"), "-q", "-p", "no:cacheprovider"]
-    if getattr(config.option, "maxfail", 0) == 1:   # -x
-        argv.append("-x")
-    log = tempfile.NamedTemporaryFile("w+", prefix="graphtune-tests-cpu-", suffix=".log", delete=False)
-    _child.update(proc=subprocess.Popen(argv, env=env, cwd=TESTS.parent, stdout=log, stderr=subprocess.STDOUT),
-                  log=log, cache=cache)
+    files = sorted((TESTS / "cpu").glob("test_*.py"))
+    n = max(1, min(4, (os.cpu_count() or 1) // 4, len(files)))
+    for k, shard in enumerate(_shards(files, n)):
+        # its own, empty Triton cache: a child's compiles for sm_90/sm_120 never race the parent's GPU compiles or
+        # another child's, and every compile runs code generation (a fresh cache is how the H200 run of session 8
+        # found compiles failing after an interpreted kernel had left triton.language patched:
+        # resources._unpatched_language)
+        cache = tempfile.mkdtemp(prefix="graphtune-tests-cpu-triton-cache-")
+        env = {**os.environ, CHILD_VAR: "1", "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": "",
+               "TRITON_CACHE_DIR": cache}
+        argv = [sys.executable, "-m", "pytest", *map(str, shard), "-q", "-p", "no:cacheprovider"]
+        if getattr(config.option, "maxfail", 0) == 1:   # -x
+            argv.append("-x")
+        log = tempfile.NamedTemporaryFile("w+", prefix=f"graphtune-tests-cpu-{k}-", suffix=".log", delete=False)
+        proc = subprocess.Popen(argv, env=env, cwd=TESTS.parent, stdout=log, stderr=subprocess.STDOUT)
+        _children.append(dict(proc=proc, log=log, cache=cache))
 
 
 def wait_cpu_child() -> tuple[int, str, str]:
-    """Wait for the child: (exit status, the last 40 lines of its output, the log's path)."""
-    proc, log = _child["proc"], _child["log"]
-    rc = proc.wait()
-    _remove_cache()
-    log.seek(0)
-    tail = "\n".join(log.read().strip().splitlines()[-40:])
-    return rc, tail, log.name
+    """Wait for the children: (the first non-zero exit status or 0, the last 40 lines of each failing child's
+    output or of the last child's, the logs' paths)."""
+    results = []
+    for child in _children:
+        rc = child["proc"].wait()
+        _remove_cache(child)
+        child["log"].seek(0)
+        results.append((rc, "\n".join(child["log"].read().strip().splitlines()[-40:]), child["log"].name))
+    failed = [r for r in results if r[0] != 0]
+    shown = failed or results[-1:]
+    return (failed[0][0] if failed else 0, "\n".join(r[1] for r in shown), ", ".join(r[2] for r in results))
 
 
 def stop_cpu_child() -> None:
-    proc = _child.get("proc")
-    if proc is not None and proc.poll() is None:
-        proc.kill()
-        proc.wait()
-    _remove_cache()
+    for child in _children:
+        if child["proc"].poll() is None:
+            child["proc"].kill()
+            child["proc"].wait()
+        _remove_cache(child)
 
 
-def _remove_cache() -> None:
+def _remove_cache(child: dict) -> None:
     import shutil
-    if _child.get("cache"):
-        shutil.rmtree(_child.pop("cache"), ignore_errors=True)
+    if child.get("cache"):
+        shutil.rmtree(child.pop("cache"), ignore_errors=True)

@@ -4,8 +4,9 @@ tests/cpu runs kernels through the Triton interpreter: tests/cpu/conftest.py set
 tests/cpu is collected (triton.jit reads it when a kernel is defined). tests/gpu needs CUDA and skips cleanly
 without it. One process cannot define the same kernel both ways, so on a machine with CUDA a run that
 collects tests/gpu (``python -m pytest tests``) leaves tests/cpu out of this process and runs it, with the
-interpreter and no visible GPU, in a child pytest started at session start (it runs beside tests/gpu; its
-result is the test in ``test_cpu_suite.py``); GPU tests then really run on the GPU.
+interpreter and no visible GPU, in child pytests started at session start (one per four cores, up to four, each
+on a share of the files; they run beside tests/gpu; their result is the test in ``test_cpu_suite.py``); GPU tests
+then really run on the GPU.
 """
 from __future__ import annotations
 

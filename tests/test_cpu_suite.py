@@ -12,4 +12,4 @@ def test_cpu_suite_through_the_interpreter(request):
         pytest.skip("tests/cpu is collected in this process (no CUDA, or tests/gpu not selected)")
     rc, tail, log = wait_cpu_child()   # started at session start (tests/conftest.py), beside tests/gpu
     print(tail)
-    assert rc == 0, f"tests/cpu failed in the interpreter child (exit {rc}; full output in {log}):\n{tail}"
+    assert rc == 0, f"tests/cpu failed in an interpreter child (exit {rc}; full output in {log}):\n{tail}"

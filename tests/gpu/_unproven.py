@@ -10,7 +10,7 @@ import pytest
 # (PP, PV8 and DS ran on the H200 in session 10 and left; CHAIN and PP_FP8, the ping-pong kernel on an fp8 cache,
 # in session 11)
 UNPROVEN: dict[str, str] = {
-    "ZERO_LEN": "requests of no tokens beside others (session 11's guard in the ping-pong kernels)",
+    "ZERO_LEN": "requests of no tokens beside others (session 12: the split kernels pass them by)",
 }
 
 

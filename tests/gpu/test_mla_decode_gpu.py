@@ -270,10 +270,10 @@ def test_hopper_heads_on_m_variants_match_reference(kv_format, variant, monkeypa
             assert float((lse - ref_lse).abs().max()) <= 2e-3, f"{where}: lse"
 
 
-# Requests of no tokens are outside mla_decode's contract (seq_len >= 1), but an engine may pad a captured batch with
-# them: the kernels must not stall or corrupt the other requests (the ping-pong kernels' prologue put their barrier
-# phases out of step before session 11's guard). Gated until it has run once: a hang must not take the README
-# command down.
+# Requests of no tokens (how an engine may pad a captured batch; any page ids in their rows): zeros and an LSE of
+# -inf for them, the others right, on every Hopper kernel. Before session 12 the reduction read the padding slots'
+# never-written segment slots (an illegal address on the H200 for the bf16 heads-on-M kernel) and the split
+# kernels took a segment of no tiles for them (the ping-pong kernels' barrier phases out of step, session 11).
 # (None: the tuned path, which runs the ping-pong kernel for bf16 at H = 128 and the second fp8 tokens-on-M kernel
 # at this batch of 9)
 ZERO_LEN_CASES = [(128, "bf16", None), (128, "bf16", dict(PP=0)), (128, "fp8", None), (128, "fp8", dict(PP=1)),
@@ -283,27 +283,32 @@ ZERO_LEN_CASES = [(128, "bf16", None), (128, "bf16", dict(PP=0)), (128, "fp8", N
 @pytest.mark.parametrize("heads,kv_format,config", ZERO_LEN_CASES,
                          ids=[f"{f}-H{h}-{'-'.join(f'{k}{v}' for k, v in (c or {}).items()) or 'tuned'}"
                               for h, f, c in ZERO_LEN_CASES])
-def test_zero_length_requests_leave_the_others_right(heads, kv_format, config):
+def test_zero_length_requests_get_zeros_and_leave_the_others_right(heads, kv_format, config):
     _hopper_or_skip()
     skip_unproven({"ZERO_LEN": 1})
     lens = [100, 0, 3000, 0, 0, 65, 1, 4096, 0]
     seed = _seed()
     x = _inputs(len(lens), heads, 64, kv_format, max(lens), seed)
     x["seq_lens"].copy_(torch.tensor(lens, dtype=torch.int32))
-    live = torch.tensor([i for i, n in enumerate(lens) if n], device="cuda")
-    ref = mla_decode_reference(x["q"][live], x["kv_cache"], x["page_table"][live], x["seq_lens"][live], SM_SCALE,
-                               kv_scale=x["kv_scale"], kv_format=kv_format)
+    dead = torch.tensor([n == 0 for n in lens], device="cuda")
+    ref, ref_lse = mla_decode_reference(x["q"][~dead], x["kv_cache"], x["page_table"][~dead],
+                                        x["seq_lens"][~dead], SM_SCALE, kv_scale=x["kv_scale"], kv_format=kv_format,
+                                        return_lse=True)
+    x["page_table"][dead] = torch.where(torch.arange(x["page_table"].shape[1], device="cuda") % 2 == 0, -1,
+                                        1 << 30).to(torch.int32)
     pinned = None if config is None else interface_hopper.pinned_config(heads, kv_format, config)
     for sms in (132, 7, 1):
         x["out"].fill_(float("nan"))
-        out = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, x["kv_scale"],
-                                kv_format, x["out"], False, num_sms=sms, path="hopper",
-                                config=None if pinned is None else triton.Config(dict(pinned)))
+        out, lse = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
+                                     x["kv_scale"], kv_format, x["out"], True, num_sms=sms, path="hopper",
+                                     config=None if pinned is None else triton.Config(dict(pinned)))
         torch.cuda.synchronize()
-        got = out[live]
         where = f"{sms} SMs, seed {seed}"
+        assert (out[dead] == 0).all() and (lse[dead] == float("-inf")).all(), f"{where}: padding slots"
+        got = out[~dead]
         assert torch.isfinite(got.float()).all(), f"{where}: a request with tokens left unwritten or NaN"
         assert _rel(got, ref) <= (2e-3 if kv_format == "fp8" else TOL), f"{where}: rel err {_rel(got, ref):.3e}"
+        assert float((lse[~dead] - ref_lse).abs().max()) <= 2e-3, f"{where}: lse"
 
 
 @pytest.mark.parametrize("heads", [128, 16])

@@ -146,10 +146,10 @@ def _check_contents(kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: 
     num_pages, page_size = kv_cache.shape[0], kv_cache.shape[1]
     limit = page_table.shape[1] * page_size
     lens = seq_lens.cpu()
-    bad = ((lens < 1) | (lens > limit)).nonzero().flatten().tolist()
+    bad = ((lens < 0) | (lens > limit)).nonzero().flatten().tolist()
     if bad:
         shown = {i: int(lens[i]) for i in bad[:8]}
-        _fail("seq_lens", f"requests {shown} outside [1, {limit}] (max_pages {page_table.shape[1]} x "
+        _fail("seq_lens", f"requests {shown} outside [0, {limit}] (max_pages {page_table.shape[1]} x "
                           f"page_size {page_size})")
     used = (lens + page_size - 1) // page_size
     pages = page_table.cpu()
@@ -176,8 +176,9 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
             token's row, values its first 512.
         page_table: ``[B, max_pages]`` int32 page ids; token ``t`` of request ``b`` is row
             ``t % page_size`` of page ``page_table[b, t // page_size]``.
-        seq_lens: ``[B]`` int32, ``1 <= seq_len <= max_pages * page_size`` (checked only under
-            ``GRAPHTUNE_CHECK=1`` on CUDA, as is the page-id range: checking costs a synchronisation).
+        seq_lens: ``[B]`` int32, ``0 <= seq_len <= max_pages * page_size`` (checked only under
+            ``GRAPHTUNE_CHECK=1`` on CUDA, as is the page-id range: checking costs a synchronisation). A
+            request of no tokens (a padding slot of a captured batch) gets zeros and an LSE of -inf.
         sm_scale: softmax scale applied to ``q . k``.
         kv_scale: per-tensor dequantisation scale of an fp8 cache (float, or a one-element fp32 tensor
             on the device, read there: capture-safe).
@@ -272,7 +273,7 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
         pinned = None if config is None else interface_hopper.pinned_config(heads, fmt, config.kwargs)
         lse, part_o, part_lse, seg = interface_hopper.launch(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale,
                                                              fmt, out, return_lse, sms=sms, config=pinned)
-        _reduce(batch, heads, seg, part_o, part_lse, out, lse, return_lse)
+        _reduce(batch, heads, seg, part_o, part_lse, out, lse, seq_lens, return_lse)
         return (out, lse) if return_lse else out
     pps = None if config is None else config.kwargs["PROGRAMS_PER_SM"]
     args, grid, (lse, part_o, part_lse, seg) = split_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale,
@@ -282,15 +283,15 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
         _tuned_kernel()[grid](*args)
     else:
         kernel._mla_decode_split_kernel[grid](*args, **config.all_kwargs())
-    _reduce(batch, heads, seg, part_o, part_lse, out, lse, return_lse)
+    _reduce(batch, heads, seg, part_o, part_lse, out, lse, seq_lens, return_lse)
     return (out, lse) if return_lse else out
 
 
 def _reduce(batch: int, heads: int, seg: torch.Tensor, part_o: torch.Tensor, part_lse: torch.Tensor,
-            out: torch.Tensor, lse: torch.Tensor, return_lse: bool) -> None:
+            out: torch.Tensor, lse: torch.Tensor, seq_lens: torch.Tensor, return_lse: bool) -> None:
     """Merge the split kernel's partials (both split kernels write the same partial layout)."""
     kernel._mla_decode_reduce_kernel[(batch, heads)](
-        seg, part_o, part_lse, out, lse,
+        seg, part_o, part_lse, out, lse, seq_lens,
         heads,
         part_o.stride(0), part_o.stride(1),
         part_lse.stride(0),

@@ -343,6 +343,11 @@ def _mla_decode_split_kernel(
     offs_n = tl.arange(0, BLOCK_N)
     while t < t_stop:
         seq_len = tl.load(seq_lens_ptr + b)
+        # a request of no tokens has no tiles and its page-table row may hold anything: past it (one with tokens
+        # follows, since tile t < t_stop is someone's; the reduction zeroes the skipped ones)
+        while seq_len == 0:
+            b += 1
+            seq_len = tl.load(seq_lens_ptr + b)
         req_tiles = (seq_len + BLOCK_N - 1) // BLOCK_N
         req_start = req_end
         req_end = req_start + req_tiles
@@ -447,7 +452,7 @@ def _mla_decode_split_kernel(
                 acc2 = _pv_update(acc2, _v_operand(k2, PAIR, CONVERT, INTERPRET), p, alpha, 1.0, V_DTYPE, False, PREC)
                 acc3 = _pv_update(acc3, _v_operand(k3, PAIR, CONVERT, INTERPRET), p, alpha, 1.0, V_DTYPE, False, PREC)
 
-        # seq_len >= 1 and every tile holds a valid token, so l_i > 0 for every head.
+        # a segment has at least one tile and every tile a valid token, so l_i > 0 for every head.
         if KV_FORMAT == FMT_DS_MLA:
             inv = V_UNIT / l_i
         else:
@@ -479,7 +484,7 @@ def _mla_decode_split_kernel(
 
 @triton.jit
 def _mla_decode_reduce_kernel(
-    seg_ptr, part_o_ptr, part_lse_ptr, out_ptr, lse_ptr,
+    seg_ptr, part_o_ptr, part_lse_ptr, out_ptr, lse_ptr, seq_lens_ptr,
     H,
     stride_po_s, stride_po_h,
     stride_pl_s,
@@ -487,29 +492,39 @@ def _mla_decode_reduce_kernel(
     RETURN_LSE: tl.constexpr,
     BLOCK_S: tl.constexpr,
 ):
-    """Grid ``(B, H)``: merge the partials ``[first, last]`` of request b, head h; skip a whole segment."""
+    """Grid ``(B, H)``: merge the partials ``[first, last]`` of request b, head h; skip a whole segment. A request
+    of no tokens (outside mla_decode's contract, but how an engine may pad a captured batch) gets zeros and an LSE
+    of -inf, the attention over an empty set: no split kernel takes its (unwritten) segment slots."""
     b = tl.program_id(0)
     h = tl.program_id(1)
-    first = tl.load(seg_ptr + 2 * b)
-    last = tl.load(seg_ptr + 2 * b + 1)
-    if first != last:
+    if tl.load(seq_lens_ptr + b) == 0:
         offs_d = tl.arange(0, 512)
-        m = tl.full([], float("-inf"), tl.float32)
-        l_sum = tl.zeros([], tl.float32)
-        acc = tl.zeros([512], tl.float32)
-        for s0 in range(first, last + 1, BLOCK_S):
-            slots = s0 + tl.arange(0, BLOCK_S)
-            smask = slots <= last
-            lse2 = tl.load(part_lse_ptr + slots.to(tl.int64) * stride_pl_s + h, mask=smask, other=float("-inf"))
-            o = tl.load(part_o_ptr + slots.to(tl.int64)[:, None] * stride_po_s + h * stride_po_h + offs_d[None, :],
-                        mask=smask[:, None], other=0.0)
-            m_new = tl.maximum(m, tl.max(lse2, axis=0))
-            w = tl.exp2(lse2 - m_new)
-            alpha = tl.exp2(m - m_new)
-            l_sum = l_sum * alpha + tl.sum(w, axis=0)
-            acc = acc * alpha + tl.sum(o * w[:, None], axis=0)
-            m = m_new
         tl.store(out_ptr + b.to(tl.int64) * stride_out_b + h * stride_out_h + offs_d,
-                 (acc / l_sum).to(out_ptr.dtype.element_ty))
+                 tl.zeros([512], tl.float32).to(out_ptr.dtype.element_ty))
         if RETURN_LSE:
-            tl.store(lse_ptr + b * H + h, (m + tl.log2(l_sum)) * 0.6931471805599453)
+            tl.store(lse_ptr + b * H + h, float("-inf"))
+    else:
+        first = tl.load(seg_ptr + 2 * b)
+        last = tl.load(seg_ptr + 2 * b + 1)
+        if first != last:
+            offs_d = tl.arange(0, 512)
+            m = tl.full([], float("-inf"), tl.float32)
+            l_sum = tl.zeros([], tl.float32)
+            acc = tl.zeros([512], tl.float32)
+            for s0 in range(first, last + 1, BLOCK_S):
+                slots = s0 + tl.arange(0, BLOCK_S)
+                smask = slots <= last
+                lse2 = tl.load(part_lse_ptr + slots.to(tl.int64) * stride_pl_s + h, mask=smask,
+                               other=float("-inf"))
+                o = tl.load(part_o_ptr + slots.to(tl.int64)[:, None] * stride_po_s + h * stride_po_h
+                            + offs_d[None, :], mask=smask[:, None], other=0.0)
+                m_new = tl.maximum(m, tl.max(lse2, axis=0))
+                w = tl.exp2(lse2 - m_new)
+                alpha = tl.exp2(m - m_new)
+                l_sum = l_sum * alpha + tl.sum(w, axis=0)
+                acc = acc * alpha + tl.sum(o * w[:, None], axis=0)
+                m = m_new
+            tl.store(out_ptr + b.to(tl.int64) * stride_out_b + h * stride_out_h + offs_d,
+                     (acc / l_sum).to(out_ptr.dtype.element_ty))
+            if RETURN_LSE:
+                tl.store(lse_ptr + b * H + h, (m + tl.log2(l_sum)) * 0.6931471805599453)

@@ -112,16 +112,21 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
 
 @gluon.jit
 def _segment(seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N: gl.constexpr):
-    """The segment of request b that a program starting at tile t takes: the request's length and tile count,
-    where its tiles end, where the segment stops (``seg_stop``), its tiles as request-local indices
-    ``[i_first, i_stop)``, and the request's page-table row."""
+    """The segment that a program starting at tile t takes: its request (b, or the first request after b with
+    tokens), the request's length and tile count, where its tiles end, where the segment stops (``seg_stop``),
+    its tiles as request-local indices ``[i_first, i_stop)``, and the request's page-table row."""
     seq_len = gl.load(seq_lens_ptr + b)
+    # a request of no tokens has no tiles to take and its page-table row may hold anything: past it (one with
+    # tokens follows, since tile t < t_stop is someone's; the reduction zeroes the skipped ones)
+    while seq_len == 0:
+        b += 1
+        seq_len = gl.load(seq_lens_ptr + b)
     req_tiles = (seq_len + BLOCK_N - 1) // BLOCK_N
     req_start = req_end
     req_end = req_start + req_tiles
     seg_stop = gl.minimum(t_stop, req_end)
     pt_base = page_table_ptr + b.to(gl.int64) * stride_pt_b
-    return seq_len, req_tiles, req_end, seg_stop, t - req_start, seg_stop - req_start, pt_base
+    return b, seq_len, req_tiles, req_end, seg_stop, t - req_start, seg_stop - req_start, pt_base
 
 
 @gluon.jit
@@ -504,7 +509,7 @@ def _mla_decode_hopper_kernel(
     it = 0          # tiles consumed by this program: buffer it % NUM_BUF, barrier phase (it // NUM_BUF) & 1
     q_phase = 0
     while t < t_stop:
-        seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+        b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
 
         # The query's 64 heads of request b (both warpgroups have retired the previous segment's MMAs, each
@@ -704,7 +709,7 @@ def _mla_decode_hopper_tok_kernel(
     it = 0
     q_phase = 0
     while t < t_stop:
-        seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+        b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
 
         q_phase = _load_query_and_first_tiles(q_nope_desc, q_rope_desc, qn_smem, qr_smem, q_bar, q_phase, b, H, h0,
@@ -888,7 +893,7 @@ def _mla_decode_hopper_tok_fp8_kernel(
     hmask_q = heads_q < H
     it = 0
     while t < t_stop:
-        seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+        b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
 
         # The previous segment's MMAs (which read the query pair) are retired in every warp past this.

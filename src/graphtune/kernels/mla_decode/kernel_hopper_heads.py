@@ -163,7 +163,7 @@ def _mla_decode_hopper_fp8w_kernel(
     offs_h_s = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, s_layout))
     it = 0          # tiles consumed by this program: buffer it % NUM_BUF, barrier phase (it // NUM_BUF) & 1
     while t < t_stop:
-        seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+        b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
 
         # Every warp has retired the previous segment's MMAs (the last readers of the query and the fp16

@@ -332,7 +332,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
     seg = 0
     p1_phase = 0
     while t < t_stop:
-        seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+        b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
         n = i_stop - i_first
         # (past the previous segment's exchange: both warpgroups' MMAs of it are retired)
@@ -479,7 +479,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
     seg = 0
     p0_phase = 0
     while t < t_stop:
-        seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+        b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
         n = i_stop - i_first
         s0 = it % 2

@@ -508,7 +508,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     hmask_q = heads_q < H
     it = 0
     while t < t_stop:
-        seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+        b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
 
         # The previous segment's MMAs (which read the query tile) are retired in every warp past this.
@@ -739,7 +739,7 @@ def _kv_stream_kernel(kv_nope_desc, kv_rope_desc, kv_ptr, page_table_ptr, seq_le
     t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(0), BLOCK_N, B_CHUNK, num_warps)
     it = 0
     while t < t_stop:
-        seq_len, _, req_end, seg_stop, i_first, i_stop, pt_base = _segment(seq_lens_ptr, page_table_ptr, stride_pt_b,
+        b, seq_len, _, req_end, seg_stop, i_first, i_stop, pt_base = _segment(seq_lens_ptr, page_table_ptr, stride_pt_b,
                                                                             b, t, t_stop, req_end, BLOCK_N)
         for k in gl.static_range(NUM_BUF):
             if i_first + k < i_stop:
