@@ -114,7 +114,7 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
 def _segment(seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N: gl.constexpr):
     """The segment that a program starting at tile t takes: its request (b, or the first request after b with
     tokens), the request's length and tile count, where its tiles end, where the segment stops (``seg_stop``),
-    its tiles as request-local indices ``[i_first, i_stop)``, and the request's page-table row."""
+    its tiles as request-local indices ``[i_first, i_stop)`` (at least one), and the request's page-table row."""
     seq_len = gl.load(seq_lens_ptr + b)
     # a request of no tokens has no tiles to take and its page-table row may hold anything: past it (one with
     # tokens follows, since tile t < t_stop is someone's; the reduction zeroes the skipped ones)

@@ -338,8 +338,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
         # (past the previous segment's exchange: both warpgroups' MMAs of it are retired)
         if FP8:
             s0 = it % 2
-            if n > 0:       # (a request of no tokens, outside mla_decode's contract, must not shift the phases)
-                _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, i_first, s0, PAGE_SIZE, BLOCK_N)
+            _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, i_first, s0, PAGE_SIZE, BLOCK_N)
             if n > 1:
                 _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, i_first + 1, 1 - s0, PAGE_SIZE, BLOCK_N)
             rope = _load_rope(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout)
@@ -357,9 +356,8 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             _tma_load(q_nope_desc, [b * H + h0, 0], q_bar, qn_smem)
             _tma_load(q_rope_desc, [b * H + h0, 0], q_bar, qr_smem)
             s0 = it % 2
-            if n > 0:       # (a request of no tokens, outside mla_decode's contract, must not shift the phases)
-                _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(s0), kr_bufs.index(s0), c_bars, pt_base,
-                            i_first, s0, 0, True, PAGE_SIZE, BLOCK_N)
+            _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(s0), kr_bufs.index(s0), c_bars, pt_base, i_first,
+                        s0, 0, True, PAGE_SIZE, BLOCK_N)
             if n > 1:
                 _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(1 - s0), kr_bufs.index(1 - s0), c_bars,
                             pt_base, i_first + 1, 1 - s0, 0, False, PAGE_SIZE, BLOCK_N)
@@ -442,7 +440,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                         stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H)
         if FP8:
             # WG1's arrivals this segment: once per tile u with u + 2 < n, even tiles on buffer s0, odd on 1 - s0
-            ce = gl.maximum(n - 1, 0) // 2
+            ce = (n - 1) // 2
             co = gl.maximum(n - 2, 0) // 2
             f0 += ce * (1 - s0) + co * s0
             f1 += ce * s0 + co * (1 - s0)
@@ -484,15 +482,13 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
         n = i_stop - i_first
         s0 = it % 2
         if FP8:
-            rope = _load_rope(kv_ptr, pt_base, gl.maximum(gl.minimum(i_first + 1, i_stop - 1), i_first), PAGE_SIZE,
-                              BLOCK_N, rope_layout)
+            rope = _load_rope(kv_ptr, pt_base, gl.minimum(i_first + 1, i_stop - 1), PAGE_SIZE, BLOCK_N, rope_layout)
             mbarrier.wait(q_bar, seg & 1)
             qk = _qk_load(l_smem, seg, rows_s, BLOCK_H)[:, None]
             _wg_barrier()       # every thread has its multipliers before any thread's exchange reuses the slot
         else:
-            if n > 0:
-                _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(s0), kr_bufs.index(s0), c_bars, pt_base,
-                            i_first, s0, 1, False, PAGE_SIZE, BLOCK_N)
+            _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(s0), kr_bufs.index(s0), c_bars, pt_base, i_first,
+                        s0, 1, False, PAGE_SIZE, BLOCK_N)
             if n > 1:
                 _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(1 - s0), kr_bufs.index(1 - s0), c_bars,
                             pt_base, i_first + 1, 1 - s0, 1, True, PAGE_SIZE, BLOCK_N)
