@@ -493,8 +493,8 @@ def _mla_decode_reduce_kernel(
     BLOCK_S: tl.constexpr,
 ):
     """Grid ``(B, H)``: merge the partials ``[first, last]`` of request b, head h; skip a whole segment. A request
-    of no tokens (outside mla_decode's contract, but how an engine may pad a captured batch) gets zeros and an LSE
-    of -inf, the attention over an empty set: no split kernel takes its (unwritten) segment slots."""
+    of no tokens (a padding slot of a captured batch) gets zeros and an LSE of -inf, the attention over an empty
+    set: the split kernels pass it by, so its segment slots are never written."""
     b = tl.program_id(0)
     h = tl.program_id(1)
     if tl.load(seq_lens_ptr + b) == 0:
