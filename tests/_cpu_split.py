@@ -50,8 +50,9 @@ def start_cpu_child(config: pytest.Config) -> None:
     import subprocess
     import sys
     import tempfile
-    files = sorted((TESTS / "cpu").glob("test_*.py"))
+    files = sorted((TESTS / "cpu").rglob("test_*.py"))
     n = max(1, min(4, (os.cpu_count() or 1) // 4, len(files)))
+    threads = str(max(1, (os.cpu_count() or 1) // n))   # each child's torch / BLAS threads: its share of the cores
     for k, shard in enumerate(_shards(files, n)):
         # its own, empty Triton cache: a child's compiles for sm_90/sm_120 never race the parent's GPU compiles or
         # another child's, and every compile runs code generation (a fresh cache is how the H200 run of session 8
@@ -59,7 +60,8 @@ def start_cpu_child(config: pytest.Config) -> None:
         # resources._unpatched_language)
         cache = tempfile.mkdtemp(prefix="graphtune-tests-cpu-triton-cache-")
         env = {**os.environ, CHILD_VAR: "1", "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": "",
-               "TRITON_CACHE_DIR": cache}
+               "TRITON_CACHE_DIR": cache, "OMP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads,
+               "MKL_NUM_THREADS": threads}
         argv = [sys.executable, "-m", "pytest", *map(str, shard), "-q", "-p", "no:cacheprovider"]
         if getattr(config.option, "maxfail", 0) == 1:   # -x
             argv.append("-x")
@@ -77,6 +79,7 @@ def wait_cpu_child() -> tuple[int, str, str]:
         _remove_cache(child)
         child["log"].seek(0)
         results.append((rc, "\n".join(child["log"].read().strip().splitlines()[-40:]), child["log"].name))
+        child["log"].close()
     failed = [r for r in results if r[0] != 0]
     shown = failed or results[-1:]
     return (failed[0][0] if failed else 0, "\n".join(r[1] for r in shown), ", ".join(r[2] for r in results))
