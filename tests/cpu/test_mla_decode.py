@@ -133,6 +133,27 @@ def test_requests_of_no_tokens_get_zeros_and_leave_the_others_right(kv_format, s
             assert float((lse[~dead] - ref_lse[~dead]).abs().max()) <= LSE_TOL, f"{where}: lse error"
 
 
+# (SMs sizing the split grid, lengths, the reduction's blocks): a request split over more programs than one step
+# of the reduction merges, with whole rows (a large grid: 3 x 16 pairs for 24 SMs) and with column blocks (a small
+# grid: 2 x 16 pairs for 80 SMs, 69 partials of request 0 against 64 slots a step)
+REDUCE_CASES = [(24, [1500, 16, 16], (16, 512)), (80, [1100, 5], (64, 128))]
+
+
+@pytest.mark.parametrize("sms,lens,blocks", REDUCE_CASES, ids=["whole-rows", "column-blocks"])
+def test_reduction_merges_more_partials_than_one_step(sms, lens, blocks):
+    assert interface.reduce_blocks(len(lens), 16, sms) == blocks
+    seed = _seed()
+    x = make_case(len(lens), 16, 16, "fp8", lens, torch.Generator().manual_seed(seed))
+    out = torch.full((len(lens), 16, 512), float("nan"), dtype=torch.bfloat16)
+    got, lse = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], 0.06, x["kv_scale"], "fp8",
+                                 out, True, num_sms=sms)
+    ref, ref_lse = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], 0.06,
+                                        kv_scale=x["kv_scale"], return_lse=True)
+    assert torch.isfinite(got.float()).all(), f"seed {seed}: unwritten (NaN) outputs"
+    assert rel_err(got, ref) <= TOL, f"seed {seed}: relative error {rel_err(got, ref):.3e}"
+    assert float((lse - ref_lse).abs().max()) <= LSE_TOL, f"seed {seed}: lse error"
+
+
 CONFIG_CASES = [
     ("widen-first-QK8=0", dict(QK8=0)),
     ("hw-cvt-CONVERT=0", dict(CONVERT=0)),

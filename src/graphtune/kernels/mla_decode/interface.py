@@ -32,7 +32,12 @@ from .reference import D_NOPE, D_QK, cache_row_width, resolve_kv_format
 
 _FORMAT_CODES = {"fp8": 0, "bf16": 1, "fp8_ds_mla": 2}
 _KV_FORMATS = ("auto", *_FORMAT_CODES)
-_REDUCE_BLOCK_S = 16
+# The reduction's blocks (slots merged per step, output columns per program). A grid of fewer (request, head)
+# pairs than two per SM (small batches, whose requests are also split over the most programs: at batch 1, H = 16,
+# 64 partials per request) splits the 512 columns four ways and merges 64 slots a step, so a program's loads are
+# one round trip instead of a chain of 16-slot steps; a larger grid keeps whole rows, 16 slots a step.
+_REDUCE_BLOCKS_LARGE = (16, 512)
+_REDUCE_BLOCKS_SMALL = (64, 128)
 _B_CHUNK = 128      # requests per step of the split kernel's on-device tile count
 _INTERPRET_SMS = 3   # a few "SMs" under the interpreter, so requests straddle programs in CPU tests
 
@@ -273,7 +278,7 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
         pinned = None if config is None else interface_hopper.pinned_config(heads, fmt, config.kwargs)
         lse, part_o, part_lse, seg = interface_hopper.launch(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale,
                                                              fmt, out, return_lse, sms=sms, config=pinned)
-        _reduce(batch, heads, seg, part_o, part_lse, out, lse, seq_lens, return_lse)
+        _reduce(batch, heads, sms, seg, part_o, part_lse, out, lse, seq_lens, return_lse)
         return (out, lse) if return_lse else out
     pps = None if config is None else config.kwargs["PROGRAMS_PER_SM"]
     args, grid, (lse, part_o, part_lse, seg) = split_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale,
@@ -283,20 +288,26 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
         _tuned_kernel()[grid](*args)
     else:
         kernel._mla_decode_split_kernel[grid](*args, **config.all_kwargs())
-    _reduce(batch, heads, seg, part_o, part_lse, out, lse, seq_lens, return_lse)
+    _reduce(batch, heads, sms, seg, part_o, part_lse, out, lse, seq_lens, return_lse)
     return (out, lse) if return_lse else out
 
 
-def _reduce(batch: int, heads: int, seg: torch.Tensor, part_o: torch.Tensor, part_lse: torch.Tensor,
+def reduce_blocks(batch: int, heads: int, sms: int) -> tuple[int, int]:
+    """``(BLOCK_S, BLOCK_D)`` of the reduction for a grid of ``batch x heads`` (request, head) pairs."""
+    return _REDUCE_BLOCKS_SMALL if batch * heads < 2 * sms else _REDUCE_BLOCKS_LARGE
+
+
+def _reduce(batch: int, heads: int, sms: int, seg: torch.Tensor, part_o: torch.Tensor, part_lse: torch.Tensor,
             out: torch.Tensor, lse: torch.Tensor, seq_lens: torch.Tensor, return_lse: bool) -> None:
-    """Merge the split kernel's partials (both split kernels write the same partial layout)."""
-    kernel._mla_decode_reduce_kernel[(batch, heads)](
+    """Merge the split kernel's partials (every split kernel writes the same partial layout)."""
+    block_s, block_d = reduce_blocks(batch, heads, sms)
+    kernel._mla_decode_reduce_kernel[(batch, heads, D_NOPE // block_d)](
         seg, part_o, part_lse, out, lse, seq_lens,
         heads,
         part_o.stride(0), part_o.stride(1),
         part_lse.stride(0),
         out.stride(0), out.stride(1),
-        return_lse, _REDUCE_BLOCK_S, num_warps=4)
+        return_lse, block_s, block_d, num_warps=4)
 
 
 def inspect_signature(heads: int = 16, page_size: int = 64, kv_format: str = "fp8") -> tuple[dict, dict]:

@@ -491,26 +491,29 @@ def _mla_decode_reduce_kernel(
     stride_out_b, stride_out_h,
     RETURN_LSE: tl.constexpr,
     BLOCK_S: tl.constexpr,
+    BLOCK_D: tl.constexpr,
 ):
-    """Grid ``(B, H)``: merge the partials ``[first, last]`` of request b, head h; skip a whole segment. A request
-    of no tokens (a padding slot of a captured batch) gets zeros and an LSE of -inf, the attention over an empty
-    set: the split kernels pass it by, so its segment slots are never written."""
+    """Grid ``(B, H, 512 // BLOCK_D)``: merge the partials ``[first, last]`` of request b, head h, output columns
+    ``[d0, d0 + BLOCK_D)``, ``BLOCK_S`` slots at a time; skip a whole segment. A request of no tokens (a padding
+    slot of a captured batch) gets zeros and an LSE of -inf, the attention over an empty set: the split kernels
+    pass it by, so its segment slots are never written. The first column block writes the LSE."""
     b = tl.program_id(0)
     h = tl.program_id(1)
+    d0 = tl.program_id(2) * BLOCK_D
+    offs_d = d0 + tl.arange(0, BLOCK_D)
+    out_ptrs = out_ptr + b.to(tl.int64) * stride_out_b + h * stride_out_h + offs_d
     if tl.load(seq_lens_ptr + b) <= 0:     # (a negative length, outside the contract, the same)
-        offs_d = tl.arange(0, 512)
-        tl.store(out_ptr + b.to(tl.int64) * stride_out_b + h * stride_out_h + offs_d,
-                 tl.zeros([512], tl.float32).to(out_ptr.dtype.element_ty))
+        tl.store(out_ptrs, tl.zeros([BLOCK_D], tl.float32).to(out_ptr.dtype.element_ty))
         if RETURN_LSE:
-            tl.store(lse_ptr + b * H + h, float("-inf"))
+            if d0 == 0:
+                tl.store(lse_ptr + b * H + h, float("-inf"))
     else:
         first = tl.load(seg_ptr + 2 * b)
         last = tl.load(seg_ptr + 2 * b + 1)
         if first != last:
-            offs_d = tl.arange(0, 512)
             m = tl.full([], float("-inf"), tl.float32)
             l_sum = tl.zeros([], tl.float32)
-            acc = tl.zeros([512], tl.float32)
+            acc = tl.zeros([BLOCK_D], tl.float32)
             for s0 in range(first, last + 1, BLOCK_S):
                 slots = s0 + tl.arange(0, BLOCK_S)
                 smask = slots <= last
@@ -524,7 +527,7 @@ def _mla_decode_reduce_kernel(
                 l_sum = l_sum * alpha + tl.sum(w, axis=0)
                 acc = acc * alpha + tl.sum(o * w[:, None], axis=0)
                 m = m_new
-            tl.store(out_ptr + b.to(tl.int64) * stride_out_b + h * stride_out_h + offs_d,
-                     (acc / l_sum).to(out_ptr.dtype.element_ty))
+            tl.store(out_ptrs, (acc / l_sum).to(out_ptr.dtype.element_ty))
             if RETURN_LSE:
-                tl.store(lse_ptr + b * H + h, (m + tl.log2(l_sum)) * 0.6931471805599453)
+                if d0 == 0:
+                    tl.store(lse_ptr + b * H + h, (m + tl.log2(l_sum)) * 0.6931471805599453)
