@@ -318,6 +318,40 @@ def compile_sm90(fn, args, consts: dict):
                               options=dict(num_warps=consts["num_warps"]))
 
 
+@pytest.mark.parametrize("pdl", [False, True])
+def test_reduction_compiles_for_sm90_and_waits_on_its_grid_dependency_first(pdl):
+    """The reduction with ``PDL`` (launched as a programmatic dependent of the split kernel): its first
+    instruction of grid dependency control, ``griddepcontrol.wait``, comes before any load (the split kernel's
+    writes must be visible to all of them); without it, no such instruction. Both block shapes compile without
+    local memory."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from graphtune import resources
+    from graphtune.kernels.mla_decode import kernel
+    fn = kernel._mla_decode_reduce_kernel
+    if resources._is_interpreted(fn):    # (tests/cpu: triton.jit made an InterpretedFunction of it)
+        fn = resources._jit_twin(fn)
+    signature = {**{n: "*i32" for n in ("seg_ptr", "seq_lens_ptr")},
+                 **{n: "*fp32" for n in ("part_o_ptr", "part_lse_ptr", "lse_ptr")}, "out_ptr": "*bf16",
+                 **{n: "i32" for n in ("H", "stride_po_s", "stride_po_h", "stride_pl_s", "stride_out_b",
+                                       "stride_out_h")},
+                 **{n: "constexpr" for n in ("RETURN_LSE", "BLOCK_S", "BLOCK_D", "PDL")}}
+    for block_s, block_d in (interface._REDUCE_BLOCKS_LARGE, interface._REDUCE_BLOCKS_SMALL):
+        consts = dict(RETURN_LSE=True, BLOCK_S=block_s, BLOCK_D=block_d, PDL=pdl)
+        with resources._compiler_mode(fn):
+            compiled = triton.compile(triton.compiler.ASTSource(fn, signature, consts),
+                                      target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4, launch_pdl=pdl))
+        ptx = compiled.asm["ptx"]
+        body = ptx[ptx.index("{", ptx.index(".entry")):]
+        first_load = body.index("ld.global")
+        if pdl:
+            assert 0 <= body.find("griddepcontrol.wait") < first_load, f"{block_s, block_d}: waits after a load"
+        else:
+            assert "griddepcontrol" not in body
+        usage = resources._resource_usage(compiled.asm["cubin"], compiled.metadata.name)
+        assert usage["LOCAL"] == 0 and usage["REG"] <= 255, f"{block_s, block_d}: {usage}"
+
+
 def _hopper_compile(kv_format: str = "bf16", heads: int = 128, page_size: int = 64, config: dict | None = None):
     from graphtune.kernels.mla_decode import interface_hopper
     dtype = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}[kv_format]

@@ -38,6 +38,10 @@ _KV_FORMATS = ("auto", *_FORMAT_CODES)
 # one round trip instead of a chain of 16-slot steps; a larger grid keeps whole rows, 16 slots a step.
 _REDUCE_BLOCKS_LARGE = (16, 512)
 _REDUCE_BLOCKS_SMALL = (64, 128)
+# Launch the reduction as a programmatic dependent of the split kernel on sm_90+ (its launch overlaps the split
+# kernel's last programs; it waits for their writes first thing). Off until timed (session 12 wrote it; the next
+# session's first device call times it against the plain launch).
+_REDUCE_PDL = False
 _B_CHUNK = 128      # requests per step of the split kernel's on-device tile count
 _INTERPRET_SMS = 3   # a few "SMs" under the interpreter, so requests straddle programs in CPU tests
 
@@ -45,6 +49,11 @@ _INTERPRET_SMS = 3   # a few "SMs" under the interpreter, so requests straddle p
 @functools.lru_cache(maxsize=None)
 def _num_sms(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+@functools.lru_cache(maxsize=None)
+def _major(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).major
 
 
 def _sm_count(device: torch.device) -> int:
@@ -301,13 +310,15 @@ def _reduce(batch: int, heads: int, sms: int, seg: torch.Tensor, part_o: torch.T
             out: torch.Tensor, lse: torch.Tensor, seq_lens: torch.Tensor, return_lse: bool) -> None:
     """Merge the split kernel's partials (every split kernel writes the same partial layout)."""
     block_s, block_d = reduce_blocks(batch, heads, sms)
+    pdl = (_REDUCE_PDL and out.device.type == "cuda" and not settings.interpret()
+           and _major(out.device.index if out.device.index is not None else torch.cuda.current_device()) >= 9)
     kernel._mla_decode_reduce_kernel[(batch, heads, D_NOPE // block_d)](
         seg, part_o, part_lse, out, lse, seq_lens,
         heads,
         part_o.stride(0), part_o.stride(1),
         part_lse.stride(0),
         out.stride(0), out.stride(1),
-        return_lse, block_s, block_d, num_warps=4)
+        return_lse, block_s, block_d, pdl, num_warps=4, launch_pdl=pdl)
 
 
 def inspect_signature(heads: int = 16, page_size: int = 64, kv_format: str = "fp8") -> tuple[dict, dict]:

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_wait
 
 # KV_FORMAT codes (interface.py maps the public names to these).
 FMT_FP8: tl.constexpr = tl.constexpr(0)
@@ -492,11 +493,16 @@ def _mla_decode_reduce_kernel(
     RETURN_LSE: tl.constexpr,
     BLOCK_S: tl.constexpr,
     BLOCK_D: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
     """Grid ``(B, H, 512 // BLOCK_D)``: merge the partials ``[first, last]`` of request b, head h, output columns
     ``[d0, d0 + BLOCK_D)``, ``BLOCK_S`` slots at a time; skip a whole segment. A request of no tokens (a padding
     slot of a captured batch) gets zeros and an LSE of -inf, the attention over an empty set: the split kernels
-    pass it by, so its segment slots are never written. The first column block writes the LSE."""
+    pass it by, so its segment slots are never written. The first column block writes the LSE. ``PDL`` (launched
+    as a programmatic dependent of the split kernel, sm_90+): waits for the split kernel's writes before anything
+    else, so only its launch overlaps the split kernel's tail."""
+    if PDL:
+        gdc_wait()
     b = tl.program_id(0)
     h = tl.program_id(1)
     d0 = tl.program_id(2) * BLOCK_D
