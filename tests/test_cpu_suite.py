@@ -1,4 +1,4 @@
-"""On a CUDA machine, ``python -m pytest tests`` runs tests/cpu here, in a child pytest with the interpreter on
+"""On a CUDA machine, ``python -m pytest tests`` runs tests/cpu here, in child pytests with the interpreter on
 (see tests/conftest.py); elsewhere tests/cpu is collected directly and this test skips."""
 from __future__ import annotations
 
