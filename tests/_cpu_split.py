@@ -52,7 +52,9 @@ def start_cpu_child(config: pytest.Config) -> None:
     import tempfile
     files = sorted((TESTS / "cpu").rglob("test_*.py"))
     n = max(1, min(4, (os.cpu_count() or 1) // 4, len(files)))
-    threads = str(max(1, (os.cpu_count() or 1) // n))   # each child's torch / BLAS threads: its share of the cores
+    # each child's torch / BLAS threads: its share of half the cores (the other half for this process's GPU tests,
+    # whose compiles run ptxas)
+    threads = str(max(1, (os.cpu_count() or 1) // (2 * n)))
     for k, shard in enumerate(_shards(files, n)):
         # its own, empty Triton cache: a child's compiles for sm_90/sm_120 never race the parent's GPU compiles or
         # another child's, and every compile runs code generation (a fresh cache is how the H200 run of session 8
