@@ -47,19 +47,18 @@ _INTERPRET_SMS = 3   # a few "SMs" under the interpreter, so requests straddle p
 
 
 @functools.lru_cache(maxsize=None)
-def _num_sms(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
+def _properties(device_index: int):
+    return torch.cuda.get_device_properties(device_index)
 
 
-@functools.lru_cache(maxsize=None)
-def _major(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).major
+def _cuda_properties(device: torch.device):
+    return _properties(device.index if device.index is not None else torch.cuda.current_device())
 
 
 def _sm_count(device: torch.device) -> int:
     if device.type != "cuda":
         return _INTERPRET_SMS
-    return _num_sms(device.index if device.index is not None else torch.cuda.current_device())
+    return _cuda_properties(device).multi_processor_count
 
 
 def split_programs(num_sms: int, heads: int, block_h: int, programs_per_sm: int) -> int:
@@ -311,7 +310,7 @@ def _reduce(batch: int, heads: int, sms: int, seg: torch.Tensor, part_o: torch.T
     """Merge the split kernel's partials (every split kernel writes the same partial layout)."""
     block_s, block_d = reduce_blocks(batch, heads, sms)
     pdl = (_REDUCE_PDL and out.device.type == "cuda" and not settings.interpret()
-           and _major(out.device.index if out.device.index is not None else torch.cuda.current_device()) >= 9)
+           and _cuda_properties(out.device).major >= 9)
     kernel._mla_decode_reduce_kernel[(batch, heads, D_NOPE // block_d)](
         seg, part_o, part_lse, out, lse, seq_lens,
         heads,

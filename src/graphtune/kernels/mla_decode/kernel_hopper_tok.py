@@ -739,8 +739,8 @@ def _kv_stream_kernel(kv_nope_desc, kv_rope_desc, kv_ptr, page_table_ptr, seq_le
     t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(0), BLOCK_N, B_CHUNK, num_warps)
     it = 0
     while t < t_stop:
-        b, seq_len, _, req_end, seg_stop, i_first, i_stop, pt_base = _segment(seq_lens_ptr, page_table_ptr, stride_pt_b,
-                                                                            b, t, t_stop, req_end, BLOCK_N)
+        b, seq_len, _, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+            seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
         for k in gl.static_range(NUM_BUF):
             if i_first + k < i_stop:
                 _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
