@@ -48,6 +48,8 @@ def parse_configs(text: str) -> list[triton.Config]:
         return list(space.CONFIGS)
     if text == "default":
         return [space.DEFAULT]
+    if text == "none":   # the Hopper variants only
+        return []
     base = config_to_dict(space.DEFAULT)
     return [config_from_dict({**base, **parse_params(item)}) for item in text.split(";") if item.strip()]
 
@@ -314,6 +316,16 @@ def _hopper_applies(x: dict, kv_format: str) -> bool:
             and torch.cuda.get_device_capability() == (9, 0))
 
 
+def _vs_candidates(args, x: dict, heads: int, kv_format: str) -> list[HopperVariant]:
+    """The Hopper variants ``--vs-flashmla`` times: all of them, or those whose dict's text contains one of the
+    '|'-separated parts of ``--vs-variant-filter`` (``str(dict)``, e.g. ``{}`` for a fixed config unchanged)."""
+    variants = _hopper_candidates(x, heads, kv_format)
+    if not args.vs_variant_filter:
+        return variants
+    parts = args.vs_variant_filter.split("|")
+    return [v for v in variants if any(p in str(dict(v)) for p in parts)]
+
+
 def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> None:
     """FlashMLA and graphtune in one run: accuracy first, then graph-replay times; table last."""
     fm, why = import_flashmla()
@@ -332,7 +344,7 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
             x = _accuracy_inputs(6, heads, kv_format, seed=1000 + heads)
             ref = reference.mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm,
                                                  kv_scale=x["kv_scale"], kv_format=kv_format)
-            for config in [*configs, *_hopper_candidates(x, heads, kv_format)]:
+            for config in [*configs, *_vs_candidates(args, x, heads, kv_format)]:
                 label = _activate(config, heads, kv_format)
                 x["out"].fill_(float("nan"))
                 try:
@@ -366,7 +378,7 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
                 timed = []
                 if fm is not None:
                     timed.append(("flashmla", None, [flashmla_call(fm, x, kv_format, sm)[0] for x in target.inputs(b)]))
-                for config in [*configs, *_hopper_candidates(target.inputs(b)[0], heads, kv_format)]:
+                for config in [*configs, *_vs_candidates(args, target.inputs(b)[0], heads, kv_format)]:
                     timed.append(("graphtune", config, target.make(b, **_variant_kwargs(config, heads, kv_format))))
                 for impl, config, calls in timed:
                     # the calls read the Hopper config when captured (graph_time_ms captures them)
@@ -732,6 +744,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--vs-formats", default="bf16,fp8")
     ap.add_argument("--vs-batches-h16", default="1,8,32,64,128")
     ap.add_argument("--vs-batches-h128", default="1,8,32,64")
+    ap.add_argument("--vs-variant-filter", default="",
+                    help="with --vs-flashmla: only the Hopper variants whose dict's text contains one of these "
+                         "'|'-separated parts (--configs none: no portable config)")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("bench_mla_decode: needs a CUDA GPU", file=sys.stderr)
