@@ -16,13 +16,18 @@ def _cuda() -> bool:
 
 
 def cpu_suite_in_child(config: pytest.Config) -> bool:
-    """True when this process collects tests/gpu on a CUDA machine: tests/cpu then runs in a child."""
+    """True when this process collects both tests/gpu and tests/cpu on a CUDA machine: tests/cpu then runs in
+    children. (A run of GPU tests only, e.g. ``pytest tests/gpu/test_x.py``, starts none.)"""
     if os.environ.get(CHILD_VAR) or not _cuda():
         return False
-    gpu = TESTS / "gpu"
+    return all(_covers(config, TESTS / part) for part in ("gpu", "cpu"))
+
+
+def _covers(config: pytest.Config, folder: Path) -> bool:
+    """Whether one of the run's arguments is ``folder``, a folder above it or a path inside it."""
     for arg in config.args:
         path = Path(str(arg).split("::")[0]).resolve()
-        if path == gpu or path in gpu.parents or gpu in path.parents:
+        if path == folder or path in folder.parents or folder in path.parents:
             return True
     return False
 
@@ -82,9 +87,16 @@ def wait_cpu_child() -> tuple[int, str, str]:
         child["log"].seek(0)
         results.append((rc, "\n".join(child["log"].read().strip().splitlines()[-40:]), child["log"].name))
         child["log"].close()
+    _children.clear()
     failed = [r for r in results if r[0] != 0]
     shown = failed or results[-1:]
     return (failed[0][0] if failed else 0, "\n".join(r[1] for r in shown), ", ".join(r[2] for r in results))
+
+
+def cpu_child_pending() -> bool:
+    """Children were started and nobody has waited for them (``test_cpu_suite.py`` not collected, e.g.
+    ``pytest tests/gpu tests/cpu``, or the run stopped before it)."""
+    return bool(_children)
 
 
 def stop_cpu_child() -> None:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from _cpu_split import TESTS, cpu_suite_in_child, start_cpu_child, stop_cpu_child
+from _cpu_split import (TESTS, cpu_child_pending, cpu_suite_in_child, start_cpu_child, stop_cpu_child,
+                        wait_cpu_child)
 
 
 def pytest_sessionstart(session):
@@ -24,8 +25,18 @@ def pytest_sessionstart(session):
         start_cpu_child(config)
 
 
-def pytest_sessionfinish(session):
-    stop_cpu_child()   # only still running when this run stopped early (-x, Ctrl-C)
+def pytest_sessionfinish(session, exitstatus):
+    if not cpu_child_pending():
+        return
+    if session.shouldstop or session.shouldfail or exitstatus == pytest.ExitCode.INTERRUPTED:
+        stop_cpu_child()   # the run stopped early (-x, Ctrl-C): the children's result is not wanted
+        return
+    # the children ran but test_cpu_suite.py was not collected (e.g. ``pytest tests/gpu tests/cpu``): their
+    # result still decides the run
+    rc, tail, log = wait_cpu_child()
+    if rc != 0:
+        print(f"\ntests/cpu failed in an interpreter child (exit {rc}; full output in {log}):\n{tail}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_ignore_collect(collection_path, config):

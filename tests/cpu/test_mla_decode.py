@@ -134,14 +134,14 @@ def test_requests_of_no_tokens_get_zeros_and_leave_the_others_right(kv_format, s
 
 
 # (SMs sizing the split grid, lengths, the reduction's blocks): a request split over more programs than one step
-# of the reduction merges, with whole rows (a large grid: 3 x 16 pairs for 24 SMs) and with column blocks (a small
-# grid: 2 x 16 pairs for 80 SMs, 69 partials of request 0 against 64 slots a step)
-REDUCE_CASES = [(24, [1500, 16, 16], (16, 512)), (80, [1100, 5], (64, 128))]
+# of the reduction merges, with whole rows (8 programs per request for 24 SMs) and with column blocks (2 requests
+# over 140 SMs: 70 programs each; request 0, 69 tiles of 16 tokens, in 69 partials: more than a 64-slot step)
+REDUCE_CASES = [(24, [1500, 16, 16], (16, 512)), (140, [1100, 5], (64, 128))]
 
 
 @pytest.mark.parametrize("sms,lens,blocks", REDUCE_CASES, ids=["whole-rows", "column-blocks"])
 def test_reduction_merges_more_partials_than_one_step(sms, lens, blocks):
-    assert interface.reduce_blocks(len(lens), 16, sms) == blocks
+    assert interface.reduce_blocks(len(lens), interface.max_partials(sms, len(lens), 1)) == blocks
     seed = _seed()
     x = make_case(len(lens), 16, 16, "fp8", lens, torch.Generator().manual_seed(seed))
     out = torch.full((len(lens), 16, 512), float("nan"), dtype=torch.bfloat16)
