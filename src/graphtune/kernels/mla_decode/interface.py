@@ -32,15 +32,19 @@ from .reference import D_NOPE, D_QK, cache_row_width, resolve_kv_format
 
 _FORMAT_CODES = {"fp8": 0, "bf16": 1, "fp8_ds_mla": 2}
 _KV_FORMATS = ("auto", *_FORMAT_CODES)
-# The reduction's blocks (slots merged per step, output columns per program). A grid of fewer (request, head)
-# pairs than two per SM (small batches, whose requests are also split over the most programs: at batch 1, H = 16,
-# 64 partials per request) splits the 512 columns four ways and merges 64 slots a step, so a program's loads are
-# one round trip instead of a chain of 16-slot steps; a larger grid keeps whole rows, 16 slots a step.
+# The reduction's blocks (slots merged per step, output columns per program). When the split grid has at least 64
+# programs per request (batch 1 to 4 on an H200), a request's partials fill a 64-slot step: the 512 columns split
+# four ways and 64 slots a step, one round trip of loads instead of a chain of 16-slot steps; otherwise whole rows,
+# 16 slots a step. Measured on an H200 (session 13, run 2, graph replay, 4096 tokens): the 64-slot blocks took
+# batch 1 from 0.0126 to 0.0095 ms (bf16, H = 16), 0.0157 to 0.0125 (fp8, H = 16), 0.0193 to 0.0182 (bf16, H = 128)
+# and 0.0232 to 0.0221 (fp8, H = 128); at batch 8, H = 16 (17 programs per request for bf16) they were slower
+# (0.0183 to 0.0198 ms), hence the rule by programs per request.
 _REDUCE_BLOCKS_LARGE = (16, 512)
 _REDUCE_BLOCKS_SMALL = (64, 128)
-# Launch the reduction as a programmatic dependent of the split kernel on sm_90+ (its launch overlaps the split
-# kernel's last programs; it waits for their writes first thing). Off until timed (session 12 wrote it; the next
-# session's first device call times it against the plain launch).
+# The reduction as a programmatic dependent launch of the split kernel on sm_90+ (griddepcontrol.wait before its
+# first load). Off: no faster in the same run (H200, session 13, run 2: 0.0128 against 0.0125 ms at batch 1, fp8,
+# H = 16; every other cell within 1%): the split kernels do not signal their dependents early, so the launch
+# only overlaps their exit.
 _REDUCE_PDL = False
 _B_CHUNK = 128      # requests per step of the split kernel's on-device tile count
 _INTERPRET_SMS = 3   # a few "SMs" under the interpreter, so requests straddle programs in CPU tests
@@ -286,7 +290,7 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
         pinned = None if config is None else interface_hopper.pinned_config(heads, fmt, config.kwargs)
         lse, part_o, part_lse, seg = interface_hopper.launch(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale,
                                                              fmt, out, return_lse, sms=sms, config=pinned)
-        _reduce(batch, heads, sms, seg, part_o, part_lse, out, lse, seq_lens, return_lse)
+        _reduce(batch, heads, seg, part_o, part_lse, out, lse, seq_lens, return_lse)
         return (out, lse) if return_lse else out
     pps = None if config is None else config.kwargs["PROGRAMS_PER_SM"]
     args, grid, (lse, part_o, part_lse, seg) = split_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale,
@@ -296,19 +300,21 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
         _tuned_kernel()[grid](*args)
     else:
         kernel._mla_decode_split_kernel[grid](*args, **config.all_kwargs())
-    _reduce(batch, heads, sms, seg, part_o, part_lse, out, lse, seq_lens, return_lse)
+    _reduce(batch, heads, seg, part_o, part_lse, out, lse, seq_lens, return_lse)
     return (out, lse) if return_lse else out
 
 
-def reduce_blocks(batch: int, heads: int, sms: int) -> tuple[int, int]:
-    """``(BLOCK_S, BLOCK_D)`` of the reduction for a grid of ``batch x heads`` (request, head) pairs."""
-    return _REDUCE_BLOCKS_SMALL if batch * heads < 2 * sms else _REDUCE_BLOCKS_LARGE
+def reduce_blocks(batch: int, slots: int) -> tuple[int, int]:
+    """``(BLOCK_S, BLOCK_D)`` of the reduction for ``batch`` requests and ``slots`` partial slots (the split
+    grid's programs + ``batch``, as the split kernels' scratch is sized)."""
+    block_s = _REDUCE_BLOCKS_SMALL[0]
+    return _REDUCE_BLOCKS_SMALL if slots - batch >= block_s * batch else _REDUCE_BLOCKS_LARGE
 
 
-def _reduce(batch: int, heads: int, sms: int, seg: torch.Tensor, part_o: torch.Tensor, part_lse: torch.Tensor,
+def _reduce(batch: int, heads: int, seg: torch.Tensor, part_o: torch.Tensor, part_lse: torch.Tensor,
             out: torch.Tensor, lse: torch.Tensor, seq_lens: torch.Tensor, return_lse: bool) -> None:
     """Merge the split kernel's partials (every split kernel writes the same partial layout)."""
-    block_s, block_d = reduce_blocks(batch, heads, sms)
+    block_s, block_d = reduce_blocks(batch, part_o.shape[0])
     pdl = (_REDUCE_PDL and out.device.type == "cuda" and not settings.interpret()
            and _cuda_properties(out.device).major >= 9)
     kernel._mla_decode_reduce_kernel[(batch, heads, D_NOPE // block_d)](
