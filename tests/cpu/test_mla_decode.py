@@ -470,6 +470,35 @@ def test_bench_hopper_variants_are_selected_before_labelled(monkeypatch):
 
 
 
+def test_bench_tuned_row_runs_the_shipped_path_and_the_filter_keeps_what_it_names(monkeypatch):
+    """The vs-FlashMLA table's "tuned" row is what a user gets: the public call's path with the shipped fixed
+    configs back in place (a pinned variant selected before it must not leak into it); ``--vs-variant-filter``
+    keeps exactly the variants whose dict text holds a part ('|'-separated)."""
+    import importlib.util
+    from pathlib import Path
+    from types import SimpleNamespace
+    from graphtune.kernels.mla_decode import interface_hopper
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_mla_decode.py"
+    spec = importlib.util.spec_from_file_location("_bench_mla_decode_tuned_under_test", path)
+    bench_mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_mod)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    before = dict(interface_hopper.HOPPER_TOK_FP8_CONFIG)
+    x = dict(q=torch.empty(2, 16, 576, dtype=torch.bfloat16), kv_cache=torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn))
+    variant = bench_mod.HopperVariant(bench_mod.HOPPER_TOK_FP8_VARIANTS[0])
+    bench_mod._activate(variant, 16, "fp8")
+    assert interface_hopper.HOPPER_TOK_FP8_CONFIG != before
+    assert bench_mod._activate(bench_mod.TUNED, 16, "fp8") == bench_mod.TUNED.label
+    assert interface_hopper.HOPPER_TOK_FP8_CONFIG == before
+    assert bench_mod._variant_kwargs(bench_mod.TUNED, 16, "fp8") == dict(config=None, path="auto")
+    assert bench_mod.parse_configs("none") == []
+    wanted = [bench_mod.HOPPER_TOK_FP8_VARIANTS[1], bench_mod.HOPPER_TOK_FP8_VARIANTS[-1]]
+    args = SimpleNamespace(vs_variant_filter="|".join(str(v) for v in wanted))
+    assert [dict(v) for v in bench_mod._vs_candidates(args, x, 16, "fp8")] == wanted
+    assert len(bench_mod._vs_candidates(SimpleNamespace(vs_variant_filter=""), x, 16, "fp8")) == \
+        len(bench_mod.HOPPER_TOK_FP8_VARIANTS)
+
+
 def test_bench_pins_every_hopper_variant_it_times_as_labelled(monkeypatch):
     """A Hopper variant equal to the shipped fixed config would, unpinned, run the tuned kernel (the space's pick
     for the bucket, or from session 10 a shape class's second kernel such as the ping-pong one): the benchmark
@@ -515,5 +544,6 @@ if IN_CHILD:
     del test_portable_space_fits_sm120_or_is_excluded, test_hopper_kernel_compiles_for_sm90_with_tma_and_wgmma
     del test_hopper_path_selection_and_reasons, test_bench_hopper_variants_are_selected_before_labelled
     del test_bench_pins_every_hopper_variant_it_times_as_labelled
+    del test_bench_tuned_row_runs_the_shipped_path_and_the_filter_keeps_what_it_names
 else:
     del test_matches_reference, test_config_paths, test_public_api_tensor_scale_and_many_request_chunks
