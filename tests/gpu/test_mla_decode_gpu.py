@@ -160,6 +160,55 @@ def test_hopper_matches_reference(heads, page_size, lens):
         assert float((lse - ref_lse).abs().max()) <= 2e-3, f"seed {seed}, {sms} SMs"
 
 
+# The bf16 tokens-on-M ring kernel (RING=1, kernel_hopper_ring.py; pinned only): ring sizes of 25 (two tiles and
+# seven chunks in flight), 13 and 9 (one tile: every chunk waits for the tile before), H 16 / 32 / 48, NaN in every
+# cache row past seq_len, requests of no tokens among the others (padding page ids), requests straddling programs.
+RING_CASES = [(16, 64, 25, [1, 63, 64, 65, 3001, 4096, 0, 2]), (32, 128, 13, [300, 0, 1, 4096, 191]),
+              (48, 64, 9, [777, 2, 64, 0]), (16, 128, 25, [0, 4096, 4095, 1, 129])]
+
+
+@pytest.mark.parametrize("heads,page_size,slots,lens", RING_CASES,
+                         ids=[f"H{h}-ps{ps}-slots{n}-B{len(lens)}" for h, ps, n, lens in RING_CASES])
+def test_hopper_ring_kernel_matches_reference(heads, page_size, slots, lens):
+    _hopper_or_skip()
+    seed = _seed()
+    x = _inputs(len(lens), heads, page_size, "bf16", max(lens), seed)
+    x["seq_lens"].copy_(torch.tensor(lens, dtype=torch.int32))
+    pt = x["page_table"]
+    for b, n in enumerate(lens):
+        tail = torch.arange(n, pt.shape[1] * page_size, device=pt.device)
+        x["kv_cache"][pt[b, tail // page_size].long(), tail % page_size] = float("nan")
+    dead = torch.tensor([n == 0 for n in lens], device="cuda")
+    ref, ref_lse = mla_decode_reference(x["q"][~dead], x["kv_cache"], pt[~dead], x["seq_lens"][~dead], SM_SCALE,
+                                        kv_format="bf16", return_lse=True)
+    pt[dead] = torch.where(torch.arange(pt.shape[1], device="cuda") % 2 == 0, -1, 1 << 30).to(torch.int32)
+    config = triton.Config(interface_hopper.pinned_config(heads, "bf16", dict(RING=1, NUM_SLOTS=slots)))
+    for sms in (132, 7, 1):
+        x["out"].fill_(float("nan"))
+        out, lse = interface._launch(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, 1.0, "bf16", x["out"], True,
+                                     num_sms=sms, path="hopper", config=config)
+        where = f"seed {seed}, {sms} SMs"
+        assert (out[dead] == 0).all() and (lse[dead] == float("-inf")).all(), f"{where}: padding slots"
+        assert torch.isfinite(out[~dead].float()).all(), f"{where}: unwritten or NaN outputs"
+        assert _rel(out[~dead], ref) <= TOL, f"{where}: rel err {_rel(out[~dead], ref):.3e}"
+        assert float((lse[~dead] - ref_lse).abs().max()) <= 2e-3, f"{where}: lse"
+    # captured with these lengths, replayed with others: equal to an eager launch of the same lengths
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        interface._launch(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, 1.0, "bf16", x["out"], False,
+                          path="hopper", config=config)
+    new = torch.randint(1, max(lens) + 1, (len(lens),), dtype=torch.int32)
+    x["seq_lens"].copy_(new)
+    x["kv_cache"].nan_to_num_(0.0)
+    pt.copy_(bench.make_inputs(bench.Problem(len(lens), heads, max(lens), page_size, "bf16"), seed=seed)["page_table"])
+    x["out"].fill_(float("nan"))
+    graph.replay()
+    replayed = x["out"].clone()
+    eager = interface._launch(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, 1.0, "bf16", None, False,
+                              path="hopper", config=config)
+    assert torch.equal(replayed, eager), f"seed {seed}: replay differs from eager"
+
+
 @pytest.mark.parametrize("heads", [128, 16])
 def test_hopper_capture_replay_equals_eager(heads):
     """The public path picks the Hopper kernel for bf16 and page size 64; one graph, new lengths."""

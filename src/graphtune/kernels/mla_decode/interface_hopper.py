@@ -31,7 +31,7 @@ from typing import Any
 import torch
 import triton
 
-from . import kernel_hopper, kernel_hopper_heads, kernel_hopper_pp, kernel_hopper_tok
+from . import kernel_hopper, kernel_hopper_heads, kernel_hopper_pp, kernel_hopper_ring, kernel_hopper_tok
 from .reference import D_NOPE, D_QK
 
 D_ROPE = D_QK - D_NOPE
@@ -66,6 +66,11 @@ PP_NAME = "mla_decode_hopper_pp"
 TOK_BLOCK_H = 16
 TOK_NUM_WARPS = 4
 HOPPER_TOK_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 2}
+# ``RING = 1`` in a pinned bf16 tokens-on-M config runs the ring kernel instead (kernel_hopper_ring.py: the tiles
+# as [64, 64] chunks in a ring of NUM_SLOTS <= 25 slots, so more than one tile is in flight while one computes).
+# Pinned only until it is timed against this kernel.
+RING_CHUNK = 64
+RING_SLOTS = 25
 
 
 # fp8 (per-tensor) cache, H < 64: the tokens-on-M fp8 kernel. Two 32 KB buffers, V^T widened in registers
@@ -264,12 +269,14 @@ def _kv_tiles(nargs: dict[str, Any]) -> None:
 def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool, *,
                sms: int, block_n: int, programs_per_sm: int, lse: torch.Tensor | None, v2: bool = False,
-               pp: bool = False):
+               pp: bool = False, ring: bool = False):
     """Positional arguments (KV descriptors with ``block_n``-token tiles), head blocks, the constexprs no config
     sets, and ``(lse, part_o, part_lse, seg)`` with partial slots for ``programs_per_sm``. ``v2``: the second
     fp8 tokens-on-M kernel (kernel_hopper_tok.py), which takes a [block_n, 128] rope descriptor before the cache
     pointer (read row by row with GATHER). ``pp``: the ping-pong kernel (kernel_hopper_pp.py), whose bf16 latent
-    tiles come as two 256-column TMA halves (its fp8 kernel takes the fp8 heads-on-M kernel's arguments)."""
+    tiles come as two 256-column TMA halves (its fp8 kernel takes the fp8 heads-on-M kernel's arguments). ``ring``:
+    the bf16 tokens-on-M ring kernel (kernel_hopper_ring.py), whose tiles come as nine [block_n, 64] boxes of all
+    576 columns."""
     batch, heads, _ = q.shape
     device = q.device
     if lse is None:
@@ -317,7 +324,8 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
     q2 = q.view(batch * heads, D_QK)
     kv2 = kv_cache.view(kv_cache.shape[0] * kv_cache.shape[1], D_QK)
     args = (_descriptor(q2, [block_h, D_NOPE]), _descriptor(q2[:, D_NOPE:], [block_h, D_ROPE]),
-            _descriptor(kv2, [block_n, PP_CHUNK if pp else D_NOPE]), _descriptor(kv2[:, D_NOPE:], [block_n, D_ROPE]),
+            _descriptor(kv2, [block_n, RING_CHUNK if ring else PP_CHUNK if pp else D_NOPE]),
+            _descriptor(kv2[:, D_NOPE:], [block_n, D_ROPE]),
             page_table, seq_lens,
             out, lse, part_o, part_lse, seg,
             float(sm_scale),
@@ -355,6 +363,9 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
     pp = bool(cfg.get("PP", 0))
     if pp:
         _check_pp(on_m, fmt, cfg)
+    ring = bool(cfg.get("RING", 0))
+    if ring:
+        _check_ring(on_m, fmt, cfg)
     if v2:
         _check_v2(on_m, fmt)
         # (the programs per SM follow the buffers, as on the tuned path; the first kernel's keys are dropped; the
@@ -385,7 +396,8 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
     programs_per_sm = cfg.pop("PROGRAMS_PER_SM", programs_per_sm)
     args, head_blocks, consts, scratch = _arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                     return_lse, sms=sms, block_n=cfg["BLOCK_N"],
-                                                    programs_per_sm=programs_per_sm, lse=lse, v2=v2, pp=pp)
+                                                    programs_per_sm=programs_per_sm, lse=lse, v2=v2, pp=pp,
+                                                    ring=ring)
     consts = {**consts, **cfg, "num_warps": PP_NUM_WARPS if pp else NUM_WARPS if on_m else TOK_NUM_WARPS}
     return args, (head_blocks, _programs(sms, programs_per_sm, head_blocks)), consts, scratch
 
@@ -405,6 +417,14 @@ def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
         raise ValueError(f"config PP=1: the ping-pong kernel takes bf16 and fp8 caches with H % {BLOCK_H} == 0 and "
                          f"BLOCK_N={BLOCK_N}, got kv_format {fmt!r} with {'H % 64 == 0' if on_m else 'H < 64'}, "
                          f"BLOCK_N={cfg.get('BLOCK_N')}")
+
+
+def _check_ring(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
+    slots = cfg.get("NUM_SLOTS", RING_SLOTS)
+    if on_m or fmt != "bf16" or cfg.get("BLOCK_N", BLOCK_N) != BLOCK_N or not 9 <= slots <= RING_SLOTS:
+        raise ValueError(f"config RING=1: the ring kernel takes bf16 caches with H < {BLOCK_H}, BLOCK_N={BLOCK_N} "
+                         f"and 9 <= NUM_SLOTS <= {RING_SLOTS}, got kv_format {fmt!r} with "
+                         f"{'H % 64 == 0' if on_m else 'H < 64'}, BLOCK_N={cfg.get('BLOCK_N')}, NUM_SLOTS={slots}")
 
 
 def _check_v2(on_m: bool, fmt: str) -> None:
@@ -506,15 +526,19 @@ def _kernel_and_params(heads: int, fmt: str, cfg: dict[str, int]):
     """The kernel a (pinned) config runs and the config's entries that kernel takes (``V2`` the second fp8
     tokens-on-M kernel, ``PP`` the ping-pong kernel; other kernels' keys, ``V2`` included, are dropped).
     ``cfg``: the constexprs :func:`hopper_call` returns, or a :func:`pinned_config`."""
-    fn = kernel_for(heads, fmt, v2=bool(cfg.get("V2", 0)), pp=bool(cfg.get("PP", 0)))
+    fn = kernel_for(heads, fmt, v2=bool(cfg.get("V2", 0)), pp=bool(cfg.get("PP", 0)), ring=bool(cfg.get("RING", 0)))
     names = set(fn.arg_names)
     return fn, {k: v for k, v in cfg.items() if k in names or k == "num_warps"}
 
 
-def kernel_for(heads: int, fmt: str = "bf16", *, v2: bool = False, pp: bool = False):
+def kernel_for(heads: int, fmt: str = "bf16", *, v2: bool = False, pp: bool = False, ring: bool = False):
     """The Gluon kernel that serves H heads: heads on M for H % 64 == 0, else tokens on M (bf16 or fp8; fp8
     heads on M: the widened-score kernel); ``v2``: the second fp8 tokens-on-M kernel; ``pp``: the heads-on-M
-    ping-pong kernel (bf16, or fp8 widened in place: pinned only, not faster on the H200 in session 11)."""
+    ping-pong kernel (bf16, or fp8 widened in place: pinned only, not faster on the H200 in session 11); ``ring``:
+    the bf16 tokens-on-M ring kernel (pinned only until timed)."""
+    if ring:
+        _check_ring(_heads_on_m(heads), fmt, {})
+        return kernel_hopper_ring._mla_decode_hopper_tok_ring_kernel
     if pp:
         _check_pp(_heads_on_m(heads), fmt, {})
         return (kernel_hopper_pp._mla_decode_hopper_pp_fp8_kernel if fmt == "fp8"
@@ -584,6 +608,8 @@ def pinned_config(heads: int, fmt: str, params: dict[str, int]) -> dict[str, int
         kernels.append(kernel_for(heads, fmt, v2=True))
     if key[0]:                 # PP=1: the ping-pong kernel (bf16 and fp8)
         kernels.append(kernel_for(heads, fmt, pp=True))
+    if key == (False, False):  # RING=1: the ring kernel
+        kernels.append(kernel_for(heads, fmt, ring=True))
     known |= {p.name for fn in kernels for p in fn.params if p.is_constexpr} - _LAUNCH_CONSTEXPRS
     unknown = sorted(set(params) - known)
     if unknown:
@@ -594,7 +620,7 @@ def pinned_config(heads: int, fmt: str, params: dict[str, int]) -> dict[str, int
         # a pinned launch overlays the config on the fixed one (hopper_call); the tuned kernel runs a space
         # config with the kernel's defaults for what it leaves out (e.g. EARLY 0 under PIPE 1): set those here,
         # and the fixed config's value for a knob without a default (PIPE of the bf16 heads-on-M kernel)
-        fn = kernel_for(heads, fmt, pp=bool(cfg.get("PP", 0)))
+        fn = kernel_for(heads, fmt, pp=bool(cfg.get("PP", 0)), ring=bool(cfg.get("RING", 0)))
         names = set(fn.arg_names)
         defaults = {p.name: p.default for p in fn.params if p.is_constexpr and p.has_default}
         base = _base_config(*key)

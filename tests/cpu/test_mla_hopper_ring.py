@@ -1,0 +1,79 @@
+"""The bf16 tokens-on-M ring kernel (kernel_hopper_ring.py, config ``RING = 1``) compiled for sm_90 on a CPU (no GPU
+needed): it fits an SM with 25 ring slots, holds the MMAs its design rests on (nine [64 tokens, 16 heads] score
+groups, eight [64 dims, 16 heads] P.V products a tile) with one TMA box per chunk, and its wgmmas stay asynchronous.
+The interface routes ``RING = 1`` to it with [64, 64] boxes and refuses it where it does not apply.
+tests/gpu/test_mla_decode_gpu.py (``RING_CASES``) runs it against the reference on an H200.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from graphtune import resources
+from graphtune.kernels.mla_decode import interface_hopper, kernel_hopper_ring
+
+from test_mla_decode import _sass as _sass_of_cubin
+from test_mla_decode import SCHEDULED_WITH_THIS_TRITON, _hopper_compile
+
+SM90_SHARED = 232448          # bytes of shared memory an sm_90 block may use (1 KB more is the driver's)
+
+
+@pytest.fixture(scope="module", params=[25, 9], ids=["slots25", "slots9"])
+def compiled(request):
+    return request.param, _hopper_compile("bf16", heads=16, page_size=64,
+                                          config=dict(RING=1, NUM_SLOTS=request.param))
+
+
+def test_ring_kernel_fits_sm90(compiled):
+    slots, comp = compiled
+    usage = resources._resource_usage(comp.asm["cubin"], comp.metadata.name)
+    assert usage["REG"] <= 255 and usage["LOCAL"] == 0, usage
+    # the ring (8 KB a slot) + the query (18 KB) + P + the maxima + barriers: 226,088 B with 25 slots
+    assert comp.metadata.shared >= slots * 8192
+    assert comp.metadata.shared + usage.get("SHARED", 0) <= SM90_SHARED, comp.metadata.shared
+    assert comp.metadata.num_warps == 4
+
+
+def test_ring_kernel_mmas_and_schedule(compiled):
+    _, comp = compiled
+    sass = _sass_of_cubin(comp.asm["cubin"])
+    # S^T: nine chunks x four k-steps; O^T: eight [64 dims, 16 heads] products x four k-steps of 16 tokens
+    assert sass.count("HGMMA.64x16x16.F32.BF16") == 9 * 4 + 8 * 4
+    assert "UTMALDG.2D" in sass
+    if SCHEDULED_WITH_THIS_TRITON:
+        # one wait for the scores, one at the top of the tile for P.V, one at the segment's end
+        assert sass.count("WARPGROUP.DEPBAR") <= 4, "wgmmas serialised (ptxas C7514)"
+
+
+def _call(heads: int, fmt: str, config: dict):
+    dtype = torch.float8_e4m3fn if fmt == "fp8" else torch.bfloat16
+    q = torch.empty(2, heads, 576, dtype=torch.bfloat16)
+    kv = torch.empty(4, 64, 576, dtype=dtype)
+    out = torch.empty(2, heads, 512, dtype=torch.bfloat16)
+    return interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
+                                        0.04, 1.0, fmt, out, False, sms=132, config=config)
+
+
+def test_ring_config_routes_to_the_ring_kernel():
+    args, grid, consts, _ = _call(16, "bf16", dict(RING=1))
+    fn, consts = interface_hopper._kernel_and_params(16, "bf16", consts)
+    assert fn is kernel_hopper_ring._mla_decode_hopper_tok_ring_kernel
+    assert not {"NUM_BUF", "PIPE"} & set(consts)            # the first kernel's knobs, dropped
+    assert list(args[2].block_shape) == [64, 64]            # one chunk a box, over all 576 columns
+    assert grid == (1, 132)
+    assert interface_hopper.pinned_config(16, "bf16", dict(RING=1, NUM_SLOTS=13))["NUM_SLOTS"] == 13
+    # the first kernel unchanged without it
+    args, _, consts, _ = _call(16, "bf16", None)
+    assert list(args[2].block_shape) == [64, 512]
+    assert interface_hopper._kernel_and_params(16, "bf16", consts)[0] is not fn
+
+
+@pytest.mark.parametrize("heads,fmt,config,needle", [
+    (128, "bf16", dict(RING=1), "H < 64"),
+    (16, "fp8", dict(RING=1), "'fp8'"),
+    (16, "bf16", dict(RING=1, NUM_SLOTS=26), "NUM_SLOTS=26"),
+    (16, "bf16", dict(RING=1, NUM_SLOTS=8), "NUM_SLOTS=8")])
+def test_ring_config_refused_where_it_does_not_apply(heads, fmt, config, needle):
+    with pytest.raises(ValueError, match="RING=1") as err:
+        _call(heads, fmt, config)
+    assert needle in str(err.value) and "\n" not in str(err.value)
