@@ -18,19 +18,26 @@ from test_mla_decode import SCHEDULED_WITH_THIS_TRITON, _hopper_compile
 SM90_SHARED = 232448          # bytes of shared memory an sm_90 block may use (1 KB more is the driver's)
 
 
-@pytest.fixture(scope="module", params=[25, 9], ids=["slots25", "slots9"])
+SM90_SHARED_PER_SM = 233472   # bytes of shared memory of an sm_90 SM (what two programs share)
+
+
+@pytest.fixture(scope="module", params=[(25, 1), (9, 1), (11, 2)], ids=["slots25", "slots9", "slots11x2"])
 def compiled(request):
+    slots, per_sm = request.param
     return request.param, _hopper_compile("bf16", heads=16, page_size=64,
-                                          config=dict(RING=1, NUM_SLOTS=request.param))
+                                          config=dict(RING=1, NUM_SLOTS=slots, PROGRAMS_PER_SM=per_sm))
 
 
 def test_ring_kernel_fits_sm90(compiled):
-    slots, comp = compiled
+    (slots, per_sm), comp = compiled
     usage = resources._resource_usage(comp.asm["cubin"], comp.metadata.name)
     assert usage["REG"] <= 255 and usage["LOCAL"] == 0, usage
-    # the ring (8 KB a slot) + the query (18 KB) + P + the maxima + barriers: 226,088 B with 25 slots
+    # the ring (8 KB a slot) + the query (18 KB) + P + the maxima + barriers: 226,088 B with 25 slots, 111,384 with
+    # 11 (two programs an SM)
     assert comp.metadata.shared >= slots * 8192
     assert comp.metadata.shared + usage.get("SHARED", 0) <= SM90_SHARED, comp.metadata.shared
+    assert per_sm * (comp.metadata.shared + usage.get("SHARED", 0)) <= SM90_SHARED_PER_SM
+    assert per_sm * usage["REG"] * 128 <= 65536          # the register file holds them too
     assert comp.metadata.num_warps == 4
 
 
@@ -62,6 +69,8 @@ def test_ring_config_routes_to_the_ring_kernel():
     assert list(args[2].block_shape) == [64, 64]            # one chunk a box, over all 576 columns
     assert grid == (1, 132)
     assert interface_hopper.pinned_config(16, "bf16", dict(RING=1, NUM_SLOTS=13))["NUM_SLOTS"] == 13
+    _, grid, _, scratch = _call(16, "bf16", dict(RING=1, NUM_SLOTS=11, PROGRAMS_PER_SM=2))
+    assert grid == (1, 264) and scratch[1].shape[0] == 264 + 2     # partial slots for every program
     # the first kernel unchanged without it
     args, _, consts, _ = _call(16, "bf16", None)
     assert list(args[2].block_shape) == [64, 512]
@@ -72,7 +81,9 @@ def test_ring_config_routes_to_the_ring_kernel():
     (128, "bf16", dict(RING=1), "H < 64"),
     (16, "fp8", dict(RING=1), "'fp8'"),
     (16, "bf16", dict(RING=1, NUM_SLOTS=26), "NUM_SLOTS=26"),
-    (16, "bf16", dict(RING=1, NUM_SLOTS=8), "NUM_SLOTS=8")])
+    (16, "bf16", dict(RING=1, NUM_SLOTS=8), "NUM_SLOTS=8"),
+    (16, "bf16", dict(RING=1, NUM_SLOTS=12, PROGRAMS_PER_SM=2), "NUM_SLOTS=12"),
+    (16, "bf16", dict(RING=1, PROGRAMS_PER_SM=3), "PROGRAMS_PER_SM=3")])
 def test_ring_config_refused_where_it_does_not_apply(heads, fmt, config, needle):
     with pytest.raises(ValueError, match="RING=1") as err:
         _call(heads, fmt, config)

@@ -163,13 +163,15 @@ def test_hopper_matches_reference(heads, page_size, lens):
 # The bf16 tokens-on-M ring kernel (RING=1, kernel_hopper_ring.py; pinned only): ring sizes of 25 (two tiles and
 # seven chunks in flight), 13 and 9 (one tile: every chunk waits for the tile before), H 16 / 32 / 48, NaN in every
 # cache row past seq_len, requests of no tokens among the others (padding page ids), requests straddling programs.
-RING_CASES = [(16, 64, 25, [1, 63, 64, 65, 3001, 4096, 0, 2]), (32, 128, 13, [300, 0, 1, 4096, 191]),
-              (48, 64, 9, [777, 2, 64, 0]), (16, 128, 25, [0, 4096, 4095, 1, 129])]
+# (slots, programs per SM): two programs of 11 slots share an SM.
+RING_CASES = [(16, 64, (25, 1), [1, 63, 64, 65, 3001, 4096, 0, 2]), (32, 128, (13, 1), [300, 0, 1, 4096, 191]),
+              (48, 64, (9, 1), [777, 2, 64, 0]), (16, 128, (25, 1), [0, 4096, 4095, 1, 129]),
+              (16, 64, (11, 2), [1, 63, 64, 65, 3001, 4096, 0, 2])]
 
 
-@pytest.mark.parametrize("heads,page_size,slots,lens", RING_CASES,
-                         ids=[f"H{h}-ps{ps}-slots{n}-B{len(lens)}" for h, ps, n, lens in RING_CASES])
-def test_hopper_ring_kernel_matches_reference(heads, page_size, slots, lens):
+@pytest.mark.parametrize("heads,page_size,ring,lens", RING_CASES,
+                         ids=[f"H{h}-ps{ps}-slots{n}x{k}-B{len(lens)}" for h, ps, (n, k), lens in RING_CASES])
+def test_hopper_ring_kernel_matches_reference(heads, page_size, ring, lens):
     _hopper_or_skip()
     seed = _seed()
     x = _inputs(len(lens), heads, page_size, "bf16", max(lens), seed)
@@ -182,7 +184,9 @@ def test_hopper_ring_kernel_matches_reference(heads, page_size, slots, lens):
     ref, ref_lse = mla_decode_reference(x["q"][~dead], x["kv_cache"], pt[~dead], x["seq_lens"][~dead], SM_SCALE,
                                         kv_format="bf16", return_lse=True)
     pt[dead] = torch.where(torch.arange(pt.shape[1], device="cuda") % 2 == 0, -1, 1 << 30).to(torch.int32)
-    config = triton.Config(interface_hopper.pinned_config(heads, "bf16", dict(RING=1, NUM_SLOTS=slots)))
+    slots, per_sm = ring
+    config = triton.Config(interface_hopper.pinned_config(heads, "bf16", dict(RING=1, NUM_SLOTS=slots,
+                                                                              PROGRAMS_PER_SM=per_sm)))
     for sms in (132, 7, 1):
         x["out"].fill_(float("nan"))
         out, lse = interface._launch(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, 1.0, "bf16", x["out"], True,

@@ -71,6 +71,7 @@ HOPPER_TOK_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 2}
 # Pinned only until it is timed against this kernel.
 RING_CHUNK = 64
 RING_SLOTS = 25
+RING_SLOTS_TWO_PER_SM = 11     # (PROGRAMS_PER_SM = 2: 110,700 B a program)
 
 
 # fp8 (per-tensor) cache, H < 64: the tokens-on-M fp8 kernel. Two 32 KB buffers, V^T widened in registers
@@ -420,11 +421,14 @@ def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
 
 
 def _check_ring(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
-    slots = cfg.get("NUM_SLOTS", RING_SLOTS)
-    if on_m or fmt != "bf16" or cfg.get("BLOCK_N", BLOCK_N) != BLOCK_N or not 9 <= slots <= RING_SLOTS:
-        raise ValueError(f"config RING=1: the ring kernel takes bf16 caches with H < {BLOCK_H}, BLOCK_N={BLOCK_N} "
-                         f"and 9 <= NUM_SLOTS <= {RING_SLOTS}, got kv_format {fmt!r} with "
-                         f"{'H % 64 == 0' if on_m else 'H < 64'}, BLOCK_N={cfg.get('BLOCK_N')}, NUM_SLOTS={slots}")
+    slots, per_sm = cfg.get("NUM_SLOTS", RING_SLOTS), cfg.get("PROGRAMS_PER_SM", 1)
+    most = RING_SLOTS if per_sm == 1 else RING_SLOTS_TWO_PER_SM
+    if (on_m or fmt != "bf16" or cfg.get("BLOCK_N", BLOCK_N) != BLOCK_N or per_sm not in (1, 2)
+            or not 9 <= slots <= most):
+        raise ValueError(f"config RING=1: the ring kernel takes bf16 caches with H < {BLOCK_H}, BLOCK_N={BLOCK_N}, "
+                         f"PROGRAMS_PER_SM 1 or 2 and 9 <= NUM_SLOTS <= {RING_SLOTS} ({RING_SLOTS_TWO_PER_SM} with two "
+                         f"programs per SM), got kv_format {fmt!r} with {'H % 64 == 0' if on_m else 'H < 64'}, "
+                         f"BLOCK_N={cfg.get('BLOCK_N')}, PROGRAMS_PER_SM={per_sm}, NUM_SLOTS={slots}")
 
 
 def _check_v2(on_m: bool, fmt: str) -> None:

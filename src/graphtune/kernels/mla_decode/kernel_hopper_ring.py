@@ -88,15 +88,18 @@ def _mla_decode_hopper_tok_ring_kernel(
     RING: gl.constexpr,
     num_warps: gl.constexpr,
     NUM_SLOTS: gl.constexpr = 25,
+    PROGRAMS_PER_SM: gl.constexpr = 1,
 ):
     """Grid ``(H // 16, P)``, the arguments of ``kernel_hopper._mla_decode_hopper_tok_kernel`` except that
-    ``kv_desc`` has [BLOCK_N, 64] boxes over all 576 columns (``kv_rope_desc`` is not read)."""
+    ``kv_desc`` has [BLOCK_N, 64] boxes over all 576 columns (``kv_rope_desc`` is not read). PROGRAMS_PER_SM: the
+    grid's programs per SM, which the launcher reads (two fit an SM with NUM_SLOTS <= 11: 110 KB each)."""
     LOG2E: gl.constexpr = 1.4426950408889634
     gl.static_assert(RING == 1)
     gl.static_assert(BLOCK_H == 16)
     gl.static_assert(BLOCK_N == 64)
     gl.static_assert(num_warps == 4)
     gl.static_assert(NUM_SLOTS >= _CHUNKS)
+    gl.static_assert((PROGRAMS_PER_SM == 1) | ((PROGRAMS_PER_SM == 2) & (NUM_SLOTS <= 11)))
     gl.static_assert(kv_desc.block_type.shape[1] == _COLS)
     TILE_BARS: gl.constexpr = NUM_SLOTS // _CHUNKS + 1
     dtype: gl.constexpr = kv_desc.dtype
