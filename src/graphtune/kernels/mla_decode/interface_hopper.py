@@ -134,7 +134,15 @@ HOPPER_TOK_FP8_SPACE: list[dict[str, int]] = [_TOK_FP8_BASE, {**_TOK_FP8_BASE, "
 # two buffers; docs/mla_decode.md "Session 11").
 TOK_FP8_V2_MIN_BATCH = 8
 HOPPER_TOK_FP8_V2_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PREFETCH": 1, "FAST_MAX": 1, "CHAIN": 1}
-HOPPER_TOK_FP8_V2_SPACE: list[dict[str, int]] = [dict(HOPPER_TOK_FP8_V2_CONFIG), {**HOPPER_TOK_FP8_V2_CONFIG, "NUM_BUF": 3}]
+# Since session 13 the space also has both with RK64 1 (the rope's score MMAs over its 64 columns, not the zero
+# padding) and PT_EARLY 1 (the next tile's page ids loaded a tile ahead): the same results (every GPU test of the
+# schedules, page size 1 included), 1-2% faster in two H200 runs (session 12 run 3, two buffers: 0.0582 / 0.0984 ms
+# at batch 64 / 128 against 0.0592 / 0.0992; session 13 run 5: 0.0587 / 0.0986 against the tuned path's 0.0611 /
+# 0.0994), within 1% either way in session 9's; per bucket the tuner picks.
+_V2_SCHEDULE = {"RK64": 1, "PT_EARLY": 1}
+HOPPER_TOK_FP8_V2_SPACE: list[dict[str, int]] = [dict(HOPPER_TOK_FP8_V2_CONFIG), {**HOPPER_TOK_FP8_V2_CONFIG, "NUM_BUF": 3},
+                                                 {**HOPPER_TOK_FP8_V2_CONFIG, **_V2_SCHEDULE},
+                                                 {**HOPPER_TOK_FP8_V2_CONFIG, "NUM_BUF": 3, **_V2_SCHEDULE}]
 TOK_FP8_V2_NAME = "mla_decode_hopper_tok_fp8_v2"
 # fp8_ds_mla (DeepSeek's 656-byte rows), H < 64: the second tokens-on-M kernel with ``DS=1`` (four score chains, one
 # per 128-dim group, each scaled per token; the bf16 rope scored by a bf16 wgmma; P.V chunk c's P tile carries
