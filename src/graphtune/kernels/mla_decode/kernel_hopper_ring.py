@@ -217,22 +217,10 @@ def _mla_decode_hopper_tok_ring_kernel(
         heads_s = h0 + offs_h_s
         mask_o = (heads_o < H)[None, :]
         whole = (i_first == 0) & (i_stop == req_tiles)
-        _store_o(o0 * inv, whole, b, pid, heads_o, offs_d_o, out_ptr, part_o_ptr, stride_out_b, stride_out_h,
-                 stride_po_s, stride_po_h, mask_o, True)
-        _store_o(o1 * inv, whole, b, pid, heads_o, offs_d_o + 64, out_ptr, part_o_ptr, stride_out_b, stride_out_h,
-                 stride_po_s, stride_po_h, mask_o, True)
-        _store_o(o2 * inv, whole, b, pid, heads_o, offs_d_o + 128, out_ptr, part_o_ptr, stride_out_b, stride_out_h,
-                 stride_po_s, stride_po_h, mask_o, True)
-        _store_o(o3 * inv, whole, b, pid, heads_o, offs_d_o + 192, out_ptr, part_o_ptr, stride_out_b, stride_out_h,
-                 stride_po_s, stride_po_h, mask_o, True)
-        _store_o(o4 * inv, whole, b, pid, heads_o, offs_d_o + 256, out_ptr, part_o_ptr, stride_out_b, stride_out_h,
-                 stride_po_s, stride_po_h, mask_o, True)
-        _store_o(o5 * inv, whole, b, pid, heads_o, offs_d_o + 320, out_ptr, part_o_ptr, stride_out_b, stride_out_h,
-                 stride_po_s, stride_po_h, mask_o, True)
-        _store_o(o6 * inv, whole, b, pid, heads_o, offs_d_o + 384, out_ptr, part_o_ptr, stride_out_b, stride_out_h,
-                 stride_po_s, stride_po_h, mask_o, True)
-        _store_o(o7 * inv, whole, b, pid, heads_o, offs_d_o + 448, out_ptr, part_o_ptr, stride_out_b, stride_out_h,
-                 stride_po_s, stride_po_h, mask_o, True)
+        outs = (o0, o1, o2, o3, o4, o5, o6, o7)
+        for c in gl.static_range(8):       # chunk c of O^T: output dims 64c .. 64c + 63
+            _store_o(outs[c] * inv, whole, b, pid, heads_o, offs_d_o + c * _COLS, out_ptr, part_o_ptr, stride_out_b,
+                     stride_out_h, stride_po_s, stride_po_h, mask_o, True)
         _store_lse_and_segment(lse2, whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads_s, lse_ptr,
                                part_lse_ptr, seg_ptr, stride_pl_s, (heads_s < H), RETURN_LSE)
         t = seg_stop
