@@ -37,6 +37,7 @@ from pathlib import Path
 import torch
 import triton
 
+import graphtune
 from graphtune.configs import config_from_dict, config_label, config_to_dict, parse_params
 from graphtune.kernels.mla_decode import bench, interface, interface_hopper, reference, space
 
@@ -444,6 +445,13 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
     print("graphtune's best variant per cell:")
     for key, label in best.items():
         print(f"  {key}: {label}")
+    # what the tuned rows ran: each Hopper kernel's pick per batch bucket (graphtune.coverage)
+    picks = graphtune.coverage().to_dict()["kernels"]
+    result["vs_tuned_picks"] = picks
+    print("the tuned path's picks (kernel, bucket key, config):")
+    for kernel in picks:
+        for row in kernel["tuned"]:
+            print(f"  {kernel['name']} {row['key']}: {row['config']} ({row['source']})")
     result["vs_best_config"] = best
     out.write_text(json.dumps(result, indent=1, default=str))
     restore_hopper_configs()
