@@ -12,8 +12,13 @@ behind FlashMLA from batch 32 up, where the cache read is the whole cost.
 Here shared memory holds NUM_SLOTS chunks of [64 tokens, 64 columns] (8 KB, one 128-byte swizzle atom wide)
 beside the query: a tile is nine chunks (eight of the latent columns, the rope's), laid into the ring one after
 another, so a tile's chunks need not be contiguous and the ring's capacity is not a whole number of tiles. With
-25 slots (204,800 B; with the query, P and the maxima 225 KB of the 227 KB a block may have), while tile i
+25 slots (204,800 B; with the query, P and the maxima 226,088 B of the 232,448 a block may have), while tile i
 computes, tile i + 1 and the first seven chunks of tile i + 2 are in flight: up to 128 KB instead of 72.
+
+Measured on an H200 (session 13, run 5; docs/mla_decode.md): correct, and not faster. With 25 slots 1-6% slower
+than the first kernel at batch 1-128, with 18 (two tiles) within 1% of it from batch 32 up: the load depth is not
+what holds the first kernel at 3.77 TB/s (its TMA stream alone reached 4.37, session 9). Hence pinned only; two
+programs an SM (``PROGRAMS_PER_SM = 2``, 11 slots each: two instruction streams per SM) is the variant not yet timed.
 
 * Each chunk is one TMA box [64, 64] of the cache viewed as [rows, 576] (columns 64k, k = 0..8); a tile's nine
   chunks complete one mbarrier (of ``NUM_SLOTS // 9 + 1``, taken in turn), whose expected bytes are the whole
