@@ -70,11 +70,22 @@ def start_cpu_child(config: pytest.Config) -> None:
                "TRITON_CACHE_DIR": cache, "OMP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads,
                "MKL_NUM_THREADS": threads}
         argv = [sys.executable, "-m", "pytest", *map(str, shard), "-q", "-p", "no:cacheprovider"]
-        if getattr(config.option, "maxfail", 0) == 1:   # -x
-            argv.append("-x")
+        argv += _selection_options(config)
         log = tempfile.NamedTemporaryFile("w+", prefix=f"graphtune-tests-cpu-{k}-", suffix=".log", delete=False)
         proc = subprocess.Popen(argv, env=env, cwd=TESTS.parent, stdout=log, stderr=subprocess.STDOUT)
         _children.append(dict(proc=proc, log=log, cache=cache))
+
+
+def _selection_options(config: pytest.Config) -> list[str]:
+    """The run's own selection, passed on to the children: ``-x``, ``-k EXPR``, ``-m EXPR`` (``pytest tests -k mla``
+    runs the matching tests of tests/cpu too, not all of them)."""
+    option = config.option
+    argv = ["-x"] if getattr(option, "maxfail", 0) == 1 else []
+    if getattr(option, "keyword", ""):
+        argv += ["-k", option.keyword]
+    if getattr(option, "markexpr", ""):
+        argv += ["-m", option.markexpr]
+    return argv
 
 
 def wait_cpu_child() -> tuple[int, str, str]:
@@ -83,6 +94,8 @@ def wait_cpu_child() -> tuple[int, str, str]:
     results = []
     for child in _children:
         rc = child["proc"].wait()
+        if rc == pytest.ExitCode.NO_TESTS_COLLECTED:   # a -k / -m that selects nothing in this child's files
+            rc = 0
         _remove_cache(child)
         child["log"].seek(0)
         results.append((rc, "\n".join(child["log"].read().strip().splitlines()[-40:]), child["log"].name))
