@@ -485,10 +485,12 @@ HOPPER_ON_M_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=64, NU
 # bf16 tokens on M: PIPE 1 retires P.V(i - 1) at the top of tile i and issues the next load before tile i's wait;
 # PIPE 2 also keeps the softmax sum per token slot and takes the max across warps with one barrier.
 # RING 1 (session 13): the ring kernel (kernel_hopper_ring.py; it ignores NUM_BUF and PIPE), 25 chunk slots (up to
-# two tiles and seven chunks in flight), 18 (two tiles, as the first kernel's buffers), and two programs an SM of 11.
+# two tiles and seven chunks in flight), 18 (two tiles, as the first kernel's buffers), two programs an SM of 11, and
+# EARLY_S (a tile's score MMAs queued behind the previous tile's P.V) with 25 and 18.
 HOPPER_TOK_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=64, NUM_BUF=2, PIPE=1),
                        dict(BLOCK_N=64, NUM_BUF=2, PIPE=2), dict(BLOCK_N=64, RING=1, NUM_SLOTS=25),
-                       dict(BLOCK_N=64, RING=1, NUM_SLOTS=18), dict(BLOCK_N=64, RING=1, NUM_SLOTS=11, PROGRAMS_PER_SM=2)]
+                       dict(BLOCK_N=64, RING=1, NUM_SLOTS=18), dict(BLOCK_N=64, RING=1, NUM_SLOTS=11, PROGRAMS_PER_SM=2),
+                       dict(BLOCK_N=64, RING=1, NUM_SLOTS=25, EARLY_S=1), dict(BLOCK_N=64, RING=1, NUM_SLOTS=18, EARLY_S=1)]
 # The fp8 tokens-on-M kernel: how V^T reaches the P.V wgmma (WIDEN 0: byte gathers into registers; 1: widened
 # into four fp16 chunk buffers in shared memory; 2: into one) x buffers x programs per SM (two fit when the
 # block needs <= 113 KB: WIDEN 0 or 2 with two buffers).

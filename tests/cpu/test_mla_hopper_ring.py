@@ -21,15 +21,16 @@ SM90_SHARED = 232448          # bytes of shared memory an sm_90 block may use (1
 SM90_SHARED_PER_SM = 233472   # bytes of shared memory of an sm_90 SM (what two programs share)
 
 
-@pytest.fixture(scope="module", params=[(25, 1), (9, 1), (11, 2)], ids=["slots25", "slots9", "slots11x2"])
+@pytest.fixture(scope="module", params=[(25, 1, 0), (9, 1, 0), (11, 2, 0), (25, 1, 1), (18, 1, 1)],
+                ids=["slots25", "slots9", "slots11x2", "slots25-early", "slots18-early"])
 def compiled(request):
-    slots, per_sm = request.param
+    slots, per_sm, early = request.param
     return request.param, _hopper_compile("bf16", heads=16, page_size=64,
-                                          config=dict(RING=1, NUM_SLOTS=slots, PROGRAMS_PER_SM=per_sm))
+                                          config=dict(RING=1, NUM_SLOTS=slots, PROGRAMS_PER_SM=per_sm, EARLY_S=early))
 
 
 def test_ring_kernel_fits_sm90(compiled):
-    (slots, per_sm), comp = compiled
+    (slots, per_sm, _), comp = compiled
     usage = resources._resource_usage(comp.asm["cubin"], comp.metadata.name)
     assert usage["REG"] <= 255 and usage["LOCAL"] == 0, usage
     # the ring (8 KB a slot) + the query (18 KB) + P + the maxima + barriers: 226,088 B with 25 slots, 111,384 with
@@ -48,7 +49,8 @@ def test_ring_kernel_mmas_and_schedule(compiled):
     assert sass.count("HGMMA.64x16x16.F32.BF16") == 9 * 4 + 8 * 4
     assert "UTMALDG.2D" in sass
     if SCHEDULED_WITH_THIS_TRITON:
-        # one wait for the scores, one at the top of the tile for P.V, one at the segment's end
+        # one wait for the scores, one at the top of the tile for P.V (EARLY_S: one for both), one at the segment's
+        # end (a wait that leaves the scores in flight behind P.V made ptxas serialise all 68: C7514)
         assert sass.count("WARPGROUP.DEPBAR") <= 4, "wgmmas serialised (ptxas C7514)"
 
 
@@ -83,7 +85,9 @@ def test_ring_config_routes_to_the_ring_kernel():
     (16, "bf16", dict(RING=1, NUM_SLOTS=26), "NUM_SLOTS=26"),
     (16, "bf16", dict(RING=1, NUM_SLOTS=8), "NUM_SLOTS=8"),
     (16, "bf16", dict(RING=1, NUM_SLOTS=12, PROGRAMS_PER_SM=2), "NUM_SLOTS=12"),
-    (16, "bf16", dict(RING=1, PROGRAMS_PER_SM=3), "PROGRAMS_PER_SM=3")])
+    (16, "bf16", dict(RING=1, PROGRAMS_PER_SM=3), "PROGRAMS_PER_SM=3"),
+    (16, "bf16", dict(RING=1, NUM_SLOTS=13, EARLY_S=1), "EARLY_S=1"),
+    (16, "bf16", dict(RING=1, NUM_SLOTS=11, PROGRAMS_PER_SM=2, EARLY_S=1), "EARLY_S=1")])
 def test_ring_config_refused_where_it_does_not_apply(heads, fmt, config, needle):
     with pytest.raises(ValueError, match="RING=1") as err:
         _call(heads, fmt, config)

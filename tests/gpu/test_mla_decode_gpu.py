@@ -163,17 +163,20 @@ def test_hopper_matches_reference(heads, page_size, lens):
 # The bf16 tokens-on-M ring kernel (RING=1, kernel_hopper_ring.py; pinned only): ring sizes of 25 (two tiles and
 # seven chunks in flight), 13 and 9 (one tile: every chunk waits for the tile before), H 16 / 32 / 48, NaN in every
 # cache row past seq_len, requests of no tokens among the others (padding page ids), requests straddling programs.
-# (slots, programs per SM): two programs of 11 slots share an SM.
-RING_CASES = [(16, 64, (25, 1), [1, 63, 64, 65, 3001, 4096, 0, 2]), (32, 128, (13, 1), [300, 0, 1, 4096, 191]),
-              (48, 64, (9, 1), [777, 2, 64, 0]), (16, 128, (25, 1), [0, 4096, 4095, 1, 129]),
-              (16, 64, (11, 2), [1, 63, 64, 65, 3001, 4096, 0, 2])]
+# (slots, programs per SM, EARLY_S): two programs of 11 slots share an SM; EARLY_S issues a tile's score MMAs
+# before the previous tile's P.V has retired.
+RING_CASES = [(16, 64, (25, 1, 0), [1, 63, 64, 65, 3001, 4096, 0, 2]), (32, 128, (13, 1, 0), [300, 0, 1, 4096, 191]),
+              (48, 64, (9, 1, 0), [777, 2, 64, 0]), (16, 128, (25, 1, 0), [0, 4096, 4095, 1, 129]),
+              (16, 64, (11, 2, 0), [1, 63, 64, 65, 3001, 4096, 0, 2]),
+              (16, 64, (25, 1, 1), [1, 63, 64, 65, 3001, 4096, 0, 2]), (32, 128, (18, 1, 1), [300, 0, 1, 4096, 191])]
 
 
 @pytest.mark.parametrize("heads,page_size,ring,lens", RING_CASES,
-                         ids=[f"H{h}-ps{ps}-slots{n}x{k}-B{len(lens)}" for h, ps, (n, k), lens in RING_CASES])
+                         ids=[f"H{h}-ps{ps}-slots{n}x{k}{'-early' if e else ''}-B{len(lens)}"
+                              for h, ps, (n, k, e), lens in RING_CASES])
 def test_hopper_ring_kernel_matches_reference(heads, page_size, ring, lens):
     _hopper_or_skip()
-    skip_unproven(dict(RING_TWO_PER_SM=ring[1] == 2))
+    skip_unproven(dict(RING_TWO_PER_SM=ring[1] == 2, RING_EARLY_S=ring[2]))
     seed = _seed()
     x = _inputs(len(lens), heads, page_size, "bf16", max(lens), seed)
     x["seq_lens"].copy_(torch.tensor(lens, dtype=torch.int32))
@@ -185,9 +188,9 @@ def test_hopper_ring_kernel_matches_reference(heads, page_size, ring, lens):
     ref, ref_lse = mla_decode_reference(x["q"][~dead], x["kv_cache"], pt[~dead], x["seq_lens"][~dead], SM_SCALE,
                                         kv_format="bf16", return_lse=True)
     pt[dead] = torch.where(torch.arange(pt.shape[1], device="cuda") % 2 == 0, -1, 1 << 30).to(torch.int32)
-    slots, per_sm = ring
+    slots, per_sm, early = ring
     config = triton.Config(interface_hopper.pinned_config(heads, "bf16", dict(RING=1, NUM_SLOTS=slots,
-                                                                              PROGRAMS_PER_SM=per_sm)))
+                                                                              PROGRAMS_PER_SM=per_sm, EARLY_S=early)))
     for sms in (132, 7, 1):
         x["out"].fill_(float("nan"))
         out, lse = interface._launch(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, 1.0, "bf16", x["out"], True,

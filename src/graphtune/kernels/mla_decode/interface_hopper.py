@@ -431,12 +431,14 @@ def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
 def _check_ring(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
     slots, per_sm = cfg.get("NUM_SLOTS", RING_SLOTS), cfg.get("PROGRAMS_PER_SM", 1)
     most = RING_SLOTS if per_sm == 1 else RING_SLOTS_TWO_PER_SM
+    early = cfg.get("EARLY_S", 0)
     if (on_m or fmt != "bf16" or cfg.get("BLOCK_N", BLOCK_N) != BLOCK_N or per_sm not in (1, 2)
-            or not 9 <= slots <= most):
+            or not 9 <= slots <= most or early not in (0, 1) or (early and slots < 18)):
         raise ValueError(f"config RING=1: the ring kernel takes bf16 caches with H < {BLOCK_H}, BLOCK_N={BLOCK_N}, "
-                         f"PROGRAMS_PER_SM 1 or 2 and 9 <= NUM_SLOTS <= {RING_SLOTS} ({RING_SLOTS_TWO_PER_SM} with two "
-                         f"programs per SM), got kv_format {fmt!r} with {'H % 64 == 0' if on_m else 'H < 64'}, "
-                         f"BLOCK_N={cfg.get('BLOCK_N')}, PROGRAMS_PER_SM={per_sm}, NUM_SLOTS={slots}")
+                         f"PROGRAMS_PER_SM 1 or 2, 9 <= NUM_SLOTS <= {RING_SLOTS} ({RING_SLOTS_TWO_PER_SM} with two "
+                         f"programs per SM) and EARLY_S 0 or 1 (1 needs NUM_SLOTS >= 18), got kv_format {fmt!r} with "
+                         f"{'H % 64 == 0' if on_m else 'H < 64'}, BLOCK_N={cfg.get('BLOCK_N')}, "
+                         f"PROGRAMS_PER_SM={per_sm}, NUM_SLOTS={slots}, EARLY_S={early}")
 
 
 def _check_v2(on_m: bool, fmt: str) -> None:

@@ -17,8 +17,10 @@ computes, tile i + 1 and the first seven chunks of tile i + 2 are in flight: up 
 
 Measured on an H200 (session 13, run 5; docs/mla_decode.md): correct, and not faster. With 25 slots 1-6% slower
 than the first kernel at batch 1-128, with 18 (two tiles) within 1% of it from batch 32 up: the load depth is not
-what holds the first kernel at 3.77 TB/s (its TMA stream alone reached 4.37, session 9). Hence pinned only; two
-programs an SM (``PROGRAMS_PER_SM = 2``, 11 slots each: two instruction streams per SM) is the variant not yet timed.
+what holds the first kernel at 3.77 TB/s (its TMA stream alone reached 4.37, session 9). Hence pinned only. Not yet
+timed (written after that run): two programs an SM (``PROGRAMS_PER_SM = 2``, 11 slots each: two instruction streams
+per SM), and ``EARLY_S = 1`` (a tile's score MMAs queued behind the previous tile's P.V, so the tensor cores do not
+idle while the warps wait for P.V, refill the ring and wait for the tile).
 
 * Each chunk is one TMA box [64, 64] of the cache viewed as [rows, 576] (columns 64k, k = 0..8); a tile's nine
   chunks complete one mbarrier (of ``NUM_SLOTS // 9 + 1``, taken in turn), whose expected bytes are the whole
@@ -74,6 +76,29 @@ def _issue_chunks(kv_desc, ring, bars, pt_base, issued, stop, it0, i_first, NUM_
     return issued
 
 
+@gluon.jit
+def _zero_tail(ring, g0, n_valid, NUM_SLOTS: gl.constexpr, BLOCK_N: gl.constexpr, num_warps: gl.constexpr):
+    """In a request's last, partial tile (chunks g0 ..): its eight latent chunks' rows past the request zeroed (P.V
+    reads them; they may hold NaN) before any MMA reads them."""
+    if n_valid < BLOCK_N:
+        for c in gl.static_range(8):
+            _zero_rows(ring.index((g0 + c) % NUM_SLOTS), n_valid, BLOCK_N, _COLS, num_warps)
+        fence_async_shared()
+        _block_barrier()
+
+
+@gluon.jit
+def _scores(ring, qn_smem, qr_smem, g0, NUM_SLOTS: gl.constexpr, s_layout: gl.constexpr, BLOCK_N: gl.constexpr,
+            BLOCK_H: gl.constexpr):
+    """``S^T = K Q^T`` [BLOCK_N tokens, BLOCK_H heads] of the tile at chunks g0 .. g0 + 8, as nine async wgmma groups
+    (chunk k against the query's columns 64k .. 64k + 63; the rope chunk last)."""
+    s = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s_layout)
+    for k in gl.static_range(8):
+        s = warpgroup_mma(ring.index((g0 + k) % NUM_SLOTS), qn_smem.slice(k * _COLS, _COLS, dim=1).permute((1, 0)),
+                          s, use_acc=k > 0, is_async=True)
+    return warpgroup_mma(ring.index((g0 + 8) % NUM_SLOTS), qr_smem.permute((1, 0)), s, is_async=True)
+
+
 @gluon.jit(do_not_specialize=["B"])
 def _mla_decode_hopper_tok_ring_kernel(
     q_nope_desc, q_rope_desc, kv_desc, kv_rope_desc,
@@ -94,10 +119,13 @@ def _mla_decode_hopper_tok_ring_kernel(
     num_warps: gl.constexpr,
     NUM_SLOTS: gl.constexpr = 25,
     PROGRAMS_PER_SM: gl.constexpr = 1,
+    EARLY_S: gl.constexpr = 0,
 ):
     """Grid ``(H // 16, P)``, the arguments of ``kernel_hopper._mla_decode_hopper_tok_kernel`` except that
     ``kv_desc`` has [BLOCK_N, 64] boxes over all 576 columns (``kv_rope_desc`` is not read). PROGRAMS_PER_SM: the
-    grid's programs per SM, which the launcher reads (two fit an SM with NUM_SLOTS <= 11: 110 KB each)."""
+    grid's programs per SM, which the launcher reads (two fit an SM with NUM_SLOTS <= 11: 110 KB each). EARLY_S = 1:
+    tile i's score MMAs issued before P.V of tile i - 1 is retired, so the tensor cores do not wait for the chunk
+    issue and the tile's barrier between them (needs a tile in flight ahead: NUM_SLOTS >= 18)."""
     LOG2E: gl.constexpr = 1.4426950408889634
     gl.static_assert(RING == 1)
     gl.static_assert(BLOCK_H == 16)
@@ -105,6 +133,7 @@ def _mla_decode_hopper_tok_ring_kernel(
     gl.static_assert(num_warps == 4)
     gl.static_assert(NUM_SLOTS >= _CHUNKS)
     gl.static_assert((PROGRAMS_PER_SM == 1) | ((PROGRAMS_PER_SM == 2) & (NUM_SLOTS <= 11)))
+    gl.static_assert((EARLY_S == 0) | (NUM_SLOTS >= 2 * _CHUNKS))
     gl.static_assert(kv_desc.block_type.shape[1] == _COLS)
     TILE_BARS: gl.constexpr = NUM_SLOTS // _CHUNKS + 1
     dtype: gl.constexpr = kv_desc.dtype
@@ -169,29 +198,37 @@ def _mla_decode_hopper_tok_ring_kernel(
         o6 = warpgroup_mma_init(gl.zeros([_COLS, BLOCK_H], gl.float32, layout=o_layout))
         o7 = warpgroup_mma_init(gl.zeros([_COLS, BLOCK_H], gl.float32, layout=o_layout))
         for i in range(i_first, i_stop):
-            # Retire P.V of the tile before (the wgmmas retire in order): its slots are free, and the chunks
-            # that fit go out before this tile is waited for.
-            o0, o1, o2, o3, o4, o5, o6, o7 = warpgroup_mma_wait(num_outstanding=0,
-                                                                deps=(o0, o1, o2, o3, o4, o5, o6, o7))
-            _block_barrier()
-            issued = _issue_chunks(kv_desc, ring, bars, pt_base, issued,
-                                   gl.minimum(_CHUNKS * it + NUM_SLOTS, seg_end), it0, i_first,
-                                   NUM_SLOTS, TILE_BARS, PAGE_SIZE, BLOCK_N)
-            mbarrier.wait(bars.index(it % TILE_BARS), (it // TILE_BARS) & 1)
-            g0 = _CHUNKS * it
-            n_valid = seq_len - i * BLOCK_N
-            if n_valid < BLOCK_N:
-                for c in gl.static_range(8):
-                    _zero_rows(ring.index((g0 + c) % NUM_SLOTS), n_valid, BLOCK_N, _COLS, num_warps)
-                fence_async_shared()
+            if EARLY_S:
+                # S(i) queued behind P.V(i - 1) (its chunks went out a tile ago), so the tensor cores go from one to
+                # the other without the chunk issue and the tile's wait between them; then one wait for both (a
+                # wait that left S(i) in flight made ptxas serialise every wgmma of the kernel: C7514), the freed
+                # slots refilled, the tail zeroed (the score MMAs read those rows, but their scores are masked)
+                mbarrier.wait(bars.index(it % TILE_BARS), (it // TILE_BARS) & 1)
+                g0 = _CHUNKS * it
+                n_valid = seq_len - i * BLOCK_N
+                s = _scores(ring, qn_smem, qr_smem, g0, NUM_SLOTS, s_layout, BLOCK_N, BLOCK_H)
+                s, o0, o1, o2, o3, o4, o5, o6, o7 = warpgroup_mma_wait(num_outstanding=0,
+                                                                       deps=(s, o0, o1, o2, o3, o4, o5, o6, o7))
                 _block_barrier()
-            s = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s_layout)
-            for k in gl.static_range(8):
-                s = warpgroup_mma(ring.index((g0 + k) % NUM_SLOTS),
-                                  qn_smem.slice(k * _COLS, _COLS, dim=1).permute((1, 0)), s,
-                                  use_acc=k > 0, is_async=True)
-            s = warpgroup_mma(ring.index((g0 + 8) % NUM_SLOTS), qr_smem.permute((1, 0)), s, is_async=True)
-            s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
+                issued = _issue_chunks(kv_desc, ring, bars, pt_base, issued,
+                                       gl.minimum(_CHUNKS * it + NUM_SLOTS, seg_end), it0, i_first,
+                                       NUM_SLOTS, TILE_BARS, PAGE_SIZE, BLOCK_N)
+                _zero_tail(ring, g0, n_valid, NUM_SLOTS, BLOCK_N, num_warps)
+            else:
+                # Retire P.V of the tile before (the wgmmas retire in order): its slots are free, and the chunks
+                # that fit go out before this tile is waited for.
+                o0, o1, o2, o3, o4, o5, o6, o7 = warpgroup_mma_wait(num_outstanding=0,
+                                                                    deps=(o0, o1, o2, o3, o4, o5, o6, o7))
+                _block_barrier()
+                issued = _issue_chunks(kv_desc, ring, bars, pt_base, issued,
+                                       gl.minimum(_CHUNKS * it + NUM_SLOTS, seg_end), it0, i_first,
+                                       NUM_SLOTS, TILE_BARS, PAGE_SIZE, BLOCK_N)
+                mbarrier.wait(bars.index(it % TILE_BARS), (it // TILE_BARS) & 1)
+                g0 = _CHUNKS * it
+                n_valid = seq_len - i * BLOCK_N
+                _zero_tail(ring, g0, n_valid, NUM_SLOTS, BLOCK_N, num_warps)
+                s = _scores(ring, qn_smem, qr_smem, g0, NUM_SLOTS, s_layout, BLOCK_N, BLOCK_H)
+                s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
             s = s * qk_mul
             s = gl.where((i * BLOCK_N + offs_tok < seq_len)[:, None], s, float("-inf"))
             m_new = gl.maximum(m_i, _max_over_tokens(s, red_bufs.index(it % 2), s_layout))
