@@ -188,6 +188,23 @@ def test_public_api_tensor_scale_and_many_request_chunks(monkeypatch):
     assert rel_err(got, ref) <= TOL, f"seed {seed}"
 
 
+@pytest.mark.parametrize("lens", [[16, 800, 16, 16, 16, 16, 16, 16, 16], [0, 800, 16, 0, 16, 5, 16, 16, 0, 33]],
+                         ids=["long-first-chunk", "with-padding"])
+def test_split_past_a_request_longer_than_the_programs_share(monkeypatch, lens):
+    """More requests than one B_CHUNK step (4 here, 128 shipped) with a request in the first chunk that spans the
+    program boundaries: a program starting inside it must start there, not count the next chunk's short requests
+    as done (until session 13 a chunk's ends started from where the done requests ended, so program 1 of 3 took
+    request 5 as its first and request 1 lost its middle)."""
+    monkeypatch.setattr(interface, "_B_CHUNK", 4)
+    seed = _seed()
+    x = make_case(len(lens), 16, 16, "fp8", lens, torch.Generator().manual_seed(seed))
+    out = torch.full((len(lens), 16, 512), float("nan"), dtype=torch.bfloat16)
+    got = mla_decode(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], 0.05, kv_scale=x["kv_scale"], out=out)
+    ref = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], 0.05, kv_scale=x["kv_scale"])
+    assert torch.isfinite(got.float()).all(), f"seed {seed}: unwritten outputs"
+    assert rel_err(got, ref) <= TOL, f"seed {seed}: relative error {rel_err(got, ref):.3e}"
+
+
 # ------------------------------------------------------------------------------------ parent process
 
 
@@ -547,3 +564,4 @@ if IN_CHILD:
     del test_bench_tuned_row_runs_the_shipped_path_and_the_filter_keeps_what_it_names
 else:
     del test_matches_reference, test_config_paths, test_public_api_tensor_scale_and_many_request_chunks
+    del test_split_past_a_request_longer_than_the_programs_share

@@ -330,16 +330,21 @@ def _mla_decode_split_kernel(
     per = (total + num_progs - 1) // num_progs
     t = pid * per
     t_stop = tl.minimum(t + per, total)
-    # b: the first request whose tiles end after t; req_end: where the tiles of request b - 1 end.
+    # b: the first request whose tiles end after t; req_end: where the tiles of request b - 1 end. A chunk's
+    # ends start from the tiles of every request before it (``base``), not from req_end: with a request that
+    # spans tile t in one chunk, req_end stops before it, and short requests of the next chunks would count as done
+    # (wrong for batches of more than B_CHUNK requests until session 13).
     b = 0
     req_end = 0
+    base = 0
     for r0 in range(0, B, B_CHUNK):
         lens = tl.load(seq_lens_ptr + r0 + offs_c, mask=r0 + offs_c < B, other=0)
         tiles = (lens + BLOCK_N - 1) // BLOCK_N
-        ends = req_end + tl.cumsum(tiles, axis=0)
+        ends = base + tl.cumsum(tiles, axis=0)
         done = (ends <= t) & (r0 + offs_c < B)
         b += tl.sum(done.to(tl.int32), axis=0)
         req_end += tl.sum(tl.where(done, tiles, 0), axis=0)
+        base += tl.sum(tiles, axis=0)
 
     offs_n = tl.arange(0, BLOCK_N)
     while t < t_stop:

@@ -98,15 +98,18 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
     per = (total + num_progs - 1) // num_progs
     t = pid * per
     t_stop = gl.minimum(t + per, total)
+    # (a chunk's ends start from every earlier request's tiles, ``base``: kernel.py's split says why)
     b = 0
     req_end = 0
+    base = 0
     for r0 in range(0, B, B_CHUNK):
         lens = gl.load(seq_lens_ptr + r0 + offs_c, mask=r0 + offs_c < B, other=0)
         tiles = (lens + BLOCK_N - 1) // BLOCK_N
-        ends = req_end + gl.associative_scan(tiles, 0, _add)
+        ends = base + gl.associative_scan(tiles, 0, _add)
         done = (ends <= t) & (r0 + offs_c < B)
         b += gl.sum(done.to(gl.int32), axis=0)
         req_end += gl.sum(gl.where(done, tiles, 0), axis=0)
+        base += gl.sum(tiles, axis=0)
     return t, t_stop, b, req_end
 
 
