@@ -123,7 +123,8 @@ def _mla_decode_hopper_tok_ring_kernel(
 ):
     """Grid ``(H // 16, P)``, the arguments of ``kernel_hopper._mla_decode_hopper_tok_kernel`` except that
     ``kv_desc`` has [BLOCK_N, 64] boxes over all 576 columns (``kv_rope_desc`` is not read). PROGRAMS_PER_SM: the
-    grid's programs per SM, which the launcher reads (two fit an SM with NUM_SLOTS <= 11: 110 KB each). EARLY_S = 1:
+    grid's programs per SM, a key of the config that only the launcher reads (two fit an SM with NUM_SLOTS <= 11:
+    111,384 B each; ``interface_hopper._check_ring`` refuses more slots). EARLY_S = 1:
     tile i's score MMAs issued before P.V of tile i - 1 is retired, so the tensor cores do not wait for the chunk
     issue and the tile's barrier between them (needs a tile in flight ahead: NUM_SLOTS >= 18)."""
     LOG2E: gl.constexpr = 1.4426950408889634
@@ -132,7 +133,6 @@ def _mla_decode_hopper_tok_ring_kernel(
     gl.static_assert(BLOCK_N == 64)
     gl.static_assert(num_warps == 4)
     gl.static_assert(NUM_SLOTS >= _CHUNKS)
-    gl.static_assert((PROGRAMS_PER_SM == 1) | ((PROGRAMS_PER_SM == 2) & (NUM_SLOTS <= 11)))
     gl.static_assert((EARLY_S == 0) | (NUM_SLOTS >= 2 * _CHUNKS))
     gl.static_assert(kv_desc.block_type.shape[1] == _COLS)
     TILE_BARS: gl.constexpr = NUM_SLOTS // _CHUNKS + 1
