@@ -133,6 +133,25 @@ def test_requests_of_no_tokens_get_zeros_and_leave_the_others_right(kv_format, s
             assert float((lse[~dead] - ref_lse[~dead]).abs().max()) <= LSE_TOL, f"{where}: lse error"
 
 
+def test_tuned_grid_never_outgrows_the_partial_scratch():
+    """The tuned path sizes the partial slots for the space's most programs per SM; a config forced with more
+    (graphtune.force accepts any positive PROGRAMS_PER_SM) gets a grid capped at those slots, not one whose
+    programs would write partials past part_o (found by a review in session 13)."""
+    most = max(c.kwargs["PROGRAMS_PER_SM"] for c in [*space.CONFIGS, space.DEFAULT])
+    batch, heads, sms = 4, 16, 132
+    q = torch.empty(batch, heads, 576, dtype=torch.bfloat16)
+    kv = torch.empty(8, 64, 576, dtype=torch.float8_e4m3fn)
+    args, grid, (_, part_o, _, _) = interface.split_call(
+        q, kv, torch.zeros(batch, 8, dtype=torch.int32), torch.ones(batch, dtype=torch.int32), 0.1, 1.0, "fp8",
+        torch.empty(batch, heads, 512, dtype=torch.bfloat16), False, sms=sms)
+    for pps in (1, most, most + 1, 8):
+        meta = {**space.DEFAULT.kwargs, "PROGRAMS_PER_SM": pps}
+        head_blocks, programs = grid(meta)
+        # the largest slot a program writes is pid + b <= (programs - 1) + (batch - 1)
+        assert programs - 1 + batch - 1 < part_o.shape[0], (pps, programs, part_o.shape[0])
+        assert programs == min(sms * pps // head_blocks, sms * most // head_blocks)
+
+
 # (SMs sizing the split grid, lengths, the reduction's blocks): a request split over more programs than one step
 # of the reduction merges, with whole rows (8 programs per request for 24 SMs) and with column blocks (2 requests
 # over 140 SMs: 70 programs each; request 0, 69 tiles of 16 tokens, in 69 partials: more than a 64-slot step)
@@ -203,6 +222,27 @@ def test_split_past_a_request_longer_than_the_programs_share(monkeypatch, lens):
     ref = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], 0.05, kv_scale=x["kv_scale"])
     assert torch.isfinite(got.float()).all(), f"seed {seed}: unwritten outputs"
     assert rel_err(got, ref) <= TOL, f"seed {seed}: relative error {rel_err(got, ref):.3e}"
+
+
+def test_negative_lengths_count_as_no_tokens(monkeypatch):
+    """A negative seq_len is outside the contract (GRAPHTUNE_CHECK=1 rejects it); unchecked, the split takes it as a
+    request of no tokens (zeros, LSE -inf, the others right) instead of a negative tile count that shifted every
+    program's start (session 13's review)."""
+    monkeypatch.setattr(interface, "_B_CHUNK", 4)
+    seed = _seed()
+    lens = [-20, 33, -1, 17, -64, 5, 40]
+    live = [n > 0 for n in lens]
+    x = make_case(len(lens), 16, 16, "fp8", [max(n, 1) for n in lens], torch.Generator().manual_seed(seed))
+    x["seq_lens"] = torch.tensor(lens, dtype=torch.int32)
+    keep = torch.tensor(live)
+    ref, ref_lse = mla_decode_reference(x["q"][keep], x["kv_cache"], x["page_table"][keep], x["seq_lens"][keep], 0.05,
+                                        kv_scale=x["kv_scale"], return_lse=True)
+    out = torch.full((len(lens), 16, 512), float("nan"), dtype=torch.bfloat16)
+    got, lse = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], 0.05, x["kv_scale"], "fp8",
+                                 out, True, num_sms=3)
+    assert (got[~keep] == 0).all() and (lse[~keep] == float("-inf")).all(), f"seed {seed}: negative lengths"
+    assert rel_err(got[keep], ref) <= TOL, f"seed {seed}: relative error {rel_err(got[keep], ref):.3e}"
+    assert float((lse[keep] - ref_lse).abs().max()) <= LSE_TOL, f"seed {seed}: lse"
 
 
 # ------------------------------------------------------------------------------------ parent process
@@ -562,6 +602,7 @@ if IN_CHILD:
     del test_hopper_path_selection_and_reasons, test_bench_hopper_variants_are_selected_before_labelled
     del test_bench_pins_every_hopper_variant_it_times_as_labelled
     del test_bench_tuned_row_runs_the_shipped_path_and_the_filter_keeps_what_it_names
+    del test_tuned_grid_never_outgrows_the_partial_scratch
 else:
     del test_matches_reference, test_config_paths, test_public_api_tensor_scale_and_many_request_chunks
-    del test_split_past_a_request_longer_than_the_programs_share
+    del test_split_past_a_request_longer_than_the_programs_share, test_negative_lengths_count_as_no_tokens

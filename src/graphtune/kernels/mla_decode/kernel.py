@@ -326,7 +326,7 @@ def _mla_decode_split_kernel(
     total = 0
     for r0 in range(0, B, B_CHUNK):
         lens = tl.load(seq_lens_ptr + r0 + offs_c, mask=r0 + offs_c < B, other=0)
-        total += tl.sum((lens + BLOCK_N - 1) // BLOCK_N, axis=0)
+        total += tl.sum((tl.maximum(lens, 0) + BLOCK_N - 1) // BLOCK_N, axis=0)
     per = (total + num_progs - 1) // num_progs
     t = pid * per
     t_stop = tl.minimum(t + per, total)
@@ -339,7 +339,7 @@ def _mla_decode_split_kernel(
     base = 0
     for r0 in range(0, B, B_CHUNK):
         lens = tl.load(seq_lens_ptr + r0 + offs_c, mask=r0 + offs_c < B, other=0)
-        tiles = (lens + BLOCK_N - 1) // BLOCK_N
+        tiles = (tl.maximum(lens, 0) + BLOCK_N - 1) // BLOCK_N
         ends = base + tl.cumsum(tiles, axis=0)
         done = (ends <= t) & (r0 + offs_c < B)
         b += tl.sum(done.to(tl.int32), axis=0)
@@ -349,9 +349,10 @@ def _mla_decode_split_kernel(
     offs_n = tl.arange(0, BLOCK_N)
     while t < t_stop:
         seq_len = tl.load(seq_lens_ptr + b)
-        # a request of no tokens has no tiles and its page-table row may hold anything: past it (one with tokens
-        # follows, since tile t < t_stop is someone's; the reduction zeroes the skipped ones)
-        while seq_len == 0:
+        # a request of no tokens (or a negative length, outside the contract: the same) has no tiles and its
+        # page-table row may hold anything: past it (one with tokens follows, since tile t < t_stop is someone's;
+        # the reduction zeroes the skipped ones)
+        while seq_len <= 0:
             b += 1
             seq_len = tl.load(seq_lens_ptr + b)
         req_tiles = (seq_len + BLOCK_N - 1) // BLOCK_N

@@ -94,7 +94,7 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
     total = 0
     for r0 in range(0, B, B_CHUNK):
         lens = gl.load(seq_lens_ptr + r0 + offs_c, mask=r0 + offs_c < B, other=0)
-        total += gl.sum((lens + BLOCK_N - 1) // BLOCK_N, axis=0)
+        total += gl.sum((gl.maximum(lens, 0) + BLOCK_N - 1) // BLOCK_N, axis=0)
     per = (total + num_progs - 1) // num_progs
     t = pid * per
     t_stop = gl.minimum(t + per, total)
@@ -104,7 +104,7 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
     base = 0
     for r0 in range(0, B, B_CHUNK):
         lens = gl.load(seq_lens_ptr + r0 + offs_c, mask=r0 + offs_c < B, other=0)
-        tiles = (lens + BLOCK_N - 1) // BLOCK_N
+        tiles = (gl.maximum(lens, 0) + BLOCK_N - 1) // BLOCK_N
         ends = base + gl.associative_scan(tiles, 0, _add)
         done = (ends <= t) & (r0 + offs_c < B)
         b += gl.sum(done.to(gl.int32), axis=0)
@@ -119,9 +119,10 @@ def _segment(seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, B
     tokens), the request's length and tile count, where its tiles end, where the segment stops (``seg_stop``),
     its tiles as request-local indices ``[i_first, i_stop)`` (at least one), and the request's page-table row."""
     seq_len = gl.load(seq_lens_ptr + b)
-    # a request of no tokens has no tiles to take and its page-table row may hold anything: past it (one with
-    # tokens follows, since tile t < t_stop is someone's; the reduction zeroes the skipped ones)
-    while seq_len == 0:
+    # a request of no tokens (or a negative length, outside the contract: the same) has no tiles to take and its
+    # page-table row may hold anything: past it (one with tokens follows, since tile t < t_stop is someone's; the
+    # reduction zeroes the skipped ones)
+    while seq_len <= 0:
         b += 1
         seq_len = gl.load(seq_lens_ptr + b)
     req_tiles = (seq_len + BLOCK_N - 1) // BLOCK_N
