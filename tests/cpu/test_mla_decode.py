@@ -302,6 +302,11 @@ BAD = [
     ("kv-scale-tensor-dtype", lambda a: dict(kv_scale=torch.tensor([0.5], dtype=torch.float64)),
      r"kv_scale: tensor of shape \(1,\), dtype torch.float64"),
     ("sm-scale-nan", lambda a: dict(sm_scale=float("nan")), r"sm_scale: nan"),
+    ("sm-scale-zero", lambda a: dict(sm_scale=1 // 24), r"sm_scale: 0, expected a finite float > 0"),
+    ("sm-scale-negative", lambda a: dict(sm_scale=-0.05), r"sm_scale: -0.05"),
+    ("kv-scale-zero", lambda a: dict(kv_scale=0.0), r"kv_scale: 0.0, expected a finite float > 0"),
+    ("kv-scale-tensor-nan", lambda a: dict(kv_scale=torch.tensor([float("nan")])), r"kv_scale: tensor holding nan"),
+    ("kv-scale-tensor-negative", lambda a: dict(kv_scale=torch.tensor([-0.5])), r"kv_scale: tensor holding -0.5"),
     ("out-shape", lambda a: dict(out=torch.empty(2, 16, 576, dtype=torch.bfloat16)), r"out: shape \(2, 16, 576\)"),
 ]
 

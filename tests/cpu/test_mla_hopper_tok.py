@@ -267,3 +267,15 @@ def test_pinned_tokens_on_m_configs_run_as_given_and_bad_mixes_are_one_clear_lin
         with pytest.raises(ValueError, match="page size 16 on the Hopper path needs the row-gather loader"):
             consts(small, "fp8", dict(V2=1, NUM_BUF=3), pages=8)
     assert consts(small, "fp8", dict(V2=1, NUM_BUF=3, GATHER=1), pages=8)["GATHER"] == 1
+
+
+def test_pinned_tile_longer_than_a_page_is_refused():
+    """A pinned BLOCK_N that does not divide the page size would take a TMA tile's second half from the physically
+    next page, not the next page-table entry: one clear line instead (session 13's input review)."""
+    q = torch.empty(2, 16, 576, dtype=torch.bfloat16)
+    kv = torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn)
+    cfg = interface_hopper.pinned_config(16, "fp8", {"BLOCK_N": 128})
+    with pytest.raises(ValueError, match=r"BLOCK_N=128: a TMA tile of 128 tokens would cross pages of 64 tokens"):
+        interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
+                                     0.04, 1.0, "fp8", torch.empty(2, 16, 512, dtype=torch.bfloat16), False, sms=132,
+                                     config=cfg)

@@ -130,6 +130,25 @@ def test_op_validates_like_the_plain_function():
         mla_decode_op(c["q"], c["kv_cache"], c["page_table"], c["seq_lens"], float("nan"), kv_scale=c["kv_scale"])
 
 
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(sm_scale=None), r"sm_scale: None, expected a finite float > 0"),
+    (dict(sm_scale=True), r"sm_scale: True"),
+    (dict(kv_scale="abc"), r"kv_scale: 'abc'"),
+    (dict(kv_format=None), r"kv_format: None, expected a string"),
+    (dict(out=torch.empty(1, 16, 512), return_lse=True), r"out: dtype torch.float32, expected torch.bfloat16"),
+    (dict(out=torch.empty(1, 16, 576, dtype=torch.bfloat16), return_lse=True), r"out: shape \(1, 16, 576\)"),
+    (dict(sm_scale=0.0), r"sm_scale: 0.0, expected a finite float > 0")])
+def test_op_arguments_get_one_line_naming_them(kwargs, match):
+    """What the op schema would reject naming no argument (a float() of None) or let through (a bool scale, an out
+    the op copies into after the fact) is one ValueError naming the argument (session 13's input review)."""
+    c = make_case(1, 16, 16, "fp8", [10], torch.Generator().manual_seed(6))
+    args = {"kv_scale": c["kv_scale"], **{k: v for k, v in kwargs.items() if k != "sm_scale"}}
+    sm_scale = kwargs.get("sm_scale", 0.06)
+    with pytest.raises(ValueError, match=match) as err:
+        mla_decode_op(c["q"], c["kv_cache"], c["page_table"], c["seq_lens"], sm_scale, **args)
+    assert "\n" not in str(err.value)
+
+
 # ----------------------------------------------------------------------------- graphtune.custom_op
 
 _ids = itertools.count()

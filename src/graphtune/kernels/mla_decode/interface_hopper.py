@@ -453,7 +453,11 @@ def _check_gather(page_size: int, cfg: dict[str, int]) -> None:
     if cfg.get("GATHER") and not cfg.get("V2"):
         raise ValueError(f"mla_decode: config {cfg}: GATHER=1 is a loader of the second fp8 tokens-on-M kernel, "
                          "it needs V2=1")
-    if page_size % BLOCK_N and not cfg.get("GATHER"):
+    block_n = cfg.get("BLOCK_N", BLOCK_N)
+    if page_size % BLOCK_N == 0 and page_size % block_n and not cfg.get("GATHER"):
+        raise ValueError(f"mla_decode: config BLOCK_N={block_n}: a TMA tile of {block_n} tokens would cross pages "
+                         f"of {page_size} tokens (BLOCK_N must divide the page size)")
+    if page_size % block_n and not cfg.get("GATHER"):
         raise ValueError(f"mla_decode: page size {page_size} on the Hopper path needs the row-gather loader, config "
                          "V2=1, GATHER=1 (path='auto' runs the portable kernel there)")
 

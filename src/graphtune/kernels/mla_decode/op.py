@@ -9,6 +9,8 @@ per-batch-bucket tuning of the split kernel and the capture policy apply as in e
 """
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 from ...torch_ops import custom_op
@@ -23,6 +25,8 @@ def _scale(kv_scale: float, kv_scale_tensor: torch.Tensor | None) -> float | tor
 def _fake(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
           sm_scale: float, kv_scale: float, kv_scale_tensor: torch.Tensor | None, kv_format: str,
           return_lse: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    if q.dim() != 3:   # (the op's implementation validates the rest when it runs)
+        interface._fail("q", f"shape {tuple(q.shape)} has {q.dim()} dims, expected 3")
     batch, heads = q.shape[0], q.shape[1]
     out = q.new_empty((batch, heads, D_NOPE), dtype=torch.bfloat16)
     lse = q.new_empty((batch, heads) if return_lse else (0,), dtype=torch.float32)
@@ -48,11 +52,29 @@ def _mla_decode_out(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.T
                          kv_format=kv_format, out=out)
 
 
+def _check_op_arguments(q, sm_scale, kv_scale, kv_format, out, return_lse) -> None:
+    """What the op's schema would otherwise reject with an error naming no argument (a float() of None, a schema
+    mismatch), or let through (a bool scale, an ``out`` the op copies into after the fact). Metadata only: it runs
+    under torch.compile's tracing too. The op's implementation validates the rest when it runs."""
+    if isinstance(sm_scale, bool) or not isinstance(sm_scale, numbers.Real):
+        interface._fail("sm_scale", f"{sm_scale!r}, expected a finite float > 0")
+    if not isinstance(kv_scale, torch.Tensor) and (isinstance(kv_scale, bool)
+                                                   or not isinstance(kv_scale, numbers.Real)):
+        interface._fail("kv_scale", f"{kv_scale!r}, expected a finite float > 0 or a one-element float32 tensor")
+    if not isinstance(kv_format, str):
+        interface._fail("kv_format", f"{kv_format!r}, expected a string ('auto', 'fp8', 'bf16' or 'fp8_ds_mla')")
+    if out is not None and return_lse and isinstance(q, torch.Tensor) and q.dim() == 3:
+        interface._check_tensor("out", out, torch.bfloat16, 3, q.device)
+        if tuple(out.shape) != (q.shape[0], q.shape[1], D_NOPE):
+            interface._fail("out", f"shape {tuple(out.shape)}, expected {(q.shape[0], q.shape[1], D_NOPE)}")
+
+
 def mla_decode_op(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                   sm_scale: float, *, kv_scale: float | torch.Tensor = 1.0, kv_format: str = "auto",
                   out: torch.Tensor | None = None,
                   return_lse: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """``interface.mla_decode`` (same arguments) through the ``graphtune::`` ops: use it inside ``torch.compile``."""
+    _check_op_arguments(q, sm_scale, kv_scale, kv_format, out, return_lse)
     scale_t = kv_scale if isinstance(kv_scale, torch.Tensor) else None
     scale_f = 1.0 if scale_t is not None else float(kv_scale)
     if out is not None and not return_lse:
