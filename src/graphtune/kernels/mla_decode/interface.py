@@ -104,6 +104,12 @@ def _check_tensor(name: str, t: Any, dtype: torch.dtype | tuple[torch.dtype, ...
         _fail(name, f"last dimension must be contiguous (stride 1), got strides {tuple(t.stride())}")
 
 
+def check_scale(name: str, value: Any, expected: str) -> None:
+    """A scale argument (a Python number, not a bool) that is finite and > 0, else one line naming it."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
+        _fail(name, f"{value!r}, expected {expected}")
+
+
 def _validate(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_format, out) -> str:
     if not isinstance(q, torch.Tensor):
         _fail("q", f"expected a torch.Tensor, got {type(q).__name__}")
@@ -132,20 +138,17 @@ def _validate(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_format, 
     _check_tensor("seq_lens", seq_lens, torch.int32, 1, device)
     if seq_lens.shape[0] != batch:
         _fail("seq_lens", f"shape {tuple(seq_lens.shape)}, expected [{batch}] (B from q)")
-    if isinstance(sm_scale, bool) or not isinstance(sm_scale, numbers.Real) or not math.isfinite(sm_scale) \
-            or sm_scale <= 0:
-        _fail("sm_scale", f"{sm_scale!r}, expected a finite float > 0 (usually 1 / sqrt(576))")
+    check_scale("sm_scale", sm_scale, "a finite float > 0 (usually 1 / sqrt(576))")
     if isinstance(kv_scale, torch.Tensor):
         if fmt != "fp8":
             _fail("kv_scale", f"a tensor scale applies only to kv_format='fp8', not {fmt!r}")
         if kv_scale.numel() != 1 or kv_scale.dtype != torch.float32 or kv_scale.device != device:
             _fail("kv_scale", f"tensor of shape {tuple(kv_scale.shape)}, dtype {kv_scale.dtype} on "
                               f"{kv_scale.device}; expected one float32 element on {device}")
-    elif isinstance(kv_scale, bool) or not isinstance(kv_scale, numbers.Real) or not math.isfinite(kv_scale) \
-            or kv_scale <= 0:
-        _fail("kv_scale", f"{kv_scale!r}, expected a finite float > 0 or a one-element float32 tensor")
-    elif fmt != "fp8" and kv_scale != 1.0:
-        _fail("kv_scale", f"{kv_scale} given with kv_format={fmt!r}; only 'fp8' uses a per-tensor scale")
+    else:
+        check_scale("kv_scale", kv_scale, "a finite float > 0 or a one-element float32 tensor")
+        if fmt != "fp8" and kv_scale != 1.0:
+            _fail("kv_scale", f"{kv_scale} given with kv_format={fmt!r}; only 'fp8' uses a per-tensor scale")
     if out is not None:
         _check_tensor("out", out, torch.bfloat16, 3, device)
         if tuple(out.shape) != (batch, q.shape[1], D_NOPE):

@@ -50,18 +50,21 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from .kernel_hopper import (_block_barrier, _max_over_tokens, _segment, _split_start, _store_lse_and_segment,
-                            _store_o, _tma_load, _zero_rows)
+from .kernel_hopper import (_block_barrier, _max_over_tokens, _program_ids, _segment, _split_start,
+                            _store_lse_and_segment, _store_o, _tma_load, _zero_rows)
 
 _CHUNKS = gl.constexpr(9)       # per tile: eight 64-column chunks of the latent part, one of the rope
 _COLS = gl.constexpr(64)        # columns per chunk (128 bytes of bf16: one swizzle atom)
 
 
 @gluon.jit
-def _issue_chunks(kv_desc, ring, bars, pt_base, issued, stop, it0, i_first, NUM_SLOTS: gl.constexpr,
+def _issue_chunks(kv_desc, ring, bars, pt_base, issued, it, seg_end, it0, i_first, NUM_SLOTS: gl.constexpr,
                   TILE_BARS: gl.constexpr, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
-    """TMA of the program's chunks ``issued .. stop - 1`` (chunk g: column block g % 9 of the segment's tile
-    ``i_first + g // 9 - it0``, into slot g % NUM_SLOTS, on the mbarrier of tile g // 9). Returns ``stop``."""
+    """TMA of the program's chunks from ``issued`` on, as many as the ring has free slots while tile ``it`` is the
+    oldest in use (up to chunk ``9 it + NUM_SLOTS``), never past the segment (``seg_end``). Chunk g: column block
+    g % 9 of the segment's tile ``i_first + g // 9 - it0``, into slot g % NUM_SLOTS, on the mbarrier of tile
+    g // 9. Returns the new count of chunks issued."""
+    stop = gl.minimum(_CHUNKS * it + NUM_SLOTS, seg_end)
     while issued < stop:
         tile = issued // _CHUNKS
         k = issued % _CHUNKS
@@ -143,10 +146,7 @@ def _mla_decode_hopper_tok_ring_kernel(
     o_layout: gl.constexpr = s_layout     # each P.V result is [64 dims, 16 heads], as S^T is [64 tokens, 16 heads]
     p_smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_H], dtype)
 
-    pid_h = gl.program_id(0)
-    pid = gl.program_id(1)
-    num_progs = gl.num_programs(1)
-    h0 = pid_h * BLOCK_H
+    pid_h, pid, num_progs, h0 = _program_ids(BLOCK_H)
 
     qn_smem = gl.allocate_shared_memory(dtype, [BLOCK_H, 512], q_nope_desc.layout)
     qr_smem = gl.allocate_shared_memory(dtype, [BLOCK_H, 64], q_rope_desc.layout)
@@ -181,8 +181,7 @@ def _mla_decode_hopper_tok_ring_kernel(
         mbarrier.expect(q_bar, q_nope_desc.block_type.nbytes + q_rope_desc.block_type.nbytes)
         _tma_load(q_nope_desc, [b * H + h0, 0], q_bar, qn_smem)
         _tma_load(q_rope_desc, [b * H + h0, 0], q_bar, qr_smem)
-        issued = _issue_chunks(kv_desc, ring, bars, pt_base, issued,
-                               gl.minimum(_CHUNKS * it + NUM_SLOTS, seg_end), it0, i_first,
+        issued = _issue_chunks(kv_desc, ring, bars, pt_base, issued, it, seg_end, it0, i_first,
                                NUM_SLOTS, TILE_BARS, PAGE_SIZE, BLOCK_N)
         mbarrier.wait(q_bar, q_phase)
         q_phase ^= 1
@@ -210,8 +209,7 @@ def _mla_decode_hopper_tok_ring_kernel(
                 s, o0, o1, o2, o3, o4, o5, o6, o7 = warpgroup_mma_wait(num_outstanding=0,
                                                                        deps=(s, o0, o1, o2, o3, o4, o5, o6, o7))
                 _block_barrier()
-                issued = _issue_chunks(kv_desc, ring, bars, pt_base, issued,
-                                       gl.minimum(_CHUNKS * it + NUM_SLOTS, seg_end), it0, i_first,
+                issued = _issue_chunks(kv_desc, ring, bars, pt_base, issued, it, seg_end, it0, i_first,
                                        NUM_SLOTS, TILE_BARS, PAGE_SIZE, BLOCK_N)
                 _zero_tail(ring, g0, n_valid, NUM_SLOTS, BLOCK_N, num_warps)
             else:
@@ -220,8 +218,7 @@ def _mla_decode_hopper_tok_ring_kernel(
                 o0, o1, o2, o3, o4, o5, o6, o7 = warpgroup_mma_wait(num_outstanding=0,
                                                                     deps=(o0, o1, o2, o3, o4, o5, o6, o7))
                 _block_barrier()
-                issued = _issue_chunks(kv_desc, ring, bars, pt_base, issued,
-                                       gl.minimum(_CHUNKS * it + NUM_SLOTS, seg_end), it0, i_first,
+                issued = _issue_chunks(kv_desc, ring, bars, pt_base, issued, it, seg_end, it0, i_first,
                                        NUM_SLOTS, TILE_BARS, PAGE_SIZE, BLOCK_N)
                 mbarrier.wait(bars.index(it % TILE_BARS), (it // TILE_BARS) & 1)
                 g0 = _CHUNKS * it

@@ -9,8 +9,6 @@ per-batch-bucket tuning of the split kernel and the capture policy apply as in e
 """
 from __future__ import annotations
 
-import numbers
-
 import torch
 
 from ...torch_ops import custom_op
@@ -56,11 +54,9 @@ def _check_op_arguments(q, sm_scale, kv_scale, kv_format, out, return_lse) -> No
     """What the op's schema would otherwise reject with an error naming no argument (a float() of None, a schema
     mismatch), or let through (a bool scale, an ``out`` the op copies into after the fact). Metadata only: it runs
     under torch.compile's tracing too. The op's implementation validates the rest when it runs."""
-    if isinstance(sm_scale, bool) or not isinstance(sm_scale, numbers.Real):
-        interface._fail("sm_scale", f"{sm_scale!r}, expected a finite float > 0")
-    if not isinstance(kv_scale, torch.Tensor) and (isinstance(kv_scale, bool)
-                                                   or not isinstance(kv_scale, numbers.Real)):
-        interface._fail("kv_scale", f"{kv_scale!r}, expected a finite float > 0 or a one-element float32 tensor")
+    interface.check_scale("sm_scale", sm_scale, "a finite float > 0 (usually 1 / sqrt(576))")
+    if not isinstance(kv_scale, torch.Tensor):
+        interface.check_scale("kv_scale", kv_scale, "a finite float > 0 or a one-element float32 tensor")
     if not isinstance(kv_format, str):
         interface._fail("kv_format", f"{kv_format!r}, expected a string ('auto', 'fp8', 'bf16' or 'fp8_ds_mla')")
     if out is not None and return_lse and isinstance(q, torch.Tensor) and q.dim() == 3:
