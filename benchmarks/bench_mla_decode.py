@@ -17,7 +17,8 @@ timed in the same run as graphtune (its per-bucket best config of ``--configs``)
 both against the fp32 reference on fresh random inputs with mixed lengths.
 
 ``--configs`` takes ``space``, ``default`` or ``;``-separated ``NAME=VALUE,...`` configs (missing names
-keep the default's values).
+keep the default's values). List flags take comma lists; an empty one is an empty list (``--vs-batches-h128 ""``
+leaves H = 128 out); a bad item is one line naming the flag (exit status 2).
 """
 from __future__ import annotations
 
@@ -33,26 +34,77 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any, Callable, Sequence
 
 import torch
 import triton
 
 import graphtune
-from graphtune.configs import config_from_dict, config_label, config_to_dict, parse_params
+from graphtune.configs import (config_from_dict, config_label, config_to_dict, config_with, name_value, number,
+                               parse_list)
+from graphtune.errors import ConfigError
 from graphtune.kernels.mla_decode import bench, interface, interface_hopper, reference, space
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def parse_configs(text: str) -> list[triton.Config]:
+    """``space``, ``default``, ``none`` or ``;``-separated ``NAME=VALUE,...`` configs over the default; a name the
+    portable kernel does not have or a value of the wrong kind is a ConfigError naming it."""
     if text == "space":
         return list(space.CONFIGS)
     if text == "default":
         return [space.DEFAULT]
     if text == "none":   # the Hopper variants only
         return []
-    base = config_to_dict(space.DEFAULT)
-    return [config_from_dict({**base, **parse_params(item)}) for item in text.split(";") if item.strip()]
+    configs = []
+    for item in (part.strip() for part in text.split(";")):
+        if item:
+            params = dict(parse_list(item, name_value, what=f"config {item!r}", error=ConfigError))
+            configs.append(config_with(space.DEFAULT, params, allowed_meta=space.META_NAMES,
+                                       where=f"config {item!r}", examples=space.CONFIGS))
+    if not configs:
+        raise ConfigError(f"no config in {text!r} (space, default, none or NAME=VALUE,...;...)")
+    return configs
+
+
+def _configs_arg(text: str) -> list[triton.Config]:
+    try:
+        return parse_configs(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def comma_list(parse_item: Callable[[str], Any]) -> Callable[[str], list]:
+    """The ``type=`` of every list flag: the items through ``parse_item`` (configs.parse_list, the project's one
+    comma-list parser); a bad item is argparse's one line naming the flag, the item and the value (``argument
+    --batches: list: 'x' is not an integer (in '1,x')``). An empty value is the empty list."""
+    def parse(text: str) -> list:
+        return parse_list(text, parse_item, what="list", nothing=None, error=argparse.ArgumentTypeError)
+    return parse
+
+
+def _size(item: str) -> int:
+    return int(number(item, integer=True, minimum=1))
+
+
+def _one_of(choices: Sequence[Any], convert: Callable[[str], Any] = str) -> Callable[[str], Any]:
+    def parse(item: str) -> Any:
+        value = convert(item)
+        if value not in choices:
+            raise ValueError(f"{item!r} is not one of {list(choices)}")
+        return value
+    return parse
+
+
+def _int_setting(item: str) -> tuple[str, int]:
+    name, value = name_value(item)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"{item!r} is not NAME=INT")
+    return name, value
+
+
+FORMATS = tuple(reference.ROW_BYTES)
 
 
 def git_commit() -> str:
@@ -353,9 +405,8 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
         print(f"FlashMLA columns skipped: flash_mla does not import ({why})", flush=True)
     sm = 1.0 / math.sqrt(576)
     # an empty list leaves that head count out
-    heads_batches = [(h, [int(b) for b in bs.split(",") if b]) for h, bs in ((16, args.vs_batches_h16),
-                                                                            (128, args.vs_batches_h128)) if bs]
-    formats = [f for f in args.vs_formats.split(",")]
+    heads_batches = [(h, bs) for h, bs in ((16, args.vs_batches_h16), (128, args.vs_batches_h128)) if bs]
+    formats = args.vs_formats
     acc_rows = []
     for heads, _ in heads_batches:
         for kv_format in formats:
@@ -535,6 +586,17 @@ HOPPER_ON_M_FP8_VARIANTS = [dict(NUM_BUF=2, WOVL=1, PSMEM=0, XCH=1), dict(NUM_BU
 HOPPER_TOK_DS_VARIANTS = [dict(DS=1, NUM_BUF=2, PREFETCH=0, FAST_MAX=1), dict(DS=1, NUM_BUF=3, PREFETCH=0, FAST_MAX=1),
                           dict(DS=1, NUM_BUF=2, PREFETCH=0, FAST_MAX=1, PT_EARLY=1)]
 
+# --hopper-variants, phase by phase: (kind, kv_format, H, batches, variants). fp8_ds_mla in its own phase, last: not
+# yet run on a GPU when written (a fault there, which ends the CUDA context, leaves the fp8 phase's checks and times
+# on disk).
+HOPPER_PHASES = [[("heads-on-M", "bf16", 128, [1, 8, 32, 64], HOPPER_ON_M_VARIANTS),
+                  ("tokens-on-M", "bf16", 16, [1, 8, 32, 64, 128], HOPPER_TOK_VARIANTS)],
+                 [("tokens-on-M fp8", "fp8", 16, [1, 8, 32, 64, 128], HOPPER_TOK_FP8_VARIANTS),
+                  ("heads-on-M fp8", "fp8", 128, [1, 8, 32, 64], HOPPER_ON_M_FP8_VARIANTS)],
+                 [("tokens-on-M fp8_ds_mla", "fp8_ds_mla", 16, [1, 8, 32, 64, 128], HOPPER_TOK_DS_VARIANTS)]]
+HOPPER_KINDS = tuple(entry[0] for phase in HOPPER_PHASES for entry in phase)
+HOPPER_HEADS = tuple(sorted({entry[2] for phase in HOPPER_PHASES for entry in phase}))
+
 
 # The portable configs timed beside the Hopper variants: bf16's fixed config; for fp8 the two that won cells of
 # run 5 (docs/mla_decode.md: BLOCK_N 64 with 2 stages, and 128 tokens / 8 warps / 5 stages).
@@ -605,20 +667,12 @@ def hopper_variants(args, result: dict, out: Path) -> None:
     if fm is None:
         print(f"FlashMLA column skipped: flash_mla does not import ({why})", flush=True)
     result["hopper_check"], result["hopper_times"] = [], []
-    phases = [[("heads-on-M", "bf16", 128, [1, 8, 32, 64], HOPPER_ON_M_VARIANTS),
-               ("tokens-on-M", "bf16", 16, [1, 8, 32, 64, 128], HOPPER_TOK_VARIANTS)],
-              [("tokens-on-M fp8", "fp8", 16, [1, 8, 32, 64, 128], HOPPER_TOK_FP8_VARIANTS),
-               ("heads-on-M fp8", "fp8", 128, [1, 8, 32, 64], HOPPER_ON_M_FP8_VARIANTS)],
-              # its own phase, last: not yet run on a GPU when written (a fault there, which ends the CUDA context,
-              # leaves the fp8 phase's checks and times on disk)
-              [("tokens-on-M fp8_ds_mla", "fp8_ds_mla", 16, [1, 8, 32, 64, 128], HOPPER_TOK_DS_VARIANTS)]]
+    phases = HOPPER_PHASES
     if args.hopper_phases != "all":
         phases = [phases[{"bf16": 0, "fp8": 1, "fp8_ds_mla": 2}[args.hopper_phases]]]
-    heads_wanted = {int(h) for h in args.hopper_heads.split(",")}
-    phases = [[entry for entry in phase if entry[2] in heads_wanted] for phase in phases]
+    phases = [[entry for entry in phase if entry[2] in args.hopper_heads] for phase in phases]
     if args.hopper_kinds:
-        kinds = args.hopper_kinds.split(",")
-        phases = [[k for k in phase if k[0] in kinds] for phase in phases]
+        phases = [[k for k in phase if k[0] in args.hopper_kinds] for phase in phases]
     if args.hopper_variant_filter:
         # only the variants whose dict's text contains one of the '|'-separated parts
         parts = args.hopper_variant_filter.split("|")
@@ -626,11 +680,11 @@ def hopper_variants(args, result: dict, out: Path) -> None:
                   for phase in phases]
     if args.hopper_overlay:
         # every variant of the selected kernels with these keys set (e.g. GATHER=1 for page size 1)
-        overlay = {k: int(v) for k, v in (kv.split("=") for kv in args.hopper_overlay.split(","))}
+        overlay = dict(args.hopper_overlay)
         phases = [[(k, f, h, bs, [{**v, **overlay} for v in vs]) for k, f, h, bs, vs in phase] for phase in phases]
     if args.hopper_batches:
-        batches = [int(b) for b in args.hopper_batches.split(",")]
-        phases = [[(k, f, h, [b for b in bs if b in batches] if h == 16 else bs, vs) for k, f, h, bs, vs in phase]
+        phases = [[(k, f, h, [b for b in bs if b in args.hopper_batches] if h == 16 else bs, vs)
+                   for k, f, h, bs, vs in phase]
                   for phase in phases]
     for phase in phases:
         good = []
@@ -717,7 +771,7 @@ def _stream_calls(xs: list[dict], kv_format: str, num_buf: int, per_sm: int, gat
 def stream_ceiling(args, result: dict, out: Path) -> None:
     """What a kernel that only streams the KV tiles reaches (page size 64 by TMA, page size 1 by the row gather;
     H = 16's grid), in the same run."""
-    batches = [int(b) for b in (args.hopper_batches or args.vs_batches_h16).split(",")]
+    batches = args.hopper_batches or args.vs_batches_h16
     rows = []
     for (kv_format, num_buf, per_sm), page_size, gather in (
             [(c, 64, 0) for c in STREAM_CONFIGS] + [(c, 1, 1) for c in STREAM_GATHER_CONFIGS]):
@@ -739,18 +793,19 @@ def stream_ceiling(args, result: dict, out: Path) -> None:
         out.write_text(json.dumps(result, indent=1, default=str))
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--formats", default="fp8,fp8_ds_mla")
-    ap.add_argument("--page-sizes", default="1,64")
-    ap.add_argument("--batches", default="1,8,32,60,90,128")
+    sizes, formats = comma_list(_size), comma_list(_one_of(FORMATS))
+    ap.add_argument("--formats", type=formats, default="fp8,fp8_ds_mla")
+    ap.add_argument("--page-sizes", type=sizes, default="1,64")
+    ap.add_argument("--batches", type=sizes, default="1,8,32,60,90,128")
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--tokens", type=int, default=4096)
-    ap.add_argument("--configs", default="space")
+    ap.add_argument("--configs", type=_configs_arg, default="space")
     ap.add_argument("--configs-file", default=None, help="read --configs from this file")
     ap.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1))
     ap.add_argument("--check", action="store_true", help="correctness against the reference first")
-    ap.add_argument("--check-heads", default="16,32,64,128")
+    ap.add_argument("--check-heads", type=sizes, default="16,32,64,128")
     ap.add_argument("--check-only", action="store_true", help="correctness only: no timing")
     ap.add_argument("--out", default=None, help="JSON path (default benchmarks/results/mla_decode_<time>.json)")
     ap.add_argument("--tag", default="")
@@ -762,37 +817,47 @@ def main(argv: list[str] | None = None) -> int:
                     help="the Hopper kernels' configs (bf16, page size 64): correctness, then times next to FlashMLA")
     ap.add_argument("--hopper-phases", choices=["all", "bf16", "fp8", "fp8_ds_mla"], default="all",
                     help="with --hopper-variants: which kernels (default all)")
-    ap.add_argument("--hopper-heads", default="16,128", help="with --hopper-variants: which H (16, 128)")
-    ap.add_argument("--hopper-kinds", default="",
+    ap.add_argument("--hopper-heads", type=comma_list(_one_of(HOPPER_HEADS, _size)), default="16,128",
+                    help="with --hopper-variants: which H (16, 128)")
+    ap.add_argument("--hopper-kinds", type=comma_list(_one_of(HOPPER_KINDS)), default="",
                     help="with --hopper-variants: only these kernels (comma list, e.g. 'tokens-on-M fp8')")
     ap.add_argument("--hopper-variant-filter", default="",
                     help="with --hopper-variants: only variants whose dict's text contains one of these "
                          "'|'-separated parts")
     ap.add_argument("--hopper-no-portable", action="store_true",
                     help="with --hopper-variants: do not time the portable kernel's reference configs")
-    ap.add_argument("--hopper-batches", default="", help="with --hopper-variants: H = 16 batches (comma list)")
+    ap.add_argument("--hopper-batches", type=sizes, default="",
+                    help="with --hopper-variants: H = 16 batches (comma list)")
     ap.add_argument("--hopper-page-size", type=int, default=64,
                     help="with --hopper-variants: the timed cache's page size (FlashMLA is timed at 64 only; the "
                          "correctness check runs its own page sizes)")
-    ap.add_argument("--hopper-overlay", default="",
+    ap.add_argument("--hopper-overlay", type=comma_list(_int_setting), default="",
                     help="with --hopper-variants: keys set on every selected variant, e.g. 'GATHER=1' (page size 1)")
     ap.add_argument("--stream-ceiling", action="store_true",
                     help="with --hopper-variants: also time a kernel that only streams the KV tiles (TMA at page size "
                          "64, the row gather at 1; no math)")
-    ap.add_argument("--vs-formats", default="bf16,fp8")
-    ap.add_argument("--vs-batches-h16", default="1,8,32,64,128")
-    ap.add_argument("--vs-batches-h128", default="1,8,32,64")
+    ap.add_argument("--vs-formats", type=formats, default="bf16,fp8")
+    ap.add_argument("--vs-batches-h16", type=sizes, default="1,8,32,64,128")
+    ap.add_argument("--vs-batches-h128", type=sizes, default="1,8,32,64", help="an empty list leaves H = 128 out")
     ap.add_argument("--vs-variant-filter", default="",
                     help="with --vs-flashmla: only the Hopper variants whose dict's text contains one of these "
                          "'|'-separated parts (--configs none: no portable config)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
     args = ap.parse_args(argv)
+    configs = args.configs
+    if args.configs_file:
+        try:
+            configs = parse_configs(Path(args.configs_file).read_text().strip())
+        except (OSError, ConfigError) as exc:
+            ap.error(f"argument --configs-file {args.configs_file!r}: {exc}")
     if not torch.cuda.is_available():
         print("bench_mla_decode: needs a CUDA GPU", file=sys.stderr)
         return 2
-    configs = parse_configs(Path(args.configs_file).read_text().strip() if args.configs_file else args.configs)
-    formats = args.formats.split(",")
-    page_sizes = [int(p) for p in args.page_sizes.split(",")]
-    sizes = [int(b) for b in args.batches.split(",")]
+    formats, page_sizes, sizes = args.formats, args.page_sizes, args.batches
     if args.check_only:
         args.check = True
         formats, page_sizes = [], []
@@ -801,9 +866,9 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     jobs = [(f, p, args.heads, c, False) for f in formats for p in page_sizes for c in configs]
     if args.vs_flashmla:
-        jobs += [(f, 64, 16, c, False) for f in args.vs_formats.split(",") for c in configs]
+        jobs += [(f, 64, 16, c, False) for f in args.vs_formats for c in configs]
     if args.check:
-        heads_list = [int(h) for h in args.check_heads.split(",")]
+        heads_list = args.check_heads
         jobs += [(f, 1, 16, c, False) for f in ("fp8", "fp8_ds_mla") for c in configs]
         # H is an int argument: 16, 32, 64 and 128 share one binary (all divisible by 16).
         jobs += [(f, p, 16, space.default_for(f), True) for f in ("fp8", "bf16", "fp8_ds_mla") for p in (1, 16, 64)]

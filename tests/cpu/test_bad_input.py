@@ -194,3 +194,60 @@ def test_config_tables_show_what_varies_and_never_cut_a_value(capsys, monkeypatc
     out = capsys.readouterr().out
     assert "every config: BLOCK_K=64, BLOCK_M=128, BLOCK_N=128" in out
     assert "…" not in out
+
+
+# ------------------------------------------------------------------------------------ benchmarks/bench_mla_decode.py
+
+
+def _bench_mla_decode():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_mla_decode.py"
+    spec = importlib.util.spec_from_file_location("_bench_mla_decode_flags_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("argv,needles", [
+    (["--batches", "1,x"], ["argument --batches:", "'x' is not an integer", "'1,x'"]),
+    (["--batches", "0"], ["argument --batches:", "0 is not a size >= 1"]),
+    (["--page-sizes", "64,a"], ["argument --page-sizes:", "'a'"]),
+    (["--check-heads", "16,h"], ["argument --check-heads:", "'h'"]),
+    (["--vs-batches-h16", "1,-8"], ["argument --vs-batches-h16:", "-8"]),
+    (["--vs-batches-h128", "1,y"], ["argument --vs-batches-h128:", "'y'"]),
+    (["--hopper-batches", "8,x"], ["argument --hopper-batches:", "'x'"]),
+    (["--hopper-heads", "32"], ["argument --hopper-heads:", "'32' is not one of [16, 128]"]),
+    (["--hopper-kinds", "tokens-on-N"], ["argument --hopper-kinds:", "'tokens-on-N'"]),
+    (["--formats", "fp8,fp9"], ["argument --formats:", "'fp9'"]),
+    (["--vs-formats", "bf17"], ["argument --vs-formats:", "'bf17'"]),
+    (["--hopper-overlay", "GATHER"], ["argument --hopper-overlay:", "'GATHER' is not NAME=VALUE"]),
+    (["--hopper-overlay", "GATHER=x"], ["argument --hopper-overlay:", "'GATHER=x'"]),
+    (["--configs", "BLOCK_N=x"], ["argument --configs:", "BLOCK_N='x'"]),
+    (["--configs", "BLOKN=32"], ["argument --configs:", "unknown parameter 'BLOKN'"]),
+    (["--configs", "BLOCK_N"], ["argument --configs:", "'BLOCK_N' is not NAME=VALUE"]),
+    (["--configs-file", "/nonexistent/configs.txt"], ["argument --configs-file", "/nonexistent/configs.txt"]),
+], ids=lambda v: v[0] if isinstance(v, list) and v[0].startswith("--") else None)
+def test_bench_mla_decode_flags_name_the_flag_and_the_value(argv, needles, capsys):
+    """A bad list item once failed with a bare int() ValueError naming no flag (and only on a GPU machine, past
+    the CUDA check): now argparse's one error line names the flag and the value, exit status 2."""
+    bench_mod = _bench_mla_decode()
+    with pytest.raises(SystemExit) as exit_:
+        bench_mod.main(argv)
+    assert exit_.value.code == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "Traceback" not in errors[0], errors
+    assert all(needle in errors[0] for needle in needles), errors[0]
+
+
+def test_bench_mla_decode_list_flags_parse_to_lists_and_empty_means_none():
+    bench_mod = _bench_mla_decode()
+    args = bench_mod.build_parser().parse_args(
+        ["--batches", "1, 8,128", "--vs-batches-h128", "", "--hopper-overlay", "GATHER=1",
+         "--hopper-kinds", "tokens-on-M fp8", "--configs", "BLOCK_N=32,CONVERT=1; BLOCK_N=128,num_warps=8"])
+    assert args.batches == [1, 8, 128] and args.vs_batches_h16 == [1, 8, 32, 64, 128]
+    assert args.vs_batches_h128 == []          # (an empty list leaves H = 128 out of --vs-flashmla)
+    assert args.hopper_overlay == [("GATHER", 1)] and args.hopper_kinds == ["tokens-on-M fp8"]
+    assert args.formats == ["fp8", "fp8_ds_mla"] and args.hopper_batches == [] and args.hopper_heads == [16, 128]
+    assert [(c.kwargs["BLOCK_N"], c.num_warps) for c in args.configs] == [(32, 4), (128, 8)]
+    assert args.configs[0].kwargs == {**bench_mod.space.DEFAULT.kwargs, "BLOCK_N": 32}   # (over the default)
