@@ -148,7 +148,9 @@ def config_with(base: triton.Config, params: dict[str, Any], *, allowed_meta: It
     for the config must run for the copy too). A name that is neither a meta-parameter nor a launch option is
     a ConfigError listing the names that exist; a value of the wrong kind is a ConfigError naming it: launch
     options are positive ints (num_warps a power of two), and a meta-parameter takes the type its values have
-    in ``examples`` (the kernel's configs), positive when every example value is."""
+    in ``examples`` (the kernel's configs); an int one is >= 0 (0 is a knob's "off": ``CONVERT=0``), >= 1 for a
+    tile size (a name with ``BLOCK`` in it: ``BLOCK_N``, ``XBLOCK``), lower only where an example is. A kernel's
+    own ranges (``BLOCK_N=7`` where tiles are powers of two) are its interface's to check, not this."""
     allowed = set(allowed_meta)
     data = config_to_dict(base)
     seen: dict[str, list[Any]] = {}
@@ -187,8 +189,10 @@ def _check_value(name: str, value: Any, examples: list[Any], where: str) -> None
         elif kinds <= {int}:
             if not is_int:
                 raise bad(f"an int (the kernel's configs use {sorted(set(examples))})")
-            if all(v >= 1 for v in examples) and value < 1:
-                raise bad(f"an int >= 1 (the kernel's configs use {sorted(set(examples))})")
+            # a tile of no elements is never valid; 0 turns a knob off; a negative value only where a config has one
+            least = min(1 if "BLOCK" in name else 0, *examples)
+            if value < least:
+                raise bad(f"an int >= {least} (the kernel's configs use {sorted(set(examples))})")
         elif kinds <= {int, float}:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise bad("a number")

@@ -13,6 +13,7 @@ import graphtune
 from graphtune import Buckets
 from graphtune.cli import main
 from graphtune.errors import ConfigError
+from graphtune.state import STATE
 
 
 @triton.jit
@@ -46,6 +47,52 @@ def test_force_values_are_typed_against_the_kernel(params, message):
     _kernel("bi_force")
     with pytest.raises(ConfigError, match=message):
         graphtune.force("bi_force", **params)
+
+
+@triton.jit
+def _knob_kernel(x_ptr, out_ptr, n, B, BLOCK_N: tl.constexpr, CONVERT: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(out_ptr + offs, x + 1 if CONVERT else x, mask=offs < n)
+
+
+@pytest.mark.parametrize("params,message", [
+    ({"CONVERT": 0}, None),             # a knob's "off": every config has CONVERT=1, 0 is still valid
+    ({"CONVERT": 2, "BLOCK_N": 64}, None),
+    ({"num_warps": 0}, "num_warps=0 is not a power of two >= 1"),
+    ({"num_warps": 3}, "num_warps=3 is not a power of two >= 1"),
+    ({"num_stages": -1}, "num_stages=-1 is not an int >= 1"),
+    ({"BLOCK_N": -1}, "BLOCK_N=-1 is not an int >= 1"),
+    ({"BLOCK_N": 0}, "BLOCK_N=0 is not an int >= 1"),
+    ({"CONVERT": -1}, "CONVERT=-1 is not an int >= 0"),
+    ({"CONVERT": True}, "CONVERT=True is not an int"),
+], ids=["convert-0", "convert-2", "warps-0", "warps-3", "stages-negative", "block-negative", "block-0",
+        "convert-negative", "convert-bool"])
+def test_force_refuses_only_values_no_kernel_can_take(params, message):
+    """The positivity rule refused any value below 1 for a parameter whose configs are all >= 1, so a valid
+    off (CONVERT=0, CHAIN=0, PREFETCH=0) could not be forced: a knob takes any int >= 0, a tile size and the
+    launch options stay positive."""
+    graphtune.autotune([triton.Config({"BLOCK_N": 32, "CONVERT": 1}, num_warps=w) for w in (1, 2)], key=["B"],
+                       name="bi_knob", do_bench=lambda fn: 1.0)(_knob_kernel)
+    if message is None:
+        graphtune.force("bi_knob", **params)
+        assert STATE.forces["bi_knob"] == params
+        return
+    with pytest.raises(ConfigError, match=message) as err:
+        graphtune.force("bi_knob", **params)
+    assert "\n" not in str(err.value) and "bi_knob" not in STATE.forces
+
+
+def test_force_takes_the_mla_kernels_off_values():
+    from graphtune.kernels.mla_decode import interface, interface_hopper
+    interface._tuned_kernel()
+    interface_hopper.tuned_kernel(False, True)
+    interface_hopper.tuned_second_kernel(False, "fp8")
+    graphtune.force("mla_decode", CONVERT=0)                               # the hardware cvt (space.py)
+    graphtune.force(interface_hopper.KERNEL_NAMES[(False, True)], CHAIN=0)     # every space config has CHAIN=1
+    graphtune.force(interface_hopper.TOK_FP8_V2_NAME, PREFETCH=0, CHAIN=0)
+    with pytest.raises(ConfigError, match="BLOCK_N=0 is not an int >= 1"):
+        graphtune.force("mla_decode", BLOCK_N=0)
 
 
 def test_env_force_values_are_typed_at_decoration(monkeypatch):

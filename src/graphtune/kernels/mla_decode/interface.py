@@ -259,7 +259,7 @@ def split_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
 
     def grid(meta: dict[str, Any]) -> tuple[int, int]:
         # at most the programs the scratch has partial slots for: a forced PROGRAMS_PER_SM above the space's
-        # (graphtune.force accepts any positive value) runs on fewer programs instead of writing past part_o
+        # (graphtune.force accepts any int >= 0) runs on fewer programs instead of writing past part_o
         block_h = meta["BLOCK_H"]
         return (triton.cdiv(heads, block_h),
                 min(split_programs(sms, heads, block_h, meta["PROGRAMS_PER_SM"]), slots - batch))
