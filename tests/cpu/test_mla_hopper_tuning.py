@@ -153,10 +153,11 @@ def test_second_kernels_apply_from_their_measured_batch():
         assert not hopper.second_applies(heads, fmt, lo - 1)
     assert hopper.SECOND[(False, "fp8")].min_batch == hopper.TOK_FP8_V2_MIN_BATCH
     assert hopper.SECOND[(True, "bf16")].min_batch == hopper.PP_MIN_BATCH
+    assert hopper.SECOND[(True, "fp8")].min_batch == hopper.PP_FP8_MIN_BATCH
     # fp8_ds_mla: its only tuned Hopper kernel, every batch
     assert hopper.SECOND[(False, "fp8_ds_mla")].min_batch == 1
-    # no second kernel for bf16 tokens on M or fp8 heads on M
-    assert not hopper.second_applies(16, "bf16", 64) and not hopper.second_applies(128, "fp8", 64)
+    # no second kernel for bf16 tokens on M; fp8 heads on M only from its measured batch
+    assert not hopper.second_applies(16, "bf16", 64) and not hopper.second_applies(128, "fp8", 32)
 
 
 def test_kv_tiles_pre_hook_rebuilds_the_kv_descriptors_for_the_configs_tile():

@@ -469,7 +469,8 @@ def test_every_hopper_space_config_matches_reference(heads, kv_format, second, i
     seed = _seed()
     lens = [1, 63, 64, 65, 3001, 4096]
     if second:   # a batch the second kernel serves
-        lens += [200, 129, 1000][:max(0, interface_hopper.SECOND[(on_m, kv_format)].min_batch - len(lens))]
+        extra = max(0, interface_hopper.SECOND[(on_m, kv_format)].min_batch - len(lens))
+        lens += ([200, 129, 1000] * extra)[:extra]
     assert interface_hopper.second_applies(heads, kv_format, len(lens)) == second
     x = _inputs(len(lens), heads, 64, kv_format, max(lens), seed)
     x["seq_lens"].copy_(torch.tensor(lens, dtype=torch.int32))

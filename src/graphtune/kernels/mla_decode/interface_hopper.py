@@ -10,7 +10,7 @@ whose first config is the benchmark-chosen fixed config (bf16: ``HOPPER_CONFIG``
 ``HOPPER_TOK_CONFIG`` otherwise; fp8: ``HOPPER_FP8_CONFIG`` / ``HOPPER_TOK_FP8_CONFIG``), also the
 default (what a capture-time miss falls back to). ``SECOND`` gives a shape class a second kernel that the tuned
 path runs from a measured batch up, tuned per bucket over its own space under its own name: fp8 with H < 64 the
-second tokens-on-M kernel, bf16 with H % 64 == 0 the ping-pong kernel, fp8_ds_mla (H < 64) the DS kernel from
+second tokens-on-M kernel, bf16 and fp8 with H % 64 == 0 the ping-pong kernel, fp8_ds_mla (H < 64) the DS kernel from
 batch 1 (its only Hopper kernel). Kernel names for ``graphtune.force`` /
 ``GRAPHTUNE_FORCE``: ``KERNEL_NAMES`` and ``SECOND``'s. Where a config changes the KV tile (``BLOCK_N``), its
 pre-hook (``_kv_tiles``) rebuilds the KV descriptors for it before every launch (host work only: capture-safe).
@@ -58,6 +58,16 @@ PP_MIN_BATCH = 8
 HOPPER_PP_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, PP=1, RELOAD=1),
                                          dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1)]
 PP_NAME = "mla_decode_hopper_pp"
+# The same kernel on a per-tensor fp8 cache (each tile TMA'd as fp8 into its fp16 buffer and widened in place by
+# its owner) is the fp8 heads-on-M class's second kernel from PP_FP8_MIN_BATCH requests up. On H200s (H = 128,
+# 4096 tokens, page size 64; RELOAD 1, WG1_FIRST 1 against the widened-score kernel's best config in the same run)
+# at batch 64: 0.2760 / 0.2766 / 0.2782 ms against 0.2818 / 0.2837 / 0.2847 (session 12 run 3, session 13 run 5,
+# session 14 run 1: 2.1-2.5% faster; session 11 run 1, before the kernel's last change: 0.2768 against 0.2731);
+# at batch 32 slower in the same three runs (0.1479 / 0.1485 / 0.1472 against 0.1461 / 0.1463 / 0.1464).
+PP_FP8_MIN_BATCH = 64
+HOPPER_PP_FP8_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1),
+                                             dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=0)]
+PP_FP8_NAME = "mla_decode_hopper_pp_fp8"
 # H < 64 (16, 32, 48): the tokens-on-M kernel, 16 heads and one warpgroup per program; 168,728 B of shared
 # memory (a third 72 KB buffer would not fit; BLOCK_N = 32 is not possible: a wgmma's M is a multiple of 64).
 # PIPE 2 (next load issued before tile i's wait, softmax with one block barrier) was the fastest of PIPE 0/1/2 at
@@ -482,6 +492,7 @@ class Second:
 SECOND: dict[tuple[bool, str], Second] = {   # (heads on M, kv_format) -> its second kernel
     (False, "fp8"): Second(TOK_FP8_V2_MIN_BATCH, TOK_FP8_V2_NAME, HOPPER_TOK_FP8_V2_SPACE, "V2", TOK_NUM_WARPS),
     (True, "bf16"): Second(PP_MIN_BATCH, PP_NAME, HOPPER_PP_SPACE, "PP", PP_NUM_WARPS),
+    (True, "fp8"): Second(PP_FP8_MIN_BATCH, PP_FP8_NAME, HOPPER_PP_FP8_SPACE, "PP", PP_NUM_WARPS),
     (False, DS_FORMAT): Second(1, TOK_DS_NAME, HOPPER_TOK_DS_SPACE, "DS", TOK_NUM_WARPS)}
 
 
@@ -552,7 +563,7 @@ def _kernel_and_params(heads: int, fmt: str, cfg: dict[str, int]):
 def kernel_for(heads: int, fmt: str = "bf16", *, v2: bool = False, pp: bool = False, ring: bool = False):
     """The Gluon kernel that serves H heads: heads on M for H % 64 == 0, else tokens on M (bf16 or fp8; fp8
     heads on M: the widened-score kernel); ``v2``: the second fp8 tokens-on-M kernel; ``pp``: the heads-on-M
-    ping-pong kernel (bf16, or fp8 widened in place: pinned only, not faster on the H200 in session 11); ``ring``:
+    ping-pong kernel (bf16, or fp8 widened in place: the second kernels of their classes, ``SECOND``); ``ring``:
     the bf16 tokens-on-M ring kernel (pinned only until timed)."""
     if ring:
         _check_ring(_heads_on_m(heads), fmt, {})
