@@ -573,9 +573,11 @@ def test_bench_pins_every_hopper_variant_it_times_as_labelled(monkeypatch):
     spec = importlib.util.spec_from_file_location("_bench_mla_decode_pins_under_test", path)
     bench_mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench_mod)
-    kinds = [(128, "bf16", bench_mod.HOPPER_ON_M_VARIANTS + hopper.HOPPER_PP_SPACE),
-             (16, "bf16", bench_mod.HOPPER_TOK_VARIANTS), (16, "fp8", bench_mod.HOPPER_TOK_FP8_VARIANTS),
-             (128, "fp8", bench_mod.HOPPER_ON_M_FP8_VARIANTS), (16, "fp8_ds_mla", bench_mod.HOPPER_TOK_DS_VARIANTS)]
+    # every variant list of every phase, for the H and format it serves (bf16 heads on M: the ping-pong kernel's
+    # space too); the pinned config's checks pass them all (a sibling kernel's knob always comes with its flag)
+    kinds = [(heads, fmt, variants + (hopper.HOPPER_PP_SPACE if (heads, fmt) == (128, "bf16") else []))
+             for phase in bench_mod.HOPPER_PHASES for _, fmt, heads, _, variants in phase]
+    assert len(kinds) == 5
     try:
         for heads, fmt, variants in kinds:
             q = torch.empty(2, heads, 576, dtype=torch.bfloat16)

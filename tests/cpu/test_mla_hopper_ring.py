@@ -92,3 +92,35 @@ def test_ring_config_refused_where_it_does_not_apply(heads, fmt, config, needle)
     with pytest.raises(ValueError, match="RING=1") as err:
         _call(heads, fmt, config)
     assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("heads,fmt,config,needle", [
+    (16, "bf16", dict(NUM_SLOTS=11), "NUM_SLOTS=11 belongs to the ring kernel: add RING=1"),
+    (16, "bf16", dict(RING=0, NUM_SLOTS=18, EARLY_S=1), "EARLY_S=1, NUM_SLOTS=18 belong to the ring kernel: add RING=1"),
+    (128, "bf16", dict(RELOAD=1), "RELOAD=1 belongs to the ping-pong kernel: add PP=1"),
+    (128, "fp8", dict(PP=0, WG1_FIRST=1), "WG1_FIRST=1 belongs to the ping-pong kernel: add PP=1"),
+    (16, "fp8", dict(PREFETCH=1, FAST_MAX=1), "FAST_MAX=1, PREFETCH=1 belong to the second fp8 tokens-on-M kernel: "
+                                              "add V2=1"),
+    (16, "fp8", dict(V2=0, LOOK=0), "LOOK=0 belongs to the second fp8 tokens-on-M kernel: add V2=1")],
+    ids=["ring-slots", "ring-off", "pp-reload", "pp-fp8-off", "v2-prefetch", "v2-off"])
+def test_a_sibling_kernels_knob_without_its_flag_is_refused(heads, fmt, config, needle):
+    """A pinned config naming a knob that only the class's sibling kernel takes, without the flag that selects that
+    kernel, ran the first kernel without it (its keys were dropped without a word): now one line names the knob
+    and the flag, from ``pinned_config`` (the public call's path) and from ``hopper_call``."""
+    for call in (lambda: interface_hopper.pinned_config(heads, fmt, config), lambda: _call(heads, fmt, config)):
+        with pytest.raises(ValueError) as err:
+            call()
+        assert needle in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_knobs_the_first_kernel_takes_too_and_selected_siblings_stay_accepted():
+    # CHAIN: both fp8 tokens-on-M kernels; PROGRAMS_PER_SM: the launcher's grid, every class; BLOCK_N: every kernel
+    for heads, fmt, config in [(16, "fp8", dict(CHAIN=0, NUM_BUF=2, PROGRAMS_PER_SM=1)),
+                               (16, "bf16", dict(BLOCK_N=64, PROGRAMS_PER_SM=1)),
+                               (16, "bf16", dict(RING=1, NUM_SLOTS=18, EARLY_S=1)),
+                               (128, "bf16", dict(PP=1, RELOAD=0, WG1_FIRST=1)),
+                               (128, "fp8", dict(PP=1, RELOAD=1)),
+                               (16, "fp8", dict(V2=1, PREFETCH=1, FAST_MAX=1, LOOK=0))]:
+        pinned = interface_hopper.pinned_config(heads, fmt, config)
+        _, _, consts, _ = _call(heads, fmt, pinned)
+        assert all(consts[k] == v for k, v in config.items() if k not in ("V2", "PROGRAMS_PER_SM")), (config, consts)

@@ -378,6 +378,7 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
         cfg = {**_base_config(on_m, fmt == "fp8"), **(config or {})}
         if cfg.get("DS"):
             raise ValueError(f"mla_decode: config {config}: DS=1 is the fp8_ds_mla loader, got kv_format {fmt!r}")
+        _check_sibling_keys(on_m, fmt, cfg)
     v2 = bool(cfg.pop("V2", 0))
     pp = bool(cfg.get("PP", 0))
     if pp:
@@ -429,6 +430,38 @@ TOK_FP8_V2_PARAMS = ("BLOCK_N", "NUM_BUF", "PREFETCH", "FAST_MAX", "GATHER", "LO
                      "CHAIN")
 _V2_FLAGS = ("PREFETCH", "FAST_MAX", "GATHER", "RK64", "PT_EARLY", "DS", "CHAIN")   # (on or off; PREFETCH 2 meant
 # something only under the removed PV8)
+
+
+# A shape class's sibling kernel, which a pinned config selects with a flag: (flag, the kernel in messages)
+_SIBLINGS: dict[tuple[bool, str], tuple[str, str]] = {
+    (True, "bf16"): ("PP", "the ping-pong kernel"), (True, "fp8"): ("PP", "the ping-pong kernel"),
+    (False, "bf16"): ("RING", "the ring kernel"), (False, "fp8"): ("V2", "the second fp8 tokens-on-M kernel")}
+
+
+@functools.lru_cache(maxsize=None)
+def _sibling_only(on_m: bool, fmt: str) -> frozenset[str]:
+    """The knobs that only the class's sibling kernel takes: its constexprs that no launch sets, less the first
+    kernel's, its flag and PROGRAMS_PER_SM (which the launcher reads for the grid of every class)."""
+    flag, _ = _SIBLINGS[(on_m, fmt)]
+    heads = BLOCK_H if on_m else TOK_BLOCK_H
+    sibling = kernel_for(heads, fmt, v2=flag == "V2", pp=flag == "PP", ring=flag == "RING")
+
+    def knobs(fn) -> set[str]:
+        return {p.name for p in fn.params if p.is_constexpr} - _LAUNCH_CONSTEXPRS
+    return frozenset(knobs(sibling) - knobs(kernel_for(heads, fmt)) - {flag, "PROGRAMS_PER_SM"})
+
+
+def _check_sibling_keys(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
+    """A pinned config that names a knob of the sibling kernel without the flag that selects it is an error: the
+    first kernel would run without it (``_kernel_and_params`` keeps only the running kernel's keys)."""
+    entry = _SIBLINGS.get((on_m, fmt))
+    if entry is None or cfg.get(entry[0]):
+        return
+    flag, kernel = entry
+    stray = sorted(set(cfg) & _sibling_only(on_m, fmt))
+    if stray:
+        raise ValueError(f"mla_decode: {', '.join(f'{k}={cfg[k]}' for k in stray)} "
+                         f"{'belongs' if len(stray) == 1 else 'belong'} to {kernel}: add {flag}=1 (config {cfg})")
 
 
 def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
@@ -620,7 +653,8 @@ def _check_v2_params(params: dict[str, int], kernel: str) -> None:
 def pinned_config(heads: int, fmt: str, params: dict[str, int]) -> dict[str, int]:
     """A config of the per-bucket space (its kernel parameters, e.g. an A/B candidate) as a pinned launch runs it:
     programs per SM as the tuned grid gives that config (``hopper_call`` sets them for ``V2=1``). Parameters the
-    kernel does not have are a ValueError. fp8_ds_mla: the second tokens-on-M kernel's parameters over
+    kernel does not have are a ValueError, and so is a knob of the class's sibling kernel without the flag that
+    selects it (``NUM_SLOTS`` without ``RING=1``). fp8_ds_mla: the second tokens-on-M kernel's parameters over
     ``HOPPER_TOK_DS_CONFIG``."""
     if fmt == DS_FORMAT:
         _check_v2_params(params, "the fp8_ds_mla Hopper kernel")
@@ -644,6 +678,7 @@ def pinned_config(heads: int, fmt: str, params: dict[str, int]) -> dict[str, int
     if unknown:
         raise ValueError(f"mla_decode: config {params} has parameters {unknown} that the Hopper kernel "
                          f"{KERNEL_NAMES[key]!r} does not take (it takes {sorted(known)})")
+    _check_sibling_keys(key[0], fmt, params)
     cfg = dict(params)
     if not cfg.get("V2"):
         # a pinned launch overlays the config on the fixed one (hopper_call); the tuned kernel runs a space
