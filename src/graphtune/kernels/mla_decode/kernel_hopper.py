@@ -85,31 +85,76 @@ def _program_ids(BLOCK_H: gl.constexpr):
 
 
 @gluon.jit
+def _request_programs(tiles, spare, total):
+    """Programs of each request in the request-aligned split: one per request with tiles, plus its share of the
+    ``spare`` programs by tiles, at most one per tile."""
+    return gl.where(tiles > 0, gl.minimum(tiles, 1 + (spare * tiles) // gl.maximum(total, 1)), 0)
+
+
+@gluon.jit
 def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK: gl.constexpr,
                  num_warps: gl.constexpr):
     """Program pid's tile range ``[t, t_stop)`` of the batch's tiles laid end to end, the request ``b`` that
-    holds tile t and ``req_end``, where the tiles of request b - 1 end (kernel.py's split, from seq_lens)."""
+    holds tile t and ``req_end``, where the tiles of request b - 1 end, decided on the device from seq_lens.
+
+    Two splits. Request-aligned, where it balances: when every request with tiles can have a program of its
+    own, each gets one plus a share of the rest by its tiles (``_request_programs``) and its tiles in equal parts,
+    so no program holds parts of two requests and a request with one program is written whole (no partials, and
+    the reduction passes it by); taken when its largest part is at most 1/8 above the even split's. Otherwise the
+    even split of kernel.py: ``cdiv(total, P)`` tiles a program, wherever requests end (a program starting at
+    request b continues into b + 1)."""
     chunk_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
     offs_c = gl.arange(0, B_CHUNK, layout=chunk_layout)
     total = 0
+    live = 0
     for r0 in range(0, B, B_CHUNK):
         lens = gl.load(seq_lens_ptr + r0 + offs_c, mask=r0 + offs_c < B, other=0)
-        total += gl.sum((gl.maximum(lens, 0) + BLOCK_N - 1) // BLOCK_N, axis=0)
+        tiles = (gl.maximum(lens, 0) + BLOCK_N - 1) // BLOCK_N
+        total += gl.sum(tiles, axis=0)
+        live += gl.sum((tiles > 0).to(gl.int32), axis=0)
     per = (total + num_progs - 1) // num_progs
-    t = pid * per
-    t_stop = gl.minimum(t + per, total)
-    # (a chunk's ends start from every earlier request's tiles, ``base``: kernel.py's split says why)
+    spare = gl.maximum(num_progs - live, 0)
+    # one pass for both: the even split's request (``done``: the requests before tile pid * per; a chunk's ends start
+    # from every earlier request's tiles, ``base``: kernel.py's split says why) and the aligned split's part j of the
+    # request whose programs span pid (``mine``; none past the last program of the last request)
+    t_even = pid * per
     b = 0
     req_end = 0
+    worst = 0
+    t_al = 0
+    t_stop_al = 0
+    b_al = 0
+    req_al = 0
     base = 0
+    base_p = 0
     for r0 in range(0, B, B_CHUNK):
         lens = gl.load(seq_lens_ptr + r0 + offs_c, mask=r0 + offs_c < B, other=0)
         tiles = (gl.maximum(lens, 0) + BLOCK_N - 1) // BLOCK_N
         ends = base + gl.associative_scan(tiles, 0, _add)
-        done = (ends <= t) & (r0 + offs_c < B)
+        done = (ends <= t_even) & (r0 + offs_c < B)
         b += gl.sum(done.to(gl.int32), axis=0)
         req_end += gl.sum(gl.where(done, tiles, 0), axis=0)
+        k = _request_programs(tiles, spare, total)
+        kk = gl.maximum(k, 1)
+        worst = gl.maximum(worst, gl.max((tiles + kk - 1) // kk, axis=0))
+        p_ends = base_p + gl.associative_scan(k, 0, _add)
+        mine = (p_ends - k <= pid) & (pid < p_ends)
+        j = pid - (p_ends - k)
+        starts = ends - tiles
+        t_al += gl.sum(gl.where(mine, starts + (j * tiles) // kk, 0), axis=0)
+        t_stop_al += gl.sum(gl.where(mine, starts + ((j + 1) * tiles) // kk, 0), axis=0)
+        b_al += gl.sum(gl.where(mine, r0 + offs_c, 0), axis=0)
+        req_al += gl.sum(gl.where(mine, starts, 0), axis=0)
         base += gl.sum(tiles, axis=0)
+        base_p += gl.sum(k, axis=0)
+    if (live <= num_progs) & (worst <= per + per // 8):
+        t = t_al
+        t_stop = t_stop_al
+        b = b_al
+        req_end = req_al
+    else:
+        t = t_even
+        t_stop = gl.minimum(t_even + per, total)
     return t, t_stop, b, req_end
 
 
