@@ -75,6 +75,17 @@ def _add(a, b):
 
 
 @gluon.jit
+def _add2(a0, a1, b0, b1):
+    return a0 + b0, a1 + b1
+
+
+@gluon.jit
+def _split_sums(a0, a1, a2, a3, a4, a5, a6, a7, a8, b0, b1, b2, b3, b4, b5, b6, b7, b8):
+    """``_split_start``'s reduction of a chunk: eight sums and a maximum."""
+    return a0 + b0, a1 + b1, a2 + b2, a3 + b3, a4 + b4, a5 + b5, a6 + b6, a7 + b7, gl.maximum(a8, b8)
+
+
+@gluon.jit
 def _program_ids(BLOCK_H: gl.constexpr):
     """A program of the grid ``(H // BLOCK_H, P)``: its head block and tile-range ids, P, its first head."""
     pid_h = gl.program_id(0)
@@ -110,13 +121,15 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
     for r0 in range(0, B, B_CHUNK):
         lens = gl.load(seq_lens_ptr + r0 + offs_c, mask=r0 + offs_c < B, other=0)
         tiles = (gl.maximum(lens, 0) + BLOCK_N - 1) // BLOCK_N
-        total += gl.sum(tiles, axis=0)
-        live += gl.sum((tiles > 0).to(gl.int32), axis=0)
+        n_tiles, n_live = gl.reduce((tiles, (tiles > 0).to(gl.int32)), 0, _add2)
+        total += n_tiles
+        live += n_live
     per = (total + num_progs - 1) // num_progs
     spare = gl.maximum(num_progs - live, 0)
-    # one pass for both: the even split's request (``done``: the requests before tile pid * per; a chunk's ends start
-    # from every earlier request's tiles, ``base``: kernel.py's split says why) and the aligned split's part j of the
-    # request whose programs span pid (``mine``; none past the last program of the last request)
+    # one pass for both (each chunk's sums and maximum as one reduction: the program's start is a serial chain of
+    # them): the even split's request (``done``: the requests before tile pid * per; a chunk's ends start from every
+    # earlier request's tiles, ``base``: kernel.py's split says why) and the aligned split's part j of the request
+    # whose programs span pid (``mine``; none past the last program of the last request)
     t_even = pid * per
     b = 0
     req_end = 0
@@ -130,23 +143,28 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
     for r0 in range(0, B, B_CHUNK):
         lens = gl.load(seq_lens_ptr + r0 + offs_c, mask=r0 + offs_c < B, other=0)
         tiles = (gl.maximum(lens, 0) + BLOCK_N - 1) // BLOCK_N
-        ends = base + gl.associative_scan(tiles, 0, _add)
-        done = (ends <= t_even) & (r0 + offs_c < B)
-        b += gl.sum(done.to(gl.int32), axis=0)
-        req_end += gl.sum(gl.where(done, tiles, 0), axis=0)
         k = _request_programs(tiles, spare, total)
         kk = gl.maximum(k, 1)
-        worst = gl.maximum(worst, gl.max((tiles + kk - 1) // kk, axis=0))
-        p_ends = base_p + gl.associative_scan(k, 0, _add)
+        ends, p_ends = gl.associative_scan((tiles, k), 0, _add2)
+        ends += base
+        p_ends += base_p
+        done = (ends <= t_even) & (r0 + offs_c < B)
         mine = (p_ends - k <= pid) & (pid < p_ends)
         j = pid - (p_ends - k)
         starts = ends - tiles
-        t_al += gl.sum(gl.where(mine, starts + (j * tiles) // kk, 0), axis=0)
-        t_stop_al += gl.sum(gl.where(mine, starts + ((j + 1) * tiles) // kk, 0), axis=0)
-        b_al += gl.sum(gl.where(mine, r0 + offs_c, 0), axis=0)
-        req_al += gl.sum(gl.where(mine, starts, 0), axis=0)
-        base += gl.sum(tiles, axis=0)
-        base_p += gl.sum(k, axis=0)
+        c_done, c_req, c_t, c_stop, c_b, c_start, c_tiles, c_k, c_worst = gl.reduce(
+            (done.to(gl.int32), gl.where(done, tiles, 0), gl.where(mine, starts + (j * tiles) // kk, 0),
+             gl.where(mine, starts + ((j + 1) * tiles) // kk, 0), gl.where(mine, r0 + offs_c, 0),
+             gl.where(mine, starts, 0), tiles, k, (tiles + kk - 1) // kk), 0, _split_sums)
+        b += c_done
+        req_end += c_req
+        t_al += c_t
+        t_stop_al += c_stop
+        b_al += c_b
+        req_al += c_start
+        base += c_tiles
+        base_p += c_k
+        worst = gl.maximum(worst, c_worst)
     if (live <= num_progs) & (worst <= per + per // 8):
         t = t_al
         t_stop = t_stop_al
