@@ -80,9 +80,9 @@ def _add2(a0, a1, b0, b1):
 
 
 @gluon.jit
-def _split_sums(a0, a1, a2, a3, a4, a5, a6, a7, a8, b0, b1, b2, b3, b4, b5, b6, b7, b8):
-    """``_split_start``'s reduction of a chunk: eight sums and a maximum."""
-    return a0 + b0, a1 + b1, a2 + b2, a3 + b3, a4 + b4, a5 + b5, a6 + b6, a7 + b7, gl.maximum(a8, b8)
+def _split_sums(a0, a1, a2, a3, a4, a5, a6, b0, b1, b2, b3, b4, b5, b6):
+    """The aligned split's reduction of a chunk: six sums and a maximum."""
+    return a0 + b0, a1 + b1, a2 + b2, a3 + b3, a4 + b4, a5 + b5, gl.maximum(a6, b6)
 
 
 @gluon.jit
@@ -111,7 +111,8 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
     Two splits. Request-aligned, where it balances: when every request with tiles can have a program of its
     own, each gets one plus a share of the rest by its tiles (``_request_programs``) and its tiles in equal parts,
     so no program holds parts of two requests and a request with one program is written whole (no partials, and
-    the reduction passes it by); taken when its largest part is at most 1/8 above the even split's. Otherwise the
+    the reduction passes it by); tried where most requests get one program (more live requests than half the
+    programs) and taken when its largest part is at most 1/8 above the even split's. Otherwise the
     even split of kernel.py: ``cdiv(total, P)`` tiles a program, wherever requests end (a program starting at
     request b continues into b + 1)."""
     chunk_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
@@ -125,54 +126,63 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
         total += n_tiles
         live += n_live
     per = (total + num_progs - 1) // num_progs
-    spare = gl.maximum(num_progs - live, 0)
-    # one pass for both (each chunk's sums and maximum as one reduction: the program's start is a serial chain of
-    # them): the even split's request (``done``: the requests before tile pid * per; a chunk's ends start from every
-    # earlier request's tiles, ``base``: kernel.py's split says why) and the aligned split's part j of the request
-    # whose programs span pid (``mine``; none past the last program of the last request)
-    t_even = pid * per
+    t = pid * per
+    t_stop = gl.minimum(t + per, total)
     b = 0
     req_end = 0
-    worst = 0
-    t_al = 0
-    t_stop_al = 0
-    b_al = 0
-    req_al = 0
-    base = 0
-    base_p = 0
-    for r0 in range(0, B, B_CHUNK):
-        lens = gl.load(seq_lens_ptr + r0 + offs_c, mask=r0 + offs_c < B, other=0)
-        tiles = (gl.maximum(lens, 0) + BLOCK_N - 1) // BLOCK_N
-        k = _request_programs(tiles, spare, total)
-        kk = gl.maximum(k, 1)
-        ends, p_ends = gl.associative_scan((tiles, k), 0, _add2)
-        ends += base
-        p_ends += base_p
-        done = (ends <= t_even) & (r0 + offs_c < B)
-        mine = (p_ends - k <= pid) & (pid < p_ends)
-        j = pid - (p_ends - k)
-        starts = ends - tiles
-        c_done, c_req, c_t, c_stop, c_b, c_start, c_tiles, c_k, c_worst = gl.reduce(
-            (done.to(gl.int32), gl.where(done, tiles, 0), gl.where(mine, starts + (j * tiles) // kk, 0),
-             gl.where(mine, starts + ((j + 1) * tiles) // kk, 0), gl.where(mine, r0 + offs_c, 0),
-             gl.where(mine, starts, 0), tiles, k, (tiles + kk - 1) // kk), 0, _split_sums)
-        b += c_done
-        req_end += c_req
-        t_al += c_t
-        t_stop_al += c_stop
-        b_al += c_b
-        req_al += c_start
-        base += c_tiles
-        base_p += c_k
-        worst = gl.maximum(worst, c_worst)
-    if (live <= num_progs) & (worst <= per + per // 8):
-        t = t_al
-        t_stop = t_stop_al
-        b = b_al
-        req_end = req_al
-    else:
-        t = t_even
-        t_stop = gl.minimum(t_even + per, total)
+    aligned = 0
+    if (live <= num_progs) & (2 * live > num_progs):
+        # the aligned split's part j of the request whose programs span pid (``mine``; none past the last program
+        # of the last request), each chunk's sums and maximum as one reduction (a program's start is a serial
+        # chain of them). Tried only where most requests get one program: with fewer requests the even split's
+        # ranges cost no more partials, and the pass cost up to 14% at batch 1 (H200, session 14 call D)
+        spare = num_progs - live
+        worst = 0
+        t_al = 0
+        t_stop_al = 0
+        b_al = 0
+        req_al = 0
+        base = 0
+        base_p = 0
+        for r0 in range(0, B, B_CHUNK):
+            lens = gl.load(seq_lens_ptr + r0 + offs_c, mask=r0 + offs_c < B, other=0)
+            tiles = (gl.maximum(lens, 0) + BLOCK_N - 1) // BLOCK_N
+            k = _request_programs(tiles, spare, total)
+            kk = gl.maximum(k, 1)
+            ends, p_ends = gl.associative_scan((tiles, k), 0, _add2)
+            p_ends += base_p
+            starts = base + ends - tiles
+            mine = (p_ends - k <= pid) & (pid < p_ends)
+            j = pid - (p_ends - k)
+            c_t, c_stop, c_b, c_start, c_tiles, c_k, c_worst = gl.reduce(
+                (gl.where(mine, starts + (j * tiles) // kk, 0), gl.where(mine, starts + ((j + 1) * tiles) // kk, 0),
+                 gl.where(mine, r0 + offs_c, 0), gl.where(mine, starts, 0), tiles, k, (tiles + kk - 1) // kk), 0,
+                _split_sums)
+            t_al += c_t
+            t_stop_al += c_stop
+            b_al += c_b
+            req_al += c_start
+            base += c_tiles
+            base_p += c_k
+            worst = gl.maximum(worst, c_worst)
+        if worst <= per + per // 8:
+            aligned = 1
+            t = t_al
+            t_stop = t_stop_al
+            b = b_al
+            req_end = req_al
+    if aligned == 0:
+        # the even split: the requests before tile t (a chunk's ends start from every earlier request's tiles,
+        # ``base``: kernel.py's split says why)
+        base = 0
+        for r0 in range(0, B, B_CHUNK):
+            lens = gl.load(seq_lens_ptr + r0 + offs_c, mask=r0 + offs_c < B, other=0)
+            tiles = (gl.maximum(lens, 0) + BLOCK_N - 1) // BLOCK_N
+            ends = base + gl.associative_scan(tiles, 0, _add)
+            done = (ends <= t) & (r0 + offs_c < B)
+            b += gl.sum(done.to(gl.int32), axis=0)
+            req_end += gl.sum(gl.where(done, tiles, 0), axis=0)
+            base += gl.sum(tiles, axis=0)
     return t, t_stop, b, req_end
 
 
