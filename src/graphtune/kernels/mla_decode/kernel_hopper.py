@@ -96,6 +96,13 @@ def _program_ids(BLOCK_H: gl.constexpr):
 
 
 @gluon.jit
+def _chunk_tiles(seq_lens_ptr, B, r0, offs_c, BLOCK_N: gl.constexpr):
+    """Tiles of requests ``r0 + offs_c`` (none past the batch or for a length <= 0)."""
+    lens = gl.load(seq_lens_ptr + r0 + offs_c, mask=r0 + offs_c < B, other=0)
+    return (gl.maximum(lens, 0) + BLOCK_N - 1) // BLOCK_N
+
+
+@gluon.jit
 def _request_programs(tiles, spare, total):
     """Programs of each request in the request-aligned split: one per request with tiles, plus its share of the
     ``spare`` programs by tiles, at most one per tile."""
@@ -120,8 +127,7 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
     total = 0
     live = 0
     for r0 in range(0, B, B_CHUNK):
-        lens = gl.load(seq_lens_ptr + r0 + offs_c, mask=r0 + offs_c < B, other=0)
-        tiles = (gl.maximum(lens, 0) + BLOCK_N - 1) // BLOCK_N
+        tiles = _chunk_tiles(seq_lens_ptr, B, r0, offs_c, BLOCK_N)
         n_tiles, n_live = gl.reduce((tiles, (tiles > 0).to(gl.int32)), 0, _add2)
         total += n_tiles
         live += n_live
@@ -135,7 +141,7 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
         # the aligned split's part j of the request whose programs span pid (``mine``; none past the last program
         # of the last request), each chunk's sums and maximum as one reduction (a program's start is a serial
         # chain of them). Tried only where most requests get one program: with fewer requests the even split's
-        # ranges cost no more partials, and the pass cost up to 14% at batch 1 (H200, session 14 call D)
+        # ranges cost no more partials, and the pass cost up to 14% at batch 1 (H200, session 14 run 4)
         spare = num_progs - live
         worst = 0
         t_al = 0
@@ -145,8 +151,7 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
         base = 0
         base_p = 0
         for r0 in range(0, B, B_CHUNK):
-            lens = gl.load(seq_lens_ptr + r0 + offs_c, mask=r0 + offs_c < B, other=0)
-            tiles = (gl.maximum(lens, 0) + BLOCK_N - 1) // BLOCK_N
+            tiles = _chunk_tiles(seq_lens_ptr, B, r0, offs_c, BLOCK_N)
             k = _request_programs(tiles, spare, total)
             kk = gl.maximum(k, 1)
             ends, p_ends = gl.associative_scan((tiles, k), 0, _add2)
@@ -176,8 +181,7 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
         # ``base``: kernel.py's split says why)
         base = 0
         for r0 in range(0, B, B_CHUNK):
-            lens = gl.load(seq_lens_ptr + r0 + offs_c, mask=r0 + offs_c < B, other=0)
-            tiles = (gl.maximum(lens, 0) + BLOCK_N - 1) // BLOCK_N
+            tiles = _chunk_tiles(seq_lens_ptr, B, r0, offs_c, BLOCK_N)
             ends = base + gl.associative_scan(tiles, 0, _add)
             done = (ends <= t) & (r0 + offs_c < B)
             b += gl.sum(done.to(gl.int32), axis=0)
