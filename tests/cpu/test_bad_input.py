@@ -14,6 +14,7 @@ from graphtune import Buckets
 from graphtune.cli import main
 from graphtune.errors import ConfigError
 from graphtune.state import STATE
+from _bench_module import load_bench_mla_decode
 
 
 @triton.jit
@@ -247,13 +248,7 @@ def test_config_tables_show_what_varies_and_never_cut_a_value(capsys, monkeypatc
 
 
 def _bench_mla_decode():
-    import importlib.util
-    from pathlib import Path
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_mla_decode.py"
-    spec = importlib.util.spec_from_file_location("_bench_mla_decode_flags_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_mla_decode("_bench_mla_decode_flags_under_test")
 
 
 @pytest.mark.parametrize("argv,needles", [

@@ -28,6 +28,7 @@ from graphtune.kernels import mla_decode, mla_decode_reference  # noqa: E402
 from graphtune.kernels.mla_decode import interface, space  # noqa: E402
 from graphtune.kernels.mla_decode.reference import quantize_ds_mla  # noqa: E402
 from graphtune.configs import config_from_dict, config_to_dict  # noqa: E402
+from _bench_module import load_bench_mla_decode  # noqa: E402
 
 TOL = 1e-2           # relative L2 error vs the fp32 reference (bf16 output, fp8/bf16 operands)
 LSE_TOL = 2e-3       # absolute, natural log
@@ -505,13 +506,8 @@ def test_bench_hopper_variants_are_selected_before_labelled(monkeypatch):
     before each capture; ``_activate`` selects a variant and returns its label in one call (a run once
     recorded each row under the previous variant's label): the label names the config the kernel now runs,
     and the module's config can be restored afterwards."""
-    import importlib.util
-    from pathlib import Path
     from graphtune.kernels.mla_decode import interface_hopper
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_mla_decode.py"
-    spec = importlib.util.spec_from_file_location("_bench_mla_decode_under_test", path)
-    bench_mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench_mod)
+    bench_mod = load_bench_mla_decode("_bench_mla_decode_under_test")
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
     before = dict(interface_hopper.HOPPER_TOK_FP8_CONFIG)
     x = dict(q=torch.empty(2, 16, 576, dtype=torch.bfloat16), kv_cache=torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn))
@@ -536,14 +532,9 @@ def test_bench_tuned_row_runs_the_shipped_path_and_the_filter_keeps_what_it_name
     """The vs-FlashMLA table's "tuned" row is what a user gets: the public call's path with the shipped fixed
     configs back in place (a pinned variant selected before it must not leak into it); ``--vs-variant-filter``
     keeps exactly the variants whose dict text holds a part ('|'-separated)."""
-    import importlib.util
-    from pathlib import Path
     from types import SimpleNamespace
     from graphtune.kernels.mla_decode import interface_hopper
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_mla_decode.py"
-    spec = importlib.util.spec_from_file_location("_bench_mla_decode_tuned_under_test", path)
-    bench_mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench_mod)
+    bench_mod = load_bench_mla_decode("_bench_mla_decode_tuned_under_test")
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
     before = dict(interface_hopper.HOPPER_TOK_FP8_CONFIG)
     x = dict(q=torch.empty(2, 16, 576, dtype=torch.bfloat16), kv_cache=torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn))
@@ -566,13 +557,8 @@ def test_bench_pins_every_hopper_variant_it_times_as_labelled(monkeypatch):
     for the bucket, or from session 10 a shape class's second kernel such as the ping-pong one): the benchmark
     passes every variant as a pinned config, and that pinned config runs exactly the kernel and constexprs of the
     fixed config overlaid with the variant, the config its label names."""
-    import importlib.util
-    from pathlib import Path
     from graphtune.kernels.mla_decode import interface_hopper as hopper
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_mla_decode.py"
-    spec = importlib.util.spec_from_file_location("_bench_mla_decode_pins_under_test", path)
-    bench_mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench_mod)
+    bench_mod = load_bench_mla_decode("_bench_mla_decode_pins_under_test")
     # every variant list of every phase, for the H and format it serves (bf16 heads on M: the ping-pong kernel's
     # space too); the pinned config's checks pass them all (a sibling kernel's knob always comes with its flag)
     kinds = [(heads, fmt, variants + (hopper.HOPPER_PP_SPACE if (heads, fmt) == (128, "bf16") else []))

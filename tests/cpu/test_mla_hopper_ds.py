@@ -20,6 +20,7 @@ from graphtune.kernels.mla_decode.reference import dequantize_ds_mla, quantize_d
 
 from test_mla_decode import SCHEDULED_WITH_THIS_TRITON, compile_sm90
 from test_mla_hopper_tok import SM90_SM_SHARED, _sass
+from _bench_module import load_bench_mla_decode
 
 FMT = "fp8_ds_mla"
 
@@ -217,12 +218,7 @@ def test_ds_kernel_arithmetic_meets_the_fp8_bound(spread):
 def test_bench_times_the_ds_variants_that_compile_here(monkeypatch):
     """bench_mla_decode.py --hopper-variants: the fp8_ds_mla phase's variants are the configs compiled above, and
     selecting one rewrites (then restores) the module's DS config."""
-    import importlib.util
-    from pathlib import Path
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_mla_decode.py"
-    spec = importlib.util.spec_from_file_location("_bench_mla_decode_ds_under_test", path)
-    bench_mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench_mod)
+    bench_mod = load_bench_mla_decode("_bench_mla_decode_ds_under_test")
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
     base = interface_hopper.HOPPER_TOK_DS_CONFIG
     compiled = [{**base, **overlay} for overlay, _ in DS_CONFIGS]

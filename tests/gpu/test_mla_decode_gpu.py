@@ -38,6 +38,17 @@ def _inputs(batch: int, heads: int, page_size: int, kv_format: str, max_len: int
     return x
 
 
+def _with_lengths(x: dict, lens: list[int], page_size: int) -> torch.Tensor:
+    """The batch's lengths set to ``lens`` and NaN in every cache row past them (TMA reads whole tiles); returns
+    the page table."""
+    x["seq_lens"].copy_(torch.tensor(lens, dtype=torch.int32))
+    pt = x["page_table"]
+    for b, n in enumerate(lens):
+        tail = torch.arange(n, pt.shape[1] * page_size, device=pt.device)
+        x["kv_cache"][pt[b, tail // page_size].long(), tail % page_size] = float("nan")
+    return pt
+
+
 def _rel(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float((out.double() - ref.double()).norm() / ref.double().norm())
 
@@ -144,11 +155,7 @@ def test_hopper_matches_reference(heads, page_size, lens):
     seed = _seed()
     batch = len(lens)
     x = _inputs(batch, heads, page_size, "bf16", max(lens), seed)
-    x["seq_lens"].copy_(torch.tensor(lens, dtype=torch.int32))
-    pt = x["page_table"]
-    for b, n in enumerate(lens):
-        tail = torch.arange(n, pt.shape[1] * page_size, device=pt.device)
-        x["kv_cache"][pt[b, tail // page_size].long(), tail % page_size] = float("nan")
+    _with_lengths(x, lens, page_size)
     ref, ref_lse = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
                                         kv_format="bf16", return_lse=True)
     for sms in (132, 7, 1):
@@ -179,11 +186,7 @@ def test_hopper_ring_kernel_matches_reference(heads, page_size, ring, lens):
     skip_unproven(dict(RING_TWO_PER_SM=ring[1] == 2, RING_EARLY_S=ring[2]))
     seed = _seed()
     x = _inputs(len(lens), heads, page_size, "bf16", max(lens), seed)
-    x["seq_lens"].copy_(torch.tensor(lens, dtype=torch.int32))
-    pt = x["page_table"]
-    for b, n in enumerate(lens):
-        tail = torch.arange(n, pt.shape[1] * page_size, device=pt.device)
-        x["kv_cache"][pt[b, tail // page_size].long(), tail % page_size] = float("nan")
+    pt = _with_lengths(x, lens, page_size)
     dead = torch.tensor([n == 0 for n in lens], device="cuda")
     ref, ref_lse = mla_decode_reference(x["q"][~dead], x["kv_cache"], pt[~dead], x["seq_lens"][~dead], SM_SCALE,
                                         kv_format="bf16", return_lse=True)
@@ -257,11 +260,7 @@ def test_hopper_fp8_matches_reference(heads, page_size, lens):
     _hopper_or_skip()
     seed = _seed()
     x = _inputs(len(lens), heads, page_size, "fp8", max(lens), seed)
-    x["seq_lens"].copy_(torch.tensor(lens, dtype=torch.int32))
-    pt = x["page_table"]
-    for b, n in enumerate(lens):
-        tail = torch.arange(n, pt.shape[1] * page_size, device=pt.device)
-        x["kv_cache"][pt[b, tail // page_size].long(), tail % page_size] = float("nan")
+    pt = _with_lengths(x, lens, page_size)
     ref, ref_lse = mla_decode_reference(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"],
                                         kv_format="fp8", return_lse=True)
     for scale in (x["kv_scale"], torch.tensor([x["kv_scale"]], dtype=torch.float32, device="cuda")):
@@ -307,11 +306,7 @@ def test_hopper_heads_on_m_variants_match_reference(kv_format, variant, monkeypa
     for heads, page_size, lens in [(128, 64, [4096, 1, 129, 2000, 77]), (64, 128, [1, 63, 64, 65, 1000])]:
         seed = _seed()
         x = _inputs(len(lens), heads, page_size, kv_format, max(lens), seed)
-        x["seq_lens"].copy_(torch.tensor(lens, dtype=torch.int32))
-        pt = x["page_table"]
-        for b, n in enumerate(lens):
-            tail = torch.arange(n, pt.shape[1] * page_size, device=pt.device)
-            x["kv_cache"][pt[b, tail // page_size].long(), tail % page_size] = float("nan")
+        pt = _with_lengths(x, lens, page_size)
         ref, ref_lse = mla_decode_reference(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE,
                                             kv_scale=x["kv_scale"], kv_format=kv_format, return_lse=True)
         for sms in (132, 7, 1):
@@ -473,11 +468,7 @@ def test_every_hopper_space_config_matches_reference(heads, kv_format, second, i
         lens += ([200, 129, 1000] * extra)[:extra]
     assert interface_hopper.second_applies(heads, kv_format, len(lens)) == second
     x = _inputs(len(lens), heads, 64, kv_format, max(lens), seed)
-    x["seq_lens"].copy_(torch.tensor(lens, dtype=torch.int32))
-    pt = x["page_table"]
-    for b, n in enumerate(lens):
-        tail = torch.arange(n, pt.shape[1] * 64, device=pt.device)
-        x["kv_cache"][pt[b, tail // 64].long(), tail % 64] = float("nan")
+    pt = _with_lengths(x, lens, 64)
     ref = mla_decode_reference(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"],
                                kv_format=kv_format)
     kernel.reset()
