@@ -316,26 +316,37 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
     return (out, lse) if return_lse else out
 
 
-def reduce_blocks(batch: int, slots: int) -> tuple[int, int]:
-    """``(BLOCK_S, BLOCK_D)`` of the reduction for ``batch`` requests and ``slots`` partial slots (the split
-    grid's programs + ``batch``, as the split kernels' scratch is sized)."""
+def reduce_blocks(batch: int, slots: int, heads: int = 16) -> tuple[int, int, int, int]:
+    """``(BLOCK_S, BLOCK_H, BLOCK_D, num_warps)`` of the reduction for ``batch`` requests of ``heads`` heads and
+    ``slots`` partial slots (the split grid's programs + ``batch``, as the split kernels' scratch is sized)."""
     block_s = _REDUCE_BLOCKS_SMALL[0]
-    return _REDUCE_BLOCKS_SMALL if slots - batch >= block_s * batch else _REDUCE_BLOCKS_LARGE
+    block_s, block_d = _REDUCE_BLOCKS_SMALL if slots - batch >= block_s * batch else _REDUCE_BLOCKS_LARGE
+    return block_s, 1, block_d, 4
 
 
-def _reduce(batch: int, heads: int, seg: torch.Tensor, part_o: torch.Tensor, part_lse: torch.Tensor,
-            out: torch.Tensor, lse: torch.Tensor, seq_lens: torch.Tensor, return_lse: bool) -> None:
-    """Merge the split kernel's partials (every split kernel writes the same partial layout)."""
-    block_s, block_d = reduce_blocks(batch, part_o.shape[0])
+def reduce_launch(seg: torch.Tensor, part_o: torch.Tensor, part_lse: torch.Tensor, out: torch.Tensor,
+                  lse: torch.Tensor, seq_lens: torch.Tensor, return_lse: bool,
+                  blocks: tuple[int, int, int, int]) -> None:
+    """Launch the reduction with ``blocks`` = ``(BLOCK_S, BLOCK_H, BLOCK_D, num_warps)`` (:func:`reduce_blocks`
+    picks them; a probe may pass others)."""
+    batch, heads, _ = out.shape
+    block_s, block_h, block_d, warps = blocks
     pdl = (_REDUCE_PDL and out.device.type == "cuda" and not settings.interpret()
            and _cuda_properties(out.device).major >= 9)
-    kernel._mla_decode_reduce_kernel[(batch, heads, D_NOPE // block_d)](
+    kernel._mla_decode_reduce_kernel[(batch, heads // block_h, D_NOPE // block_d)](
         seg, part_o, part_lse, out, lse, seq_lens,
         heads,
         part_o.stride(0), part_o.stride(1),
         part_lse.stride(0),
         out.stride(0), out.stride(1),
-        return_lse, block_s, block_d, pdl, num_warps=4, launch_pdl=pdl)
+        return_lse, block_s, block_d, block_h, pdl, num_warps=warps, launch_pdl=pdl)
+
+
+def _reduce(batch: int, heads: int, seg: torch.Tensor, part_o: torch.Tensor, part_lse: torch.Tensor,
+            out: torch.Tensor, lse: torch.Tensor, seq_lens: torch.Tensor, return_lse: bool) -> None:
+    """Merge the split kernel's partials (every split kernel writes the same partial layout)."""
+    reduce_launch(seg, part_o, part_lse, out, lse, seq_lens, return_lse,
+                  reduce_blocks(batch, part_o.shape[0], heads))
 
 
 def inspect_signature(heads: int = 16, page_size: int = 64, kv_format: str = "fp8") -> tuple[dict, dict]:

@@ -499,47 +499,51 @@ def _mla_decode_reduce_kernel(
     RETURN_LSE: tl.constexpr,
     BLOCK_S: tl.constexpr,
     BLOCK_D: tl.constexpr,
+    BLOCK_H: tl.constexpr = 1,
     PDL: tl.constexpr = False,
 ):
-    """Grid ``(B, H, 512 // BLOCK_D)``: merge the partials ``[first, last]`` of request b, head h, output columns
-    ``[d0, d0 + BLOCK_D)``, ``BLOCK_S`` slots at a time; skip a whole segment. A request of no tokens (a padding
-    slot of a captured batch) gets zeros and an LSE of -inf, the attention over an empty set: the split kernels
-    pass it by, so its segment slots are never written. The first column block writes the LSE. ``PDL`` (launched
-    as a programmatic dependent of the split kernel, sm_90+): waits for the split kernel's writes before anything
-    else, so only its launch overlaps the split kernel's tail."""
+    """Grid ``(B, H // BLOCK_H, 512 // BLOCK_D)``: merge the partials ``[first, last]`` of request b, heads
+    ``[h0, h0 + BLOCK_H)``, output columns ``[d0, d0 + BLOCK_D)``, ``BLOCK_S`` slots at a time; skip a whole
+    segment. A request of no tokens (a padding slot of a captured batch) gets zeros and an LSE of -inf, the
+    attention over an empty set: the split kernels pass it by, so its segment slots are never written (read here,
+    unused). The first column block writes the LSE. ``PDL`` (launched as a programmatic dependent of the split
+    kernel, sm_90+): waits for the split kernel's writes before anything else, so only its launch overlaps the
+    split kernel's tail."""
     if PDL:
         gdc_wait()
     b = tl.program_id(0)
-    h = tl.program_id(1)
+    heads = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     d0 = tl.program_id(2) * BLOCK_D
     offs_d = d0 + tl.arange(0, BLOCK_D)
-    out_ptrs = out_ptr + b.to(tl.int64) * stride_out_b + h * stride_out_h + offs_d
-    if tl.load(seq_lens_ptr + b) <= 0:     # (a negative length, outside the contract, the same)
-        tl.store(out_ptrs, tl.zeros([BLOCK_D], tl.float32).to(out_ptr.dtype.element_ty))
+    # the three loads issue together (one round trip before the partials' loads)
+    seq_len = tl.load(seq_lens_ptr + b)
+    first = tl.load(seg_ptr + 2 * b)
+    last = tl.load(seg_ptr + 2 * b + 1)
+    out_ptrs = out_ptr + b.to(tl.int64) * stride_out_b + heads[:, None] * stride_out_h + offs_d[None, :]
+    if seq_len <= 0:     # (a negative length, outside the contract, the same)
+        tl.store(out_ptrs, tl.zeros([BLOCK_H, BLOCK_D], tl.float32).to(out_ptr.dtype.element_ty))
         if RETURN_LSE:
             if d0 == 0:
-                tl.store(lse_ptr + b * H + h, float("-inf"))
-    else:
-        first = tl.load(seg_ptr + 2 * b)
-        last = tl.load(seg_ptr + 2 * b + 1)
-        if first != last:
-            m = tl.full([], float("-inf"), tl.float32)
-            l_sum = tl.zeros([], tl.float32)
-            acc = tl.zeros([BLOCK_D], tl.float32)
-            for s0 in range(first, last + 1, BLOCK_S):
-                slots = s0 + tl.arange(0, BLOCK_S)
-                smask = slots <= last
-                lse2 = tl.load(part_lse_ptr + slots.to(tl.int64) * stride_pl_s + h, mask=smask,
-                               other=float("-inf"))
-                o = tl.load(part_o_ptr + slots.to(tl.int64)[:, None] * stride_po_s + h * stride_po_h
-                            + offs_d[None, :], mask=smask[:, None], other=0.0)
-                m_new = tl.maximum(m, tl.max(lse2, axis=0))
-                w = tl.exp2(lse2 - m_new)
-                alpha = tl.exp2(m - m_new)
-                l_sum = l_sum * alpha + tl.sum(w, axis=0)
-                acc = acc * alpha + tl.sum(o * w[:, None], axis=0)
-                m = m_new
-            tl.store(out_ptrs, (acc / l_sum).to(out_ptr.dtype.element_ty))
-            if RETURN_LSE:
-                if d0 == 0:
-                    tl.store(lse_ptr + b * H + h, (m + tl.log2(l_sum)) * 0.6931471805599453)
+                tl.store(lse_ptr + b * H + heads, tl.full([BLOCK_H], float("-inf"), tl.float32))
+    elif first != last:
+        m = tl.full([BLOCK_H], float("-inf"), tl.float32)
+        l_sum = tl.zeros([BLOCK_H], tl.float32)
+        acc = tl.zeros([BLOCK_H, BLOCK_D], tl.float32)
+        for s0 in range(first, last + 1, BLOCK_S):
+            slots = s0 + tl.arange(0, BLOCK_S)
+            smask = slots <= last
+            lse2 = tl.load(part_lse_ptr + slots.to(tl.int64)[:, None] * stride_pl_s + heads[None, :],
+                           mask=smask[:, None], other=float("-inf"))
+            o = tl.load(part_o_ptr + slots.to(tl.int64)[:, None, None] * stride_po_s
+                        + heads[None, :, None] * stride_po_h + offs_d[None, None, :],
+                        mask=smask[:, None, None], other=0.0)
+            m_new = tl.maximum(m, tl.max(lse2, axis=0))
+            w = tl.exp2(lse2 - m_new[None, :])
+            alpha = tl.exp2(m - m_new)
+            l_sum = l_sum * alpha + tl.sum(w, axis=0)
+            acc = acc * alpha[:, None] + tl.sum(o * w[:, :, None], axis=0)
+            m = m_new
+        tl.store(out_ptrs, (acc / l_sum[:, None]).to(out_ptr.dtype.element_ty))
+        if RETURN_LSE:
+            if d0 == 0:
+                tl.store(lse_ptr + b * H + heads, (m + tl.log2(l_sum)) * 0.6931471805599453)
