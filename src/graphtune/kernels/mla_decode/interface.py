@@ -32,15 +32,21 @@ from .reference import D_NOPE, D_QK, cache_row_width, resolve_kv_format
 
 _FORMAT_CODES = {"fp8": 0, "bf16": 1, "fp8_ds_mla": 2}
 _KV_FORMATS = ("auto", *_FORMAT_CODES)
-# The reduction's blocks (slots merged per step, output columns per program). When the split grid has at least 64
-# programs per request (batch 1 to 4 on an H200), a request's partials fill a 64-slot step: the 512 columns split
-# four ways and 64 slots a step, one round trip of loads instead of a chain of 16-slot steps; otherwise whole rows,
-# 16 slots a step. Measured on an H200 (session 13, run 2, graph replay, 4096 tokens): the 64-slot blocks took
-# batch 1 from 0.0126 to 0.0095 ms (bf16, H = 16), 0.0157 to 0.0125 (fp8, H = 16), 0.0193 to 0.0182 (bf16, H = 128)
-# and 0.0232 to 0.0221 (fp8, H = 128); at batch 8, H = 16 (17 programs per request for bf16) they were slower
-# (0.0183 to 0.0198 ms), hence the rule by programs per request.
-_REDUCE_BLOCKS_LARGE = (16, 512)
-_REDUCE_BLOCKS_SMALL = (64, 128)
+# The reduction's blocks (slots merged per step, heads and output columns per program). When the split grid has at
+# least 64 programs per request (batch 1 to 4 on an H200), a request's partials fill a 64-slot step: the 512
+# columns split four ways and 64 slots a step, one round trip of loads instead of a chain of 16-slot steps.
+# Measured on an H200 (session 13, run 2, graph replay, 4096 tokens): the 64-slot blocks took batch 1 from 0.0126
+# to 0.0095 ms (bf16, H = 16), 0.0157 to 0.0125 (fp8, H = 16), 0.0193 to 0.0182 (bf16, H = 128) and 0.0232 to
+# 0.0221 (fp8, H = 128). Otherwise whole rows, as many slots a step as the grid has programs per request (rounded
+# down to a power of two, 2 to 16) and heads per program to make 8 (slot, head) rows: the reduction alone, on the
+# partials of the tuned Hopper path, measured 16 block shapes on an H200 (session 15, run 1,
+# benchmarks/probes/reduce_sweep.py, graph replay): this rule took fp8 H = 128 batch 32 from 0.0146 to 0.0060 ms
+# (16 slots a step, one head, the rule before), batch 64 from 0.0071 to 0.0037, fp8 H = 16 batch 128 from 0.0087
+# to 0.0041 and batch 64 from 0.0054 to 0.0038, and was within 0.0005 ms of the best of the 16 shapes in 16 of the
+# 18 cells (fp8 and bf16; H = 16 at batch 1 to 128, H = 128 at 1 to 64).
+_REDUCE_SMALL = (64, 1, 128, 4)
+_REDUCE_ROWS = 8         # (slot, head) rows of 512 fp32 columns a program holds per step (4 warps: 32 a thread)
+_REDUCE_MAX_SLOTS = 16
 # The reduction as a programmatic dependent launch of the split kernel on sm_90+ (griddepcontrol.wait before its
 # first load). Off: no faster in the same run (H200, session 13, run 2: 0.0128 against 0.0125 ms at batch 1, fp8,
 # H = 16; every other cell within 1%): the split kernels do not signal their dependents early, so the launch
@@ -319,9 +325,14 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
 def reduce_blocks(batch: int, slots: int, heads: int = 16) -> tuple[int, int, int, int]:
     """``(BLOCK_S, BLOCK_H, BLOCK_D, num_warps)`` of the reduction for ``batch`` requests of ``heads`` heads and
     ``slots`` partial slots (the split grid's programs + ``batch``, as the split kernels' scratch is sized)."""
-    block_s = _REDUCE_BLOCKS_SMALL[0]
-    block_s, block_d = _REDUCE_BLOCKS_SMALL if slots - batch >= block_s * batch else _REDUCE_BLOCKS_LARGE
-    return block_s, 1, block_d, 4
+    per_request = -(-(slots - batch) // batch)      # the grid's programs per request, rounded up
+    if per_request >= _REDUCE_SMALL[0]:
+        return _REDUCE_SMALL
+    block_s = min(_REDUCE_MAX_SLOTS, max(2, 1 << (per_request.bit_length() - 1)))
+    block_h = max(1, _REDUCE_ROWS // block_s)
+    while heads % block_h:
+        block_h //= 2
+    return block_s, block_h, D_NOPE, 4
 
 
 def reduce_launch(seg: torch.Tensor, part_o: torch.Tensor, part_lse: torch.Tensor, out: torch.Tensor,
