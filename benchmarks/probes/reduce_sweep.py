@@ -49,8 +49,11 @@ def cell(kv_format: str, heads: int, batch: int, shapes: list, fm) -> dict:
     out = torch.empty_like(full)
     lse, part_o, part_lse, seg = interface_hopper.launch(*args, out, False, sms=sms)
     torch.cuda.synchronize()
-    row: dict = {"kv_format": kv_format, "heads": heads, "batch": batch, "slots": part_o.shape[0],
-                 "rule": list(interface.reduce_blocks(batch, part_o.shape[0], heads)), "shapes": []}
+    slots = part_o.shape[0]
+    rule = (interface.reduce_blocks(batch, slots, heads) if hasattr(interface, "reduce_launch")
+            else interface.reduce_blocks(batch, slots))     # (a source tree from before BLOCK_H)
+    row: dict = {"kv_format": kv_format, "heads": heads, "batch": batch, "slots": slots, "rule": list(rule),
+                 "shapes": []}
 
     def split() -> None:
         interface_hopper.launch(*args, out, False, sms=sms)
@@ -60,19 +63,26 @@ def cell(kv_format: str, heads: int, batch: int, shapes: list, fm) -> dict:
     if fm is not None:
         row["flashmla_ms"] = graph_time_ms([flashmla_call(fm, x, kv_format, sm_scale)[0]])
     interface_hopper.launch(*args, out, False, sms=sms)    # (the partials as the timed split calls left them)
-    for shape in shapes:
+
+    def check_and_time(reduce) -> dict:
+        out.fill_(float("nan"))     # (the split kernel writes unsplit requests' rows itself)
+        split()
+        reduce()
+        torch.cuda.synchronize()
+        err = ((out.float() - full.float()).abs().max() / full.float().abs().max()).item()
+        return {"rel_diff": err, "ms": graph_time_ms([reduce], reps=50)}
+
+    # the rule as the decode runs it (interface._reduce: also in source trees without reduce_launch)
+    row["rule_run"] = check_and_time(lambda: interface._reduce(batch, heads, seg, part_o, part_lse, out, lse,
+                                                               x["seq_lens"], False))
+    for shape in shapes if hasattr(interface, "reduce_launch") else []:
         if heads % shape[1]:
             continue
 
         def reduce(shape=shape) -> None:
             interface.reduce_launch(seg, part_o, part_lse, out, lse, x["seq_lens"], False, shape)
 
-        out.fill_(float("nan"))     # (the split kernel writes unsplit requests' rows itself)
-        split()
-        reduce()
-        torch.cuda.synchronize()
-        err = ((out.float() - full.float()).abs().max() / full.float().abs().max()).item()
-        row["shapes"].append({"shape": list(shape), "rel_diff": err, "ms": graph_time_ms([reduce], reps=50)})
+        row["shapes"].append({"shape": list(shape), **check_and_time(reduce)})
     return row
 
 
@@ -96,11 +106,11 @@ def main(argv: list[str] | None = None) -> int:
             for batch in batches:
                 row = cell(kv_format, heads, batch, args.shapes, fm)
                 rows.append(row)
-                best = min(row["shapes"], key=lambda s: s["ms"])
-                rule = next((s for s in row["shapes"] if s["shape"] == row["rule"]), None)
+                best = min(row["shapes"], key=lambda s: s["ms"], default={"shape": "-", "ms": float("nan")})
                 print(f"\n{kv_format} H={heads} B={batch} slots={row['slots']}: decode {row['decode_ms']:.4f} "
                       f"split {row['split_ms']:.4f} FlashMLA {row.get('flashmla_ms', float('nan')):.4f} ms; "
-                      f"rule {row['rule']} {rule['ms'] if rule else float('nan'):.4f}, best {best['shape']} "
+                      f"rule {row['rule']} {row['rule_run']['ms']:.4f}"
+                      f"{'' if row['rule_run']['rel_diff'] < 1e-2 else ' WRONG'}, best {best['shape']} "
                       f"{best['ms']:.4f}")
                 print("  " + "  ".join(f"{'x'.join(map(str, s['shape']))}={s['ms']:.4f}"
                                        f"{'' if s['rel_diff'] < 1e-2 else ' WRONG'}" for s in row["shapes"]),
@@ -108,8 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"gpu": gpu, "torch": torch.__version__, "commit": git_commit(),
                                     "rows": rows}, indent=1))
-    wrong = [(r["kv_format"], r["heads"], r["batch"], s["shape"]) for r in rows for s in r["shapes"]
-             if not s["rel_diff"] < 1e-2]
+    wrong = [(r["kv_format"], r["heads"], r["batch"], s.get("shape", "rule")) for r in rows
+             for s in [*r["shapes"], r["rule_run"]] if not s["rel_diff"] < 1e-2]
     print(f"\nwrote {args.out}; {len(wrong)} shapes differ from the full decode by >= 1% of its largest "
           f"value (or NaN): {wrong}")
     return 1 if wrong else 0

@@ -512,33 +512,44 @@ def _mla_decode_reduce_kernel(
     if PDL:
         gdc_wait()
     b = tl.program_id(0)
-    heads = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+    h0 = tl.program_id(1) * BLOCK_H
+    offs_h = tl.arange(0, BLOCK_H)      # (head offsets from the scalar h0: with one head, a constant 0)
     d0 = tl.program_id(2) * BLOCK_D
     offs_d = d0 + tl.arange(0, BLOCK_D)
     # the three loads issue together (one round trip before the partials' loads)
     seq_len = tl.load(seq_lens_ptr + b)
     first = tl.load(seg_ptr + 2 * b)
     last = tl.load(seg_ptr + 2 * b + 1)
-    out_ptrs = out_ptr + b.to(tl.int64) * stride_out_b + heads[:, None] * stride_out_h + offs_d[None, :]
+    out_ptrs = (out_ptr + b.to(tl.int64) * stride_out_b + h0 * stride_out_h
+                + offs_h[:, None] * stride_out_h + offs_d[None, :])
+    lse_ptrs = lse_ptr + b * H + h0 + offs_h
     if seq_len <= 0:     # (a negative length, outside the contract, the same)
         tl.store(out_ptrs, tl.zeros([BLOCK_H, BLOCK_D], tl.float32).to(out_ptr.dtype.element_ty))
         if RETURN_LSE:
             if d0 == 0:
-                tl.store(lse_ptr + b * H + heads, tl.full([BLOCK_H], float("-inf"), tl.float32))
+                tl.store(lse_ptrs, tl.full([BLOCK_H], float("-inf"), tl.float32))
     elif first != last:
+        po_base = part_o_ptr + h0 * stride_po_h
+        pl_base = part_lse_ptr + h0
         m = tl.full([BLOCK_H], float("-inf"), tl.float32)
         l_sum = tl.zeros([BLOCK_H], tl.float32)
         acc = tl.zeros([BLOCK_H, BLOCK_D], tl.float32)
         for s0 in range(first, last + 1, BLOCK_S):
             slots = s0 + tl.arange(0, BLOCK_S)
             smask = slots <= last
-            lse2 = tl.load(part_lse_ptr + slots.to(tl.int64)[:, None] * stride_pl_s + heads[None, :],
-                           mask=smask[:, None], other=float("-inf"))
-            o = tl.load(part_o_ptr + slots.to(tl.int64)[:, None, None] * stride_po_s
-                        + heads[None, :, None] * stride_po_h + offs_d[None, None, :],
+            o = tl.load(po_base + slots.to(tl.int64)[:, None, None] * stride_po_s
+                        + offs_h[None, :, None] * stride_po_h + offs_d[None, None, :],
                         mask=smask[:, None, None], other=0.0)
-            m_new = tl.maximum(m, tl.max(lse2, axis=0))
-            w = tl.exp2(lse2 - m_new[None, :])
+            if BLOCK_H == 1:
+                lse1 = tl.load(pl_base + slots.to(tl.int64) * stride_pl_s, mask=smask, other=float("-inf"))
+                m_new = tl.maximum(m, tl.max(lse1, axis=0))
+                w1 = tl.exp2(lse1 - m_new)
+                w = w1[:, None]
+            else:
+                lse2 = tl.load(pl_base + slots.to(tl.int64)[:, None] * stride_pl_s + offs_h[None, :],
+                               mask=smask[:, None], other=float("-inf"))
+                m_new = tl.maximum(m, tl.max(lse2, axis=0))
+                w = tl.exp2(lse2 - m_new[None, :])
             alpha = tl.exp2(m - m_new)
             l_sum = l_sum * alpha + tl.sum(w, axis=0)
             acc = acc * alpha[:, None] + tl.sum(o * w[:, :, None], axis=0)
@@ -546,4 +557,4 @@ def _mla_decode_reduce_kernel(
         tl.store(out_ptrs, (acc / l_sum[:, None]).to(out_ptr.dtype.element_ty))
         if RETURN_LSE:
             if d0 == 0:
-                tl.store(lse_ptr + b * H + heads, (m + tl.log2(l_sum)) * 0.6931471805599453)
+                tl.store(lse_ptrs, (m + tl.log2(l_sum)) * 0.6931471805599453)
