@@ -115,22 +115,21 @@ def _scores(qn_smem, qr_smem, kn, kr, c_bars, stage, phase, s_layout: gl.constex
 
 
 @gluon.jit
-def _widen_scores(k8, kn, kr, qn_smem, qr_smem, rope, n_valid, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
+def _widen_scores(k8, kn, kr, qn_smem, qr_smem, rope, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
                   BLOCK_N: gl.constexpr):
     """fp8 ping-pong: the tile's fp8 latent columns (``k8``, [BLOCK_N, 512], TMA'd into the first 32 KB of the
     tile's fp16 buffer ``kn``) widened in place to fp16 (exact: every e4m3 value is an fp16) and its rope rows
-    (``rope``, fp8 registers) into ``kr``, rows ``>= n_valid`` as zeros (P.V would turn 0 * NaN into NaN), with
-    the score MMAs of each part issued once it is written, so that the widening of the next part runs under them
-    (nine async wgmma groups, as ``_scores``). Each 128-column fp8 block c (8 KB at byte 8 KB * c) becomes fp16
-    bytes [16 KB * c, 16 KB * c + 16 KB): the rope and blocks 3 and 2 first (their fp16 bytes lie past the fp8
-    ones); past a barrier of the warpgroup (every thread's reads of blocks 2-3 done) block 1 (its fp16 bytes are
-    blocks 2-3's) and block 0 loaded; past a second barrier (every thread's reads of 0-1 done) block 0 stored."""
+    (``rope``, fp8 registers) into ``kr``, with the score MMAs of each part issued once it is written, so that the
+    widening of the next part runs under them (nine async wgmma groups, as ``_scores``). Each 128-column fp8 block
+    c (8 KB at byte 8 KB * c) becomes fp16 bytes [16 KB * c, 16 KB * c + 16 KB): the rope and blocks 3 and 2 first
+    (their fp16 bytes lie past the fp8 ones); past a barrier of the warpgroup (every thread's reads of blocks 2-3
+    done) block 1 (its fp16 bytes are blocks 2-3's) and block 0 loaded; past a second barrier (every thread's reads
+    of 0-1 done) block 0 stored. Rows past the request's end are widened as they are: the owner zeroes them once
+    the score MMAs retired (``_zero_tail``), in a request's last tile only."""
     layout: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [4, 1], [1, 0])
-    keep = (gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout)) < n_valid)[:, None]
     kr.store(rope.to(gl.float16))
     for c in gl.static_range(2):
-        x = k8.slice((3 - c) * 128, 128, dim=1).load(layout).to(gl.float16)
-        kn.slice((3 - c) * 128, 128, dim=1).store(gl.where(keep, x, gl.zeros_like(x)))
+        kn.slice((3 - c) * 128, 128, dim=1).store(k8.slice((3 - c) * 128, 128, dim=1).load(layout).to(gl.float16))
     fence_async_shared()
     _wg_barrier()
     s = warpgroup_mma(qr_smem, kr.permute((1, 0)), gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout),
@@ -138,22 +137,29 @@ def _widen_scores(k8, kn, kr, qn_smem, qr_smem, rope, n_valid, s_layout: gl.cons
     for c in gl.static_range(4, 8):
         s = warpgroup_mma(qn_smem.slice(c * 64, 64, dim=1), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s,
                           is_async=True)
-    x1 = k8.slice(128, 128, dim=1).load(layout).to(gl.float16)
-    kn.slice(128, 128, dim=1).store(gl.where(keep, x1, gl.zeros_like(x1)))
+    kn.slice(128, 128, dim=1).store(k8.slice(128, 128, dim=1).load(layout).to(gl.float16))
     x0 = k8.slice(0, 128, dim=1).load(layout)          # (held as fp8: 16 registers a thread)
     fence_async_shared()
     _wg_barrier()
     for c in gl.static_range(2, 4):
         s = warpgroup_mma(qn_smem.slice(c * 64, 64, dim=1), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s,
                           is_async=True)
-    x0 = x0.to(gl.float16)
-    kn.slice(0, 128, dim=1).store(gl.where(keep, x0, gl.zeros_like(x0)))
+    kn.slice(0, 128, dim=1).store(x0.to(gl.float16))
     fence_async_shared()
     _wg_barrier()
     for c in gl.static_range(2):
         s = warpgroup_mma(qn_smem.slice(c * 64, 64, dim=1), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s,
                           is_async=True)
     return s
+
+
+@gluon.jit
+def _zero_tail(kn, n_valid, BLOCK_N: gl.constexpr):
+    """fp8 ping-pong, the tile's owner once its score MMAs retired (no wgmma reads ``kn`` then): rows ``>= n_valid``
+    of the widened [BLOCK_N, 512] tile set to zero (P.V would turn 0 * NaN into NaN), in a request's last tile only;
+    the hand-off after it (proxy fence, barrier) orders them before either warpgroup's P.V."""
+    if n_valid < BLOCK_N:
+        _zero_rows(kn, n_valid, BLOCK_N, _D_V, 4)
 
 
 @gluon.jit
@@ -231,7 +237,7 @@ def _take_even(o, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars, stage,
     m_e = m_smem.slice(0, 64).load(gl.SliceLayout(1, s_layout))
     alpha = gl.exp2(m_i - m_e)
     o = o * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
-    if (not FP8) and (n_valid < BLOCK_N):       # (FP8: the owner's widening wrote those rows as zeros)
+    if (not FP8) and (n_valid < BLOCK_N):       # (FP8: the owner zeroed those rows, _zero_tail)
         _zero_half(kn, c_bars, stage, phase, n_valid, 1, BLOCK_N)
     o = warpgroup_mma(p_smem, kn.slice(_HALF, _HALF, dim=1), o, is_async=True)
     return o, m_e, l_i * alpha, p0_phase ^ 1
@@ -384,7 +390,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 if k > 0:
                     mbarrier.wait(c_bars.index(stage * 3 + 1), (f_s0 + k - 1) & 1)
                 s = _widen_scores(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn, kr_bufs.index(stage), qn_smem,
-                                  qr_smem, rope, n_valid, s_layout, BLOCK_H, BLOCK_N)
+                                  qr_smem, rope, s_layout, BLOCK_H, BLOCK_N)
                 rope = rope_next
             else:
                 if n_valid < BLOCK_N:
@@ -399,6 +405,8 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 1, 1 - stage,
                             0, FP8, PAGE_SIZE, BLOCK_N)
             s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
+            if FP8:
+                _zero_tail(kn, n_valid, BLOCK_N)
             if (r + 2 < n) and (not FP8):
                 # the score MMAs were the rope chunk's only reader
                 _issue_rope(kv_rope_desc, kr_bufs.index(stage), c_bars, pt_base, j + 2, stage, PAGE_SIZE, BLOCK_N)
@@ -522,7 +530,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                                            rope_layout)
                     mbarrier.wait(c_bars.index((1 - stage) * 3), phase_o)
                     s = _widen_scores(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, kr_bufs.index(1 - stage),
-                                      qn_smem, qr_smem, rope, n_valid - BLOCK_N, s_layout, BLOCK_H, BLOCK_N)
+                                      qn_smem, qr_smem, rope, s_layout, BLOCK_H, BLOCK_N)
                     rope = rope_next
                 else:
                     if n_valid - BLOCK_N < BLOCK_N:
@@ -539,6 +547,8 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     m_e = m_smem.slice(0, BLOCK_H).load(rows_s)
                     alpha = gl.exp2(m_i - m_e)
                     s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
+                    if FP8:
+                        _zero_tail(kn_o, n_valid - BLOCK_N, BLOCK_N)
                     if (r + 3 < n) and (not FP8):
                         _issue_rope(kv_rope_desc, kr_bufs.index(1 - stage), c_bars, pt_base, j + 3, 1 - stage,
                                     PAGE_SIZE, BLOCK_N)
@@ -564,6 +574,8 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                                                        stage, phase, n_valid, s_layout, o_layout, BLOCK_N, FP8)
                     # (groups in flight: the score MMAs, then P(r) V_R(r))
                     s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
+                    if FP8:
+                        _zero_tail(kn_o, n_valid - BLOCK_N, BLOCK_N)
                     if (r + 3 < n) and (not FP8):
                         _issue_rope(kv_rope_desc, kr_bufs.index(1 - stage), c_bars, pt_base, j + 3, 1 - stage,
                                     PAGE_SIZE, BLOCK_N)
