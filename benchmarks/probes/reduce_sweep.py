@@ -34,9 +34,14 @@ SHAPES = [(16, 1, 512, 4), (64, 1, 128, 4), (32, 1, 256, 4), (16, 1, 128, 4), (8
 
 
 def _shape(text: str) -> tuple[int, int, int, int]:
-    parts = tuple(int(p) for p in text.split("x"))
-    if len(parts) != 4:
-        raise argparse.ArgumentTypeError(f"--shapes item {text!r}: expected BLOCK_SxBLOCK_HxBLOCK_Dxwarps")
+    """``BLOCK_SxBLOCK_HxBLOCK_Dxwarps``, each a power of two, BLOCK_D at most 512 (e.g. ``4x2x512x4``)."""
+    try:
+        parts = tuple(int(p) for p in text.split("x"))
+    except ValueError:
+        parts = ()
+    if len(parts) != 4 or any(p < 1 or p & (p - 1) for p in parts) or parts[2] > 512:
+        raise argparse.ArgumentTypeError(f"--shapes item {text!r}: expected BLOCK_SxBLOCK_HxBLOCK_Dxwarps, powers of "
+                                         f"two, BLOCK_D <= 512 (e.g. 4x2x512x4)")
     return parts
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -604,3 +605,19 @@ if IN_CHILD:
 else:
     del test_matches_reference, test_config_paths, test_public_api_tensor_scale_and_many_request_chunks
     del test_split_past_a_request_longer_than_the_programs_share, test_negative_lengths_count_as_no_tokens
+
+
+@pytest.mark.parametrize("argv,expect", [
+    (["--shapes", "4x1x512"], "--shapes item '4x1x512'"),
+    (["--shapes", "4x3x512x4"], "--shapes item '4x3x512x4'"),
+    (["--shapes", "4x1xbigx4"], "--shapes item '4x1xbigx4'"),
+    ([], "needs a CUDA GPU")], ids=["three-parts", "not-a-power-of-two", "not-a-number", "no-gpu"])
+def test_reduce_sweep_probe_says_what_is_wrong_in_one_line(argv, expect):
+    """benchmarks/probes/reduce_sweep.py: a malformed block shape is named with its value; without a GPU (this CPU
+    machine) it says so; both exit 2 before touching any device."""
+    probe = Path(__file__).resolve().parents[2] / "benchmarks" / "probes" / "reduce_sweep.py"
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    run = subprocess.run([sys.executable, str(probe), *argv], capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 2, run.stderr
+    last = run.stderr.strip().splitlines()[-1]
+    assert expect in last, run.stderr
