@@ -110,16 +110,6 @@ def _request_programs(tiles, spare, total):
 
 
 @gluon.jit
-def _launch_dependents():
-    """``griddepcontrol.launch_dependents``: the grid launched after this one as its programmatic dependent (the
-    reduction, with ``launch_pdl``) may be scheduled once every program of this grid has run it or ended; the
-    dependent's ``griddepcontrol.wait`` still waits for this whole grid and its memory, so where it runs decides
-    only how early the dependent is launched. Without a dependent launched so, nothing."""
-    gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // dummy $0", "=r", [], dtype=gl.int32,
-                              is_pure=False, pack=1)
-
-
-@gluon.jit
 def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK: gl.constexpr,
                  num_warps: gl.constexpr):
     """Program pid's tile range ``[t, t_stop)`` of the batch's tiles laid end to end, the request ``b`` that
@@ -131,9 +121,7 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
     the reduction passes it by); tried where most requests get one program (more live requests than half the
     programs) and taken when its largest part is at most 1/8 above the even split's. Otherwise the
     even split of kernel.py: ``cdiv(total, P)`` tiles a program, wherever requests end (a program starting at
-    request b continues into b + 1). Every split kernel's programs (both partitions of the ping-pong kernels) start
-    here, so here they let the reduction launch (``_launch_dependents``)."""
-    _launch_dependents()
+    request b continues into b + 1)."""
     chunk_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
     offs_c = gl.arange(0, B_CHUNK, layout=chunk_layout)
     total = 0
