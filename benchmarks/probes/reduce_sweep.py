@@ -4,7 +4,10 @@ For each cell (cache format, heads, batch; 4096 tokens per request, page size 64
 FlashMLA comparison), runs graphtune's Hopper path once (tuned for the batch as a server's warm-up would), keeps
 its partials, then for every ``(BLOCK_S, BLOCK_H, BLOCK_D, num_warps)`` shape: checks the merged output against
 the full decode's (output NaN-poisoned before each run) and times the reduction alone under CUDA graph replay.
-Also times the split kernel alone and FlashMLA when it imports, so each row shows the reduction's share.
+Also times the split kernel alone and FlashMLA when it imports, so each row shows the reduction's share, and with
+``--pdl`` the decode with the reduction launched as a programmatic dependent of the split kernel (checked too).
+The reduction alone is launch-bound where its grid is small (batch 1: session 15 timed one shape at 0.0035 and
+0.0052 ms in two runs with the decodes equal): the decode-level times decide.
 
     PYTHONPATH=src python benchmarks/probes/reduce_sweep.py --out benchmarks/results/reduce_sweep.json
 
@@ -45,7 +48,23 @@ def _shape(text: str) -> tuple[int, int, int, int]:
     return parts
 
 
-def cell(kv_format: str, heads: int, batch: int, shapes: list, fm) -> dict:
+def _decode_with_pdl(args: tuple, out: torch.Tensor, full: torch.Tensor) -> dict:
+    """The decode with the reduction launched as a programmatic dependent of the split kernel
+    (``interface._REDUCE_PDL``; the split kernels let it launch from their first instruction): checked against
+    ``full`` (NaN-poisoned output first) and timed, in the same process as the default."""
+    saved = interface._REDUCE_PDL
+    interface._REDUCE_PDL = True
+    try:
+        out.fill_(float("nan"))
+        interface._launch(*args, out, False, path="hopper")
+        torch.cuda.synchronize()
+        err = ((out.float() - full.float()).abs().max() / full.float().abs().max()).item()
+        return {"rel_diff": err, "ms": graph_time_ms([lambda: interface._launch(*args, out, False, path="hopper")])}
+    finally:
+        interface._REDUCE_PDL = saved
+
+
+def cell(kv_format: str, heads: int, batch: int, shapes: list, fm, pdl: bool = False) -> dict:
     x = bench.make_inputs(bench.Problem(batch, heads, 4096, 64, kv_format), seed=batch + heads)
     sm_scale = 1.0 / math.sqrt(576)
     sms = interface._sm_count(x["q"].device)
@@ -65,6 +84,8 @@ def cell(kv_format: str, heads: int, batch: int, shapes: list, fm) -> dict:
 
     row["split_ms"] = graph_time_ms([split])
     row["decode_ms"] = graph_time_ms([lambda: interface._launch(*args, x["out"], False, path="hopper")])
+    if pdl:
+        row["decode_pdl"] = _decode_with_pdl(args, out, full)
     if fm is not None:
         row["flashmla_ms"] = graph_time_ms([flashmla_call(fm, x, kv_format, sm_scale)[0]])
     interface_hopper.launch(*args, out, False, sms=sms)    # (the partials as the timed split calls left them)
@@ -97,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--h16", type=comma_list(int), default=[1, 8, 32, 64, 128])
     ap.add_argument("--h128", type=comma_list(int), default=[1, 8, 32, 64])
     ap.add_argument("--shapes", type=comma_list(_shape), default=SHAPES)
+    ap.add_argument("--pdl", action="store_true",
+                    help="also time the decode with the reduction as a programmatic dependent launch")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/reduce_sweep.json"))
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
@@ -109,11 +132,14 @@ def main(argv: list[str] | None = None) -> int:
     for kv_format in args.formats:
         for heads, batches in ((16, args.h16), (128, args.h128)):
             for batch in batches:
-                row = cell(kv_format, heads, batch, args.shapes, fm)
+                row = cell(kv_format, heads, batch, args.shapes, fm, args.pdl)
                 rows.append(row)
                 best = min(row["shapes"], key=lambda s: s["ms"], default={"shape": "-", "ms": float("nan")})
-                print(f"\n{kv_format} H={heads} B={batch} slots={row['slots']}: decode {row['decode_ms']:.4f} "
-                      f"split {row['split_ms']:.4f} FlashMLA {row.get('flashmla_ms', float('nan')):.4f} ms; "
+                pdl = row.get("decode_pdl")
+                pdl_text = "" if pdl is None else (f" (PDL {pdl['ms']:.4f}"
+                                                   f"{'' if pdl['rel_diff'] < 1e-2 else ' WRONG'})")
+                print(f"\n{kv_format} H={heads} B={batch} slots={row['slots']}: "
+                      f"decode {row['decode_ms']:.4f}{pdl_text} split {row['split_ms']:.4f} FlashMLA {row.get('flashmla_ms', float('nan')):.4f} ms; "
                       f"rule {row['rule']} {row['rule_run']['ms']:.4f}"
                       f"{'' if row['rule_run']['rel_diff'] < 1e-2 else ' WRONG'}, best {best['shape']} "
                       f"{best['ms']:.4f}")
@@ -124,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps({"gpu": gpu, "torch": torch.__version__, "commit": git_commit(),
                                     "rows": rows}, indent=1))
     wrong = [(r["kv_format"], r["heads"], r["batch"], s.get("shape", "rule")) for r in rows
-             for s in [*r["shapes"], r["rule_run"]] if not s["rel_diff"] < 1e-2]
+             for s in [*r["shapes"], r["rule_run"], *([r["decode_pdl"]] if "decode_pdl" in r else [])]
+             if not s["rel_diff"] < 1e-2]
     print(f"\nwrote {args.out}; {len(wrong)} shapes differ from the full decode by >= 1% of its largest "
           f"value (or NaN): {wrong}")
     return 1 if wrong else 0
