@@ -156,19 +156,21 @@ def test_tuned_grid_never_outgrows_the_partial_scratch():
 
 # (SMs sizing the split grid, lengths, the reduction's blocks): a request split over more programs than one step
 # of the reduction merges, with whole rows (8 programs per request for 24 SMs: 8 slots a step), with rows of four
-# heads (4 SMs, 3 requests: 2 slots and 4 heads a step; request 0 spans 3 programs) and with column blocks
-# (2 requests over 140 SMs: 70 programs each; request 0, 69 tiles of 16 tokens, in 69 partials: more than a
-# 64-slot step)
-REDUCE_CASES = [(24, [1500, 16, 16], (8, 1, 512, 4)), (4, [700, 300, 5], (2, 4, 512, 4)),
-                (140, [1100, 5], (64, 1, 128, 4))]
+# heads (4 SMs, 3 requests: 2 slots and 4 heads a step; request 0 spans 3 programs; with 6 heads, 2 a program) and
+# with column blocks (2 requests over 140 SMs: 70 programs each; request 0, 69 tiles of 16 tokens, in 69 partials:
+# more than a 64-slot step)
+REDUCE_CASES = [(24, [1500, 16, 16], 16, (8, 1, 512, 4)), (4, [700, 300, 5], 16, (2, 4, 512, 4)),
+                (4, [700, 300, 5], 6, (2, 2, 512, 4)), (140, [1100, 5], 16, (64, 1, 128, 4))]
 
 
-@pytest.mark.parametrize("sms,lens,blocks", REDUCE_CASES, ids=["whole-rows", "head-rows", "column-blocks"])
-def test_reduction_merges_more_partials_than_one_step(sms, lens, blocks):
-    assert interface.reduce_blocks(len(lens), interface.max_partials(sms, len(lens), 1)) == blocks
+@pytest.mark.parametrize("sms,lens,heads,blocks", REDUCE_CASES,
+                         ids=["whole-rows", "head-rows", "head-rows-6-heads", "column-blocks"])
+def test_reduction_merges_more_partials_than_one_step(sms, lens, heads, blocks):
+    """(6 heads: four heads a program does not divide them, two do)"""
+    assert interface.reduce_blocks(len(lens), interface.max_partials(sms, len(lens), 1), heads) == blocks
     seed = _seed()
-    x = make_case(len(lens), 16, 16, "fp8", lens, torch.Generator().manual_seed(seed))
-    out = torch.full((len(lens), 16, 512), float("nan"), dtype=torch.bfloat16)
+    x = make_case(len(lens), heads, 16, "fp8", lens, torch.Generator().manual_seed(seed))
+    out = torch.full((len(lens), heads, 512), float("nan"), dtype=torch.bfloat16)
     got, lse = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], 0.06, x["kv_scale"], "fp8",
                                  out, True, num_sms=sms)
     ref, ref_lse = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], 0.06,
