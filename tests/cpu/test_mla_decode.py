@@ -596,18 +596,6 @@ def test_bench_pins_every_hopper_variant_it_times_as_labelled(monkeypatch):
     finally:
         bench_mod.restore_hopper_configs()
 
-# Each process collects only its own tests: kernel cases in the child, the launcher and validation here.
-if IN_CHILD:
-    del test_interpreted_kernel_cases, test_bad_input_raises_value_error, test_bad_input_unused_page_slots_may_hold_anything
-    del test_portable_space_fits_sm120_or_is_excluded, test_hopper_kernel_compiles_for_sm90_with_tma_and_wgmma
-    del test_hopper_path_selection_and_reasons, test_bench_hopper_variants_are_selected_before_labelled
-    del test_bench_pins_every_hopper_variant_it_times_as_labelled
-    del test_bench_tuned_row_runs_the_shipped_path_and_the_filter_keeps_what_it_names
-    del test_tuned_grid_never_outgrows_the_partial_scratch
-else:
-    del test_matches_reference, test_config_paths, test_public_api_tensor_scale_and_many_request_chunks
-    del test_split_past_a_request_longer_than_the_programs_share, test_negative_lengths_count_as_no_tokens
-
 
 @pytest.mark.parametrize("argv,expect", [
     (["--shapes", "4x1x512"], "--shapes item '4x1x512'"),
@@ -623,3 +611,17 @@ def test_reduce_sweep_probe_says_what_is_wrong_in_one_line(argv, expect):
     assert run.returncode == 2, run.stderr
     last = run.stderr.strip().splitlines()[-1]
     assert expect in last, run.stderr
+
+
+# Each process collects only its own tests: kernel cases in the child, the launcher and validation here.
+if IN_CHILD:
+    del test_interpreted_kernel_cases, test_bad_input_raises_value_error, test_bad_input_unused_page_slots_may_hold_anything
+    del test_portable_space_fits_sm120_or_is_excluded, test_hopper_kernel_compiles_for_sm90_with_tma_and_wgmma
+    del test_hopper_path_selection_and_reasons, test_bench_hopper_variants_are_selected_before_labelled
+    del test_bench_pins_every_hopper_variant_it_times_as_labelled
+    del test_bench_tuned_row_runs_the_shipped_path_and_the_filter_keeps_what_it_names
+    del test_tuned_grid_never_outgrows_the_partial_scratch, test_reduce_sweep_probe_says_what_is_wrong_in_one_line
+else:
+    del test_matches_reference, test_config_paths, test_public_api_tensor_scale_and_many_request_chunks
+    del test_split_past_a_request_longer_than_the_programs_share, test_negative_lengths_count_as_no_tokens
+

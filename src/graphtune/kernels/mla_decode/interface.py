@@ -323,7 +323,7 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
     return (out, lse) if return_lse else out
 
 
-def reduce_blocks(batch: int, slots: int, heads: int = 16) -> tuple[int, int, int, int]:
+def reduce_blocks(batch: int, slots: int, heads: int) -> tuple[int, int, int, int]:
     """``(BLOCK_S, BLOCK_H, BLOCK_D, num_warps)`` of the reduction for ``batch`` requests of ``heads`` heads and
     ``slots`` partial slots (the split grid's programs + ``batch``, as the split kernels' scratch is sized)."""
     per_request = -(-(slots - batch) // batch)      # the grid's programs per request, rounded up
