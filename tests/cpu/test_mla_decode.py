@@ -471,6 +471,20 @@ def test_hopper_kernel_compiles_for_sm90_with_tma_and_wgmma(kv_format, heads, co
         assert sass.count("WARPGROUP.DEPBAR") <= 8, "wgmmas serialised (ptxas C7514)"
 
 
+@pytest.mark.parametrize("kv_format,heads,config", [
+    ("bf16", 128, None), ("bf16", 128, dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1)), ("bf16", 16, None),
+    ("fp8", 16, None), ("fp8", 128, None), ("fp8", 128, dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1))],
+    ids=["heads-on-M", "ping-pong", "tokens-on-M", "tokens-on-M-fp8", "heads-on-M-fp8", "ping-pong-fp8"])
+def test_hopper_split_kernels_let_the_reduction_launch_early(kv_format, heads, config):
+    """Every Hopper split kernel gives ``griddepcontrol.launch_dependents`` (SASS ``PREEXIT``) before its tile loop,
+    so a reduction launched as its programmatic dependent is scheduled while the split kernel still runs: each
+    partition of a warp-specialised kernel gives it (both ping-pong warpgroups start from ``_split_start``)."""
+    compiled = _hopper_compile(kv_format, heads=heads, config=config)
+    partitions = 2 if config and config.get("PP") else 1
+    assert compiled.asm["ptx"].count("griddepcontrol.launch_dependents") == partitions
+    assert _sass(compiled.asm["cubin"]).count("PREEXIT") == partitions
+
+
 def _sass(cubin: bytes) -> str:
     import tempfile
     from graphtune import resources

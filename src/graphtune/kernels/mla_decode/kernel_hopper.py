@@ -110,6 +110,16 @@ def _request_programs(tiles, spare, total):
 
 
 @gluon.jit
+def _launch_dependents():
+    """``griddepcontrol.launch_dependents``: a kernel launched as this one's programmatic dependent (the reduction,
+    ``interface._REDUCE_PDL``) may be scheduled once every program of this grid has passed here or exited. It still
+    waits (``griddepcontrol.wait``) for this grid's completion and writes before its first load, so only its launch
+    overlaps this kernel; without such a dependent the instruction does nothing."""
+    gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32, is_pure=False,
+                              pack=1)
+
+
+@gluon.jit
 def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK: gl.constexpr,
                  num_warps: gl.constexpr):
     """Program pid's tile range ``[t, t_stop)`` of the batch's tiles laid end to end, the request ``b`` that
@@ -122,6 +132,7 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
     programs) and taken when its largest part is at most 1/8 above the even split's. Otherwise the
     even split of kernel.py: ``cdiv(total, P)`` tiles a program, wherever requests end (a program starting at
     request b continues into b + 1)."""
+    _launch_dependents()
     chunk_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
     offs_c = gl.arange(0, B_CHUNK, layout=chunk_layout)
     total = 0
