@@ -101,43 +101,6 @@ def test_pp_fp8_kernel_fits_sm90_and_keeps_the_bf16_kernels_mmas(compiled_fp8):
         assert sass.count("WARPGROUP.DEPBAR") <= 8, "wgmmas serialised (ptxas C7514)"
 
 
-@pytest.fixture(scope="module", params=[dict(PP=1, QK8=1), dict(PP=1, WG1_FIRST=1, QK8=1)],
-                ids=["qk8", "qk8-wg1-first"])
-def compiled_qk8(request):
-    return _hopper_compile("fp8", heads=128, page_size=64, config=request.param)
-
-
-def test_pp_fp8_scores_from_fp8_mmas(compiled_qk8):
-    """QK8: the fp8 ping-pong kernel's scores as fp8 wgmmas on the TMA'd fp8 tile (per warpgroup nine groups: the
-    rope pair's 128 columns and, per 128 latent columns, the hi and the lo query's: 4 k-steps of 32 each), P.V on
-    the widened halves of V in fp16 as before, in the same shared memory, asynchronous."""
-    usage = resources._resource_usage(compiled_qk8.asm["cubin"], compiled_qk8.metadata.name)
-    assert usage["REG"] <= 255
-    assert compiled_qk8.metadata.shared + usage.get("SHARED", 0) <= SM90_SHARED, compiled_qk8.metadata.shared
-    assert compiled_qk8.metadata.num_warps == 8
-    sass = _sass(compiled_qk8)
-    assert sass.count("QGMMA.64x64x32.F32.E4M3.E4M3") == 2 * 9 * 4
-    assert "HGMMA.64x64x16" not in sass                       # no fp16 score MMAs left
-    assert sass.count("HGMMA.64x256x16.F32 ") == 5 * 4
-    assert "UTMALDG.2D" in sass
-    if SCHEDULED_WITH_THIS_TRITON:
-        assert sass.count("WARPGROUP.DEPBAR") <= 8, "wgmmas serialised (ptxas C7514)"
-
-
-@pytest.mark.parametrize("fmt,config,needle", [("bf16", dict(PP=1, QK8=1), "'bf16'"),
-                                               ("fp8", dict(PP=1, QK8=1, RELOAD=0), "RELOAD=0"),
-                                               ("fp8", dict(PP=1, QK8=2), "QK8=2")])
-def test_qk8_refused_where_it_does_not_apply(fmt, config, needle):
-    dtype = torch.float8_e4m3fn if fmt == "fp8" else torch.bfloat16
-    q = torch.empty(2, 128, 576, dtype=torch.bfloat16)
-    kv = torch.empty(4, 64, 576, dtype=dtype)
-    out = torch.empty(2, 128, 512, dtype=torch.bfloat16)
-    with pytest.raises(ValueError, match="QK8=") as err:
-        interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
-                                     0.04, 1.0, fmt, out, False, sms=132, config=config)
-    assert needle in str(err.value) and len(str(err.value).splitlines()) == 1
-
-
 @pytest.mark.parametrize("heads,fmt,config,needle", [
     (16, "bf16", dict(PP=1), "H < 64"),
     (128, "fp8", dict(PP=1, BLOCK_N=32), "BLOCK_N=32"),

@@ -287,8 +287,6 @@ HEADS_VARIANTS += [("fp8", dict(WOVL=w, PSMEM=p, XCH=x, LSUM=l, MAX1=m))
 # the ping-pong kernel on an fp8 cache (session 11: each tile widened in place by its owner)
 HEADS_VARIANTS += [("fp8", dict(PP=1, RELOAD=1)), ("fp8", dict(PP=1, RELOAD=0)),
                    ("fp8", dict(PP=1, RELOAD=1, WG1_FIRST=1))]
-# QK8 (session 16): its scores as fp8 wgmmas on the fp8 tile with the query's hi/lo pair, V widened off the path
-HEADS_VARIANTS += [("fp8", dict(PP=1, RELOAD=1, QK8=1)), ("fp8", dict(PP=1, RELOAD=1, WG1_FIRST=1, QK8=1))]
 
 
 @pytest.mark.parametrize("kv_format,variant", HEADS_VARIANTS,

@@ -469,9 +469,6 @@ def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
         raise ValueError(f"config PP=1: the ping-pong kernel takes bf16 and fp8 caches with H % {BLOCK_H} == 0 and "
                          f"BLOCK_N={BLOCK_N}, got kv_format {fmt!r} with {'H % 64 == 0' if on_m else 'H < 64'}, "
                          f"BLOCK_N={cfg.get('BLOCK_N')}")
-    if cfg.get("QK8", 0) and (fmt != "fp8" or cfg.get("RELOAD", 1) != 1 or cfg["QK8"] != 1):
-        raise ValueError(f"config QK8={cfg['QK8']}: the ping-pong kernel's fp8 scores take QK8=1 on an fp8 cache with "
-                         f"RELOAD=1, got kv_format {fmt!r} with RELOAD={cfg.get('RELOAD', 1)}")
 
 
 def _check_ring(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:

@@ -73,15 +73,6 @@ _HALF = gl.constexpr(256)       # output columns per warpgroup
 
 
 @gluon.jit
-def _view(buf, dtype: gl.constexpr, shape: gl.constexpr, layout: gl.constexpr):
-    """The bytes of shared buffer ``buf`` as another type and shape (``reinterpret``, ``_reinterpret`` in 3.6)."""
-    if _REINTERPRET_PUBLIC:
-        return buf.reinterpret(dtype, shape, layout)
-    else:
-        return buf._reinterpret(dtype, shape, layout)
-
-
-@gluon.jit
 def _issue_half(kv_nope_desc, kv_rope_desc, kn, kr, c_bars, pt_base, j, stage, HALF: gl.constexpr,
                 ROPE: gl.constexpr, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
     """TMA of tile j's latent columns ``[HALF * 256, HALF * 256 + 256)`` (one warpgroup's half of V) into buffer
@@ -169,123 +160,6 @@ def _zero_tail(kn, n_valid, BLOCK_N: gl.constexpr):
     the hand-off after it (proxy fence, barrier) orders them before either warpgroup's P.V."""
     if n_valid < BLOCK_N:
         _zero_rows(kn, n_valid, BLOCK_N, _D_V, 4)
-
-
-# QK8 (the fp8 ping-pong kernel with fp8 scores). Each tile's fp8 latent columns land in the half of its fp16
-# buffer that its owner reads for P.V (an even tile, WG0's, in the left 32 KB; an odd tile, WG1's, in the right),
-# and the owner's score MMAs read them there, as fp8, against the query's fp8 hi/lo pair: no widening before the
-# scores. Under those MMAs the owner widens the other warpgroup's half of V into the other half of the buffer (no
-# byte of it overlaps the fp8 tile); after the hand-off it widens its own half in place (the fp8 bytes consumed).
-
-
-@gluon.jit
-def _load_rope_pair(kv_ptr, pt_base, j, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, layout: gl.constexpr):
-    """QK8: tile j's 64 fp8 rope columns twice side by side, [BLOCK_N, 128] in registers (the rope's hi and lo
-    query columns meet the same key columns in one 128-column wgmma; 128 fp8 columns are one swizzle atom)."""
-    tok0 = j * BLOCK_N
-    page = gl.load(pt_base + tok0 // PAGE_SIZE)
-    row0 = page.to(gl.int64) * PAGE_SIZE + tok0 % PAGE_SIZE
-    rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout))
-    cols = gl.arange(0, 128, layout=gl.SliceLayout(0, layout)) % 64
-    return gl.load(kv_ptr + (row0 + rows)[:, None] * 576 + 512 + cols[None, :])
-
-
-@gluon.jit
-def _q_hilo(q_base, stride_q_h, q8n, q8r, BLOCK_H: gl.constexpr, num_warps: gl.constexpr):
-    """QK8: the query's 64 heads as an fp8 hi/lo pair, each head times a power of two s with max |q s| in
-    (2^7, 2^8]: ``hi = fp8(q s)`` in ``q8n``'s columns 0..511 and ``lo = fp8(q s - hi)`` in 512..1023 (``q8n``: the
-    fp16 query tile's bytes as [64, 1024] fp8); the rope's hi in ``q8r``'s columns 0..63 and lo in 64..127. A lo
-    below e4m3's normal range (2^-6) keeps an absolute error under 2^-10, 2^-18 of the head's largest |q s|. Returns
-    s per head. Two passes over q, 128 columns at a time (as ``_q_fp16``)."""
-    layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
-    heads = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, layout))
-    cols = gl.arange(0, 128, layout=gl.SliceLayout(0, layout))
-    rows = heads[:, None] * stride_q_h
-    xr = gl.load(q_base + rows + 512 + (cols % 64)[None, :]).to(gl.float32)    # (the rope twice)
-    amax = gl.max(gl.abs(xr), axis=1)
-    for c in gl.static_range(4):
-        x = gl.load(q_base + rows + c * 128 + cols[None, :]).to(gl.float32)
-        amax = gl.maximum(amax, gl.max(gl.abs(x), axis=1))
-    q_scale = gl.exp2(8.0 - gl.ceil(gl.log2(gl.maximum(amax, 1e-30))))
-    for c in gl.static_range(4):
-        x = gl.load(q_base + rows + c * 128 + cols[None, :]).to(gl.float32) * q_scale[:, None]
-        hi = x.to(gl.float8e4nv)
-        q8n.slice(c * 128, 128, dim=1).store(hi)
-        q8n.slice(512 + c * 128, 128, dim=1).store((x - hi.to(gl.float32)).to(gl.float8e4nv))
-    xr = xr * q_scale[:, None]
-    hi_r = xr.to(gl.float8e4nv)
-    lo_r = (xr - hi_r.to(gl.float32)).to(gl.float8e4nv)
-    q8r.store(gl.where((cols < 64)[None, :], hi_r, lo_r))
-    return q_scale
-
-
-@gluon.jit
-def _scores8(q8n, q8r, k8t, kr8, rope, s_layout: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr):
-    """QK8: S = Q K^T of one tile from its fp8 bytes (``k8t``, [BLOCK_N, 512]) and the rope pair (``rope``, stored
-    into ``kr8`` here), issued as nine async wgmma groups: the rope's (hi and lo in one), then per 128 latent
-    columns the hi and the lo query's, all into one accumulator (the layout of fp8 wgmmas, k = 32: ``_s8`` turns
-    the retired scores into ``s_layout``, the same registers)."""
-    s8_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                        instr_shape=[16, BLOCK_N, 32])
-    kr8.store(rope)
-    fence_async_shared()
-    _wg_barrier()
-    s = warpgroup_mma(q8r, kr8.permute((1, 0)), gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s8_layout),
-                      use_acc=False, is_async=True)
-    for c in gl.static_range(4):
-        kc = k8t.slice(c * 128, 128, dim=1).permute((1, 0))
-        s = warpgroup_mma(q8n.slice(c * 128, 128, dim=1), kc, s, is_async=True)
-        s = warpgroup_mma(q8n.slice(512 + c * 128, 128, dim=1), kc, s, is_async=True)
-    return s
-
-
-@gluon.jit
-def _s8(s, QK8: gl.constexpr, s_layout: gl.constexpr):
-    """Retired scores in ``s_layout`` (QK8: from the fp8 wgmmas' layout, which holds the same elements)."""
-    if QK8:
-        return gl.convert_layout(s, s_layout)
-    else:
-        return s
-
-
-@gluon.jit
-def _widen_group(k8t, kn, src: gl.constexpr, dst: gl.constexpr):
-    """fp8 columns ``[128 src, 128 src + 128)`` of ``k8t`` widened to fp16 columns ``[128 dst, ..)`` of ``kn``."""
-    layout: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [4, 1], [1, 0])
-    kn.slice(dst * 128, 128, dim=1).store(k8t.slice(src * 128, 128, dim=1).load(layout).to(gl.float16))
-
-
-@gluon.jit
-def _widen_other(k8t, kn, n_valid, OTHER: gl.constexpr, BLOCK_N: gl.constexpr):
-    """QK8, the owner under its score MMAs: the other warpgroup's half ``OTHER`` of V (fp8 groups 2 OTHER and
-    2 OTHER + 1 of ``k8t``) widened into ``kn``'s half ``OTHER``, which no byte of the fp8 tile lies in; rows
-    ``>= n_valid`` zeroed (a request's last tile). Made visible to the other warpgroup by the hand-off."""
-    _widen_group(k8t, kn, 2 * OTHER, 2 * OTHER)
-    _widen_group(k8t, kn, 2 * OTHER + 1, 2 * OTHER + 1)
-    if n_valid < BLOCK_N:
-        _wg_barrier()
-        _zero_rows(kn.slice(OTHER * 256, 256, dim=1), n_valid, BLOCK_N, 256, 4)
-
-
-@gluon.jit
-def _widen_own(k8t, kn, n_valid, HALF: gl.constexpr, BLOCK_N: gl.constexpr):
-    """QK8, the owner after the hand-off (its score MMAs retired, the other half widened): its own half ``HALF``
-    widened in place. The fp8 tile's groups 2 HALF and 2 HALF + 1 (bytes [32 HALF + 16 HALF, +16) KB of the buffer)
-    become fp16 bytes [32 HALF, 32 HALF + 32) KB: first the group whose fp16 bytes miss its own fp8 bytes, then,
-    past a barrier (every thread has loaded the other), the group whose fp16 bytes cover it. Rows ``>= n_valid``
-    zeroed; visible to this warpgroup's wgmmas after it returns."""
-    layout: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [4, 1], [1, 0])
-    first: gl.constexpr = 2 * HALF + 1 - HALF
-    last: gl.constexpr = 2 * HALF + HALF
-    _widen_group(k8t, kn, first, first)
-    x = k8t.slice(last * 128, 128, dim=1).load(layout)
-    _wg_barrier()
-    kn.slice(last * 128, 128, dim=1).store(x.to(gl.float16))
-    if n_valid < BLOCK_N:
-        _wg_barrier()
-        _zero_rows(kn.slice(HALF * 256, 256, dim=1), n_valid, BLOCK_N, 256, 4)
-    fence_async_shared()
-    _wg_barrier()
 
 
 @gluon.jit
@@ -386,34 +260,24 @@ def _wg_start(seq_lens_ptr, sm_scale, B, s_layout: gl.constexpr, B_CHUNK: gl.con
 
 
 @gluon.jit
-def _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, j, stage, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr,
-               HALF: gl.constexpr = 0):
-    """fp8 ping-pong: TMA of tile j's 512 fp8 latent columns into the half ``HALF`` of buffer ``stage`` (32 KB: the
-    left half of its fp16 tile, which its reader WG0 frees, or with QK8 an odd tile's right half, which WG1 frees)
-    on mbarrier ``stage * 3``."""
+def _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, j, stage, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
+    """fp8 ping-pong: TMA of tile j's 512 fp8 latent columns into the first 32 KB of buffer ``stage`` (the left
+    half of its fp16 tile, which its reader WG0 frees) on mbarrier ``stage * 3``."""
     tok0 = j * BLOCK_N
     page = gl.load(pt_base + tok0 // PAGE_SIZE)
     row = page * PAGE_SIZE + tok0 % PAGE_SIZE
     bar = c_bars.index(stage * 3)
     mbarrier.expect(bar, kv_nope_desc.block_type.nbytes)
-    _tma_load(kv_nope_desc, [row, 0], bar, k8_bufs.index(stage).slice(HALF * _D_V, _D_V, dim=1))
+    _tma_load(kv_nope_desc, [row, 0], bar, k8_bufs.index(stage).slice(0, _D_V, dim=1))
 
 
 @gluon.jit
 def _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j, stage, HALF: gl.constexpr,
-            FP8: gl.constexpr, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, QK8: gl.constexpr = 0,
-            OWN: gl.constexpr = 0):
+            FP8: gl.constexpr, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
     """A warpgroup's P.V of buffer ``stage``'s half ``HALF`` retired, and the buffer takes tile j next. bf16: the TMA
     of that half of tile j. fp8: WG0 (HALF 0) the TMA of tile j's fp8 latent columns into the left half; WG1
-    (HALF 1) its arrival on the buffer's "right half free" mbarrier, which WG0 waits on before widening. QK8: the
-    TMA into the caller's half where tile j is its own (``OWN``), else the arrival on the "half ``HALF`` free"
-    mbarrier (left: ``stage * 3 + 2``, which WG1 waits on; right: ``stage * 3 + 1``, which WG0 waits on)."""
-    if QK8:
-        if OWN:
-            _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, j, stage, PAGE_SIZE, BLOCK_N, HALF)
-        else:
-            mbarrier.arrive(c_bars.index(stage * 3 + 2 - HALF), count=1)
-    elif FP8:
+    (HALF 1) its arrival on the buffer's "right half free" mbarrier, which WG0 waits on before widening."""
+    if FP8:
         if HALF == 0:
             _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, j, stage, PAGE_SIZE, BLOCK_N)
         else:
@@ -451,7 +315,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             q_ptr, stride_q_b, stride_q_h, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
-            o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, QK8: gl.constexpr):
+            o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; loads the query (``FP8``: the fp16
     query scaled per head, written by this warpgroup, and each fp8 tile's TMA into its left half)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -482,15 +346,10 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             s0 = it % 2
             _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, i_first, s0, PAGE_SIZE, BLOCK_N)
             if n > 1:
-                _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, i_first + 1, 1 - s0, PAGE_SIZE, BLOCK_N, QK8)
-            if QK8:
-                rope = _load_rope_pair(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout)
-                q_scale = _q_hilo(q_ptr + b.to(gl.int64) * stride_q_b + h0 * stride_q_h, stride_q_h, qn_smem,
-                                  qr_smem, BLOCK_H, 4)
-            else:
-                rope = _load_rope(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout)
-                q_scale = _q_fp16(q_ptr + b.to(gl.int64) * stride_q_b + h0 * stride_q_h, stride_q_h, qn_smem,
-                                  qr_smem, BLOCK_H, 4)
+                _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, i_first + 1, 1 - s0, PAGE_SIZE, BLOCK_N)
+            rope = _load_rope(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout)
+            q_scale = _q_fp16(q_ptr + b.to(gl.int64) * stride_q_b + h0 * stride_q_h, stride_q_h, qn_smem, qr_smem,
+                              BLOCK_H, 4)
             qk_vec = gl.convert_layout(qk_mul * kv_scale / q_scale, rows_s)
             _qk_store(l_smem, seg, qk_vec, BLOCK_H)
             fence_async_shared()
@@ -525,23 +384,13 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             if FP8:
                 # tile r's fp8 columns landed; from the second pair on, WG1's P.V of tile r - 2 (the last reader of
                 # the right half the widening writes) retired
-                if QK8:
-                    rope_next = _load_rope_pair(kv_ptr, pt_base, gl.minimum(j + 2, i_stop - 1), PAGE_SIZE, BLOCK_N,
-                                                rope_layout)
-                    mbarrier.wait(c_bars.index(stage * 3), phase)
-                    s = _scores8(qn_smem, qr_smem, k8_bufs.index(stage).slice(0, _D_V, dim=1), kr_bufs.index(stage),
-                                 rope, s_layout, BLOCK_H, BLOCK_N)
-                    if k > 0:
-                        mbarrier.wait(c_bars.index(stage * 3 + 1), (f_s0 + k - 1) & 1)
-                    _widen_other(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn, n_valid, 1, BLOCK_N)
-                else:
-                    rope_next = _load_rope(kv_ptr, pt_base, gl.minimum(j + 2, i_stop - 1), PAGE_SIZE, BLOCK_N,
-                                           rope_layout)
-                    mbarrier.wait(c_bars.index(stage * 3), phase)
-                    if k > 0:
-                        mbarrier.wait(c_bars.index(stage * 3 + 1), (f_s0 + k - 1) & 1)
-                    s = _widen_scores(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn, kr_bufs.index(stage), qn_smem,
-                                      qr_smem, rope, s_layout, BLOCK_H, BLOCK_N)
+                rope_next = _load_rope(kv_ptr, pt_base, gl.minimum(j + 2, i_stop - 1), PAGE_SIZE, BLOCK_N,
+                                       rope_layout)
+                mbarrier.wait(c_bars.index(stage * 3), phase)
+                if k > 0:
+                    mbarrier.wait(c_bars.index(stage * 3 + 1), (f_s0 + k - 1) & 1)
+                s = _widen_scores(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn, kr_bufs.index(stage), qn_smem,
+                                  qr_smem, rope, s_layout, BLOCK_H, BLOCK_N)
                 rope = rope_next
             else:
                 if n_valid < BLOCK_N:
@@ -554,10 +403,9 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=9, deps=(o, )))
                 if r + 1 < n:
                     _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 1, 1 - stage,
-                            0, FP8, PAGE_SIZE, BLOCK_N, QK8, 0)
+                            0, FP8, PAGE_SIZE, BLOCK_N)
             s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
-            s = _s8(s, QK8, s_layout)
-            if FP8 and not QK8:
+            if FP8:
                 _zero_tail(kn, n_valid, BLOCK_N)
             if (r + 2 < n) and (not FP8):
                 # the score MMAs were the rope chunk's only reader
@@ -567,8 +415,6 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             # p_smem's last reader (this warpgroup's P.V of tile r - 1) is retired; WG1 read its previous
             # content (P of tile r - 2) before it wrote that of tile r - 1
             _hand_off(p, m_i, p_smem, m_smem.slice(0, BLOCK_H), p_bars.index(0))
-            if QK8:
-                _widen_own(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn, n_valid, 0, BLOCK_N)
             o = warpgroup_mma(gl.convert_layout(p.to(p_smem.dtype), p_layout), kn.slice(0, _HALF, dim=1), o,
                               is_async=True)
             if r + 1 < n:
@@ -577,7 +423,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
                 if r + 2 < n:
                     _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 2, stage, 0,
-                            FP8, PAGE_SIZE, BLOCK_N, QK8, 1)
+                            FP8, PAGE_SIZE, BLOCK_N)
                 mbarrier.wait(p_bars.index(1), p1_phase)
                 p1_phase ^= 1
                 m_o = m_smem.slice(BLOCK_H, BLOCK_H).load(rows_s)
@@ -595,16 +441,15 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(o, )))
                     if r + 3 < n:
                         _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 3,
-                                1 - stage, 0, FP8, PAGE_SIZE, BLOCK_N, QK8, 0)
+                                1 - stage, 0, FP8, PAGE_SIZE, BLOCK_N)
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
         _finish_segment(0, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
                         out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
                         stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H)
         if FP8:
             # WG1's arrivals this segment: once per tile u with u + 2 < n, even tiles on buffer s0, odd on 1 - s0
-            # (QK8: even tiles only; WG1 loads its odd tiles itself)
             ce = (n - 1) // 2
-            co = gl.maximum(n - 2, 0) // 2 * (1 - QK8)
+            co = gl.maximum(n - 2, 0) // 2
             f0 += ce * (1 - s0) + co * s0
             f1 += ce * s0 + co * (1 - s0)
         it += n
@@ -621,7 +466,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             q_ptr, stride_q_b, stride_q_h, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
-            o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, QK8: gl.constexpr):
+            o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511 (``FP8``: instead of reloading the
     right half of a buffer, it tells WG0 the half is free, on mbarrier ``stage * 3 + 1``)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -634,10 +479,6 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
         if KV_SCALE_FROM_PTR:
             kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
         out_mul = kv_scale
-        # QK8: completions of each buffer's "left half free" mbarrier (stage * 3 + 2: WG0 arrives once its P.V of an
-        # odd tile whose buffer takes a later tile of the segment retired), counted to know their phases
-        e0 = 0
-        e1 = 0
     else:
         out_mul = 1.0
     it = 0
@@ -649,13 +490,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
         n = i_stop - i_first
         s0 = it % 2
         if FP8:
-            if QK8:
-                rope = _load_rope_pair(kv_ptr, pt_base, gl.minimum(i_first + 1, i_stop - 1), PAGE_SIZE, BLOCK_N,
-                                       rope_layout)
-            else:
-                rope = _load_rope(kv_ptr, pt_base, gl.minimum(i_first + 1, i_stop - 1), PAGE_SIZE, BLOCK_N,
-                                  rope_layout)
-            e_s1 = e0 * s0 + e1 * (1 - s0)
+            rope = _load_rope(kv_ptr, pt_base, gl.minimum(i_first + 1, i_stop - 1), PAGE_SIZE, BLOCK_N, rope_layout)
             mbarrier.wait(q_bar, seg & 1)
             qk = _qk_load(l_smem, seg, rows_s, BLOCK_H)[:, None]
             _wg_barrier()       # every thread has its multipliers before any thread's exchange reuses the slot
@@ -687,22 +522,8 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             if r + 1 < n:
                 if k > 0:
                     _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 1, 1 - stage,
-                            1, FP8, PAGE_SIZE, BLOCK_N, QK8, 1)
-                if QK8:
-                    # this warpgroup's own tile, in the right half of its buffer (loaded above, or by WG0 for the
-                    # segment's first odd tile): scores from its fp8 bytes; under them the left half widened for
-                    # WG0 once WG0's P.V of the tile before in the buffer retired
-                    rope_next = _load_rope_pair(kv_ptr, pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N,
-                                                rope_layout)
-                    mbarrier.wait(c_bars.index((1 - stage) * 3), phase_o)
-                    s = _scores8(qn_smem, qr_smem, k8_bufs.index(1 - stage).slice(_D_V, _D_V, dim=1),
-                                 kr_bufs.index(1 - stage), rope, s_layout, BLOCK_H, BLOCK_N)
-                    if k > 0:
-                        mbarrier.wait(c_bars.index((1 - stage) * 3 + 2), (e_s1 + k - 1) & 1)
-                    _widen_other(k8_bufs.index(1 - stage).slice(_D_V, _D_V, dim=1), kn_o, n_valid - BLOCK_N, 0,
-                                 BLOCK_N)
-                    rope = rope_next
-                elif FP8:
+                            1, FP8, PAGE_SIZE, BLOCK_N)
+                if FP8:
                     # this warpgroup's own tile: its fp8 columns landed (WG0 issued them once its P.V of the tile
                     # before in the buffer retired; this warpgroup's retired above)
                     rope_next = _load_rope(kv_ptr, pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N,
@@ -725,8 +546,8 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     p0_phase ^= 1
                     m_e = m_smem.slice(0, BLOCK_H).load(rows_s)
                     alpha = gl.exp2(m_i - m_e)
-                    s = _s8(warpgroup_mma_wait(num_outstanding=0, deps=(s, )), QK8, s_layout)
-                    if FP8 and not QK8:
+                    s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
+                    if FP8:
                         _zero_tail(kn_o, n_valid - BLOCK_N, BLOCK_N)
                     if (r + 3 < n) and (not FP8):
                         _issue_rope(kv_rope_desc, kr_bufs.index(1 - stage), c_bars, pt_base, j + 3, 1 - stage,
@@ -741,22 +562,19 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
                     pe_op = gl.convert_layout(pe, p_layout)
                     o = warpgroup_mma(pe_op, kn.slice(_HALF, _HALF, dim=1), o_done, is_async=True)
-                    if QK8:
-                        _widen_own(k8_bufs.index(1 - stage).slice(_D_V, _D_V, dim=1), kn_o, n_valid - BLOCK_N, 1,
-                                   BLOCK_N)
                     o = warpgroup_mma(gl.convert_layout(p.to(p_smem.dtype), p_layout),
                                       kn_o.slice(_HALF, _HALF, dim=1), o, is_async=True)
                     # P(r) V_R(r) retired: tile r's right half is free for tile r + 2
                     warpgroup_mma_wait(num_outstanding=1, deps=(pe_op, ))
                     if r + 2 < n:
                         _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 2, stage,
-                                1, FP8, PAGE_SIZE, BLOCK_N, QK8, 0)
+                                1, FP8, PAGE_SIZE, BLOCK_N)
                 else:
                     o, m_i, l_i, p0_phase = _take_even(o_done, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars,
                                                        stage, phase, n_valid, s_layout, o_layout, BLOCK_N, FP8)
                     # (groups in flight: the score MMAs, then P(r) V_R(r))
-                    s = _s8(warpgroup_mma_wait(num_outstanding=1, deps=(s, )), QK8, s_layout)
-                    if FP8 and not QK8:
+                    s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
+                    if FP8:
                         _zero_tail(kn_o, n_valid - BLOCK_N, BLOCK_N)
                     if (r + 3 < n) and (not FP8):
                         _issue_rope(kv_rope_desc, kr_bufs.index(1 - stage), c_bars, pt_base, j + 3, 1 - stage,
@@ -767,12 +585,9 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
                     if r + 2 < n:
                         _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 2, stage,
-                                1, FP8, PAGE_SIZE, BLOCK_N, QK8, 0)
+                                1, FP8, PAGE_SIZE, BLOCK_N)
                     o = o * gl.convert_layout(beta, rows_o)[:, None]
                     _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
-                    if QK8:
-                        _widen_own(k8_bufs.index(1 - stage).slice(_D_V, _D_V, dim=1), kn_o, n_valid - BLOCK_N, 1,
-                                   BLOCK_N)
                     o = warpgroup_mma(gl.convert_layout(p.to(p_smem.dtype), p_layout), kn_o.slice(_HALF, _HALF, dim=1),
                                       o, is_async=True)
             else:
@@ -782,11 +597,6 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
         _finish_segment(1, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
                         out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
                         stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H)
-        if FP8:
-            # QK8: WG0's arrivals this segment, once per odd tile u with u + 2 < n, on buffer 1 - s0
-            co = gl.maximum(n - 2, 0) // 2 * QK8
-            e0 += co * s0
-            e1 += co * (1 - s0)
         it += n
         seg += 1
         t = seg_stop
@@ -838,7 +648,7 @@ def _mla_decode_hopper_pp_kernel(
                    out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
                    stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                    qn_smem, qr_smem, kn_bufs, kr_bufs, None, 0, 0, None, None, 1.0, None,
-                   PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, False, False, WG1_REGS, 0)
+                   PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, False, False, WG1_REGS)
 
 
 @gluon.jit(do_not_specialize=["B"])
@@ -864,7 +674,6 @@ def _mla_decode_hopper_pp_fp8_kernel(
     WG1_REGS: gl.constexpr = 256,
     RELOAD: gl.constexpr = 1,
     WG1_FIRST: gl.constexpr = 0,
-    QK8: gl.constexpr = 0,
 ):
     """The ping-pong kernel on a per-tensor fp8 cache (the arguments of the fp8 heads-on-M kernel,
     ``kernel_hopper_heads._mla_decode_hopper_fp8w_kernel``): each tile's fp8 latent columns by TMA into the
@@ -887,27 +696,16 @@ def _mla_decode_hopper_pp_fp8_kernel(
     # the same bytes as fp8 [64, 1024] per buffer (eight 8 KB blocks of 128 columns, the fp16 tile's 64-column
     # blocks two by two): the TMA lands in the first four
     k8_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, 2 * _D_V], gl.float8e4nv)
-    k8_bufs = _view(kn_bufs, gl.float8e4nv, [2, BLOCK_N, 2 * _D_V], k8_layout)
-    if QK8:
-        # the query's hi/lo pair in the fp16 query tiles' bytes ([64, 1024] and [64, 128] fp8), the rope pairs in
-        # the rope buffers' ([64, 128] fp8 each)
-        gl.static_assert(RELOAD == 1)
-        r8_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, 128], gl.float8e4nv)
-        _pp_partitions(None, None, kv_nope_desc, None, page_table_ptr, seq_lens_ptr,
-                       out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
-                       stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-                       _view(qn_smem, gl.float8e4nv, [BLOCK_H, 2 * _D_V], k8_layout),
-                       _view(qr_smem, gl.float8e4nv, [BLOCK_H, 128], r8_layout), kn_bufs,
-                       _view(kr_bufs, gl.float8e4nv, [2, BLOCK_N, 128], r8_layout), q_ptr, stride_q_b, stride_q_h,
-                       kv_ptr, kv_scale_ptr, kv_scale, k8_bufs, PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H,
-                       RELOAD, WG1_FIRST, True, KV_SCALE_FROM_PTR, WG1_REGS, QK8)
+    if _REINTERPRET_PUBLIC:
+        k8_bufs = kn_bufs.reinterpret(gl.float8e4nv, [2, BLOCK_N, 2 * _D_V], k8_layout)
     else:
-        _pp_partitions(None, None, kv_nope_desc, None, page_table_ptr, seq_lens_ptr,
-                       out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
-                       stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-                       qn_smem, qr_smem, kn_bufs, kr_bufs, q_ptr, stride_q_b, stride_q_h, kv_ptr, kv_scale_ptr,
-                       kv_scale, k8_bufs, PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, True,
-                       KV_SCALE_FROM_PTR, WG1_REGS, QK8)
+        k8_bufs = kn_bufs._reinterpret(gl.float8e4nv, [2, BLOCK_N, 2 * _D_V], k8_layout)
+    _pp_partitions(None, None, kv_nope_desc, None, page_table_ptr, seq_lens_ptr,
+                   out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
+                   stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
+                   qn_smem, qr_smem, kn_bufs, kr_bufs, q_ptr, stride_q_b, stride_q_h, kv_ptr, kv_scale_ptr, kv_scale,
+                   k8_bufs, PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, True,
+                   KV_SCALE_FROM_PTR, WG1_REGS)
 
 
 @gluon.jit
@@ -917,12 +715,11 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
                    qn_smem, qr_smem, kn_bufs, kr_bufs, q_ptr, stride_q_b, stride_q_h, kv_ptr, kv_scale_ptr, kv_scale,
                    k8_bufs, PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr,
                    BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr,
-                   FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, WG1_REGS: gl.constexpr,
-                   QK8: gl.constexpr = 0):
+                   FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, WG1_REGS: gl.constexpr):
     """Both kernels' P tile, maxima, sums and mbarriers, and the two warpgroups."""
     vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
-    p_smem = gl.allocate_shared_memory(kn_bufs.dtype, [BLOCK_H, BLOCK_N],
-                                       gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], kn_bufs.dtype))
+    p_smem = gl.allocate_shared_memory(qn_smem.dtype, [BLOCK_H, BLOCK_N],
+                                       gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], qn_smem.dtype))
     m_smem = gl.allocate_shared_memory(gl.float32, [2 * BLOCK_H], vec)
     l_smem = gl.allocate_shared_memory(gl.float32, [4 * BLOCK_H], vec)
     c_bars = gl.allocate_shared_memory(gl.int64, [6, 1], mbarrier.MBarrierLayout())
@@ -948,12 +745,12 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
              q_ptr, stride_q_b, stride_q_h, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, QK8)),
+             KV_SCALE_FROM_PTR)),
         (_pp_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
              q_ptr, stride_q_b, stride_q_h, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, QK8)),
+             KV_SCALE_FROM_PTR)),
     ], [4], [WG1_REGS])
