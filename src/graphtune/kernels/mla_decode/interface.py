@@ -49,9 +49,12 @@ _REDUCE_SMALL = (64, 1, 128, 4)
 _REDUCE_ROWS = 8         # (slot, head) rows of 512 fp32 columns a program holds per step (4 warps: 32 a thread)
 _REDUCE_MAX_SLOTS = 16
 # The reduction as a programmatic dependent launch of the split kernel on sm_90+ (griddepcontrol.wait before its
-# first load). Off: no faster in the same run (H200, session 13, run 2: 0.0128 against 0.0125 ms at batch 1, fp8,
-# H = 16; every other cell within 1%): the split kernels do not signal their dependents early, so the launch
-# only overlaps their exit.
+# first load; the Hopper split kernels let it launch from their start, kernel_hopper._launch_dependents). Off: not
+# faster. Without the split kernels' trigger (H200, session 13, run 2): 0.0128 against 0.0125 ms at batch 1, fp8,
+# H = 16, every other cell within 1%. With it (H200, session 16, run 1, benchmarks/probes/reduce_sweep.py --pdl, the
+# 18 cells of the FlashMLA table, each checked): faster by 1.5-3.3% in 5 cells (bf16 H = 16 at batch 1, 8 and 32:
+# 0.0149 -> 0.0144 ms at 8; fp8 H = 16 at 8: 0.0203 -> 0.0197), slower by 2.9% and 10.8% in 2 (bf16 H = 128 at 1:
+# 0.0190 -> 0.0195; fp8 H = 16 at 1: 0.0133 -> 0.0147), the other 11 within 1.3%.
 _REDUCE_PDL = False
 _B_CHUNK = 128      # requests per step of the split kernel's on-device tile count
 _INTERPRET_SMS = 3   # a few "SMs" under the interpreter, so requests straddle programs in CPU tests
