@@ -142,10 +142,8 @@ def test_ds_on_auto_follows_ds_auto_is_tuned_unless_pinned_and_rejects_what_it_d
                                                        explicit=True)
     kv16 = torch.empty(16, 16, 656, dtype=torch.uint8)
     assert interface_hopper.shape_supported(q, kv16, FMT, explicit=True) is None      # the row gather's
+    monkeypatch.setitem(interface_hopper.GATHER_AUTO, FMT, False)
     assert "path='hopper'" in interface_hopper.shape_supported(q, kv16, FMT)
-    with pytest.raises(ValueError, match=r"page size 16 on the Hopper path needs the row-gather loader"):
-        interface_hopper.launch(q, kv16, torch.zeros(2, 8, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
-                                0.04, 1.0, FMT, torch.empty(2, 16, 512, dtype=torch.bfloat16), False, sms=132)
     # the tuned kernel (SECOND's fp8_ds_mla entry) unless a config is given or the fixed config was changed
     assert not interface_hopper.pinned(16, FMT) and interface_hopper.pinned(16, FMT, {})
     monkeypatch.setitem(interface_hopper.HOPPER_TOK_DS_CONFIG, "NUM_BUF", 3)
@@ -153,7 +151,9 @@ def test_ds_on_auto_follows_ds_auto_is_tuned_unless_pinned_and_rejects_what_it_d
     monkeypatch.setitem(interface_hopper.HOPPER_TOK_DS_CONFIG, "NUM_BUF", 2)
     monkeypatch.setattr(interface_hopper, "DS_AUTO", True)                      # path="auto" runs it at page 64 ...
     assert interface_hopper.shape_supported(q, kv, FMT) is None
-    assert "page size 16 is not a multiple of 64" in interface_hopper.shape_supported(q, kv16, FMT)   # ... not 16
+    assert "row-gather kernel is not the measured faster" in interface_hopper.shape_supported(q, kv16, FMT)  # not 16
+    monkeypatch.setitem(interface_hopper.GATHER_AUTO, FMT, True)                # ... unless GATHER_AUTO
+    assert interface_hopper.shape_supported(q, kv16, FMT) is None
     assert interface_hopper.pinned_config(16, FMT, {}) == interface_hopper.HOPPER_TOK_DS_CONFIG
     assert interface_hopper.pinned_config(16, FMT, dict(NUM_BUF=3))["NUM_BUF"] == 3
     with pytest.raises(ValueError, match=r"parameters \['PIPE'\]"):

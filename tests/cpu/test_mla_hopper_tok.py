@@ -220,11 +220,16 @@ def test_tok_fp8_v2_row_gather_compiles_for_page_size_1(num_buf, look, rk64, pt_
         assert sass.count("WARPGROUP.DEPBAR") <= 8, "wgmmas serialised (ptxas C7514)"
 
 
-def test_page_sizes_that_are_not_whole_tiles_need_the_row_gather():
+def test_page_sizes_that_are_not_whole_tiles_need_the_row_gather(monkeypatch):
     q = torch.empty(2, 16, 576, dtype=torch.bfloat16)
     kv8 = torch.empty(64, 1, 576, dtype=torch.float8_e4m3fn)
     assert interface_hopper.shape_supported(q, kv8, "fp8", explicit=True) is None
-    assert "not a multiple of 64" in interface_hopper.shape_supported(q, kv8, "fp8")           # path="auto"
+    monkeypatch.setitem(interface_hopper.GATHER_AUTO, "fp8", False)                            # path="auto"
+    assert "row-gather kernel is not the measured faster" in interface_hopper.shape_supported(q, kv8, "fp8")
+    monkeypatch.setitem(interface_hopper.GATHER_AUTO, "fp8", True)
+    assert interface_hopper.shape_supported(q, kv8, "fp8") is None
+    assert "not a multiple of 64" in interface_hopper.shape_supported(                         # heads on M
+        torch.empty(2, 128, 576, dtype=torch.bfloat16), kv8, "fp8", explicit=True)
     assert "not a multiple of 64" in interface_hopper.shape_supported(
         q, kv8.to(torch.bfloat16), "bf16", explicit=True)
     with pytest.raises(ValueError, match=r"page size 1 on the Hopper path needs the row-gather loader"):

@@ -145,6 +145,34 @@ def test_second_kernels_tuned_space_compiles_for_sm90_fits_and_its_grid_follows_
     assert part_o.shape[0] == max(second.programs_per_sm(c) for c in second.space) * 132 // head_blocks + q.shape[0]
 
 
+@pytest.mark.parametrize("fmt", ["fp8", "fp8_ds_mla"])
+def test_row_gather_kernel_is_tuned_per_bucket_over_its_formats_space_with_gather_on(fmt):
+    """Page sizes that are not whole TMA tiles (``GATHER``): the second tokens-on-M kernel tuned per bucket as its own
+    kernel name, over the format's second-kernel space with GATHER = 1 in every config (the descriptors unread: the
+    rows come by cp.async through the page table), compiled for sm_90 through ``graphtune.inspect`` with the tuned
+    launch's arguments at page size 1, each fitting and with the grid its programs per SM give."""
+    gather = hopper.GATHER[fmt]
+    base = hopper.SECOND[(False, fmt)]
+    assert gather.min_batch == 1 and gather.flag == base.flag and gather.name != base.name
+    assert [{k: v for k, v in c.items() if k != "GATHER"} for c in gather.space] == base.space
+    assert all(c["GATHER"] == 1 for c in gather.space)
+    q, _, _, lens, out = _inputs(16, fmt)
+    kv = torch.empty(64, 1, 656 if fmt == "fp8_ds_mla" else 576,
+                     dtype=torch.uint8 if fmt == "fp8_ds_mla" else torch.float8_e4m3fn)
+    pt = torch.zeros(q.shape[0], 96, dtype=torch.int32)
+    args, grid, consts, _ = hopper.tuned_second_call(q, kv, pt, lens, 0.04, 1.0, fmt, out, False, sms=132,
+                                                     gather=True)
+    assert consts["PAGE_SIZE"] == 1
+    kernel = hopper.tuned_second_kernel(False, fmt, True)
+    assert kernel.name == gather.name and [c.kwargs for c in kernel.configs] == gather.space
+    assert kernel.keys == ["B", "H", "PAGE_SIZE", "RETURN_LSE"]
+    named = dict(zip([n for n in kernel.fn.arg_names if n not in consts], args))
+    rows = graphtune.inspect(kernel, target="sm_90", args=named, constexprs=consts)
+    for config, row in zip(kernel.configs, rows):
+        assert row.fits and row.registers <= 255, row
+        assert grid(config.all_kwargs())[1] // 132 == gather.programs_per_sm(config.kwargs), config
+
+
 def test_second_kernels_apply_from_their_measured_batch():
     for (on_m, fmt), second in hopper.SECOND.items():
         heads = 128 if on_m else 16

@@ -259,17 +259,30 @@ def test_tok_ds_matches_reference(monkeypatch, config, case, spread):
         assert float((lse - ref_lse).abs().max()) <= 2e-3, f"seed {seed}, {sms} SMs: lse"
 
 
-def test_tok_ds_page_size_16_needs_the_row_gather_and_auto_stays_portable():
-    """Page size 16 is not a whole TMA tile: path="hopper" without GATHER=1 says so in one line (nothing runs);
-    path="auto" runs the portable kernel there (the DS row gather is not timed), still correct."""
+@pytest.mark.parametrize("fmt,page_size", [("fp8", 1), ("fp8", 16), ("fp8_ds_mla", 16), ("fp8_ds_mla", 1)])
+def test_pages_below_a_tile_run_the_tuned_row_gather_and_auto_follows_gather_auto(monkeypatch, fmt, page_size):
+    """Page sizes that are not whole TMA tiles: path="hopper" without a config runs the row-gather kernel tuned per
+    bucket (``interface_hopper.GATHER``), within the formats' bounds (fp8: relative error 2e-3; fp8_ds_mla: 2e-3
+    beyond the bf16 output rounding), NaN past every length, NaN-poisoned outputs; path="auto" runs it where
+    ``GATHER_AUTO`` is on and the portable kernel where it is off, both correct."""
     _skip_off_hopper()
-    seed, x, ref, _ = _case(16, 16, [33, 1, 200], "fp8_ds_mla")
-    with pytest.raises(ValueError, match=r"page size 16 on the Hopper path needs the row-gather loader"):
-        interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, 1.0, "fp8_ds_mla",
-                          x["out"], False, path="hopper")
-    assert interface_hopper.supported(x["q"], x["kv_cache"], "fp8_ds_mla") is not None
-    x["out"].fill_(float("nan"))
-    out = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, 1.0, "fp8_ds_mla",
-                            x["out"], False)
-    # (the portable kernel's bound for this format, tests/gpu/test_mla_decode_gpu.py)
-    assert _rel(out, ref) <= 1e-2, f"seed {seed}: rel err {_rel(out, ref):.3e}"
+    ref_dtype = torch.float32 if fmt == "fp8_ds_mla" else torch.bfloat16
+    seed, x, ref, ref_lse = _case(16, page_size, [33, 1, 200, 129], fmt, ref_dtype=ref_dtype)
+
+    def err(out):
+        return _beyond_bf16(out, ref) if fmt == "fp8_ds_mla" else _rel(out, ref)
+    for path in ("hopper", "auto"):
+        for auto in (False, True):
+            if path == "hopper" and auto:
+                continue
+            monkeypatch.setitem(interface_hopper.GATHER_AUTO, fmt, auto)
+            x["out"].fill_(float("nan"))
+            out, lse = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
+                                         x["kv_scale"], fmt, x["out"], True, path=path)
+            where = f"seed {seed}, path {path}, GATHER_AUTO {auto}"
+            assert torch.isfinite(out.float()).all(), f"{where}: unwritten or NaN outputs"
+            # (the portable kernel's bound for fp8_ds_mla is 1e-2: tests/gpu/test_mla_decode_gpu.py)
+            tol = 1e-2 if (path == "auto" and not auto and fmt == "fp8_ds_mla") else 2e-3
+            assert err(out) <= tol, f"{where}: rel err {err(out):.3e}"
+            assert float((lse - ref_lse).abs().max()) <= 2e-3, f"{where}: lse"
+        assert (interface_hopper.supported(x["q"], x["kv_cache"], fmt) is None) == interface_hopper.GATHER_AUTO[fmt]

@@ -245,10 +245,14 @@ def shape_supported(q: torch.Tensor, kv_cache: torch.Tensor, fmt: str, explicit:
         return f"kv_format {fmt!r}: the Hopper kernels take bf16 and fp8 caches"
     if heads % BLOCK_H and heads % TOK_BLOCK_H:
         return f"H = {heads} is not a multiple of {TOK_BLOCK_H}"
-    if kv_cache.shape[1] % BLOCK_N and not (explicit and fmt in ("fp8", DS_FORMAT) and not _heads_on_m(heads)):
-        # (asked for explicitly, fp8 and fp8_ds_mla with H < 64 take any page size through the row-gather loader:
-        # launch checks)
-        return f"page size {kv_cache.shape[1]} is not a multiple of {BLOCK_N}"
+    if kv_cache.shape[1] % BLOCK_N:
+        # fp8 and fp8_ds_mla with H < 64 take any page size through the row-gather loader (GATHER): asked for
+        # explicitly, or where GATHER_AUTO is on
+        if fmt not in GATHER or _heads_on_m(heads):
+            return f"page size {kv_cache.shape[1]} is not a multiple of {BLOCK_N}"
+        if not explicit and not GATHER_AUTO[fmt]:
+            return f"page size {kv_cache.shape[1]} with kv_format {fmt!r}: the row-gather kernel is not the " \
+                   "measured faster path (path='hopper' runs it)"
     if not kv_cache.is_contiguous():
         return "kv_cache is not contiguous (TMA reads it as one [pages * page_size, 576] matrix)"
     if not q.is_contiguous():
@@ -529,6 +533,18 @@ SECOND: dict[tuple[bool, str], Second] = {   # (heads on M, kv_format) -> its se
     (False, DS_FORMAT): Second(1, TOK_DS_NAME, HOPPER_TOK_DS_SPACE, "DS", TOK_NUM_WARPS)}
 
 
+# Pages that are not whole 64-token TMA tiles (SGLang's default page size is 1): the second tokens-on-M kernel with
+# the row gather (GATHER = 1: each tile's rows by cp.async through the page table), fp8 and fp8_ds_mla with H < 64,
+# tuned per bucket over its format's space with GATHER on, from batch 1 (the first tokens-on-M kernel reads whole
+# TMA tiles only). path="hopper" runs it at such page sizes; path="auto" where GATHER_AUTO is on.
+GATHER: dict[str, Second] = {
+    "fp8": Second(1, "mla_decode_hopper_tok_fp8_gather", [{**c, "GATHER": 1} for c in HOPPER_TOK_FP8_V2_SPACE], "V2",
+                  TOK_NUM_WARPS),
+    DS_FORMAT: Second(1, "mla_decode_hopper_tok_ds_gather", [{**c, "GATHER": 1} for c in HOPPER_TOK_DS_SPACE], "DS",
+                      TOK_NUM_WARPS)}
+GATHER_AUTO: dict[str, bool] = {"fp8": False, DS_FORMAT: False}
+
+
 def second_applies(heads: int, fmt: str, batch: int) -> bool:
     """Whether the tuned path runs the shape class's second kernel (``SECOND``) for ``batch`` requests."""
     second = SECOND.get((_heads_on_m(heads), fmt))
@@ -537,10 +553,10 @@ def second_applies(heads: int, fmt: str, batch: int) -> bool:
 
 def tuned_second_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                       sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool,
-                      *, sms: int, lse: torch.Tensor | None = None):
-    """:func:`tuned_call` for the shape class's second kernel: scratch for the most programs per SM of its space,
-    the grid per config."""
-    second = SECOND[(_heads_on_m(q.shape[1]), fmt)]
+                      *, sms: int, lse: torch.Tensor | None = None, gather: bool = False):
+    """:func:`tuned_call` for the shape class's second kernel (``gather``: the row-gather kernel, ``GATHER``):
+    scratch for the most programs per SM of its space, the grid per config."""
+    second = GATHER[fmt] if gather else SECOND[(_heads_on_m(q.shape[1]), fmt)]
     per_sm = max(second.programs_per_sm(c) for c in second.space)
     args, head_blocks, consts, scratch = _arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                     return_lse, sms=sms, block_n=second.space[0]["BLOCK_N"],
@@ -553,11 +569,12 @@ def tuned_second_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch
 
 
 @functools.lru_cache(maxsize=None)
-def tuned_second_kernel(on_m: bool, fmt: str):
-    """The shape class's second kernel under ``graphtune.autotune``, per batch bucket (as :func:`tuned_kernel`)."""
+def tuned_second_kernel(on_m: bool, fmt: str, gather: bool = False):
+    """The shape class's second kernel (``gather``: the row-gather kernel of ``GATHER``) under
+    ``graphtune.autotune``, per batch bucket (as :func:`tuned_kernel`)."""
     from ... import Buckets, autotune
     from .space import CAPTURE_SIZES
-    second = SECOND[(on_m, fmt)]
+    second = GATHER[fmt] if gather else SECOND[(on_m, fmt)]
     configs = [triton.Config(dict(c), num_warps=second.num_warps) for c in second.space]
     fn = kernel_for(BLOCK_H if on_m else TOK_BLOCK_H, fmt, v2=second.flag == "V2", pp=second.flag == "PP")
     return autotune(configs, key=["B", "H", "PAGE_SIZE", "RETURN_LSE"], buckets={"B": Buckets.explicit(CAPTURE_SIZES)},
@@ -722,7 +739,12 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
         fn[grid](*args, **consts)
         return scratch
     if kv_cache.shape[1] % BLOCK_N:
-        _check_gather(kv_cache.shape[1], {})     # (the tuned kernels read whole TMA tiles: one clear error)
+        if fmt not in GATHER or _heads_on_m(heads):
+            _check_gather(kv_cache.shape[1], {})     # (the other tuned kernels read whole TMA tiles: one clear error)
+        args, grid, consts, scratch = tuned_second_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
+                                                        return_lse, sms=sms, gather=True)
+        tuned_second_kernel(False, fmt, True)[grid](*args, **consts)
+        return scratch
     if second_applies(heads, fmt, q.shape[0]):
         args, grid, consts, scratch = tuned_second_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                         return_lse, sms=sms)
