@@ -296,3 +296,24 @@ def test_ab_target_times_the_space_each_config_pinned_as_the_tuned_grid_runs_it(
     assert isinstance(alias, MlaDecodeHopperTarget) and (alias.heads, alias.kv_format) == (16, "fp8")
     with pytest.raises(ValueError, match=r"\['BLOCK_H'\] that the Hopper kernel"):
         hopper.pinned_config(heads, fmt, {"BLOCK_H": 16, "BLOCK_N": 64})
+
+
+def test_serving_kernel_names_the_tuned_kernel_the_public_call_runs(monkeypatch):
+    """``interface.serving_kernel``: the portable kernel off sm_90 (here: CPU tensors, interpreted); with the Hopper
+    path taken (``supported`` stubbed to say so, not interpreted) the tuned kernel of the launch's route: the row gather at pages below a tile,
+    the class's second kernel from its min_batch, else the first; None under a pinned fixed config."""
+    from graphtune.kernels.mla_decode import interface
+    q16 = torch.empty(8, 16, 576, dtype=torch.bfloat16)
+    fp8_page1 = torch.empty(64, 1, 576, dtype=torch.float8_e4m3fn)
+    assert interface.serving_kernel(q16, fp8_page1).name == "mla_decode"
+    monkeypatch.setattr(hopper, "supported", lambda *a, **k: None)
+    monkeypatch.setattr(interface.settings, "interpret", lambda: False)
+    assert interface.serving_kernel(q16, fp8_page1).name == hopper.GATHER["fp8"].name
+    ds_page16 = torch.empty(8, 16, 656, dtype=torch.uint8)
+    assert interface.serving_kernel(q16, ds_page16, "fp8_ds_mla").name == hopper.GATHER["fp8_ds_mla"].name
+    bf16_page64 = torch.empty(8, 64, 576, dtype=torch.bfloat16)
+    q128 = torch.empty(hopper.PP_MIN_BATCH, 128, 576, dtype=torch.bfloat16)
+    assert interface.serving_kernel(q128, bf16_page64).name == hopper.PP_NAME
+    assert interface.serving_kernel(q128[:1], bf16_page64).name == hopper.KERNEL_NAMES[(True, False)]
+    monkeypatch.setitem(hopper.HOPPER_CONFIG, "NUM_BUF", hopper.HOPPER_CONFIG["NUM_BUF"] + 1)
+    assert interface.serving_kernel(q128[:1], bf16_page64) is None

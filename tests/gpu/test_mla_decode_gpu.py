@@ -90,7 +90,7 @@ def test_every_config_matches_reference(config):
 
 def test_tuned_public_path_and_check_mode(monkeypatch):
     seed = _seed()
-    # page size 16: the tuned portable kernel (fp8 at page size 64 on sm_90 runs the Hopper kernel)
+    # page size 16: the tuned row-gather kernel on sm_90 (interface_hopper.GATHER_AUTO), elsewhere the portable one
     x = _inputs(3, 16, 16, "fp8", 4096, seed)
     got = mla_decode(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"])
     ref = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
@@ -107,7 +107,8 @@ SIZES = [1, 3, 8, 16]
 
 
 # bf16 at page size 16: the tuned portable kernel (page size 64 on sm_90 runs the Hopper kernel, tested below);
-# fp8_ds_mla at page size 64: on sm_90 its Hopper kernel (interface_hopper.DS_AUTO), elsewhere the portable one
+# fp8_ds_mla at page size 64: on sm_90 its Hopper kernel (interface_hopper.DS_AUTO), elsewhere the portable one;
+# fp8 at page size 1: on sm_90 the row-gather kernel (interface_hopper.GATHER_AUTO), elsewhere the portable one
 @pytest.mark.parametrize("kv_format,page_size", [("fp8", 1), ("fp8_ds_mla", 64), ("bf16", 16)])
 def test_capture_replay_equals_eager(kv_format, page_size):
     """warmup over the capture sizes, capture each size once, replay with new lengths and queries; no bucket of
@@ -130,8 +131,7 @@ def test_capture_replay_equals_eager(kv_format, page_size):
     _replay_equals_eager(graphs, per_size, make_args, max_len, kv_scale, kv_format, TOL,
                          lambda args: mla_decode(*args, kv_scale=kv_scale, kv_format=kv_format))
     x = per_size[SIZES[0]]
-    hopper = interface_hopper.supported(x["q"], x["kv_cache"], kv_format) is None
-    graphtune.assert_covered([interface_hopper.TOK_DS_NAME] if hopper else ["mla_decode"])
+    graphtune.assert_covered([interface.serving_kernel(x["q"], x["kv_cache"], kv_format).name])
 
 
 # ------------------------------------------------------------------------ the Hopper (sm_90a) kernel

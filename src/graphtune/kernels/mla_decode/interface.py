@@ -277,6 +277,19 @@ def split_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
     return args, grid, (lse, part_o, part_lse, seg)
 
 
+def serving_kernel(q: torch.Tensor, kv_cache: torch.Tensor, kv_format: str = "auto"):
+    """The tuned kernel (``graphtune.autotune``, per batch bucket) that :func:`mla_decode` runs for these inputs on
+    this machine: a Hopper kernel where ``path="auto"`` takes one (sm_90, ``interface_hopper.supported``), else the
+    portable kernel; None where a pinned Hopper config (a fixed config changed from its shipped value) runs
+    instead. Its ``name`` is what ``graphtune.coverage`` reports; a warm-up tunes its buckets."""
+    fmt = resolve_kv_format(kv_cache, kv_format)
+    if settings.interpret() or interface_hopper.supported(q, kv_cache, fmt) is not None:
+        return _tuned_kernel()
+    if interface_hopper.pinned(q.shape[1], fmt):
+        return None
+    return interface_hopper.tuned_for(q.shape[1], fmt, q.shape[0], kv_cache.shape[1])
+
+
 def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
             sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor | None,
             return_lse: bool, config: triton.Config | None = None,

@@ -505,8 +505,8 @@ def _check_gather(page_size: int, cfg: dict[str, int]) -> None:
         raise ValueError(f"mla_decode: config BLOCK_N={block_n}: a TMA tile of {block_n} tokens would cross pages "
                          f"of {page_size} tokens (BLOCK_N must divide the page size)")
     if page_size % block_n and not cfg.get("GATHER"):
-        raise ValueError(f"mla_decode: page size {page_size} on the Hopper path needs the row-gather loader, config "
-                         "V2=1, GATHER=1 (path='auto' runs the portable kernel there)")
+        raise ValueError(f"mla_decode: page size {page_size} on the Hopper path needs the row-gather loader: a pinned "
+                         f"config needs V2=1, GATHER=1 (unpinned, fp8 and fp8_ds_mla with H < {BLOCK_H} run it tuned)")
 
 
 @dataclass(frozen=True)
@@ -536,13 +536,18 @@ SECOND: dict[tuple[bool, str], Second] = {   # (heads on M, kv_format) -> its se
 # Pages that are not whole 64-token TMA tiles (SGLang's default page size is 1): the second tokens-on-M kernel with
 # the row gather (GATHER = 1: each tile's rows by cp.async through the page table), fp8 and fp8_ds_mla with H < 64,
 # tuned per bucket over its format's space with GATHER on, from batch 1 (the first tokens-on-M kernel reads whole
-# TMA tiles only). path="hopper" runs it at such page sizes; path="auto" where GATHER_AUTO is on.
+# TMA tiles only). path="hopper" runs it at such page sizes; path="auto" where GATHER_AUTO is on: both formats, faster
+# than the portable kernel (tuned per bucket too) at every cell timed on the H200 (session 16, run 3,
+# benchmarks/probes/gather_route.py, H = 16, 4096 tokens, page sizes 1 and 16, batch 1 to 128, each checked): fp8 at
+# page size 1 0.0142 / 0.0211 / 0.0406 / 0.0603 / 0.1006 ms against 0.0182 / 0.0292 / 0.0691 / 0.1137 / 0.1999 at
+# batch 1 / 8 / 32 / 64 / 128 (3.02 TB/s against 1.52 at 128); fp8_ds_mla at page size 1 0.38-0.78x, at 16
+# 0.37-0.79x; fp8 at 16 0.50-0.87x.
 GATHER: dict[str, Second] = {
     "fp8": Second(1, "mla_decode_hopper_tok_fp8_gather", [{**c, "GATHER": 1} for c in HOPPER_TOK_FP8_V2_SPACE], "V2",
                   TOK_NUM_WARPS),
     DS_FORMAT: Second(1, "mla_decode_hopper_tok_ds_gather", [{**c, "GATHER": 1} for c in HOPPER_TOK_DS_SPACE], "DS",
                       TOK_NUM_WARPS)}
-GATHER_AUTO: dict[str, bool] = {"fp8": False, DS_FORMAT: False}
+GATHER_AUTO: dict[str, bool] = {"fp8": True, DS_FORMAT: True}
 
 
 def second_applies(heads: int, fmt: str, batch: int) -> bool:
@@ -738,19 +743,32 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
         fn, consts = _kernel_and_params(heads, fmt, consts)
         fn[grid](*args, **consts)
         return scratch
-    if kv_cache.shape[1] % BLOCK_N:
-        if fmt not in GATHER or _heads_on_m(heads):
-            _check_gather(kv_cache.shape[1], {})     # (the other tuned kernels read whole TMA tiles: one clear error)
+    route = _tuned_route(heads, fmt, q.shape[0], kv_cache.shape[1])
+    if route == "first":
+        args, grid, consts, scratch = tuned_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
+                                                 return_lse, sms=sms)
+    else:
         args, grid, consts, scratch = tuned_second_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
-                                                        return_lse, sms=sms, gather=True)
-        tuned_second_kernel(False, fmt, True)[grid](*args, **consts)
-        return scratch
-    if second_applies(heads, fmt, q.shape[0]):
-        args, grid, consts, scratch = tuned_second_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
-                                                        return_lse, sms=sms)
-        tuned_second_kernel(_heads_on_m(heads), fmt)[grid](*args, **consts)
-        return scratch
-    args, grid, consts, scratch = tuned_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
-                                             return_lse, sms=sms)
-    tuned_kernel(_heads_on_m(heads), fmt == "fp8")[grid](*args, **consts)
+                                                        return_lse, sms=sms, gather=route == "gather")
+    tuned_for(heads, fmt, q.shape[0], kv_cache.shape[1])[grid](*args, **consts)
     return scratch
+
+
+def _tuned_route(heads: int, fmt: str, batch: int, page_size: int) -> str:
+    """Which tuned kernel an unpinned launch runs: ``"gather"`` (pages that are not whole TMA tiles: ``GATHER``),
+    ``"second"`` (the class's second kernel from its ``min_batch``: ``SECOND``) or ``"first"``."""
+    if page_size % BLOCK_N:
+        if fmt not in GATHER or _heads_on_m(heads):
+            _check_gather(page_size, {})     # (the other tuned kernels read whole TMA tiles: one clear error)
+        return "gather"
+    return "second" if second_applies(heads, fmt, batch) else "first"
+
+
+def tuned_for(heads: int, fmt: str, batch: int, page_size: int):
+    """The tuned kernel (``graphtune.autotune``, per batch bucket) an unpinned Hopper launch runs for ``batch``
+    requests of ``heads`` heads on a ``fmt`` cache of ``page_size``-token pages (its name is what
+    ``graphtune.coverage`` reports)."""
+    route = _tuned_route(heads, fmt, batch, page_size)
+    if route == "first":
+        return tuned_kernel(_heads_on_m(heads), fmt == "fp8")
+    return tuned_second_kernel(False if route == "gather" else _heads_on_m(heads), fmt, route == "gather")
