@@ -5,8 +5,8 @@ FlashMLA comparison), runs graphtune's Hopper path once (tuned for the batch as 
 its partials, then for every ``(BLOCK_S, BLOCK_H, BLOCK_D, num_warps)`` shape: checks the merged output against
 the full decode's (output NaN-poisoned before each run) and times the reduction alone under CUDA graph replay.
 Also times the split kernel alone and FlashMLA when it imports, so each row shows the reduction's share, and with
-``--pdl`` the decode with the reduction launched as a programmatic dependent of the split kernel (checked too), then
-without it again (the two plain times bracket the PDL one).
+``--pdl`` the decode without the reduction launched as a programmatic dependent of the split kernel, with it (checked
+too) and without it again (the two plain times bracket it); without ``--pdl`` the decode as shipped.
 The reduction alone is launch-bound where its grid is small (batch 1: session 15 timed one shape at 0.0035 and
 0.0052 ms in two runs with the decodes equal): the decode-level times decide.
 
@@ -18,6 +18,7 @@ Without a GPU it says so and exits 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
@@ -50,19 +51,26 @@ def _shape(text: str) -> tuple[int, int, int, int]:
 
 
 def _decode_with_pdl(args: tuple, out: torch.Tensor, full: torch.Tensor) -> dict:
-    """The decode with the reduction launched as a programmatic dependent of the split kernel
-    (``interface._REDUCE_PDL``; the split kernels let it launch from their first instruction): checked against
-    ``full`` (NaN-poisoned output first) and timed, in the same process as the default."""
-    saved = interface._REDUCE_PDL
-    interface._REDUCE_PDL = True
-    try:
+    """The decode with the reduction launched as a programmatic dependent of the split kernel at every batch
+    (``interface._REDUCE_PDL_MIN_BATCH`` 1; the split kernels let it launch from their first instruction): checked
+    against ``full`` (NaN-poisoned output first) and timed, in the same process as the plain decode."""
+    with _pdl_from(1):
         out.fill_(float("nan"))
         interface._launch(*args, out, False, path="hopper")
         torch.cuda.synchronize()
         err = ((out.float() - full.float()).abs().max() / full.float().abs().max()).item()
         return {"rel_diff": err, "ms": graph_time_ms([lambda: interface._launch(*args, out, False, path="hopper")])}
+
+
+@contextlib.contextmanager
+def _pdl_from(batch: int):
+    """``interface._REDUCE_PDL_MIN_BATCH`` set to ``batch`` (a graph captured meanwhile keeps its launches)."""
+    saved = interface._REDUCE_PDL_MIN_BATCH
+    interface._REDUCE_PDL_MIN_BATCH = batch
+    try:
+        yield
     finally:
-        interface._REDUCE_PDL = saved
+        interface._REDUCE_PDL_MIN_BATCH = saved
 
 
 def cell(kv_format: str, heads: int, batch: int, shapes: list, fm, pdl: bool = False) -> dict:
@@ -87,11 +95,16 @@ def cell(kv_format: str, heads: int, batch: int, shapes: list, fm, pdl: bool = F
 
     def decode() -> None:
         interface._launch(*args, x["out"], False, path="hopper")
-    row["decode_ms"] = graph_time_ms([decode])
     if pdl:
+        # plain (no programmatic launch at any batch), with it, plain again: a drift of the GPU's clocks within the
+        # cell shows as a gap between the two plain times
+        with _pdl_from(1 << 30):
+            row["decode_ms"] = graph_time_ms([decode])
         row["decode_pdl"] = _decode_with_pdl(args, out, full)
-        # the default again after it: a drift of the GPU's clocks within the cell shows as a gap between the two
-        row["decode_ms_after"] = graph_time_ms([decode])
+        with _pdl_from(1 << 30):
+            row["decode_ms_after"] = graph_time_ms([decode])
+    else:
+        row["decode_ms"] = graph_time_ms([decode])      # (as shipped)
     if fm is not None:
         row["flashmla_ms"] = graph_time_ms([flashmla_call(fm, x, kv_format, sm_scale)[0]])
     interface_hopper.launch(*args, out, False, sms=sms)    # (the partials as the timed split calls left them)

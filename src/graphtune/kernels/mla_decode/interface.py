@@ -48,14 +48,16 @@ _KV_FORMATS = ("auto", *_FORMAT_CODES)
 _REDUCE_SMALL = (64, 1, 128, 4)
 _REDUCE_ROWS = 8         # (slot, head) rows of 512 fp32 columns a program holds per step (4 warps: 32 a thread)
 _REDUCE_MAX_SLOTS = 16
-# The reduction as a programmatic dependent launch of the split kernel on sm_90+ (griddepcontrol.wait before its
-# first load; the Hopper split kernels let it launch from their start, kernel_hopper._launch_dependents). Off: not
-# faster. Without the split kernels' trigger (H200, session 13, run 2): 0.0128 against 0.0125 ms at batch 1, fp8,
-# H = 16, every other cell within 1%. With it (H200, session 16, run 1, benchmarks/probes/reduce_sweep.py --pdl, the
-# 18 cells of the FlashMLA table, each checked): faster by 1.5-3.3% in 5 cells (bf16 H = 16 at batch 1, 8 and 32:
-# 0.0149 -> 0.0144 ms at 8; fp8 H = 16 at 8: 0.0203 -> 0.0197), slower by 2.9% and 10.8% in 2 (bf16 H = 128 at 1:
-# 0.0190 -> 0.0195; fp8 H = 16 at 1: 0.0133 -> 0.0147), the other 11 within 1.3%.
-_REDUCE_PDL = False
+# The reduction as a programmatic dependent launch of a Hopper split kernel (griddepcontrol.wait before its first
+# load; the split kernels let it launch from their start, kernel_hopper._launch_dependents), from this many requests
+# up. Measured on H200s, the decode with and without it in one process (benchmarks/probes/reduce_sweep.py --pdl): in
+# session 16 run 1 (18 cells) and run 6 (14 cells, the plain decode timed before and after), batches 8 and 32 were as
+# fast or faster with it in both runs wherever timed (bf16 H = 16: 0.0149 -> 0.0144 and 0.0152 -> 0.0147 ms at 8,
+# 0.0478 -> 0.0470 and 0.0478 -> 0.0472 at 32; fp8 H = 16 at 8: 0.0203 -> 0.0197 and 0.0200 -> 0.0196; bf16 H = 128 at
+# 8: 0.0360 -> 0.0360 and 0.0368 -> 0.0358), batches 64 and 128 within 0.6% either way, and batch 1 slower in fp8 H =
+# 16 both times (0.0133 -> 0.0147, 0.0136 -> 0.0155). Session 13 timed it without the split kernels' trigger: no gain.
+# The portable split kernel gives no trigger: its reduction launches plainly.
+_REDUCE_PDL_MIN_BATCH = 8
 _B_CHUNK = 128      # requests per step of the split kernel's on-device tile count
 _INTERPRET_SMS = 3   # a few "SMs" under the interpreter, so requests straddle programs in CPU tests
 
@@ -325,7 +327,8 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
         pinned = None if config is None else interface_hopper.pinned_config(heads, fmt, config.kwargs)
         lse, part_o, part_lse, seg = interface_hopper.launch(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale,
                                                              fmt, out, return_lse, sms=sms, config=pinned)
-        _reduce(batch, heads, seg, part_o, part_lse, out, lse, seq_lens, return_lse)
+        _reduce(batch, heads, seg, part_o, part_lse, out, lse, seq_lens, return_lse,
+                pdl=batch >= _REDUCE_PDL_MIN_BATCH)
         return (out, lse) if return_lse else out
     pps = None if config is None else config.kwargs["PROGRAMS_PER_SM"]
     args, grid, (lse, part_o, part_lse, seg) = split_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale,
@@ -354,12 +357,13 @@ def reduce_blocks(batch: int, slots: int, heads: int) -> tuple[int, int, int, in
 
 def reduce_launch(seg: torch.Tensor, part_o: torch.Tensor, part_lse: torch.Tensor, out: torch.Tensor,
                   lse: torch.Tensor, seq_lens: torch.Tensor, return_lse: bool,
-                  blocks: tuple[int, int, int, int]) -> None:
+                  blocks: tuple[int, int, int, int], pdl: bool = False) -> None:
     """Launch the reduction with ``blocks`` = ``(BLOCK_S, BLOCK_H, BLOCK_D, num_warps)`` (:func:`reduce_blocks`
-    picks them; a probe may pass others)."""
+    picks them; a probe may pass others); ``pdl``: as a programmatic dependent of the split kernel before it (sm_90+,
+    compiled; else a plain launch)."""
     batch, heads, _ = out.shape
     block_s, block_h, block_d, warps = blocks
-    pdl = (_REDUCE_PDL and out.device.type == "cuda" and not settings.interpret()
+    pdl = (pdl and out.device.type == "cuda" and not settings.interpret()
            and _cuda_properties(out.device).major >= 9)
     kernel._mla_decode_reduce_kernel[(batch, heads // block_h, D_NOPE // block_d)](
         seg, part_o, part_lse, out, lse, seq_lens,
@@ -371,10 +375,12 @@ def reduce_launch(seg: torch.Tensor, part_o: torch.Tensor, part_lse: torch.Tenso
 
 
 def _reduce(batch: int, heads: int, seg: torch.Tensor, part_o: torch.Tensor, part_lse: torch.Tensor,
-            out: torch.Tensor, lse: torch.Tensor, seq_lens: torch.Tensor, return_lse: bool) -> None:
-    """Merge the split kernel's partials (every split kernel writes the same partial layout)."""
+            out: torch.Tensor, lse: torch.Tensor, seq_lens: torch.Tensor, return_lse: bool,
+            pdl: bool = False) -> None:
+    """Merge the split kernel's partials (every split kernel writes the same partial layout); ``pdl``: see
+    :func:`reduce_launch`."""
     reduce_launch(seg, part_o, part_lse, out, lse, seq_lens, return_lse,
-                  reduce_blocks(batch, part_o.shape[0], heads))
+                  reduce_blocks(batch, part_o.shape[0], heads), pdl)
 
 
 def inspect_signature(heads: int = 16, page_size: int = 64, kv_format: str = "fp8") -> tuple[dict, dict]:
