@@ -317,3 +317,14 @@ def test_serving_kernel_names_the_tuned_kernel_the_public_call_runs(monkeypatch)
     assert interface.serving_kernel(q128[:1], bf16_page64).name == hopper.KERNEL_NAMES[(True, False)]
     monkeypatch.setitem(hopper.HOPPER_CONFIG, "NUM_BUF", hopper.HOPPER_CONFIG["NUM_BUF"] + 1)
     assert interface.serving_kernel(q128[:1], bf16_page64) is None
+
+
+def test_tuned_kernels_are_one_object_per_kernel_however_asked_for():
+    """``tuned_for`` (the launch's choice) and ``tuned_second_kernel`` called with or without its default give the same
+    autotuned object: two objects of one kernel name would tune and report apart (a warm-up of one, a launch of the
+    other)."""
+    assert hopper.tuned_second_kernel(True, "bf16") is hopper.tuned_second_kernel(True, "bf16", False)
+    assert hopper.tuned_for(128, "bf16", hopper.PP_MIN_BATCH, 64) is hopper.tuned_second_kernel(True, "bf16")
+    assert hopper.tuned_for(16, "fp8", 64, 64) is hopper.tuned_second_kernel(False, "fp8")
+    assert hopper.tuned_for(16, "fp8", 1, 64) is hopper.tuned_kernel(False, True)
+    assert hopper.tuned_for(16, "fp8", 1, 1) is hopper.tuned_second_kernel(False, "fp8", gather=True)

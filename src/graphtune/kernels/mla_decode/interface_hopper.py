@@ -573,10 +573,14 @@ def tuned_second_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch
     return args, grid, consts, scratch
 
 
-@functools.lru_cache(maxsize=None)
 def tuned_second_kernel(on_m: bool, fmt: str, gather: bool = False):
     """The shape class's second kernel (``gather``: the row-gather kernel of ``GATHER``) under
-    ``graphtune.autotune``, per batch bucket (as :func:`tuned_kernel`)."""
+    ``graphtune.autotune``, per batch bucket (as :func:`tuned_kernel`): one object per kernel, however called."""
+    return _tuned_second_kernel(bool(on_m) and not gather, fmt, bool(gather))
+
+
+@functools.lru_cache(maxsize=None)
+def _tuned_second_kernel(on_m: bool, fmt: str, gather: bool):
     from ... import Buckets, autotune
     from .space import CAPTURE_SIZES
     second = GATHER[fmt] if gather else SECOND[(on_m, fmt)]
