@@ -78,10 +78,28 @@ def cell(kv_format: str, page_size: int, batch: int, tokens: int) -> dict:
     return row
 
 
+def _format(text: str) -> str:
+    if text not in interface_hopper.GATHER:
+        raise argparse.ArgumentTypeError(f"--formats item {text!r}: the row gather serves "
+                                         f"{', '.join(interface_hopper.GATHER)}")
+    return text
+
+
+def _page_size(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1 or value % interface_hopper.BLOCK_N == 0:
+        raise argparse.ArgumentTypeError(f"--page-sizes item {text!r}: expected a page size >= 1 that is not a "
+                                         f"multiple of {interface_hopper.BLOCK_N} (those are whole TMA tiles)")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--formats", type=comma_list(str), default=["fp8", "fp8_ds_mla"])
-    ap.add_argument("--page-sizes", type=comma_list(int), default=[1, 16])
+    ap.add_argument("--formats", type=comma_list(_format), default=["fp8", "fp8_ds_mla"])
+    ap.add_argument("--page-sizes", type=comma_list(_page_size), default=[1, 16])
     ap.add_argument("--batches", type=comma_list(int), default=[1, 8, 32, 64, 128])
     ap.add_argument("--tokens", type=int, default=4096)
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/gather_route.json"))

@@ -611,15 +611,21 @@ def test_bench_pins_every_hopper_variant_it_times_as_labelled(monkeypatch):
         bench_mod.restore_hopper_configs()
 
 
-@pytest.mark.parametrize("argv,expect", [
-    (["--shapes", "4x1x512"], "--shapes item '4x1x512'"),
-    (["--shapes", "4x3x512x4"], "--shapes item '4x3x512x4'"),
-    (["--shapes", "4x1xbigx4"], "--shapes item '4x1xbigx4'"),
-    ([], "needs a CUDA GPU")], ids=["three-parts", "not-a-power-of-two", "not-a-number", "no-gpu"])
-def test_reduce_sweep_probe_says_what_is_wrong_in_one_line(argv, expect):
-    """benchmarks/probes/reduce_sweep.py: a malformed block shape is named with its value; without a GPU (this CPU
-    machine) it says so; both exit 2 before touching any device."""
-    probe = Path(__file__).resolve().parents[2] / "benchmarks" / "probes" / "reduce_sweep.py"
+@pytest.mark.parametrize("probe_name,argv,expect", [
+    ("reduce_sweep", ["--shapes", "4x1x512"], "--shapes item '4x1x512'"),
+    ("reduce_sweep", ["--shapes", "4x3x512x4"], "--shapes item '4x3x512x4'"),
+    ("reduce_sweep", ["--shapes", "4x1xbigx4"], "--shapes item '4x1xbigx4'"),
+    ("reduce_sweep", [], "needs a CUDA GPU"),
+    ("gather_route", ["--formats", "fp8,bf16"], "--formats item 'bf16'"),
+    ("gather_route", ["--page-sizes", "1,64"], "--page-sizes item '64'"),
+    ("gather_route", ["--page-sizes", "0"], "--page-sizes item '0'"),
+    ("gather_route", [], "needs a Hopper (sm_90) GPU")],
+    ids=["three-parts", "not-a-power-of-two", "not-a-number", "no-gpu", "gather-bf16", "gather-whole-tiles",
+         "gather-page-0", "gather-no-gpu"])
+def test_probes_say_what_is_wrong_in_one_line(probe_name, argv, expect):
+    """benchmarks/probes/reduce_sweep.py and gather_route.py: a malformed argument is named with its value; without a
+    GPU (this CPU machine) they say so; each exits 2 before touching any device."""
+    probe = Path(__file__).resolve().parents[2] / "benchmarks" / "probes" / f"{probe_name}.py"
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     run = subprocess.run([sys.executable, str(probe), *argv], capture_output=True, text=True, env=env, timeout=300)
     assert run.returncode == 2, run.stderr
@@ -634,7 +640,7 @@ if IN_CHILD:
     del test_hopper_path_selection_and_reasons, test_bench_hopper_variants_are_selected_before_labelled
     del test_bench_pins_every_hopper_variant_it_times_as_labelled
     del test_bench_tuned_row_runs_the_shipped_path_and_the_filter_keeps_what_it_names
-    del test_tuned_grid_never_outgrows_the_partial_scratch, test_reduce_sweep_probe_says_what_is_wrong_in_one_line
+    del test_tuned_grid_never_outgrows_the_partial_scratch, test_probes_say_what_is_wrong_in_one_line
 else:
     del test_matches_reference, test_config_paths, test_public_api_tensor_scale_and_many_request_chunks
     del test_split_past_a_request_longer_than_the_programs_share, test_negative_lengths_count_as_no_tokens
