@@ -306,6 +306,8 @@ def test_serving_kernel_names_the_tuned_kernel_the_public_call_runs(monkeypatch)
     q16 = torch.empty(8, 16, 576, dtype=torch.bfloat16)
     fp8_page1 = torch.empty(64, 1, 576, dtype=torch.float8_e4m3fn)
     assert interface.serving_kernel(q16, fp8_page1).name == "mla_decode"
+    with pytest.raises(ValueError, match="kv_format: 'fp9'"):
+        interface.serving_kernel(q16, fp8_page1, "fp9")
     monkeypatch.setattr(hopper, "supported", lambda *a, **k: None)
     monkeypatch.setattr(interface.settings, "interpret", lambda: False)
     assert interface.serving_kernel(q16, fp8_page1).name == hopper.GATHER["fp8"].name

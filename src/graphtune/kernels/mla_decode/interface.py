@@ -284,6 +284,8 @@ def serving_kernel(q: torch.Tensor, kv_cache: torch.Tensor, kv_format: str = "au
     this machine: a Hopper kernel where ``path="auto"`` takes one (sm_90, ``interface_hopper.supported``), else the
     portable kernel; None where a pinned Hopper config (a fixed config changed from its shipped value) runs
     instead. Its ``name`` is what ``graphtune.coverage`` reports; a warm-up tunes its buckets."""
+    if kv_format not in _KV_FORMATS:
+        _fail("kv_format", f"{kv_format!r}, expected one of {list(_KV_FORMATS)}")
     fmt = resolve_kv_format(kv_cache, kv_format)
     if settings.interpret() or interface_hopper.supported(q, kv_cache, fmt) is not None:
         return _tuned_kernel()
