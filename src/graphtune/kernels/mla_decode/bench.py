@@ -150,7 +150,9 @@ AB_HOPPER_GATHER_TARGET = MlaDecodeHopperTarget(
 @dataclass
 class MlaDecodeTuneTarget:
     """Offline / sharded tuning target (``graphtune tune graphtune.kernels.mla_decode.bench:TUNE_TARGET``):
-    the split kernel's arguments for one batch size, for the tuned kernel itself."""
+    the portable split kernel's arguments for one batch size, for the tuned kernel itself. The portable kernel serves
+    fp8 at page size 1 off sm_90; on sm_90 the public call runs the Hopper row-gather kernel there
+    (``interface_hopper.GATHER_AUTO``), which a server's warm-up tunes (``interface.serving_kernel`` names it)."""
 
     heads: int = 16
     tokens: int = 4096
