@@ -25,7 +25,7 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_mla_decode import comma_list, git_commit, graph_time_ms  # noqa: E402
+from bench_mla_decode import comma_list, git_commit, graph_time_ms, rel_err  # noqa: E402
 
 from graphtune.kernels import mla_decode_reference  # noqa: E402
 from graphtune.kernels.mla_decode import bench, interface, interface_hopper  # noqa: E402
@@ -33,17 +33,13 @@ from graphtune.kernels.mla_decode import bench, interface, interface_hopper  # n
 SM_SCALE = 1.0 / math.sqrt(576)
 
 
-def _rel(out: torch.Tensor, ref: torch.Tensor) -> float:
-    return float((out.double() - ref.double()).norm() / ref.double().norm())
-
-
 def error(out: torch.Tensor, ref32: torch.Tensor, kv_format: str) -> float:
     """fp8: relative error against the fp32 reference; fp8_ds_mla: beyond what rounding it to bf16 costs (the
     errors add in quadrature; tests/gpu/test_mla_hopper_tok_gpu.py)."""
     if kv_format != "fp8_ds_mla":
-        return _rel(out, ref32)
-    floor = _rel(ref32.to(torch.bfloat16), ref32)
-    return math.sqrt(max(0.0, _rel(out, ref32) ** 2 - floor ** 2))
+        return rel_err(out, ref32)
+    floor = rel_err(ref32.to(torch.bfloat16), ref32)
+    return math.sqrt(max(0.0, rel_err(out, ref32) ** 2 - floor ** 2))
 
 
 def cell(kv_format: str, page_size: int, batch: int, tokens: int) -> dict:

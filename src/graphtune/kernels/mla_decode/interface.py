@@ -116,6 +116,11 @@ def _check_tensor(name: str, t: Any, dtype: torch.dtype | tuple[torch.dtype, ...
         _fail(name, f"last dimension must be contiguous (stride 1), got strides {tuple(t.stride())}")
 
 
+def _check_kv_format(kv_format: Any) -> None:
+    if kv_format not in _KV_FORMATS:
+        _fail("kv_format", f"{kv_format!r}, expected one of {list(_KV_FORMATS)}")
+
+
 def check_scale(name: str, value: Any, expected: str) -> None:
     """A scale argument (a Python number, not a bool) that is finite and > 0, else one line naming it."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
@@ -131,8 +136,7 @@ def _validate(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_format, 
         _fail("q", f"shape {tuple(q.shape)}: last dim must be {D_QK} (512 latent + 64 rope)")
     if q.shape[1] < 1:
         _fail("q", f"shape {tuple(q.shape)}: needs at least one head")
-    if kv_format not in _KV_FORMATS:
-        _fail("kv_format", f"{kv_format!r}, expected one of {list(_KV_FORMATS)}")
+    _check_kv_format(kv_format)
     _check_tensor("kv_cache", kv_cache, (torch.float8_e4m3fn, torch.bfloat16, torch.uint8), 3, device)
     fmt = resolve_kv_format(kv_cache, kv_format)
     want_dtype = {"fp8": torch.float8_e4m3fn, "bf16": torch.bfloat16, "fp8_ds_mla": torch.uint8}[fmt]
@@ -284,8 +288,7 @@ def serving_kernel(q: torch.Tensor, kv_cache: torch.Tensor, kv_format: str = "au
     this machine: a Hopper kernel where ``path="auto"`` takes one (sm_90, ``interface_hopper.supported``), else the
     portable kernel; None where a pinned Hopper config (a fixed config changed from its shipped value) runs
     instead. Its ``name`` is what ``graphtune.coverage`` reports; a warm-up tunes its buckets."""
-    if kv_format not in _KV_FORMATS:
-        _fail("kv_format", f"{kv_format!r}, expected one of {list(_KV_FORMATS)}")
+    _check_kv_format(kv_format)
     fmt = resolve_kv_format(kv_cache, kv_format)
     if settings.interpret() or interface_hopper.supported(q, kv_cache, fmt) is not None:
         return _tuned_kernel()

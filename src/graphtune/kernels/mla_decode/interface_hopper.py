@@ -754,7 +754,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
     else:
         args, grid, consts, scratch = tuned_second_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                         return_lse, sms=sms, gather=route == "gather")
-    tuned_for(heads, fmt, q.shape[0], kv_cache.shape[1])[grid](*args, **consts)
+    _route_kernel(route, heads, fmt)[grid](*args, **consts)
     return scratch
 
 
@@ -772,7 +772,10 @@ def tuned_for(heads: int, fmt: str, batch: int, page_size: int):
     """The tuned kernel (``graphtune.autotune``, per batch bucket) an unpinned Hopper launch runs for ``batch``
     requests of ``heads`` heads on a ``fmt`` cache of ``page_size``-token pages (its name is what
     ``graphtune.coverage`` reports)."""
-    route = _tuned_route(heads, fmt, batch, page_size)
+    return _route_kernel(_tuned_route(heads, fmt, batch, page_size), heads, fmt)
+
+
+def _route_kernel(route: str, heads: int, fmt: str):
     if route == "first":
         return tuned_kernel(_heads_on_m(heads), fmt == "fp8")
-    return tuned_second_kernel(False if route == "gather" else _heads_on_m(heads), fmt, route == "gather")
+    return tuned_second_kernel(_heads_on_m(heads), fmt, route == "gather")
