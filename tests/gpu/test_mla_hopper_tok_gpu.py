@@ -271,18 +271,15 @@ def test_pages_below_a_tile_run_the_tuned_row_gather_and_auto_follows_gather_aut
 
     def err(out):
         return _beyond_bf16(out, ref) if fmt == "fp8_ds_mla" else _rel(out, ref)
-    for path in ("hopper", "auto"):
-        for auto in (False, True):
-            if path == "hopper" and auto:
-                continue
-            monkeypatch.setitem(interface_hopper.GATHER_AUTO, fmt, auto)
-            x["out"].fill_(float("nan"))
-            out, lse = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
-                                         x["kv_scale"], fmt, x["out"], True, path=path)
-            where = f"seed {seed}, path {path}, GATHER_AUTO {auto}"
-            assert torch.isfinite(out.float()).all(), f"{where}: unwritten or NaN outputs"
-            # (the portable kernel's bound for fp8_ds_mla is 1e-2: tests/gpu/test_mla_decode_gpu.py)
-            tol = 1e-2 if (path == "auto" and not auto and fmt == "fp8_ds_mla") else 2e-3
-            assert err(out) <= tol, f"{where}: rel err {err(out):.3e}"
-            assert float((lse - ref_lse).abs().max()) <= 2e-3, f"{where}: lse"
-        assert (interface_hopper.supported(x["q"], x["kv_cache"], fmt) is None) == interface_hopper.GATHER_AUTO[fmt]
+    for path, auto in (("hopper", False), ("auto", False), ("auto", True)):
+        monkeypatch.setitem(interface_hopper.GATHER_AUTO, fmt, auto)
+        assert (interface_hopper.supported(x["q"], x["kv_cache"], fmt) is None) == auto
+        x["out"].fill_(float("nan"))
+        out, lse = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
+                                     x["kv_scale"], fmt, x["out"], True, path=path)
+        where = f"seed {seed}, path {path}, GATHER_AUTO {auto}"
+        assert torch.isfinite(out.float()).all(), f"{where}: unwritten or NaN outputs"
+        # (the portable kernel's bound for fp8_ds_mla is 1e-2: tests/gpu/test_mla_decode_gpu.py)
+        tol = 1e-2 if (path == "auto" and not auto and fmt == "fp8_ds_mla") else 2e-3
+        assert err(out) <= tol, f"{where}: rel err {err(out):.3e}"
+        assert float((lse - ref_lse).abs().max()) <= 2e-3, f"{where}: lse"
