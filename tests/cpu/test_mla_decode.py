@@ -449,12 +449,9 @@ _ON_M_FP16 = ("HGMMA.64x256x16.F32 ", "HGMMA.64x32x16.F32 ")   # fp16 operands: 
     ("fp8", 16, None, ("QGMMA.64x16x32.F32.E4M3.E4M3", "HGMMA.64x16x16.F32 ")),
     ("fp8", 128, None, _ON_M_FP16),
     ("fp8", 128, dict(WOVL=0, PSMEM=0, XCH=0), _ON_M_FP16),
-    ("fp8", 128, dict(WOVL=1, PSMEM=1, XCH=0, LSUM=1, MAX1=1), _ON_M_FP16 + ("HGMMA.64x8x16.F32 ",)),
-    ("fp8", 128, dict(HS=1, NUM_BUF=3, CHAIN=0), ("QGMMA.64x64x32.F32.E4M3.E4M3", "HGMMA.64x32x16.F32 ")),
-    ("fp8", 128, dict(HS=1, NUM_BUF=2, CHAIN=0), ("QGMMA.64x64x32.F32.E4M3.E4M3", "HGMMA.64x32x16.F32 "))],
+    ("fp8", 128, dict(WOVL=1, PSMEM=1, XCH=0, LSUM=1, MAX1=1), _ON_M_FP16 + ("HGMMA.64x8x16.F32 ",))],
     ids=["heads-on-M", "heads-on-M-psmem-xch-early", "heads-on-M-before", "heads-on-M-32tok", "tokens-on-M",
-         "tokens-on-M-fp8", "heads-on-M-fp8", "heads-on-M-fp8-serial", "heads-on-M-fp8-lsum", "head-split-fp8",
-         "head-split-fp8-2buf"])
+         "tokens-on-M-fp8", "heads-on-M-fp8", "heads-on-M-fp8-serial", "heads-on-M-fp8-lsum"])
 def test_hopper_kernel_compiles_for_sm90_with_tma_and_wgmma(kv_format, heads, config, mmas):
     """The Gluon kernels compiled for sm_90a on a CPU: TMA loads (UTMALDG), warpgroup MMAs of the expected
     shapes (HGMMA; QGMMA for fp8 scores), and a block that fits an sm_90 SM (232,448 B of shared memory,
@@ -471,22 +468,19 @@ def test_hopper_kernel_compiles_for_sm90_with_tma_and_wgmma(kv_format, heads, co
     # one the kernels were scheduled and timed with; triton 3.9's serialises the bf16 kernels' (not timed:
     # docs/mla_decode.md, "Triton 3.9")
     if SCHEDULED_WITH_THIS_TRITON:
-        partitions = 2 if config and config.get("HS") else 1     # (the head-split kernel: two warpgroups' loops)
-        assert sass.count("WARPGROUP.DEPBAR") <= 8 * partitions, "wgmmas serialised (ptxas C7514)"
+        assert sass.count("WARPGROUP.DEPBAR") <= 8, "wgmmas serialised (ptxas C7514)"
 
 
 @pytest.mark.parametrize("kv_format,heads,config", [
     ("bf16", 128, None), ("bf16", 128, dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1)), ("bf16", 16, None),
-    ("fp8", 16, None), ("fp8", 128, None), ("fp8", 128, dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1)),
-    ("fp8", 128, dict(HS=1, NUM_BUF=3, CHAIN=0))],
-    ids=["heads-on-M", "ping-pong", "tokens-on-M", "tokens-on-M-fp8", "heads-on-M-fp8", "ping-pong-fp8",
-         "head-split-fp8"])
+    ("fp8", 16, None), ("fp8", 128, None), ("fp8", 128, dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1))],
+    ids=["heads-on-M", "ping-pong", "tokens-on-M", "tokens-on-M-fp8", "heads-on-M-fp8", "ping-pong-fp8"])
 def test_hopper_split_kernels_let_the_reduction_launch_early(kv_format, heads, config):
     """Every Hopper split kernel gives ``griddepcontrol.launch_dependents`` (SASS ``PREEXIT``) before its tile loop,
     so a reduction launched as its programmatic dependent is scheduled while the split kernel still runs: each
     partition of a warp-specialised kernel gives it (both ping-pong warpgroups start from ``_split_start``)."""
     compiled = _hopper_compile(kv_format, heads=heads, config=config)
-    partitions = 2 if config and (config.get("PP") or config.get("HS")) else 1
+    partitions = 2 if config and config.get("PP") else 1
     assert compiled.asm["ptx"].count("griddepcontrol.launch_dependents") == partitions
     assert _sass(compiled.asm["cubin"]).count("PREEXIT") == partitions
 

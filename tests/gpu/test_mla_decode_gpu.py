@@ -287,8 +287,6 @@ HEADS_VARIANTS += [("fp8", dict(WOVL=w, PSMEM=p, XCH=x, LSUM=l, MAX1=m))
 # the ping-pong kernel on an fp8 cache (session 11: each tile widened in place by its owner)
 HEADS_VARIANTS += [("fp8", dict(PP=1, RELOAD=1)), ("fp8", dict(PP=1, RELOAD=0)),
                    ("fp8", dict(PP=1, RELOAD=1, WG1_FIRST=1))]
-# the head-split kernel (session 17: kernel_hopper_hs.py, two warpgroups of 32 heads sharing the KV tiles)
-HEADS_VARIANTS += [("fp8", dict(HS=1, NUM_BUF=3, CHAIN=0)), ("fp8", dict(HS=1, NUM_BUF=2, CHAIN=0))]
 
 
 @pytest.mark.parametrize("kv_format,variant", HEADS_VARIANTS,
@@ -362,7 +360,6 @@ def test_more_requests_than_one_split_step(heads, kv_format, path):
 # (None: the tuned path, which runs the ping-pong kernel for bf16 at H = 128 and the second fp8 tokens-on-M kernel
 # at this batch of 10; the leading padding slot added after its first run)
 ZERO_LEN_CASES = [(128, "bf16", None), (128, "bf16", dict(PP=0)), (128, "fp8", None), (128, "fp8", dict(PP=1)),
-                  (128, "fp8", dict(HS=1, NUM_BUF=3, CHAIN=0)),
                   (16, "bf16", None), (16, "fp8", None), (16, "fp8", dict(V2=0))]
 
 

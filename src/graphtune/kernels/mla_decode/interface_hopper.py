@@ -31,7 +31,7 @@ from typing import Any
 import torch
 import triton
 
-from . import kernel_hopper, kernel_hopper_heads, kernel_hopper_hs, kernel_hopper_pp, kernel_hopper_ring, kernel_hopper_tok
+from . import kernel_hopper, kernel_hopper_heads, kernel_hopper_pp, kernel_hopper_ring, kernel_hopper_tok
 from .reference import D_NOPE, D_QK
 
 D_ROPE = D_QK - D_NOPE
@@ -68,10 +68,6 @@ PP_FP8_MIN_BATCH = 64
 HOPPER_PP_FP8_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1),
                                              dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=0)]
 PP_FP8_NAME = "mla_decode_hopper_pp_fp8"
-# ``HS = 1`` in an fp8 heads-on-M config runs the head-split kernel instead (kernel_hopper_hs.py: two warpgroups of 32
-# heads each, the second tokens-on-M kernel's consumer per warpgroup, sharing HS_NUM_BUF 40 KB KV tiles; no tile widened
-# in shared memory, nothing handed between the warpgroups). Pinned only until timed.
-HS_NUM_BUF = 3
 # H < 64 (16, 32, 48): the tokens-on-M kernel, 16 heads and one warpgroup per program; 168,728 B of shared
 # memory (a third 72 KB buffer would not fit; BLOCK_N = 32 is not possible: a wgmma's M is a multiple of 64).
 # PIPE 2 (next load issued before tile i's wait, softmax with one block barrier) was the fastest of PIPE 0/1/2 at
@@ -391,9 +387,6 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
     pp = bool(cfg.get("PP", 0))
     if pp:
         _check_pp(on_m, fmt, cfg)
-    hs = bool(cfg.get("HS", 0))
-    if hs:
-        _check_hs(on_m, fmt, cfg)
     ring = bool(cfg.get("RING", 0))
     if ring:
         _check_ring(on_m, fmt, cfg)
@@ -427,9 +420,9 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
     programs_per_sm = cfg.pop("PROGRAMS_PER_SM", programs_per_sm)
     args, head_blocks, consts, scratch = _arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                     return_lse, sms=sms, block_n=cfg["BLOCK_N"],
-                                                    programs_per_sm=programs_per_sm, lse=lse, v2=v2 or hs, pp=pp,
+                                                    programs_per_sm=programs_per_sm, lse=lse, v2=v2, pp=pp,
                                                     ring=ring)
-    consts = {**consts, **cfg, "num_warps": PP_NUM_WARPS if pp or hs else NUM_WARPS if on_m else TOK_NUM_WARPS}
+    consts = {**consts, **cfg, "num_warps": PP_NUM_WARPS if pp else NUM_WARPS if on_m else TOK_NUM_WARPS}
     return args, (head_blocks, _programs(sms, programs_per_sm, head_blocks)), consts, scratch
 
 
@@ -480,15 +473,6 @@ def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
         raise ValueError(f"config PP=1: the ping-pong kernel takes bf16 and fp8 caches with H % {BLOCK_H} == 0 and "
                          f"BLOCK_N={BLOCK_N}, got kv_format {fmt!r} with {'H % 64 == 0' if on_m else 'H < 64'}, "
                          f"BLOCK_N={cfg.get('BLOCK_N')}")
-
-
-def _check_hs(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
-    if (not on_m or fmt != "fp8" or cfg.get("BLOCK_N", BLOCK_N) != BLOCK_N or cfg.get("PP")
-            or cfg.get("NUM_BUF", HS_NUM_BUF) not in (2, 3)):
-        raise ValueError(f"config HS=1: the head-split kernel takes fp8 caches with H % {BLOCK_H} == 0, "
-                         f"BLOCK_N={BLOCK_N}, NUM_BUF 2 or 3 and no PP, got kv_format {fmt!r} with "
-                         f"{'H % 64 == 0' if on_m else 'H < 64'}, BLOCK_N={cfg.get('BLOCK_N')}, "
-                         f"NUM_BUF={cfg.get('NUM_BUF')}, PP={cfg.get('PP', 0)}")
 
 
 def _check_ring(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
@@ -630,22 +614,16 @@ def _kernel_and_params(heads: int, fmt: str, cfg: dict[str, int]):
     """The kernel a (pinned) config runs and the config's entries that kernel takes (``V2`` the second fp8
     tokens-on-M kernel, ``PP`` the ping-pong kernel; other kernels' keys, ``V2`` included, are dropped).
     ``cfg``: the constexprs :func:`hopper_call` returns, or a :func:`pinned_config`."""
-    fn = kernel_for(heads, fmt, v2=bool(cfg.get("V2", 0)), pp=bool(cfg.get("PP", 0)), ring=bool(cfg.get("RING", 0)),
-                    hs=bool(cfg.get("HS", 0)))
+    fn = kernel_for(heads, fmt, v2=bool(cfg.get("V2", 0)), pp=bool(cfg.get("PP", 0)), ring=bool(cfg.get("RING", 0)))
     names = set(fn.arg_names)
     return fn, {k: v for k, v in cfg.items() if k in names or k == "num_warps"}
 
 
-def kernel_for(heads: int, fmt: str = "bf16", *, v2: bool = False, pp: bool = False, ring: bool = False,
-               hs: bool = False):
+def kernel_for(heads: int, fmt: str = "bf16", *, v2: bool = False, pp: bool = False, ring: bool = False):
     """The Gluon kernel that serves H heads: heads on M for H % 64 == 0, else tokens on M (bf16 or fp8; fp8
     heads on M: the widened-score kernel); ``v2``: the second fp8 tokens-on-M kernel; ``pp``: the heads-on-M
     ping-pong kernel (bf16, or fp8 widened in place: the second kernels of their classes, ``SECOND``); ``ring``:
-    the bf16 tokens-on-M ring kernel (pinned only until timed); ``hs``: the fp8 heads-on-M head-split kernel (pinned
-    only until timed)."""
-    if hs:
-        _check_hs(_heads_on_m(heads), fmt, {})
-        return kernel_hopper_hs._mla_decode_hopper_hs_fp8_kernel
+    the bf16 tokens-on-M ring kernel (pinned only until timed)."""
     if ring:
         _check_ring(_heads_on_m(heads), fmt, {})
         return kernel_hopper_ring._mla_decode_hopper_tok_ring_kernel
@@ -719,8 +697,6 @@ def pinned_config(heads: int, fmt: str, params: dict[str, int]) -> dict[str, int
         kernels.append(kernel_for(heads, fmt, v2=True))
     if key[0]:                 # PP=1: the ping-pong kernel (bf16 and fp8)
         kernels.append(kernel_for(heads, fmt, pp=True))
-    if key == (True, True):    # HS=1: the head-split kernel
-        kernels.append(kernel_for(heads, fmt, hs=True))
     if key == (False, False):  # RING=1: the ring kernel
         kernels.append(kernel_for(heads, fmt, ring=True))
     known |= {p.name for fn in kernels for p in fn.params if p.is_constexpr} - _LAUNCH_CONSTEXPRS
@@ -734,7 +710,7 @@ def pinned_config(heads: int, fmt: str, params: dict[str, int]) -> dict[str, int
         # a pinned launch overlays the config on the fixed one (hopper_call); the tuned kernel runs a space
         # config with the kernel's defaults for what it leaves out (e.g. EARLY 0 under PIPE 1): set those here,
         # and the fixed config's value for a knob without a default (PIPE of the bf16 heads-on-M kernel)
-        fn = kernel_for(heads, fmt, pp=bool(cfg.get("PP", 0)), ring=bool(cfg.get("RING", 0)), hs=bool(cfg.get("HS", 0)))
+        fn = kernel_for(heads, fmt, pp=bool(cfg.get("PP", 0)), ring=bool(cfg.get("RING", 0)))
         names = set(fn.arg_names)
         defaults = {p.name: p.default for p in fn.params if p.is_constexpr and p.has_default}
         base = _base_config(*key)

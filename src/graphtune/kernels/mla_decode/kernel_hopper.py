@@ -408,24 +408,17 @@ def _zero_rows(buf, n_valid, ROWS: gl.constexpr, COLS: gl.constexpr, num_warps: 
 
 @gluon.jit
 def _max_over_tokens(s, red, s16_layout: gl.constexpr):
-    """Per head, the max of ``s`` [64 tokens, 16 or 32 heads] (tokens over the four warps; tokens-on-M kernels) with one
-    block barrier: each warp reduces its 16 tokens by shuffles and writes its values to ``red`` [4, heads], then every
-    thread reads the four warps' values of its own heads (Triton's generic cross-warp reduction: three barriers)."""
-    HEADS: gl.constexpr = s.shape[1]
-    per_warp = gl.max(gl.reshape(s, [4, 16, HEADS]), axis=1)              # [warps, heads]: shuffles only
+    """Per head, the max of ``s`` [64 tokens, 16 heads] (tokens over the four warps; tokens-on-M kernels) with one block
+    barrier: each warp reduces its 16 tokens by shuffles and writes 16 values to ``red`` [4, 16], then every
+    thread reads the four warps' values of its own heads (Triton's generic cross-warp reduction: three
+    barriers)."""
+    per_warp = gl.max(gl.reshape(s, [4, 16, 16]), axis=1)                 # [warps, heads]: shuffles only
     red.store(per_warp)
     _block_barrier()
-    # the 4 warps' values in registers, the heads spread over the lanes as in s16_layout's columns (a thread holds
-    # heads 2r, 2r + 1 (+ 8, 16, 24), r its lane's two low bits)
-    if HEADS == 16:
-        all_layout: gl.constexpr = gl.DistributedLinearLayout(
-            reg_bases=[[1, 0], [2, 0], [0, 1], [0, 8]], lane_bases=[[0, 2], [0, 4], [0, 0], [0, 0], [0, 0]],
-            warp_bases=[[0, 0], [0, 0]], block_bases=[], shape=[4, 16])
-    else:
-        gl.static_assert(HEADS == 32)
-        all_layout: gl.constexpr = gl.DistributedLinearLayout(
-            reg_bases=[[1, 0], [2, 0], [0, 1], [0, 8], [0, 16]], lane_bases=[[0, 2], [0, 4], [0, 0], [0, 0], [0, 0]],
-            warp_bases=[[0, 0], [0, 0]], block_bases=[], shape=[4, 32])
+    # the 4 warps' values in registers, the heads spread over the lanes as in s16_layout's columns
+    all_layout: gl.constexpr = gl.DistributedLinearLayout(
+        reg_bases=[[1, 0], [2, 0], [0, 1], [0, 8]], lane_bases=[[0, 2], [0, 4], [0, 0], [0, 0], [0, 0]],
+        warp_bases=[[0, 0], [0, 0]], block_bases=[], shape=[4, 16])
     return gl.convert_layout(gl.max(red.load(all_layout), axis=0), gl.SliceLayout(0, s16_layout))
 
 
