@@ -19,13 +19,10 @@ from test_mla_decode import SCHEDULED_WITH_THIS_TRITON, _hopper_compile
 SM90_SHARED = 232448          # bytes of shared memory an sm_90 block may use (1 KB more is the driver's)
 
 
-@pytest.fixture(scope="module", params=[dict(PP=1), dict(PP=1, RELOAD=0), dict(PP=1, WG1_FIRST=1),
-                                        dict(PP=1, RELOAD=2, WG1_FIRST=1)],
-                ids=["reload1", "reload0", "wg1-first", "reload2"])
+@pytest.fixture(scope="module", params=[dict(PP=1), dict(PP=1, RELOAD=0), dict(PP=1, WG1_FIRST=1)],
+                ids=["reload1", "reload0", "wg1-first"])
 def compiled(request):
-    kernel = _hopper_compile("bf16", heads=128, page_size=64, config=request.param)
-    kernel.reload2 = request.param.get("RELOAD") == 2
-    return kernel
+    return _hopper_compile("bf16", heads=128, page_size=64, config=request.param)
 
 
 def _sass(compiled) -> str:
@@ -47,10 +44,8 @@ def test_pp_kernel_fits_sm90_as_two_warpgroups(compiled):
 
 def test_pp_kernel_mmas_and_schedule(compiled):
     sass = _sass(compiled)
-    # each warpgroup: a whole [64 heads, 64 tokens] score tile in nine K-chunks of 64 (4 k-steps each) (RELOAD 2:
-    # WG0's on two code paths, a segment's first tile and the others, whose left-half groups retire P.V first) ...
-    paths = 3 if compiled.reload2 else 2
-    assert sass.count("HGMMA.64x64x16.F32.BF16") == paths * 9 * 4
+    # each warpgroup: a whole [64 heads, 64 tokens] score tile in nine K-chunks of 64 (4 k-steps each) ...
+    assert sass.count("HGMMA.64x64x16.F32.BF16") == 2 * 9 * 4
     assert "HGMMA.64x32x16" not in sass, "score tiles split between the warpgroups (the other kernel's N = 32)"
     # ... and [64, 256] halves of O: WG0 P(own, registers) and P(other, shared); WG1 both, on two code paths
     # (WG1_FIRST: both from registers on the two-tile path)

@@ -280,8 +280,7 @@ HEADS_VARIANTS = [("bf16", dict(PSMEM=1)), ("bf16", dict(PSMEM=1, XCH=1)), ("bf1
                   ("bf16", dict(PSMEM=1, XCH=1, EARLY=1)), ("bf16", dict(BLOCK_N=32, NUM_BUF=4, XCH=1, EARLY=1)),
                   # the ping-pong kernel (kernel_hopper_pp.py)
                   ("bf16", dict(PP=1, RELOAD=1)), ("bf16", dict(PP=1, RELOAD=0)),
-                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1)), ("bf16", dict(PP=1, RELOAD=2, WG1_FIRST=1)),
-                  ("bf16", dict(PP=1, RELOAD=2))]
+                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1))]
 HEADS_VARIANTS += [("fp8", dict(WOVL=w, PSMEM=p, XCH=x, LSUM=l, MAX1=m))
                    for w, p, x, l, m in ((0, 0, 0, 0, 0), (1, 0, 0, 0, 0), (1, 0, 1, 0, 0), (0, 1, 1, 0, 0),
                                          (1, 1, 1, 0, 0), (1, 1, 0, 1, 1))]

@@ -56,8 +56,7 @@ PP_NUM_WARPS = 4
 PP_CHUNK = 256
 PP_MIN_BATCH = 8
 HOPPER_PP_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, PP=1, RELOAD=1),
-                                         dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1),
-                                         dict(BLOCK_N=64, PP=1, RELOAD=2, WG1_FIRST=1)]
+                                         dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1)]
 PP_NAME = "mla_decode_hopper_pp"
 # The same kernel on a per-tensor fp8 cache (each tile TMA'd as fp8 into its fp16 buffer and widened in place by
 # its owner) is the fp8 heads-on-M class's second kernel from PP_FP8_MIN_BATCH requests up. On H200s (H = 128,

@@ -104,29 +104,12 @@ def _scores(qn_smem, qr_smem, kn, kr, c_bars, stage, phase, s_layout: gl.constex
             BLOCK_N: gl.constexpr):
     """S = Q K^T of one tile as nine async wgmma groups (one per 64 columns), each half of the latent columns
     and the rope columns issued once they have landed."""
-    s = _scores_left(qn_smem, kn, c_bars, stage, phase, s_layout, BLOCK_H, BLOCK_N)
-    return _scores_right(s, qn_smem, qr_smem, kn, kr, c_bars, stage, phase)
-
-
-@gluon.jit
-def _scores_left(qn_smem, kn, c_bars, stage, phase, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
-                 BLOCK_N: gl.constexpr):
-    """The first four of :func:`_scores`' wgmma groups (latent columns 0..255), once that half has landed."""
     s = gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout)
-    mbarrier.wait(c_bars.index(stage * 3), phase)
-    for c in gl.static_range(4):
+    for c in gl.static_range(8):
+        if c % 4 == 0:
+            mbarrier.wait(c_bars.index(stage * 3 + c // 4), phase)
         s = warpgroup_mma(qn_smem.slice(c * 64, 64, dim=1), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s,
                           use_acc=c > 0, is_async=True)
-    return s
-
-
-@gluon.jit
-def _scores_right(s, qn_smem, qr_smem, kn, kr, c_bars, stage, phase):
-    """The other five (latent columns 256..511, then the rope columns), each part once it has landed."""
-    mbarrier.wait(c_bars.index(stage * 3 + 1), phase)
-    for c in gl.static_range(4, 8):
-        s = warpgroup_mma(qn_smem.slice(c * 64, 64, dim=1), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s,
-                          is_async=True)
     mbarrier.wait(c_bars.index(stage * 3 + 2), phase)
     return warpgroup_mma(qr_smem, kr.permute((1, 0)), s, is_async=True)
 
@@ -412,19 +395,8 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             else:
                 if n_valid < BLOCK_N:
                     _zero_half(kn, c_bars, stage, phase, n_valid, 0, BLOCK_N)
-                if (RELOAD == 2) and (k > 0):
-                    # O += P(r - 1) V_L(r - 1) was issued just before these score MMAs (the tensor cores run them
-                    # back to back): retired behind the first four score groups alone (groups retire in order),
-                    # then tile r + 1's left half requested into its buffer, before the other five are issued
-                    s = _scores_left(qn_smem, kn, c_bars, stage, phase, s_layout, BLOCK_H, BLOCK_N)
-                    o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=4, deps=(o, )))
-                    if r + 1 < n:
-                        _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 1,
-                                1 - stage, 0, FP8, PAGE_SIZE, BLOCK_N)
-                    s = _scores_right(s, qn_smem, qr_smem, kn, kr_bufs.index(stage), c_bars, stage, phase)
-                else:
-                    s = _scores(qn_smem, qr_smem, kn, kr_bufs.index(stage), c_bars, stage, phase, s_layout,
-                                BLOCK_H, BLOCK_N)
+                s = _scores(qn_smem, qr_smem, kn, kr_bufs.index(stage), c_bars, stage, phase, s_layout, BLOCK_H,
+                            BLOCK_N)
             if (RELOAD == 0) and (k > 0):
                 # O += P(r - 1) V_L(r - 1), issued before these score MMAs, retired: WG0's last read of tile
                 # r - 1's left half, whose buffer takes tile r + 1
@@ -463,7 +435,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 if (not FP8) and (n_valid - BLOCK_N < BLOCK_N):
                     _zero_half(kn_o, c_bars, 1 - stage, ((g + 1) // 2) & 1, n_valid - BLOCK_N, 0, BLOCK_N)
                 o = warpgroup_mma(p_smem, kn_o.slice(0, _HALF, dim=1), o, is_async=True)
-                if RELOAD == 1:
+                if RELOAD:
                     # RELOAD = 1: retire it at once and reload tile r + 3's left half into its buffer, instead of
                     # after the next tile's score MMAs are issued (which wait for that tile's own loads)
                     o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(o, )))
@@ -657,12 +629,9 @@ def _mla_decode_hopper_pp_kernel(
     ``num_warps = 4`` (warpgroup 0, the default partition) plus a 4-warp worker partition (warpgroup 1, with
     ``WG1_REGS`` registers per thread). ``kv_nope_desc`` has [BLOCK_N, 256] blocks (one warpgroup's half of V),
     ``kv_rope_desc`` [BLOCK_N, 64]. RELOAD (WG0's reload of an odd tile's left half, the buffer of tile r + 2): 1
-    retires its P.V at once and reloads; 0 after the next tile's score MMAs are issued; 2 after the first four of
-    them (latent columns 0..255) are issued, the other five after the reload (the order public FlashMLA write-ups
-    give their SM90 kernel). WG1_FIRST = 1: WG1 runs its softmax before issuing any P.V of the pair (see
-    ``_pp_wg1``)."""
+    retires its P.V at once and reloads; 0 after the next tile's score MMAs are issued. WG1_FIRST = 1: WG1 runs
+    its softmax before issuing any P.V of the pair (see ``_pp_wg1``)."""
     gl.static_assert(PP == 1)
-    gl.static_assert((RELOAD >= 0) & (RELOAD <= 2))
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
     gl.static_assert(num_warps == 4)
@@ -713,7 +682,6 @@ def _mla_decode_hopper_pp_fp8_kernel(
     power of two (``kernel_hopper_heads._q_fp16``); P in fp16; the cache scale on the scores and the output.
     Shared memory as the bf16 kernel's: no fp8 staging buffer (none would fit beside two fp16 tiles)."""
     gl.static_assert(PP == 1)
-    gl.static_assert((RELOAD == 0) | (RELOAD == 1))   # (RELOAD 2: the bf16 kernel's score order)
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
     gl.static_assert(num_warps == 4)
