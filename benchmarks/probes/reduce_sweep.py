@@ -6,9 +6,7 @@ its partials, then for every ``(BLOCK_S, BLOCK_H, BLOCK_D, num_warps)`` shape: c
 the full decode's (output NaN-poisoned before each run) and times the reduction alone under CUDA graph replay.
 Also times the split kernel alone and FlashMLA when it imports, so each row shows the reduction's share, and with
 ``--pdl`` the decode without the reduction launched as a programmatic dependent of the split kernel, with it (checked
-too) and without it again (the two plain times bracket it); with ``--partials`` the decode with the split kernels'
-partial outputs in fp32 (as shipped), in fp16 (each checked against the fp32 reference), and in fp32 again; without
-either, the decode as shipped.
+too) and without it again (the two plain times bracket it); without ``--pdl`` the decode as shipped.
 The reduction alone is launch-bound where its grid is small (batch 1: session 15 timed one shape at 0.0035 and
 0.0052 ms in two runs with the decodes equal): the decode-level times decide.
 
@@ -31,9 +29,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_mla_decode import (comma_list, flashmla_call, git_commit, graph_time_ms,  # noqa: E402
-                              import_flashmla, rel_err)
+                              import_flashmla)
 
-from graphtune.kernels import mla_decode_reference  # noqa: E402
 from graphtune.kernels.mla_decode import bench, interface, interface_hopper  # noqa: E402
 
 SHAPES = [(16, 1, 512, 4), (64, 1, 128, 4), (32, 1, 256, 4), (16, 1, 128, 4), (8, 1, 512, 4), (4, 1, 512, 4),
@@ -76,28 +73,7 @@ def _pdl_from(batch: int):
         interface._REDUCE_PDL_MIN_BATCH = saved
 
 
-@contextlib.contextmanager
-def _partials(dtype: torch.dtype):
-    """``interface_hopper.PARTIAL_DTYPE`` set to ``dtype`` (a graph captured meanwhile keeps its buffers)."""
-    saved = interface_hopper.PARTIAL_DTYPE
-    interface_hopper.PARTIAL_DTYPE = dtype
-    try:
-        yield
-    finally:
-        interface_hopper.PARTIAL_DTYPE = saved
-
-
-def _decode_partials(args: tuple, x: dict, ref: torch.Tensor, dtype: torch.dtype) -> dict:
-    """The decode with ``dtype`` partials: its error against the fp32 reference (NaN-poisoned output first), timed."""
-    with _partials(dtype):
-        x["out"].fill_(float("nan"))
-        interface._launch(*args, x["out"], False, path="hopper")
-        torch.cuda.synchronize()
-        err = rel_err(x["out"], ref)
-        return {"rel_err": err, "ms": graph_time_ms([lambda: interface._launch(*args, x["out"], False, path="hopper")])}
-
-
-def cell(kv_format: str, heads: int, batch: int, shapes: list, fm, pdl: bool = False, partials: bool = False) -> dict:
+def cell(kv_format: str, heads: int, batch: int, shapes: list, fm, pdl: bool = False) -> dict:
     x = bench.make_inputs(bench.Problem(batch, heads, 4096, 64, kv_format), seed=batch + heads)
     sm_scale = 1.0 / math.sqrt(576)
     sms = interface._sm_count(x["q"].device)
@@ -127,13 +103,6 @@ def cell(kv_format: str, heads: int, batch: int, shapes: list, fm, pdl: bool = F
         row["decode_pdl"] = _decode_with_pdl(args, out, full)
         with _pdl_from(1 << 30):
             row["decode_ms_after"] = graph_time_ms([decode])
-    elif partials:
-        ref = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm_scale,
-                                   kv_scale=x["kv_scale"], kv_format=kv_format)
-        row["decode_fp32"] = _decode_partials(args, x, ref, torch.float32)
-        row["decode_fp16"] = _decode_partials(args, x, ref, torch.float16)
-        row["decode_fp32_after"] = _decode_partials(args, x, ref, torch.float32)
-        row["decode_ms"] = row["decode_fp32"]["ms"]
     else:
         row["decode_ms"] = graph_time_ms([decode])      # (as shipped)
     if fm is not None:
@@ -170,8 +139,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shapes", type=comma_list(_shape), default=SHAPES)
     ap.add_argument("--pdl", action="store_true",
                     help="also time the decode with the reduction as a programmatic dependent launch")
-    ap.add_argument("--partials", action="store_true",
-                    help="also time the decode with fp16 partial outputs (checked against the fp32 reference)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/reduce_sweep.json"))
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
@@ -184,17 +151,13 @@ def main(argv: list[str] | None = None) -> int:
     for kv_format in args.formats:
         for heads, batches in ((16, args.h16), (128, args.h128)):
             for batch in batches:
-                row = cell(kv_format, heads, batch, args.shapes, fm, args.pdl, args.partials)
+                row = cell(kv_format, heads, batch, args.shapes, fm, args.pdl)
                 rows.append(row)
                 best = min(row["shapes"], key=lambda s: s["ms"], default={"shape": "-", "ms": float("nan")})
                 pdl = row.get("decode_pdl")
                 pdl_text = "" if pdl is None else (f" (PDL {pdl['ms']:.4f}"
                                                    f"{'' if pdl['rel_diff'] < 1e-2 else ' WRONG'}, then without "
                                                    f"{row['decode_ms_after']:.4f})")
-                if args.partials:
-                    a, h, z = row["decode_fp32"], row["decode_fp16"], row["decode_fp32_after"]
-                    pdl_text = (f" (fp16 partials {h['ms']:.4f} err {h['rel_err']:.2e}, fp32 again {z['ms']:.4f}; "
-                                f"fp32 err {a['rel_err']:.2e})")
                 print(f"\n{kv_format} H={heads} B={batch} slots={row['slots']}: "
                       f"decode {row['decode_ms']:.4f}{pdl_text} split {row['split_ms']:.4f} FlashMLA {row.get('flashmla_ms', float('nan')):.4f} ms; "
                       f"rule {row['rule']} {row['rule_run']['ms']:.4f}"
@@ -209,10 +172,6 @@ def main(argv: list[str] | None = None) -> int:
     wrong = [(r["kv_format"], r["heads"], r["batch"], s.get("shape", "rule")) for r in rows
              for s in [*r["shapes"], r["rule_run"], *([r["decode_pdl"]] if "decode_pdl" in r else [])]
              if not s["rel_diff"] < 1e-2]
-    if args.partials:
-        worst = max((r["decode_fp16"]["rel_err"] for r in rows), default=float("nan"))
-        print(f"fp16 partials: worst relative error against the fp32 reference {worst:.2e} (fp32 partials: "
-              f"{max((r['decode_fp32']['rel_err'] for r in rows), default=float('nan')):.2e})")
     print(f"\nwrote {args.out}; {len(wrong)} shapes differ from the full decode by >= 1% of its largest "
           f"value (or NaN): {wrong}")
     return 1 if wrong else 0

@@ -104,9 +104,6 @@ HOPPER_FP8_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "WOVL": 1, "PS
 # a kernel that stops winning goes back behind ``path="hopper"`` by setting its entry to False.
 FP8_AUTO: dict[str, bool] = {"tokens-on-M": True, "heads-on-M": True}
 _B_CHUNK = 128
-# The element type of the split kernels' partial outputs (each normalised by its own softmax sum; the reduction
-# merges them in fp32). Session 17 experiment: torch.float16.
-PARTIAL_DTYPE = torch.float32
 
 # The per-bucket spaces (kernel parameters only), each led by its kernel's fixed config. Every config here
 # passed the correctness check of ``bench_mla_decode.py --hopper-variants`` on the H200 and was timed there
@@ -311,7 +308,7 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
     block_h = BLOCK_H if on_m else TOK_BLOCK_H
     head_blocks = heads // block_h
     slots = _programs(sms, programs_per_sm, head_blocks) + batch
-    part_o = torch.empty(slots, heads, D_NOPE, dtype=PARTIAL_DTYPE, device=device)
+    part_o = torch.empty(slots, heads, D_NOPE, dtype=torch.float32, device=device)
     part_lse = torch.empty(slots, heads, dtype=torch.float32, device=device)
     seg = torch.empty(batch, 2, dtype=torch.int32, device=device)
     scratch = (lse, part_o, part_lse, seg)
