@@ -265,9 +265,20 @@ def _store_lse_and_segment(lse2, whole, b, H, pid, pid_h, i_first, i_stop, req_t
 
 
 @gluon.jit
-def _store_chunks(o0, o1, o2, o3, whole, b, pid, heads, dims, out_ptr, part_o_ptr, stride_out_b, stride_out_h,
-                  stride_po_s, stride_po_h, mask):
-    """:func:`_store_o` of the fp8 tokens-on-M kernels' output, held as four [128 dims, heads] chunks."""
+def _store_chunks(o0, o1, o2, o3, whole, b, pid, h0, H, out_ptr, part_o_ptr, stride_out_b, stride_out_h, stride_po_s,
+                  stride_po_h, RELABELLED: gl.constexpr):
+    """:func:`_store_o` of the fp8 tokens-on-M kernels' output, held as four [128 dims, heads] chunks (``RELABELLED``,
+    the second kernel's: in the relabelled row order, which :func:`_in_dim_order` turns into dim order first), for
+    the heads below H."""
+    if RELABELLED:
+        o0 = _in_dim_order(o0)
+        o1 = _in_dim_order(o1)
+        o2 = _in_dim_order(o2)
+        o3 = _in_dim_order(o3)
+    layout: gl.constexpr = o0.type.layout
+    heads = h0 + gl.arange(0, o0.shape[1], layout=gl.SliceLayout(0, layout))
+    dims = gl.arange(0, 128, layout=gl.SliceLayout(1, layout))
+    mask = (heads < H)[None, :]
     if whole:
         out_base = out_ptr + b.to(gl.int64) * stride_out_b + heads[None, :] * stride_out_h + dims[:, None]
         gl.store(out_base, o0.to(out_ptr.dtype.element_ty), mask=mask)
@@ -283,20 +294,37 @@ def _store_chunks(o0, o1, o2, o3, whole, b, pid, heads, dims, out_ptr, part_o_pt
 
 
 @gluon.jit
-def _store_chunks_segment(o0, o1, o2, o3, inv, m_i, l_i, h0, offs_h_o, offs_h_s, offs_d_o, H, b, pid, pid_h,
+def _in_dim_order(o):
+    """A [128, heads] output chunk of the fp8 tokens-on-M kernels, whose row l = 64 a + 16 w + 8 s + q holds dim
+    32 w + 4 q + 2 a + s (kernel_hopper_tok.py: the V^T relabelling), permuted in registers to dim order: a thread's
+    four values of a head (its a, s register bits) become four adjacent dims, stored as one 16-byte (fp32) or 8-byte
+    (bf16) access, each warp writing whole 32-byte sectors (stored in the relabelled order, each access wrote 4 or 2
+    bytes and each sector took four accesses)."""
+    gl.static_assert(o.shape[1] == 16)
+    x = gl.reshape(o, [2, 4, 2, 8, 16])                    # (a, w, s, q, head)
+    x = gl.permute(x, (1, 3, 0, 2, 4))                      # (w, q, a, s, head)
+    # the same elements in every thread, its registers reordered so that the two dim bits come first (the permute
+    # leaves head bit 0 there, and a store is vectorised over consecutive registers only)
+    layout: gl.constexpr = gl.DistributedLinearLayout(
+        reg_bases=[[1, 0], [2, 0], [0, 1], [0, 8]], lane_bases=[[0, 2], [0, 4], [4, 0], [8, 0], [16, 0]],
+        warp_bases=[[32, 0], [64, 0]], block_bases=[], shape=[128, 16])
+    return gl.convert_layout(gl.reshape(x, [128, 16]), layout)
+
+
+@gluon.jit
+def _store_chunks_segment(o0, o1, o2, o3, inv, m_i, l_i, h0, offs_h_s, H, b, pid, pid_h,
                           i_first, i_stop, req_tiles, out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr,
-                          stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s, RETURN_LSE: gl.constexpr):
+                          stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s, RETURN_LSE: gl.constexpr,
+                          RELABELLED: gl.constexpr):
     """The end of a segment in the fp8 tokens-on-M kernels: the four output chunks times ``inv`` (the scale over
     the softmax sum, per head) and the LSE (``m_i + log2(l_i)``) stored for the heads below H
     (:func:`_store_chunks`, :func:`_store_lse_and_segment`)."""
     lse2 = m_i + gl.log2(l_i)
-    heads_o = h0 + offs_h_o
     heads_s = h0 + offs_h_s
-    h_mask_o = (heads_o < H)[None, :]
     h_mask_s = heads_s < H
     whole = (i_first == 0) & (i_stop == req_tiles)
-    _store_chunks(o0 * inv, o1 * inv, o2 * inv, o3 * inv, whole, b, pid, heads_o, offs_d_o, out_ptr, part_o_ptr,
-                  stride_out_b, stride_out_h, stride_po_s, stride_po_h, h_mask_o)
+    _store_chunks(o0 * inv, o1 * inv, o2 * inv, o3 * inv, whole, b, pid, h0, H, out_ptr, part_o_ptr,
+                  stride_out_b, stride_out_h, stride_po_s, stride_po_h, RELABELLED)
     _store_lse_and_segment(lse2, whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads_s, lse_ptr,
                            part_lse_ptr, seg_ptr, stride_pl_s, h_mask_s, RETURN_LSE)
 
@@ -979,8 +1007,6 @@ def _mla_decode_hopper_tok_fp8_kernel(
 
     offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s_layout))
     offs_h_s = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, s_layout))
-    offs_h_o = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, o_layout))
-    offs_d_o = gl.arange(0, 128, layout=gl.SliceLayout(1, o_layout))
     heads_q = h0 + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, q_layout))
     hmask_q = heads_q < H
     it = 0
@@ -1118,9 +1144,9 @@ def _mla_decode_hopper_tok_fp8_kernel(
             o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
 
         inv = gl.convert_layout(kv_scale / l_i, gl.SliceLayout(0, o_layout))[None, :]
-        _store_chunks_segment(o0, o1, o2, o3, inv, m_i, l_i, h0, offs_h_o, offs_h_s, offs_d_o, H, b, pid, pid_h,
+        _store_chunks_segment(o0, o1, o2, o3, inv, m_i, l_i, h0, offs_h_s, H, b, pid, pid_h,
                               i_first, i_stop, req_tiles, out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr,
-                              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s, RETURN_LSE)
+                              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s, RETURN_LSE, False)
         t = seg_stop
         b += 1
 

@@ -254,16 +254,6 @@ def _v_chunk(kn, c: gl.constexpr, ld_layout: gl.constexpr, v_layout: gl.constexp
 
 
 @gluon.jit
-def _dim_of_row(rows):
-    """The physical dim (within a 128-dim chunk) that relabelled row ``l = 64 a + 16 w + 8 s + q`` holds."""
-    a = rows // 64
-    w = (rows // 16) % 4
-    s = (rows // 8) % 2
-    q = rows % 8
-    return 32 * w + 4 * q + 2 * a + s
-
-
-@gluon.jit
 def _scores_v2(kn, kr, qn_smem, qr_smem, s_layout: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr,
                RK64: gl.constexpr):
     """S = K [hi | lo]^T of one tile, issued (asynchronous): 16 latent k-steps and the rope's, 4 over the
@@ -502,8 +492,6 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
 
     offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s16_layout))
     offs_h_s = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, s16_layout))
-    offs_h_o = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, o_layout))
-    offs_d_o = _dim_of_row(gl.arange(0, 128, layout=gl.SliceLayout(1, o_layout)))
     heads_q = h0 + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, q_layout))
     hmask_q = heads_q < H
     it = 0
@@ -711,9 +699,9 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
             inv = gl.convert_layout(kv_scale / (256.0 * l_i), gl.SliceLayout(0, o_layout))[None, :]
         else:
             inv = gl.convert_layout(kv_scale / l_i, gl.SliceLayout(0, o_layout))[None, :]
-        _store_chunks_segment(o0, o1, o2, o3, inv, m_i, l_i, h0, offs_h_o, offs_h_s, offs_d_o, H, b, pid, pid_h,
+        _store_chunks_segment(o0, o1, o2, o3, inv, m_i, l_i, h0, offs_h_s, H, b, pid, pid_h,
                               i_first, i_stop, req_tiles, out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr,
-                              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s, RETURN_LSE)
+                              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s, RETURN_LSE, True)
         t = seg_stop
         b += 1
 
