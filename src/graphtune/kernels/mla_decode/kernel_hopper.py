@@ -823,6 +823,8 @@ def _mla_decode_hopper_tok_kernel(
 
     offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s_layout))
     offs_h_s = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, s_layout))
+    offs_h_o = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, o_layout))
+    offs_d_o = gl.arange(0, D_V, layout=gl.SliceLayout(1, o_layout))
     qk_mul = sm_scale * LOG2E
     it = 0
     q_phase = 0
@@ -892,21 +894,13 @@ def _mla_decode_hopper_tok_kernel(
         inv = gl.convert_layout(1.0 / l_i, gl.SliceLayout(0, o_layout))
         o = o * inv[None, :]
         lse2 = m_i + gl.log2(l_i)
+        heads_o = h0 + offs_h_o
         heads_s = h0 + offs_h_s
+        h_mask_o = heads_o < H
         h_mask_s = heads_s < H
         whole = (i_first == 0) & (i_stop == req_tiles)
-        # O^T [512 dims, 16 heads] moved (within each warp) to a layout where a thread holds 8 adjacent dims of a
-        # head and the lane pair next to it the next 8: each store access 16 bytes (bf16) or 2 x 16 (fp32 partials),
-        # every 32-byte sector written by one store (the accumulator's layout spreads a head's adjacent dims over
-        # lanes: 2- and 4-byte accesses)
-        st_layout: gl.constexpr = gl.DistributedLinearLayout(
-            reg_bases=[[1, 0], [2, 0], [4, 0], [64, 0], [128, 0], [256, 0]],
-            lane_bases=[[8, 0], [0, 1], [0, 2], [0, 4], [0, 8]], warp_bases=[[16, 0], [32, 0]], block_bases=[],
-            shape=[D_V, BLOCK_H])
-        heads_st = h0 + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, st_layout))
-        _store_o(gl.convert_layout(o, st_layout), whole, b, pid, heads_st,
-                 gl.arange(0, D_V, layout=gl.SliceLayout(1, st_layout)), out_ptr, part_o_ptr, stride_out_b,
-                 stride_out_h, stride_po_s, stride_po_h, (heads_st < H)[None, :], True)
+        _store_o(o, whole, b, pid, heads_o, offs_d_o, out_ptr, part_o_ptr, stride_out_b, stride_out_h, stride_po_s,
+                 stride_po_h, h_mask_o[None, :], True)
         _store_lse_and_segment(lse2, whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads_s, lse_ptr,
                                part_lse_ptr, seg_ptr, stride_pl_s, h_mask_s, RETURN_LSE)
         t = seg_stop

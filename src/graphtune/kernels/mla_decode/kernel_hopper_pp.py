@@ -215,25 +215,12 @@ def _finish_segment(WG: gl.constexpr, o, m_i, l_i, l_smem, x_bars, seg, b, pid, 
     else:
         l_other = l_smem.slice((3 - WG) * BLOCK_H, BLOCK_H).load(rows)
     l_tot = l_i + l_other
-    o = o * gl.convert_layout(out_mul / l_tot, gl.SliceLayout(1, o_layout))[:, None]
+    inv = gl.convert_layout(out_mul / l_tot, gl.SliceLayout(1, o_layout))
+    offs_h_o = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, o_layout))
+    offs_d_o = WG * _HALF + gl.arange(0, _HALF, layout=gl.SliceLayout(0, o_layout))
     whole = (i_first == 0) & (i_stop == req_tiles)
-    if whole:
-        # the 16-bit output from a layout where each thread holds 4 adjacent columns (the accumulator's: 2, and 2
-        # more 8 columns on), so that each 32-byte sector of a row is one store of 4 threads (8 bytes each), not two
-        # half-sector stores; the same values, moved within each quad of lanes. (fp32 partials: the accumulator's 8
-        # bytes a thread already fill a sector a store; the move measured slower there, session 17 run 4)
-        st_layout: gl.constexpr = gl.DistributedLinearLayout(
-            reg_bases=[[0, 1], [0, 2], [8, 0], [0, 16], [0, 32], [0, 64], [0, 128]],
-            lane_bases=[[0, 4], [0, 8], [1, 0], [2, 0], [4, 0]], warp_bases=[[16, 0], [32, 0]], block_bases=[],
-            shape=[BLOCK_H, _HALF])
-        _store_o(gl.convert_layout(o, st_layout), True, b, pid,
-                 h0 + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, st_layout)),
-                 WG * _HALF + gl.arange(0, _HALF, layout=gl.SliceLayout(0, st_layout)), out_ptr, part_o_ptr,
-                 stride_out_b, stride_out_h, stride_po_s, stride_po_h, None, False)
-    else:
-        _store_o(o, False, b, pid, h0 + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, o_layout)),
-                 WG * _HALF + gl.arange(0, _HALF, layout=gl.SliceLayout(0, o_layout)), out_ptr, part_o_ptr,
-                 stride_out_b, stride_out_h, stride_po_s, stride_po_h, None, False)
+    _store_o(o * inv[:, None], whole, b, pid, h0 + offs_h_o, offs_d_o, out_ptr, part_o_ptr, stride_out_b,
+             stride_out_h, stride_po_s, stride_po_h, None, False)
     if WG == 0:
         heads_s = h0 + gl.arange(0, BLOCK_H, layout=rows)
         _store_lse_and_segment(m_i + gl.log2(l_tot), whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads_s,
