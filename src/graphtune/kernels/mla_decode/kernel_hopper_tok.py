@@ -13,7 +13,8 @@ SASS compiled on a CPU (docs/mla_decode.md, "tokens on M, fp8, second kernel"):
   holds physical dim ``p = 32 w + 4 q + 2 a + s``. Each thread's four rows of a chunk are then four adjacent
   bytes of a token's row: one ``LDS.32`` per token pair half, widened by ``F2FP`` and paired across tokens by
   one ``PRMT`` per register (16 LDS + 32 F2FP + 32 PRMT per chunk, no shared-memory round trip). The output rows
-  come back in the same relabelled order and are stored at ``c * 128 + p``.
+  come back in the same relabelled order; ``kernel_hopper._in_dim_order`` puts them in dim order in registers before
+  the store (each thread then writes four adjacent dims of a head in one access).
 - **One score chain.** The query's fp8 hi/lo pair is one [32, 640] B operand (rows 0..15 hi, 16..31 lo, one
   power-of-two scale per head), so ``S = K [hi | lo]^T`` is one chain of 20 ``QGMMA.64x32x32`` that reads each
   KV tile once (the first kernel: two chains of 20 ``64x16x32``, the tile read twice); hi and lo are split in
