@@ -369,18 +369,33 @@ SCHEDULED_WITH_THIS_TRITON = __import__("triton").__version__.startswith("3.6.")
 
 def compile_sm90(fn, args, consts: dict):
     """Triton's compile of Gluon kernel ``fn`` for sm_90 on the CPU with a launch's positional ``args`` and
-    constexprs (those left out at their defaults), the launch's divisibility on every pointer."""
+    constexprs (those left out at their defaults), specialised as a launch on the GPU specialises them: every
+    pointer 16-byte aligned, an integer argument divisible by 16 marked so and one equal to 1 made a constant, except
+    the kernel's ``do_not_specialize`` ones. (Without the integers' divisibility the compile differs from the GPU's:
+    e.g. stores that the GPU's build vectorises along a stride-1 dim stay scalar.)"""
     import triton
-    from triton.backends.compiler import GPUTarget
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import BaseBackend, GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
-    from triton.runtime.jit import mangle_type
     from graphtune import resources
     names = list(fn.arg_names)
     consts = {**{p.name: p.default for p in fn.params if p.is_constexpr and p.name not in consts and p.has_default},
               **consts}
     values = dict(zip([n for n in names if n not in consts], args))
-    signature = {n: "constexpr" if n in consts else mangle_type(values[n]) for n in names}
-    attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names) if signature[n].startswith("*")}
+    keep = {p.name for p in fn.params if p.do_not_specialize}
+    signature, attrs = {}, {}
+    for i, n in enumerate(names):
+        if n in consts:
+            signature[n] = "constexpr"
+            continue
+        ty, key = native_specialize_impl(BaseBackend, values[n], False, n not in keep, True)
+        if ty == "constexpr":           # (an integer equal to 1)
+            signature[n] = "constexpr"
+            consts[n] = key
+        else:
+            signature[n] = ty
+            if key:
+                attrs[(i,)] = BaseBackend.parse_attr(key)
     # tests/cpu set TRITON_INTERPRET=1: compile with the switch off (as graphtune.inspect does)
     with resources._compiler_mode(fn):
         return triton.compile(GluonASTSource(fn, signature, consts, attrs), target=GPUTarget("cuda", 90, 32),
