@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# session 14, call C: the request-aligned split (new tree) against HEAD's even split (.carry/old), tuned path and
+# FlashMLA, same run; then the GPU tests that exercise the split on every kernel family
+set -o pipefail
+C=${1:-unknown}; O=${2:-old}
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/np .whl/np/*.whl >/dev/null 2>&1
+export PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name --format=csv,noheader
+B="benchmarks/bench_mla_decode.py --vs-flashmla --configs none --vs-variant-filter NONE --vs-batches-h16 32,64,128 --vs-batches-h128 32,64"
+for tree in new old; do
+  if [ $tree = old ]; then S=$PWD/.carry/old/src; G=$O; else S=$PWD/src; G=$C; fi
+  GIT_COMMIT=$G PYTHONPATH=$S:/tmp/site timeout 210 python3 $B --out $OUT/split_$tree.json 2>&1 | grep -E "^\| H=|accuracy" > $OUT/split_$tree.log
+  echo "== $tree"; cat $OUT/split_$tree.log
+done
+PYTHONPATH=/tmp/np:$PWD/src:/tmp/site timeout 150 python3 -m pytest tests/gpu/test_mla_decode_gpu.py -q -p no:cacheprovider -x \
+  -k "hopper_matches or more_requests or zero_length or fp8_matches" 2>&1 | tail -5
