@@ -19,7 +19,7 @@ from graphtune.kernels.mla_decode import interface_hopper
 from graphtune.kernels.mla_decode.reference import dequantize_ds_mla, quantize_ds_mla
 
 from test_mla_decode import SCHEDULED_WITH_THIS_TRITON, compile_sm90
-from test_mla_hopper_tok import SM90_SM_SHARED, _sass
+from test_mla_hopper_tok import SM90_SM_SHARED, _sass, assert_output_stored_in_whole_sectors
 from _bench_module import load_bench_mla_decode
 
 FMT = "fp8_ds_mla"
@@ -100,6 +100,12 @@ def test_ds_row_gather_compiles_for_pages_smaller_than_a_tile(page_size, num_buf
     assert sass.count("QGMMA.64x32x32.F32.E4M3.E4M3") == 16 and sass.count("HGMMA.64x16x16.F32.BF16") == 4
     assert sass.count("WARPGROUP.DEPBAR") <= 8
     assert _tile_loop_spills(sass) == 0
+
+
+def test_ds_kernel_writes_its_output_in_whole_sectors():
+    """The DS kernel shares the second fp8 kernel's output store (test_mla_hopper_tok.py)."""
+    fn, args, _, consts = _ds_call({})
+    assert_output_stored_in_whole_sectors(_sass(compile_sm90(fn, args, consts)))
 
 
 def test_ds_prefetch_of_v_chunks_spills_in_the_tile_loop():

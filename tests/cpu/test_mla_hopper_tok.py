@@ -51,27 +51,21 @@ def test_tok_fp8_v2_compiles_for_sm90_fits_and_streams_v_by_32_bit_loads(num_buf
     assert sass.count("WARPGROUP.DEPBAR") <= 8, "wgmmas serialised (ptxas C7514)"
 
 
-@pytest.mark.parametrize("fmt,config", [("fp8", dict(V2=1)), ("fp8", dict(V2=1, GATHER=1)), ("fp8_ds_mla", None)],
-                         ids=["fp8", "fp8-gather", "fp8_ds_mla"])
-def test_tok_fp8_v2_writes_its_output_in_whole_sectors(fmt, config):
-    """The second fp8 tokens-on-M kernel (and fp8_ds_mla's, and the row gather's) puts each output chunk back in dim
-    order before storing it (``kernel_hopper._in_dim_order``): a thread writes four adjacent dims of a head in one
-    access, 8 bytes of the bf16 output or 16 of an fp32 partial, 16 of each a program (in the relabelled order the
-    accesses were 2 and 4 bytes, 64 of each: session 17 measured the change 3-18% faster at H = 16, batch 8-128)."""
-    if fmt == "fp8_ds_mla":
-        q = torch.empty(2, 16, 576, dtype=torch.bfloat16)
-        kv = torch.empty(4, 64, 656, dtype=torch.uint8)
-        out = torch.empty(2, 16, 512, dtype=torch.bfloat16)
-        args, _, consts, _ = interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32),
-                                                          torch.ones(2, dtype=torch.int32), 0.04, 1.0, fmt, out,
-                                                          False, sms=132)
-        fn, consts = interface_hopper._kernel_and_params(16, fmt, consts)
-        compiled = _compile_fn(fn, args, consts)
-    else:
-        compiled = _hopper_compile(fmt, heads=16, page_size=1 if config.get("GATHER") else 64, config=config)
-    sass = _sass(compiled)
+def assert_output_stored_in_whole_sectors(sass: str) -> None:
+    """The second fp8 tokens-on-M kernel puts each output chunk back in dim order before storing it
+    (``kernel_hopper._in_dim_order``): a thread writes four adjacent dims of a head in one access, 8 bytes of the bf16
+    output or 16 of an fp32 partial, 16 of each a program (in the relabelled order the accesses were 2 and 4 bytes, 64
+    of each: session 17 measured the change 3-18% faster at H = 16, batch 8-128)."""
     assert sass.count("STG.E.128") == 16 and sass.count("STG.E.64") >= 16, sass.count("STG")
     assert "STG.E.U16" not in sass
+
+
+@pytest.mark.parametrize("gather", [0, 1], ids=["tma", "row-gather"])
+def test_tok_fp8_v2_writes_its_output_in_whole_sectors(gather):
+    """:func:`assert_output_stored_in_whole_sectors` on the fp8 kernel, TMA and row-gather loaders (fp8_ds_mla's:
+    test_mla_hopper_ds.py)."""
+    compiled = _hopper_compile("fp8", heads=16, page_size=1 if gather else 64, config=dict(V2=1, GATHER=gather))
+    assert_output_stored_in_whole_sectors(_sass(compiled))
 
 
 # the schedules: (buffers, programs per SM, PREFETCH = FAST_MAX, LOOK, RK64, PT_EARLY)
