@@ -382,6 +382,9 @@ def compile_sm90(fn, args, consts: dict):
     consts = {**{p.name: p.default for p in fn.params if p.is_constexpr and p.name not in consts and p.has_default},
               **consts}
     values = dict(zip([n for n in names if n not in consts], args))
+    # (an argument left out at its default, e.g. a diagnostic pointer defaulting to None, is a constant of the launch)
+    consts.update({p.name: p.default for p in fn.params if p.name not in consts and p.name not in values
+                   and p.has_default})
     keep = {p.name for p in fn.params if p.do_not_specialize}
     signature, attrs = {}, {}
     for i, n in enumerate(names):
@@ -498,6 +501,31 @@ def test_hopper_split_kernels_let_the_reduction_launch_early(kv_format, heads, c
     partitions = 2 if config and config.get("PP") else 1
     assert compiled.asm["ptx"].count("griddepcontrol.launch_dependents") == partitions
     assert _sass(compiled.asm["cubin"]).count("PREEXIT") == partitions
+
+
+@pytest.mark.parametrize("kv_format,heads,config,clocks", [
+    ("fp8", 16, {"V2": 1}, 6), ("bf16", 128, dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1), 16)],
+    ids=["second-fp8-tokens-on-M", "ping-pong"])
+def test_timeline_stamps_compile_to_nothing_unless_asked_for(kv_format, heads, config, clocks):
+    """The diagnostic ``STAMPS`` keyword (benchmarks/probes/timeline.py): left out, as every launch of the library
+    leaves it, the kernel reads no clock; given a buffer, it reads the SM clock at each stamp (tokens on M: entry,
+    split, query ready, tile landed, tile done, exit; ping-pong: those of each warpgroup, four a pair of tiles) and the
+    global timer at entry and exit."""
+    import re
+    from graphtune.kernels.mla_decode import interface_hopper
+    dtype = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}[kv_format]
+    q = torch.empty(2, heads, 576, dtype=torch.bfloat16)
+    out = torch.empty(2, heads, 512, dtype=torch.bfloat16)
+    args, _, consts, _ = interface_hopper.hopper_call(q, torch.empty(4, 64, 576, dtype=dtype),
+                                                      torch.zeros(2, 2, dtype=torch.int32),
+                                                      torch.ones(2, dtype=torch.int32), 0.04, 1.0, kv_format, out,
+                                                      False, sms=132, config=config)
+    fn, consts = interface_hopper._kernel_and_params(heads, kv_format, consts)
+    for stamps in (False, True):
+        extra = [torch.empty(4, 256, dtype=torch.int64)] if stamps else []
+        sass = _sass(compile_sm90(fn, list(args) + extra, consts).asm["cubin"])
+        reads = (len(re.findall(r"CS2R R\d+, SR_CLOCK", sass)), len(re.findall(r"GLOBALTIMER", sass)))
+        assert reads == ((clocks, 2 * (1 + ("PP" in config))) if stamps else (0, 0)), (stamps, reads)
 
 
 def _sass(cubin: bytes) -> str:

@@ -69,6 +69,49 @@ _block_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
 _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 
 
+# Timeline stamps (benchmarks/probes/timeline.py): a kernel that takes ``STAMPS`` (a diagnostic keyword, None in
+# every launch of the library, so the stamps compile to nothing) writes, per program, STAMP_ROW int64 values: the
+# global timer at entry and exit (ns, comparable across SMs), the SM id, and the SM's clock at named points.
+STAMP_ROW = gl.constexpr(256)
+STAMP_GT_IN, STAMP_GT_OUT, STAMP_SMID, STAMP_CLK_IN, STAMP_CLK_SPLIT, STAMP_CLK_READY, STAMP_CLK_OUT, STAMP_TILES = (
+    gl.constexpr(k) for k in range(8))
+STAMP_TILE0 = gl.constexpr(8)     # then per tile (or pair of tiles) k of the program, PER stamps from 8 + PER k
+
+
+@gluon.jit
+def _stamp(STAMPS, row, slot, what: gl.constexpr = 0):
+    """Diagnostics: the SM's ``%clock64`` (``what`` 0; 1: ``%globaltimer``, 2: ``%smid``) stored at
+    ``STAMPS[row * STAMP_ROW + slot]``; nothing at all when ``STAMPS`` is None."""
+    if STAMPS is not None:
+        if what == 2:
+            v = gl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=gl.int32, is_pure=False,
+                                          pack=1).to(gl.int64)
+        elif what == 1:
+            v = gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=gl.int64, is_pure=False,
+                                          pack=1)
+        else:
+            v = gl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l", [], dtype=gl.int64, is_pure=False, pack=1)
+        gl.store(STAMPS + row.to(gl.int64) * STAMP_ROW + slot, v)
+
+
+@gluon.jit
+def _stamp_tile(STAMPS, row, k, x: gl.constexpr, PER: gl.constexpr):
+    """Stamp ``x`` of the program's tile (or pair) ``k``, PER a tile, while the row has room."""
+    if STAMPS is not None:
+        if k < (STAMP_ROW - STAMP_TILE0) // PER:
+            _stamp(STAMPS, row, STAMP_TILE0 + PER * k + x)
+
+
+@gluon.jit
+def _stamp_out(STAMPS, row, tiles):
+    """A program's last stamps: its clock and the global timer at exit, its SM, and its tile count."""
+    if STAMPS is not None:
+        _stamp(STAMPS, row, STAMP_CLK_OUT)
+        _stamp(STAMPS, row, STAMP_GT_OUT, 1)
+        _stamp(STAMPS, row, STAMP_SMID, 2)
+        gl.store(STAMPS + row.to(gl.int64) * STAMP_ROW + STAMP_TILES, tiles.to(gl.int64))
+
+
 @gluon.jit
 def _add(a, b):
     return a + b

@@ -57,7 +57,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from .kernel_hopper import (_load_rope, _split_start, _segment, _store_lse_and_segment, _store_o, _tma_load,
+from .kernel_hopper import (STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _load_rope, _split_start,
+                            _segment, _stamp, _stamp_out, _stamp_tile, _store_lse_and_segment, _store_o, _tma_load,
                             _zero_rows)
 from .kernel_hopper_heads import _q_fp16
 
@@ -244,18 +245,23 @@ def _take_even(o, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars, stage,
 
 
 @gluon.jit
-def _wg_start(seq_lens_ptr, sm_scale, B, s_layout: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
-              BLOCK_H: gl.constexpr):
+def _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, WG: gl.constexpr, s_layout: gl.constexpr, B_CHUNK: gl.constexpr,
+              BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr):
     """A warpgroup's program-wide values: the program ids, its first head, the scores' log2 scale, the token
-    offsets of a tile, and the program's tile range (``_split_start``)."""
+    offsets of a tile, the program's tile range (``_split_start``) and its row of ``STAMPS`` (the timeline probe's:
+    two a program, one per warpgroup)."""
     LOG2E: gl.constexpr = 1.4426950408889634
     pid_h = gl.program_id(0)
     pid = gl.program_id(1)
+    srow = (pid_h * gl.num_programs(1) + pid) * 2 + WG
+    _stamp(STAMPS, srow, STAMP_GT_IN, 1)
+    _stamp(STAMPS, srow, STAMP_CLK_IN)
     h0 = pid_h * BLOCK_H
     qk_mul = sm_scale * LOG2E
     offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
     t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(1), BLOCK_N, B_CHUNK, 4)
-    return pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end
+    _stamp(STAMPS, srow, STAMP_CLK_SPLIT)
+    return pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow
 
 
 
@@ -315,15 +321,15 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             q_ptr, stride_q_b, stride_q_h, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
-            o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr):
+            o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, STAMPS=None):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; loads the query (``FP8``: the fp16
     query scaled per head, written by this warpgroup, and each fp8 tile's TMA into its left half)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     rope_layout: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [4, 1], [1, 0])
-    pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end = _wg_start(seq_lens_ptr, sm_scale, B, s_layout,
-                                                                        B_CHUNK, BLOCK_N, BLOCK_H)
+    pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow = _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, 0,
+                                                                              s_layout, B_CHUNK, BLOCK_N, BLOCK_H)
     if FP8:
         if KV_SCALE_FROM_PTR:
             kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
@@ -369,6 +375,8 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                             pt_base, i_first + 1, 1 - s0, 0, False, PAGE_SIZE, BLOCK_N)
             mbarrier.wait(q_bar, seg & 1)
             qk = qk_mul
+        if seg == 0:
+            _stamp(STAMPS, srow, STAMP_CLK_READY)
 
         m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=rows_s)
         l_i = gl.zeros([BLOCK_H], gl.float32, layout=rows_s)
@@ -376,6 +384,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
         for k in range(0, (n + 1) // 2):
             r = 2 * k
             g = it + r
+            _stamp_tile(STAMPS, srow, g // 2, 0, 4)
             stage = g % 2
             phase = (g // 2) & 1
             kn = kn_bufs.index(stage)
@@ -405,6 +414,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 1, 1 - stage,
                             0, FP8, PAGE_SIZE, BLOCK_N)
             s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
+            _stamp_tile(STAMPS, srow, g // 2, 1, 4)
             if FP8:
                 _zero_tail(kn, n_valid, BLOCK_N)
             if (r + 2 < n) and (not FP8):
@@ -415,6 +425,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             # p_smem's last reader (this warpgroup's P.V of tile r - 1) is retired; WG1 read its previous
             # content (P of tile r - 2) before it wrote that of tile r - 1
             _hand_off(p, m_i, p_smem, m_smem.slice(0, BLOCK_H), p_bars.index(0))
+            _stamp_tile(STAMPS, srow, g // 2, 2, 4)
             o = warpgroup_mma(gl.convert_layout(p.to(p_smem.dtype), p_layout), kn.slice(0, _HALF, dim=1), o,
                               is_async=True)
             if r + 1 < n:
@@ -425,6 +436,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 2, stage, 0,
                             FP8, PAGE_SIZE, BLOCK_N)
                 mbarrier.wait(p_bars.index(1), p1_phase)
+                _stamp_tile(STAMPS, srow, g // 2, 3, 4)
                 p1_phase ^= 1
                 m_o = m_smem.slice(BLOCK_H, BLOCK_H).load(rows_s)
                 beta = gl.exp2(m_i - m_o)
@@ -456,6 +468,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
         seg += 1
         t = seg_stop
         b += 1
+    _stamp_out(STAMPS, srow, it)
 
 
 @gluon.jit
@@ -466,15 +479,15 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             q_ptr, stride_q_b, stride_q_h, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
-            o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr):
+            o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, STAMPS=None):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511 (``FP8``: instead of reloading the
     right half of a buffer, it tells WG0 the half is free, on mbarrier ``stage * 3 + 1``)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     rope_layout: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [4, 1], [1, 0])
-    pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end = _wg_start(seq_lens_ptr, sm_scale, B, s_layout,
-                                                                        B_CHUNK, BLOCK_N, BLOCK_H)
+    pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow = _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, 1,
+                                                                              s_layout, B_CHUNK, BLOCK_N, BLOCK_H)
     if FP8:
         if KV_SCALE_FROM_PTR:
             kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
@@ -502,6 +515,8 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                             pt_base, i_first + 1, 1 - s0, 1, True, PAGE_SIZE, BLOCK_N)
             mbarrier.wait(q_bar, seg & 1)
             qk = qk_mul
+        if seg == 0:
+            _stamp(STAMPS, srow, STAMP_CLK_READY)
 
         m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=rows_s)
         l_i = gl.zeros([BLOCK_H], gl.float32, layout=rows_s)
@@ -509,6 +524,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
         for k in range(0, (n + 1) // 2):
             r = 2 * k
             g = it + r
+            _stamp_tile(STAMPS, srow, g // 2, 0, 4)
             stage = g % 2               # tile r (WG0's); tile r + 1 (this warpgroup's) is in 1 - stage
             phase = (g // 2) & 1
             phase_o = ((g + 1) // 2) & 1
@@ -543,10 +559,12 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     # the softmax's exponentials anyway). P(r) is read back from p_smem, scaled by this tile's max step
                     # and used from registers, since O is rescaled once for both tiles.
                     mbarrier.wait(p_bars.index(0), p0_phase)
+                    _stamp_tile(STAMPS, srow, g // 2, 3, 4)
                     p0_phase ^= 1
                     m_e = m_smem.slice(0, BLOCK_H).load(rows_s)
                     alpha = gl.exp2(m_i - m_e)
                     s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
+                    _stamp_tile(STAMPS, srow, g // 2, 1, 4)
                     if FP8:
                         _zero_tail(kn_o, n_valid - BLOCK_N, BLOCK_N)
                     if (r + 3 < n) and (not FP8):
@@ -560,6 +578,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     _wg_barrier()          # every thread has read P(r) before P(r + 1) overwrites it
                     o_done = o_done * gl.convert_layout(alpha * beta, rows_o)[:, None]
                     _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
+                    _stamp_tile(STAMPS, srow, g // 2, 2, 4)
                     pe_op = gl.convert_layout(pe, p_layout)
                     o = warpgroup_mma(pe_op, kn.slice(_HALF, _HALF, dim=1), o_done, is_async=True)
                     o = warpgroup_mma(gl.convert_layout(p.to(p_smem.dtype), p_layout),
@@ -574,6 +593,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                                                        stage, phase, n_valid, s_layout, o_layout, BLOCK_N, FP8)
                     # (groups in flight: the score MMAs, then P(r) V_R(r))
                     s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
+                    _stamp_tile(STAMPS, srow, g // 2, 1, 4)
                     if FP8:
                         _zero_tail(kn_o, n_valid - BLOCK_N, BLOCK_N)
                     if (r + 3 < n) and (not FP8):
@@ -588,6 +608,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                                 1, FP8, PAGE_SIZE, BLOCK_N)
                     o = o * gl.convert_layout(beta, rows_o)[:, None]
                     _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
+                    _stamp_tile(STAMPS, srow, g // 2, 2, 4)
                     o = warpgroup_mma(gl.convert_layout(p.to(p_smem.dtype), p_layout), kn_o.slice(_HALF, _HALF, dim=1),
                                       o, is_async=True)
             else:
@@ -601,6 +622,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
         seg += 1
         t = seg_stop
         b += 1
+    _stamp_out(STAMPS, srow, it)
 
 
 @gluon.jit(do_not_specialize=["B"])
@@ -624,6 +646,7 @@ def _mla_decode_hopper_pp_kernel(
     WG1_REGS: gl.constexpr = 256,
     RELOAD: gl.constexpr = 1,
     WG1_FIRST: gl.constexpr = 0,
+    STAMPS=None,
 ):
     """Grid ``(H // 64, P)``, as ``kernel_hopper._mla_decode_hopper_kernel`` (same arguments), but
     ``num_warps = 4`` (warpgroup 0, the default partition) plus a 4-warp worker partition (warpgroup 1, with
@@ -648,7 +671,7 @@ def _mla_decode_hopper_pp_kernel(
                    out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
                    stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                    qn_smem, qr_smem, kn_bufs, kr_bufs, None, 0, 0, None, None, 1.0, None,
-                   PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, False, False, WG1_REGS)
+                   PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, False, False, WG1_REGS, STAMPS)
 
 
 @gluon.jit(do_not_specialize=["B"])
@@ -674,6 +697,7 @@ def _mla_decode_hopper_pp_fp8_kernel(
     WG1_REGS: gl.constexpr = 256,
     RELOAD: gl.constexpr = 1,
     WG1_FIRST: gl.constexpr = 0,
+    STAMPS=None,
 ):
     """The ping-pong kernel on a per-tensor fp8 cache (the arguments of the fp8 heads-on-M kernel,
     ``kernel_hopper_heads._mla_decode_hopper_fp8w_kernel``): each tile's fp8 latent columns by TMA into the
@@ -705,7 +729,7 @@ def _mla_decode_hopper_pp_fp8_kernel(
                    stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                    qn_smem, qr_smem, kn_bufs, kr_bufs, q_ptr, stride_q_b, stride_q_h, kv_ptr, kv_scale_ptr, kv_scale,
                    k8_bufs, PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, True,
-                   KV_SCALE_FROM_PTR, WG1_REGS)
+                   KV_SCALE_FROM_PTR, WG1_REGS, STAMPS)
 
 
 @gluon.jit
@@ -715,7 +739,7 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
                    qn_smem, qr_smem, kn_bufs, kr_bufs, q_ptr, stride_q_b, stride_q_h, kv_ptr, kv_scale_ptr, kv_scale,
                    k8_bufs, PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr,
                    BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr,
-                   FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, WG1_REGS: gl.constexpr):
+                   FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, WG1_REGS: gl.constexpr, STAMPS=None):
     """Both kernels' P tile, maxima, sums and mbarriers, and the two warpgroups."""
     vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     p_smem = gl.allocate_shared_memory(qn_smem.dtype, [BLOCK_H, BLOCK_N],
@@ -745,12 +769,12 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
              q_ptr, stride_q_b, stride_q_h, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR)),
+             KV_SCALE_FROM_PTR, STAMPS)),
         (_pp_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
              q_ptr, stride_q_b, stride_q_h, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR)),
+             KV_SCALE_FROM_PTR, STAMPS)),
     ], [4], [WG1_REGS])

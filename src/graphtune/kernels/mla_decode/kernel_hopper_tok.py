@@ -63,7 +63,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from .kernel_hopper import (_block_barrier, _load_q, _max_over_tokens, _program_ids, _segment, _split_start,
+from .kernel_hopper import (STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _block_barrier, _load_q,
+                            _max_over_tokens, _program_ids, _segment, _split_start, _stamp, _stamp_out, _stamp_tile,
                             _store_chunks_segment, _tma_load, _zero_rows)
 
 # cp.async's Gluon name: async_load in triton 3.9 (the 3.6 name raises there)
@@ -400,6 +401,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     PT_EARLY: gl.constexpr = 0,
     DS: gl.constexpr = 0,
     CHAIN: gl.constexpr = 0,
+    STAMPS=None,
 ):
     """fp8 (per-tensor) cache, H < 64: tokens on M, one warpgroup, 16 heads per program (module docstring).
     ``kv_nope_desc`` / ``kv_rope_desc``: the cache as [rows, 576] fp8 with [BLOCK_N, 512] / [BLOCK_N, 128]
@@ -458,6 +460,9 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     p_smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_H], gl.float16)
 
     pid_h, pid, num_progs, h0 = _program_ids(BLOCK_H)
+    srow = pid_h * num_progs + pid      # (the program's row of STAMPS: timeline probe only)
+    _stamp(STAMPS, srow, STAMP_GT_IN, 1)
+    _stamp(STAMPS, srow, STAMP_CLK_IN)
     if KV_SCALE_FROM_PTR:
         kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
     if DS:
@@ -490,6 +495,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     _init_tile_barriers(bars, NUM_BUF, GATHER, num_warps)
 
     t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps)
+    _stamp(STAMPS, srow, STAMP_CLK_SPLIT)
 
     offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s16_layout))
     offs_h_s = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, s16_layout))
@@ -511,6 +517,8 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         q_scale = _q_cat(q_base, heads_q, hmask_q, stride_q_h, qn_smem, qr_smem, BLOCK_H, q_layout, DS)
         fence_async_shared()
         _block_barrier()
+        if it == 0:
+            _stamp(STAMPS, srow, STAMP_CLK_READY)
         qk_mul = gl.convert_layout(sm_scale * LOG2E * kv_scale / q_scale, gl.SliceLayout(0, s16_layout))
 
         m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=gl.SliceLayout(0, s16_layout))
@@ -532,6 +540,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                     page_nx = _tile_pages(pt_base, i + NUM_BUF, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
                 n_valid = _tile_landed(kn, bars.index(stage), (it // NUM_BUF) & 1, seq_len - i * BLOCK_N, GATHER,
                                        BLOCK_N, D_V, num_warps)
+                _stamp_tile(STAMPS, srow, it, 0, 2)
                 if DS:
                     g0 = _ds_group(kn, qn_smem, 0, s_layout, BLOCK_N, BLOCK_H)
                     g1 = _ds_group(kn, qn_smem, 1, s_layout, BLOCK_N, BLOCK_H)
@@ -605,6 +614,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                         _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF,
                                   stage, seq_len, PAGE_SIZE, 264 if DS else 512, BLOCK_N, GATHER, num_warps,
                                   kv_sc_desc, sc_bufs)
+                _stamp_tile(STAMPS, srow, it, 1, 2)
                 it += 1
             o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
         else:
@@ -705,6 +715,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                               stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s, RETURN_LSE, True)
         t = seg_stop
         b += 1
+    _stamp_out(STAMPS, srow, it)
 
     for k in gl.static_range(NUM_BUF):
         mbarrier.invalidate(bars.index(k))

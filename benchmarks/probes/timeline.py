@@ -1,0 +1,233 @@
+"""Where a Hopper split kernel's time goes, program by program: a timeline from in-kernel clock stamps.
+
+The second fp8 tokens-on-M kernel and the ping-pong kernels take a diagnostic keyword, ``STAMPS`` (None in every
+launch of the library: the stamps then compile to nothing). Given an int64 buffer, each program (each warpgroup of
+a ping-pong program) writes the global timer at entry and exit, its SM, and its SM's clock at named points
+(kernel_hopper.STAMP_*): after the work split, when the query is ready, and per tile (tokens on M: when the tile
+landed and when the program was done with it) or per pair of tiles (ping-pong: loop top, own scores retired, own P
+handed off, the other warpgroup's P arrived).
+
+For each cell (format, heads, batch; 4096 tokens a request, page size 64, a pinned config) this times the kernel
+without and with the stamps (CUDA graph replay over rotating input sets larger than the L2, so the stamps' cost
+shows), then runs it stamped on the last input set and prints: the kernel's span (first entry to last exit, by the
+global timer), how entries and exits spread, and per program (medians over programs, in ns from the SM clock):
+the work split, the query's preparation, the first tile's wait, the steady tile period, how much of it the program
+waited for data, and the end (last tile to exit). ``--lengths`` also times the split kernel alone and the decode
+(public call) at other request lengths, so that a line through the times gives each cell's fixed cost.
+
+    PYTHONPATH=src python benchmarks/probes/timeline.py --out benchmarks/results/timeline.json
+
+Without a GPU it says so and exits 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_mla_decode import comma_list, git_commit, graph_time_ms  # noqa: E402
+
+from graphtune.kernels.mla_decode import bench, interface, interface_hopper, kernel_hopper  # noqa: E402
+
+ROW = int(kernel_hopper.STAMP_ROW)
+T0 = int(kernel_hopper.STAMP_TILE0)
+PP_CONFIG = {"BLOCK_N": 64, "PP": 1, "RELOAD": 1, "WG1_FIRST": 1}
+
+
+def _cell_spec(text: str) -> tuple[str, int, int]:
+    """``FORMAT:HEADS:BATCH`` (e.g. ``fp8:16:32``)."""
+    parts = text.split(":")
+    if len(parts) != 3 or parts[0] not in ("bf16", "fp8") or not all(p.isdigit() for p in parts[1:]):
+        raise argparse.ArgumentTypeError(f"--cells item {text!r}: expected FORMAT:HEADS:BATCH with FORMAT bf16 or "
+                                         f"fp8 (e.g. fp8:16:32)")
+    return parts[0], int(parts[1]), int(parts[2])
+
+
+def _config(fmt: str, heads: int) -> dict:
+    if heads >= 64:
+        return dict(PP_CONFIG)
+    if fmt == "fp8":
+        return {"V2": 1, **interface_hopper.HOPPER_TOK_FP8_V2_CONFIG}
+    raise SystemExit("timeline: bf16 with H < 64 runs a kernel without stamps (the tokens-on-M bf16 kernel)")
+
+
+def _launcher(x: dict, fmt: str, heads: int, sms: int):
+    """The pinned split kernel on inputs ``x``: a call taking the stamp buffer (or None) and the rows it needs."""
+    sm_scale = 1.0 / math.sqrt(576)
+    args, grid, consts, _ = interface_hopper.hopper_call(
+        x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm_scale, x["kv_scale"], fmt, x["out"], False,
+        sms=sms, config=_config(fmt, heads))
+    fn, consts = interface_hopper._kernel_and_params(heads, fmt, consts)
+    rows = grid[0] * grid[1] * (2 if consts.get("PP") else 1)
+
+    def call(stamps: torch.Tensor | None) -> None:
+        if stamps is None:
+            fn[grid](*args, **consts)
+        else:
+            fn[grid](*args, **consts, STAMPS=stamps)
+    return call, rows
+
+
+def _pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * (len(values) - 1) + 0.5))] if values else float("nan")
+
+
+def analyse(raw: torch.Tensor, pp: bool) -> dict:
+    """The summary of one stamped run (``raw``: rows x ROW int64)."""
+    rows = raw.tolist()
+    # (ping-pong: rows 2 p and 2 p + 1 are program p's warpgroups 0 and 1)
+    live = [(i % 2 if pp else 0, r) for i, r in enumerate(rows) if r[kernel_hopper.STAMP_TILES] > 0]
+    t_in = min(r[0] for r in rows)
+    ghz = statistics.median((r[6] - r[3]) / max(1, r[1] - r[0]) for _, r in live)
+
+    def ns(clocks: float) -> float:
+        return clocks / ghz
+
+    def med(values: list[float]) -> float:
+        return statistics.median(values) if values else float("nan")
+
+    per = 4 if pp else 2
+    out = {"programs": len(rows), "live": len(live), "sm_ghz": ghz,
+           "span_ns": max(r[1] for r in rows) - t_in,
+           "entry_ns": {q: _pct([r[0] - t_in for r in rows], q) for q in (0.5, 0.9, 1.0)},
+           "exit_ns": {q: _pct([r[1] - t_in for _, r in live], q) for q in (0.0, 0.5, 0.9, 1.0)},
+           "split_ns": med([ns(r[4] - r[3]) for _, r in live]),
+           "ready_ns": med([ns(r[5] - r[4]) for _, r in live])}
+    firsts, periods, waits, ends, busy = [], [], [], [], []
+    # ping-pong, per warpgroup: loop top -> own scores retired -> own P handed off; the other's P: WG0 waits for it
+    # after its hand-off, WG1 (WG1_FIRST) before its scores' wait
+    steps: dict[str, list[float]] = {f"wg{w}_{k}": [] for w in (0, 1) for k in ("scores", "softmax", "other_p")}
+    for wg, r in live:
+        n = r[kernel_hopper.STAMP_TILES]
+        k_max = min((n + 1) // 2 if pp else n, (ROW - T0) // per)
+        marks = [r[T0 + per * k: T0 + per * k + per] for k in range(k_max)]
+        if not marks:
+            continue
+        firsts.append(ns(marks[0][1 if pp else 0] - r[5]))
+        ends.append(ns(r[6] - marks[-1][0 if pp else 1]))
+        for k in range(1, len(marks)):
+            periods.append(ns(marks[k][0] - marks[k - 1][0]))
+            if not pp:
+                waits.append(ns(marks[k][0] - marks[k - 1][1]))
+                busy.append(ns(marks[k][1] - marks[k][0]))
+        if pp:
+            for top, scores, handed, other in marks[:-1]:
+                steps[f"wg{wg}_scores"].append(ns(scores - top))
+                steps[f"wg{wg}_softmax"].append(ns(handed - scores))
+                steps[f"wg{wg}_other_p"].append(ns(other - handed) if wg == 0 else ns(other - top))
+    out.update({"first_tile_ns": med(firsts), "period_ns": med(periods), "period_p90_ns": _pct(periods, 0.9),
+                "end_ns": med(ends)})
+    if pp:
+        out.update({f"{k}_ns": med(v) for k, v in steps.items()})
+    else:
+        out.update({"wait_ns": med(waits), "wait_p90_ns": _pct(waits, 0.9), "busy_ns": med(busy)})
+    return out
+
+
+def cell(fmt: str, heads: int, batch: int, lengths: list[int]) -> dict:
+    sms = interface._sm_count(torch.device("cuda"))
+    problem = bench.Problem(batch, heads, 4096, 64, fmt)
+    sets = max(2, min(8, math.ceil(bench.ROTATE_BYTES / problem.bytes_moved())))
+    xs = [bench.make_inputs(problem, seed=batch + k) for k in range(sets)]
+    calls = [_launcher(x, fmt, heads, sms) for x in xs]
+    rows = calls[0][1]
+    buf = torch.zeros(rows, ROW, dtype=torch.int64, device="cuda")
+    row: dict = {"kv_format": fmt, "heads": heads, "batch": batch, "config": _config(fmt, heads), "rows": rows,
+                 "sets": sets}
+    row["plain_ms"] = graph_time_ms([lambda c=c: c(None) for c, _ in calls])
+    row["stamped_ms"] = graph_time_ms([lambda c=c: c(buf) for c, _ in calls])
+    for c, _ in calls:            # the last set's data out of the L2 as in the timed replays
+        c(None)
+    buf.zero_()
+    calls[-1][0](buf)
+    torch.cuda.synchronize()
+    row["timeline"] = analyse(buf.cpu(), heads >= 64)
+    used = int(buf[:, kernel_hopper.STAMP_TILES].max().item())
+    per = 4 if heads >= 64 else 2
+    width = min(ROW, T0 + per * ((used + 1) // 2 if heads >= 64 else used))
+    row["raw"] = buf[:, :width].cpu().tolist()
+    if lengths:
+        row["lengths"] = []
+        for tokens in lengths:
+            p = bench.Problem(batch, heads, tokens, 64, fmt)
+            n = max(2, min(8, math.ceil(bench.ROTATE_BYTES / p.bytes_moved())))
+            ins = [bench.make_inputs(p, seed=tokens + k) for k in range(n)]
+            split = [_launcher(x, fmt, heads, sms)[0] for x in ins]
+            decode = [bench.run_inputs(x, fmt, None, path="hopper") for x in ins]
+            row["lengths"].append({"tokens": tokens, "split_ms": graph_time_ms([lambda c=c: c(None) for c in split]),
+                                   "decode_ms": graph_time_ms(decode)})
+    return row
+
+
+def _fit(points: list[dict], key: str) -> tuple[float, float]:
+    """Least-squares ``ms = a + b tokens``: (a in us, b as us per 1,000 tokens)."""
+    xs = [p["tokens"] for p in points]
+    ys = [p[key] * 1e3 for p in points]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / max(1e-9, sum((x - mx) ** 2 for x in xs))
+    return my - b * mx, b * 1e3
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cells", type=comma_list(_cell_spec),
+                    default=[_cell_spec(c) for c in ("fp8:16:32", "fp8:16:64", "fp8:16:128", "bf16:128:32",
+                                                     "bf16:128:64", "fp8:128:64")])
+    ap.add_argument("--lengths", type=comma_list(int), default=[],
+                    help="also time the split kernel and the decode at these request lengths (tokens)")
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/timeline.json"))
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("timeline: needs a CUDA GPU", file=sys.stderr)
+        return 2
+    gpu = torch.cuda.get_device_name()
+    print(f"{gpu}; torch {torch.__version__}", flush=True)
+    rows = []
+    for fmt, heads, batch in args.cells:
+        r = cell(fmt, heads, batch, args.lengths)
+        rows.append(r)
+        t = r["timeline"]
+        print(f"\n{fmt} H={heads} B={batch} {r['config']}: {r['rows']} rows ({t['live']} with tiles), SM "
+              f"{t['sm_ghz']:.2f} GHz; plain {r['plain_ms']:.4f} ms, stamped {r['stamped_ms']:.4f} ms; one stamped "
+              f"run spans {t['span_ns'] / 1e3:.1f} us")
+        print(f"  entries +{t['entry_ns'][0.5] / 1e3:.2f} / +{t['entry_ns'][0.9] / 1e3:.2f} / "
+              f"+{t['entry_ns'][1.0] / 1e3:.2f} us (median / p90 / last); exits "
+              + " / ".join(f"{t['exit_ns'][q] / 1e3:.1f}" for q in (0.0, 0.5, 0.9, 1.0)) + " us (first / median / "
+              "p90 / last)")
+        line = (f"  per program (median): split {t['split_ns']:.0f} ns, query ready {t['ready_ns']:.0f}, first tile "
+                f"{t['first_tile_ns']:.0f}, period {t['period_ns']:.0f} (p90 {t['period_p90_ns']:.0f}), end "
+                f"{t['end_ns']:.0f}")
+        if heads >= 64:
+            for w in (0, 1):
+                line += (f"; WG{w} in a pair: top -> own scores retired {t[f'wg{w}_scores_ns']:.0f}, -> P handed "
+                         f"{t[f'wg{w}_softmax_ns']:.0f}, other's P waited {t[f'wg{w}_other_p_ns']:.0f}"
+                         + (" (after the hand-off)" if w == 0 else " (from the top)"))
+        else:
+            line += f"; of a period: waiting {t['wait_ns']:.0f} (p90 {t['wait_p90_ns']:.0f}), busy {t['busy_ns']:.0f}"
+        print(line, flush=True)
+        if r.get("lengths"):
+            for p in r["lengths"]:
+                print(f"  {p['tokens']} tokens: split {p['split_ms']:.4f} ms, decode {p['decode_ms']:.4f} ms")
+            if len(r["lengths"]) > 1:
+                a_s, b_s = _fit(r["lengths"], "split_ms")
+                a_d, b_d = _fit(r["lengths"], "decode_ms")
+                r["fit"] = {"split_fixed_us": a_s, "split_us_per_ktok": b_s, "decode_fixed_us": a_d,
+                            "decode_us_per_ktok": b_d}
+                print(f"  line through them: split {a_s:.1f} us + {b_s:.2f} us / 1k tokens; decode {a_d:.1f} us + "
+                      f"{b_d:.2f} us / 1k tokens", flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"gpu": gpu, "torch": torch.__version__, "commit": git_commit(), "rows": rows}))
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
