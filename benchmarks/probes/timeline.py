@@ -38,6 +38,7 @@ from graphtune.kernels.mla_decode import bench, interface, interface_hopper, ker
 
 ROW = int(kernel_hopper.STAMP_ROW)
 T0 = int(kernel_hopper.STAMP_TILE0)
+TILES = int(kernel_hopper.STAMP_TILES)
 PP_CONFIG = {"BLOCK_N": 64, "PP": 1, "RELOAD": 1, "WG1_FIRST": 1}
 
 
@@ -84,7 +85,7 @@ def analyse(raw: torch.Tensor, pp: bool) -> dict:
     """The summary of one stamped run (``raw``: rows x ROW int64)."""
     rows = raw.tolist()
     # (ping-pong: rows 2 p and 2 p + 1 are program p's warpgroups 0 and 1)
-    live = [(i % 2 if pp else 0, r) for i, r in enumerate(rows) if r[kernel_hopper.STAMP_TILES] > 0]
+    live = [(i % 2 if pp else 0, r) for i, r in enumerate(rows) if r[TILES] > 0]
     t_in = min(r[0] for r in rows)
     ghz = statistics.median((r[6] - r[3]) / max(1, r[1] - r[0]) for _, r in live)
 
@@ -106,7 +107,7 @@ def analyse(raw: torch.Tensor, pp: bool) -> dict:
     # after its hand-off, WG1 (WG1_FIRST) before its scores' wait
     steps: dict[str, list[float]] = {f"wg{w}_{k}": [] for w in (0, 1) for k in ("scores", "softmax", "other_p")}
     for wg, r in live:
-        n = r[kernel_hopper.STAMP_TILES]
+        n = r[TILES]
         k_max = min((n + 1) // 2 if pp else n, (ROW - T0) // per)
         marks = [r[T0 + per * k: T0 + per * k + per] for k in range(k_max)]
         if not marks:
@@ -150,7 +151,7 @@ def cell(fmt: str, heads: int, batch: int, lengths: list[int]) -> dict:
     calls[-1][0](buf)
     torch.cuda.synchronize()
     row["timeline"] = analyse(buf.cpu(), heads >= 64)
-    used = int(buf[:, kernel_hopper.STAMP_TILES].max().item())
+    used = int(buf[:, TILES].max().item())
     per = 4 if heads >= 64 else 2
     width = min(ROW, T0 + per * ((used + 1) // 2 if heads >= 64 else used))
     row["raw"] = buf[:, :width].cpu().tolist()
