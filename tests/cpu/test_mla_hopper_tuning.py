@@ -328,5 +328,6 @@ def test_tuned_kernels_are_one_object_per_kernel_however_asked_for():
     assert hopper.tuned_second_kernel(True, "bf16") is hopper.tuned_second_kernel(True, "bf16", False)
     assert hopper.tuned_for(128, "bf16", hopper.PP_MIN_BATCH, 64) is hopper.tuned_second_kernel(True, "bf16")
     assert hopper.tuned_for(16, "fp8", 64, 64) is hopper.tuned_second_kernel(False, "fp8")
-    assert hopper.tuned_for(16, "fp8", 1, 64) is hopper.tuned_kernel(False, True)
+    assert hopper.tuned_for(16, "fp8", 1, 64) is hopper.tuned_second_kernel(False, "fp8")   # (from batch 1)
+    assert hopper.tuned_for(128, "bf16", 1, 64) is hopper.tuned_kernel(True, False)
     assert hopper.tuned_for(16, "fp8", 1, 1) is hopper.tuned_second_kernel(False, "fp8", gather=True)

@@ -176,7 +176,7 @@ def test_bf16_tok_pipe_matches_reference(monkeypatch, pipe, heads, page_size, le
 @pytest.mark.parametrize("batch", [1, 8, 33])
 def test_public_path_picks_the_tok_kernel_by_batch_tunes_and_replays(monkeypatch, batch, fmt):
     """H = 16, page size 64 through the public entry point. fp8: the second kernel (tuned per bucket) from
-    ``TOK_FP8_V2_MIN_BATCH`` requests up, the first below; fp8_ds_mla (``DS_AUTO`` on): its DS kernel, tuned per
+    ``TOK_FP8_V2_MIN_BATCH`` requests up (1 since session 18), the first below; fp8_ds_mla (``DS_AUTO`` on): its DS kernel, tuned per
     bucket at every batch. Correct, and one captured graph replays to eager's output with new lengths and
     queries."""
     _skip_off_hopper()

@@ -133,8 +133,10 @@ _TOK_FP8_BASE = {k: v for k, v in HOPPER_TOK_FP8_CONFIG.items() if k != "PROGRAM
 HOPPER_TOK_FP8_SPACE: list[dict[str, int]] = [_TOK_FP8_BASE, {**_TOK_FP8_BASE, "NUM_BUF": 4},
                                               {**_TOK_FP8_BASE, "WIDEN": 2}]
 # fp8, tokens on M, the second kernel (kernel_hopper_tok.py), which ``launch`` runs from TOK_FP8_V2_MIN_BATCH
-# requests up: on the H200 (H = 16, branch mla-h16, run 2) it lost to the first kernel at batch 1 (0.0165 against
-# 0.0156 ms) and won at 8-128 (0.0205 / 0.0370 / 0.0584 / 0.0979 against 0.0226 / 0.0494 / 0.0816 / 0.1454).
+# requests up: every batch since session 18. On the H200 it lost to the first kernel at batch 1 in session 8 (0.0165
+# against 0.0156 ms) and won at 8-128 (0.0205 / 0.0370 / 0.0584 / 0.0979 against 0.0226 / 0.0494 / 0.0816 /
+# 0.1454); with its full-sector stores (session 17) it wins from batch 1: 0.0112 / 0.0130 / 0.0149 ms against the
+# first kernel's 0.0127 / 0.0137 / 0.0170 at batch 1 / 2 / 4 (H200, session 18 run 1, H = 16, page size 64).
 # Per-bucket space: two 40 KB buffers and two programs per SM (fastest at batch 64-128; the fixed config), three
 # buffers and one program (fastest at 8-32). Five buffers won no batch. PREFETCH 1 / FAST_MAX 1 won every batch.
 # CHAIN 1 (the scores as one fp8 MMA chain per 128 dims and the rope's, folded in fp32; Triton lets an fp8 dot on
@@ -142,7 +144,7 @@ HOPPER_TOK_FP8_SPACE: list[dict[str, int]] = [_TOK_FP8_BASE, {**_TOK_FP8_BASE, "
 # 11, H = 16, std-1 logits) the LSE error of a one-token request 3.8e-4 against 9.5e-4 without it, output error
 # unchanged; times within 1% at batch 32-128 (0.0386 / 0.0590 / 0.0994 ms against 0.0392 / 0.0592 / 0.0987 with
 # two buffers; docs/mla_decode.md "Session 11").
-TOK_FP8_V2_MIN_BATCH = 8
+TOK_FP8_V2_MIN_BATCH = 1
 HOPPER_TOK_FP8_V2_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PREFETCH": 1, "FAST_MAX": 1, "CHAIN": 1}
 # Since session 13 the space also has both with RK64 1 (the rope's score MMAs over its 64 columns, not the zero
 # padding) and PT_EARLY 1 (the next tile's page ids loaded a tile ahead): the same results (every GPU test of the

@@ -536,11 +536,26 @@ def _load_rope(kv_ptr, pt_base, j, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexp
 def _load_q(q_base, heads, head_mask, stride_q_h, layout: gl.constexpr):
     """The query rows ``heads`` (zeros where not ``head_mask``) in fp32, ``layout``: the 512 latent columns, the
     64 rope ones, and each row's largest magnitude over the 576."""
+    qn, qr = _load_q_raw(q_base, heads, head_mask, stride_q_h, layout)
+    return _q_fp32(qn, qr)
+
+
+@gluon.jit
+def _load_q_raw(q_base, heads, head_mask, stride_q_h, layout: gl.constexpr):
+    """:func:`_load_q`'s loads alone (the query's dtype): a caller that issues other loads before it uses the
+    values converts them with :func:`_q_fp32` after those (ptxas keeps the math past a branch there)."""
     cols = gl.arange(0, 512, layout=gl.SliceLayout(0, layout))
     cols_r = 512 + gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
     rows = heads[:, None] * stride_q_h
-    qn = gl.load(q_base + rows + cols[None, :], mask=head_mask[:, None], other=0.0).to(gl.float32)
-    qr = gl.load(q_base + rows + cols_r[None, :], mask=head_mask[:, None], other=0.0).to(gl.float32)
+    qn = gl.load(q_base + rows + cols[None, :], mask=head_mask[:, None], other=0.0)
+    qr = gl.load(q_base + rows + cols_r[None, :], mask=head_mask[:, None], other=0.0)
+    return qn, qr
+
+
+@gluon.jit
+def _q_fp32(qn, qr):
+    qn = qn.to(gl.float32)
+    qr = qr.to(gl.float32)
     amax = gl.maximum(gl.max(gl.abs(qn), axis=1), gl.max(gl.abs(qr), axis=1))
     return qn, qr, amax
 

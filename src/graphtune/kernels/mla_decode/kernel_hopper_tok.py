@@ -63,8 +63,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from .kernel_hopper import (STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _block_barrier, _load_q,
-                            _max_over_tokens, _program_ids, _segment, _split_start, _stamp, _stamp_out, _stamp_tile,
+from .kernel_hopper import (STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _block_barrier, _load_q_raw,
+                            _max_over_tokens, _q_fp32, _program_ids, _segment, _split_start, _stamp, _stamp_out, _stamp_tile,
                             _store_chunks_segment, _tma_load, _zero_rows)
 
 # cp.async's Gluon name: async_load in triton 3.9 (the 3.6 name raises there)
@@ -218,14 +218,14 @@ def _init_tile_barriers(bars, NUM_BUF: gl.constexpr, GATHER: gl.constexpr, num_w
 
 
 @gluon.jit
-def _q_cat(q_base, heads, head_mask, stride_q_h, qn_smem, qr_smem, BLOCK_H: gl.constexpr, layout: gl.constexpr,
-           DS: gl.constexpr = 0):
-    """The query's fp8 hi/lo pair as [2 BLOCK_H, 512] latent and [2 BLOCK_H, 128] rope tiles: rows
+def _q_cat(qn, qr, qn_smem, qr_smem, BLOCK_H: gl.constexpr, DS: gl.constexpr = 0):
+    """The query (``kernel_hopper._load_q_raw``'s values) as its fp8 hi/lo pair in [2 BLOCK_H, 512] latent and
+    [2 BLOCK_H, 128] rope tiles: rows
     ``[0, BLOCK_H)`` ``hi = fp8(q s)``, rows ``[BLOCK_H, 2 BLOCK_H)`` ``lo = fp8(16 (q s - hi))``, s a power of
     two per head with max |q s| = 2^8 (the portable kernel's QK8 split: hi + lo / 16 holds a bf16 query
     exactly). Rope columns 64..127 stay zero (written once by the caller). ``DS`` (fp8_ds_mla, whose rope is
     bf16): the rope as one bf16 [BLOCK_H, 64] tile ``q s`` (exact: s is a power of two). Returns s per head."""
-    qn, qr, amax = _load_q(q_base, heads, head_mask, stride_q_h, layout)
+    qn, qr, amax = _q_fp32(qn, qr)
     q_scale = gl.exp2(8.0 - gl.ceil(gl.log2(gl.maximum(amax, 1e-30))))
     sn = qn * q_scale[:, None]
     sr = qr * q_scale[:, None]
@@ -506,15 +506,31 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
 
+        # The page ids of the segment's first tiles, then the query's loads, then the tiles' copies. The query's loads
+        # issued behind the tiles waited for the whole first wave of tiles of every program (H200, session 18: 6.2
+        # us from the split to the query at batch 32, then 0.5 us to the first tile), and the memory idled while each
+        # program then worked through its first tile. (ptxas computes the query's maxima, which wait for its loads,
+        # before the copies' issue whatever the order in the source: with the page ids loaded first, the two waits
+        # overlap.)
+        pg0 = _tile_pages(pt_base, i_first, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
+        pg1 = _tile_pages(pt_base, i_first + 1, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
+        if NUM_BUF > 2:
+            pg2 = _tile_pages(pt_base, i_first + 2, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
+        qn, qr = _load_q_raw(q_ptr + b.to(gl.int64) * stride_q_b, heads_q, hmask_q, stride_q_h, q_layout)
         # The previous segment's MMAs (which read the query tile) are retired in every warp past this.
         _block_barrier()
         for k in gl.static_range(NUM_BUF):
             if i_first + k < i_stop:
-                _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
-                          (it + k) % NUM_BUF, seq_len, PAGE_SIZE, 264 if DS else 512, BLOCK_N, GATHER, num_warps,
-                          kv_sc_desc, sc_bufs)
-        q_base = q_ptr + b.to(gl.int64) * stride_q_b
-        q_scale = _q_cat(q_base, heads_q, hmask_q, stride_q_h, qn_smem, qr_smem, BLOCK_H, q_layout, DS)
+                if k == 0:
+                    pg = pg0
+                elif k == 1:
+                    pg = pg1
+                else:
+                    pg = pg2
+                _issue_v2_at(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pg, i_first + k,
+                             (it + k) % NUM_BUF, PAGE_SIZE, 264 if DS else 512, BLOCK_N, GATHER, num_warps, kv_sc_desc,
+                             sc_bufs)
+        q_scale = _q_cat(qn, qr, qn_smem, qr_smem, BLOCK_H, DS)
         fence_async_shared()
         _block_barrier()
         if it == 0:
