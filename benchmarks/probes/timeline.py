@@ -119,6 +119,11 @@ def analyse(raw: torch.Tensor, pp: bool) -> dict:
             if not pp:
                 waits.append(ns(marks[k][0] - marks[k - 1][1]))
                 busy.append(ns(marks[k][1] - marks[k][0]))
+        if pp and len(marks) < (ROW - 4 - T0) // per and r[ROW - 4] > 0:
+            # the segment's end (kernel_hopper_pp.STAMP_FINISH: entered, sums exchanged, output stored), from the
+            # last pair's top
+            for x, key in enumerate(("finish_in", "exchanged", "stored")):
+                steps.setdefault(f"wg{wg}_{key}", []).append(ns(r[ROW - 4 + x] - marks[-1][0]))
         if pp:
             for top, scores, handed, other in marks[:-1]:
                 steps[f"wg{wg}_scores"].append(ns(scores - top))
@@ -211,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
                 line += (f"; WG{w} in a pair: top -> own scores retired {t[f'wg{w}_scores_ns']:.0f}, -> P handed "
                          f"{t[f'wg{w}_softmax_ns']:.0f}, other's P waited {t[f'wg{w}_other_p_ns']:.0f}"
                          + (" (after the hand-off)" if w == 0 else " (from the top)"))
+                if f"wg{w}_finish_in_ns" in t:
+                    line += (f"; last pair's top -> end entered {t[f'wg{w}_finish_in_ns']:.0f}, sums exchanged "
+                             f"{t[f'wg{w}_exchanged_ns']:.0f}, stored {t[f'wg{w}_stored_ns']:.0f}")
         else:
             line += f"; of a period: waiting {t['wait_ns']:.0f} (p90 {t['wait_p90_ns']:.0f}), busy {t['busy_ns']:.0f}"
         print(line, flush=True)

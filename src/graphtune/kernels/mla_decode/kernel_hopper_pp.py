@@ -57,6 +57,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
+from . import kernel_hopper
 from .kernel_hopper import (STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _load_rope, _split_start,
                             _segment, _stamp, _stamp_out, _stamp_tile, _store_lse_and_segment, _store_o, _tma_load,
                             _zero_rows)
@@ -70,6 +71,8 @@ _wg_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
 _REINTERPRET_PUBLIC = gl.constexpr(hasattr(gl.shared_memory_descriptor, "reinterpret"))
 
 _D_V = gl.constexpr(512)
+# (timeline probe: a segment's end, its sums exchanged, its output stored; meaningful for programs of < 60 pairs)
+STAMP_FINISH = gl.constexpr(kernel_hopper.STAMP_ROW - 4)
 _HALF = gl.constexpr(256)       # output columns per warpgroup
 
 
@@ -198,12 +201,13 @@ def _hand_off(p, m_new, p_smem, m_slot, bar):
 def _finish_segment(WG: gl.constexpr, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop,
                     req_tiles, out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h,
                     stride_po_s, stride_po_h, stride_pl_s, out_mul, RETURN_LSE: gl.constexpr,
-                    s_layout: gl.constexpr, o_layout: gl.constexpr, BLOCK_H: gl.constexpr):
+                    s_layout: gl.constexpr, o_layout: gl.constexpr, BLOCK_H: gl.constexpr, STAMPS, srow):
     """End of a segment: the two partial row sums added (each warpgroup's O half and sum are relative to the
     same final max), the O half stored (times ``out_mul``: the fp8 cache's scale), LSE and the segment slots by
     WG0. The exchange (slots by segment parity) is also the hand-shake after which either warpgroup may reload
     the query and the buffers."""
     rows: gl.constexpr = gl.SliceLayout(1, s_layout)
+    _stamp(STAMPS, srow, STAMP_FINISH)
     if seg % 2 == 0:
         l_smem.slice(WG * BLOCK_H, BLOCK_H).store(l_i)
     else:
@@ -211,6 +215,7 @@ def _finish_segment(WG: gl.constexpr, o, m_i, l_i, l_smem, x_bars, seg, b, pid, 
     _wg_barrier()
     mbarrier.arrive(x_bars.index(WG), count=1)
     mbarrier.wait(x_bars.index(1 - WG), seg & 1)
+    _stamp(STAMPS, srow, STAMP_FINISH + 1)
     if seg % 2 == 0:
         l_other = l_smem.slice((1 - WG) * BLOCK_H, BLOCK_H).load(rows)
     else:
@@ -222,6 +227,7 @@ def _finish_segment(WG: gl.constexpr, o, m_i, l_i, l_smem, x_bars, seg, b, pid, 
     whole = (i_first == 0) & (i_stop == req_tiles)
     _store_o(o * inv[:, None], whole, b, pid, h0 + offs_h_o, offs_d_o, out_ptr, part_o_ptr, stride_out_b,
              stride_out_h, stride_po_s, stride_po_h, None, False)
+    _stamp(STAMPS, srow, STAMP_FINISH + 2)
     if WG == 0:
         heads_s = h0 + gl.arange(0, BLOCK_H, layout=rows)
         _store_lse_and_segment(m_i + gl.log2(l_tot), whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads_s,
@@ -457,7 +463,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
         _finish_segment(0, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
                         out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
-                        stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H)
+                        stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H, STAMPS, srow)
         if FP8:
             # WG1's arrivals this segment: once per tile u with u + 2 < n, even tiles on buffer s0, odd on 1 - s0
             ce = (n - 1) // 2
@@ -617,7 +623,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
         _finish_segment(1, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
                         out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
-                        stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H)
+                        stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H, STAMPS, srow)
         it += n
         seg += 1
         t = seg_stop
