@@ -521,15 +521,20 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         _block_barrier()
         for k in gl.static_range(NUM_BUF):
             if i_first + k < i_stop:
-                if k == 0:
-                    pg = pg0
-                elif k == 1:
-                    pg = pg1
-                else:
-                    pg = pg2
-                _issue_v2_at(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pg, i_first + k,
-                             (it + k) % NUM_BUF, PAGE_SIZE, 264 if DS else 512, BLOCK_N, GATHER, num_warps, kv_sc_desc,
-                             sc_bufs)
+                if k < 3:
+                    if k == 0:
+                        pg = pg0
+                    elif k == 1:
+                        pg = pg1
+                    else:
+                        pg = pg2
+                    _issue_v2_at(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pg, i_first + k,
+                                 (it + k) % NUM_BUF, PAGE_SIZE, 264 if DS else 512, BLOCK_N, GATHER, num_warps,
+                                 kv_sc_desc, sc_bufs)
+                else:       # (buffers past the third: their page ids loaded here)
+                    _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
+                              (it + k) % NUM_BUF, seq_len, PAGE_SIZE, 264 if DS else 512, BLOCK_N, GATHER, num_warps,
+                              kv_sc_desc, sc_bufs)
         q_scale = _q_cat(qn, qr, qn_smem, qr_smem, BLOCK_H, DS)
         fence_async_shared()
         _block_barrier()
