@@ -201,18 +201,11 @@ def _hand_off(p, m_new, p_smem, m_slot, bar):
 def _finish_segment(WG: gl.constexpr, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop,
                     req_tiles, out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h,
                     stride_po_s, stride_po_h, stride_pl_s, out_mul, RETURN_LSE: gl.constexpr,
-                    s_layout: gl.constexpr, o_layout: gl.constexpr, BLOCK_H: gl.constexpr, STAMPS, srow, kn_bufs,
-                    y_bars, y_phase, more):
+                    s_layout: gl.constexpr, o_layout: gl.constexpr, BLOCK_H: gl.constexpr, STAMPS, srow):
     """End of a segment: the two partial row sums added (each warpgroup's O half and sum are relative to the
     same final max), the O half stored (times ``out_mul``: the fp8 cache's scale), LSE and the segment slots by
-    WG0. The exchange (slots by segment parity) is the hand-shake after which both warpgroups' MMAs are retired.
-
-    The O half goes out through shared memory: written into KV buffer WG (free: no MMA reads it, no copy is in
-    flight) as fp32 and read back a row per warp, so that each warp's store covers whole 128-byte lines. Stored
-    from the MMA's registers, each warp's store touched 8 rows (8 lines, 16 or 32 bytes of each): the epilogue took
-    3.9 us after the sums' exchange (H200, session 18, bf16, H = 128, batch 8). When another segment follows
-    (``more``), a second hand-shake (``y_bars``, phase ``y_phase``, returned advanced) keeps its copies out of the
-    other warpgroup's buffer until that one is read."""
+    WG0. The exchange (slots by segment parity) is also the hand-shake after which either warpgroup may reload
+    the query and the buffers."""
     rows: gl.constexpr = gl.SliceLayout(1, s_layout)
     _stamp(STAMPS, srow, STAMP_FINISH)
     if seg % 2 == 0:
@@ -229,35 +222,16 @@ def _finish_segment(WG: gl.constexpr, o, m_i, l_i, l_smem, x_bars, seg, b, pid, 
         l_other = l_smem.slice((3 - WG) * BLOCK_H, BLOCK_H).load(rows)
     l_tot = l_i + l_other
     inv = gl.convert_layout(out_mul / l_tot, gl.SliceLayout(1, o_layout))
-    st_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, _HALF], gl.float32)
-    if _REINTERPRET_PUBLIC:
-        o_stage = kn_bufs.reinterpret(gl.float32, [2, BLOCK_H, _HALF], st_layout).index(WG)
-    else:
-        o_stage = kn_bufs._reinterpret(gl.float32, [2, BLOCK_H, _HALF], st_layout).index(WG)
-    o_stage.store(o * inv[:, None])
-    _wg_barrier()
-    # (16 rows at a time: 32 registers a thread)
-    row_layout: gl.constexpr = gl.BlockedLayout([1, 4], [1, 32], [4, 1], [1, 0])
-    offs_d_o = WG * _HALF + gl.arange(0, _HALF, layout=gl.SliceLayout(0, row_layout))
+    offs_h_o = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, o_layout))
+    offs_d_o = WG * _HALF + gl.arange(0, _HALF, layout=gl.SliceLayout(0, o_layout))
     whole = (i_first == 0) & (i_stop == req_tiles)
-    for c in gl.static_range(BLOCK_H // 16):
-        o_rows = o_stage.slice(16 * c, 16, dim=0).load(row_layout)
-        offs_h_o = h0 + 16 * c + gl.arange(0, 16, layout=gl.SliceLayout(1, row_layout))
-        _store_o(o_rows, whole, b, pid, offs_h_o, offs_d_o, out_ptr, part_o_ptr, stride_out_b, stride_out_h,
-                 stride_po_s, stride_po_h, None, False)
+    _store_o(o * inv[:, None], whole, b, pid, h0 + offs_h_o, offs_d_o, out_ptr, part_o_ptr, stride_out_b,
+             stride_out_h, stride_po_s, stride_po_h, None, False)
     _stamp(STAMPS, srow, STAMP_FINISH + 2)
-    if more:
-        # every thread's reads of the buffer done before the next segment's copies (async proxy) into it
-        fence_async_shared()
-        _wg_barrier()
-        mbarrier.arrive(y_bars.index(WG), count=1)
-        mbarrier.wait(y_bars.index(1 - WG), y_phase)
-        y_phase ^= 1
     if WG == 0:
         heads_s = h0 + gl.arange(0, BLOCK_H, layout=rows)
         _store_lse_and_segment(m_i + gl.log2(l_tot), whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads_s,
                                lse_ptr, part_lse_ptr, seg_ptr, stride_pl_s, None, RETURN_LSE)
-    return y_phase
 
 
 @gluon.jit
@@ -349,7 +323,7 @@ def _qk_load(l_smem, seg, layout: gl.constexpr, BLOCK_H: gl.constexpr):
 def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
             out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
             stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-            qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars, y_bars,
+            qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
             q_ptr, stride_q_b, stride_q_h, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
@@ -374,7 +348,6 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
         out_mul = 1.0
     it = 0          # tiles of this program before the segment: tile r of the segment is in buffer (it + r) % 2
     seg = 0
-    y_phase = 0
     p1_phase = 0
     while t < t_stop:
         b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
@@ -488,11 +461,9 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                         _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 3,
                                 1 - stage, 0, FP8, PAGE_SIZE, BLOCK_N)
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
-        y_phase = _finish_segment(0, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop,
-                                  req_tiles,
+        _finish_segment(0, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
                         out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
-                        stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H, STAMPS, srow,
-                        kn_bufs, y_bars, y_phase, seg_stop < t_stop)
+                        stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H, STAMPS, srow)
         if FP8:
             # WG1's arrivals this segment: once per tile u with u + 2 < n, even tiles on buffer s0, odd on 1 - s0
             ce = (n - 1) // 2
@@ -510,7 +481,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
 def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
             out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
             stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-            qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars, y_bars,
+            qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
             q_ptr, stride_q_b, stride_q_h, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
@@ -531,7 +502,6 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
         out_mul = 1.0
     it = 0
     seg = 0
-    y_phase = 0
     p0_phase = 0
     while t < t_stop:
         b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
@@ -651,11 +621,9 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 o, m_i, l_i, p0_phase = _take_even(o_done, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars,
                                                    stage, phase, n_valid, s_layout, o_layout, BLOCK_N, FP8)
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
-        y_phase = _finish_segment(1, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop,
-                                  req_tiles,
+        _finish_segment(1, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
                         out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
-                        stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H, STAMPS, srow,
-                        kn_bufs, y_bars, y_phase, seg_stop < t_stop)
+                        stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H, STAMPS, srow)
         it += n
         seg += 1
         t = seg_stop
@@ -788,14 +756,12 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     p_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     x_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    y_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     for k in gl.static_range(6):
         mbarrier.init(c_bars.index(k), count=1)
     mbarrier.init(q_bar, count=1)
     for k in gl.static_range(2):
         mbarrier.init(p_bars.index(k), count=1)
         mbarrier.init(x_bars.index(k), count=1)
-        mbarrier.init(y_bars.index(k), count=1)
     # each warpgroup's layouts (4 warps): of the scores [64, BLOCK_N] and of its half of O [64, 256]
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
@@ -806,14 +772,14 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
         (_pp_wg0, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-             qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars, y_bars,
+             qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
              q_ptr, stride_q_b, stride_q_h, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
              KV_SCALE_FROM_PTR, STAMPS)),
         (_pp_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-             qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars, y_bars,
+             qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
              q_ptr, stride_q_b, stride_q_h, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
              KV_SCALE_FROM_PTR, STAMPS)),
