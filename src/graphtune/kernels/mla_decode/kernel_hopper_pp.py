@@ -104,22 +104,40 @@ def _issue_rope(kv_rope_desc, kr, c_bars, pt_base, j, stage, PAGE_SIZE: gl.const
 
 
 @gluon.jit
-def _scores(qn_smem, qr_smem, kn, kr, c_bars, stage, phase, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
+def _q_chunks(qn_smem, BLOCK_H: gl.constexpr):
+    """The [BLOCK_H, 512] query tile as eight [BLOCK_H, 64] chunks (each 64-column chunk of the 128-byte-swizzled
+    tile is one contiguous block: the same bytes)."""
+    q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, 64], qn_smem.dtype)
+    if _REINTERPRET_PUBLIC:
+        q_chunks = qn_smem.reinterpret(qn_smem.dtype, [8, BLOCK_H, 64], q_layout)
+    else:
+        q_chunks = qn_smem._reinterpret(qn_smem.dtype, [8, BLOCK_H, 64], q_layout)
+    return q_chunks
+
+
+@gluon.jit
+def _scores(qn_smem, qr_smem, kn, kr, c_bars, stage, phase, qz, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
             BLOCK_N: gl.constexpr):
     """S = Q K^T of one tile as nine async wgmma groups (one per 64 columns), each half of the latent columns
-    and the rope columns issued once they have landed."""
+    and the rope columns issued once they have landed. ``qz`` is 0, but a value of the caller's loop that the
+    compiler cannot prove 0: the query chunks are indexed through it, so their shared-memory addresses are computed
+    at each issue. As constants, LLVM hoisted all nine out of the tile loop and ptxas, at 255 registers, spilled
+    them: every score MMA's issue waited on a local load, which at 227 KB of shared memory has ~25 KB of L1 left
+    and goes to L2 (compiled for sm_90: 160 bytes of stack a thread, 91 local loads, 13 in WG0's tile loop; with
+    ``qz``: 16 bytes, 8, none)."""
     s = gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout)
+    q_chunks = _q_chunks(qn_smem, BLOCK_H)
     for c in gl.static_range(8):
         if c % 4 == 0:
             mbarrier.wait(c_bars.index(stage * 3 + c // 4), phase)
-        s = warpgroup_mma(qn_smem.slice(c * 64, 64, dim=1), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s,
+        s = warpgroup_mma(q_chunks.index(c + qz), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s,
                           use_acc=c > 0, is_async=True)
     mbarrier.wait(c_bars.index(stage * 3 + 2), phase)
     return warpgroup_mma(qr_smem, kr.permute((1, 0)), s, is_async=True)
 
 
 @gluon.jit
-def _widen_scores(k8, kn, kr, qn_smem, qr_smem, rope, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
+def _widen_scores(k8, kn, kr, qn_smem, qr_smem, rope, qz, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
                   BLOCK_N: gl.constexpr):
     """fp8 ping-pong: the tile's fp8 latent columns (``k8``, [BLOCK_N, 512], TMA'd into the first 32 KB of the
     tile's fp16 buffer ``kn``) widened in place to fp16 (exact: every e4m3 value is an fp16) and its rope rows
@@ -129,8 +147,9 @@ def _widen_scores(k8, kn, kr, qn_smem, qr_smem, rope, s_layout: gl.constexpr, BL
     (their fp16 bytes lie past the fp8 ones); past a barrier of the warpgroup (every thread's reads of blocks 2-3
     done) block 1 (its fp16 bytes are blocks 2-3's) and block 0 loaded; past a second barrier (every thread's reads
     of 0-1 done) block 0 stored. Rows past the request's end are widened as they are: the owner zeroes them once
-    the score MMAs retired (``_zero_tail``), in a request's last tile only."""
+    the score MMAs retired (``_zero_tail``), in a request's last tile only. ``qz``: as ``_scores``."""
     layout: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [4, 1], [1, 0])
+    q_chunks = _q_chunks(qn_smem, BLOCK_H)
     kr.store(rope.to(gl.float16))
     for c in gl.static_range(2):
         kn.slice((3 - c) * 128, 128, dim=1).store(k8.slice((3 - c) * 128, 128, dim=1).load(layout).to(gl.float16))
@@ -139,20 +158,20 @@ def _widen_scores(k8, kn, kr, qn_smem, qr_smem, rope, s_layout: gl.constexpr, BL
     s = warpgroup_mma(qr_smem, kr.permute((1, 0)), gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout),
                       use_acc=False, is_async=True)
     for c in gl.static_range(4, 8):
-        s = warpgroup_mma(qn_smem.slice(c * 64, 64, dim=1), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s,
+        s = warpgroup_mma(q_chunks.index(c + qz), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s,
                           is_async=True)
     kn.slice(128, 128, dim=1).store(k8.slice(128, 128, dim=1).load(layout).to(gl.float16))
     x0 = k8.slice(0, 128, dim=1).load(layout)          # (held as fp8: 16 registers a thread)
     fence_async_shared()
     _wg_barrier()
     for c in gl.static_range(2, 4):
-        s = warpgroup_mma(qn_smem.slice(c * 64, 64, dim=1), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s,
+        s = warpgroup_mma(q_chunks.index(c + qz), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s,
                           is_async=True)
     kn.slice(0, 128, dim=1).store(x0.to(gl.float16))
     fence_async_shared()
     _wg_barrier()
     for c in gl.static_range(2):
-        s = warpgroup_mma(qn_smem.slice(c * 64, 64, dim=1), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s,
+        s = warpgroup_mma(q_chunks.index(c + qz), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s,
                           is_async=True)
     return s
 
@@ -405,12 +424,12 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 if k > 0:
                     mbarrier.wait(c_bars.index(stage * 3 + 1), (f_s0 + k - 1) & 1)
                 s = _widen_scores(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn, kr_bufs.index(stage), qn_smem,
-                                  qr_smem, rope, s_layout, BLOCK_H, BLOCK_N)
+                                  qr_smem, rope, j >> 30, s_layout, BLOCK_H, BLOCK_N)
                 rope = rope_next
             else:
                 if n_valid < BLOCK_N:
                     _zero_half(kn, c_bars, stage, phase, n_valid, 0, BLOCK_N)
-                s = _scores(qn_smem, qr_smem, kn, kr_bufs.index(stage), c_bars, stage, phase, s_layout, BLOCK_H,
+                s = _scores(qn_smem, qr_smem, kn, kr_bufs.index(stage), c_bars, stage, phase, j >> 30, s_layout, BLOCK_H,
                             BLOCK_N)
             if (RELOAD == 0) and (k > 0):
                 # O += P(r - 1) V_L(r - 1), issued before these score MMAs, retired: WG0's last read of tile
@@ -552,12 +571,12 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                                            rope_layout)
                     mbarrier.wait(c_bars.index((1 - stage) * 3), phase_o)
                     s = _widen_scores(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, kr_bufs.index(1 - stage),
-                                      qn_smem, qr_smem, rope, s_layout, BLOCK_H, BLOCK_N)
+                                      qn_smem, qr_smem, rope, j >> 30, s_layout, BLOCK_H, BLOCK_N)
                     rope = rope_next
                 else:
                     if n_valid - BLOCK_N < BLOCK_N:
                         _zero_half(kn_o, c_bars, 1 - stage, phase_o, n_valid - BLOCK_N, 1, BLOCK_N)
-                    s = _scores(qn_smem, qr_smem, kn_o, kr_bufs.index(1 - stage), c_bars, 1 - stage, phase_o,
+                    s = _scores(qn_smem, qr_smem, kn_o, kr_bufs.index(1 - stage), c_bars, 1 - stage, phase_o, j >> 30,
                                 s_layout, BLOCK_H, BLOCK_N)
                 if WG1_FIRST:
                     # Softmax first, MMAs after: nothing of this warpgroup is in flight during its softmax, so the
