@@ -185,7 +185,7 @@ def test_second_kernels_apply_from_their_measured_batch():
     # fp8_ds_mla: its only tuned Hopper kernel, every batch
     assert hopper.SECOND[(False, "fp8_ds_mla")].min_batch == 1
     # no second kernel for bf16 tokens on M; fp8 heads on M only from its measured batch
-    assert not hopper.second_applies(16, "bf16", 64) and not hopper.second_applies(128, "fp8", 32)
+    assert not hopper.second_applies(16, "bf16", 64) and not hopper.second_applies(128, "fp8", 1)
 
 
 def test_kv_tiles_pre_hook_rebuilds_the_kv_descriptors_for_the_configs_tile():

@@ -63,8 +63,11 @@ PP_NAME = "mla_decode_hopper_pp"
 # 4096 tokens, page size 64; RELOAD 1, WG1_FIRST 1 against the widened-score kernel's best config in the same run)
 # at batch 64: 0.2760 / 0.2766 / 0.2782 ms against 0.2818 / 0.2837 / 0.2847 (session 12 run 3, session 13 run 5,
 # session 14 run 1: 2.1-2.5% faster; session 11 run 1, before the kernel's last change: 0.2768 against 0.2731);
-# at batch 32 slower in the same three runs (0.1479 / 0.1485 / 0.1472 against 0.1461 / 0.1463 / 0.1464).
-PP_FP8_MIN_BATCH = 64
+# at batch 32 slower in the same three runs (0.1479 / 0.1485 / 0.1472 against 0.1461 / 0.1463 / 0.1464). Since its
+# query chunks stopped spilling (session 18, ``kernel_hopper_pp._scores``) it wins from batch 8: 0.0437 / 0.1109 /
+# 0.2009 ms against 0.0468 / 0.1349 / 0.2024 at batch 8 / 32 / 64, and loses at 1 (0.0237 against 0.0222; H200,
+# session 18 run 4).
+PP_FP8_MIN_BATCH = 8
 HOPPER_PP_FP8_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1),
                                              dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=0)]
 PP_FP8_NAME = "mla_decode_hopper_pp_fp8"
