@@ -50,6 +50,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
+# whether a shared-memory view of another shape is ``reinterpret`` (triton 3.9) or ``_reinterpret`` (3.6)
+_REINTERPRET_PUBLIC = gl.constexpr(hasattr(gl.shared_memory_descriptor, "reinterpret"))
+
 from .kernel_hopper import (_block_barrier, _issue_nope, _load_rope, _program_ids, _row_max_2wg, _segment,
                             _softmax_2wg, _split_start, _store_lse_and_segment, _store_o, _widen_cols)
 
@@ -133,6 +136,12 @@ def _mla_decode_hopper_fp8w_kernel(
         kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
 
     qn_smem = gl.allocate_shared_memory(gl.float16, [BLOCK_H, D_V], qn_layout)
+    # the same bytes as four [BLOCK_H, 128] chunks (each 64-column block of the 128-byte-swizzled tile is contiguous)
+    q128: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, 128], gl.float16)
+    if _REINTERPRET_PUBLIC:
+        q_chunks = qn_smem.reinterpret(gl.float16, [4, BLOCK_H, 128], q128)
+    else:
+        q_chunks = qn_smem._reinterpret(gl.float16, [4, BLOCK_H, 128], q128)
     qr_smem = gl.allocate_shared_memory(gl.float16, [BLOCK_H, 64], qr_layout)
     kw = gl.allocate_shared_memory(gl.float16, [BLOCK_N, D_V], kw_layout)
     krw = gl.allocate_shared_memory(gl.float16, [BLOCK_N, 64], krw_layout)
@@ -208,7 +217,8 @@ def _mla_decode_hopper_fp8w_kernel(
                     _block_barrier()
                     if c == 0:
                         s = warpgroup_mma(qr_smem, krw.permute((1, 0)), s, use_acc=False, is_async=True)
-                    s = warpgroup_mma(qn_smem.slice(c * 128, 128, dim=1),
+                    # (the query's chunks through a loop value that is 0: kernel_hopper_pp._scores says why)
+                    s = warpgroup_mma(q_chunks.index(c + (i >> 30)),
                                       kw.slice(c * 128, 128, dim=1).permute((1, 0)), s, is_async=True)
             else:
                 _widen_cols(kn, kw, n_valid, BLOCK_N, D_V, num_warps)
