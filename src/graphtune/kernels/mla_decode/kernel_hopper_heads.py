@@ -62,16 +62,6 @@ def _q_fp16(q_base, stride_q_h, qn_smem, qr_smem, BLOCK_H: gl.constexpr, num_war
     """The query's 64 heads into fp16 shared tiles, each head times a power of two s with max |q s| in
     (2^13, 2^14] (fp16's largest finite is 65504); returns s per head. Two passes over q (the head maxima,
     then the scaled copy), 128 columns at a time: a [64, 576] register tile would set the register budget."""
-    q_scale = _q_fp16_scale(q_base, stride_q_h, BLOCK_H, num_warps)
-    _q_fp16_store(q_base, stride_q_h, q_scale, qn_smem, qr_smem, BLOCK_H, num_warps)
-    return q_scale
-
-
-@gluon.jit
-def _q_fp16_scale(q_base, stride_q_h, BLOCK_H: gl.constexpr, num_warps: gl.constexpr):
-    """:func:`_q_fp16`'s first pass: the power of two s per head. A kernel runs it before its first tiles' copies:
-    issued behind them, the query's loads waited for every program's first tiles (H200, session 18: 16.5 us from the
-    work split to the query in the fp8 ping-pong kernel at batch 64)."""
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
     heads = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, layout))
     cols = gl.arange(0, 128, layout=gl.SliceLayout(0, layout))
@@ -81,17 +71,7 @@ def _q_fp16_scale(q_base, stride_q_h, BLOCK_H: gl.constexpr, num_warps: gl.const
     for c in gl.static_range(4):
         x = gl.load(q_base + rows + c * 128 + cols[None, :]).to(gl.float32)
         amax = gl.maximum(amax, gl.max(gl.abs(x), axis=1))
-    return gl.exp2(14.0 - gl.ceil(gl.log2(gl.maximum(amax, 1e-30))))
-
-
-@gluon.jit
-def _q_fp16_store(q_base, stride_q_h, q_scale, qn_smem, qr_smem, BLOCK_H: gl.constexpr, num_warps: gl.constexpr):
-    """:func:`_q_fp16`'s second pass: the scaled copy (the query's second read: the first left it in L1 / L2)."""
-    layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
-    heads = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, layout))
-    cols = gl.arange(0, 128, layout=gl.SliceLayout(0, layout))
-    cols_r = gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
-    rows = heads[:, None] * stride_q_h
+    q_scale = gl.exp2(14.0 - gl.ceil(gl.log2(gl.maximum(amax, 1e-30))))
     for c in gl.static_range(4):
         x = gl.load(q_base + rows + c * 128 + cols[None, :]).to(gl.float32)
         qn_smem.slice(c * 128, 128, dim=1).store((x * q_scale[:, None]).to(gl.float16))
@@ -198,17 +178,15 @@ def _mla_decode_hopper_fp8w_kernel(
         # Every warp has retired the previous segment's MMAs (the last readers of the query and the fp16
         # tile) once past this barrier.
         _block_barrier()
-        # The first tile's rope rows and the query's first pass, then the first NUM_BUF tiles of the segment in
-        # flight (a buffer is free once widened), then the query's scaled copy (_q_fp16_scale says why).
-        rope = _load_rope(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout)
-        q_base = q_ptr + b.to(gl.int64) * stride_q_b + h0 * stride_q_h
-        q_scale = _q_fp16_scale(q_base, stride_q_h, BLOCK_H, num_warps)
+        # Prologue: the first NUM_BUF tiles of the segment in flight (a buffer is free once widened).
         for k in gl.static_range(NUM_BUF):
             if i_first + k < i_stop:
                 _issue_nope(kv_nope_desc, kn_bufs, bars, pt_base, i_first + k, (it + k) % NUM_BUF, PAGE_SIZE,
                             BLOCK_N)
-        _q_fp16_store(q_base, stride_q_h, q_scale, qn_smem, qr_smem, BLOCK_H, num_warps)
+        q_base = q_ptr + b.to(gl.int64) * stride_q_b + h0 * stride_q_h
+        q_scale = _q_fp16(q_base, stride_q_h, qn_smem, qr_smem, BLOCK_H, num_warps)
         qk_mul = gl.convert_layout(sm_scale * LOG2E * kv_scale / q_scale, gl.SliceLayout(1, s_layout))
+        rope = _load_rope(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout)
 
         m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=gl.SliceLayout(1, s_layout))
         l_i = gl.zeros([BLOCK_H], gl.float32, layout=gl.SliceLayout(1, s_layout))

@@ -61,7 +61,7 @@ from . import kernel_hopper
 from .kernel_hopper import (STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _load_rope, _split_start,
                             _segment, _stamp, _stamp_out, _stamp_tile, _store_lse_and_segment, _store_o, _tma_load,
                             _zero_rows)
-from .kernel_hopper_heads import _q_fp16_scale, _q_fp16_store
+from .kernel_hopper_heads import _q_fp16
 
 # A barrier of the calling partition's warps only (inside ``gl.warp_specialize`` Gluon lowers it to a named
 # barrier of that partition: ``bar.sync id, 128``).
@@ -374,16 +374,13 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
         n = i_stop - i_first
         # (past the previous segment's exchange: both warpgroups' MMAs of it are retired)
         if FP8:
-            # the first tile's rope rows and the query's first pass before the first tiles' copies
-            # (kernel_hopper_heads._q_fp16_scale says why), the query's scaled copy after them
             s0 = it % 2
-            rope = _load_rope(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout)
-            q_base = q_ptr + b.to(gl.int64) * stride_q_b + h0 * stride_q_h
-            q_scale = _q_fp16_scale(q_base, stride_q_h, BLOCK_H, 4)
             _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, i_first, s0, PAGE_SIZE, BLOCK_N)
             if n > 1:
                 _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, i_first + 1, 1 - s0, PAGE_SIZE, BLOCK_N)
-            _q_fp16_store(q_base, stride_q_h, q_scale, qn_smem, qr_smem, BLOCK_H, 4)
+            rope = _load_rope(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout)
+            q_scale = _q_fp16(q_ptr + b.to(gl.int64) * stride_q_b + h0 * stride_q_h, stride_q_h, qn_smem, qr_smem,
+                              BLOCK_H, 4)
             qk_vec = gl.convert_layout(qk_mul * kv_scale / q_scale, rows_s)
             _qk_store(l_smem, seg, qk_vec, BLOCK_H)
             fence_async_shared()
