@@ -66,7 +66,7 @@ PP_NAME = "mla_decode_hopper_pp"
 # at batch 32 slower in the same three runs (0.1479 / 0.1485 / 0.1472 against 0.1461 / 0.1463 / 0.1464). Since its
 # query chunks stopped spilling (session 18, ``kernel_hopper_pp._scores``) it wins from batch 8: 0.0437 / 0.1109 /
 # 0.2009 ms against 0.0468 / 0.1349 / 0.2024 at batch 8 / 32 / 64, and loses at 1 (0.0237 against 0.0222; H200,
-# session 18 run 4).
+# session 18 run 5).
 PP_FP8_MIN_BATCH = 8
 HOPPER_PP_FP8_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1),
                                              dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=0)]
