@@ -663,9 +663,12 @@ def test_bench_pins_every_hopper_variant_it_times_as_labelled(monkeypatch):
     ("gather_route", ["--formats", "fp8,bf16"], "--formats item 'bf16'"),
     ("gather_route", ["--page-sizes", "1,64"], "--page-sizes item '64'"),
     ("gather_route", ["--page-sizes", "0"], "--page-sizes item '0'"),
-    ("gather_route", [], "needs a Hopper (sm_90) GPU")],
+    ("gather_route", [], "needs a Hopper (sm_90) GPU"),
+    ("timeline", ["--cells", "fp8:16"], "--cells item 'fp8:16'"),
+    ("timeline", ["--cells", "fp16:16:8"], "--cells item 'fp16:16:8'"),
+    ("timeline", [], "needs a CUDA GPU")],
     ids=["three-parts", "not-a-power-of-two", "not-a-number", "no-gpu", "gather-bf16", "gather-whole-tiles",
-         "gather-page-0", "gather-no-gpu"])
+         "gather-page-0", "gather-no-gpu", "timeline-two-parts", "timeline-format", "timeline-no-gpu"])
 def test_probes_say_what_is_wrong_in_one_line(probe_name, argv, expect):
     """benchmarks/probes/reduce_sweep.py and gather_route.py: a malformed argument is named with its value; without a
     GPU (this CPU machine) they say so; each exits 2 before touching any device."""
@@ -677,6 +680,43 @@ def test_probes_say_what_is_wrong_in_one_line(probe_name, argv, expect):
     assert expect in last, run.stderr
 
 
+def test_timeline_reads_program_stamps():
+    """benchmarks/probes/timeline.py on stamps laid out as the kernels write them (kernel_hopper.STAMP_*): a
+    tokens-on-M row per program, ping-pong rows per warpgroup; the medians it prints come from the right slots."""
+    import importlib.util
+    from graphtune.kernels.mla_decode import kernel_hopper as kh
+    probes = Path(__file__).resolve().parents[2] / "benchmarks"
+    sys.path.insert(0, str(probes))
+    try:
+        spec = importlib.util.spec_from_file_location("timeline_probe", probes / "probes" / "timeline.py")
+        tl = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(tl)
+    finally:
+        sys.path.remove(str(probes))
+    row, t0 = int(kh.STAMP_ROW), int(kh.STAMP_TILE0)
+    gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+    ghz = 1.5 + float(torch.rand((), generator=gen))     # clocks per ns
+    raw = torch.zeros(6, row, dtype=torch.int64)
+    for p in range(6):           # tiles land every 2,000 ns; each is busy 1,500 ns; the split 400 ns, the query 900
+        r, start = raw[p], 1000 * p
+        r[int(kh.STAMP_GT_IN)] = start
+        r[int(kh.STAMP_CLK_IN)] = 7
+        r[int(kh.STAMP_CLK_SPLIT)] = 7 + round(400 * ghz)
+        r[int(kh.STAMP_CLK_READY)] = r[int(kh.STAMP_CLK_SPLIT)] + round(900 * ghz)
+        r[int(kh.STAMP_TILES)] = 5
+        for k in range(5):
+            r[t0 + 2 * k] = r[int(kh.STAMP_CLK_READY)] + round((300 + 2000 * k) * ghz)
+            r[t0 + 2 * k + 1] = r[t0 + 2 * k] + round(1500 * ghz)
+        r[int(kh.STAMP_CLK_OUT)] = r[t0 + 9] + round(250 * ghz)
+        r[int(kh.STAMP_GT_OUT)] = start + round(int(r[int(kh.STAMP_CLK_OUT)] - 7) / ghz)
+    t = tl.analyse(raw, pp=False)
+    assert t["sm_ghz"] == pytest.approx(ghz, rel=1e-3) and t["live"] == 6
+    for key, ns in (("split_ns", 400), ("ready_ns", 900), ("first_tile_ns", 300), ("period_ns", 2000),
+                    ("wait_ns", 500), ("busy_ns", 1500), ("end_ns", 250)):
+        assert t[key] == pytest.approx(ns, abs=2), key
+    assert t["entry_ns"][1.0] == 5000 and t["span_ns"] == max(raw[:, int(kh.STAMP_GT_OUT)].tolist())
+
+
 # Each process collects only its own tests: kernel cases in the child, the launcher and validation here.
 if IN_CHILD:
     del test_interpreted_kernel_cases, test_bad_input_raises_value_error, test_bad_input_unused_page_slots_may_hold_anything
@@ -685,6 +725,7 @@ if IN_CHILD:
     del test_bench_pins_every_hopper_variant_it_times_as_labelled
     del test_bench_tuned_row_runs_the_shipped_path_and_the_filter_keeps_what_it_names
     del test_tuned_grid_never_outgrows_the_partial_scratch, test_probes_say_what_is_wrong_in_one_line
+    del test_timeline_reads_program_stamps
 else:
     del test_matches_reference, test_config_paths, test_public_api_tensor_scale_and_many_request_chunks
     del test_split_past_a_request_longer_than_the_programs_share, test_negative_lengths_count_as_no_tokens
