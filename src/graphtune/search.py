@@ -43,6 +43,8 @@ class Space:
     do_bench: Callable | None = None
     validate: bool = False
     isolate: bool = False   # first launches of unproven candidates in a worker process (isolate.py)
+    # the work every launch is followed by (``autotune(followed_by=...)``): timed with each candidate
+    followed_by: Callable | None = None
 
     @property
     def compiled(self) -> bool:
@@ -405,6 +407,7 @@ def _bench_call(space: Space, config, args, kwargs, grid, nargs) -> Callable[[],
         for n in space.reset_to_zero:
             tensor_of(nargs[n]).zero_()
         space.call(config, args, kwargs, grid)
+        _follow(space, config, nargs)
         if space.post_hook:
             space.post_hook(full, None)
     return call
@@ -434,4 +437,12 @@ def _graph_call(space: Space, config, args, kwargs, grid, nargs) -> Callable[[],
         for n in space.reset_to_zero:
             tensor_of(nargs[n]).zero_()
         space.call(config, args, kwargs, grid)
+        _follow(space, config, nargs)
     return call
+
+
+def _follow(space: Space, config, nargs) -> None:
+    """The work that follows every launch of the kernel (``Space.followed_by``), on this launch's arguments and the
+    candidate's values by name, so candidates are timed on what a server runs (a split kernel with its reduction)."""
+    if space.followed_by is not None:
+        space.followed_by({**nargs, **config.all_kwargs()})

@@ -133,7 +133,7 @@ class GraphtuneKernel(KernelInterface):
                  reset_to_zero: Sequence[str] | None = None, restore_value: Sequence[str] | None = None,
                  pre_hook: Callable | None = None, post_hook: Callable | None = None,
                  do_bench: Callable | None = None, validate: bool = False, policy: str | None = None,
-                 isolate: bool = False):
+                 isolate: bool = False, followed_by: Callable | None = None):
         self.fn = fn
         base = fn
         while not callable(getattr(base, "__code__", None)) and hasattr(base, "fn"):
@@ -166,6 +166,9 @@ class GraphtuneKernel(KernelInterface):
             if bad:
                 raise ValueError(f"kernel {self.name!r}: {label} names {bad} are not parameters; "
                                  f"parameters: {self.arg_names}")
+        if followed_by is not None and not callable(followed_by):
+            raise TypeError(f"kernel {self.name!r}: followed_by must be callable (named_args -> None), got "
+                            f"{followed_by!r}")
         prune = dict(prune_configs_by or {})
         unknown = set(prune) - {"perf_model", "top_k", "early_config_prune"}
         if unknown:
@@ -175,7 +178,7 @@ class GraphtuneKernel(KernelInterface):
                            perf_model=prune.get("perf_model"), top_k=prune.get("top_k", 1.0),
                            reset_to_zero=tuple(reset_to_zero or ()), restore_value=tuple(restore_value or ()),
                            pre_hook=pre_hook, post_hook=post_hook, do_bench=do_bench, validate=bool(validate),
-                           isolate=bool(isolate))
+                           isolate=bool(isolate), followed_by=followed_by)
         self.meta_names = sorted({k for c in self.configs + ([default] if default else []) for k in c.kwargs})
         self._lock = threading.Lock()            # guards this kernel's results below; never held while tuning
         self._pending: dict[tuple, threading.Event] = {}   # keys being resolved by some thread right now
@@ -492,8 +495,8 @@ def autotune(configs: Sequence[triton.Config], key: Sequence[str], *, buckets: d
              default: triton.Config | None = None, name: str | None = None, prune_configs_by: dict | None = None,
              reset_to_zero: Sequence[str] | None = None, restore_value: Sequence[str] | None = None,
              pre_hook: Callable | None = None, post_hook: Callable | None = None, do_bench: Callable | None = None,
-             validate: bool = False, policy: str | None = None, isolate: bool = False
-             ) -> Callable[[Any], GraphtuneKernel]:
+             validate: bool = False, policy: str | None = None, isolate: bool = False,
+             followed_by: Callable | None = None) -> Callable[[Any], GraphtuneKernel]:
     """Capture-safe drop-in for ``triton.autotune``.
 
     Tunes on the first call of each key bucket outside CUDA graph capture; inside capture (or after
@@ -503,6 +506,11 @@ def autotune(configs: Sequence[triton.Config], key: Sequence[str], *, buckets: d
     checks every candidate's outputs (no NaN/inf, agreement with the first good one) before timing it;
     ``isolate=True`` (or GRAPHTUNE_ISOLATE=1) launches candidates that never ran on this device and software
     stack first in a worker process, so one that faults never runs in this one (isolate.py).
+    ``followed_by(named_args)``: the work that follows every launch of this kernel in the server (a split-K or
+    split-KV kernel's reduction), with the launch's arguments and the candidate's values by name; it runs after
+    each timed launch, inside the timed graph, so a candidate that leaves it more work (more partials from more
+    programs) pays for it in the comparison. It must be capture-safe, as the kernel's launch is. The tuned kernel
+    itself never calls it: the caller launches that work as before.
 
     ``@gluon.jit`` kernels are tuned the same way. A config's ``pre_hook`` (``triton.Config(...,
     pre_hook=fn)``, Triton's convention: ``fn(named_args)`` with the launch's arguments and the config's
@@ -535,7 +543,8 @@ def autotune(configs: Sequence[triton.Config], key: Sequence[str], *, buckets: d
         return GraphtuneKernel(fn, arg_names, configs, key, buckets=buckets, default=default, name=name,
                                prune_configs_by=prune_configs_by, reset_to_zero=reset_to_zero,
                                restore_value=restore_value, pre_hook=pre_hook, post_hook=post_hook,
-                               do_bench=do_bench, validate=validate, policy=policy, isolate=isolate)
+                               do_bench=do_bench, validate=validate, policy=policy, isolate=isolate,
+                               followed_by=followed_by)
     return decorator
 
 

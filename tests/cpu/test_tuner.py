@@ -455,3 +455,53 @@ def test_device_check_uses_the_inspector_rules(monkeypatch, shared, regs, warps,
     else:
         assert expect in why
         assert not stub.loaded or expect == "registers per block"   # over-limit shared memory is never loaded
+
+
+def test_followed_by_runs_after_the_kernel_inside_each_timed_call():
+    """``autotune(followed_by=...)``: each timed call launches the candidate, then the follow-up on that launch's
+    arguments and the candidate's values by name (the kernel's output already written), before the timer stops; the
+    tuned kernel's own launches never call it."""
+    events = []
+
+    def do_bench(fn):
+        events.append("start")
+        fn()
+        events.append("stop")
+        return float(len(events))
+
+    def follow(named):
+        assert torch.isfinite(named["out_ptr"]).all()       # (launch() fills out with NaN: the kernel ran first)
+        events.append(("follow", named["BLOCK"], named["num_warps"], named["n"]))
+
+    k = graphtune.autotune(CONFIGS, key=["B"], name="t_follow_order", do_bench=do_bench,
+                           followed_by=follow)(_scale_kernel)
+    x, out = launch(k, 50, 1)
+    assert torch.equal(out, x * 2.0)
+    timed = [events[i:i + 3] for i in range(0, len(events), 3)]
+    assert len(timed) == len(CONFIGS)
+    assert [t[1][1:] for t in timed] == [(c.kwargs["BLOCK"], c.num_warps, 50) for c in CONFIGS]
+    assert all(t[0] == "start" and t[2] == "stop" for t in timed)
+    n_events = len(events)
+    launch(k, 50, 1)        # tuned: a launch, no follow-up
+    assert len(events) == n_events
+
+
+@pytest.mark.parametrize("slow_block", [16, 64])
+def test_followed_by_decides_between_candidates(slow_block):
+    """Timed by the clock (no injected timer): a follow-up that takes 30 ms after one tile size's launches makes the
+    tuner pick another, whichever it is, though the kernels alone are within ~1 ms of each other."""
+    import time
+
+    def follow(named):
+        if named["BLOCK"] == slow_block:
+            time.sleep(0.03)
+
+    configs = [triton.Config({"BLOCK": b}, num_warps=1) for b in (16, 64)]
+    k = graphtune.autotune(configs, key=["B"], name=f"t_follow_{slow_block}", followed_by=follow)(_scale_kernel)
+    launch(k, 256, 1)
+    assert k.best_config.kwargs["BLOCK"] != slow_block
+
+
+def test_followed_by_must_be_callable():
+    with pytest.raises(TypeError, match="followed_by must be callable"):
+        graphtune.autotune(CONFIGS, key=["B"], name="t_follow_bad", followed_by="reduce")(_scale_kernel)

@@ -27,27 +27,11 @@ import torch
 import triton
 
 from ... import settings
-from . import interface_hopper, kernel, space
+from . import interface_hopper, kernel, reduction, space
 from .reference import D_NOPE, D_QK, cache_row_width, resolve_kv_format
 
 _FORMAT_CODES = {"fp8": 0, "bf16": 1, "fp8_ds_mla": 2}
 _KV_FORMATS = ("auto", *_FORMAT_CODES)
-# The reduction's blocks (slots merged per step, heads and output columns per program). When the split grid has at
-# least 64 programs per request (batch 1 to 4 on an H200), a request's partials fill a 64-slot step: the 512
-# columns split four ways and 64 slots a step, one round trip of loads instead of a chain of 16-slot steps.
-# Measured on an H200 (session 13, run 2, graph replay, 4096 tokens): the 64-slot blocks took batch 1 from 0.0126
-# to 0.0095 ms (bf16, H = 16), 0.0157 to 0.0125 (fp8, H = 16), 0.0193 to 0.0182 (bf16, H = 128) and 0.0232 to
-# 0.0221 (fp8, H = 128). Otherwise whole rows, as many slots a step as the grid has programs per request (rounded
-# down to a power of two, 2 to 16) and heads per program to make 8 (slot, head) rows: the reduction alone, on the
-# partials of the tuned Hopper path, measured 16 block shapes on an H200 (session 15, run 1,
-# benchmarks/probes/reduce_sweep.py, graph replay): this rule took fp8 H = 128 batch 32 from 0.0146 to 0.0060 ms
-# (16 slots a step, one head, the rule before), batch 64 from 0.0071 to 0.0037, fp8 H = 16 batch 128 from 0.0087
-# to 0.0041 and batch 64 from 0.0054 to 0.0038, and was within 0.0005 ms of the best of the 16 shapes in 16 of the
-# 18 cells (fp8 and bf16; H = 16 at batch 1 to 128, H = 128 at 1 to 64). In the decode (run 2, against the rule
-# before in the same run): bf16 H = 128 batch 32 0.0936 -> 0.0848 ms, fp8 H = 16 batch 128 0.0965 -> 0.0934.
-_REDUCE_SMALL = (64, 1, 128, 4)
-_REDUCE_ROWS = 8         # (slot, head) rows of 512 fp32 columns a program holds per step (4 warps: 32 a thread)
-_REDUCE_MAX_SLOTS = 16
 # The reduction as a programmatic dependent launch of a Hopper split kernel (griddepcontrol.wait before its first
 # load; the split kernels let it launch from their start, kernel_hopper._launch_dependents), from this many requests
 # up. Measured on H200s, the decode with and without it in one process (benchmarks/probes/reduce_sweep.py --pdl): in
@@ -58,6 +42,10 @@ _REDUCE_MAX_SLOTS = 16
 # 16 both times (0.0133 -> 0.0147, 0.0136 -> 0.0155). Session 13 timed it without the split kernels' trigger: no gain.
 # The portable split kernel gives no trigger: its reduction launches plainly.
 _REDUCE_PDL_MIN_BATCH = 8
+# the reduction's launch (reduction.py), under the names the probes and tests use
+reduce_blocks = reduction.reduce_blocks
+reduce_launch = reduction.reduce_launch
+_reduce = reduction.merge
 _B_CHUNK = 128      # requests per step of the split kernel's on-device tile count
 _INTERPRET_SMS = 3   # a few "SMs" under the interpreter, so requests straddle programs in CPU tests
 
@@ -93,8 +81,8 @@ def _tuned_kernel():
     from ... import Buckets, autotune
     return autotune(configs=space.CONFIGS, key=["B", "H", "PAGE_SIZE", "KV_FORMAT", "RETURN_LSE"],
                     buckets={"B": Buckets.explicit(space.CAPTURE_SIZES)}, default=space.DEFAULT,
-                    name="mla_decode", prune_configs_by={"early_config_prune": space.prune})(
-        kernel._mla_decode_split_kernel)
+                    name="mla_decode", prune_configs_by={"early_config_prune": space.prune},
+                    followed_by=reduction.after_split)(kernel._mla_decode_split_kernel)
 
 
 def _fail(name: str, what: str) -> None:
@@ -345,47 +333,6 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
         kernel._mla_decode_split_kernel[grid](*args, **config.all_kwargs())
     _reduce(batch, heads, seg, part_o, part_lse, out, lse, seq_lens, return_lse)
     return (out, lse) if return_lse else out
-
-
-def reduce_blocks(batch: int, slots: int, heads: int) -> tuple[int, int, int, int]:
-    """``(BLOCK_S, BLOCK_H, BLOCK_D, num_warps)`` of the reduction for ``batch`` requests of ``heads`` heads and
-    ``slots`` partial slots (the split grid's programs + ``batch``, as the split kernels' scratch is sized)."""
-    per_request = -(-(slots - batch) // batch)      # the grid's programs per request, rounded up
-    if per_request >= _REDUCE_SMALL[0]:
-        return _REDUCE_SMALL
-    block_s = min(_REDUCE_MAX_SLOTS, max(2, 1 << (per_request.bit_length() - 1)))
-    block_h = max(1, _REDUCE_ROWS // block_s)
-    while heads % block_h:
-        block_h //= 2
-    return block_s, block_h, D_NOPE, 4
-
-
-def reduce_launch(seg: torch.Tensor, part_o: torch.Tensor, part_lse: torch.Tensor, out: torch.Tensor,
-                  lse: torch.Tensor, seq_lens: torch.Tensor, return_lse: bool,
-                  blocks: tuple[int, int, int, int], pdl: bool = False) -> None:
-    """Launch the reduction with ``blocks`` = ``(BLOCK_S, BLOCK_H, BLOCK_D, num_warps)`` (:func:`reduce_blocks`
-    picks them; a probe may pass others); ``pdl``: as a programmatic dependent of the split kernel before it (sm_90+,
-    compiled; else a plain launch)."""
-    batch, heads, _ = out.shape
-    block_s, block_h, block_d, warps = blocks
-    pdl = (pdl and out.device.type == "cuda" and not settings.interpret()
-           and _cuda_properties(out.device).major >= 9)
-    kernel._mla_decode_reduce_kernel[(batch, heads // block_h, D_NOPE // block_d)](
-        seg, part_o, part_lse, out, lse, seq_lens,
-        heads,
-        part_o.stride(0), part_o.stride(1),
-        part_lse.stride(0),
-        out.stride(0), out.stride(1),
-        return_lse, block_s, block_d, block_h, pdl, num_warps=warps, launch_pdl=pdl)
-
-
-def _reduce(batch: int, heads: int, seg: torch.Tensor, part_o: torch.Tensor, part_lse: torch.Tensor,
-            out: torch.Tensor, lse: torch.Tensor, seq_lens: torch.Tensor, return_lse: bool,
-            pdl: bool = False) -> None:
-    """Merge the split kernel's partials (every split kernel writes the same partial layout); ``pdl``: see
-    :func:`reduce_launch`."""
-    reduce_launch(seg, part_o, part_lse, out, lse, seq_lens, return_lse,
-                  reduce_blocks(batch, part_o.shape[0], heads), pdl)
 
 
 def inspect_signature(heads: int = 16, page_size: int = 64, kv_format: str = "fp8") -> tuple[dict, dict]:
