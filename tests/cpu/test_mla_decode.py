@@ -201,6 +201,34 @@ def test_config_paths(overrides, kv_format):
     assert rel_err(out, ref) <= TOL, f"seed {seed}: relative error {rel_err(out, ref):.3e}"
 
 
+def test_tuned_split_kernels_are_timed_with_their_reduction():
+    """Every tuned MLA split kernel (portable and Hopper) is tuned with the reduction after each timed launch
+    (``graphtune.autotune(followed_by=reduction.after_split)``: configs with more programs leave more partials), and
+    that follow-up, given a split launch's arguments by name, merges its partials into the decode's output and LSE
+    (the portable kernel here, under the interpreter; every split kernel writes the same partials)."""
+    from graphtune.kernels.mla_decode import interface_hopper, kernel, reduction
+    tuned = [interface._tuned_kernel(), *(interface_hopper.tuned_kernel(m, f) for m in (True, False)
+                                          for f in (True, False)),
+             *(interface_hopper.tuned_second_kernel(m, f) for m, f in interface_hopper.SECOND),
+             *(interface_hopper.tuned_second_kernel(False, f, gather=True) for f in interface_hopper.GATHER)]
+    assert all(k.space.followed_by is reduction.after_split for k in tuned), [k.name for k in tuned]
+    seed = _seed()
+    lens = [45, 1, 70, 9]
+    x = make_case(len(lens), 16, 16, "fp8", lens, torch.Generator().manual_seed(seed))
+    out = torch.full((len(lens), 16, 512), float("nan"), dtype=torch.bfloat16)
+    config = space.INTERPRET_CONFIG
+    args, grid, (lse, _, _, _) = interface.split_call(
+        x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], 0.06, x["kv_scale"], "fp8", out, True, sms=3,
+        programs_per_sm=config.kwargs["PROGRAMS_PER_SM"])
+    kernel._mla_decode_split_kernel[grid](*args, **config.all_kwargs())
+    reduction.after_split({**dict(zip(kernel._mla_decode_split_kernel.arg_names, args)), **config.all_kwargs()})
+    ref, ref_lse = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], 0.06,
+                                        kv_scale=x["kv_scale"], return_lse=True)
+    assert torch.isfinite(out.float()).all(), f"seed {seed}: unwritten outputs"
+    assert rel_err(out, ref) <= TOL, f"seed {seed}: relative error {rel_err(out, ref):.3e}"
+    assert float((lse - ref_lse).abs().max()) <= LSE_TOL, f"seed {seed}: lse"
+
+
 def test_public_api_tensor_scale_and_many_request_chunks(monkeypatch):
     """kv_scale as a device tensor; more requests than one B_CHUNK step of the on-device tile count."""
     monkeypatch.setattr(interface, "_B_CHUNK", 4)
@@ -728,5 +756,6 @@ if IN_CHILD:
     del test_timeline_reads_program_stamps
 else:
     del test_matches_reference, test_config_paths, test_public_api_tensor_scale_and_many_request_chunks
+    del test_tuned_split_kernels_are_timed_with_their_reduction
     del test_split_past_a_request_longer_than_the_programs_share, test_negative_lengths_count_as_no_tokens
 
