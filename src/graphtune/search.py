@@ -407,7 +407,8 @@ def _bench_call(space: Space, config, args, kwargs, grid, nargs) -> Callable[[],
         for n in space.reset_to_zero:
             tensor_of(nargs[n]).zero_()
         space.call(config, args, kwargs, grid)
-        _follow(space, config, nargs)
+        if space.followed_by is not None:
+            space.followed_by(full)
         if space.post_hook:
             space.post_hook(full, None)
     return call
@@ -433,16 +434,14 @@ def _rotating_calls(space: Space, candidates, alive, args, kwargs, grid, nargs) 
 
 
 def _graph_call(space: Space, config, args, kwargs, grid, nargs) -> Callable[[], Any]:
+    # the work that follows every launch (``Space.followed_by``), on this launch's arguments and the candidate's
+    # values by name, so candidates are timed on what a server runs (a split kernel with its reduction)
+    full = {**nargs, **config.all_kwargs()}
+
     def call():
         for n in space.reset_to_zero:
             tensor_of(nargs[n]).zero_()
         space.call(config, args, kwargs, grid)
-        _follow(space, config, nargs)
+        if space.followed_by is not None:
+            space.followed_by(full)
     return call
-
-
-def _follow(space: Space, config, nargs) -> None:
-    """The work that follows every launch of the kernel (``Space.followed_by``), on this launch's arguments and the
-    candidate's values by name, so candidates are timed on what a server runs (a split kernel with its reduction)."""
-    if space.followed_by is not None:
-        space.followed_by({**nargs, **config.all_kwargs()})

@@ -144,7 +144,7 @@ def test_pp_tile_loops_do_not_reload_spills(fmt):
     """With 231 KB of shared memory an SM keeps ~25 KB of L1, so a ping-pong kernel's local memory lives in L2: the
     query chunks' addresses, hoisted out of the tile loop as invariants and spilled, put an L2 round trip before every
     tile's score MMAs (13 local loads in WG0's loop, 160 bytes of stack; on the H200 the bf16 kernel ran 8-11% faster
-    without them, session 18). Indexed through a loop value (``kernel_hopper_pp._q_chunks``), no tile loop reloads
+    without them, session 18). Indexed through a loop value (``kernel_hopper_heads._q_chunks``), no tile loop reloads
     a spill and the stack stays small."""
     compiled = _hopper_compile(fmt, heads=128, page_size=64, config=dict(PP=1, RELOAD=1, WG1_FIRST=1))
     usage = resources._resource_usage(compiled.asm["cubin"], compiled.metadata.name)

@@ -223,16 +223,10 @@ def supported(q: torch.Tensor, kv_cache: torch.Tensor, fmt: str, explicit: bool 
     whose ``FP8_AUTO`` entry is off."""
     if q.device.type != "cuda":
         return "not a CUDA tensor"
-    capability = _capability(q.device.index if q.device.index is not None else torch.cuda.current_device())
+    capability = reduction.device_capability(q.device)
     if capability != (9, 0):
         return f"compute capability {capability}, needs (9, 0)"
     return shape_supported(q, kv_cache, fmt, explicit)
-
-
-@functools.lru_cache(maxsize=None)
-def _capability(device_index: int) -> tuple[int, int]:
-    # cached: this runs on every decode call (the hot path), and a device's capability never changes
-    return torch.cuda.get_device_capability(device_index)
 
 
 def shape_supported(q: torch.Tensor, kv_cache: torch.Tensor, fmt: str, explicit: bool = False) -> str | None:

@@ -542,8 +542,8 @@ def _load_q(q_base, heads, head_mask, stride_q_h, layout: gl.constexpr):
 
 @gluon.jit
 def _load_q_raw(q_base, heads, head_mask, stride_q_h, layout: gl.constexpr):
-    """:func:`_load_q`'s loads alone (the query's dtype): a caller that issues other loads before it uses the
-    values converts them with :func:`_q_fp32` after those (ptxas keeps the math past a branch there)."""
+    """:func:`_load_q`'s loads alone (the query's dtype), for a caller that issues them ahead of other loads and
+    converts the values later with :func:`_q_fp32`."""
     cols = gl.arange(0, 512, layout=gl.SliceLayout(0, layout))
     cols_r = 512 + gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
     rows = heads[:, None] * stride_q_h

@@ -50,11 +50,25 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
+from .kernel_hopper import (_block_barrier, _issue_nope, _load_rope, _program_ids, _row_max_2wg, _segment,
+                            _softmax_2wg, _split_start, _store_lse_and_segment, _store_o, _widen_cols)
+
 # whether a shared-memory view of another shape is ``reinterpret`` (triton 3.9) or ``_reinterpret`` (3.6)
 _REINTERPRET_PUBLIC = gl.constexpr(hasattr(gl.shared_memory_descriptor, "reinterpret"))
 
-from .kernel_hopper import (_block_barrier, _issue_nope, _load_rope, _program_ids, _row_max_2wg, _segment,
-                            _softmax_2wg, _split_start, _store_lse_and_segment, _store_o, _widen_cols)
+
+@gluon.jit
+def _q_chunks(qn_smem, BLOCK_H: gl.constexpr, COLS: gl.constexpr):
+    """The [BLOCK_H, 512] 128-byte-swizzled query tile as 512 / COLS [BLOCK_H, COLS] chunks (each 64-column block of
+    such a tile is contiguous: the same bytes). A kernel indexes them through a value of its tile loop that is 0 but
+    not provably so (``kernel_hopper_pp._scores`` says why: as loop invariants their addresses were hoisted and
+    spilled)."""
+    layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, COLS], qn_smem.dtype)
+    if _REINTERPRET_PUBLIC:
+        chunks = qn_smem.reinterpret(qn_smem.dtype, [512 // COLS, BLOCK_H, COLS], layout)
+    else:
+        chunks = qn_smem._reinterpret(qn_smem.dtype, [512 // COLS, BLOCK_H, COLS], layout)
+    return chunks
 
 
 @gluon.jit
@@ -136,12 +150,7 @@ def _mla_decode_hopper_fp8w_kernel(
         kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
 
     qn_smem = gl.allocate_shared_memory(gl.float16, [BLOCK_H, D_V], qn_layout)
-    # the same bytes as four [BLOCK_H, 128] chunks (each 64-column block of the 128-byte-swizzled tile is contiguous)
-    q128: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, 128], gl.float16)
-    if _REINTERPRET_PUBLIC:
-        q_chunks = qn_smem.reinterpret(gl.float16, [4, BLOCK_H, 128], q128)
-    else:
-        q_chunks = qn_smem._reinterpret(gl.float16, [4, BLOCK_H, 128], q128)
+    q_chunks = _q_chunks(qn_smem, BLOCK_H, 128)
     qr_smem = gl.allocate_shared_memory(gl.float16, [BLOCK_H, 64], qr_layout)
     kw = gl.allocate_shared_memory(gl.float16, [BLOCK_N, D_V], kw_layout)
     krw = gl.allocate_shared_memory(gl.float16, [BLOCK_N, 64], krw_layout)

@@ -61,14 +61,12 @@ from . import kernel_hopper
 from .kernel_hopper import (STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _load_rope, _split_start,
                             _segment, _stamp, _stamp_out, _stamp_tile, _store_lse_and_segment, _store_o, _tma_load,
                             _zero_rows)
-from .kernel_hopper_heads import _q_fp16
+from .kernel_hopper_heads import _REINTERPRET_PUBLIC, _q_chunks, _q_fp16
 
 # A barrier of the calling partition's warps only (inside ``gl.warp_specialize`` Gluon lowers it to a named
 # barrier of that partition: ``bar.sync id, 128``).
 _wg_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
 
-# Whether a shared-memory view of another type is ``reinterpret`` (triton 3.9) or ``_reinterpret`` (3.6)
-_REINTERPRET_PUBLIC = gl.constexpr(hasattr(gl.shared_memory_descriptor, "reinterpret"))
 
 _D_V = gl.constexpr(512)
 # (timeline probe: a segment's end, its sums exchanged, its output stored; meaningful for programs of < 60 pairs)
@@ -104,18 +102,6 @@ def _issue_rope(kv_rope_desc, kr, c_bars, pt_base, j, stage, PAGE_SIZE: gl.const
 
 
 @gluon.jit
-def _q_chunks(qn_smem, BLOCK_H: gl.constexpr):
-    """The [BLOCK_H, 512] query tile as eight [BLOCK_H, 64] chunks (each 64-column chunk of the 128-byte-swizzled
-    tile is one contiguous block: the same bytes)."""
-    q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, 64], qn_smem.dtype)
-    if _REINTERPRET_PUBLIC:
-        q_chunks = qn_smem.reinterpret(qn_smem.dtype, [8, BLOCK_H, 64], q_layout)
-    else:
-        q_chunks = qn_smem._reinterpret(qn_smem.dtype, [8, BLOCK_H, 64], q_layout)
-    return q_chunks
-
-
-@gluon.jit
 def _scores(qn_smem, qr_smem, kn, kr, c_bars, stage, phase, qz, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
             BLOCK_N: gl.constexpr):
     """S = Q K^T of one tile as nine async wgmma groups (one per 64 columns), each half of the latent columns
@@ -126,7 +112,7 @@ def _scores(qn_smem, qr_smem, kn, kr, c_bars, stage, phase, qz, s_layout: gl.con
     and goes to L2 (compiled for sm_90: 160 bytes of stack a thread, 91 local loads, 13 in WG0's tile loop; with
     ``qz``: 16 bytes, 8, none)."""
     s = gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout)
-    q_chunks = _q_chunks(qn_smem, BLOCK_H)
+    q_chunks = _q_chunks(qn_smem, BLOCK_H, 64)
     for c in gl.static_range(8):
         if c % 4 == 0:
             mbarrier.wait(c_bars.index(stage * 3 + c // 4), phase)
@@ -149,7 +135,7 @@ def _widen_scores(k8, kn, kr, qn_smem, qr_smem, rope, qz, s_layout: gl.constexpr
     of 0-1 done) block 0 stored. Rows past the request's end are widened as they are: the owner zeroes them once
     the score MMAs retired (``_zero_tail``), in a request's last tile only. ``qz``: as ``_scores``."""
     layout: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [4, 1], [1, 0])
-    q_chunks = _q_chunks(qn_smem, BLOCK_H)
+    q_chunks = _q_chunks(qn_smem, BLOCK_H, 64)
     kr.store(rope.to(gl.float16))
     for c in gl.static_range(2):
         kn.slice((3 - c) * 128, 128, dim=1).store(k8.slice((3 - c) * 128, 128, dim=1).load(layout).to(gl.float16))

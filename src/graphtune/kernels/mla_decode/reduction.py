@@ -36,6 +36,7 @@ _REDUCE_SMALL = (64, 1, 128, 4)
 _REDUCE_ROWS = 8         # (slot, head) rows of 512 fp32 columns a program holds per step (4 warps: 32 a thread)
 _REDUCE_MAX_SLOTS = 16
 
+
 def reduce_blocks(batch: int, slots: int, heads: int) -> tuple[int, int, int, int]:
     """``(BLOCK_S, BLOCK_H, BLOCK_D, num_warps)`` of the reduction for ``batch`` requests of ``heads`` heads and
     ``slots`` partial slots (the split grid's programs + ``batch``, as the split kernels' scratch is sized)."""
@@ -58,7 +59,7 @@ def reduce_launch(seg: torch.Tensor, part_o: torch.Tensor, part_lse: torch.Tenso
     batch, heads, _ = out.shape
     block_s, block_h, block_d, warps = blocks
     pdl = (pdl and out.device.type == "cuda" and not settings.interpret()
-           and _major(out.device) >= 9)
+           and device_capability(out.device)[0] >= 9)
     kernel._mla_decode_reduce_kernel[(batch, heads // block_h, D_NOPE // block_d)](
         seg, part_o, part_lse, out, lse, seq_lens,
         heads,
@@ -86,10 +87,12 @@ def after_split(named: dict[str, Any]) -> None:
           named["out_ptr"], named["lse_ptr"], named["seq_lens_ptr"], bool(named["RETURN_LSE"]))
 
 
+def device_capability(device: torch.device) -> tuple[int, int]:
+    """The CUDA device's compute capability, cached (the decode asks on every call: the Hopper path's check and the
+    reduction's programmatic launch)."""
+    return _capability(device.index if device.index is not None else torch.cuda.current_device())
+
+
 @functools.lru_cache(maxsize=None)
-def _major_of(device_index: int) -> int:
-    return torch.cuda.get_device_capability(device_index)[0]
-
-
-def _major(device: torch.device) -> int:
-    return _major_of(device.index if device.index is not None else torch.cuda.current_device())
+def _capability(device_index: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(device_index)
