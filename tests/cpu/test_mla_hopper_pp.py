@@ -57,7 +57,7 @@ def test_pp_kernel_mmas_and_schedule(compiled):
 
 # (format, kernel, the latent descriptor's position and block, the other kernel's knobs that must be dropped)
 ROUTES = [("bf16", "_mla_decode_hopper_pp_kernel", 2, [64, 256], ("XCH", "EARLY")),   # two 256-column TMA halves
-          ("fp8", "_mla_decode_hopper_pp_fp8_kernel", 1, [64, 512], ("WOVL", "XCH"))]  # the whole fp8 tile
+          ("fp8", "_mla_decode_hopper_pp_fp8_kernel", 2, [64, 512], ("WOVL", "XCH"))]  # the whole fp8 tile
 
 
 @pytest.mark.parametrize("fmt,kernel,pos,block,dropped", ROUTES, ids=[r[0] for r in ROUTES])

@@ -332,13 +332,19 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
                 scale_ptr, scale_value, scale_from_ptr = kv_scale, 1.0, True
             else:
                 scale_ptr, scale_value, scale_from_ptr = seq_lens, float(kv_scale), False   # pointer unused
-        args = (q, *kv_args,
+        if on_m:
+            # the heads-on-M fp8 kernels copy the bf16 query by TMA into their fp16 query tiles' bytes
+            q2 = q.view(batch * heads, D_QK)
+            q_args, q_strides = (_descriptor(q2, [block_h, D_NOPE]), _descriptor(q2[:, D_NOPE:], [block_h, D_ROPE])), ()
+        else:
+            q_args, q_strides = (q, ), (q.stride(0), q.stride(1))
+        args = (*q_args, *kv_args,
                 scale_ptr,
                 page_table, seq_lens,
                 out, lse, part_o, part_lse, seg,
                 float(sm_scale), scale_value,
                 batch, heads,
-                q.stride(0), q.stride(1),
+                *q_strides,
                 page_table.stride(0),
                 out.stride(0), out.stride(1),
                 part_o.stride(0), part_o.stride(1),

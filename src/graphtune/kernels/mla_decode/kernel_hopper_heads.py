@@ -51,7 +51,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from .kernel_hopper import (_block_barrier, _issue_nope, _load_rope, _program_ids, _row_max_2wg, _segment,
-                            _softmax_2wg, _split_start, _store_lse_and_segment, _store_o, _widen_cols)
+                            _softmax_2wg, _split_start, _store_lse_and_segment, _store_o, _tma_load, _widen_cols)
 
 # whether a shared-memory view of another shape is ``reinterpret`` (triton 3.9) or ``_reinterpret`` (3.6)
 _REINTERPRET_PUBLIC = gl.constexpr(hasattr(gl.shared_memory_descriptor, "reinterpret"))
@@ -72,36 +72,59 @@ def _q_chunks(qn_smem, BLOCK_H: gl.constexpr, COLS: gl.constexpr):
 
 
 @gluon.jit
-def _q_fp16(q_base, stride_q_h, qn_smem, qr_smem, BLOCK_H: gl.constexpr, num_warps: gl.constexpr):
-    """The query's 64 heads into fp16 shared tiles, each head times a power of two s with max |q s| in
-    (2^13, 2^14] (fp16's largest finite is 65504); returns s per head. Two passes over q (the head maxima,
-    then the scaled copy), 128 columns at a time: a [64, 576] register tile would set the register budget."""
+def _as_dtype(smem, dtype: gl.constexpr):
+    """The same shared-memory bytes and layout viewed with another element type of the same width (the 16-bit
+    types' NVMMA layouts do not depend on which: a bf16 TMA box lands in an fp16 tile's swizzle)."""
+    if _REINTERPRET_PUBLIC:
+        view = smem.reinterpret(dtype, smem.shape, smem.layout)
+    else:
+        view = smem._reinterpret(dtype, smem.shape, smem.layout)
+    return view
+
+
+@gluon.jit
+def _q_issue(q_nope_desc, q_rope_desc, row, bar, qn_smem, qr_smem):
+    """TMA of the query's bf16 rows ``[row, row + 64)`` (latent and rope columns) into the bytes of the fp16 query
+    tiles (same width, same 128-byte swizzle) on ``bar``; ``_q_fp16`` converts them in place once landed. One
+    asynchronous read of the query, issued before anything else of the segment: read by plain loads it was two
+    dependent round trips behind the first tiles' copies (15 us from split to query on the H200, fp8 ping-pong at
+    H = 128, batch 64; session 18)."""
+    fence_async_shared()        # (the generic proxy's reads of the previous segment's query before the TMA's writes)
+    mbarrier.expect(bar, q_nope_desc.block_type.nbytes + q_rope_desc.block_type.nbytes)
+    _tma_load(q_nope_desc, [row, 0], bar, _as_dtype(qn_smem, gl.bfloat16))
+    _tma_load(q_rope_desc, [row, 0], bar, _as_dtype(qr_smem, gl.bfloat16))
+
+
+@gluon.jit
+def _q_fp16(qn_smem, qr_smem, BLOCK_H: gl.constexpr, num_warps: gl.constexpr):
+    """The landed bf16 query (``_q_issue``) rewritten in place as fp16, each head times a power of two s with
+    max |q s| in (2^13, 2^14] (fp16's largest finite is 65504); returns s per head. Two passes over the tiles (the
+    head maxima, then the scaled copy), 128 columns at a time: a [64, 576] register tile would set the register
+    budget. Each thread rewrites exactly the elements it read (one layout for both), so no barrier sits between a
+    read and the write of the same bytes; the caller fences and synchronises before the MMAs read them."""
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
-    heads = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, layout))
-    cols = gl.arange(0, 128, layout=gl.SliceLayout(0, layout))
-    cols_r = gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
-    rows = heads[:, None] * stride_q_h
-    amax = gl.max(gl.abs(gl.load(q_base + rows + 512 + cols_r[None, :]).to(gl.float32)), axis=1)
+    qb = _as_dtype(qn_smem, gl.bfloat16)
+    qrb = _as_dtype(qr_smem, gl.bfloat16)
+    amax = gl.max(gl.abs(qrb.load(layout).to(gl.float32)), axis=1)
     for c in gl.static_range(4):
-        x = gl.load(q_base + rows + c * 128 + cols[None, :]).to(gl.float32)
+        x = qb.slice(c * 128, 128, dim=1).load(layout).to(gl.float32)
         amax = gl.maximum(amax, gl.max(gl.abs(x), axis=1))
     q_scale = gl.exp2(14.0 - gl.ceil(gl.log2(gl.maximum(amax, 1e-30))))
     for c in gl.static_range(4):
-        x = gl.load(q_base + rows + c * 128 + cols[None, :]).to(gl.float32)
+        x = qb.slice(c * 128, 128, dim=1).load(layout).to(gl.float32)
         qn_smem.slice(c * 128, 128, dim=1).store((x * q_scale[:, None]).to(gl.float16))
-    xr = gl.load(q_base + rows + 512 + cols_r[None, :]).to(gl.float32)
+    xr = qrb.load(layout).to(gl.float32)
     qr_smem.store((xr * q_scale[:, None]).to(gl.float16))
     return q_scale
 
 
 @gluon.jit(do_not_specialize=["B"])
 def _mla_decode_hopper_fp8w_kernel(
-    q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr,
+    q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr,
     page_table_ptr, seq_lens_ptr,
     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
     sm_scale, kv_scale,
     B, H,
-    stride_q_b, stride_q_h,
     stride_pt_b,
     stride_out_b, stride_out_h,
     stride_po_s, stride_po_h,
@@ -172,6 +195,8 @@ def _mla_decode_hopper_fp8w_kernel(
     bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     for k in gl.static_range(NUM_BUF):
         mbarrier.init(bars.index(k), count=1)
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_bar, count=1)
 
     t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps)
 
@@ -180,6 +205,7 @@ def _mla_decode_hopper_fp8w_kernel(
     offs_d_o = gl.arange(0, D_V, layout=gl.SliceLayout(0, o_layout))
     offs_h_s = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, s_layout))
     it = 0          # tiles consumed by this program: buffer it % NUM_BUF, barrier phase (it // NUM_BUF) & 1
+    seg = 0         # segments begun: the query barrier's phase
     while t < t_stop:
         b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
@@ -187,15 +213,17 @@ def _mla_decode_hopper_fp8w_kernel(
         # Every warp has retired the previous segment's MMAs (the last readers of the query and the fp16
         # tile) once past this barrier.
         _block_barrier()
-        # Prologue: the first NUM_BUF tiles of the segment in flight (a buffer is free once widened).
+        # Prologue: the query's copy, then the first NUM_BUF tiles of the segment in flight (a buffer is free once
+        # widened).
+        _q_issue(q_nope_desc, q_rope_desc, b * H + h0, q_bar, qn_smem, qr_smem)
         for k in gl.static_range(NUM_BUF):
             if i_first + k < i_stop:
                 _issue_nope(kv_nope_desc, kn_bufs, bars, pt_base, i_first + k, (it + k) % NUM_BUF, PAGE_SIZE,
                             BLOCK_N)
-        q_base = q_ptr + b.to(gl.int64) * stride_q_b + h0 * stride_q_h
-        q_scale = _q_fp16(q_base, stride_q_h, qn_smem, qr_smem, BLOCK_H, num_warps)
-        qk_mul = gl.convert_layout(sm_scale * LOG2E * kv_scale / q_scale, gl.SliceLayout(1, s_layout))
         rope = _load_rope(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout)
+        mbarrier.wait(q_bar, seg & 1)
+        q_scale = _q_fp16(qn_smem, qr_smem, BLOCK_H, num_warps)
+        qk_mul = gl.convert_layout(sm_scale * LOG2E * kv_scale / q_scale, gl.SliceLayout(1, s_layout))
 
         m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=gl.SliceLayout(1, s_layout))
         l_i = gl.zeros([BLOCK_H], gl.float32, layout=gl.SliceLayout(1, s_layout))
@@ -287,7 +315,9 @@ def _mla_decode_hopper_fp8w_kernel(
         _store_lse_and_segment(lse2, whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads_s, lse_ptr,
                                part_lse_ptr, seg_ptr, stride_pl_s, None, RETURN_LSE)
         t = seg_stop
+        seg += 1
         b += 1
 
     for k in gl.static_range(NUM_BUF):
         mbarrier.invalidate(bars.index(k))
+    mbarrier.invalidate(q_bar)

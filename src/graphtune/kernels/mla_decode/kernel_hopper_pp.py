@@ -61,7 +61,7 @@ from . import kernel_hopper
 from .kernel_hopper import (STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _load_rope, _split_start,
                             _segment, _stamp, _stamp_out, _stamp_tile, _store_lse_and_segment, _store_o, _tma_load,
                             _zero_rows)
-from .kernel_hopper_heads import _REINTERPRET_PUBLIC, _q_chunks, _q_fp16
+from .kernel_hopper_heads import _REINTERPRET_PUBLIC, _q_chunks, _q_fp16, _q_issue
 
 # A barrier of the calling partition's warps only (inside ``gl.warp_specialize`` Gluon lowers it to a named
 # barrier of that partition: ``bar.sync id, 128``).
@@ -328,8 +328,8 @@ def _qk_load(l_smem, seg, layout: gl.constexpr, BLOCK_H: gl.constexpr):
 def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
             out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
             stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-            qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
-            q_ptr, stride_q_b, stride_q_h, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
+            qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
+            kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, STAMPS=None):
@@ -361,12 +361,13 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
         # (past the previous segment's exchange: both warpgroups' MMAs of it are retired)
         if FP8:
             s0 = it % 2
+            _q_issue(q_nope_desc, q_rope_desc, b * H + h0, qt_bar, qn_smem, qr_smem)
             _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, i_first, s0, PAGE_SIZE, BLOCK_N)
             if n > 1:
                 _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, i_first + 1, 1 - s0, PAGE_SIZE, BLOCK_N)
             rope = _load_rope(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout)
-            q_scale = _q_fp16(q_ptr + b.to(gl.int64) * stride_q_b + h0 * stride_q_h, stride_q_h, qn_smem, qr_smem,
-                              BLOCK_H, 4)
+            mbarrier.wait(qt_bar, seg & 1)
+            q_scale = _q_fp16(qn_smem, qr_smem, BLOCK_H, 4)
             qk_vec = gl.convert_layout(qk_mul * kv_scale / q_scale, rows_s)
             _qk_store(l_smem, seg, qk_vec, BLOCK_H)
             fence_async_shared()
@@ -486,8 +487,8 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
 def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
             out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
             stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-            qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
-            q_ptr, stride_q_b, stride_q_h, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
+            qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
+            kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, STAMPS=None):
@@ -681,18 +682,17 @@ def _mla_decode_hopper_pp_kernel(
     _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
                    out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
                    stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-                   qn_smem, qr_smem, kn_bufs, kr_bufs, None, 0, 0, None, None, 1.0, None,
+                   qn_smem, qr_smem, kn_bufs, kr_bufs, None, None, 1.0, None,
                    PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, False, False, WG1_REGS, STAMPS)
 
 
 @gluon.jit(do_not_specialize=["B"])
 def _mla_decode_hopper_pp_fp8_kernel(
-    q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr,
+    q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr,
     page_table_ptr, seq_lens_ptr,
     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
     sm_scale, kv_scale,
     B, H,
-    stride_q_b, stride_q_h,
     stride_pt_b,
     stride_out_b, stride_out_h,
     stride_po_s, stride_po_h,
@@ -735,11 +735,11 @@ def _mla_decode_hopper_pp_fp8_kernel(
         k8_bufs = kn_bufs.reinterpret(gl.float8e4nv, [2, BLOCK_N, 2 * _D_V], k8_layout)
     else:
         k8_bufs = kn_bufs._reinterpret(gl.float8e4nv, [2, BLOCK_N, 2 * _D_V], k8_layout)
-    _pp_partitions(None, None, kv_nope_desc, None, page_table_ptr, seq_lens_ptr,
+    _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, None, page_table_ptr, seq_lens_ptr,
                    out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
                    stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-                   qn_smem, qr_smem, kn_bufs, kr_bufs, q_ptr, stride_q_b, stride_q_h, kv_ptr, kv_scale_ptr, kv_scale,
-                   k8_bufs, PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, True,
+                   qn_smem, qr_smem, kn_bufs, kr_bufs, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
+                   PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, True,
                    KV_SCALE_FROM_PTR, WG1_REGS, STAMPS)
 
 
@@ -747,8 +747,8 @@ def _mla_decode_hopper_pp_fp8_kernel(
 def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
                    out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
                    stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-                   qn_smem, qr_smem, kn_bufs, kr_bufs, q_ptr, stride_q_b, stride_q_h, kv_ptr, kv_scale_ptr, kv_scale,
-                   k8_bufs, PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr,
+                   qn_smem, qr_smem, kn_bufs, kr_bufs, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
+                   PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr,
                    BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr,
                    FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, WG1_REGS: gl.constexpr, STAMPS=None):
     """Both kernels' P tile, maxima, sums and mbarriers, and the two warpgroups."""
@@ -758,12 +758,15 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
     m_smem = gl.allocate_shared_memory(gl.float32, [2 * BLOCK_H], vec)
     l_smem = gl.allocate_shared_memory(gl.float32, [4 * BLOCK_H], vec)
     c_bars = gl.allocate_shared_memory(gl.int64, [6, 1], mbarrier.MBarrierLayout())
-    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    q_bar = q_bars.index(0)     # bf16: the query's TMA; fp8: WG0's arrival once the fp16 query is written
+    qt_bar = q_bars.index(1)    # fp8: the bf16 query's TMA (``kernel_hopper_heads._q_issue``)
     p_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     x_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     for k in gl.static_range(6):
         mbarrier.init(c_bars.index(k), count=1)
     mbarrier.init(q_bar, count=1)
+    mbarrier.init(qt_bar, count=1)
     for k in gl.static_range(2):
         mbarrier.init(p_bars.index(k), count=1)
         mbarrier.init(x_bars.index(k), count=1)
@@ -777,15 +780,15 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
         (_pp_wg0, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-             qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
-             q_ptr, stride_q_b, stride_q_h, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
+             qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
+             kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
              KV_SCALE_FROM_PTR, STAMPS)),
         (_pp_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-             qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, p_bars, x_bars,
-             q_ptr, stride_q_b, stride_q_h, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
+             qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
+             kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
              KV_SCALE_FROM_PTR, STAMPS)),
     ], [4], [WG1_REGS])
