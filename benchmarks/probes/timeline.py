@@ -124,6 +124,12 @@ def analyse(raw: torch.Tensor, pp: bool) -> dict:
             # last pair's top
             for x, key in enumerate(("finish_in", "exchanged", "stored")):
                 steps.setdefault(f"wg{wg}_{key}", []).append(ns(r[ROW - 4 + x] - marks[-1][0]))
+        if pp and len(marks) < (ROW - 12 - T0) // per:
+            # the first segment's prologue marks (kernel_hopper_pp.STAMP_PRO: segment found, copies issued, fp8
+            # rope rows requested, query landed, fp8 query converted), from the split; 0 = not stamped by this kernel
+            for x in range(5):
+                if r[ROW - 12 + x] > 0:
+                    steps.setdefault(f"wg{wg}_pro{x}", []).append(ns(r[ROW - 12 + x] - r[4]))
         if pp:
             for top, scores, handed, other in marks[:-1]:
                 steps[f"wg{wg}_scores"].append(ns(scores - top))
@@ -216,6 +222,11 @@ def main(argv: list[str] | None = None) -> int:
                 line += (f"; WG{w} in a pair: top -> own scores retired {t[f'wg{w}_scores_ns']:.0f}, -> P handed "
                          f"{t[f'wg{w}_softmax_ns']:.0f}, other's P waited {t[f'wg{w}_other_p_ns']:.0f}"
                          + (" (after the hand-off)" if w == 0 else " (from the top)"))
+                pro = [f"{name} {t[f'wg{w}_pro{x}_ns']:.0f}" for x, name in enumerate(
+                    ("segment found", "copies issued", "rope requested", "query landed", "query converted"))
+                    if f"wg{w}_pro{x}_ns" in t]
+                if pro:
+                    line += f"; WG{w} from the split: " + ", ".join(pro)
                 if f"wg{w}_finish_in_ns" in t:
                     line += (f"; last pair's top -> end entered {t[f'wg{w}_finish_in_ns']:.0f}, sums exchanged "
                              f"{t[f'wg{w}_exchanged_ns']:.0f}, stored {t[f'wg{w}_stored_ns']:.0f}")

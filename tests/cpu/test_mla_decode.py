@@ -532,13 +532,14 @@ def test_hopper_split_kernels_let_the_reduction_launch_early(kv_format, heads, c
 
 
 @pytest.mark.parametrize("kv_format,heads,config,clocks", [
-    ("fp8", 16, {"V2": 1}, 6), ("bf16", 128, dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1), 22)],
-    ids=["second-fp8-tokens-on-M", "ping-pong"])
+    ("fp8", 16, {"V2": 1}, 6), ("bf16", 128, dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1), 27),
+    ("fp8", 128, dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1), 29)],
+    ids=["second-fp8-tokens-on-M", "ping-pong", "fp8-ping-pong"])
 def test_timeline_stamps_compile_to_nothing_unless_asked_for(kv_format, heads, config, clocks):
     """The diagnostic ``STAMPS`` keyword (benchmarks/probes/timeline.py): left out, as every launch of the library
     leaves it, the kernel reads no clock; given a buffer, it reads the SM clock at each stamp (tokens on M: entry,
     split, query ready, tile landed, tile done, exit; ping-pong: those of each warpgroup, four a pair of tiles, three in a
-    segment's end) and the
+    segment's end, the first segment's prologue marks: WG0 three (bf16) or five (fp8), WG1 two) and the
     global timer at entry and exit."""
     import re
     from graphtune.kernels.mla_decode import interface_hopper

@@ -151,3 +151,34 @@ def test_pp_tile_loops_do_not_reload_spills(fmt):
     if SCHEDULED_WITH_THIS_TRITON:      # (ptxas of triton 3.6, the one timed)
         assert usage["STACK"] <= 64, usage
         assert _tile_loop_local_loads(_sass(compiled)) == 0
+
+
+def test_fp8_query_conversion_is_compact_code():
+    """The fp8 ping-pong kernel converts its landed bf16 query to scaled fp16 once a segment, so the code runs cold:
+    unrolled (1,526 instructions between the timeline probe's "query landed" and "query converted" marks, compiled
+    for sm_90) it took ~10.6 us on the H200 after the query's arrival, as loops that stay loops (617) ~5 us (session
+    19, prologue marks at H = 128, batch 8 and 64). The marks' stores name their slots (``STAMP_PRO`` + 3 and + 4,
+    8 bytes each), which bracket the conversion in WG0's code."""
+    import re
+    from test_mla_decode import compile_sm90
+    q = torch.empty(2, 128, 576, dtype=torch.bfloat16)
+    out = torch.empty(2, 128, 512, dtype=torch.bfloat16)
+    args, _, consts, _ = interface_hopper.hopper_call(q, torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn),
+                                                      torch.zeros(2, 2, dtype=torch.int32),
+                                                      torch.ones(2, dtype=torch.int32), 0.04, 1.0, "fp8", out, False,
+                                                      sms=132, config=dict(PP=1, RELOAD=1, WG1_FIRST=1))
+    fn, consts = interface_hopper._kernel_and_params(128, "fp8", consts)
+    sass = _sass(compile_sm90(fn, list(args) + [torch.empty(4, 256, dtype=torch.int64)], consts))
+    addrs = [int(a, 16) for a in re.findall(r"/\*([0-9a-f]{4,5})\*/", sass)]
+
+    def store_of(slot: int, after: int = -1) -> int:
+        found = [int(m.group(1), 16) for m in re.finditer(
+            r"/\*([0-9a-f]{4,5})\*/\s+[^;]*STG\.E\.64[^;]*\+" + hex(slot * 8) + r"\]", sass)]
+        found = [a for a in found if a > after]
+        assert found, f"no stamp store to slot {slot}"
+        return found[0]
+
+    landed = store_of(kernel_hopper_pp.STAMP_PRO + 3)
+    converted = store_of(kernel_hopper_pp.STAMP_PRO + 4, landed)
+    between = sum(landed < a < converted for a in addrs)
+    assert 0 < between <= 800, between

@@ -299,7 +299,8 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
     sets, and ``(lse, part_o, part_lse, seg)`` with partial slots for ``programs_per_sm``. ``v2``: the second
     fp8 tokens-on-M kernel (kernel_hopper_tok.py), which takes a [block_n, 128] rope descriptor before the cache
     pointer (read row by row with GATHER). ``pp``: the ping-pong kernel (kernel_hopper_pp.py), whose bf16 latent
-    tiles come as two 256-column TMA halves (its fp8 kernel takes the fp8 heads-on-M kernel's arguments). ``ring``:
+    tiles come as two 256-column TMA halves (its fp8 kernel takes the fp8 heads-on-M kernel's arguments with two
+    query descriptors, [64, 512] and [64, 64] bf16 boxes, in place of the query pointer and its strides). ``ring``:
     the bf16 tokens-on-M ring kernel (kernel_hopper_ring.py), whose tiles come as nine [block_n, 64] boxes of all
     576 columns."""
     batch, heads, _ = q.shape
@@ -332,8 +333,8 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
                 scale_ptr, scale_value, scale_from_ptr = kv_scale, 1.0, True
             else:
                 scale_ptr, scale_value, scale_from_ptr = seq_lens, float(kv_scale), False   # pointer unused
-        if on_m:
-            # the heads-on-M fp8 kernels copy the bf16 query by TMA into their fp16 query tiles' bytes
+        if on_m and pp:
+            # the fp8 ping-pong kernel copies the bf16 query by TMA into its fp16 query tiles' bytes
             q2 = q.view(batch * heads, D_QK)
             q_args, q_strides = (_descriptor(q2, [block_h, D_NOPE]), _descriptor(q2[:, D_NOPE:], [block_h, D_ROPE])), ()
         else:

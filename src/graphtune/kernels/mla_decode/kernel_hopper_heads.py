@@ -40,6 +40,7 @@ barriers (a third fp8 buffer would not fit an sm_90 block's 232,448 B).
 """
 from __future__ import annotations
 
+import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
@@ -86,13 +87,20 @@ def _as_dtype(smem, dtype: gl.constexpr):
 def _q_issue(q_nope_desc, q_rope_desc, row, bar, qn_smem, qr_smem):
     """TMA of the query's bf16 rows ``[row, row + 64)`` (latent and rope columns) into the bytes of the fp16 query
     tiles (same width, same 128-byte swizzle) on ``bar``; ``_q_fp16`` converts them in place once landed. One
-    asynchronous read of the query, issued before anything else of the segment: read by plain loads it was two
-    dependent round trips behind the first tiles' copies (15 us from split to query on the H200, fp8 ping-pong at
-    H = 128, batch 64; session 18)."""
+    asynchronous read of the query, issued before the segment's first tiles' copies: it lands ~3-6 us after the work
+    split (H200, fp8 ping-pong at H = 128, batch 8 / 64; session 19's prologue marks). (The widened-score kernel
+    keeps ``_q_fp16_loads``: there these shared-memory views cost 17 spilled values reloaded in the tile loop,
+    compiled for sm_90.)"""
     fence_async_shared()        # (the generic proxy's reads of the previous segment's query before the TMA's writes)
     mbarrier.expect(bar, q_nope_desc.block_type.nbytes + q_rope_desc.block_type.nbytes)
     _tma_load(q_nope_desc, [row, 0], bar, _as_dtype(qn_smem, gl.bfloat16))
     _tma_load(q_rope_desc, [row, 0], bar, _as_dtype(qr_smem, gl.bfloat16))
+
+
+@gluon.jit
+def _fp16_scale(amax):
+    """Per head the power of two s with max |q s| in (2^13, 2^14] (fp16's largest finite is 65504)."""
+    return gl.exp2(14.0 - gl.ceil(gl.log2(gl.maximum(amax, 1e-30))))
 
 
 @gluon.jit
@@ -101,30 +109,59 @@ def _q_fp16(qn_smem, qr_smem, BLOCK_H: gl.constexpr, num_warps: gl.constexpr):
     max |q s| in (2^13, 2^14] (fp16's largest finite is 65504); returns s per head. Two passes over the tiles (the
     head maxima, then the scaled copy), 128 columns at a time: a [64, 576] register tile would set the register
     budget. Each thread rewrites exactly the elements it read (one layout for both), so no barrier sits between a
-    read and the write of the same bytes; the caller fences and synchronises before the MMAs read them."""
+    read and the write of the same bytes; the caller fences and synchronises before the MMAs read them.
+
+    The passes are loops that stay loops (``loop_unroll_factor=1``): this code runs once a segment, so its
+    instructions come cold from memory, and what it costs follows its static size more than its work. Unrolled
+    (1,526 instructions between the arrival and the end of the conversion, compiled for sm_90) it took 10.6-11.6 us
+    on the H200, as loops (617) 5.0-5.1 us (fp8 ping-pong, H = 128, batch 8 / 64; session 19's prologue marks)."""
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
-    qb = _as_dtype(qn_smem, gl.bfloat16)
+    qb = _q_chunks(_as_dtype(qn_smem, gl.bfloat16), BLOCK_H, 128)
+    qh = _q_chunks(qn_smem, BLOCK_H, 128)
     qrb = _as_dtype(qr_smem, gl.bfloat16)
     amax = gl.max(gl.abs(qrb.load(layout).to(gl.float32)), axis=1)
-    for c in gl.static_range(4):
-        x = qb.slice(c * 128, 128, dim=1).load(layout).to(gl.float32)
-        amax = gl.maximum(amax, gl.max(gl.abs(x), axis=1))
-    q_scale = gl.exp2(14.0 - gl.ceil(gl.log2(gl.maximum(amax, 1e-30))))
-    for c in gl.static_range(4):
-        x = qb.slice(c * 128, 128, dim=1).load(layout).to(gl.float32)
-        qn_smem.slice(c * 128, 128, dim=1).store((x * q_scale[:, None]).to(gl.float16))
+    for c in tl.range(0, 4, loop_unroll_factor=1):
+        amax = gl.maximum(amax, gl.max(gl.abs(qb.index(c).load(layout).to(gl.float32)), axis=1))
+    q_scale = _fp16_scale(amax)
+    for c in tl.range(0, 4, loop_unroll_factor=1):
+        x = qb.index(c).load(layout).to(gl.float32)
+        qh.index(c).store((x * q_scale[:, None]).to(gl.float16))
     xr = qrb.load(layout).to(gl.float32)
+    qr_smem.store((xr * q_scale[:, None]).to(gl.float16))
+    return q_scale
+
+
+@gluon.jit
+def _q_fp16_loads(q_base, stride_q_h, qn_smem, qr_smem, BLOCK_H: gl.constexpr, num_warps: gl.constexpr):
+    """``_q_fp16``'s result from the query in global memory (``q_base``, heads ``stride_q_h`` apart) by plain
+    loads, the two passes as loops for the same reason (the widened-score kernel's form)."""
+    layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
+    heads = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, layout))
+    cols = gl.arange(0, 128, layout=gl.SliceLayout(0, layout))
+    cols_r = gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
+    rows = heads[:, None] * stride_q_h
+    qh = _q_chunks(qn_smem, BLOCK_H, 128)
+    amax = gl.max(gl.abs(gl.load(q_base + rows + 512 + cols_r[None, :]).to(gl.float32)), axis=1)
+    for c in tl.range(0, 4, loop_unroll_factor=1):
+        x = gl.load(q_base + rows + c * 128 + cols[None, :]).to(gl.float32)
+        amax = gl.maximum(amax, gl.max(gl.abs(x), axis=1))
+    q_scale = _fp16_scale(amax)
+    for c in tl.range(0, 4, loop_unroll_factor=1):
+        x = gl.load(q_base + rows + c * 128 + cols[None, :]).to(gl.float32)
+        qh.index(c).store((x * q_scale[:, None]).to(gl.float16))
+    xr = gl.load(q_base + rows + 512 + cols_r[None, :]).to(gl.float32)
     qr_smem.store((xr * q_scale[:, None]).to(gl.float16))
     return q_scale
 
 
 @gluon.jit(do_not_specialize=["B"])
 def _mla_decode_hopper_fp8w_kernel(
-    q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr,
+    q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr,
     page_table_ptr, seq_lens_ptr,
     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
     sm_scale, kv_scale,
     B, H,
+    stride_q_b, stride_q_h,
     stride_pt_b,
     stride_out_b, stride_out_h,
     stride_po_s, stride_po_h,
@@ -195,8 +232,6 @@ def _mla_decode_hopper_fp8w_kernel(
     bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     for k in gl.static_range(NUM_BUF):
         mbarrier.init(bars.index(k), count=1)
-    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    mbarrier.init(q_bar, count=1)
 
     t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps)
 
@@ -205,7 +240,6 @@ def _mla_decode_hopper_fp8w_kernel(
     offs_d_o = gl.arange(0, D_V, layout=gl.SliceLayout(0, o_layout))
     offs_h_s = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, s_layout))
     it = 0          # tiles consumed by this program: buffer it % NUM_BUF, barrier phase (it // NUM_BUF) & 1
-    seg = 0         # segments begun: the query barrier's phase
     while t < t_stop:
         b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
@@ -215,14 +249,13 @@ def _mla_decode_hopper_fp8w_kernel(
         _block_barrier()
         # Prologue: the query's copy, then the first NUM_BUF tiles of the segment in flight (a buffer is free once
         # widened).
-        _q_issue(q_nope_desc, q_rope_desc, b * H + h0, q_bar, qn_smem, qr_smem)
         for k in gl.static_range(NUM_BUF):
             if i_first + k < i_stop:
                 _issue_nope(kv_nope_desc, kn_bufs, bars, pt_base, i_first + k, (it + k) % NUM_BUF, PAGE_SIZE,
                             BLOCK_N)
+        q_base = q_ptr + b.to(gl.int64) * stride_q_b + h0 * stride_q_h
+        q_scale = _q_fp16_loads(q_base, stride_q_h, qn_smem, qr_smem, BLOCK_H, num_warps)
         rope = _load_rope(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout)
-        mbarrier.wait(q_bar, seg & 1)
-        q_scale = _q_fp16(qn_smem, qr_smem, BLOCK_H, num_warps)
         qk_mul = gl.convert_layout(sm_scale * LOG2E * kv_scale / q_scale, gl.SliceLayout(1, s_layout))
 
         m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=gl.SliceLayout(1, s_layout))
@@ -315,9 +348,7 @@ def _mla_decode_hopper_fp8w_kernel(
         _store_lse_and_segment(lse2, whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads_s, lse_ptr,
                                part_lse_ptr, seg_ptr, stride_pl_s, None, RETURN_LSE)
         t = seg_stop
-        seg += 1
         b += 1
 
     for k in gl.static_range(NUM_BUF):
         mbarrier.invalidate(bars.index(k))
-    mbarrier.invalidate(q_bar)

@@ -71,7 +71,18 @@ _wg_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
 _D_V = gl.constexpr(512)
 # (timeline probe: a segment's end, its sums exchanged, its output stored; meaningful for programs of < 60 pairs)
 STAMP_FINISH = gl.constexpr(kernel_hopper.STAMP_ROW - 4)
+# (timeline probe: the first segment's prologue, up to five marks a warpgroup; meaningful for programs of < 59 pairs)
+STAMP_PRO = gl.constexpr(kernel_hopper.STAMP_ROW - 12)
 _HALF = gl.constexpr(256)       # output columns per warpgroup
+
+
+@gluon.jit
+def _pro(STAMPS, srow, seg, x: gl.constexpr):
+    """Timeline probe: prologue mark ``x`` of the program's first segment (0: segment found; 1: copies issued;
+    2: fp8 rope rows requested; 3: query landed; 4: fp8 query converted)."""
+    if STAMPS is not None:
+        if seg == 0:
+            _stamp(STAMPS, srow, STAMP_PRO + x)
 
 
 @gluon.jit
@@ -358,6 +369,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
         b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
         n = i_stop - i_first
+        _pro(STAMPS, srow, seg, 0)
         # (past the previous segment's exchange: both warpgroups' MMAs of it are retired)
         if FP8:
             s0 = it % 2
@@ -365,9 +377,13 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, i_first, s0, PAGE_SIZE, BLOCK_N)
             if n > 1:
                 _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, i_first + 1, 1 - s0, PAGE_SIZE, BLOCK_N)
+            _pro(STAMPS, srow, seg, 1)
             rope = _load_rope(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout)
+            _pro(STAMPS, srow, seg, 2)
             mbarrier.wait(qt_bar, seg & 1)
+            _pro(STAMPS, srow, seg, 3)
             q_scale = _q_fp16(qn_smem, qr_smem, BLOCK_H, 4)
+            _pro(STAMPS, srow, seg, 4)
             qk_vec = gl.convert_layout(qk_mul * kv_scale / q_scale, rows_s)
             _qk_store(l_smem, seg, qk_vec, BLOCK_H)
             fence_async_shared()
@@ -385,7 +401,9 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             if n > 1:
                 _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(1 - s0), kr_bufs.index(1 - s0), c_bars,
                             pt_base, i_first + 1, 1 - s0, 0, False, PAGE_SIZE, BLOCK_N)
+            _pro(STAMPS, srow, seg, 1)
             mbarrier.wait(q_bar, seg & 1)
+            _pro(STAMPS, srow, seg, 3)
             qk = qk_mul
         if seg == 0:
             _stamp(STAMPS, srow, STAMP_CLK_READY)
@@ -514,8 +532,10 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
         n = i_stop - i_first
         s0 = it % 2
+        _pro(STAMPS, srow, seg, 0)
         if FP8:
             rope = _load_rope(kv_ptr, pt_base, gl.minimum(i_first + 1, i_stop - 1), PAGE_SIZE, BLOCK_N, rope_layout)
+            _pro(STAMPS, srow, seg, 2)
             mbarrier.wait(q_bar, seg & 1)
             qk = _qk_load(l_smem, seg, rows_s, BLOCK_H)[:, None]
             _wg_barrier()       # every thread has its multipliers before any thread's exchange reuses the slot
@@ -525,6 +545,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             if n > 1:
                 _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(1 - s0), kr_bufs.index(1 - s0), c_bars,
                             pt_base, i_first + 1, 1 - s0, 1, True, PAGE_SIZE, BLOCK_N)
+            _pro(STAMPS, srow, seg, 1)
             mbarrier.wait(q_bar, seg & 1)
             qk = qk_mul
         if seg == 0:
@@ -711,10 +732,13 @@ def _mla_decode_hopper_pp_fp8_kernel(
     STAMPS=None,
 ):
     """The ping-pong kernel on a per-tensor fp8 cache (the arguments of the fp8 heads-on-M kernel,
-    ``kernel_hopper_heads._mla_decode_hopper_fp8w_kernel``): each tile's fp8 latent columns by TMA into the
+    ``kernel_hopper_heads._mla_decode_hopper_fp8w_kernel``, with the query's two descriptors for its pointer and
+    strides): each tile's fp8 latent columns by TMA into the
     first 32 KB of its fp16 buffer, widened in place by the tile's owner under its score MMAs (``_widen_scores``;
-    the rope rows by plain loads a tile ahead, as the other fp8 kernels); the query in fp16, each head times a
-    power of two (``kernel_hopper_heads._q_fp16``); P in fp16; the cache scale on the scores and the output.
+    the rope rows by plain loads a tile ahead, as the other fp8 kernels); the query copied by TMA as bf16
+    (``q_nope_desc`` / ``q_rope_desc``, [64, 512] / [64, 64] boxes) into the fp16 query tiles' bytes and converted
+    there, each head times a power of two (``kernel_hopper_heads._q_issue`` / ``_q_fp16``); P in fp16; the cache
+    scale on the scores and the output.
     Shared memory as the bf16 kernel's: no fp8 staging buffer (none would fit beside two fp16 tiles)."""
     gl.static_assert(PP == 1)
     gl.static_assert(BLOCK_H == 64)
