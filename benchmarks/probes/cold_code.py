@@ -1,11 +1,13 @@
 """What straight-line code costs the first time a program runs it: clock stamps around an unrolled block of N
-dependent FFMAs, run twice by a loop that stays a loop (first pass cold, second warm).
+dependent FFMAs, run twice by a loop that stays a loop (first pass cold, second warm), as one dependent chain or eight.
 
 Why: session 19 found the fp8 ping-pong kernel's query conversion, which runs once a segment, taking 10.6-11.7 us on
-the H200 as 1,526 unrolled instructions and 5.0 us as 617 in loops, for ~1 us of issue: code run once seems to cost
-by its static size (instruction fetch), which would also price every kernel's prologue, epilogue and first tile.
-This probe measures it apart from any MLA kernel: cycles per FFMA, first pass against second, for several N, with
-one program and with one program per SM (all SMs fetching the same code at once, as a split kernel's programs do).
+the H200 as 1,526 unrolled instructions and 5.0 us as 617 in loops, for ~1 us of issue: if code run once cost by its
+static size (instruction fetch), that would also price every kernel's prologue, epilogue and first tile. This probe
+measures it apart from any MLA kernel: cycles per FFMA, first pass against second, for several N, with one program
+and with one program per SM (all SMs fetching the same code at once, as a split kernel's programs do). On the H200
+(session 19, runs 8-9): no first-pass penalty; 131 KB of code streams at ~2.5 cycles an instruction. Instruction
+fetch does not explain the conversion's time.
 Timed inside the kernel (SM clock), so the launch does not count. Prints a table and writes JSON (GPU, versions,
 commit) under benchmarks/results/ unless ``--out`` says otherwise. Without a GPU it says so and exits 2.
 
@@ -34,9 +36,11 @@ def _clock(x):
 
 
 @triton.jit
-def _cold_code_kernel(a_ptr, out_ptr, stamps_ptr, N: tl.constexpr):
+def _cold_code_kernel(a_ptr, out_ptr, stamps_ptr, N: tl.constexpr, WIDTH: tl.constexpr):
+    """Each statement of the block is WIDTH / 128 independent FFMAs a thread (4 warps): 1 a dependent chain
+    (4 cycles each, below any fetch limit), 8 enough independent ones to issue one a cycle."""
     pid = tl.program_id(0)
-    offs = pid * 128 + tl.arange(0, 128)
+    offs = pid * WIDTH + tl.arange(0, WIDTH)
     x = tl.load(a_ptr + offs)
     a = x * 0.5 + 0.25
     b = x * 0.125
@@ -46,25 +50,26 @@ def _cold_code_kernel(a_ptr, out_ptr, stamps_ptr, N: tl.constexpr):
         for _k in tl.static_range(N):
             x = x * a + b
         t1 = _clock(x)
-        first = tl.arange(0, 128) == 0
-        tl.store(stamps_ptr + pid * 4 + 2 * r + tl.zeros([128], tl.int32), t0, mask=first)
-        tl.store(stamps_ptr + pid * 4 + 2 * r + 1 + tl.zeros([128], tl.int32), t1, mask=first)
+        first = tl.arange(0, WIDTH) == 0
+        tl.store(stamps_ptr + pid * 4 + 2 * r + tl.zeros([WIDTH], tl.int32), t0, mask=first)
+        tl.store(stamps_ptr + pid * 4 + 2 * r + 1 + tl.zeros([WIDTH], tl.int32), t1, mask=first)
     tl.store(out_ptr + offs, x)
 
 
-def measure(n: int, programs: int) -> dict:
-    a = torch.rand(programs * 128, device="cuda")
+def measure(n: int, programs: int, width: int) -> dict:
+    a = torch.rand(programs * width, device="cuda")
     out = torch.empty_like(a)
     stamps = torch.zeros(programs, 4, dtype=torch.int64, device="cuda")
     for _ in range(3):          # compile, then runs whose stamps are read (each launch's first pass is its own)
-        _cold_code_kernel[(programs,)](a, out, stamps, N=n, num_warps=4)
+        _cold_code_kernel[(programs,)](a, out, stamps, N=n, WIDTH=width, num_warps=4)
     torch.cuda.synchronize()
     s = stamps.cpu()
     cold = (s[:, 1] - s[:, 0]).double()
     warm = (s[:, 3] - s[:, 2]).double()
-    return {"n": n, "programs": programs, "cold_cycles": float(cold.median()),
-            "warm_cycles": float(warm.median()), "cold_per_ffma": float(cold.median()) / n,
-            "warm_per_ffma": float(warm.median()) / n}
+    ffmas = n * width // 128         # FFMA instructions a thread runs in one pass
+    return {"n": n, "programs": programs, "width": width, "ffmas": ffmas, "cold_cycles": float(cold.median()),
+            "warm_cycles": float(warm.median()), "cold_per_ffma": float(cold.median()) / ffmas,
+            "warm_per_ffma": float(warm.median()) / ffmas}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,11 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     gpu = torch.cuda.get_device_name()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     print(f"{gpu}; torch {torch.__version__}, triton {triton.__version__}", flush=True)
-    rows = [measure(n, programs) for n in sizes for programs in (1, sms)]
-    print("| FFMAs | programs | first pass, cycles | second pass | first / FFMA | second / FFMA |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    rows = [measure(n, programs, width) for width in (128, 1024) for n in sizes for programs in (1, sms)]
+    print("| FFMAs a thread | independent chains | programs | first pass, cycles | second pass | first / FFMA | "
+          "second / FFMA |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['n']} | {r['programs']} | "
+        print(f"| {r['ffmas']} | {r['width'] // 128} | {r['programs']} | "
               f"{r['cold_cycles']:.0f} | {r['warm_cycles']:.0f} | {r['cold_per_ffma']:.1f} | {r['warm_per_ffma']:.1f} |")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"gpu": gpu, "torch": torch.__version__, "triton": triton.__version__,

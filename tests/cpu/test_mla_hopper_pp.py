@@ -154,11 +154,11 @@ def test_pp_tile_loops_do_not_reload_spills(fmt):
 
 
 def test_fp8_query_conversion_is_compact_code():
-    """The fp8 ping-pong kernel converts its landed bf16 query to scaled fp16 once a segment, so the code runs cold:
-    unrolled (1,526 instructions between the timeline probe's "query landed" and "query converted" marks, compiled
-    for sm_90) it took ~10.6 us on the H200 after the query's arrival, as loops that stay loops (617) ~5 us (session
-    19, prologue marks at H = 128, batch 8 and 64). The marks' stores name their slots (``STAMP_PRO`` + 3 and + 4,
-    8 bytes each), which bracket the conversion in WG0's code."""
+    """The fp8 ping-pong kernel converts its landed bf16 query to scaled fp16 once a segment: unrolled (1,526
+    instructions between the timeline probe's "query landed" and "query converted" marks, compiled for sm_90) that took
+    10.6-11.7 us on the H200, as loops that stay loops (617) 5.0-5.1 us (session 19, prologue marks at H = 128, batch 8
+    and 64). A rewrite that unrolls it again fails here. The marks' stores name their slots (``STAMP_PRO`` + 3 and
+    + 4, 8 bytes each), which bracket the conversion in WG0's code."""
     import re
     from test_mla_decode import compile_sm90
     q = torch.empty(2, 128, 576, dtype=torch.bfloat16)

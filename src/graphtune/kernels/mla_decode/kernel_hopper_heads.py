@@ -111,10 +111,12 @@ def _q_fp16(qn_smem, qr_smem, BLOCK_H: gl.constexpr, num_warps: gl.constexpr):
     budget. Each thread rewrites exactly the elements it read (one layout for both), so no barrier sits between a
     read and the write of the same bytes; the caller fences and synchronises before the MMAs read them.
 
-    The passes are loops that stay loops (``loop_unroll_factor=1``): this code runs once a segment, so its
-    instructions come cold from memory, and what it costs follows its static size more than its work. Unrolled
-    (1,526 instructions between the arrival and the end of the conversion, compiled for sm_90) it took 10.6-11.6 us
-    on the H200, as loops (617) 5.0-5.1 us (fp8 ping-pong, H = 128, batch 8 / 64; session 19's prologue marks)."""
+    The passes are loops that stay loops (``loop_unroll_factor=1``). Unrolled (1,526 instructions between the
+    query's arrival and the end of its conversion, compiled for sm_90) the conversion took 10.6-11.7 us on the H200,
+    as loops (617) 5.0-5.1 us (fp8 ping-pong, H = 128, batch 8 / 64; session 19's prologue marks), for ~1 us of
+    issue either way. Not instruction fetch (``benchmarks/probes/cold_code.py``: code run once streams at <= 2.7
+    cycles an instruction on the H200); why the unrolled form waits is not measured apart (docs/benchmarks.md,
+    session 19)."""
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
     qb = _q_chunks(_as_dtype(qn_smem, gl.bfloat16), BLOCK_H, 128)
     qh = _q_chunks(qn_smem, BLOCK_H, 128)
@@ -134,7 +136,7 @@ def _q_fp16(qn_smem, qr_smem, BLOCK_H: gl.constexpr, num_warps: gl.constexpr):
 @gluon.jit
 def _q_fp16_loads(q_base, stride_q_h, qn_smem, qr_smem, BLOCK_H: gl.constexpr, num_warps: gl.constexpr):
     """``_q_fp16``'s result from the query in global memory (``q_base``, heads ``stride_q_h`` apart) by plain
-    loads, the two passes as loops for the same reason (the widened-score kernel's form)."""
+    loads, the two passes as loops as there (the widened-score kernel's form)."""
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
     heads = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, layout))
     cols = gl.arange(0, 128, layout=gl.SliceLayout(0, layout))
