@@ -77,9 +77,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="256,1024,4096", help="comma list of FFMAs per block")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "results" / "cold_code.json")
     args = ap.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("cold_code: needs a CUDA GPU", file=sys.stderr)
-        return 2
     try:
         sizes = [int(v) for v in args.sizes.split(",") if v]
     except ValueError:
@@ -88,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     bad = [n for n in sizes if n <= 0]
     if bad:
         print(f"cold_code: --sizes {bad}: each must be a positive number of FFMAs", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("cold_code: needs a CUDA GPU", file=sys.stderr)
         return 2
     gpu = torch.cuda.get_device_name()
     sms = torch.cuda.get_device_properties(0).multi_processor_count

@@ -695,12 +695,16 @@ def test_bench_pins_every_hopper_variant_it_times_as_labelled(monkeypatch):
     ("gather_route", [], "needs a Hopper (sm_90) GPU"),
     ("timeline", ["--cells", "fp8:16"], "--cells item 'fp8:16'"),
     ("timeline", ["--cells", "fp16:16:8"], "--cells item 'fp16:16:8'"),
-    ("timeline", [], "needs a CUDA GPU")],
+    ("timeline", [], "needs a CUDA GPU"),
+    ("cold_code", ["--sizes", "256,x"], "--sizes '256,x'"),
+    ("cold_code", ["--sizes", "256,0"], "--sizes [0]"),
+    ("cold_code", [], "needs a CUDA GPU")],
     ids=["three-parts", "not-a-power-of-two", "not-a-number", "no-gpu", "gather-bf16", "gather-whole-tiles",
-         "gather-page-0", "gather-no-gpu", "timeline-two-parts", "timeline-format", "timeline-no-gpu"])
+         "gather-page-0", "gather-no-gpu", "timeline-two-parts", "timeline-format", "timeline-no-gpu",
+         "cold-code-not-a-number", "cold-code-zero", "cold-code-no-gpu"])
 def test_probes_say_what_is_wrong_in_one_line(probe_name, argv, expect):
-    """benchmarks/probes/reduce_sweep.py and gather_route.py: a malformed argument is named with its value; without a
-    GPU (this CPU machine) they say so; each exits 2 before touching any device."""
+    """benchmarks/probes/reduce_sweep.py, gather_route.py, timeline.py and cold_code.py: a malformed argument is named
+    with its value; without a GPU (this CPU machine) they say so; each exits 2 before touching any device."""
     probe = Path(__file__).resolve().parents[2] / "benchmarks" / "probes" / f"{probe_name}.py"
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     run = subprocess.run([sys.executable, str(probe), *argv], capture_output=True, text=True, env=env, timeout=300)
@@ -746,6 +750,51 @@ def test_timeline_reads_program_stamps():
     assert t["entry_ns"][1.0] == 5000 and t["span_ns"] == max(raw[:, int(kh.STAMP_GT_OUT)].tolist())
 
 
+
+def test_timeline_reads_ping_pong_prologue_marks():
+    """The ping-pong rows' prologue marks (kernel_hopper_pp.STAMP_PRO + x, x = 0..4, WG0 all five on an fp8 cache,
+    WG1 the segment and the rope rows): medians from the split per warpgroup, an unwritten slot left out."""
+    import importlib.util
+    from graphtune.kernels.mla_decode import kernel_hopper as kh
+    from graphtune.kernels.mla_decode import kernel_hopper_pp as kpp
+    probes = Path(__file__).resolve().parents[2] / "benchmarks"
+    sys.path.insert(0, str(probes))
+    try:
+        spec = importlib.util.spec_from_file_location("timeline_probe", probes / "probes" / "timeline.py")
+        tl = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(tl)
+    finally:
+        sys.path.remove(str(probes))
+    row, t0, pro = int(kh.STAMP_ROW), int(kh.STAMP_TILE0), int(kpp.STAMP_PRO)
+    gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+    ghz = 1.5 + float(torch.rand((), generator=gen))
+    marks = {0: [1200, 2100, 2400, 3000, 8000], 1: [150, None, 400, None, None]}    # ns after the split
+    raw = torch.zeros(4, row, dtype=torch.int64)
+    for i in range(4):          # two programs, rows 2 p (WG0) and 2 p + 1 (WG1)
+        r, wg = raw[i], i % 2
+        r[int(kh.STAMP_GT_IN)] = 0
+        r[int(kh.STAMP_CLK_IN)] = 11
+        split = 11 + round(500 * ghz)
+        r[int(kh.STAMP_CLK_SPLIT)] = split
+        r[int(kh.STAMP_CLK_READY)] = split + round(9000 * ghz)
+        r[int(kh.STAMP_TILES)] = 6
+        for k in range(3):      # three pairs, 4 stamps each
+            for x in range(4):
+                r[t0 + 4 * k + x] = r[int(kh.STAMP_CLK_READY)] + round((1000 + 5000 * k + 500 * x) * ghz)
+        for x, ns in enumerate(marks[wg]):
+            if ns is not None:
+                r[pro + x] = split + round(ns * ghz)
+        r[int(kh.STAMP_CLK_OUT)] = r[t0 + 11] + round(300 * ghz)
+        r[int(kh.STAMP_GT_OUT)] = round(int(r[int(kh.STAMP_CLK_OUT)] - 11) / ghz)
+    t = tl.analyse(raw, pp=True)
+    for wg, values in marks.items():
+        for x, ns in enumerate(values):
+            if ns is None:
+                assert f"wg{wg}_pro{x}_ns" not in t
+            else:
+                assert t[f"wg{wg}_pro{x}_ns"] == pytest.approx(ns, abs=2), (wg, x)
+
+
 # Each process collects only its own tests: kernel cases in the child, the launcher and validation here.
 if IN_CHILD:
     del test_interpreted_kernel_cases, test_bad_input_raises_value_error, test_bad_input_unused_page_slots_may_hold_anything
@@ -754,7 +803,7 @@ if IN_CHILD:
     del test_bench_pins_every_hopper_variant_it_times_as_labelled
     del test_bench_tuned_row_runs_the_shipped_path_and_the_filter_keeps_what_it_names
     del test_tuned_grid_never_outgrows_the_partial_scratch, test_probes_say_what_is_wrong_in_one_line
-    del test_timeline_reads_program_stamps
+    del test_timeline_reads_program_stamps, test_timeline_reads_ping_pong_prologue_marks
 else:
     del test_matches_reference, test_config_paths, test_public_api_tensor_scale_and_many_request_chunks
     del test_tuned_split_kernels_are_timed_with_their_reduction
