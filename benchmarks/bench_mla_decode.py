@@ -503,6 +503,10 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
     for kernel in picks:
         for row in kernel["tuned"]:
             print(f"  {kernel['name']} {row['key']}: {row['config']} ({row['source']})")
+            for t in row.get("timings", []):     # the tuner's own timing of each candidate, fastest first
+                ms = "-" if t["median_ms"] is None else f"{t['median_ms']:.4f} ms"
+                out_round = f", out in round {t['eliminated_round']}" if "eliminated_round" in t else ""
+                print(f"      {ms} (n={t['n']}{out_round}): {t['config']}")
     result["vs_best_config"] = best
     out.write_text(json.dumps(result, indent=1, default=str))
     restore_hopper_configs()

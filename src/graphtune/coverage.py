@@ -27,7 +27,8 @@ class MissRecord:
 @dataclass
 class KernelCoverage:
     name: str
-    tuned: dict[tuple, dict[str, Any]] = field(default_factory=dict)   # key -> {config, source, hits}
+    # key -> {config, source, hits} (+ timings: the candidates as this process's search timed them)
+    tuned: dict[tuple, dict[str, Any]] = field(default_factory=dict)
     misses: dict[tuple, MissRecord] = field(default_factory=dict)
     excluded: dict[tuple, list[dict[str, Any]]] = field(default_factory=dict)  # key -> [{config, reason}]
     forced: str | None = None

@@ -469,6 +469,15 @@ class GraphtuneKernel(KernelInterface):
         with self._lock:
             for key, ch in self._cache.items():
                 kc.tuned[key] = {"config": ch.label, "source": ch.source, "hits": ch.hits}
+                if ch.result is not None:
+                    # the search that chose it (this process's): each candidate's timing, fastest first, so a
+                    # reader sees by how much the pick won and what the racing eliminated early
+                    r = ch.result
+                    kc.tuned[key]["timings"] = [
+                        {"config": r.labels[i], "median_ms": r.rows[i].get("median_ms"), "n": r.rows[i].get("n"),
+                         **({"eliminated_round": r.rows[i]["eliminated_round"]}
+                            if "eliminated_round" in r.rows[i] else {})}
+                        for i in r.ranking]
             kc.misses = dict(self._misses)
             kc.excluded = {key: list(rows) for key, rows in self._failures.items()}
         return kc

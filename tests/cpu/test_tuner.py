@@ -128,6 +128,28 @@ def test_picks_fastest_config_from_injected_timer():
     assert k.best_config.kwargs == CONFIGS[2].kwargs and k.best_config.num_warps == CONFIGS[2].num_warps
 
 
+
+def test_coverage_shows_the_search_timings_fastest_first():
+    """Where this process searched a key, coverage lists each candidate as the search timed it, fastest first (the
+    pick first), so a report shows by how much the pick won; a key loaded or forced has no timings."""
+    times = [5.0, 3.0, 1.0, 4.0, 6.0, 2.0]
+    calls = []
+
+    def do_bench(fn):
+        calls.append(fn)
+        fn()
+        return times[len(calls) - 1]
+
+    k = graphtune.autotune(CONFIGS, key=["B"], name="t_cov_timings", do_bench=do_bench)(_scale_kernel)
+    launch(k, 50, 1)
+    (row, ) = graphtune.coverage(["t_cov_timings"]).to_dict()["kernels"][0]["tuned"]
+    medians = [t["median_ms"] for t in row["timings"]]
+    assert medians == sorted(times)
+    assert row["timings"][0]["config"] == row["config"]
+    k.install(k.key_of((torch.empty(50), torch.empty(50), 50, 300, 2.0)), CONFIGS[0], record=False)
+    rows = graphtune.coverage(["t_cov_timings"]).to_dict()["kernels"][0]["tuned"]
+    assert [("timings" in r) for r in rows] == [True, False]
+
 def test_dtype_is_part_of_key():
     bench = CountingBench()
     k = graphtune.autotune(CONFIGS, key=["B"], name="t_dtype", do_bench=bench)(_scale_kernel)
