@@ -713,19 +713,25 @@ def test_probes_say_what_is_wrong_in_one_line(probe_name, argv, expect):
     assert expect in last, run.stderr
 
 
-def test_timeline_reads_program_stamps():
-    """benchmarks/probes/timeline.py on stamps laid out as the kernels write them (kernel_hopper.STAMP_*): a
-    tokens-on-M row per program, ping-pong rows per warpgroup; the medians it prints come from the right slots."""
+
+def _timeline_probe():
+    """benchmarks/probes/timeline.py as a module (it imports its neighbours in benchmarks/)."""
     import importlib.util
-    from graphtune.kernels.mla_decode import kernel_hopper as kh
     probes = Path(__file__).resolve().parents[2] / "benchmarks"
     sys.path.insert(0, str(probes))
     try:
         spec = importlib.util.spec_from_file_location("timeline_probe", probes / "probes" / "timeline.py")
-        tl = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(tl)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
     finally:
         sys.path.remove(str(probes))
+    return module
+
+def test_timeline_reads_program_stamps():
+    """benchmarks/probes/timeline.py on stamps laid out as the kernels write them (kernel_hopper.STAMP_*): a
+    tokens-on-M row per program, ping-pong rows per warpgroup; the medians it prints come from the right slots."""
+    from graphtune.kernels.mla_decode import kernel_hopper as kh
+    tl = _timeline_probe()
     row, t0 = int(kh.STAMP_ROW), int(kh.STAMP_TILE0)
     gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
     ghz = 1.5 + float(torch.rand((), generator=gen))     # clocks per ns
@@ -754,17 +760,9 @@ def test_timeline_reads_program_stamps():
 def test_timeline_reads_ping_pong_prologue_marks():
     """The ping-pong rows' prologue marks (kernel_hopper_pp.STAMP_PRO + x, x = 0..4, WG0 all five on an fp8 cache,
     WG1 the segment and the rope rows): medians from the split per warpgroup, an unwritten slot left out."""
-    import importlib.util
     from graphtune.kernels.mla_decode import kernel_hopper as kh
     from graphtune.kernels.mla_decode import kernel_hopper_pp as kpp
-    probes = Path(__file__).resolve().parents[2] / "benchmarks"
-    sys.path.insert(0, str(probes))
-    try:
-        spec = importlib.util.spec_from_file_location("timeline_probe", probes / "probes" / "timeline.py")
-        tl = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(tl)
-    finally:
-        sys.path.remove(str(probes))
+    tl = _timeline_probe()
     row, t0, pro = int(kh.STAMP_ROW), int(kh.STAMP_TILE0), int(kpp.STAMP_PRO)
     gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
     ghz = 1.5 + float(torch.rand((), generator=gen))
