@@ -6,8 +6,10 @@ the H200 as 1,526 unrolled instructions and 5.0 us as 617 in loops, for ~1 us of
 static size (instruction fetch), that would also price every kernel's prologue, epilogue and first tile. This probe
 measures it apart from any MLA kernel: cycles per FFMA, first pass against second, for several N, with one program
 and with one program per SM (all SMs fetching the same code at once, as a split kernel's programs do). On the H200
-(session 19, runs 8-9): no first-pass penalty; 131 KB of code streams at ~2.5 cycles an instruction. Instruction
-fetch does not explain the conversion's time.
+(session 19, runs 8-9, this probe's first form): no first-pass penalty, and 131 KB of code streamed at ~2.5 cycles an
+instruction; but each measured launch followed a launch of the same binary, whose code may have stayed in the SM's
+instruction caches, while the timeline probe's stamped run follows other binaries. This form also measures a launch
+after another 256 KB binary (not yet run on a GPU).
 Timed inside the kernel (SM clock), so the launch does not count. Prints a table and writes JSON (GPU, versions,
 commit) under benchmarks/results/ unless ``--out`` says otherwise. Without a GPU it says so and exits 2.
 
@@ -36,13 +38,14 @@ def _clock(x):
 
 
 @triton.jit
-def _cold_code_kernel(a_ptr, out_ptr, stamps_ptr, N: tl.constexpr, WIDTH: tl.constexpr):
+def _cold_code_kernel(a_ptr, out_ptr, stamps_ptr, N: tl.constexpr, WIDTH: tl.constexpr, SALT: tl.constexpr = 0):
     """Each statement of the block is WIDTH / 128 independent FFMAs a thread (4 warps): 1 a dependent chain
-    (4 cycles each, below any fetch limit), 8 enough independent ones to issue one a cycle."""
+    (4 cycles each, below any fetch limit), 8 enough independent ones to issue one a cycle. ``SALT`` changes the
+    constants, so each value is another binary: the evictor that runs before a measured launch."""
     pid = tl.program_id(0)
     offs = pid * WIDTH + tl.arange(0, WIDTH)
     x = tl.load(a_ptr + offs)
-    a = x * 0.5 + 0.25
+    a = x * (0.5 + SALT * 0.001) + 0.25
     b = x * 0.125
     for r in tl.range(0, 2, loop_unroll_factor=1):
         t0 = _clock(x)
@@ -56,20 +59,38 @@ def _cold_code_kernel(a_ptr, out_ptr, stamps_ptr, N: tl.constexpr, WIDTH: tl.con
     tl.store(out_ptr + offs, x)
 
 
+_EVICT_N = 2048       # the evictor: 2,048 statements of 8 FFMAs, 16,384 instructions (256 KB of code)
+
+
 def measure(n: int, programs: int, width: int) -> dict:
-    a = torch.rand(programs * width, device="cuda")
+    """The block's first and second pass in a launch that follows the same binary (``after_self``: its code may
+    still sit in the SM's instruction caches) and in one that follows another binary of 256 KB (``after_other``:
+    as a split kernel whose code other kernels' code displaced between two of its launches)."""
+    a = torch.rand(programs * max(width, 1024), device="cuda")
     out = torch.empty_like(a)
     stamps = torch.zeros(programs, 4, dtype=torch.int64, device="cuda")
-    for _ in range(3):          # compile, then runs whose stamps are read (each launch's first pass is its own)
-        _cold_code_kernel[(programs,)](a, out, stamps, N=n, WIDTH=width, num_warps=4)
-    torch.cuda.synchronize()
-    s = stamps.cpu()
-    cold = (s[:, 1] - s[:, 0]).double()
-    warm = (s[:, 3] - s[:, 2]).double()
+
+    def run(salt: int, n_: int, width_: int) -> None:
+        _cold_code_kernel[(programs,)](a, out, stamps, N=n_, WIDTH=width_, SALT=salt, num_warps=4)
+
+    def passes() -> tuple[float, float]:
+        torch.cuda.synchronize()
+        s = stamps.cpu()
+        return float((s[:, 1] - s[:, 0]).double().median()), float((s[:, 3] - s[:, 2]).double().median())
+
+    for salt, n_, w_ in ((0, n, width), (1, _EVICT_N, 1024)):      # compile both
+        run(salt, n_, w_)
+    run(0, n, width)
+    run(0, n, width)
+    self_first, self_second = passes()
+    run(1, _EVICT_N, 1024)
+    run(0, n, width)
+    other_first, other_second = passes()
     ffmas = n * width // 128         # FFMA instructions a thread runs in one pass
-    return {"n": n, "programs": programs, "width": width, "ffmas": ffmas, "cold_cycles": float(cold.median()),
-            "warm_cycles": float(warm.median()), "cold_per_ffma": float(cold.median()) / ffmas,
-            "warm_per_ffma": float(warm.median()) / ffmas}
+    return {"n": n, "programs": programs, "width": width, "ffmas": ffmas,
+            "after_self": {"first_cycles": self_first, "second_cycles": self_second},
+            "after_other": {"first_cycles": other_first, "second_cycles": other_second},
+            "after_other_first_per_ffma": other_first / ffmas, "second_per_ffma": other_second / ffmas}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,12 +114,14 @@ def main(argv: list[str] | None = None) -> int:
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     print(f"{gpu}; torch {torch.__version__}, triton {triton.__version__}", flush=True)
     rows = [measure(n, programs, width) for width in (128, 1024) for n in sizes for programs in (1, sms)]
-    print("| FFMAs a thread | independent chains | programs | first pass, cycles | second pass | first / FFMA | "
-          "second / FFMA |")
+    print("| FFMAs a thread | independent chains | programs | after itself: first / second pass, cycles | after "
+          "another binary: first / second | first / FFMA after another | second / FFMA |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['ffmas']} | {r['width'] // 128} | {r['programs']} | "
-              f"{r['cold_cycles']:.0f} | {r['warm_cycles']:.0f} | {r['cold_per_ffma']:.1f} | {r['warm_per_ffma']:.1f} |")
+        s_, o_ = r["after_self"], r["after_other"]
+        print(f"| {r['ffmas']} | {r['width'] // 128} | {r['programs']} | {s_['first_cycles']:.0f} / "
+              f"{s_['second_cycles']:.0f} | {o_['first_cycles']:.0f} / {o_['second_cycles']:.0f} | "
+              f"{r['after_other_first_per_ffma']:.1f} | {r['second_per_ffma']:.1f} |")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"gpu": gpu, "torch": torch.__version__, "triton": triton.__version__,
                                     "commit": git_commit(), "rows": rows}, indent=1))

@@ -114,9 +114,7 @@ def _q_fp16(qn_smem, qr_smem, BLOCK_H: gl.constexpr, num_warps: gl.constexpr):
     The passes are loops that stay loops (``loop_unroll_factor=1``). Unrolled (1,526 instructions between the
     query's arrival and the end of its conversion, compiled for sm_90) the conversion took 10.6-11.7 us on the H200,
     as loops (617) 5.0-5.1 us (fp8 ping-pong, H = 128, batch 8 / 64; session 19's prologue marks), for ~1 us of
-    issue either way. Not instruction fetch (``benchmarks/probes/cold_code.py``: code run once streams at <= 2.7
-    cycles an instruction on the H200); why the unrolled form waits is not measured apart (docs/benchmarks.md,
-    session 19)."""
+    issue either way; why the unrolled form waits is open (docs/mla_decode.md, session 19)."""
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
     qb = _q_chunks(_as_dtype(qn_smem, gl.bfloat16), BLOCK_H, 128)
     qh = _q_chunks(qn_smem, BLOCK_H, 128)
