@@ -138,7 +138,8 @@ def run_gpu(out_dir: Path, *, tokens: int = 2048, heads: int = 16, page_size: in
         return mla_decode(q, kv, page_table[:b], seq_buf[:b], sm_scale, out=out_buf[:b])
 
     mla_k = serving_kernel(torch.empty(max_b, heads, 576, device=dev, dtype=torch.bfloat16), kv)
-    kernels = {mla_k.name: mla_k, "fused_add_rmsnorm": rmsnorm_kernel}
+    # (None: a Hopper fixed config edited from its shipped value runs pinned, with nothing to tune)
+    kernels = {**({mla_k.name: mla_k} if mla_k is not None else {}), "fused_add_rmsnorm": rmsnorm_kernel}
     t0 = time.perf_counter()
     for b in sorted(CAPTURE_SIZES, reverse=True):      # largest first, two eager passes per size
         step(b)
@@ -180,7 +181,8 @@ def run_gpu(out_dir: Path, *, tokens: int = 2048, heads: int = 16, page_size: in
         end.record()
         torch.cuda.synchronize()
         rows.append({"batch": b, "replay_ms": start.elapsed_time(end) / 20, "replay_vs_eager_rel_err": err,
-                     "mla_config": _config_of(mla_k, b), "rmsnorm_config": _config_of(rmsnorm_kernel, b)})
+                     "mla_config": _config_of(mla_k, b) if mla_k is not None else "pinned (edited fixed config)",
+                     "rmsnorm_config": _config_of(rmsnorm_kernel, b)})
 
     padded = []
     for b in RUNTIME_BATCHES:
@@ -189,7 +191,7 @@ def run_gpu(out_dir: Path, *, tokens: int = 2048, heads: int = 16, page_size: in
         padded.append({"runtime_batch": b, "captured_size": cap})
     torch.cuda.synchronize()
 
-    cov = graphtune.coverage([mla_k.name, "fused_add_rmsnorm"])
+    cov = graphtune.coverage(list(kernels))
     report = {
         "mode": "gpu", "capture_sizes": CAPTURE_SIZES, "tokens_per_request": tokens, "heads": heads,
         "page_size": page_size, "stock_vs_graphtune": side, "warmup_s": warm_s, "capture_s": capture_s,
