@@ -279,6 +279,12 @@ def _descriptor(t: torch.Tensor, block: list[int]):
     return TensorDescriptor(t, list(t.shape), list(t.stride()), list(block), _layout(tuple(block), t.dtype))
 
 
+def _q_descriptors(q: torch.Tensor, block_h: int) -> tuple[Any, Any]:
+    """The query's TMA descriptors, [block_h, 512] latent and [block_h, 64] rope boxes over its [B * H, 576] rows."""
+    q2 = q.view(q.shape[0] * q.shape[1], D_QK)
+    return _descriptor(q2, [block_h, D_NOPE]), _descriptor(q2[:, D_NOPE:], [block_h, D_ROPE])
+
+
 def _kv_tiles(nargs: dict[str, Any]) -> None:
     """Config pre-hook of the bf16 kernels: the KV descriptors' tiles follow the config's ``BLOCK_N``
     ([BLOCK_N, 512] latent, [BLOCK_N, 64] rope). It runs before every compile and launch of the config, inside
@@ -335,8 +341,7 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
                 scale_ptr, scale_value, scale_from_ptr = seq_lens, float(kv_scale), False   # pointer unused
         if on_m and pp:
             # the fp8 ping-pong kernel copies the bf16 query by TMA into its fp16 query tiles' bytes
-            q2 = q.view(batch * heads, D_QK)
-            q_args, q_strides = (_descriptor(q2, [block_h, D_NOPE]), _descriptor(q2[:, D_NOPE:], [block_h, D_ROPE])), ()
+            q_args, q_strides = _q_descriptors(q, block_h), ()
         else:
             q_args, q_strides = (q, ), (q.stride(0), q.stride(1))
         args = (*q_args, *kv_args,
@@ -353,9 +358,8 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
         consts = dict(PAGE_SIZE=kv_cache.shape[1], KV_SCALE_FROM_PTR=scale_from_ptr, RETURN_LSE=return_lse,
                       B_CHUNK=_B_CHUNK, BLOCK_H=block_h)
         return args, head_blocks, consts, scratch
-    q2 = q.view(batch * heads, D_QK)
     kv2 = kv_cache.view(kv_cache.shape[0] * kv_cache.shape[1], D_QK)
-    args = (_descriptor(q2, [block_h, D_NOPE]), _descriptor(q2[:, D_NOPE:], [block_h, D_ROPE]),
+    args = (*_q_descriptors(q, block_h),
             _descriptor(kv2, [block_n, RING_CHUNK if ring else PP_CHUNK if pp else D_NOPE]),
             _descriptor(kv2[:, D_NOPE:], [block_n, D_ROPE]),
             page_table, seq_lens,

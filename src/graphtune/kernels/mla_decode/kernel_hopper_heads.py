@@ -247,16 +247,15 @@ def _mla_decode_hopper_fp8w_kernel(
         # Every warp has retired the previous segment's MMAs (the last readers of the query and the fp16
         # tile) once past this barrier.
         _block_barrier()
-        # Prologue: the query's copy, then the first NUM_BUF tiles of the segment in flight (a buffer is free once
-        # widened).
+        # Prologue: the first NUM_BUF tiles of the segment in flight (a buffer is free once widened).
         for k in gl.static_range(NUM_BUF):
             if i_first + k < i_stop:
                 _issue_nope(kv_nope_desc, kn_bufs, bars, pt_base, i_first + k, (it + k) % NUM_BUF, PAGE_SIZE,
                             BLOCK_N)
         q_base = q_ptr + b.to(gl.int64) * stride_q_b + h0 * stride_q_h
         q_scale = _q_fp16_loads(q_base, stride_q_h, qn_smem, qr_smem, BLOCK_H, num_warps)
-        rope = _load_rope(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout)
         qk_mul = gl.convert_layout(sm_scale * LOG2E * kv_scale / q_scale, gl.SliceLayout(1, s_layout))
+        rope = _load_rope(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout)
 
         m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=gl.SliceLayout(1, s_layout))
         l_i = gl.zeros([BLOCK_H], gl.float32, layout=gl.SliceLayout(1, s_layout))
