@@ -32,7 +32,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_mla_decode import comma_list, git_commit, graph_time_ms  # noqa: E402
+from bench_mla_decode import _int_setting, comma_list, git_commit, graph_time_ms  # noqa: E402
 
 from graphtune.kernels.mla_decode import bench, interface, interface_hopper, kernel_hopper  # noqa: E402
 
@@ -51,20 +51,21 @@ def _cell_spec(text: str) -> tuple[str, int, int]:
     return parts[0], int(parts[1]), int(parts[2])
 
 
-def _config(fmt: str, heads: int) -> dict:
+def _config(fmt: str, heads: int, overlay: dict | None = None) -> dict:
+    """The pinned config of a cell, with ``overlay``'s keys set (``--overlay``, e.g. WLOOP=1)."""
     if heads >= 64:
-        return dict(PP_CONFIG)
+        return {**PP_CONFIG, **(overlay or {})}
     if fmt == "fp8":
-        return {"V2": 1, **interface_hopper.HOPPER_TOK_FP8_V2_CONFIG}
+        return {"V2": 1, **interface_hopper.HOPPER_TOK_FP8_V2_CONFIG, **(overlay or {})}
     raise SystemExit("timeline: bf16 with H < 64 runs a kernel without stamps (the tokens-on-M bf16 kernel)")
 
 
-def _launcher(x: dict, fmt: str, heads: int, sms: int):
+def _launcher(x: dict, fmt: str, heads: int, sms: int, overlay: dict | None = None):
     """The pinned split kernel on inputs ``x``: a call taking the stamp buffer (or None) and the rows it needs."""
     sm_scale = 1.0 / math.sqrt(576)
     args, grid, consts, _ = interface_hopper.hopper_call(
         x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm_scale, x["kv_scale"], fmt, x["out"], False,
-        sms=sms, config=_config(fmt, heads))
+        sms=sms, config=_config(fmt, heads, overlay))
     fn, consts = interface_hopper._kernel_and_params(heads, fmt, consts)
     rows = grid[0] * grid[1] * (2 if consts.get("PP") else 1)
 
@@ -144,15 +145,15 @@ def analyse(raw: torch.Tensor, pp: bool) -> dict:
     return out
 
 
-def cell(fmt: str, heads: int, batch: int, lengths: list[int]) -> dict:
+def cell(fmt: str, heads: int, batch: int, lengths: list[int], overlay: dict | None = None) -> dict:
     sms = interface._sm_count(torch.device("cuda"))
     problem = bench.Problem(batch, heads, 4096, 64, fmt)
     sets = max(2, min(8, math.ceil(bench.ROTATE_BYTES / problem.bytes_moved())))
     xs = [bench.make_inputs(problem, seed=batch + k) for k in range(sets)]
-    calls = [_launcher(x, fmt, heads, sms) for x in xs]
+    calls = [_launcher(x, fmt, heads, sms, overlay) for x in xs]
     rows = calls[0][1]
     buf = torch.zeros(rows, ROW, dtype=torch.int64, device="cuda")
-    row: dict = {"kv_format": fmt, "heads": heads, "batch": batch, "config": _config(fmt, heads), "rows": rows,
+    row: dict = {"kv_format": fmt, "heads": heads, "batch": batch, "config": _config(fmt, heads, overlay), "rows": rows,
                  "sets": sets}
     row["plain_ms"] = graph_time_ms([lambda c=c: c(None) for c, _ in calls])
     row["stamped_ms"] = graph_time_ms([lambda c=c: c(buf) for c, _ in calls])
@@ -172,7 +173,7 @@ def cell(fmt: str, heads: int, batch: int, lengths: list[int]) -> dict:
             p = bench.Problem(batch, heads, tokens, 64, fmt)
             n = max(2, min(8, math.ceil(bench.ROTATE_BYTES / p.bytes_moved())))
             ins = [bench.make_inputs(p, seed=tokens + k) for k in range(n)]
-            split = [_launcher(x, fmt, heads, sms)[0] for x in ins]
+            split = [_launcher(x, fmt, heads, sms, overlay)[0] for x in ins]
             decode = [bench.run_inputs(x, fmt, None, path="hopper") for x in ins]
             row["lengths"].append({"tokens": tokens, "split_ms": graph_time_ms([lambda c=c: c(None) for c in split]),
                                    "decode_ms": graph_time_ms(decode)})
@@ -195,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
                                                      "bf16:128:64", "fp8:128:64")])
     ap.add_argument("--lengths", type=comma_list(int), default=[],
                     help="also time the split kernel and the decode at these request lengths (tokens)")
+    ap.add_argument("--overlay", type=comma_list(_int_setting), default=[],
+                    help="keys set on every cell's pinned config, e.g. WLOOP=1")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/timeline.json"))
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
@@ -204,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{gpu}; torch {torch.__version__}", flush=True)
     rows = []
     for fmt, heads, batch in args.cells:
-        r = cell(fmt, heads, batch, args.lengths)
+        r = cell(fmt, heads, batch, args.lengths, dict(args.overlay))
         rows.append(r)
         t = r["timeline"]
         print(f"\n{fmt} H={heads} B={batch} {r['config']}: {r['rows']} rows ({t['live']} with tiles), SM "

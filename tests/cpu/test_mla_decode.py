@@ -695,12 +695,13 @@ def test_bench_pins_every_hopper_variant_it_times_as_labelled(monkeypatch):
     ("gather_route", [], "needs a Hopper (sm_90) GPU"),
     ("timeline", ["--cells", "fp8:16"], "--cells item 'fp8:16'"),
     ("timeline", ["--cells", "fp16:16:8"], "--cells item 'fp16:16:8'"),
+    ("timeline", ["--overlay", "WLOOP"], "--overlay: list: 'WLOOP' is not NAME=VALUE"),
     ("timeline", [], "needs a CUDA GPU"),
     ("cold_code", ["--sizes", "256,x"], "--sizes '256,x'"),
     ("cold_code", ["--sizes", "256,0"], "--sizes [0]"),
     ("cold_code", [], "needs a CUDA GPU")],
     ids=["three-parts", "not-a-power-of-two", "not-a-number", "no-gpu", "gather-bf16", "gather-whole-tiles",
-         "gather-page-0", "gather-no-gpu", "timeline-two-parts", "timeline-format", "timeline-no-gpu",
+         "gather-page-0", "gather-no-gpu", "timeline-two-parts", "timeline-format", "timeline-overlay", "timeline-no-gpu",
          "cold-code-not-a-number", "cold-code-zero", "cold-code-no-gpu"])
 def test_probes_say_what_is_wrong_in_one_line(probe_name, argv, expect):
     """benchmarks/probes/reduce_sweep.py, gather_route.py, timeline.py and cold_code.py: a malformed argument is named
