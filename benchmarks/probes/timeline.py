@@ -52,7 +52,7 @@ def _cell_spec(text: str) -> tuple[str, int, int]:
 
 
 def _config(fmt: str, heads: int, overlay: dict | None = None) -> dict:
-    """The pinned config of a cell, with ``overlay``'s keys set (``--overlay``, e.g. WLOOP=1)."""
+    """The pinned config of a cell, with ``overlay``'s keys set (``--overlay``, e.g. RELOAD=0)."""
     if heads >= 64:
         return {**PP_CONFIG, **(overlay or {})}
     if fmt == "fp8":
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lengths", type=comma_list(int), default=[],
                     help="also time the split kernel and the decode at these request lengths (tokens)")
     ap.add_argument("--overlay", type=comma_list(_int_setting), default=[],
-                    help="keys set on every cell's pinned config, e.g. WLOOP=1")
+                    help="keys set on every cell's pinned config, e.g. RELOAD=0")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/timeline.json"))
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():

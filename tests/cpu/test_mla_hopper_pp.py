@@ -182,27 +182,3 @@ def test_fp8_query_conversion_is_compact_code():
     converted = store_of(kernel_hopper_pp.STAMP_PRO + 4, landed)
     between = sum(landed < a < converted for a in addrs)
     assert 0 < between <= 800, between
-
-
-def test_fp8_widening_loop_compiles_with_asynchronous_wgmmas_and_is_validated():
-    """WLOOP = 1 (pinned only, its GPU test gated in tests/gpu/_unproven.py until it has run): the fp8 ping-pong
-    kernel's in-place widening as a loop over its four 16 KB blocks, each block's two score MMAs issued in the loop.
-    Compiled for sm_90 it fits the SM, its wgmmas stay asynchronous (ptxas did not serialise them) and it holds fewer
-    score MMAs and conversions than the unrolled widening (one block's, in the loop). A bad value or a bf16 cache is
-    one clear error."""
-    base = _hopper_compile("fp8", heads=128, page_size=64, config=dict(PP=1, RELOAD=1, WG1_FIRST=1))
-    loop = _hopper_compile("fp8", heads=128, page_size=64, config=dict(PP=1, RELOAD=1, WG1_FIRST=1, WLOOP=1))
-    assert loop.metadata.shared <= SM90_SHARED
-    sass, sass_base = _sass(loop), _sass(base)
-    if SCHEDULED_WITH_THIS_TRITON:
-        assert sass.count("WARPGROUP.DEPBAR") <= 8, "wgmmas serialised"
-    assert sass.count("HGMMA.64x64x16") < sass_base.count("HGMMA.64x64x16")
-    assert sass.count("F2FP.F16.E4M3.UNPACK") < sass_base.count("F2FP.F16.E4M3.UNPACK")
-    q = torch.empty(2, 128, 576, dtype=torch.bfloat16)
-    out = torch.empty(2, 128, 512, dtype=torch.bfloat16)
-    pt, lens = torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32)
-    for fmt, cfg in (("fp8", dict(PP=1, WLOOP=2)), ("bf16", dict(PP=1, WLOOP=1))):
-        kv = torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn if fmt == "fp8" else torch.bfloat16)
-        with pytest.raises(ValueError, match=f"config WLOOP={cfg['WLOOP']}: .*got '{fmt}'") as err:
-            interface_hopper.hopper_call(q, kv, pt, lens, 0.04, 0.5, fmt, out, False, sms=132, config=cfg)
-        assert "\n" not in str(err.value)

@@ -286,7 +286,7 @@ HEADS_VARIANTS += [("fp8", dict(WOVL=w, PSMEM=p, XCH=x, LSUM=l, MAX1=m))
                                          (1, 1, 1, 0, 0), (1, 1, 0, 1, 1))]
 # the ping-pong kernel on an fp8 cache (session 11: each tile widened in place by its owner)
 HEADS_VARIANTS += [("fp8", dict(PP=1, RELOAD=1)), ("fp8", dict(PP=1, RELOAD=0)),
-                   ("fp8", dict(PP=1, RELOAD=1, WG1_FIRST=1)), ("fp8", dict(PP=1, RELOAD=1, WG1_FIRST=1, WLOOP=1))]
+                   ("fp8", dict(PP=1, RELOAD=1, WG1_FIRST=1))]
 
 
 @pytest.mark.parametrize("kv_format,variant", HEADS_VARIANTS,

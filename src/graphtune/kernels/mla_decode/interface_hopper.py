@@ -486,10 +486,6 @@ def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
         raise ValueError(f"config PP=1: the ping-pong kernel takes bf16 and fp8 caches with H % {BLOCK_H} == 0 and "
                          f"BLOCK_N={BLOCK_N}, got kv_format {fmt!r} with {'H % 64 == 0' if on_m else 'H < 64'}, "
                          f"BLOCK_N={cfg.get('BLOCK_N')}")
-    # WLOOP (pinned only): the fp8 ping-pong kernel's in-place widening as a loop (kernel_hopper_pp._widen_scores)
-    if cfg.get("WLOOP", 0) not in (0, 1) or (cfg.get("WLOOP") and fmt != "fp8"):
-        raise ValueError(f"config WLOOP={cfg.get('WLOOP')}: the fp8 ping-pong kernel's widening as a loop takes 0 or 1, "
-                         f"with kv_format 'fp8' only (got {fmt!r})")
 
 
 def _check_ring(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:

@@ -47,7 +47,6 @@ end, equal ranges per program, decided on the device from ``seq_lens``; partials
 """
 from __future__ import annotations
 
-import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
@@ -135,47 +134,20 @@ def _scores(qn_smem, qr_smem, kn, kr, c_bars, stage, phase, qz, s_layout: gl.con
 
 
 @gluon.jit
-def _widen_scores(k8_full, kn, kr, qn_smem, qr_smem, rope, qz, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
-                  BLOCK_N: gl.constexpr, WLOOP: gl.constexpr = 0):
-    """fp8 ping-pong: the tile's fp8 latent columns (the first 512 columns of ``k8_full``, the [BLOCK_N, 1024] fp8
-    view of the tile's fp16 buffer ``kn``: TMA'd into its first 32 KB) widened in place to fp16 (exact: every e4m3 value is an fp16) and its rope rows
+def _widen_scores(k8, kn, kr, qn_smem, qr_smem, rope, qz, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
+                  BLOCK_N: gl.constexpr):
+    """fp8 ping-pong: the tile's fp8 latent columns (``k8``, [BLOCK_N, 512], TMA'd into the first 32 KB of the
+    tile's fp16 buffer ``kn``) widened in place to fp16 (exact: every e4m3 value is an fp16) and its rope rows
     (``rope``, fp8 registers) into ``kr``, with the score MMAs of each part issued once it is written, so that the
     widening of the next part runs under them (nine async wgmma groups, as ``_scores``). Each 128-column fp8 block
     c (8 KB at byte 8 KB * c) becomes fp16 bytes [16 KB * c, 16 KB * c + 16 KB): the rope and blocks 3 and 2 first
     (their fp16 bytes lie past the fp8 ones); past a barrier of the warpgroup (every thread's reads of blocks 2-3
     done) block 1 (its fp16 bytes are blocks 2-3's) and block 0 loaded; past a second barrier (every thread's reads
     of 0-1 done) block 0 stored. Rows past the request's end are widened as they are: the owner zeroes them once
-    the score MMAs retired (``_zero_tail``), in a request's last tile only. ``qz``: as ``_scores``.
-
-    WLOOP = 1 (pinned only, not yet run on a GPU): the same widening as one loop that stays a loop over the four
-    blocks, 3 to 0, each loaded, then a barrier of the warpgroup (every thread's reads of the fp8 bytes its fp16 block
-    overwrites are done: blocks 2-3 of the fp8 tile under fp16 block 1 were read in earlier passes, blocks 0-1 under
-    fp16 block 0 in this pass and the last), stored, fenced, a barrier, and its two score MMAs issued; the rope's MMA
-    first. Eight barriers a tile instead of three, 1 block of straight-line widening instead of 4: the query's
-    conversion ran 2x faster as loops (session 19), and this widening is the same kind of code on the owner's path."""
+    the score MMAs retired (``_zero_tail``), in a request's last tile only. ``qz``: as ``_scores``."""
     layout: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [4, 1], [1, 0])
     q_chunks = _q_chunks(qn_smem, BLOCK_H, 64)
     kr.store(rope.to(gl.float16))
-    if WLOOP:
-        k8c = _q_chunks(k8_full, BLOCK_N, 128)          # [4, BLOCK_N, 128] fp8: the fp8 tile's 8 KB blocks
-        knc = _q_chunks(kn, BLOCK_N, 128)               # [4, BLOCK_N, 128] fp16: the tile's 16 KB blocks
-        kn64 = _q_chunks(kn, BLOCK_N, 64)               # [8, BLOCK_N, 64] fp16: the score MMAs' B operands
-        fence_async_shared()
-        _wg_barrier()
-        s = warpgroup_mma(qr_smem, kr.permute((1, 0)), gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout),
-                          use_acc=False, is_async=True)
-        for c in tl.range(0, 4, loop_unroll_factor=1):
-            blk = 3 - c
-            x = k8c.index(blk).load(layout)
-            _wg_barrier()
-            knc.index(blk).store(x.to(gl.float16))
-            fence_async_shared()
-            _wg_barrier()
-            s = warpgroup_mma(q_chunks.index(2 * blk + qz), kn64.index(2 * blk).permute((1, 0)), s, is_async=True)
-            s = warpgroup_mma(q_chunks.index(2 * blk + 1 + qz), kn64.index(2 * blk + 1).permute((1, 0)), s,
-                              is_async=True)
-        return s
-    k8 = k8_full.slice(0, _D_V, dim=1)
     for c in gl.static_range(2):
         kn.slice((3 - c) * 128, 128, dim=1).store(k8.slice((3 - c) * 128, 128, dim=1).load(layout).to(gl.float16))
     fence_async_shared()
@@ -371,8 +343,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
-            o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, WLOOP: gl.constexpr = 0,
-            STAMPS=None):
+            o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, STAMPS=None):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; loads the query (``FP8``: the fp16
     query scaled per head, written by this warpgroup, and each fp8 tile's TMA into its left half)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -457,8 +428,8 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 mbarrier.wait(c_bars.index(stage * 3), phase)
                 if k > 0:
                     mbarrier.wait(c_bars.index(stage * 3 + 1), (f_s0 + k - 1) & 1)
-                s = _widen_scores(k8_bufs.index(stage), kn, kr_bufs.index(stage), qn_smem,
-                                  qr_smem, rope, j >> 30, s_layout, BLOCK_H, BLOCK_N, WLOOP)
+                s = _widen_scores(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn, kr_bufs.index(stage), qn_smem,
+                                  qr_smem, rope, j >> 30, s_layout, BLOCK_H, BLOCK_N)
                 rope = rope_next
             else:
                 if n_valid < BLOCK_N:
@@ -538,8 +509,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
-            o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, WLOOP: gl.constexpr = 0,
-            STAMPS=None):
+            o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, STAMPS=None):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511 (``FP8``: instead of reloading the
     right half of a buffer, it tells WG0 the half is free, on mbarrier ``stage * 3 + 1``)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -608,8 +578,8 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     rope_next = _load_rope(kv_ptr, pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N,
                                            rope_layout)
                     mbarrier.wait(c_bars.index((1 - stage) * 3), phase_o)
-                    s = _widen_scores(k8_bufs.index(1 - stage), kn_o, kr_bufs.index(1 - stage),
-                                      qn_smem, qr_smem, rope, j >> 30, s_layout, BLOCK_H, BLOCK_N, WLOOP)
+                    s = _widen_scores(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, kr_bufs.index(1 - stage),
+                                      qn_smem, qr_smem, rope, j >> 30, s_layout, BLOCK_H, BLOCK_N)
                     rope = rope_next
                 else:
                     if n_valid - BLOCK_N < BLOCK_N:
@@ -734,7 +704,7 @@ def _mla_decode_hopper_pp_kernel(
                    out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
                    stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                    qn_smem, qr_smem, kn_bufs, kr_bufs, None, None, 1.0, None,
-                   PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, False, False, WG1_REGS, 0, STAMPS)
+                   PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, False, False, WG1_REGS, STAMPS)
 
 
 @gluon.jit(do_not_specialize=["B"])
@@ -759,7 +729,6 @@ def _mla_decode_hopper_pp_fp8_kernel(
     WG1_REGS: gl.constexpr = 256,
     RELOAD: gl.constexpr = 1,
     WG1_FIRST: gl.constexpr = 0,
-    WLOOP: gl.constexpr = 0,
     STAMPS=None,
 ):
     """The ping-pong kernel on a per-tensor fp8 cache (the arguments of the fp8 heads-on-M kernel,
@@ -795,7 +764,7 @@ def _mla_decode_hopper_pp_fp8_kernel(
                    stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                    qn_smem, qr_smem, kn_bufs, kr_bufs, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
                    PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, True,
-                   KV_SCALE_FROM_PTR, WG1_REGS, WLOOP, STAMPS)
+                   KV_SCALE_FROM_PTR, WG1_REGS, STAMPS)
 
 
 @gluon.jit
@@ -805,8 +774,7 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
                    qn_smem, qr_smem, kn_bufs, kr_bufs, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
                    PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr,
                    BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr,
-                   FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, WG1_REGS: gl.constexpr, WLOOP: gl.constexpr,
-                   STAMPS=None):
+                   FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, WG1_REGS: gl.constexpr, STAMPS=None):
     """Both kernels' P tile, maxima, sums and mbarriers, and the two warpgroups."""
     vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     p_smem = gl.allocate_shared_memory(qn_smem.dtype, [BLOCK_H, BLOCK_N],
@@ -839,12 +807,12 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
              kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, WLOOP, STAMPS)),
+             KV_SCALE_FROM_PTR, STAMPS)),
         (_pp_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
              kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, WLOOP, STAMPS)),
+             KV_SCALE_FROM_PTR, STAMPS)),
     ], [4], [WG1_REGS])

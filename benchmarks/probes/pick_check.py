@@ -1,0 +1,150 @@
+"""The tuner's timing of each candidate beside what the decode runs with that candidate pinned, in one process.
+
+Why: in session 20's first GPU call (H200, fp8, H = 16, batch 8) the per-bucket tuning timed the second fp8
+tokens-on-M kernel's two-buffer configs at 0.0150-0.0153 ms and its three-buffer ones at 0.0161-0.0162, and picked
+two buffers, while the benchmark timed the decode with them pinned at 0.0189-0.0190 against 0.0162-0.0165: the tuner
+measured two buffers ~4 us faster than the decode runs them and three buffers as the decode does. This probe takes
+the decode apart for each config of the cell's space, on the benchmark's input sets (4096 tokens a request, page
+size 64, CUDA graph replay): the split kernel alone, the split kernel followed by the reduction as a plain launch
+(what the tuner's ``followed_by`` times), the decode as shipped (the reduction a programmatic dependent from
+``interface._REDUCE_PDL_MIN_BATCH`` requests up), the same over the number of input copies the tuner rotates, and
+the tuner's own per-candidate medians (``graphtune.coverage()``) after a tuned decode of the cell.
+
+    PYTHONPATH=src python benchmarks/probes/pick_check.py --cells fp8:16:8,fp8:16:32 --out /tmp/pick_check.json
+
+Prints one table per cell and writes JSON (GPU, versions, commit). Without a GPU it says so and exits 2.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import sys
+from pathlib import Path
+
+import torch
+import triton
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_mla_decode import comma_list, git_commit, graph_time_ms, restore_hopper_configs  # noqa: E402
+from bench_mla_decode import _use_hopper_config  # noqa: E402
+from timeline import _cell_spec  # noqa: E402
+
+import graphtune  # noqa: E402
+from graphtune import settings, timing  # noqa: E402
+from graphtune.descriptors import copy_nbytes  # noqa: E402
+from graphtune.kernels.mla_decode import bench, interface, interface_hopper  # noqa: E402
+
+
+@contextlib.contextmanager
+def _plain_reduction():
+    """The decode's reduction as a plain launch at every batch (as the tuner's follow-up launches it)."""
+    saved = interface._REDUCE_PDL_MIN_BATCH
+    interface._REDUCE_PDL_MIN_BATCH = 1 << 30
+    try:
+        yield
+    finally:
+        interface._REDUCE_PDL_MIN_BATCH = saved
+
+
+def _split_calls(xs: list[dict], fmt: str, heads: int, pinned: dict, sms: int) -> list:
+    """The split kernel alone (no reduction) with ``pinned`` on each input set."""
+    sm_scale = 1.0 / math.sqrt(576)
+    calls = []
+    for x in xs:
+        args, grid, consts, _ = interface_hopper.hopper_call(
+            x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm_scale, x["kv_scale"], fmt, x["out"], False,
+            sms=sms, config=pinned)
+        fn, consts = interface_hopper._kernel_and_params(heads, fmt, consts)
+        calls.append(lambda fn=fn, grid=grid, args=args, consts=consts: fn[grid](*args, **consts))
+    return calls
+
+
+def _tuner_copies(x: dict, fmt: str, heads: int, sms: int) -> int:
+    """How many input copies the tuner rotates for this cell (``search._rotating_calls``: together twice the L2,
+    scratch included; at most 16 and ``GRAPHTUNE_TIMER_MEM_MB``)."""
+    args, _, _, _ = interface_hopper.tuned_second_call(
+        x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], 1.0 / math.sqrt(576), x["kv_scale"], fmt, x["out"],
+        False, sms=sms)
+    nbytes = sum(copy_nbytes(a) for a in args) or 1
+    cap = int(settings.timer_mem_mb() * 2**20 // nbytes)
+    return int(max(1, min(-(-2 * timing.l2_bytes() // nbytes), cap, 16)))
+
+
+def _as_dict(label: str) -> dict[str, int]:
+    """A tuner config label (``BLOCK_N=64,NUM_BUF=2,...,num_warps=4,num_stages=3``) as its kernel keys."""
+    pairs = (item.split("=") for item in label.split(","))
+    return {k: int(v) for k, v in pairs if k not in ("num_warps", "num_stages", "num_ctas", "maxnreg")}
+
+
+def cell(fmt: str, heads: int, batch: int) -> dict:
+    on_m = interface_hopper._heads_on_m(heads)
+    second = interface_hopper.SECOND.get((on_m, fmt))
+    if second is None or batch < second.min_batch:
+        raise SystemExit(f"pick_check: {fmt}:{heads}:{batch} is not served by a tuned second kernel")
+    sms = interface._sm_count(torch.device("cuda"))
+    target = bench.MlaDecodeTarget(heads=heads, tokens=4096, page_size=64, kv_format=fmt)
+    xs = target.inputs(batch)
+    copies = _tuner_copies(xs[0], fmt, heads, sms)
+    rows = []
+    for c in second.space:
+        variant = {second.flag: 1, **c}
+        pinned = _use_hopper_config(heads, variant, fmt)
+        row = {"config": variant}
+        row["split_ms"] = graph_time_ms(_split_calls(xs, fmt, heads, interface_hopper.pinned_config(
+            heads, fmt, pinned.kwargs), sms))
+        with _plain_reduction():
+            row["split_plain_reduce_ms"] = graph_time_ms(target.make(batch, pinned, path="hopper"))
+            row[f"split_plain_reduce_{copies}_sets_ms"] = graph_time_ms(target.make(batch, pinned,
+                                                                                    path="hopper")[:copies])
+        row["decode_ms"] = graph_time_ms(target.make(batch, pinned, path="hopper"))
+        rows.append(row)
+    restore_hopper_configs()
+    tuned_ms = graph_time_ms(target.make(batch, None, path="hopper"))
+    picks = [r for k in graphtune.coverage().to_dict()["kernels"] if k["name"] == second.name for r in k["tuned"]
+             if r["key"][0] == batch]
+    target.release()
+    torch.cuda.empty_cache()
+    return {"kv_format": fmt, "heads": heads, "batch": batch, "sets": len(xs), "tuner_copies": copies, "rows": rows,
+            "tuned_decode_ms": tuned_ms, "tuner": picks}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cells", type=comma_list(_cell_spec), default=[_cell_spec("fp8:16:8"), _cell_spec("fp8:16:32")])
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/pick_check.json"))
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("pick_check: needs a CUDA GPU", file=sys.stderr)
+        return 2
+    gpu = torch.cuda.get_device_name()
+    result = {"gpu": gpu, "torch": torch.__version__, "triton": triton.__version__, "commit": git_commit(),
+              "cells": []}
+    for fmt, heads, batch in args.cells:
+        r = cell(fmt, heads, batch)
+        result["cells"].append(r)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=1, default=str))
+        print(f"\n{gpu}: {fmt} H={heads} B={batch}, {r['sets']} input sets (the tuner rotates {r['tuner_copies']}); "
+              f"tuned decode {r['tuned_decode_ms']:.4f} ms")
+        tuner = {}
+        for pick in r["tuner"]:
+            for t in pick.get("timings", []):
+                tuner[json.dumps(_as_dict(t["config"]), sort_keys=True)] = t["median_ms"]
+        print("| config | split alone | + plain reduction | same, tuner's copies | decode as shipped | tuner's median |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        for row in r["rows"]:
+            label = ",".join(f"{k}={v}" for k, v in row["config"].items())
+            flag = next(iter(row["config"]))
+            mine = tuner.get(json.dumps({k: v for k, v in row["config"].items() if k != flag}, sort_keys=True))
+            copies_key = next(k for k in row if k.endswith("_sets_ms"))
+            print(f"| {label} | {row['split_ms']:.4f} | {row['split_plain_reduce_ms']:.4f} | {row[copies_key]:.4f} | "
+                  f"{row['decode_ms']:.4f} | {'-' if mine is None else f'{mine:.4f}'} |")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
