@@ -8,7 +8,10 @@ the decode apart for each config of the cell's space, on the benchmark's input s
 size 64, CUDA graph replay): the split kernel alone, the split kernel followed by the reduction as a plain launch
 (what the tuner's ``followed_by`` times), the decode as shipped (the reduction a programmatic dependent from
 ``interface._REDUCE_PDL_MIN_BATCH`` requests up), the same over the number of input copies the tuner rotates, and
-the tuner's own per-candidate medians (``graphtune.coverage()``) after a tuned decode of the cell.
+the tuner's own per-candidate medians (``graphtune.coverage()``) after a tuned decode of the cell. Run 2 of session 20
+found the tuner rotating 2 input sets at batch 8 (copies counted by what they allocate: the cache three times a
+set), warm enough in the L2 to time two buffers 2.3 us faster than cold; ``search.rotation_copies`` now counts what
+a launch touches.
 
     PYTHONPATH=src python benchmarks/probes/pick_check.py --cells fp8:16:8,fp8:16:32 --out /tmp/pick_check.json
 
@@ -33,8 +36,7 @@ from bench_mla_decode import _use_hopper_config  # noqa: E402
 from timeline import _cell_spec  # noqa: E402
 
 import graphtune  # noqa: E402
-from graphtune import settings, timing  # noqa: E402
-from graphtune.descriptors import copy_nbytes  # noqa: E402
+from graphtune import search, settings, timing  # noqa: E402
 from graphtune.kernels.mla_decode import bench, interface, interface_hopper  # noqa: E402
 
 
@@ -63,14 +65,12 @@ def _split_calls(xs: list[dict], fmt: str, heads: int, pinned: dict, sms: int) -
 
 
 def _tuner_copies(x: dict, fmt: str, heads: int, sms: int) -> int:
-    """How many input copies the tuner rotates for this cell (``search._rotating_calls``: together twice the L2,
-    scratch included; at most 16 and ``GRAPHTUNE_TIMER_MEM_MB``)."""
+    """How many input sets the tuner rotates for this cell (``search.rotation_copies`` over the tuned launch's
+    arguments, as ``search._rotating_calls`` counts them)."""
     args, _, _, _ = interface_hopper.tuned_second_call(
         x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], 1.0 / math.sqrt(576), x["kv_scale"], fmt, x["out"],
         False, sms=sms)
-    nbytes = sum(copy_nbytes(a) for a in args) or 1
-    cap = int(settings.timer_mem_mb() * 2**20 // nbytes)
-    return int(max(1, min(-(-2 * timing.l2_bytes() // nbytes), cap, 16)))
+    return search.rotation_copies(list(args), timing.l2_bytes(), settings.timer_mem_mb() * 2**20)[0]
 
 
 def _as_dict(label: str) -> dict[str, int]:

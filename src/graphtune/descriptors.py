@@ -82,6 +82,22 @@ def copy_nbytes(value: Any) -> int:
     return 0
 
 
+def footprint_nbytes(values: Any) -> int:
+    """Bytes of distinct storage under the arguments ``values``: a tensor and the descriptors over it (or over
+    views of it) count once. What one launch can touch, where :func:`copy_nbytes` summed over the same arguments is
+    what a set of copies allocates (a descriptor's copy is a storage of its own): the MLA decode passes its cache as
+    a pointer and as two descriptors, which that sum counts three times."""
+    seen: dict[int, int] = {}
+    for value in values:
+        t = tensor_of(value)
+        storage = getattr(t, "untyped_storage", None)
+        if storage is None:
+            continue
+        st = storage()
+        seen[st.data_ptr()] = st.nbytes()
+    return sum(seen.values())
+
+
 def element_type(value: Any) -> Any:
     """A descriptor's element type (its base's dtype), as the tuning key records a tensor's dtype."""
     return value.base.dtype

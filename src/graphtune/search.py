@@ -17,7 +17,7 @@ from triton.runtime.jit import JITFunction
 from . import capture, settings
 from ._log import logger
 from .configs import config_label, config_to_dict
-from .descriptors import copy_arg, copy_nbytes, tensor_of, tensors_of
+from .descriptors import copy_arg, copy_nbytes, footprint_nbytes, tensor_of, tensors_of
 from .errors import TuningError, one_line
 from .keys import key_to_json
 from .validate import check_outputs
@@ -377,9 +377,10 @@ def _time(space: Space, candidates, alive, args, kwargs, grid, nargs, order: lis
             return samplers[j](k)
         sel = select(n, sample, sample_single=sample_single, order=order, initial=1, budget_samples=n)
         return sel, "plain do_bench", taken[0]
-    rotating = _rotating_calls(space, candidates, alive, args, kwargs, grid, nargs)
-    # one input copy: rotation cannot keep L2 cold, so flush it between launches instead
-    sampler = GraphReplaySampler(rotating, flush_l2=len(rotating[0]) == 1)
+    rotating, cold = _rotating_calls(space, candidates, alive, args, kwargs, grid, nargs)
+    # too few input copies to keep the L2 cold (memory allows fewer than twice the L2 of touched bytes, or one):
+    # flush it between launches instead
+    sampler = GraphReplaySampler(rotating, flush_l2=not cold)
     per_sample = 0.25
     budget = max(3 * n, int(settings.timer_budget_ms() / per_sample))
 
@@ -414,23 +415,38 @@ def _bench_call(space: Space, config, args, kwargs, grid, nargs) -> Callable[[],
     return call
 
 
-def _rotating_calls(space: Space, candidates, alive, args, kwargs, grid, nargs) -> list[list[Callable[[], Any]]]:
+def _rotating_calls(space: Space, candidates, alive, args, kwargs, grid, nargs) -> tuple[list[list[Callable[[], Any]]],
+                                                                                        bool]:
     """Per candidate, launches over several copies of the inputs so consecutive launches in a replayed graph do
-    not hit L2 (the copies together exceed twice the L2). Memory: at most GRAPHTUNE_TIMER_MEM_MB of copies,
+    not hit L2 (the bytes they touch together exceed twice the L2: ``rotation_copies``). Memory: at most GRAPHTUNE_TIMER_MEM_MB of copies,
     freed when tuning ends. A tensor descriptor is rebuilt over a copy of its base (same strides), and each
     candidate's pre-hook runs on each copy's arguments when its launches are captured."""
     from .timing import l2_bytes
-    # what one more set of copies allocates (a descriptor over a tensor also passed itself is copied twice)
-    nbytes = sum(copy_nbytes(a) for a in list(args) + list(kwargs.values())) or 1
-    want = -(-2 * l2_bytes() // nbytes)
-    cap = int(settings.timer_mem_mb() * 2**20 // nbytes)
-    n_copies = int(max(1, min(want, cap, 16)))
+    n_copies, cold = rotation_copies(list(args) + list(kwargs.values()), l2_bytes(), settings.timer_mem_mb() * 2**20)
     sets = [(args, kwargs, nargs)]
     for _ in range(n_copies - 1):
         a2 = tuple(copy_arg(a) for a in args)
         k2 = {k: copy_arg(v) for k, v in kwargs.items()}
         sets.append((a2, k2, space.nargs(a2, k2)))
-    return [[_graph_call(space, candidates[i], a, k, grid, n) for (a, k, n) in sets] for i in alive]
+    return [[_graph_call(space, candidates[i], a, k, grid, n) for (a, k, n) in sets] for i in alive], cold
+
+
+def rotation_copies(values: list[Any], l2: int, mem_bytes: float) -> tuple[int, bool]:
+    """How many sets of a launch's arguments ``values`` the timer rotates (the first set is the arguments
+    themselves): enough that the storage one launch can touch (``footprint_nbytes``: a tensor and descriptors over it
+    once) times the sets exceeds twice the L2 of ``l2`` bytes, at most 16, within ``mem_bytes`` of what the copies
+    allocate (``copy_nbytes``: a descriptor's copy is a storage of its own). Sized by what they allocate instead, an
+    MLA decode bucket (its cache passed as a pointer and two descriptors: three copies a set) got 2 sets at batch 8
+    on an H200, about 56 MB of touched bytes cycling through 50 MB of L2: the tuner timed two configs ~2 us faster
+    than the decode runs them and picked them (session 20, benchmarks/probes/pick_check.py). Also whether that many
+    keep the L2 cold (False: memory allowed fewer, or one set; the timer then flushes the L2 before each launch; the
+    limit of 16 sets leaves small arguments rotating, as before)."""
+    alloc = sum(copy_nbytes(v) for v in values) or 1
+    touched = footprint_nbytes(values) or 1
+    want = -(-2 * l2 // touched)
+    cap = int(mem_bytes // alloc)
+    n = int(max(1, min(want, cap, 16)))
+    return n, n > 1 and (n >= want or n < cap)
 
 
 def _graph_call(space: Space, config, args, kwargs, grid, nargs) -> Callable[[], Any]:

@@ -20,7 +20,7 @@ import triton
 import _gluon_kernels as gk
 import graphtune
 from graphtune import Buckets, capture, resources, search, settings
-from graphtune.descriptors import copy_arg, copy_nbytes, is_descriptor, tensor_of
+from graphtune.descriptors import copy_arg, copy_nbytes, footprint_nbytes, is_descriptor, tensor_of
 from graphtune.errors import InspectError
 from graphtune.launch import FastLaunch, Miss
 
@@ -443,6 +443,24 @@ def test_a_descriptor_copy_keeps_its_tile_layout_and_the_base_strides():
     # what an isolated worker receives: a CPU copy that survives pickling with its tile and layout
     back = pickle.loads(pickle.dumps(copy_arg(d, "cpu")))
     assert (back.block_shape, back.layout, back.base.stride()) == (d.block_shape, d.layout, d.base.stride())
+
+
+def test_the_timer_rotates_enough_copies_of_what_a_launch_touches():
+    """The MLA decode passes its cache as a pointer and as descriptors over it (and over a view of it): a set of
+    copies allocates the cache three times, but one launch touches it once, so the timer's copies are counted by
+    the distinct storage (session 20: counted by allocation, batch 8 on an H200 rotated 2 sets, about 56 MB of
+    touched bytes through a 50 MB L2, and the tuner picked configs that run ~2 us slower cold)."""
+    cache = torch.randn(256, 576)                                   # 576 KB
+    args = [cache, gk.descriptor(cache, [64, 64]), gk.descriptor(cache[:, 512:], [64, 64]), 3]
+    alloc = sum(copy_nbytes(a) for a in args)
+    assert footprint_nbytes(args) == cache.untyped_storage().nbytes() and alloc > 2.9 * footprint_nbytes(args)
+    l2 = 2 * 2**20                                                  # twice the L2 is 7.1 caches: 8 sets
+    assert search.rotation_copies(args, l2, 1e12) == (8, True)
+    # memory for 4 sets only: fewer than twice the L2 cold, so the timer flushes it instead
+    assert search.rotation_copies(args, l2, 4 * alloc) == (4, False)
+    assert search.rotation_copies(args, l2, alloc) == (1, False)
+    # small arguments: 16 sets, all of them likely in L2, rotated without a flush as before
+    assert search.rotation_copies([torch.empty(16)], l2, 1e12) == (16, True)
 
 
 def test_isolated_worker_finds_the_configs_pre_hooks_in_its_own_copy_of_the_kernel(tmp_path):
