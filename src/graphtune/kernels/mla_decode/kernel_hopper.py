@@ -307,6 +307,95 @@ def _store_lse_and_segment(lse2, whole, b, H, pid, pid_h, i_first, i_stop, req_t
             gl.store(seg_ptr + 2 * b + 1, pid + b)
 
 
+# MERGE (the second fp8 tokens-on-M kernel, pinned): a request's partials merged by the program that writes its last
+# part, in place of the reduction kernel. Per (head block, request) four int32 words of a buffer that every launch
+# leaves zero (interface_hopper._merge_counters): the tiles written so far, the largest slot + 1, and _SLOT_BIG less
+# the smallest slot (both as maxima over zero).
+_SLOT_BIG = gl.constexpr(1 << 30)
+
+
+@gluon.jit
+def _merge_if_last(whole, b, B, H, pid, pid_h, h0, n_tiles, req_tiles, cnt_ptr, part_o_ptr, part_lse_ptr, out_ptr,
+                   lse_ptr, stride_po_s, stride_po_h, stride_pl_s, stride_out_b, stride_out_h,
+                   RETURN_LSE: gl.constexpr, BLOCK_H: gl.constexpr, num_warps: gl.constexpr):
+    """After a segment's partial stores (not ``whole``): count its ``n_tiles`` tiles into request b's words; the
+    program whose count completes the request's ``req_tiles`` takes the slots' range, zeroes the words for the next
+    launch and merges the partials into ``out`` (and ``lse``) as the reduction kernel does. Every warp's stores are
+    issued before the block barrier, and the count is an acquire-release atomic at GPU scope: the parts counted before
+    it are visible to the program that completes it (the others' slot words are written before their counts)."""
+    if not whole:
+        c = cnt_ptr + (pid_h * B + b) * 4
+        slot = pid + b
+        gl.thread_barrier()
+        gl.atomic_max(c + 1, slot + 1, sem="relaxed", scope="gpu")
+        gl.atomic_max(c + 2, _SLOT_BIG - slot, sem="relaxed", scope="gpu")
+        done = gl.atomic_add(c, n_tiles, sem="acq_rel", scope="gpu") + n_tiles
+        if done == req_tiles:
+            last = gl.atomic_xchg(c + 1, 0, sem="relaxed", scope="gpu") - 1
+            first = _SLOT_BIG - gl.atomic_xchg(c + 2, 0, sem="relaxed", scope="gpu")
+            gl.atomic_xchg(c, 0, sem="relaxed", scope="gpu")
+            _merge_slots(b, H, h0, first, last, part_o_ptr, part_lse_ptr, out_ptr, lse_ptr, stride_po_s, stride_po_h,
+                         stride_pl_s, stride_out_b, stride_out_h, RETURN_LSE, BLOCK_H, num_warps)
+
+
+@gluon.jit
+def _merge_slots(b, H, h0, first, last, part_o_ptr, part_lse_ptr, out_ptr, lse_ptr, stride_po_s, stride_po_h,
+                 stride_pl_s, stride_out_b, stride_out_h, RETURN_LSE: gl.constexpr, BLOCK_H: gl.constexpr,
+                 num_warps: gl.constexpr):
+    """Request b's output for heads ``[h0, h0 + BLOCK_H)`` from its partials in slots ``[first, last]``: each
+    normalised partial weighted by ``exp2(lse - max)``, 256 columns at a time; the LSE (natural log) once. The
+    partials are read from L2 (``.cg``: written by other SMs)."""
+    layout: gl.constexpr = gl.BlockedLayout([1, 4], [1, 32], [num_warps, 1], [1, 0])
+    rows: gl.constexpr = gl.SliceLayout(1, layout)
+    heads = h0 + gl.arange(0, BLOCK_H, layout=rows)
+    hmask = heads < H
+    cols = gl.arange(0, 256, layout=gl.SliceLayout(0, layout))
+    for half in gl.static_range(2):
+        m = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=rows)
+        l_sum = gl.zeros([BLOCK_H], gl.float32, layout=rows)
+        acc = gl.zeros([BLOCK_H, 256], gl.float32, layout=layout)
+        for s in range(first, last + 1):
+            lse2 = gl.load(part_lse_ptr + s.to(gl.int64) * stride_pl_s + heads, mask=hmask, other=0.0,
+                           cache_modifier=".cg")
+            o = gl.load(part_o_ptr + s.to(gl.int64) * stride_po_s + heads[:, None] * stride_po_h + half * 256
+                        + cols[None, :], mask=hmask[:, None], other=0.0, cache_modifier=".cg")
+            m_new = gl.maximum(m, lse2)
+            alpha = gl.exp2(m - m_new)
+            w = gl.exp2(lse2 - m_new)
+            acc = acc * alpha[:, None] + o * w[:, None]
+            l_sum = l_sum * alpha + w
+            m = m_new
+        out_ptrs = (out_ptr + b.to(gl.int64) * stride_out_b + heads[:, None] * stride_out_h + half * 256
+                    + cols[None, :])
+        gl.store(out_ptrs, (acc / l_sum[:, None]).to(out_ptr.dtype.element_ty), mask=hmask[:, None])
+        if RETURN_LSE:
+            if half == 0:
+                gl.store(lse_ptr + b * H + heads, (m + gl.log2(l_sum)) * 0.6931471805599453, mask=hmask)
+
+
+@gluon.jit
+def _zero_requests(len0, pid, num_progs, B, H, h0, seq_lens_ptr, out_ptr, lse_ptr, stride_out_b, stride_out_h,
+                   RETURN_LSE: gl.constexpr, BLOCK_H: gl.constexpr, num_warps: gl.constexpr):
+    """MERGE: the requests of no tokens (padding of a captured batch) get zeros and an LSE of -inf, the attention
+    over an empty set, as the reduction kernel gives them: requests pid, pid + P, ... of this head block (``len0``:
+    request pid's length, loaded by the caller before the work split so that its latency hides under it)."""
+    layout: gl.constexpr = gl.BlockedLayout([1, 4], [1, 32], [num_warps, 1], [1, 0])
+    heads = h0 + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, layout))
+    hmask = heads < H
+    cols = gl.arange(0, 512, layout=gl.SliceLayout(0, layout))
+    seq_len = len0
+    for r in range(pid, B, num_progs):
+        if r != pid:
+            seq_len = gl.load(seq_lens_ptr + r)
+        if seq_len <= 0:
+            gl.store(out_ptr + r.to(gl.int64) * stride_out_b + heads[:, None] * stride_out_h + cols[None, :],
+                     gl.zeros([BLOCK_H, 512], gl.float32, layout=layout).to(out_ptr.dtype.element_ty),
+                     mask=hmask[:, None])
+            if RETURN_LSE:
+                gl.store(lse_ptr + r * H + heads, gl.full([BLOCK_H], float("-inf"), gl.float32,
+                                                          layout=gl.SliceLayout(1, layout)), mask=hmask)
+
+
 @gluon.jit
 def _store_chunks(o0, o1, o2, o3, whole, b, pid, h0, H, out_ptr, part_o_ptr, stride_out_b, stride_out_h, stride_po_s,
                   stride_po_h, RELABELLED: gl.constexpr):
