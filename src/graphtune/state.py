@@ -24,8 +24,6 @@ field                       what
 ``warned``                  once-per-process warnings already given (Inductor bypassing a stock kernel, a
                             database problem)
 ``compile_hooks``           what ``patch_triton()``'s torch.compile hooks replaced, restored by ``unpatch_triton()``
-``buffers``                 (purpose, device) -> a zeroed device buffer a kernel keeps between launches, each
-                            launch leaving it zero (the MLA decode's MERGE counters)
 ==========================  ================================================================================
 
 ``reset()`` returns every field to its start value except ``kernels`` (kernels defined at import stay defined;
@@ -59,7 +57,6 @@ class State:
     overrides: dict[str, str] = field(default_factory=dict)
     warned: set[str] = field(default_factory=set)
     compile_hooks: dict[str, Any] = field(default_factory=dict)
-    buffers: dict[tuple[str, Any], Any] = field(default_factory=dict)
     # one lock for the fields above; kernels have their own lock for their own results
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
@@ -69,8 +66,7 @@ STATE = State()
 
 def reset() -> None:
     """Forget everything this process accumulated (tests): results held by every kernel, forces, freeze,
-    policy, capture simulation, agreement settings, the open database, loaded exports, caches, overrides, kept
-    device buffers (a graph captured over one keeps it alive)."""
+    policy, capture simulation, agreement settings, the open database, loaded exports, caches, overrides."""
     with STATE.lock:
         kernels = [k for ks in STATE.kernels.values() for k in ks]
         database = STATE.db
@@ -87,7 +83,6 @@ def reset() -> None:
         STATE.env_cache.clear()
         STATE.overrides.clear()
         STATE.warned.clear()
-        STATE.buffers.clear()
     for k in kernels:
         k.reset()
     if database is not None:

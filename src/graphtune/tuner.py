@@ -424,12 +424,6 @@ class GraphtuneKernel(KernelInterface):
 
     # ------------------------------------------------------------------------- offline / sharded tuning
 
-    def config_for(self, *args, **kwargs) -> triton.Config | None:
-        """The config a launch with these arguments runs now (forced, or the choice for their bucket's key); None
-        while the key has none (the next launch resolves it)."""
-        choice = self._forced or self._cache.get(self.key_builder(tuple(args), dict(kwargs)))
-        return None if choice is None else choice.config
-
     def key_of(self, args: tuple, kwargs: dict | None = None) -> tuple:
         """The tuning key (bucketed) these arguments map to."""
         return self.key_builder(tuple(args), dict(kwargs or {}))

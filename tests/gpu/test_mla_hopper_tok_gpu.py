@@ -35,16 +35,12 @@ SCHEDULE_CONFIGS = [dict(V2=1, NUM_BUF=n, PREFETCH=p, FAST_MAX=p, LOOK=look, RK6
 # with it): its other settings, and CHAIN 0 (one chain over all 576 dims, as before)
 CHAIN_CONFIGS = [dict(V2=1, NUM_BUF=n, PREFETCH=p, FAST_MAX=1, RK64=rk, CHAIN=c) for n, p, rk, c in
                  ((2, 1, 0, 0), (2, 0, 0, 1), (2, 1, 1, 1), (3, 1, 0, 1))]
-# MERGE (session 20): the partials merged by the program that writes a request's last part (counters every launch
-# leaves zero: each test's six launches in a row check that), on every case; H = 32 has two head blocks
-MERGE_CONFIGS = [dict(V2=1, NUM_BUF=n, PREFETCH=1, FAST_MAX=1, RK64=1, PT_EARLY=1, MERGE=1) for n in (2, 3)]
-V2_CASES = ([(c, case) for c in V2_CONFIGS + MERGE_CONFIGS for case in CASES]
+V2_CASES = ([(c, case) for c in V2_CONFIGS for case in CASES]
             + [(c, CASES[0]) for c in SCHEDULE_CONFIGS + CHAIN_CONFIGS])
 
 
 def _v2_id(c: dict) -> str:
-    extra = "".join(f"-{k.lower().replace('_', '')}{c[k]}" for k in ("LOOK", "RK64", "PT_EARLY", "CHAIN", "MERGE")
-                    if k in c)
+    extra = "".join(f"-{k.lower().replace('_', '')}{c[k]}" for k in ("LOOK", "RK64", "PT_EARLY", "CHAIN") if k in c)
     return f"buf{c['NUM_BUF']}-pf{c['PREFETCH']}-fm{c['FAST_MAX']}{extra}"
 
 

@@ -320,9 +320,8 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
         pinned = None if config is None else interface_hopper.pinned_config(heads, fmt, config.kwargs)
         lse, part_o, part_lse, seg = interface_hopper.launch(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale,
                                                              fmt, out, return_lse, sms=sms, config=pinned)
-        if seg is not None:     # (None: the split kernel merged its partials itself, MERGE)
-            _reduce(batch, heads, seg, part_o, part_lse, out, lse, seq_lens, return_lse,
-                    pdl=batch >= _REDUCE_PDL_MIN_BATCH)
+        _reduce(batch, heads, seg, part_o, part_lse, out, lse, seq_lens, return_lse,
+                pdl=batch >= _REDUCE_PDL_MIN_BATCH)
         return (out, lse) if return_lse else out
     pps = None if config is None else config.kwargs["PROGRAMS_PER_SM"]
     args, grid, (lse, part_o, part_lse, seg) = split_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale,

@@ -35,7 +35,6 @@ import torch
 import triton
 
 from . import kernel_hopper, kernel_hopper_heads, kernel_hopper_pp, kernel_hopper_ring, kernel_hopper_tok, reduction
-from ...state import STATE
 from .reference import D_NOPE, D_QK
 
 D_ROPE = D_QK - D_NOPE
@@ -322,8 +321,6 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
     part_lse = torch.empty(slots, heads, dtype=torch.float32, device=device)
     seg = torch.empty(batch, 2, dtype=torch.int32, device=device)
     scratch = (lse, part_o, part_lse, seg)
-    # the second tokens-on-M kernel's MERGE counters (four words per head block and request; unused without MERGE)
-    cnt = (_merge_counters(device, head_blocks * batch * 4), ) if v2 or fmt == DS_FORMAT else ()
     if fmt in ("fp8", DS_FORMAT):
         if fmt == DS_FORMAT:
             # the 656-byte rows (41 x 16 bytes: a legal TMA row stride) under three views: fp8 latent boxes at
@@ -350,7 +347,7 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
         args = (*q_args, *kv_args,
                 scale_ptr,
                 page_table, seq_lens,
-                out, lse, part_o, part_lse, seg, *cnt,
+                out, lse, part_o, part_lse, seg,
                 float(sm_scale), scale_value,
                 batch, heads,
                 *q_strides,
@@ -375,20 +372,6 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
             part_lse.stride(0))
     consts = dict(PAGE_SIZE=kv_cache.shape[1], RETURN_LSE=return_lse, B_CHUNK=_B_CHUNK, BLOCK_H=block_h)
     return args, head_blocks, consts, scratch
-
-
-def _merge_counters(device: torch.device, words: int) -> torch.Tensor:
-    """At least ``words`` zeroed int32 words on ``device`` for the second tokens-on-M kernel's MERGE counters, kept
-    in graphtune's process state: each launch leaves them zero (the program that completes a request's count resets
-    its words), so one buffer serves every launch on the device, one after another (launches on two streams at once
-    would share it: not supported). Grown (a new zeroed buffer) when a launch needs more."""
-    key = ("mla_merge_counters", torch.device(device))
-    with STATE.lock:
-        buf = STATE.buffers.get(key)
-        if buf is None or buf.numel() < words:
-            buf = torch.zeros(max(words, 4096), dtype=torch.int32, device=device)
-            STATE.buffers[key] = buf
-        return buf
 
 
 def _programs(sms: int, programs_per_sm: int, head_blocks: int) -> int:
@@ -461,8 +444,8 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
 # DS = 1: fp8_ds_mla rows (HOPPER_TOK_DS_CONFIG, HOPPER_TOK_DS_SPACE). CHAIN = 1 (in the fixed config since session
 # 11): the fp8 scores as one MMA chain per 128 dims and the rope's, folded in fp32 (docs/mla_decode.md, "CHAIN").
 TOK_FP8_V2_PARAMS = ("BLOCK_N", "NUM_BUF", "PREFETCH", "FAST_MAX", "GATHER", "LOOK", "RK64", "PT_EARLY", "DS",
-                     "CHAIN", "MERGE")
-_V2_FLAGS = ("PREFETCH", "FAST_MAX", "GATHER", "RK64", "PT_EARLY", "DS", "CHAIN", "MERGE")   # (on or off; PREFETCH 2 meant
+                     "CHAIN")
+_V2_FLAGS = ("PREFETCH", "FAST_MAX", "GATHER", "RK64", "PT_EARLY", "DS", "CHAIN")   # (on or off; PREFETCH 2 meant
 # something only under the removed PV8)
 
 
@@ -768,8 +751,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
            sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool, *,
            sms: int, config: dict[str, int] | None = None) -> tuple[torch.Tensor, torch.Tensor, Any]:
     """Run the Hopper split kernel, tuned per batch bucket unless pinned (:func:`pinned`); returns
-    ``(lse, part_o, part_lse, seg)`` for the reduction, ``seg`` None when the config that ran merged the partials
-    itself (``MERGE``: no reduction to launch)."""
+    ``(lse, part_o, part_lse, seg)`` for the reduction."""
     heads = q.shape[1]
     if pinned(heads, fmt, config):
         # (hopper_call checks the row gather against the config as it runs)
@@ -777,7 +759,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
                                                   return_lse, sms=sms, config=config)
         fn, consts = _kernel_and_params(heads, fmt, consts)
         fn[grid](*args, **consts)
-        return (*scratch[:3], None) if consts.get("MERGE") else scratch
+        return scratch
     route = _tuned_route(heads, fmt, q.shape[0], kv_cache.shape[1])
     if route == "first":
         args, grid, consts, scratch = tuned_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
@@ -785,10 +767,8 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
     else:
         args, grid, consts, scratch = tuned_second_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                         return_lse, sms=sms, gather=route == "gather")
-    kernel = _route_kernel(route, heads, fmt)
-    kernel[grid](*args, **consts)
-    ran = kernel.config_for(*args, **consts)
-    return (*scratch[:3], None) if ran is not None and ran.kwargs.get("MERGE") else scratch
+    _route_kernel(route, heads, fmt)[grid](*args, **consts)
+    return scratch
 
 
 def _tuned_route(heads: int, fmt: str, batch: int, page_size: int) -> str:

@@ -65,7 +65,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from .kernel_hopper import (STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _block_barrier, _load_q_raw,
                             _max_over_tokens, _q_fp32, _program_ids, _segment, _split_start, _stamp, _stamp_out, _stamp_tile,
-                            _merge_if_last, _store_chunks_segment, _tma_load, _zero_requests, _zero_rows)
+                            _store_chunks_segment, _tma_load, _zero_rows)
 
 # cp.async's Gluon name: async_load in triton 3.9 (the 3.6 name raises there)
 _cp_async = getattr(async_copy, "async_load", None) or async_copy.async_copy_global_to_shared
@@ -377,7 +377,7 @@ def _softmax_v2(s2, qk_mul, n_valid, m_i, l_acc, red, offs_tok, s16_layout: gl.c
 def _mla_decode_hopper_tok_fp8_v2_kernel(
     q_ptr, kv_nope_desc, kv_rope_desc, kv_ptr, kv_scale_ptr,
     page_table_ptr, seq_lens_ptr,
-    out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, cnt_ptr,
+    out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
     sm_scale, kv_scale,
     B, H,
     stride_q_b, stride_q_h,
@@ -401,7 +401,6 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     PT_EARLY: gl.constexpr = 0,
     DS: gl.constexpr = 0,
     CHAIN: gl.constexpr = 0,
-    MERGE: gl.constexpr = 0,
     STAMPS=None,
 ):
     """fp8 (per-tensor) cache, H < 64: tokens on M, one warpgroup, 16 heads per program (module docstring).
@@ -412,11 +411,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     ``DS`` (fp8_ds_mla: 656-byte rows, module docstring): ``kv_nope_desc`` the rows viewed as fp8 [rows, 656]
     ([BLOCK_N, 512] boxes at column 0), ``kv_rope_desc`` as bf16 [rows, 328] ([BLOCK_N, 64] boxes at column 264),
     and ``kv_scale_ptr`` is the cache's scales as a descriptor: the rows as fp32 [rows, 164] ([BLOCK_N, 4] boxes at
-    column 128: the four group scales; ``KV_SCALE_FROM_PTR`` 0, ``kv_scale`` 1).
-
-    ``MERGE`` (pinned only until timed): a request written in parts is merged by the program that writes its last
-    part (``kernel_hopper._merge_if_last``, counting tiles in ``cnt_ptr``, int32 words every launch leaves zero), and
-    requests of no tokens are written here (``_zero_requests``): no reduction kernel after it."""
+    column 128: the four group scales; ``KV_SCALE_FROM_PTR`` 0, ``kv_scale`` 1)."""
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
     gl.static_assert(BLOCK_H == 16)
@@ -499,14 +494,8 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     _init_tile_barriers(bars, NUM_BUF, GATHER, num_warps)
 
-    if MERGE:
-        # (request pid's length, for _zero_requests: loaded before the split, used after it)
-        len0 = gl.load(seq_lens_ptr + pid, mask=pid < B, other=1)
     t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps)
     _stamp(STAMPS, srow, STAMP_CLK_SPLIT)
-    if MERGE:
-        _zero_requests(len0, pid, num_progs, B, H, h0, seq_lens_ptr, out_ptr, lse_ptr, stride_out_b, stride_out_h,
-                       RETURN_LSE, BLOCK_H, num_warps)
 
     offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s16_layout))
     offs_h_s = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, s16_layout))
@@ -745,10 +734,6 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         _store_chunks_segment(o0, o1, o2, o3, inv, m_i, l_i, h0, offs_h_s, H, b, pid, pid_h,
                               i_first, i_stop, req_tiles, out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr,
                               stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s, RETURN_LSE, True)
-        if MERGE:
-            _merge_if_last((i_first == 0) & (i_stop == req_tiles), b, B, H, pid, pid_h, h0, i_stop - i_first,
-                           req_tiles, cnt_ptr, part_o_ptr, part_lse_ptr, out_ptr, lse_ptr, stride_po_s, stride_po_h,
-                           stride_pl_s, stride_out_b, stride_out_h, RETURN_LSE, BLOCK_H, num_warps)
         t = seg_stop
         b += 1
     _stamp_out(STAMPS, srow, it)

@@ -82,10 +82,7 @@ def after_split(named: dict[str, Any]) -> None:
     """The reduction after a split kernel's launch, from that launch's arguments by name (every split kernel has
     ``B``, ``H``, ``seg_ptr``, ``part_o_ptr``, ``part_lse_ptr``, ``out_ptr``, ``lse_ptr``, ``seq_lens_ptr`` and
     ``RETURN_LSE``): ``graphtune.autotune(followed_by=...)`` of the tuned split kernels. A plain launch (the decode
-    launches it as a programmatic dependent from ``interface._REDUCE_PDL_MIN_BATCH`` requests: the same work). A
-    config with ``MERGE`` merged its partials itself: nothing follows it."""
-    if named.get("MERGE"):
-        return
+    launches it as a programmatic dependent from ``interface._REDUCE_PDL_MIN_BATCH`` requests: the same work)."""
     merge(int(named["B"]), int(named["H"]), named["seg_ptr"], named["part_o_ptr"], named["part_lse_ptr"],
           named["out_ptr"], named["lse_ptr"], named["seq_lens_ptr"], bool(named["RETURN_LSE"]))
 
