@@ -7,7 +7,7 @@ measured two buffers ~4 us faster than the decode runs them and three buffers as
 the decode apart for each config of the cell's space, on the benchmark's input sets (4096 tokens a request, page
 size 64, CUDA graph replay): the split kernel alone, the split kernel followed by the reduction as a plain launch
 (what the tuner's ``followed_by`` times), the decode as shipped (the reduction a programmatic dependent from
-``interface._REDUCE_PDL_MIN_BATCH`` requests up), the same over the number of input copies the tuner rotates, and
+``reduction.PDL_MIN_BATCH`` requests up), the same over the number of input copies the tuner rotates, and
 the tuner's own per-candidate medians (``graphtune.coverage()``) after a tuned decode of the cell. Run 2 of session 20
 found the tuner rotating 2 input sets at batch 8 (copies counted by what they allocate: the cache three times a
 set), warm enough in the L2 to time two buffers 2.3 us faster than cold; ``search.rotation_copies`` now counts what
@@ -37,18 +37,18 @@ from timeline import _cell_spec  # noqa: E402
 
 import graphtune  # noqa: E402
 from graphtune import search, settings, timing  # noqa: E402
-from graphtune.kernels.mla_decode import bench, interface, interface_hopper  # noqa: E402
+from graphtune.kernels.mla_decode import bench, interface, interface_hopper, reduction  # noqa: E402
 
 
 @contextlib.contextmanager
 def _plain_reduction():
     """The decode's reduction as a plain launch at every batch (as the tuner's follow-up launches it)."""
-    saved = interface._REDUCE_PDL_MIN_BATCH
-    interface._REDUCE_PDL_MIN_BATCH = 1 << 30
+    saved = reduction.PDL_MIN_BATCH
+    reduction.PDL_MIN_BATCH = 1 << 30
     try:
         yield
     finally:
-        interface._REDUCE_PDL_MIN_BATCH = saved
+        reduction.PDL_MIN_BATCH = saved
 
 
 def _split_calls(xs: list[dict], fmt: str, heads: int, pinned: dict, sms: int) -> list:

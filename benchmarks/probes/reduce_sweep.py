@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench_mla_decode import (comma_list, flashmla_call, git_commit, graph_time_ms,  # noqa: E402
                               import_flashmla)
 
-from graphtune.kernels.mla_decode import bench, interface, interface_hopper  # noqa: E402
+from graphtune.kernels.mla_decode import bench, interface, interface_hopper, reduction  # noqa: E402
 
 SHAPES = [(16, 1, 512, 4), (64, 1, 128, 4), (32, 1, 256, 4), (16, 1, 128, 4), (8, 1, 512, 4), (4, 1, 512, 4),
           (4, 1, 512, 2), (2, 1, 512, 2), (4, 1, 256, 2), (4, 2, 512, 4), (4, 4, 512, 4), (2, 4, 512, 4),
@@ -52,7 +52,7 @@ def _shape(text: str) -> tuple[int, int, int, int]:
 
 def _decode_with_pdl(args: tuple, out: torch.Tensor, full: torch.Tensor) -> dict:
     """The decode with the reduction launched as a programmatic dependent of the split kernel at every batch
-    (``interface._REDUCE_PDL_MIN_BATCH`` 1; the split kernels let it launch from their first instruction): checked
+    (``reduction.PDL_MIN_BATCH`` 1; the split kernels let it launch from their first instruction): checked
     against ``full`` (NaN-poisoned output first) and timed, in the same process as the plain decode."""
     with _pdl_from(1):
         out.fill_(float("nan"))
@@ -64,13 +64,13 @@ def _decode_with_pdl(args: tuple, out: torch.Tensor, full: torch.Tensor) -> dict
 
 @contextlib.contextmanager
 def _pdl_from(batch: int):
-    """``interface._REDUCE_PDL_MIN_BATCH`` set to ``batch`` (a graph captured meanwhile keeps its launches)."""
-    saved = interface._REDUCE_PDL_MIN_BATCH
-    interface._REDUCE_PDL_MIN_BATCH = batch
+    """``reduction.PDL_MIN_BATCH`` set to ``batch`` (a graph captured meanwhile keeps its launches)."""
+    saved = reduction.PDL_MIN_BATCH
+    reduction.PDL_MIN_BATCH = batch
     try:
         yield
     finally:
-        interface._REDUCE_PDL_MIN_BATCH = saved
+        reduction.PDL_MIN_BATCH = saved
 
 
 def cell(kv_format: str, heads: int, batch: int, shapes: list, fm, pdl: bool = False) -> dict:

@@ -32,16 +32,6 @@ from .reference import D_NOPE, D_QK, cache_row_width, resolve_kv_format
 
 _FORMAT_CODES = {"fp8": 0, "bf16": 1, "fp8_ds_mla": 2}
 _KV_FORMATS = ("auto", *_FORMAT_CODES)
-# The reduction as a programmatic dependent launch of a Hopper split kernel (griddepcontrol.wait before its first
-# load; the split kernels let it launch from their start, kernel_hopper._launch_dependents), from this many requests
-# up. Measured on H200s, the decode with and without it in one process (benchmarks/probes/reduce_sweep.py --pdl): in
-# session 16 run 1 (18 cells) and run 6 (14 cells, the plain decode timed before and after), batches 8 and 32 were as
-# fast or faster with it in both runs wherever timed (bf16 H = 16: 0.0149 -> 0.0144 and 0.0152 -> 0.0147 ms at 8,
-# 0.0478 -> 0.0470 and 0.0478 -> 0.0472 at 32; fp8 H = 16 at 8: 0.0203 -> 0.0197 and 0.0200 -> 0.0196; bf16 H = 128 at
-# 8: 0.0360 -> 0.0360 and 0.0368 -> 0.0358), batches 64 and 128 within 0.6% either way, and batch 1 slower in fp8 H =
-# 16 both times (0.0133 -> 0.0147, 0.0136 -> 0.0155). Session 13 timed it without the split kernels' trigger: no gain.
-# The portable split kernel gives no trigger: its reduction launches plainly.
-_REDUCE_PDL_MIN_BATCH = 8
 # the reduction's launch (reduction.py), under the names the probes and tests use
 reduce_blocks = reduction.reduce_blocks
 reduce_launch = reduction.reduce_launch
@@ -321,7 +311,7 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
         lse, part_o, part_lse, seg = interface_hopper.launch(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale,
                                                              fmt, out, return_lse, sms=sms, config=pinned)
         _reduce(batch, heads, seg, part_o, part_lse, out, lse, seq_lens, return_lse,
-                pdl=batch >= _REDUCE_PDL_MIN_BATCH)
+                pdl=batch >= reduction.PDL_MIN_BATCH)
         return (out, lse) if return_lse else out
     pps = None if config is None else config.kwargs["PROGRAMS_PER_SM"]
     args, grid, (lse, part_o, part_lse, seg) = split_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale,

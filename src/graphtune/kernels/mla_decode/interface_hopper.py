@@ -9,9 +9,10 @@ kernel; key ``B``, ``H``, ``PAGE_SIZE``, ``RETURN_LSE`` and the cache's element 
 whose first config is the benchmark-chosen fixed config (bf16: ``HOPPER_CONFIG`` for H % 64 == 0,
 ``HOPPER_TOK_CONFIG`` otherwise; fp8: ``HOPPER_FP8_CONFIG`` / ``HOPPER_TOK_FP8_CONFIG``), also the
 default (what a capture-time miss falls back to). Each candidate is timed with the reduction after it
-(``followed_by=reduction.after_split``): configs with more programs an SM leave more partials to merge (session 18:
-timing the split kernel alone, the fp8 tokens-on-M tuning picked two buffers and two programs an SM at batch 8, 15%
-slower as a decode than three buffers and one). ``SECOND`` gives a shape class a second kernel that the tuned
+(``followed_by=reduction.after_hopper_split``, launched as the decode launches it): configs with more programs an SM
+leave more partials to merge, and the reduction's programmatic launch costs the two-buffer configs at batch 8 what
+it saves the three-buffer ones (session 20: timed without it, the fp8 tokens-on-M tuning picked two buffers and two
+programs an SM at batch 8, 15% slower as a decode than three buffers and one). ``SECOND`` gives a shape class a second kernel that the tuned
 path runs from a measured batch up, tuned per bucket over its own space under its own name: fp8 with H < 64 the
 second tokens-on-M kernel, bf16 and fp8 with H % 64 == 0 the ping-pong kernel, fp8_ds_mla (H < 64) the DS kernel from
 batch 1 (its only Hopper kernel). Kernel names for ``graphtune.force`` /
@@ -600,7 +601,7 @@ def _tuned_second_kernel(on_m: bool, fmt: str, gather: bool):
     configs = [triton.Config(dict(c), num_warps=second.num_warps) for c in second.space]
     fn = kernel_for(BLOCK_H if on_m else TOK_BLOCK_H, fmt, v2=second.flag == "V2", pp=second.flag == "PP")
     return autotune(configs, key=["B", "H", "PAGE_SIZE", "RETURN_LSE"], buckets={"B": Buckets.explicit(CAPTURE_SIZES)},
-                    default=configs[0], name=second.name, followed_by=reduction.after_split)(fn)
+                    default=configs[0], name=second.name, followed_by=reduction.after_hopper_split)(fn)
 
 
 def tuned_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
@@ -675,7 +676,7 @@ def tuned_kernel(on_m: bool, fp8: bool):
     configs = space_configs(on_m, fp8)
     fn = kernel_for(BLOCK_H if on_m else TOK_BLOCK_H, "fp8" if fp8 else "bf16")
     return autotune(configs, key=["B", "H", "PAGE_SIZE", "RETURN_LSE"], buckets={"B": Buckets.explicit(CAPTURE_SIZES)},
-                    default=configs[0], name=KERNEL_NAMES[(on_m, fp8)], followed_by=reduction.after_split)(fn)
+                    default=configs[0], name=KERNEL_NAMES[(on_m, fp8)], followed_by=reduction.after_hopper_split)(fn)
 
 
 # constexprs every launch sets from its inputs (not config knobs)

@@ -155,7 +155,7 @@ def _request_programs(tiles, spare, total):
 @gluon.jit
 def _launch_dependents():
     """``griddepcontrol.launch_dependents``: a kernel launched as this one's programmatic dependent (the reduction,
-    from ``interface._REDUCE_PDL_MIN_BATCH`` requests) may be scheduled once every program of this grid has passed
+    from ``reduction.PDL_MIN_BATCH`` requests) may be scheduled once every program of this grid has passed
     here or exited. It still waits (``griddepcontrol.wait``) for this grid's completion and writes before its first
     load, so only its launch overlaps this kernel; without such a dependent the instruction does nothing."""
     gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32, is_pure=False,

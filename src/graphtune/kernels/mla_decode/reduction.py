@@ -5,8 +5,9 @@ request segment an fp32 [heads, 512] output and a log2-sum-exp, under slot ``pro
 the first and last slot it used (``seg``); a request written whole by one program needs no merge (its slots say so).
 This module owns the launch of ``kernel._mla_decode_reduce_kernel`` over them: its block shapes
 (:func:`reduce_blocks`), the launch (:func:`reduce_launch`, :func:`merge`), and the same launch as the work that
-follows every tuned split kernel's launch while it is tuned (:func:`after_split`, ``graphtune.autotune(followed_by=
-...)``), so that configs with more programs, which leave more partials, pay for them in the comparison.
+follows every tuned split kernel's launch while it is tuned (:func:`after_split`, :func:`after_hopper_split`:
+``graphtune.autotune(followed_by=...)``), so that configs with more programs, which leave more partials, pay for them
+in the comparison, and that launch as the decode makes it (``PDL_MIN_BATCH``).
 """
 from __future__ import annotations
 
@@ -32,6 +33,20 @@ from .reference import D_NOPE
 # to 0.0041 and batch 64 from 0.0054 to 0.0038, and was within 0.0005 ms of the best of the 16 shapes in 16 of the
 # 18 cells (fp8 and bf16; H = 16 at batch 1 to 128, H = 128 at 1 to 64). In the decode (run 2, against the rule
 # before in the same run): bf16 H = 128 batch 32 0.0936 -> 0.0848 ms, fp8 H = 16 batch 128 0.0965 -> 0.0934.
+# The reduction as a programmatic dependent launch of a Hopper split kernel (griddepcontrol.wait before its first
+# load; the split kernels let it launch from their start, kernel_hopper._launch_dependents), from this many requests
+# up. Measured on H200s, the decode with and without it in one process (benchmarks/probes/reduce_sweep.py --pdl): in
+# session 16 run 1 (18 cells) and run 6 (14 cells, the plain decode timed before and after), batches 8 and 32 were as
+# fast or faster with it in both runs wherever timed (bf16 H = 16: 0.0149 -> 0.0144 and 0.0152 -> 0.0147 ms at 8,
+# 0.0478 -> 0.0470 and 0.0478 -> 0.0472 at 32; fp8 H = 16 at 8: 0.0203 -> 0.0197 and 0.0200 -> 0.0196; bf16 H = 128 at
+# 8: 0.0360 -> 0.0360 and 0.0368 -> 0.0358), batches 64 and 128 within 0.6% either way, and batch 1 slower in fp8 H =
+# 16 both times (0.0133 -> 0.0147, 0.0136 -> 0.0155). Session 13 timed it without the split kernels' trigger: no gain.
+# The portable split kernel gives no trigger: its reduction launches plainly. The tuner's follow-up
+# (after_hopper_split, after_split) launches it the same way, so a tuned config is timed as the decode runs it: at fp8 H = 16, batch 8 the two-buffer
+# configs ran 1.4 us slower with it and the three-buffer ones 0.5 us faster (H200, session 20 run 2,
+# benchmarks/probes/pick_check.py: 0.0188 / 0.0162 ms against 0.0174 / 0.0167 with a plain launch), and the tuner,
+# timing plain launches, picked two buffers.
+PDL_MIN_BATCH = 8
 _REDUCE_SMALL = (64, 1, 128, 4)
 _REDUCE_ROWS = 8         # (slot, head) rows of 512 fp32 columns a program holds per step (4 warps: 32 a thread)
 _REDUCE_MAX_SLOTS = 16
@@ -81,10 +96,20 @@ def merge(batch: int, heads: int, seg: torch.Tensor, part_o: torch.Tensor, part_
 def after_split(named: dict[str, Any]) -> None:
     """The reduction after a split kernel's launch, from that launch's arguments by name (every split kernel has
     ``B``, ``H``, ``seg_ptr``, ``part_o_ptr``, ``part_lse_ptr``, ``out_ptr``, ``lse_ptr``, ``seq_lens_ptr`` and
-    ``RETURN_LSE``): ``graphtune.autotune(followed_by=...)`` of the tuned split kernels. A plain launch (the decode
-    launches it as a programmatic dependent from ``interface._REDUCE_PDL_MIN_BATCH`` requests: the same work)."""
+    ``RETURN_LSE``): ``graphtune.autotune(followed_by=...)`` of the tuned portable split kernel, launched plainly as
+    the decode launches it after that kernel (which gives no trigger)."""
+    _follow(named, False)
+
+
+def after_hopper_split(named: dict[str, Any]) -> None:
+    """:func:`after_split` for the tuned Hopper split kernels: launched as the decode launches it after them, a
+    programmatic dependent from ``PDL_MIN_BATCH`` requests up."""
+    _follow(named, int(named["B"]) >= PDL_MIN_BATCH)
+
+
+def _follow(named: dict[str, Any], pdl: bool) -> None:
     merge(int(named["B"]), int(named["H"]), named["seg_ptr"], named["part_o_ptr"], named["part_lse_ptr"],
-          named["out_ptr"], named["lse_ptr"], named["seq_lens_ptr"], bool(named["RETURN_LSE"]))
+          named["out_ptr"], named["lse_ptr"], named["seq_lens_ptr"], bool(named["RETURN_LSE"]), pdl=pdl)
 
 
 def device_capability(device: torch.device) -> tuple[int, int]:
