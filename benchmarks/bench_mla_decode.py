@@ -582,9 +582,7 @@ HOPPER_TOK_FP8_VARIANTS = [dict(V2=0, NUM_BUF=4, WIDEN=0, PROGRAMS_PER_SM=1),
 HOPPER_ON_M_FP8_VARIANTS = [dict(NUM_BUF=2, WOVL=1, PSMEM=0, XCH=1), dict(NUM_BUF=2, WOVL=1, PSMEM=1, XCH=1),
                             # PP = 1 (session 11): the ping-pong kernel on the fp8 cache, each tile widened in place
                             # by its owner (kernel_hopper_pp.py)
-                            dict(PP=1, RELOAD=1), dict(PP=1, RELOAD=1, WG1_FIRST=1), dict(PP=1, RELOAD=0),
-                            # QSPLIT = 1 (session 20, pinned only): the query's conversion split over both warpgroups
-                            dict(PP=1, RELOAD=1, WG1_FIRST=1, QSPLIT=1)]
+                            dict(PP=1, RELOAD=1), dict(PP=1, RELOAD=1, WG1_FIRST=1), dict(PP=1, RELOAD=0)]
 # fp8_ds_mla (656-byte rows), H < 64: the second tokens-on-M kernel with DS = 1 (session 9: compiled on a CPU, not
 # yet run; pinned-only): the fixed config (2 buffers, 2 programs per SM, PREFETCH 0: PREFETCH 1 spills in the tile
 # loop), three buffers at one program per SM, the page ids a tile ahead. Pages below 64 tokens: the row gather,

@@ -182,27 +182,3 @@ def test_fp8_query_conversion_is_compact_code():
     converted = store_of(kernel_hopper_pp.STAMP_PRO + 4, landed)
     between = sum(landed < a < converted for a in addrs)
     assert 0 < between <= 800, between
-
-
-def test_qsplit_fits_beside_the_tiles_and_leaves_the_tile_loop_alone():
-    """QSPLIT = 1 (pinned only; its GPU tests gated in tests/gpu/_unproven.py until they have run): the fp8 ping-pong
-    kernel's landed query converted half by each warpgroup, the halves' maxima exchanged through the P hand-off's
-    maxima slots, three more mbarriers in the query's allocation (a second 512 B slot or a layout conversion in
-    WG1 would not fit: compiled for sm_90 that came to 232,580 B of the 232,448). Compiled for sm_90: it fits,
-    adds at most 64 B, keeps the wgmmas asynchronous and the tile loops free of local loads; 0 and 1 only, fp8 only."""
-    shipped = _hopper_compile("fp8", heads=128, page_size=64, config=dict(PP=1, RELOAD=1, WG1_FIRST=1))
-    split = _hopper_compile("fp8", heads=128, page_size=64, config=dict(PP=1, RELOAD=1, WG1_FIRST=1, QSPLIT=1))
-    usage = resources._resource_usage(split.asm["cubin"], split.metadata.name)
-    assert split.metadata.shared + usage.get("SHARED", 0) <= SM90_SHARED
-    assert 0 < split.metadata.shared - shipped.metadata.shared <= 64
-    sass = _sass(split)
-    assert sass.count("WARPGROUP.DEPBAR") == _sass(shipped).count("WARPGROUP.DEPBAR")
-    assert _tile_loop_local_loads(sass) == 0
-    for fmt, cfg in (("fp8", dict(PP=1, QSPLIT=2)), ("bf16", dict(PP=1, QSPLIT=1))):
-        q = torch.empty(2, 128, 576, dtype=torch.bfloat16)
-        kv = torch.empty(4, 64, 576, dtype=torch.bfloat16 if fmt == "bf16" else torch.float8_e4m3fn)
-        with pytest.raises(ValueError, match=f"config QSPLIT={cfg['QSPLIT']}: .*got '{fmt}'") as err:
-            interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
-                                         0.04, 1.0, fmt, torch.empty(2, 128, 512, dtype=torch.bfloat16), False,
-                                         sms=132, config=cfg)
-        assert "\n" not in str(err.value)

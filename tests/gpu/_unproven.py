@@ -11,8 +11,9 @@ import pytest
 # in session 11; ZERO_LEN, requests of no tokens beside others, in session 12; RING, the bf16 tokens-on-M ring
 # kernel with one program an SM, in session 13; RING_TWO_PER_SM and RING_EARLY_S in session 14, run 1; WLOOP, the fp8
 # ping-pong kernel's widening as a loop, in session 20, run 1, then removed: slower; MERGE, the second fp8
-# tokens-on-M kernel merging its partials itself, passed in session 20, run 3, and was removed: slower)
-UNPROVEN: dict[str, str] = {"QSPLIT": "the fp8 ping-pong kernel's query conversion split over its warpgroups (QSPLIT, session 20)"}
+# tokens-on-M kernel merging its partials itself, passed in session 20, run 3, and was removed: slower; QSPLIT, the fp8
+# ping-pong kernel's query conversion split over its warpgroups, passed in session 20, run 5, removed: slower)
+UNPROVEN: dict[str, str] = {}
 
 
 def skip_unproven(config: dict) -> None:

@@ -487,10 +487,6 @@ def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
         raise ValueError(f"config PP=1: the ping-pong kernel takes bf16 and fp8 caches with H % {BLOCK_H} == 0 and "
                          f"BLOCK_N={BLOCK_N}, got kv_format {fmt!r} with {'H % 64 == 0' if on_m else 'H < 64'}, "
                          f"BLOCK_N={cfg.get('BLOCK_N')}")
-    # QSPLIT (pinned only): the fp8 ping-pong kernel's query converted by both warpgroups (kernel_hopper_pp._q_split)
-    if cfg.get("QSPLIT", 0) not in (0, 1) or (cfg.get("QSPLIT") and fmt != "fp8"):
-        raise ValueError(f"config QSPLIT={cfg.get('QSPLIT')}: the fp8 ping-pong kernel's query split over its two "
-                         f"warpgroups takes 0 or 1, with kv_format 'fp8' only (got {fmt!r})")
 
 
 def _check_ring(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:

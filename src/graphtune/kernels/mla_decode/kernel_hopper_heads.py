@@ -132,34 +132,6 @@ def _q_fp16(qn_smem, qr_smem, BLOCK_H: gl.constexpr, num_warps: gl.constexpr):
 
 
 @gluon.jit
-def _q_amax_half(qn_smem, qr_smem, HALF: gl.constexpr, BLOCK_H: gl.constexpr, num_warps: gl.constexpr):
-    """The landed bf16 query's max |q| per head over its 128-column chunks 2 HALF and 2 HALF + 1, and for HALF 1
-    the rope columns too: one warpgroup's share of ``_q_fp16``'s first pass (the fp8 ping-pong kernel's QSPLIT)."""
-    layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
-    qb = _q_chunks(_as_dtype(qn_smem, gl.bfloat16), BLOCK_H, 128)
-    amax = gl.max(gl.abs(qb.index(2 * HALF).load(layout).to(gl.float32)), axis=1)
-    amax = gl.maximum(amax, gl.max(gl.abs(qb.index(2 * HALF + 1).load(layout).to(gl.float32)), axis=1))
-    if HALF == 1:
-        amax = gl.maximum(amax, gl.max(gl.abs(_as_dtype(qr_smem, gl.bfloat16).load(layout).to(gl.float32)), axis=1))
-    return amax
-
-
-@gluon.jit
-def _q_fp16_half(qn_smem, qr_smem, q_scale, HALF: gl.constexpr, BLOCK_H: gl.constexpr, num_warps: gl.constexpr):
-    """``_q_fp16``'s second pass over one warpgroup's share (``_q_amax_half``'s chunks), with the scale of the
-    whole query (``q_scale``, per head, in ``_q_amax_half``'s row layout)."""
-    layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
-    qb = _q_chunks(_as_dtype(qn_smem, gl.bfloat16), BLOCK_H, 128)
-    qh = _q_chunks(qn_smem, BLOCK_H, 128)
-    for c in tl.range(2 * HALF, 2 * HALF + 2, loop_unroll_factor=1):
-        x = qb.index(c).load(layout).to(gl.float32)
-        qh.index(c).store((x * q_scale[:, None]).to(gl.float16))
-    if HALF == 1:
-        xr = _as_dtype(qr_smem, gl.bfloat16).load(layout).to(gl.float32)
-        qr_smem.store((xr * q_scale[:, None]).to(gl.float16))
-
-
-@gluon.jit
 def _q_fp16_loads(q_base, stride_q_h, qn_smem, qr_smem, BLOCK_H: gl.constexpr, num_warps: gl.constexpr):
     """``_q_fp16``'s result from the query in global memory (``q_base``, heads ``stride_q_h`` apart) by plain
     loads, the two passes as loops as there (the widened-score kernel's form)."""

@@ -61,8 +61,7 @@ from . import kernel_hopper
 from .kernel_hopper import (STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _load_rope, _split_start,
                             _segment, _stamp, _stamp_out, _stamp_tile, _store_lse_and_segment, _store_o, _tma_load,
                             _zero_rows)
-from .kernel_hopper_heads import (_REINTERPRET_PUBLIC, _fp16_scale, _q_amax_half, _q_chunks, _q_fp16, _q_fp16_half,
-                                  _q_issue)
+from .kernel_hopper_heads import _REINTERPRET_PUBLIC, _q_chunks, _q_fp16, _q_issue
 
 # A barrier of the calling partition's warps only (inside ``gl.warp_specialize`` Gluon lowers it to a named
 # barrier of that partition: ``bar.sync id, 128``).
@@ -337,33 +336,14 @@ def _qk_load(l_smem, seg, layout: gl.constexpr, BLOCK_H: gl.constexpr):
 
 
 @gluon.jit
-def _q_split(qn_smem, qr_smem, qa_smem, qs_bars, seg, WG: gl.constexpr, BLOCK_H: gl.constexpr):
-    """QSPLIT (fp8): this warpgroup's half of the landed query's conversion (``kernel_hopper_heads._q_amax_half`` /
-    ``_q_fp16_half``: WG0 chunks 0-1, WG1 chunks 2-3 and the rope), the two halves' maxima exchanged through
-    ``qa_smem`` on mbarriers ``qs_bars`` 2 / 3 (arrived once a segment: parity ``seg & 1``), so both scale by the
-    whole query's per-head power of two; returns it. The caller fences and hands its half over (WG0 also the score
-    multipliers, ``_qk_store``: a layout conversion in WG1 would take shared memory the kernel does not have)."""
-    amax = _q_amax_half(qn_smem, qr_smem, WG, BLOCK_H, 4)
-    qa_smem.slice(WG * BLOCK_H, BLOCK_H).store(amax)
-    _wg_barrier()
-    mbarrier.arrive(qs_bars.index(2 + WG), count=1)
-    mbarrier.wait(qs_bars.index(3 - WG), seg & 1)
-    other = qa_smem.slice((1 - WG) * BLOCK_H, BLOCK_H).load(amax.type.layout)
-    q_scale = _fp16_scale(gl.maximum(amax, other))
-    _q_fp16_half(qn_smem, qr_smem, q_scale, WG, BLOCK_H, 4)
-    return q_scale
-
-
-@gluon.jit
 def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
             out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
             stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
             qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
-            qa_smem, qs_bars, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
+            kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
-            o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, QSPLIT: gl.constexpr,
-            STAMPS=None):
+            o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, STAMPS=None):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; loads the query (``FP8``: the fp16
     query scaled per head, written by this warpgroup, and each fp8 tile's TMA into its left half)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -402,18 +382,13 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             _pro(STAMPS, srow, seg, 2)
             mbarrier.wait(qt_bar, seg & 1)
             _pro(STAMPS, srow, seg, 3)
-            if QSPLIT:
-                q_scale = _q_split(qn_smem, qr_smem, qa_smem, qs_bars, seg, 0, BLOCK_H)
-            else:
-                q_scale = _q_fp16(qn_smem, qr_smem, BLOCK_H, 4)
+            q_scale = _q_fp16(qn_smem, qr_smem, BLOCK_H, 4)
             _pro(STAMPS, srow, seg, 4)
             qk_vec = gl.convert_layout(qk_mul * kv_scale / q_scale, rows_s)
             _qk_store(l_smem, seg, qk_vec, BLOCK_H)
             fence_async_shared()
             _wg_barrier()
             mbarrier.arrive(q_bar, count=1)
-            if QSPLIT:
-                mbarrier.wait(qs_bars.index(4), seg & 1)       # WG1's half written
             qk = qk_vec[:, None]
             f_s0 = f0 * (1 - s0) + f1 * s0
         else:
@@ -531,11 +506,10 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
             stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
             qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
-            qa_smem, qs_bars, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
+            kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
-            o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, QSPLIT: gl.constexpr,
-            STAMPS=None):
+            o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, STAMPS=None):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511 (``FP8``: instead of reloading the
     right half of a buffer, it tells WG0 the half is free, on mbarrier ``stage * 3 + 1``)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -562,13 +536,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
         if FP8:
             rope = _load_rope(kv_ptr, pt_base, gl.minimum(i_first + 1, i_stop - 1), PAGE_SIZE, BLOCK_N, rope_layout)
             _pro(STAMPS, srow, seg, 2)
-            if QSPLIT:
-                mbarrier.wait(qt_bar, seg & 1)
-                _q_split(qn_smem, qr_smem, qa_smem, qs_bars, seg, 1, BLOCK_H)
-                fence_async_shared()
-                _wg_barrier()
-                mbarrier.arrive(qs_bars.index(4), count=1)
-            mbarrier.wait(q_bar, seg & 1)           # (QSPLIT: WG0's half written)
+            mbarrier.wait(q_bar, seg & 1)
             qk = _qk_load(l_smem, seg, rows_s, BLOCK_H)[:, None]
             _wg_barrier()       # every thread has its multipliers before any thread's exchange reuses the slot
         else:
@@ -736,8 +704,7 @@ def _mla_decode_hopper_pp_kernel(
                    out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
                    stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                    qn_smem, qr_smem, kn_bufs, kr_bufs, None, None, 1.0, None,
-                   PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, False, False, WG1_REGS, 0,
-                   STAMPS)
+                   PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, False, False, WG1_REGS, STAMPS)
 
 
 @gluon.jit(do_not_specialize=["B"])
@@ -762,7 +729,6 @@ def _mla_decode_hopper_pp_fp8_kernel(
     WG1_REGS: gl.constexpr = 256,
     RELOAD: gl.constexpr = 1,
     WG1_FIRST: gl.constexpr = 0,
-    QSPLIT: gl.constexpr = 0,
     STAMPS=None,
 ):
     """The ping-pong kernel on a per-tensor fp8 cache (the arguments of the fp8 heads-on-M kernel,
@@ -798,7 +764,7 @@ def _mla_decode_hopper_pp_fp8_kernel(
                    stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                    qn_smem, qr_smem, kn_bufs, kr_bufs, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
                    PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, True,
-                   KV_SCALE_FROM_PTR, WG1_REGS, QSPLIT, STAMPS)
+                   KV_SCALE_FROM_PTR, WG1_REGS, STAMPS)
 
 
 @gluon.jit
@@ -808,18 +774,15 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
                    qn_smem, qr_smem, kn_bufs, kr_bufs, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
                    PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr,
                    BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr,
-                   FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, WG1_REGS: gl.constexpr, QSPLIT: gl.constexpr,
-                   STAMPS=None):
-    """Both kernels' P tile, maxima, sums and mbarriers, and the two warpgroups (QSPLIT: the query's maxima
-    exchanged and its two halves handed over, ``_q_split``)."""
+                   FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, WG1_REGS: gl.constexpr, STAMPS=None):
+    """Both kernels' P tile, maxima, sums and mbarriers, and the two warpgroups."""
     vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     p_smem = gl.allocate_shared_memory(qn_smem.dtype, [BLOCK_H, BLOCK_N],
                                        gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], qn_smem.dtype))
     m_smem = gl.allocate_shared_memory(gl.float32, [2 * BLOCK_H], vec)
     l_smem = gl.allocate_shared_memory(gl.float32, [4 * BLOCK_H], vec)
     c_bars = gl.allocate_shared_memory(gl.int64, [6, 1], mbarrier.MBarrierLayout())
-    # (QSPLIT: three more, in the same allocation: one more would not fit, session 20)
-    q_bars = gl.allocate_shared_memory(gl.int64, [5 if QSPLIT else 2, 1], mbarrier.MBarrierLayout())
+    q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     q_bar = q_bars.index(0)     # bf16: the query's TMA; fp8: WG0's arrival once the fp16 query is written
     qt_bar = q_bars.index(1)    # fp8: the bf16 query's TMA (``kernel_hopper_heads._q_issue``)
     p_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
@@ -831,16 +794,6 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
     for k in gl.static_range(2):
         mbarrier.init(p_bars.index(k), count=1)
         mbarrier.init(x_bars.index(k), count=1)
-    if QSPLIT:
-        # qs_bars 2, 3: the two halves' maxima; 4: WG1's half written. The maxima go through the P hand-off's
-        # maxima slots (each warpgroup its own, as there): free in a segment's prologue, which ends before either
-        # warpgroup's first hand-off (another 512 B would not fit)
-        qs_bars = q_bars        # (entries 2, 3, 4)
-        for k in gl.static_range(2, 5):
-            mbarrier.init(qs_bars.index(k), count=1)
-    else:
-        qs_bars = x_bars        # (unused)
-    qa_smem = m_smem
     # each warpgroup's layouts (4 warps): of the scores [64, BLOCK_N] and of its half of O [64, 256]
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
@@ -852,14 +805,14 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
-             qa_smem, qs_bars, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
+             kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, QSPLIT, STAMPS)),
+             KV_SCALE_FROM_PTR, STAMPS)),
         (_pp_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
-             qa_smem, qs_bars, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
+             kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, QSPLIT, STAMPS)),
+             KV_SCALE_FROM_PTR, STAMPS)),
     ], [4], [WG1_REGS])
