@@ -536,7 +536,10 @@ HOPPER_ON_M_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=64, NU
                         # each a whole score tile and half of O's columns); RELOAD: when WG0 reloads the left half
                         # of an odd tile's buffer; WG1_FIRST: WG1's softmax before its P.V MMAs
                         dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1), dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=0),
-                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1, WG1_FIRST=1)]
+                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1, WG1_FIRST=1),
+                        # INDEP = 1 (session 20, pinned only): WG1's softmax from its own running max, the pair's two
+                        # softmaxes at once
+                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1)]
 # bf16 tokens on M: PIPE 1 retires P.V(i - 1) at the top of tile i and issues the next load before tile i's wait;
 # PIPE 2 also keeps the softmax sum per token slot and takes the max across warps with one barrier.
 # RING 1 (session 13): the ring kernel (kernel_hopper_ring.py; it ignores NUM_BUF and PIPE), 25 chunk slots (up to
@@ -582,7 +585,8 @@ HOPPER_TOK_FP8_VARIANTS = [dict(V2=0, NUM_BUF=4, WIDEN=0, PROGRAMS_PER_SM=1),
 HOPPER_ON_M_FP8_VARIANTS = [dict(NUM_BUF=2, WOVL=1, PSMEM=0, XCH=1), dict(NUM_BUF=2, WOVL=1, PSMEM=1, XCH=1),
                             # PP = 1 (session 11): the ping-pong kernel on the fp8 cache, each tile widened in place
                             # by its owner (kernel_hopper_pp.py)
-                            dict(PP=1, RELOAD=1), dict(PP=1, RELOAD=1, WG1_FIRST=1), dict(PP=1, RELOAD=0)]
+                            dict(PP=1, RELOAD=1), dict(PP=1, RELOAD=1, WG1_FIRST=1), dict(PP=1, RELOAD=0),
+                            dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1)]
 # fp8_ds_mla (656-byte rows), H < 64: the second tokens-on-M kernel with DS = 1 (session 9: compiled on a CPU, not
 # yet run; pinned-only): the fixed config (2 buffers, 2 programs per SM, PREFETCH 0: PREFETCH 1 spills in the tile
 # loop), three buffers at one program per SM, the page ids a tile ahead. Pages below 64 tokens: the row gather,

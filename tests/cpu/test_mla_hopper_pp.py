@@ -182,3 +182,25 @@ def test_fp8_query_conversion_is_compact_code():
     converted = store_of(kernel_hopper_pp.STAMP_PRO + 4, landed)
     between = sum(landed < a < converted for a in addrs)
     assert 0 < between <= 800, between
+
+
+@pytest.mark.parametrize("fmt", ["bf16", "fp8"])
+def test_indep_keeps_the_schedule_and_the_tile_loops_free_of_spills(fmt):
+    """INDEP = 1 (pinned only; its GPU tests gated in tests/gpu/_unproven.py until they have run): WG1 runs its
+    tile's softmax from its own running max before waiting for WG0's P and max (the pair's two softmaxes at once
+    instead of one after the other), then scales its P and sum to the pair's max in registers. Compiled for sm_90:
+    the same shared memory, wgmmas asynchronous, no local loads in the tile loops; 0 or 1, with WG1_FIRST only."""
+    shipped = _hopper_compile(fmt, heads=128, page_size=64, config=dict(PP=1, RELOAD=1, WG1_FIRST=1))
+    indep = _hopper_compile(fmt, heads=128, page_size=64, config=dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1))
+    assert indep.metadata.shared == shipped.metadata.shared
+    sass = _sass(indep)
+    assert sass.count("WARPGROUP.DEPBAR") == _sass(shipped).count("WARPGROUP.DEPBAR")
+    assert _tile_loop_local_loads(sass) == 0
+    for cfg in (dict(PP=1, WG1_FIRST=1, INDEP=2), dict(PP=1, INDEP=1)):
+        q = torch.empty(2, 128, 576, dtype=torch.bfloat16)
+        kv = torch.empty(4, 64, 576, dtype=torch.bfloat16 if fmt == "bf16" else torch.float8_e4m3fn)
+        with pytest.raises(ValueError, match=f"config INDEP={cfg['INDEP']}: ") as err:
+            interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
+                                         0.04, 1.0, fmt, torch.empty(2, 128, 512, dtype=torch.bfloat16), False,
+                                         sms=132, config=cfg)
+        assert "\n" not in str(err.value)

@@ -280,13 +280,15 @@ HEADS_VARIANTS = [("bf16", dict(PSMEM=1)), ("bf16", dict(PSMEM=1, XCH=1)), ("bf1
                   ("bf16", dict(PSMEM=1, XCH=1, EARLY=1)), ("bf16", dict(BLOCK_N=32, NUM_BUF=4, XCH=1, EARLY=1)),
                   # the ping-pong kernel (kernel_hopper_pp.py)
                   ("bf16", dict(PP=1, RELOAD=1)), ("bf16", dict(PP=1, RELOAD=0)),
-                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1))]
+                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1)),
+                  # INDEP (session 20): WG1's softmax from its own running max
+                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1))]
 HEADS_VARIANTS += [("fp8", dict(WOVL=w, PSMEM=p, XCH=x, LSUM=l, MAX1=m))
                    for w, p, x, l, m in ((0, 0, 0, 0, 0), (1, 0, 0, 0, 0), (1, 0, 1, 0, 0), (0, 1, 1, 0, 0),
                                          (1, 1, 1, 0, 0), (1, 1, 0, 1, 1))]
 # the ping-pong kernel on an fp8 cache (session 11: each tile widened in place by its owner)
 HEADS_VARIANTS += [("fp8", dict(PP=1, RELOAD=1)), ("fp8", dict(PP=1, RELOAD=0)),
-                   ("fp8", dict(PP=1, RELOAD=1, WG1_FIRST=1))]
+                   ("fp8", dict(PP=1, RELOAD=1, WG1_FIRST=1)), ("fp8", dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1))]
 
 
 @pytest.mark.parametrize("kv_format,variant", HEADS_VARIANTS,
@@ -360,7 +362,8 @@ def test_more_requests_than_one_split_step(heads, kv_format, path):
 # (None: the tuned path, which runs the ping-pong kernel for bf16 at H = 128 and the second fp8 tokens-on-M kernel
 # at this batch of 10; the leading padding slot added after its first run)
 ZERO_LEN_CASES = [(128, "bf16", None), (128, "bf16", dict(PP=0)), (128, "fp8", None), (128, "fp8", dict(PP=1)),
-                  (16, "bf16", None), (16, "fp8", None), (16, "fp8", dict(V2=0))]
+                  (16, "bf16", None), (16, "fp8", None), (16, "fp8", dict(V2=0)),
+                  (128, "bf16", dict(PP=1, WG1_FIRST=1, INDEP=1)), (128, "fp8", dict(PP=1, WG1_FIRST=1, INDEP=1))]
 
 
 @pytest.mark.parametrize("heads,kv_format,config", ZERO_LEN_CASES,
@@ -368,6 +371,7 @@ ZERO_LEN_CASES = [(128, "bf16", None), (128, "bf16", dict(PP=0)), (128, "fp8", N
                               for h, f, c in ZERO_LEN_CASES])
 def test_zero_length_requests_get_zeros_and_leave_the_others_right(heads, kv_format, config):
     _hopper_or_skip()
+    skip_unproven(config or {})
     lens = [0, 100, 0, 3000, 0, 0, 65, 1, 4096, 0]
     seed = _seed()
     x = _inputs(len(lens), heads, 64, kv_format, max(lens), seed)

@@ -343,7 +343,8 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
-            o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, STAMPS=None):
+            o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
+            STAMPS=None):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; loads the query (``FP8``: the fp16
     query scaled per head, written by this warpgroup, and each fp8 tile's TMA into its left half)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -509,7 +510,8 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
-            o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, STAMPS=None):
+            o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
+            STAMPS=None):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511 (``FP8``: instead of reloading the
     right half of a buffer, it tells WG0 the half is free, on mbarrier ``stage * 3 + 1``)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -591,25 +593,51 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     # hand-off to WG0 is not held up by P(r) V_R(r) (with the order below ptxas retires that MMA before
                     # the softmax's exponentials anyway). P(r) is read back from p_smem, scaled by this tile's max step
                     # and used from registers, since O is rescaled once for both tiles.
-                    mbarrier.wait(p_bars.index(0), p0_phase)
-                    _stamp_tile(STAMPS, srow, g // 2, 3, 4)
-                    p0_phase ^= 1
-                    m_e = m_smem.slice(0, BLOCK_H).load(rows_s)
-                    alpha = gl.exp2(m_i - m_e)
-                    s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
-                    _stamp_tile(STAMPS, srow, g // 2, 1, 4)
-                    if FP8:
-                        _zero_tail(kn_o, n_valid - BLOCK_N, BLOCK_N)
-                    if (r + 3 < n) and (not FP8):
-                        _issue_rope(kv_rope_desc, kr_bufs.index(1 - stage), c_bars, pt_base, j + 3, 1 - stage,
-                                    PAGE_SIZE, BLOCK_N)
-                    valid = (j + 1) * BLOCK_N + offs_tok < seq_len
-                    p, beta, m_i, l_i = _softmax_step(s, m_e, l_i * alpha, valid, qk)
+                    if INDEP:
+                        # INDEP = 1: this tile's softmax from this warpgroup's own running max, before WG0's P(r)
+                        # and max are waited for (the two softmaxes of a pair run at once instead of one after the
+                        # other); then the pair's max: this P and sum scaled down to it in registers, P(r) as below.
+                        # The max handed to WG0 is at least WG0's own, so WG0 is unchanged.
+                        s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
+                        _stamp_tile(STAMPS, srow, g // 2, 1, 4)
+                        if FP8:
+                            _zero_tail(kn_o, n_valid - BLOCK_N, BLOCK_N)
+                        if (r + 3 < n) and (not FP8):
+                            _issue_rope(kv_rope_desc, kr_bufs.index(1 - stage), c_bars, pt_base, j + 3, 1 - stage,
+                                        PAGE_SIZE, BLOCK_N)
+                        valid = (j + 1) * BLOCK_N + offs_tok < seq_len
+                        p, alpha, m_own, l_i = _softmax_step(s, m_i, l_i, valid, qk)
+                        mbarrier.wait(p_bars.index(0), p0_phase)
+                        _stamp_tile(STAMPS, srow, g // 2, 3, 4)
+                        p0_phase ^= 1
+                        m_e = m_smem.slice(0, BLOCK_H).load(rows_s)
+                        m_i = gl.maximum(m_own, m_e)
+                        c_own = gl.exp2(m_own - m_i)
+                        beta = gl.exp2(m_e - m_i)
+                        p = p * c_own[:, None]
+                        l_i = l_i * c_own
+                        o_scale = alpha * c_own
+                    else:
+                        mbarrier.wait(p_bars.index(0), p0_phase)
+                        _stamp_tile(STAMPS, srow, g // 2, 3, 4)
+                        p0_phase ^= 1
+                        m_e = m_smem.slice(0, BLOCK_H).load(rows_s)
+                        alpha = gl.exp2(m_i - m_e)
+                        s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
+                        _stamp_tile(STAMPS, srow, g // 2, 1, 4)
+                        if FP8:
+                            _zero_tail(kn_o, n_valid - BLOCK_N, BLOCK_N)
+                        if (r + 3 < n) and (not FP8):
+                            _issue_rope(kv_rope_desc, kr_bufs.index(1 - stage), c_bars, pt_base, j + 3, 1 - stage,
+                                        PAGE_SIZE, BLOCK_N)
+                        valid = (j + 1) * BLOCK_N + offs_tok < seq_len
+                        p, beta, m_i, l_i = _softmax_step(s, m_e, l_i * alpha, valid, qk)
+                        o_scale = alpha * beta
                     if (not FP8) and (n_valid < BLOCK_N):
                         _zero_half(kn, c_bars, stage, phase, n_valid, 1, BLOCK_N)
                     pe = (p_smem.load(s_layout).to(gl.float32) * beta[:, None]).to(p_smem.dtype)
                     _wg_barrier()          # every thread has read P(r) before P(r + 1) overwrites it
-                    o_done = o_done * gl.convert_layout(alpha * beta, rows_o)[:, None]
+                    o_done = o_done * gl.convert_layout(o_scale, rows_o)[:, None]
                     _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
                     _stamp_tile(STAMPS, srow, g // 2, 2, 4)
                     pe_op = gl.convert_layout(pe, p_layout)
@@ -679,6 +707,7 @@ def _mla_decode_hopper_pp_kernel(
     WG1_REGS: gl.constexpr = 256,
     RELOAD: gl.constexpr = 1,
     WG1_FIRST: gl.constexpr = 0,
+    INDEP: gl.constexpr = 0,
     STAMPS=None,
 ):
     """Grid ``(H // 64, P)``, as ``kernel_hopper._mla_decode_hopper_kernel`` (same arguments), but
@@ -704,7 +733,8 @@ def _mla_decode_hopper_pp_kernel(
                    out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
                    stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                    qn_smem, qr_smem, kn_bufs, kr_bufs, None, None, 1.0, None,
-                   PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, False, False, WG1_REGS, STAMPS)
+                   PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, False, False, WG1_REGS, INDEP,
+                   STAMPS)
 
 
 @gluon.jit(do_not_specialize=["B"])
@@ -729,6 +759,7 @@ def _mla_decode_hopper_pp_fp8_kernel(
     WG1_REGS: gl.constexpr = 256,
     RELOAD: gl.constexpr = 1,
     WG1_FIRST: gl.constexpr = 0,
+    INDEP: gl.constexpr = 0,
     STAMPS=None,
 ):
     """The ping-pong kernel on a per-tensor fp8 cache (the arguments of the fp8 heads-on-M kernel,
@@ -764,7 +795,7 @@ def _mla_decode_hopper_pp_fp8_kernel(
                    stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                    qn_smem, qr_smem, kn_bufs, kr_bufs, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
                    PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, True,
-                   KV_SCALE_FROM_PTR, WG1_REGS, STAMPS)
+                   KV_SCALE_FROM_PTR, WG1_REGS, INDEP, STAMPS)
 
 
 @gluon.jit
@@ -774,7 +805,8 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
                    qn_smem, qr_smem, kn_bufs, kr_bufs, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
                    PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr,
                    BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr,
-                   FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, WG1_REGS: gl.constexpr, STAMPS=None):
+                   FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, WG1_REGS: gl.constexpr, INDEP: gl.constexpr,
+                   STAMPS=None):
     """Both kernels' P tile, maxima, sums and mbarriers, and the two warpgroups."""
     vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     p_smem = gl.allocate_shared_memory(qn_smem.dtype, [BLOCK_H, BLOCK_N],
@@ -807,12 +839,12 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
              kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, STAMPS)),
+             KV_SCALE_FROM_PTR, INDEP, STAMPS)),
         (_pp_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
              kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, STAMPS)),
+             KV_SCALE_FROM_PTR, INDEP, STAMPS)),
     ], [4], [WG1_REGS])
