@@ -12,8 +12,9 @@ import pytest
 # kernel with one program an SM, in session 13; RING_TWO_PER_SM and RING_EARLY_S in session 14, run 1; WLOOP, the fp8
 # ping-pong kernel's widening as a loop, in session 20, run 1, then removed: slower; MERGE, the second fp8
 # tokens-on-M kernel merging its partials itself, passed in session 20, run 3, and was removed: slower; QSPLIT, the fp8
-# ping-pong kernel's query conversion split over its warpgroups, passed in session 20, run 5, removed: slower)
-UNPROVEN: dict[str, str] = {"INDEP": "the ping-pong kernels' independent WG1 softmax (INDEP, session 20)"}
+# ping-pong kernel's query conversion split over its warpgroups, passed in session 20, run 5, removed: slower;
+# INDEP, the ping-pong kernels' independent WG1 softmax, in session 20, run 9)
+UNPROVEN: dict[str, str] = {}
 
 
 def skip_unproven(config: dict) -> None:

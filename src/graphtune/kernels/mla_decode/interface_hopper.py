@@ -72,8 +72,12 @@ PP_NAME = "mla_decode_hopper_pp"
 # 0.2009 ms against 0.0468 / 0.1349 / 0.2024 at batch 8 / 32 / 64, and loses at 1 (0.0237 against 0.0222; H200,
 # session 18 run 5).
 PP_FP8_MIN_BATCH = 8
+# INDEP = 1 (session 20): WG1's softmax from its own running max, the pair's two softmaxes at once
+# (kernel_hopper_pp._pp_wg1); on the H200 (run 9) 0.1088 / 0.1961 ms against 0.1105 / 0.2013 at batch 32 / 64 and
+# 0.0413 against 0.0401 at 8 (bf16: within 1% at 1-32, 2% slower at 64; not in its space): per bucket the tuner picks.
 HOPPER_PP_FP8_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1),
-                                             dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=0)]
+                                             dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=0),
+                                             dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1)]
 PP_FP8_NAME = "mla_decode_hopper_pp_fp8"
 # H < 64 (16, 32, 48): the tokens-on-M kernel, 16 heads and one warpgroup per program; 168,728 B of shared
 # memory (a third 72 KB buffer would not fit; BLOCK_N = 32 is not possible: a wgmma's M is a multiple of 64).
