@@ -12,7 +12,9 @@ without and with the stamps (CUDA graph replay over rotating input sets larger t
 shows), then runs it stamped on the last input set and prints: the kernel's span (first entry to last exit, by the
 global timer), how entries and exits spread, and per program (medians over programs, in ns from the SM clock):
 the work split, the query's preparation, the first tile's wait, the steady tile period, how much of it the program
-waited for data, and the end (last tile to exit). ``--lengths`` also times the split kernel alone and the decode
+waited for data, and the end (last tile to exit); and per SM (session 20, run 11: SMs with equal work finished
+2.5-4 us apart, the kernel ending with the last) the first, median and last SM's last exit, how far apart the rows of
+one SM exit, and how many rows got no tiles. ``--lengths`` also times the split kernel alone and the decode
 (public call) at other request lengths, so that a line through the times gives each cell's fixed cost.
 
     PYTHONPATH=src python benchmarks/probes/timeline.py --out benchmarks/results/timeline.json
@@ -39,6 +41,7 @@ from graphtune.kernels.mla_decode import bench, interface, interface_hopper, ker
 ROW = int(kernel_hopper.STAMP_ROW)
 T0 = int(kernel_hopper.STAMP_TILE0)
 TILES = int(kernel_hopper.STAMP_TILES)
+SMID = int(kernel_hopper.STAMP_SMID)
 PP_CONFIG = {"BLOCK_N": 64, "PP": 1, "RELOAD": 1, "WG1_FIRST": 1}
 
 
@@ -103,6 +106,15 @@ def analyse(raw: torch.Tensor, pp: bool) -> dict:
            "exit_ns": {q: _pct([r[1] - t_in for _, r in live], q) for q in (0.0, 0.5, 0.9, 1.0)},
            "split_ns": med([ns(r[4] - r[3]) for _, r in live]),
            "ready_ns": med([ns(r[5] - r[4]) for _, r in live])}
+    # per SM (global timer): the last exit of its rows with tiles, and how far apart those rows exit (two programs
+    # an SM, or a ping-pong program's two warpgroups); rows without tiles (an even split's idle programs)
+    by_sm: dict[int, list[int]] = {}
+    for _, r in live:
+        by_sm.setdefault(r[SMID], []).append(r[1] - t_in)
+    last = [max(v) for v in by_sm.values()]
+    out.update({"idle_rows": len(rows) - len(live), "sms": len(by_sm),
+                "sm_last_exit_ns": {q: _pct(last, q) for q in (0.0, 0.5, 1.0)},
+                "sm_exit_gap_ns": med([max(v) - min(v) for v in by_sm.values() if len(v) > 1])})
     firsts, periods, waits, ends, busy = [], [], [], [], []
     # ping-pong, per warpgroup: loop top -> own scores retired -> own P handed off; the other's P: WG0 waits for it
     # after its hand-off, WG1 (WG1_FIRST) before its scores' wait
@@ -217,6 +229,10 @@ def main(argv: list[str] | None = None) -> int:
               f"+{t['entry_ns'][1.0] / 1e3:.2f} us (median / p90 / last); exits "
               + " / ".join(f"{t['exit_ns'][q] / 1e3:.1f}" for q in (0.0, 0.5, 0.9, 1.0)) + " us (first / median / "
               "p90 / last)")
+        print(f"  per SM ({t['sms']} with tiles, {t['idle_rows']} rows without): last exits "
+              + " / ".join(f"{t['sm_last_exit_ns'][q] / 1e3:.1f}" for q in (0.0, 0.5, 1.0))
+              + f" us (first / median / last SM); the rows of one SM exit a median {t['sm_exit_gap_ns'] / 1e3:.1f} us "
+              "apart")
         line = (f"  per program (median): split {t['split_ns']:.0f} ns, query ready {t['ready_ns']:.0f}, first tile "
                 f"{t['first_tile_ns']:.0f}, period {t['period_ns']:.0f} (p90 {t['period_p90_ns']:.0f}), end "
                 f"{t['end_ns']:.0f}")

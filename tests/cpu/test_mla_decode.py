@@ -11,6 +11,7 @@ NaN, and compares against the fp32 reference on the dequantised cache: relative 
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -755,8 +756,20 @@ def test_timeline_reads_program_stamps():
             r[t0 + 2 * k + 1] = r[t0 + 2 * k] + round(1500 * ghz)
         r[int(kh.STAMP_CLK_OUT)] = r[t0 + 9] + round(250 * ghz)
         r[int(kh.STAMP_GT_OUT)] = start + round(int(r[int(kh.STAMP_CLK_OUT)] - 7) / ghz)
+    # two programs an SM (SMs 0, 1, 2), and a seventh row that got no tiles (an even split's idle program)
+    for p in range(6):
+        raw[p, int(kh.STAMP_SMID)] = p // 2
+    idle = torch.zeros(1, row, dtype=torch.int64)
+    idle[0, int(kh.STAMP_SMID)] = 3
+    idle[0, int(kh.STAMP_GT_IN)] = 100
+    idle[0, int(kh.STAMP_GT_OUT)] = 900
+    raw = torch.cat([raw, idle])
     t = tl.analyse(raw, pp=False)
     assert t["sm_ghz"] == pytest.approx(ghz, rel=1e-3) and t["live"] == 6
+    exits = raw[:6, int(kh.STAMP_GT_OUT)].tolist()
+    assert t["idle_rows"] == 1 and t["sms"] == 3
+    assert t["sm_last_exit_ns"][1.0] == max(exits) and t["sm_last_exit_ns"][0.0] == max(exits[:2])
+    assert t["sm_exit_gap_ns"] == pytest.approx(statistics.median(exits[2 * k + 1] - exits[2 * k] for k in range(3)))
     for key, ns in (("split_ns", 400), ("ready_ns", 900), ("first_tile_ns", 300), ("period_ns", 2000),
                     ("wait_ns", 500), ("busy_ns", 1500), ("end_ns", 250)):
         assert t[key] == pytest.approx(ns, abs=2), key
