@@ -593,19 +593,26 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     # hand-off to WG0 is not held up by P(r) V_R(r) (with the order below ptxas retires that MMA before
                     # the softmax's exponentials anyway). P(r) is read back from p_smem, scaled by this tile's max step
                     # and used from registers, since O is rescaled once for both tiles.
+                    #
+                    # INDEP = 1: this tile's softmax from this warpgroup's own running max, before WG0's P(r) and
+                    # max are waited for (the two softmaxes of a pair run at once instead of one after the other);
+                    # then the pair's max: this P and sum scaled down to it in registers, P(r) as below. The max
+                    # handed to WG0 is at least WG0's own, so WG0 is unchanged.
+                    if INDEP == 0:
+                        mbarrier.wait(p_bars.index(0), p0_phase)
+                        _stamp_tile(STAMPS, srow, g // 2, 3, 4)
+                        p0_phase ^= 1
+                        m_e = m_smem.slice(0, BLOCK_H).load(rows_s)
+                        alpha = gl.exp2(m_i - m_e)
+                    s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
+                    _stamp_tile(STAMPS, srow, g // 2, 1, 4)
+                    if FP8:
+                        _zero_tail(kn_o, n_valid - BLOCK_N, BLOCK_N)
+                    if (r + 3 < n) and (not FP8):
+                        _issue_rope(kv_rope_desc, kr_bufs.index(1 - stage), c_bars, pt_base, j + 3, 1 - stage,
+                                    PAGE_SIZE, BLOCK_N)
+                    valid = (j + 1) * BLOCK_N + offs_tok < seq_len
                     if INDEP:
-                        # INDEP = 1: this tile's softmax from this warpgroup's own running max, before WG0's P(r)
-                        # and max are waited for (the two softmaxes of a pair run at once instead of one after the
-                        # other); then the pair's max: this P and sum scaled down to it in registers, P(r) as below.
-                        # The max handed to WG0 is at least WG0's own, so WG0 is unchanged.
-                        s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
-                        _stamp_tile(STAMPS, srow, g // 2, 1, 4)
-                        if FP8:
-                            _zero_tail(kn_o, n_valid - BLOCK_N, BLOCK_N)
-                        if (r + 3 < n) and (not FP8):
-                            _issue_rope(kv_rope_desc, kr_bufs.index(1 - stage), c_bars, pt_base, j + 3, 1 - stage,
-                                        PAGE_SIZE, BLOCK_N)
-                        valid = (j + 1) * BLOCK_N + offs_tok < seq_len
                         p, alpha, m_own, l_i = _softmax_step(s, m_i, l_i, valid, qk)
                         mbarrier.wait(p_bars.index(0), p0_phase)
                         _stamp_tile(STAMPS, srow, g // 2, 3, 4)
@@ -618,19 +625,6 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                         l_i = l_i * c_own
                         o_scale = alpha * c_own
                     else:
-                        mbarrier.wait(p_bars.index(0), p0_phase)
-                        _stamp_tile(STAMPS, srow, g // 2, 3, 4)
-                        p0_phase ^= 1
-                        m_e = m_smem.slice(0, BLOCK_H).load(rows_s)
-                        alpha = gl.exp2(m_i - m_e)
-                        s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
-                        _stamp_tile(STAMPS, srow, g // 2, 1, 4)
-                        if FP8:
-                            _zero_tail(kn_o, n_valid - BLOCK_N, BLOCK_N)
-                        if (r + 3 < n) and (not FP8):
-                            _issue_rope(kv_rope_desc, kr_bufs.index(1 - stage), c_bars, pt_base, j + 3, 1 - stage,
-                                        PAGE_SIZE, BLOCK_N)
-                        valid = (j + 1) * BLOCK_N + offs_tok < seq_len
                         p, beta, m_i, l_i = _softmax_step(s, m_e, l_i * alpha, valid, qk)
                         o_scale = alpha * beta
                     if (not FP8) and (n_valid < BLOCK_N):
