@@ -63,12 +63,13 @@ def _config(fmt: str, heads: int, overlay: dict | None = None) -> dict:
     raise SystemExit("timeline: bf16 with H < 64 runs a kernel without stamps (the tokens-on-M bf16 kernel)")
 
 
-def _launcher(x: dict, fmt: str, heads: int, sms: int, overlay: dict | None = None):
-    """The pinned split kernel on inputs ``x``: a call taking the stamp buffer (or None) and the rows it needs."""
+def _launcher(x: dict, fmt: str, heads: int, sms: int, overlay: dict | None = None, config: dict | None = None):
+    """The pinned split kernel on inputs ``x`` (``config``, else the cell's with ``overlay``): a call taking the
+    stamp buffer (or None) and the rows it needs."""
     sm_scale = 1.0 / math.sqrt(576)
     args, grid, consts, _ = interface_hopper.hopper_call(
         x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm_scale, x["kv_scale"], fmt, x["out"], False,
-        sms=sms, config=_config(fmt, heads, overlay))
+        sms=sms, config=config if config is not None else _config(fmt, heads, overlay))
     fn, consts = interface_hopper._kernel_and_params(heads, fmt, consts)
     rows = grid[0] * grid[1] * (2 if consts.get("PP") else 1)
 

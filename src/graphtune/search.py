@@ -418,9 +418,10 @@ def _bench_call(space: Space, config, args, kwargs, grid, nargs) -> Callable[[],
 def _rotating_calls(space: Space, candidates, alive, args, kwargs, grid, nargs) -> tuple[list[list[Callable[[], Any]]],
                                                                                         bool]:
     """Per candidate, launches over several copies of the inputs so consecutive launches in a replayed graph do
-    not hit L2 (the bytes they touch together exceed twice the L2: ``rotation_copies``). Memory: at most GRAPHTUNE_TIMER_MEM_MB of copies,
-    freed when tuning ends. A tensor descriptor is rebuilt over a copy of its base (same strides), and each
-    candidate's pre-hook runs on each copy's arguments when its launches are captured."""
+    not hit L2 (the bytes they touch together exceed twice the L2: ``rotation_copies``). Memory: at most
+    GRAPHTUNE_TIMER_MEM_MB of copies, freed when tuning ends. A tensor descriptor is rebuilt over a copy of its base
+    (same strides), and each candidate's pre-hook runs on each copy's arguments when its launches are captured. Also
+    whether the copies keep the L2 cold (else the timer flushes it)."""
     from .timing import l2_bytes
     n_copies, cold = rotation_copies(list(args) + list(kwargs.values()), l2_bytes(), settings.timer_mem_mb() * 2**20)
     sets = [(args, kwargs, nargs)]

@@ -12,10 +12,10 @@ default (what a capture-time miss falls back to). Each candidate is timed with t
 (``followed_by=reduction.after_hopper_split``, launched as the decode launches it): configs with more programs an SM
 leave more partials to merge, and the reduction's programmatic launch costs the two-buffer configs at batch 8 what
 it saves the three-buffer ones (session 20: timed without it, the fp8 tokens-on-M tuning picked two buffers and two
-programs an SM at batch 8, 15% slower as a decode than three buffers and one). ``SECOND`` gives a shape class a second kernel that the tuned
-path runs from a measured batch up, tuned per bucket over its own space under its own name: fp8 with H < 64 the
-second tokens-on-M kernel, bf16 and fp8 with H % 64 == 0 the ping-pong kernel, fp8_ds_mla (H < 64) the DS kernel from
-batch 1 (its only Hopper kernel). Kernel names for ``graphtune.force`` /
+programs an SM at batch 8, 15% slower as a decode than three buffers and one). ``SECOND`` gives a shape class a
+second kernel that the tuned path runs from a measured batch up, tuned per bucket over its own space under its own
+name: fp8 with H < 64 the second tokens-on-M kernel, bf16 and fp8 with H % 64 == 0 the ping-pong kernel, fp8_ds_mla
+(H < 64) the DS kernel from batch 1 (its only Hopper kernel). Kernel names for ``graphtune.force`` /
 ``GRAPHTUNE_FORCE``: ``KERNEL_NAMES`` and ``SECOND``'s. Where a config changes the KV tile (``BLOCK_N``), its
 pre-hook (``_kv_tiles``) rebuilds the KV descriptors for it before every launch (host work only: capture-safe).
 

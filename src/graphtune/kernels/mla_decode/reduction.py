@@ -42,10 +42,10 @@ from .reference import D_NOPE
 # 8: 0.0360 -> 0.0360 and 0.0368 -> 0.0358), batches 64 and 128 within 0.6% either way, and batch 1 slower in fp8 H =
 # 16 both times (0.0133 -> 0.0147, 0.0136 -> 0.0155). Session 13 timed it without the split kernels' trigger: no gain.
 # The portable split kernel gives no trigger: its reduction launches plainly. The tuner's follow-up
-# (after_hopper_split, after_split) launches it the same way, so a tuned config is timed as the decode runs it: at fp8 H = 16, batch 8 the two-buffer
-# configs ran 1.4 us slower with it and the three-buffer ones 0.5 us faster (H200, session 20 run 2,
-# benchmarks/probes/pick_check.py: 0.0188 / 0.0162 ms against 0.0174 / 0.0167 with a plain launch), and the tuner,
-# timing plain launches, picked two buffers.
+# (after_hopper_split, after_split) launches it the same way, so a tuned config is timed as the decode runs it: at fp8
+# H = 16, batch 8 the two-buffer configs ran 1.4 us slower with it and the three-buffer ones 0.5 us faster (H200,
+# session 20 run 2, benchmarks/probes/pick_check.py: 0.0188 / 0.0162 ms against 0.0174 / 0.0167 with a plain launch),
+# and the tuner, timing plain launches, picked two buffers.
 PDL_MIN_BATCH = 8
 _REDUCE_SMALL = (64, 1, 128, 4)
 _REDUCE_ROWS = 8         # (slot, head) rows of 512 fp32 columns a program holds per step (4 warps: 32 a thread)
