@@ -495,14 +495,6 @@ def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
     if cfg.get("INDEP", 0) not in (0, 1) or (cfg.get("INDEP") and not cfg.get("WG1_FIRST")):
         raise ValueError(f"config INDEP={cfg.get('INDEP')}: the ping-pong kernel's independent softmax takes 0 or 1, "
                          f"and 1 with WG1_FIRST=1 only (got WG1_FIRST={cfg.get('WG1_FIRST', 0)})")
-    # CONV (pinned only): a third warpgroup widens the fp8 tiles (kernel_hopper_pp._pp_conv); the three warpgroups'
-    # registers a thread (WG0 takes what WG1_REGS and CONV_REGS leave) must fit the SM's 65,536
-    conv, wg1, conv_regs = cfg.get("CONV", 0), cfg.get("WG1_REGS", 256), cfg.get("CONV_REGS", 40)
-    if conv not in (0, 1) or (conv and fmt != "fp8") or (conv and not (24 <= conv_regs <= 256 and conv_regs % 8 == 0
-                                                                        and wg1 % 8 == 0 and wg1 + conv_regs <= 488)):
-        raise ValueError(f"config CONV={conv}: the ping-pong kernel's converter warpgroup takes 0 or 1, and 1 with an "
-                         f"fp8 cache and WG1_REGS + CONV_REGS <= 488 (multiples of 8, CONV_REGS >= 24), got kv_format "
-                         f"{fmt!r}, WG1_REGS={wg1}, CONV_REGS={conv_regs}")
 
 
 def _check_ring(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:

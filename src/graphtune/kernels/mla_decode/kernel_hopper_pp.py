@@ -58,8 +58,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from . import kernel_hopper
-from .kernel_hopper import (STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _launch_dependents,
-                            _load_rope, _split_start, _segment, _stamp, _stamp_out, _stamp_tile, _store_lse_and_segment, _store_o, _tma_load,
+from .kernel_hopper import (STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _load_rope, _split_start,
+                            _segment, _stamp, _stamp_out, _stamp_tile, _store_lse_and_segment, _store_o, _tma_load,
                             _zero_rows)
 from .kernel_hopper_heads import _REINTERPRET_PUBLIC, _q_chunks, _q_fp16, _q_issue
 
@@ -300,99 +300,6 @@ def _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, j, stage, PAGE_SIZE: gl.c
 
 
 @gluon.jit
-def _scores_widened(qn_smem, qr_smem, kn, kr, w_bar, phase, qz, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
-                    BLOCK_N: gl.constexpr):
-    """fp8 ping-pong, CONV = 1: S = Q K^T of a tile the converter warpgroup widened (``_pp_conv``), once its
-    arrival on ``w_bar`` says the whole fp16 tile and its rope rows are written; nine async wgmma groups as
-    ``_scores``."""
-    s = gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout)
-    q_chunks = _q_chunks(qn_smem, BLOCK_H, 64)
-    mbarrier.wait(w_bar, phase)
-    for c in gl.static_range(8):
-        s = warpgroup_mma(q_chunks.index(c + qz), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s,
-                          use_acc=c > 0, is_async=True)
-    return warpgroup_mma(qr_smem, kr.permute((1, 0)), s, is_async=True)
-
-
-@gluon.jit
-def _widen(k8, kn, kr, rope, n_valid, BLOCK_N: gl.constexpr):
-    """The converter's work on one tile (CONV = 1): the fp8 latent columns ``k8`` ([BLOCK_N, 512] in the first
-    32 KB of the fp16 buffer ``kn``) widened in place, in ``_widen_scores``'s order (blocks 3 and 2, whose fp16
-    bytes lie past the fp8 ones; past a barrier block 1, block 0 held in registers; past a second barrier block 0),
-    the rope rows into ``kr``, rows past the request's end zeroed (P.V would turn 0 * NaN into NaN); the stores
-    fenced for the wgmmas and every thread's done before the caller's arrival."""
-    layout: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [4, 1], [1, 0])
-    kr.store(rope.to(gl.float16))
-    for c in gl.static_range(2):
-        kn.slice((3 - c) * 128, 128, dim=1).store(k8.slice((3 - c) * 128, 128, dim=1).load(layout).to(gl.float16))
-    _wg_barrier()
-    kn.slice(128, 128, dim=1).store(k8.slice(128, 128, dim=1).load(layout).to(gl.float16))
-    x0 = k8.slice(0, 128, dim=1).load(layout)
-    _wg_barrier()
-    kn.slice(0, 128, dim=1).store(x0.to(gl.float16))
-    if n_valid < BLOCK_N:
-        _wg_barrier()
-        _zero_rows(kn, n_valid, BLOCK_N, _D_V, 4)
-    fence_async_shared()
-    _wg_barrier()
-
-
-_SPLIT_LAYOUT = gl.constexpr(gl.BlockedLayout([4], [32], [4], [0]))
-
-
-@gluon.jit
-def _split_share(sp_smem, sp_bar, t, t_stop, b, req_end):
-    """CONV = 1, WG0: the program's split (``_split_start``'s four values) for the converter, which would otherwise
-    compute it again with its own scratch memory for the split's reductions (~600 B, past the SM's shared memory)."""
-    offs = gl.arange(0, 4, layout=_SPLIT_LAYOUT)
-    sp_smem.store(gl.where(offs == 0, t, gl.where(offs == 1, t_stop, gl.where(offs == 2, b, req_end))))
-    _wg_barrier()
-    mbarrier.arrive(sp_bar, count=1)
-
-
-@gluon.jit
-def _split_take(sp_smem, sp_bar):
-    mbarrier.wait(sp_bar, 0)
-    offs = gl.arange(0, 4, layout=_SPLIT_LAYOUT)
-    v = sp_smem.load(_SPLIT_LAYOUT)
-    return (gl.sum(gl.where(offs == 0, v, 0), axis=0), gl.sum(gl.where(offs == 1, v, 0), axis=0),
-            gl.sum(gl.where(offs == 2, v, 0), axis=0), gl.sum(gl.where(offs == 3, v, 0), axis=0))
-
-
-@gluon.jit
-def _pp_conv(seq_lens_ptr, page_table_ptr, stride_pt_b, kv_ptr, kn_bufs, kr_bufs, k8_bufs, c_bars, w_bars,
-             sp_smem, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
-    """fp8 ping-pong, CONV = 1: a third warpgroup that widens every tile of the program, so that neither consumer
-    widens on its path to its score MMAs. It walks the program's tiles as the consumers do (``_split_start`` /
-    ``_segment``, from WG0's split: ``_split_share``; tile g of the program in buffer g % 2) and, for each, waits for WG1's P.V of tile g - 2 to
-    retire (mbarrier ``stage * 3 + 1``: the right half it writes; WG1 arrives for every tile) and for the fp8
-    columns to land (``stage * 3``: WG0 issued the TMA once its own P.V of tile g - 2, the left half's reader,
-    retired), widens (``_widen``) and arrives on ``w_bars[stage]``, which the tile's owner waits on before its
-    score MMAs. The rope rows come by plain loads a tile ahead."""
-    rope_layout: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [4, 1], [1, 0])
-    _launch_dependents()        # (every warp of the block gives it, as the consumers do in ``_split_start``)
-    t, t_stop, b, req_end = _split_take(sp_smem, w_bars.index(2))
-    g = 0
-    while t < t_stop:
-        b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
-            seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
-        rope = _load_rope(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout)
-        for j in range(i_first, i_stop):
-            stage = g % 2
-            rope_next = _load_rope(kv_ptr, pt_base, gl.minimum(j + 1, i_stop - 1), PAGE_SIZE, BLOCK_N, rope_layout)
-            if g >= 2:
-                mbarrier.wait(c_bars.index(stage * 3 + 1), ((g // 2) + 1) & 1)
-            mbarrier.wait(c_bars.index(stage * 3), (g // 2) & 1)
-            _widen(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn_bufs.index(stage), kr_bufs.index(stage), rope,
-                   seq_len - j * BLOCK_N, BLOCK_N)
-            mbarrier.arrive(w_bars.index(stage), count=1)
-            rope = rope_next
-            g += 1
-        t = seg_stop
-        b += 1
-
-
-@gluon.jit
 def _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j, stage, HALF: gl.constexpr,
             FP8: gl.constexpr, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
     """A warpgroup's P.V of buffer ``stage``'s half ``HALF`` retired, and the buffer takes tile j next. bf16: the TMA
@@ -433,11 +340,11 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
             stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
             qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
-            kv_ptr, kv_scale_ptr, kv_scale, k8_bufs, w_bars, sp_smem,
+            kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
-            CONV: gl.constexpr = 0, STAMPS=None):
+            STAMPS=None):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; loads the query (``FP8``: the fp16
     query scaled per head, written by this warpgroup, and each fp8 tile's TMA into its left half)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -446,8 +353,6 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
     rope_layout: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [4, 1], [1, 0])
     pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow = _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, 0,
                                                                               s_layout, B_CHUNK, BLOCK_N, BLOCK_H)
-    if CONV:
-        _split_share(sp_smem, w_bars.index(2), t, t_stop, b, req_end)
     if FP8:
         if KV_SCALE_FROM_PTR:
             kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
@@ -474,8 +379,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             if n > 1:
                 _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, i_first + 1, 1 - s0, PAGE_SIZE, BLOCK_N)
             _pro(STAMPS, srow, seg, 1)
-            if not CONV:
-                rope = _load_rope(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout)
+            rope = _load_rope(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout)
             _pro(STAMPS, srow, seg, 2)
             mbarrier.wait(qt_bar, seg & 1)
             _pro(STAMPS, srow, seg, 3)
@@ -517,10 +421,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             kn = kn_bufs.index(stage)
             j = i_first + r
             n_valid = seq_len - j * BLOCK_N
-            if FP8 and CONV:
-                s = _scores_widened(qn_smem, qr_smem, kn, kr_bufs.index(stage), w_bars.index(stage), phase, j >> 30,
-                                    s_layout, BLOCK_H, BLOCK_N)
-            elif FP8:
+            if FP8:
                 # tile r's fp8 columns landed; from the second pair on, WG1's P.V of tile r - 2 (the last reader of
                 # the right half the widening writes) retired
                 rope_next = _load_rope(kv_ptr, pt_base, gl.minimum(j + 2, i_stop - 1), PAGE_SIZE, BLOCK_N,
@@ -545,7 +446,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                             0, FP8, PAGE_SIZE, BLOCK_N)
             s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
             _stamp_tile(STAMPS, srow, g // 2, 1, 4)
-            if FP8 and (not CONV):
+            if FP8:
                 _zero_tail(kn, n_valid, BLOCK_N)
             if (r + 2 < n) and (not FP8):
                 # the score MMAs were the rope chunk's only reader
@@ -606,11 +507,11 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
             stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
             qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
-            kv_ptr, kv_scale_ptr, kv_scale, k8_bufs, w_bars, sp_smem,
+            kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
-            CONV: gl.constexpr = 0, STAMPS=None):
+            STAMPS=None):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511 (``FP8``: instead of reloading the
     right half of a buffer, it tells WG0 the half is free, on mbarrier ``stage * 3 + 1``)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -635,9 +536,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
         s0 = it % 2
         _pro(STAMPS, srow, seg, 0)
         if FP8:
-            if not CONV:
-                rope = _load_rope(kv_ptr, pt_base, gl.minimum(i_first + 1, i_stop - 1), PAGE_SIZE, BLOCK_N,
-                                  rope_layout)
+            rope = _load_rope(kv_ptr, pt_base, gl.minimum(i_first + 1, i_stop - 1), PAGE_SIZE, BLOCK_N, rope_layout)
             _pro(STAMPS, srow, seg, 2)
             mbarrier.wait(q_bar, seg & 1)
             qk = _qk_load(l_smem, seg, rows_s, BLOCK_H)[:, None]
@@ -675,10 +574,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 if k > 0:
                     _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 1, 1 - stage,
                             1, FP8, PAGE_SIZE, BLOCK_N)
-                if FP8 and CONV:
-                    s = _scores_widened(qn_smem, qr_smem, kn_o, kr_bufs.index(1 - stage), w_bars.index(1 - stage),
-                                        phase_o, j >> 30, s_layout, BLOCK_H, BLOCK_N)
-                elif FP8:
+                if FP8:
                     # this warpgroup's own tile: its fp8 columns landed (WG0 issued them once its P.V of the tile
                     # before in the buffer retired; this warpgroup's retired above)
                     rope_next = _load_rope(kv_ptr, pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N,
@@ -710,7 +606,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                         alpha = gl.exp2(m_i - m_e)
                     s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
                     _stamp_tile(STAMPS, srow, g // 2, 1, 4)
-                    if FP8 and (not CONV):
+                    if FP8:
                         _zero_tail(kn_o, n_valid - BLOCK_N, BLOCK_N)
                     if (r + 3 < n) and (not FP8):
                         _issue_rope(kv_rope_desc, kr_bufs.index(1 - stage), c_bars, pt_base, j + 3, 1 - stage,
@@ -753,7 +649,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     # (groups in flight: the score MMAs, then P(r) V_R(r))
                     s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
                     _stamp_tile(STAMPS, srow, g // 2, 1, 4)
-                    if FP8 and (not CONV):
+                    if FP8:
                         _zero_tail(kn_o, n_valid - BLOCK_N, BLOCK_N)
                     if (r + 3 < n) and (not FP8):
                         _issue_rope(kv_rope_desc, kr_bufs.index(1 - stage), c_bars, pt_base, j + 3, 1 - stage,
@@ -774,10 +670,6 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 o, m_i, l_i, p0_phase = _take_even(o_done, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars,
                                                    stage, phase, n_valid, s_layout, o_layout, BLOCK_N, FP8)
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
-        if FP8 and CONV:
-            # the converter waits for WG1's P.V of every tile (the loop's arrivals cover tiles u with u + 2 < n)
-            for u in range(gl.maximum(n - 2, 0), n):
-                mbarrier.arrive(c_bars.index(((it + u) % 2) * 3 + 1), count=1)
         _finish_segment(1, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
                         out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
                         stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H, STAMPS, srow)
@@ -836,7 +728,7 @@ def _mla_decode_hopper_pp_kernel(
                    stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                    qn_smem, qr_smem, kn_bufs, kr_bufs, None, None, 1.0, None,
                    PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, False, False, WG1_REGS, INDEP,
-                   0, 0, STAMPS)
+                   STAMPS)
 
 
 @gluon.jit(do_not_specialize=["B"])
@@ -862,8 +754,6 @@ def _mla_decode_hopper_pp_fp8_kernel(
     RELOAD: gl.constexpr = 1,
     WG1_FIRST: gl.constexpr = 0,
     INDEP: gl.constexpr = 0,
-    CONV: gl.constexpr = 0,
-    CONV_REGS: gl.constexpr = 40,
     STAMPS=None,
 ):
     """The ping-pong kernel on a per-tensor fp8 cache (the arguments of the fp8 heads-on-M kernel,
@@ -899,7 +789,7 @@ def _mla_decode_hopper_pp_fp8_kernel(
                    stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                    qn_smem, qr_smem, kn_bufs, kr_bufs, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
                    PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, True,
-                   KV_SCALE_FROM_PTR, WG1_REGS, INDEP, CONV, CONV_REGS, STAMPS)
+                   KV_SCALE_FROM_PTR, WG1_REGS, INDEP, STAMPS)
 
 
 @gluon.jit
@@ -910,7 +800,7 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
                    PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr,
                    BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr,
                    FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, WG1_REGS: gl.constexpr, INDEP: gl.constexpr,
-                   CONV: gl.constexpr, CONV_REGS: gl.constexpr, STAMPS=None):
+                   STAMPS=None):
     """Both kernels' P tile, maxima, sums and mbarriers, and the two warpgroups."""
     vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     p_smem = gl.allocate_shared_memory(qn_smem.dtype, [BLOCK_H, BLOCK_N],
@@ -930,56 +820,25 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
     for k in gl.static_range(2):
         mbarrier.init(p_bars.index(k), count=1)
         mbarrier.init(x_bars.index(k), count=1)
-    if CONV:
-        # a buffer widened (0, 1), WG0's split shared (2: ``_split_share``, into ``sp_smem``)
-        w_bars = gl.allocate_shared_memory(gl.int64, [3, 1], mbarrier.MBarrierLayout())
-        for k in gl.static_range(3):
-            mbarrier.init(w_bars.index(k), count=1)
-        sp_smem = gl.allocate_shared_memory(gl.int32, [4], vec)
-    else:
-        w_bars = x_bars     # (not used: a partition's arguments cannot be None)
-        sp_smem = m_smem
     # each warpgroup's layouts (4 warps): of the scores [64, BLOCK_N] and of its half of O [64, 256]
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, _HALF, 16])
     # (the argument tuples written out: a tuple bound to a name first loses its constexprs' types, triton 3.6)
-    # CONV = 1 (fp8): a third warpgroup widens the tiles (``_pp_conv``); the registers of the three must fit the
-    # SM's 64 K (4 warps each: WG0's, WG1_REGS and CONV_REGS a thread)
-    if CONV:
-        gl.warp_specialize([
-            (_pp_wg0, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
-                 out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
-                 stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-                 qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
-                 kv_ptr, kv_scale_ptr, kv_scale, k8_bufs, w_bars, sp_smem,
-                 PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-                 KV_SCALE_FROM_PTR, INDEP, CONV, STAMPS)),
-            (_pp_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
-                 out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
-                 stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-                 qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
-                 kv_ptr, kv_scale_ptr, kv_scale, k8_bufs, w_bars, sp_smem,
-                 PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-                 KV_SCALE_FROM_PTR, INDEP, CONV, STAMPS)),
-            (_pp_conv, (seq_lens_ptr, page_table_ptr, stride_pt_b, kv_ptr, kn_bufs, kr_bufs, k8_bufs, c_bars,
-                 w_bars, sp_smem, PAGE_SIZE, BLOCK_N)),
-        ], [4, 4], [WG1_REGS, CONV_REGS])
-    else:
-        gl.warp_specialize([
-            (_pp_wg0, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
-                 out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
-                 stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-                 qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
-                 kv_ptr, kv_scale_ptr, kv_scale, k8_bufs, w_bars, sp_smem,
-                 PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-                 KV_SCALE_FROM_PTR, INDEP, 0, STAMPS)),
-            (_pp_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
-                 out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
-                 stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-                 qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
-                 kv_ptr, kv_scale_ptr, kv_scale, k8_bufs, w_bars, sp_smem,
-                 PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-                 KV_SCALE_FROM_PTR, INDEP, 0, STAMPS)),
-        ], [4], [WG1_REGS])
+    gl.warp_specialize([
+        (_pp_wg0, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
+             out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
+             stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
+             qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
+             kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
+             PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
+             KV_SCALE_FROM_PTR, INDEP, STAMPS)),
+        (_pp_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
+             out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
+             stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
+             qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
+             kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
+             PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
+             KV_SCALE_FROM_PTR, INDEP, STAMPS)),
+    ], [4], [WG1_REGS])
