@@ -180,6 +180,8 @@ def cell(fmt: str, heads: int, batch: int, lengths: list[int], overlay: dict | N
     per = 4 if heads >= 64 else 2
     width = min(ROW, T0 + per * ((used + 1) // 2 if heads >= 64 else used))
     row["raw"] = buf[:, :width].cpu().tolist()
+    # (the ping-pong kernels' segment-end and prologue marks sit at the row's end: STAMP_PRO .. STAMP_FINISH + 2)
+    row["raw_tail"] = buf[:, ROW - 12:].cpu().tolist()
     if lengths:
         row["lengths"] = []
         for tokens in lengths:
