@@ -401,6 +401,8 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
         if cfg.get("DS"):
             raise ValueError(f"mla_decode: config {config}: DS=1 is the fp8_ds_mla loader, got kv_format {fmt!r}")
         _check_sibling_keys(on_m, fmt, cfg)
+    if cfg.get("OUT32", 0) not in (0, 1):
+        raise ValueError(f"mla_decode: config OUT32={cfg.get('OUT32')}: the whole-sector output stores take 0 or 1")
     v2 = bool(cfg.pop("V2", 0))
     pp = bool(cfg.get("PP", 0))
     if pp:
