@@ -540,17 +540,16 @@ HOPPER_ON_M_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=64, NU
                         # INDEP = 1 (session 20, pinned only): WG1's softmax from its own running max, the pair's two
                         # softmaxes at once
                         dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1),
-                        # OUT32 = 1 (session 21): a whole request's output in whole 32-byte sectors
-                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1, WG1_FIRST=1, OUT32=1)]
+                        # OUT32 = 0: a whole request's output stored in the wgmma layout's half sectors (whole sectors
+                        # are the default since session 21)
+                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1, WG1_FIRST=1, OUT32=0)]
 # bf16 tokens on M: PIPE 1 retires P.V(i - 1) at the top of tile i and issues the next load before tile i's wait;
-# PIPE 2 also keeps the softmax sum per token slot and takes the max across warps with one barrier; OUT32 = 1
-# (session 21) stores a whole request's output in whole 32-byte sectors.
+# PIPE 2 also keeps the softmax sum per token slot and takes the max across warps with one barrier.
 # RING 1 (session 13): the ring kernel (kernel_hopper_ring.py; it ignores NUM_BUF and PIPE), 25 chunk slots (up to
 # two tiles and seven chunks in flight), 18 (two tiles, as the first kernel's buffers), two programs an SM of 11, and
 # EARLY_S (a tile's score MMAs queued behind the previous tile's P.V) with 25 and 18.
 HOPPER_TOK_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=64, NUM_BUF=2, PIPE=1),
-                       dict(BLOCK_N=64, NUM_BUF=2, PIPE=2), dict(BLOCK_N=64, NUM_BUF=2, PIPE=2, OUT32=1),
-                       dict(BLOCK_N=64, RING=1, NUM_SLOTS=25),
+                       dict(BLOCK_N=64, NUM_BUF=2, PIPE=2), dict(BLOCK_N=64, RING=1, NUM_SLOTS=25),
                        dict(BLOCK_N=64, RING=1, NUM_SLOTS=18), dict(BLOCK_N=64, RING=1, NUM_SLOTS=11, PROGRAMS_PER_SM=2),
                        dict(BLOCK_N=64, RING=1, NUM_SLOTS=25, EARLY_S=1), dict(BLOCK_N=64, RING=1, NUM_SLOTS=18, EARLY_S=1)]
 # The fp8 tokens-on-M kernel: how V^T reaches the P.V wgmma (WIDEN 0: byte gathers into registers; 1: widened
@@ -591,7 +590,7 @@ HOPPER_ON_M_FP8_VARIANTS = [dict(NUM_BUF=2, WOVL=1, PSMEM=0, XCH=1), dict(NUM_BU
                             # by its owner (kernel_hopper_pp.py)
                             dict(PP=1, RELOAD=1), dict(PP=1, RELOAD=1, WG1_FIRST=1), dict(PP=1, RELOAD=0),
                             dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1),
-                            dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1, OUT32=1)]
+                            dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1, OUT32=0)]
 # fp8_ds_mla (656-byte rows), H < 64: the second tokens-on-M kernel with DS = 1 (session 9: compiled on a CPU, not
 # yet run; pinned-only): the fixed config (2 buffers, 2 programs per SM, PREFETCH 0: PREFETCH 1 spills in the tile
 # loop), three buffers at one program per SM, the page ids a tile ahead. Pages below 64 tokens: the row gather,

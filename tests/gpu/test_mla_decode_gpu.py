@@ -167,17 +167,6 @@ def test_hopper_matches_reference(heads, page_size, lens):
         assert float((lse - ref_lse).abs().max()) <= 2e-3, f"seed {seed}, {sms} SMs"
 
 
-@pytest.mark.parametrize("heads,page_size,lens", [c for c in HOPPER_CASES if c[0] < 64],
-                         ids=[f"H{h}-ps{ps}-B{len(lens)}" for h, ps, lens in HOPPER_CASES if h < 64])
-def test_hopper_tokens_on_m_out32_matches_reference(heads, page_size, lens, monkeypatch):
-    """OUT32 = 1 (session 21) on the bf16 tokens-on-M kernel: a whole request's output through the whole-sector
-    layout (``kernel_hopper.SECTORS_TOKENS_ON_M``), as the test above (at 7 and 1 SMs every request is whole)."""
-    _hopper_or_skip()
-    skip_unproven(dict(OUT32=1))
-    monkeypatch.setattr(interface_hopper, "HOPPER_TOK_CONFIG", {**interface_hopper.HOPPER_TOK_CONFIG, "OUT32": 1})
-    test_hopper_matches_reference(heads, page_size, lens)
-
-
 # The bf16 tokens-on-M ring kernel (RING=1, kernel_hopper_ring.py; pinned only): ring sizes of 25 (two tiles and
 # seven chunks in flight), 13 and 9 (one tile: every chunk waits for the tile before), H 16 / 32 / 48, NaN in every
 # cache row past seq_len, requests of no tokens among the others (padding page ids), requests straddling programs.
@@ -294,15 +283,16 @@ HEADS_VARIANTS = [("bf16", dict(PSMEM=1)), ("bf16", dict(PSMEM=1, XCH=1)), ("bf1
                   ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1)),
                   # INDEP (session 20): WG1's softmax from its own running max
                   ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1)),
-                  # OUT32 (session 21): a whole request's output stored in whole 32-byte sectors
-                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, OUT32=1))]
+                  # OUT32 = 0: a whole request's output as the wgmma layout holds it (half sectors; session 21 made
+                  # whole sectors the default)
+                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, OUT32=0))]
 HEADS_VARIANTS += [("fp8", dict(WOVL=w, PSMEM=p, XCH=x, LSUM=l, MAX1=m))
                    for w, p, x, l, m in ((0, 0, 0, 0, 0), (1, 0, 0, 0, 0), (1, 0, 1, 0, 0), (0, 1, 1, 0, 0),
                                          (1, 1, 1, 0, 0), (1, 1, 0, 1, 1))]
 # the ping-pong kernel on an fp8 cache (session 11: each tile widened in place by its owner)
 HEADS_VARIANTS += [("fp8", dict(PP=1, RELOAD=1)), ("fp8", dict(PP=1, RELOAD=0)),
                    ("fp8", dict(PP=1, RELOAD=1, WG1_FIRST=1)), ("fp8", dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1)),
-                   ("fp8", dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1, OUT32=1))]
+                   ("fp8", dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1, OUT32=0))]
 
 
 @pytest.mark.parametrize("kv_format,variant", HEADS_VARIANTS,

@@ -401,8 +401,6 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
         if cfg.get("DS"):
             raise ValueError(f"mla_decode: config {config}: DS=1 is the fp8_ds_mla loader, got kv_format {fmt!r}")
         _check_sibling_keys(on_m, fmt, cfg)
-    if cfg.get("OUT32", 0) not in (0, 1):
-        raise ValueError(f"mla_decode: config OUT32={cfg.get('OUT32')}: the whole-sector output stores take 0 or 1")
     v2 = bool(cfg.pop("V2", 0))
     pp = bool(cfg.get("PP", 0))
     if pp:
@@ -497,6 +495,10 @@ def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
     if cfg.get("INDEP", 0) not in (0, 1) or (cfg.get("INDEP") and not cfg.get("WG1_FIRST")):
         raise ValueError(f"config INDEP={cfg.get('INDEP')}: the ping-pong kernel's independent softmax takes 0 or 1, "
                          f"and 1 with WG1_FIRST=1 only (got WG1_FIRST={cfg.get('WG1_FIRST', 0)})")
+    # OUT32 (1 unless pinned 0): a whole request's output stored in whole 32-byte sectors (kernel_hopper_pp)
+    if cfg.get("OUT32", 1) not in (0, 1):
+        raise ValueError(f"config OUT32={cfg.get('OUT32')}: the ping-pong kernel's whole-sector output stores take 0 "
+                         "or 1")
 
 
 def _check_ring(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:

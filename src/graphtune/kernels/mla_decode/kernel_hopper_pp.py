@@ -42,6 +42,9 @@ Rows past ``seq_len`` in a request's last tile (TMA reads whole tiles; they may 
 in the scores and zeroed in shared memory before P.V reads them (0 * NaN is NaN): each warpgroup zeroes its
 own half of V, the owner before its score MMAs, the other after the hand-off (the owner's score MMAs retired).
 
+A whole request's output (a segment that is all of it) is stored in whole 32-byte sectors (``OUT32``, 1 unless
+pinned 0: ``kernel_hopper._store_whole_sectors``); partial outputs are fp32, whole sectors as they are.
+
 Work split as the other Hopper kernels (``kernel_hopper._split_start`` / ``_segment``: the batch's tiles end to
 end, equal ranges per program, decided on the device from ``seq_lens``; partials for the reduction kernel).
 """
@@ -58,7 +61,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from . import kernel_hopper
-from .kernel_hopper import (SECTORS_HEADS_ON_M, STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN,
+from .kernel_hopper import (STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN,
                             _load_rope, _split_start, _segment, _stamp, _stamp_out, _stamp_tile, _store_lse_and_segment,
                             _store_o, _store_whole_sectors, _tma_load, _zero_rows)
 from .kernel_hopper_heads import _REINTERPRET_PUBLIC, _q_chunks, _q_fp16, _q_issue
@@ -243,8 +246,7 @@ def _finish_segment(WG: gl.constexpr, o, m_i, l_i, l_smem, x_bars, seg, b, pid, 
     offs_d_o = WG * _HALF + gl.arange(0, _HALF, layout=gl.SliceLayout(0, o_layout))
     whole = (i_first == 0) & (i_stop == req_tiles)
     if OUT32 and (out_ptr.dtype.element_ty.primitive_bitwidth == 16) and whole:
-        _store_whole_sectors(o * inv[:, None], b, h0, WG * _HALF, H, out_ptr, stride_out_b, stride_out_h,
-                             SECTORS_HEADS_ON_M, False)
+        _store_whole_sectors(o * inv[:, None], b, h0, WG * _HALF, out_ptr, stride_out_b, stride_out_h)
     else:
         _store_o(o * inv[:, None], whole, b, pid, h0 + offs_h_o, offs_d_o, out_ptr, part_o_ptr, stride_out_b,
                  stride_out_h, stride_po_s, stride_po_h, None, False)
@@ -707,7 +709,7 @@ def _mla_decode_hopper_pp_kernel(
     RELOAD: gl.constexpr = 1,
     WG1_FIRST: gl.constexpr = 0,
     INDEP: gl.constexpr = 0,
-    OUT32: gl.constexpr = 0,
+    OUT32: gl.constexpr = 1,
     STAMPS=None,
 ):
     """Grid ``(H // 64, P)``, as ``kernel_hopper._mla_decode_hopper_kernel`` (same arguments), but
@@ -760,7 +762,7 @@ def _mla_decode_hopper_pp_fp8_kernel(
     RELOAD: gl.constexpr = 1,
     WG1_FIRST: gl.constexpr = 0,
     INDEP: gl.constexpr = 0,
-    OUT32: gl.constexpr = 0,
+    OUT32: gl.constexpr = 1,
     STAMPS=None,
 ):
     """The ping-pong kernel on a per-tensor fp8 cache (the arguments of the fp8 heads-on-M kernel,
