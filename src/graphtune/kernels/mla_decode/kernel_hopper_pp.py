@@ -138,7 +138,7 @@ def _scores(qn_smem, qr_smem, kn, kr, c_bars, stage, phase, qz, s_layout: gl.con
 
 @gluon.jit
 def _widen_scores(k8, kn, kr, qn_smem, qr_smem, rope, qz, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
-                  BLOCK_N: gl.constexpr, NOWIDEN: gl.constexpr = 0):
+                  BLOCK_N: gl.constexpr):
     """fp8 ping-pong: the tile's fp8 latent columns (``k8``, [BLOCK_N, 512], TMA'd into the first 32 KB of the
     tile's fp16 buffer ``kn``) widened in place to fp16 (exact: every e4m3 value is an fp16) and its rope rows
     (``rope``, fp8 registers) into ``kr``, with the score MMAs of each part issued once it is written, so that the
@@ -150,15 +150,6 @@ def _widen_scores(k8, kn, kr, qn_smem, qr_smem, rope, qz, s_layout: gl.constexpr
     the score MMAs retired (``_zero_tail``), in a request's last tile only. ``qz``: as ``_scores``."""
     layout: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [4, 1], [1, 0])
     q_chunks = _q_chunks(qn_smem, BLOCK_H, 64)
-    if NOWIDEN:
-        # (diagnostic, session 21: wrong results) the nine score MMAs on the buffer as it is, nothing widened, to time
-        # the pair of tiles without the widening
-        s = warpgroup_mma(qr_smem, kr.permute((1, 0)), gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout),
-                          use_acc=False, is_async=True)
-        for c in gl.static_range(8):
-            s = warpgroup_mma(q_chunks.index(c + qz), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s,
-                              is_async=True)
-        return s
     kr.store(rope.to(gl.float16))
     for c in gl.static_range(2):
         kn.slice((3 - c) * 128, 128, dim=1).store(k8.slice((3 - c) * 128, 128, dim=1).load(layout).to(gl.float16))
@@ -360,7 +351,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
-            OUT32: gl.constexpr = 0, NOWIDEN: gl.constexpr = 0, STAMPS=None):
+            OUT32: gl.constexpr = 0, STAMPS=None):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; loads the query (``FP8``: the fp16
     query scaled per head, written by this warpgroup, and each fp8 tile's TMA into its left half)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -446,7 +437,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 if k > 0:
                     mbarrier.wait(c_bars.index(stage * 3 + 1), (f_s0 + k - 1) & 1)
                 s = _widen_scores(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn, kr_bufs.index(stage), qn_smem,
-                                  qr_smem, rope, j >> 30, s_layout, BLOCK_H, BLOCK_N, NOWIDEN)
+                                  qr_smem, rope, j >> 30, s_layout, BLOCK_H, BLOCK_N)
                 rope = rope_next
             else:
                 if n_valid < BLOCK_N:
@@ -527,7 +518,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
-            OUT32: gl.constexpr = 0, NOWIDEN: gl.constexpr = 0, STAMPS=None):
+            OUT32: gl.constexpr = 0, STAMPS=None):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511 (``FP8``: instead of reloading the
     right half of a buffer, it tells WG0 the half is free, on mbarrier ``stage * 3 + 1``)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -597,7 +588,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                                            rope_layout)
                     mbarrier.wait(c_bars.index((1 - stage) * 3), phase_o)
                     s = _widen_scores(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, kr_bufs.index(1 - stage),
-                                      qn_smem, qr_smem, rope, j >> 30, s_layout, BLOCK_H, BLOCK_N, NOWIDEN)
+                                      qn_smem, qr_smem, rope, j >> 30, s_layout, BLOCK_H, BLOCK_N)
                     rope = rope_next
                 else:
                     if n_valid - BLOCK_N < BLOCK_N:
@@ -719,7 +710,6 @@ def _mla_decode_hopper_pp_kernel(
     WG1_FIRST: gl.constexpr = 0,
     INDEP: gl.constexpr = 0,
     OUT32: gl.constexpr = 1,
-    NOWIDEN: gl.constexpr = 0,
     STAMPS=None,
 ):
     """Grid ``(H // 64, P)``, as ``kernel_hopper._mla_decode_hopper_kernel`` (same arguments), but
@@ -746,7 +736,7 @@ def _mla_decode_hopper_pp_kernel(
                    stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                    qn_smem, qr_smem, kn_bufs, kr_bufs, None, None, 1.0, None,
                    PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, False, False, WG1_REGS, INDEP,
-                   OUT32, 0, STAMPS)
+                   OUT32, STAMPS)
 
 
 @gluon.jit(do_not_specialize=["B"])
@@ -773,7 +763,6 @@ def _mla_decode_hopper_pp_fp8_kernel(
     WG1_FIRST: gl.constexpr = 0,
     INDEP: gl.constexpr = 0,
     OUT32: gl.constexpr = 1,
-    NOWIDEN: gl.constexpr = 0,
     STAMPS=None,
 ):
     """The ping-pong kernel on a per-tensor fp8 cache (the arguments of the fp8 heads-on-M kernel,
@@ -809,7 +798,7 @@ def _mla_decode_hopper_pp_fp8_kernel(
                    stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                    qn_smem, qr_smem, kn_bufs, kr_bufs, kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
                    PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, True,
-                   KV_SCALE_FROM_PTR, WG1_REGS, INDEP, OUT32, NOWIDEN, STAMPS)
+                   KV_SCALE_FROM_PTR, WG1_REGS, INDEP, OUT32, STAMPS)
 
 
 @gluon.jit
@@ -820,7 +809,7 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
                    PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr,
                    BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr,
                    FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, WG1_REGS: gl.constexpr, INDEP: gl.constexpr,
-                   OUT32: gl.constexpr, NOWIDEN: gl.constexpr, STAMPS=None):
+                   OUT32: gl.constexpr, STAMPS=None):
     """Both kernels' P tile, maxima, sums and mbarriers, and the two warpgroups."""
     vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     p_smem = gl.allocate_shared_memory(qn_smem.dtype, [BLOCK_H, BLOCK_N],
@@ -853,12 +842,12 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
              kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, INDEP, OUT32, NOWIDEN, STAMPS)),
+             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS)),
         (_pp_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
              kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, INDEP, OUT32, NOWIDEN, STAMPS)),
+             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS)),
     ], [4], [WG1_REGS])
