@@ -99,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=1.5)
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/clocks.json"))
     args = ap.parse_args(argv)
+    if not (0 < args.seconds < 600):
+        print(f"clocks: --seconds {args.seconds}: must be above 0 and below 600", file=sys.stderr)
+        return 2
     if not torch.cuda.is_available():
         print("clocks: needs a CUDA GPU", file=sys.stderr)
         return 2

@@ -706,15 +706,18 @@ def test_bench_pins_every_hopper_variant_it_times_as_labelled(monkeypatch):
     ("cold_code", ["--load-mb", "-1"], "--load-mb -1"),
     ("cold_code", [], "needs a CUDA GPU"),
     ("pick_check", ["--cells", "fp8:16"], "--cells item 'fp8:16'"),
-    ("pick_check", [], "needs a CUDA GPU")],
+    ("pick_check", [], "needs a CUDA GPU"),
+    ("clocks", ["--cells", "bf16:128"], "--cells item 'bf16:128'"),
+    ("clocks", ["--seconds", "0"], "--seconds 0.0: must be above 0"),
+    ("clocks", [], "needs a CUDA GPU")],
     ids=["three-parts", "not-a-power-of-two", "not-a-number", "no-gpu", "gather-bf16", "gather-whole-tiles",
          "gather-page-0", "gather-no-gpu", "timeline-two-parts", "timeline-format", "timeline-overlay",
          "timeline-no-gpu", "cold-code-not-a-number", "cold-code-zero", "cold-code-load", "cold-code-no-gpu",
-         "pick-check-cells", "pick-check-no-gpu"])
+         "pick-check-cells", "pick-check-no-gpu", "clocks-cells", "clocks-seconds", "clocks-no-gpu"])
 def test_probes_say_what_is_wrong_in_one_line(probe_name, argv, expect):
-    """benchmarks/probes/reduce_sweep.py, gather_route.py, timeline.py, cold_code.py and pick_check.py: a malformed
-    argument is named with its value; without a GPU (this CPU machine) they say so; each exits 2 before touching any
-    device."""
+    """benchmarks/probes/reduce_sweep.py, gather_route.py, timeline.py, cold_code.py, pick_check.py and clocks.py: a
+    malformed argument is named with its value; without a GPU (this CPU machine) they say so; each exits 2 before
+    touching any device."""
     probe = Path(__file__).resolve().parents[2] / "benchmarks" / "probes" / f"{probe_name}.py"
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     run = subprocess.run([sys.executable, str(probe), *argv], capture_output=True, text=True, env=env, timeout=300)
