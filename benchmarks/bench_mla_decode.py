@@ -136,8 +136,8 @@ def copy_bandwidth(nbytes: int = 2 * 2 ** 30) -> float:
     return 2 * nbytes / statistics.median(times) / 1e12
 
 
-def graph_time_ms(calls: list, reps: int = 10, trials: int = 3) -> float:
-    """Median over trials of (graph replay time / calls per graph); the graph replays ``reps`` times a trial."""
+def capture_graph(calls: list) -> torch.cuda.CUDAGraph:
+    """``calls`` run once eagerly (compiles, tuning), then captured in order into one CUDA graph, replayed once."""
     for c in calls:
         c()
     torch.cuda.synchronize()
@@ -149,6 +149,12 @@ def graph_time_ms(calls: list, reps: int = 10, trials: int = 3) -> float:
             c()
     graph.replay()
     torch.cuda.synchronize()
+    return graph
+
+
+def graph_time_ms(calls: list, reps: int = 10, trials: int = 3) -> float:
+    """Median over trials of (graph replay time / calls per graph); the graph replays ``reps`` times a trial."""
+    graph = capture_graph(calls)
     out = []
     for _ in range(trials):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -29,28 +29,13 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_mla_decode import comma_list, flashmla_call, git_commit, import_flashmla  # noqa: E402
+from bench_mla_decode import capture_graph, comma_list, flashmla_call, git_commit, import_flashmla  # noqa: E402
 from timeline import _cell_spec  # noqa: E402
 
 from graphtune.kernels.mla_decode import bench  # noqa: E402
 from graphtune.kernels.mla_decode.reference import D_QK  # noqa: E402
 
 _QUERY = "clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active"
-
-
-def _graph(calls: list) -> torch.cuda.CUDAGraph:
-    for c in calls:
-        c()
-    torch.cuda.synchronize()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=stream):
-        for c in calls:
-            c()
-    graph.replay()
-    torch.cuda.synchronize()
-    return graph
 
 
 def _parse(line: str) -> dict | None:
@@ -113,13 +98,12 @@ def main(argv: list[str] | None = None) -> int:
               "command": " ".join(sys.argv[1:]), "rows": []}
     sm_scale = 1.0 / math.sqrt(D_QK)
     for fmt, heads, batch in args.cells:
-        problem = bench.Problem(batch, heads, 4096, 64, fmt)
-        sets = max(2, min(8, math.ceil(bench.ROTATE_BYTES / problem.bytes_moved())))
-        xs = [bench.make_inputs(problem, seed=batch + k) for k in range(sets)]
-        impls = {"graphtune": [bench.run_inputs(x, fmt, None, path="hopper") for x in xs]}
+        # (the benchmark's rotating input sets: bench_mla_decode.py --vs-flashmla times the same)
+        target = bench.MlaDecodeTarget(heads=heads, tokens=4096, page_size=64, kv_format=fmt)
+        impls = {"graphtune": target.make(batch, None, path="hopper")}
         if fm is not None:
-            impls["flashmla"] = [flashmla_call(fm, x, fmt, sm_scale)[0] for x in xs]
-        graphs = {name: _graph(calls) for name, calls in impls.items()}
+            impls["flashmla"] = [flashmla_call(fm, x, fmt, sm_scale)[0] for x in target.inputs(batch)]
+        graphs = {name: capture_graph(calls) for name, calls in impls.items()}
         for round_ in (1, 2):
             for name, graph in graphs.items():
                 r = sampled_loop(graph, len(impls[name]), args.seconds)
@@ -129,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{r['sm_mhz']:.0f} MHz, {r['power_w']:.0f} W, {r['temp_c']:.0f} C, throttle {r['throttle']} "
                       f"({len(r['samples'])} samples)", flush=True)
         del graphs
+        target.release()
         torch.cuda.synchronize()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))

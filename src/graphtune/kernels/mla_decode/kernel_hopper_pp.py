@@ -245,11 +245,12 @@ def _finish_segment(WG: gl.constexpr, o, m_i, l_i, l_smem, x_bars, seg, b, pid, 
     offs_h_o = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, o_layout))
     offs_d_o = WG * _HALF + gl.arange(0, _HALF, layout=gl.SliceLayout(0, o_layout))
     whole = (i_first == 0) & (i_stop == req_tiles)
+    o = o * inv[:, None]
     if OUT32 and (out_ptr.dtype.element_ty.primitive_bitwidth == 16) and whole:
-        _store_whole_sectors(o * inv[:, None], b, h0, WG * _HALF, out_ptr, stride_out_b, stride_out_h)
+        _store_whole_sectors(o, b, h0, WG * _HALF, out_ptr, stride_out_b, stride_out_h)
     else:
-        _store_o(o * inv[:, None], whole, b, pid, h0 + offs_h_o, offs_d_o, out_ptr, part_o_ptr, stride_out_b,
-                 stride_out_h, stride_po_s, stride_po_h, None, False)
+        _store_o(o, whole, b, pid, h0 + offs_h_o, offs_d_o, out_ptr, part_o_ptr, stride_out_b, stride_out_h,
+                 stride_po_s, stride_po_h, None, False)
     _stamp(STAMPS, srow, STAMP_FINISH + 2)
     if WG == 0:
         heads_s = h0 + gl.arange(0, BLOCK_H, layout=rows)
@@ -351,7 +352,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
-            OUT32: gl.constexpr = 0, STAMPS=None):
+            OUT32: gl.constexpr = 1, STAMPS=None):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; loads the query (``FP8``: the fp16
     query scaled per head, written by this warpgroup, and each fp8 tile's TMA into its left half)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -518,7 +519,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
-            OUT32: gl.constexpr = 0, STAMPS=None):
+            OUT32: gl.constexpr = 1, STAMPS=None):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511 (``FP8``: instead of reloading the
     right half of a buffer, it tells WG0 the half is free, on mbarrier ``stage * 3 + 1``)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
