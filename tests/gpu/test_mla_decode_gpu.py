@@ -293,6 +293,8 @@ HEADS_VARIANTS += [("fp8", dict(WOVL=w, PSMEM=p, XCH=x, LSUM=l, MAX1=m))
 HEADS_VARIANTS += [("fp8", dict(PP=1, RELOAD=1)), ("fp8", dict(PP=1, RELOAD=0)),
                    ("fp8", dict(PP=1, RELOAD=1, WG1_FIRST=1)), ("fp8", dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1)),
                    ("fp8", dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1, OUT32=0))]
+# the fp8 ping-pong kernel that widens nothing in shared memory (session 22, kernel_hopper_pp8.py)
+HEADS_VARIANTS += [("fp8", dict(T8=1))]
 
 
 @pytest.mark.parametrize("kv_format,variant", HEADS_VARIANTS,
@@ -367,7 +369,8 @@ def test_more_requests_than_one_split_step(heads, kv_format, path):
 # at this batch of 10; the leading padding slot added after its first run)
 ZERO_LEN_CASES = [(128, "bf16", None), (128, "bf16", dict(PP=0)), (128, "fp8", None), (128, "fp8", dict(PP=1)),
                   (16, "bf16", None), (16, "fp8", None), (16, "fp8", dict(V2=0)),
-                  (128, "bf16", dict(PP=1, WG1_FIRST=1, INDEP=1)), (128, "fp8", dict(PP=1, WG1_FIRST=1, INDEP=1))]
+                  (128, "bf16", dict(PP=1, WG1_FIRST=1, INDEP=1)), (128, "fp8", dict(PP=1, WG1_FIRST=1, INDEP=1)),
+                  (128, "fp8", dict(T8=1))]
 
 
 @pytest.mark.parametrize("heads,kv_format,config", ZERO_LEN_CASES,

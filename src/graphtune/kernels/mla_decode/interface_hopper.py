@@ -35,7 +35,8 @@ from typing import Any
 import torch
 import triton
 
-from . import kernel_hopper, kernel_hopper_heads, kernel_hopper_pp, kernel_hopper_ring, kernel_hopper_tok, reduction
+from . import (kernel_hopper, kernel_hopper_heads, kernel_hopper_pp, kernel_hopper_pp8, kernel_hopper_ring,
+               kernel_hopper_tok, reduction)
 from .reference import D_NOPE, D_QK
 
 D_ROPE = D_QK - D_NOPE
@@ -405,6 +406,9 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
     pp = bool(cfg.get("PP", 0))
     if pp:
         _check_pp(on_m, fmt, cfg)
+    t8 = bool(cfg.get("T8", 0))
+    if t8:
+        _check_t8(on_m, fmt, cfg)
     ring = bool(cfg.get("RING", 0))
     if ring:
         _check_ring(on_m, fmt, cfg)
@@ -440,7 +444,7 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
                                                     return_lse, sms=sms, block_n=cfg["BLOCK_N"],
                                                     programs_per_sm=programs_per_sm, lse=lse, v2=v2, pp=pp,
                                                     ring=ring)
-    consts = {**consts, **cfg, "num_warps": PP_NUM_WARPS if pp else NUM_WARPS if on_m else TOK_NUM_WARPS}
+    consts = {**consts, **cfg, "num_warps": PP_NUM_WARPS if pp or t8 else NUM_WARPS if on_m else TOK_NUM_WARPS}
     return args, (head_blocks, _programs(sms, programs_per_sm, head_blocks)), consts, scratch
 
 
@@ -477,7 +481,7 @@ def _check_sibling_keys(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
     """A pinned config that names a knob of the sibling kernel without the flag that selects it is an error: the
     first kernel would run without it (``_kernel_and_params`` keeps only the running kernel's keys)."""
     entry = _SIBLINGS.get((on_m, fmt))
-    if entry is None or cfg.get(entry[0]):
+    if entry is None or cfg.get(entry[0]) or cfg.get("T8"):
         return
     flag, kernel = entry
     stray = sorted(set(cfg) & _sibling_only(on_m, fmt))
@@ -499,6 +503,14 @@ def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
     if cfg.get("OUT32", 1) not in (0, 1):
         raise ValueError(f"config OUT32={cfg.get('OUT32')}: the ping-pong kernel's whole-sector output stores take 0 "
                          "or 1")
+
+
+def _check_t8(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
+    if not on_m or fmt != "fp8" or cfg.get("BLOCK_N", BLOCK_N) != BLOCK_N or cfg.get("PP", 0):
+        raise ValueError(f"config T8=1: the fp8 ping-pong kernel without widening takes per-tensor fp8 caches with "
+                         f"H % {BLOCK_H} == 0 and BLOCK_N={BLOCK_N}, without PP=1 (a kernel of its own), got kv_format "
+                         f"{fmt!r} with {'H % 64 == 0' if on_m else 'H < 64'}, BLOCK_N={cfg.get('BLOCK_N')}, "
+                         f"PP={cfg.get('PP', 0)}")
 
 
 def _check_ring(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
@@ -640,16 +652,22 @@ def _kernel_and_params(heads: int, fmt: str, cfg: dict[str, int]):
     """The kernel a (pinned) config runs and the config's entries that kernel takes (``V2`` the second fp8
     tokens-on-M kernel, ``PP`` the ping-pong kernel; other kernels' keys, ``V2`` included, are dropped).
     ``cfg``: the constexprs :func:`hopper_call` returns, or a :func:`pinned_config`."""
-    fn = kernel_for(heads, fmt, v2=bool(cfg.get("V2", 0)), pp=bool(cfg.get("PP", 0)), ring=bool(cfg.get("RING", 0)))
+    fn = kernel_for(heads, fmt, v2=bool(cfg.get("V2", 0)), pp=bool(cfg.get("PP", 0)), ring=bool(cfg.get("RING", 0)),
+                    t8=bool(cfg.get("T8", 0)))
     names = set(fn.arg_names)
     return fn, {k: v for k, v in cfg.items() if k in names or k == "num_warps"}
 
 
-def kernel_for(heads: int, fmt: str = "bf16", *, v2: bool = False, pp: bool = False, ring: bool = False):
+def kernel_for(heads: int, fmt: str = "bf16", *, v2: bool = False, pp: bool = False, ring: bool = False,
+               t8: bool = False):
     """The Gluon kernel that serves H heads: heads on M for H % 64 == 0, else tokens on M (bf16 or fp8; fp8
     heads on M: the widened-score kernel); ``v2``: the second fp8 tokens-on-M kernel; ``pp``: the heads-on-M
     ping-pong kernel (bf16, or fp8 widened in place: the second kernels of their classes, ``SECOND``); ``ring``:
-    the bf16 tokens-on-M ring kernel (pinned only until timed)."""
+    the bf16 tokens-on-M ring kernel (pinned only until timed); ``t8``: the fp8 heads-on-M ping-pong kernel that
+    widens nothing in shared memory (kernel_hopper_pp8.py)."""
+    if t8:
+        _check_t8(_heads_on_m(heads), fmt, {})
+        return kernel_hopper_pp8._mla_decode_hopper_pp8_kernel
     if ring:
         _check_ring(_heads_on_m(heads), fmt, {})
         return kernel_hopper_ring._mla_decode_hopper_tok_ring_kernel
@@ -723,6 +741,8 @@ def pinned_config(heads: int, fmt: str, params: dict[str, int]) -> dict[str, int
         kernels.append(kernel_for(heads, fmt, v2=True))
     if key[0]:                 # PP=1: the ping-pong kernel (bf16 and fp8)
         kernels.append(kernel_for(heads, fmt, pp=True))
+    if key == (True, True):    # T8=1: the fp8 ping-pong kernel without widening
+        kernels.append(kernel_for(heads, fmt, t8=True))
     if key == (False, False):  # RING=1: the ring kernel
         kernels.append(kernel_for(heads, fmt, ring=True))
     known |= {p.name for fn in kernels for p in fn.params if p.is_constexpr} - _LAUNCH_CONSTEXPRS
@@ -736,7 +756,8 @@ def pinned_config(heads: int, fmt: str, params: dict[str, int]) -> dict[str, int
         # a pinned launch overlays the config on the fixed one (hopper_call); the tuned kernel runs a space
         # config with the kernel's defaults for what it leaves out (e.g. EARLY 0 under PIPE 1): set those here,
         # and the fixed config's value for a knob without a default (PIPE of the bf16 heads-on-M kernel)
-        fn = kernel_for(heads, fmt, pp=bool(cfg.get("PP", 0)), ring=bool(cfg.get("RING", 0)))
+        fn = kernel_for(heads, fmt, pp=bool(cfg.get("PP", 0)), ring=bool(cfg.get("RING", 0)),
+                        t8=bool(cfg.get("T8", 0)))
         names = set(fn.arg_names)
         defaults = {p.name: p.default for p in fn.params if p.is_constexpr and p.has_default}
         base = _base_config(*key)

@@ -1,0 +1,548 @@
+"""Hopper (sm_90a) MLA decode on a per-tensor fp8 cache, heads on M, two consumer warpgroups taking alternate tiles
+(the ping-pong schedule of kernel_hopper_pp.py), with nothing widened in shared memory (``T8 = 1``).
+
+Only ``@gluon.jit`` functions live here (interface_hopper.py launches them: a config with ``T8 = 1`` selects this
+kernel for an fp8 cache with H a multiple of 64). Shape letters as in kernel.py.
+
+Why: the fp8 ping-pong kernel (kernel_hopper_pp.py, ``FP8``) lands each fp8 tile in the first half of an fp16
+buffer and widens it there, in place, before its score MMAs: 36 KB read and 72 KB written through shared memory
+and ~18 K conversions a tile, on the owner's path. On the H200 (session 21, run 7) a build that skipped the
+widening ran the pair of tiles in 3.28 us against 5.60 (split kernel at batch 64: 0.1174 against 0.1955 ms). Here
+the tile is never rewritten:
+
+* **Scores from the fp8 tile.** S = Q K^T as fp8 wgmmas reading the landed tile (K-major on both sides): the
+  query as an fp8 pair ``hi = fp8(q s)``, ``lo = fp8(q s - hi)`` (s a power of two per head with max |q s| = 2^8:
+  hi + lo holds the bf16 query's bits up to the e4m3 range), one accumulator for both; the rope columns as one
+  128-column wgmma, [hi | lo] of the query against the tile's rope rows stored twice (128-byte rows: the fp8
+  kernels keep every fp8 wgmma operand 128-byte swizzled, kernel_hopper._load_rope says why).
+* **P.V with dims on M.** Each warpgroup's half of O is kept transposed, O^T [256 dims, 64 heads] fp32 (128
+  registers a thread, as O was), and O^T += V^T P^T takes V^T as the wgmma's *register* A operand and P^T (P
+  [heads, tokens] fp16 in shared memory) as B. A register operand has no K-major rule, so V^T needs no transpose
+  in memory: each thread loads the bytes its A fragments hold straight from the fp8 tile (``V_RAW``: 8 adjacent
+  dims of 16 tokens, 64-bit loads, conflict-free under the tile's swizzle) and converts them to fp16 in registers
+  (exact: every e4m3 value is an fp16). The MMA's rows are a fixed relabelling of the dims (row m = 64 rep + 16 w
+  + 8 h + q holds dim 64 w + 8 q + 2 rep + h: the dims a thread's fragments hold are 8 adjacent ones), undone
+  when O is stored (``O_OUT``: 8 adjacent dims a thread, 16-byte bf16 stores).
+* **Three stages.** Without fp16 tiles a stage is 40 KB (latent 32 KB, rope 8 KB): query pair 72 KB + 3 stages
+  + two P buffers 16 KB = 208 KB. WG0 issues every TMA; a stage is free (``kfree``, two arrivals) once its
+  owner's score MMAs retired and both warpgroups loaded their halves of V from it.
+* **P handed over in shared memory, read by both P.V MMAs.** Two P buffers (even tiles: WG0's, odd: WG1's);
+  each warpgroup arrives on the other's ``pfree`` once its MMA that read the other's P retired.
+
+The online softmax, the split, the segment's sums exchange and the partial outputs are the ping-pong kernel's.
+Rows past ``seq_len`` in a request's last tile (TMA reads whole tiles; they may hold NaN) are masked to -inf in the
+scores and zeroed in registers in V^T.
+"""
+from __future__ import annotations
+
+import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    warpgroup_mma,
+    warpgroup_mma_init,
+    warpgroup_mma_wait,
+)
+
+from .kernel_hopper import _load_rope, _segment, _stamp_out, _store_lse_and_segment, _tma_load
+from .kernel_hopper_heads import _q_chunks
+from .kernel_hopper_pp import _softmax_step, _wg_barrier, _wg_start
+
+_D_V = gl.constexpr(512)
+_HALF = gl.constexpr(256)       # output columns (dims) per warpgroup
+_NS = gl.constexpr(3)           # tile stages
+
+# One warpgroup's half of V, [64 tokens, 256 dims] of the fp8 tile, as its P.V A fragments hold it (see the module
+# docstring): registers +1, +2, +4 dims (8 adjacent: one 64-bit load a token), +1, +8, +16, +32 tokens; lanes +2, +4
+# tokens, +8, +16, +32 dims; warps +64, +128 dims. A warp's load reads 64 bytes of rows {0, 2, 4, 6} (+ the
+# register's offset): four distinct rows of a 128-byte swizzle atom, no bank conflict.
+V_RAW = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[0, 1], [0, 2], [0, 4], [1, 0], [8, 0], [16, 0], [32, 0]],
+    lane_bases=[[2, 0], [4, 0], [0, 8], [0, 16], [0, 32]], warp_bases=[[0, 64], [0, 128]], block_bases=[],
+    shape=[64, 256]))
+# The same ownership with the token pairs first (the fp8 -> fp16 conversion packs two adjacent registers: the A
+# operand's two adjacent K values, tokens)
+V_PAIRS = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[1, 0], [0, 1], [0, 2], [0, 4], [8, 0], [16, 0], [32, 0]],
+    lane_bases=[[2, 0], [4, 0], [0, 8], [0, 16], [0, 32]], warp_bases=[[0, 64], [0, 128]], block_bases=[],
+    shape=[64, 256]))
+# A warpgroup's output half [64 heads, 256 dims] as the O^T accumulator holds it, the relabelling undone: registers
+# +1, +2, +4 dims, +1, +8, +16, +32 heads; lanes +2, +4 heads, +8, +16, +32 dims; warps +64, +128 dims.
+O_OUT = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[0, 1], [0, 2], [0, 4], [1, 0], [8, 0], [16, 0], [32, 0]],
+    lane_bases=[[2, 0], [4, 0], [0, 8], [0, 16], [0, 32]], warp_bases=[[0, 64], [0, 128]], block_bases=[],
+    shape=[64, 256]))
+
+
+@gluon.jit
+def _as_rows(y):
+    """[K, 4 w, 8 q, 2 h] -> [64 rows, K], row 16 w + 8 h + q."""
+    k: gl.constexpr = y.shape[0]
+    return gl.reshape(gl.permute(y, (1, 3, 2, 0)), [64, k])
+
+
+@gluon.jit
+def _v_raw(k8, HALF: gl.constexpr):
+    """This warpgroup's half of the tile's V as fp8 registers (``V_RAW``)."""
+    return k8.slice(HALF * 256, 256, dim=1).load(V_RAW)
+
+
+@gluon.jit
+def _a_operand(c8, n_valid, a_layout: gl.constexpr, BLOCK_N: gl.constexpr):
+    """One row chunk of the fp8 half of V ([tokens, 4 w, 8 q, 2 h], from ``_pv8``) as the P.V wgmma's fp16 A
+    operand [64 rows, BLOCK_N tokens], tokens ``>= n_valid`` zeroed (they may hold NaN, and P's zeros would not
+    clear it)."""
+    x = gl.convert_layout(_as_rows(c8), a_layout).to(gl.float16)
+    if n_valid < BLOCK_N:
+        toks = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, a_layout))
+        x = gl.where((toks < n_valid)[None, :], x, gl.zeros_like(x))
+    return x
+
+
+@gluon.jit
+def _pv8(raw, n_valid, p_view, o0, o1, o2, o3, a_layout: gl.constexpr, BLOCK_N: gl.constexpr):
+    """O^T_c += A_c P^T for the four row chunks (async; P^T = ``p_view``). A_c from the fp8 half of V (``_v_raw``):
+    row 16 w + 8 h + q of chunk c holds dim 64 w + 8 q + 2 c + h (a thread's rows of the four chunks are its 8
+    adjacent dims), each converted just before its MMA, at most two MMAs in flight (their A registers pinned until
+    they retire: four chunks' 64 registers beside O's 128 serialised the wgmmas or spilled)."""
+    y = gl.reshape(raw, [BLOCK_N, 4, 8, 2, 2, 2])      # (k, w, q, c1, c0, h)
+    y = gl.permute(y, (0, 1, 2, 5, 3, 4))               # (k, w, q, h, c1, c0)
+    y0, y1 = gl.split(y)                                # c0
+    c0, c2 = gl.split(y0)                               # c1
+    c1, c3 = gl.split(y1)
+    o0 = warpgroup_mma(_a_operand(c0, n_valid, a_layout, BLOCK_N), p_view, o0, is_async=True)
+    o1 = warpgroup_mma(_a_operand(c1, n_valid, a_layout, BLOCK_N), p_view, o1, is_async=True)
+    o0 = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=1, deps=(o0, )))
+    o2 = warpgroup_mma(_a_operand(c2, n_valid, a_layout, BLOCK_N), p_view, o2, is_async=True)
+    o1 = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=1, deps=(o1, )))
+    o3 = warpgroup_mma(_a_operand(c3, n_valid, a_layout, BLOCK_N), p_view, o3, is_async=True)
+    return o0, o1, o2, o3
+
+
+@gluon.jit
+def _scores8(qh, ql, qr, k8, kr, qz, s_layout: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr):
+    """S = Q K^T of one landed fp8 tile: the rope pair as one 128-column wgmma, then hi and lo of each 128-column
+    latent chunk (async; ``qz`` as ``kernel_hopper_pp._scores``: 0, not provably so, so the query chunks' addresses
+    are not hoisted out of the tile loop). The accumulator has the layout of fp8 wgmmas (k = 32); ``_s_retired``
+    gives the retired scores ``s_layout``, the same registers."""
+    hi = _q_chunks(qh, BLOCK_H, 128)
+    lo = _q_chunks(ql, BLOCK_H, 128)
+    s8_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                        instr_shape=[16, BLOCK_N, 32])
+    s = warpgroup_mma(qr, kr.permute((1, 0)), gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s8_layout),
+                      use_acc=False, is_async=True)
+    for c in gl.static_range(4):
+        kc = k8.slice(c * 128, 128, dim=1).permute((1, 0))
+        s = warpgroup_mma(hi.index(c + qz), kc, s, is_async=True)
+        s = warpgroup_mma(lo.index(c + qz), kc, s, is_async=True)
+    return s
+
+
+@gluon.jit
+def _s_retired(s, s_layout: gl.constexpr):
+    """The score MMAs retired, their accumulator in ``s_layout`` (the same registers as the fp8 wgmmas' layout)."""
+    return gl.convert_layout(warpgroup_mma_wait(num_outstanding=0, deps=(s, )), s_layout)
+
+
+@gluon.jit
+def _store_rope(kr, rope):
+    """The tile's fp8 rope rows twice into its [BLOCK_N, 128] rope tile (the query's rope is [hi | lo]); visible to
+    this warpgroup's wgmmas after it returns."""
+    kr.slice(0, 64, dim=1).store(rope)
+    kr.slice(64, 64, dim=1).store(rope)
+    fence_async_shared()
+    _wg_barrier()
+
+
+@gluon.jit
+def _issue8(kv_nope_desc, k8_bufs, land, kfree, pt_base, j, g, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
+    """TMA of tile j (the program's g-th) into stage g % 3 on ``land``, once the stage's previous tile (g - 3) is
+    free: its owner's score MMAs retired and both halves of its V loaded."""
+    st = g % _NS
+    if g >= _NS:
+        mbarrier.wait(kfree.index(st), ((g - _NS) // _NS) & 1)
+    tok0 = j * BLOCK_N
+    page = gl.load(pt_base + tok0 // PAGE_SIZE)
+    row = page * PAGE_SIZE + tok0 % PAGE_SIZE
+    bar = land.index(st)
+    mbarrier.expect(bar, kv_nope_desc.block_type.nbytes)
+    _tma_load(kv_nope_desc, [row, 0], bar, k8_bufs.index(st))
+
+
+@gluon.jit
+def _arrive_wg(bar):
+    """One arrival on ``bar`` once every thread of this warpgroup got here."""
+    _wg_barrier()
+    mbarrier.arrive(bar, count=1)
+
+
+@gluon.jit
+def _q8_pair(q_base, stride_q_h, qh, ql, qr, BLOCK_H: gl.constexpr):
+    """The query's fp8 hi/lo pair in shared memory from global memory (two passes, 128 columns at a time, as
+    ``kernel_hopper_heads._q_fp16_loads``): ``hi = fp8(q s)``, ``lo = fp8(q s - hi)``, s a power of two per head with
+    max |q s| = 2^8; the rope's into ``qr`` as [hi | lo]. Returns s."""
+    layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
+    heads = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, layout))
+    cols = gl.arange(0, 128, layout=gl.SliceLayout(0, layout))
+    cols_r = gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
+    rows = heads[:, None] * stride_q_h
+    hi_c = _q_chunks(qh, BLOCK_H, 128)
+    lo_c = _q_chunks(ql, BLOCK_H, 128)
+    xr = gl.load(q_base + rows + 512 + cols_r[None, :]).to(gl.float32)
+    amax = gl.max(gl.abs(xr), axis=1)
+    for c in tl.range(0, 4, loop_unroll_factor=1):
+        x = gl.load(q_base + rows + c * 128 + cols[None, :]).to(gl.float32)
+        amax = gl.maximum(amax, gl.max(gl.abs(x), axis=1))
+    q_scale = gl.exp2(8.0 - gl.ceil(gl.log2(gl.maximum(amax, 1e-30))))
+    for c in tl.range(0, 4, loop_unroll_factor=1):
+        x = gl.load(q_base + rows + c * 128 + cols[None, :]).to(gl.float32) * q_scale[:, None]
+        h = x.to(gl.float8e4nv)
+        hi_c.index(c).store(h)
+        lo_c.index(c).store((x - h.to(gl.float32)).to(gl.float8e4nv))
+    xr = xr * q_scale[:, None]
+    hr = xr.to(gl.float8e4nv)
+    qr.slice(0, 64, dim=1).store(hr)
+    qr.slice(64, 64, dim=1).store((xr - hr.to(gl.float32)).to(gl.float8e4nv))
+    return q_scale
+
+
+@gluon.jit
+def _finish8(WG: gl.constexpr, o0, o1, o2, o3, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop,
+             req_tiles, out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h,
+             stride_po_s, stride_po_h, stride_pl_s, out_mul, RETURN_LSE: gl.constexpr, s_layout: gl.constexpr,
+             BLOCK_H: gl.constexpr):
+    """End of a segment (``kernel_hopper_pp._finish_segment`` for the transposed O half): the two partial row sums
+    added, O^T's relabelling undone (``O_OUT``) and the half stored (a whole request in the out tensor's type, else
+    fp32 partials under slot ``pid + b``), LSE and the segment slots by WG0."""
+    rows: gl.constexpr = gl.SliceLayout(1, s_layout)
+    if seg % 2 == 0:
+        l_smem.slice(WG * BLOCK_H, BLOCK_H).store(l_i)
+    else:
+        l_smem.slice((2 + WG) * BLOCK_H, BLOCK_H).store(l_i)
+    _wg_barrier()
+    mbarrier.arrive(x_bars.index(WG), count=1)
+    mbarrier.wait(x_bars.index(1 - WG), seg & 1)
+    if seg % 2 == 0:
+        l_other = l_smem.slice((1 - WG) * BLOCK_H, BLOCK_H).load(rows)
+    else:
+        l_other = l_smem.slice((3 - WG) * BLOCK_H, BLOCK_H).load(rows)
+    l_tot = l_i + l_other
+    # (rows 16 w + 8 h + q of chunk c = 2 c1 + c0 hold dim 64 w + 8 q + 2 c + h)
+    x = gl.join(gl.join(o0, o1), gl.join(o2, o3))               # [64 rows, 64 heads, c0, c1]
+    x = gl.reshape(x, [4, 2, 8, 64, 2, 2])                      # (w, h, q, head, c0, c1)
+    x = gl.convert_layout(gl.reshape(gl.permute(x, (3, 0, 2, 5, 4, 1)), [64, 256]), O_OUT)
+    x = x * gl.convert_layout(out_mul / l_tot, gl.SliceLayout(1, O_OUT))[:, None]
+    heads = h0 + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, O_OUT))
+    dims = WG * _HALF + gl.arange(0, _HALF, layout=gl.SliceLayout(0, O_OUT))
+    whole = (i_first == 0) & (i_stop == req_tiles)
+    if whole:
+        out_base = out_ptr + b.to(gl.int64) * stride_out_b
+        gl.store(out_base + heads[:, None] * stride_out_h + dims[None, :], x.to(out_ptr.dtype.element_ty))
+    else:
+        part_base = part_o_ptr + (pid + b).to(gl.int64) * stride_po_s
+        gl.store(part_base + heads[:, None] * stride_po_h + dims[None, :], x)
+    if WG == 0:
+        heads_s = h0 + gl.arange(0, BLOCK_H, layout=rows)
+        _store_lse_and_segment(m_i + gl.log2(l_tot), whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads_s,
+                               lse_ptr, part_lse_ptr, seg_ptr, stride_pl_s, None, RETURN_LSE)
+
+
+@gluon.jit
+def _scale4(o0, o1, o2, o3, f, ot_layout: gl.constexpr):
+    """The four O^T chunks [rows, heads] times a per-head factor (``f`` in the scores' row layout)."""
+    fc = gl.convert_layout(f, gl.SliceLayout(0, ot_layout))[None, :]
+    return o0 * fc, o1 * fc, o2 * fc, o3 * fc
+
+
+@gluon.jit
+def _retire4(o0, o1, o2, o3):
+    """This warpgroup's P.V MMAs retired: the four O^T chunks as tensors."""
+    return warpgroup_mma_wait(num_outstanding=0, deps=(o0, o1, o2, o3))
+
+
+@gluon.jit
+def _init4(ot_layout: gl.constexpr):
+    z = gl.zeros([64, 64], gl.float32, layout=ot_layout)
+    return warpgroup_mma_init(z), warpgroup_mma_init(z), warpgroup_mma_init(z), warpgroup_mma_init(z)
+
+
+@gluon.jit
+def _pp8_wg0(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
+             out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
+             stride_q_b, stride_q_h, stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
+             qh, ql, qr, k8_bufs, kr_bufs, p_bufs, m_smem, l_smem, land, kfree, pfree, q_bar, p_bars, x_bars,
+             PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
+             B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
+             ot_layout: gl.constexpr, STAMPS):
+    """Warpgroup 0: the even tiles of each segment, output dims 0..255; writes the query pair and issues every
+    tile's TMA."""
+    a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=ot_layout, k_width=2)
+    rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    rope_layout: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [4, 1], [1, 0])
+    pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow = _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, 0,
+                                                                              s_layout, B_CHUNK, BLOCK_N, BLOCK_H)
+    if KV_SCALE_FROM_PTR:
+        kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
+    it = 0          # tiles of this program before the segment: tile r of the segment is its (it + r)-th
+    seg = 0
+    p1_phase = 0
+    n_even = 0      # even tiles whose P this warpgroup wrote (the phases of pfree[0])
+    while t < t_stop:
+        b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+            seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
+        n = i_stop - i_first
+        # (past the previous segment's exchange: both warpgroups' MMAs of it are retired)
+        for u in gl.static_range(_NS):
+            if u < n:
+                _issue8(kv_nope_desc, k8_bufs, land, kfree, pt_base, i_first + u, it + u, PAGE_SIZE, BLOCK_N)
+        rope = _load_rope(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout)
+        q_scale = _q8_pair(q_ptr + b.to(gl.int64) * stride_q_b + h0 * stride_q_h, stride_q_h, qh, ql, qr, BLOCK_H)
+        qk_vec = gl.convert_layout(qk_mul * kv_scale / q_scale, rows_s)
+        if seg % 2 == 0:
+            l_smem.slice(BLOCK_H, BLOCK_H).store(qk_vec)
+        else:
+            l_smem.slice(3 * BLOCK_H, BLOCK_H).store(qk_vec)
+        fence_async_shared()
+        _arrive_wg(q_bar)
+        qk = qk_vec[:, None]
+
+        m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=rows_s)
+        l_i = gl.zeros([BLOCK_H], gl.float32, layout=rows_s)
+        o0, o1, o2, o3 = _init4(ot_layout)
+        for k in range(0, (n + 1) // 2):
+            r = 2 * k
+            g = it + r
+            st = g % _NS
+            j = i_first + r
+            n_valid = seq_len - j * BLOCK_N
+            # O += P(r - 1) V_L(r - 1) retired (its A registers free before the score MMAs): WG1 may write its next P
+            o0, o1, o2, o3 = _retire4(o0, o1, o2, o3)
+            if k > 0:
+                _arrive_wg(pfree.index(1))
+            mbarrier.wait(land.index(st), (g // _NS) & 1)
+            k8 = k8_bufs.index(st)
+            _store_rope(kr_bufs.index(st), _load_rope(kv_ptr, pt_base, j, PAGE_SIZE, BLOCK_N, rope_layout))
+            s = _scores8(qh, ql, qr, k8, kr_bufs.index(st), j >> 30, s_layout, BLOCK_H, BLOCK_N)
+            s = _s_retired(s, s_layout)
+            p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, j * BLOCK_N + offs_tok < seq_len, qk)
+            o0, o1, o2, o3 = _scale4(o0, o1, o2, o3, alpha, ot_layout)
+            # P(r) into the even buffer once WG1's MMA that read P(r - 2) retired
+            if n_even > 0:
+                mbarrier.wait(pfree.index(0), (n_even - 1) & 1)
+            n_even += 1
+            p_bufs.index(0).store(p.to(gl.float16))
+            m_smem.slice(0, BLOCK_H).store(m_i)
+            fence_async_shared()
+            _arrive_wg(p_bars.index(0))
+            # (V's half loaded here, not under the score MMAs: 32 registers fewer through the softmax)
+            raw = _v_raw(k8, 0)
+            _arrive_wg(kfree.index(st))
+            o0, o1, o2, o3 = _pv8(raw, n_valid, p_bufs.index(0).permute((1, 0)), o0, o1, o2, o3, a_layout, BLOCK_N)
+            if r + 1 < n:
+                g1 = g + 1
+                st1 = g1 % _NS
+                if r + 3 < n:
+                    _issue8(kv_nope_desc, k8_bufs, land, kfree, pt_base, j + 3, g + 3, PAGE_SIZE, BLOCK_N)
+                mbarrier.wait(land.index(st1), (g1 // _NS) & 1)
+                mbarrier.wait(p_bars.index(1), p1_phase)
+                p1_phase ^= 1
+                m_o = m_smem.slice(BLOCK_H, BLOCK_H).load(rows_s)
+                beta = gl.exp2(m_i - m_o)
+                l_i = l_i * beta
+                m_i = m_o
+                o0, o1, o2, o3 = _retire4(o0, o1, o2, o3)
+                raw = _v_raw(k8_bufs.index(st1), 0)
+                _arrive_wg(kfree.index(st1))
+                if r + 4 < n:
+                    _issue8(kv_nope_desc, k8_bufs, land, kfree, pt_base, j + 4, g + 4, PAGE_SIZE, BLOCK_N)
+                o0, o1, o2, o3 = _scale4(o0, o1, o2, o3, beta, ot_layout)
+                o0, o1, o2, o3 = _pv8(raw, n_valid - BLOCK_N, p_bufs.index(1).permute((1, 0)), o0, o1, o2, o3,
+                                      a_layout, BLOCK_N)
+        o0, o1, o2, o3 = _retire4(o0, o1, o2, o3)
+        if n % 2 == 0:
+            _arrive_wg(pfree.index(1))      # (the segment's last odd tile, read by the MMA just retired)
+        out_mul = kv_scale
+        _finish8(0, o0, o1, o2, o3, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
+                 out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
+                 stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, BLOCK_H)
+        it += n
+        seg += 1
+        t = seg_stop
+        b += 1
+    _stamp_out(STAMPS, srow, it)
+
+
+@gluon.jit
+def _pp8_wg1(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
+             out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
+             stride_q_b, stride_q_h, stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
+             qh, ql, qr, k8_bufs, kr_bufs, p_bufs, m_smem, l_smem, land, kfree, pfree, q_bar, p_bars, x_bars,
+             PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
+             B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
+             ot_layout: gl.constexpr, STAMPS):
+    """Warpgroup 1: the odd tiles of each segment, output dims 256..511. Per pair: WG0's P(r) first (its V half,
+    the MMA), then its own tile's scores, softmax and P."""
+    a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=ot_layout, k_width=2)
+    rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    rope_layout: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [4, 1], [1, 0])
+    pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow = _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, 1,
+                                                                              s_layout, B_CHUNK, BLOCK_N, BLOCK_H)
+    if KV_SCALE_FROM_PTR:
+        kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
+    it = 0
+    seg = 0
+    p0_phase = 0
+    n_odd = 0       # odd tiles whose P this warpgroup wrote (the phases of pfree[1])
+    while t < t_stop:
+        b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+            seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
+        n = i_stop - i_first
+        rope = _load_rope(kv_ptr, pt_base, gl.minimum(i_first + 1, i_stop - 1), PAGE_SIZE, BLOCK_N, rope_layout)
+        mbarrier.wait(q_bar, seg & 1)
+        if seg % 2 == 0:
+            qk = l_smem.slice(BLOCK_H, BLOCK_H).load(rows_s)[:, None]
+        else:
+            qk = l_smem.slice(3 * BLOCK_H, BLOCK_H).load(rows_s)[:, None]
+        _wg_barrier()       # every thread has its multipliers before any thread's exchange reuses the slot
+
+        m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=rows_s)
+        l_i = gl.zeros([BLOCK_H], gl.float32, layout=rows_s)
+        o0, o1, o2, o3 = _init4(ot_layout)
+        for k in range(0, (n + 1) // 2):
+            r = 2 * k
+            g = it + r
+            st = g % _NS
+            j = i_first + r
+            n_valid = seq_len - j * BLOCK_N
+            # WG0's tile r: this warpgroup's half of its V, then its P
+            mbarrier.wait(land.index(st), (g // _NS) & 1)
+            raw = _v_raw(k8_bufs.index(st), 1)
+            _arrive_wg(kfree.index(st))
+            mbarrier.wait(p_bars.index(0), p0_phase)
+            p0_phase ^= 1
+            m_e = m_smem.slice(0, BLOCK_H).load(rows_s)
+            alpha = gl.exp2(m_i - m_e)
+            m_i = m_e
+            l_i = l_i * alpha
+            o0, o1, o2, o3 = _retire4(o0, o1, o2, o3)
+            o0, o1, o2, o3 = _scale4(o0, o1, o2, o3, alpha, ot_layout)
+            o0, o1, o2, o3 = _pv8(raw, n_valid, p_bufs.index(0).permute((1, 0)), o0, o1, o2, o3, a_layout, BLOCK_N)
+            if r + 1 < n:
+                g1 = g + 1
+                st1 = g1 % _NS
+                # P(r) V_R(r) retired: WG0 may write its next P
+                o0, o1, o2, o3 = _retire4(o0, o1, o2, o3)
+                _arrive_wg(pfree.index(0))
+                mbarrier.wait(land.index(st1), (g1 // _NS) & 1)
+                k8 = k8_bufs.index(st1)
+                _store_rope(kr_bufs.index(st1), _load_rope(kv_ptr, pt_base, j + 1, PAGE_SIZE, BLOCK_N, rope_layout))
+                s = _scores8(qh, ql, qr, k8, kr_bufs.index(st1), j >> 30, s_layout, BLOCK_H, BLOCK_N)
+                s = _s_retired(s, s_layout)
+                p, beta, m_i, l_i = _softmax_step(s, m_i, l_i, (j + 1) * BLOCK_N + offs_tok < seq_len, qk)
+                o0, o1, o2, o3 = _scale4(o0, o1, o2, o3, beta, ot_layout)
+                if n_odd > 0:
+                    mbarrier.wait(pfree.index(1), (n_odd - 1) & 1)
+                n_odd += 1
+                p_bufs.index(1).store(p.to(gl.float16))
+                m_smem.slice(BLOCK_H, BLOCK_H).store(m_i)
+                fence_async_shared()
+                _arrive_wg(p_bars.index(1))
+                raw = _v_raw(k8, 1)
+                _arrive_wg(kfree.index(st1))
+                o0, o1, o2, o3 = _pv8(raw, n_valid - BLOCK_N, p_bufs.index(1).permute((1, 0)), o0, o1, o2, o3,
+                                      a_layout, BLOCK_N)
+        o0, o1, o2, o3 = _retire4(o0, o1, o2, o3)
+        if n % 2 == 1:
+            _arrive_wg(pfree.index(0))      # (the segment's last even tile, read by the MMA just retired)
+        _finish8(1, o0, o1, o2, o3, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
+                 out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
+                 stride_po_h, stride_pl_s, kv_scale, RETURN_LSE, s_layout, BLOCK_H)
+        it += n
+        seg += 1
+        t = seg_stop
+        b += 1
+    _stamp_out(STAMPS, srow, it)
+
+
+@gluon.jit(do_not_specialize=["B"])
+def _mla_decode_hopper_pp8_kernel(
+    q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr,
+    page_table_ptr, seq_lens_ptr,
+    out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
+    sm_scale, kv_scale,
+    B, H,
+    stride_q_b, stride_q_h,
+    stride_pt_b,
+    stride_out_b, stride_out_h,
+    stride_po_s, stride_po_h,
+    stride_pl_s,
+    PAGE_SIZE: gl.constexpr,
+    KV_SCALE_FROM_PTR: gl.constexpr,
+    RETURN_LSE: gl.constexpr,
+    B_CHUNK: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    BLOCK_H: gl.constexpr,
+    T8: gl.constexpr,
+    num_warps: gl.constexpr,
+    WG1_REGS: gl.constexpr = 256,
+    STAMPS=None,
+):
+    """Grid ``(H // 64, P)``; the arguments of the fp8 heads-on-M kernel
+    (``kernel_hopper_heads._mla_decode_hopper_fp8w_kernel``: the query by pointer, ``kv_nope_desc`` [64, 512] fp8
+    boxes, ``kv_ptr`` for the rope rows). ``num_warps = 4`` (WG0, the default partition) plus a 4-warp worker
+    (WG1, ``WG1_REGS`` registers a thread)."""
+    gl.static_assert(T8 == 1)
+    gl.static_assert(BLOCK_H == 64)
+    gl.static_assert(BLOCK_N == 64)
+    gl.static_assert(num_warps == 4)
+    gl.static_assert(kv_nope_desc.block_type.shape[1] == _D_V)
+    f8: gl.constexpr = gl.float8e4nv
+    q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, _D_V], f8)
+    r_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, 128], f8)
+    qh = gl.allocate_shared_memory(f8, [BLOCK_H, _D_V], q_layout)
+    ql = gl.allocate_shared_memory(f8, [BLOCK_H, _D_V], q_layout)
+    qr = gl.allocate_shared_memory(f8, [BLOCK_H, 128], r_layout)
+    k8_bufs = gl.allocate_shared_memory(f8, [_NS, BLOCK_N, _D_V], kv_nope_desc.layout)
+    kr_bufs = gl.allocate_shared_memory(f8, [_NS, BLOCK_N, 128], r_layout)
+    p_bufs = gl.allocate_shared_memory(gl.float16, [2, BLOCK_H, BLOCK_N],
+                                       gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], gl.float16))
+    vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
+    m_smem = gl.allocate_shared_memory(gl.float32, [2 * BLOCK_H], vec)
+    l_smem = gl.allocate_shared_memory(gl.float32, [4 * BLOCK_H], vec)
+    land = gl.allocate_shared_memory(gl.int64, [_NS, 1], mbarrier.MBarrierLayout())
+    kfree = gl.allocate_shared_memory(gl.int64, [_NS, 1], mbarrier.MBarrierLayout())
+    pfree = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    p_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    x_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    q_bars = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())
+    q_bar = q_bars.index(0)
+    for k in gl.static_range(_NS):
+        mbarrier.init(land.index(k), count=1)
+        mbarrier.init(kfree.index(k), count=2)
+    for k in gl.static_range(2):
+        mbarrier.init(pfree.index(k), count=1)
+        mbarrier.init(p_bars.index(k), count=1)
+        mbarrier.init(x_bars.index(k), count=1)
+    mbarrier.init(q_bar, count=1)
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_N, 16])
+    ot_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                        instr_shape=[16, BLOCK_H, 16])
+    gl.warp_specialize([
+        (_pp8_wg0, (q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
+                    out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
+                    stride_q_b, stride_q_h, stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h,
+                    stride_pl_s,
+                    qh, ql, qr, k8_bufs, kr_bufs, p_bufs, m_smem, l_smem, land, kfree, pfree, q_bar, p_bars, x_bars,
+                    PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, ot_layout,
+                    STAMPS)),
+        (_pp8_wg1, (q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
+                    out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
+                    stride_q_b, stride_q_h, stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h,
+                    stride_pl_s,
+                    qh, ql, qr, k8_bufs, kr_bufs, p_bufs, m_smem, l_smem, land, kfree, pfree, q_bar, p_bars, x_bars,
+                    PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, ot_layout,
+                    STAMPS)),
+    ], [4], [WG1_REGS])

@@ -1,0 +1,84 @@
+"""The fp8 ping-pong kernel that widens nothing in shared memory (kernel_hopper_pp8.py, config ``T8 = 1``) compiled
+for sm_90 on a CPU: it fits an SM with three tile stages, runs as two 4-warp partitions, scores from fp8 wgmmas on
+the landed tile, multiplies P by V^T held in registers (fp16 wgmmas with a register A operand, four row chunks of
+64), and ptxas keeps its wgmmas asynchronous. The interface routes ``T8 = 1`` to it with the query by pointer and
+[64, 512] fp8 latent boxes, and refuses it where it does not apply. tests/gpu/test_mla_decode_gpu.py
+(``HEADS_VARIANTS``, ``ZERO_LEN_CASES``) runs it against the reference on an H200.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from graphtune import resources
+from graphtune.kernels.mla_decode import interface_hopper, kernel_hopper_pp8
+
+from test_mla_decode import _sass as _sass_of_cubin
+from test_mla_decode import SCHEDULED_WITH_THIS_TRITON, _hopper_compile
+
+SM90_SHARED = 232448          # bytes of shared memory an sm_90 block may use (1 KB more is the driver's)
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    return _hopper_compile("fp8", heads=128, page_size=64, config=dict(T8=1))
+
+
+def test_t8_kernel_fits_sm90_as_two_warpgroups(compiled):
+    usage = resources._resource_usage(compiled.asm["cubin"], compiled.metadata.name)
+    assert usage["REG"] <= 255
+    # query pair 72 KB + 3 x (fp8 tile 32 KB + rope tile 8 KB) + two fp16 P tiles 16 KB + maxima, sums, barriers
+    shared = compiled.metadata.shared
+    assert 72 * 1024 + 3 * 40 * 1024 + 16 * 1024 <= shared
+    assert shared + usage.get("SHARED", 0) <= SM90_SHARED, shared
+    assert compiled.metadata.num_warps == 8
+    assert ".reqntid 256" in compiled.asm["ptx"]
+
+
+def test_t8_kernel_mmas(compiled):
+    sass = _sass_of_cubin(compiled.asm["cubin"])
+    # scores: per warpgroup, the rope pair (K = 128) and hi + lo of four 128-column latent chunks, k = 32 each
+    assert sass.count("QGMMA.64x64x32.F32.E4M3.E4M3") == 2 * 9 * 4
+    # P.V: four [64 rows, 64 heads] chunks of O^T a tile, A (V^T) from registers, on four code paths (each
+    # warpgroup's own tile and the other's)
+    assert sass.count("HGMMA.64x64x16.F32 R") == 4 * 4 * 4
+    assert "HGMMA.64x256" not in sass, "P.V with heads on M (the widening kernels' [64, 256] halves of O)"
+    # V^T comes from the fp8 tile by 64-bit loads and in-register conversion: nothing is widened into shared memory
+    assert sass.count("F2FP.F16.E4M3.UNPACK_B") >= 4 * 64
+    assert "UTMALDG.2D" in sass
+    if SCHEDULED_WITH_THIS_TRITON:
+        # (serialised: a WARPGROUP.DEPBAR after each of the 136 wgmmas; at most two P.V chunks in flight: 16)
+        assert sass.count("WARPGROUP.DEPBAR") <= 16, "wgmmas serialised (ptxas C7511)"
+
+
+def _route_inputs(heads=128, fmt="fp8"):
+    dtype = torch.float8_e4m3fn if fmt == "fp8" else torch.bfloat16
+    q = torch.empty(2, heads, 576, dtype=torch.bfloat16)
+    kv = torch.empty(4, 64, 576, dtype=dtype)
+    out = torch.empty(2, heads, 512, dtype=torch.bfloat16)
+    return q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32), out
+
+
+def test_t8_config_routes_to_the_kernel():
+    q, kv, pt, lens, out = _route_inputs()
+    args, grid, consts, _ = interface_hopper.hopper_call(q, kv, pt, lens, 0.04, 0.5, "fp8", out, False, sms=132,
+                                                         config=dict(T8=1))
+    fn, consts = interface_hopper._kernel_and_params(128, "fp8", consts)
+    assert fn is kernel_hopper_pp8._mla_decode_hopper_pp8_kernel
+    assert consts["num_warps"] == interface_hopper.PP_NUM_WARPS == 4 and consts["T8"] == 1
+    assert args[0] is q                                   # the query by pointer (its strides follow the scalars)
+    assert list(args[1].block_shape) == [64, 512]         # the whole fp8 latent tile
+    assert grid == (2, 66)
+    assert interface_hopper.pinned_config(128, "fp8", dict(BLOCK_N=64, T8=1))["T8"] == 1
+
+
+@pytest.mark.parametrize("heads,fmt,config,needle", [
+    (16, "fp8", dict(T8=1), "H < 64"),
+    (128, "bf16", dict(T8=1), "'bf16'"),
+    (128, "fp8", dict(T8=1, BLOCK_N=32), "BLOCK_N=32"),
+    (128, "fp8", dict(T8=1, PP=1), "PP=1")])
+def test_t8_config_refused_where_it_does_not_apply(heads, fmt, config, needle):
+    q, kv, pt, lens, out = _route_inputs(heads, fmt)
+    with pytest.raises(ValueError, match="T8=1") as err:
+        interface_hopper.hopper_call(q, kv, pt, lens, 0.04, 1.0, fmt, out, False, sms=132, config=config)
+    assert needle in str(err.value)
