@@ -46,33 +46,29 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from .kernel_hopper import _load_rope, _segment, _stamp_out, _store_lse_and_segment, _tma_load
-from .kernel_hopper_heads import _q_chunks
+from .kernel_hopper import (STAMP_CLK_READY, _segment, _stamp, _stamp_out, _stamp_tile,
+                            _store_lse_and_segment, _tma_load)
+from .kernel_hopper_heads import _REINTERPRET_PUBLIC, _q_chunks
 from .kernel_hopper_pp import _softmax_step, _wg_barrier, _wg_start
 
 _D_V = gl.constexpr(512)
 _HALF = gl.constexpr(256)       # output columns (dims) per warpgroup
 _NS = gl.constexpr(3)           # tile stages
 
-# One warpgroup's half of V, [64 tokens, 256 dims] of the fp8 tile, as its P.V A fragments hold it (see the module
-# docstring): registers +1, +2, +4 dims (8 adjacent: one 64-bit load a token), +1, +8, +16, +32 tokens; lanes +2, +4
-# tokens, +8, +16, +32 dims; warps +64, +128 dims. A warp's load reads 64 bytes of rows {0, 2, 4, 6} (+ the
-# register's offset): four distinct rows of a 128-byte swizzle atom, no bank conflict.
+# A quarter of V, [64 tokens, 128 dims] of the fp8 tile (one warpgroup's half of V is two), as two of its P.V A
+# fragments hold it (see the module docstring): registers +1, +2 dims (4 adjacent: one 32-bit load a token), +1, +8,
+# +16, +32 tokens; lanes +2, +4 tokens, +4, +8, +16 dims; warps +32, +64 dims. A warp's load reads 32 bytes of rows
+# {0, 2, 4, 6} (+ the register's offset): four rows of a 128-byte swizzle atom whose 16-byte chunks land on distinct
+# banks, one wavefront.
 V_RAW = gl.constexpr(gl.DistributedLinearLayout(
-    reg_bases=[[0, 1], [0, 2], [0, 4], [1, 0], [8, 0], [16, 0], [32, 0]],
-    lane_bases=[[2, 0], [4, 0], [0, 8], [0, 16], [0, 32]], warp_bases=[[0, 64], [0, 128]], block_bases=[],
-    shape=[64, 256]))
-# The same ownership with the token pairs first (the fp8 -> fp16 conversion packs two adjacent registers: the A
-# operand's two adjacent K values, tokens)
-V_PAIRS = gl.constexpr(gl.DistributedLinearLayout(
-    reg_bases=[[1, 0], [0, 1], [0, 2], [0, 4], [8, 0], [16, 0], [32, 0]],
-    lane_bases=[[2, 0], [4, 0], [0, 8], [0, 16], [0, 32]], warp_bases=[[0, 64], [0, 128]], block_bases=[],
-    shape=[64, 256]))
-# A warpgroup's output half [64 heads, 256 dims] as the O^T accumulator holds it, the relabelling undone: registers
-# +1, +2, +4 dims, +1, +8, +16, +32 heads; lanes +2, +4 heads, +8, +16, +32 dims; warps +64, +128 dims.
+    reg_bases=[[0, 1], [0, 2], [1, 0], [8, 0], [16, 0], [32, 0]],
+    lane_bases=[[2, 0], [4, 0], [0, 4], [0, 8], [0, 16]], warp_bases=[[0, 32], [0, 64]], block_bases=[],
+    shape=[64, 128]))
+# A warpgroup's output half [64 heads, 256 dims] as the O^T accumulators hold it, the relabelling undone: registers
+# +1, +2, +128 dims, +1, +8, +16, +32 heads; lanes +2, +4 heads, +4, +8, +16 dims; warps +32, +64 dims.
 O_OUT = gl.constexpr(gl.DistributedLinearLayout(
-    reg_bases=[[0, 1], [0, 2], [0, 4], [1, 0], [8, 0], [16, 0], [32, 0]],
-    lane_bases=[[2, 0], [4, 0], [0, 8], [0, 16], [0, 32]], warp_bases=[[0, 64], [0, 128]], block_bases=[],
+    reg_bases=[[0, 1], [0, 2], [0, 128], [1, 0], [8, 0], [16, 0], [32, 0]],
+    lane_bases=[[2, 0], [4, 0], [0, 4], [0, 8], [0, 16]], warp_bases=[[0, 32], [0, 64]], block_bases=[],
     shape=[64, 256]))
 
 
@@ -84,9 +80,17 @@ def _as_rows(y):
 
 
 @gluon.jit
-def _v_raw(k8, HALF: gl.constexpr):
-    """This warpgroup's half of the tile's V as fp8 registers (``V_RAW``)."""
-    return k8.slice(HALF * 256, 256, dim=1).load(V_RAW)
+def _v_raw(k8, HALF: gl.constexpr, Q: gl.constexpr):
+    """Quarter Q (dims ``[128 Q, 128 Q + 128)`` of this warpgroup's half ``HALF``) of the tile's V as fp8 registers
+    (``V_RAW``)."""
+    return k8.slice(HALF * 256 + Q * 128, 128, dim=1).load(V_RAW)
+
+
+@gluon.jit
+def _quarter_chunks(raw):
+    """A quarter of V (``_v_raw``) as its two row chunks' values, [tokens, 4 w, 8 q, 2 h] each."""
+    y = gl.reshape(raw, [raw.shape[0], 4, 8, 2, 2])    # (k, w, q, c', h)
+    return gl.split(gl.permute(y, (0, 1, 2, 4, 3)))   # (k, w, q, h, c') -> c'
 
 
 @gluon.jit
@@ -102,18 +106,16 @@ def _a_operand(c8, n_valid, a_layout: gl.constexpr, BLOCK_N: gl.constexpr):
 
 
 @gluon.jit
-def _pv8(raw, n_valid, p_view, o0, o1, o2, o3, a_layout: gl.constexpr, BLOCK_N: gl.constexpr):
-    """O^T_c += A_c P^T for the four row chunks (async; P^T = ``p_view``). A_c from the fp8 half of V (``_v_raw``):
-    row 16 w + 8 h + q of chunk c holds dim 64 w + 8 q + 2 c + h (a thread's rows of the four chunks are its 8
-    adjacent dims), each converted just before its MMA, at most two MMAs in flight (their A registers pinned until
-    they retire: four chunks' 64 registers beside O's 128 serialised the wgmmas or spilled)."""
-    y = gl.reshape(raw, [BLOCK_N, 4, 8, 2, 2, 2])      # (k, w, q, c1, c0, h)
-    y = gl.permute(y, (0, 1, 2, 5, 3, 4))               # (k, w, q, h, c1, c0)
-    y0, y1 = gl.split(y)                                # c0
-    c0, c2 = gl.split(y0)                               # c1
-    c1, c3 = gl.split(y1)
+def _pv8(k8, HALF: gl.constexpr, n_valid, p_view, o0, o1, o2, o3, a_layout: gl.constexpr, BLOCK_N: gl.constexpr):
+    """O^T_c += A_c P^T for the four row chunks of this warpgroup's half of V in tile buffer ``k8`` (async; P^T =
+    ``p_view``): row 16 w + 8 h + q of chunk c = 2 Q + c' holds dim 128 Q + 32 w + 4 q + 2 c' + h. Each quarter of V
+    is loaded (``_v_raw``) and each chunk converted just before its MMA, at most two MMAs in flight (their A registers
+    stay pinned until they retire: the four chunks' 64 registers beside O's 128 serialised the wgmmas or spilled).
+    Returns once every byte of V it needs is in registers (the caller may free the buffer)."""
+    c0, c1 = _quarter_chunks(_v_raw(k8, HALF, 0))
     o0 = warpgroup_mma(_a_operand(c0, n_valid, a_layout, BLOCK_N), p_view, o0, is_async=True)
     o1 = warpgroup_mma(_a_operand(c1, n_valid, a_layout, BLOCK_N), p_view, o1, is_async=True)
+    c2, c3 = _quarter_chunks(_v_raw(k8, HALF, 1))
     o0 = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=1, deps=(o0, )))
     o2 = warpgroup_mma(_a_operand(c2, n_valid, a_layout, BLOCK_N), p_view, o2, is_async=True)
     o1 = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=1, deps=(o1, )))
@@ -147,11 +149,29 @@ def _s_retired(s, s_layout: gl.constexpr):
 
 
 @gluon.jit
+def _load_rope32(kv_ptr, pt_base, j, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, layout: gl.constexpr):
+    """Tile j's 64 fp8 rope columns as [BLOCK_N, 16] 32-bit words (plain loads, issued a tile ahead; as words, not
+    bytes: held as fp8 across the loop ptxas split them into 16-bit pieces and spilled them)."""
+    tok0 = j * BLOCK_N
+    page = gl.load(pt_base + tok0 // PAGE_SIZE)
+    row0 = page.to(gl.int64) * PAGE_SIZE + tok0 % PAGE_SIZE
+    rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout))
+    cols = gl.arange(0, 16, layout=gl.SliceLayout(0, layout))
+    words = kv_ptr.to(gl.pointer_type(gl.int32), bitcast=True)
+    return gl.load(words + (row0 + rows)[:, None] * 144 + 128 + cols[None, :])
+
+
+@gluon.jit
 def _store_rope(kr, rope):
-    """The tile's fp8 rope rows twice into its [BLOCK_N, 128] rope tile (the query's rope is [hi | lo]); visible to
-    this warpgroup's wgmmas after it returns."""
-    kr.slice(0, 64, dim=1).store(rope)
-    kr.slice(64, 64, dim=1).store(rope)
+    """The tile's rope rows (``_load_rope32``'s words) twice into its fp8 [BLOCK_N, 128] rope tile (the query's rope
+    is [hi | lo]); visible to this warpgroup's wgmmas after it returns."""
+    w_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
+    if _REINTERPRET_PUBLIC:
+        kw = kr.reinterpret(gl.int32, [kr.shape[0], 32], w_layout)
+    else:
+        kw = kr._reinterpret(gl.int32, [kr.shape[0], 32], w_layout)
+    kw.slice(0, 16, dim=1).store(rope)
+    kw.slice(16, 16, dim=1).store(rope)
     fence_async_shared()
     _wg_barrier()
 
@@ -229,10 +249,10 @@ def _finish8(WG: gl.constexpr, o0, o1, o2, o3, m_i, l_i, l_smem, x_bars, seg, b,
     else:
         l_other = l_smem.slice((3 - WG) * BLOCK_H, BLOCK_H).load(rows)
     l_tot = l_i + l_other
-    # (rows 16 w + 8 h + q of chunk c = 2 c1 + c0 hold dim 64 w + 8 q + 2 c + h)
-    x = gl.join(gl.join(o0, o1), gl.join(o2, o3))               # [64 rows, 64 heads, c0, c1]
-    x = gl.reshape(x, [4, 2, 8, 64, 2, 2])                      # (w, h, q, head, c0, c1)
-    x = gl.convert_layout(gl.reshape(gl.permute(x, (3, 0, 2, 5, 4, 1)), [64, 256]), O_OUT)
+    # (row 16 w + 8 h + q of chunk c = 2 Q + c' holds dim 128 Q + 32 w + 4 q + 2 c' + h)
+    x = gl.join(gl.join(o0, o1), gl.join(o2, o3))               # [64 rows, 64 heads, c', Q]
+    x = gl.reshape(x, [4, 2, 8, 64, 2, 2])                      # (w, h, q, head, c', Q)
+    x = gl.convert_layout(gl.reshape(gl.permute(x, (3, 5, 0, 2, 4, 1)), [64, 256]), O_OUT)
     x = x * gl.convert_layout(out_mul / l_tot, gl.SliceLayout(1, O_OUT))[:, None]
     heads = h0 + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, O_OUT))
     dims = WG * _HALF + gl.arange(0, _HALF, layout=gl.SliceLayout(0, O_OUT))
@@ -280,7 +300,7 @@ def _pp8_wg0(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
     tile's TMA."""
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=ot_layout, k_width=2)
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
-    rope_layout: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [4, 1], [1, 0])
+    rope_layout: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [4, 1], [1, 0])
     pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow = _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, 0,
                                                                               s_layout, B_CHUNK, BLOCK_N, BLOCK_H)
     if KV_SCALE_FROM_PTR:
@@ -297,7 +317,7 @@ def _pp8_wg0(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
         for u in gl.static_range(_NS):
             if u < n:
                 _issue8(kv_nope_desc, k8_bufs, land, kfree, pt_base, i_first + u, it + u, PAGE_SIZE, BLOCK_N)
-        rope = _load_rope(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout)
+        rope = _load_rope32(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout)
         q_scale = _q8_pair(q_ptr + b.to(gl.int64) * stride_q_b + h0 * stride_q_h, stride_q_h, qh, ql, qr, BLOCK_H)
         qk_vec = gl.convert_layout(qk_mul * kv_scale / q_scale, rows_s)
         if seg % 2 == 0:
@@ -307,6 +327,8 @@ def _pp8_wg0(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
         fence_async_shared()
         _arrive_wg(q_bar)
         qk = qk_vec[:, None]
+        if seg == 0:
+            _stamp(STAMPS, srow, STAMP_CLK_READY)
 
         m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=rows_s)
         l_i = gl.zeros([BLOCK_H], gl.float32, layout=rows_s)
@@ -317,15 +339,20 @@ def _pp8_wg0(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
             st = g % _NS
             j = i_first + r
             n_valid = seq_len - j * BLOCK_N
+            _stamp_tile(STAMPS, srow, g // 2, 0, 4)
+            # (the rope rows a pair ahead: their loads' latency off the path to the score MMAs)
+            rope_next = _load_rope32(kv_ptr, pt_base, gl.minimum(j + 2, i_stop - 1), PAGE_SIZE, BLOCK_N, rope_layout)
             # O += P(r - 1) V_L(r - 1) retired (its A registers free before the score MMAs): WG1 may write its next P
             o0, o1, o2, o3 = _retire4(o0, o1, o2, o3)
             if k > 0:
                 _arrive_wg(pfree.index(1))
             mbarrier.wait(land.index(st), (g // _NS) & 1)
             k8 = k8_bufs.index(st)
-            _store_rope(kr_bufs.index(st), _load_rope(kv_ptr, pt_base, j, PAGE_SIZE, BLOCK_N, rope_layout))
+            _store_rope(kr_bufs.index(st), rope)
             s = _scores8(qh, ql, qr, k8, kr_bufs.index(st), j >> 30, s_layout, BLOCK_H, BLOCK_N)
+            rope = rope_next
             s = _s_retired(s, s_layout)
+            _stamp_tile(STAMPS, srow, g // 2, 1, 4)
             p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, j * BLOCK_N + offs_tok < seq_len, qk)
             o0, o1, o2, o3 = _scale4(o0, o1, o2, o3, alpha, ot_layout)
             # P(r) into the even buffer once WG1's MMA that read P(r - 2) retired
@@ -336,10 +363,11 @@ def _pp8_wg0(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
             m_smem.slice(0, BLOCK_H).store(m_i)
             fence_async_shared()
             _arrive_wg(p_bars.index(0))
+            _stamp_tile(STAMPS, srow, g // 2, 2, 4)
             # (V's half loaded here, not under the score MMAs: 32 registers fewer through the softmax)
-            raw = _v_raw(k8, 0)
+            o0, o1, o2, o3 = _pv8(k8, 0, n_valid, p_bufs.index(0).permute((1, 0)), o0, o1, o2, o3, a_layout,
+                                  BLOCK_N)
             _arrive_wg(kfree.index(st))
-            o0, o1, o2, o3 = _pv8(raw, n_valid, p_bufs.index(0).permute((1, 0)), o0, o1, o2, o3, a_layout, BLOCK_N)
             if r + 1 < n:
                 g1 = g + 1
                 st1 = g1 % _NS
@@ -347,19 +375,19 @@ def _pp8_wg0(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
                     _issue8(kv_nope_desc, k8_bufs, land, kfree, pt_base, j + 3, g + 3, PAGE_SIZE, BLOCK_N)
                 mbarrier.wait(land.index(st1), (g1 // _NS) & 1)
                 mbarrier.wait(p_bars.index(1), p1_phase)
+                _stamp_tile(STAMPS, srow, g // 2, 3, 4)
                 p1_phase ^= 1
                 m_o = m_smem.slice(BLOCK_H, BLOCK_H).load(rows_s)
                 beta = gl.exp2(m_i - m_o)
                 l_i = l_i * beta
                 m_i = m_o
                 o0, o1, o2, o3 = _retire4(o0, o1, o2, o3)
-                raw = _v_raw(k8_bufs.index(st1), 0)
+                o0, o1, o2, o3 = _scale4(o0, o1, o2, o3, beta, ot_layout)
+                o0, o1, o2, o3 = _pv8(k8_bufs.index(st1), 0, n_valid - BLOCK_N, p_bufs.index(1).permute((1, 0)),
+                                      o0, o1, o2, o3, a_layout, BLOCK_N)
                 _arrive_wg(kfree.index(st1))
                 if r + 4 < n:
                     _issue8(kv_nope_desc, k8_bufs, land, kfree, pt_base, j + 4, g + 4, PAGE_SIZE, BLOCK_N)
-                o0, o1, o2, o3 = _scale4(o0, o1, o2, o3, beta, ot_layout)
-                o0, o1, o2, o3 = _pv8(raw, n_valid - BLOCK_N, p_bufs.index(1).permute((1, 0)), o0, o1, o2, o3,
-                                      a_layout, BLOCK_N)
         o0, o1, o2, o3 = _retire4(o0, o1, o2, o3)
         if n % 2 == 0:
             _arrive_wg(pfree.index(1))      # (the segment's last odd tile, read by the MMA just retired)
@@ -386,7 +414,7 @@ def _pp8_wg1(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
     the MMA), then its own tile's scores, softmax and P."""
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=ot_layout, k_width=2)
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
-    rope_layout: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [4, 1], [1, 0])
+    rope_layout: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [4, 1], [1, 0])
     pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow = _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, 1,
                                                                               s_layout, B_CHUNK, BLOCK_N, BLOCK_H)
     if KV_SCALE_FROM_PTR:
@@ -399,13 +427,15 @@ def _pp8_wg1(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
         b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
         n = i_stop - i_first
-        rope = _load_rope(kv_ptr, pt_base, gl.minimum(i_first + 1, i_stop - 1), PAGE_SIZE, BLOCK_N, rope_layout)
+        rope = _load_rope32(kv_ptr, pt_base, gl.minimum(i_first + 1, i_stop - 1), PAGE_SIZE, BLOCK_N, rope_layout)
         mbarrier.wait(q_bar, seg & 1)
         if seg % 2 == 0:
             qk = l_smem.slice(BLOCK_H, BLOCK_H).load(rows_s)[:, None]
         else:
             qk = l_smem.slice(3 * BLOCK_H, BLOCK_H).load(rows_s)[:, None]
         _wg_barrier()       # every thread has its multipliers before any thread's exchange reuses the slot
+        if seg == 0:
+            _stamp(STAMPS, srow, STAMP_CLK_READY)
 
         m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=rows_s)
         l_i = gl.zeros([BLOCK_H], gl.float32, layout=rows_s)
@@ -416,11 +446,11 @@ def _pp8_wg1(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
             st = g % _NS
             j = i_first + r
             n_valid = seq_len - j * BLOCK_N
+            _stamp_tile(STAMPS, srow, g // 2, 0, 4)
             # WG0's tile r: this warpgroup's half of its V, then its P
             mbarrier.wait(land.index(st), (g // _NS) & 1)
-            raw = _v_raw(k8_bufs.index(st), 1)
-            _arrive_wg(kfree.index(st))
             mbarrier.wait(p_bars.index(0), p0_phase)
+            _stamp_tile(STAMPS, srow, g // 2, 3, 4)
             p0_phase ^= 1
             m_e = m_smem.slice(0, BLOCK_H).load(rows_s)
             alpha = gl.exp2(m_i - m_e)
@@ -428,18 +458,24 @@ def _pp8_wg1(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
             l_i = l_i * alpha
             o0, o1, o2, o3 = _retire4(o0, o1, o2, o3)
             o0, o1, o2, o3 = _scale4(o0, o1, o2, o3, alpha, ot_layout)
-            o0, o1, o2, o3 = _pv8(raw, n_valid, p_bufs.index(0).permute((1, 0)), o0, o1, o2, o3, a_layout, BLOCK_N)
+            o0, o1, o2, o3 = _pv8(k8_bufs.index(st), 1, n_valid, p_bufs.index(0).permute((1, 0)), o0, o1, o2, o3,
+                                  a_layout, BLOCK_N)
+            _arrive_wg(kfree.index(st))
             if r + 1 < n:
                 g1 = g + 1
                 st1 = g1 % _NS
+                rope_next = _load_rope32(kv_ptr, pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N,
+                                       rope_layout)
                 # P(r) V_R(r) retired: WG0 may write its next P
                 o0, o1, o2, o3 = _retire4(o0, o1, o2, o3)
                 _arrive_wg(pfree.index(0))
                 mbarrier.wait(land.index(st1), (g1 // _NS) & 1)
                 k8 = k8_bufs.index(st1)
-                _store_rope(kr_bufs.index(st1), _load_rope(kv_ptr, pt_base, j + 1, PAGE_SIZE, BLOCK_N, rope_layout))
+                _store_rope(kr_bufs.index(st1), rope)
                 s = _scores8(qh, ql, qr, k8, kr_bufs.index(st1), j >> 30, s_layout, BLOCK_H, BLOCK_N)
+                rope = rope_next
                 s = _s_retired(s, s_layout)
+                _stamp_tile(STAMPS, srow, g // 2, 1, 4)
                 p, beta, m_i, l_i = _softmax_step(s, m_i, l_i, (j + 1) * BLOCK_N + offs_tok < seq_len, qk)
                 o0, o1, o2, o3 = _scale4(o0, o1, o2, o3, beta, ot_layout)
                 if n_odd > 0:
@@ -449,10 +485,10 @@ def _pp8_wg1(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
                 m_smem.slice(BLOCK_H, BLOCK_H).store(m_i)
                 fence_async_shared()
                 _arrive_wg(p_bars.index(1))
-                raw = _v_raw(k8, 1)
-                _arrive_wg(kfree.index(st1))
-                o0, o1, o2, o3 = _pv8(raw, n_valid - BLOCK_N, p_bufs.index(1).permute((1, 0)), o0, o1, o2, o3,
+                _stamp_tile(STAMPS, srow, g // 2, 2, 4)
+                o0, o1, o2, o3 = _pv8(k8, 1, n_valid - BLOCK_N, p_bufs.index(1).permute((1, 0)), o0, o1, o2, o3,
                                       a_layout, BLOCK_N)
+                _arrive_wg(kfree.index(st1))
         o0, o1, o2, o3 = _retire4(o0, o1, o2, o3)
         if n % 2 == 1:
             _arrive_wg(pfree.index(0))      # (the segment's last even tile, read by the MMA just retired)
