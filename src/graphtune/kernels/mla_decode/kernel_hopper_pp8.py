@@ -149,6 +149,27 @@ def _s_retired(s, s_layout: gl.constexpr):
 
 
 @gluon.jit
+def _no_scores(qr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr):
+    """Where no tile follows: an MMA of the score accumulator's type (the query's rope pair against itself), never
+    read. Every path then defines the loop's score accumulator by a wgmma: a path that left it as it was (or set it
+    otherwise) made ptxas serialise every wgmma of the kernel (C7515)."""
+    s8_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                        instr_shape=[16, BLOCK_N, 32])
+    return warpgroup_mma(qr, qr.permute((1, 0)), gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s8_layout),
+                         use_acc=False, is_async=True)
+
+
+@gluon.jit
+def _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g, rope, qz, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
+                  BLOCK_N: gl.constexpr):
+    """The score MMAs of the program's g-th tile (async), once it landed, its rope rows (``rope``) stored first."""
+    st = g % _NS
+    mbarrier.wait(land.index(st), (g // _NS) & 1)
+    _store_rope(kr_bufs.index(st), rope)
+    return _scores8(qh, ql, qr, k8_bufs.index(st), kr_bufs.index(st), qz, s_layout, BLOCK_H, BLOCK_N)
+
+
+@gluon.jit
 def _load_rope32(kv_ptr, pt_base, j, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, layout: gl.constexpr):
     """Tile j's 64 fp8 rope columns as [BLOCK_N, 16] 32-bit words (plain loads, issued a tile ahead; as words, not
     bytes: held as fp8 across the loop ptxas split them into 16-bit pieces and spilled them)."""
@@ -200,32 +221,43 @@ def _arrive_wg(bar):
 
 @gluon.jit
 def _q8_pair(q_base, stride_q_h, qh, ql, qr, BLOCK_H: gl.constexpr):
-    """The query's fp8 hi/lo pair in shared memory from global memory (two passes, 128 columns at a time, as
-    ``kernel_hopper_heads._q_fp16_loads``): ``hi = fp8(q s)``, ``lo = fp8(q s - hi)``, s a power of two per head with
-    max |q s| = 2^8; the rope's into ``qr`` as [hi | lo]. Returns s."""
+    """The query's fp8 hi/lo pair in shared memory from global memory: ``hi = fp8(q s)``, ``lo = fp8(q s - hi)``, s a
+    power of two per head with max |q s| = 2^8; the rope's into ``qr`` as [hi | lo]. Returns s. All 576 columns are
+    loaded at once (one round trip to memory: the segment's first tile's scores wait on it; as two passes of
+    128-column loops the query took ~20 us a segment on the H200, session 22 run 2), in registers that nothing
+    else holds before the segment's first tile."""
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
     heads = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, layout))
     cols = gl.arange(0, 128, layout=gl.SliceLayout(0, layout))
     cols_r = gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
-    rows = heads[:, None] * stride_q_h
+    rows = q_base + heads[:, None] * stride_q_h
+    x0 = gl.load(rows + cols[None, :])
+    x1 = gl.load(rows + 128 + cols[None, :])
+    x2 = gl.load(rows + 256 + cols[None, :])
+    x3 = gl.load(rows + 384 + cols[None, :])
+    xr = gl.load(rows + 512 + cols_r[None, :]).to(gl.float32)
+    amax = gl.maximum(gl.max(gl.abs(xr), axis=1),
+                      gl.maximum(gl.maximum(gl.max(gl.abs(x0.to(gl.float32)), axis=1),
+                                            gl.max(gl.abs(x1.to(gl.float32)), axis=1)),
+                                 gl.maximum(gl.max(gl.abs(x2.to(gl.float32)), axis=1),
+                                            gl.max(gl.abs(x3.to(gl.float32)), axis=1))))
+    q_scale = gl.exp2(8.0 - gl.ceil(gl.log2(gl.maximum(amax, 1e-30))))
     hi_c = _q_chunks(qh, BLOCK_H, 128)
     lo_c = _q_chunks(ql, BLOCK_H, 128)
-    xr = gl.load(q_base + rows + 512 + cols_r[None, :]).to(gl.float32)
-    amax = gl.max(gl.abs(xr), axis=1)
-    for c in tl.range(0, 4, loop_unroll_factor=1):
-        x = gl.load(q_base + rows + c * 128 + cols[None, :]).to(gl.float32)
-        amax = gl.maximum(amax, gl.max(gl.abs(x), axis=1))
-    q_scale = gl.exp2(8.0 - gl.ceil(gl.log2(gl.maximum(amax, 1e-30))))
-    for c in tl.range(0, 4, loop_unroll_factor=1):
-        x = gl.load(q_base + rows + c * 128 + cols[None, :]).to(gl.float32) * q_scale[:, None]
-        h = x.to(gl.float8e4nv)
-        hi_c.index(c).store(h)
-        lo_c.index(c).store((x - h.to(gl.float32)).to(gl.float8e4nv))
-    xr = xr * q_scale[:, None]
-    hr = xr.to(gl.float8e4nv)
-    qr.slice(0, 64, dim=1).store(hr)
-    qr.slice(64, 64, dim=1).store((xr - hr.to(gl.float32)).to(gl.float8e4nv))
+    _q8_chunk(x0, q_scale, hi_c.index(0), lo_c.index(0))
+    _q8_chunk(x1, q_scale, hi_c.index(1), lo_c.index(1))
+    _q8_chunk(x2, q_scale, hi_c.index(2), lo_c.index(2))
+    _q8_chunk(x3, q_scale, hi_c.index(3), lo_c.index(3))
+    _q8_chunk(xr, q_scale, qr.slice(0, 64, dim=1), qr.slice(64, 64, dim=1))
     return q_scale
+
+
+@gluon.jit
+def _q8_chunk(x, q_scale, hi_smem, lo_smem):
+    y = x.to(gl.float32) * q_scale[:, None]
+    h = y.to(gl.float8e4nv)
+    hi_smem.store(h)
+    lo_smem.store((y - h.to(gl.float32)).to(gl.float8e4nv))
 
 
 @gluon.jit
@@ -283,9 +315,24 @@ def _retire4(o0, o1, o2, o3):
 
 
 @gluon.jit
-def _init4(ot_layout: gl.constexpr):
+def _init4(ot_layout: gl.constexpr, ZPIN: gl.constexpr):
+    """The four O^T chunks set to zero, as the P.V wgmmas' accumulators. (Where no wgmma is in flight: zeros written
+    while a segment's first score MMAs ran made ptxas serialise every wgmma of the kernel, C7515.)"""
+    # ZPIN = 1: each zero through an instruction with side effects, so that the compiler cannot move them past the
+    # score MMAs that follow, as it moves plain constants (compiled for sm_90: no serialised wgmma, but O spilled in
+    # the tile loops); ZPIN = 0: plain zeros (ptxas serialises every wgmma, C7515, few spills)
     z = gl.zeros([64, 64], gl.float32, layout=ot_layout)
-    return warpgroup_mma_init(z), warpgroup_mma_init(z), warpgroup_mma_init(z), warpgroup_mma_init(z)
+    if ZPIN:
+        o = (warpgroup_mma_init(_pinned(z)), warpgroup_mma_init(_pinned(z)), warpgroup_mma_init(_pinned(z)),
+             warpgroup_mma_init(_pinned(z)))
+    else:
+        o = (warpgroup_mma_init(z), warpgroup_mma_init(z), warpgroup_mma_init(z), warpgroup_mma_init(z))
+    return o
+
+
+@gluon.jit
+def _pinned(x):
+    return gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=gl.float32, is_pure=False, pack=1)
 
 
 @gluon.jit
@@ -295,7 +342,7 @@ def _pp8_wg0(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
              qh, ql, qr, k8_bufs, kr_bufs, p_bufs, m_smem, l_smem, land, kfree, pfree, q_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
-             ot_layout: gl.constexpr, STAMPS):
+             ot_layout: gl.constexpr, ZPIN: gl.constexpr, STAMPS):
     """Warpgroup 0: the even tiles of each segment, output dims 0..255; writes the query pair and issues every
     tile's TMA."""
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=ot_layout, k_width=2)
@@ -332,7 +379,12 @@ def _pp8_wg0(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
 
         m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=rows_s)
         l_i = gl.zeros([BLOCK_H], gl.float32, layout=rows_s)
-        o0, o1, o2, o3 = _init4(ot_layout)
+        o0, o1, o2, o3 = _init4(ot_layout, ZPIN)
+        # Scores a tile early: S(r) is in flight at the top of pair r / 2, so that the softmax of tile r starts as
+        # soon as it is needed (the first tile's here, after O's zeros: see _init4; tile r + 2's once P(r) V_L(r) is
+        # issued, before WG1's P(r + 1) is waited for)
+        s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, it, rope, i_first >> 30, s_layout, BLOCK_H, BLOCK_N)
+        rope = _load_rope32(kv_ptr, pt_base, gl.minimum(i_first + 2, i_stop - 1), PAGE_SIZE, BLOCK_N, rope_layout)
         for k in range(0, (n + 1) // 2):
             r = 2 * k
             g = it + r
@@ -340,20 +392,13 @@ def _pp8_wg0(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
             j = i_first + r
             n_valid = seq_len - j * BLOCK_N
             _stamp_tile(STAMPS, srow, g // 2, 0, 4)
-            # (the rope rows a pair ahead: their loads' latency off the path to the score MMAs)
-            rope_next = _load_rope32(kv_ptr, pt_base, gl.minimum(j + 2, i_stop - 1), PAGE_SIZE, BLOCK_N, rope_layout)
-            # O += P(r - 1) V_L(r - 1) retired (its A registers free before the score MMAs): WG1 may write its next P
+            # S(r) retired, and with it P(r - 1) V_L(r - 1): WG1 may write its next P
+            sv = _s_retired(s, s_layout)
             o0, o1, o2, o3 = _retire4(o0, o1, o2, o3)
             if k > 0:
                 _arrive_wg(pfree.index(1))
-            mbarrier.wait(land.index(st), (g // _NS) & 1)
-            k8 = k8_bufs.index(st)
-            _store_rope(kr_bufs.index(st), rope)
-            s = _scores8(qh, ql, qr, k8, kr_bufs.index(st), j >> 30, s_layout, BLOCK_H, BLOCK_N)
-            rope = rope_next
-            s = _s_retired(s, s_layout)
             _stamp_tile(STAMPS, srow, g // 2, 1, 4)
-            p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, j * BLOCK_N + offs_tok < seq_len, qk)
+            p, alpha, m_i, l_i = _softmax_step(sv, m_i, l_i, j * BLOCK_N + offs_tok < seq_len, qk)
             o0, o1, o2, o3 = _scale4(o0, o1, o2, o3, alpha, ot_layout)
             # P(r) into the even buffer once WG1's MMA that read P(r - 2) retired
             if n_even > 0:
@@ -364,15 +409,20 @@ def _pp8_wg0(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
             fence_async_shared()
             _arrive_wg(p_bars.index(0))
             _stamp_tile(STAMPS, srow, g // 2, 2, 4)
-            # (V's half loaded here, not under the score MMAs: 32 registers fewer through the softmax)
-            o0, o1, o2, o3 = _pv8(k8, 0, n_valid, p_bufs.index(0).permute((1, 0)), o0, o1, o2, o3, a_layout,
-                                  BLOCK_N)
+            o0, o1, o2, o3 = _pv8(k8_bufs.index(st), 0, n_valid, p_bufs.index(0).permute((1, 0)), o0, o1, o2, o3,
+                                  a_layout, BLOCK_N)
             _arrive_wg(kfree.index(st))
             if r + 1 < n:
                 g1 = g + 1
                 st1 = g1 % _NS
-                if r + 3 < n:
-                    _issue8(kv_nope_desc, k8_bufs, land, kfree, pt_base, j + 3, g + 3, PAGE_SIZE, BLOCK_N)
+                if r + 2 < n:
+                    rope_next = _load_rope32(kv_ptr, pt_base, gl.minimum(j + 4, i_stop - 1), PAGE_SIZE, BLOCK_N,
+                                             rope_layout)
+                    s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g + 2, rope, (j + 2) >> 30, s_layout,
+                                      BLOCK_H, BLOCK_N)
+                    rope = rope_next
+                else:
+                    s = _no_scores(qr, BLOCK_H, BLOCK_N)
                 mbarrier.wait(land.index(st1), (g1 // _NS) & 1)
                 mbarrier.wait(p_bars.index(1), p1_phase)
                 _stamp_tile(STAMPS, srow, g // 2, 3, 4)
@@ -381,6 +431,11 @@ def _pp8_wg0(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
                 beta = gl.exp2(m_i - m_o)
                 l_i = l_i * beta
                 m_i = m_o
+                if r + 3 < n:
+                    # (tile r's buffer: free once WG1 loaded its half of V, right after it handed P(r + 1) over)
+                    _issue8(kv_nope_desc, k8_bufs, land, kfree, pt_base, j + 3, g + 3, PAGE_SIZE, BLOCK_N)
+                # P(r) V_L(r) retired, and S(r + 2) with it (WG1's P(r + 1), just waited for, came after the softmax
+                # of tile r + 1: S(r + 2) has had that long)
                 o0, o1, o2, o3 = _retire4(o0, o1, o2, o3)
                 o0, o1, o2, o3 = _scale4(o0, o1, o2, o3, beta, ot_layout)
                 o0, o1, o2, o3 = _pv8(k8_bufs.index(st1), 0, n_valid - BLOCK_N, p_bufs.index(1).permute((1, 0)),
@@ -388,6 +443,8 @@ def _pp8_wg0(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
                 _arrive_wg(kfree.index(st1))
                 if r + 4 < n:
                     _issue8(kv_nope_desc, k8_bufs, land, kfree, pt_base, j + 4, g + 4, PAGE_SIZE, BLOCK_N)
+            else:
+                s = _no_scores(qr, BLOCK_H, BLOCK_N)
         o0, o1, o2, o3 = _retire4(o0, o1, o2, o3)
         if n % 2 == 0:
             _arrive_wg(pfree.index(1))      # (the segment's last odd tile, read by the MMA just retired)
@@ -409,10 +466,12 @@ def _pp8_wg1(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
              qh, ql, qr, k8_bufs, kr_bufs, p_bufs, m_smem, l_smem, land, kfree, pfree, q_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
-             ot_layout: gl.constexpr, STAMPS):
+             ot_layout: gl.constexpr, ZPIN: gl.constexpr, STAMPS):
     """Warpgroup 1: the odd tiles of each segment, output dims 256..511. Per pair: WG0's P(r) first (its V half,
     the MMA), then its own tile's scores, softmax and P."""
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=ot_layout, k_width=2)
+    s8_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                        instr_shape=[16, BLOCK_N, 32])
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     rope_layout: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [4, 1], [1, 0])
     pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow = _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, 1,
@@ -439,7 +498,15 @@ def _pp8_wg1(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
 
         m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=rows_s)
         l_i = gl.zeros([BLOCK_H], gl.float32, layout=rows_s)
-        o0, o1, o2, o3 = _init4(ot_layout)
+        o0, o1, o2, o3 = _init4(ot_layout, ZPIN)
+        # Scores a tile early (as WG0): S(r + 1) is in flight at the top of pair r / 2
+        if n > 1:
+            s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, it + 1, rope, i_first >> 30, s_layout, BLOCK_H,
+                              BLOCK_N)
+            rope = _load_rope32(kv_ptr, pt_base, gl.minimum(i_first + 3, i_stop - 1), PAGE_SIZE, BLOCK_N,
+                                rope_layout)
+        else:
+            s = _no_scores(qr, BLOCK_H, BLOCK_N)
         for k in range(0, (n + 1) // 2):
             r = 2 * k
             g = it + r
@@ -447,37 +514,20 @@ def _pp8_wg1(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
             j = i_first + r
             n_valid = seq_len - j * BLOCK_N
             _stamp_tile(STAMPS, srow, g // 2, 0, 4)
-            # WG0's tile r: this warpgroup's half of its V, then its P
             mbarrier.wait(land.index(st), (g // _NS) & 1)
             mbarrier.wait(p_bars.index(0), p0_phase)
             _stamp_tile(STAMPS, srow, g // 2, 3, 4)
             p0_phase ^= 1
             m_e = m_smem.slice(0, BLOCK_H).load(rows_s)
             alpha = gl.exp2(m_i - m_e)
-            m_i = m_e
-            l_i = l_i * alpha
-            o0, o1, o2, o3 = _retire4(o0, o1, o2, o3)
-            o0, o1, o2, o3 = _scale4(o0, o1, o2, o3, alpha, ot_layout)
-            o0, o1, o2, o3 = _pv8(k8_bufs.index(st), 1, n_valid, p_bufs.index(0).permute((1, 0)), o0, o1, o2, o3,
-                                  a_layout, BLOCK_N)
-            _arrive_wg(kfree.index(st))
             if r + 1 < n:
                 g1 = g + 1
                 st1 = g1 % _NS
-                rope_next = _load_rope32(kv_ptr, pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N,
-                                       rope_layout)
-                # P(r) V_R(r) retired: WG0 may write its next P
+                # this warpgroup's tile first: its softmax from WG0's max, its P handed over, then both P.V
+                sv = _s_retired(s, s_layout)
                 o0, o1, o2, o3 = _retire4(o0, o1, o2, o3)
-                _arrive_wg(pfree.index(0))
-                mbarrier.wait(land.index(st1), (g1 // _NS) & 1)
-                k8 = k8_bufs.index(st1)
-                _store_rope(kr_bufs.index(st1), rope)
-                s = _scores8(qh, ql, qr, k8, kr_bufs.index(st1), j >> 30, s_layout, BLOCK_H, BLOCK_N)
-                rope = rope_next
-                s = _s_retired(s, s_layout)
                 _stamp_tile(STAMPS, srow, g // 2, 1, 4)
-                p, beta, m_i, l_i = _softmax_step(s, m_i, l_i, (j + 1) * BLOCK_N + offs_tok < seq_len, qk)
-                o0, o1, o2, o3 = _scale4(o0, o1, o2, o3, beta, ot_layout)
+                p, beta, m_i, l_i = _softmax_step(sv, m_e, l_i * alpha, (j + 1) * BLOCK_N + offs_tok < seq_len, qk)
                 if n_odd > 0:
                     mbarrier.wait(pfree.index(1), (n_odd - 1) & 1)
                 n_odd += 1
@@ -486,9 +536,34 @@ def _pp8_wg1(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
                 fence_async_shared()
                 _arrive_wg(p_bars.index(1))
                 _stamp_tile(STAMPS, srow, g // 2, 2, 4)
-                o0, o1, o2, o3 = _pv8(k8, 1, n_valid - BLOCK_N, p_bufs.index(1).permute((1, 0)), o0, o1, o2, o3,
-                                      a_layout, BLOCK_N)
+                # O relative to WG0's max, P(r) V_R(r), retired, then to this tile's, P(r + 1) V_R(r + 1)
+                o0, o1, o2, o3 = _scale4(o0, o1, o2, o3, alpha, ot_layout)
+                o0, o1, o2, o3 = _pv8(k8_bufs.index(st), 1, n_valid, p_bufs.index(0).permute((1, 0)), o0, o1, o2,
+                                      o3, a_layout, BLOCK_N)
+                _arrive_wg(kfree.index(st))
+                o0, o1, o2, o3 = _retire4(o0, o1, o2, o3)
+                _arrive_wg(pfree.index(0))          # (P(r) read: WG0 may write P(r + 2))
+                o0, o1, o2, o3 = _scale4(o0, o1, o2, o3, beta, ot_layout)
+                o0, o1, o2, o3 = _pv8(k8_bufs.index(st1), 1, n_valid - BLOCK_N, p_bufs.index(1).permute((1, 0)),
+                                      o0, o1, o2, o3, a_layout, BLOCK_N)
                 _arrive_wg(kfree.index(st1))
+                if r + 3 < n:
+                    rope_next = _load_rope32(kv_ptr, pt_base, gl.minimum(j + 5, i_stop - 1), PAGE_SIZE, BLOCK_N,
+                                             rope_layout)
+                    s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g + 3, rope, (j + 3) >> 30, s_layout,
+                                      BLOCK_H, BLOCK_N)
+                    rope = rope_next
+                else:
+                    s = _no_scores(qr, BLOCK_H, BLOCK_N)
+            else:
+                o0, o1, o2, o3 = _retire4(o0, o1, o2, o3)
+                m_i = m_e
+                l_i = l_i * alpha
+                o0, o1, o2, o3 = _scale4(o0, o1, o2, o3, alpha, ot_layout)
+                o0, o1, o2, o3 = _pv8(k8_bufs.index(st), 1, n_valid, p_bufs.index(0).permute((1, 0)), o0, o1, o2,
+                                      o3, a_layout, BLOCK_N)
+                _arrive_wg(kfree.index(st))
+                s = _no_scores(qr, BLOCK_H, BLOCK_N)
         o0, o1, o2, o3 = _retire4(o0, o1, o2, o3)
         if n % 2 == 1:
             _arrive_wg(pfree.index(0))      # (the segment's last even tile, read by the MMA just retired)
@@ -523,6 +598,7 @@ def _mla_decode_hopper_pp8_kernel(
     T8: gl.constexpr,
     num_warps: gl.constexpr,
     WG1_REGS: gl.constexpr = 256,
+    ZPIN: gl.constexpr = 0,
     STAMPS=None,
 ):
     """Grid ``(H // 64, P)``; the arguments of the fp8 heads-on-M kernel
@@ -572,13 +648,13 @@ def _mla_decode_hopper_pp8_kernel(
                     stride_q_b, stride_q_h, stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h,
                     stride_pl_s,
                     qh, ql, qr, k8_bufs, kr_bufs, p_bufs, m_smem, l_smem, land, kfree, pfree, q_bar, p_bars, x_bars,
-                    PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, ot_layout,
+                    PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, ot_layout, ZPIN,
                     STAMPS)),
         (_pp8_wg1, (q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
                     stride_q_b, stride_q_h, stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h,
                     stride_pl_s,
                     qh, ql, qr, k8_bufs, kr_bufs, p_bufs, m_smem, l_smem, land, kfree, pfree, q_bar, p_bars, x_bars,
-                    PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, ot_layout,
+                    PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, ot_layout, ZPIN,
                     STAMPS)),
     ], [4], [WG1_REGS])
