@@ -106,19 +106,30 @@ def _a_operand(c8, n_valid, a_layout: gl.constexpr, BLOCK_N: gl.constexpr):
 
 
 @gluon.jit
-def _pv8(k8, HALF: gl.constexpr, n_valid, p_view, o0, o1, o2, o3, a_layout: gl.constexpr, BLOCK_N: gl.constexpr):
+def _pv8(k8, HALF: gl.constexpr, n_valid, p_view, o0, o1, o2, o3, a_layout: gl.constexpr, BLOCK_N: gl.constexpr,
+         PVD: gl.constexpr):
     """O^T_c += A_c P^T for the four row chunks of this warpgroup's half of V in tile buffer ``k8`` (async; P^T =
     ``p_view``): row 16 w + 8 h + q of chunk c = 2 Q + c' holds dim 128 Q + 32 w + 4 q + 2 c' + h. Each quarter of V
     is loaded (``_v_raw``) and each chunk converted just before its MMA, at most two MMAs in flight (their A registers
     stay pinned until they retire: the four chunks' 64 registers beside O's 128 serialised the wgmmas or spilled).
     Returns once every byte of V it needs is in registers (the caller may free the buffer)."""
+    # (PVD: the P.V chunks in flight, 1 or 2; N = PVD - 1 left in flight at each wait)
+    N: gl.constexpr = PVD - 1
     c0, c1 = _quarter_chunks(_v_raw(k8, HALF, 0))
     o0 = warpgroup_mma(_a_operand(c0, n_valid, a_layout, BLOCK_N), p_view, o0, is_async=True)
+    if PVD == 1:
+        o0 = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(o0, )))
     o1 = warpgroup_mma(_a_operand(c1, n_valid, a_layout, BLOCK_N), p_view, o1, is_async=True)
     c2, c3 = _quarter_chunks(_v_raw(k8, HALF, 1))
-    o0 = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=1, deps=(o0, )))
+    if PVD == 1:
+        o1 = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(o1, )))
+    else:
+        o0 = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=N, deps=(o0, )))
     o2 = warpgroup_mma(_a_operand(c2, n_valid, a_layout, BLOCK_N), p_view, o2, is_async=True)
-    o1 = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=1, deps=(o1, )))
+    if PVD == 1:
+        o2 = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(o2, )))
+    else:
+        o1 = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=N, deps=(o1, )))
     o3 = warpgroup_mma(_a_operand(c3, n_valid, a_layout, BLOCK_N), p_view, o3, is_async=True)
     return o0, o1, o2, o3
 
@@ -160,13 +171,17 @@ def _no_scores(qr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr):
 
 
 @gluon.jit
-def _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g, rope, qz, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
-                  BLOCK_N: gl.constexpr):
-    """The score MMAs of the program's g-th tile (async), once it landed, its rope rows (``rope``) stored first."""
+def _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g, kv_ptr, pt_base, j, PAGE_SIZE: gl.constexpr,
+                  s_layout: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr):
+    """The score MMAs of tile j (the program's g-th; async), once it landed, its rope rows loaded and stored first.
+    (Issued a tile ahead of their softmax, off the path between the warpgroups' hand-offs: the rope's load latency
+    is not waited for there, and its registers are not held across the tile loop, as a prefetch would.)"""
+    rope_layout: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [4, 1], [1, 0])
+    rope = _load_rope32(kv_ptr, pt_base, j, PAGE_SIZE, BLOCK_N, rope_layout)
     st = g % _NS
     mbarrier.wait(land.index(st), (g // _NS) & 1)
     _store_rope(kr_bufs.index(st), rope)
-    return _scores8(qh, ql, qr, k8_bufs.index(st), kr_bufs.index(st), qz, s_layout, BLOCK_H, BLOCK_N)
+    return _scores8(qh, ql, qr, k8_bufs.index(st), kr_bufs.index(st), j >> 30, s_layout, BLOCK_H, BLOCK_N)
 
 
 @gluon.jit
@@ -222,32 +237,23 @@ def _arrive_wg(bar):
 @gluon.jit
 def _q8_pair(q_base, stride_q_h, qh, ql, qr, BLOCK_H: gl.constexpr):
     """The query's fp8 hi/lo pair in shared memory from global memory: ``hi = fp8(q s)``, ``lo = fp8(q s - hi)``, s a
-    power of two per head with max |q s| = 2^8; the rope's into ``qr`` as [hi | lo]. Returns s. All 576 columns are
-    loaded at once (one round trip to memory: the segment's first tile's scores wait on it; as two passes of
-    128-column loops the query took ~20 us a segment on the H200, session 22 run 2), in registers that nothing
-    else holds before the segment's first tile."""
+    power of two per head with max |q s| = 2^8; the rope's into ``qr`` as [hi | lo]. Returns s. Two passes (the head
+    maxima, then the pair), each over 256 latent columns at a time and the rope: 64 registers of query at a time
+    (all 576 columns at once, 144, spilled beside the kernel's long-lived values; session 22, run 3)."""
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
     heads = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, layout))
-    cols = gl.arange(0, 128, layout=gl.SliceLayout(0, layout))
+    cols = gl.arange(0, 256, layout=gl.SliceLayout(0, layout))
     cols_r = gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
     rows = q_base + heads[:, None] * stride_q_h
-    x0 = gl.load(rows + cols[None, :])
-    x1 = gl.load(rows + 128 + cols[None, :])
-    x2 = gl.load(rows + 256 + cols[None, :])
-    x3 = gl.load(rows + 384 + cols[None, :])
     xr = gl.load(rows + 512 + cols_r[None, :]).to(gl.float32)
-    amax = gl.maximum(gl.max(gl.abs(xr), axis=1),
-                      gl.maximum(gl.maximum(gl.max(gl.abs(x0.to(gl.float32)), axis=1),
-                                            gl.max(gl.abs(x1.to(gl.float32)), axis=1)),
-                                 gl.maximum(gl.max(gl.abs(x2.to(gl.float32)), axis=1),
-                                            gl.max(gl.abs(x3.to(gl.float32)), axis=1))))
+    amax = gl.max(gl.abs(xr), axis=1)
+    for c in tl.range(0, 2, loop_unroll_factor=1):
+        amax = gl.maximum(amax, gl.max(gl.abs(gl.load(rows + c * 256 + cols[None, :]).to(gl.float32)), axis=1))
     q_scale = gl.exp2(8.0 - gl.ceil(gl.log2(gl.maximum(amax, 1e-30))))
-    hi_c = _q_chunks(qh, BLOCK_H, 128)
-    lo_c = _q_chunks(ql, BLOCK_H, 128)
-    _q8_chunk(x0, q_scale, hi_c.index(0), lo_c.index(0))
-    _q8_chunk(x1, q_scale, hi_c.index(1), lo_c.index(1))
-    _q8_chunk(x2, q_scale, hi_c.index(2), lo_c.index(2))
-    _q8_chunk(x3, q_scale, hi_c.index(3), lo_c.index(3))
+    hi_c = _q_chunks(qh, BLOCK_H, 256)
+    lo_c = _q_chunks(ql, BLOCK_H, 256)
+    for c in tl.range(0, 2, loop_unroll_factor=1):
+        _q8_chunk(gl.load(rows + c * 256 + cols[None, :]), q_scale, hi_c.index(c), lo_c.index(c))
     _q8_chunk(xr, q_scale, qr.slice(0, 64, dim=1), qr.slice(64, 64, dim=1))
     return q_scale
 
@@ -342,12 +348,11 @@ def _pp8_wg0(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
              qh, ql, qr, k8_bufs, kr_bufs, p_bufs, m_smem, l_smem, land, kfree, pfree, q_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
-             ot_layout: gl.constexpr, ZPIN: gl.constexpr, STAMPS):
+             ot_layout: gl.constexpr, ZPIN: gl.constexpr, PVD: gl.constexpr, STAMPS):
     """Warpgroup 0: the even tiles of each segment, output dims 0..255; writes the query pair and issues every
     tile's TMA."""
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=ot_layout, k_width=2)
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
-    rope_layout: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [4, 1], [1, 0])
     pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow = _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, 0,
                                                                               s_layout, B_CHUNK, BLOCK_N, BLOCK_H)
     if KV_SCALE_FROM_PTR:
@@ -364,7 +369,6 @@ def _pp8_wg0(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
         for u in gl.static_range(_NS):
             if u < n:
                 _issue8(kv_nope_desc, k8_bufs, land, kfree, pt_base, i_first + u, it + u, PAGE_SIZE, BLOCK_N)
-        rope = _load_rope32(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout)
         q_scale = _q8_pair(q_ptr + b.to(gl.int64) * stride_q_b + h0 * stride_q_h, stride_q_h, qh, ql, qr, BLOCK_H)
         qk_vec = gl.convert_layout(qk_mul * kv_scale / q_scale, rows_s)
         if seg % 2 == 0:
@@ -383,8 +387,8 @@ def _pp8_wg0(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
         # Scores a tile early: S(r) is in flight at the top of pair r / 2, so that the softmax of tile r starts as
         # soon as it is needed (the first tile's here, after O's zeros: see _init4; tile r + 2's once P(r) V_L(r) is
         # issued, before WG1's P(r + 1) is waited for)
-        s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, it, rope, i_first >> 30, s_layout, BLOCK_H, BLOCK_N)
-        rope = _load_rope32(kv_ptr, pt_base, gl.minimum(i_first + 2, i_stop - 1), PAGE_SIZE, BLOCK_N, rope_layout)
+        s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, it, kv_ptr, pt_base, i_first, PAGE_SIZE, s_layout,
+                          BLOCK_H, BLOCK_N)
         for k in range(0, (n + 1) // 2):
             r = 2 * k
             g = it + r
@@ -410,17 +414,14 @@ def _pp8_wg0(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
             _arrive_wg(p_bars.index(0))
             _stamp_tile(STAMPS, srow, g // 2, 2, 4)
             o0, o1, o2, o3 = _pv8(k8_bufs.index(st), 0, n_valid, p_bufs.index(0).permute((1, 0)), o0, o1, o2, o3,
-                                  a_layout, BLOCK_N)
+                                  a_layout, BLOCK_N, PVD)
             _arrive_wg(kfree.index(st))
             if r + 1 < n:
                 g1 = g + 1
                 st1 = g1 % _NS
                 if r + 2 < n:
-                    rope_next = _load_rope32(kv_ptr, pt_base, gl.minimum(j + 4, i_stop - 1), PAGE_SIZE, BLOCK_N,
-                                             rope_layout)
-                    s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g + 2, rope, (j + 2) >> 30, s_layout,
-                                      BLOCK_H, BLOCK_N)
-                    rope = rope_next
+                    s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g + 2, kv_ptr, pt_base, j + 2, PAGE_SIZE,
+                                      s_layout, BLOCK_H, BLOCK_N)
                 else:
                     s = _no_scores(qr, BLOCK_H, BLOCK_N)
                 mbarrier.wait(land.index(st1), (g1 // _NS) & 1)
@@ -439,7 +440,7 @@ def _pp8_wg0(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
                 o0, o1, o2, o3 = _retire4(o0, o1, o2, o3)
                 o0, o1, o2, o3 = _scale4(o0, o1, o2, o3, beta, ot_layout)
                 o0, o1, o2, o3 = _pv8(k8_bufs.index(st1), 0, n_valid - BLOCK_N, p_bufs.index(1).permute((1, 0)),
-                                      o0, o1, o2, o3, a_layout, BLOCK_N)
+                                      o0, o1, o2, o3, a_layout, BLOCK_N, PVD)
                 _arrive_wg(kfree.index(st1))
                 if r + 4 < n:
                     _issue8(kv_nope_desc, k8_bufs, land, kfree, pt_base, j + 4, g + 4, PAGE_SIZE, BLOCK_N)
@@ -466,14 +467,13 @@ def _pp8_wg1(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
              qh, ql, qr, k8_bufs, kr_bufs, p_bufs, m_smem, l_smem, land, kfree, pfree, q_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
-             ot_layout: gl.constexpr, ZPIN: gl.constexpr, STAMPS):
+             ot_layout: gl.constexpr, ZPIN: gl.constexpr, PVD: gl.constexpr, STAMPS):
     """Warpgroup 1: the odd tiles of each segment, output dims 256..511. Per pair: WG0's P(r) first (its V half,
     the MMA), then its own tile's scores, softmax and P."""
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=ot_layout, k_width=2)
     s8_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                         instr_shape=[16, BLOCK_N, 32])
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
-    rope_layout: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [4, 1], [1, 0])
     pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow = _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, 1,
                                                                               s_layout, B_CHUNK, BLOCK_N, BLOCK_H)
     if KV_SCALE_FROM_PTR:
@@ -486,7 +486,6 @@ def _pp8_wg1(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
         b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
         n = i_stop - i_first
-        rope = _load_rope32(kv_ptr, pt_base, gl.minimum(i_first + 1, i_stop - 1), PAGE_SIZE, BLOCK_N, rope_layout)
         mbarrier.wait(q_bar, seg & 1)
         if seg % 2 == 0:
             qk = l_smem.slice(BLOCK_H, BLOCK_H).load(rows_s)[:, None]
@@ -501,10 +500,8 @@ def _pp8_wg1(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
         o0, o1, o2, o3 = _init4(ot_layout, ZPIN)
         # Scores a tile early (as WG0): S(r + 1) is in flight at the top of pair r / 2
         if n > 1:
-            s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, it + 1, rope, i_first >> 30, s_layout, BLOCK_H,
-                              BLOCK_N)
-            rope = _load_rope32(kv_ptr, pt_base, gl.minimum(i_first + 3, i_stop - 1), PAGE_SIZE, BLOCK_N,
-                                rope_layout)
+            s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, it + 1, kv_ptr, pt_base, i_first + 1, PAGE_SIZE,
+                              s_layout, BLOCK_H, BLOCK_N)
         else:
             s = _no_scores(qr, BLOCK_H, BLOCK_N)
         for k in range(0, (n + 1) // 2):
@@ -539,20 +536,17 @@ def _pp8_wg1(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
                 # O relative to WG0's max, P(r) V_R(r), retired, then to this tile's, P(r + 1) V_R(r + 1)
                 o0, o1, o2, o3 = _scale4(o0, o1, o2, o3, alpha, ot_layout)
                 o0, o1, o2, o3 = _pv8(k8_bufs.index(st), 1, n_valid, p_bufs.index(0).permute((1, 0)), o0, o1, o2,
-                                      o3, a_layout, BLOCK_N)
+                                      o3, a_layout, BLOCK_N, PVD)
                 _arrive_wg(kfree.index(st))
                 o0, o1, o2, o3 = _retire4(o0, o1, o2, o3)
                 _arrive_wg(pfree.index(0))          # (P(r) read: WG0 may write P(r + 2))
                 o0, o1, o2, o3 = _scale4(o0, o1, o2, o3, beta, ot_layout)
                 o0, o1, o2, o3 = _pv8(k8_bufs.index(st1), 1, n_valid - BLOCK_N, p_bufs.index(1).permute((1, 0)),
-                                      o0, o1, o2, o3, a_layout, BLOCK_N)
+                                      o0, o1, o2, o3, a_layout, BLOCK_N, PVD)
                 _arrive_wg(kfree.index(st1))
                 if r + 3 < n:
-                    rope_next = _load_rope32(kv_ptr, pt_base, gl.minimum(j + 5, i_stop - 1), PAGE_SIZE, BLOCK_N,
-                                             rope_layout)
-                    s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g + 3, rope, (j + 3) >> 30, s_layout,
-                                      BLOCK_H, BLOCK_N)
-                    rope = rope_next
+                    s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g + 3, kv_ptr, pt_base, j + 3, PAGE_SIZE,
+                                      s_layout, BLOCK_H, BLOCK_N)
                 else:
                     s = _no_scores(qr, BLOCK_H, BLOCK_N)
             else:
@@ -561,7 +555,7 @@ def _pp8_wg1(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
                 l_i = l_i * alpha
                 o0, o1, o2, o3 = _scale4(o0, o1, o2, o3, alpha, ot_layout)
                 o0, o1, o2, o3 = _pv8(k8_bufs.index(st), 1, n_valid, p_bufs.index(0).permute((1, 0)), o0, o1, o2,
-                                      o3, a_layout, BLOCK_N)
+                                      o3, a_layout, BLOCK_N, PVD)
                 _arrive_wg(kfree.index(st))
                 s = _no_scores(qr, BLOCK_H, BLOCK_N)
         o0, o1, o2, o3 = _retire4(o0, o1, o2, o3)
@@ -598,7 +592,8 @@ def _mla_decode_hopper_pp8_kernel(
     T8: gl.constexpr,
     num_warps: gl.constexpr,
     WG1_REGS: gl.constexpr = 256,
-    ZPIN: gl.constexpr = 0,
+    ZPIN: gl.constexpr = 1,
+    PVD: gl.constexpr = 1,
     STAMPS=None,
 ):
     """Grid ``(H // 64, P)``; the arguments of the fp8 heads-on-M kernel
@@ -649,12 +644,12 @@ def _mla_decode_hopper_pp8_kernel(
                     stride_pl_s,
                     qh, ql, qr, k8_bufs, kr_bufs, p_bufs, m_smem, l_smem, land, kfree, pfree, q_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, ot_layout, ZPIN,
-                    STAMPS)),
+                    PVD, STAMPS)),
         (_pp8_wg1, (q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
                     stride_q_b, stride_q_h, stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h,
                     stride_pl_s,
                     qh, ql, qr, k8_bufs, kr_bufs, p_bufs, m_smem, l_smem, land, kfree, pfree, q_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, ot_layout, ZPIN,
-                    STAMPS)),
+                    PVD, STAMPS)),
     ], [4], [WG1_REGS])
