@@ -285,10 +285,11 @@ def _descriptor(t: torch.Tensor, block: list[int]):
     return TensorDescriptor(t, list(t.shape), list(t.stride()), list(block), _layout(tuple(block), t.dtype))
 
 
-def _q_descriptors(q: torch.Tensor, block_h: int) -> tuple[Any, Any]:
-    """The query's TMA descriptors, [block_h, 512] latent and [block_h, 64] rope boxes over its [B * H, 576] rows."""
+def _q_descriptors(q: torch.Tensor, block_h: int, cols: int = D_NOPE) -> tuple[Any, Any]:
+    """The query's TMA descriptors, [block_h, cols] latent (512, or 256 for a kernel that copies each half on its
+    own) and [block_h, 64] rope boxes over its [B * H, 576] rows."""
     q2 = q.view(q.shape[0] * q.shape[1], D_QK)
-    return _descriptor(q2, [block_h, D_NOPE]), _descriptor(q2[:, D_NOPE:], [block_h, D_ROPE])
+    return _descriptor(q2, [block_h, cols]), _descriptor(q2[:, D_NOPE:], [block_h, D_ROPE])
 
 
 def _kv_tiles(nargs: dict[str, Any]) -> None:
@@ -306,7 +307,7 @@ def _kv_tiles(nargs: dict[str, Any]) -> None:
 def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool, *,
                sms: int, block_n: int, programs_per_sm: int, lse: torch.Tensor | None, v2: bool = False,
-               pp: bool = False, ring: bool = False):
+               pp: bool = False, ring: bool = False, t8: bool = False):
     """Positional arguments (KV descriptors with ``block_n``-token tiles), head blocks, the constexprs no config
     sets, and ``(lse, part_o, part_lse, seg)`` with partial slots for ``programs_per_sm``. ``v2``: the second
     fp8 tokens-on-M kernel (kernel_hopper_tok.py), which takes a [block_n, 128] rope descriptor before the cache
@@ -345,9 +346,9 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
                 scale_ptr, scale_value, scale_from_ptr = kv_scale, 1.0, True
             else:
                 scale_ptr, scale_value, scale_from_ptr = seq_lens, float(kv_scale), False   # pointer unused
-        if on_m and pp:
-            # the fp8 ping-pong kernel copies the bf16 query by TMA into its fp16 query tiles' bytes
-            q_args, q_strides = _q_descriptors(q, block_h), ()
+        if on_m and (pp or t8):
+            # the fp8 ping-pong kernels copy the bf16 query by TMA into shared memory (T8: as two [64, 256] halves)
+            q_args, q_strides = _q_descriptors(q, block_h, 256 if t8 else D_NOPE), ()
         else:
             q_args, q_strides = (q, ), (q.stride(0), q.stride(1))
         args = (*q_args, *kv_args,
@@ -442,7 +443,7 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
     programs_per_sm = cfg.pop("PROGRAMS_PER_SM", programs_per_sm)
     args, head_blocks, consts, scratch = _arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                     return_lse, sms=sms, block_n=cfg["BLOCK_N"],
-                                                    programs_per_sm=programs_per_sm, lse=lse, v2=v2, pp=pp,
+                                                    programs_per_sm=programs_per_sm, lse=lse, v2=v2, pp=pp, t8=t8,
                                                     ring=ring)
     consts = {**consts, **cfg, "num_warps": PP_NUM_WARPS if pp or t8 else NUM_WARPS if on_m else TOK_NUM_WARPS}
     return args, (head_blocks, _programs(sms, programs_per_sm, head_blocks)), consts, scratch

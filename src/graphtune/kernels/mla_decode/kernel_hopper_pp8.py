@@ -235,26 +235,53 @@ def _arrive_wg(bar):
 
 
 @gluon.jit
-def _q8_pair(q_base, stride_q_h, qh, ql, qr, BLOCK_H: gl.constexpr):
-    """The query's fp8 hi/lo pair in shared memory from global memory: ``hi = fp8(q s)``, ``lo = fp8(q s - hi)``, s a
-    power of two per head with max |q s| = 2^8; the rope's into ``qr`` as [hi | lo]. Returns s. Two passes (the head
-    maxima, then the pair), each over 256 latent columns at a time and the rope: 64 registers of query at a time
-    (all 576 columns at once, 144, spilled beside the kernel's long-lived values; session 22, run 3)."""
+def _wait_free(kfree, g):
+    """The buffer of the program's g-th tile free: its previous tile's (g - 3) readers done with it."""
+    if g >= _NS:
+        mbarrier.wait(kfree.index(g % _NS), ((g - _NS) // _NS) & 1)
+
+
+@gluon.jit
+def _q8_staged(q_nope_desc, q_rope_desc, row, qt_bar, phase, k8_bufs, kr_bufs, kfree, it, qh, ql, qr,
+               BLOCK_H: gl.constexpr):
+    """The query's fp8 hi/lo pair in shared memory: ``hi = fp8(q s)``, ``lo = fp8(q s - hi)``, s a power of two per
+    head with max |q s| = 2^8; the rope's into ``qr`` as [hi | lo]. Returns s. The bf16 query rows ``[row, row +
+    64)`` come by TMA (one round trip) into the tile buffers of the program's tiles ``it + 1`` and ``it + 2`` (the
+    latent halves into their fp8 tiles' 32 KB, the rope into the first one's rope tile), which take those tiles
+    after this returns; two passes over them there (the head maxima, then the pair), 256 columns at a time. (From
+    global memory by plain loads, in two passes, the query took ~16 us after the work split, session 22 run 4.)"""
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
-    heads = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, layout))
-    cols = gl.arange(0, 256, layout=gl.SliceLayout(0, layout))
-    cols_r = gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
-    rows = q_base + heads[:, None] * stride_q_h
-    xr = gl.load(rows + 512 + cols_r[None, :]).to(gl.float32)
-    amax = gl.max(gl.abs(xr), axis=1)
-    for c in tl.range(0, 2, loop_unroll_factor=1):
-        amax = gl.maximum(amax, gl.max(gl.abs(gl.load(rows + c * 256 + cols[None, :]).to(gl.float32)), axis=1))
+    bf: gl.constexpr = gl.bfloat16
+    s1 = (it + 1) % _NS
+    s2 = (it + 2) % _NS
+    _wait_free(kfree, it + 1)
+    _wait_free(kfree, it + 2)
+    if _REINTERPRET_PUBLIC:
+        n0 = k8_bufs.index(s1).reinterpret(bf, [BLOCK_H, 256], q_nope_desc.layout)
+        n1 = k8_bufs.index(s2).reinterpret(bf, [BLOCK_H, 256], q_nope_desc.layout)
+        nr = kr_bufs.index(s1).reinterpret(bf, [BLOCK_H, 64], q_rope_desc.layout)
+    else:
+        n0 = k8_bufs.index(s1)._reinterpret(bf, [BLOCK_H, 256], q_nope_desc.layout)
+        n1 = k8_bufs.index(s2)._reinterpret(bf, [BLOCK_H, 256], q_nope_desc.layout)
+        nr = kr_bufs.index(s1)._reinterpret(bf, [BLOCK_H, 64], q_rope_desc.layout)
+    fence_async_shared()        # (the generic proxy's reads of those buffers before the TMA's writes)
+    mbarrier.expect(qt_bar, 2 * q_nope_desc.block_type.nbytes + q_rope_desc.block_type.nbytes)
+    _tma_load(q_nope_desc, [row, 0], qt_bar, n0)
+    _tma_load(q_nope_desc, [row, 256], qt_bar, n1)
+    _tma_load(q_rope_desc, [row, 0], qt_bar, nr)
+    mbarrier.wait(qt_bar, phase)
+    xr = nr.load(layout).to(gl.float32)
+    amax = gl.maximum(gl.max(gl.abs(xr), axis=1),
+                      gl.maximum(gl.max(gl.abs(n0.load(layout).to(gl.float32)), axis=1),
+                                 gl.max(gl.abs(n1.load(layout).to(gl.float32)), axis=1)))
     q_scale = gl.exp2(8.0 - gl.ceil(gl.log2(gl.maximum(amax, 1e-30))))
     hi_c = _q_chunks(qh, BLOCK_H, 256)
     lo_c = _q_chunks(ql, BLOCK_H, 256)
-    for c in tl.range(0, 2, loop_unroll_factor=1):
-        _q8_chunk(gl.load(rows + c * 256 + cols[None, :]), q_scale, hi_c.index(c), lo_c.index(c))
+    _q8_chunk(n0.load(layout), q_scale, hi_c.index(0), lo_c.index(0))
+    _q8_chunk(n1.load(layout), q_scale, hi_c.index(1), lo_c.index(1))
     _q8_chunk(xr, q_scale, qr.slice(0, 64, dim=1), qr.slice(64, 64, dim=1))
+    fence_async_shared()
+    _wg_barrier()               # (every thread's reads of the staging done before those buffers' TMAs)
     return q_scale
 
 
@@ -342,10 +369,10 @@ def _pinned(x):
 
 
 @gluon.jit
-def _pp8_wg0(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
+def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
-             stride_q_b, stride_q_h, stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-             qh, ql, qr, k8_bufs, kr_bufs, p_bufs, m_smem, l_smem, land, kfree, pfree, q_bar, p_bars, x_bars,
+             stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
+             qh, ql, qr, k8_bufs, kr_bufs, p_bufs, m_smem, l_smem, land, kfree, pfree, q_bar, qt_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
              ot_layout: gl.constexpr, ZPIN: gl.constexpr, PVD: gl.constexpr, STAMPS):
@@ -365,11 +392,15 @@ def _pp8_wg0(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
         b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
         n = i_stop - i_first
-        # (past the previous segment's exchange: both warpgroups' MMAs of it are retired)
-        for u in gl.static_range(_NS):
+        # (past the previous segment's exchange: both warpgroups' MMAs of it are retired) The first tile's copy, then
+        # the bf16 query's into the buffers of the next two (free once their previous tiles are), converted there,
+        # then those tiles' copies
+        _issue8(kv_nope_desc, k8_bufs, land, kfree, pt_base, i_first, it, PAGE_SIZE, BLOCK_N)
+        q_scale = _q8_staged(q_nope_desc, q_rope_desc, b * H + h0, qt_bar, seg & 1, k8_bufs, kr_bufs, kfree, it,
+                             qh, ql, qr, BLOCK_H)
+        for u in gl.static_range(1, _NS):
             if u < n:
                 _issue8(kv_nope_desc, k8_bufs, land, kfree, pt_base, i_first + u, it + u, PAGE_SIZE, BLOCK_N)
-        q_scale = _q8_pair(q_ptr + b.to(gl.int64) * stride_q_b + h0 * stride_q_h, stride_q_h, qh, ql, qr, BLOCK_H)
         qk_vec = gl.convert_layout(qk_mul * kv_scale / q_scale, rows_s)
         if seg % 2 == 0:
             l_smem.slice(BLOCK_H, BLOCK_H).store(qk_vec)
@@ -461,10 +492,10 @@ def _pp8_wg0(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
 
 
 @gluon.jit
-def _pp8_wg1(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
+def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
-             stride_q_b, stride_q_h, stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-             qh, ql, qr, k8_bufs, kr_bufs, p_bufs, m_smem, l_smem, land, kfree, pfree, q_bar, p_bars, x_bars,
+             stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
+             qh, ql, qr, k8_bufs, kr_bufs, p_bufs, m_smem, l_smem, land, kfree, pfree, q_bar, qt_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
              ot_layout: gl.constexpr, ZPIN: gl.constexpr, PVD: gl.constexpr, STAMPS):
@@ -573,12 +604,11 @@ def _pp8_wg1(q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens
 
 @gluon.jit(do_not_specialize=["B"])
 def _mla_decode_hopper_pp8_kernel(
-    q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr,
+    q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr,
     page_table_ptr, seq_lens_ptr,
     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
     sm_scale, kv_scale,
     B, H,
-    stride_q_b, stride_q_h,
     stride_pt_b,
     stride_out_b, stride_out_h,
     stride_po_s, stride_po_h,
@@ -623,8 +653,9 @@ def _mla_decode_hopper_pp8_kernel(
     pfree = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     p_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     x_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    q_bars = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())
-    q_bar = q_bars.index(0)
+    q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    q_bar = q_bars.index(0)     # WG0's arrival once the query pair is written
+    qt_bar = q_bars.index(1)    # the bf16 query's TMA
     for k in gl.static_range(_NS):
         mbarrier.init(land.index(k), count=1)
         mbarrier.init(kfree.index(k), count=2)
@@ -633,23 +664,24 @@ def _mla_decode_hopper_pp8_kernel(
         mbarrier.init(p_bars.index(k), count=1)
         mbarrier.init(x_bars.index(k), count=1)
     mbarrier.init(q_bar, count=1)
+    mbarrier.init(qt_bar, count=1)
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
     ot_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                         instr_shape=[16, BLOCK_H, 16])
     gl.warp_specialize([
-        (_pp8_wg0, (q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
+        (_pp8_wg0, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
-                    stride_q_b, stride_q_h, stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h,
-                    stride_pl_s,
-                    qh, ql, qr, k8_bufs, kr_bufs, p_bufs, m_smem, l_smem, land, kfree, pfree, q_bar, p_bars, x_bars,
+                    stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
+                    qh, ql, qr, k8_bufs, kr_bufs, p_bufs, m_smem, l_smem, land, kfree, pfree, q_bar, qt_bar, p_bars,
+                    x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, ot_layout, ZPIN,
                     PVD, STAMPS)),
-        (_pp8_wg1, (q_ptr, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
+        (_pp8_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
-                    stride_q_b, stride_q_h, stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h,
-                    stride_pl_s,
-                    qh, ql, qr, k8_bufs, kr_bufs, p_bufs, m_smem, l_smem, land, kfree, pfree, q_bar, p_bars, x_bars,
+                    stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
+                    qh, ql, qr, k8_bufs, kr_bufs, p_bufs, m_smem, l_smem, land, kfree, pfree, q_bar, qt_bar, p_bars,
+                    x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, ot_layout, ZPIN,
                     PVD, STAMPS)),
     ], [4], [WG1_REGS])
