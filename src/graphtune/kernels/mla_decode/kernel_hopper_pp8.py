@@ -46,7 +46,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from .kernel_hopper import (STAMP_CLK_READY, _segment, _stamp, _stamp_out, _stamp_tile,
+from .kernel_hopper import (STAMP_CLK_READY, _segment, _zero_rows, _stamp, _stamp_out, _stamp_tile,
                             _store_lse_and_segment, _tma_load)
 from .kernel_hopper_heads import _REINTERPRET_PUBLIC, _q_chunks
 from .kernel_hopper_pp import _softmax_step, _wg_barrier, _wg_start
@@ -94,19 +94,15 @@ def _quarter_chunks(raw):
 
 
 @gluon.jit
-def _a_operand(c8, n_valid, a_layout: gl.constexpr, BLOCK_N: gl.constexpr):
+def _a_operand(c8, a_layout: gl.constexpr):
     """One row chunk of the fp8 half of V ([tokens, 4 w, 8 q, 2 h], from ``_pv8``) as the P.V wgmma's fp16 A
-    operand [64 rows, BLOCK_N tokens], tokens ``>= n_valid`` zeroed (they may hold NaN, and P's zeros would not
-    clear it)."""
-    x = gl.convert_layout(_as_rows(c8), a_layout).to(gl.float16)
-    if n_valid < BLOCK_N:
-        toks = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, a_layout))
-        x = gl.where((toks < n_valid)[None, :], x, gl.zeros_like(x))
-    return x
+    operand [64 rows, tokens]. (Rows past a request's end were zeroed in shared memory by the tile's owner,
+    ``_issue_scores``: masked here, every chunk's conversion had a second copy, ~2,000 instructions.)"""
+    return gl.convert_layout(_as_rows(c8), a_layout).to(gl.float16)
 
 
 @gluon.jit
-def _pv8(k8, HALF: gl.constexpr, n_valid, p_view, o0, o1, o2, o3, a_layout: gl.constexpr, BLOCK_N: gl.constexpr,
+def _pv8(k8, HALF: gl.constexpr, p_view, o0, o1, o2, o3, a_layout: gl.constexpr, BLOCK_N: gl.constexpr,
          PVD: gl.constexpr):
     """O^T_c += A_c P^T for the four row chunks of this warpgroup's half of V in tile buffer ``k8`` (async; P^T =
     ``p_view``): row 16 w + 8 h + q of chunk c = 2 Q + c' holds dim 128 Q + 32 w + 4 q + 2 c' + h. Each quarter of V
@@ -116,21 +112,21 @@ def _pv8(k8, HALF: gl.constexpr, n_valid, p_view, o0, o1, o2, o3, a_layout: gl.c
     # (PVD: the P.V chunks in flight, 1 or 2; N = PVD - 1 left in flight at each wait)
     N: gl.constexpr = PVD - 1
     c0, c1 = _quarter_chunks(_v_raw(k8, HALF, 0))
-    o0 = warpgroup_mma(_a_operand(c0, n_valid, a_layout, BLOCK_N), p_view, o0, is_async=True)
+    o0 = warpgroup_mma(_a_operand(c0, a_layout), p_view, o0, is_async=True)
     if PVD == 1:
         o0 = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(o0, )))
-    o1 = warpgroup_mma(_a_operand(c1, n_valid, a_layout, BLOCK_N), p_view, o1, is_async=True)
+    o1 = warpgroup_mma(_a_operand(c1, a_layout), p_view, o1, is_async=True)
     c2, c3 = _quarter_chunks(_v_raw(k8, HALF, 1))
     if PVD == 1:
         o1 = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(o1, )))
     else:
         o0 = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=N, deps=(o0, )))
-    o2 = warpgroup_mma(_a_operand(c2, n_valid, a_layout, BLOCK_N), p_view, o2, is_async=True)
+    o2 = warpgroup_mma(_a_operand(c2, a_layout), p_view, o2, is_async=True)
     if PVD == 1:
         o2 = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(o2, )))
     else:
         o1 = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=N, deps=(o1, )))
-    o3 = warpgroup_mma(_a_operand(c3, n_valid, a_layout, BLOCK_N), p_view, o3, is_async=True)
+    o3 = warpgroup_mma(_a_operand(c3, a_layout), p_view, o3, is_async=True)
     return o0, o1, o2, o3
 
 
@@ -171,7 +167,7 @@ def _no_scores(qr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr):
 
 
 @gluon.jit
-def _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g, kv_ptr, pt_base, j, PAGE_SIZE: gl.constexpr,
+def _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g, kv_ptr, pt_base, j, n_valid, PAGE_SIZE: gl.constexpr,
                   s_layout: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr):
     """The score MMAs of tile j (the program's g-th; async), once it landed, its rope rows loaded and stored first.
     (Issued a tile ahead of their softmax, off the path between the warpgroups' hand-offs: the rope's load latency
@@ -180,6 +176,11 @@ def _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g, kv_ptr, pt_base, j, PAG
     rope = _load_rope32(kv_ptr, pt_base, j, PAGE_SIZE, BLOCK_N, rope_layout)
     st = g % _NS
     mbarrier.wait(land.index(st), (g // _NS) & 1)
+    if n_valid < BLOCK_N:
+        # rows past the request's end (TMA reads whole tiles: they may hold NaN, which P's zeros would not clear)
+        # zeroed before anyone reads V from them: both warpgroups' P.V of this tile come after this warpgroup's
+        # hand-off of its P
+        _zero_rows(k8_bufs.index(st), n_valid, BLOCK_N, _D_V, 4)
     _store_rope(kr_bufs.index(st), rope)
     return _scores8(qh, ql, qr, k8_bufs.index(st), kr_bufs.index(st), j >> 30, s_layout, BLOCK_H, BLOCK_N)
 
@@ -248,22 +249,19 @@ def _q8_staged(q_nope_desc, q_rope_desc, row, qt_bar, phase, k8_bufs, kr_bufs, k
     head with max |q s| = 2^8; the rope's into ``qr`` as [hi | lo]. Returns s. The bf16 query rows ``[row, row +
     64)`` come by TMA (one round trip) into the tile buffers of the program's tiles ``it + 1`` and ``it + 2`` (the
     latent halves into their fp8 tiles' 32 KB, the rope into the first one's rope tile), which take those tiles
-    after this returns; two passes over them there (the head maxima, then the pair), 256 columns at a time. (From
-    global memory by plain loads, in two passes, the query took ~16 us after the work split, session 22 run 4.)"""
+    after this returns; two passes over them there (the head maxima, then the pair), as loops over 128-column chunks
+    that stay loops (runs once a segment, from a cold instruction cache: unrolled, the prologue's 3,800
+    instructions took ~20 us after the work split on the H200, session 22 runs 4-5)."""
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
     bf: gl.constexpr = gl.bfloat16
-    s1 = (it + 1) % _NS
-    s2 = (it + 2) % _NS
     _wait_free(kfree, it + 1)
     _wait_free(kfree, it + 2)
+    n0 = _staging(k8_bufs, (it + 1) % _NS, q_nope_desc, BLOCK_H)
+    n1 = _staging(k8_bufs, (it + 2) % _NS, q_nope_desc, BLOCK_H)
     if _REINTERPRET_PUBLIC:
-        n0 = k8_bufs.index(s1).reinterpret(bf, [BLOCK_H, 256], q_nope_desc.layout)
-        n1 = k8_bufs.index(s2).reinterpret(bf, [BLOCK_H, 256], q_nope_desc.layout)
-        nr = kr_bufs.index(s1).reinterpret(bf, [BLOCK_H, 64], q_rope_desc.layout)
+        nr = kr_bufs.index((it + 1) % _NS).reinterpret(bf, [BLOCK_H, 64], q_rope_desc.layout)
     else:
-        n0 = k8_bufs.index(s1)._reinterpret(bf, [BLOCK_H, 256], q_nope_desc.layout)
-        n1 = k8_bufs.index(s2)._reinterpret(bf, [BLOCK_H, 256], q_nope_desc.layout)
-        nr = kr_bufs.index(s1)._reinterpret(bf, [BLOCK_H, 64], q_rope_desc.layout)
+        nr = kr_bufs.index((it + 1) % _NS)._reinterpret(bf, [BLOCK_H, 64], q_rope_desc.layout)
     fence_async_shared()        # (the generic proxy's reads of those buffers before the TMA's writes)
     mbarrier.expect(qt_bar, 2 * q_nope_desc.block_type.nbytes + q_rope_desc.block_type.nbytes)
     _tma_load(q_nope_desc, [row, 0], qt_bar, n0)
@@ -271,18 +269,33 @@ def _q8_staged(q_nope_desc, q_rope_desc, row, qt_bar, phase, k8_bufs, kr_bufs, k
     _tma_load(q_rope_desc, [row, 0], qt_bar, nr)
     mbarrier.wait(qt_bar, phase)
     xr = nr.load(layout).to(gl.float32)
-    amax = gl.maximum(gl.max(gl.abs(xr), axis=1),
-                      gl.maximum(gl.max(gl.abs(n0.load(layout).to(gl.float32)), axis=1),
-                                 gl.max(gl.abs(n1.load(layout).to(gl.float32)), axis=1)))
+    amax = gl.max(gl.abs(xr), axis=1)
+    for c in tl.range(0, 4, loop_unroll_factor=1):
+        x = _q_chunks(_staging(k8_bufs, (it + 1 + c // 2) % _NS, q_nope_desc, BLOCK_H), BLOCK_H,
+                      128).index(c % 2).load(layout)
+        amax = gl.maximum(amax, gl.max(gl.abs(x.to(gl.float32)), axis=1))
     q_scale = gl.exp2(8.0 - gl.ceil(gl.log2(gl.maximum(amax, 1e-30))))
-    hi_c = _q_chunks(qh, BLOCK_H, 256)
-    lo_c = _q_chunks(ql, BLOCK_H, 256)
-    _q8_chunk(n0.load(layout), q_scale, hi_c.index(0), lo_c.index(0))
-    _q8_chunk(n1.load(layout), q_scale, hi_c.index(1), lo_c.index(1))
+    hi_c = _q_chunks(qh, BLOCK_H, 128)
+    lo_c = _q_chunks(ql, BLOCK_H, 128)
+    for c in tl.range(0, 4, loop_unroll_factor=1):
+        x = _q_chunks(_staging(k8_bufs, (it + 1 + c // 2) % _NS, q_nope_desc, BLOCK_H), BLOCK_H,
+                      128).index(c % 2).load(layout)
+        _q8_chunk(x, q_scale, hi_c.index(c), lo_c.index(c))
     _q8_chunk(xr, q_scale, qr.slice(0, 64, dim=1), qr.slice(64, 64, dim=1))
     fence_async_shared()
     _wg_barrier()               # (every thread's reads of the staging done before those buffers' TMAs)
     return q_scale
+
+
+@gluon.jit
+def _staging(k8_bufs, st, q_nope_desc, BLOCK_H: gl.constexpr):
+    """Tile buffer ``st``'s 32 KB as a bf16 [BLOCK_H, 256] box of the query (``q_nope_desc``'s: the same 128-byte
+    swizzle)."""
+    if _REINTERPRET_PUBLIC:
+        view = k8_bufs.index(st).reinterpret(gl.bfloat16, [BLOCK_H, 256], q_nope_desc.layout)
+    else:
+        view = k8_bufs.index(st)._reinterpret(gl.bfloat16, [BLOCK_H, 256], q_nope_desc.layout)
+    return view
 
 
 @gluon.jit
@@ -418,7 +431,8 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
         # Scores a tile early: S(r) is in flight at the top of pair r / 2, so that the softmax of tile r starts as
         # soon as it is needed (the first tile's here, after O's zeros: see _init4; tile r + 2's once P(r) V_L(r) is
         # issued, before WG1's P(r + 1) is waited for)
-        s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, it, kv_ptr, pt_base, i_first, PAGE_SIZE, s_layout,
+        s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, it, kv_ptr, pt_base, i_first,
+                          seq_len - i_first * BLOCK_N, PAGE_SIZE, s_layout,
                           BLOCK_H, BLOCK_N)
         for k in range(0, (n + 1) // 2):
             r = 2 * k
@@ -444,14 +458,15 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
             fence_async_shared()
             _arrive_wg(p_bars.index(0))
             _stamp_tile(STAMPS, srow, g // 2, 2, 4)
-            o0, o1, o2, o3 = _pv8(k8_bufs.index(st), 0, n_valid, p_bufs.index(0).permute((1, 0)), o0, o1, o2, o3,
+            o0, o1, o2, o3 = _pv8(k8_bufs.index(st), 0, p_bufs.index(0).permute((1, 0)), o0, o1, o2, o3,
                                   a_layout, BLOCK_N, PVD)
             _arrive_wg(kfree.index(st))
             if r + 1 < n:
                 g1 = g + 1
                 st1 = g1 % _NS
                 if r + 2 < n:
-                    s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g + 2, kv_ptr, pt_base, j + 2, PAGE_SIZE,
+                    s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g + 2, kv_ptr, pt_base, j + 2,
+                                      n_valid - 2 * BLOCK_N, PAGE_SIZE,
                                       s_layout, BLOCK_H, BLOCK_N)
                 else:
                     s = _no_scores(qr, BLOCK_H, BLOCK_N)
@@ -470,7 +485,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
                 # of tile r + 1: S(r + 2) has had that long)
                 o0, o1, o2, o3 = _retire4(o0, o1, o2, o3)
                 o0, o1, o2, o3 = _scale4(o0, o1, o2, o3, beta, ot_layout)
-                o0, o1, o2, o3 = _pv8(k8_bufs.index(st1), 0, n_valid - BLOCK_N, p_bufs.index(1).permute((1, 0)),
+                o0, o1, o2, o3 = _pv8(k8_bufs.index(st1), 0, p_bufs.index(1).permute((1, 0)),
                                       o0, o1, o2, o3, a_layout, BLOCK_N, PVD)
                 _arrive_wg(kfree.index(st1))
                 if r + 4 < n:
@@ -531,7 +546,8 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
         o0, o1, o2, o3 = _init4(ot_layout, ZPIN)
         # Scores a tile early (as WG0): S(r + 1) is in flight at the top of pair r / 2
         if n > 1:
-            s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, it + 1, kv_ptr, pt_base, i_first + 1, PAGE_SIZE,
+            s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, it + 1, kv_ptr, pt_base, i_first + 1,
+                              seq_len - (i_first + 1) * BLOCK_N, PAGE_SIZE,
                               s_layout, BLOCK_H, BLOCK_N)
         else:
             s = _no_scores(qr, BLOCK_H, BLOCK_N)
@@ -566,17 +582,18 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
                 _stamp_tile(STAMPS, srow, g // 2, 2, 4)
                 # O relative to WG0's max, P(r) V_R(r), retired, then to this tile's, P(r + 1) V_R(r + 1)
                 o0, o1, o2, o3 = _scale4(o0, o1, o2, o3, alpha, ot_layout)
-                o0, o1, o2, o3 = _pv8(k8_bufs.index(st), 1, n_valid, p_bufs.index(0).permute((1, 0)), o0, o1, o2,
+                o0, o1, o2, o3 = _pv8(k8_bufs.index(st), 1, p_bufs.index(0).permute((1, 0)), o0, o1, o2,
                                       o3, a_layout, BLOCK_N, PVD)
                 _arrive_wg(kfree.index(st))
                 o0, o1, o2, o3 = _retire4(o0, o1, o2, o3)
                 _arrive_wg(pfree.index(0))          # (P(r) read: WG0 may write P(r + 2))
                 o0, o1, o2, o3 = _scale4(o0, o1, o2, o3, beta, ot_layout)
-                o0, o1, o2, o3 = _pv8(k8_bufs.index(st1), 1, n_valid - BLOCK_N, p_bufs.index(1).permute((1, 0)),
+                o0, o1, o2, o3 = _pv8(k8_bufs.index(st1), 1, p_bufs.index(1).permute((1, 0)),
                                       o0, o1, o2, o3, a_layout, BLOCK_N, PVD)
                 _arrive_wg(kfree.index(st1))
                 if r + 3 < n:
-                    s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g + 3, kv_ptr, pt_base, j + 3, PAGE_SIZE,
+                    s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g + 3, kv_ptr, pt_base, j + 3,
+                                      n_valid - 3 * BLOCK_N, PAGE_SIZE,
                                       s_layout, BLOCK_H, BLOCK_N)
                 else:
                     s = _no_scores(qr, BLOCK_H, BLOCK_N)
@@ -585,7 +602,7 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
                 m_i = m_e
                 l_i = l_i * alpha
                 o0, o1, o2, o3 = _scale4(o0, o1, o2, o3, alpha, ot_layout)
-                o0, o1, o2, o3 = _pv8(k8_bufs.index(st), 1, n_valid, p_bufs.index(0).permute((1, 0)), o0, o1, o2,
+                o0, o1, o2, o3 = _pv8(k8_bufs.index(st), 1, p_bufs.index(0).permute((1, 0)), o0, o1, o2,
                                       o3, a_layout, BLOCK_N, PVD)
                 _arrive_wg(kfree.index(st))
                 s = _no_scores(qr, BLOCK_H, BLOCK_N)
