@@ -116,9 +116,9 @@ def test_pp_config_refused_where_it_does_not_apply(heads, fmt, config, needle):
     assert needle in str(err.value)
 
 
-def _tile_loop_local_loads(sass: str) -> int:
+def _tile_loop_local_loads(sass: str, mma: str = "HGMMA.64x64x16") -> int:
     """Local-memory loads inside the innermost loops that issue score MMAs (a backward branch's body holding
-    ``HGMMA.64x64x16`` and no nested backward branch)."""
+    ``mma`` and no nested backward branch)."""
     import re
     ins = []
     for line in sass.splitlines():
@@ -134,7 +134,7 @@ def _tile_loop_local_loads(sass: str) -> int:
     total = 0
     for lo, hi in inner:
         body = [t for a, t in ins if lo <= a <= hi]
-        if any("HGMMA.64x64x16" in t for t in body):
+        if any(mma in t for t in body):
             total += sum("LDL" in t for t in body)
     return total
 

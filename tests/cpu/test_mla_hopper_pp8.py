@@ -1,9 +1,9 @@
-"""The fp8 ping-pong kernel that widens nothing in shared memory (kernel_hopper_pp8.py, config ``T8 = 1``) compiled
-for sm_90 on a CPU: it fits an SM with three tile stages, runs as two 4-warp partitions, scores from fp8 wgmmas on
-the landed tile, multiplies P by V^T held in registers (fp16 wgmmas with a register A operand, four row chunks of
-64), and ptxas keeps its wgmmas asynchronous. The interface routes ``T8 = 1`` to it with [64, 256] bf16 query boxes and
-[64, 512] fp8 latent boxes, and refuses it where it does not apply. tests/gpu/test_mla_decode_gpu.py
-(``HEADS_VARIANTS``, ``ZERO_LEN_CASES``) runs it against the reference on an H200.
+"""The fp8 ping-pong kernel with fp8 scores (kernel_hopper_pp8.py, config ``T8 = 1``) compiled for sm_90 on a CPU: it
+fits an SM with two fp16-sized tile buffers, runs as two 4-warp partitions, scores from fp8 wgmmas on the landed tile,
+widens each half of V once (by the warpgroup that multiplies it) for fp16 P.V with heads on M, and ptxas keeps its
+wgmmas asynchronous. The interface routes ``T8 = 1`` to it with [64, 256] bf16 query boxes and [64, 512] fp8 latent
+boxes, and refuses it where it does not apply. tests/gpu/test_mla_decode_gpu.py (``HEADS_VARIANTS``,
+``ZERO_LEN_CASES``) runs it against the reference on an H200.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from graphtune.kernels.mla_decode import interface_hopper, kernel_hopper_pp8
 
 from test_mla_decode import _sass as _sass_of_cubin
 from test_mla_decode import SCHEDULED_WITH_THIS_TRITON, _hopper_compile
+from test_mla_hopper_pp import _tile_loop_local_loads
 
 SM90_SHARED = 232448          # bytes of shared memory an sm_90 block may use (1 KB more is the driver's)
 
@@ -27,9 +28,9 @@ def compiled():
 def test_t8_kernel_fits_sm90_as_two_warpgroups(compiled):
     usage = resources._resource_usage(compiled.asm["cubin"], compiled.metadata.name)
     assert usage["REG"] <= 255
-    # query pair 72 KB + 3 x (fp8 tile 32 KB + rope tile 8 KB) + two fp16 P tiles 16 KB + maxima, sums, barriers
+    # query pair 72 KB + 2 x fp16 tile 64 KB + 2 x fp8 rope tile 8 KB + fp16 P tile 8 KB + maxima, sums, barriers
     shared = compiled.metadata.shared
-    assert 72 * 1024 + 3 * 40 * 1024 + 16 * 1024 <= shared
+    assert 72 * 1024 + 2 * 64 * 1024 + 2 * 8 * 1024 + 8 * 1024 <= shared
     assert shared + usage.get("SHARED", 0) <= SM90_SHARED, shared
     assert compiled.metadata.num_warps == 8
     assert ".reqntid 256" in compiled.asm["ptx"]
@@ -37,21 +38,22 @@ def test_t8_kernel_fits_sm90_as_two_warpgroups(compiled):
 
 def test_t8_kernel_mmas(compiled):
     sass = _sass_of_cubin(compiled.asm["cubin"])
-    # scores: the rope pair (K = 128) and hi + lo of four 128-column latent chunks, k = 32 each, issued a tile ahead
-    # from four places (each warpgroup's first tile of a segment and its next one), plus the placeholder of a
-    # segment's end (the rope pair against itself, K = 128)
+    # scores: the rope pair (K = 128) and hi + lo of four 128-column latent chunks, k = 32 each (36 a tile), from
+    # three places (WG0's first tile of a segment and its next ones, WG1's), plus the placeholder where no tile
+    # follows (the rope pair against itself, K = 128)
     qgmma = sass.count("QGMMA.64x64x32.F32.E4M3.E4M3")
-    assert qgmma >= 4 * 9 * 4 and (qgmma - 4 * 9 * 4) % 4 == 0, qgmma
-    # P.V: four [64 rows, 64 heads] chunks of O^T a tile, A (V^T) from registers, on five code paths (each
-    # warpgroup's own tile and the other's, and WG1's of a segment's last, even tile)
-    assert sass.count("HGMMA.64x64x16.F32 R") == 5 * 4 * 4
-    assert "HGMMA.64x256" not in sass, "P.V with heads on M (the widening kernels' [64, 256] halves of O)"
-    # V^T comes from the fp8 tile by 64-bit loads and in-register conversion: nothing is widened into shared memory
+    assert qgmma >= 3 * 36 and (qgmma - 3 * 36) % 4 == 0, qgmma
+    # P.V with heads on M: [64, 256] halves of O, K = 64 (four k = 16 steps), on five code paths (each warpgroup's
+    # own tile and the other's, WG1's of a segment's last, even tile); no register-A (V^T) wgmma
+    assert sass.count("HGMMA.64x256x16.F32") == 5 * 4
+    assert "HGMMA.64x64x16.F32 R" not in sass
+    # each half of V widened once, at four places (WG0: its tile and WG1's; WG1: likewise): 128 values a thread
     assert sass.count("F2FP.F16.E4M3.UNPACK_B") >= 4 * 64
     assert "UTMALDG.2D" in sass
+    assert _tile_loop_local_loads(sass, "QGMMA.64x64x32") == 0
     if SCHEDULED_WITH_THIS_TRITON:
-        # (serialised: a WARPGROUP.DEPBAR after each of the ~240 wgmmas; one P.V chunk in flight: 24)
-        assert sass.count("WARPGROUP.DEPBAR") <= 32, "wgmmas serialised (ptxas C7511 / C7515)"
+        # (serialised: a WARPGROUP.DEPBAR after each of the ~140 wgmmas, ptxas C7515)
+        assert sass.count("WARPGROUP.DEPBAR") <= 12, "wgmmas serialised (ptxas C7511 / C7515)"
 
 
 def _route_inputs(heads=128, fmt="fp8"):
