@@ -147,11 +147,18 @@ def _o_zeros(o_layout: gl.constexpr, BLOCK_H: gl.constexpr):
                                                         is_pure=False, pack=1))
 
 @gluon.jit
-def _issue8(kv_nope_desc, k8_bufs, land, pt_base, j, stage, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
-    """TMA of tile j's 512 fp8 latent columns into the first 32 KB of buffer ``stage`` on ``land[stage]``."""
+def _tile_row(pt_base, j, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
+    """The cache row of tile j's first token (its page-table load: issued ahead of the copy that needs it, off the
+    path of the warpgroup that issues it)."""
     tok0 = j * BLOCK_N
     page = gl.load(pt_base + tok0 // PAGE_SIZE)
-    row = page * PAGE_SIZE + tok0 % PAGE_SIZE
+    return page * PAGE_SIZE + tok0 % PAGE_SIZE
+
+
+@gluon.jit
+def _issue8(kv_nope_desc, k8_bufs, land, row, stage):
+    """TMA of the tile at cache row ``row`` (512 fp8 latent columns) into the first 32 KB of buffer ``stage`` on
+    ``land[stage]``."""
     bar = land.index(stage)
     mbarrier.expect(bar, kv_nope_desc.block_type.nbytes)
     _tma_load(kv_nope_desc, [row, 0], bar, k8_bufs.index(stage).slice(0, _D_V, dim=1))
@@ -254,7 +261,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
              qt_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
-             o_layout: gl.constexpr, STAMPS):
+             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; writes the query pair and issues every
     tile's TMA. Per pair: its tile's softmax (scores issued at the previous pair's end), P handed over, its half of V
     widened and multiplied; WG1's tile's half widened under WG1's softmax, then multiplied by WG1's P; the next
@@ -277,9 +284,9 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
         s0 = it % 2
         # (past the previous segment's exchange: both warpgroups' MMAs of it are retired) The first two tiles'
         # copies, then the query's
-        _issue8(kv_nope_desc, k8_bufs, land, pt_base, i_first, s0, PAGE_SIZE, BLOCK_N)
+        _issue8(kv_nope_desc, k8_bufs, land, _tile_row(pt_base, i_first, PAGE_SIZE, BLOCK_N), s0)
         if n > 1:
-            _issue8(kv_nope_desc, k8_bufs, land, pt_base, i_first + 1, 1 - s0, PAGE_SIZE, BLOCK_N)
+            _issue8(kv_nope_desc, k8_bufs, land, _tile_row(pt_base, i_first + 1, PAGE_SIZE, BLOCK_N), 1 - s0)
         rope = _load_rope32(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout)
         q_scale = _q8(q_nope_desc, q_rope_desc, b * H + h0, qt_bar, seg & 1, kb_halves, kb_chunks, kr_bufs, s0,
                       qh, ql, qr, BLOCK_H)
@@ -308,6 +315,9 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
             j = i_first + r
             n_valid = seq_len - j * BLOCK_N
             _stamp_tile(STAMPS, srow, g // 2, 0, 4)
+            # the cache rows of this pair's copies (tiles r + 2 and r + 3), their page-table loads in flight
+            row2 = _tile_row(pt_base, gl.minimum(j + 2, i_stop - 1), PAGE_SIZE, BLOCK_N)
+            row3 = _tile_row(pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N)
             # S(r) retired (P(r - 1) V_L(r - 1), issued before it, was retired at the previous pair's end)
             s_done, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
             sv = gl.convert_layout(s_done, s_layout)
@@ -329,11 +339,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
                 # P(r) V_L(r) retired: the buffer's first 32 KB takes tile r + 2
                 o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
                 if r + 2 < n:
-                    _issue8(kv_nope_desc, k8_bufs, land, pt_base, j + 2, stage, PAGE_SIZE, BLOCK_N)
-                # V_L(r + 1), widened while WG1 runs that tile's softmax: WG1 arrives once its score MMAs retired
-                # and its half's fp8 bytes are read
-                mbarrier.wait(rsrc.index(1 - stage), (g1 // 2) & 1)
-                _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N, BLOCK_N)
+                    _issue8(kv_nope_desc, k8_bufs, land, row2, stage)
                 mbarrier.wait(p_bars.index(1), p1_phase)
                 _stamp_tile(STAMPS, srow, g // 2, 3, 4)
                 p1_phase ^= 1
@@ -342,6 +348,11 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
                 l_i = l_i * beta
                 m_i = m_o
                 o = o * gl.convert_layout(beta, rows_o)[:, None]
+                # V_L(r + 1): WL1 = 1 widened by WG1 after its hand-off; 0 here, once WG1's score MMAs of the tile
+                # retired and its half's bytes are read
+                mbarrier.wait(rsrc.index(1 - stage), (g1 // 2) & 1)
+                if WL1 == 0:
+                    _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N, BLOCK_N)
                 o = warpgroup_mma(p_smem, kn_o.slice(0, _HALF, dim=1), o, is_async=True)
                 if r + 2 < n:
                     s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g + 2, rope, j >> 30, s_layout, BLOCK_H,
@@ -354,7 +365,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
                 # its buffer takes tile r + 3
                 o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=1, deps=(o, )))
                 if r + 3 < n:
-                    _issue8(kv_nope_desc, k8_bufs, land, pt_base, j + 3, 1 - stage, PAGE_SIZE, BLOCK_N)
+                    _issue8(kv_nope_desc, k8_bufs, land, row3, 1 - stage)
             else:
                 s = _no_scores(qr, BLOCK_H, BLOCK_N)
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
@@ -376,7 +387,7 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
              qt_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
-             o_layout: gl.constexpr, STAMPS):
+             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511. Per pair: both tiles' halves of V
     widened (WG0's first: its fp8 bytes read, then WG0 may widen its own half over them) with its own tile's score
     MMAs in flight; then WG0's P and max, its softmax from that max, its P handed over, and both P.V."""
@@ -438,8 +449,8 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
                 m_e = m_smem.slice(0, BLOCK_H).load(rows_s)
                 alpha = gl.exp2(m_i - m_e)
                 sv = _s_retired(s, s_layout)
-                # its score MMAs retired and its bytes read: WG0 may widen its half of this tile
-                _arrive_wg(rsrc.index(1 - stage))
+                if WL1 == 0:
+                    _arrive_wg(rsrc.index(1 - stage))
                 _stamp_tile(STAMPS, srow, g // 2, 1, 4)
                 p, beta, m_i, l_i = _softmax_step(sv, m_e, l_i * alpha, (j + 1) * BLOCK_N + offs_tok < seq_len, qk)
                 # P(r) read back from p_smem (before this warpgroup's P overwrites it), scaled by this tile's max
@@ -453,6 +464,11 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
                                   is_async=True)
                 o = warpgroup_mma(gl.convert_layout(p.to(gl.float16), p_layout), kn_o.slice(_HALF, _HALF, dim=1), o,
                                   is_async=True)
+                # V_L(r + 1) for WG0, in place under those MMAs (its score MMAs retired, its right half's bytes read
+                # above), then WG0 told
+                if WL1:
+                    _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N, BLOCK_N)
+                    _arrive_wg(rsrc.index(1 - stage))
             else:
                 # the segment's last tile is WG0's: its P from p_smem
                 mbarrier.wait(p_bars.index(0), p0_phase)
@@ -495,6 +511,7 @@ def _mla_decode_hopper_pp8_kernel(
     T8: gl.constexpr,
     num_warps: gl.constexpr,
     WG1_REGS: gl.constexpr = 256,
+    WL1: gl.constexpr = 1,
     STAMPS=None,
 ):
     """Grid ``(H // 64, P)``; the arguments of the fp8 heads-on-M kernel
@@ -554,13 +571,13 @@ def _mla_decode_hopper_pp8_kernel(
                     stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
-                    PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout,
+                    PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
                     STAMPS)),
         (_pp8_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
                     stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
-                    PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout,
+                    PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
                     STAMPS)),
     ], [4], [WG1_REGS])

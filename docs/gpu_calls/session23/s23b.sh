@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# session 23, call B: T8 with WG1 widening its own tile's left half after its hand-off (WL1 1) against WG0 doing it (WL1 0), page-table loads ahead of the copies; the shipped kernel's timeline in the same run
+# scores, fp16 P.V with heads on M in two fp16-sized buffers): its GPU tests, then timed beside FlashMLA and the shipped
+# ping-pong kernel (fp8, H = 128), then timelines of both at batch 64 and 8
+set -o pipefail
+C=${1:-unknown}
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/np .whl/np/*.whl >/dev/null 2>&1
+export PYTHONUNBUFFERED=1 GIT_COMMIT=$C PYTHONPATH=/tmp/np:$PWD/src:/tmp/site
+nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
+GRAPHTUNE_GPU_NEW=1 timeout 170 python3 -m pytest -q -x tests/gpu/test_mla_decode_gpu.py -k "T81" > $OUT/tests.log 2>&1
+echo "tests rc=$?"; tail -3 $OUT/tests.log; grep -E "Error|assert|mismatch" $OUT/tests.log | head -12 | cut -c1-300
+timeout 200 python3 benchmarks/bench_mla_decode.py --hopper-variants --hopper-kinds "heads-on-M fp8" --hopper-no-portable \
+  --hopper-variant-filter "T8|'PP': 1, 'RELOAD': 1, 'WG1_FIRST': 1}" --out $OUT/t8_variants.json > $OUT/t8_variants.log 2>&1
+echo "bench rc=$?"; grep -E "^check|^heads=|Error|error" $OUT/t8_variants.log | cut -c1-300; tail -12 $OUT/t8_variants.log
+timeout 100 python3 benchmarks/probes/timeline.py --overlay PP=0,T8=1 --cells fp8:128:64,fp8:128:8 --out $OUT/timeline_t8.json > $OUT/timeline_t8.log 2>&1
+echo "timeline rc=$?"; tail -30 $OUT/timeline_t8.log
+timeout 80 python3 benchmarks/probes/timeline.py --cells fp8:128:64 --out $OUT/timeline_pp.json > $OUT/timeline_pp.log 2>&1
+echo "timeline pp rc=$?"; tail -8 $OUT/timeline_pp.log
