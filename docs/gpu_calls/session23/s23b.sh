@@ -1,7 +1,5 @@
 #!/usr/bin/env bash
 # session 23, call B: T8 with WG1 widening its own tile's left half after its hand-off (WL1 1) against WG0 doing it (WL1 0), page-table loads ahead of the copies; the shipped kernel's timeline in the same run
-# scores, fp16 P.V with heads on M in two fp16-sized buffers): its GPU tests, then timed beside FlashMLA and the shipped
-# ping-pong kernel (fp8, H = 128), then timelines of both at batch 64 and 8
 set -o pipefail
 C=${1:-unknown}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
