@@ -165,6 +165,16 @@ def _issue8(kv_nope_desc, k8_bufs, land, row, stage):
 
 
 @gluon.jit
+def _issue_next(kv_nope_desc, k8_bufs, land, pt_base, row, j, stage, PF: gl.constexpr, PAGE_SIZE: gl.constexpr,
+                BLOCK_N: gl.constexpr):
+    """``_issue8`` of tile j: at ``row`` (PF = 1: its page-table load issued ahead) or its row loaded here."""
+    if PF:
+        _issue8(kv_nope_desc, k8_bufs, land, row, stage)
+    else:
+        _issue8(kv_nope_desc, k8_bufs, land, _tile_row(pt_base, j, PAGE_SIZE, BLOCK_N), stage)
+
+
+@gluon.jit
 def _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g, rope, qz, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
                   BLOCK_N: gl.constexpr):
     """The score MMAs of the program's g-th tile (async) once it landed, its rope rows (``_load_rope32``'s words,
@@ -261,7 +271,8 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
              qt_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
-             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS):
+             o_layout: gl.constexpr, WL1: gl.constexpr, PF: gl.constexpr,
+             ET: gl.constexpr, STAMPS):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; writes the query pair and issues every
     tile's TMA. Per pair: its tile's softmax (scores issued at the previous pair's end), P handed over, its half of V
     widened and multiplied; WG1's tile's half widened under WG1's softmax, then multiplied by WG1's P; the next
@@ -315,9 +326,13 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
             j = i_first + r
             n_valid = seq_len - j * BLOCK_N
             _stamp_tile(STAMPS, srow, g // 2, 0, 4)
-            # the cache rows of this pair's copies (tiles r + 2 and r + 3), their page-table loads in flight
-            row2 = _tile_row(pt_base, gl.minimum(j + 2, i_stop - 1), PAGE_SIZE, BLOCK_N)
-            row3 = _tile_row(pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N)
+            if PF:
+                # the cache rows of this pair's copies (tiles r + 2 and r + 3), their page-table loads in flight
+                row2 = _tile_row(pt_base, gl.minimum(j + 2, i_stop - 1), PAGE_SIZE, BLOCK_N)
+                row3 = _tile_row(pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N)
+            else:
+                row2 = 0
+                row3 = 0
             # S(r) retired (P(r - 1) V_L(r - 1), issued before it, was retired at the previous pair's end)
             s_done, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
             sv = gl.convert_layout(s_done, s_layout)
@@ -339,7 +354,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
                 # P(r) V_L(r) retired: the buffer's first 32 KB takes tile r + 2
                 o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
                 if r + 2 < n:
-                    _issue8(kv_nope_desc, k8_bufs, land, row2, stage)
+                    _issue_next(kv_nope_desc, k8_bufs, land, pt_base, row2, j + 2, stage, PF, PAGE_SIZE, BLOCK_N)
                 mbarrier.wait(p_bars.index(1), p1_phase)
                 _stamp_tile(STAMPS, srow, g // 2, 3, 4)
                 p1_phase ^= 1
@@ -354,6 +369,13 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
                 if WL1 == 0:
                     _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N, BLOCK_N)
                 o = warpgroup_mma(p_smem, kn_o.slice(0, _HALF, dim=1), o, is_async=True)
+                if ET:
+                    # P(r + 1) V_L(r + 1) retired at once: the first 32 KB of its buffer takes tile r + 3 before the
+                    # next tile's score MMAs wait for that tile to land (WG1 needs tile r + 3 first thing next pair)
+                    o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(o, )))
+                    if r + 3 < n:
+                        _issue_next(kv_nope_desc, k8_bufs, land, pt_base, row3, j + 3, 1 - stage, PF, PAGE_SIZE,
+                                    BLOCK_N)
                 if r + 2 < n:
                     s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g + 2, rope, j >> 30, s_layout, BLOCK_H,
                                       BLOCK_N)
@@ -361,11 +383,12 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
                                         rope_layout)
                 else:
                     s = _no_scores(qr, BLOCK_H, BLOCK_N)
-                # P(r + 1) V_L(r + 1) retired (the score MMAs issued after it stay in flight): the first 32 KB of
-                # its buffer takes tile r + 3
-                o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=1, deps=(o, )))
-                if r + 3 < n:
-                    _issue8(kv_nope_desc, k8_bufs, land, row3, 1 - stage)
+                if ET == 0:
+                    # P(r + 1) V_L(r + 1) retired (the score MMAs issued after it stay in flight): tile r + 3 as above
+                    o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=1, deps=(o, )))
+                    if r + 3 < n:
+                        _issue_next(kv_nope_desc, k8_bufs, land, pt_base, row3, j + 3, 1 - stage, PF, PAGE_SIZE,
+                                    BLOCK_N)
             else:
                 s = _no_scores(qr, BLOCK_H, BLOCK_N)
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
@@ -387,7 +410,8 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
              qt_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
-             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS):
+             o_layout: gl.constexpr, WL1: gl.constexpr, PF: gl.constexpr,
+             ET: gl.constexpr, STAMPS):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511. Per pair: both tiles' halves of V
     widened (WG0's first: its fp8 bytes read, then WG0 may widen its own half over them) with its own tile's score
     MMAs in flight; then WG0's P and max, its softmax from that max, its P handed over, and both P.V."""
@@ -511,7 +535,9 @@ def _mla_decode_hopper_pp8_kernel(
     T8: gl.constexpr,
     num_warps: gl.constexpr,
     WG1_REGS: gl.constexpr = 256,
-    WL1: gl.constexpr = 1,
+    WL1: gl.constexpr = 0,
+    PF: gl.constexpr = 1,
+    ET: gl.constexpr = 1,
     STAMPS=None,
 ):
     """Grid ``(H // 64, P)``; the arguments of the fp8 heads-on-M kernel
@@ -572,12 +598,12 @@ def _mla_decode_hopper_pp8_kernel(
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    STAMPS)),
+                    PF, ET, STAMPS)),
         (_pp8_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
                     stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    STAMPS)),
+                    PF, ET, STAMPS)),
     ], [4], [WG1_REGS])
