@@ -211,6 +211,7 @@ def test_tuned_split_kernels_are_timed_with_their_reduction():
     tuned = [interface._tuned_kernel(), *(interface_hopper.tuned_kernel(m, f) for m in (True, False)
                                           for f in (True, False)),
              *(interface_hopper.tuned_second_kernel(m, f) for m, f in interface_hopper.SECOND),
+             *(interface_hopper.tuned_second_kernel(m, f, third=True) for m, f in interface_hopper.THIRD),
              *(interface_hopper.tuned_second_kernel(False, f, gather=True) for f in interface_hopper.GATHER)]
     # (the Hopper kernels' follow-up launches it as the decode does after them: a programmatic dependent from
     # reduction.PDL_MIN_BATCH requests up)

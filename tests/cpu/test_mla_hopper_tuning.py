@@ -65,6 +65,7 @@ def test_forcing_a_space_config_runs_that_config_and_nothing_of_the_default(head
     on_m = hopper._heads_on_m(heads)
     kernels = [hopper.tuned_kernel(on_m, fmt == "fp8")]
     kernels += [hopper.tuned_second_kernel(on_m, fmt)] if (on_m, fmt) in hopper.SECOND else []
+    kernels += [hopper.tuned_second_kernel(on_m, fmt, third=True)] if (on_m, fmt) in hopper.THIRD else []
     for kernel in kernels:
         for config in kernel.configs:
             assert kernel._forced_from(dict(config.kwargs)).kwargs == config.kwargs, (kernel.name, config)
@@ -111,20 +112,21 @@ def test_tuned_kernels_key_on_the_capture_buckets_with_the_fixed_config_as_defau
 SM90_SM_SHARED = 233472       # per SM (228 KB); each block also takes 1 KB the driver reserves
 
 
-@pytest.mark.parametrize("heads,fmt", [(16, "fp8"), (128, "bf16"), (16, "fp8_ds_mla")],
-                         ids=["tokens-on-M-fp8-v2", "heads-on-M-pp", "tokens-on-M-ds"])
-def test_second_kernels_tuned_space_compiles_for_sm90_fits_and_its_grid_follows_its_programs_per_sm(heads, fmt):
-    """The per-bucket space of a shape class's second kernel (``SECOND``) through ``graphtune.inspect`` with the
-    tuned launch's own arguments: named, keyed and defaulted as the first; the grid's programs per SM as its
-    configs fit (the second fp8 tokens-on-M kernel: two for two buffers, one for more; the ping-pong kernel: one,
-    8 warps as two 4-warp partitions); scratch for the most programs."""
+@pytest.mark.parametrize("heads,fmt,third", [(16, "fp8", False), (128, "bf16", False), (16, "fp8_ds_mla", False),
+                                              (128, "fp8", True)],
+                         ids=["tokens-on-M-fp8-v2", "heads-on-M-pp", "tokens-on-M-ds", "heads-on-M-fp8-t8"])
+def test_second_kernels_tuned_space_compiles_for_sm90_fits_and_its_grid_follows_its_programs_per_sm(heads, fmt, third):
+    """The per-bucket space of a shape class's second kernel (``SECOND``; ``third``: its third, ``THIRD``) through
+    ``graphtune.inspect`` with the tuned launch's own arguments: named, keyed and defaulted as the first; the grid's
+    programs per SM as its configs fit (the second fp8 tokens-on-M kernel: two for two buffers, one for more; the
+    ping-pong kernels: one, 8 warps as two 4-warp partitions); scratch for the most programs."""
     on_m = hopper._heads_on_m(heads)
-    second = hopper.SECOND[(on_m, fmt)]
+    second = (hopper.THIRD if third else hopper.SECOND)[(on_m, fmt)]
     head_blocks = heads // (hopper.BLOCK_H if on_m else hopper.TOK_BLOCK_H)
     q, kv, pt, lens, out = _inputs(heads, fmt)
     args, grid, consts, (_, part_o, _, _) = hopper.tuned_second_call(q, kv, pt, lens, 0.04, 1.0, fmt, out, False,
-                                                                     sms=132)
-    kernel = hopper.tuned_second_kernel(on_m, fmt)
+                                                                     sms=132, third=third)
+    kernel = hopper.tuned_second_kernel(on_m, fmt, third=third)
     assert kernel.name == second.name and kernel.default is kernel.configs[0]
     assert [c.kwargs for c in kernel.configs] == second.space
     assert kernel.keys == ["B", "H", "PAGE_SIZE", "RETURN_LSE"]
@@ -133,15 +135,18 @@ def test_second_kernels_tuned_space_compiles_for_sm90_fits_and_its_grid_follows_
     named = dict(zip(names, args))
     if second.flag == "PP":   # the latent as two 256-column TMA halves
         assert named["kv_nope_desc"].block_shape == [64, hopper.PP_CHUNK]
+    if second.flag == "T8":   # the whole fp8 latent tile, the bf16 query as [64, 256] halves
+        assert named["kv_nope_desc"].block_shape == [64, 512] and named["q_nope_desc"].block_shape == [64, 256]
     rows = graphtune.inspect(kernel, target="sm_90", args=named, constexprs=consts)
     assert len(rows) == len(kernel.configs)
     limit = get_target("sm_90").shared_per_block_optin
     for config, row in zip(kernel.configs, rows):
         assert row.fits and row.shared_bytes <= limit and row.registers <= 255, row
         per_sm = grid(config.all_kwargs())[1] * head_blocks // 132
-        assert per_sm == (2 if second.flag != "PP" and config.kwargs["NUM_BUF"] == 2 else 1), config
+        ping_pong = second.flag in ("PP", "T8")
+        assert per_sm == (2 if not ping_pong and config.kwargs["NUM_BUF"] == 2 else 1), config
         assert per_sm * (row.shared_bytes + 1024) <= SM90_SM_SHARED
-        assert row.total_warps == (8 if second.flag == "PP" else 4), row
+        assert row.total_warps == (8 if ping_pong else 4), row
     assert part_o.shape[0] == max(second.programs_per_sm(c) for c in second.space) * 132 // head_blocks + q.shape[0]
 
 
@@ -186,6 +191,14 @@ def test_second_kernels_apply_from_their_measured_batch():
     assert hopper.SECOND[(False, "fp8_ds_mla")].min_batch == 1
     # no second kernel for bf16 tokens on M; fp8 heads on M only from its measured batch
     assert not hopper.second_applies(16, "bf16", 64) and not hopper.second_applies(128, "fp8", 1)
+    # the third (fp8 heads on M, T8) from its own measured batch, above the second's
+    assert list(hopper.THIRD) == [(True, "fp8")]
+    third = hopper.THIRD[(True, "fp8")]
+    assert third.min_batch == hopper.T8_MIN_BATCH > hopper.PP_FP8_MIN_BATCH and third.flag == "T8"
+    assert hopper.third_applies(128, "fp8", third.min_batch) and not hopper.third_applies(128, "fp8", third.min_batch - 1)
+    assert not hopper.third_applies(16, "fp8", 128) and not hopper.third_applies(128, "bf16", 128)
+    assert hopper._tuned_route(128, "fp8", third.min_batch, 64) == "third"
+    assert hopper._tuned_route(128, "fp8", third.min_batch - 1, 64) == "second"
 
 
 def test_kv_tiles_pre_hook_rebuilds_the_kv_descriptors_for_the_configs_tile():
@@ -281,21 +294,22 @@ def test_ab_target_times_the_space_each_config_pinned_as_the_tuned_grid_runs_it(
 
     target = MlaDecodeHopperTarget(heads=heads, kv_format=fmt)
     on_m = hopper._heads_on_m(heads)
-    s = hopper.SECOND.get((on_m, fmt))
-    second = [{**c, s.flag: 1} for c in s.space] if s else []
+    second = [{**c, s.flag: 1} for extra in (hopper.SECOND, hopper.THIRD) if (s := extra.get((on_m, fmt)))
+              for c in s.space]
     assert [c.kwargs for c in target.configs] == hopper._SPACES[(on_m, fmt == "fp8")] + second
     assert target.page_size == 64 and target.name == "mla_decode_hopper"
     for config in target.configs:
         pinned = hopper.pinned_config(heads, fmt, config.kwargs)
         # what the tuned kernel runs: the config, and the kernel's own defaults where the config is silent (a
         # pinned launch overlays the fixed config, whose EARLY 1 would not compile under PIPE 1)
-        fn = hopper.kernel_for(heads, fmt, v2=bool(config.kwargs.get("V2")), pp=bool(config.kwargs.get("PP")))
+        fn = hopper.kernel_for(heads, fmt, v2=bool(config.kwargs.get("V2")), pp=bool(config.kwargs.get("PP")),
+                               t8=bool(config.kwargs.get("T8")))
         defaults = {p.name: p.default for p in fn.params if p.is_constexpr and p.has_default}
         added = {k: v for k, v in pinned.items() if k not in config.kwargs and k != "PROGRAMS_PER_SM"}
         assert {k: v for k, v in pinned.items() if k in config.kwargs} == config.kwargs
         assert all(defaults[k] == v for k, v in added.items()), (config.kwargs, added)
         assert set(hopper._base_config(on_m, fmt == "fp8")) - set(config.kwargs) - {"PROGRAMS_PER_SM"} \
-            <= set(pinned) or config.kwargs.get("V2") or config.kwargs.get("PP")
+            <= set(pinned) or config.kwargs.get("V2") or config.kwargs.get("PP") or config.kwargs.get("T8")
         if (on_m, fmt) == (False, "fp8") and not config.kwargs.get("V2"):   # the tuned grid's programs per SM
             assert pinned["PROGRAMS_PER_SM"] == hopper._tok_fp8_programs_per_sm(pinned)
     alias = resolve_target("mla_decode_hopper")   # graphtune ab mla_decode_hopper: fp8, H = 16
@@ -337,3 +351,6 @@ def test_tuned_kernels_are_one_object_per_kernel_however_asked_for():
     assert hopper.tuned_for(16, "fp8", 1, 64) is hopper.tuned_second_kernel(False, "fp8")   # (from batch 1)
     assert hopper.tuned_for(128, "bf16", 1, 64) is hopper.tuned_kernel(True, False)
     assert hopper.tuned_for(16, "fp8", 1, 1) is hopper.tuned_second_kernel(False, "fp8", gather=True)
+    assert hopper.tuned_for(128, "fp8", hopper.T8_MIN_BATCH, 64) is hopper.tuned_second_kernel(True, "fp8", third=True)
+    assert hopper.tuned_second_kernel(True, "fp8", third=True) is not hopper.tuned_second_kernel(True, "fp8")
+    assert hopper.tuned_second_kernel(True, "fp8", third=True).name == hopper.T8_NAME

@@ -449,35 +449,41 @@ def test_hopper_fp8_capture_replay_equals_eager(heads):
 # NOT YET RUN ON A GPU: written in a CPU-only session (branch issue-gluon), where every config of each space
 # compiled for sm_90 and fit (tests/cpu/test_mla_hopper_tuning.py).
 
-def _tuned(on_m: bool, fp8: bool, second: bool):
-    """The tuned kernel of a shape class, or its second kernel (``interface_hopper.SECOND``)."""
+def _tuned(on_m: bool, fp8: bool, second: bool, third: bool = False):
+    """The tuned kernel of a shape class, or its second / third kernel (``interface_hopper.SECOND`` / ``THIRD``)."""
     fmt = "fp8" if fp8 else "bf16"
+    if third:
+        return interface_hopper.tuned_second_kernel(on_m, fmt, third=True)
     return interface_hopper.tuned_second_kernel(on_m, fmt) if second else interface_hopper.tuned_kernel(on_m, fp8)
 
 
-HOPPER_SPACE_CASES = [(heads, fmt, second, i) for heads, fmt in ((128, "bf16"), (16, "bf16"), (128, "fp8"), (16, "fp8"))
-                      for second in (False, True)
-                      if not second or (heads % 64 == 0, fmt) in interface_hopper.SECOND
-                      for i in range(len(_tuned(heads % 64 == 0, fmt == "fp8", second).configs))]
+HOPPER_SPACE_CASES = [(heads, fmt, which, i) for heads, fmt in ((128, "bf16"), (16, "bf16"), (128, "fp8"), (16, "fp8"))
+                      for which in ("first", "second", "third")
+                      if which == "first" or (heads % 64 == 0, fmt) in getattr(interface_hopper, which.upper())
+                      for i in range(len(_tuned(heads % 64 == 0, fmt == "fp8", which == "second",
+                                                which == "third").configs))]
 
 
-@pytest.mark.parametrize("heads,kv_format,second,index", HOPPER_SPACE_CASES,
-                         ids=[f"{f}-H{h}-{'second-' if s else ''}cfg{i}" for h, f, s, i in HOPPER_SPACE_CASES])
-def test_every_hopper_space_config_matches_reference(heads, kv_format, second, index):
+@pytest.mark.parametrize("heads,kv_format,which,index", HOPPER_SPACE_CASES,
+                         ids=[f"{f}-H{h}-{'' if w == 'first' else w + '-'}cfg{i}" for h, f, w, i in HOPPER_SPACE_CASES])
+def test_every_hopper_space_config_matches_reference(heads, kv_format, which, index):
     """Each config the tuner may pick for a bucket, forced (its pre-hook rebuilds the KV descriptors where its
-    tile differs), the second kernels' (``interface_hopper.SECOND``) at a batch that runs them: NaN in every
-    cache row past seq_len, NaN-poisoned out, 132 and 7 SMs."""
+    tile differs), the second and third kernels' (``interface_hopper.SECOND`` / ``THIRD``) at a batch that runs
+    them: NaN in every cache row past seq_len, NaN-poisoned out, 132 and 7 SMs."""
     _hopper_or_skip()
     on_m, fp8 = heads % 64 == 0, kv_format == "fp8"
-    kernel = _tuned(on_m, fp8, second)
+    second, third = which == "second", which == "third"
+    kernel = _tuned(on_m, fp8, second, third)
     name = kernel.name
     config = kernel.configs[index]
     seed = _seed()
     lens = [1, 63, 64, 65, 3001, 4096]
-    if second:   # a batch the second kernel serves
-        extra = max(0, interface_hopper.SECOND[(on_m, kv_format)].min_batch - len(lens))
+    if second or third:   # a batch the second / third kernel serves
+        extra = max(0, (interface_hopper.THIRD if third else interface_hopper.SECOND)[(on_m, kv_format)].min_batch
+                    - len(lens))
         lens += ([200, 129, 1000] * extra)[:extra]
-    assert interface_hopper.second_applies(heads, kv_format, len(lens)) == second
+    route = interface_hopper._tuned_route(heads, kv_format, len(lens), 64)
+    assert route == which, (route, which)
     x = _inputs(len(lens), heads, 64, kv_format, max(lens), seed)
     pt = _with_lengths(x, lens, 64)
     ref = mla_decode_reference(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"],
@@ -505,16 +511,17 @@ def test_hopper_tuned_per_bucket_then_captured_and_replayed(heads, kv_format):
     _hopper_or_skip()
     on_m, fp8 = heads % 64 == 0, kv_format == "fp8"
     kernel = interface_hopper.tuned_kernel(on_m, fp8)
-    # fp8 with H < 64 and bf16 with H % 64 == 0: the class's second kernel (its own tuned kernel) from its
-    # min_batch up
+    # H < 64 fp8 and H % 64 == 0: the class's second kernel (its own tuned kernel) from its min_batch up, and fp8 with
+    # H % 64 == 0 its third (T8) from the third's
     kernels = [kernel] + ([_tuned(on_m, fp8, True)] if (on_m, kv_format) in interface_hopper.SECOND else [])
+    kernels += [_tuned(on_m, fp8, False, True)] if (on_m, kv_format) in interface_hopper.THIRD else []
 
     def tuned_for(b: int):
-        return kernels[-1] if interface_hopper.second_applies(heads, kv_format, b) else kernel
+        return interface_hopper.tuned_for(heads, kv_format, b, 64)
 
     for k in kernels:
         k.reset()
-    sizes = [1, 3, 8, 16]
+    sizes = [1, 3, 8, 16] + ([interface_hopper.T8_MIN_BATCH] if (on_m, kv_format) in interface_hopper.THIRD else [])
     max_len = 2048
     per_size = {b: _inputs(b, heads, 64, kv_format, max_len, _seed()) for b in sizes}
     kv_scale = (torch.tensor([per_size[1]["kv_scale"]], dtype=torch.float32, device="cuda") if fp8 else 1.0)

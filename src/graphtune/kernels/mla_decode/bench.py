@@ -118,8 +118,9 @@ AB_TARGET = MlaDecodeTarget()
 @dataclass
 class MlaDecodeHopperTarget(MlaDecodeTarget):
     """The A/B target of the Hopper (sm_90) kernel that serves ``heads`` and ``kv_format``: its per-bucket space
-    (``interface_hopper.space_configs``; where the class has a second kernel, ``interface_hopper.SECOND``, its
-    space too: fp8 with H < 64 ``V2=1``, bf16 with H % 64 == 0 ``PP=1``), each config pinned on its kernel
+    (``interface_hopper.space_configs``; where the class has a second or third kernel, ``interface_hopper.SECOND`` /
+    ``THIRD``, their spaces too: fp8 with H < 64 ``V2=1``, H % 64 == 0 ``PP=1`` and fp8 ``T8=1``), each config pinned
+    on its kernel
     (``path="hopper"``), page size 64."""
 
     name: str = "mla_decode_hopper"
@@ -131,10 +132,11 @@ class MlaDecodeHopperTarget(MlaDecodeTarget):
         if not self.configs:
             on_m, fp8 = interface_hopper._heads_on_m(self.heads), self.kv_format == "fp8"
             self.configs = interface_hopper.space_configs(on_m, fp8)
-            second = interface_hopper.SECOND.get((on_m, self.kv_format))
-            if second is not None:   # the tuned path runs the class's second kernel from its min_batch up
-                self.configs += [triton.Config({**c, second.flag: 1}, num_warps=second.num_warps)
-                                 for c in second.space]
+            for extra in (interface_hopper.SECOND, interface_hopper.THIRD):
+                second = extra.get((on_m, self.kv_format))
+                if second is not None:   # the tuned path runs the class's second / third kernel from its min_batch
+                    self.configs += [triton.Config({**c, second.flag: 1}, num_warps=second.num_warps)
+                                     for c in second.space]
 
 
 # ``graphtune ab mla_decode_hopper``: fp8, H = 16 (the tensor-parallel case), the tokens-on-M kernel's space

@@ -80,6 +80,18 @@ HOPPER_PP_FP8_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, PP=1, RELOAD=1, WG
                                              dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=0),
                                              dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1)]
 PP_FP8_NAME = "mla_decode_hopper_pp_fp8"
+# ``T8 = 1`` (kernel_hopper_pp8.py, session 23): the ping-pong schedule with fp8 scores on the landed tile (the query as
+# an fp8 hi/lo pair) and each warpgroup widening only its own half of V after the scores: the fp8 heads-on-M class's
+# third kernel, which the tuned path runs from T8_MIN_BATCH requests up. On the H200 (session 23 run 3, H = 128,
+# 4096 tokens, page size 64, against the second kernel's RELOAD 1 / WG1_FIRST 1 in the same run) 0.0992 / 0.1655 ms
+# against 0.1098 / 0.1990 at batch 32 / 64 (10% / 17% faster), 0.0410 / 0.0223 against 0.0398 / 0.0216 at 8 / 1
+# (3% slower); relative error 1.6e-4 for both. Its space: WG0 widening its half of both tiles of a pair (WL1 0),
+# WG1 widening its own tile's left half after its hand-off (WL1 1: 0.1004 / 0.1729 in that run), and WG1 widening
+# WG0's tile's left half under WG0's softmax (WL0 1, so that WG0's P.V and the copy after it start at its hand-off).
+T8_MIN_BATCH = 32
+HOPPER_T8_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, T8=1), dict(BLOCK_N=64, T8=1, WL1=1),
+                                         dict(BLOCK_N=64, T8=1, WL0=1)]
+T8_NAME = "mla_decode_hopper_t8"
 # H < 64 (16, 32, 48): the tokens-on-M kernel, 16 heads and one warpgroup per program; 168,728 B of shared
 # memory (a third 72 KB buffer would not fit; BLOCK_N = 32 is not possible: a wgmma's M is a multiple of 64).
 # PIPE 2 (next load issued before tile i's wait, softmax with one block barrier) was the fastest of PIPE 0/1/2 at
@@ -570,6 +582,9 @@ SECOND: dict[tuple[bool, str], Second] = {   # (heads on M, kv_format) -> its se
     (True, "bf16"): Second(PP_MIN_BATCH, PP_NAME, HOPPER_PP_SPACE, "PP", PP_NUM_WARPS),
     (True, "fp8"): Second(PP_FP8_MIN_BATCH, PP_FP8_NAME, HOPPER_PP_FP8_SPACE, "PP", PP_NUM_WARPS),
     (False, DS_FORMAT): Second(1, TOK_DS_NAME, HOPPER_TOK_DS_SPACE, "DS", TOK_NUM_WARPS)}
+# (heads on M, kv_format) -> its third kernel, which the tuned path runs from its ``min_batch`` up (above the second's)
+THIRD: dict[tuple[bool, str], Second] = {
+    (True, "fp8"): Second(T8_MIN_BATCH, T8_NAME, HOPPER_T8_SPACE, "T8", PP_NUM_WARPS)}
 
 
 # Pages that are not whole 64-token TMA tiles (SGLang's default page size is 1): the second tokens-on-M kernel with
@@ -595,36 +610,49 @@ def second_applies(heads: int, fmt: str, batch: int) -> bool:
     return second is not None and batch >= second.min_batch
 
 
+def third_applies(heads: int, fmt: str, batch: int) -> bool:
+    """Whether the tuned path runs the shape class's third kernel (``THIRD``) for ``batch`` requests."""
+    third = THIRD.get((_heads_on_m(heads), fmt))
+    return third is not None and batch >= third.min_batch
+
+
+def _extra(on_m: bool, fmt: str, gather: bool, third: bool) -> Second:
+    return GATHER[fmt] if gather else THIRD[(on_m, fmt)] if third else SECOND[(on_m, fmt)]
+
+
 def tuned_second_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                       sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool,
-                      *, sms: int, lse: torch.Tensor | None = None, gather: bool = False):
-    """:func:`tuned_call` for the shape class's second kernel (``gather``: the row-gather kernel, ``GATHER``):
-    scratch for the most programs per SM of its space, the grid per config."""
-    second = GATHER[fmt] if gather else SECOND[(_heads_on_m(q.shape[1]), fmt)]
+                      *, sms: int, lse: torch.Tensor | None = None, gather: bool = False, third: bool = False):
+    """:func:`tuned_call` for the shape class's second kernel (``gather``: the row-gather kernel, ``GATHER``;
+    ``third``: its third kernel, ``THIRD``): scratch for the most programs per SM of its space, the grid per
+    config."""
+    second = _extra(_heads_on_m(q.shape[1]), fmt, gather, third)
     per_sm = max(second.programs_per_sm(c) for c in second.space)
     args, head_blocks, consts, scratch = _arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                     return_lse, sms=sms, block_n=second.space[0]["BLOCK_N"],
                                                     programs_per_sm=per_sm, lse=lse, v2=second.flag == "V2",
-                                                    pp=second.flag == "PP")
+                                                    pp=second.flag == "PP", t8=second.flag == "T8")
 
     def grid(meta: dict[str, Any]) -> tuple[int, int]:
         return head_blocks, _programs(sms, second.programs_per_sm(meta), head_blocks)
     return args, grid, consts, scratch
 
 
-def tuned_second_kernel(on_m: bool, fmt: str, gather: bool = False):
-    """The shape class's second kernel (``gather``: the row-gather kernel of ``GATHER``) under
-    ``graphtune.autotune``, per batch bucket (as :func:`tuned_kernel`): one object per kernel, however called."""
-    return _tuned_second_kernel(bool(on_m) and not gather, fmt, bool(gather))
+def tuned_second_kernel(on_m: bool, fmt: str, gather: bool = False, third: bool = False):
+    """The shape class's second kernel (``gather``: the row-gather kernel of ``GATHER``; ``third``: its third kernel,
+    ``THIRD``) under ``graphtune.autotune``, per batch bucket (as :func:`tuned_kernel`): one object per kernel,
+    however called."""
+    return _tuned_second_kernel(bool(on_m) and not gather, fmt, bool(gather), bool(third) and not gather)
 
 
 @functools.lru_cache(maxsize=None)
-def _tuned_second_kernel(on_m: bool, fmt: str, gather: bool):
+def _tuned_second_kernel(on_m: bool, fmt: str, gather: bool, third: bool):
     from ... import Buckets, autotune
     from .space import CAPTURE_SIZES
-    second = GATHER[fmt] if gather else SECOND[(on_m, fmt)]
+    second = _extra(on_m, fmt, gather, third)
     configs = [triton.Config(dict(c), num_warps=second.num_warps) for c in second.space]
-    fn = kernel_for(BLOCK_H if on_m else TOK_BLOCK_H, fmt, v2=second.flag == "V2", pp=second.flag == "PP")
+    fn = kernel_for(BLOCK_H if on_m else TOK_BLOCK_H, fmt, v2=second.flag == "V2", pp=second.flag == "PP",
+                    t8=second.flag == "T8")
     return autotune(configs, key=["B", "H", "PAGE_SIZE", "RETURN_LSE"], buckets={"B": Buckets.explicit(CAPTURE_SIZES)},
                     default=configs[0], name=second.name, followed_by=reduction.after_hopper_split)(fn)
 
@@ -801,18 +829,22 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
                                                  return_lse, sms=sms)
     else:
         args, grid, consts, scratch = tuned_second_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
-                                                        return_lse, sms=sms, gather=route == "gather")
+                                                        return_lse, sms=sms, gather=route == "gather",
+                                                        third=route == "third")
     _route_kernel(route, heads, fmt)[grid](*args, **consts)
     return scratch
 
 
 def _tuned_route(heads: int, fmt: str, batch: int, page_size: int) -> str:
     """Which tuned kernel an unpinned launch runs: ``"gather"`` (pages that are not whole TMA tiles: ``GATHER``),
-    ``"second"`` (the class's second kernel from its ``min_batch``: ``SECOND``) or ``"first"``."""
+    ``"third"`` / ``"second"`` (the class's third / second kernel from its ``min_batch``: ``THIRD`` / ``SECOND``) or
+    ``"first"``."""
     if page_size % BLOCK_N:
         if fmt not in GATHER or _heads_on_m(heads):
             _check_gather(page_size, {})     # (the other tuned kernels read whole TMA tiles: one clear error)
         return "gather"
+    if third_applies(heads, fmt, batch):
+        return "third"
     return "second" if second_applies(heads, fmt, batch) else "first"
 
 
@@ -826,4 +858,4 @@ def tuned_for(heads: int, fmt: str, batch: int, page_size: int):
 def _route_kernel(route: str, heads: int, fmt: str):
     if route == "first":
         return tuned_kernel(_heads_on_m(heads), fmt == "fp8")
-    return tuned_second_kernel(_heads_on_m(heads), fmt, route == "gather")
+    return tuned_second_kernel(_heads_on_m(heads), fmt, route == "gather", route == "third")

@@ -206,6 +206,16 @@ def _widen_left(k8, kn, n_valid, BLOCK_N: gl.constexpr):
 
 
 @gluon.jit
+def _left_for_wg0(k8_bufs, kn, sdone, rsrc, stage, g, n_valid, BLOCK_N: gl.constexpr):
+    """WL0 = 1, WG1: the left half of V of WG0's tile (the program's g-th, in buffer ``stage``) widened in place once
+    WG0's score MMAs of it retired (``sdone``; WG1 read the right half's bytes itself, before), then WG0 told
+    (``rsrc``)."""
+    mbarrier.wait(sdone.index(stage), (g // 2) & 1)
+    _widen_left(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn, n_valid, BLOCK_N)
+    _arrive_wg(rsrc.index(stage))
+
+
+@gluon.jit
 def _read_right(k8):
     """WG1: the fp8 bytes of its half of V (latent columns 256..511, bytes [16 K, 32 K)) in registers."""
     return k8.slice(256, 128, dim=1).load(_WIDEN), k8.slice(384, 128, dim=1).load(_WIDEN)
@@ -267,12 +277,12 @@ def _q8(q_nope_desc, q_rope_desc, row, qt_bar, phase, kb_halves, kb_chunks, kr_b
 def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
              stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-             qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc, q_bar,
-             qt_bar, p_bars, x_bars,
+             qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc, sdone,
+             q_bar, qt_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
              o_layout: gl.constexpr, WL1: gl.constexpr, PF: gl.constexpr,
-             ET: gl.constexpr, STAMPS):
+             ET: gl.constexpr, WL0: gl.constexpr, STAMPS):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; writes the query pair and issues every
     tile's TMA. Per pair: its tile's softmax (scores issued at the previous pair's end), P handed over, its half of V
     widened and multiplied; WG1's tile's half widened under WG1's softmax, then multiplied by WG1's P; the next
@@ -336,6 +346,8 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
             # S(r) retired (P(r - 1) V_L(r - 1), issued before it, was retired at the previous pair's end)
             s_done, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
             sv = gl.convert_layout(s_done, s_layout)
+            if WL0:
+                _arrive_wg(sdone.index(stage))      # (WG1 widens this tile's left half in place now)
             _stamp_tile(STAMPS, srow, g // 2, 1, 4)
             p, alpha, m_i, l_i = _softmax_step(sv, m_i, l_i, j * BLOCK_N + offs_tok < seq_len, qk)
             o = o * gl.convert_layout(alpha, rows_o)[:, None]
@@ -343,9 +355,11 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
             # (P of tile r - 2) before it wrote that of tile r - 1
             _hand_off(p, m_i, p_smem, m_smem.slice(0, BLOCK_H), p_bars.index(0))
             _stamp_tile(STAMPS, srow, g // 2, 2, 4)
-            # V_L(r), once WG1 read its half's fp8 bytes (which the widening overwrites)
+            # V_L(r): WL0 = 0 widened here once WG1 read its half's fp8 bytes (which the widening overwrites); 1
+            # widened by WG1 under this softmax
             mbarrier.wait(rsrc.index(stage), (g // 2) & 1)
-            _widen_left(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn, n_valid, BLOCK_N)
+            if WL0 == 0:
+                _widen_left(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn, n_valid, BLOCK_N)
             o = warpgroup_mma(gl.convert_layout(p.to(gl.float16), p_layout), kn.slice(0, _HALF, dim=1), o,
                               is_async=True)
             if r + 1 < n:
@@ -406,12 +420,12 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
 def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
              stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-             qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc, q_bar,
-             qt_bar, p_bars, x_bars,
+             qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc, sdone,
+             q_bar, qt_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
              o_layout: gl.constexpr, WL1: gl.constexpr, PF: gl.constexpr,
-             ET: gl.constexpr, STAMPS):
+             ET: gl.constexpr, WL0: gl.constexpr, STAMPS):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511. Per pair: both tiles' halves of V
     widened (WG0's first: its fp8 bytes read, then WG0 may widen its own half over them) with its own tile's score
     MMAs in flight; then WG0's P and max, its softmax from that max, its P handed over, and both P.V."""
@@ -457,7 +471,8 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
             # V_R(r): its fp8 bytes read (WG0 may then widen its half over them), written
             mbarrier.wait(land.index(stage), (g // 2) & 1)
             x0, x1 = _read_right(k8_bufs.index(stage).slice(0, _D_V, dim=1))
-            _arrive_wg(rsrc.index(stage))
+            if WL0 == 0:
+                _arrive_wg(rsrc.index(stage))
             _write_right(kn, x0, x1, n_valid, BLOCK_N)
             if r + 1 < n:
                 # this warpgroup's tile: its score MMAs, V_R(r + 1) widened under them
@@ -467,6 +482,8 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
                                     rope_layout)
                 x0, x1 = _read_right(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1))
                 _write_right(kn_o, x0, x1, n_valid - BLOCK_N, BLOCK_N)
+                if WL0:
+                    _left_for_wg0(k8_bufs, kn, sdone, rsrc, stage, g, n_valid, BLOCK_N)
                 mbarrier.wait(p_bars.index(0), p0_phase)
                 _stamp_tile(STAMPS, srow, g // 2, 3, 4)
                 p0_phase ^= 1
@@ -475,6 +492,8 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
                 sv = _s_retired(s, s_layout)
                 if WL1 == 0:
                     _arrive_wg(rsrc.index(1 - stage))
+                if WL0:
+                    _arrive_wg(sdone.index(1 - stage))      # (one arrival a tile: the phases follow the tiles)
                 _stamp_tile(STAMPS, srow, g // 2, 1, 4)
                 p, beta, m_i, l_i = _softmax_step(sv, m_e, l_i * alpha, (j + 1) * BLOCK_N + offs_tok < seq_len, qk)
                 # P(r) read back from p_smem (before this warpgroup's P overwrites it), scaled by this tile's max
@@ -495,6 +514,8 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
                     _arrive_wg(rsrc.index(1 - stage))
             else:
                 # the segment's last tile is WG0's: its P from p_smem
+                if WL0:
+                    _left_for_wg0(k8_bufs, kn, sdone, rsrc, stage, g, n_valid, BLOCK_N)
                 mbarrier.wait(p_bars.index(0), p0_phase)
                 _stamp_tile(STAMPS, srow, g // 2, 3, 4)
                 p0_phase ^= 1
@@ -538,6 +559,7 @@ def _mla_decode_hopper_pp8_kernel(
     WL1: gl.constexpr = 0,
     PF: gl.constexpr = 1,
     ET: gl.constexpr = 1,
+    WL0: gl.constexpr = 0,
     STAMPS=None,
 ):
     """Grid ``(H // 64, P)``; the arguments of the fp8 heads-on-M kernel
@@ -575,6 +597,7 @@ def _mla_decode_hopper_pp8_kernel(
     l_smem = gl.allocate_shared_memory(gl.float32, [4 * BLOCK_H], vec)
     land = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     rsrc = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    sdone = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     p_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     x_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
@@ -583,6 +606,7 @@ def _mla_decode_hopper_pp8_kernel(
     for k in gl.static_range(2):
         mbarrier.init(land.index(k), count=1)
         mbarrier.init(rsrc.index(k), count=1)
+        mbarrier.init(sdone.index(k), count=1)
         mbarrier.init(p_bars.index(k), count=1)
         mbarrier.init(x_bars.index(k), count=1)
     mbarrier.init(q_bar, count=1)
@@ -596,14 +620,14 @@ def _mla_decode_hopper_pp8_kernel(
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
                     stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
-                    q_bar, qt_bar, p_bars, x_bars,
+                    sdone, q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    PF, ET, STAMPS)),
+                    PF, ET, WL0, STAMPS)),
         (_pp8_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
                     stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
-                    q_bar, qt_bar, p_bars, x_bars,
+                    sdone, q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    PF, ET, STAMPS)),
+                    PF, ET, WL0, STAMPS)),
     ], [4], [WG1_REGS])
