@@ -605,12 +605,9 @@ HOPPER_ON_M_FP8_VARIANTS = [dict(NUM_BUF=2, WOVL=1, PSMEM=0, XCH=1), dict(NUM_BU
                             dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1, OUT32=0),
                             # T8 = 1 (session 23): the ping-pong schedule with fp8 scores on the landed tile and each
                             # warpgroup widening its own half of V off the hand-offs' path (kernel_hopper_pp8.py; PP 0:
-                            # the variants overlay the fixed config, whose PP 1 names the other kernel). Knobs: WL1 1,
-                            # WG1 widens its tile's left half after its hand-off; PF 0, the copies' page-table loads at
-                            # issue; ET 0, a pair's last copy issued after the next tile's score MMAs; WL0 1, WG1 widens
-                            # WG0's tile's left half under WG0's softmax)
-                            dict(PP=0, T8=1), dict(PP=0, T8=1, ET=0), dict(PP=0, T8=1, PF=0), dict(PP=0, T8=1, WL1=1),
-                            dict(PP=0, T8=1, WL0=1), dict(PP=0, T8=1, WL0=1, WL1=1)]
+                            # the variants overlay the fixed config, whose PP 1 names the other kernel; WL1 1: WG1
+                            # widens its tile's left half after its hand-off; the tuned path's third kernel from batch 32)
+                            dict(PP=0, T8=1), dict(PP=0, T8=1, WL1=1)]
 # fp8_ds_mla (656-byte rows), H < 64: the second tokens-on-M kernel with DS = 1 (session 9: compiled on a CPU, not
 # yet run; pinned-only): the fixed config (2 buffers, 2 programs per SM, PREFETCH 0: PREFETCH 1 spills in the tile
 # loop), three buffers at one program per SM, the page ids a tile ahead. Pages below 64 tokens: the row gather,

@@ -85,12 +85,14 @@ PP_FP8_NAME = "mla_decode_hopper_pp_fp8"
 # third kernel, which the tuned path runs from T8_MIN_BATCH requests up. On the H200 (session 23 run 3, H = 128,
 # 4096 tokens, page size 64, against the second kernel's RELOAD 1 / WG1_FIRST 1 in the same run) 0.0992 / 0.1655 ms
 # against 0.1098 / 0.1990 at batch 32 / 64 (10% / 17% faster), 0.0410 / 0.0223 against 0.0398 / 0.0216 at 8 / 1
-# (3% slower); relative error 1.6e-4 for both. Its space: WG0 widening its half of both tiles of a pair (WL1 0),
-# WG1 widening its own tile's left half after its hand-off (WL1 1: 0.1004 / 0.1729 in that run), and WG1 widening
-# WG0's tile's left half under WG0's softmax (WL0 1, so that WG0's P.V and the copy after it start at its hand-off).
+# (3% slower); relative error 1.6e-4 for both. The public call tuned per bucket (session 23 run 4, same GPU kind):
+# 0.0990 / 0.1640 ms at batch 32 / 64 against FlashMLA's 0.0700 / 0.1157 (1.41 / 1.42; 1.57 / 1.69 with the second
+# kernel in session 21 run 5). Its space: WG0 widening its half of both tiles of a pair (WL1 0, the tuner's pick at 32
+# and 64 in run 4), and WG1 widening its own tile's left half after its hand-off (WL1 1: 0.1000 / 0.1753 ms in the
+# tuner's timings of run 4). (WG1 widening WG0's tile's left half under WG0's softmax lost there too, 0.1018 / 0.1790,
+# and was removed.)
 T8_MIN_BATCH = 32
-HOPPER_T8_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, T8=1), dict(BLOCK_N=64, T8=1, WL1=1),
-                                         dict(BLOCK_N=64, T8=1, WL0=1)]
+HOPPER_T8_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, T8=1), dict(BLOCK_N=64, T8=1, WL1=1)]
 T8_NAME = "mla_decode_hopper_t8"
 # H < 64 (16, 32, 48): the tokens-on-M kernel, 16 heads and one warpgroup per program; 168,728 B of shared
 # memory (a third 72 KB buffer would not fit; BLOCK_N = 32 is not possible: a wgmma's M is a multiple of 64).

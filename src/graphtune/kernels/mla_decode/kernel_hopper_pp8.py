@@ -19,11 +19,18 @@ against 5.60 (the split kernel at batch 64: 0.1174 against 0.1955 ms). Here:
 * **Each warpgroup widens its own half of V.** A buffer's fp8 tile lands in its first 32 KB (latent columns
   0..255 in bytes [0, 16 K), 256..511 in [16 K, 32 K)); V's right half (WG1's, fp16 bytes [32 K, 64 K)) is written
   by WG1 from the second 16 K, overlapping nothing; V's left half (WG0's, fp16 bytes [0, 32 K)) is widened in place
-  by WG0 once the tile's score MMAs retired and WG1 has read its 16 K (``rsrc``: WG1 arrives when both hold for its
-  own tiles, when its read is done for WG0's). So the owner's path from a landed tile to its scores holds no
-  conversion, and WG0 widens WG1's tile while WG1 runs that tile's softmax.
-* **Copies as the fp16 kernel's.** WG0 issues each tile's TMA into a buffer's first 32 KB once its P.V of the
-  buffer's previous tile retired (the earliest of the two halves to be free).
+  once the tile's score MMAs retired and WG1 has read its 16 K (``rsrc``, one arrival of WG1 a tile: for WG0's tiles
+  once its read is done; for its own, ``WL1 = 0``, once its scores also retired, and WG0 widens the half while WG1
+  runs that tile's softmax; ``WL1 = 1``, once WG1 itself widened it after its hand-off). So the owner's path from a
+  landed tile to its scores holds no conversion.
+* **Copies as the fp16 kernel's, issued early.** WG0 issues each tile's TMA into a buffer's first 32 KB as soon as
+  its P.V of the buffer's previous tile retired (the earliest of the two halves to be free), the page-table loads a
+  pair ahead: the pair's last copy before the next tile's score MMAs, which wait for that tile to land.
+
+On the H200 (session 23 run 3, H = 128, 4096 tokens, batch 64) a pair of tiles takes 4.56 us against the fp16-widening
+kernel's 5.58 (session 23 run 2), the decode 0.1655 against 0.1990 ms; WG0 is the critical path (from WG1's P to its
+next tile's scores: its P.V, the next copy, the scores waiting for their tile, 2.25 us); WG0's P reaches WG1 3.4 us
+after WG1's loop top, which holds its two widenings and its own scores' issue.
 
 The online softmax, the hand-offs of P and the running max, the split, the segment's sums exchange and the outputs
 are kernel_hopper_pp.py's (``WG1_FIRST = 1``: WG1 runs its softmax before its P.V of both tiles of a pair). Rows
@@ -165,16 +172,6 @@ def _issue8(kv_nope_desc, k8_bufs, land, row, stage):
 
 
 @gluon.jit
-def _issue_next(kv_nope_desc, k8_bufs, land, pt_base, row, j, stage, PF: gl.constexpr, PAGE_SIZE: gl.constexpr,
-                BLOCK_N: gl.constexpr):
-    """``_issue8`` of tile j: at ``row`` (PF = 1: its page-table load issued ahead) or its row loaded here."""
-    if PF:
-        _issue8(kv_nope_desc, k8_bufs, land, row, stage)
-    else:
-        _issue8(kv_nope_desc, k8_bufs, land, _tile_row(pt_base, j, PAGE_SIZE, BLOCK_N), stage)
-
-
-@gluon.jit
 def _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g, rope, qz, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
                   BLOCK_N: gl.constexpr):
     """The score MMAs of the program's g-th tile (async) once it landed, its rope rows (``_load_rope32``'s words,
@@ -203,16 +200,6 @@ def _widen_left(k8, kn, n_valid, BLOCK_N: gl.constexpr):
         _zero_rows(kn.slice(0, _HALF, dim=1), n_valid, BLOCK_N, _HALF, 4)
     fence_async_shared()
     _wg_barrier()
-
-
-@gluon.jit
-def _left_for_wg0(k8_bufs, kn, sdone, rsrc, stage, g, n_valid, BLOCK_N: gl.constexpr):
-    """WL0 = 1, WG1: the left half of V of WG0's tile (the program's g-th, in buffer ``stage``) widened in place once
-    WG0's score MMAs of it retired (``sdone``; WG1 read the right half's bytes itself, before), then WG0 told
-    (``rsrc``)."""
-    mbarrier.wait(sdone.index(stage), (g // 2) & 1)
-    _widen_left(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn, n_valid, BLOCK_N)
-    _arrive_wg(rsrc.index(stage))
 
 
 @gluon.jit
@@ -277,12 +264,11 @@ def _q8(q_nope_desc, q_rope_desc, row, qt_bar, phase, kb_halves, kb_chunks, kr_b
 def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
              stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-             qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc, sdone,
-             q_bar, qt_bar, p_bars, x_bars,
+             qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc, q_bar,
+             qt_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
-             o_layout: gl.constexpr, WL1: gl.constexpr, PF: gl.constexpr,
-             ET: gl.constexpr, WL0: gl.constexpr, STAMPS):
+             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; writes the query pair and issues every
     tile's TMA. Per pair: its tile's softmax (scores issued at the previous pair's end), P handed over, its half of V
     widened and multiplied; WG1's tile's half widened under WG1's softmax, then multiplied by WG1's P; the next
@@ -336,18 +322,12 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
             j = i_first + r
             n_valid = seq_len - j * BLOCK_N
             _stamp_tile(STAMPS, srow, g // 2, 0, 4)
-            if PF:
-                # the cache rows of this pair's copies (tiles r + 2 and r + 3), their page-table loads in flight
-                row2 = _tile_row(pt_base, gl.minimum(j + 2, i_stop - 1), PAGE_SIZE, BLOCK_N)
-                row3 = _tile_row(pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N)
-            else:
-                row2 = 0
-                row3 = 0
+            # the cache rows of this pair's copies (tiles r + 2 and r + 3), their page-table loads in flight
+            row2 = _tile_row(pt_base, gl.minimum(j + 2, i_stop - 1), PAGE_SIZE, BLOCK_N)
+            row3 = _tile_row(pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N)
             # S(r) retired (P(r - 1) V_L(r - 1), issued before it, was retired at the previous pair's end)
             s_done, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
             sv = gl.convert_layout(s_done, s_layout)
-            if WL0:
-                _arrive_wg(sdone.index(stage))      # (WG1 widens this tile's left half in place now)
             _stamp_tile(STAMPS, srow, g // 2, 1, 4)
             p, alpha, m_i, l_i = _softmax_step(sv, m_i, l_i, j * BLOCK_N + offs_tok < seq_len, qk)
             o = o * gl.convert_layout(alpha, rows_o)[:, None]
@@ -355,11 +335,9 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
             # (P of tile r - 2) before it wrote that of tile r - 1
             _hand_off(p, m_i, p_smem, m_smem.slice(0, BLOCK_H), p_bars.index(0))
             _stamp_tile(STAMPS, srow, g // 2, 2, 4)
-            # V_L(r): WL0 = 0 widened here once WG1 read its half's fp8 bytes (which the widening overwrites); 1
-            # widened by WG1 under this softmax
+            # V_L(r), once WG1 read its half's fp8 bytes (which the widening overwrites)
             mbarrier.wait(rsrc.index(stage), (g // 2) & 1)
-            if WL0 == 0:
-                _widen_left(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn, n_valid, BLOCK_N)
+            _widen_left(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn, n_valid, BLOCK_N)
             o = warpgroup_mma(gl.convert_layout(p.to(gl.float16), p_layout), kn.slice(0, _HALF, dim=1), o,
                               is_async=True)
             if r + 1 < n:
@@ -368,7 +346,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
                 # P(r) V_L(r) retired: the buffer's first 32 KB takes tile r + 2
                 o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
                 if r + 2 < n:
-                    _issue_next(kv_nope_desc, k8_bufs, land, pt_base, row2, j + 2, stage, PF, PAGE_SIZE, BLOCK_N)
+                    _issue8(kv_nope_desc, k8_bufs, land, row2, stage)
                 mbarrier.wait(p_bars.index(1), p1_phase)
                 _stamp_tile(STAMPS, srow, g // 2, 3, 4)
                 p1_phase ^= 1
@@ -383,13 +361,12 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
                 if WL1 == 0:
                     _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N, BLOCK_N)
                 o = warpgroup_mma(p_smem, kn_o.slice(0, _HALF, dim=1), o, is_async=True)
-                if ET:
-                    # P(r + 1) V_L(r + 1) retired at once: the first 32 KB of its buffer takes tile r + 3 before the
-                    # next tile's score MMAs wait for that tile to land (WG1 needs tile r + 3 first thing next pair)
-                    o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(o, )))
-                    if r + 3 < n:
-                        _issue_next(kv_nope_desc, k8_bufs, land, pt_base, row3, j + 3, 1 - stage, PF, PAGE_SIZE,
-                                    BLOCK_N)
+                # P(r + 1) V_L(r + 1) retired at once: the first 32 KB of its buffer takes tile r + 3 before the next
+                # tile's score MMAs wait for that tile to land (WG1 needs tile r + 3 first thing next pair; issued after
+                # them, the decode took 12% longer at batch 64: H200, session 23 run 3)
+                o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(o, )))
+                if r + 3 < n:
+                    _issue8(kv_nope_desc, k8_bufs, land, row3, 1 - stage)
                 if r + 2 < n:
                     s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g + 2, rope, j >> 30, s_layout, BLOCK_H,
                                       BLOCK_N)
@@ -397,12 +374,6 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
                                         rope_layout)
                 else:
                     s = _no_scores(qr, BLOCK_H, BLOCK_N)
-                if ET == 0:
-                    # P(r + 1) V_L(r + 1) retired (the score MMAs issued after it stay in flight): tile r + 3 as above
-                    o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=1, deps=(o, )))
-                    if r + 3 < n:
-                        _issue_next(kv_nope_desc, k8_bufs, land, pt_base, row3, j + 3, 1 - stage, PF, PAGE_SIZE,
-                                    BLOCK_N)
             else:
                 s = _no_scores(qr, BLOCK_H, BLOCK_N)
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
@@ -420,12 +391,11 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
 def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
              stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-             qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc, sdone,
-             q_bar, qt_bar, p_bars, x_bars,
+             qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc, q_bar,
+             qt_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
-             o_layout: gl.constexpr, WL1: gl.constexpr, PF: gl.constexpr,
-             ET: gl.constexpr, WL0: gl.constexpr, STAMPS):
+             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511. Per pair: both tiles' halves of V
     widened (WG0's first: its fp8 bytes read, then WG0 may widen its own half over them) with its own tile's score
     MMAs in flight; then WG0's P and max, its softmax from that max, its P handed over, and both P.V."""
@@ -471,8 +441,7 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
             # V_R(r): its fp8 bytes read (WG0 may then widen its half over them), written
             mbarrier.wait(land.index(stage), (g // 2) & 1)
             x0, x1 = _read_right(k8_bufs.index(stage).slice(0, _D_V, dim=1))
-            if WL0 == 0:
-                _arrive_wg(rsrc.index(stage))
+            _arrive_wg(rsrc.index(stage))
             _write_right(kn, x0, x1, n_valid, BLOCK_N)
             if r + 1 < n:
                 # this warpgroup's tile: its score MMAs, V_R(r + 1) widened under them
@@ -482,8 +451,6 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
                                     rope_layout)
                 x0, x1 = _read_right(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1))
                 _write_right(kn_o, x0, x1, n_valid - BLOCK_N, BLOCK_N)
-                if WL0:
-                    _left_for_wg0(k8_bufs, kn, sdone, rsrc, stage, g, n_valid, BLOCK_N)
                 mbarrier.wait(p_bars.index(0), p0_phase)
                 _stamp_tile(STAMPS, srow, g // 2, 3, 4)
                 p0_phase ^= 1
@@ -492,8 +459,6 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
                 sv = _s_retired(s, s_layout)
                 if WL1 == 0:
                     _arrive_wg(rsrc.index(1 - stage))
-                if WL0:
-                    _arrive_wg(sdone.index(1 - stage))      # (one arrival a tile: the phases follow the tiles)
                 _stamp_tile(STAMPS, srow, g // 2, 1, 4)
                 p, beta, m_i, l_i = _softmax_step(sv, m_e, l_i * alpha, (j + 1) * BLOCK_N + offs_tok < seq_len, qk)
                 # P(r) read back from p_smem (before this warpgroup's P overwrites it), scaled by this tile's max
@@ -514,8 +479,6 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
                     _arrive_wg(rsrc.index(1 - stage))
             else:
                 # the segment's last tile is WG0's: its P from p_smem
-                if WL0:
-                    _left_for_wg0(k8_bufs, kn, sdone, rsrc, stage, g, n_valid, BLOCK_N)
                 mbarrier.wait(p_bars.index(0), p0_phase)
                 _stamp_tile(STAMPS, srow, g // 2, 3, 4)
                 p0_phase ^= 1
@@ -557,9 +520,6 @@ def _mla_decode_hopper_pp8_kernel(
     num_warps: gl.constexpr,
     WG1_REGS: gl.constexpr = 256,
     WL1: gl.constexpr = 0,
-    PF: gl.constexpr = 1,
-    ET: gl.constexpr = 1,
-    WL0: gl.constexpr = 0,
     STAMPS=None,
 ):
     """Grid ``(H // 64, P)``; the arguments of the fp8 heads-on-M kernel
@@ -597,7 +557,6 @@ def _mla_decode_hopper_pp8_kernel(
     l_smem = gl.allocate_shared_memory(gl.float32, [4 * BLOCK_H], vec)
     land = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     rsrc = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    sdone = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     p_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     x_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
@@ -606,7 +565,6 @@ def _mla_decode_hopper_pp8_kernel(
     for k in gl.static_range(2):
         mbarrier.init(land.index(k), count=1)
         mbarrier.init(rsrc.index(k), count=1)
-        mbarrier.init(sdone.index(k), count=1)
         mbarrier.init(p_bars.index(k), count=1)
         mbarrier.init(x_bars.index(k), count=1)
     mbarrier.init(q_bar, count=1)
@@ -620,14 +578,14 @@ def _mla_decode_hopper_pp8_kernel(
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
                     stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
-                    sdone, q_bar, qt_bar, p_bars, x_bars,
+                    q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    PF, ET, WL0, STAMPS)),
+                    STAMPS)),
         (_pp8_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
                     stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
-                    sdone, q_bar, qt_bar, p_bars, x_bars,
+                    q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    PF, ET, WL0, STAMPS)),
+                    STAMPS)),
     ], [4], [WG1_REGS])
