@@ -54,9 +54,13 @@ def _cell_spec(text: str) -> tuple[str, int, int]:
     return parts[0], int(parts[1]), int(parts[2])
 
 
-def _config(fmt: str, heads: int, overlay: dict | None = None) -> dict:
-    """The pinned config of a cell, with ``overlay``'s keys set (``--overlay``, e.g. RELOAD=0)."""
+def _config(fmt: str, heads: int, batch: int, overlay: dict | None = None) -> dict:
+    """The pinned config of a cell, with ``overlay``'s keys set (``--overlay``, e.g. RELOAD=0): H >= 64 the ping-pong
+    kernel, or where the tuned path runs the class's third kernel (fp8 from ``interface_hopper.T8_MIN_BATCH``) the
+    first config of that kernel's space."""
     if heads >= 64:
+        if interface_hopper.third_applies(heads, fmt, batch):
+            return {**interface_hopper.THIRD[(True, fmt)].space[0], **(overlay or {})}
         return {**PP_CONFIG, **(overlay or {})}
     if fmt == "fp8":
         return {"V2": 1, **interface_hopper.HOPPER_TOK_FP8_V2_CONFIG, **(overlay or {})}
@@ -65,13 +69,14 @@ def _config(fmt: str, heads: int, overlay: dict | None = None) -> dict:
 
 def _launcher(x: dict, fmt: str, heads: int, sms: int, overlay: dict | None = None, config: dict | None = None):
     """The pinned split kernel on inputs ``x`` (``config``, else the cell's with ``overlay``): a call taking the
-    stamp buffer (or None) and the rows it needs."""
+    stamp buffer (or None) and the rows it needs (the ping-pong kernels, T8 included: one a warpgroup)."""
     sm_scale = 1.0 / math.sqrt(576)
+    batch = x["q"].shape[0]
     args, grid, consts, _ = interface_hopper.hopper_call(
         x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm_scale, x["kv_scale"], fmt, x["out"], False,
-        sms=sms, config=config if config is not None else _config(fmt, heads, overlay))
+        sms=sms, config=config if config is not None else _config(fmt, heads, batch, overlay))
     fn, consts = interface_hopper._kernel_and_params(heads, fmt, consts)
-    rows = grid[0] * grid[1] * (2 if consts.get("PP") else 1)
+    rows = grid[0] * grid[1] * (2 if consts.get("PP") or consts.get("T8") else 1)
 
     def call(stamps: torch.Tensor | None) -> None:
         if stamps is None:
@@ -166,8 +171,8 @@ def cell(fmt: str, heads: int, batch: int, lengths: list[int], overlay: dict | N
     calls = [_launcher(x, fmt, heads, sms, overlay) for x in xs]
     rows = calls[0][1]
     buf = torch.zeros(rows, ROW, dtype=torch.int64, device="cuda")
-    row: dict = {"kv_format": fmt, "heads": heads, "batch": batch, "config": _config(fmt, heads, overlay), "rows": rows,
-                 "sets": sets}
+    row: dict = {"kv_format": fmt, "heads": heads, "batch": batch, "config": _config(fmt, heads, batch, overlay),
+                 "rows": rows, "sets": sets}
     row["plain_ms"] = graph_time_ms([lambda c=c: c(None) for c, _ in calls])
     row["stamped_ms"] = graph_time_ms([lambda c=c: c(buf) for c, _ in calls])
     for c, _ in calls:            # the last set's data out of the L2 as in the timed replays

@@ -741,6 +741,30 @@ def _timeline_probe():
         sys.path.remove(str(probes))
     return module
 
+@pytest.mark.parametrize("heads,batch,kernel_flag,per_program", [(128, 64, "T8", 2), (128, 8, "PP", 2),
+                                                                  (16, 64, "V2", 1)])
+def test_timeline_pins_the_tuned_paths_kernel_and_sizes_its_stamp_rows(heads, batch, kernel_flag, per_program):
+    """benchmarks/probes/timeline.py pins, for a cell, the kernel the tuned path runs there (fp8, H >= 64: the third
+    kernel, T8, from interface_hopper.T8_MIN_BATCH, the ping-pong kernel below) and gives it one stamp row a program,
+    two for the ping-pong kernels (T8 included: each warpgroup writes its own; sessions 22-23 sized T8's buffer for
+    one a program, so half its programs stamped past it)."""
+    from graphtune.kernels.mla_decode import interface_hopper
+    tl = _timeline_probe()
+    x = {"q": torch.empty(batch, heads, 576, dtype=torch.bfloat16),
+         "kv_cache": torch.empty(batch * 2, 64, 576, dtype=torch.float8_e4m3fn),
+         "page_table": torch.zeros(batch, 2, dtype=torch.int32), "seq_lens": torch.ones(batch, dtype=torch.int32),
+         "kv_scale": 0.5, "out": torch.empty(batch, heads, 512, dtype=torch.bfloat16)}
+    config = tl._config("fp8", heads, batch)
+    assert config.get(kernel_flag) == 1
+    if kernel_flag == "T8":
+        assert config == interface_hopper.THIRD[(True, "fp8")].space[0]
+        assert batch >= interface_hopper.T8_MIN_BATCH
+    _, rows = tl._launcher(x, "fp8", heads, 132)
+    _, grid, _, _ = interface_hopper.hopper_call(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], 0.04, 0.5, "fp8",
+                                                 x["out"], False, sms=132, config=config)
+    assert rows == grid[0] * grid[1] * per_program
+
+
 def test_timeline_reads_program_stamps():
     """benchmarks/probes/timeline.py on stamps laid out as the kernels write them (kernel_hopper.STAMP_*): a
     tokens-on-M row per program, ping-pong rows per warpgroup; the medians it prints come from the right slots."""
