@@ -293,7 +293,8 @@ HEADS_VARIANTS += [("fp8", dict(WOVL=w, PSMEM=p, XCH=x, LSUM=l, MAX1=m))
 HEADS_VARIANTS += [("fp8", dict(PP=1, RELOAD=1)), ("fp8", dict(PP=1, RELOAD=0)),
                    ("fp8", dict(PP=1, RELOAD=1, WG1_FIRST=1)), ("fp8", dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1)),
                    ("fp8", dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1, OUT32=0))]
-# the fp8 ping-pong kernel that widens nothing in shared memory (session 22, kernel_hopper_pp8.py)
+# the fp8 ping-pong kernel with fp8 scores, each warpgroup widening its own half of V (T8, kernel_hopper_pp8.py: the
+# tuned path's third kernel from interface_hopper.T8_MIN_BATCH; sessions 22-23)
 HEADS_VARIANTS += [("fp8", dict(T8=1))]
 
 
