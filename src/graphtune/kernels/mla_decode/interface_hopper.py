@@ -522,7 +522,7 @@ def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
 
 def _check_t8(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
     if not on_m or fmt != "fp8" or cfg.get("BLOCK_N", BLOCK_N) != BLOCK_N or cfg.get("PP", 0):
-        raise ValueError(f"config T8=1: the fp8 ping-pong kernel without widening takes per-tensor fp8 caches with "
+        raise ValueError(f"config T8=1: the fp8 ping-pong kernel with fp8 scores takes per-tensor fp8 caches with "
                          f"H % {BLOCK_H} == 0 and BLOCK_N={BLOCK_N}, without PP=1 (a kernel of its own), got kv_format "
                          f"{fmt!r} with {'H % 64 == 0' if on_m else 'H < 64'}, BLOCK_N={cfg.get('BLOCK_N')}, "
                          f"PP={cfg.get('PP', 0)}")
@@ -619,6 +619,7 @@ def third_applies(heads: int, fmt: str, batch: int) -> bool:
 
 
 def _extra(on_m: bool, fmt: str, gather: bool, third: bool) -> Second:
+    """The tuned kernel other than a class's first that a launch names: the row gather, the third or the second."""
     return GATHER[fmt] if gather else THIRD[(on_m, fmt)] if third else SECOND[(on_m, fmt)]
 
 
@@ -694,8 +695,8 @@ def kernel_for(heads: int, fmt: str = "bf16", *, v2: bool = False, pp: bool = Fa
     """The Gluon kernel that serves H heads: heads on M for H % 64 == 0, else tokens on M (bf16 or fp8; fp8
     heads on M: the widened-score kernel); ``v2``: the second fp8 tokens-on-M kernel; ``pp``: the heads-on-M
     ping-pong kernel (bf16, or fp8 widened in place: the second kernels of their classes, ``SECOND``); ``ring``:
-    the bf16 tokens-on-M ring kernel (pinned only until timed); ``t8``: the fp8 heads-on-M ping-pong kernel that
-    widens nothing in shared memory (kernel_hopper_pp8.py)."""
+    the bf16 tokens-on-M ring kernel (pinned only until timed); ``t8``: the fp8 heads-on-M ping-pong kernel with fp8
+    scores, each warpgroup widening its own half of V (kernel_hopper_pp8.py: the class's third kernel, ``THIRD``)."""
     if t8:
         _check_t8(_heads_on_m(heads), fmt, {})
         return kernel_hopper_pp8._mla_decode_hopper_pp8_kernel
@@ -772,7 +773,7 @@ def pinned_config(heads: int, fmt: str, params: dict[str, int]) -> dict[str, int
         kernels.append(kernel_for(heads, fmt, v2=True))
     if key[0]:                 # PP=1: the ping-pong kernel (bf16 and fp8)
         kernels.append(kernel_for(heads, fmt, pp=True))
-    if key == (True, True):    # T8=1: the fp8 ping-pong kernel without widening
+    if key == (True, True):    # T8=1: the fp8 ping-pong kernel with fp8 scores
         kernels.append(kernel_for(heads, fmt, t8=True))
     if key == (False, False):  # RING=1: the ring kernel
         kernels.append(kernel_for(heads, fmt, ring=True))

@@ -88,10 +88,12 @@ def _scores8(qh, ql, qr, k8, kr, qz, s_layout: gl.constexpr, BLOCK_H: gl.constex
         s = warpgroup_mma(lo.index(c + qz), kc, s, is_async=True)
     return s
 
+
 @gluon.jit
 def _s_retired(s, s_layout: gl.constexpr):
     """The score MMAs retired, their accumulator in ``s_layout`` (the same registers as the fp8 wgmmas' layout)."""
     return gl.convert_layout(warpgroup_mma_wait(num_outstanding=0, deps=(s, )), s_layout)
+
 
 @gluon.jit
 def _no_scores(qr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr):
@@ -102,6 +104,7 @@ def _no_scores(qr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr):
                                                         instr_shape=[16, BLOCK_N, 32])
     return warpgroup_mma(qr, qr.permute((1, 0)), gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s8_layout),
                          use_acc=False, is_async=True)
+
 
 @gluon.jit
 def _load_rope32(kv_ptr, pt_base, j, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, layout: gl.constexpr):
@@ -114,6 +117,7 @@ def _load_rope32(kv_ptr, pt_base, j, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.conste
     cols = gl.arange(0, 16, layout=gl.SliceLayout(0, layout))
     words = kv_ptr.to(gl.pointer_type(gl.int32), bitcast=True)
     return gl.load(words + (row0 + rows)[:, None] * 144 + 128 + cols[None, :])
+
 
 @gluon.jit
 def _store_rope(kr, rope):
@@ -129,6 +133,7 @@ def _store_rope(kr, rope):
     fence_async_shared()
     _wg_barrier()
 
+
 @gluon.jit
 def _q8_chunk(x, q_scale, hi_smem, lo_smem):
     y = x.to(gl.float32) * q_scale[:, None]
@@ -136,12 +141,12 @@ def _q8_chunk(x, q_scale, hi_smem, lo_smem):
     hi_smem.store(h)
     lo_smem.store((y - h.to(gl.float32)).to(gl.float8e4nv))
 
+
 @gluon.jit
 def _arrive_wg(bar):
     """One arrival on ``bar`` once every thread of this warpgroup got here."""
     _wg_barrier()
     mbarrier.arrive(bar, count=1)
-
 
 
 @gluon.jit
@@ -152,6 +157,7 @@ def _o_zeros(o_layout: gl.constexpr, BLOCK_H: gl.constexpr):
     z = gl.zeros([BLOCK_H, _HALF], gl.float32, layout=o_layout)
     return warpgroup_mma_init(gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [z], dtype=gl.float32,
                                                         is_pure=False, pack=1))
+
 
 @gluon.jit
 def _tile_row(pt_base, j, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
