@@ -354,8 +354,9 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
             scale_ptr, scale_value, scale_from_ptr = _descriptor(rows.view(torch.float32), [block_n, 4]), 1.0, False
         else:
             kv2 = kv_cache.view(kv_cache.shape[0] * kv_cache.shape[1], D_QK)
+            # (v2, t8: the rope rows as [block_n, 128] boxes at column 512, whose columns 576.. TMA fills with zeros)
             kv_args = (_descriptor(kv2, [block_n, D_NOPE]),
-                       *((_descriptor(kv2, [block_n, 128]), kv_cache) if v2 else (kv_cache, )))
+                       *((_descriptor(kv2, [block_n, 128]), kv_cache) if v2 or t8 else (kv_cache, )))
             if isinstance(kv_scale, torch.Tensor):
                 scale_ptr, scale_value, scale_from_ptr = kv_scale, 1.0, True
             else:

@@ -71,7 +71,8 @@ def _view(buf, dtype: gl.constexpr, shape: gl.constexpr, layout: gl.constexpr):
 
 
 @gluon.jit
-def _scores8(qh, ql, qr, k8, kr, qz, s_layout: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr):
+def _scores8(qh, ql, qr, k8, kr, qz, s_layout: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr,
+             RT: gl.constexpr, LO: gl.constexpr):
     """S = Q K^T of one landed fp8 tile: the rope pair as one 128-column wgmma, then hi and lo of each 128-column
     latent chunk (async; ``qz`` as ``kernel_hopper_pp._scores``: 0, not provably so, so the query chunks' addresses
     are not hoisted out of the tile loop). The accumulator has the layout of fp8 wgmmas (k = 32); ``_s_retired``
@@ -80,12 +81,22 @@ def _scores8(qh, ql, qr, k8, kr, qz, s_layout: gl.constexpr, BLOCK_H: gl.constex
     lo = _q_chunks(ql, BLOCK_H, 128)
     s8_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                         instr_shape=[16, BLOCK_N, 32])
-    s = warpgroup_mma(qr, kr.permute((1, 0)), gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s8_layout),
-                      use_acc=False, is_async=True)
+    if RT:
+        # the tile's rope rows landed by TMA as [rope | 0] (columns 576..639 lie outside the cache's rows): hi and
+        # lo of the query's rope each against the first 64 columns
+        kt = kr.slice(0, 64, dim=1).permute((1, 0))
+        s = warpgroup_mma(qr.slice(0, 64, dim=1), kt, gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s8_layout),
+                          use_acc=False, is_async=True)
+        if LO:
+            s = warpgroup_mma(qr.slice(64, 64, dim=1), kt, s, is_async=True)
+    else:
+        s = warpgroup_mma(qr, kr.permute((1, 0)), gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s8_layout),
+                          use_acc=False, is_async=True)
     for c in gl.static_range(4):
         kc = k8.slice(c * 128, 128, dim=1).permute((1, 0))
         s = warpgroup_mma(hi.index(c + qz), kc, s, is_async=True)
-        s = warpgroup_mma(lo.index(c + qz), kc, s, is_async=True)
+        if LO:
+            s = warpgroup_mma(lo.index(c + qz), kc, s, is_async=True)
     return s
 
 
@@ -117,6 +128,17 @@ def _load_rope32(kv_ptr, pt_base, j, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.conste
     cols = gl.arange(0, 16, layout=gl.SliceLayout(0, layout))
     words = kv_ptr.to(gl.pointer_type(gl.int32), bitcast=True)
     return gl.load(words + (row0 + rows)[:, None] * 144 + 128 + cols[None, :])
+
+
+@gluon.jit
+def _rope_ahead(kv_ptr, pt_base, j, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, layout: gl.constexpr,
+                RT: gl.constexpr):
+    """``_load_rope32`` of tile j, or nothing with ``RT`` (the rope rows come by TMA with the tile)."""
+    if RT:
+        rope = 0
+    else:
+        rope = _load_rope32(kv_ptr, pt_base, j, PAGE_SIZE, BLOCK_N, layout)
+    return rope
 
 
 @gluon.jit
@@ -169,24 +191,29 @@ def _tile_row(pt_base, j, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
 
 
 @gluon.jit
-def _issue8(kv_nope_desc, k8_bufs, land, row, stage):
+def _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row, stage, RT: gl.constexpr):
     """TMA of the tile at cache row ``row`` (512 fp8 latent columns) into the first 32 KB of buffer ``stage`` on
-    ``land[stage]``."""
+    ``land[stage]``; ``RT``: its rope rows too, as the [64, 128] box at column 512 into rope tile ``stage``."""
     bar = land.index(stage)
-    mbarrier.expect(bar, kv_nope_desc.block_type.nbytes)
+    if RT:
+        mbarrier.expect(bar, kv_nope_desc.block_type.nbytes + kv_rope_desc.block_type.nbytes)
+        _tma_load(kv_rope_desc, [row, _D_V], bar, kr_bufs.index(stage))
+    else:
+        mbarrier.expect(bar, kv_nope_desc.block_type.nbytes)
     _tma_load(kv_nope_desc, [row, 0], bar, k8_bufs.index(stage).slice(0, _D_V, dim=1))
 
 
 @gluon.jit
 def _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g, rope, qz, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
-                  BLOCK_N: gl.constexpr):
-    """The score MMAs of the program's g-th tile (async) once it landed, its rope rows (``_load_rope32``'s words,
-    loaded a tile ahead) stored first."""
+                  BLOCK_N: gl.constexpr, RT: gl.constexpr, LO: gl.constexpr):
+    """The score MMAs of the program's g-th tile (async) once it landed; without ``RT`` its rope rows
+    (``_load_rope32``'s words, loaded a tile ahead) stored first."""
     st = g % 2
     mbarrier.wait(land.index(st), (g // 2) & 1)
-    _store_rope(kr_bufs.index(st), rope)
+    if not RT:
+        _store_rope(kr_bufs.index(st), rope)
     return _scores8(qh, ql, qr, k8_bufs.index(st).slice(0, _D_V, dim=1), kr_bufs.index(st), qz, s_layout, BLOCK_H,
-                    BLOCK_N)
+                    BLOCK_N, RT, LO)
 
 
 @gluon.jit
@@ -229,8 +256,8 @@ def _write_right(kn, x0, x1, n_valid, BLOCK_N: gl.constexpr):
 
 
 @gluon.jit
-def _q8(q_nope_desc, q_rope_desc, row, qt_bar, phase, kb_halves, kb_chunks, kr_bufs, s0, qh, ql, qr,
-        BLOCK_H: gl.constexpr):
+def _q8(q_nope_desc, q_rope_desc, row, qt_bar, phase, kb_halves, kb_chunks, kr_bufs, p_smem, s0, qh, ql, qr,
+        BLOCK_H: gl.constexpr, RT: gl.constexpr):
     """The query's fp8 hi/lo pair in shared memory: ``hi = fp8(q s)``, ``lo = fp8(q s - hi)``, s a power of two per
     head with max |q s| = 2^8; the rope's into ``qr`` as [hi | lo]. Returns s. The bf16 query rows ``[row, row +
     64)`` come by TMA (one round trip) into bytes [32 K, 64 K) of both tile buffers (its columns 0..255 into buffer
@@ -242,7 +269,11 @@ def _q8(q_nope_desc, q_rope_desc, row, qt_bar, phase, kb_halves, kb_chunks, kr_b
     2 s + h) and [64, 128] chunks (buffer s, columns 128 c: 4 s + c)."""
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
     bf: gl.constexpr = gl.bfloat16
-    nr = _view(kr_bufs.index(s0), bf, [BLOCK_H, 64], gl.NVMMASharedLayout.get_default_for([BLOCK_H, 64], bf))
+    if RT:
+        stage = p_smem
+    else:
+        stage = kr_bufs.index(s0)
+    nr = _view(stage, bf, [BLOCK_H, 64], gl.NVMMASharedLayout.get_default_for([BLOCK_H, 64], bf))
     fence_async_shared()        # (the generic proxy's earlier accesses to those bytes before the TMA's writes)
     mbarrier.expect(qt_bar, 2 * q_nope_desc.block_type.nbytes + q_rope_desc.block_type.nbytes)
     _tma_load(q_nope_desc, [row, 0], qt_bar, kb_halves.index(2 * s0 + 1))
@@ -267,14 +298,15 @@ def _q8(q_nope_desc, q_rope_desc, row, qt_bar, phase, kb_halves, kb_chunks, kr_b
 
 
 @gluon.jit
-def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
+def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
              stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc, q_bar,
              qt_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
-             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS):
+             o_layout: gl.constexpr, WL1: gl.constexpr, RT: gl.constexpr, PL: gl.constexpr,
+             LO: gl.constexpr, STAMPS):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; writes the query pair and issues every
     tile's TMA. Per pair: its tile's softmax (scores issued at the previous pair's end), P handed over, its half of V
     widened and multiplied; WG1's tile's half widened under WG1's softmax, then multiplied by WG1's P; the next
@@ -297,12 +329,14 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
         s0 = it % 2
         # (past the previous segment's exchange: both warpgroups' MMAs of it are retired) The first two tiles'
         # copies, then the query's
-        _issue8(kv_nope_desc, k8_bufs, land, _tile_row(pt_base, i_first, PAGE_SIZE, BLOCK_N), s0)
+        _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, _tile_row(pt_base, i_first, PAGE_SIZE, BLOCK_N),
+                s0, RT)
         if n > 1:
-            _issue8(kv_nope_desc, k8_bufs, land, _tile_row(pt_base, i_first + 1, PAGE_SIZE, BLOCK_N), 1 - s0)
-        rope = _load_rope32(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout)
-        q_scale = _q8(q_nope_desc, q_rope_desc, b * H + h0, qt_bar, seg & 1, kb_halves, kb_chunks, kr_bufs, s0,
-                      qh, ql, qr, BLOCK_H)
+            _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land,
+                    _tile_row(pt_base, i_first + 1, PAGE_SIZE, BLOCK_N), 1 - s0, RT)
+        rope = _rope_ahead(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout, RT)
+        q_scale = _q8(q_nope_desc, q_rope_desc, b * H + h0, qt_bar, seg & 1, kb_halves, kb_chunks, kr_bufs, p_smem,
+                      s0, qh, ql, qr, BLOCK_H, RT)
         qk_vec = gl.convert_layout(qk_mul * kv_scale / q_scale, rows_s)
         # (WG1's row-sum slot of the segment's parity: free until WG1's exchange, which it reads them before)
         if seg % 2 == 0:
@@ -318,8 +352,9 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
         m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=rows_s)
         l_i = gl.zeros([BLOCK_H], gl.float32, layout=rows_s)
         o = _o_zeros(o_layout, BLOCK_H)
-        s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, it, rope, i_first >> 30, s_layout, BLOCK_H, BLOCK_N)
-        rope = _load_rope32(kv_ptr, pt_base, gl.minimum(i_first + 2, i_stop - 1), PAGE_SIZE, BLOCK_N, rope_layout)
+        s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, it, rope, i_first >> 30, s_layout, BLOCK_H, BLOCK_N,
+                          RT, LO)
+        rope = _rope_ahead(kv_ptr, pt_base, gl.minimum(i_first + 2, i_stop - 1), PAGE_SIZE, BLOCK_N, rope_layout, RT)
         for k in range(0, (n + 1) // 2):
             r = 2 * k
             g = it + r
@@ -328,9 +363,10 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
             j = i_first + r
             n_valid = seq_len - j * BLOCK_N
             _stamp_tile(STAMPS, srow, g // 2, 0, 4)
-            # the cache rows of this pair's copies (tiles r + 2 and r + 3), their page-table loads in flight
-            row2 = _tile_row(pt_base, gl.minimum(j + 2, i_stop - 1), PAGE_SIZE, BLOCK_N)
-            row3 = _tile_row(pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N)
+            if not PL:
+                # the cache rows of this pair's copies (tiles r + 2 and r + 3), their page-table loads in flight
+                row2 = _tile_row(pt_base, gl.minimum(j + 2, i_stop - 1), PAGE_SIZE, BLOCK_N)
+                row3 = _tile_row(pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N)
             # S(r) retired (P(r - 1) V_L(r - 1), issued before it, was retired at the previous pair's end)
             s_done, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
             sv = gl.convert_layout(s_done, s_layout)
@@ -344,6 +380,9 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
             # V_L(r), once WG1 read its half's fp8 bytes (which the widening overwrites)
             mbarrier.wait(rsrc.index(stage), (g // 2) & 1)
             _widen_left(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn, n_valid, BLOCK_N)
+            if PL:
+                # (past the widening's fences, which wait for a thread's loads in flight) tile r + 2's cache row
+                row2 = _tile_row(pt_base, gl.minimum(j + 2, i_stop - 1), PAGE_SIZE, BLOCK_N)
             o = warpgroup_mma(gl.convert_layout(p.to(gl.float16), p_layout), kn.slice(0, _HALF, dim=1), o,
                               is_async=True)
             if r + 1 < n:
@@ -352,7 +391,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
                 # P(r) V_L(r) retired: the buffer's first 32 KB takes tile r + 2
                 o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
                 if r + 2 < n:
-                    _issue8(kv_nope_desc, k8_bufs, land, row2, stage)
+                    _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row2, stage, RT)
                 mbarrier.wait(p_bars.index(1), p1_phase)
                 _stamp_tile(STAMPS, srow, g // 2, 3, 4)
                 p1_phase ^= 1
@@ -366,18 +405,20 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
                 mbarrier.wait(rsrc.index(1 - stage), (g1 // 2) & 1)
                 if WL1 == 0:
                     _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N, BLOCK_N)
+                if PL:
+                    row3 = _tile_row(pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N)
                 o = warpgroup_mma(p_smem, kn_o.slice(0, _HALF, dim=1), o, is_async=True)
                 # P(r + 1) V_L(r + 1) retired at once: the first 32 KB of its buffer takes tile r + 3 before the next
                 # tile's score MMAs wait for that tile to land (WG1 needs tile r + 3 first thing next pair; issued after
                 # them, the decode took 12% longer at batch 64: H200, session 23 run 3)
                 o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(o, )))
                 if r + 3 < n:
-                    _issue8(kv_nope_desc, k8_bufs, land, row3, 1 - stage)
+                    _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row3, 1 - stage, RT)
                 if r + 2 < n:
                     s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g + 2, rope, j >> 30, s_layout, BLOCK_H,
-                                      BLOCK_N)
-                    rope = _load_rope32(kv_ptr, pt_base, gl.minimum(j + 4, i_stop - 1), PAGE_SIZE, BLOCK_N,
-                                        rope_layout)
+                                      BLOCK_N, RT, LO)
+                    rope = _rope_ahead(kv_ptr, pt_base, gl.minimum(j + 4, i_stop - 1), PAGE_SIZE, BLOCK_N,
+                                        rope_layout, RT)
                 else:
                     s = _no_scores(qr, BLOCK_H, BLOCK_N)
             else:
@@ -394,14 +435,15 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
 
 
 @gluon.jit
-def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
+def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
              stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc, q_bar,
              qt_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
-             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS):
+             o_layout: gl.constexpr, WL1: gl.constexpr, RT: gl.constexpr, PL: gl.constexpr,
+             LO: gl.constexpr, STAMPS):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511. Per pair: both tiles' halves of V
     widened (WG0's first: its fp8 bytes read, then WG0 may widen its own half over them) with its own tile's score
     MMAs in flight; then WG0's P and max, its softmax from that max, its P handed over, and both P.V."""
@@ -420,7 +462,7 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
         b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
         n = i_stop - i_first
-        rope = _load_rope32(kv_ptr, pt_base, gl.minimum(i_first + 1, i_stop - 1), PAGE_SIZE, BLOCK_N, rope_layout)
+        rope = _rope_ahead(kv_ptr, pt_base, gl.minimum(i_first + 1, i_stop - 1), PAGE_SIZE, BLOCK_N, rope_layout, RT)
         mbarrier.wait(q_bar, seg & 1)
         if seg % 2 == 0:
             qk = l_smem.slice(BLOCK_H, BLOCK_H).load(rows_s)[:, None]
@@ -452,9 +494,9 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
             if r + 1 < n:
                 # this warpgroup's tile: its score MMAs, V_R(r + 1) widened under them
                 s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g + 1, rope, j >> 30, s_layout, BLOCK_H,
-                                  BLOCK_N)
-                rope = _load_rope32(kv_ptr, pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N,
-                                    rope_layout)
+                                  BLOCK_N, RT, LO)
+                rope = _rope_ahead(kv_ptr, pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N,
+                                    rope_layout, RT)
                 x0, x1 = _read_right(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1))
                 _write_right(kn_o, x0, x1, n_valid - BLOCK_N, BLOCK_N)
                 mbarrier.wait(p_bars.index(0), p0_phase)
@@ -507,7 +549,7 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_
 
 @gluon.jit(do_not_specialize=["B"])
 def _mla_decode_hopper_pp8_kernel(
-    q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr,
+    q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_ptr, kv_scale_ptr,
     page_table_ptr, seq_lens_ptr,
     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
     sm_scale, kv_scale,
@@ -526,6 +568,9 @@ def _mla_decode_hopper_pp8_kernel(
     num_warps: gl.constexpr,
     WG1_REGS: gl.constexpr = 256,
     WL1: gl.constexpr = 0,
+    RT: gl.constexpr = 0,
+    PL: gl.constexpr = 0,
+    LO: gl.constexpr = 1,
     STAMPS=None,
 ):
     """Grid ``(H // 64, P)``; the arguments of the fp8 heads-on-M kernel
@@ -580,18 +625,20 @@ def _mla_decode_hopper_pp8_kernel(
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, _HALF, 16])
     gl.warp_specialize([
-        (_pp8_wg0, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
+        (_pp8_wg0, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_ptr, kv_scale_ptr, page_table_ptr,
+                    seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
                     stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    STAMPS)),
-        (_pp8_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
+                    RT, PL, LO, STAMPS)),
+        (_pp8_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_ptr, kv_scale_ptr, page_table_ptr,
+                    seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
                     stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    STAMPS)),
+                    RT, PL, LO, STAMPS)),
     ], [4], [WG1_REGS])
