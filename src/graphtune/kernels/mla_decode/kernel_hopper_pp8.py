@@ -52,7 +52,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from .kernel_hopper import STAMP_CLK_READY, _segment, _stamp, _stamp_out, _stamp_tile, _tma_load, _zero_rows
 from .kernel_hopper_heads import _REINTERPRET_PUBLIC, _q_chunks
-from .kernel_hopper_pp import _finish_segment, _hand_off, _softmax_step, _wg_barrier, _wg_start
+from .kernel_hopper_pp import _finish_segment, _hand_off, _pro, _softmax_step, _wg_barrier, _wg_start
 
 _D_V = gl.constexpr(512)
 _HALF = gl.constexpr(256)       # output columns (dims) per warpgroup
@@ -257,7 +257,7 @@ def _write_right(kn, x0, x1, n_valid, BLOCK_N: gl.constexpr):
 
 @gluon.jit
 def _q8(q_nope_desc, q_rope_desc, row, qt_bar, phase, kb_halves, kb_chunks, kr_bufs, p_smem, s0, qh, ql, qr,
-        BLOCK_H: gl.constexpr, RT: gl.constexpr):
+        BLOCK_H: gl.constexpr, RT: gl.constexpr, STAMPS, srow, seg):
     """The query's fp8 hi/lo pair in shared memory: ``hi = fp8(q s)``, ``lo = fp8(q s - hi)``, s a power of two per
     head with max |q s| = 2^8; the rope's into ``qr`` as [hi | lo]. Returns s. The bf16 query rows ``[row, row +
     64)`` come by TMA (one round trip) into bytes [32 K, 64 K) of both tile buffers (its columns 0..255 into buffer
@@ -280,6 +280,7 @@ def _q8(q_nope_desc, q_rope_desc, row, qt_bar, phase, kb_halves, kb_chunks, kr_b
     _tma_load(q_nope_desc, [row, 256], qt_bar, kb_halves.index(2 * (1 - s0) + 1))
     _tma_load(q_rope_desc, [row, 0], qt_bar, nr)
     mbarrier.wait(qt_bar, phase)
+    _pro(STAMPS, srow, seg, 3)
     xr = nr.load(layout).to(gl.float32)
     amax = gl.max(gl.abs(xr), axis=1)
     for c in tl.range(0, 4, loop_unroll_factor=1):
@@ -306,7 +307,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_ptr, kv_sc
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
              o_layout: gl.constexpr, WL1: gl.constexpr, RT: gl.constexpr, PL: gl.constexpr,
-             LO: gl.constexpr, STAMPS):
+             LO: gl.constexpr, EW: gl.constexpr, STAMPS):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; writes the query pair and issues every
     tile's TMA. Per pair: its tile's softmax (scores issued at the previous pair's end), P handed over, its half of V
     widened and multiplied; WG1's tile's half widened under WG1's softmax, then multiplied by WG1's P; the next
@@ -326,6 +327,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_ptr, kv_sc
         b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
         n = i_stop - i_first
+        _pro(STAMPS, srow, seg, 0)
         s0 = it % 2
         # (past the previous segment's exchange: both warpgroups' MMAs of it are retired) The first two tiles'
         # copies, then the query's
@@ -334,9 +336,11 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_ptr, kv_sc
         if n > 1:
             _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land,
                     _tile_row(pt_base, i_first + 1, PAGE_SIZE, BLOCK_N), 1 - s0, RT)
+        _pro(STAMPS, srow, seg, 1)
         rope = _rope_ahead(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout, RT)
         q_scale = _q8(q_nope_desc, q_rope_desc, b * H + h0, qt_bar, seg & 1, kb_halves, kb_chunks, kr_bufs, p_smem,
-                      s0, qh, ql, qr, BLOCK_H, RT)
+                      s0, qh, ql, qr, BLOCK_H, RT, STAMPS, srow, seg)
+        _pro(STAMPS, srow, seg, 4)
         qk_vec = gl.convert_layout(qk_mul * kv_scale / q_scale, rows_s)
         # (WG1's row-sum slot of the segment's parity: free until WG1's exchange, which it reads them before)
         if seg % 2 == 0:
@@ -392,6 +396,11 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_ptr, kv_sc
                 o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
                 if r + 2 < n:
                     _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row2, stage, RT)
+                if EW:
+                    # V_L(r + 1) while WG1 runs the tile's softmax: once WG1's score MMAs of it retired and its
+                    # half's bytes are read
+                    mbarrier.wait(rsrc.index(1 - stage), (g1 // 2) & 1)
+                    _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N, BLOCK_N)
                 mbarrier.wait(p_bars.index(1), p1_phase)
                 _stamp_tile(STAMPS, srow, g // 2, 3, 4)
                 p1_phase ^= 1
@@ -400,11 +409,13 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_ptr, kv_sc
                 l_i = l_i * beta
                 m_i = m_o
                 o = o * gl.convert_layout(beta, rows_o)[:, None]
-                # V_L(r + 1): WL1 = 1 widened by WG1 after its hand-off; 0 here, once WG1's score MMAs of the tile
-                # retired and its half's bytes are read
-                mbarrier.wait(rsrc.index(1 - stage), (g1 // 2) & 1)
-                if WL1 == 0:
-                    _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N, BLOCK_N)
+                if not EW:
+                    # V_L(r + 1): WL1 = 1 widened by WG1 after its hand-off; 0 here, once WG1's score MMAs of the
+                    # tile retired and its half's bytes are read
+                    mbarrier.wait(rsrc.index(1 - stage), (g1 // 2) & 1)
+                    if WL1 == 0:
+                        _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N,
+                                    BLOCK_N)
                 if PL:
                     row3 = _tile_row(pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N)
                 o = warpgroup_mma(p_smem, kn_o.slice(0, _HALF, dim=1), o, is_async=True)
@@ -443,7 +454,7 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_ptr, kv_sc
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
              o_layout: gl.constexpr, WL1: gl.constexpr, RT: gl.constexpr, PL: gl.constexpr,
-             LO: gl.constexpr, STAMPS):
+             LO: gl.constexpr, EW: gl.constexpr, STAMPS):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511. Per pair: both tiles' halves of V
     widened (WG0's first: its fp8 bytes read, then WG0 may widen its own half over them) with its own tile's score
     MMAs in flight; then WG0's P and max, its softmax from that max, its P handed over, and both P.V."""
@@ -462,8 +473,10 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_ptr, kv_sc
         b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
         n = i_stop - i_first
+        _pro(STAMPS, srow, seg, 0)
         rope = _rope_ahead(kv_ptr, pt_base, gl.minimum(i_first + 1, i_stop - 1), PAGE_SIZE, BLOCK_N, rope_layout, RT)
         mbarrier.wait(q_bar, seg & 1)
+        _pro(STAMPS, srow, seg, 4)
         if seg % 2 == 0:
             qk = l_smem.slice(BLOCK_H, BLOCK_H).load(rows_s)[:, None]
         else:
@@ -571,6 +584,7 @@ def _mla_decode_hopper_pp8_kernel(
     RT: gl.constexpr = 0,
     PL: gl.constexpr = 0,
     LO: gl.constexpr = 1,
+    EW: gl.constexpr = 0,
     STAMPS=None,
 ):
     """Grid ``(H // 64, P)``; the arguments of the fp8 heads-on-M kernel
@@ -580,6 +594,7 @@ def _mla_decode_hopper_pp8_kernel(
     thread). Shared memory: the query pair 72 KB, two 64 KB fp16 tile buffers (each tile's fp8 copy in the first
     32 KB), two 8 KB fp8 rope tiles, an 8 KB fp16 P tile."""
     gl.static_assert(T8 == 1)
+    gl.static_assert(EW == 0 or WL1 == 0)
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
     gl.static_assert(num_warps == 4)
@@ -632,7 +647,7 @@ def _mla_decode_hopper_pp8_kernel(
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    RT, PL, LO, STAMPS)),
+                    RT, PL, LO, EW, STAMPS)),
         (_pp8_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_ptr, kv_scale_ptr, page_table_ptr,
                     seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
@@ -640,5 +655,5 @@ def _mla_decode_hopper_pp8_kernel(
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    RT, PL, LO, STAMPS)),
+                    RT, PL, LO, EW, STAMPS)),
     ], [4], [WG1_REGS])
