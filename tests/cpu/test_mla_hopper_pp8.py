@@ -51,6 +51,10 @@ def test_t8_kernel_mmas(compiled):
     assert sass.count("F2FP.F16.E4M3.UNPACK_B") >= 4 * 64
     assert "UTMALDG.2D" in sass
     assert _tile_loop_local_loads(sass, "QGMMA.64x64x32") == 0
+    # the rope rows come by TMA: no plain loads of the cache's rows, so the fences of the widenings and hand-offs
+    # (MEMBAR.ALL.CTA, which waits for a thread's loads in flight) wait for page-table loads at most, and no rope
+    # stores, fence and barrier per tile (session 23's form: 16 MEMBARs)
+    assert sass.count("MEMBAR.ALL.CTA") <= 13, sass.count("MEMBAR.ALL.CTA")
     if SCHEDULED_WITH_THIS_TRITON:
         # (serialised: a WARPGROUP.DEPBAR after each of the ~140 wgmmas, ptxas C7515)
         assert sass.count("WARPGROUP.DEPBAR") <= 12, "wgmmas serialised (ptxas C7511 / C7515)"
@@ -74,6 +78,11 @@ def test_t8_config_routes_to_the_kernel():
     assert list(args[0].block_shape) == [64, 256]         # the bf16 query's latent halves
     assert list(args[1].block_shape) == [64, 64]          # its rope
     assert list(args[2].block_shape) == [64, 512]         # the whole fp8 latent tile
+    # the rope rows by TMA with the tile, as a 128-column box at column 512 (columns 576.. zero-filled); no cache
+    # pointer: the kernel reads the cache through the two descriptors only (session 24)
+    assert list(args[3].block_shape) == [64, 128] and args[3].base is args[2].base
+    names = [n for n in fn.arg_names if n not in consts]
+    assert names[:5] == ["q_nope_desc", "q_rope_desc", "kv_nope_desc", "kv_rope_desc", "kv_scale_ptr"]
     assert grid == (2, 66)
     assert interface_hopper.pinned_config(128, "fp8", dict(BLOCK_N=64, T8=1))["T8"] == 1
 

@@ -90,7 +90,9 @@ PP_FP8_NAME = "mla_decode_hopper_pp_fp8"
 # kernel in session 21 run 5). Its space: WG0 widening its half of both tiles of a pair (WL1 0, the tuner's pick at 32
 # and 64 in run 4), and WG1 widening its own tile's left half after its hand-off (WL1 1: 0.1000 / 0.1753 ms in the
 # tuner's timings of run 4). (WG1 widening WG0's tile's left half under WG0's softmax lost there too, 0.1018 / 0.1790,
-# and was removed.)
+# and was removed.) Session 24 (run 2, H200): its rope rows by TMA with the tile, each copy's page-table load past the
+# fences, 0.0954 / 0.1573 ms at 32 / 64 (0.0986 / 0.1650 before), 0.0396 at 8 and 0.0222 at 1 (the second kernel
+# 0.0412 / 0.0216 in run 1).
 T8_MIN_BATCH = 32
 HOPPER_T8_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, T8=1), dict(BLOCK_N=64, T8=1, WL1=1)]
 T8_NAME = "mla_decode_hopper_t8"
@@ -354,9 +356,10 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
             scale_ptr, scale_value, scale_from_ptr = _descriptor(rows.view(torch.float32), [block_n, 4]), 1.0, False
         else:
             kv2 = kv_cache.view(kv_cache.shape[0] * kv_cache.shape[1], D_QK)
-            # (v2, t8: the rope rows as [block_n, 128] boxes at column 512, whose columns 576.. TMA fills with zeros)
+            # (v2, t8: the rope rows as [block_n, 128] boxes at column 512, whose columns 576.. TMA fills with zeros;
+            # t8 reads nothing else of the cache, v2 its rows through the pointer with GATHER)
             kv_args = (_descriptor(kv2, [block_n, D_NOPE]),
-                       *((_descriptor(kv2, [block_n, 128]), kv_cache) if v2 or t8 else (kv_cache, )))
+                       *((_descriptor(kv2, [block_n, 128]), ) if v2 or t8 else ()), *(() if t8 else (kv_cache, )))
             if isinstance(kv_scale, torch.Tensor):
                 scale_ptr, scale_value, scale_from_ptr = kv_scale, 1.0, True
             else:

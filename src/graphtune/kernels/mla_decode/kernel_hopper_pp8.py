@@ -12,10 +12,14 @@ against 5.60 (the split kernel at batch 64: 0.1174 against 0.1955 ms). Here:
 
 * **Scores from the fp8 tile.** S = Q K^T as fp8 wgmmas on the landed tile (K-major on both sides): the query as an
   fp8 pair ``hi = fp8(q s)``, ``lo = fp8(q s - hi)`` (s a power of two per head with max |q s| = 2^8: hi + lo holds
-  the bf16 query's bits up to the e4m3 range), one accumulator for both; the rope columns as one 128-column wgmma,
-  [hi | lo] of the query against the tile's rope rows stored twice (128-byte rows: the fp8 kernels keep every fp8
-  wgmma operand 128-byte swizzled, kernel_hopper._load_rope says why). The query pair takes the bytes of the fp16
-  query tile (72 KB), so shared memory is the fp16 kernel's: two 72 KB tile buffers.
+  the bf16 query's bits up to the e4m3 range), one accumulator for both. The rope rows land with the tile, by TMA:
+  a [64, 128] box at column 512 of the cache's [rows, 576] view, whose columns 576..639 TMA fills with zeros (a
+  128-byte-swizzled tile: the fp8 kernels keep every fp8 wgmma operand so, kernel_hopper._load_rope says why); the
+  query's rope, [hi | lo] in one 128-column tile, multiplies the tile's first 64 columns as two 64-column wgmmas.
+  (Session 23 loaded the rope rows with plain loads a tile ahead and stored them twice into the tile, behind a fence
+  and a barrier a tile; a fence waits for the thread's loads in flight. By TMA: 4.7% faster at batch 64 on the H200,
+  session 24 run 1.) The query pair takes the bytes of the fp16 query tile (72 KB), so shared memory is the fp16
+  kernel's: two 72 KB tile buffers.
 * **Each warpgroup widens its own half of V.** A buffer's fp8 tile lands in its first 32 KB (latent columns
   0..255 in bytes [0, 16 K), 256..511 in [16 K, 32 K)); V's right half (WG1's, fp16 bytes [32 K, 64 K)) is written
   by WG1 from the second 16 K, overlapping nothing; V's left half (WG0's, fp16 bytes [0, 32 K)) is widened in place
@@ -24,13 +28,16 @@ against 5.60 (the split kernel at batch 64: 0.1174 against 0.1955 ms). Here:
   runs that tile's softmax; ``WL1 = 1``, once WG1 itself widened it after its hand-off). So the owner's path from a
   landed tile to its scores holds no conversion.
 * **Copies as the fp16 kernel's, issued early.** WG0 issues each tile's TMA into a buffer's first 32 KB as soon as
-  its P.V of the buffer's previous tile retired (the earliest of the two halves to be free), the page-table loads a
-  pair ahead: the pair's last copy before the next tile's score MMAs, which wait for that tile to land.
+  its P.V of the buffer's previous tile retired (the earliest of the two halves to be free), each copy's page-table
+  load issued past the widening before it (no fence between the load and the copy that needs it): the pair's last
+  copy before the next tile's score MMAs, which wait for that tile to land.
 
-On the H200 (session 23 run 3, H = 128, 4096 tokens, batch 64) a pair of tiles takes 4.56 us against the fp16-widening
-kernel's 5.58 (session 23 run 2), the decode 0.1655 against 0.1990 ms; WG0 is the critical path (from WG1's P to its
-next tile's scores: its P.V, the next copy, the scores waiting for their tile, 2.25 us); WG0's P reaches WG1 3.4 us
-after WG1's loop top, which holds its two widenings and its own scores' issue.
+On the H200 (session 24 run 2, H = 128, 4096 tokens, batch 64) the decode takes 0.1573 ms against the fp16-widening
+ping-pong kernel's 0.198 and FlashMLA's 0.114; a pair of tiles 4.6 us (session 24 run 1's timeline). Moving work
+between the warpgroups no longer moves the pair (WG0 widening WG1's tile's half before WG1's P instead of after:
+0.1604), removing bytes does: the same kernel without the query's lo half (the scores' 36 wgmmas a tile down to 18,
+~147 KB less shared-memory traffic a pair) ran 0.1415 ms at 4.9e-4 relative error against 1.5-1.8e-4
+(docs/mla_decode.md, "Issue 14, session 24").
 
 The online softmax, the hand-offs of P and the running max, the split, the segment's sums exchange and the outputs
 are kernel_hopper_pp.py's (``WG1_FIRST = 1``: WG1 runs its softmax before its P.V of both tiles of a pair). Rows
@@ -71,8 +78,7 @@ def _view(buf, dtype: gl.constexpr, shape: gl.constexpr, layout: gl.constexpr):
 
 
 @gluon.jit
-def _scores8(qh, ql, qr, k8, kr, qz, s_layout: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr,
-             RT: gl.constexpr, LO: gl.constexpr):
+def _scores8(qh, ql, qr, k8, kr, qz, s_layout: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr):
     """S = Q K^T of one landed fp8 tile: the rope pair as one 128-column wgmma, then hi and lo of each 128-column
     latent chunk (async; ``qz`` as ``kernel_hopper_pp._scores``: 0, not provably so, so the query chunks' addresses
     are not hoisted out of the tile loop). The accumulator has the layout of fp8 wgmmas (k = 32); ``_s_retired``
@@ -81,22 +87,16 @@ def _scores8(qh, ql, qr, k8, kr, qz, s_layout: gl.constexpr, BLOCK_H: gl.constex
     lo = _q_chunks(ql, BLOCK_H, 128)
     s8_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                         instr_shape=[16, BLOCK_N, 32])
-    if RT:
-        # the tile's rope rows landed by TMA as [rope | 0] (columns 576..639 lie outside the cache's rows): hi and
-        # lo of the query's rope each against the first 64 columns
-        kt = kr.slice(0, 64, dim=1).permute((1, 0))
-        s = warpgroup_mma(qr.slice(0, 64, dim=1), kt, gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s8_layout),
-                          use_acc=False, is_async=True)
-        if LO:
-            s = warpgroup_mma(qr.slice(64, 64, dim=1), kt, s, is_async=True)
-    else:
-        s = warpgroup_mma(qr, kr.permute((1, 0)), gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s8_layout),
-                          use_acc=False, is_async=True)
+    # the tile's rope rows landed by TMA as [rope | 0] (columns 576..639 lie outside the cache's rows): hi and lo of
+    # the query's rope each against the first 64 columns
+    kt = kr.slice(0, 64, dim=1).permute((1, 0))
+    s = warpgroup_mma(qr.slice(0, 64, dim=1), kt, gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s8_layout),
+                      use_acc=False, is_async=True)
+    s = warpgroup_mma(qr.slice(64, 64, dim=1), kt, s, is_async=True)
     for c in gl.static_range(4):
         kc = k8.slice(c * 128, 128, dim=1).permute((1, 0))
         s = warpgroup_mma(hi.index(c + qz), kc, s, is_async=True)
-        if LO:
-            s = warpgroup_mma(lo.index(c + qz), kc, s, is_async=True)
+        s = warpgroup_mma(lo.index(c + qz), kc, s, is_async=True)
     return s
 
 
@@ -115,45 +115,6 @@ def _no_scores(qr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr):
                                                         instr_shape=[16, BLOCK_N, 32])
     return warpgroup_mma(qr, qr.permute((1, 0)), gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s8_layout),
                          use_acc=False, is_async=True)
-
-
-@gluon.jit
-def _load_rope32(kv_ptr, pt_base, j, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, layout: gl.constexpr):
-    """Tile j's 64 fp8 rope columns as [BLOCK_N, 16] 32-bit words (plain loads, issued a tile ahead; as words, not
-    bytes: held as fp8 across the loop ptxas split them into 16-bit pieces and spilled them)."""
-    tok0 = j * BLOCK_N
-    page = gl.load(pt_base + tok0 // PAGE_SIZE)
-    row0 = page.to(gl.int64) * PAGE_SIZE + tok0 % PAGE_SIZE
-    rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout))
-    cols = gl.arange(0, 16, layout=gl.SliceLayout(0, layout))
-    words = kv_ptr.to(gl.pointer_type(gl.int32), bitcast=True)
-    return gl.load(words + (row0 + rows)[:, None] * 144 + 128 + cols[None, :])
-
-
-@gluon.jit
-def _rope_ahead(kv_ptr, pt_base, j, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, layout: gl.constexpr,
-                RT: gl.constexpr):
-    """``_load_rope32`` of tile j, or nothing with ``RT`` (the rope rows come by TMA with the tile)."""
-    if RT:
-        rope = 0
-    else:
-        rope = _load_rope32(kv_ptr, pt_base, j, PAGE_SIZE, BLOCK_N, layout)
-    return rope
-
-
-@gluon.jit
-def _store_rope(kr, rope):
-    """The tile's rope rows (``_load_rope32``'s words) twice into its fp8 [BLOCK_N, 128] rope tile (the query's rope
-    is [hi | lo]); visible to this warpgroup's wgmmas after it returns."""
-    w_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
-    if _REINTERPRET_PUBLIC:
-        kw = kr.reinterpret(gl.int32, [kr.shape[0], 32], w_layout)
-    else:
-        kw = kr._reinterpret(gl.int32, [kr.shape[0], 32], w_layout)
-    kw.slice(0, 16, dim=1).store(rope)
-    kw.slice(16, 16, dim=1).store(rope)
-    fence_async_shared()
-    _wg_barrier()
 
 
 @gluon.jit
@@ -191,29 +152,24 @@ def _tile_row(pt_base, j, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
 
 
 @gluon.jit
-def _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row, stage, RT: gl.constexpr):
-    """TMA of the tile at cache row ``row`` (512 fp8 latent columns) into the first 32 KB of buffer ``stage`` on
-    ``land[stage]``; ``RT``: its rope rows too, as the [64, 128] box at column 512 into rope tile ``stage``."""
+def _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row, stage):
+    """TMA of the tile at cache row ``row`` on ``land[stage]``: its 512 fp8 latent columns into the first 32 KB of
+    buffer ``stage``, its rope rows as the [64, 128] box at column 512 (columns 576.. zeros) into rope tile
+    ``stage``."""
     bar = land.index(stage)
-    if RT:
-        mbarrier.expect(bar, kv_nope_desc.block_type.nbytes + kv_rope_desc.block_type.nbytes)
-        _tma_load(kv_rope_desc, [row, _D_V], bar, kr_bufs.index(stage))
-    else:
-        mbarrier.expect(bar, kv_nope_desc.block_type.nbytes)
+    mbarrier.expect(bar, kv_nope_desc.block_type.nbytes + kv_rope_desc.block_type.nbytes)
+    _tma_load(kv_rope_desc, [row, _D_V], bar, kr_bufs.index(stage))
     _tma_load(kv_nope_desc, [row, 0], bar, k8_bufs.index(stage).slice(0, _D_V, dim=1))
 
 
 @gluon.jit
-def _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g, rope, qz, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
-                  BLOCK_N: gl.constexpr, RT: gl.constexpr, LO: gl.constexpr):
-    """The score MMAs of the program's g-th tile (async) once it landed; without ``RT`` its rope rows
-    (``_load_rope32``'s words, loaded a tile ahead) stored first."""
+def _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g, qz, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
+                  BLOCK_N: gl.constexpr):
+    """The score MMAs of the program's g-th tile (async) once it landed (latent and rope rows by one barrier)."""
     st = g % 2
     mbarrier.wait(land.index(st), (g // 2) & 1)
-    if not RT:
-        _store_rope(kr_bufs.index(st), rope)
     return _scores8(qh, ql, qr, k8_bufs.index(st).slice(0, _D_V, dim=1), kr_bufs.index(st), qz, s_layout, BLOCK_H,
-                    BLOCK_N, RT, LO)
+                    BLOCK_N)
 
 
 @gluon.jit
@@ -256,24 +212,20 @@ def _write_right(kn, x0, x1, n_valid, BLOCK_N: gl.constexpr):
 
 
 @gluon.jit
-def _q8(q_nope_desc, q_rope_desc, row, qt_bar, phase, kb_halves, kb_chunks, kr_bufs, p_smem, s0, qh, ql, qr,
-        BLOCK_H: gl.constexpr, RT: gl.constexpr, STAMPS, srow, seg):
+def _q8(q_nope_desc, q_rope_desc, row, qt_bar, phase, kb_halves, kb_chunks, p_smem, s0, qh, ql, qr,
+        BLOCK_H: gl.constexpr, STAMPS, srow, seg):
     """The query's fp8 hi/lo pair in shared memory: ``hi = fp8(q s)``, ``lo = fp8(q s - hi)``, s a power of two per
     head with max |q s| = 2^8; the rope's into ``qr`` as [hi | lo]. Returns s. The bf16 query rows ``[row, row +
     64)`` come by TMA (one round trip) into bytes [32 K, 64 K) of both tile buffers (its columns 0..255 into buffer
     ``s0``'s, 256..511 into the other's: V's right halves, written by WG1 only after the query bar) and its rope into
-    buffer ``s0``'s rope tile (whose tile's rope this warpgroup stores after); two passes over them (the head maxima,
+    the P tile (free until this warpgroup's first hand-off); two passes over them (the head maxima,
     then the pair) as loops over 128-column chunks that stay loops (this runs once a segment, from a cold
     instruction cache: unrolled, the T8 prologue's 3,800 instructions took ~20 us after the work split on the H200,
     session 22 runs 4-5). ``kb_halves`` / ``kb_chunks``: both buffers as bf16 [64, 256] halves (buffer s, half h:
     2 s + h) and [64, 128] chunks (buffer s, columns 128 c: 4 s + c)."""
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
     bf: gl.constexpr = gl.bfloat16
-    if RT:
-        stage = p_smem
-    else:
-        stage = kr_bufs.index(s0)
-    nr = _view(stage, bf, [BLOCK_H, 64], gl.NVMMASharedLayout.get_default_for([BLOCK_H, 64], bf))
+    nr = _view(p_smem, bf, [BLOCK_H, 64], gl.NVMMASharedLayout.get_default_for([BLOCK_H, 64], bf))
     fence_async_shared()        # (the generic proxy's earlier accesses to those bytes before the TMA's writes)
     mbarrier.expect(qt_bar, 2 * q_nope_desc.block_type.nbytes + q_rope_desc.block_type.nbytes)
     _tma_load(q_nope_desc, [row, 0], qt_bar, kb_halves.index(2 * s0 + 1))
@@ -299,15 +251,14 @@ def _q8(q_nope_desc, q_rope_desc, row, qt_bar, phase, kb_halves, kb_chunks, kr_b
 
 
 @gluon.jit
-def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
+def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
              stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc, q_bar,
              qt_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
-             o_layout: gl.constexpr, WL1: gl.constexpr, RT: gl.constexpr, PL: gl.constexpr,
-             LO: gl.constexpr, EW: gl.constexpr, STAMPS):
+             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; writes the query pair and issues every
     tile's TMA. Per pair: its tile's softmax (scores issued at the previous pair's end), P handed over, its half of V
     widened and multiplied; WG1's tile's half widened under WG1's softmax, then multiplied by WG1's P; the next
@@ -315,7 +266,6 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_ptr, kv_sc
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    rope_layout: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [4, 1], [1, 0])
     pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow = _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, 0,
                                                                               s_layout, B_CHUNK, BLOCK_N, BLOCK_H)
     if KV_SCALE_FROM_PTR:
@@ -332,14 +282,13 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_ptr, kv_sc
         # (past the previous segment's exchange: both warpgroups' MMAs of it are retired) The first two tiles'
         # copies, then the query's
         _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, _tile_row(pt_base, i_first, PAGE_SIZE, BLOCK_N),
-                s0, RT)
+                s0)
         if n > 1:
             _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land,
-                    _tile_row(pt_base, i_first + 1, PAGE_SIZE, BLOCK_N), 1 - s0, RT)
+                    _tile_row(pt_base, i_first + 1, PAGE_SIZE, BLOCK_N), 1 - s0)
         _pro(STAMPS, srow, seg, 1)
-        rope = _rope_ahead(kv_ptr, pt_base, i_first, PAGE_SIZE, BLOCK_N, rope_layout, RT)
-        q_scale = _q8(q_nope_desc, q_rope_desc, b * H + h0, qt_bar, seg & 1, kb_halves, kb_chunks, kr_bufs, p_smem,
-                      s0, qh, ql, qr, BLOCK_H, RT, STAMPS, srow, seg)
+        q_scale = _q8(q_nope_desc, q_rope_desc, b * H + h0, qt_bar, seg & 1, kb_halves, kb_chunks, p_smem,
+                      s0, qh, ql, qr, BLOCK_H, STAMPS, srow, seg)
         _pro(STAMPS, srow, seg, 4)
         qk_vec = gl.convert_layout(qk_mul * kv_scale / q_scale, rows_s)
         # (WG1's row-sum slot of the segment's parity: free until WG1's exchange, which it reads them before)
@@ -356,9 +305,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_ptr, kv_sc
         m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=rows_s)
         l_i = gl.zeros([BLOCK_H], gl.float32, layout=rows_s)
         o = _o_zeros(o_layout, BLOCK_H)
-        s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, it, rope, i_first >> 30, s_layout, BLOCK_H, BLOCK_N,
-                          RT, LO)
-        rope = _rope_ahead(kv_ptr, pt_base, gl.minimum(i_first + 2, i_stop - 1), PAGE_SIZE, BLOCK_N, rope_layout, RT)
+        s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, it, i_first >> 30, s_layout, BLOCK_H, BLOCK_N)
         for k in range(0, (n + 1) // 2):
             r = 2 * k
             g = it + r
@@ -367,10 +314,6 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_ptr, kv_sc
             j = i_first + r
             n_valid = seq_len - j * BLOCK_N
             _stamp_tile(STAMPS, srow, g // 2, 0, 4)
-            if not PL:
-                # the cache rows of this pair's copies (tiles r + 2 and r + 3), their page-table loads in flight
-                row2 = _tile_row(pt_base, gl.minimum(j + 2, i_stop - 1), PAGE_SIZE, BLOCK_N)
-                row3 = _tile_row(pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N)
             # S(r) retired (P(r - 1) V_L(r - 1), issued before it, was retired at the previous pair's end)
             s_done, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
             sv = gl.convert_layout(s_done, s_layout)
@@ -384,9 +327,9 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_ptr, kv_sc
             # V_L(r), once WG1 read its half's fp8 bytes (which the widening overwrites)
             mbarrier.wait(rsrc.index(stage), (g // 2) & 1)
             _widen_left(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn, n_valid, BLOCK_N)
-            if PL:
-                # (past the widening's fences, which wait for a thread's loads in flight) tile r + 2's cache row
-                row2 = _tile_row(pt_base, gl.minimum(j + 2, i_stop - 1), PAGE_SIZE, BLOCK_N)
+            # tile r + 2's cache row: its page-table load issued here, past the widening's fences (a fence,
+            # MEMBAR.ALL.CTA in the SASS, waits for the thread's loads in flight), in flight under the P.V
+            row2 = _tile_row(pt_base, gl.minimum(j + 2, i_stop - 1), PAGE_SIZE, BLOCK_N)
             o = warpgroup_mma(gl.convert_layout(p.to(gl.float16), p_layout), kn.slice(0, _HALF, dim=1), o,
                               is_async=True)
             if r + 1 < n:
@@ -395,12 +338,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_ptr, kv_sc
                 # P(r) V_L(r) retired: the buffer's first 32 KB takes tile r + 2
                 o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
                 if r + 2 < n:
-                    _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row2, stage, RT)
-                if EW:
-                    # V_L(r + 1) while WG1 runs the tile's softmax: once WG1's score MMAs of it retired and its
-                    # half's bytes are read
-                    mbarrier.wait(rsrc.index(1 - stage), (g1 // 2) & 1)
-                    _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N, BLOCK_N)
+                    _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row2, stage)
                 mbarrier.wait(p_bars.index(1), p1_phase)
                 _stamp_tile(STAMPS, srow, g // 2, 3, 4)
                 p1_phase ^= 1
@@ -409,27 +347,23 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_ptr, kv_sc
                 l_i = l_i * beta
                 m_i = m_o
                 o = o * gl.convert_layout(beta, rows_o)[:, None]
-                if not EW:
-                    # V_L(r + 1): WL1 = 1 widened by WG1 after its hand-off; 0 here, once WG1's score MMAs of the
-                    # tile retired and its half's bytes are read
-                    mbarrier.wait(rsrc.index(1 - stage), (g1 // 2) & 1)
-                    if WL1 == 0:
-                        _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N,
-                                    BLOCK_N)
-                if PL:
-                    row3 = _tile_row(pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N)
+                # V_L(r + 1): WL1 = 1 widened by WG1 after its hand-off; 0 here, once WG1's score MMAs of the tile
+                # retired and its half's bytes are read (widened before WG1's P is waited for, under WG1's softmax:
+                # 2% slower at batch 64, the two warpgroups' shared-memory traffic overlapping; H200, session 24 run 2)
+                mbarrier.wait(rsrc.index(1 - stage), (g1 // 2) & 1)
+                if WL1 == 0:
+                    _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N, BLOCK_N)
+                row3 = _tile_row(pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N)
                 o = warpgroup_mma(p_smem, kn_o.slice(0, _HALF, dim=1), o, is_async=True)
                 # P(r + 1) V_L(r + 1) retired at once: the first 32 KB of its buffer takes tile r + 3 before the next
                 # tile's score MMAs wait for that tile to land (WG1 needs tile r + 3 first thing next pair; issued after
                 # them, the decode took 12% longer at batch 64: H200, session 23 run 3)
                 o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(o, )))
                 if r + 3 < n:
-                    _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row3, 1 - stage, RT)
+                    _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row3, 1 - stage)
                 if r + 2 < n:
-                    s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g + 2, rope, j >> 30, s_layout, BLOCK_H,
-                                      BLOCK_N, RT, LO)
-                    rope = _rope_ahead(kv_ptr, pt_base, gl.minimum(j + 4, i_stop - 1), PAGE_SIZE, BLOCK_N,
-                                        rope_layout, RT)
+                    s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g + 2, j >> 30, s_layout, BLOCK_H,
+                                      BLOCK_N)
                 else:
                     s = _no_scores(qr, BLOCK_H, BLOCK_N)
             else:
@@ -446,22 +380,20 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_ptr, kv_sc
 
 
 @gluon.jit
-def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_ptr, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
+def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
              stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc, q_bar,
              qt_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
-             o_layout: gl.constexpr, WL1: gl.constexpr, RT: gl.constexpr, PL: gl.constexpr,
-             LO: gl.constexpr, EW: gl.constexpr, STAMPS):
+             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511. Per pair: both tiles' halves of V
     widened (WG0's first: its fp8 bytes read, then WG0 may widen its own half over them) with its own tile's score
     MMAs in flight; then WG0's P and max, its softmax from that max, its P handed over, and both P.V."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    rope_layout: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [4, 1], [1, 0])
     pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow = _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, 1,
                                                                               s_layout, B_CHUNK, BLOCK_N, BLOCK_H)
     if KV_SCALE_FROM_PTR:
@@ -474,7 +406,6 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_ptr, kv_sc
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
         n = i_stop - i_first
         _pro(STAMPS, srow, seg, 0)
-        rope = _rope_ahead(kv_ptr, pt_base, gl.minimum(i_first + 1, i_stop - 1), PAGE_SIZE, BLOCK_N, rope_layout, RT)
         mbarrier.wait(q_bar, seg & 1)
         _pro(STAMPS, srow, seg, 4)
         if seg % 2 == 0:
@@ -506,10 +437,8 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_ptr, kv_sc
             _write_right(kn, x0, x1, n_valid, BLOCK_N)
             if r + 1 < n:
                 # this warpgroup's tile: its score MMAs, V_R(r + 1) widened under them
-                s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g + 1, rope, j >> 30, s_layout, BLOCK_H,
-                                  BLOCK_N, RT, LO)
-                rope = _rope_ahead(kv_ptr, pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N,
-                                    rope_layout, RT)
+                s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g + 1, j >> 30, s_layout, BLOCK_H,
+                                  BLOCK_N)
                 x0, x1 = _read_right(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1))
                 _write_right(kn_o, x0, x1, n_valid - BLOCK_N, BLOCK_N)
                 mbarrier.wait(p_bars.index(0), p0_phase)
@@ -562,7 +491,7 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_ptr, kv_sc
 
 @gluon.jit(do_not_specialize=["B"])
 def _mla_decode_hopper_pp8_kernel(
-    q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_ptr, kv_scale_ptr,
+    q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
     page_table_ptr, seq_lens_ptr,
     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
     sm_scale, kv_scale,
@@ -581,20 +510,15 @@ def _mla_decode_hopper_pp8_kernel(
     num_warps: gl.constexpr,
     WG1_REGS: gl.constexpr = 256,
     WL1: gl.constexpr = 0,
-    RT: gl.constexpr = 0,
-    PL: gl.constexpr = 0,
-    LO: gl.constexpr = 1,
-    EW: gl.constexpr = 0,
     STAMPS=None,
 ):
     """Grid ``(H // 64, P)``; the arguments of the fp8 heads-on-M kernel
     (``kernel_hopper_heads._mla_decode_hopper_fp8w_kernel``) with the query as two TMA descriptors ([64, 256] and
-    [64, 64] bf16 boxes) for its pointer and strides, ``kv_nope_desc`` [64, 512] fp8 boxes, ``kv_ptr`` for the rope
-    rows. ``num_warps = 4`` (WG0, the default partition) plus a 4-warp worker (WG1, ``WG1_REGS`` registers a
+    [64, 64] bf16 boxes) for its pointer and strides, ``kv_nope_desc`` [64, 512] fp8 boxes and ``kv_rope_desc``
+    [64, 128] fp8 boxes at column 512 (the rope rows, 64 zero columns) for the cache pointer. ``num_warps = 4`` (WG0, the default partition) plus a 4-warp worker (WG1, ``WG1_REGS`` registers a
     thread). Shared memory: the query pair 72 KB, two 64 KB fp16 tile buffers (each tile's fp8 copy in the first
     32 KB), two 8 KB fp8 rope tiles, an 8 KB fp16 P tile."""
     gl.static_assert(T8 == 1)
-    gl.static_assert(EW == 0 or WL1 == 0)
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
     gl.static_assert(num_warps == 4)
@@ -640,20 +564,20 @@ def _mla_decode_hopper_pp8_kernel(
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, _HALF, 16])
     gl.warp_specialize([
-        (_pp8_wg0, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_ptr, kv_scale_ptr, page_table_ptr,
+        (_pp8_wg0, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr,
                     seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
                     stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    RT, PL, LO, EW, STAMPS)),
-        (_pp8_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_ptr, kv_scale_ptr, page_table_ptr,
+                    STAMPS)),
+        (_pp8_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr,
                     seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
                     stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    RT, PL, LO, EW, STAMPS)),
+                    STAMPS)),
     ], [4], [WG1_REGS])
