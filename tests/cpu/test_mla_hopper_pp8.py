@@ -75,17 +75,14 @@ def test_t8_config_routes_to_the_kernel():
     fn, consts = interface_hopper._kernel_and_params(128, "fp8", consts)
     assert fn is kernel_hopper_pp8._mla_decode_hopper_pp8_kernel
     assert consts["num_warps"] == interface_hopper.PP_NUM_WARPS == 4 and consts["T8"] == 1
-    # the query's fp8 pair (query8.py: [B * H, 1152] rows, [hi | lo] latent then [hi | lo] rope) as [64, 512] and
-    # [64, 128] boxes, and its rows' scales
-    assert list(args[0].block_shape) == [64, 512] and list(args[1].block_shape) == [64, 128]
-    assert args[0].base is args[1].base and tuple(args[0].base.shape) == (2 * 128, 1152)
-    assert args[0].base.dtype == torch.float8_e4m3fn and args[2].shape == (2 * 128, )
-    assert list(args[3].block_shape) == [64, 512]         # the whole fp8 latent tile
+    assert list(args[0].block_shape) == [64, 256]         # the bf16 query's latent halves
+    assert list(args[1].block_shape) == [64, 64]          # its rope
+    assert list(args[2].block_shape) == [64, 512]         # the whole fp8 latent tile
     # the rope rows by TMA with the tile, as a 128-column box at column 512 (columns 576.. zero-filled); no cache
     # pointer: the kernel reads the cache through the two descriptors only (session 24)
-    assert list(args[4].block_shape) == [64, 128] and args[4].base is args[3].base
+    assert list(args[3].block_shape) == [64, 128] and args[3].base is args[2].base
     names = [n for n in fn.arg_names if n not in consts]
-    assert names[:6] == ["q_nope_desc", "q_rope_desc", "q_scale_ptr", "kv_nope_desc", "kv_rope_desc", "kv_scale_ptr"]
+    assert names[:5] == ["q_nope_desc", "q_rope_desc", "kv_nope_desc", "kv_rope_desc", "kv_scale_ptr"]
     assert grid == (2, 66)
     assert interface_hopper.pinned_config(128, "fp8", dict(BLOCK_N=64, T8=1))["T8"] == 1
 
@@ -100,36 +97,3 @@ def test_t8_config_refused_where_it_does_not_apply(heads, fmt, config, needle):
     with pytest.raises(ValueError, match="T8=1") as err:
         interface_hopper.hopper_call(q, kv, pt, lens, 0.04, 1.0, fmt, out, False, sms=132, config=config)
     assert needle in str(err.value)
-
-
-def test_query_pair_holds_the_bf16_query_and_matches_its_definition():
-    """query8.py's kernel through the interpreter, on fresh random rows built from a known pair: q s = h + l with h a
-    random e4m3 value, l an e4m3 value of h's sign below half h's e4m3 step and within bf16's 8 bits of h (so q is
-    exact in bf16 and fp8(q s) rounds down to h: the interpreter's fp32 -> e4m3 cast loses the carry when it rounds
-    up across a power of two, 31.75 -> 16, which the GPU's cvt.rn does not), s a random power of two per row with
-    max |h + l| in (128, 256], plus a zero row: the kernel returns s and h, l in their columns ([hi | lo] latent,
-    then [hi | lo] rope), exactly."""
-    import os
-    from graphtune.kernels.mla_decode import query8
-    g = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
-    rows = 48
-    # h: e4m3 magnitudes 2^e (1 + m / 8), e in [-2, 7], one element a row at 2^7 * 1.75 (max |h + l| in (128, 256])
-    e = torch.randint(-2, 8, (rows, 576), generator=g).float()
-    m = torch.randint(0, 8, (rows, 576), generator=g).float()
-    sign = torch.randint(0, 2, (rows, 576), generator=g).float() * 2 - 1
-    e[:, 0], m[:, 0] = 7, 6
-    h = sign * torch.exp2(e) * (1 + m / 8)
-    # l: 2^(e - 5), 2^(e - 6), 2^(e - 7), 1.5 * 2^(e - 6), 0.75 * 2^(e - 4) of h's sign, or 0
-    steps = torch.tensor([0.0, 2.0 ** -5, 2.0 ** -6, 2.0 ** -7, 1.5 * 2.0 ** -6, 0.75 * 2.0 ** -4])
-    l = sign * torch.exp2(e) * steps[torch.randint(0, 6, (rows, 576), generator=g)]
-    k = torch.randint(-6, 7, (rows, 1), generator=g).float()
-    q = ((h + l) * torch.exp2(-k)).to(torch.bfloat16)
-    assert torch.equal(q.float() * torch.exp2(k), h + l)        # (exact in bf16)
-    q[17] = 0
-    pair, scale = query8.query_pair(q.view(3, 16, 576))
-    live = torch.ones(rows, dtype=torch.bool)
-    live[17] = False
-    assert torch.equal(scale[live], torch.exp2(k[live, 0]))
-    want = torch.cat([h[:, :512], l[:, :512], h[:, 512:], l[:, 512:]], dim=1)
-    want[17] = 0
-    assert torch.equal(pair.float(), want)

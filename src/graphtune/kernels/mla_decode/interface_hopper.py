@@ -36,7 +36,7 @@ import torch
 import triton
 
 from . import (kernel_hopper, kernel_hopper_heads, kernel_hopper_pp, kernel_hopper_pp8, kernel_hopper_ring,
-               kernel_hopper_tok, query8, reduction)
+               kernel_hopper_tok, reduction)
 from .reference import D_NOPE, D_QK
 
 D_ROPE = D_QK - D_NOPE
@@ -301,10 +301,11 @@ def _descriptor(t: torch.Tensor, block: list[int]):
     return TensorDescriptor(t, list(t.shape), list(t.stride()), list(block), _layout(tuple(block), t.dtype))
 
 
-def _q_descriptors(q: torch.Tensor, block_h: int) -> tuple[Any, Any]:
-    """The query's TMA descriptors, [block_h, 512] latent and [block_h, 64] rope boxes over its [B * H, 576] rows."""
+def _q_descriptors(q: torch.Tensor, block_h: int, cols: int = D_NOPE) -> tuple[Any, Any]:
+    """The query's TMA descriptors, [block_h, cols] latent (512, or 256 for a kernel that copies each half on its
+    own) and [block_h, 64] rope boxes over its [B * H, 576] rows."""
     q2 = q.view(q.shape[0] * q.shape[1], D_QK)
-    return _descriptor(q2, [block_h, D_NOPE]), _descriptor(q2[:, D_NOPE:], [block_h, D_ROPE])
+    return _descriptor(q2, [block_h, cols]), _descriptor(q2[:, D_NOPE:], [block_h, D_ROPE])
 
 
 def _kv_tiles(nargs: dict[str, Any]) -> None:
@@ -363,15 +364,9 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
                 scale_ptr, scale_value, scale_from_ptr = kv_scale, 1.0, True
             else:
                 scale_ptr, scale_value, scale_from_ptr = seq_lens, float(kv_scale), False   # pointer unused
-        if on_m and t8:
-            # T8 copies the query's fp8 hi/lo pair by TMA, written here by query8.py's kernel (launched on a GPU only:
-            # on a CPU the Hopper kernels are compiled, never run), and takes the rows' scales
-            pair, q_scale = query8.query_pair(q, launch=q.is_cuda)
-            q_args, q_strides = (_descriptor(pair, [block_h, D_NOPE]), _descriptor(pair, [block_h, 2 * D_ROPE]),
-                                 q_scale), ()
-        elif on_m and pp:
-            # the fp8 ping-pong kernel copies the bf16 query by TMA into shared memory
-            q_args, q_strides = _q_descriptors(q, block_h), ()
+        if on_m and (pp or t8):
+            # the fp8 ping-pong kernels copy the bf16 query by TMA into shared memory (T8: as two [64, 256] halves)
+            q_args, q_strides = _q_descriptors(q, block_h, 256 if t8 else D_NOPE), ()
         else:
             q_args, q_strides = (q, ), (q.stride(0), q.stride(1))
         args = (*q_args, *kv_args,

@@ -46,6 +46,7 @@ and zeroed by each warpgroup in its widened half of V.
 """
 from __future__ import annotations
 
+import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
@@ -114,6 +115,14 @@ def _no_scores(qr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr):
                                                         instr_shape=[16, BLOCK_N, 32])
     return warpgroup_mma(qr, qr.permute((1, 0)), gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s8_layout),
                          use_acc=False, is_async=True)
+
+
+@gluon.jit
+def _q8_chunk(x, q_scale, hi_smem, lo_smem):
+    y = x.to(gl.float32) * q_scale[:, None]
+    h = y.to(gl.float8e4nv)
+    hi_smem.store(h)
+    lo_smem.store((y - h.to(gl.float32)).to(gl.float8e4nv))
 
 
 @gluon.jit
@@ -203,27 +212,49 @@ def _write_right(kn, x0, x1, n_valid, BLOCK_N: gl.constexpr):
 
 
 @gluon.jit
-def _q8(q_nope_desc, q_rope_desc, q_scale_ptr, row, qt_bar, phase, qh, ql, qr, rows_s: gl.constexpr,
-        BLOCK_H: gl.constexpr):
-    """The query's fp8 hi/lo pair (query8.py's rows ``[row, row + 64)``) copied by TMA into ``qh``, ``ql`` and
-    ``qr`` (the rope's [hi | lo]), its copy requested before the scale's load; returns the rows' scales s (``hi =
-    fp8(q s)``), ``rows_s``, once the pair landed."""
-    fence_async_shared()        # (the previous segment's accesses to those bytes before the TMA's writes)
+def _q8(q_nope_desc, q_rope_desc, row, qt_bar, phase, kb_halves, kb_chunks, p_smem, s0, qh, ql, qr,
+        BLOCK_H: gl.constexpr, STAMPS, srow, seg):
+    """The query's fp8 hi/lo pair in shared memory: ``hi = fp8(q s)``, ``lo = fp8(q s - hi)``, s a power of two per
+    head with max |q s| = 2^8; the rope's into ``qr`` as [hi | lo]. Returns s. The bf16 query rows ``[row, row +
+    64)`` come by TMA (one round trip) into bytes [32 K, 64 K) of both tile buffers (its columns 0..255 into buffer
+    ``s0``'s, 256..511 into the other's: V's right halves, written by WG1 only after the query bar) and its rope into
+    the P tile (free until this warpgroup's first hand-off); two passes over them (the head maxima,
+    then the pair) as loops over 128-column chunks that stay loops (this runs once a segment, from a cold
+    instruction cache: unrolled, the T8 prologue's 3,800 instructions took ~20 us after the work split on the H200,
+    session 22 runs 4-5). ``kb_halves`` / ``kb_chunks``: both buffers as bf16 [64, 256] halves (buffer s, half h:
+    2 s + h) and [64, 128] chunks (buffer s, columns 128 c: 4 s + c)."""
+    layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
+    bf: gl.constexpr = gl.bfloat16
+    nr = _view(p_smem, bf, [BLOCK_H, 64], gl.NVMMASharedLayout.get_default_for([BLOCK_H, 64], bf))
+    fence_async_shared()        # (the generic proxy's earlier accesses to those bytes before the TMA's writes)
     mbarrier.expect(qt_bar, 2 * q_nope_desc.block_type.nbytes + q_rope_desc.block_type.nbytes)
-    _tma_load(q_nope_desc, [row, 0], qt_bar, qh)
-    _tma_load(q_nope_desc, [row, _D_V], qt_bar, ql)
-    _tma_load(q_rope_desc, [row, 2 * _D_V], qt_bar, qr)
-    q_scale = gl.load(q_scale_ptr + row + gl.arange(0, BLOCK_H, layout=rows_s))
+    _tma_load(q_nope_desc, [row, 0], qt_bar, kb_halves.index(2 * s0 + 1))
+    _tma_load(q_nope_desc, [row, 256], qt_bar, kb_halves.index(2 * (1 - s0) + 1))
+    _tma_load(q_rope_desc, [row, 0], qt_bar, nr)
     mbarrier.wait(qt_bar, phase)
+    _pro(STAMPS, srow, seg, 3)
+    xr = nr.load(layout).to(gl.float32)
+    amax = gl.max(gl.abs(xr), axis=1)
+    for c in tl.range(0, 4, loop_unroll_factor=1):
+        x = kb_chunks.index(4 * ((s0 + c // 2) % 2) + 2 + c % 2).load(layout)
+        amax = gl.maximum(amax, gl.max(gl.abs(x.to(gl.float32)), axis=1))
+    q_scale = gl.exp2(8.0 - gl.ceil(gl.log2(gl.maximum(amax, 1e-30))))
+    hi_c = _q_chunks(qh, BLOCK_H, 128)
+    lo_c = _q_chunks(ql, BLOCK_H, 128)
+    for c in tl.range(0, 4, loop_unroll_factor=1):
+        x = kb_chunks.index(4 * ((s0 + c // 2) % 2) + 2 + c % 2).load(layout)
+        _q8_chunk(x, q_scale, hi_c.index(c), lo_c.index(c))
+    _q8_chunk(xr, q_scale, qr.slice(0, 64, dim=1), qr.slice(64, 64, dim=1))
+    fence_async_shared()
+    _wg_barrier()               # (every thread's reads of the staging done before those bytes are written again)
     return q_scale
 
 
 @gluon.jit
-def _pp8_wg0(q_nope_desc, q_rope_desc, q_scale_ptr, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr,
-             seq_lens_ptr,
+def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
              stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-             qh, ql, qr, kn_bufs, k8_bufs, kr_bufs, p_smem, m_smem, l_smem, land, rsrc, q_bar,
+             qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc, q_bar,
              qt_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
@@ -248,16 +279,17 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, q_scale_ptr, kv_nope_desc, kv_rope_desc, 
         n = i_stop - i_first
         _pro(STAMPS, srow, seg, 0)
         s0 = it % 2
-        # (past the previous segment's exchange: both warpgroups' MMAs of it are retired) The query pair's copy (its
-        # rows written by query8.py's kernel just before this one: in the L2), then the first two tiles'
-        q_scale = _q8(q_nope_desc, q_rope_desc, q_scale_ptr, b * H + h0, qt_bar, seg & 1, qh, ql, qr, rows_s, BLOCK_H)
-        _pro(STAMPS, srow, seg, 3)
+        # (past the previous segment's exchange: both warpgroups' MMAs of it are retired) The first two tiles'
+        # copies, then the query's
         _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, _tile_row(pt_base, i_first, PAGE_SIZE, BLOCK_N),
                 s0)
         if n > 1:
             _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land,
                     _tile_row(pt_base, i_first + 1, PAGE_SIZE, BLOCK_N), 1 - s0)
         _pro(STAMPS, srow, seg, 1)
+        q_scale = _q8(q_nope_desc, q_rope_desc, b * H + h0, qt_bar, seg & 1, kb_halves, kb_chunks, p_smem,
+                      s0, qh, ql, qr, BLOCK_H, STAMPS, srow, seg)
+        _pro(STAMPS, srow, seg, 4)
         qk_vec = gl.convert_layout(qk_mul * kv_scale / q_scale, rows_s)
         # (WG1's row-sum slot of the segment's parity: free until WG1's exchange, which it reads them before)
         if seg % 2 == 0:
@@ -348,11 +380,10 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, q_scale_ptr, kv_nope_desc, kv_rope_desc, 
 
 
 @gluon.jit
-def _pp8_wg1(q_nope_desc, q_rope_desc, q_scale_ptr, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr,
-             seq_lens_ptr,
+def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
              stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-             qh, ql, qr, kn_bufs, k8_bufs, kr_bufs, p_smem, m_smem, l_smem, land, rsrc, q_bar,
+             qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc, q_bar,
              qt_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
@@ -460,7 +491,7 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, q_scale_ptr, kv_nope_desc, kv_rope_desc, 
 
 @gluon.jit(do_not_specialize=["B"])
 def _mla_decode_hopper_pp8_kernel(
-    q_nope_desc, q_rope_desc, q_scale_ptr, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
+    q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
     page_table_ptr, seq_lens_ptr,
     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
     sm_scale, kv_scale,
@@ -482,12 +513,11 @@ def _mla_decode_hopper_pp8_kernel(
     STAMPS=None,
 ):
     """Grid ``(H // 64, P)``; the arguments of the fp8 heads-on-M kernel
-    (``kernel_hopper_heads._mla_decode_hopper_fp8w_kernel``) with, for the query's pointer and strides, its fp8 pair
-    (query8.py) as two TMA descriptors ([64, 512] and [64, 128] fp8 boxes over its [B * H, 1152] rows) and its rows'
-    scales, and for the cache pointer ``kv_nope_desc`` [64, 512] fp8 boxes and ``kv_rope_desc`` [64, 128] fp8 boxes
-    at column 512 (the rope rows, 64 zero columns). ``num_warps = 4`` (WG0, the default partition) plus a 4-warp
-    worker (WG1, ``WG1_REGS`` registers a thread). Shared memory: the query pair 72 KB, two 64 KB fp16 tile buffers
-    (each tile's fp8 copy in the first 32 KB), two 8 KB fp8 rope tiles, an 8 KB fp16 P tile."""
+    (``kernel_hopper_heads._mla_decode_hopper_fp8w_kernel``) with the query as two TMA descriptors ([64, 256] and
+    [64, 64] bf16 boxes) for its pointer and strides, ``kv_nope_desc`` [64, 512] fp8 boxes and ``kv_rope_desc``
+    [64, 128] fp8 boxes at column 512 (the rope rows, 64 zero columns) for the cache pointer. ``num_warps = 4`` (WG0, the default partition) plus a 4-warp worker (WG1, ``WG1_REGS`` registers a
+    thread). Shared memory: the query pair 72 KB, two 64 KB fp16 tile buffers (each tile's fp8 copy in the first
+    32 KB), two 8 KB fp8 rope tiles, an 8 KB fp16 P tile."""
     gl.static_assert(T8 == 1)
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
@@ -495,6 +525,7 @@ def _mla_decode_hopper_pp8_kernel(
     gl.static_assert(kv_nope_desc.block_type.shape[1] == _D_V)
     f8: gl.constexpr = gl.float8e4nv
     f16: gl.constexpr = gl.float16
+    bf: gl.constexpr = gl.bfloat16
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, _D_V], f8)
     r_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, 128], f8)
     qh = gl.allocate_shared_memory(f8, [BLOCK_H, _D_V], q_layout)
@@ -503,8 +534,11 @@ def _mla_decode_hopper_pp8_kernel(
     kn_bufs = gl.allocate_shared_memory(f16, [2, BLOCK_N, _D_V],
                                         gl.NVMMASharedLayout.get_default_for([BLOCK_N, _D_V], f16))
     # the same bytes as fp8 [64, 1024] per buffer (eight 8 KB blocks of 128 columns, the fp16 tile's 64-column blocks
-    # two by two: the TMA lands in the first four)
+    # two by two: the TMA lands in the first four), as bf16 [64, 256] halves (the query's staging) and [64, 128]
+    # chunks (its conversion's loads)
     k8_bufs = _view(kn_bufs, f8, [2, BLOCK_N, 2 * _D_V], gl.NVMMASharedLayout.get_default_for([BLOCK_N, 2 * _D_V], f8))
+    kb_halves = _view(kn_bufs, bf, [4, BLOCK_N, _HALF], gl.NVMMASharedLayout.get_default_for([BLOCK_N, _HALF], bf))
+    kb_chunks = _view(kn_bufs, bf, [8, BLOCK_N, 128], gl.NVMMASharedLayout.get_default_for([BLOCK_N, 128], bf))
     kr_bufs = gl.allocate_shared_memory(f8, [2, BLOCK_N, 128], r_layout)
     p_smem = gl.allocate_shared_memory(f16, [BLOCK_H, BLOCK_N],
                                        gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], f16))
@@ -517,7 +551,7 @@ def _mla_decode_hopper_pp8_kernel(
     x_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     q_bar = q_bars.index(0)     # WG0's arrival once the query pair is written
-    qt_bar = q_bars.index(1)    # the query pair's TMA
+    qt_bar = q_bars.index(1)    # the bf16 query's TMA
     for k in gl.static_range(2):
         mbarrier.init(land.index(k), count=1)
         mbarrier.init(rsrc.index(k), count=1)
@@ -530,19 +564,19 @@ def _mla_decode_hopper_pp8_kernel(
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, _HALF, 16])
     gl.warp_specialize([
-        (_pp8_wg0, (q_nope_desc, q_rope_desc, q_scale_ptr, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr,
+        (_pp8_wg0, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr,
                     seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
                     stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-                    qh, ql, qr, kn_bufs, k8_bufs, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
+                    qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
                     STAMPS)),
-        (_pp8_wg1, (q_nope_desc, q_rope_desc, q_scale_ptr, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr,
+        (_pp8_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr,
                     seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
                     stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-                    qh, ql, qr, kn_bufs, k8_bufs, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
+                    qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
                     STAMPS)),
