@@ -212,20 +212,8 @@ def _write_right(kn, x0, x1, n_valid, BLOCK_N: gl.constexpr):
 
 
 @gluon.jit
-def _q8_issue(q_nope_desc, q_rope_desc, row, qt_bar, kb_halves, p_smem, s0, BLOCK_H: gl.constexpr):
-    """:func:`_q8`'s copies: the bf16 query rows by TMA into their staging (:func:`_q8` says where)."""
-    bf: gl.constexpr = gl.bfloat16
-    nr = _view(p_smem, bf, [BLOCK_H, 64], gl.NVMMASharedLayout.get_default_for([BLOCK_H, 64], bf))
-    fence_async_shared()        # (the generic proxy's earlier accesses to those bytes before the TMA's writes)
-    mbarrier.expect(qt_bar, 2 * q_nope_desc.block_type.nbytes + q_rope_desc.block_type.nbytes)
-    _tma_load(q_nope_desc, [row, 0], qt_bar, kb_halves.index(2 * s0 + 1))
-    _tma_load(q_nope_desc, [row, 256], qt_bar, kb_halves.index(2 * (1 - s0) + 1))
-    _tma_load(q_rope_desc, [row, 0], qt_bar, nr)
-
-
-@gluon.jit
 def _q8(q_nope_desc, q_rope_desc, row, qt_bar, phase, kb_halves, kb_chunks, p_smem, s0, qh, ql, qr,
-        BLOCK_H: gl.constexpr, ISSUE: gl.constexpr, STAMPS, srow, seg):
+        BLOCK_H: gl.constexpr, STAMPS, srow, seg):
     """The query's fp8 hi/lo pair in shared memory: ``hi = fp8(q s)``, ``lo = fp8(q s - hi)``, s a power of two per
     head with max |q s| = 2^8; the rope's into ``qr`` as [hi | lo]. Returns s. The bf16 query rows ``[row, row +
     64)`` come by TMA (one round trip) into bytes [32 K, 64 K) of both tile buffers (its columns 0..255 into buffer
@@ -238,8 +226,11 @@ def _q8(q_nope_desc, q_rope_desc, row, qt_bar, phase, kb_halves, kb_chunks, p_sm
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
     bf: gl.constexpr = gl.bfloat16
     nr = _view(p_smem, bf, [BLOCK_H, 64], gl.NVMMASharedLayout.get_default_for([BLOCK_H, 64], bf))
-    if ISSUE:
-        _q8_issue(q_nope_desc, q_rope_desc, row, qt_bar, kb_halves, p_smem, s0, BLOCK_H)
+    fence_async_shared()        # (the generic proxy's earlier accesses to those bytes before the TMA's writes)
+    mbarrier.expect(qt_bar, 2 * q_nope_desc.block_type.nbytes + q_rope_desc.block_type.nbytes)
+    _tma_load(q_nope_desc, [row, 0], qt_bar, kb_halves.index(2 * s0 + 1))
+    _tma_load(q_nope_desc, [row, 256], qt_bar, kb_halves.index(2 * (1 - s0) + 1))
+    _tma_load(q_rope_desc, [row, 0], qt_bar, nr)
     mbarrier.wait(qt_bar, phase)
     _pro(STAMPS, srow, seg, 3)
     xr = nr.load(layout).to(gl.float32)
@@ -267,7 +258,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
              qt_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
-             o_layout: gl.constexpr, WL1: gl.constexpr, QO: gl.constexpr, STAMPS):
+             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; writes the query pair and issues every
     tile's TMA. Per pair: its tile's softmax (scores issued at the previous pair's end), P handed over, its half of V
     widened and multiplied; WG1's tile's half widened under WG1's softmax, then multiplied by WG1's P; the next
@@ -289,23 +280,16 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
         _pro(STAMPS, srow, seg, 0)
         s0 = it % 2
         # (past the previous segment's exchange: both warpgroups' MMAs of it are retired) The first two tiles'
-        # copies, then the query's (QO 1: the query's first; QO 2: the query's, its conversion, then the tiles')
-        row0 = _tile_row(pt_base, i_first, PAGE_SIZE, BLOCK_N)
-        row1 = _tile_row(pt_base, gl.minimum(i_first + 1, i_stop - 1), PAGE_SIZE, BLOCK_N)
-        if QO != 0:
-            _q8_issue(q_nope_desc, q_rope_desc, b * H + h0, qt_bar, kb_halves, p_smem, s0, BLOCK_H)
-        if QO != 2:
-            _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row0, s0)
-            if n > 1:
-                _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row1, 1 - s0)
+        # copies, then the query's
+        _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, _tile_row(pt_base, i_first, PAGE_SIZE, BLOCK_N),
+                s0)
+        if n > 1:
+            _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land,
+                    _tile_row(pt_base, i_first + 1, PAGE_SIZE, BLOCK_N), 1 - s0)
         _pro(STAMPS, srow, seg, 1)
         q_scale = _q8(q_nope_desc, q_rope_desc, b * H + h0, qt_bar, seg & 1, kb_halves, kb_chunks, p_smem,
-                      s0, qh, ql, qr, BLOCK_H, QO == 0, STAMPS, srow, seg)
+                      s0, qh, ql, qr, BLOCK_H, STAMPS, srow, seg)
         _pro(STAMPS, srow, seg, 4)
-        if QO == 2:
-            _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row0, s0)
-            if n > 1:
-                _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row1, 1 - s0)
         qk_vec = gl.convert_layout(qk_mul * kv_scale / q_scale, rows_s)
         # (WG1's row-sum slot of the segment's parity: free until WG1's exchange, which it reads them before)
         if seg % 2 == 0:
@@ -403,7 +387,7 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
              qt_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
-             o_layout: gl.constexpr, WL1: gl.constexpr, QO: gl.constexpr, STAMPS):
+             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511. Per pair: both tiles' halves of V
     widened (WG0's first: its fp8 bytes read, then WG0 may widen its own half over them) with its own tile's score
     MMAs in flight; then WG0's P and max, its softmax from that max, its P handed over, and both P.V."""
@@ -526,7 +510,6 @@ def _mla_decode_hopper_pp8_kernel(
     num_warps: gl.constexpr,
     WG1_REGS: gl.constexpr = 256,
     WL1: gl.constexpr = 0,
-    QO: gl.constexpr = 0,
     STAMPS=None,
 ):
     """Grid ``(H // 64, P)``; the arguments of the fp8 heads-on-M kernel
@@ -588,7 +571,7 @@ def _mla_decode_hopper_pp8_kernel(
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    QO, STAMPS)),
+                    STAMPS)),
         (_pp8_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr,
                     seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
@@ -596,5 +579,5 @@ def _mla_decode_hopper_pp8_kernel(
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    QO, STAMPS)),
+                    STAMPS)),
     ], [4], [WG1_REGS])
