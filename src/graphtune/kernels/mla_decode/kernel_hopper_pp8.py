@@ -213,7 +213,7 @@ def _write_right(kn, x0, x1, n_valid, BLOCK_N: gl.constexpr):
 
 @gluon.jit
 def _q8(q_nope_desc, q_rope_desc, row, qt_bar, phase, kb_halves, kb_chunks, p_smem, s0, qh, ql, qr,
-        BLOCK_H: gl.constexpr, QH: gl.constexpr, STAMPS, srow, seg):
+        BLOCK_H: gl.constexpr, STAMPS, srow, seg):
     """The query's fp8 hi/lo pair in shared memory: ``hi = fp8(q s)``, ``lo = fp8(q s - hi)``, s a power of two per
     head with max |q s| = 2^8; the rope's into ``qr`` as [hi | lo]. Returns s. The bf16 query rows ``[row, row +
     64)`` come by TMA (one round trip) into bytes [32 K, 64 K) of both tile buffers (its columns 0..255 into buffer
@@ -235,40 +235,15 @@ def _q8(q_nope_desc, q_rope_desc, row, qt_bar, phase, kb_halves, kb_chunks, p_sm
     _pro(STAMPS, srow, seg, 3)
     xr = nr.load(layout).to(gl.float32)
     amax = gl.max(gl.abs(xr), axis=1)
-    # 64-column halves of the chunks (QH): the bf16 staging as [64, 64] blocks (a 128-byte-swizzled [64, 128] bf16
-    # chunk is two contiguous 8 KB blocks)
-    blocks = _view(kb_chunks, gl.bfloat16, [16, BLOCK_H, 64],
-                   gl.NVMMASharedLayout.get_default_for([BLOCK_H, 64], gl.bfloat16))
-    if QH:
-        for c8 in tl.range(0, 8, loop_unroll_factor=1):
-            c = c8 // 2
-            x = blocks.index(2 * (4 * ((s0 + c // 2) % 2) + 2 + c % 2) + c8 % 2).load(layout)
-            amax = gl.maximum(amax, gl.max(gl.abs(x.to(gl.float32)), axis=1))
-    else:
-        for c in tl.range(0, 4, loop_unroll_factor=1):
-            x = kb_chunks.index(4 * ((s0 + c // 2) % 2) + 2 + c % 2).load(layout)
-            amax = gl.maximum(amax, gl.max(gl.abs(x.to(gl.float32)), axis=1))
+    for c in tl.range(0, 4, loop_unroll_factor=1):
+        x = kb_chunks.index(4 * ((s0 + c // 2) % 2) + 2 + c % 2).load(layout)
+        amax = gl.maximum(amax, gl.max(gl.abs(x.to(gl.float32)), axis=1))
     q_scale = gl.exp2(8.0 - gl.ceil(gl.log2(gl.maximum(amax, 1e-30))))
     hi_c = _q_chunks(qh, BLOCK_H, 128)
     lo_c = _q_chunks(ql, BLOCK_H, 128)
-    if QH:
-        # each half's fp8 pair into its half of the chunk's 128-byte rows
-        for c8 in tl.range(0, 8, loop_unroll_factor=1):
-            c = c8 // 2
-            x = blocks.index(2 * (4 * ((s0 + c // 2) % 2) + 2 + c % 2) + c8 % 2).load(layout)
-            y = x.to(gl.float32) * q_scale[:, None]
-            h = y.to(gl.float8e4nv)
-            lo = (y - h.to(gl.float32)).to(gl.float8e4nv)
-            if c8 % 2 == 0:
-                hi_c.index(c).slice(0, 64, dim=1).store(h)
-                lo_c.index(c).slice(0, 64, dim=1).store(lo)
-            else:
-                hi_c.index(c).slice(64, 64, dim=1).store(h)
-                lo_c.index(c).slice(64, 64, dim=1).store(lo)
-    else:
-        for c in tl.range(0, 4, loop_unroll_factor=1):
-            x = kb_chunks.index(4 * ((s0 + c // 2) % 2) + 2 + c % 2).load(layout)
-            _q8_chunk(x, q_scale, hi_c.index(c), lo_c.index(c))
+    for c in tl.range(0, 4, loop_unroll_factor=1):
+        x = kb_chunks.index(4 * ((s0 + c // 2) % 2) + 2 + c % 2).load(layout)
+        _q8_chunk(x, q_scale, hi_c.index(c), lo_c.index(c))
     _q8_chunk(xr, q_scale, qr.slice(0, 64, dim=1), qr.slice(64, 64, dim=1))
     fence_async_shared()
     _wg_barrier()               # (every thread's reads of the staging done before those bytes are written again)
@@ -283,7 +258,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
              qt_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
-             o_layout: gl.constexpr, WL1: gl.constexpr, QH: gl.constexpr, STAMPS):
+             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; writes the query pair and issues every
     tile's TMA. Per pair: its tile's softmax (scores issued at the previous pair's end), P handed over, its half of V
     widened and multiplied; WG1's tile's half widened under WG1's softmax, then multiplied by WG1's P; the next
@@ -313,7 +288,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                     _tile_row(pt_base, i_first + 1, PAGE_SIZE, BLOCK_N), 1 - s0)
         _pro(STAMPS, srow, seg, 1)
         q_scale = _q8(q_nope_desc, q_rope_desc, b * H + h0, qt_bar, seg & 1, kb_halves, kb_chunks, p_smem,
-                      s0, qh, ql, qr, BLOCK_H, QH, STAMPS, srow, seg)
+                      s0, qh, ql, qr, BLOCK_H, STAMPS, srow, seg)
         _pro(STAMPS, srow, seg, 4)
         qk_vec = gl.convert_layout(qk_mul * kv_scale / q_scale, rows_s)
         # (WG1's row-sum slot of the segment's parity: free until WG1's exchange, which it reads them before)
@@ -412,7 +387,7 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
              qt_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
-             o_layout: gl.constexpr, WL1: gl.constexpr, QH: gl.constexpr, STAMPS):
+             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511. Per pair: both tiles' halves of V
     widened (WG0's first: its fp8 bytes read, then WG0 may widen its own half over them) with its own tile's score
     MMAs in flight; then WG0's P and max, its softmax from that max, its P handed over, and both P.V."""
@@ -535,7 +510,6 @@ def _mla_decode_hopper_pp8_kernel(
     num_warps: gl.constexpr,
     WG1_REGS: gl.constexpr = 256,
     WL1: gl.constexpr = 0,
-    QH: gl.constexpr = 0,
     STAMPS=None,
 ):
     """Grid ``(H // 64, P)``; the arguments of the fp8 heads-on-M kernel
@@ -597,7 +571,7 @@ def _mla_decode_hopper_pp8_kernel(
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    QH, STAMPS)),
+                    STAMPS)),
         (_pp8_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr,
                     seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
@@ -605,5 +579,5 @@ def _mla_decode_hopper_pp8_kernel(
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    QH, STAMPS)),
+                    STAMPS)),
     ], [4], [WG1_REGS])
