@@ -518,6 +518,27 @@ def _max_over_tokens(s, red, s16_layout: gl.constexpr):
     return gl.convert_layout(gl.max(red.load(all_layout), axis=0), gl.SliceLayout(0, s16_layout))
 
 
+@gluon.constexpr_function
+def widen_layout(rows, num_warps):
+    """A register layout for widening a [rows, 128] fp8 block of a 128-byte-swizzled tile into its fp16 tile
+    (two 64-column blocks) with no shared-memory bank conflict: 16 columns a thread (one 16-byte fp8 load, two
+    16-byte fp16 stores), the 8 lanes of each quarter-warp on 8 consecutive rows of one column group. A 128-bit
+    access is served a quarter-warp at a time, one wavefront when its 8 chunks fall on distinct bank groups: the
+    swizzle (16-byte chunk ^ row % 8) spreads 8 rows' chunk c over all 32 banks. The blocked layout before it
+    ([1, 16] a thread, 8 lanes along a row) wrote the same chunk of two 64-column blocks from each quarter-warp:
+    every fp16 store took two wavefronts (Nsight Compute, session 24 run 7: 37% of T8's shared-store wavefronts
+    were bank conflicts)."""
+    rows = gl._unwrap_if_constexpr(rows)
+    num_warps = gl._unwrap_if_constexpr(num_warps)
+    warp_rows = [8 << k for k in range(num_warps.bit_length() - 1)]
+    covered = 8 * num_warps
+    reps = [covered << k for k in range(max(rows // covered, 1).bit_length() - 1)]
+    return gl.DistributedLinearLayout(
+        reg_bases=[[0, 1], [0, 2], [0, 4], [0, 8], [0, 64]] + [[r, 0] for r in reps],
+        lane_bases=[[1, 0], [2, 0], [4, 0], [0, 16], [0, 32]],
+        warp_bases=[[r, 0] if r < rows else [0, 0] for r in warp_rows], block_bases=[], shape=[rows, 128])
+
+
 @gluon.jit
 def _widen_cols(src, dst, n_valid, ROWS: gl.constexpr, COLS: gl.constexpr, num_warps: gl.constexpr):
     """fp8 shared tile ``src`` [ROWS, COLS] -> fp16 shared tile ``dst`` (exact: every e4m3 value is an fp16),
