@@ -295,9 +295,7 @@ HEADS_VARIANTS += [("fp8", dict(PP=1, RELOAD=1)), ("fp8", dict(PP=1, RELOAD=0)),
                    ("fp8", dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1, OUT32=0))]
 # the fp8 ping-pong kernel with fp8 scores, each warpgroup widening its own half of V (T8, kernel_hopper_pp8.py: the
 # tuned path's third kernel from interface_hopper.T8_MIN_BATCH; sessions 22-23)
-HEADS_VARIANTS += [("fp8", dict(T8=1)), ("fp8", dict(T8=1, WL1=1)),
-                   # (session 24) WB: the widening's registers in kernel_hopper.widen_layout (no bank conflicts)
-                   ("fp8", dict(T8=1, WB=1)), ("fp8", dict(PP=1, RELOAD=1, WG1_FIRST=1, WB=1))]
+HEADS_VARIANTS += [("fp8", dict(T8=1)), ("fp8", dict(T8=1, WL1=1))]
 
 
 @pytest.mark.parametrize("kv_format,variant", HEADS_VARIANTS,
