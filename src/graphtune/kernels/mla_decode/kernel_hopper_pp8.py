@@ -32,12 +32,12 @@ against 5.60 (the split kernel at batch 64: 0.1174 against 0.1955 ms). Here:
   load issued past the widening before it (no fence between the load and the copy that needs it): the pair's last
   copy before the next tile's score MMAs, which wait for that tile to land.
 
-On the H200 (session 24 run 2, H = 128, 4096 tokens, batch 64) the decode takes 0.1573 ms against the fp16-widening
-ping-pong kernel's 0.198 and FlashMLA's 0.114; a pair of tiles 4.6 us (session 24 run 1's timeline). Moving work
-between the warpgroups no longer moves the pair (WG0 widening WG1's tile's half before WG1's P instead of after:
-0.1604), removing bytes does: the same kernel without the query's lo half (the scores' 36 wgmmas a tile down to 18,
-~147 KB less shared-memory traffic a pair) ran 0.1415 ms at 4.9e-4 relative error against 1.5-1.8e-4
-(docs/mla_decode.md, "Issue 14, session 24").
+On the H200 (session 24 run 8, H = 128, 4096 tokens, batch 64) the decode takes 0.1452 ms against the fp16-widening
+ping-pong kernel's 0.1798 and FlashMLA's 0.1146. Moving work between the warpgroups does not move the pair (WG0
+widening WG1's tile's half before WG1's P instead of after: 2% slower), removing shared-memory wavefronts does: the
+widening's registers laid out for no bank conflicts (``kernel_hopper.widen_layout``: 0.1578 -> 0.1452 ms), and, as a
+diagnostic, the query's lo half dropped (the scores' 36 wgmmas a tile down to 18, ~147 KB less shared-memory traffic
+a pair: 10% faster, at 4.9e-4 relative error against 1.5-1.8e-4; docs/mla_decode.md, "Issue 14, session 24").
 
 The online softmax, the hand-offs of P and the running max, the split, the segment's sums exchange and the outputs
 are kernel_hopper_pp.py's (``WG1_FIRST = 1``: WG1 runs its softmax before its P.V of both tiles of a pair). Rows
