@@ -132,11 +132,11 @@ class MlaDecodeHopperTarget(MlaDecodeTarget):
         if not self.configs:
             on_m, fp8 = interface_hopper._heads_on_m(self.heads), self.kv_format == "fp8"
             self.configs = interface_hopper.space_configs(on_m, fp8)
-            for extra in (interface_hopper.SECOND, interface_hopper.THIRD):
-                second = extra.get((on_m, self.kv_format))
-                if second is not None:   # the tuned path runs the class's second / third kernel from its min_batch
-                    self.configs += [triton.Config({**c, second.flag: 1}, num_warps=second.num_warps)
-                                     for c in second.space]
+            for table in (interface_hopper.SECOND, interface_hopper.THIRD):
+                extra = table.get((on_m, self.kv_format))
+                if extra is not None:   # the tuned path runs the class's second / third kernel from its min_batch
+                    self.configs += [triton.Config({**c, extra.flag: 1}, num_warps=extra.num_warps)
+                                     for c in extra.space]
 
 
 # ``graphtune ab mla_decode_hopper``: fp8, H = 16 (the tensor-parallel case), the tokens-on-M kernel's space

@@ -359,8 +359,8 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
             kv2 = kv_cache.view(kv_cache.shape[0] * kv_cache.shape[1], D_QK)
             # (v2, t8: the rope rows as [block_n, 128] boxes at column 512, whose columns 576.. TMA fills with zeros;
             # t8 reads nothing else of the cache, v2 its rows through the pointer with GATHER)
-            kv_args = (_descriptor(kv2, [block_n, D_NOPE]),
-                       *((_descriptor(kv2, [block_n, 128]), ) if v2 or t8 else ()), *(() if t8 else (kv_cache, )))
+            rope_box = (_descriptor(kv2, [block_n, 128]), ) if v2 or t8 else ()
+            kv_args = (_descriptor(kv2, [block_n, D_NOPE]), *rope_box, *(() if t8 else (kv_cache, )))
             if isinstance(kv_scale, torch.Tensor):
                 scale_ptr, scale_value, scale_from_ptr = kv_scale, 1.0, True
             else:
@@ -611,16 +611,19 @@ GATHER: dict[str, Second] = {
 GATHER_AUTO: dict[str, bool] = {"fp8": True, DS_FORMAT: True}
 
 
+def _applies(kernels: dict[tuple[bool, str], Second], heads: int, fmt: str, batch: int) -> bool:
+    extra = kernels.get((_heads_on_m(heads), fmt))
+    return extra is not None and batch >= extra.min_batch
+
+
 def second_applies(heads: int, fmt: str, batch: int) -> bool:
     """Whether the tuned path runs the shape class's second kernel (``SECOND``) for ``batch`` requests."""
-    second = SECOND.get((_heads_on_m(heads), fmt))
-    return second is not None and batch >= second.min_batch
+    return _applies(SECOND, heads, fmt, batch)
 
 
 def third_applies(heads: int, fmt: str, batch: int) -> bool:
     """Whether the tuned path runs the shape class's third kernel (``THIRD``) for ``batch`` requests."""
-    third = THIRD.get((_heads_on_m(heads), fmt))
-    return third is not None and batch >= third.min_batch
+    return _applies(THIRD, heads, fmt, batch)
 
 
 def _extra(on_m: bool, fmt: str, gather: bool, third: bool) -> Second:

@@ -446,12 +446,19 @@ def _softmax_2wg(s, m_i, l_i, m_smem, l_smem, BLOCK_H: gl.constexpr, BLOCK_N: gl
 
 
 @gluon.jit
+def _tile_row(pt_base, j, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
+    """The cache row of tile j's first token (tile j of the request whose page-table row is ``pt_base``: its
+    BLOCK_N tokens are contiguous rows of one page), through one page-table load."""
+    tok0 = j * BLOCK_N
+    page = gl.load(pt_base + tok0 // PAGE_SIZE)
+    return page * PAGE_SIZE + tok0 % PAGE_SIZE
+
+
+@gluon.jit
 def _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, j, stage,
                 PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
     """TMA tile j of the current request (64 contiguous rows of one page) into buffer ``stage``."""
-    tok0 = j * BLOCK_N
-    page = gl.load(pt_base + tok0 // PAGE_SIZE)
-    row = page * PAGE_SIZE + tok0 % PAGE_SIZE
+    row = _tile_row(pt_base, j, PAGE_SIZE, BLOCK_N)
     bar = bars.index(stage)
     mbarrier.expect(bar, kv_nope_desc.block_type.nbytes + kv_rope_desc.block_type.nbytes)
     _tma_load(kv_nope_desc, [row, 0], bar, kn_bufs.index(stage))
@@ -557,9 +564,7 @@ def _widen_cols(src, dst, n_valid, ROWS: gl.constexpr, COLS: gl.constexpr, num_w
 @gluon.jit
 def _issue_nope(kv_nope_desc, kn_bufs, bars, pt_base, j, stage, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
     """TMA of tile j's 512 latent columns (fp8 kernels: the rope columns go through registers)."""
-    tok0 = j * BLOCK_N
-    page = gl.load(pt_base + tok0 // PAGE_SIZE)
-    row = page * PAGE_SIZE + tok0 % PAGE_SIZE
+    row = _tile_row(pt_base, j, PAGE_SIZE, BLOCK_N)
     bar = bars.index(stage)
     mbarrier.expect(bar, kv_nope_desc.block_type.nbytes)
     _tma_load(kv_nope_desc, [row, 0], bar, kn_bufs.index(stage))

@@ -63,7 +63,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from . import kernel_hopper
 from .kernel_hopper import (STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN,
                             _load_rope, _split_start, _segment, _stamp, _stamp_out, _stamp_tile, _store_lse_and_segment,
-                            _store_o, _store_whole_sectors, _tma_load, _zero_rows, widen_layout)
+                            _store_o, _store_whole_sectors, _tile_row, _tma_load, _zero_rows,
+                            widen_layout)
 from .kernel_hopper_heads import _REINTERPRET_PUBLIC, _q_chunks, _q_fp16, _q_issue
 
 # A barrier of the calling partition's warps only (inside ``gl.warp_specialize`` Gluon lowers it to a named
@@ -93,9 +94,7 @@ def _issue_half(kv_nope_desc, kv_rope_desc, kn, kr, c_bars, pt_base, j, stage, H
                 ROPE: gl.constexpr, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
     """TMA of tile j's latent columns ``[HALF * 256, HALF * 256 + 256)`` (one warpgroup's half of V) into buffer
     ``stage`` on mbarrier ``stage * 3 + HALF``, and its rope columns on ``stage * 3 + 2`` when ``ROPE``."""
-    tok0 = j * BLOCK_N
-    page = gl.load(pt_base + tok0 // PAGE_SIZE)
-    row = page * PAGE_SIZE + tok0 % PAGE_SIZE
+    row = _tile_row(pt_base, j, PAGE_SIZE, BLOCK_N)
     bar = c_bars.index(stage * 3 + HALF)
     mbarrier.expect(bar, kv_nope_desc.block_type.nbytes)
     _tma_load(kv_nope_desc, [row, HALF * 256], bar, kn.slice(HALF * 256, 256, dim=1))
@@ -107,9 +106,7 @@ def _issue_half(kv_nope_desc, kv_rope_desc, kn, kr, c_bars, pt_base, j, stage, H
 
 @gluon.jit
 def _issue_rope(kv_rope_desc, kr, c_bars, pt_base, j, stage, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
-    tok0 = j * BLOCK_N
-    page = gl.load(pt_base + tok0 // PAGE_SIZE)
-    row = page * PAGE_SIZE + tok0 % PAGE_SIZE
+    row = _tile_row(pt_base, j, PAGE_SIZE, BLOCK_N)
     bar = c_bars.index(stage * 3 + 2)
     mbarrier.expect(bar, kv_rope_desc.block_type.nbytes)
     _tma_load(kv_rope_desc, [row, 0], bar, kr)
@@ -299,9 +296,7 @@ def _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, WG: gl.constexpr, s_layout: gl.
 def _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, j, stage, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
     """fp8 ping-pong: TMA of tile j's 512 fp8 latent columns into the first 32 KB of buffer ``stage`` (the left
     half of its fp16 tile, which its reader WG0 frees) on mbarrier ``stage * 3``."""
-    tok0 = j * BLOCK_N
-    page = gl.load(pt_base + tok0 // PAGE_SIZE)
-    row = page * PAGE_SIZE + tok0 % PAGE_SIZE
+    row = _tile_row(pt_base, j, PAGE_SIZE, BLOCK_N)
     bar = c_bars.index(stage * 3)
     mbarrier.expect(bar, kv_nope_desc.block_type.nbytes)
     _tma_load(kv_nope_desc, [row, 0], bar, k8_bufs.index(stage).slice(0, _D_V, dim=1))

@@ -57,8 +57,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from .kernel_hopper import (STAMP_CLK_READY, _segment, _stamp, _stamp_out, _stamp_tile, _tma_load, _zero_rows,
-                            widen_layout)
+from .kernel_hopper import (STAMP_CLK_READY, _segment, _stamp, _stamp_out, _stamp_tile, _tile_row, _tma_load,
+                            _zero_rows, widen_layout)
 from .kernel_hopper_heads import _REINTERPRET_PUBLIC, _q_chunks
 from .kernel_hopper_pp import _finish_segment, _hand_off, _pro, _softmax_step, _wg_barrier, _wg_start
 
@@ -141,15 +141,6 @@ def _o_zeros(o_layout: gl.constexpr, BLOCK_H: gl.constexpr):
     z = gl.zeros([BLOCK_H, _HALF], gl.float32, layout=o_layout)
     return warpgroup_mma_init(gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [z], dtype=gl.float32,
                                                         is_pure=False, pack=1))
-
-
-@gluon.jit
-def _tile_row(pt_base, j, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
-    """The cache row of tile j's first token (its page-table load: issued ahead of the copy that needs it, off the
-    path of the warpgroup that issues it)."""
-    tok0 = j * BLOCK_N
-    page = gl.load(pt_base + tok0 // PAGE_SIZE)
-    return page * PAGE_SIZE + tok0 % PAGE_SIZE
 
 
 @gluon.jit

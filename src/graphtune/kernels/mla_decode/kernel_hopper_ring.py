@@ -51,7 +51,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from .kernel_hopper import (_block_barrier, _max_over_tokens, _program_ids, _segment, _split_start,
-                            _store_lse_and_segment, _store_o, _tma_load, _zero_rows)
+                            _store_lse_and_segment, _store_o, _tile_row, _tma_load, _zero_rows)
 
 _CHUNKS = gl.constexpr(9)       # per tile: eight 64-column chunks of the latent part, one of the rope
 _COLS = gl.constexpr(64)        # columns per chunk (128 bytes of bf16: one swizzle atom)
@@ -68,9 +68,7 @@ def _issue_chunks(kv_desc, ring, bars, pt_base, issued, it, seg_end, it0, i_firs
     while issued < stop:
         tile = issued // _CHUNKS
         k = issued % _CHUNKS
-        tok0 = (i_first + tile - it0) * BLOCK_N
-        page = gl.load(pt_base + tok0 // PAGE_SIZE)
-        row = page * PAGE_SIZE + tok0 % PAGE_SIZE
+        row = _tile_row(pt_base, i_first + tile - it0, PAGE_SIZE, BLOCK_N)
         bar = bars.index(tile % TILE_BARS)
         if k == 0:
             mbarrier.expect(bar, _CHUNKS * kv_desc.block_type.nbytes)
