@@ -214,25 +214,47 @@ def _t_read(k8, c0):
 
 
 @gluon.jit
+def _tokens_as_k(x, dim: gl.constexpr):
+    """``x`` with its 64-token axis ``dim`` (of two) relabelled k <- t: t's bits (0, 3, 1, 2, 4, 5) as k's bits 0-5.
+    Under this order the register layout of a 64-column score accumulator (a thread's columns 2q + {0, 1} + 8n) is,
+    register for register, the fp8 wgmma's A operand (a thread's k 4q + {0..3} + 16n): P relabelled so meets the
+    P.V wgmma with no data exchanged between threads, and V^T is written with its tokens in the same order (a sum
+    over tokens does not see their order). A relabelling only: no instruction (reshape and permute of a distributed
+    tensor)."""
+    if dim == 1:
+        y = gl.reshape(x, [x.shape[0], 2, 2, 2, 2, 2, 2])
+        y = gl.reshape(gl.permute(y, (0, 1, 2, 4, 5, 3, 6)), [x.shape[0], 64])
+    else:
+        y = gl.reshape(x, [2, 2, 2, 2, 2, 2, x.shape[1]])
+        y = gl.reshape(gl.permute(y, (0, 1, 3, 4, 2, 5, 6)), [64, x.shape[1]])
+    return y
+
+
+@gluon.jit
 def _t_write(vt, x0, x1, n_valid, BLOCK_N: gl.constexpr):
     """PV8: a warpgroup's half of V as V^T (``vt`` [256, BLOCK_N] fp8, 64-byte swizzle: the K-major B operand of
-    fp8 wgmmas), tokens ``>= n_valid`` zeroed (rows past seq_len may hold NaN, and 0 * NaN is NaN); visible to this
-    warpgroup's wgmmas after it returns."""
+    fp8 wgmmas) with its tokens in ``_tokens_as_k``'s order, tokens ``>= n_valid`` zeroed (rows past seq_len may
+    hold NaN, and 0 * NaN is NaN); visible to this warpgroup's wgmmas after it returns."""
     if n_valid < BLOCK_N:
         rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, _TRANS))[:, None] < n_valid
         x0 = gl.where(rows, x0, gl.zeros_like(x0))
         x1 = gl.where(rows, x1, gl.zeros_like(x1))
-    vt.slice(0, 128, dim=0).store(gl.permute(x0, (1, 0)))
-    vt.slice(128, 128, dim=0).store(gl.permute(x1, (1, 0)))
+    vt.slice(0, 128, dim=0).store(gl.permute(_tokens_as_k(x0, 0), (1, 0)))
+    vt.slice(128, 128, dim=0).store(gl.permute(_tokens_as_k(x1, 0), (1, 0)))
     fence_async_shared()
     _wg_barrier()
 
 
 @gluon.jit
 def _p8(p, p8_layout: gl.constexpr):
-    """PV8: P (fp32, at most 1) times 2^8 in fp8, as the A operand of the P.V wgmmas (2^8: e4m3's normal range then
-    covers P down to 2^-14; the output's multiplier divides it out)."""
-    return gl.convert_layout((p * _P8_MUL).to(gl.float8e4nv), p8_layout)
+    """PV8: P (fp32 [64, 64] in the score accumulator's layout, at most 1) times 2^8 in fp8, its tokens in
+    ``_tokens_as_k``'s order, as the A operand of the P.V wgmmas (2^8: e4m3's normal range then covers P down to
+    2^-14; the output's multiplier divides it out). Run on the layout Gluon first gave (``convert_layout`` of P
+    into the operand's layout in the natural order): shared-memory scratch the worker partition addressed out of
+    range (compute-sanitizer, H200, session 25 run 3) and wrong outputs elsewhere."""
+    p8 = (p * _P8_MUL).to(gl.float8e4nv)
+    p8 = gl.convert_layout(p8, gl.to_linear_layout(p8.type.layout, [64, 64]), assert_trivial=True)
+    return gl.convert_layout(_tokens_as_k(p8, 1), p8_layout)
 
 
 @gluon.jit
