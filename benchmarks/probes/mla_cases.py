@@ -2,7 +2,7 @@
 context, not the probe), and prints per case the relative error against the fp32 reference or the error: where a
 new kernel path faults or goes wrong. Optionally under compute-sanitizer (``--sanitize N``: case N, memcheck).
 
-    python benchmarks/probes/mla_cases.py --config '{"PP": 0, "T8": 1, "PV8": 1}' [--sanitize 3]
+    python benchmarks/probes/mla_cases.py --config '{"PP": 0, "T8": 1}' [--sanitize 3]
 """
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ import pytest
 # ping-pong kernel's query conversion split over its warpgroups, passed in session 20, run 5, removed: slower;
 # INDEP, the ping-pong kernels' independent WG1 softmax, in session 20, run 9; OUT32, the ping-pong kernels'
 # whole-sector output stores, in session 21, run 2; T8, the fp8 ping-pong kernel with fp8 scores, in session 23, run 1)
-UNPROVEN: dict[str, str] = {"PV8": "T8 with P.V as fp8 wgmmas (PV8)"}
+UNPROVEN: dict[str, str] = {}
 
 
 def skip_unproven(config: dict) -> None:

@@ -296,8 +296,6 @@ HEADS_VARIANTS += [("fp8", dict(PP=1, RELOAD=1)), ("fp8", dict(PP=1, RELOAD=0)),
 # the fp8 ping-pong kernel with fp8 scores, each warpgroup widening its own half of V (T8, kernel_hopper_pp8.py: the
 # tuned path's third kernel from interface_hopper.T8_MIN_BATCH; sessions 22-23)
 HEADS_VARIANTS += [("fp8", dict(T8=1)), ("fp8", dict(T8=1, WL1=1))]
-# PV8 (session 25): T8 with P.V as fp8 wgmmas (P times 2^8 in e4m3, V^T transposed into each buffer's second 32 KB)
-HEADS_VARIANTS += [("fp8", dict(T8=1, PV8=1)), ("fp8", dict(T8=1, PV8=1, WL1=1))]
 
 
 @pytest.mark.parametrize("kv_format,variant", HEADS_VARIANTS,
@@ -373,7 +371,7 @@ def test_more_requests_than_one_split_step(heads, kv_format, path):
 ZERO_LEN_CASES = [(128, "bf16", None), (128, "bf16", dict(PP=0)), (128, "fp8", None), (128, "fp8", dict(PP=1)),
                   (16, "bf16", None), (16, "fp8", None), (16, "fp8", dict(V2=0)),
                   (128, "bf16", dict(PP=1, WG1_FIRST=1, INDEP=1)), (128, "fp8", dict(PP=1, WG1_FIRST=1, INDEP=1)),
-                  (128, "fp8", dict(T8=1)), (128, "fp8", dict(T8=1, PV8=1))]
+                  (128, "fp8", dict(T8=1))]
 
 
 @pytest.mark.parametrize("heads,kv_format,config", ZERO_LEN_CASES,

@@ -546,24 +546,6 @@ def widen_layout(rows, num_warps):
         warp_bases=[[r, 0] if r < rows else [0, 0] for r in warp_rows], block_bases=[], shape=[rows, 128])
 
 
-def transpose_layout(num_warps):
-    """A register layout for transposing a [64, 128] fp8 block of a 128-byte-swizzled tile (64 tokens, 128 latent
-    columns) into rows of 64 tokens of a 64-byte-swizzled [dims, 64] tile (the K-major B operand an fp8 wgmma takes:
-    V^T), with ``num_warps = 4``: 16 tokens x 4 columns a thread, read as 16 four-byte loads and written as 4
-    sixteen-byte stores (one column's 16 tokens). Two wavefronts an access, each way: the destination's swizzle
-    (16-byte chunk ^ (row / 2) % 4) moves with a row's bits 1-2 only and a thread's 4 columns fix bit 0, so at most
-    four of a quarter-warp's 8 stores fall on distinct bank groups, reached by lanes 0-2 on columns +4, tokens +16
-    and columns +8; a warp's loads then cover 16 four-byte column groups of one row (16 banks), twice. (A linear
-    layout's bases may not move tokens and columns at once, which skewing the lanes would need; the form with the
-    loads on 32 banks stores with four wavefronts: 80 a warp's block against 64.)"""
-    num_warps = gl._unwrap_if_constexpr(num_warps)
-    assert num_warps == 4, num_warps
-    return gl.DistributedLinearLayout(
-        reg_bases=[[0, 1], [0, 2], [1, 0], [2, 0], [4, 0], [8, 0]],
-        lane_bases=[[0, 4], [16, 0], [0, 8], [0, 16], [0, 32]],
-        warp_bases=[[32, 0], [0, 64]], block_bases=[], shape=[64, 128])
-
-
 @gluon.jit
 def _widen_cols(src, dst, n_valid, ROWS: gl.constexpr, COLS: gl.constexpr, num_warps: gl.constexpr):
     """fp8 shared tile ``src`` [ROWS, COLS] -> fp16 shared tile ``dst`` (exact: every e4m3 value is an fp16),

@@ -58,7 +58,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from .kernel_hopper import (STAMP_CLK_READY, _segment, _stamp, _stamp_out, _stamp_tile, _tile_row, _tma_load,
-                            _zero_rows, transpose_layout, widen_layout)
+                            _zero_rows, widen_layout)
 from .kernel_hopper_heads import _REINTERPRET_PUBLIC, _q_chunks
 from .kernel_hopper_pp import _finish_segment, _hand_off, _pro, _softmax_step, _wg_barrier, _wg_start
 
@@ -66,9 +66,6 @@ _D_V = gl.constexpr(512)
 _HALF = gl.constexpr(256)       # output columns (dims) per warpgroup
 # the widening's registers: 16 fp8 columns (16 bytes) a thread, laid out for no shared-memory bank conflict
 _WIDEN = gl.constexpr(widen_layout(64, 4))
-# PV8 = 1: the transposition's registers (16 tokens x 4 columns a thread) and P's scale before its fp8 rounding
-_TRANS = gl.constexpr(transpose_layout(4))
-_P8_MUL = gl.constexpr(256.0)
 
 
 @gluon.jit
@@ -207,57 +204,6 @@ def _write_right(kn, x0, x1, n_valid, BLOCK_N: gl.constexpr):
 
 
 @gluon.jit
-def _t_read(k8, c0):
-    """PV8: fp8 latent columns ``c0 .. c0 + 255`` of a landed tile (``k8`` [BLOCK_N, 512]) in registers, as two
-    [64, 128] blocks."""
-    return k8.slice(c0, 128, dim=1).load(_TRANS), k8.slice(c0 + 128, 128, dim=1).load(_TRANS)
-
-
-@gluon.jit
-def _tokens_as_k(x, dim: gl.constexpr):
-    """``x`` with its 64-token axis ``dim`` (of two) relabelled k <- t: t's bits (0, 3, 1, 2, 4, 5) as k's bits 0-5.
-    Under this order the register layout of a 64-column score accumulator (a thread's columns 2q + {0, 1} + 8n) is,
-    register for register, the fp8 wgmma's A operand (a thread's k 4q + {0..3} + 16n): P relabelled so meets the
-    P.V wgmma with no data exchanged between threads, and V^T is written with its tokens in the same order (a sum
-    over tokens does not see their order). A relabelling only: no instruction (reshape and permute of a distributed
-    tensor)."""
-    if dim == 1:
-        y = gl.reshape(x, [x.shape[0], 2, 2, 2, 2, 2, 2])
-        y = gl.reshape(gl.permute(y, (0, 1, 2, 4, 5, 3, 6)), [x.shape[0], 64])
-    else:
-        y = gl.reshape(x, [2, 2, 2, 2, 2, 2, x.shape[1]])
-        y = gl.reshape(gl.permute(y, (0, 1, 3, 4, 2, 5, 6)), [64, x.shape[1]])
-    return y
-
-
-@gluon.jit
-def _t_write(vt, x0, x1, n_valid, BLOCK_N: gl.constexpr):
-    """PV8: a warpgroup's half of V as V^T (``vt`` [256, BLOCK_N] fp8, 64-byte swizzle: the K-major B operand of
-    fp8 wgmmas) with its tokens in ``_tokens_as_k``'s order, tokens ``>= n_valid`` zeroed (rows past seq_len may
-    hold NaN, and 0 * NaN is NaN); visible to this warpgroup's wgmmas after it returns."""
-    if n_valid < BLOCK_N:
-        rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, _TRANS))[:, None] < n_valid
-        x0 = gl.where(rows, x0, gl.zeros_like(x0))
-        x1 = gl.where(rows, x1, gl.zeros_like(x1))
-    vt.slice(0, 128, dim=0).store(gl.permute(_tokens_as_k(x0, 0), (1, 0)))
-    vt.slice(128, 128, dim=0).store(gl.permute(_tokens_as_k(x1, 0), (1, 0)))
-    fence_async_shared()
-    _wg_barrier()
-
-
-@gluon.jit
-def _p8(p, p8_layout: gl.constexpr):
-    """PV8: P (fp32 [64, 64] in the score accumulator's layout, at most 1) times 2^8 in fp8, its tokens in
-    ``_tokens_as_k``'s order, as the A operand of the P.V wgmmas (2^8: e4m3's normal range then covers P down to
-    2^-14; the output's multiplier divides it out). Run on the layout Gluon first gave (``convert_layout`` of P
-    into the operand's layout in the natural order): shared-memory scratch the worker partition addressed out of
-    range (compute-sanitizer, H200, session 25 run 3) and wrong outputs elsewhere."""
-    p8 = (p * _P8_MUL).to(gl.float8e4nv)
-    p8 = gl.convert_layout(p8, gl.to_linear_layout(p8.type.layout, [64, 64]), assert_trivial=True)
-    return gl.convert_layout(_tokens_as_k(p8, 1), p8_layout)
-
-
-@gluon.jit
 def _q8(q_nope_desc, q_rope_desc, row, qt_bar, phase, kb_halves, kb_chunks, p_smem, s0, qh, ql, qr,
         BLOCK_H: gl.constexpr, STAMPS, srow, seg):
     """The query's fp8 hi/lo pair in shared memory: ``hi = fp8(q s)``, ``lo = fp8(q s - hi)``, s a power of two per
@@ -300,24 +246,22 @@ def _q8(q_nope_desc, q_rope_desc, row, qt_bar, phase, kb_halves, kb_chunks, p_sm
 def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
              stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-             qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, vt_bufs, p_smem, m_smem, l_smem, land, rsrc, q_bar,
+             qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc, q_bar,
              qt_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
-             o_layout: gl.constexpr, WL1: gl.constexpr, PV8: gl.constexpr, STAMPS):
+             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; writes the query pair and issues every
     tile's TMA. Per pair: its tile's softmax (scores issued at the previous pair's end), P handed over, its half of V
     widened and multiplied; WG1's tile's half widened under WG1's softmax, then multiplied by WG1's P; the next
     tile's scores."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    p8_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=4)
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow = _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, 0,
                                                                               s_layout, B_CHUNK, BLOCK_N, BLOCK_H)
     if KV_SCALE_FROM_PTR:
         kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
-    out_mul = kv_scale / _P8_MUL if PV8 else kv_scale
     it = 0          # tiles of this program before the segment: tile r of the segment is its (it + r)-th, in buffer
     seg = 0         # (it + r) % 2
     p1_phase = 0
@@ -374,19 +318,12 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             _stamp_tile(STAMPS, srow, g // 2, 2, 4)
             # V_L(r), once WG1 read its half's fp8 bytes (which the widening overwrites)
             mbarrier.wait(rsrc.index(stage), (g // 2) & 1)
-            if PV8:
-                x0, x1 = _t_read(k8_bufs.index(stage).slice(0, _D_V, dim=1), 0)
-                _t_write(vt_bufs.index(4 * stage + 2), x0, x1, n_valid, BLOCK_N)
-            else:
-                _widen_left(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn, n_valid, BLOCK_N, _WIDEN)
+            _widen_left(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn, n_valid, BLOCK_N, _WIDEN)
             # tile r + 2's cache row: its page-table load issued here, past the widening's fences (a fence,
             # MEMBAR.ALL.CTA in the SASS, waits for the thread's loads in flight), in flight under the P.V
             row2 = _tile_row(pt_base, gl.minimum(j + 2, i_stop - 1), PAGE_SIZE, BLOCK_N)
-            if PV8:
-                o = warpgroup_mma(_p8(p, p8_layout), vt_bufs.index(4 * stage + 2).permute((1, 0)), o, is_async=True)
-            else:
-                o = warpgroup_mma(gl.convert_layout(p.to(gl.float16), p_layout), kn.slice(0, _HALF, dim=1), o,
-                                  is_async=True)
+            o = warpgroup_mma(gl.convert_layout(p.to(gl.float16), p_layout), kn.slice(0, _HALF, dim=1), o,
+                              is_async=True)
             if r + 1 < n:
                 g1 = g + 1
                 kn_o = kn_bufs.index(1 - stage)
@@ -407,18 +344,9 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 # 2% slower at batch 64, the two warpgroups' shared-memory traffic overlapping; H200, session 24 run 2)
                 mbarrier.wait(rsrc.index(1 - stage), (g1 // 2) & 1)
                 if WL1 == 0:
-                    if PV8:
-                        x0, x1 = _t_read(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), 0)
-                        _t_write(vt_bufs.index(4 * (1 - stage) + 2), x0, x1, n_valid - BLOCK_N, BLOCK_N)
-                    else:
-                        _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N, BLOCK_N,
-                                    _WIDEN)
+                    _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N, BLOCK_N, _WIDEN)
                 row3 = _tile_row(pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N)
-                if PV8:
-                    o = warpgroup_mma(_p8(p_smem.load(s_layout).to(gl.float32), p8_layout),
-                                      vt_bufs.index(4 * (1 - stage) + 2).permute((1, 0)), o, is_async=True)
-                else:
-                    o = warpgroup_mma(p_smem, kn_o.slice(0, _HALF, dim=1), o, is_async=True)
+                o = warpgroup_mma(p_smem, kn_o.slice(0, _HALF, dim=1), o, is_async=True)
                 # P(r + 1) V_L(r + 1) retired at once: the first 32 KB of its buffer takes tile r + 3 before the next
                 # tile's score MMAs wait for that tile to land (WG1 needs tile r + 3 first thing next pair; issued after
                 # them, the decode took 12% longer at batch 64: H200, session 23 run 3)
@@ -435,7 +363,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
         _finish_segment(0, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
                         out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
-                        stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H, 1, STAMPS, srow)
+                        stride_po_h, stride_pl_s, kv_scale, RETURN_LSE, s_layout, o_layout, BLOCK_H, 1, STAMPS, srow)
         it += n
         seg += 1
         t = seg_stop
@@ -447,23 +375,21 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
 def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
              stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-             qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, vt_bufs, p_smem, m_smem, l_smem, land, rsrc, q_bar,
+             qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc, q_bar,
              qt_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
-             o_layout: gl.constexpr, WL1: gl.constexpr, PV8: gl.constexpr, STAMPS):
+             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511. Per pair: both tiles' halves of V
     widened (WG0's first: its fp8 bytes read, then WG0 may widen its own half over them) with its own tile's score
     MMAs in flight; then WG0's P and max, its softmax from that max, its P handed over, and both P.V."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    p8_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=4)
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow = _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, 1,
                                                                               s_layout, B_CHUNK, BLOCK_N, BLOCK_H)
     if KV_SCALE_FROM_PTR:
         kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
-    out_mul = kv_scale / _P8_MUL if PV8 else kv_scale
     it = 0
     seg = 0
     p0_phase = 0
@@ -498,24 +424,15 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             o_done = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
             # V_R(r): its fp8 bytes read (WG0 may then widen its half over them), written
             mbarrier.wait(land.index(stage), (g // 2) & 1)
-            if PV8:
-                x0, x1 = _t_read(k8_bufs.index(stage).slice(0, _D_V, dim=1), _HALF)
-                _arrive_wg(rsrc.index(stage))
-                _t_write(vt_bufs.index(4 * stage + 3), x0, x1, n_valid, BLOCK_N)
-            else:
-                x0, x1 = _read_right(k8_bufs.index(stage).slice(0, _D_V, dim=1), _WIDEN)
-                _arrive_wg(rsrc.index(stage))
-                _write_right(kn, x0, x1, n_valid, BLOCK_N)
+            x0, x1 = _read_right(k8_bufs.index(stage).slice(0, _D_V, dim=1), _WIDEN)
+            _arrive_wg(rsrc.index(stage))
+            _write_right(kn, x0, x1, n_valid, BLOCK_N)
             if r + 1 < n:
                 # this warpgroup's tile: its score MMAs, V_R(r + 1) widened under them
                 s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g + 1, j >> 30, s_layout, BLOCK_H,
                                   BLOCK_N)
-                if PV8:
-                    x0, x1 = _t_read(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), _HALF)
-                    _t_write(vt_bufs.index(4 * (1 - stage) + 3), x0, x1, n_valid - BLOCK_N, BLOCK_N)
-                else:
-                    x0, x1 = _read_right(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), _WIDEN)
-                    _write_right(kn_o, x0, x1, n_valid - BLOCK_N, BLOCK_N)
+                x0, x1 = _read_right(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), _WIDEN)
+                _write_right(kn_o, x0, x1, n_valid - BLOCK_N, BLOCK_N)
                 mbarrier.wait(p_bars.index(0), p0_phase)
                 _stamp_tile(STAMPS, srow, g // 2, 3, 4)
                 p0_phase ^= 1
@@ -528,32 +445,19 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 p, beta, m_i, l_i = _softmax_step(sv, m_e, l_i * alpha, (j + 1) * BLOCK_N + offs_tok < seq_len, qk)
                 # P(r) read back from p_smem (before this warpgroup's P overwrites it), scaled by this tile's max
                 # step: O is rescaled once for both tiles
-                pe = p_smem.load(s_layout).to(gl.float32) * beta[:, None]
-                if PV8:
-                    pe = _p8(pe, p8_layout)
-                else:
-                    pe = gl.convert_layout(pe.to(gl.float16), p_layout)
+                pe = (p_smem.load(s_layout).to(gl.float32) * beta[:, None]).to(gl.float16)
                 _wg_barrier()          # every thread has read P(r) before P(r + 1) overwrites it
                 o_done = o_done * gl.convert_layout(alpha * beta, rows_o)[:, None]
                 _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
                 _stamp_tile(STAMPS, srow, g // 2, 2, 4)
-                if PV8:
-                    o = warpgroup_mma(pe, vt_bufs.index(4 * stage + 3).permute((1, 0)), o_done, is_async=True)
-                    o = warpgroup_mma(_p8(p, p8_layout), vt_bufs.index(4 * (1 - stage) + 3).permute((1, 0)), o,
-                                      is_async=True)
-                else:
-                    o = warpgroup_mma(pe, kn.slice(_HALF, _HALF, dim=1), o_done, is_async=True)
-                    o = warpgroup_mma(gl.convert_layout(p.to(gl.float16), p_layout), kn_o.slice(_HALF, _HALF, dim=1),
-                                      o, is_async=True)
+                o = warpgroup_mma(gl.convert_layout(pe, p_layout), kn.slice(_HALF, _HALF, dim=1), o_done,
+                                  is_async=True)
+                o = warpgroup_mma(gl.convert_layout(p.to(gl.float16), p_layout), kn_o.slice(_HALF, _HALF, dim=1), o,
+                                  is_async=True)
                 # V_L(r + 1) for WG0, in place under those MMAs (its score MMAs retired, its right half's bytes read
                 # above), then WG0 told
                 if WL1:
-                    if PV8:
-                        x0, x1 = _t_read(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), 0)
-                        _t_write(vt_bufs.index(4 * (1 - stage) + 2), x0, x1, n_valid - BLOCK_N, BLOCK_N)
-                    else:
-                        _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N, BLOCK_N,
-                                    _WIDEN)
+                    _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N, BLOCK_N, _WIDEN)
                     _arrive_wg(rsrc.index(1 - stage))
             else:
                 # the segment's last tile is WG0's: its P from p_smem
@@ -563,17 +467,13 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 m_e = m_smem.slice(0, BLOCK_H).load(rows_s)
                 alpha = gl.exp2(m_i - m_e)
                 o_done = o_done * gl.convert_layout(alpha, rows_o)[:, None]
-                if PV8:
-                    o = warpgroup_mma(_p8(p_smem.load(s_layout).to(gl.float32), p8_layout),
-                                      vt_bufs.index(4 * stage + 3).permute((1, 0)), o_done, is_async=True)
-                else:
-                    o = warpgroup_mma(p_smem, kn.slice(_HALF, _HALF, dim=1), o_done, is_async=True)
+                o = warpgroup_mma(p_smem, kn.slice(_HALF, _HALF, dim=1), o_done, is_async=True)
                 m_i = m_e
                 l_i = l_i * alpha
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
         _finish_segment(1, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
                         out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
-                        stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H, 1, STAMPS, srow)
+                        stride_po_h, stride_pl_s, kv_scale, RETURN_LSE, s_layout, o_layout, BLOCK_H, 1, STAMPS, srow)
         it += n
         seg += 1
         t = seg_stop
@@ -602,7 +502,6 @@ def _mla_decode_hopper_pp8_kernel(
     num_warps: gl.constexpr,
     WG1_REGS: gl.constexpr = 256,
     WL1: gl.constexpr = 0,
-    PV8: gl.constexpr = 0,
     STAMPS=None,
 ):
     """Grid ``(H // 64, P)``; the arguments of the fp8 heads-on-M kernel
@@ -633,8 +532,6 @@ def _mla_decode_hopper_pp8_kernel(
     kb_halves = _view(kn_bufs, bf, [4, BLOCK_N, _HALF], gl.NVMMASharedLayout.get_default_for([BLOCK_N, _HALF], bf))
     kb_chunks = _view(kn_bufs, bf, [8, BLOCK_N, 128], gl.NVMMASharedLayout.get_default_for([BLOCK_N, 128], bf))
     kr_bufs = gl.allocate_shared_memory(f8, [2, BLOCK_N, 128], r_layout)
-    # PV8: V^T halves as fp8 [256, 64] tiles in each buffer's second 32 KB (buffer s, half h: 4 s + 2 + h)
-    vt_bufs = _view(kn_bufs, f8, [8, _HALF, BLOCK_N], gl.NVMMASharedLayout.get_default_for([_HALF, BLOCK_N], f8))
     p_smem = gl.allocate_shared_memory(f16, [BLOCK_H, BLOCK_N],
                                        gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], f16))
     vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
@@ -657,22 +554,22 @@ def _mla_decode_hopper_pp8_kernel(
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, _HALF, 32 if PV8 else 16])
+                                                       instr_shape=[16, _HALF, 16])
     gl.warp_specialize([
         (_pp8_wg0, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr,
                     seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
                     stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-                    qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, vt_bufs, p_smem, m_smem, l_smem, land, rsrc,
+                    qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    PV8, STAMPS)),
+                    STAMPS)),
         (_pp8_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr,
                     seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
                     stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
-                    qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, vt_bufs, p_smem, m_smem, l_smem, land, rsrc,
+                    qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    PV8, STAMPS)),
+                    STAMPS)),
     ], [4], [WG1_REGS])
