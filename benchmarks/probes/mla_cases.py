@@ -44,28 +44,47 @@ def _one(config: dict, index: int) -> str:
     return f"rel err {float((out.double() - ref.double()).norm() / ref.double().norm()):.2e}"
 
 
-def main() -> None:
+def _config(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"{text!r} is not JSON ({err.msg})") from None
+    if not isinstance(value, dict) or not all(isinstance(v, int) for v in value.values()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a JSON object of integer knobs")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config", required=True, help="the pinned config, JSON")
+    ap.add_argument("--config", type=_config, required=True, help="the pinned config, a JSON object")
     ap.add_argument("--case", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--sanitize", type=int, default=None, help="also run case N under compute-sanitizer memcheck")
-    args = ap.parse_args()
-    config = json.loads(args.config)
+    args = ap.parse_args(argv)
+    for name, value in (("--case", args.case), ("--sanitize", args.sanitize)):
+        if value is not None and not 0 <= value < len(CASES):
+            print(f"mla_cases: {name} {value}: the cases are 0..{len(CASES) - 1}", file=sys.stderr)
+            return 2
+    import torch
+    if not torch.cuda.is_available():
+        print("mla_cases: needs a CUDA GPU", file=sys.stderr)
+        return 2
+    text = json.dumps(args.config)
     if args.case is not None:
-        print(_one(config, args.case))
-        return
+        print(_one(args.config, args.case))
+        return 0
     for i, case in enumerate(CASES):
-        r = subprocess.run([sys.executable, __file__, "--config", args.config, "--case", str(i)],
+        r = subprocess.run([sys.executable, __file__, "--config", text, "--case", str(i)],
                            capture_output=True, text=True, timeout=120)
         last = (r.stdout.strip().splitlines() or ["?"])[-1] if r.returncode == 0 else \
             (r.stderr.strip().splitlines() or ["?"])[-1][:200]
         print(f"case {i} H={case[0]} lens={case[1]} sms={case[2]}: {last}", flush=True)
     if args.sanitize is not None:
         r = subprocess.run(["compute-sanitizer", "--tool", "memcheck", "--print-limit", "4", sys.executable, __file__,
-                            "--config", args.config, "--case", str(args.sanitize)],
+                            "--config", text, "--case", str(args.sanitize)],
                            capture_output=True, text=True, timeout=300, env={**os.environ})
         print("\n".join(r.stdout.splitlines()[:60]))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
