@@ -1,5 +1,5 @@
 """Runs one Hopper MLA decode config on a list of small cases, each in its own process (a fault ends a CUDA
-context, not the probe), and prints per case the relative error against the fp32 reference or the error: where a
+context, not the probe), and prints per case the relative error against the fp32 reference (flagged above 2e-3) or the error: where a
 new kernel path faults or goes wrong. Optionally under compute-sanitizer (``--sanitize N``: case N, memcheck).
 
     python benchmarks/probes/mla_cases.py --config '{"PP": 0, "T8": 1}' [--sanitize 3]
@@ -15,6 +15,7 @@ import sys
 
 # (heads, lengths, SMs): full tiles, one tile, a partial tile, one token, segments spanning programs, the GPU
 # test's mixed batch
+TOL = 2e-3         # issue 14's bound for fp8 against the fp32 reference
 CASES = [(64, [64, 64, 64, 64], 132), (64, [128], 132), (64, [64], 132), (64, [100], 132), (64, [1], 132),
          (64, [4096, 4096], 7), (64, [4096, 1, 129, 2000, 77], 132), (128, [4096, 1, 129, 2000, 77], 7)]
 
@@ -41,7 +42,8 @@ def _one(config: dict, index: int) -> str:
     torch.cuda.synchronize()
     if not torch.isfinite(out.float()).all():
         return "non-finite outputs"
-    return f"rel err {float((out.double() - ref.double()).norm() / ref.double().norm()):.2e}"
+    rel = float((out.double() - ref.double()).norm() / ref.double().norm())
+    return f"rel err {rel:.2e}" + (f" (above the fp8 bound {TOL:.0e})" if rel > TOL else "")
 
 
 def _config(text: str) -> dict:
