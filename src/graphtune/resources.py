@@ -37,6 +37,7 @@ from ._log import logger
 from .configs import config_from_dict, config_label, config_to_dict
 from .descriptors import is_descriptor
 from .errors import GraphtuneError, InspectError, one_line
+from .sass import unset_wgmma_descriptors
 
 __all__ = [
     "Occupancy", "Partition", "ResourceRow", "Target", "aligned_args", "check_configs_for_device", "device_target",
@@ -292,6 +293,9 @@ class ResourceRow:
     fits: bool
     reason: str
     partitions: tuple[Partition, ...] = ()
+    # compile-time hazards read from the SASS, one line each: wgmmas whose descriptor is not written on every path
+    # into them (graphtune.sass: a ptxas 12.8 miscompile); () when none, or when the kernel has no wgmma
+    hazards: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -309,6 +313,7 @@ class _Usage:
     tensor_memory_columns: int | None
     total_warps: int | None = None                # metadata.num_warps: worker partitions included
     partitions: tuple[Partition, ...] = ()
+    hazards: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -863,16 +868,28 @@ def _parse_resource_usage(text: str, kernel_name: str) -> dict[str, int]:
                          f"(functions: {sorted(functions)}):\n{text}")
 
 
-def _resource_usage(cubin: bytes, kernel_name: str) -> dict[str, int]:
+def _cuobjdump_text(cubin: bytes, flag: str) -> str:
     tool = _cuobjdump()
     with tempfile.TemporaryDirectory(prefix="graphtune-") as tmp:
         path = os.path.join(tmp, "kernel.cubin")
         with open(path, "wb") as f:
             f.write(cubin)
-        result = subprocess.run([tool, "--dump-resource-usage", path], capture_output=True, text=True, timeout=120)
+        result = subprocess.run([tool, flag, path], capture_output=True, text=True, timeout=120)
     if result.returncode != 0:
-        raise GraphtuneError(f"{tool} --dump-resource-usage failed ({result.returncode}): {result.stderr.strip()}")
-    return _parse_resource_usage(result.stdout, kernel_name)
+        raise GraphtuneError(f"{tool} {flag} failed ({result.returncode}): {result.stderr.strip()}")
+    return result.stdout
+
+
+def _resource_usage(cubin: bytes, kernel_name: str) -> dict[str, int]:
+    return _parse_resource_usage(_cuobjdump_text(cubin, "--dump-resource-usage"), kernel_name)
+
+
+def _hazards(kernel: Any) -> tuple[str, ...]:
+    """What :mod:`graphtune.sass` finds wrong in a compiled kernel's SASS: wgmmas whose descriptor is not written
+    on every path into them. Read only for kernels with a wgmma (its PTX names ``wgmma.mma_async``)."""
+    if "wgmma.mma_async" not in kernel.asm.get("ptx", ""):
+        return ()
+    return tuple(str(u) for u in unset_wgmma_descriptors(_cuobjdump_text(kernel.asm["cubin"], "--dump-sass")))
 
 
 def _launch_options(config: triton.Config) -> dict[str, Any]:
@@ -933,7 +950,8 @@ def _compile(spec: _Spec, constexprs: dict[str, Any], options: dict[str, Any], t
                                   tensor_memory_columns=int(tmem) if tmem is not None else None,
                                   total_warps=int(kernel.metadata.num_warps),
                                   partitions=warp_partitions(kernel.asm.get("ttgir", ""), kernel.asm.get("ptx", ""),
-                                                             int(options["num_warps"]), registers)), None)
+                                                             int(options["num_warps"]), registers),
+                                  hazards=_hazards(kernel)), None)
         logger.debug("compiled %s for %s with %s in %.2f s: %s", _fn_name(fn), target.name, options,
                      time.perf_counter() - started, result.usage)
     with _cache_lock:
@@ -976,7 +994,7 @@ def _row(config: triton.Config, target: Target, compiled: _Compiled) -> Resource
                        blocks_by_limit=occ.blocks_by_limit if occ.fits else None,
                        resident_blocks=occ.blocks if fits else 0, resident_warps=occ.warps if fits else 0,
                        occupancy_pct=occ.occupancy_pct if fits else 0.0, limiter=occ.limiter, fits=fits,
-                       reason=reason, partitions=u.partitions)
+                       reason=reason, partitions=u.partitions, hazards=u.hazards)
 
 
 # ------------------------------------------------------------------------------------------ public API

@@ -15,7 +15,7 @@ ROOT = Path(graphtune.__file__).resolve().parent
 # what the tuner is built from: none of these may import a module of UPPER (directly or lazily)
 LOWER = {"_log", "_version", "errors", "state", "settings", "configs", "descriptors", "keys", "identity", "launch",
          "capture", "coverage", "timing", "resources", "db", "store", "agreement", "search", "validate", "isolate",
-         "compiled"}
+         "compiled", "sass"}
 UPPER_PREFIXES = ("tuner", "sharded", "patch", "cli", "kernels", "demo", "ab", "audit", "torch_ops",
                   "plugins")
 

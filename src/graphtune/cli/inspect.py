@@ -143,7 +143,12 @@ def _print_rows(title: str, rows: list[ResourceRow]) -> None:
         cells += [_num(row.registers), spill, _num(row.shared_bytes), by, str(row.resident_blocks),
                   f"{row.occupancy_pct:.1f}%", row.limiter, fits]
         table.add_row(*cells)
-    _console().print(table)
+    console = _console()
+    console.print(table)
+    # compile-time hazards read from the SASS (graphtune.sass), under the table: one line each, naming the config
+    for row in sorted(rows, key=_sort_key):
+        for hazard in row.hazards:
+            console.print(f"[red]{row.label}: {hazard}[/red]", soft_wrap=True)
 
 
 def handler(args: argparse.Namespace) -> int:
@@ -168,6 +173,8 @@ def handler(args: argparse.Namespace) -> int:
         return 0
     for name, rows in results:
         bad = sum(not r.fits for r in rows)
-        title = f"{args.kernel} on {name}: {len(rows)} configs" + (f", {bad} cannot run" if bad else "")
+        hazardous = sum(bool(r.hazards) for r in rows)
+        title = (f"{args.kernel} on {name}: {len(rows)} configs" + (f", {bad} cannot run" if bad else "")
+                 + (f", {hazardous} miscompiled (below)" if hazardous else ""))
         _print_rows(title, rows)
     return 0

@@ -1,0 +1,142 @@
+"""graphtune.sass: SASS control flow and the check of Hopper wgmma descriptors (a ptxas 12.8 miscompile found in
+session 25), on listings written here, on the miscompiled MLA kernel's own excerpt, and through graphtune.inspect
+on a Gluon wgmma kernel compiled for sm_90 (no GPU)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import warpgroup_mma
+
+from graphtune import cli, resources, sass
+
+
+def _listing(*lines: str) -> str:
+    return "\n".join(f"        /*{addr:04x}*/                   {text} ;" for addr, text in lines)
+
+
+# P.V of the MLA kernel's PV8 as ptxas 12.8.93 built it (commit 695c414; addresses as in its SASS): the branch of a
+# segment's last, even tile (from 0xcaf0) sets the first k-step's descriptor (UR14 / UR15) but reads the second's
+# (UR10 / UR11) as the other branch left them
+MISCOMPILED = _listing(
+    (0x6730, "@P0 BRA 0xcaf0"),
+    (0xaaa0, "UMOV UR10, UR37"),
+    (0xaac0, "UMOV UR11, 0x80000020"),
+    (0xc690, "QGMMA.64x256x32.F32.E4M3.E4M3 R24, R156, gdesc[UR8], R24"),
+    (0xc6a0, "UIADD3 UR10, UP0, UR37, 0x2, URZ"),
+    (0xc6e0, "UIADD3.X UR11, UR9, -0x7fffffe0, URZ, UP0, !UPT"),
+    (0xca60, "QGMMA.64x256x32.F32.E4M3.E4M3 R24, R152, gdesc[UR8], R24, gsb0"),
+    (0xcae0, "BRA 0xd970"),
+    (0xcaf0, "USHF.L.U32 UR9, UR36, 0x1f, URZ"),
+    (0xcb40, "UMOV UR14, UR37"),
+    (0xcb50, "UMOV UR15, 0x80000020"),
+    (0xd940, "QGMMA.64x256x32.F32.E4M3.E4M3 R24, R160, gdesc[UR12], R24"),
+    (0xd960, "QGMMA.64x256x32.F32.E4M3.E4M3 R24, R164, gdesc[UR8], R24, gsb0"),
+    (0xd970, "@P1 BRA 0x6730"),
+    (0xd980, "EXIT"))
+
+
+def test_parse_reads_address_predicate_opcode_and_operands():
+    (a, b) = sass.parse(_listing((0x740, "@!P0 LDS R241, [R10+0x38700]"), (0x750, "UIADD3.64 UR10, UR14, 0x4, URZ")))
+    assert (a.address, a.predicated, a.opcode, a.operands) == (0x740, True, "LDS", "R241, [R10+0x38700]")
+    assert (b.address, b.predicated, b.opcode) == (0x750, False, "UIADD3.64")
+
+
+def test_the_miscompiled_branch_is_found_and_named():
+    (found,) = sass.unset_wgmma_descriptors(MISCOMPILED)
+    assert (found.address, found.registers) == (0xd960, (10, 11))
+    assert "+0xd960" in str(found) and "UR10, UR11" in str(found)
+
+
+def test_the_same_branch_with_its_descriptor_set_passes():
+    # what ptxas 13.0.88 built from the same PTX: the branch writes UR10 / UR11 before its second k-step
+    fixed = MISCOMPILED.replace(
+        "        /*d960*/", "        /*d950*/                   UIADD3 UR10, UP0, UR37, 0x2, URZ ;\n"
+        "        /*d954*/                   UIADD3.X UR11, UR9, -0x7fffffe0, URZ, UP0, !UPT ;\n        /*d960*/")
+    assert sass.unset_wgmma_descriptors(fixed) == []
+
+
+def test_descriptors_written_before_a_loop_hold_in_it():
+    # loop-invariant descriptors (set once, read on every trip, the back edge included) and a 64-bit write of a pair
+    listing = _listing(
+        (0x00, "UMOV UR4, UR20"),
+        (0x08, "UMOV UR5, UR21"),
+        (0x10, "UIADD3.64 UR6, UR22, 0x2, URZ"),
+        (0x20, "HGMMA.64x64x16.F32 R24, gdesc[UR4], R24"),
+        (0x30, "@P0 BRA 0x20"),
+        (0x40, "EXIT"))
+    assert sass.unset_wgmma_descriptors(listing) == []
+
+
+def test_a_descriptor_written_on_one_path_only_is_found_with_both_operands():
+    # shared-memory A and B (SS form): four registers; the write of UR6 is skipped when P0 branches past it
+    listing = _listing(
+        (0x00, "UMOV UR4, UR20"),
+        (0x10, "UMOV UR5, UR21"),
+        (0x20, "UMOV UR7, UR23"),
+        (0x30, "@P0 BRA 0x50"),
+        (0x40, "UMOV UR6, UR22"),
+        (0x50, "HGMMA.64x64x16.F32 R24, gdesc[UR4], R24, gsb0"),
+        (0x60, "EXIT"))
+    (found,) = sass.unset_wgmma_descriptors(listing)
+    assert found.registers == (6, )
+
+
+def test_unreachable_code_and_listings_without_wgmma_report_nothing():
+    assert sass.unset_wgmma_descriptors(_listing((0x0, "MOV R1, R2"), (0x10, "EXIT"))) == []
+    after_exit = _listing((0x0, "EXIT"), (0x10, "HGMMA.64x64x16.F32 R24, gdesc[UR4], R24"))
+    assert sass.unset_wgmma_descriptors(after_exit) == []
+
+
+@gluon.jit
+def _wgmma_kernel(out_ptr, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr):
+    """One wgmma over two shared tiles built from registers, its result stored."""
+    blocked: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                         instr_shape=[16, BN, 16])
+    a = gl.full([BM, BK], 1.0, gl.float16, layout=blocked)
+    b = gl.full([BK, BN], 2.0, gl.float16, layout=blocked)
+    a_smem = gl.allocate_shared_memory(gl.float16, [BM, BK], gl.NVMMASharedLayout.get_default_for([BM, BK],
+                                                                                                   gl.float16), a)
+    b_smem = gl.allocate_shared_memory(gl.float16, [BK, BN], gl.NVMMASharedLayout.get_default_for([BK, BN],
+                                                                                                   gl.float16), b)
+    acc = warpgroup_mma(a_smem, b_smem, gl.zeros([BM, BN], gl.float32, layout=acc_layout))
+    rows = gl.arange(0, BM, layout=gl.SliceLayout(1, acc_layout))
+    cols = gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
+    gl.store(out_ptr + rows[:, None] * BN + cols[None, :], acc)
+
+
+_CONFIGS = [triton.Config({"BM": 64, "BN": 64, "BK": 32}, num_warps=4)]
+
+
+def test_inspect_reads_a_wgmma_kernels_sass_and_reports_no_hazard():
+    (row,) = resources.inspect(_wgmma_kernel, target="sm_90", signature={"out_ptr": "*fp32"}, configs=_CONFIGS)
+    assert row.fits and row.hazards == ()
+
+
+def test_inspect_reports_a_hazard_per_config_and_the_cli_prints_it(monkeypatch, capsys):
+    """The check's findings reach ResourceRow.hazards, the JSON and the table's footer (the check replaced by one that
+    finds the miscompiled listing's wgmma, on the real kernel's compile)."""
+    seen = []
+
+    def found(text: str):
+        seen.append("HGMMA" in text)
+        return sass.unset_wgmma_descriptors(MISCOMPILED)
+    monkeypatch.setattr(resources, "unset_wgmma_descriptors", found)
+    monkeypatch.setattr(resources, "_compile_cache", {})
+    (row,) = resources.inspect(_wgmma_kernel, target="sm_90", signature={"out_ptr": "*fp32"}, configs=_CONFIGS)
+    assert seen == [True]
+    assert len(row.hazards) == 1 and "+0xd960" in row.hazards[0]
+    assert json.loads(json.dumps(row.to_dict()))["hazards"] == list(row.hazards)
+    code = cli.main(["inspect", f"{__file__}:_wgmma_kernel", "--signature", "out_ptr=*fp32", "--constexpr",
+                     "BM=64,BN=64,BK=32"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "1 miscompiled (below)" in out and "+0xd960 reads its descriptor from UR10, UR11" in out
+
+
+if __name__ == "__main__":
+    pytest.main([__file__])
