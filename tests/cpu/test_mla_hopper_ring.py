@@ -101,8 +101,15 @@ def test_ring_config_refused_where_it_does_not_apply(heads, fmt, config, needle)
     (128, "fp8", dict(PP=0, WG1_FIRST=1), "WG1_FIRST=1 belongs to the ping-pong kernel: add PP=1"),
     (16, "fp8", dict(PREFETCH=1, FAST_MAX=1), "FAST_MAX=1, PREFETCH=1 belong to the second fp8 tokens-on-M kernel: "
                                               "add V2=1"),
-    (16, "fp8", dict(V2=0, LOOK=0), "LOOK=0 belongs to the second fp8 tokens-on-M kernel: add V2=1")],
-    ids=["ring-slots", "ring-off", "pp-reload", "pp-fp8-off", "v2-prefetch", "v2-off"])
+    (16, "fp8", dict(V2=0, LOOK=0), "LOOK=0 belongs to the second fp8 tokens-on-M kernel: add V2=1"),
+    # the fp8 heads-on-M class has two siblings: a knob of one under the other's flag, or of T8 without its flag
+    (128, "fp8", dict(T8=1, RELOAD=1), "RELOAD=1 belongs to the ping-pong kernel: not to the fp8 ping-pong kernel "
+                                       "with fp8 scores, which T8=1 selects"),
+    (128, "fp8", dict(PP=1, WL1=1), "WL1=1 belongs to the fp8 ping-pong kernel with fp8 scores: not to the ping-pong "
+                                    "kernel, which PP=1 selects"),
+    (128, "fp8", dict(PP=0, WL1=1), "WL1=1 belongs to the fp8 ping-pong kernel with fp8 scores: add T8=1")],
+    ids=["ring-slots", "ring-off", "pp-reload", "pp-fp8-off", "v2-prefetch", "v2-off", "t8-pp-knob", "pp-t8-knob",
+         "t8-off"])
 def test_a_sibling_kernels_knob_without_its_flag_is_refused(heads, fmt, config, needle):
     """A pinned config naming a knob that only the class's sibling kernel takes, without the flag that selects that
     kernel, ran the first kernel without it (its keys were dropped without a word): now one line names the knob
@@ -120,6 +127,7 @@ def test_knobs_the_first_kernel_takes_too_and_selected_siblings_stay_accepted():
                                (16, "bf16", dict(RING=1, NUM_SLOTS=18, EARLY_S=1)),
                                (128, "bf16", dict(PP=1, RELOAD=0, WG1_FIRST=1)),
                                (128, "fp8", dict(PP=1, RELOAD=1)),
+                               (128, "fp8", dict(T8=1, WL1=1)),
                                (16, "fp8", dict(V2=1, PREFETCH=1, FAST_MAX=1, LOOK=0))]:
         pinned = interface_hopper.pinned_config(heads, fmt, config)
         _, _, consts, _ = _call(heads, fmt, pinned)

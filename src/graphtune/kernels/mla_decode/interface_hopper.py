@@ -478,36 +478,37 @@ _V2_FLAGS = ("PREFETCH", "FAST_MAX", "GATHER", "RK64", "PT_EARLY", "DS", "CHAIN"
 # something only under the removed PV8)
 
 
-# A shape class's sibling kernel, which a pinned config selects with a flag: (flag, the kernel in messages)
-_SIBLINGS: dict[tuple[bool, str], tuple[str, str]] = {
-    (True, "bf16"): ("PP", "the ping-pong kernel"), (True, "fp8"): ("PP", "the ping-pong kernel"),
-    (False, "bf16"): ("RING", "the ring kernel"), (False, "fp8"): ("V2", "the second fp8 tokens-on-M kernel")}
+# A shape class's sibling kernels, each selected in a pinned config by its flag: (flag, the kernel in messages)
+_SIBLINGS: dict[tuple[bool, str], tuple[tuple[str, str], ...]] = {
+    (True, "bf16"): (("PP", "the ping-pong kernel"), ),
+    (True, "fp8"): (("PP", "the ping-pong kernel"), ("T8", "the fp8 ping-pong kernel with fp8 scores")),
+    (False, "bf16"): (("RING", "the ring kernel"), ),
+    (False, "fp8"): (("V2", "the second fp8 tokens-on-M kernel"), )}
 
 
 @functools.lru_cache(maxsize=None)
-def _sibling_only(on_m: bool, fmt: str) -> frozenset[str]:
-    """The knobs that only the class's sibling kernel takes: its constexprs that no launch sets, less the first
-    kernel's, its flag and PROGRAMS_PER_SM (which the launcher reads for the grid of every class)."""
-    flag, _ = _SIBLINGS[(on_m, fmt)]
+def _knobs(on_m: bool, fmt: str, flag: str | None) -> frozenset[str]:
+    """The knobs of the class's kernel that ``flag`` selects (None: the first kernel): its constexprs that no launch
+    sets, less every flag of the class and PROGRAMS_PER_SM (which the launcher reads for the grid of every class)."""
     heads = BLOCK_H if on_m else TOK_BLOCK_H
-    sibling = kernel_for(heads, fmt, v2=flag == "V2", pp=flag == "PP", ring=flag == "RING")
-
-    def knobs(fn) -> set[str]:
-        return {p.name for p in fn.params if p.is_constexpr} - _LAUNCH_CONSTEXPRS
-    return frozenset(knobs(sibling) - knobs(kernel_for(heads, fmt)) - {flag, "PROGRAMS_PER_SM"})
+    fn = kernel_for(heads, fmt, v2=flag == "V2", pp=flag == "PP", ring=flag == "RING", t8=flag == "T8")
+    flags = {f for f, _ in _SIBLINGS.get((on_m, fmt), ())}
+    return frozenset({p.name for p in fn.params if p.is_constexpr} - _LAUNCH_CONSTEXPRS - flags - {"PROGRAMS_PER_SM"})
 
 
 def _check_sibling_keys(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
-    """A pinned config that names a knob of the sibling kernel without the flag that selects it is an error: the
-    first kernel would run without it (``_kernel_and_params`` keeps only the running kernel's keys)."""
-    entry = _SIBLINGS.get((on_m, fmt))
-    if entry is None or cfg.get(entry[0]) or cfg.get("T8"):
-        return
-    flag, kernel = entry
-    stray = sorted(set(cfg) & _sibling_only(on_m, fmt))
-    if stray:
-        raise ValueError(f"mla_decode: {', '.join(f'{k}={cfg[k]}' for k in stray)} "
-                         f"{'belongs' if len(stray) == 1 else 'belong'} to {kernel}: add {flag}=1 (config {cfg})")
+    """A pinned config that names a knob only another kernel of its class takes is an error: the kernel it selects
+    would run without it (``_kernel_and_params`` keeps only the running kernel's keys). The first kernel's knobs are
+    always accepted (a pinned config overlays the first kernel's fixed config)."""
+    siblings = _SIBLINGS.get((on_m, fmt), ())
+    running = next(((flag, name) for flag, name in siblings if cfg.get(flag)), None)
+    allowed = _knobs(on_m, fmt, None) | (_knobs(on_m, fmt, running[0]) if running else frozenset())
+    for flag, name in siblings:
+        stray = sorted(set(cfg) & (_knobs(on_m, fmt, flag) - allowed))
+        if stray:
+            where = (f"not to {running[1]}, which {running[0]}=1 selects" if running else f"add {flag}=1")
+            raise ValueError(f"mla_decode: {', '.join(f'{k}={cfg[k]}' for k in stray)} "
+                             f"{'belongs' if len(stray) == 1 else 'belong'} to {name}: {where} (config {cfg})")
 
 
 def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
