@@ -421,7 +421,9 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
         cfg = {**_base_config(on_m, fmt == "fp8"), **(config or {})}
         if cfg.get("DS"):
             raise ValueError(f"mla_decode: config {config}: DS=1 is the fp8_ds_mla loader, got kv_format {fmt!r}")
-        _check_sibling_keys(on_m, fmt, cfg)
+        # the pinned config's own keys (the fixed config it overlays may hold another kernel's: the benchmark sets
+        # the module's fixed config to each variant it labels), or the fixed config when none is pinned
+        _check_sibling_keys(on_m, fmt, config if config else cfg)
     v2 = bool(cfg.pop("V2", 0))
     pp = bool(cfg.get("PP", 0))
     if pp:
