@@ -884,12 +884,14 @@ def _resource_usage(cubin: bytes, kernel_name: str) -> dict[str, int]:
     return _parse_resource_usage(_cuobjdump_text(cubin, "--dump-resource-usage"), kernel_name)
 
 
-def _hazards(kernel: Any) -> tuple[str, ...]:
-    """What :mod:`graphtune.sass` finds wrong in a compiled kernel's SASS: wgmmas whose descriptor is not written
-    on every path into them. Read only for kernels with a wgmma (its PTX names ``wgmma.mma_async``)."""
-    if "wgmma.mma_async" not in kernel.asm.get("ptx", ""):
+def wgmma_hazards(kernel: Any) -> tuple[str, ...]:
+    """What :mod:`graphtune.sass` finds wrong in a compiled kernel's SASS (``kernel.asm``: Triton's
+    ``CompiledKernel``): wgmmas whose descriptor is not written on every path into them. Read only for kernels with a
+    wgmma (their PTX names ``wgmma.mma_async``); () for any other, or without its PTX and cubin."""
+    asm = getattr(kernel, "asm", None)
+    if not isinstance(asm, Mapping) or "wgmma.mma_async" not in str(asm.get("ptx", "")) or not asm.get("cubin"):
         return ()
-    return tuple(str(u) for u in unset_wgmma_descriptors(_cuobjdump_text(kernel.asm["cubin"], "--dump-sass")))
+    return tuple(str(u) for u in unset_wgmma_descriptors(_cuobjdump_text(asm["cubin"], "--dump-sass")))
 
 
 def _launch_options(config: triton.Config) -> dict[str, Any]:
@@ -951,7 +953,7 @@ def _compile(spec: _Spec, constexprs: dict[str, Any], options: dict[str, Any], t
                                   total_warps=int(kernel.metadata.num_warps),
                                   partitions=warp_partitions(kernel.asm.get("ttgir", ""), kernel.asm.get("ptx", ""),
                                                              int(options["num_warps"]), registers),
-                                  hazards=_hazards(kernel)), None)
+                                  hazards=wgmma_hazards(kernel)), None)
         logger.debug("compiled %s for %s with %s in %.2f s: %s", _fn_name(fn), target.name, options,
                      time.perf_counter() - started, result.usage)
     with _cache_lock:

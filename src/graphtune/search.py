@@ -302,6 +302,11 @@ def _check_compiled(space: Space, config, args, kwargs, grid, limits, resources:
     occ = occupancy(limits, 0, shared, warps)
     if not occ.fits:
         return occ.reason
+    # a wgmma whose operand descriptor ptxas left unset on some path (graphtune.sass) reads the wrong operand or an
+    # illegal shared address when that path runs, which ends the CUDA context: never launched
+    hazard = _wgmma_hazard(ck)
+    if hazard:
+        return hazard
     try:
         ck._init_handles()
         res["registers"] = int(ck.n_regs)
@@ -310,6 +315,16 @@ def _check_compiled(space: Space, config, args, kwargs, grid, limits, resources:
         return one_line(exc)
     occ = occupancy(limits, res["registers"], shared, warps)
     return None if occ.fits else occ.reason
+
+
+def _wgmma_hazard(ck) -> str | None:
+    from .resources import wgmma_hazards
+    try:
+        found = wgmma_hazards(ck)
+    except Exception as exc:  # noqa: BLE001 - without cuobjdump the check is skipped, not the config
+        logger.debug("graphtune: SASS of %s not read: %s", getattr(ck, "name", "?"), exc)
+        return None
+    return f"miscompiled: {found[0]}" if found else None
 
 
 def _validate(space: Space, candidates, args, kwargs, grid, nargs, skip: set[int]) -> dict[int, str]:

@@ -7,11 +7,13 @@ import json
 
 import pytest
 import triton
+import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import warpgroup_mma
 
-from graphtune import cli, resources, sass
+import graphtune
+from graphtune import cli, resources, sass, search
 
 
 def _listing(*lines: str) -> str:
@@ -136,6 +138,61 @@ def test_inspect_reports_a_hazard_per_config_and_the_cli_prints_it(monkeypatch, 
     out = capsys.readouterr().out
     assert code == 0
     assert "1 miscompiled (below)" in out and "+0xd960 reads its descriptor from UR10, UR11" in out
+
+
+@triton.jit
+def _copy_kernel(x_ptr, out_ptr, n, B, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+class _Compiled:
+    """What the tuner's device check reads from a compiled kernel, with a wgmma in its PTX."""
+
+    def __init__(self, ptx: str):
+        self.metadata = type("M", (), {"shared": 1024, "num_warps": 4})()
+        self.asm = {"ptx": ptx, "cubin": b"cubin"}
+        self.n_regs, self.n_spills, self.loaded = 64, 0, False
+
+    def _init_handles(self):
+        self.loaded = True
+
+
+@pytest.mark.parametrize("ptx,listing,expect", [
+    ("wgmma.mma_async.sync.aligned.m64n256k32", MISCOMPILED, "miscompiled: QGMMA.64x256x32.F32.E4M3.E4M3 at +0xd960"),
+    ("wgmma.mma_async.sync.aligned.m64n256k32", "", None),
+    ("ld.global.b32", MISCOMPILED, None)], ids=["miscompiled", "clean", "no-wgmma"])
+def test_the_tuner_never_launches_a_config_with_a_miscompiled_wgmma(monkeypatch, ptx, listing, expect):
+    """The device check before a candidate's first launch: a wgmma whose descriptor is unset on some path excludes
+    the config with the finding as its reason (its launch would end the CUDA context), before the kernel is loaded;
+    a kernel whose SASS has none, or whose PTX has no wgmma (SASS not read), goes on."""
+    read = []
+
+    def dump(cubin: bytes, flag: str) -> str:
+        read.append(flag)
+        return listing
+    monkeypatch.setattr(resources, "_cuobjdump_text", dump)
+    k = graphtune.autotune([triton.Config({"BLOCK": 32}, num_warps=4)], key=["B"], name="t_wgmma_check")(_copy_kernel)
+    stub = _Compiled(ptx)
+    monkeypatch.setattr(k.fn, "warmup", lambda *a, **kw: stub)
+    why = search._check_compiled(k.space, triton.Config({"BLOCK": 32}, num_warps=4), (), {}, (1,),
+                                 resources.get_target("sm_90"), {}, 0)
+    assert read == (["--dump-sass"] if "wgmma" in ptx else [])
+    if expect is None:
+        assert why is None and stub.loaded
+    else:
+        assert why.startswith(expect) and not stub.loaded
+
+
+def test_without_cuobjdump_the_check_is_skipped_not_the_config(monkeypatch):
+    def fail(cubin: bytes, flag: str) -> str:
+        raise resources.GraphtuneError("cuobjdump not found")
+    monkeypatch.setattr(resources, "_cuobjdump_text", fail)
+    k = graphtune.autotune([triton.Config({"BLOCK": 32}, num_warps=4)], key=["B"], name="t_wgmma_nodump")(_copy_kernel)
+    stub = _Compiled("wgmma.mma_async")
+    monkeypatch.setattr(k.fn, "warmup", lambda *a, **kw: stub)
+    assert search._check_compiled(k.space, triton.Config({"BLOCK": 32}, num_warps=4), (), {}, (1,),
+                                  resources.get_target("sm_90"), {}, 0) is None
 
 
 if __name__ == "__main__":
