@@ -61,10 +61,10 @@ def parse(sass: str) -> list[Instruction]:
 
 
 def _uniform_writes(ins: Instruction) -> set[int]:
-    """Uniform registers an instruction writes: its first operand, for uniform-datapath opcodes and ``R2UR``; a
-    ``.64`` opcode writes the pair."""
-    if not (ins.opcode.startswith("U") or ins.opcode.startswith("R2UR")):
-        return set()
+    """Uniform registers an instruction writes: its first operand when that is a uniform register (``UMOV``,
+    ``UIADD3``, ``R2UR``, ``S2UR``, ``VOTEU``...; a memory operand is in brackets, a predicate is ``UPx``); a
+    ``.64`` opcode writes the pair. Predicated writes count as writes (the check never reports a write as missing
+    that some instruction may make)."""
     m = _UNIFORM_DEST.match(ins.operands)
     if not m:
         return set()
