@@ -721,15 +721,16 @@ def test_bench_pins_every_hopper_variant_it_times_as_labelled(monkeypatch):
     ("mla_cases", ["--config", "{'T8': 1}"], "--config: \"{'T8': 1}\" is not JSON"),
     ("mla_cases", ["--config", '{"T8": "yes"}'], "is not a JSON object of integer knobs"),
     ("mla_cases", ["--config", '{"T8": 1}', "--sanitize", "8"], "--sanitize 8: the cases are 0..7"),
-    ("mla_cases", ["--config", '{"T8": 1}'], "needs a CUDA GPU")],
+    ("mla_cases", ["--config", '{"T8": 1}'], "needs a CUDA GPU"),
+    ("p_rounding", ["--tokens", "0"], "--tokens 0: must be at least 1")],
     ids=["three-parts", "not-a-power-of-two", "not-a-number", "no-gpu", "gather-bf16", "gather-whole-tiles",
          "gather-page-0", "gather-no-gpu", "timeline-two-parts", "timeline-format", "timeline-overlay",
          "timeline-no-gpu", "cold-code-not-a-number", "cold-code-zero", "cold-code-load", "cold-code-no-gpu",
          "pick-check-cells", "pick-check-no-gpu", "clocks-cells", "clocks-seconds", "clocks-no-gpu",
-         "cases-not-json", "cases-not-knobs", "cases-sanitize-range", "cases-no-gpu"])
+         "cases-not-json", "cases-not-knobs", "cases-sanitize-range", "cases-no-gpu", "p-rounding-tokens"])
 def test_probes_say_what_is_wrong_in_one_line(probe_name, argv, expect):
-    """benchmarks/probes/reduce_sweep.py, gather_route.py, timeline.py, cold_code.py, pick_check.py, clocks.py and
-    mla_cases.py: a
+    """benchmarks/probes/reduce_sweep.py, gather_route.py, timeline.py, cold_code.py, pick_check.py, clocks.py,
+    mla_cases.py and p_rounding.py: a
     malformed argument is named with its value; without a GPU (this CPU machine) they say so; each exits 2 before
     touching any device."""
     probe = Path(__file__).resolve().parents[2] / "benchmarks" / "probes" / f"{probe_name}.py"
