@@ -598,8 +598,6 @@ HOPPER_TOK_FP8_VARIANTS = [dict(V2=0, NUM_BUF=4, WIDEN=0, PROGRAMS_PER_SM=1),
 # one another in the module's fixed config. (The hi/lo fp8-score kernel, 11-19% slower in every cell, was removed
 # in session 9.)
 HOPPER_ON_M_FP8_VARIANTS = [dict(NUM_BUF=2, WOVL=1, PSMEM=0, XCH=1), dict(NUM_BUF=2, WOVL=1, PSMEM=1, XCH=1),
-                            # WB = 1 (session 25): the widening without bank conflicts (kernel_hopper.widen_layout)
-                            dict(NUM_BUF=2, WOVL=1, PSMEM=1, XCH=1, WB=1),
                             # PP = 1 (session 11): the ping-pong kernel on the fp8 cache, each tile widened in place
                             # by its owner (kernel_hopper_pp.py)
                             dict(PP=1, RELOAD=1), dict(PP=1, RELOAD=1, WG1_FIRST=1), dict(PP=1, RELOAD=0),

@@ -501,10 +501,9 @@ _ON_M_FP16 = ("HGMMA.64x256x16.F32 ", "HGMMA.64x32x16.F32 ")   # fp16 operands: 
     ("fp8", 16, None, ("QGMMA.64x16x32.F32.E4M3.E4M3", "HGMMA.64x16x16.F32 ")),
     ("fp8", 128, None, _ON_M_FP16),
     ("fp8", 128, dict(WOVL=0, PSMEM=0, XCH=0), _ON_M_FP16),
-    ("fp8", 128, dict(WOVL=1, PSMEM=1, XCH=0, LSUM=1, MAX1=1), _ON_M_FP16 + ("HGMMA.64x8x16.F32 ",)),
-    ("fp8", 128, dict(WOVL=1, PSMEM=1, XCH=1, WB=1), _ON_M_FP16)],
+    ("fp8", 128, dict(WOVL=1, PSMEM=1, XCH=0, LSUM=1, MAX1=1), _ON_M_FP16 + ("HGMMA.64x8x16.F32 ",))],
     ids=["heads-on-M", "heads-on-M-psmem-xch-early", "heads-on-M-before", "heads-on-M-32tok", "tokens-on-M",
-         "tokens-on-M-fp8", "heads-on-M-fp8", "heads-on-M-fp8-serial", "heads-on-M-fp8-lsum", "heads-on-M-fp8-wb"])
+         "tokens-on-M-fp8", "heads-on-M-fp8", "heads-on-M-fp8-serial", "heads-on-M-fp8-lsum"])
 def test_hopper_kernel_compiles_for_sm90_with_tma_and_wgmma(kv_format, heads, config, mmas):
     """The Gluon kernels compiled for sm_90a on a CPU: TMA loads (UTMALDG), warpgroup MMAs of the expected
     shapes (HGMMA; QGMMA for fp8 scores), and a block that fits an sm_90 SM (232,448 B of shared memory,
@@ -518,9 +517,6 @@ def test_hopper_kernel_compiles_for_sm90_with_tma_and_wgmma(kv_format, heads, co
     assert "UTMALDG.2D" in sass and all(m in sass for m in mmas), [m for m in mmas if m not in sass]
     # every wgmma's descriptor written on every path into it (graphtune.sass: ptxas 12.8 once built one that was not)
     assert [str(u) for u in unset_wgmma_descriptors(sass)] == []
-    if config and config.get("WB"):
-        # the conflict-free widening (widen_layout) holds no more registers than the blocked one: no spills
-        assert usage.get("STACK", 0) == 0, usage
     # ptxas serialises every wgmma (a wait after each, warning C7514) when it sees the accumulator read while
     # MMAs are in flight: the loop then holds ~40 waits instead of a few. Checked with triton 3.6's ptxas, the
     # one the kernels were scheduled and timed with; triton 3.9's serialises the bf16 kernels' (not timed:

@@ -289,8 +289,6 @@ HEADS_VARIANTS = [("bf16", dict(PSMEM=1)), ("bf16", dict(PSMEM=1, XCH=1)), ("bf1
 HEADS_VARIANTS += [("fp8", dict(WOVL=w, PSMEM=p, XCH=x, LSUM=l, MAX1=m))
                    for w, p, x, l, m in ((0, 0, 0, 0, 0), (1, 0, 0, 0, 0), (1, 0, 1, 0, 0), (0, 1, 1, 0, 0),
                                          (1, 1, 1, 0, 0), (1, 1, 0, 1, 1))]
-# WB (session 25): the widening's registers laid out for no shared-memory bank conflict (kernel_hopper.widen_layout)
-HEADS_VARIANTS += [("fp8", dict(WOVL=1, PSMEM=1, XCH=1, WB=1))]
 # the ping-pong kernel on an fp8 cache (session 11: each tile widened in place by its owner)
 HEADS_VARIANTS += [("fp8", dict(PP=1, RELOAD=1)), ("fp8", dict(PP=1, RELOAD=0)),
                    ("fp8", dict(PP=1, RELOAD=1, WG1_FIRST=1)), ("fp8", dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1)),

@@ -550,15 +550,8 @@ def widen_layout(rows, num_warps):
 def _widen_cols(src, dst, n_valid, ROWS: gl.constexpr, COLS: gl.constexpr, num_warps: gl.constexpr):
     """fp8 shared tile ``src`` [ROWS, COLS] -> fp16 shared tile ``dst`` (exact: every e4m3 value is an fp16),
     rows ``>= n_valid`` written as zeros (a request's last tile: rows past seq_len may hold NaN, and P.V would
-    turn 0 * NaN into NaN). 16-byte shared loads, one ``cvt`` per two values; 8 lanes along a row (two-wavefront
-    fp16 stores: ``widen_layout`` says why; ``_widen_cols_in`` takes that layout instead)."""
-    _widen_cols_in(src, dst, n_valid, ROWS, COLS, gl.BlockedLayout([1, 16], [4, 8], [num_warps, 1], [1, 0]))
-
-
-@gluon.jit
-def _widen_cols_in(src, dst, n_valid, ROWS: gl.constexpr, COLS: gl.constexpr, layout: gl.constexpr):
-    """``_widen_cols`` through the registers of ``layout`` (a [ROWS, 128] layout: ``widen_layout`` for no
-    shared-memory bank conflict)."""
+    turn 0 * NaN into NaN). 16-byte shared loads, one ``cvt`` per two values."""
+    layout: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [num_warps, 1], [1, 0])
     CHUNK: gl.constexpr = 128     # 128 bytes of fp8: one swizzle atom of the TMA tile
     for c in gl.static_range(COLS // CHUNK):
         x = src.slice(c * CHUNK, CHUNK, dim=1).load(layout).to(gl.float16)

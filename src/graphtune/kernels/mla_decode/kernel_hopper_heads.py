@@ -31,10 +31,6 @@ MAX1 = 1: the row maxima across the two warpgroups with one barrier (``kernel_ho
 instead of ``gl.max``'s two. XCH = 1: the whole softmax step (maxima and sums) with one barrier
 (``kernel_hopper._softmax_2wg``), instead of MAX1 and LSUM.
 
-WB = 1 (session 25, pinned until timed) lays the widening's registers out as T8's (``kernel_hopper.widen_layout``: 8
-lanes of a quarter-warp on 8 rows of one column group), whose fp16 stores take one wavefront where the blocked
-layout's take two (T8 at batch 64 on the H200: 0.1578 -> 0.1452 ms with it, session 24 run 8).
-
 WOVL = 1 widens the tile 128 columns at a time and issues the score MMAs of each chunk as soon as it is
 written, so the widening of chunk c + 1 runs under the MMAs of chunk c; WOVL = 0 widens the whole tile, then
 issues the score MMAs.
@@ -56,13 +52,10 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from .kernel_hopper import (_block_barrier, _issue_nope, _load_rope, _program_ids, _row_max_2wg, _segment,
-                            _softmax_2wg, _split_start, _store_lse_and_segment, _store_o, _tma_load, _widen_cols,
-                            _widen_cols_in, widen_layout)
+                            _softmax_2wg, _split_start, _store_lse_and_segment, _store_o, _tma_load, _widen_cols)
 
 # whether a shared-memory view of another shape is ``reinterpret`` (triton 3.9) or ``_reinterpret`` (3.6)
 _REINTERPRET_PUBLIC = gl.constexpr(hasattr(gl.shared_memory_descriptor, "reinterpret"))
-# WB = 1: the widening's registers laid out for no shared-memory bank conflict (64 rows, 8 warps)
-_WIDEN = gl.constexpr(widen_layout(64, 8))
 
 
 @gluon.jit
@@ -186,7 +179,6 @@ def _mla_decode_hopper_fp8w_kernel(
     LSUM: gl.constexpr = 0,
     MAX1: gl.constexpr = 0,
     XCH: gl.constexpr = 0,
-    WB: gl.constexpr = 0,
 ):
     """Grid ``(H // 64, P)``: program (h, p) attends heads ``[h * 64, h * 64 + 64)`` over tile range p (the
     arguments are the hi/lo fp8 heads-on-M kernel's, so one launch path serves both)."""
@@ -288,12 +280,8 @@ def _mla_decode_hopper_fp8w_kernel(
             s = gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout)
             if WOVL:
                 for c in gl.static_range(4):
-                    if WB:
-                        _widen_cols_in(kn.slice(c * 128, 128, dim=1), kw.slice(c * 128, 128, dim=1), n_valid,
-                                       BLOCK_N, 128, _WIDEN)
-                    else:
-                        _widen_cols(kn.slice(c * 128, 128, dim=1), kw.slice(c * 128, 128, dim=1), n_valid, BLOCK_N,
-                                    128, num_warps)
+                    _widen_cols(kn.slice(c * 128, 128, dim=1), kw.slice(c * 128, 128, dim=1), n_valid, BLOCK_N,
+                                128, num_warps)
                     fence_async_shared()
                     _block_barrier()
                     if c == 0:
@@ -302,10 +290,7 @@ def _mla_decode_hopper_fp8w_kernel(
                     s = warpgroup_mma(q_chunks.index(c + (i >> 30)),
                                       kw.slice(c * 128, 128, dim=1).permute((1, 0)), s, is_async=True)
             else:
-                if WB:
-                    _widen_cols_in(kn, kw, n_valid, BLOCK_N, D_V, _WIDEN)
-                else:
-                    _widen_cols(kn, kw, n_valid, BLOCK_N, D_V, num_warps)
+                _widen_cols(kn, kw, n_valid, BLOCK_N, D_V, num_warps)
                 fence_async_shared()
                 _block_barrier()
                 s = warpgroup_mma(qn_smem, kw.permute((1, 0)), s, use_acc=False, is_async=True)
