@@ -114,27 +114,27 @@ def unset_wgmma_descriptors(sass: str) -> list[UnsetDescriptor]:
     writes = [set().union(*(_uniform_writes(ins) for ins in code[start:stop])) for start, stop in ranges]
     # written on every path to the end of each block (None: no path reaches it yet); the entry starts with none
     out: list[set[int] | None] = [None] * len(ranges)
+
+    def written_into(b: int) -> set[int] | None:
+        """Registers written on every path into block b (None: no path reaches it yet)."""
+        if b == 0:
+            return set()
+        arriving = [out[p] for p in predecessors[b] if out[p] is not None]
+        return set.intersection(*arriving) if arriving else None
+
     changed = True
     while changed:
         changed = False
         for b in range(len(ranges)):
-            arriving = [out[p] for p in predecessors[b] if out[p] is not None]
-            if b == 0:
-                written = set()
-            elif arriving:
-                written = set.intersection(*arriving)
-            else:
-                continue
-            new = written | writes[b]
-            if new != out[b]:
-                out[b] = new
+            written = written_into(b)
+            if written is not None and written | writes[b] != out[b]:
+                out[b] = written | writes[b]
                 changed = True
     found = []
     for b, (start, stop) in enumerate(ranges):
-        arriving = [out[p] for p in predecessors[b] if out[p] is not None]
-        if b and not arriving:
+        written = written_into(b)
+        if written is None:
             continue
-        written = set.intersection(*arriving) if b else set()
         for ins in code[start:stop]:
             if ins.opcode.startswith(("HGMMA", "QGMMA")):
                 m = _DESCRIPTOR.search(ins.operands)

@@ -567,13 +567,8 @@ def test_timeline_stamps_compile_to_nothing_unless_asked_for(kv_format, heads, c
 
 
 def _sass(cubin: bytes) -> str:
-    import tempfile
     from graphtune import resources
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(cubin)
-        f.flush()
-        return subprocess.run([resources._cuobjdump(), "--dump-sass", f.name], capture_output=True, text=True,
-                              check=True).stdout
+    return resources._cuobjdump_text(cubin, "--dump-sass")
 
 
 def test_hopper_path_selection_and_reasons():
