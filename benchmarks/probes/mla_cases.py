@@ -1,8 +1,9 @@
 """Runs one Hopper MLA decode config on a list of small cases, each in its own process (a fault ends a CUDA
-context, not the probe), and prints per case the relative error against the fp32 reference (flagged above 2e-3) or the error: where a
-new kernel path faults or goes wrong. Optionally under compute-sanitizer (``--sanitize N``: case N, memcheck).
+context, not the probe); prints per case the relative error against the fp32 reference (flagged above 2e-3) or the
+error, and writes them as JSON: where a new kernel path faults or goes wrong. Optionally under compute-sanitizer
+(``--sanitize N``: case N, memcheck).
 
-    python benchmarks/probes/mla_cases.py --config '{"PP": 0, "T8": 1}' [--sanitize 3]
+    python benchmarks/probes/mla_cases.py --config '{"PP": 0, "T8": 1}' [--sanitize 3] [--out FILE]
 """
 from __future__ import annotations
 
@@ -12,6 +13,10 @@ import math
 import os
 import subprocess
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _common import environment  # noqa: E402
 
 # (heads, lengths, SMs): full tiles, one tile, a partial tile, one token, segments spanning programs, the GPU
 # test's mixed batch
@@ -61,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", type=_config, required=True, help="the pinned config, a JSON object")
     ap.add_argument("--case", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--sanitize", type=int, default=None, help="also run case N under compute-sanitizer memcheck")
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/mla_cases.json"))
     args = ap.parse_args(argv)
     for name, value in (("--case", args.case), ("--sanitize", args.sanitize)):
         if value is not None and not 0 <= value < len(CASES):
@@ -74,12 +80,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.case is not None:
         print(_one(args.config, args.case))
         return 0
+    rows = []
     for i, case in enumerate(CASES):
         r = subprocess.run([sys.executable, __file__, "--config", text, "--case", str(i)],
                            capture_output=True, text=True, timeout=120)
         last = (r.stdout.strip().splitlines() or ["?"])[-1] if r.returncode == 0 else \
             (r.stderr.strip().splitlines() or ["?"])[-1][:200]
         print(f"case {i} H={case[0]} lens={case[1]} sms={case[2]}: {last}", flush=True)
+        rows.append({"heads": case[0], "lens": case[1], "sms": case[2], "result": last})
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"environment": environment(), "command": " ".join(sys.argv),
+                                    "config": args.config, "cases": rows}, indent=2))
+    print(f"wrote {args.out}")
     if args.sanitize is not None:
         r = subprocess.run(["compute-sanitizer", "--tool", "memcheck", "--print-limit", "4", sys.executable, __file__,
                             "--config", text, "--case", str(args.sanitize)],
