@@ -314,6 +314,11 @@ def test_ab_target_times_the_space_each_config_pinned_as_the_tuned_grid_runs_it(
             assert pinned["PROGRAMS_PER_SM"] == hopper._tok_fp8_programs_per_sm(pinned)
     alias = resolve_target("mla_decode_hopper")   # graphtune ab mla_decode_hopper: fp8, H = 16
     assert isinstance(alias, MlaDecodeHopperTarget) and (alias.heads, alias.kv_format) == (16, "fp8")
+    for name, fmt128 in (("mla_decode_hopper_h128", "fp8"), ("mla_decode_hopper_h128_bf16", "bf16")):
+        alias = resolve_target(name)
+        assert (alias.name, alias.heads, alias.kv_format) == (name, 128, fmt128)
+        assert [c.kwargs for c in alias.configs] == [c.kwargs for c in MlaDecodeHopperTarget(heads=128,
+                                                                                             kv_format=fmt128).configs]
     with pytest.raises(ValueError, match=r"\['BLOCK_H'\] that the Hopper kernel"):
         hopper.pinned_config(heads, fmt, {"BLOCK_H": 16, "BLOCK_N": 64})
 

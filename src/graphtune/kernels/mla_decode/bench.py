@@ -141,6 +141,10 @@ class MlaDecodeHopperTarget(MlaDecodeTarget):
 
 # ``graphtune ab mla_decode_hopper``: fp8, H = 16 (the tensor-parallel case), the tokens-on-M kernel's space
 AB_HOPPER_TARGET = MlaDecodeHopperTarget()
+# ``graphtune ab mla_decode_hopper_h128`` / ``mla_decode_hopper_h128_bf16``: H = 128 (data-parallel attention), the
+# heads-on-M kernels' spaces (fp8: the first kernel, the ping-pong kernel and T8; bf16: the first and the ping-pong)
+AB_HOPPER_H128_TARGET = MlaDecodeHopperTarget(name="mla_decode_hopper_h128", heads=128)
+AB_HOPPER_H128_BF16_TARGET = MlaDecodeHopperTarget(name="mla_decode_hopper_h128_bf16", heads=128, kv_format="bf16")
 # page size 1 (FlashMLA cannot) on the Hopper path: the second fp8 tokens-on-M kernel's row gather
 # (``graphtune ab graphtune.kernels.mla_decode.bench:AB_HOPPER_GATHER_TARGET``), next to the portable kernel there
 # (``graphtune ab mla_decode``, page size 1 too)
