@@ -37,7 +37,7 @@ from ._log import logger
 from .configs import config_from_dict, config_label, config_to_dict
 from .descriptors import is_descriptor
 from .errors import GraphtuneError, InspectError, one_line
-from .sass import unset_wgmma_descriptors
+from .sass import wgmma_findings
 
 __all__ = [
     "Occupancy", "Partition", "ResourceRow", "Target", "aligned_args", "check_configs_for_device", "device_target",
@@ -293,8 +293,9 @@ class ResourceRow:
     fits: bool
     reason: str
     partitions: tuple[Partition, ...] = ()
-    # compile-time hazards read from the SASS, one line each: wgmmas whose descriptor is not written on every path
-    # into them (graphtune.sass: a ptxas 12.8 miscompile); () when none, or when the kernel has no wgmma
+    # compile-time hazards read from the SASS, one line each (graphtune.sass): wgmmas whose descriptor is not written on
+    # every path into them, or whose registers another instruction writes while they run; () when none, or when the
+    # kernel has no wgmma
     hazards: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
@@ -886,12 +887,13 @@ def _resource_usage(cubin: bytes, kernel_name: str) -> dict[str, int]:
 
 def wgmma_hazards(kernel: Any) -> tuple[str, ...]:
     """What :mod:`graphtune.sass` finds wrong in a compiled kernel's SASS (``kernel.asm``: Triton's
-    ``CompiledKernel``): wgmmas whose descriptor is not written on every path into them. Read only for kernels with a
-    wgmma (their PTX names ``wgmma.mma_async``); () for any other, or without its PTX and cubin."""
+    ``CompiledKernel``): wgmmas whose descriptor is not written on every path into them, and registers a wgmma reads
+    or writes that another instruction writes while it runs. Read only for kernels with a wgmma (their PTX names
+    ``wgmma.mma_async``); () for any other, or without its PTX and cubin."""
     asm = getattr(kernel, "asm", None)
     if not isinstance(asm, Mapping) or "wgmma.mma_async" not in str(asm.get("ptx", "")) or not asm.get("cubin"):
         return ()
-    return tuple(str(u) for u in unset_wgmma_descriptors(_cuobjdump_text(asm["cubin"], "--dump-sass")))
+    return tuple(str(u) for u in wgmma_findings(_cuobjdump_text(asm["cubin"], "--dump-sass")))
 
 
 def _launch_options(config: triton.Config) -> dict[str, Any]:

@@ -12,6 +12,14 @@ wgmmas whose descriptor registers are not written on every path from the kernel'
 must-be-written data flow over the basic blocks); ``graphtune.inspect`` reports them per config
 (``ResourceRow.hazards``).
 
+A wgmma also reads its A operand from registers (``R160`` above) and writes its accumulator (``R24``...) while it
+runs, until a ``WARPGROUP.DEPBAR`` (``wgmma.wait_group``) retires its group; ptxas does not always keep those
+registers: in the same kernel's P.V (session 26), ptxas 12.8.93 and 13.0.88 alike gave the A registers of WG1's
+first P.V (its P as e4m3 bytes) to the next tile's P while that wgmma was in flight (the wait that retired it came
+later, past a branch), and the H200 computed with the new bytes: wrong outputs, NaN for long requests.
+:func:`wgmma_operands_written_in_flight` finds an instruction that writes a wgmma's A or accumulator registers on some
+path from the wgmma before a wait that retires its group (groups counted as ``gsb0`` commits them).
+
 Only the text is read here (no tools run, no Triton or torch): resources.py runs cuobjdump.
 """
 from __future__ import annotations
@@ -26,6 +34,11 @@ _UNIFORM_DEST = re.compile(r"UR(\d+)\b")
 _DESCRIPTOR = re.compile(r"gdesc\[UR(\d+)\]")
 _REGISTER_A = re.compile(r"R\d+, R\d+\b")
 _ENDS_BLOCK = ("BRA", "BRX", "JMP", "EXIT", "RET")
+_WGMMA = ("HGMMA", "QGMMA")
+# "QGMMA.64x256x32.F32.E4M3.E4M3 R24, R160, gdesc[UR8], R24, gsb0": N 256, fp32 accumulators (N / 2 registers)
+_WGMMA_SHAPE = re.compile(r"GMMA\.64x(\d+)x\d+\.(F32|F16)")
+_FIRST_REGISTER = re.compile(r"R(\d+)\b")
+_WAIT = re.compile(r"gsb0, 0x([0-9a-f]+)")
 
 
 @dataclass(frozen=True)
@@ -48,6 +61,24 @@ class UnsetDescriptor:
         regs = ", ".join(f"UR{r}" for r in self.registers)
         return (f"{self.opcode} at +0x{self.address:x} reads its descriptor from {regs}, which no instruction writes "
                 "on some path into it (a ptxas miscompile: wrong operands or an illegal shared address at run time)")
+
+
+@dataclass(frozen=True)
+class WrittenInFlight:
+    """An instruction that writes registers a wgmma reads (A) or writes (its accumulator) while it may still run."""
+
+    address: int
+    opcode: str
+    role: str                       # "A operand" or "accumulator"
+    registers: tuple[int, ...]      # the wgmma's registers that the writer writes
+    writer: int
+    writer_opcode: str
+
+    def __str__(self) -> str:
+        regs = ", ".join(f"R{r}" for r in self.registers)
+        return (f"{self.opcode} at +0x{self.address:x} uses {regs} ({self.role}) while it runs, and "
+                f"{self.writer_opcode} at +0x{self.writer:x} writes {'it' if len(self.registers) == 1 else 'them'} "
+                "before a wait retires the wgmma (ptxas reused the registers: wrong operands at run time)")
 
 
 def parse(sass: str) -> list[Instruction]:
@@ -146,3 +177,89 @@ def unset_wgmma_descriptors(sass: str) -> list[UnsetDescriptor]:
                         found.append(UnsetDescriptor(ins.address, ins.opcode, missing))
             written = written | _uniform_writes(ins)
     return found
+
+
+def _register_writes(ins: Instruction) -> set[int]:
+    """General registers a (non-wgmma) instruction writes: its first operand when that is a register (a store's first
+    operand is its address in brackets; a compare's is a predicate), the second for ``SHFL`` (after its predicate),
+    widened for the pairs and quads that ``.64`` / ``.WIDE`` / ``.128`` and ``LDSM``'s ``.2`` / ``.4`` write.
+    Predicated writes count (the check never misses a write that may happen)."""
+    operands = ins.operands.split(", ", 1)[1] if ins.opcode.startswith("SHFL") and ", " in ins.operands \
+        else ins.operands
+    m = _FIRST_REGISTER.match(operands)
+    if not m or ins.opcode.startswith(_WGMMA):
+        return set()
+    first = int(m.group(1))
+    op = ins.opcode
+    width = 4 if (".128" in op or "M88.4" in op) else 2 if (".64" in op or ".WIDE" in op or "M88.2" in op) else 1
+    return set(range(first, first + width))
+
+
+def _wgmma_registers(ins: Instruction) -> tuple[set[int], set[int]]:
+    """A wgmma's A registers (four, when A comes from registers) and its accumulator's."""
+    regs = _FIRST_REGISTER.findall(ins.operands.split("gdesc")[0])
+    shape = _WGMMA_SHAPE.search(ins.opcode)
+    acc: set[int] = set()
+    if regs and shape:
+        n = int(shape.group(1))
+        acc = set(range(int(regs[0]), int(regs[0]) + (n // 2 if shape.group(2) == "F32" else n // 4)))
+    a = set(range(int(regs[1]), int(regs[1]) + 4)) if len(regs) > 1 else set()
+    return a, acc
+
+
+def wgmma_operands_written_in_flight(sass: str) -> list[WrittenInFlight]:
+    """For every wgmma, the first instruction found (paths followed in address order) that writes its A or
+    accumulator registers on some path from it before a ``WARPGROUP.DEPBAR.LE gsb0, N`` that retires its group: at
+    most N groups committed after its own (a ``gsb0`` wgmma commits a group). Other wgmmas writing the same
+    accumulator (a chain) are not writers; a path ends at an unconditional ``EXIT``, ``RET``, ``BRX`` or ``JMP``."""
+    code = parse(sass)
+    index = {ins.address: i for i, ins in enumerate(code)}
+    found = []
+    for i, ins in enumerate(code):
+        if not ins.opcode.startswith(_WGMMA):
+            continue
+        a_regs, acc_regs = _wgmma_registers(ins)
+        # state: next instruction, own group committed, groups committed after it (capped)
+        start = (i + 1, "gsb0" in ins.operands, 0)
+        stack, seen, hit = [start], {start}, None
+        while stack and hit is None:
+            j, committed, after = stack.pop()
+            while j < len(code):
+                cur = code[j]
+                wait = _WAIT.search(cur.operands) if cur.opcode.startswith("WARPGROUP.DEPBAR") else None
+                if wait and committed and after >= int(wait.group(1), 16):
+                    break
+                if cur.opcode.startswith(_WGMMA) and "gsb0" in cur.operands:
+                    committed, after = True, min(after + (1 if committed else 0), 16)
+                written = _register_writes(cur)
+                for role, regs in (("A operand", a_regs), ("accumulator", acc_regs)):
+                    if written & regs and hit is None:
+                        hit = WrittenInFlight(ins.address, ins.opcode, role, tuple(sorted(written & regs)),
+                                              cur.address, cur.opcode)
+                if hit is not None:
+                    break
+                succ = []
+                if cur.opcode.startswith("BRA"):
+                    succ = [index[a] for a in (int(t, 16) for t in _TARGET.findall(cur.operands)) if a in index]
+                ends = cur.opcode.startswith(_ENDS_BLOCK) and not cur.predicated
+                for t in succ:
+                    state = (t, committed, after)
+                    if state not in seen:
+                        seen.add(state)
+                        stack.append(state)
+                if ends:
+                    break
+                j += 1
+                if (j, committed, after) in seen:
+                    break
+                seen.add((j, committed, after))
+        if hit is not None:
+            found.append(hit)
+    return found
+
+
+def wgmma_findings(sass: str) -> list[UnsetDescriptor | WrittenInFlight]:
+    """Both checks' findings in address order: descriptors not written on some path, operands written in flight."""
+    found: list[UnsetDescriptor | WrittenInFlight] = [*unset_wgmma_descriptors(sass),
+                                                      *wgmma_operands_written_in_flight(sass)]
+    return sorted(found, key=lambda x: x.address)

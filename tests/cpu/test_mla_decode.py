@@ -30,7 +30,7 @@ from graphtune.kernels import mla_decode, mla_decode_reference  # noqa: E402
 from graphtune.kernels.mla_decode import interface, space  # noqa: E402
 from graphtune.kernels.mla_decode.reference import quantize_ds_mla  # noqa: E402
 from graphtune.configs import config_from_dict, config_to_dict  # noqa: E402
-from graphtune.sass import unset_wgmma_descriptors  # noqa: E402
+from graphtune.sass import wgmma_findings  # noqa: E402
 from _bench_module import load_bench_mla_decode  # noqa: E402
 
 TOL = 1e-2           # relative L2 error vs the fp32 reference (bf16 output, fp8/bf16 operands)
@@ -516,7 +516,7 @@ def test_hopper_kernel_compiles_for_sm90_with_tma_and_wgmma(kv_format, heads, co
     sass = _sass(compiled.asm["cubin"])
     assert "UTMALDG.2D" in sass and all(m in sass for m in mmas), [m for m in mmas if m not in sass]
     # every wgmma's descriptor written on every path into it (graphtune.sass: ptxas 12.8 once built one that was not)
-    assert [str(u) for u in unset_wgmma_descriptors(sass)] == []
+    assert [str(u) for u in wgmma_findings(sass)] == []
     # ptxas serialises every wgmma (a wait after each, warning C7514) when it sees the accumulator read while
     # MMAs are in flight: the loop then holds ~40 waits instead of a few. Checked with triton 3.6's ptxas, the
     # one the kernels were scheduled and timed with; triton 3.9's serialises the bf16 kernels' (not timed:

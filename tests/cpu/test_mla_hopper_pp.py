@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from graphtune import resources
-from graphtune.sass import unset_wgmma_descriptors
+from graphtune.sass import wgmma_findings
 from graphtune.kernels.mla_decode import interface_hopper, kernel_hopper_pp
 
 from test_mla_decode import _sass as _sass_of_cubin
@@ -45,7 +45,7 @@ def test_pp_kernel_fits_sm90_as_two_warpgroups(compiled):
 
 def test_pp_kernel_mmas_and_schedule(compiled):
     sass = _sass(compiled)
-    assert [str(u) for u in unset_wgmma_descriptors(sass)] == []   # graphtune.sass
+    assert [str(u) for u in wgmma_findings(sass)] == []   # graphtune.sass
     # each warpgroup: a whole [64 heads, 64 tokens] score tile in nine K-chunks of 64 (4 k-steps each) ...
     assert sass.count("HGMMA.64x64x16.F32.BF16") == 2 * 9 * 4
     assert "HGMMA.64x32x16" not in sass, "score tiles split between the warpgroups (the other kernel's N = 32)"
@@ -94,7 +94,7 @@ def test_pp_fp8_kernel_fits_sm90_and_keeps_the_bf16_kernels_mmas(compiled_fp8):
     assert compiled_fp8.metadata.shared + usage.get("SHARED", 0) <= SM90_SHARED, compiled_fp8.metadata.shared
     assert compiled_fp8.metadata.num_warps == 8
     sass = _sass(compiled_fp8)
-    assert [str(u) for u in unset_wgmma_descriptors(sass)] == []   # graphtune.sass
+    assert [str(u) for u in wgmma_findings(sass)] == []   # graphtune.sass
     # fp16 operands (no type suffix in the SASS): the score tiles and the [64, 256] halves of O
     assert sass.count("HGMMA.64x64x16.F32 ") == 2 * 9 * 4
     assert sass.count("HGMMA.64x256x16.F32 ") == 5 * 4

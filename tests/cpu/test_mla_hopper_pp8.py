@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from graphtune import resources
-from graphtune.sass import unset_wgmma_descriptors
+from graphtune.sass import wgmma_findings
 from graphtune.kernels.mla_decode import interface_hopper, kernel_hopper_pp8
 
 from test_mla_decode import _sass as _sass_of_cubin
@@ -52,7 +52,7 @@ def test_t8_kernel_mmas(compiled):
     assert sass.count("F2FP.F16.E4M3.UNPACK_B") >= 4 * 64
     assert "UTMALDG.2D" in sass
     assert _tile_loop_local_loads(sass, "QGMMA.64x64x32") == 0
-    assert [str(u) for u in unset_wgmma_descriptors(sass)] == []
+    assert [str(u) for u in wgmma_findings(sass)] == []
     # the rope rows come by TMA: no plain loads of the cache's rows, so the fences of the widenings and hand-offs
     # (MEMBAR.ALL.CTA, which waits for a thread's loads in flight) wait for page-table loads at most, and no rope
     # stores, fence and barrier per tile (session 23's form: 16 MEMBARs)

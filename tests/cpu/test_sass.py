@@ -1,6 +1,7 @@
-"""graphtune.sass: SASS control flow and the check of Hopper wgmma descriptors (a ptxas 12.8 miscompile found in
-session 25), on listings written here, on the miscompiled MLA kernel's own excerpt, and through graphtune.inspect
-on a Gluon wgmma kernel compiled for sm_90 (no GPU)."""
+"""graphtune.sass: SASS control flow, the check of Hopper wgmma descriptors (a ptxas 12.8 miscompile found in
+session 25) and of wgmma registers written while the wgmma runs (session 26), on listings written here, on the
+miscompiled MLA kernel's own excerpts, and through graphtune.inspect on a Gluon wgmma kernel compiled for sm_90 (no
+GPU)."""
 from __future__ import annotations
 
 import json
@@ -93,6 +94,75 @@ def test_unreachable_code_and_listings_without_wgmma_report_nothing():
     assert sass.unset_wgmma_descriptors(after_exit) == []
 
 
+# WG1's P.V in the MLA kernel's PV8 before session 26's fix (branch pv8-wip commit a1900fd, ptxas 12.8.93; addresses
+# as in its SASS): P(r) V_R(r)'s hi and lo wgmmas (A from registers: P's e4m3 bytes) are issued, then on the path
+# that goes on to WG1's own tile the next P's bytes are packed into R152 and R156 before any wait: the H200 computed
+# P(r) V_R(r) with them (session 25 calls 5-7: wrong outputs, NaN for long requests)
+IN_FLIGHT = _listing(
+    (0xd4f0, "WARPGROUP.ARRIVE"),
+    (0xd550, "QGMMA.64x256x32.F32.E4M3.E4M3 R24, R164, gdesc[UR12], R24"),
+    (0xd650, "QGMMA.64x256x32.F32.E4M3.E4M3 R24, R160, gdesc[UR8], R24, gsb0"),
+    (0xd660, "WARPGROUP.ARRIVE"),
+    (0xd680, "QGMMA.64x256x32.F32.E4M3.E4M3 R24, R156, gdesc[UR12], R24"),
+    (0xd6a0, "QGMMA.64x256x32.F32.E4M3.E4M3 R24, R152, gdesc[UR8], R24, gsb0"),
+    (0xd6b0, "@P0 BRA 0xe330"),
+    (0xd6c0, "BAR.SYNC.DEFER_BLOCKING 0x2, 0x80"),
+    (0xd750, "F2FP.F16.F32.PACK_AB R152, R200, R201"),
+    (0xd7d0, "F2FP.F16.F32.PACK_AB R156, R196, R197"),
+    (0xe300, "QGMMA.64x256x32.F32.E4M3.E4M3 R24, R156, gdesc[UR12], R24"),
+    (0xe320, "QGMMA.64x256x32.F32.E4M3.E4M3 R24, R152, gdesc[UR8], R24, gsb0"),
+    (0xe330, "UIADD3 UR37, UR37, -0x1, URZ"),
+    (0xe390, "@P0 BRA 0x3710"),
+    (0xe3a0, "WARPGROUP.DEPBAR.LE gsb0, 0x0"),
+    (0xe3b0, "EXIT"))
+
+
+def test_a_registers_written_while_the_wgmma_runs_are_found_and_named():
+    found = sass.wgmma_operands_written_in_flight(IN_FLIGHT)
+    assert [(f.address, f.role, f.registers, f.writer) for f in found] == [
+        (0xd680, "A operand", (156, ), 0xd7d0), (0xd6a0, "A operand", (152, ), 0xd750)]
+    assert "+0xd6a0 uses R152 (A operand)" in str(found[1]) and "+0xd750 writes it" in str(found[1])
+    # both checks in address order (the excerpt leaves the descriptors unwritten: those are found too)
+    both = sass.wgmma_findings(IN_FLIGHT)
+    assert [f for f in both if isinstance(f, sass.WrittenInFlight)] == found
+    assert [f.address for f in both] == sorted(f.address for f in both)
+
+
+def test_a_wait_before_the_writes_retires_the_wgmmas():
+    waited = IN_FLIGHT.replace("        /*d6c0*/", "        /*d6b8*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;\n"
+                                                   "        /*d6c0*/")
+    assert sass.wgmma_operands_written_in_flight(waited) == []
+
+
+def test_a_partial_wait_retires_the_older_groups_only():
+    listing = _listing(
+        (0x00, "HGMMA.64x64x16.F32 R24, R8, gdesc[UR4], R24, gsb0"),     # group 1
+        (0x10, "HGMMA.64x64x16.F32 R56, R12, gdesc[UR8], R56, gsb0"),    # group 2
+        (0x20, "WARPGROUP.DEPBAR.LE gsb0, 0x1"),                         # group 1 retired, group 2 may run
+        (0x30, "MOV R8, R2"),
+        (0x40, "FMUL R60, R60, R3"),                                     # group 2's accumulator
+        (0x50, "WARPGROUP.DEPBAR.LE gsb0, 0x0"),
+        (0x60, "EXIT"))
+    (found,) = sass.wgmma_operands_written_in_flight(listing)
+    assert (found.address, found.role, found.registers, found.writer) == (0x10, "accumulator", (60, ), 0x40)
+
+
+def test_writes_around_a_loops_back_edge_and_the_chain_itself_are_read_right():
+    # a chain (two wgmmas into one accumulator) is no writer; the loop's next trip rewrites A before its wait when the
+    # wait sits after the loop: found on the back edge's path
+    listing = _listing(
+        (0x00, "F2FP.F16.F32.PACK_AB R8, R2, R3"),
+        (0x10, "HGMMA.64x64x16.F32 R24, R8, gdesc[UR4], R24"),
+        (0x20, "HGMMA.64x64x16.F32 R24, R12, gdesc[UR8], R24, gsb0"),
+        (0x30, "@P0 BRA 0x0"),
+        (0x40, "WARPGROUP.DEPBAR.LE gsb0, 0x0"),
+        (0x50, "EXIT"))
+    found = sass.wgmma_operands_written_in_flight(listing)
+    assert [(f.address, f.writer) for f in found] == [(0x10, 0x0)]
+    waited = listing.replace("@P0 BRA 0x0", "WARPGROUP.DEPBAR.LE gsb0, 0x0 ;\n        /*0038*/  @P0 BRA 0x0")
+    assert sass.wgmma_operands_written_in_flight(waited) == []
+
+
 @gluon.jit
 def _wgmma_kernel(out_ptr, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr):
     """One wgmma over two shared tiles built from registers, its result stored."""
@@ -126,8 +196,8 @@ def test_inspect_reports_a_hazard_per_config_and_the_cli_prints_it(monkeypatch, 
 
     def found(text: str):
         seen.append("HGMMA" in text)
-        return sass.unset_wgmma_descriptors(MISCOMPILED)
-    monkeypatch.setattr(resources, "unset_wgmma_descriptors", found)
+        return sass.wgmma_findings(MISCOMPILED)
+    monkeypatch.setattr(resources, "wgmma_findings", found)
     monkeypatch.setattr(resources, "_compile_cache", {})
     (row,) = resources.inspect(_wgmma_kernel, target="sm_90", signature={"out_ptr": "*fp32"}, configs=_CONFIGS)
     assert seen == [True]
