@@ -182,8 +182,9 @@ def unset_wgmma_descriptors(sass: str) -> list[UnsetDescriptor]:
 def _register_writes(ins: Instruction) -> set[int]:
     """General registers a (non-wgmma) instruction writes: its first operand when that is a register (a store's first
     operand is its address in brackets; a compare's is a predicate), the second for ``SHFL`` (after its predicate),
-    widened for the pairs and quads that ``.64`` / ``.WIDE`` / ``.128`` and ``LDSM``'s ``.2`` / ``.4`` write.
-    Predicated writes count (the check never misses a write that may happen)."""
+    widened for the pairs and quads that ``.64`` / ``.WIDE`` / ``.128``, ``LDSM``'s ``.2`` / ``.4`` (``M88``,
+    ``MT88``), fp64 results and ``CS2R`` write. Predicated writes count (the check never misses a write that may
+    happen)."""
     operands = ins.operands.split(", ", 1)[1] if ins.opcode.startswith("SHFL") and ", " in ins.operands \
         else ins.operands
     m = _FIRST_REGISTER.match(operands)
@@ -191,7 +192,9 @@ def _register_writes(ins: Instruction) -> set[int]:
         return set()
     first = int(m.group(1))
     op = ins.opcode
-    width = 4 if (".128" in op or "M88.4" in op) else 2 if (".64" in op or ".WIDE" in op or "M88.2" in op) else 1
+    pair = (".64" in op or ".WIDE" in op or "88.2" in op or op.startswith(("DADD", "DMUL", "DFMA", "DMNMX"))
+            or op.split(".")[:2] in (["F2F", "F64"], ["I2F", "F64"]) or (op.startswith("CS2R") and ".32" not in op))
+    width = 4 if (".128" in op or "88.4" in op) else 2 if pair else 1
     return set(range(first, first + width))
 
 

@@ -163,6 +163,17 @@ def test_writes_around_a_loops_back_edge_and_the_chain_itself_are_read_right():
     assert sass.wgmma_operands_written_in_flight(waited) == []
 
 
+@pytest.mark.parametrize("line,written", [
+    ("MOV R24, R2", {24}), ("LDS.128 R24, [R2]", {24, 25, 26, 27}), ("LDSM.16.MT88.4 R24, [R2]", {24, 25, 26, 27}),
+    ("LDSM.16.M88.2 R24, [R2]", {24, 25}), ("IMAD.WIDE.U32 R24, R2, R3, RZ", {24, 25}), ("CS2R R24, SRZ", {24, 25}),
+    ("CS2R.32 R24, SR_CLOCKLO", {24}), ("DADD R24, R2, R4", {24, 25}), ("F2F.F64.F32 R24, R2", {24, 25}),
+    ("SHFL.BFLY PT, R24, R2, 0x1, 0x1f", {24}), ("STS.128 [R24], R4", set()), ("ISETP.GE.AND P0, PT, R24, R2, PT", set()),
+    ("HGMMA.64x64x16.F32 R24, gdesc[UR4], R24", set())])
+def test_the_registers_an_instruction_writes(line, written):
+    (ins, ) = sass.parse(_listing((0x0, line)))
+    assert sass._register_writes(ins) == written
+
+
 @gluon.jit
 def _wgmma_kernel(out_ptr, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr):
     """One wgmma over two shared tiles built from registers, its result stored."""
