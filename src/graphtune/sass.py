@@ -211,51 +211,44 @@ def _wgmma_registers(ins: Instruction) -> tuple[set[int], set[int]]:
 
 
 def wgmma_operands_written_in_flight(sass: str) -> list[WrittenInFlight]:
-    """For every wgmma, the first instruction found (paths followed in address order) that writes its A or
-    accumulator registers on some path from it before a ``WARPGROUP.DEPBAR.LE gsb0, N`` that retires its group: at
-    most N groups committed after its own (a ``gsb0`` wgmma commits a group). Other wgmmas writing the same
-    accumulator (a chain) are not writers; a path ends at an unconditional ``EXIT``, ``RET``, ``BRX`` or ``JMP``."""
+    """For every wgmma, the first instruction found (paths followed block by block, lower addresses first) that
+    writes its A or accumulator registers on some path from it before a ``WARPGROUP.DEPBAR.LE gsb0, N`` that retires
+    its group: at most N groups committed after its own (a ``gsb0`` wgmma commits a group). Other wgmmas writing the
+    same accumulator (a chain) are not writers; paths follow :func:`_blocks` (a ``BRX``'s unknown targets end one)."""
     code = parse(sass)
-    index = {ins.address: i for i, ins in enumerate(code)}
+    if not any(ins.opcode.startswith(_WGMMA) for ins in code):
+        return []
+    ranges, successors = _blocks(code)
+    block_of = [b for b, (start, stop) in enumerate(ranges) for _ in range(start, stop)]
     found = []
     for i, ins in enumerate(code):
         if not ins.opcode.startswith(_WGMMA):
             continue
         a_regs, acc_regs = _wgmma_registers(ins)
-        # state: next instruction, own group committed, groups committed after it (capped)
-        start = (i + 1, "gsb0" in ins.operands, 0)
-        stack, seen, hit = [start], {start}, None
+        # (block, first instruction, own group committed, groups committed after it, capped)
+        stack = [(block_of[i], i + 1, "gsb0" in ins.operands, 0)]
+        seen: set[tuple[int, bool, int]] = set()
+        hit = None
         while stack and hit is None:
-            j, committed, after = stack.pop()
-            while j < len(code):
-                cur = code[j]
+            b, k, committed, after = stack.pop()
+            retired = False
+            for cur in code[k:ranges[b][1]]:
                 wait = _WAIT.search(cur.operands) if cur.opcode.startswith("WARPGROUP.DEPBAR") else None
                 if wait and committed and after >= int(wait.group(1), 16):
+                    retired = True
                     break
                 if cur.opcode.startswith(_WGMMA) and "gsb0" in cur.operands:
                     committed, after = True, min(after + (1 if committed else 0), 16)
                 written = _register_writes(cur)
-                for role, regs in (("A operand", a_regs), ("accumulator", acc_regs)):
-                    if written & regs and hit is None:
-                        hit = WrittenInFlight(ins.address, ins.opcode, role, tuple(sorted(written & regs)),
-                                              cur.address, cur.opcode)
-                if hit is not None:
+                role, regs = ("A operand", written & a_regs) if written & a_regs else ("accumulator", written & acc_regs)
+                if regs:
+                    hit = WrittenInFlight(ins.address, ins.opcode, role, tuple(sorted(regs)), cur.address, cur.opcode)
                     break
-                succ = []
-                if cur.opcode.startswith("BRA"):
-                    succ = [index[a] for a in (int(t, 16) for t in _TARGET.findall(cur.operands)) if a in index]
-                ends = cur.opcode.startswith(_ENDS_BLOCK) and not cur.predicated
-                for t in succ:
-                    state = (t, committed, after)
-                    if state not in seen:
-                        seen.add(state)
-                        stack.append(state)
-                if ends:
-                    break
-                j += 1
-                if (j, committed, after) in seen:
-                    break
-                seen.add((j, committed, after))
+            if hit is None and not retired:
+                for nxt in sorted(successors[b], reverse=True):
+                    if (nxt, committed, after) not in seen:
+                        seen.add((nxt, committed, after))
+                        stack.append((nxt, ranges[nxt][0], committed, after))
         if hit is not None:
             found.append(hit)
     return found
