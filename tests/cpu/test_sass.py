@@ -117,6 +117,10 @@ IN_FLIGHT = _listing(
     (0xe3b0, "EXIT"))
 
 
+# the same with its descriptors' uniform registers written first: only the in-flight writes are findings
+IN_FLIGHT_DESCRIPTORS_SET = _listing(*((0x0 + 4 * (r - 8), f"UMOV UR{r}, 0x0") for r in range(8, 16))) + "\n" + IN_FLIGHT
+
+
 def test_a_registers_written_while_the_wgmma_runs_are_found_and_named():
     found = sass.wgmma_operands_written_in_flight(IN_FLIGHT)
     assert [(f.address, f.role, f.registers, f.writer) for f in found] == [
@@ -241,11 +245,13 @@ class _Compiled:
 
 @pytest.mark.parametrize("ptx,listing,expect", [
     ("wgmma.mma_async.sync.aligned.m64n256k32", MISCOMPILED, "miscompiled: QGMMA.64x256x32.F32.E4M3.E4M3 at +0xd960"),
+    ("wgmma.mma_async.sync.aligned.m64n256k32", IN_FLIGHT_DESCRIPTORS_SET,
+     "miscompiled: QGMMA.64x256x32.F32.E4M3.E4M3 at +0xd680 uses R156 (A operand)"),
     ("wgmma.mma_async.sync.aligned.m64n256k32", "", None),
-    ("ld.global.b32", MISCOMPILED, None)], ids=["miscompiled", "clean", "no-wgmma"])
+    ("ld.global.b32", MISCOMPILED, None)], ids=["miscompiled", "operand-in-flight", "clean", "no-wgmma"])
 def test_the_tuner_never_launches_a_config_with_a_miscompiled_wgmma(monkeypatch, ptx, listing, expect):
-    """The device check before a candidate's first launch: a wgmma whose descriptor is unset on some path excludes
-    the config with the finding as its reason (its launch would end the CUDA context), before the kernel is loaded;
+    """The device check before a candidate's first launch: a wgmma whose descriptor is unset on some path, or whose
+    A registers are overwritten while it runs, excludes the config with the finding as its reason (its launch would end the CUDA context), before the kernel is loaded;
     a kernel whose SASS has none, or whose PTX has no wgmma (SASS not read), goes on."""
     read = []
 
