@@ -1,5 +1,5 @@
-"""Reading SASS (``cuobjdump --dump-sass`` text): the control flow of a kernel and the check of its Hopper warpgroup
-MMAs' descriptors.
+"""Reading SASS (``cuobjdump --dump-sass`` text): the control flow of a kernel and two checks of its Hopper warpgroup
+MMAs (their descriptors written on every path; their register operands left alone while they run).
 
 A Hopper ``wgmma`` (``HGMMA`` / ``QGMMA`` in SASS) takes its shared-memory operands by 64-bit descriptors that
 ptxas keeps in uniform registers: ``gdesc[URx]`` reads A's from ``URx``, ``URx+1`` and B's from ``URx+2``, ``URx+3``
@@ -135,7 +135,7 @@ def unset_wgmma_descriptors(sass: str) -> list[UnsetDescriptor]:
     """Every wgmma (``HGMMA`` / ``QGMMA``) of a SASS listing whose descriptor registers are not written on every
     path from the entry into it. Unreachable code is not checked."""
     code = parse(sass)
-    if not any(ins.opcode.startswith(("HGMMA", "QGMMA")) for ins in code):
+    if not any(ins.opcode.startswith(_WGMMA) for ins in code):
         return []
     ranges, successors = _blocks(code)
     predecessors: list[set[int]] = [set() for _ in ranges]
@@ -167,7 +167,7 @@ def unset_wgmma_descriptors(sass: str) -> list[UnsetDescriptor]:
         if written is None:
             continue
         for ins in code[start:stop]:
-            if ins.opcode.startswith(("HGMMA", "QGMMA")):
+            if ins.opcode.startswith(_WGMMA):
                 m = _DESCRIPTOR.search(ins.operands)
                 if m:
                     x = int(m.group(1))

@@ -302,8 +302,9 @@ def _check_compiled(space: Space, config, args, kwargs, grid, limits, resources:
     occ = occupancy(limits, 0, shared, warps)
     if not occ.fits:
         return occ.reason
-    # a wgmma whose operand descriptor ptxas left unset on some path (graphtune.sass) reads the wrong operand or an
-    # illegal shared address when that path runs, which ends the CUDA context: never launched
+    # a wgmma whose operand descriptor ptxas left unset on some path, or whose registers it gave to other values
+    # while the wgmma runs (graphtune.sass), reads wrong operands or an illegal shared address (which ends the CUDA
+    # context): never launched
     hazard = _wgmma_hazard(ck)
     if hazard:
         return hazard

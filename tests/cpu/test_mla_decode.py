@@ -515,7 +515,8 @@ def test_hopper_kernel_compiles_for_sm90_with_tma_and_wgmma(kv_format, heads, co
     assert compiled.metadata.shared + usage.get("SHARED", 0) <= 232448
     sass = _sass(compiled.asm["cubin"])
     assert "UTMALDG.2D" in sass and all(m in sass for m in mmas), [m for m in mmas if m not in sass]
-    # every wgmma's descriptor written on every path into it (graphtune.sass: ptxas 12.8 once built one that was not)
+    # graphtune.sass: every wgmma's descriptor written on every path into it (ptxas 12.8 once built one that was not),
+    # and no register of a wgmma written while it runs (ptxas 12.8 and 13.0 once did)
     assert [str(u) for u in wgmma_findings(sass)] == []
     # ptxas serialises every wgmma (a wait after each, warning C7514) when it sees the accumulator read while
     # MMAs are in flight: the loop then holds ~40 waits instead of a few. Checked with triton 3.6's ptxas, the

@@ -508,8 +508,9 @@ def _mla_decode_hopper_pp8_kernel(
     (``kernel_hopper_heads._mla_decode_hopper_fp8w_kernel``) with the query as two TMA descriptors ([64, 256] and
     [64, 64] bf16 boxes) for its pointer and strides, ``kv_nope_desc`` [64, 512] fp8 boxes and ``kv_rope_desc``
     [64, 128] fp8 boxes at column 512 (the rope rows, 64 zero columns) for the cache pointer. ``num_warps = 4``
-    (WG0, the default partition) plus a 4-warp worker (WG1, ``WG1_REGS`` registers a thread). Shared memory: the query pair 72 KB, two 64 KB fp16 tile buffers (each tile's fp8 copy in the first
-    32 KB), two 8 KB fp8 rope tiles, an 8 KB fp16 P tile."""
+    (WG0, the default partition) plus a 4-warp worker (WG1, ``WG1_REGS`` registers a thread). Shared memory: the
+    query pair 72 KB, two 64 KB fp16 tile buffers (each tile's fp8 copy in the first 32 KB), two 8 KB fp8 rope tiles,
+    an 8 KB fp16 P tile."""
     gl.static_assert(T8 == 1)
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
