@@ -331,12 +331,16 @@ def _hopper_candidates(x: dict, heads: int, kv_format: str) -> list[HopperVarian
 
 class Tuned:
     """graphtune as a user gets it: the public call's tuned path (``path="auto"``, no config), tuned per bucket by
-    its first call outside capture, over the shipped spaces, with the shipped fixed configs."""
+    its first call outside capture, over the shipped spaces, with the shipped fixed configs; ``query_precision``
+    as the call's (``"e4m3"``: the opt-in of fp8 caches, FlashMLA's fp8 accuracy class)."""
 
-    label = "tuned (as shipped)"
+    def __init__(self, label: str = "tuned (as shipped)", query_precision: str = "bf16") -> None:
+        self.label = label
+        self.query_precision = query_precision
 
 
 TUNED = Tuned()
+TUNED_E4M3 = Tuned("tuned, e4m3 query (opt-in)", "e4m3")
 
 
 def _select(config, heads: int, kv_format: str) -> None:
@@ -366,7 +370,7 @@ def _variant_kwargs(config, heads: int, kv_format: str) -> dict:
     with it (unpinned, one equal to the shipped config would run the tuned kernel), a portable config as given,
     ``TUNED`` the public call's path."""
     if isinstance(config, Tuned):
-        return dict(config=None, path="auto")
+        return dict(config=None, path="auto", query_precision=config.query_precision)
     if isinstance(config, HopperVariant):
         if config.get("V2"):   # the second fp8 kernel's own keys (a V2 config overlays its fixed config, not these)
             return dict(config=triton.Config(dict(config)), path="hopper")
@@ -402,6 +406,11 @@ def _vs_candidates(args, x: dict, heads: int, kv_format: str) -> list[HopperVari
     return [v for v in variants if any(p in str(dict(v)) for p in parts)]
 
 
+def _e4m3(args, kv_format: str) -> list[Tuned]:
+    """``--vs-e4m3``: the public call with ``query_precision="e4m3"`` too, on the per-tensor fp8 cache."""
+    return [TUNED_E4M3] if args.vs_e4m3 and kv_format == "fp8" else []
+
+
 def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> None:
     """FlashMLA and graphtune in one run: graph-replay times, then the accuracy of every config timed (the tuned path
     as it was tuned on the timed inputs); table last."""
@@ -423,7 +432,8 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
                 timed = []
                 if fm is not None:
                     timed.append(("flashmla", None, [flashmla_call(fm, x, kv_format, sm)[0] for x in target.inputs(b)]))
-                for config in [TUNED, *configs, *_vs_candidates(args, target.inputs(b)[0], heads, kv_format)]:
+                for config in [TUNED, *_e4m3(args, kv_format), *configs,
+                               *_vs_candidates(args, target.inputs(b)[0], heads, kv_format)]:
                     timed.append(("graphtune", config, target.make(b, **_variant_kwargs(config, heads, kv_format))))
                 for impl, config, calls in timed:
                     # the calls read the Hopper config when captured (graph_time_ms captures them)
@@ -444,36 +454,48 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
     # check's batch of 6 (bucket 8, lengths 1 to 3000) would otherwise pick bucket 8's config for the timed
     # 4096-token requests (session 21: two buffers at fp8 H = 16, 0.0188 ms, where tuned on the timed inputs
     # it picks three, 0.0163); so every config is checked as it was timed
+    # two input sets: the check's mixed lengths (a one-token request first, whose exact output dominates the norm)
+    # and two requests of the timed length, the timed inputs' kind (where rounding errors do not average out)
     acc_rows = []
     for heads, _ in heads_batches:
         for kv_format in formats:
-            x = _accuracy_inputs(6, heads, kv_format, seed=1000 + heads)
-            ref = reference.mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm,
-                                                 kv_scale=x["kv_scale"], kv_format=kv_format)
-            for config in [TUNED, *configs, *_vs_candidates(args, x, heads, kv_format)]:
-                label = _activate(config, heads, kv_format)
-                x["out"].fill_(float("nan"))
-                try:
-                    got = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm,
-                                            x["kv_scale"], kv_format, x["out"], False,
-                                            **_variant_kwargs(config, heads, kv_format))
-                    err = rel_err(got, ref)
-                except Exception as exc:  # noqa: BLE001 - e.g. out of shared memory: recorded, not fatal
-                    err = float("nan")
-                    print(f"  graphtune {kv_format} H{heads} {label}: {type(exc).__name__}: "
-                          f"{str(exc)[:160]}", flush=True)
-                acc_rows.append(dict(impl="graphtune", heads=heads, kv_format=kv_format, config=label, rel_err=err))
-            if fm is not None:
-                call, get = flashmla_call(fm, x, kv_format, sm)
-                call()
-                acc_rows.append(dict(impl="flashmla", heads=heads, kv_format=kv_format, config="",
-                                     rel_err=rel_err(get(), ref)))
-            torch.cuda.synchronize()
-            worst = {impl: max((r["rel_err"] for r in acc_rows if r["impl"] == impl and r["heads"] == heads
-                                and r["kv_format"] == kv_format), default=float("nan"))
-                     for impl in ("graphtune", "flashmla")}
-            print(f"accuracy H{heads} {kv_format}: worst rel err graphtune {worst['graphtune']:.2e}, "
-                  f"FlashMLA {worst['flashmla']:.2e}", flush=True)
+            for kind in ("mixed", "uniform"):
+                if kind == "mixed":
+                    x = _accuracy_inputs(6, heads, kv_format, seed=1000 + heads)
+                else:
+                    x = bench.make_inputs(bench.Problem(2, heads, args.tokens, 64, kv_format), seed=2000 + heads)
+                    x["out"].fill_(float("nan"))
+                ref = reference.mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm,
+                                                     kv_scale=x["kv_scale"], kv_format=kv_format)
+                for config in [TUNED, *_e4m3(args, kv_format), *configs,
+                               *_vs_candidates(args, x, heads, kv_format)]:
+                    label = _activate(config, heads, kv_format)
+                    x["out"].fill_(float("nan"))
+                    try:
+                        got = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm,
+                                                x["kv_scale"], kv_format, x["out"], False,
+                                                **_variant_kwargs(config, heads, kv_format))
+                        err = rel_err(got, ref)
+                    except Exception as exc:  # noqa: BLE001 - e.g. out of shared memory: recorded, not fatal
+                        err = float("nan")
+                        print(f"  graphtune {kv_format} H{heads} {label}: {type(exc).__name__}: "
+                              f"{str(exc)[:160]}", flush=True)
+                    acc_rows.append(dict(impl="graphtune", heads=heads, kv_format=kv_format, inputs=kind,
+                                         config=label, rel_err=err))
+                if fm is not None:
+                    call, get = flashmla_call(fm, x, kv_format, sm)
+                    call()
+                    acc_rows.append(dict(impl="flashmla", heads=heads, kv_format=kv_format, inputs=kind,
+                                         config="", rel_err=rel_err(get(), ref)))
+                torch.cuda.synchronize()
+                mine = [r for r in acc_rows if r["heads"] == heads and r["kv_format"] == kv_format
+                        and r["inputs"] == kind]
+                worst = {impl: max((r["rel_err"] for r in mine if r["impl"] == impl
+                                    and r["config"] != TUNED_E4M3.label), default=float("nan"))
+                         for impl in ("graphtune", "flashmla")}
+                e4m3 = [f", e4m3 query {r['rel_err']:.2e}" for r in mine if r["config"] == TUNED_E4M3.label]
+                print(f"accuracy H{heads} {kv_format} ({kind}): worst rel err graphtune {worst['graphtune']:.2e}"
+                      f"{''.join(e4m3)}, FlashMLA {worst['flashmla']:.2e}", flush=True)
     result["vs_accuracy"] = acc_rows
     out.write_text(json.dumps(result, indent=1, default=str))
     # The table: per (H, B) and format, FlashMLA, graphtune as shipped (the tuned path) and the best variant timed
@@ -481,10 +503,11 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
     print(f"\nMLA decode vs FlashMLA, page size 64, {args.tokens} tokens per request, {result['gpu']}; "
           "ms (effective TB/s); tuned = the public call as shipped (tuned per bucket), best = the fastest variant "
           "timed (pinned); ratio = graphtune / FlashMLA")
+    e4m3 = [f for f in formats if _e4m3(args, f)]
     head = "| heads, batch |" + "".join(f" FlashMLA {f} | graphtune {f} tuned | ratio | best variant | ratio |"
-                                         for f in formats)
+                                         + (" tuned, e4m3 query | ratio |" if f in e4m3 else "") for f in formats)
     print(head)
-    print("|" + " --- |" * (1 + 5 * len(formats)))
+    print("|" + " --- |" * (1 + 5 * len(formats) + 2 * len(e4m3)))
 
     def cell(r) -> str:
         return f"{r['ms']:.4f} ({r['tbs']:.2f})" if r and math.isfinite(r["ms"]) else "-"
@@ -499,11 +522,16 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
             cells = []
             for kv_format in formats:
                 mine = [r for r in rows if r["heads"] == heads and r["batch"] == b and r["kv_format"] == kv_format]
-                g = min((r for r in mine if r["impl"] == "graphtune"), key=lambda r: r["ms"], default=None)
+                # (the best variant among those of the default accuracy: the e4m3 query has its own column)
+                g = min((r for r in mine if r["impl"] == "graphtune" and r["config"] != TUNED_E4M3.label),
+                        key=lambda r: r["ms"], default=None)
                 t = next((r for r in mine if r["impl"] == "graphtune" and r["config"] == TUNED.label), None)
                 f = next((r for r in mine if r["impl"] == "flashmla"), None)
                 best[f"H{heads}/B{b}/{kv_format}"] = g["config"] if g else None
                 cells += [cell(f), cell(t), ratio(t, f), cell(g), ratio(g, f)]
+                if kv_format in e4m3:
+                    e = next((r for r in mine if r["impl"] == "graphtune" and r["config"] == TUNED_E4M3.label), None)
+                    cells += [cell(e), ratio(e, f)]
             print(f"| H={heads}, B={b} | " + " | ".join(cells) + " |")
     print("graphtune's best variant per cell:")
     for key, label in best.items():
@@ -868,6 +896,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--vs-formats", type=formats, default="bf16,fp8")
     ap.add_argument("--vs-batches-h16", type=sizes, default="1,8,32,64,128")
     ap.add_argument("--vs-batches-h128", type=sizes, default="1,8,32,64", help="an empty list leaves H = 128 out")
+    ap.add_argument("--vs-e4m3", action="store_true",
+                    help="with --vs-flashmla: also time and check the public call with query_precision='e4m3' on "
+                         "the fp8 cache (FlashMLA's fp8 accuracy class), in a column of its own")
     ap.add_argument("--vs-variant-filter", default="",
                     help="with --vs-flashmla: only the Hopper variants whose dict's text contains one of these "
                          "'|'-separated parts (--configs none: no portable config)")

@@ -105,6 +105,32 @@ def test_matches_reference(case):
     assert lse_err <= LSE_TOL, f"seed {seed}: lse error {lse_err:.3e}"
 
 
+@pytest.mark.parametrize("kv_format,page_size,lens,sms", [("fp8", 16, [37, 1, 90], 3), ("fp8_ds_mla", 1, [29, 64], 2)])
+def test_query_precision_e4m3_scores_against_the_e4m3_query(kv_format, page_size, lens, sms):
+    """``query_precision="e4m3"`` computes the decode of ``reference.e4m3_query(q)`` (the query rounded to e4m3 after a
+    power of two per head), the default that of q itself: each LSE (fp32, no output rounding in the way) matches its
+    own reference to 1e-4 and misses the other's by far more (these logits' standard deviation is ~3.5: the
+    rounding moves LSEs by ~0.2)."""
+    from graphtune.kernels.mla_decode.reference import e4m3_query
+    seed = _seed()
+    x = make_case(len(lens), 16, page_size, kv_format, lens, torch.Generator().manual_seed(seed))
+    refs = {}
+    for name, q in (("bf16", x["q"]), ("e4m3", e4m3_query(x["q"], kv_format))):
+        refs[name] = mla_decode_reference(q, x["kv_cache"], x["page_table"], x["seq_lens"], 0.06,
+                                          kv_scale=x["kv_scale"], return_lse=True)
+    for precision, other in (("bf16", "e4m3"), ("e4m3", "bf16")):
+        out = torch.full((len(lens), 16, 512), float("nan"), dtype=torch.bfloat16)
+        got, lse = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], 0.06, x["kv_scale"],
+                                     kv_format, out, True, num_sms=sms, query_precision=precision)
+        assert torch.isfinite(got.float()).all(), f"seed {seed}, {precision}: unwritten (NaN) outputs"
+        own = float((lse - refs[precision][1]).abs().max())
+        far = float((lse - refs[other][1]).abs().max())
+        assert own <= 1e-4, f"seed {seed}, {precision}: lse error {own:.3e} against its own reference"
+        assert far >= 20 * max(own, 1e-4), f"seed {seed}, {precision}: lse {far:.3e} from the other reference"
+        err = rel_err(got, refs[precision][0])
+        assert err <= TOL, f"seed {seed}, {precision}: relative error {err:.3e} > {TOL}"
+
+
 # (each case's pinned SM count splits the batch so that a program walks past padding slots between its requests;
 # the public call splits over the interpreter's 3 SMs)
 @pytest.mark.parametrize("kv_format,sms,lens", [("fp8", 4, [0, 40, 0, 33, 0, 1, 0]), ("bf16", 1, [40, 0, 33, 0, 1, 0]),
@@ -349,6 +375,12 @@ BAD = [
     ("kv-scale-tensor-nan", lambda a: dict(kv_scale=torch.tensor([float("nan")])), r"kv_scale: tensor holding nan"),
     ("kv-scale-tensor-negative", lambda a: dict(kv_scale=torch.tensor([-0.5])), r"kv_scale: tensor holding -0.5"),
     ("out-shape", lambda a: dict(out=torch.empty(2, 16, 576, dtype=torch.bfloat16)), r"out: shape \(2, 16, 576\)"),
+    ("query-precision-unknown", lambda a: dict(query_precision="fp8"),
+     r"query_precision: 'fp8', expected one of \['bf16', 'e4m3'\]"),
+    ("query-precision-not-str", lambda a: dict(query_precision=None), r"query_precision: None, expected one of"),
+    ("query-precision-e4m3-bf16", lambda a: dict(kv_cache=a["kv_cache"].bfloat16(), kv_scale=1.0,
+                                                 query_precision="e4m3"),
+     r"query_precision: 'e4m3' applies to an fp8 cache \(kv_format 'fp8' or 'fp8_ds_mla'\), not 'bf16'"),
 ]
 
 
@@ -642,7 +674,14 @@ def test_bench_tuned_row_runs_the_shipped_path_and_the_filter_keeps_what_it_name
     assert interface_hopper.HOPPER_TOK_FP8_CONFIG != before
     assert bench_mod._activate(bench_mod.TUNED, 16, "fp8") == bench_mod.TUNED.label
     assert interface_hopper.HOPPER_TOK_FP8_CONFIG == before
-    assert bench_mod._variant_kwargs(bench_mod.TUNED, 16, "fp8") == dict(config=None, path="auto")
+    assert bench_mod._variant_kwargs(bench_mod.TUNED, 16, "fp8") == dict(config=None, path="auto",
+                                                                         query_precision="bf16")
+    # --vs-e4m3: the public call with the e4m3 query too, on the per-tensor fp8 cache only, labelled apart
+    e4m3 = bench_mod._e4m3(SimpleNamespace(vs_e4m3=True), "fp8")
+    assert e4m3 == [bench_mod.TUNED_E4M3] and bench_mod.TUNED_E4M3.label != bench_mod.TUNED.label
+    assert bench_mod._variant_kwargs(e4m3[0], 128, "fp8")["query_precision"] == "e4m3"
+    assert bench_mod._e4m3(SimpleNamespace(vs_e4m3=True), "bf16") == []
+    assert bench_mod._e4m3(SimpleNamespace(vs_e4m3=False), "fp8") == []
     assert bench_mod.parse_configs("none") == []
     wanted = [bench_mod.HOPPER_TOK_FP8_VARIANTS[1], bench_mod.HOPPER_TOK_FP8_VARIANTS[-1]]
     args = SimpleNamespace(vs_variant_filter="|".join(str(v) for v in wanted))
@@ -714,15 +753,18 @@ def test_bench_pins_every_hopper_variant_it_times_as_labelled(monkeypatch):
     ("mla_cases", ["--config", '{"T8": "yes"}'], "is not a JSON object of integer knobs"),
     ("mla_cases", ["--config", '{"T8": 1}', "--sanitize", "8"], "--sanitize 8: the cases are 0..7"),
     ("mla_cases", ["--config", '{"T8": 1}'], "needs a CUDA GPU"),
-    ("p_rounding", ["--tokens", "0"], "--tokens 0: must be at least 1")],
+    ("p_rounding", ["--tokens", "0"], "--tokens 0: must be at least 1"),
+    ("query_rounding", ["--heads", "16,x"], "--heads '16,x': expected a comma list of integers"),
+    ("query_rounding", ["--batch", "0"], "--batch 0: must be at least 1")],
     ids=["three-parts", "not-a-power-of-two", "not-a-number", "no-gpu", "gather-bf16", "gather-whole-tiles",
          "gather-page-0", "gather-no-gpu", "timeline-two-parts", "timeline-format", "timeline-overlay",
          "timeline-no-gpu", "cold-code-not-a-number", "cold-code-zero", "cold-code-load", "cold-code-no-gpu",
          "pick-check-cells", "pick-check-no-gpu", "clocks-cells", "clocks-seconds", "clocks-no-gpu",
-         "cases-not-json", "cases-not-knobs", "cases-sanitize-range", "cases-no-gpu", "p-rounding-tokens"])
+         "cases-not-json", "cases-not-knobs", "cases-sanitize-range", "cases-no-gpu", "p-rounding-tokens",
+         "query-rounding-heads", "query-rounding-batch"])
 def test_probes_say_what_is_wrong_in_one_line(probe_name, argv, expect):
     """benchmarks/probes/reduce_sweep.py, gather_route.py, timeline.py, cold_code.py, pick_check.py, clocks.py,
-    mla_cases.py and p_rounding.py: a
+    mla_cases.py, p_rounding.py and query_rounding.py: a
     malformed argument is named with its value; without a GPU (this CPU machine) they say so; each exits 2 before
     touching any device."""
     probe = Path(__file__).resolve().parents[2] / "benchmarks" / "probes" / f"{probe_name}.py"
@@ -863,3 +905,20 @@ else:
     del test_tuned_split_kernels_are_timed_with_their_reduction
     del test_split_past_a_request_longer_than_the_programs_share, test_negative_lengths_count_as_no_tokens
 
+
+
+def test_query_rounding_probe_writes_its_table(tmp_path):
+    """benchmarks/probes/query_rounding.py on a small batch: the bf16 query's output equals the reference (both
+    rounded to bf16 from the same exact values) and the e4m3 query's moves it; the JSON holds every row."""
+    import json
+    probe = Path(__file__).resolve().parents[2] / "benchmarks" / "probes" / "query_rounding.py"
+    out = tmp_path / "q.json"
+    run = subprocess.run([sys.executable, str(probe), "--batch", "1", "--heads", "16", "--tokens", "256",
+                          "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert len(rows) == 2 * 3
+    by = {(r["inputs"], r["query"]): r for r in rows}
+    for kind in ("timed", "accuracy"):
+        assert by[(kind, "bf16")]["vs_reference"] == 0.0
+        assert by[(kind, "e4m3_query")]["vs_reference"] > 0.0

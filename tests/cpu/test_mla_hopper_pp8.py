@@ -62,6 +62,59 @@ def test_t8_kernel_mmas(compiled):
         assert sass.count("WARPGROUP.DEPBAR") <= 12, "wgmmas serialised (ptxas C7511 / C7515)"
 
 
+@pytest.fixture(scope="module")
+def compiled_e4m3():
+    """T8 as ``query_precision="e4m3"`` launches it (``Q_LO = 0``)."""
+    from test_mla_decode import compile_sm90
+    q, kv, pt, lens, out = _route_inputs()
+    args, _, consts, _ = interface_hopper.hopper_call(q, kv, pt, lens, 0.04, 0.5, "fp8", out, False, sms=132,
+                                                      config=dict(T8=1))
+    fn, consts = interface_hopper._kernel_and_params(128, "fp8", {**consts, "Q_LO": 0})
+    assert consts["Q_LO"] == 0
+    return compile_sm90(fn, args, consts)
+
+
+def test_t8_e4m3_query_halves_the_score_mmas_and_drops_the_lo_half(compiled, compiled_e4m3):
+    """``Q_LO = 0``: each tile's scores are the rope's hi half and the four latent chunks' hi halves (18 wgmmas of
+    k = 32 against the pair's 36), the lo half is neither converted (half the e4m3 conversions) nor given shared memory
+    (its 32 KB [64, 512] tile is not allocated), and the schedule's properties hold as with the pair."""
+    pair, single = (_sass_of_cubin(c.asm["cubin"]) for c in (compiled, compiled_e4m3))
+    qgmma = single.count("QGMMA.64x64x32.F32.E4M3.E4M3")
+    assert qgmma >= 3 * 18 and (qgmma - 3 * 18) % 4 == 0, qgmma
+    assert pair.count("QGMMA.64x64x32.F32.E4M3.E4M3") - qgmma == 3 * 18
+    assert single.count("F2FP.SATFINITE.E4M3") * 2 == pair.count("F2FP.SATFINITE.E4M3")
+    assert compiled.metadata.shared - compiled_e4m3.metadata.shared == 64 * 512
+    assert single.count("HGMMA.64x256x16.F32") == 5 * 4
+    assert _tile_loop_local_loads(single, "QGMMA.64x64x32") == 0
+    assert [str(u) for u in wgmma_findings(single)] == []
+    if SCHEDULED_WITH_THIS_TRITON:
+        assert single.count("WARPGROUP.DEPBAR") <= 12, "wgmmas serialised (ptxas C7511 / C7515)"
+
+
+def test_e4m3_query_routes_fp8_heads_on_m_to_t8_tuned_apart():
+    """``query_precision="e4m3"`` runs T8 from ``T8_E4M3_MIN_BATCH`` (the pair: from ``T8_MIN_BATCH``), as its own tuned
+    kernel (``T8_E4M3_NAME``, launched with ``Q_LO = 0``); the classes without a T8 route as with the pair."""
+    hopper = interface_hopper
+    assert hopper.PP_FP8_MIN_BATCH <= hopper.T8_E4M3_MIN_BATCH < hopper.T8_MIN_BATCH
+    b = hopper.T8_E4M3_MIN_BATCH
+    assert hopper._tuned_route(128, "fp8", b, 64, q_lo=False) == "third"
+    assert hopper._tuned_route(128, "fp8", b, 64) == "second"
+    assert hopper._tuned_route(128, "fp8", b - 1, 64, q_lo=False) == "first"
+    assert hopper._tuned_route(16, "fp8", 64, 64, q_lo=False) == hopper._tuned_route(16, "fp8", 64, 64)
+    e4m3 = hopper.tuned_for(128, "fp8", b, 64, q_lo=False)
+    assert e4m3.name == hopper.T8_E4M3_NAME
+    assert e4m3 is hopper.tuned_second_kernel(True, "fp8", third=True, q_lo=False)
+    assert e4m3 is not hopper.tuned_for(128, "fp8", hopper.T8_MIN_BATCH, 64)
+    assert hopper.tuned_for(128, "fp8", hopper.T8_MIN_BATCH, 64).name == hopper.T8_NAME
+    # (the second kernel has no lo half to drop: one object whatever the precision)
+    assert hopper.tuned_second_kernel(True, "fp8", q_lo=False) is hopper.tuned_second_kernel(True, "fp8")
+    q, kv, pt, lens, out = _route_inputs()
+    for q_lo in (True, False):
+        _, _, consts, _ = hopper.tuned_second_call(q, kv, pt, lens, 0.04, 0.5, "fp8", out, False, sms=132, third=True,
+                                                   q_lo=q_lo)
+        assert consts["Q_LO"] == int(q_lo)
+
+
 def _route_inputs(heads=128, fmt="fp8"):
     dtype = torch.float8_e4m3fn if fmt == "fp8" else torch.bfloat16
     q = torch.empty(2, heads, 576, dtype=torch.bfloat16)

@@ -56,14 +56,15 @@ def test_fused_add_rmsnorm_ops_pass_opcheck():
     torch.library.opcheck(torch.ops.graphtune.fused_add_rmsnorm_out.default, (x, res, w, 1e-6, out, res_out))
 
 
-@pytest.mark.parametrize("return_lse", [False, True], ids=["out", "out+lse"])
-def test_mla_decode_ops_pass_opcheck(return_lse):
+@pytest.mark.parametrize("return_lse,precision", [(False, "bf16"), (True, "bf16"), (False, "e4m3")],
+                         ids=["out", "out+lse", "out-e4m3"])
+def test_mla_decode_ops_pass_opcheck(return_lse, precision):
     c = make_case(2, 16, 16, "fp8_ds_mla", [20, 9], torch.Generator().manual_seed(3))
     args = (c["q"], c["kv_cache"], c["page_table"], c["seq_lens"], 0.06, 1.0, None, "fp8_ds_mla")
-    torch.library.opcheck(torch.ops.graphtune.mla_decode.default, args + (return_lse,))
+    torch.library.opcheck(torch.ops.graphtune.mla_decode.default, args + (return_lse, precision))
     if not return_lse:
         out = torch.full((2, 16, 512), float("nan"), dtype=torch.bfloat16)
-        torch.library.opcheck(torch.ops.graphtune.mla_decode_out.default, args + (out,))
+        torch.library.opcheck(torch.ops.graphtune.mla_decode_out.default, args + (out, precision))
 
 
 # ------------------------------------------------------------------------------------- torch.compile

@@ -579,3 +579,83 @@ def _replay_equals_eager(graphs, per_size, make_args, max_len, kv_scale, kv_form
             assert torch.equal(replayed, eager), f"B={b}: replay differs from eager"
             ref = mla_decode_reference(*make_args(b), kv_scale=kv_scale, kv_format=kv_format)
             assert _rel(replayed, ref) <= tol
+
+
+# query_precision="e4m3" (session 27): T8 (fp8, H % 64 == 0, from interface_hopper.T8_E4M3_MIN_BATCH) scores against
+# the query's e4m3 hi half alone; the other kernels keep the pair
+E4M3_CASES = [(128, interface_hopper.T8_E4M3_MIN_BATCH), (128, 32), (16, 8)]
+
+
+@pytest.mark.parametrize("heads,batch", E4M3_CASES, ids=[f"H{h}-B{b}" for h, b in E4M3_CASES])
+def test_query_precision_e4m3_matches_the_e4m3_query_reference(heads, batch):
+    """The public call with ``query_precision="e4m3"`` (tuned path, page size 64, mixed lengths with NaN past each,
+    NaN-poisoned out, 132 and 7 SMs) against the fp32 reference of ``reference.e4m3_query(q)``: within the fp8 bound,
+    its LSEs closer to that reference than to q's; where no kernel drops the lo half (H < 64) the output is the
+    default's bit for bit."""
+    _hopper_or_skip()
+    skip_unproven({"Q_E4M3": 1})
+    from graphtune.kernels.mla_decode.reference import e4m3_query
+    seed = _seed()
+    lens = ([1, 63, 64, 65, 3001, 4096] + [200, 129, 1000] * batch)[:batch]
+    x = _inputs(batch, heads, 64, "fp8", max(lens), seed)
+    pt = _with_lengths(x, lens, 64)
+    ref, ref_lse = mla_decode_reference(e4m3_query(x["q"]), x["kv_cache"], pt, x["seq_lens"], SM_SCALE,
+                                        kv_scale=x["kv_scale"], return_lse=True)
+    _, q_lse = mla_decode_reference(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"],
+                                    return_lse=True)
+    for sms in (132, 7):
+        x["out"].fill_(float("nan"))
+        out, lse = interface._launch(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, x["kv_scale"], "fp8",
+                                     x["out"], True, num_sms=sms, query_precision="e4m3")
+        assert torch.isfinite(out.float()).all(), f"seed {seed}, {sms} SMs: unwritten or NaN outputs"
+        if heads % 64:
+            pair = interface._launch(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, x["kv_scale"], "fp8",
+                                     None, False, num_sms=sms)
+            assert torch.equal(out, pair), f"seed {seed}: H = {heads} changed with query_precision='e4m3'"
+            continue
+        assert interface_hopper._tuned_route(heads, "fp8", batch, 64, q_lo=False) == "third"
+        assert _rel(out, ref) <= 2e-3, f"seed {seed}, {sms} SMs: rel err {_rel(out, ref):.3e}"
+        own, other = float((lse - ref_lse).abs().max()), float((lse - q_lse).abs().max())
+        assert own <= 2e-3 and own < other, f"seed {seed}, {sms} SMs: lse {own:.3e} (q's reference: {other:.3e})"
+
+
+def test_query_precision_e4m3_tuned_then_captured_and_replayed():
+    """T8 with ``query_precision="e4m3"`` tuned per bucket by graphtune.warmup under its own name, captured with no
+    benchmark inside, replayed with new lengths and queries equal to eager and to the e4m3 query's reference."""
+    _hopper_or_skip()
+    skip_unproven({"Q_E4M3": 1})
+    from graphtune.kernels.mla_decode.reference import e4m3_query
+    kernel = interface_hopper.tuned_second_kernel(True, "fp8", third=True, q_lo=False)
+    kernel.reset()
+    sizes = [interface_hopper.T8_E4M3_MIN_BATCH, 16]
+    per_size = {b: _inputs(b, 128, 64, "fp8", 2048, _seed()) for b in sizes}
+    kv_scale = torch.tensor([per_size[sizes[0]]["kv_scale"]], dtype=torch.float32, device="cuda")
+
+    def make_args(b: int):
+        x = per_size[b]
+        return (x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE)
+
+    def call(*args):
+        return interface._launch(*args, kv_scale, "fp8", per_size[args[0].shape[0]]["out"], False, path="hopper",
+                                 query_precision="e4m3")
+
+    graphtune.warmup(call, sizes, make_args)
+    assert kernel.tune_count == len(sizes)
+    calls = kernel.bench_calls
+    graphs = _capture_each(call, sizes, make_args)
+    assert kernel.bench_calls == calls, "tuned inside capture"
+    gen = torch.Generator().manual_seed(_seed())
+    for b, graph in graphs.items():
+        x = per_size[b]
+        x["seq_lens"].copy_(torch.randint(1, 2049, (b,), generator=gen, dtype=torch.int32))
+        x["q"].copy_(torch.randn(x["q"].shape, generator=gen).to(torch.bfloat16))
+        x["out"].fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        replayed = x["out"].clone()
+        eager = interface._launch(*make_args(b), kv_scale, "fp8", None, False, path="hopper", query_precision="e4m3")
+        assert torch.equal(replayed, eager), f"B={b}: replay differs from eager"
+        ref = mla_decode_reference(e4m3_query(x["q"]), x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
+                                   kv_scale=kv_scale)
+        assert _rel(replayed, ref) <= 2e-3
+    graphtune.assert_covered([interface_hopper.T8_E4M3_NAME])

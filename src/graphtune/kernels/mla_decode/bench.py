@@ -65,15 +65,15 @@ def make_inputs(problem: Problem, device: str | torch.device = "cuda", seed: int
 
 
 def run_inputs(inputs: dict, kv_format: str, config: triton.Config | None,
-               num_sms: int | None = None, path: str = "auto") -> Callable[[], None]:
+               num_sms: int | None = None, path: str = "auto", query_precision: str = "bf16") -> Callable[[], None]:
     """A zero-argument call of the kernel on ``inputs`` with ``config`` forced (None: the tuned path, or the
-    Hopper kernel where it applies); ``path`` as ``interface._launch``."""
+    Hopper kernel where it applies); ``path`` and ``query_precision`` as ``interface._launch``."""
     sm_scale = 1.0 / math.sqrt(D_QK)
     args = (inputs["q"], inputs["kv_cache"], inputs["page_table"], inputs["seq_lens"], sm_scale,
             inputs["kv_scale"], kv_format, inputs["out"], False)
 
     def call() -> None:
-        interface._launch(*args, config=config, num_sms=num_sms, path=path)
+        interface._launch(*args, config=config, num_sms=num_sms, path=path, query_precision=query_precision)
     return call
 
 
@@ -102,8 +102,10 @@ class MlaDecodeTarget:
             self._inputs[size] = [make_inputs(problem, seed=i) for i in range(sets)]
         return self._inputs[size]
 
-    def make(self, size: int, config: triton.Config | None, path: str | None = None) -> list[Callable[[], None]]:
-        return [run_inputs(x, self.kv_format, config, path=path or self.path) for x in self.inputs(size)]
+    def make(self, size: int, config: triton.Config | None, path: str | None = None,
+             query_precision: str = "bf16") -> list[Callable[[], None]]:
+        return [run_inputs(x, self.kv_format, config, path=path or self.path, query_precision=query_precision)
+                for x in self.inputs(size)]
 
     def bytes_moved(self, size: int) -> int:
         return self.problem(size).bytes_moved()

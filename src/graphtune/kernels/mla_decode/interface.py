@@ -32,6 +32,9 @@ from .reference import D_NOPE, D_QK, cache_row_width, resolve_kv_format
 
 _FORMAT_CODES = {"fp8": 0, "bf16": 1, "fp8_ds_mla": 2}
 _KV_FORMATS = ("auto", *_FORMAT_CODES)
+# "bf16": scores at the bf16 query's precision (an fp8 cache's kernels take the query as an e4m3 hi/lo pair);
+# "e4m3": an fp8 cache's kernels may take the query as one e4m3 copy (hi alone: FlashMLA's fp8 accuracy class)
+QUERY_PRECISIONS = ("bf16", "e4m3")
 # the reduction's launch (reduction.py), under the names the probes and tests use
 reduce_blocks = reduction.reduce_blocks
 reduce_launch = reduction.reduce_launch
@@ -69,7 +72,7 @@ def max_partials(num_sms: int, batch: int, programs_per_sm: int) -> int:
 @functools.lru_cache(maxsize=1)
 def _tuned_kernel():
     from ... import Buckets, autotune
-    return autotune(configs=space.CONFIGS, key=["B", "H", "PAGE_SIZE", "KV_FORMAT", "RETURN_LSE"],
+    return autotune(configs=space.CONFIGS, key=["B", "H", "PAGE_SIZE", "KV_FORMAT", "RETURN_LSE", "Q_LO"],
                     buckets={"B": Buckets.explicit(space.CAPTURE_SIZES)}, default=space.DEFAULT,
                     name="mla_decode", prune_configs_by={"early_config_prune": space.prune},
                     followed_by=reduction.after_split)(kernel._mla_decode_split_kernel)
@@ -99,13 +102,24 @@ def _check_kv_format(kv_format: Any) -> None:
         _fail("kv_format", f"{kv_format!r}, expected one of {list(_KV_FORMATS)}")
 
 
+def check_query_precision(value: Any, fmt: str | None) -> None:
+    """``query_precision`` is one of ``QUERY_PRECISIONS``, and "e4m3" comes with an fp8 cache (``fmt``, when known),
+    else one line naming it."""
+    if not isinstance(value, str) or value not in QUERY_PRECISIONS:
+        _fail("query_precision", f"{value!r}, expected one of {list(QUERY_PRECISIONS)}")
+    if value == "e4m3" and fmt == "bf16":
+        _fail("query_precision", "'e4m3' applies to an fp8 cache (kv_format 'fp8' or 'fp8_ds_mla'), not 'bf16': a "
+                                 "bf16 cache scores against the bf16 query")
+
+
 def check_scale(name: str, value: Any, expected: str) -> None:
     """A scale argument (a Python number, not a bool) that is finite and > 0, else one line naming it."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
         _fail(name, f"{value!r}, expected {expected}")
 
 
-def _validate(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_format, out) -> str:
+def _validate(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_format, out,
+              query_precision: str = "bf16") -> str:
     if not isinstance(q, torch.Tensor):
         _fail("q", f"expected a torch.Tensor, got {type(q).__name__}")
     device = q.device
@@ -125,6 +139,7 @@ def _validate(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_format, 
         _fail("kv_cache", f"shape {tuple(kv_cache.shape)}: last dim must be {want_last} for kv_format={fmt!r}")
     if kv_cache.shape[0] < 1 or kv_cache.shape[1] < 1:
         _fail("kv_cache", f"shape {tuple(kv_cache.shape)}: needs at least one page of at least one token")
+    check_query_precision(query_precision, fmt)
     batch = q.shape[0]
     _check_tensor("page_table", page_table, torch.int32, 2, device)
     if page_table.shape[0] != batch or page_table.shape[1] < 1:
@@ -184,8 +199,8 @@ def _check_contents(kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: 
 
 def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                sm_scale: float, *, kv_scale: float | torch.Tensor = 1.0, kv_format: str = "auto",
-               out: torch.Tensor | None = None,
-               return_lse: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+               out: torch.Tensor | None = None, return_lse: bool = False,
+               query_precision: str = "bf16") -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Decode attention of DeepSeek-style MLA over a paged KV cache.
 
     Args:
@@ -205,20 +220,33 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
         kv_format: ``"auto"`` (from dtype and shape), ``"fp8"``, ``"bf16"`` or ``"fp8_ds_mla"``.
         out: optional ``[B, H, 512]`` bf16 output buffer.
         return_lse: also return ``[B, H]`` fp32 log-sum-exp of the scaled scores, in natural log.
+        query_precision: ``"bf16"`` (default): the scores carry the bf16 query's precision (with an fp8 cache the
+            query enters the fp8 score MMAs as an e4m3 hi/lo pair, ``hi + lo`` equal to the query up to a power of
+            two per head). ``"e4m3"`` (fp8 caches only): a kernel may take the query as its e4m3 copy ``hi``
+            alone, the accuracy class of FlashMLA's fp8 path (which quantises the query), for one score MMA
+            instead of two where that pays: the fp8 heads-on-M kernel T8 on sm_90 (H a multiple of 64, from
+            ``interface_hopper.T8_E4M3_MIN_BATCH`` requests) and the portable kernel's fp8 scores; the other
+            kernels keep the pair. ``reference.e4m3_query(q)`` is the query that mode scores against: e4m3 keeps 4
+            significant bits, so the error grows with the logits' spread (in float64, benchmarks/probes/
+            query_rounding.py: on the benchmark's 4096-token requests 4.1e-3 relative to the exact output, the bf16
+            output's own rounding being 1.7e-3; on its accuracy check's inputs 2.0e-4 - 2.1e-4 against
+            ``mla_decode_reference``, where FlashMLA's fp8 path measured 1.3e-3 - 1.6e-3 on an H200).
 
     Returns:
         ``out`` (``[B, H, 512]`` bf16), or ``(out, lse)`` with ``return_lse``.
     """
-    fmt = _validate(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_format, out)
-    return _launch(q, kv_cache, page_table, seq_lens, float(sm_scale), kv_scale, fmt, out, return_lse)
+    fmt = _validate(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_format, out, query_precision)
+    return _launch(q, kv_cache, page_table, seq_lens, float(sm_scale), kv_scale, fmt, out, return_lse,
+                   query_precision=query_precision)
 
 
 def split_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool, *,
-               sms: int, programs_per_sm: int | None = None, lse: torch.Tensor | None = None):
+               sms: int, programs_per_sm: int | None = None, lse: torch.Tensor | None = None, q_lo: bool = True):
     """The split kernel's positional arguments and grid for these inputs (scratch buffers allocated here),
     plus ``(lse, part_o, part_lse, seg)`` for the reduce kernel. ``programs_per_sm=None`` sizes the scratch
-    for every config of the space (the tuned path). Used by ``_launch`` and by offline tuning."""
+    for every config of the space (the tuned path). ``q_lo=False``: ``query_precision="e4m3"`` (the fp8 scores
+    against the query's e4m3 hi half alone). Used by ``_launch`` and by offline tuning."""
     batch, heads, _ = q.shape
     device = q.device
     interpret = settings.interpret()
@@ -249,7 +277,7 @@ def split_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
             part_o.stride(0), part_o.stride(1),
             part_lse.stride(0),
             kv_cache.shape[1], _FORMAT_CODES[fmt], scale_from_ptr, return_lse, interpret,
-            _B_CHUNK)
+            _B_CHUNK, int(q_lo))
 
     def grid(meta: dict[str, Any]) -> tuple[int, int]:
         # at most the programs the scratch has partial slots for: a forced PROGRAMS_PER_SM above the space's
@@ -261,24 +289,27 @@ def split_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
     return args, grid, (lse, part_o, part_lse, seg)
 
 
-def serving_kernel(q: torch.Tensor, kv_cache: torch.Tensor, kv_format: str = "auto"):
+def serving_kernel(q: torch.Tensor, kv_cache: torch.Tensor, kv_format: str = "auto", query_precision: str = "bf16"):
     """The tuned kernel (``graphtune.autotune``, per batch bucket) that :func:`mla_decode` runs for these inputs on
     this machine: a Hopper kernel where ``path="auto"`` takes one (sm_90, ``interface_hopper.supported``), else the
     portable kernel; None where a pinned Hopper config (a fixed config changed from its shipped value) runs
     instead. Its ``name`` is what ``graphtune.coverage`` reports; a warm-up tunes its buckets."""
     _check_kv_format(kv_format)
     fmt = resolve_kv_format(kv_cache, kv_format)
+    check_query_precision(query_precision, fmt)
     if settings.interpret() or interface_hopper.supported(q, kv_cache, fmt) is not None:
         return _tuned_kernel()
     if interface_hopper.pinned(q.shape[1], fmt):
         return None
-    return interface_hopper.tuned_for(q.shape[1], fmt, q.shape[0], kv_cache.shape[1])
+    return interface_hopper.tuned_for(q.shape[1], fmt, q.shape[0], kv_cache.shape[1],
+                                      q_lo=query_precision != "e4m3")
 
 
 def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
             sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor | None,
             return_lse: bool, config: triton.Config | None = None,
-            num_sms: int | None = None, path: str = "auto") -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+            num_sms: int | None = None, path: str = "auto",
+            query_precision: str = "bf16") -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Allocate and launch (inputs already validated).
 
     ``config`` runs that config on the plain jit kernel instead of the tuned one (benchmarks, A/B): the portable
@@ -286,10 +317,12 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
     ``num_sms`` overrides the SM count that sizes the split grid (tests vary it). ``path``: ``"auto"`` runs
     the Hopper kernel (kernel_hopper.py) where it applies (sm_90, see ``interface_hopper.supported``) and no
     ``config`` is given, else the portable one; ``"portable"`` / ``"hopper"`` force one (``"hopper"`` raises
-    ValueError with the reason when it does not apply).
+    ValueError with the reason when it does not apply). ``query_precision``: as :func:`mla_decode` (validated).
     """
     if path not in ("auto", "portable", "hopper"):
         raise ValueError(f"mla_decode: path {path!r}, expected 'auto', 'portable' or 'hopper'")
+    check_query_precision(query_precision, fmt)
+    q_lo = query_precision != "e4m3"
     batch, heads, _ = q.shape
     device = q.device
     if out is None:
@@ -309,14 +342,14 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
     if hopper_why is None:
         pinned = None if config is None else interface_hopper.pinned_config(heads, fmt, config.kwargs)
         lse, part_o, part_lse, seg = interface_hopper.launch(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale,
-                                                             fmt, out, return_lse, sms=sms, config=pinned)
+                                                             fmt, out, return_lse, sms=sms, config=pinned, q_lo=q_lo)
         _reduce(batch, heads, seg, part_o, part_lse, out, lse, seq_lens, return_lse,
                 pdl=batch >= reduction.PDL_MIN_BATCH)
         return (out, lse) if return_lse else out
     pps = None if config is None else config.kwargs["PROGRAMS_PER_SM"]
     args, grid, (lse, part_o, part_lse, seg) = split_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale,
                                                           fmt, out, return_lse, sms=sms, programs_per_sm=pps,
-                                                          lse=lse)
+                                                          lse=lse, q_lo=q_lo)
     if config is None:
         _tuned_kernel()[grid](*args)
     else:

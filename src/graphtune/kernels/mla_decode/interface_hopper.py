@@ -97,6 +97,14 @@ PP_FP8_NAME = "mla_decode_hopper_pp_fp8"
 T8_MIN_BATCH = 32
 HOPPER_T8_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, T8=1), dict(BLOCK_N=64, T8=1, WL1=1)]
 T8_NAME = "mla_decode_hopper_t8"
+# ``query_precision="e4m3"`` (``Q_LO = 0``): T8 scores against the query's e4m3 hi half alone (per 64-token tile 18
+# fp8 score wgmmas instead of 36, the lo half neither converted nor stored), tuned per bucket under its own name, and
+# the class's third kernel from T8_E4M3_MIN_BATCH requests: the only fp8 heads-on-M kernel that scores against the
+# pair (the others score a widened tile against an fp16 query), and already ahead of the second kernel at batch 8
+# with the pair (session 26 run 3, H200, `graphtune ab mla_decode_hopper_h128`: T8 WL1 1 0.0380 ms against 0.0387,
+# 1.8% beyond noise), so without the lo half it is the better kernel there too. Not timed on a GPU yet.
+T8_E4M3_MIN_BATCH = 8
+T8_E4M3_NAME = "mla_decode_hopper_t8_e4m3"
 # H < 64 (16, 32, 48): the tokens-on-M kernel, 16 heads and one warpgroup per program; 168,728 B of shared
 # memory (a third 72 KB buffer would not fit; BLOCK_N = 32 is not possible: a wgmma's M is a multiple of 64).
 # PIPE 2 (next load issued before tile i's wait, softmax with one block barrier) was the fastest of PIPE 0/1/2 at
@@ -624,8 +632,11 @@ def second_applies(heads: int, fmt: str, batch: int) -> bool:
     return _applies(SECOND, heads, fmt, batch)
 
 
-def third_applies(heads: int, fmt: str, batch: int) -> bool:
-    """Whether the tuned path runs the shape class's third kernel (``THIRD``) for ``batch`` requests."""
+def third_applies(heads: int, fmt: str, batch: int, q_lo: bool = True) -> bool:
+    """Whether the tuned path runs the shape class's third kernel (``THIRD``) for ``batch`` requests (``q_lo=False``:
+    ``query_precision="e4m3"``, from ``T8_E4M3_MIN_BATCH``)."""
+    if not q_lo and (_heads_on_m(heads), fmt) == (True, "fp8"):
+        return batch >= T8_E4M3_MIN_BATCH
     return _applies(THIRD, heads, fmt, batch)
 
 
@@ -636,31 +647,36 @@ def _extra(on_m: bool, fmt: str, gather: bool, third: bool) -> Second:
 
 def tuned_second_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                       sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool,
-                      *, sms: int, lse: torch.Tensor | None = None, gather: bool = False, third: bool = False):
+                      *, sms: int, lse: torch.Tensor | None = None, gather: bool = False, third: bool = False,
+                      q_lo: bool = True):
     """:func:`tuned_call` for the shape class's second kernel (``gather``: the row-gather kernel, ``GATHER``;
-    ``third``: its third kernel, ``THIRD``): scratch for the most programs per SM of its space, the grid per
-    config."""
+    ``third``: its third kernel, ``THIRD``, which takes ``Q_LO``): scratch for the most programs per SM of its
+    space, the grid per config."""
     second = _extra(_heads_on_m(q.shape[1]), fmt, gather, third)
     per_sm = max(second.programs_per_sm(c) for c in second.space)
     args, head_blocks, consts, scratch = _arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                     return_lse, sms=sms, block_n=second.space[0]["BLOCK_N"],
                                                     programs_per_sm=per_sm, lse=lse, v2=second.flag == "V2",
                                                     pp=second.flag == "PP", t8=second.flag == "T8")
+    if second.flag == "T8":
+        consts = {**consts, "Q_LO": int(q_lo)}
 
     def grid(meta: dict[str, Any]) -> tuple[int, int]:
         return head_blocks, _programs(sms, second.programs_per_sm(meta), head_blocks)
     return args, grid, consts, scratch
 
 
-def tuned_second_kernel(on_m: bool, fmt: str, gather: bool = False, third: bool = False):
+def tuned_second_kernel(on_m: bool, fmt: str, gather: bool = False, third: bool = False, q_lo: bool = True):
     """The shape class's second kernel (``gather``: the row-gather kernel of ``GATHER``; ``third``: its third kernel,
-    ``THIRD``) under ``graphtune.autotune``, per batch bucket (as :func:`tuned_kernel`): one object per kernel,
-    however called."""
-    return _tuned_second_kernel(bool(on_m) and not gather, fmt, bool(gather), bool(third) and not gather)
+    ``THIRD``, and with ``q_lo=False`` that kernel for ``query_precision="e4m3"``, tuned apart as ``T8_E4M3_NAME``)
+    under ``graphtune.autotune``, per batch bucket (as :func:`tuned_kernel`): one object per kernel, however
+    called."""
+    third = bool(third) and not gather
+    return _tuned_second_kernel(bool(on_m) and not gather, fmt, bool(gather), third, bool(q_lo) or not third)
 
 
 @functools.lru_cache(maxsize=None)
-def _tuned_second_kernel(on_m: bool, fmt: str, gather: bool, third: bool):
+def _tuned_second_kernel(on_m: bool, fmt: str, gather: bool, third: bool, q_lo: bool):
     from ... import Buckets, autotune
     from .space import CAPTURE_SIZES
     second = _extra(on_m, fmt, gather, third)
@@ -668,7 +684,8 @@ def _tuned_second_kernel(on_m: bool, fmt: str, gather: bool, third: bool):
     fn = kernel_for(BLOCK_H if on_m else TOK_BLOCK_H, fmt, v2=second.flag == "V2", pp=second.flag == "PP",
                     t8=second.flag == "T8")
     return autotune(configs, key=["B", "H", "PAGE_SIZE", "RETURN_LSE"], buckets={"B": Buckets.explicit(CAPTURE_SIZES)},
-                    default=configs[0], name=second.name, followed_by=reduction.after_hopper_split)(fn)
+                    default=configs[0], name=second.name if q_lo else T8_E4M3_NAME,
+                    followed_by=reduction.after_hopper_split)(fn)
 
 
 def tuned_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
@@ -753,7 +770,8 @@ def tuned_kernel(on_m: bool, fp8: bool):
 
 
 # constexprs every launch sets from its inputs (not config knobs)
-_LAUNCH_CONSTEXPRS = frozenset({"PAGE_SIZE", "KV_SCALE_FROM_PTR", "RETURN_LSE", "B_CHUNK", "BLOCK_H", "num_warps"})
+_LAUNCH_CONSTEXPRS = frozenset({"PAGE_SIZE", "KV_SCALE_FROM_PTR", "RETURN_LSE", "B_CHUNK", "BLOCK_H", "Q_LO",
+                                "num_warps"})
 
 
 def _check_v2_params(params: dict[str, int], kernel: str) -> None:
@@ -826,50 +844,51 @@ def pinned(heads: int, fmt: str, config: dict[str, int] | None = None) -> bool:
 
 def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
            sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool, *,
-           sms: int, config: dict[str, int] | None = None) -> tuple[torch.Tensor, torch.Tensor, Any]:
+           sms: int, config: dict[str, int] | None = None, q_lo: bool = True) -> tuple[torch.Tensor, torch.Tensor, Any]:
     """Run the Hopper split kernel, tuned per batch bucket unless pinned (:func:`pinned`); returns
-    ``(lse, part_o, part_lse, seg)`` for the reduction."""
+    ``(lse, part_o, part_lse, seg)`` for the reduction. ``q_lo=False``: ``query_precision="e4m3"`` (the kernels that
+    take ``Q_LO``, T8, score against the query's e4m3 hi half alone)."""
     heads = q.shape[1]
     if pinned(heads, fmt, config):
         # (hopper_call checks the row gather against the config as it runs)
         args, grid, consts, scratch = hopper_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                   return_lse, sms=sms, config=config)
-        fn, consts = _kernel_and_params(heads, fmt, consts)
+        fn, consts = _kernel_and_params(heads, fmt, {**consts, "Q_LO": int(q_lo)})
         fn[grid](*args, **consts)
         return scratch
-    route = _tuned_route(heads, fmt, q.shape[0], kv_cache.shape[1])
+    route = _tuned_route(heads, fmt, q.shape[0], kv_cache.shape[1], q_lo)
     if route == "first":
         args, grid, consts, scratch = tuned_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                  return_lse, sms=sms)
     else:
         args, grid, consts, scratch = tuned_second_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                         return_lse, sms=sms, gather=route == "gather",
-                                                        third=route == "third")
-    _route_kernel(route, heads, fmt)[grid](*args, **consts)
+                                                        third=route == "third", q_lo=q_lo)
+    _route_kernel(route, heads, fmt, q_lo)[grid](*args, **consts)
     return scratch
 
 
-def _tuned_route(heads: int, fmt: str, batch: int, page_size: int) -> str:
+def _tuned_route(heads: int, fmt: str, batch: int, page_size: int, q_lo: bool = True) -> str:
     """Which tuned kernel an unpinned launch runs: ``"gather"`` (pages that are not whole TMA tiles: ``GATHER``),
-    ``"third"`` / ``"second"`` (the class's third / second kernel from its ``min_batch``: ``THIRD`` / ``SECOND``) or
-    ``"first"``."""
+    ``"third"`` / ``"second"`` (the class's third / second kernel from its ``min_batch``: ``THIRD`` / ``SECOND``;
+    ``q_lo=False``, the third from ``T8_E4M3_MIN_BATCH``) or ``"first"``."""
     if page_size % BLOCK_N:
         if fmt not in GATHER or _heads_on_m(heads):
             _check_gather(page_size, {})     # (the other tuned kernels read whole TMA tiles: one clear error)
         return "gather"
-    if third_applies(heads, fmt, batch):
+    if third_applies(heads, fmt, batch, q_lo):
         return "third"
     return "second" if second_applies(heads, fmt, batch) else "first"
 
 
-def tuned_for(heads: int, fmt: str, batch: int, page_size: int):
+def tuned_for(heads: int, fmt: str, batch: int, page_size: int, q_lo: bool = True):
     """The tuned kernel (``graphtune.autotune``, per batch bucket) an unpinned Hopper launch runs for ``batch``
-    requests of ``heads`` heads on a ``fmt`` cache of ``page_size``-token pages (its name is what
-    ``graphtune.coverage`` reports)."""
-    return _route_kernel(_tuned_route(heads, fmt, batch, page_size), heads, fmt)
+    requests of ``heads`` heads on a ``fmt`` cache of ``page_size``-token pages (``q_lo=False``:
+    ``query_precision="e4m3"``; its name is what ``graphtune.coverage`` reports)."""
+    return _route_kernel(_tuned_route(heads, fmt, batch, page_size, q_lo), heads, fmt, q_lo)
 
 
-def _route_kernel(route: str, heads: int, fmt: str):
+def _route_kernel(route: str, heads: int, fmt: str, q_lo: bool = True):
     if route == "first":
         return tuned_kernel(_heads_on_m(heads), fmt == "fp8")
-    return tuned_second_kernel(_heads_on_m(heads), fmt, route == "gather", route == "third")
+    return tuned_second_kernel(_heads_on_m(heads), fmt, route == "gather", route == "third", q_lo)

@@ -23,7 +23,8 @@ shared memory: fp8 x fp8 warpgroup MMAs against a pair of fp8 copies of the quer
 ``lo = fp8(16 * (q * s - hi))`` with ``s`` a power of two bringing max|q| to 2**8. hi + lo / 16 holds all
 8 significant bits of a bf16 query, so the two products give the bf16 score; no cache value is widened
 for the scores. With QK8 = 0 the tile is widened first and both dots share it (q cast to fp16, scaled to
-max 2**14 by a power of two).
+max 2**14 by a power of two). ``Q_LO = 0`` (``query_precision="e4m3"``, an fp8 cache's opt-in) drops the lo
+half: the query is its e4m3 copy hi, one fp8 dot a chunk instead of two (QK8 = 0 keeps its fp16 query).
 
 P.V. Values must be a 16-bit MMA operand (an fp8 MMA needs the token dimension contiguous, and the
 cache stores tokens as rows), so each 128-dim chunk is widened to fp16 just before its dot, never to fp32
@@ -193,19 +194,20 @@ def _q_operand(q_t, q_scale, MODE: tl.constexpr, INTERPRET: tl.constexpr):
 
 
 @triton.jit
-def _score(k, q_hi, q_lo, PAIR: tl.constexpr, INTERPRET: tl.constexpr, PREC: tl.constexpr):
-    """``k q^T`` for one column chunk: [N, H] fp32. PAIR: k is raw fp8 and (q_hi, q_lo) an fp8 pair."""
+def _score(k, q_hi, q_lo, LO: tl.constexpr, INTERPRET: tl.constexpr, PREC: tl.constexpr):
+    """``k q^T`` for one column chunk: [N, H] fp32. LO: k is raw fp8 and (q_hi, q_lo) an fp8 pair whose lo half
+    counts (without it, an fp8 k scores against q_hi alone: the e4m3 query)."""
     if INTERPRET:
         k = k.to(tl.float32)
     s = tl.dot(k, q_hi, input_precision=PREC)
-    if PAIR:
+    if LO:
         s += tl.dot(k, q_lo, input_precision=PREC) * 0.0625
     return s
 
 
 @triton.jit
-def _score_acc(k, q_hi, q_lo, acc_hi, acc_lo, PAIR: tl.constexpr, INTERPRET: tl.constexpr, PREC: tl.constexpr):
-    """Accumulate ``k q_hi^T`` (and ``k q_lo^T`` when PAIR) into running dot accumulators.
+def _score_acc(k, q_hi, q_lo, acc_hi, acc_lo, LO: tl.constexpr, INTERPRET: tl.constexpr, PREC: tl.constexpr):
+    """Accumulate ``k q_hi^T`` (and ``k q_lo^T`` when LO) into running dot accumulators.
 
     Chaining the accumulators lets the MMAs of all chunks issue back to back; separate dots summed in
     fp32 made Triton wait for each one (10 waits per tile).
@@ -213,7 +215,7 @@ def _score_acc(k, q_hi, q_lo, acc_hi, acc_lo, PAIR: tl.constexpr, INTERPRET: tl.
     if INTERPRET:
         k = k.to(tl.float32)
     acc_hi = tl.dot(k, q_hi, acc_hi, input_precision=PREC)
-    if PAIR:
+    if LO:
         acc_lo = tl.dot(k, q_lo, acc_lo, input_precision=PREC)
     return acc_hi, acc_lo
 
@@ -262,6 +264,7 @@ def _mla_decode_split_kernel(
     RETURN_LSE: tl.constexpr,
     INTERPRET: tl.constexpr,
     B_CHUNK: tl.constexpr,
+    Q_LO: tl.constexpr,             # 1: the query's lo half scores too (bf16 precision); 0: its e4m3 hi half alone
     # The tuned config: these must stay the last parameters (graphtune appends them positionally).
     BLOCK_N: tl.constexpr,
     BLOCK_H: tl.constexpr,
@@ -284,6 +287,9 @@ def _mla_decode_split_kernel(
     # PAIR: latent (and fp8 rope) scores straight from the fp8 bytes against an fp8 hi/lo query pair;
     # only P.V widens the cache. Otherwise both dots share one widened (fp16) or bf16 tile.
     PAIR: tl.constexpr = IS_FP8 and QK8 == 1
+    # LO: the pair's lo half scores too (query_precision "bf16"); without it the query is its e4m3 hi half alone
+    # ("e4m3": one fp8 dot a chunk instead of two)
+    LO: tl.constexpr = PAIR and Q_LO == 1
     if INTERPRET:
         V_DTYPE: tl.constexpr = tl.float32
     elif IS_FP8:
@@ -419,21 +425,21 @@ def _mla_decode_split_kernel(
                 c1 = _load_chunk_scale(kv_ptr, row, valid, 1)
                 c2 = _load_chunk_scale(kv_ptr, row, valid, 2)
                 c3 = _load_chunk_scale(kv_ptr, row, valid, 3)
-                s = (_score(k0, q0, q0_lo, PAIR, INTERPRET, PREC) * c0[:, None]
-                     + _score(k1, q1, q1_lo, PAIR, INTERPRET, PREC) * c1[:, None]
-                     + _score(k2, q2, q2_lo, PAIR, INTERPRET, PREC) * c2[:, None]
-                     + _score(k3, q3, q3_lo, PAIR, INTERPRET, PREC) * c3[:, None]) * nope_mul
+                s = (_score(k0, q0, q0_lo, LO, INTERPRET, PREC) * c0[:, None]
+                     + _score(k1, q1, q1_lo, LO, INTERPRET, PREC) * c1[:, None]
+                     + _score(k2, q2, q2_lo, LO, INTERPRET, PREC) * c2[:, None]
+                     + _score(k3, q3, q3_lo, LO, INTERPRET, PREC) * c3[:, None]) * nope_mul
                 s += _score(kr, qr, qr_lo, False, INTERPRET, PREC) * rope_mul
             else:
                 # fp8 per-tensor and bf16: one scale for all 576 dims, so all chunks share accumulators.
                 s_hi = tl.zeros([BLOCK_N, BLOCK_H], tl.float32)
                 s_lo = tl.zeros([BLOCK_N, BLOCK_H], tl.float32)
-                s_hi, s_lo = _score_acc(k0, q0, q0_lo, s_hi, s_lo, PAIR, INTERPRET, PREC)
-                s_hi, s_lo = _score_acc(k1, q1, q1_lo, s_hi, s_lo, PAIR, INTERPRET, PREC)
-                s_hi, s_lo = _score_acc(k2, q2, q2_lo, s_hi, s_lo, PAIR, INTERPRET, PREC)
-                s_hi, s_lo = _score_acc(k3, q3, q3_lo, s_hi, s_lo, PAIR, INTERPRET, PREC)
-                s_hi, s_lo = _score_acc(kr, qr, qr_lo, s_hi, s_lo, PAIR, INTERPRET, PREC)
-                if PAIR:
+                s_hi, s_lo = _score_acc(k0, q0, q0_lo, s_hi, s_lo, LO, INTERPRET, PREC)
+                s_hi, s_lo = _score_acc(k1, q1, q1_lo, s_hi, s_lo, LO, INTERPRET, PREC)
+                s_hi, s_lo = _score_acc(k2, q2, q2_lo, s_hi, s_lo, LO, INTERPRET, PREC)
+                s_hi, s_lo = _score_acc(k3, q3, q3_lo, s_hi, s_lo, LO, INTERPRET, PREC)
+                s_hi, s_lo = _score_acc(kr, qr, qr_lo, s_hi, s_lo, LO, INTERPRET, PREC)
+                if LO:
                     s_hi += s_lo * 0.0625
                 s = s_hi * nope_mul
             s = tl.where(valid[:, None], s, float("-inf"))

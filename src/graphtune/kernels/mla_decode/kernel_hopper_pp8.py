@@ -79,11 +79,13 @@ def _view(buf, dtype: gl.constexpr, shape: gl.constexpr, layout: gl.constexpr):
 
 
 @gluon.jit
-def _scores8(qh, ql, qr, k8, kr, qz, s_layout: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr):
-    """S = Q K^T of one landed fp8 tile: the rope pair as one 128-column wgmma, then hi and lo of each 128-column
+def _scores8(qh, ql, qr, k8, kr, qz, s_layout: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr,
+             Q_LO: gl.constexpr):
+    """S = Q K^T of one landed fp8 tile: the rope pair as two 64-column wgmmas, then hi and lo of each 128-column
     latent chunk (async; ``qz`` as ``kernel_hopper_pp._scores``: 0, not provably so, so the query chunks' addresses
-    are not hoisted out of the tile loop). The accumulator has the layout of fp8 wgmmas (k = 32); ``_s_retired``
-    gives the retired scores ``s_layout``, the same registers."""
+    are not hoisted out of the tile loop); ``Q_LO = 0`` (``query_precision="e4m3"``): the hi halves alone. The
+    accumulator has the layout of fp8 wgmmas (k = 32); ``_s_retired`` gives the retired scores ``s_layout``, the same
+    registers."""
     hi = _q_chunks(qh, BLOCK_H, 128)
     lo = _q_chunks(ql, BLOCK_H, 128)
     s8_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -93,11 +95,13 @@ def _scores8(qh, ql, qr, k8, kr, qz, s_layout: gl.constexpr, BLOCK_H: gl.constex
     kt = kr.slice(0, 64, dim=1).permute((1, 0))
     s = warpgroup_mma(qr.slice(0, 64, dim=1), kt, gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s8_layout),
                       use_acc=False, is_async=True)
-    s = warpgroup_mma(qr.slice(64, 64, dim=1), kt, s, is_async=True)
+    if Q_LO:
+        s = warpgroup_mma(qr.slice(64, 64, dim=1), kt, s, is_async=True)
     for c in gl.static_range(4):
         kc = k8.slice(c * 128, 128, dim=1).permute((1, 0))
         s = warpgroup_mma(hi.index(c + qz), kc, s, is_async=True)
-        s = warpgroup_mma(lo.index(c + qz), kc, s, is_async=True)
+        if Q_LO:
+            s = warpgroup_mma(lo.index(c + qz), kc, s, is_async=True)
     return s
 
 
@@ -119,11 +123,13 @@ def _no_scores(qr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr):
 
 
 @gluon.jit
-def _q8_chunk(x, q_scale, hi_smem, lo_smem):
+def _q8_chunk(x, q_scale, hi_smem, lo_smem, Q_LO: gl.constexpr):
+    """One chunk of the query pair: ``hi = e4m3(x s)`` and, with ``Q_LO``, ``lo = e4m3(x s - hi)``."""
     y = x.to(gl.float32) * q_scale[:, None]
     h = y.to(gl.float8e4nv)
     hi_smem.store(h)
-    lo_smem.store((y - h.to(gl.float32)).to(gl.float8e4nv))
+    if Q_LO:
+        lo_smem.store((y - h.to(gl.float32)).to(gl.float8e4nv))
 
 
 @gluon.jit
@@ -156,12 +162,12 @@ def _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row, stage):
 
 @gluon.jit
 def _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g, qz, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
-                  BLOCK_N: gl.constexpr):
+                  BLOCK_N: gl.constexpr, Q_LO: gl.constexpr):
     """The score MMAs of the program's g-th tile (async) once it landed (latent and rope rows by one barrier)."""
     st = g % 2
     mbarrier.wait(land.index(st), (g // 2) & 1)
     return _scores8(qh, ql, qr, k8_bufs.index(st).slice(0, _D_V, dim=1), kr_bufs.index(st), qz, s_layout, BLOCK_H,
-                    BLOCK_N)
+                    BLOCK_N, Q_LO)
 
 
 @gluon.jit
@@ -205,9 +211,10 @@ def _write_right(kn, x0, x1, n_valid, BLOCK_N: gl.constexpr):
 
 @gluon.jit
 def _q8(q_nope_desc, q_rope_desc, row, qt_bar, phase, kb_halves, kb_chunks, p_smem, s0, qh, ql, qr,
-        BLOCK_H: gl.constexpr, STAMPS, srow, seg):
+        BLOCK_H: gl.constexpr, STAMPS, srow, seg, Q_LO: gl.constexpr):
     """The query's fp8 hi/lo pair in shared memory: ``hi = fp8(q s)``, ``lo = fp8(q s - hi)``, s a power of two per
-    head with max |q s| = 2^8; the rope's into ``qr`` as [hi | lo]. Returns s. The bf16 query rows ``[row, row +
+    head with max |q s| = 2^8; the rope's into ``qr`` as [hi | lo] (``Q_LO = 0``: hi alone, ``ql`` and the rope's lo
+    half left unwritten and unread). Returns s. The bf16 query rows ``[row, row +
     64)`` come by TMA (one round trip) into bytes [32 K, 64 K) of both tile buffers (its columns 0..255 into buffer
     ``s0``'s, 256..511 into the other's: V's right halves, written by WG1 only after the query bar) and its rope into
     the P tile (free until this warpgroup's first hand-off); two passes over them (the head maxima,
@@ -235,8 +242,8 @@ def _q8(q_nope_desc, q_rope_desc, row, qt_bar, phase, kb_halves, kb_chunks, p_sm
     lo_c = _q_chunks(ql, BLOCK_H, 128)
     for c in tl.range(0, 4, loop_unroll_factor=1):
         x = kb_chunks.index(4 * ((s0 + c // 2) % 2) + 2 + c % 2).load(layout)
-        _q8_chunk(x, q_scale, hi_c.index(c), lo_c.index(c))
-    _q8_chunk(xr, q_scale, qr.slice(0, 64, dim=1), qr.slice(64, 64, dim=1))
+        _q8_chunk(x, q_scale, hi_c.index(c), lo_c.index(c), Q_LO)
+    _q8_chunk(xr, q_scale, qr.slice(0, 64, dim=1), qr.slice(64, 64, dim=1), Q_LO)
     fence_async_shared()
     _wg_barrier()               # (every thread's reads of the staging done before those bytes are written again)
     return q_scale
@@ -250,7 +257,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
              qt_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
-             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS):
+             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q_LO: gl.constexpr):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; writes the query pair and issues every
     tile's TMA. Per pair: its tile's softmax (scores issued at the previous pair's end), P handed over, its half of V
     widened and multiplied; WG1's tile's half widened under WG1's softmax, then multiplied by WG1's P; the next
@@ -280,7 +287,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                     _tile_row(pt_base, i_first + 1, PAGE_SIZE, BLOCK_N), 1 - s0)
         _pro(STAMPS, srow, seg, 1)
         q_scale = _q8(q_nope_desc, q_rope_desc, b * H + h0, qt_bar, seg & 1, kb_halves, kb_chunks, p_smem,
-                      s0, qh, ql, qr, BLOCK_H, STAMPS, srow, seg)
+                      s0, qh, ql, qr, BLOCK_H, STAMPS, srow, seg, Q_LO)
         _pro(STAMPS, srow, seg, 4)
         qk_vec = gl.convert_layout(qk_mul * kv_scale / q_scale, rows_s)
         # (WG1's row-sum slot of the segment's parity: free until WG1's exchange, which it reads them before)
@@ -297,7 +304,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
         m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=rows_s)
         l_i = gl.zeros([BLOCK_H], gl.float32, layout=rows_s)
         o = _o_zeros(o_layout, BLOCK_H)
-        s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, it, i_first >> 30, s_layout, BLOCK_H, BLOCK_N)
+        s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, it, i_first >> 30, s_layout, BLOCK_H, BLOCK_N, Q_LO)
         for k in range(0, (n + 1) // 2):
             r = 2 * k
             g = it + r
@@ -355,7 +362,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                     _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row3, 1 - stage)
                 if r + 2 < n:
                     s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g + 2, j >> 30, s_layout, BLOCK_H,
-                                      BLOCK_N)
+                                      BLOCK_N, Q_LO)
                 else:
                     s = _no_scores(qr, BLOCK_H, BLOCK_N)
             else:
@@ -379,7 +386,7 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
              qt_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
-             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS):
+             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q_LO: gl.constexpr):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511. Per pair: both tiles' halves of V
     widened (WG0's first: its fp8 bytes read, then WG0 may widen its own half over them) with its own tile's score
     MMAs in flight; then WG0's P and max, its softmax from that max, its P handed over, and both P.V."""
@@ -430,7 +437,7 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             if r + 1 < n:
                 # this warpgroup's tile: its score MMAs, V_R(r + 1) widened under them
                 s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g + 1, j >> 30, s_layout, BLOCK_H,
-                                  BLOCK_N)
+                                  BLOCK_N, Q_LO)
                 x0, x1 = _read_right(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), _WIDEN)
                 _write_right(kn_o, x0, x1, n_valid - BLOCK_N, BLOCK_N)
                 mbarrier.wait(p_bars.index(0), p0_phase)
@@ -503,14 +510,16 @@ def _mla_decode_hopper_pp8_kernel(
     WG1_REGS: gl.constexpr = 256,
     WL1: gl.constexpr = 0,
     STAMPS=None,
+    Q_LO: gl.constexpr = 1,
 ):
     """Grid ``(H // 64, P)``; the arguments of the fp8 heads-on-M kernel
     (``kernel_hopper_heads._mla_decode_hopper_fp8w_kernel``) with the query as two TMA descriptors ([64, 256] and
     [64, 64] bf16 boxes) for its pointer and strides, ``kv_nope_desc`` [64, 512] fp8 boxes and ``kv_rope_desc``
-    [64, 128] fp8 boxes at column 512 (the rope rows, 64 zero columns) for the cache pointer. ``num_warps = 4``
-    (WG0, the default partition) plus a 4-warp worker (WG1, ``WG1_REGS`` registers a thread). Shared memory: the
-    query pair 72 KB, two 64 KB fp16 tile buffers (each tile's fp8 copy in the first 32 KB), two 8 KB fp8 rope tiles,
-    an 8 KB fp16 P tile."""
+    [64, 128] fp8 boxes at column 512 (the rope rows, 64 zero columns) for the cache pointer; ``Q_LO`` (a launch
+    constexpr): 1 scores against the query's hi/lo pair, 0 (``query_precision="e4m3"``) against hi alone.
+    ``num_warps = 4`` (WG0, the default partition) plus a 4-warp worker (WG1, ``WG1_REGS`` registers a thread).
+    Shared memory: the query pair 72 KB (hi alone, 36 KB, with ``Q_LO = 0``), two 64 KB fp16 tile buffers (each
+    tile's fp8 copy in the first 32 KB), two 8 KB fp8 rope tiles, an 8 KB fp16 P tile."""
     gl.static_assert(T8 == 1)
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
@@ -564,7 +573,7 @@ def _mla_decode_hopper_pp8_kernel(
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    STAMPS)),
+                    STAMPS, Q_LO)),
         (_pp8_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr,
                     seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
@@ -572,5 +581,5 @@ def _mla_decode_hopper_pp8_kernel(
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    STAMPS)),
+                    STAMPS, Q_LO)),
     ], [4], [WG1_REGS])

@@ -78,6 +78,21 @@ def dequantize_cache(kv_cache: torch.Tensor, kv_format: str, kv_scale: float | t
     return values
 
 
+def e4m3_query(q: torch.Tensor, kv_format: str = "fp8") -> torch.Tensor:
+    """The query as ``mla_decode(..., query_precision="e4m3")`` scores against it, in fp32: each head's values (its
+    512 latent ones and, on a per-tensor fp8 cache, its 64 rope ones; fp8_ds_mla scores the rope against the bf16
+    query) times a power of two ``s`` that brings their largest magnitude to 2**8, rounded to e4m3, divided by ``s``.
+    ``mla_decode_reference`` of it is the output that mode computes (up to the kernels' fp32 sums; the portable
+    kernel takes one ``s`` for a block of heads, which rounds the same but for values e4m3 holds as subnormals)."""
+    x = q.float()
+    width = D_QK if kv_format == "fp8" else D_NOPE
+    part = x[..., :width]
+    amax = part.abs().amax(dim=-1, keepdim=True).clamp_min(1e-30)
+    s = torch.exp2(8.0 - torch.ceil(torch.log2(amax)))
+    rounded = (part * s).to(torch.float8_e4m3fn).float() / s
+    return torch.cat([rounded, x[..., width:]], dim=-1)
+
+
 def mla_decode_reference(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor,
                          seq_lens: torch.Tensor, sm_scale: float, *, kv_scale: float | torch.Tensor = 1.0,
                          kv_format: str = "auto", out: torch.Tensor | None = None,
