@@ -59,7 +59,8 @@ SCHEMA = "graphtune.ab/1"
 TARGET_ALIASES = {"mla_decode": "graphtune.kernels.mla_decode.bench:AB_TARGET",
                   "mla_decode_hopper": "graphtune.kernels.mla_decode.bench:AB_HOPPER_TARGET",
                   "mla_decode_hopper_h128": "graphtune.kernels.mla_decode.bench:AB_HOPPER_H128_TARGET",
-                  "mla_decode_hopper_h128_bf16": "graphtune.kernels.mla_decode.bench:AB_HOPPER_H128_BF16_TARGET"}
+                  "mla_decode_hopper_h128_bf16": "graphtune.kernels.mla_decode.bench:AB_HOPPER_H128_BF16_TARGET",
+                  "mla_decode_hopper_h128_e4m3": "graphtune.kernels.mla_decode.bench:AB_HOPPER_H128_E4M3_TARGET"}
 
 RULE = ("within noise: lower end of the bootstrap CI of median(config)/median(winner) <= 1; beyond noise: "
         "that CI for the runner-up lies above 1; two-level bootstrap (trials, then samples within a trial), "

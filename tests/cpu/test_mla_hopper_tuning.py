@@ -319,6 +319,11 @@ def test_ab_target_times_the_space_each_config_pinned_as_the_tuned_grid_runs_it(
         assert (alias.name, alias.heads, alias.kv_format) == (name, 128, fmt128)
         assert [c.kwargs for c in alias.configs] == [c.kwargs for c in MlaDecodeHopperTarget(heads=128,
                                                                                              kv_format=fmt128).configs]
+    # graphtune ab mla_decode_hopper_h128_e4m3: the fp8 heads-on-M spaces, every launch with the e4m3 query
+    e4m3 = resolve_target("mla_decode_hopper_h128_e4m3")
+    assert (e4m3.heads, e4m3.kv_format, e4m3.query_precision) == (128, "fp8", "e4m3")
+    assert [c.kwargs for c in e4m3.configs] == [c.kwargs for c in resolve_target("mla_decode_hopper_h128").configs]
+    assert resolve_target("mla_decode_hopper_h128").query_precision == "bf16"
     with pytest.raises(ValueError, match=r"\['BLOCK_H'\] that the Hopper kernel"):
         hopper.pinned_config(heads, fmt, {"BLOCK_H": 16, "BLOCK_N": 64})
 
@@ -342,6 +347,13 @@ def test_serving_kernel_names_the_tuned_kernel_the_public_call_runs(monkeypatch)
     q128 = torch.empty(hopper.PP_MIN_BATCH, 128, 576, dtype=torch.bfloat16)
     assert interface.serving_kernel(q128, bf16_page64).name == hopper.PP_NAME
     assert interface.serving_kernel(q128[:1], bf16_page64).name == hopper.KERNEL_NAMES[(True, False)]
+    # query_precision="e4m3": T8 tuned apart from its own min_batch; a bf16 cache refuses it in one line
+    fp8_page64 = torch.empty(8, 64, 576, dtype=torch.float8_e4m3fn)
+    q8 = torch.empty(hopper.T8_E4M3_MIN_BATCH, 128, 576, dtype=torch.bfloat16)
+    assert interface.serving_kernel(q8, fp8_page64, query_precision="e4m3").name == hopper.T8_E4M3_NAME
+    assert interface.serving_kernel(q8, fp8_page64).name == hopper.PP_FP8_NAME
+    with pytest.raises(ValueError, match="query_precision: 'e4m3' applies to an fp8 cache"):
+        interface.serving_kernel(q8, bf16_page64, query_precision="e4m3")
     monkeypatch.setitem(hopper.HOPPER_CONFIG, "NUM_BUF", hopper.HOPPER_CONFIG["NUM_BUF"] + 1)
     assert interface.serving_kernel(q128[:1], bf16_page64) is None
 

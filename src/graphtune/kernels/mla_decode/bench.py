@@ -89,6 +89,7 @@ class MlaDecodeTarget:
     page_size: int = 1
     kv_format: str = "fp8"
     path: str = "auto"        # as ``interface._launch``: the calls of ``make`` without a path of their own
+    query_precision: str = "bf16"   # as ``interface._launch``, where ``make`` is not given one
     _inputs: dict[int, list[dict]] = field(default_factory=dict, repr=False)
 
     def problem(self, size: int) -> Problem:
@@ -103,9 +104,9 @@ class MlaDecodeTarget:
         return self._inputs[size]
 
     def make(self, size: int, config: triton.Config | None, path: str | None = None,
-             query_precision: str = "bf16") -> list[Callable[[], None]]:
-        return [run_inputs(x, self.kv_format, config, path=path or self.path, query_precision=query_precision)
-                for x in self.inputs(size)]
+             query_precision: str | None = None) -> list[Callable[[], None]]:
+        return [run_inputs(x, self.kv_format, config, path=path or self.path,
+                           query_precision=query_precision or self.query_precision) for x in self.inputs(size)]
 
     def bytes_moved(self, size: int) -> int:
         return self.problem(size).bytes_moved()
@@ -147,6 +148,11 @@ AB_HOPPER_TARGET = MlaDecodeHopperTarget()
 # heads-on-M kernels' spaces (fp8: the first kernel, the ping-pong kernel and T8; bf16: the first and the ping-pong)
 AB_HOPPER_H128_TARGET = MlaDecodeHopperTarget(name="mla_decode_hopper_h128", heads=128)
 AB_HOPPER_H128_BF16_TARGET = MlaDecodeHopperTarget(name="mla_decode_hopper_h128_bf16", heads=128, kv_format="bf16")
+# ``graphtune ab mla_decode_hopper_h128_e4m3``: the fp8 heads-on-M spaces again, every launch with
+# ``query_precision="e4m3"`` (T8 then scores against the query's e4m3 hi half alone; the other kernels have no lo
+# half to drop): per bucket, which kernel that mode should run (``interface_hopper.T8_E4M3_MIN_BATCH``)
+AB_HOPPER_H128_E4M3_TARGET = MlaDecodeHopperTarget(name="mla_decode_hopper_h128_e4m3", heads=128,
+                                                   query_precision="e4m3")
 # page size 1 (FlashMLA cannot) on the Hopper path: the second fp8 tokens-on-M kernel's row gather
 # (``graphtune ab graphtune.kernels.mla_decode.bench:AB_HOPPER_GATHER_TARGET``), next to the portable kernel there
 # (``graphtune ab mla_decode``, page size 1 too)
