@@ -561,9 +561,11 @@ def _capture_each(call, sizes, make_args) -> dict:
     return graphs
 
 
-def _replay_equals_eager(graphs, per_size, make_args, max_len, kv_scale, kv_format, tol, eager_fn) -> None:
+def _replay_equals_eager(graphs, per_size, make_args, max_len, kv_scale, kv_format, tol, eager_fn,
+                         query=lambda q: q) -> None:
     """Replays with new lengths (any, up to the pages' limit) and queries: the same graph stays valid, its output
-    equals an eager launch's bit for bit and the reference within ``tol``."""
+    equals an eager launch's bit for bit and the reference (of ``query(q)``: ``reference.e4m3_query`` for the e4m3
+    query) within ``tol``."""
     gen = torch.Generator().manual_seed(_seed())
     for b, graph in sorted(graphs.items()):
         x = per_size[b]
@@ -577,7 +579,8 @@ def _replay_equals_eager(graphs, per_size, make_args, max_len, kv_scale, kv_form
             eager = eager_fn(make_args(b))
             assert torch.isfinite(replayed.float()).all(), f"B={b}: replay left unwritten outputs"
             assert torch.equal(replayed, eager), f"B={b}: replay differs from eager"
-            ref = mla_decode_reference(*make_args(b), kv_scale=kv_scale, kv_format=kv_format)
+            q, *rest = make_args(b)
+            ref = mla_decode_reference(query(q), *rest, kv_scale=kv_scale, kv_format=kv_format)
             assert _rel(replayed, ref) <= tol
 
 
@@ -644,18 +647,7 @@ def test_query_precision_e4m3_tuned_then_captured_and_replayed():
     calls = kernel.bench_calls
     graphs = _capture_each(call, sizes, make_args)
     assert kernel.bench_calls == calls, "tuned inside capture"
-    gen = torch.Generator().manual_seed(_seed())
-    for b, graph in graphs.items():
-        x = per_size[b]
-        x["seq_lens"].copy_(torch.randint(1, 2049, (b,), generator=gen, dtype=torch.int32))
-        x["q"].copy_(torch.randn(x["q"].shape, generator=gen).to(torch.bfloat16))
-        x["out"].fill_(float("nan"))
-        graph.replay()
-        torch.cuda.synchronize()
-        replayed = x["out"].clone()
-        eager = interface._launch(*make_args(b), kv_scale, "fp8", None, False, path="hopper", query_precision="e4m3")
-        assert torch.equal(replayed, eager), f"B={b}: replay differs from eager"
-        ref = mla_decode_reference(e4m3_query(x["q"]), x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
-                                   kv_scale=kv_scale)
-        assert _rel(replayed, ref) <= 2e-3
+    _replay_equals_eager(graphs, per_size, make_args, 2048, kv_scale, "fp8", 2e-3,
+                         lambda args: interface._launch(*args, kv_scale, "fp8", None, False, path="hopper",
+                                                        query_precision="e4m3"), query=e4m3_query)
     graphtune.assert_covered([interface_hopper.T8_E4M3_NAME])
