@@ -371,3 +371,26 @@ def test_tuned_kernels_are_one_object_per_kernel_however_asked_for():
     assert hopper.tuned_for(128, "fp8", hopper.T8_MIN_BATCH, 64) is hopper.tuned_second_kernel(True, "fp8", third=True)
     assert hopper.tuned_second_kernel(True, "fp8", third=True) is not hopper.tuned_second_kernel(True, "fp8")
     assert hopper.tuned_second_kernel(True, "fp8", third=True).name == hopper.T8_NAME
+
+
+@pytest.mark.parametrize("fmt", ["bf16", "fp8"])
+def test_split_max_caps_the_grid_by_the_batch_alone(fmt):
+    """``SPLIT_MAX`` (the heads-on-M spaces' grid knob): at most that many programs a request, from the batch size
+    alone (capture-safe), so at batch 1 and H = 128 a 64-tile request is split in 32 instead of 66 (half the
+    partial outputs); from 3 requests up on 132 SMs the grid is the uncapped one. Every heads-on-M kernel takes it
+    (an unused constexpr: the grid is the interface's), the tokens-on-M kernels do not."""
+    for batch, want in ((1, hopper.SPLIT_MAX_SMALL), (2, 2 * hopper.SPLIT_MAX_SMALL), (3, 66)):
+        q, kv, pt, lens, out = _inputs(128, fmt, batch=batch)
+        _, grid, _, _ = hopper.tuned_call(q, kv, pt, lens, 0.04, 1.0, fmt, out, False, sms=132)
+        assert grid({"SPLIT_MAX": hopper.SPLIT_MAX_SMALL}) == (2, min(want, 66))
+        assert grid({}) == (2, 66)
+        _, pinned_grid, consts, _ = hopper.hopper_call(q, kv, pt, lens, 0.04, 1.0, fmt, out, False, sms=132,
+                                                       config={"SPLIT_MAX": hopper.SPLIT_MAX_SMALL})
+        assert pinned_grid == (2, min(want, 66)) and consts["SPLIT_MAX"] == hopper.SPLIT_MAX_SMALL
+    spaces = [hopper.HOPPER_SPACE if fmt == "bf16" else hopper.HOPPER_FP8_SPACE,
+              hopper.HOPPER_PP_SPACE if fmt == "bf16" else hopper.HOPPER_T8_SPACE]
+    assert all(any(c.get("SPLIT_MAX") == hopper.SPLIT_MAX_SMALL for c in space) for space in spaces)
+    for fn in (hopper.kernel_for(128, fmt), hopper.kernel_for(128, fmt, pp=True),
+               *([hopper.kernel_for(128, fmt, t8=True)] if fmt == "fp8" else [])):
+        assert "SPLIT_MAX" in fn.arg_names
+    assert "SPLIT_MAX" not in hopper.kernel_for(16, fmt).arg_names

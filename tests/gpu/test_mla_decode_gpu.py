@@ -651,3 +651,37 @@ def test_query_precision_e4m3_tuned_then_captured_and_replayed():
                          lambda args: interface._launch(*args, kv_scale, "fp8", None, False, path="hopper",
                                                         query_precision="e4m3"), query=e4m3_query)
     graphtune.assert_covered([interface_hopper.T8_E4M3_NAME])
+
+
+# SPLIT_MAX (session 27): the heads-on-M kernels' grid capped at SPLIT_MAX programs a request, which changes the split
+# only at batch 1-2 on 132 SMs
+SPLIT_MAX_CASES = [(fmt, config) for fmt in ("bf16", "fp8")
+                   for config in ([interface_hopper.HOPPER_SPACE, interface_hopper.HOPPER_PP_SPACE] if fmt == "bf16"
+                                  else [interface_hopper.HOPPER_FP8_SPACE, interface_hopper.HOPPER_T8_SPACE])
+                   for config in config if config.get("SPLIT_MAX")]
+
+
+@pytest.mark.parametrize("kv_format,config", SPLIT_MAX_CASES,
+                         ids=[f"{f}-{'T8' if c.get('T8') else 'PP' if c.get('PP') else 'first'}"
+                              for f, c in SPLIT_MAX_CASES])
+@pytest.mark.parametrize("lens", [[4096], [1], [3001, 65]], ids=["one-4096", "one-token", "two"])
+def test_split_max_configs_match_reference(kv_format, config, lens):
+    """Each heads-on-M space config with ``SPLIT_MAX`` pinned at batch 1 and 2 (where it changes the grid: fewer
+    programs than SMs, each with more tiles), H = 128, NaN past every length, NaN-poisoned out: against the
+    reference, and its grid the capped one."""
+    _hopper_or_skip()
+    skip_unproven({"SPLIT_MAX": 1})
+    seed = _seed()
+    x = _inputs(len(lens), 128, 64, kv_format, max(lens), seed)
+    pt = _with_lengths(x, lens, 64)
+    ref = mla_decode_reference(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"],
+                               kv_format=kv_format)
+    _, grid, _, _ = interface_hopper.hopper_call(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, x["kv_scale"],
+                                                 kv_format, x["out"], False, sms=132, config=config)
+    assert grid[1] == min(132 // 2, len(lens) * config["SPLIT_MAX"])
+    x["out"].fill_(float("nan"))
+    out = interface._launch(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, x["kv_scale"], kv_format, x["out"],
+                            False, config=triton.Config(dict(config)), num_sms=132, path="hopper")
+    assert torch.isfinite(out.float()).all(), f"seed {seed}: unwritten or NaN outputs"
+    tol = 2e-3 if kv_format == "fp8" else TOL
+    assert _rel(out, ref) <= tol, f"seed {seed}: rel err {_rel(out, ref):.3e}"

@@ -50,6 +50,15 @@ NUM_WARPS = 8
 # MMAs (EARLY): 3-8% faster than without the two at H = 128, batch 1-64 on the H200, fastest or tied of five
 # variants in every cell (docs/mla_decode.md, session 8 run 2).
 HOPPER_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0, "XCH": 1, "EARLY": 1}
+# SPLIT_MAX (session 27, a grid knob, any heads-on-M kernel): at most SPLIT_MAX programs a request. At H = 128 a
+# segment's partial output is 64 heads x 512 fp32 = 128 KB a head block, 3.6x the 36 KB fp8 tile it may cover: at
+# batch 1 the even split gives each of 66 programs a head block ~1 of a 4096-token request's 64 tiles, 16.8 MB of
+# partials written and read back by the reduction for 2.4 MB of fp8 cache. SPLIT_MAX 32 halves that (two tiles a
+# program: for the ping-pong kernels a pair, so both warpgroups score); it changes nothing from 3 requests up (132
+# SMs). FlashMLA's scheduler bounds its splits alike (a fixed cost of 5 blocks a split). Not timed yet: in the
+# spaces (the ping-pong kernels' too, which the tuned path runs from batch 8: there for the A/B,
+# `graphtune ab mla_decode_hopper_h128[_bf16]`, to say whether a pair a program beats the first kernel at batch 1).
+SPLIT_MAX_SMALL = 32
 # ``PP = 1`` in a bf16 heads-on-M config runs the ping-pong kernel instead (kernel_hopper_pp.py: two warpgroups
 # taking alternate 64-token tiles, each owning half of the output columns): warp-specialised, 4 + 4 warps; its
 # latent tiles come as two 256-column TMA halves, each on its own mbarrier. The tuned path runs it from
@@ -61,7 +70,8 @@ PP_NUM_WARPS = 4
 PP_CHUNK = 256
 PP_MIN_BATCH = 8
 HOPPER_PP_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, PP=1, RELOAD=1),
-                                         dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1)]
+                                         dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1),
+                                         dict(BLOCK_N=64, PP=1, RELOAD=1, SPLIT_MAX=SPLIT_MAX_SMALL)]
 PP_NAME = "mla_decode_hopper_pp"
 # The same kernel on a per-tensor fp8 cache (each tile TMA'd as fp8 into its fp16 buffer and widened in place by
 # its owner) is the fp8 heads-on-M class's second kernel from PP_FP8_MIN_BATCH requests up. On H200s (H = 128,
@@ -95,7 +105,8 @@ PP_FP8_NAME = "mla_decode_hopper_pp_fp8"
 # 0.0412 / 0.0216 in run 1); with both kernels' widening free of bank conflicts (run 8) T8 0.0384 / 0.0892 / 0.1452 at
 # 8 / 32 / 64 against the second kernel's 0.0381 / 0.1016 / 0.1786 (WG1_FIRST 0): the threshold stays at 32.
 T8_MIN_BATCH = 32
-HOPPER_T8_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, T8=1), dict(BLOCK_N=64, T8=1, WL1=1)]
+HOPPER_T8_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, T8=1), dict(BLOCK_N=64, T8=1, WL1=1),
+                                         dict(BLOCK_N=64, T8=1, SPLIT_MAX=SPLIT_MAX_SMALL)]
 T8_NAME = "mla_decode_hopper_t8"
 # ``query_precision="e4m3"`` (``Q_LO = 0``): T8 scores against the query's e4m3 hi half alone (per 64-token tile 18
 # fp8 score wgmmas instead of 36, the lo half neither converted nor stored), tuned per bucket under its own name, and
@@ -155,6 +166,7 @@ _B_CHUNK = 128
 # leaves out, and PIPE 1 does not compile with the fixed config's EARLY 1.
 HOPPER_SPACE: list[dict[str, int]] = [dict(HOPPER_CONFIG), dict(BLOCK_N=64, NUM_BUF=2, PIPE=0, XCH=0, EARLY=0),
                                       {**HOPPER_CONFIG, "PSMEM": 1},
+                                      {**HOPPER_CONFIG, "SPLIT_MAX": SPLIT_MAX_SMALL},
                                       dict(BLOCK_N=32, NUM_BUF=4, PIPE=1, XCH=0, EARLY=0)]
 # bf16, tokens on M: one config (BLOCK_N is the wgmma's M, a third buffer does not fit; PIPE 2 won every batch
 # timed): still forceable and in coverage.
@@ -162,7 +174,8 @@ HOPPER_TOK_SPACE: list[dict[str, int]] = [dict(HOPPER_TOK_CONFIG)]
 # fp8, heads on M (the widened-score kernel): P as a register operand (PSMEM 0: tied in run 2), and the whole
 # tile widened before the score MMAs (WOVL 0: 1-4% slower in run 1).
 HOPPER_FP8_SPACE: list[dict[str, int]] = [dict(HOPPER_FP8_CONFIG), {**HOPPER_FP8_CONFIG, "PSMEM": 0},
-                                          {**HOPPER_FP8_CONFIG, "WOVL": 0}]
+                                          {**HOPPER_FP8_CONFIG, "WOVL": 0},
+                                          {**HOPPER_FP8_CONFIG, "SPLIT_MAX": SPLIT_MAX_SMALL}]
 # fp8, tokens on M: 2 buffers / WIDEN 0 (the fixed config), 4 buffers (won batch 8 in run 2), WIDEN 2 (V^T
 # widened in shared memory). Programs per SM are not a kernel parameter: the grid gives each config as many
 # as fit an SM (``_tok_fp8_programs_per_sm``), as the variants were timed.
@@ -408,9 +421,12 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
     return args, head_blocks, consts, scratch
 
 
-def _programs(sms: int, programs_per_sm: int, head_blocks: int) -> int:
-    """Programs per head block of the split grid: fill the SMs ``programs_per_sm`` times over all head blocks."""
-    return max(1, sms * programs_per_sm // head_blocks)
+def _programs(sms: int, programs_per_sm: int, head_blocks: int, batch: int = 0, split_max: int = 0) -> int:
+    """Programs per head block of the split grid: fill the SMs ``programs_per_sm`` times over all head blocks, and
+    with ``split_max`` (a config's ``SPLIT_MAX``) at most that many a request (``batch`` of them: a function of the
+    shape alone, so one captured graph still serves any lengths)."""
+    programs = max(1, sms * programs_per_sm // head_blocks)
+    return min(programs, batch * split_max) if split_max and batch else programs
 
 
 def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
@@ -475,7 +491,8 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
                                                     programs_per_sm=programs_per_sm, lse=lse, v2=v2, pp=pp, t8=t8,
                                                     ring=ring)
     consts = {**consts, **cfg, "num_warps": PP_NUM_WARPS if pp or t8 else NUM_WARPS if on_m else TOK_NUM_WARPS}
-    return args, (head_blocks, _programs(sms, programs_per_sm, head_blocks)), consts, scratch
+    programs = _programs(sms, programs_per_sm, head_blocks, q.shape[0], cfg.get("SPLIT_MAX", 0))
+    return args, (head_blocks, programs), consts, scratch
 
 
 # The second fp8 tokens-on-M kernel's parameters (kernel_hopper_tok.py); a pinned config with ``V2=1`` runs it.
@@ -662,7 +679,8 @@ def tuned_second_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch
         consts = {**consts, "Q_LO": int(q_lo)}
 
     def grid(meta: dict[str, Any]) -> tuple[int, int]:
-        return head_blocks, _programs(sms, second.programs_per_sm(meta), head_blocks)
+        return head_blocks, _programs(sms, second.programs_per_sm(meta), head_blocks, q.shape[0],
+                                      meta.get("SPLIT_MAX", 0))
     return args, grid, consts, scratch
 
 
@@ -704,7 +722,8 @@ def tuned_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
         def grid(meta: dict[str, Any]) -> tuple[int, int]:
             return head_blocks, _programs(sms, _tok_fp8_programs_per_sm(meta), head_blocks)
     else:
-        grid = (head_blocks, _programs(sms, 1, head_blocks))
+        def grid(meta: dict[str, Any]) -> tuple[int, int]:
+            return head_blocks, _programs(sms, 1, head_blocks, q.shape[0], meta.get("SPLIT_MAX", 0))
     return args, grid, consts, scratch
 
 

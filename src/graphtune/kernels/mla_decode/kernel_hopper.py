@@ -671,6 +671,7 @@ def _mla_decode_hopper_kernel(
     MAX1: gl.constexpr = 0,
     XCH: gl.constexpr = 0,
     EARLY: gl.constexpr = 0,
+    SPLIT_MAX: gl.constexpr = 0,    # the grid's programs per request at most (interface_hopper; unused in here)
 ):
     """Grid ``(H // BLOCK_H, P)``: program (h, p) attends heads ``[h * 64, h * 64 + 64)`` over tile range p.
     PSMEM = 1 (PIPE 0 only): P reaches the P.V wgmma through a [64, BLOCK_N] shared tile (A from shared memory,

@@ -179,6 +179,7 @@ def _mla_decode_hopper_fp8w_kernel(
     LSUM: gl.constexpr = 0,
     MAX1: gl.constexpr = 0,
     XCH: gl.constexpr = 0,
+    SPLIT_MAX: gl.constexpr = 0,    # the grid's programs per request at most (interface_hopper; unused in here)
 ):
     """Grid ``(H // 64, P)``: program (h, p) attends heads ``[h * 64, h * 64 + 64)`` over tile range p (the
     arguments are the hi/lo fp8 heads-on-M kernel's, so one launch path serves both)."""

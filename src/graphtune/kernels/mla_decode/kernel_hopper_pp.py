@@ -707,6 +707,7 @@ def _mla_decode_hopper_pp_kernel(
     INDEP: gl.constexpr = 0,
     OUT32: gl.constexpr = 1,
     STAMPS=None,
+    SPLIT_MAX: gl.constexpr = 0,    # the grid's programs per request at most (interface_hopper; unused in here)
 ):
     """Grid ``(H // 64, P)``, as ``kernel_hopper._mla_decode_hopper_kernel`` (same arguments), but
     ``num_warps = 4`` (warpgroup 0, the default partition) plus a 4-warp worker partition (warpgroup 1, with
@@ -760,6 +761,7 @@ def _mla_decode_hopper_pp_fp8_kernel(
     INDEP: gl.constexpr = 0,
     OUT32: gl.constexpr = 1,
     STAMPS=None,
+    SPLIT_MAX: gl.constexpr = 0,    # the grid's programs per request at most (interface_hopper; unused in here)
 ):
     """The ping-pong kernel on a per-tensor fp8 cache (the arguments of the fp8 heads-on-M kernel,
     ``kernel_hopper_heads._mla_decode_hopper_fp8w_kernel``, with the query's two descriptors for its pointer and

@@ -511,6 +511,7 @@ def _mla_decode_hopper_pp8_kernel(
     WL1: gl.constexpr = 0,
     STAMPS=None,
     Q_LO: gl.constexpr = 1,
+    SPLIT_MAX: gl.constexpr = 0,    # the grid's programs per request at most (interface_hopper; unused in here)
 ):
     """Grid ``(H // 64, P)``; the arguments of the fp8 heads-on-M kernel
     (``kernel_hopper_heads._mla_decode_hopper_fp8w_kernel``) with the query as two TMA descriptors ([64, 256] and
