@@ -427,6 +427,16 @@ def test_portable_space_fits_sm120_or_is_excluded():
                 assert row.reason == f"needs {row.shared_bytes} B shared memory, sm_120 allows 101376 B per block"
         # what runs when nothing is tuned must fit too
         assert config_label(space.default_for(kv_format)) in fitting[kv_format]
+        if kv_format != "bf16":
+            # query_precision="e4m3" (Q_LO 0: one fp8 dot a chunk): every config compiles and needs no more shared
+            # memory or registers than with the pair, so SM120_EXCLUDED holds for it too
+            single = inspect(kernel._mla_decode_split_kernel, target="sm_120", signature=signature,
+                             constexprs={**constexprs, "Q_LO": 0}, configs=space.CONFIGS)
+            for config, row, pair in zip(space.CONFIGS, single, rows):
+                label = config_label(config)
+                assert row.registers is not None, f"{kv_format} {label}, Q_LO 0: did not compile: {row.reason}"
+                assert row.shared_bytes <= pair.shared_bytes and row.registers <= pair.registers, (label, row, pair)
+                assert row.fits or label in space.SM120_EXCLUDED, f"{kv_format} {label}, Q_LO 0: {row.reason}"
 
 
 # The Triton release whose ptxas the Hopper kernels' wgmma schedule was written against and timed with on the H200
