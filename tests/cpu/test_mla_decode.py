@@ -406,7 +406,8 @@ def test_bad_input_unused_page_slots_may_hold_anything():
 
 def test_portable_space_fits_sm120_or_is_excluded():
     """Every config of the portable space compiles for sm_120 (no GPU) and fits its 101,376 B of shared
-    memory per block, or is listed in space.SM120_EXCLUDED with its reason: exactly those, for every format."""
+    memory per block, or is listed in space.SM120_EXCLUDED with its reason: exactly those, for every format (and
+    for the fp8 formats' e4m3 query too)."""
     from graphtune import inspect
     from graphtune.configs import config_label
     from graphtune.kernels.mla_decode import kernel
@@ -429,13 +430,14 @@ def test_portable_space_fits_sm120_or_is_excluded():
         assert config_label(space.default_for(kv_format)) in fitting[kv_format]
         if kv_format != "bf16":
             # query_precision="e4m3" (Q_LO 0: one fp8 dot a chunk): every config compiles and needs no more shared
-            # memory or registers than with the pair, so SM120_EXCLUDED holds for it too
+            # memory than with the pair (registers are the allocator's: 255 against 254 under triton 3.9), so
+            # SM120_EXCLUDED holds for it too
             single = inspect(kernel._mla_decode_split_kernel, target="sm_120", signature=signature,
                              constexprs={**constexprs, "Q_LO": 0}, configs=space.CONFIGS)
             for config, row, pair in zip(space.CONFIGS, single, rows):
                 label = config_label(config)
                 assert row.registers is not None, f"{kv_format} {label}, Q_LO 0: did not compile: {row.reason}"
-                assert row.shared_bytes <= pair.shared_bytes and row.registers <= pair.registers, (label, row, pair)
+                assert row.shared_bytes <= pair.shared_bytes, (label, row.shared_bytes, pair.shared_bytes)
                 assert row.fits or label in space.SM120_EXCLUDED, f"{kv_format} {label}, Q_LO 0: {row.reason}"
 
 
