@@ -334,13 +334,17 @@ class Tuned:
     its first call outside capture, over the shipped spaces, with the shipped fixed configs; ``query_precision``
     as the call's (``"e4m3"``: the opt-in of fp8 caches, FlashMLA's fp8 accuracy class)."""
 
-    def __init__(self, label: str = "tuned (as shipped)", query_precision: str = "bf16") -> None:
+    def __init__(self, label: str = "tuned (as shipped)", query_precision: str = "bf16",
+                 fp8_query: bool = False) -> None:
         self.label = label
         self.query_precision = query_precision
+        self.fp8_query = fp8_query      # the query handed over in e4m3 (scale 1), as the benchmark gives FlashMLA's
 
 
 TUNED = Tuned()
 TUNED_E4M3 = Tuned("tuned, e4m3 query (opt-in)", "e4m3")
+TUNED_FP8Q = Tuned("tuned, query given in e4m3", "e4m3", fp8_query=True)
+_E4M3_LABELS = (TUNED_E4M3.label, TUNED_FP8Q.label)
 
 
 def _select(config, heads: int, kv_format: str) -> None:
@@ -370,7 +374,7 @@ def _variant_kwargs(config, heads: int, kv_format: str) -> dict:
     with it (unpinned, one equal to the shipped config would run the tuned kernel), a portable config as given,
     ``TUNED`` the public call's path."""
     if isinstance(config, Tuned):
-        return dict(config=None, path="auto", query_precision=config.query_precision)
+        return dict(config=None, path="auto", query_precision=config.query_precision, fp8_query=config.fp8_query)
     if isinstance(config, HopperVariant):
         if config.get("V2"):   # the second fp8 kernel's own keys (a V2 config overlays its fixed config, not these)
             return dict(config=triton.Config(dict(config)), path="hopper")
@@ -407,8 +411,9 @@ def _vs_candidates(args, x: dict, heads: int, kv_format: str) -> list[HopperVari
 
 
 def _e4m3(args, kv_format: str) -> list[Tuned]:
-    """``--vs-e4m3``: the public call with ``query_precision="e4m3"`` too, on the per-tensor fp8 cache."""
-    return [TUNED_E4M3] if args.vs_e4m3 and kv_format == "fp8" else []
+    """``--vs-e4m3``: the public call with ``query_precision="e4m3"`` too, on the per-tensor fp8 cache, from the bf16
+    query and from the query cast to e4m3 outside the call (FlashMLA's input)."""
+    return [TUNED_E4M3, TUNED_FP8Q] if args.vs_e4m3 and kv_format == "fp8" else []
 
 
 def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> None:
@@ -471,10 +476,14 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
                                *_vs_candidates(args, x, heads, kv_format)]:
                     label = _activate(config, heads, kv_format)
                     x["out"].fill_(float("nan"))
+                    kwargs = _variant_kwargs(config, heads, kv_format)
+                    q_in = x["q"]
+                    if kwargs.pop("fp8_query", False):
+                        q_in = x["q"].to(torch.float8_e4m3fn)
+                        kwargs = {**{k: v for k, v in kwargs.items() if k != "query_precision"}, "q_scale": 1.0}
                     try:
-                        got = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm,
-                                                x["kv_scale"], kv_format, x["out"], False,
-                                                **_variant_kwargs(config, heads, kv_format))
+                        got = interface._launch(q_in, x["kv_cache"], x["page_table"], x["seq_lens"], sm,
+                                                x["kv_scale"], kv_format, x["out"], False, **kwargs)
                         err = rel_err(got, ref)
                     except Exception as exc:  # noqa: BLE001 - e.g. out of shared memory: recorded, not fatal
                         err = float("nan")
@@ -491,9 +500,9 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
                 mine = [r for r in acc_rows if r["heads"] == heads and r["kv_format"] == kv_format
                         and r["inputs"] == kind]
                 worst = {impl: max((r["rel_err"] for r in mine if r["impl"] == impl
-                                    and r["config"] != TUNED_E4M3.label), default=float("nan"))
+                                    and r["config"] not in _E4M3_LABELS), default=float("nan"))
                          for impl in ("graphtune", "flashmla")}
-                e4m3 = [f", e4m3 query {r['rel_err']:.2e}" for r in mine if r["config"] == TUNED_E4M3.label]
+                e4m3 = [f", {r['config']} {r['rel_err']:.2e}" for r in mine if r["config"] in _E4M3_LABELS]
                 print(f"accuracy H{heads} {kv_format} ({kind}): worst rel err graphtune {worst['graphtune']:.2e}"
                       f"{''.join(e4m3)}, FlashMLA {worst['flashmla']:.2e}", flush=True)
     result["vs_accuracy"] = acc_rows
@@ -505,9 +514,10 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
           "timed (pinned); ratio = graphtune / FlashMLA")
     e4m3 = [f for f in formats if _e4m3(args, f)]
     head = "| heads, batch |" + "".join(f" FlashMLA {f} | graphtune {f} tuned | ratio | best variant | ratio |"
-                                         + (" tuned, e4m3 query | ratio |" if f in e4m3 else "") for f in formats)
+                                         + (" e4m3 query | ratio | query given in e4m3 | ratio |" if f in e4m3 else "")
+                                         for f in formats)
     print(head)
-    print("|" + " --- |" * (1 + 5 * len(formats) + 2 * len(e4m3)))
+    print("|" + " --- |" * (1 + 5 * len(formats) + 4 * len(e4m3)))
 
     def cell(r) -> str:
         return f"{r['ms']:.4f} ({r['tbs']:.2f})" if r and math.isfinite(r["ms"]) else "-"
@@ -523,15 +533,16 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
             for kv_format in formats:
                 mine = [r for r in rows if r["heads"] == heads and r["batch"] == b and r["kv_format"] == kv_format]
                 # (the best variant among those of the default accuracy: the e4m3 query has its own column)
-                g = min((r for r in mine if r["impl"] == "graphtune" and r["config"] != TUNED_E4M3.label),
+                g = min((r for r in mine if r["impl"] == "graphtune" and r["config"] not in _E4M3_LABELS),
                         key=lambda r: r["ms"], default=None)
                 t = next((r for r in mine if r["impl"] == "graphtune" and r["config"] == TUNED.label), None)
                 f = next((r for r in mine if r["impl"] == "flashmla"), None)
                 best[f"H{heads}/B{b}/{kv_format}"] = g["config"] if g else None
                 cells += [cell(f), cell(t), ratio(t, f), cell(g), ratio(g, f)]
                 if kv_format in e4m3:
-                    e = next((r for r in mine if r["impl"] == "graphtune" and r["config"] == TUNED_E4M3.label), None)
-                    cells += [cell(e), ratio(e, f)]
+                    for label in _E4M3_LABELS:
+                        e = next((r for r in mine if r["impl"] == "graphtune" and r["config"] == label), None)
+                        cells += [cell(e), ratio(e, f)]
             print(f"| H={heads}, B={b} | " + " | ".join(cells) + " |")
     print("graphtune's best variant per cell:")
     for key, label in best.items():

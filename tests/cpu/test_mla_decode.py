@@ -131,6 +131,28 @@ def test_query_precision_e4m3_scores_against_the_e4m3_query(kv_format, page_size
         assert err <= TOL, f"seed {seed}, {precision}: relative error {err:.3e} > {TOL}"
 
 
+@pytest.mark.parametrize("kv_format", ["fp8", "fp8_ds_mla"])
+def test_an_e4m3_query_is_its_value_times_its_scale(kv_format):
+    """An fp8 ``q`` with ``q_scale`` (FlashMLA's query form): the decode of the query ``q * q_scale`` in the e4m3
+    precision, bit for bit the bf16 query ``q * q_scale`` (exact for this power-of-two scale) with
+    ``query_precision="e4m3"``, as a float and as a tensor scale; its LSEs match the reference of that query."""
+    seed = _seed()
+    x = make_case(3, 16, 16, kv_format, [37, 1, 90], torch.Generator().manual_seed(seed))
+    q8 = (x["q"].float() / 8).to(torch.float8_e4m3fn)
+    q_value = (q8.float() * 8).to(torch.bfloat16)
+    want, want_lse = interface._launch(q_value, x["kv_cache"], x["page_table"], x["seq_lens"], 0.06, x["kv_scale"],
+                                       kv_format, None, True, num_sms=3, query_precision="e4m3")
+    ref, ref_lse = mla_decode_reference(q_value, x["kv_cache"], x["page_table"], x["seq_lens"], 0.06,
+                                        kv_scale=x["kv_scale"], return_lse=True)
+    for scale in (8.0, torch.tensor([8.0])):
+        out = torch.full((3, 16, 512), float("nan"), dtype=torch.bfloat16)
+        got, lse = mla_decode(q8, x["kv_cache"], x["page_table"], x["seq_lens"], 0.06, kv_scale=x["kv_scale"],
+                              out=out, return_lse=True, q_scale=scale)
+        assert torch.equal(got, want) and torch.equal(lse, want_lse), f"seed {seed}"
+        assert float((lse - ref_lse).abs().max()) <= 1e-4, f"seed {seed}"
+        assert rel_err(got, ref) <= TOL, f"seed {seed}"
+
+
 # (each case's pinned SM count splits the batch so that a program walks past padding slots between its requests;
 # the public call splits over the interpreter's 3 SMs)
 @pytest.mark.parametrize("kv_format,sms,lens", [("fp8", 4, [0, 40, 0, 33, 0, 1, 0]), ("bf16", 1, [40, 0, 33, 0, 1, 0]),
@@ -377,10 +399,20 @@ BAD = [
     ("out-shape", lambda a: dict(out=torch.empty(2, 16, 576, dtype=torch.bfloat16)), r"out: shape \(2, 16, 576\)"),
     ("query-precision-unknown", lambda a: dict(query_precision="fp8"),
      r"query_precision: 'fp8', expected one of \['bf16', 'e4m3'\]"),
-    ("query-precision-not-str", lambda a: dict(query_precision=None), r"query_precision: None, expected one of"),
+    ("query-precision-not-str", lambda a: dict(query_precision=16), r"query_precision: 16, expected one of"),
     ("query-precision-e4m3-bf16", lambda a: dict(kv_cache=a["kv_cache"].bfloat16(), kv_scale=1.0,
                                                  query_precision="e4m3"),
      r"query_precision: 'e4m3' applies to an fp8 cache \(kv_format 'fp8' or 'fp8_ds_mla'\), not 'bf16'"),
+    ("q-scale-with-bf16-q", lambda a: dict(q_scale=2.0), r"q_scale: 2.0 given with a bf16 query"),
+    ("fp8-q-without-scale", lambda a: dict(q=a["q"].to(torch.float8_e4m3fn)), r"q_scale: None: an e4m3 query needs"),
+    ("fp8-q-scale-zero", lambda a: dict(q=a["q"].to(torch.float8_e4m3fn), q_scale=0.0), r"q_scale: 0.0, expected"),
+    ("fp8-q-scale-tensor", lambda a: dict(q=a["q"].to(torch.float8_e4m3fn), q_scale=torch.ones(2)),
+     r"q_scale: tensor of shape \(2,\)"),
+    ("fp8-q-bf16-precision", lambda a: dict(q=a["q"].to(torch.float8_e4m3fn), q_scale=1.0, query_precision="bf16"),
+     r"query_precision: 'bf16' with an e4m3 query"),
+    ("fp8-q-bf16-cache", lambda a: dict(q=a["q"].to(torch.float8_e4m3fn), q_scale=1.0,
+                                        kv_cache=a["kv_cache"].bfloat16(), kv_scale=1.0),
+     r"q: dtype torch.float8_e4m3fn \(an e4m3 query\) needs an fp8 cache"),
 ]
 
 
@@ -687,11 +719,14 @@ def test_bench_tuned_row_runs_the_shipped_path_and_the_filter_keeps_what_it_name
     assert bench_mod._activate(bench_mod.TUNED, 16, "fp8") == bench_mod.TUNED.label
     assert interface_hopper.HOPPER_TOK_FP8_CONFIG == before
     assert bench_mod._variant_kwargs(bench_mod.TUNED, 16, "fp8") == dict(config=None, path="auto",
-                                                                         query_precision="bf16")
-    # --vs-e4m3: the public call with the e4m3 query too, on the per-tensor fp8 cache only, labelled apart
+                                                                         query_precision="bf16", fp8_query=False)
+    # --vs-e4m3: the public call with the e4m3 query too, from the bf16 query and from one cast to e4m3 outside the
+    # call (FlashMLA's input), on the per-tensor fp8 cache only, labelled apart
     e4m3 = bench_mod._e4m3(SimpleNamespace(vs_e4m3=True), "fp8")
-    assert e4m3 == [bench_mod.TUNED_E4M3] and bench_mod.TUNED_E4M3.label != bench_mod.TUNED.label
+    assert e4m3 == [bench_mod.TUNED_E4M3, bench_mod.TUNED_FP8Q]
+    assert len({bench_mod.TUNED.label, *bench_mod._E4M3_LABELS}) == 3
     assert bench_mod._variant_kwargs(e4m3[0], 128, "fp8")["query_precision"] == "e4m3"
+    assert bench_mod._variant_kwargs(e4m3[1], 128, "fp8")["fp8_query"] is True
     assert bench_mod._e4m3(SimpleNamespace(vs_e4m3=True), "bf16") == []
     assert bench_mod._e4m3(SimpleNamespace(vs_e4m3=False), "fp8") == []
     assert bench_mod.parse_configs("none") == []

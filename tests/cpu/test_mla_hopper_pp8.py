@@ -91,6 +91,35 @@ def test_t8_e4m3_query_halves_the_score_mmas_and_drops_the_lo_half(compiled, com
         assert single.count("WARPGROUP.DEPBAR") <= 12, "wgmmas serialised (ptxas C7511 / C7515)"
 
 
+@pytest.fixture(scope="module")
+def compiled_fp8_query():
+    """T8 reading an e4m3 query as it is (``Q_FP8 = 1``, its scale a float)."""
+    from test_mla_decode import compile_sm90
+    q, kv, pt, lens, out = _route_inputs()
+    q8 = q.to(torch.float8_e4m3fn)
+    args, _, consts, _ = interface_hopper.hopper_call(q8, kv, pt, lens, 0.04, 0.5, "fp8", out, False, sms=132,
+                                                      config=dict(T8=1))
+    fn, consts = interface_hopper._kernel_and_params(128, "fp8", {**consts, "Q_LO": 0})
+    args, consts = interface_hopper._fp8_query(args, consts, q8, 2.0)
+    assert consts["Q_FP8"] == 1 and consts["q_descale"] == 2.0 and list(args[0].block_shape) == [64, 128]
+    return compile_sm90(fn, args, consts)
+
+
+def test_t8_reads_an_e4m3_query_as_it_is(compiled_e4m3, compiled_fp8_query):
+    """``Q_FP8 = 1``: no conversion of the query at all (not one e4m3 conversion in the kernel), five TMA boxes for it
+    instead of the bf16 query's three, the e4m3 query's score wgmmas, no more shared memory, and the schedule's
+    properties."""
+    single, fp8q = (_sass_of_cubin(c.asm["cubin"]) for c in (compiled_e4m3, compiled_fp8_query))
+    assert single.count("F2FP.SATFINITE.E4M3") > 0 and fp8q.count("F2FP.SATFINITE.E4M3") == 0
+    assert fp8q.count("QGMMA.64x64x32.F32.E4M3.E4M3") == single.count("QGMMA.64x64x32.F32.E4M3.E4M3")
+    assert fp8q.count("UTMALDG") > single.count("UTMALDG")
+    assert compiled_fp8_query.metadata.shared <= compiled_e4m3.metadata.shared
+    assert _tile_loop_local_loads(fp8q, "QGMMA.64x64x32") == 0
+    assert [str(u) for u in wgmma_findings(fp8q)] == []
+    if SCHEDULED_WITH_THIS_TRITON:
+        assert fp8q.count("WARPGROUP.DEPBAR") <= 12, "wgmmas serialised (ptxas C7511 / C7515)"
+
+
 def test_e4m3_query_routes_fp8_heads_on_m_to_t8_tuned_apart():
     """``query_precision="e4m3"`` runs T8 from ``T8_E4M3_MIN_BATCH`` (the pair: from ``T8_MIN_BATCH``), as its own tuned
     kernel (``T8_E4M3_NAME``, launched with ``Q_LO = 0``); the classes without a T8 route as with the pair."""

@@ -61,10 +61,17 @@ def test_fused_add_rmsnorm_ops_pass_opcheck():
 def test_mla_decode_ops_pass_opcheck(return_lse, precision):
     c = make_case(2, 16, 16, "fp8_ds_mla", [20, 9], torch.Generator().manual_seed(3))
     args = (c["q"], c["kv_cache"], c["page_table"], c["seq_lens"], 0.06, 1.0, None, "fp8_ds_mla")
-    torch.library.opcheck(torch.ops.graphtune.mla_decode.default, args + (return_lse, precision))
+    torch.library.opcheck(torch.ops.graphtune.mla_decode.default, args + (return_lse, precision, None, None))
     if not return_lse:
         out = torch.full((2, 16, 512), float("nan"), dtype=torch.bfloat16)
-        torch.library.opcheck(torch.ops.graphtune.mla_decode_out.default, args + (out, precision))
+        torch.library.opcheck(torch.ops.graphtune.mla_decode_out.default, args + (out, precision, None, None))
+    # an e4m3 query with its scale, as a float and as a tensor (called, not opchecked: torch's schema check compares
+    # the inputs with allclose, which fp8 tensors do not have on the CPU)
+    q8 = (c["q"].float() / 4).to(torch.float8_e4m3fn)
+    want = mla_decode(q8, *args[1:4], 0.06, kv_format="fp8_ds_mla", q_scale=4.0)
+    for scale_f, scale_t in ((4.0, None), (None, torch.tensor([4.0]))):
+        got, _ = torch.ops.graphtune.mla_decode(q8, *args[1:], False, None, scale_f, scale_t)
+        assert torch.equal(got, want)
 
 
 # ------------------------------------------------------------------------------------- torch.compile

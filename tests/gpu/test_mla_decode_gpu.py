@@ -685,3 +685,28 @@ def test_split_max_configs_match_reference(kv_format, config, lens):
     assert torch.isfinite(out.float()).all(), f"seed {seed}: unwritten or NaN outputs"
     tol = 2e-3 if kv_format == "fp8" else TOL
     assert _rel(out, ref) <= tol, f"seed {seed}: rel err {_rel(out, ref):.3e}"
+
+
+@pytest.mark.parametrize("heads,batch", E4M3_CASES, ids=[f"H{h}-B{b}" for h, b in E4M3_CASES])
+def test_query_given_in_e4m3_matches_its_reference(heads, batch):
+    """The public call with ``q`` in e4m3 and its scale (FlashMLA's query form; T8 reads it as it is, the other kernels
+    get its bf16 copy), the scale as a float and as a device tensor: against the reference of ``q * q_scale``, and
+    bit for bit the bf16 query ``q * q_scale`` (exact: a power-of-two scale) with ``query_precision="e4m3"``."""
+    _hopper_or_skip()
+    skip_unproven({"Q_E4M3": 1})
+    seed = _seed()
+    lens = ([1, 63, 64, 65, 3001, 4096] + [200, 129, 1000] * batch)[:batch]
+    x = _inputs(batch, heads, 64, "fp8", max(lens), seed)
+    pt = _with_lengths(x, lens, 64)
+    q8 = (x["q"].float() / 4).to(torch.float8_e4m3fn)
+    q_value = (q8.float() * 4).to(torch.bfloat16)
+    ref = mla_decode_reference(q_value, x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"])
+    want = interface._launch(q_value, x["kv_cache"], pt, x["seq_lens"], SM_SCALE, x["kv_scale"], "fp8", None, False,
+                             query_precision="e4m3")
+    for scale in (4.0, torch.tensor([4.0], device="cuda")):
+        x["out"].fill_(float("nan"))
+        out = mla_decode(q8, x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"], out=x["out"],
+                         q_scale=scale)
+        assert torch.isfinite(out.float()).all(), f"seed {seed}: unwritten or NaN outputs"
+        assert torch.equal(out, want), f"seed {seed}: the e4m3 query differs from its bf16 value's decode"
+        assert _rel(out, ref) <= 2e-3, f"seed {seed}: rel err {_rel(out, ref):.3e}"

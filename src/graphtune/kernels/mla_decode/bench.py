@@ -65,15 +65,20 @@ def make_inputs(problem: Problem, device: str | torch.device = "cuda", seed: int
 
 
 def run_inputs(inputs: dict, kv_format: str, config: triton.Config | None,
-               num_sms: int | None = None, path: str = "auto", query_precision: str = "bf16") -> Callable[[], None]:
+               num_sms: int | None = None, path: str = "auto", query_precision: str = "bf16",
+               fp8_query: bool = False) -> Callable[[], None]:
     """A zero-argument call of the kernel on ``inputs`` with ``config`` forced (None: the tuned path, or the
-    Hopper kernel where it applies); ``path`` and ``query_precision`` as ``interface._launch``."""
+    Hopper kernel where it applies); ``path`` and ``query_precision`` as ``interface._launch``; ``fp8_query``: the
+    query handed over cast to e4m3 (scale 1, as the benchmark hands it to FlashMLA's fp8 path), cast here, outside
+    the call."""
     sm_scale = 1.0 / math.sqrt(D_QK)
-    args = (inputs["q"], inputs["kv_cache"], inputs["page_table"], inputs["seq_lens"], sm_scale,
+    q = inputs["q"].to(torch.float8_e4m3fn) if fp8_query else inputs["q"]
+    args = (q, inputs["kv_cache"], inputs["page_table"], inputs["seq_lens"], sm_scale,
             inputs["kv_scale"], kv_format, inputs["out"], False)
+    extra = dict(q_scale=1.0) if fp8_query else dict(query_precision=query_precision)
 
     def call() -> None:
-        interface._launch(*args, config=config, num_sms=num_sms, path=path, query_precision=query_precision)
+        interface._launch(*args, config=config, num_sms=num_sms, path=path, **extra)
     return call
 
 
@@ -104,9 +109,10 @@ class MlaDecodeTarget:
         return self._inputs[size]
 
     def make(self, size: int, config: triton.Config | None, path: str | None = None,
-             query_precision: str | None = None) -> list[Callable[[], None]]:
+             query_precision: str | None = None, fp8_query: bool = False) -> list[Callable[[], None]]:
         return [run_inputs(x, self.kv_format, config, path=path or self.path,
-                           query_precision=query_precision or self.query_precision) for x in self.inputs(size)]
+                           query_precision=query_precision or self.query_precision, fp8_query=fp8_query)
+                for x in self.inputs(size)]
 
     def bytes_moved(self, size: int) -> int:
         return self.problem(size).bytes_moved()

@@ -118,12 +118,42 @@ def check_scale(name: str, value: Any, expected: str) -> None:
         _fail(name, f"{value!r}, expected {expected}")
 
 
+def query_precision_of(q: torch.Tensor, query_precision: str | None) -> str:
+    """``query_precision`` as given, or (None) the query's own: "e4m3" for an fp8 query, else "bf16"."""
+    if query_precision is None:
+        return "e4m3" if q.dtype == torch.float8_e4m3fn else "bf16"
+    return query_precision
+
+
+def _check_query_scale(q: torch.Tensor, q_scale: Any, precision: Any, fmt: str) -> None:
+    """An e4m3 query comes with its scale (its value is ``q * q_scale``), an fp8 cache and the e4m3 precision; a bf16
+    one without a scale."""
+    if q.dtype != torch.float8_e4m3fn:
+        if q_scale is not None:
+            _fail("q_scale", f"{q_scale!r} given with a bf16 query: it scales an e4m3 (torch.float8_e4m3fn) one")
+        return
+    if fmt == "bf16":
+        _fail("q", "dtype torch.float8_e4m3fn (an e4m3 query) needs an fp8 cache (kv_format 'fp8' or 'fp8_ds_mla'), "
+                   "got kv_format='bf16'")
+    if precision != "e4m3":
+        _fail("query_precision", f"{precision!r} with an e4m3 query (q is torch.float8_e4m3fn): its precision is "
+                                 "'e4m3' (leave query_precision out)")
+    if q_scale is None:
+        _fail("q_scale", "None: an e4m3 query needs its scale (the query is q * q_scale; 1.0 for a plain cast)")
+    if isinstance(q_scale, torch.Tensor):
+        if q_scale.numel() != 1 or q_scale.dtype != torch.float32 or q_scale.device != q.device:
+            _fail("q_scale", f"tensor of shape {tuple(q_scale.shape)}, dtype {q_scale.dtype} on {q_scale.device}; "
+                             f"expected one float32 element on {q.device}")
+    else:
+        check_scale("q_scale", q_scale, "a finite float > 0 or a one-element float32 tensor")
+
+
 def _validate(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_format, out,
-              query_precision: str = "bf16") -> str:
+              query_precision: str | None = None, q_scale: Any = None) -> str:
     if not isinstance(q, torch.Tensor):
         _fail("q", f"expected a torch.Tensor, got {type(q).__name__}")
     device = q.device
-    _check_tensor("q", q, torch.bfloat16, 3, None)
+    _check_tensor("q", q, (torch.bfloat16, torch.float8_e4m3fn), 3, None)
     if q.shape[2] != D_QK:
         _fail("q", f"shape {tuple(q.shape)}: last dim must be {D_QK} (512 latent + 64 rope)")
     if q.shape[1] < 1:
@@ -139,7 +169,9 @@ def _validate(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_format, 
         _fail("kv_cache", f"shape {tuple(kv_cache.shape)}: last dim must be {want_last} for kv_format={fmt!r}")
     if kv_cache.shape[0] < 1 or kv_cache.shape[1] < 1:
         _fail("kv_cache", f"shape {tuple(kv_cache.shape)}: needs at least one page of at least one token")
-    check_query_precision(query_precision, fmt)
+    precision = query_precision_of(q, query_precision)
+    _check_query_scale(q, q_scale, precision, fmt)
+    check_query_precision(precision, fmt)
     batch = q.shape[0]
     _check_tensor("page_table", page_table, torch.int32, 2, device)
     if page_table.shape[0] != batch or page_table.shape[1] < 1:
@@ -199,12 +231,13 @@ def _check_contents(kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: 
 
 def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                sm_scale: float, *, kv_scale: float | torch.Tensor = 1.0, kv_format: str = "auto",
-               out: torch.Tensor | None = None, return_lse: bool = False,
-               query_precision: str = "bf16") -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+               out: torch.Tensor | None = None, return_lse: bool = False, query_precision: str | None = None,
+               q_scale: float | torch.Tensor | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Decode attention of DeepSeek-style MLA over a paged KV cache.
 
     Args:
-        q: ``[B, H, 576]`` bf16, the absorbed query (512 latent dims, then 64 rope dims).
+        q: ``[B, H, 576]`` bf16, the absorbed query (512 latent dims, then 64 rope dims); or, with an fp8 cache,
+            float8_e4m3fn with ``q_scale`` (the query is ``q * q_scale``, as FlashMLA's ``descale_q`` takes it).
         kv_cache: ``[num_pages, page_size, 576]`` float8_e4m3fn (value = stored * ``kv_scale``) or bf16;
             or with ``kv_format="fp8_ds_mla"`` ``[num_pages, page_size, 656]`` uint8 (512 fp8 e4m3 latent
             values, 4 fp32 scales one per 128 of them, 64 bf16 rope values). Keys are all 576 dims of a
@@ -220,7 +253,8 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
         kv_format: ``"auto"`` (from dtype and shape), ``"fp8"``, ``"bf16"`` or ``"fp8_ds_mla"``.
         out: optional ``[B, H, 512]`` bf16 output buffer.
         return_lse: also return ``[B, H]`` fp32 log-sum-exp of the scaled scores, in natural log.
-        query_precision: ``"bf16"`` (default): the scores carry the bf16 query's precision (with an fp8 cache the
+        query_precision: None (default): the query's own, ``"e4m3"`` for an fp8 ``q``, else ``"bf16"``. ``"bf16"``:
+            the scores carry the bf16 query's precision (with an fp8 cache the
             query enters the fp8 score MMAs as an e4m3 hi/lo pair, ``hi + lo`` equal to the query up to a power of
             two per head). ``"e4m3"`` (fp8 caches only): a kernel may take the query as its e4m3 copy ``hi``
             alone, the accuracy class of FlashMLA's fp8 path (which quantises the query), for one score MMA
@@ -231,13 +265,16 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
             query_rounding.py: on the benchmark's 4096-token requests 4.1e-3 relative to the exact output, the bf16
             output's own rounding being 1.7e-3; on its accuracy check's inputs 2.0e-4 - 2.1e-4 against
             ``mla_decode_reference``, where FlashMLA's fp8 path measured 1.3e-3 - 1.6e-3 on an H200).
+        q_scale: with an fp8 ``q`` only: its scale, a float > 0 or a one-element fp32 tensor on the device (read
+            there: capture-safe). T8 reads such a query as it is (no conversion); the other kernels get it as bf16
+            (``interface_hopper.dequantize_query``: exact for a power-of-two scale).
 
     Returns:
         ``out`` (``[B, H, 512]`` bf16), or ``(out, lse)`` with ``return_lse``.
     """
-    fmt = _validate(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_format, out, query_precision)
+    fmt = _validate(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_format, out, query_precision, q_scale)
     return _launch(q, kv_cache, page_table, seq_lens, float(sm_scale), kv_scale, fmt, out, return_lse,
-                   query_precision=query_precision)
+                   query_precision=query_precision_of(q, query_precision), q_scale=q_scale)
 
 
 def split_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
@@ -289,13 +326,15 @@ def split_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
     return args, grid, (lse, part_o, part_lse, seg)
 
 
-def serving_kernel(q: torch.Tensor, kv_cache: torch.Tensor, kv_format: str = "auto", query_precision: str = "bf16"):
+def serving_kernel(q: torch.Tensor, kv_cache: torch.Tensor, kv_format: str = "auto",
+                   query_precision: str | None = None):
     """The tuned kernel (``graphtune.autotune``, per batch bucket) that :func:`mla_decode` runs for these inputs on
     this machine: a Hopper kernel where ``path="auto"`` takes one (sm_90, ``interface_hopper.supported``), else the
     portable kernel; None where a pinned Hopper config (a fixed config changed from its shipped value) runs
     instead. Its ``name`` is what ``graphtune.coverage`` reports; a warm-up tunes its buckets."""
     _check_kv_format(kv_format)
     fmt = resolve_kv_format(kv_cache, kv_format)
+    query_precision = query_precision_of(q, query_precision)
     check_query_precision(query_precision, fmt)
     if settings.interpret() or interface_hopper.supported(q, kv_cache, fmt) is not None:
         return _tuned_kernel()
@@ -308,8 +347,8 @@ def serving_kernel(q: torch.Tensor, kv_cache: torch.Tensor, kv_format: str = "au
 def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
             sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor | None,
             return_lse: bool, config: triton.Config | None = None,
-            num_sms: int | None = None, path: str = "auto",
-            query_precision: str = "bf16") -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+            num_sms: int | None = None, path: str = "auto", query_precision: str | None = None,
+            q_scale: float | torch.Tensor | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Allocate and launch (inputs already validated).
 
     ``config`` runs that config on the plain jit kernel instead of the tuned one (benchmarks, A/B): the portable
@@ -317,10 +356,13 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
     ``num_sms`` overrides the SM count that sizes the split grid (tests vary it). ``path``: ``"auto"`` runs
     the Hopper kernel (kernel_hopper.py) where it applies (sm_90, see ``interface_hopper.supported``) and no
     ``config`` is given, else the portable one; ``"portable"`` / ``"hopper"`` force one (``"hopper"`` raises
-    ValueError with the reason when it does not apply). ``query_precision``: as :func:`mla_decode` (validated).
+    ValueError with the reason when it does not apply). ``query_precision`` and ``q_scale``: as :func:`mla_decode`
+    (validated).
     """
     if path not in ("auto", "portable", "hopper"):
         raise ValueError(f"mla_decode: path {path!r}, expected 'auto', 'portable' or 'hopper'")
+    query_precision = query_precision_of(q, query_precision)
+    _check_query_scale(q, q_scale, query_precision, fmt)
     check_query_precision(query_precision, fmt)
     q_lo = query_precision != "e4m3"
     batch, heads, _ = q.shape
@@ -342,10 +384,14 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
     if hopper_why is None:
         pinned = None if config is None else interface_hopper.pinned_config(heads, fmt, config.kwargs)
         lse, part_o, part_lse, seg = interface_hopper.launch(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale,
-                                                             fmt, out, return_lse, sms=sms, config=pinned, q_lo=q_lo)
+                                                             fmt, out, return_lse, sms=sms, config=pinned, q_lo=q_lo,
+                                                             q_scale=q_scale)
         _reduce(batch, heads, seg, part_o, part_lse, out, lse, seq_lens, return_lse,
                 pdl=batch >= reduction.PDL_MIN_BATCH)
         return (out, lse) if return_lse else out
+    if q.dtype == torch.float8_e4m3fn:
+        # (the portable kernel takes the query in bf16)
+        q = interface_hopper.dequantize_query(q, q_scale)
     pps = None if config is None else config.kwargs["PROGRAMS_PER_SM"]
     args, grid, (lse, part_o, part_lse, seg) = split_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale,
                                                           fmt, out, return_lse, sms=sms, programs_per_sm=pps,

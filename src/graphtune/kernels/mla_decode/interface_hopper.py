@@ -330,6 +330,24 @@ def _q_descriptors(q: torch.Tensor, block_h: int, cols: int = D_NOPE) -> tuple[A
     return _descriptor(q2, [block_h, cols]), _descriptor(q2[:, D_NOPE:], [block_h, D_ROPE])
 
 
+def dequantize_query(q: torch.Tensor, q_scale: float | torch.Tensor) -> torch.Tensor:
+    """An e4m3 query (``mla_decode``'s fp8 ``q``, its value ``q * q_scale``) as the bf16 query of the kernels that do
+    not read it in fp8: exact for a power-of-two scale (e4m3's 4 significant bits fit bf16's 8), else rounded once to
+    bf16. A torch op: capture-safe (inside a capture its output comes from the graph's pool)."""
+    return (q.float() * q_scale).to(torch.bfloat16)
+
+
+def _fp8_query(args: tuple, consts: dict[str, Any], q: torch.Tensor,
+               q_scale: float | torch.Tensor) -> tuple[tuple, dict[str, Any]]:
+    """T8's arguments for an e4m3 query read as it is (``Q_FP8 = 1``): its two query descriptors replaced by one
+    [64, 128] box over the query's [B H, 576] rows (the latent chunks at columns 0..511, the rope at 512, the box's
+    columns 576.. filled with zeros), and its scale as a float or a one-element fp32 tensor read in the kernel."""
+    desc = _descriptor(q.view(q.shape[0] * q.shape[1], D_QK), [consts["BLOCK_H"], 128])
+    scale = ({"q_descale_ptr": q_scale, "Q_DESCALE_FROM_PTR": 1} if isinstance(q_scale, torch.Tensor)
+             else {"q_descale": float(q_scale), "Q_DESCALE_FROM_PTR": 0})
+    return (desc, desc, *args[2:]), {**consts, "Q_FP8": 1, **scale}
+
+
 def _kv_tiles(nargs: dict[str, Any]) -> None:
     """Config pre-hook of the bf16 kernels: the KV descriptors' tiles follow the config's ``BLOCK_N``
     ([BLOCK_N, 512] latent, [BLOCK_N, 64] rope). It runs before every compile and launch of the config, inside
@@ -863,19 +881,29 @@ def pinned(heads: int, fmt: str, config: dict[str, int] | None = None) -> bool:
 
 def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
            sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool, *,
-           sms: int, config: dict[str, int] | None = None, q_lo: bool = True) -> tuple[torch.Tensor, torch.Tensor, Any]:
+           sms: int, config: dict[str, int] | None = None, q_lo: bool = True,
+           q_scale: float | torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, Any]:
     """Run the Hopper split kernel, tuned per batch bucket unless pinned (:func:`pinned`); returns
     ``(lse, part_o, part_lse, seg)`` for the reduction. ``q_lo=False``: ``query_precision="e4m3"`` (the kernels that
-    take ``Q_LO``, T8, score against the query's e4m3 hi half alone)."""
+    take ``Q_LO``, T8, score against the query's e4m3 hi half alone). An e4m3 ``q`` (its value ``q * q_scale``; with
+    ``q_lo=False``): T8 reads it as it is, every other kernel gets :func:`dequantize_query`'s bf16 copy."""
     heads = q.shape[1]
+    fp8_q = q.dtype == torch.float8_e4m3fn
     if pinned(heads, fmt, config):
+        t8 = bool({**_base_config(_heads_on_m(heads), fmt == "fp8"), **(config or {})}.get("T8", 0))
+        q_in = q if (t8 or not fp8_q) else dequantize_query(q, q_scale)
         # (hopper_call checks the row gather against the config as it runs)
-        args, grid, consts, scratch = hopper_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
+        args, grid, consts, scratch = hopper_call(q_in, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                   return_lse, sms=sms, config=config)
         fn, consts = _kernel_and_params(heads, fmt, {**consts, "Q_LO": int(q_lo)})
+        if fp8_q and t8:
+            args, consts = _fp8_query(args, consts, q, q_scale)
         fn[grid](*args, **consts)
         return scratch
     route = _tuned_route(heads, fmt, q.shape[0], kv_cache.shape[1], q_lo)
+    fp8_t8 = fp8_q and route == "third"
+    if fp8_q and not fp8_t8:
+        q = dequantize_query(q, q_scale)
     if route == "first":
         args, grid, consts, scratch = tuned_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                  return_lse, sms=sms)
@@ -883,6 +911,8 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
         args, grid, consts, scratch = tuned_second_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                         return_lse, sms=sms, gather=route == "gather",
                                                         third=route == "third", q_lo=q_lo)
+    if fp8_t8:
+        args, consts = _fp8_query(args, consts, q, q_scale)
     _route_kernel(route, heads, fmt, q_lo)[grid](*args, **consts)
     return scratch
 

@@ -250,6 +250,23 @@ def _q8(q_nope_desc, q_rope_desc, row, qt_bar, phase, kb_halves, kb_chunks, p_sm
 
 
 @gluon.jit
+def _q8_in(q_desc, row, qt_bar, phase, qh, qr, q_descale, BLOCK_H: gl.constexpr):
+    """``Q_FP8 = 1``: the query handed over in e4m3 (``mla_decode``'s fp8 ``q``, its value ``q * q_scale``), rows ``[row,
+    row + 64)`` of its [B H, 576] view copied by TMA straight into the hi tiles: its four 128-column latent chunks and
+    a [64, 128] box at column 512 into ``qr`` (the rope, then 64 columns TMA fills with zeros: ``qr``'s lo half, which
+    ``Q_LO = 0`` leaves unread). Returns what ``_q8`` returns, the factor the scores are divided by: ``1 / q_scale``."""
+    layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
+    hi_c = _q_chunks(qh, BLOCK_H, 128)
+    fence_async_shared()        # (the generic proxy's earlier accesses to those bytes before the TMA's writes)
+    mbarrier.expect(qt_bar, 5 * q_desc.block_type.nbytes)
+    for c in gl.static_range(4):
+        _tma_load(q_desc, [row, c * 128], qt_bar, hi_c.index(c))
+    _tma_load(q_desc, [row, _D_V], qt_bar, qr)
+    mbarrier.wait(qt_bar, phase)
+    return gl.full([BLOCK_H], 1.0, gl.float32, layout=gl.SliceLayout(1, layout)) / q_descale
+
+
+@gluon.jit
 def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
              stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
@@ -257,7 +274,8 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
              qt_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
-             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q_LO: gl.constexpr):
+             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q_LO: gl.constexpr, Q_FP8: gl.constexpr,
+             q_descale_ptr, q_descale, Q_DESCALE_FROM_PTR: gl.constexpr):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; writes the query pair and issues every
     tile's TMA. Per pair: its tile's softmax (scores issued at the previous pair's end), P handed over, its half of V
     widened and multiplied; WG1's tile's half widened under WG1's softmax, then multiplied by WG1's P; the next
@@ -269,6 +287,8 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                                                                               s_layout, B_CHUNK, BLOCK_N, BLOCK_H)
     if KV_SCALE_FROM_PTR:
         kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
+    if Q_DESCALE_FROM_PTR:
+        q_descale = gl.load(q_descale_ptr).to(gl.float32)
     it = 0          # tiles of this program before the segment: tile r of the segment is its (it + r)-th, in buffer
     seg = 0         # (it + r) % 2
     p1_phase = 0
@@ -286,8 +306,11 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land,
                     _tile_row(pt_base, i_first + 1, PAGE_SIZE, BLOCK_N), 1 - s0)
         _pro(STAMPS, srow, seg, 1)
-        q_scale = _q8(q_nope_desc, q_rope_desc, b * H + h0, qt_bar, seg & 1, kb_halves, kb_chunks, p_smem,
-                      s0, qh, ql, qr, BLOCK_H, STAMPS, srow, seg, Q_LO)
+        if Q_FP8:
+            q_scale = _q8_in(q_nope_desc, b * H + h0, qt_bar, seg & 1, qh, qr, q_descale, BLOCK_H)
+        else:
+            q_scale = _q8(q_nope_desc, q_rope_desc, b * H + h0, qt_bar, seg & 1, kb_halves, kb_chunks, p_smem,
+                          s0, qh, ql, qr, BLOCK_H, STAMPS, srow, seg, Q_LO)
         _pro(STAMPS, srow, seg, 4)
         qk_vec = gl.convert_layout(qk_mul * kv_scale / q_scale, rows_s)
         # (WG1's row-sum slot of the segment's parity: free until WG1's exchange, which it reads them before)
@@ -512,6 +535,10 @@ def _mla_decode_hopper_pp8_kernel(
     STAMPS=None,
     Q_LO: gl.constexpr = 1,
     SPLIT_MAX: gl.constexpr = 0,    # the grid's programs per request at most (interface_hopper; unused in here)
+    Q_FP8: gl.constexpr = 0,
+    q_descale_ptr=None,
+    q_descale=1.0,
+    Q_DESCALE_FROM_PTR: gl.constexpr = 0,
 ):
     """Grid ``(H // 64, P)``; the arguments of the fp8 heads-on-M kernel
     (``kernel_hopper_heads._mla_decode_hopper_fp8w_kernel``) with the query as two TMA descriptors ([64, 256] and
@@ -522,6 +549,7 @@ def _mla_decode_hopper_pp8_kernel(
     Shared memory: the query pair 72 KB (hi alone, 36 KB, with ``Q_LO = 0``), two 64 KB fp16 tile buffers (each
     tile's fp8 copy in the first 32 KB), two 8 KB fp8 rope tiles, an 8 KB fp16 P tile."""
     gl.static_assert(T8 == 1)
+    gl.static_assert(Q_FP8 == 0 or Q_LO == 0)       # an e4m3 query has no lo half
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
     gl.static_assert(num_warps == 4)
@@ -574,7 +602,7 @@ def _mla_decode_hopper_pp8_kernel(
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    STAMPS, Q_LO)),
+                    STAMPS, Q_LO, Q_FP8, q_descale_ptr, q_descale, Q_DESCALE_FROM_PTR)),
         (_pp8_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr,
                     seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,

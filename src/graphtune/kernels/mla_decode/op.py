@@ -1,9 +1,9 @@
 """MLA decode as torch custom ops, so ``torch.compile`` keeps the launch opaque and graphtune tunes it.
 
 ``graphtune::mla_decode(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_scale_tensor?, kv_format,
-return_lse, query_precision) -> (out, lse)`` allocates its outputs (``lse`` is an empty ``[0]`` tensor unless
-``return_lse``); ``graphtune::mla_decode_out(..., kv_format, out!, query_precision)`` writes into a given
-``[B, H, 512]`` bf16 buffer (declared mutated). Either runs ``interface.mla_decode`` with real tensors when the
+return_lse, query_precision?, q_scale?, q_scale_tensor?) -> (out, lse)`` allocates its outputs (``lse`` is an empty
+``[0]`` tensor unless ``return_lse``); ``graphtune::mla_decode_out(..., kv_format, out!, query_precision?, q_scale?,
+q_scale_tensor?)`` writes into a given ``[B, H, 512]`` bf16 buffer (declared mutated). Either runs ``interface.mla_decode`` with real tensors when the
 graph runs: validation, the per-batch-bucket tuning of the split kernel and the capture policy apply as in eager.
 ``kv_scale_tensor`` (a one-element fp32 device tensor) overrides the float ``kv_scale`` when given.
 """
@@ -16,13 +16,14 @@ from . import interface
 from .reference import D_NOPE
 
 
-def _scale(kv_scale: float, kv_scale_tensor: torch.Tensor | None) -> float | torch.Tensor:
+def _scale(kv_scale: float | None, kv_scale_tensor: torch.Tensor | None) -> float | torch.Tensor | None:
     return kv_scale if kv_scale_tensor is None else kv_scale_tensor
 
 
 def _fake(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
           sm_scale: float, kv_scale: float, kv_scale_tensor: torch.Tensor | None, kv_format: str,
-          return_lse: bool, query_precision: str) -> tuple[torch.Tensor, torch.Tensor]:
+          return_lse: bool, query_precision: str | None, q_scale: float | None,
+          q_scale_tensor: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     if q.dim() != 3:   # (the op's implementation validates the rest when it runs)
         interface._fail("q", f"shape {tuple(q.shape)} has {q.dim()} dims, expected 3")
     batch, heads = q.shape[0], q.shape[1]
@@ -34,9 +35,11 @@ def _fake(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq
 @custom_op("graphtune::mla_decode", fake=_fake)
 def _mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                 sm_scale: float, kv_scale: float, kv_scale_tensor: torch.Tensor | None, kv_format: str,
-                return_lse: bool, query_precision: str) -> tuple[torch.Tensor, torch.Tensor]:
+                return_lse: bool, query_precision: str | None, q_scale: float | None,
+                q_scale_tensor: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     got = interface.mla_decode(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale=_scale(kv_scale, kv_scale_tensor),
-                               kv_format=kv_format, return_lse=return_lse, query_precision=query_precision)
+                               kv_format=kv_format, return_lse=return_lse, query_precision=query_precision,
+                               q_scale=_scale(q_scale, q_scale_tensor))
     if return_lse:
         return got
     return got, q.new_empty((0,), dtype=torch.float32)
@@ -45,12 +48,14 @@ def _mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
 @custom_op("graphtune::mla_decode_out", mutates_args=("out",))
 def _mla_decode_out(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                     sm_scale: float, kv_scale: float, kv_scale_tensor: torch.Tensor | None, kv_format: str,
-                    out: torch.Tensor, query_precision: str) -> None:
+                    out: torch.Tensor, query_precision: str | None, q_scale: float | None,
+                    q_scale_tensor: torch.Tensor | None) -> None:
     interface.mla_decode(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale=_scale(kv_scale, kv_scale_tensor),
-                         kv_format=kv_format, out=out, query_precision=query_precision)
+                         kv_format=kv_format, out=out, query_precision=query_precision,
+                         q_scale=_scale(q_scale, q_scale_tensor))
 
 
-def _check_op_arguments(q, sm_scale, kv_scale, kv_format, out, return_lse, query_precision) -> None:
+def _check_op_arguments(q, sm_scale, kv_scale, kv_format, out, return_lse, query_precision, q_scale) -> None:
     """What the op's schema would otherwise reject with an error naming no argument (a float() of None, a schema
     mismatch), or let through (a bool scale, an ``out`` the op copies into after the fact). Metadata only: it runs
     under torch.compile's tracing too. The op's implementation validates the rest when it runs."""
@@ -59,7 +64,10 @@ def _check_op_arguments(q, sm_scale, kv_scale, kv_format, out, return_lse, query
         interface.check_scale("kv_scale", kv_scale, "a finite float > 0 or a one-element float32 tensor")
     if not isinstance(kv_format, str):
         interface._fail("kv_format", f"{kv_format!r}, expected a string ('auto', 'fp8', 'bf16' or 'fp8_ds_mla')")
-    interface.check_query_precision(query_precision, kv_format if kv_format != "auto" else None)
+    if query_precision is not None:
+        interface.check_query_precision(query_precision, kv_format if kv_format != "auto" else None)
+    if q_scale is not None and not isinstance(q_scale, torch.Tensor):
+        interface.check_scale("q_scale", q_scale, "a finite float > 0 or a one-element float32 tensor")
     if out is not None and return_lse and isinstance(q, torch.Tensor) and q.dim() == 3:
         interface._check_tensor("out", out, torch.bfloat16, 3, q.device)
         if tuple(out.shape) != (q.shape[0], q.shape[1], D_NOPE):
@@ -68,18 +76,20 @@ def _check_op_arguments(q, sm_scale, kv_scale, kv_format, out, return_lse, query
 
 def mla_decode_op(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                   sm_scale: float, *, kv_scale: float | torch.Tensor = 1.0, kv_format: str = "auto",
-                  out: torch.Tensor | None = None, return_lse: bool = False,
-                  query_precision: str = "bf16") -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+                  out: torch.Tensor | None = None, return_lse: bool = False, query_precision: str | None = None,
+                  q_scale: float | torch.Tensor | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """``interface.mla_decode`` (same arguments) through the ``graphtune::`` ops: use it inside ``torch.compile``."""
-    _check_op_arguments(q, sm_scale, kv_scale, kv_format, out, return_lse, query_precision)
+    _check_op_arguments(q, sm_scale, kv_scale, kv_format, out, return_lse, query_precision, q_scale)
     scale_t = kv_scale if isinstance(kv_scale, torch.Tensor) else None
     scale_f = 1.0 if scale_t is not None else float(kv_scale)
+    q_scale_t = q_scale if isinstance(q_scale, torch.Tensor) else None
+    q_scale_f = None if q_scale is None or q_scale_t is not None else float(q_scale)
     if out is not None and not return_lse:
         torch.ops.graphtune.mla_decode_out(q, kv_cache, page_table, seq_lens, float(sm_scale), scale_f, scale_t,
-                                           kv_format, out, query_precision)
+                                           kv_format, out, query_precision, q_scale_f, q_scale_t)
         return out
     got, lse = torch.ops.graphtune.mla_decode(q, kv_cache, page_table, seq_lens, float(sm_scale), scale_f, scale_t,
-                                              kv_format, return_lse, query_precision)
+                                              kv_format, return_lse, query_precision, q_scale_f, q_scale_t)
     if out is not None:
         out.copy_(got)
         got = out
@@ -88,14 +98,14 @@ def mla_decode_op(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Ten
 
 def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                sm_scale: float, *, kv_scale: float | torch.Tensor = 1.0, kv_format: str = "auto",
-               out: torch.Tensor | None = None, return_lse: bool = False,
-               query_precision: str = "bf16") -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+               out: torch.Tensor | None = None, return_lse: bool = False, query_precision: str | None = None,
+               q_scale: float | torch.Tensor | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """``interface.mla_decode`` (its docstring says what the arguments are), exported as
     ``graphtune.kernels.mla_decode.mla_decode``: eagerly it is the interface itself; traced by torch.compile it
     is one opaque ``graphtune::`` op, whose implementation runs the interface eagerly."""
     if torch.compiler.is_dynamo_compiling():
         return mla_decode_op(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale=kv_scale, kv_format=kv_format,
-                             out=out, return_lse=return_lse, query_precision=query_precision)
+                             out=out, return_lse=return_lse, query_precision=query_precision, q_scale=q_scale)
     return interface.mla_decode(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale=kv_scale, kv_format=kv_format,
-                                out=out, return_lse=return_lse, query_precision=query_precision)
+                                out=out, return_lse=return_lse, query_precision=query_precision, q_scale=q_scale)
 
