@@ -251,10 +251,11 @@ def _q8(q_nope_desc, q_rope_desc, row, qt_bar, phase, kb_halves, kb_chunks, p_sm
 
 @gluon.jit
 def _q8_in(q_desc, row, qt_bar, phase, qh, qr, q_descale, BLOCK_H: gl.constexpr):
-    """``Q_FP8 = 1``: the query handed over in e4m3 (``mla_decode``'s fp8 ``q``, its value ``q * q_scale``), rows ``[row,
-    row + 64)`` of its [B H, 576] view copied by TMA straight into the hi tiles: its four 128-column latent chunks and
-    a [64, 128] box at column 512 into ``qr`` (the rope, then 64 columns TMA fills with zeros: ``qr``'s lo half, which
-    ``Q_LO = 0`` leaves unread). Returns what ``_q8`` returns, the factor the scores are divided by: ``1 / q_scale``."""
+    """``Q_FP8 = 1``: the query handed over in e4m3 (``mla_decode``'s fp8 ``q``, its value ``q * q_scale``), rows
+    ``[row, row + 64)`` of its [B H, 576] view copied by TMA straight into the hi tiles: its four 128-column latent
+    chunks, and a [64, 128] box at column 512 into ``qr`` (the rope, then 64 columns TMA fills with zeros: ``qr``'s lo
+    half, which ``Q_LO = 0`` leaves unread). Returns what ``_q8`` returns, the factor the scores are divided by:
+    ``1 / q_scale``."""
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
     hi_c = _q_chunks(qh, BLOCK_H, 128)
     fence_async_shared()        # (the generic proxy's earlier accesses to those bytes before the TMA's writes)

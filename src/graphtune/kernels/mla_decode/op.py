@@ -3,9 +3,10 @@
 ``graphtune::mla_decode(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_scale_tensor?, kv_format,
 return_lse, query_precision?, q_scale?, q_scale_tensor?) -> (out, lse)`` allocates its outputs (``lse`` is an empty
 ``[0]`` tensor unless ``return_lse``); ``graphtune::mla_decode_out(..., kv_format, out!, query_precision?, q_scale?,
-q_scale_tensor?)`` writes into a given ``[B, H, 512]`` bf16 buffer (declared mutated). Either runs ``interface.mla_decode`` with real tensors when the
-graph runs: validation, the per-batch-bucket tuning of the split kernel and the capture policy apply as in eager.
-``kv_scale_tensor`` (a one-element fp32 device tensor) overrides the float ``kv_scale`` when given.
+q_scale_tensor?)`` writes into a given ``[B, H, 512]`` bf16 buffer (declared mutated). Either runs
+``interface.mla_decode`` with real tensors when the graph runs: validation, the per-batch-bucket tuning of the split
+kernel and the capture policy apply as in eager. ``kv_scale_tensor`` (a one-element fp32 device tensor) overrides the
+float ``kv_scale`` when given.
 """
 from __future__ import annotations
 
