@@ -144,6 +144,10 @@ def test_an_e4m3_query_is_its_value_times_its_scale(kv_format):
                                        kv_format, None, True, num_sms=3, query_precision="e4m3")
     ref, ref_lse = mla_decode_reference(q_value, x["kv_cache"], x["page_table"], x["seq_lens"], 0.06,
                                         kv_scale=x["kv_scale"], return_lse=True)
+    # (the reference takes the e4m3 query with its scale too)
+    ref8 = mla_decode_reference(q8, x["kv_cache"], x["page_table"], x["seq_lens"], 0.06, kv_scale=x["kv_scale"],
+                                q_scale=8.0)
+    assert torch.equal(ref8, ref)
     for scale in (8.0, torch.tensor([8.0])):
         out = torch.full((3, 16, 512), float("nan"), dtype=torch.bfloat16)
         got, lse = mla_decode(q8, x["kv_cache"], x["page_table"], x["seq_lens"], 0.06, kv_scale=x["kv_scale"],

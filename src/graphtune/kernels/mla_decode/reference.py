@@ -95,14 +95,17 @@ def e4m3_query(q: torch.Tensor, kv_format: str = "fp8") -> torch.Tensor:
 
 def mla_decode_reference(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor,
                          seq_lens: torch.Tensor, sm_scale: float, *, kv_scale: float | torch.Tensor = 1.0,
-                         kv_format: str = "auto", out: torch.Tensor | None = None,
-                         return_lse: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+                         kv_format: str = "auto", out: torch.Tensor | None = None, return_lse: bool = False,
+                         q_scale: float | torch.Tensor | None = None,
+                         ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """MLA decode attention in fp32: ``softmax(q k^T * sm_scale) v`` per request over its paged rows.
 
     Keys are all 576 dims of a row, values its first 512. Returns ``[B, H, 512]`` bf16 (written into
     ``out`` when given) and, with ``return_lse``, ``[B, H]`` fp32 log-sum-exp of the scaled scores in
-    natural log.
+    natural log. ``q_scale``: as ``mla_decode``'s, the query is ``q * q_scale`` (an e4m3 ``q``).
     """
+    if q_scale is not None:
+        q = q.float() * (q_scale.float().reshape(()) if isinstance(q_scale, torch.Tensor) else float(q_scale))
     fmt = resolve_kv_format(kv_cache, kv_format)
     cache = dequantize_cache(kv_cache, fmt, kv_scale)
     page_size = cache.shape[1]
