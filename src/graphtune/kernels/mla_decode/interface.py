@@ -266,8 +266,9 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
             output's own rounding being 1.7e-3; on its accuracy check's inputs 2.0e-4 - 2.1e-4 against
             ``mla_decode_reference``, where FlashMLA's fp8 path measured 1.3e-3 - 1.6e-3 on an H200).
         q_scale: with an fp8 ``q`` only: its scale, a float > 0 or a one-element fp32 tensor on the device (read
-            there: capture-safe). T8 reads such a query as it is (no conversion); the other kernels get it as bf16
-            (``interface_hopper.dequantize_query``: exact for a power-of-two scale).
+            there: capture-safe). T8 and the portable kernel read such a query as it is (T8: no conversion); the
+            other Hopper kernels get it as bf16 (``interface_hopper.dequantize_query``: exact for a power-of-two
+            scale).
 
     Returns:
         ``out`` (``[B, H, 512]`` bf16), or ``(out, lse)`` with ``return_lse``.
@@ -279,11 +280,13 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
 
 def split_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool, *,
-               sms: int, programs_per_sm: int | None = None, lse: torch.Tensor | None = None, q_lo: bool = True):
+               sms: int, programs_per_sm: int | None = None, lse: torch.Tensor | None = None, q_lo: bool = True,
+               q_scale: float | torch.Tensor | None = None):
     """The split kernel's positional arguments and grid for these inputs (scratch buffers allocated here),
     plus ``(lse, part_o, part_lse, seg)`` for the reduce kernel. ``programs_per_sm=None`` sizes the scratch
     for every config of the space (the tuned path). ``q_lo=False``: ``query_precision="e4m3"`` (the fp8 scores
-    against the query's e4m3 hi half alone). Used by ``_launch`` and by offline tuning."""
+    against the query's e4m3 hi half alone); ``q_scale``: an e4m3 ``q``'s scale (the kernel reads that query as it
+    is and scales its scores). Used by ``_launch`` and by offline tuning."""
     batch, heads, _ = q.shape
     device = q.device
     interpret = settings.interpret()
@@ -303,9 +306,13 @@ def split_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
     else:
         scale_ptr, scale_value, scale_from_ptr = seq_lens, float(kv_scale), False  # pointer unused
 
-    args = (q, kv_bytes, page_table, seq_lens, scale_ptr,
+    if isinstance(q_scale, torch.Tensor):
+        q_scale_ptr, q_scale_value, q_scale_from_ptr = q_scale, 1.0, True
+    else:
+        q_scale_ptr, q_scale_value, q_scale_from_ptr = seq_lens, float(q_scale or 1.0), False  # pointer unused
+    args = (q, kv_bytes, page_table, seq_lens, scale_ptr, q_scale_ptr,
             out, lse, part_o, part_lse, seg,
-            sm_scale, scale_value,
+            sm_scale, scale_value, q_scale_value,
             batch, heads,
             q.stride(0), q.stride(1),
             kv_bytes.stride(0), kv_bytes.stride(1),
@@ -314,7 +321,7 @@ def split_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
             part_o.stride(0), part_o.stride(1),
             part_lse.stride(0),
             kv_cache.shape[1], _FORMAT_CODES[fmt], scale_from_ptr, return_lse, interpret,
-            _B_CHUNK, int(q_lo))
+            _B_CHUNK, int(q_lo), q_scale_from_ptr)
 
     def grid(meta: dict[str, Any]) -> tuple[int, int]:
         # at most the programs the scratch has partial slots for: a forced PROGRAMS_PER_SM above the space's
@@ -389,13 +396,10 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
         _reduce(batch, heads, seg, part_o, part_lse, out, lse, seq_lens, return_lse,
                 pdl=batch >= reduction.PDL_MIN_BATCH)
         return (out, lse) if return_lse else out
-    if q.dtype == torch.float8_e4m3fn:
-        # (the portable kernel takes the query in bf16)
-        q = interface_hopper.dequantize_query(q, q_scale)
     pps = None if config is None else config.kwargs["PROGRAMS_PER_SM"]
     args, grid, (lse, part_o, part_lse, seg) = split_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale,
                                                           fmt, out, return_lse, sms=sms, programs_per_sm=pps,
-                                                          lse=lse, q_lo=q_lo)
+                                                          lse=lse, q_lo=q_lo, q_scale=q_scale)
     if config is None:
         _tuned_kernel()[grid](*args)
     else:

@@ -248,9 +248,9 @@ def _store_out_t(out_ptr, acc, inv, heads, head_mask, col0, stride_out_h):
 # B is not specialised (no recompile for B == 1 or B % 16 == 0): one binary per config serves every batch.
 @triton.jit(do_not_specialize=["B"])
 def _mla_decode_split_kernel(
-    q_ptr, kv_ptr, page_table_ptr, seq_lens_ptr, kv_scale_ptr,
+    q_ptr, kv_ptr, page_table_ptr, seq_lens_ptr, kv_scale_ptr, q_descale_ptr,
     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
-    sm_scale, kv_scale,
+    sm_scale, kv_scale, q_descale,
     B, H,
     stride_q_b, stride_q_h,
     stride_kv_page, stride_kv_tok,
@@ -265,6 +265,7 @@ def _mla_decode_split_kernel(
     INTERPRET: tl.constexpr,
     B_CHUNK: tl.constexpr,
     Q_LO: tl.constexpr,             # 1: the query's lo half scores too (bf16 precision); 0: its e4m3 hi half alone
+    Q_DESCALE_FROM_PTR: tl.constexpr,   # an e4m3 q (read as it is) scaled by a device tensor, else by q_descale
     # The tuned config: these must stay the last parameters (graphtune appends them positionally).
     BLOCK_N: tl.constexpr,
     BLOCK_H: tl.constexpr,
@@ -325,6 +326,8 @@ def _mla_decode_split_kernel(
             kv_scale = tl.load(kv_scale_ptr).to(tl.float32)
     else:
         kv_scale = 1.0
+    if Q_DESCALE_FROM_PTR:
+        q_descale = tl.load(q_descale_ptr).to(tl.float32)
 
     # The tile list of the whole batch, computed from seq_lens on the device (capture-safe), in chunks of
     # B_CHUNK requests so that no constexpr depends on the batch size (one compile serves every B).
@@ -389,8 +392,9 @@ def _mla_decode_split_kernel(
         q3, q3_lo = _q_operand(q3, q_scale, Q_MODE, INTERPRET)
         qr, qr_lo = _q_operand(qr, q_scale, ROPE_MODE, INTERPRET)
         # Scores in log2 units: latent dots times nope_mul; fp8_ds_mla's bf16 rope dot times rope_mul.
-        nope_mul = sm_scale * LOG2E * S_UNIT * kv_scale / q_scale
-        rope_mul = sm_scale * LOG2E
+        # (an e4m3 query, loaded as it is, is q * q_descale: a factor of the scores; 1 for a bf16 query)
+        nope_mul = sm_scale * LOG2E * S_UNIT * kv_scale * q_descale / q_scale
+        rope_mul = sm_scale * LOG2E * q_descale
 
         m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
         l_i = tl.zeros([BLOCK_H], tl.float32)
