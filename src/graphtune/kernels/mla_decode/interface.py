@@ -275,7 +275,7 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
     """
     fmt = _validate(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_format, out, query_precision, q_scale)
     return _launch(q, kv_cache, page_table, seq_lens, float(sm_scale), kv_scale, fmt, out, return_lse,
-                   query_precision=query_precision_of(q, query_precision), q_scale=q_scale)
+                   query_precision=query_precision, q_scale=q_scale)
 
 
 def split_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
@@ -364,14 +364,11 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
     the Hopper kernel (kernel_hopper.py) where it applies (sm_90, see ``interface_hopper.supported``) and no
     ``config`` is given, else the portable one; ``"portable"`` / ``"hopper"`` force one (``"hopper"`` raises
     ValueError with the reason when it does not apply). ``query_precision`` and ``q_scale``: as :func:`mla_decode`
-    (validated).
+    (validated there, with the rest).
     """
     if path not in ("auto", "portable", "hopper"):
         raise ValueError(f"mla_decode: path {path!r}, expected 'auto', 'portable' or 'hopper'")
-    query_precision = query_precision_of(q, query_precision)
-    _check_query_scale(q, q_scale, query_precision, fmt)
-    check_query_precision(query_precision, fmt)
-    q_lo = query_precision != "e4m3"
+    q_lo = query_precision_of(q, query_precision) != "e4m3"
     batch, heads, _ = q.shape
     device = q.device
     if out is None:
