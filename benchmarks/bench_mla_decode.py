@@ -14,7 +14,8 @@ over the best single config; writes everything to JSON (GPU, versions, commit).
 ``--vs-flashmla``: page size 64, bf16 and fp8 caches, H = 16 (batches 1..128) and H = 128 (1..64), FlashMLA
 timed in the same run as graphtune (its per-bucket best config of ``--configs``) when ``flash_mla`` imports
 (the ``sgl-flash-mla`` wheel; its columns are skipped with a note otherwise), plus the relative error of
-both against the fp32 reference on fresh random inputs with mixed lengths.
+both against the fp32 reference on fresh random inputs with mixed lengths. ``--vs-ragged`` adds FlashMLA and the
+public call on ragged batches (lengths uniform in 1 .. 2 x ``--tokens`` - 1, fresh each run), the batches servers run.
 
 ``--configs`` takes ``space``, ``default`` or ``;``-separated ``NAME=VALUE,...`` configs (missing names
 keep the default's values). List flags take comma lists; an empty one is an empty list (``--vs-batches-h128 ""``
@@ -416,6 +417,86 @@ def _e4m3(args, kv_format: str) -> list[Tuned]:
     return [TUNED_E4M3, TUNED_FP8Q] if args.vs_e4m3 and kv_format == "fp8" else []
 
 
+def ragged_inputs(batch: int, heads: int, tokens: int, kv_format: str, seed: int, device: str = "cuda") -> dict:
+    """Inputs of a ragged decode batch: each request's length drawn uniformly from 1 to ``2 * tokens - 1`` (mean
+    ``tokens``), a cache of ``2 * tokens`` slots a request at page size 64, output poisoned with NaN."""
+    gen = torch.Generator().manual_seed(seed)
+    x = bench.make_inputs(bench.Problem(batch, heads, 2 * tokens, 64, kv_format), device=device, seed=seed)
+    x["seq_lens"] = torch.randint(1, 2 * tokens, (batch,), generator=gen).to(device=device, dtype=torch.int32)
+    x["out"].fill_(float("nan"))
+    return x
+
+
+def vs_ragged(args, fm, heads_batches: list, formats: list[str], result: dict, out: Path) -> list[dict]:
+    """``--vs-ragged``: FlashMLA and the public call (tuned as the uniform table left it, as a server's warm-up
+    tunes on lengths other than the ones it serves) on ragged batches, the lengths fresh each run (the seed in the
+    JSON), the same input sets for both; bytes = the tokens each set holds times (row bytes + 4), averaged over
+    the sets."""
+    sm = 1.0 / math.sqrt(576)
+    seed0 = args.ragged_seed if args.ragged_seed is not None else int(time.time()) % 100_000
+    result["ragged_seed"] = seed0
+    rows = []
+    for heads, batches in heads_batches:
+        for kv_format in formats:
+            row_bytes = reference.ROW_BYTES[kv_format] + 4
+            for b in batches:
+                # as many sets as the uniform table rotates through at this size (their bytes exceed the L2)
+                n_sets = max(2, min(bench.MAX_SETS, -(-bench.ROTATE_BYTES // (b * args.tokens * row_bytes))))
+                xs = [ragged_inputs(b, heads, args.tokens, kv_format, seed0 + 97 * b + heads + i)
+                      for i in range(n_sets)]
+                lens = torch.cat([x["seq_lens"] for x in xs]).cpu()
+                nbytes = int(lens.sum()) * row_bytes / n_sets
+                timed = [("flashmla", [flashmla_call(fm, x, kv_format, sm)[0] for x in xs])] if fm is not None else []
+                timed.append(("graphtune", [bench.run_inputs(x, kv_format, None) for x in xs]))
+                for impl, calls in timed:
+                    if impl == "graphtune":
+                        _activate(TUNED, heads, kv_format)
+                    try:
+                        ms = graph_time_ms(calls)
+                    except Exception as exc:  # noqa: BLE001 - a failing call is recorded, not fatal
+                        print(f"  ragged {impl} H{heads} {kv_format} B{b}: {type(exc).__name__}: {exc}"[:300],
+                              flush=True)
+                        ms = float("inf")
+                    rows.append(dict(impl=impl, heads=heads, kv_format=kv_format, batch=b, sets=n_sets, ms=ms,
+                                     tbs=nbytes / (ms * 1e-3) / 1e12, len_min=int(lens.min()),
+                                     len_mean=float(lens.float().mean()), len_max=int(lens.max())))
+                del xs, timed
+                torch.cuda.empty_cache()
+            result["ragged_rows"] = rows
+            out.write_text(json.dumps(result, indent=1, default=str))
+    return rows
+
+
+def print_ragged(rows: list[dict], formats: list[str], heads_batches: list, tokens: int) -> None:
+    print(f"\nRagged batches (lengths uniform in 1..{2 * tokens - 1}, fresh each run), page size 64; ms (effective "
+          "TB/s); graphtune = the public call as shipped; ratio = graphtune / FlashMLA")
+    print("| heads, batch | lengths min / mean / max |" + "".join(f" FlashMLA {f} | graphtune {f} | ratio |"
+                                                           for f in formats))
+    print("|" + " --- |" * (2 + 3 * len(formats)))
+    for heads, batches in heads_batches:
+        for b in batches:
+            mine = [r for r in rows if r["heads"] == heads and r["batch"] == b]
+            if not mine:
+                continue
+            cells = []
+            for kv_format in formats:
+                f = next((r for r in mine if r["kv_format"] == kv_format and r["impl"] == "flashmla"), None)
+                g = next((r for r in mine if r["kv_format"] == kv_format and r["impl"] == "graphtune"), None)
+                cells += [_cell(f), _cell(g), _ratio(g, f)]
+            r0 = mine[0]
+            print(f"| H={heads}, B={b} | {r0['len_min']} / {r0['len_mean']:.0f} / {r0['len_max']} | "
+                  + " | ".join(cells) + " |")
+
+
+def _cell(r) -> str:
+    return f"{r['ms']:.4f} ({r['tbs']:.2f})" if r and math.isfinite(r["ms"]) else "-"
+
+
+def _ratio(g, f) -> str:
+    ok = f and g and math.isfinite(f["ms"]) and math.isfinite(g["ms"])
+    return f"{g['ms'] / f['ms']:.2f}" if ok else "-"
+
+
 def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> None:
     """FlashMLA and graphtune in one run: graph-replay times, then the accuracy of every config timed (the tuned path
     as it was tuned on the timed inputs); table last."""
@@ -455,6 +536,7 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
                 torch.cuda.empty_cache()
             result["vs_rows"] = rows
             out.write_text(json.dumps(result, indent=1, default=str))
+    ragged = vs_ragged(args, fm, heads_batches, formats, result, out) if args.vs_ragged else []
     # accuracy after the times: the tuned path tunes each batch bucket on the first inputs it meets, and the
     # check's batch of 6 (bucket 8, lengths 1 to 3000) would otherwise pick bucket 8's config for the timed
     # 4096-token requests (session 21: two buffers at fp8 H = 16, 0.0188 ms, where tuned on the timed inputs
@@ -519,13 +601,7 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
     print(head)
     print("|" + " --- |" * (1 + 5 * len(formats) + 4 * len(e4m3)))
 
-    def cell(r) -> str:
-        return f"{r['ms']:.4f} ({r['tbs']:.2f})" if r and math.isfinite(r["ms"]) else "-"
-
-    def ratio(g, f) -> str:
-        ok = f and g and math.isfinite(f["ms"]) and math.isfinite(g["ms"])
-        return f"{g['ms'] / f['ms']:.2f}" if ok else "-"
-
+    cell, ratio = _cell, _ratio
     best = {}
     for heads, batches in heads_batches:
         for b in batches:
@@ -544,6 +620,8 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
                         e = next((r for r in mine if r["impl"] == "graphtune" and r["config"] == label), None)
                         cells += [cell(e), ratio(e, f)]
             print(f"| H={heads}, B={b} | " + " | ".join(cells) + " |")
+    if ragged:
+        print_ragged(ragged, formats, heads_batches, args.tokens)
     print("graphtune's best variant per cell:")
     for key, label in best.items():
         print(f"  {key}: {label}")
@@ -910,6 +988,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--vs-e4m3", action="store_true",
                     help="with --vs-flashmla: also time and check the public call with query_precision='e4m3' on "
                          "the fp8 cache (FlashMLA's fp8 accuracy class), in a column of its own")
+    ap.add_argument("--vs-ragged", action="store_true",
+                    help="with --vs-flashmla: also time FlashMLA and the public call on ragged batches (lengths "
+                         "uniform in 1 .. 2 * --tokens - 1, fresh each run), after the uniform table")
+    ap.add_argument("--ragged-seed", type=int, default=None,
+                    help="with --vs-ragged: the lengths' seed (default: from the clock, recorded in the JSON)")
     ap.add_argument("--vs-variant-filter", default="",
                     help="with --vs-flashmla: only the Hopper variants whose dict's text contains one of these "
                          "'|'-separated parts (--configs none: no portable config)")
