@@ -412,6 +412,10 @@ BAD = [
     ("fp8-q-scale-zero", lambda a: dict(q=a["q"].to(torch.float8_e4m3fn), q_scale=0.0), r"q_scale: 0.0, expected"),
     ("fp8-q-scale-tensor", lambda a: dict(q=a["q"].to(torch.float8_e4m3fn), q_scale=torch.ones(2)),
      r"q_scale: tensor of shape \(2,\)"),
+    ("fp8-q-scale-tensor-nan", lambda a: dict(q=a["q"].to(torch.float8_e4m3fn), q_scale=torch.tensor([float("nan")])),
+     r"q_scale: tensor holding nan"),
+    ("fp8-q-scale-tensor-zero", lambda a: dict(q=a["q"].to(torch.float8_e4m3fn), q_scale=torch.zeros(1, 1)),
+     r"q_scale: tensor holding 0.0, expected a finite value > 0"),
     ("fp8-q-bf16-precision", lambda a: dict(q=a["q"].to(torch.float8_e4m3fn), q_scale=1.0, query_precision="bf16"),
      r"query_precision: 'bf16' with an e4m3 query"),
     ("fp8-q-bf16-cache", lambda a: dict(q=a["q"].to(torch.float8_e4m3fn), q_scale=1.0,
@@ -426,6 +430,18 @@ def test_bad_input_raises_value_error(change, match):
     args.update(change(args))
     with pytest.raises(ValueError, match=match):
         _call(args)
+
+
+def test_an_e4m3_querys_bf16_copy_keeps_its_shape_for_any_one_element_scale():
+    """``interface_hopper.dequantize_query`` (the Hopper kernels that do not read an e4m3 query take its bf16 value):
+    a scale tensor of shape [1, 1, 1] is the scalar it holds (multiplied as it is, it broadcast the query to four
+    dims, and the launch then failed on the query's shape)."""
+    from graphtune.kernels.mla_decode import interface_hopper
+    q8 = (torch.randn(3, 16, 576, generator=torch.Generator().manual_seed(_seed())) * 8).to(torch.float8_e4m3fn)
+    for scale in (0.25, torch.tensor([0.25]), torch.tensor([[[0.25]]]), torch.tensor(0.25)):
+        got = interface_hopper.dequantize_query(q8, scale)
+        assert got.shape == q8.shape and got.dtype == torch.bfloat16
+        assert torch.equal(got, (q8.float() / 4).bfloat16())     # (exact: a power-of-two scale)
 
 
 def test_bad_input_unused_page_slots_may_hold_anything():

@@ -296,7 +296,8 @@ def test_ab_target_times_the_space_each_config_pinned_as_the_tuned_grid_runs_it(
     on_m = hopper._heads_on_m(heads)
     second = [{**c, s.flag: 1} for extra in (hopper.SECOND, hopper.THIRD) if (s := extra.get((on_m, fmt)))
               for c in s.space]
-    assert [c.kwargs for c in target.configs] == hopper._SPACES[(on_m, fmt == "fp8")] + second
+    pinned_only = hopper.SPLIT_MAX_PINNED[fmt] if on_m else []    # (the ping-pong kernels with SPLIT_MAX)
+    assert [c.kwargs for c in target.configs] == hopper._SPACES[(on_m, fmt == "fp8")] + second + pinned_only
     assert target.page_size == 64 and target.name == "mla_decode_hopper"
     for config in target.configs:
         pinned = hopper.pinned_config(heads, fmt, config.kwargs)
@@ -387,9 +388,20 @@ def test_split_max_caps_the_grid_by_the_batch_alone(fmt):
         _, pinned_grid, consts, _ = hopper.hopper_call(q, kv, pt, lens, 0.04, 1.0, fmt, out, False, sms=132,
                                                        config={"SPLIT_MAX": hopper.SPLIT_MAX_SMALL})
         assert pinned_grid == (2, min(want, 66)) and consts["SPLIT_MAX"] == hopper.SPLIT_MAX_SMALL
-    spaces = [hopper.HOPPER_SPACE if fmt == "bf16" else hopper.HOPPER_FP8_SPACE,
-              hopper.HOPPER_PP_SPACE if fmt == "bf16" else hopper.HOPPER_T8_SPACE]
-    assert all(any(c.get("SPLIT_MAX") == hopper.SPLIT_MAX_SMALL for c in space) for space in spaces)
+    # in the first kernel's tuned space (batch 1-7); the ping-pong kernels' only pinned (the A/B's): the tuned path
+    # runs them from batch 8, where the cap never bites
+    first = hopper.HOPPER_SPACE if fmt == "bf16" else hopper.HOPPER_FP8_SPACE
+    assert any(c.get("SPLIT_MAX") == hopper.SPLIT_MAX_SMALL for c in first)
+    for second in (hopper.SECOND[(True, fmt)], hopper.THIRD.get((True, fmt))):
+        if second is not None:
+            assert not any(c.get("SPLIT_MAX") for c in second.space), second.name
+            q, kv, pt, lens, out = _inputs(128, fmt, batch=second.min_batch)
+            _, grid, _, _ = hopper.tuned_call(q, kv, pt, lens, 0.04, 1.0, fmt, out, False, sms=132)
+            assert grid({"SPLIT_MAX": hopper.SPLIT_MAX_SMALL}) == grid({}), second.name
+    assert [c.get("PP", 0) + c.get("T8", 0) for c in hopper.SPLIT_MAX_PINNED[fmt]] == [1]
+    from graphtune.kernels.mla_decode import bench
+    target = bench.MlaDecodeHopperTarget(heads=128, kv_format=fmt)
+    assert all(any(c.kwargs == dict(p) for c in target.configs) for p in hopper.SPLIT_MAX_PINNED[fmt])
     for fn in (hopper.kernel_for(128, fmt), hopper.kernel_for(128, fmt, pp=True),
                *([hopper.kernel_for(128, fmt, t8=True)] if fmt == "fp8" else [])):
         assert "SPLIT_MAX" in fn.arg_names

@@ -612,9 +612,12 @@ def test_query_precision_e4m3_matches_the_e4m3_query_reference(heads, batch):
                                      x["out"], True, num_sms=sms, query_precision="e4m3")
         assert torch.isfinite(out.float()).all(), f"seed {seed}, {sms} SMs: unwritten or NaN outputs"
         if heads % 64:
-            pair = interface._launch(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, x["kv_scale"], "fp8",
-                                     None, False, num_sms=sms)
-            assert torch.equal(out, pair), f"seed {seed}: H = {heads} changed with query_precision='e4m3'"
+            # (with the LSE too: RETURN_LSE is part of the tuning key, and a bucket tuned apart may pick another
+            # grid, whose split rounds otherwise)
+            pair, pair_lse = interface._launch(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, x["kv_scale"],
+                                               "fp8", None, True, num_sms=sms)
+            assert torch.equal(out, pair) and torch.equal(lse, pair_lse), \
+                f"seed {seed}: H = {heads} changed with query_precision='e4m3'"
             continue
         assert interface_hopper._tuned_route(heads, "fp8", batch, 64, q_lo=False) == "third"
         assert _rel(out, ref) <= 2e-3, f"seed {seed}, {sms} SMs: rel err {_rel(out, ref):.3e}"
@@ -655,10 +658,10 @@ def test_query_precision_e4m3_tuned_then_captured_and_replayed():
 
 # SPLIT_MAX (session 27): the heads-on-M kernels' grid capped at SPLIT_MAX programs a request, which changes the split
 # only at batch 1-2 on 132 SMs
+_FIRST_ON_M = {"bf16": interface_hopper.HOPPER_SPACE, "fp8": interface_hopper.HOPPER_FP8_SPACE}
 SPLIT_MAX_CASES = [(fmt, config) for fmt in ("bf16", "fp8")
-                   for config in ([interface_hopper.HOPPER_SPACE, interface_hopper.HOPPER_PP_SPACE] if fmt == "bf16"
-                                  else [interface_hopper.HOPPER_FP8_SPACE, interface_hopper.HOPPER_T8_SPACE])
-                   for config in config if config.get("SPLIT_MAX")]
+                   for config in [*_FIRST_ON_M[fmt], *interface_hopper.SPLIT_MAX_PINNED[fmt]]
+                   if config.get("SPLIT_MAX")]
 
 
 @pytest.mark.parametrize("kv_format,config", SPLIT_MAX_CASES,
@@ -666,7 +669,8 @@ SPLIT_MAX_CASES = [(fmt, config) for fmt in ("bf16", "fp8")
                               for f, c in SPLIT_MAX_CASES])
 @pytest.mark.parametrize("lens", [[4096], [1], [3001, 65]], ids=["one-4096", "one-token", "two"])
 def test_split_max_configs_match_reference(kv_format, config, lens):
-    """Each heads-on-M space config with ``SPLIT_MAX`` pinned at batch 1 and 2 (where it changes the grid: fewer
+    """Each heads-on-M config with ``SPLIT_MAX`` (the first kernels' spaces', the ping-pong kernels' pinned ones) at
+    batch 1 and 2 (where it changes the grid: fewer
     programs than SMs, each with more tiles), H = 128, NaN past every length, NaN-poisoned out: against the
     reference, and its grid the capped one."""
     _hopper_or_skip()
@@ -710,3 +714,33 @@ def test_query_given_in_e4m3_matches_its_reference(heads, batch):
         assert torch.isfinite(out.float()).all(), f"seed {seed}: unwritten or NaN outputs"
         assert torch.equal(out, want), f"seed {seed}: the e4m3 query differs from its bf16 value's decode"
         assert _rel(out, ref) <= 2e-3, f"seed {seed}: rel err {_rel(out, ref):.3e}"
+
+
+@pytest.mark.parametrize("sizes", [[2, 4], [interface_hopper.T8_E4M3_MIN_BATCH, 16]], ids=["bf16-copy", "T8"])
+def test_query_given_in_e4m3_captured_and_replayed(sizes):
+    """An e4m3 query with its scale as a device tensor, tuned by graphtune.warmup and captured per size: at H = 128
+    below ``T8_E4M3_MIN_BATCH`` (the first kernel, which takes the query's bf16 copy: a torch op inside the capture)
+    and from it (T8 reading it by TMA); replays with new lengths and queries equal eager and the reference of
+    ``q * q_scale``."""
+    _hopper_or_skip()
+    skip_unproven({"Q_E4M3": 1})
+    per_size = {}
+    for b in sizes:
+        x = _inputs(b, 128, 64, "fp8", 2048, _seed())
+        x["q"] = (x["q"].float() / 4).to(torch.float8_e4m3fn)
+        per_size[b] = x
+    kv_scale = torch.tensor([per_size[sizes[0]]["kv_scale"]], dtype=torch.float32, device="cuda")
+    q_scale = torch.tensor([4.0], dtype=torch.float32, device="cuda")
+
+    def make_args(b: int):
+        x = per_size[b]
+        return (x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE)
+
+    def call(*args):
+        return mla_decode(*args, kv_scale=kv_scale, out=per_size[args[0].shape[0]]["out"], q_scale=q_scale)
+
+    graphtune.warmup(call, sizes, make_args)
+    graphs = _capture_each(call, sizes, make_args)
+    _replay_equals_eager(graphs, per_size, make_args, 2048, kv_scale, "fp8", 2e-3,
+                         lambda args: mla_decode(*args, kv_scale=kv_scale, q_scale=q_scale),
+                         query=lambda q: (q.float() * 4).to(torch.bfloat16))

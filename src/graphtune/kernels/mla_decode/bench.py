@@ -128,7 +128,8 @@ AB_TARGET = MlaDecodeTarget()
 class MlaDecodeHopperTarget(MlaDecodeTarget):
     """The A/B target of the Hopper (sm_90) kernel that serves ``heads`` and ``kv_format``: its per-bucket space
     (``interface_hopper.space_configs``; where the class has a second or third kernel, ``interface_hopper.SECOND`` /
-    ``THIRD``, their spaces too: fp8 with H < 64 ``V2=1``, H % 64 == 0 ``PP=1`` and fp8 ``T8=1``), each config pinned
+    ``THIRD``, their spaces too: fp8 with H < 64 ``V2=1``, H % 64 == 0 ``PP=1`` and fp8 ``T8=1``; heads on M, the
+    ping-pong kernels with ``SPLIT_MAX``, ``interface_hopper.SPLIT_MAX_PINNED``), each config pinned
     on its kernel
     (``path="hopper"``), page size 64."""
 
@@ -146,6 +147,9 @@ class MlaDecodeHopperTarget(MlaDecodeTarget):
                 if extra is not None:   # the tuned path runs the class's second / third kernel from its min_batch
                     self.configs += [triton.Config({**c, extra.flag: 1}, num_warps=extra.num_warps)
                                      for c in extra.space]
+            if on_m:    # the ping-pong kernels with SPLIT_MAX, pinned (which batch 1 would need them)
+                self.configs += [triton.Config(dict(c), num_warps=interface_hopper.PP_NUM_WARPS)
+                                 for c in interface_hopper.SPLIT_MAX_PINNED[self.kv_format]]
 
 
 # ``graphtune ab mla_decode_hopper``: fp8, H = 16 (the tensor-parallel case), the tokens-on-M kernel's space

@@ -198,10 +198,11 @@ def _validate(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_format, 
     # CPU tensor where it costs nothing. Never during a capture.
     if batch > 0 and (device.type == "cpu" or settings.check()) and not _capturing(device):
         _check_contents(kv_cache, page_table, seq_lens)
-        if isinstance(kv_scale, torch.Tensor):
-            value = float(kv_scale.reshape(()).cpu())
-            if not math.isfinite(value) or value <= 0:
-                _fail("kv_scale", f"tensor holding {value}, expected a finite value > 0")
+        for name, scale in (("kv_scale", kv_scale), ("q_scale", q_scale)):
+            if isinstance(scale, torch.Tensor):
+                value = float(scale.reshape(()).cpu())
+                if not math.isfinite(value) or value <= 0:
+                    _fail(name, f"tensor holding {value}, expected a finite value > 0")
     return fmt
 
 
@@ -259,8 +260,9 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
             two per head). ``"e4m3"`` (fp8 caches only): a kernel may take the query as its e4m3 copy ``hi``
             alone, the accuracy class of FlashMLA's fp8 path (which quantises the query), for one score MMA
             instead of two where that pays: the fp8 heads-on-M kernel T8 on sm_90 (H a multiple of 64, from
-            ``interface_hopper.T8_E4M3_MIN_BATCH`` requests) and the portable kernel's fp8 scores; the other
-            kernels keep the pair. ``reference.e4m3_query(q)`` is the query that mode scores against: e4m3 keeps 4
+            ``interface_hopper.T8_E4M3_MIN_BATCH`` requests) and the portable kernel's fp8 scores (a config of
+            its that widens the tile first, ``QK8 = 0``, scores against the bf16 query); the other kernels keep the
+            pair. ``reference.e4m3_query(q)`` is the query that mode scores against: e4m3 keeps 4
             significant bits, so the error grows with the logits' spread (in float64, benchmarks/probes/
             query_rounding.py: on the benchmark's 4096-token requests 4.1e-3 relative to the exact output, the bf16
             output's own rounding being 1.7e-3; on its accuracy check's inputs 2.0e-4 - 2.1e-4 against

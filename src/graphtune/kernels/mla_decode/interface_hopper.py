@@ -55,10 +55,15 @@ HOPPER_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0, "XCH": 
 # batch 1 the even split gives each of 66 programs a head block ~1 of a 4096-token request's 64 tiles, 16.8 MB of
 # partials written and read back by the reduction for 2.4 MB of fp8 cache. SPLIT_MAX 32 halves that (two tiles a
 # program: for the ping-pong kernels a pair, so both warpgroups score); it changes nothing from 3 requests up (132
-# SMs). FlashMLA's scheduler bounds its splits alike (a fixed cost of 5 blocks a split). Not timed yet: in the
-# spaces (the ping-pong kernels' too, which the tuned path runs from batch 8: there for the A/B,
-# `graphtune ab mla_decode_hopper_h128[_bf16]`, to say whether a pair a program beats the first kernel at batch 1).
+# SMs). FlashMLA's scheduler bounds its splits alike (a fixed cost of 5 blocks a split). Not timed yet: in the first
+# heads-on-M kernels' spaces (which the tuned path runs at batch 1-7), and pinned on the ping-pong kernels
+# (SPLIT_MAX_PINNED) for the A/B, `graphtune ab mla_decode_hopper_h128[_bf16]`, to say whether a pair a program beats
+# the first kernel at batch 1; not in their tuned spaces, which the tuned path runs from batch 8, where the cap never
+# bites (8 x 32 programs against 66 a head block): each bucket would compile and time a copy of their first config.
 SPLIT_MAX_SMALL = 32
+SPLIT_MAX_PINNED: dict[str, list[dict[str, int]]] = {
+    "bf16": [dict(BLOCK_N=64, PP=1, RELOAD=1, SPLIT_MAX=SPLIT_MAX_SMALL)],
+    "fp8": [dict(BLOCK_N=64, T8=1, SPLIT_MAX=SPLIT_MAX_SMALL)]}
 # ``PP = 1`` in a bf16 heads-on-M config runs the ping-pong kernel instead (kernel_hopper_pp.py: two warpgroups
 # taking alternate 64-token tiles, each owning half of the output columns): warp-specialised, 4 + 4 warps; its
 # latent tiles come as two 256-column TMA halves, each on its own mbarrier. The tuned path runs it from
@@ -70,8 +75,7 @@ PP_NUM_WARPS = 4
 PP_CHUNK = 256
 PP_MIN_BATCH = 8
 HOPPER_PP_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, PP=1, RELOAD=1),
-                                         dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1),
-                                         dict(BLOCK_N=64, PP=1, RELOAD=1, SPLIT_MAX=SPLIT_MAX_SMALL)]
+                                         dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1)]
 PP_NAME = "mla_decode_hopper_pp"
 # The same kernel on a per-tensor fp8 cache (each tile TMA'd as fp8 into its fp16 buffer and widened in place by
 # its owner) is the fp8 heads-on-M class's second kernel from PP_FP8_MIN_BATCH requests up. On H200s (H = 128,
@@ -105,8 +109,7 @@ PP_FP8_NAME = "mla_decode_hopper_pp_fp8"
 # 0.0412 / 0.0216 in run 1); with both kernels' widening free of bank conflicts (run 8) T8 0.0384 / 0.0892 / 0.1452 at
 # 8 / 32 / 64 against the second kernel's 0.0381 / 0.1016 / 0.1786 (WG1_FIRST 0): the threshold stays at 32.
 T8_MIN_BATCH = 32
-HOPPER_T8_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, T8=1), dict(BLOCK_N=64, T8=1, WL1=1),
-                                         dict(BLOCK_N=64, T8=1, SPLIT_MAX=SPLIT_MAX_SMALL)]
+HOPPER_T8_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, T8=1), dict(BLOCK_N=64, T8=1, WL1=1)]
 T8_NAME = "mla_decode_hopper_t8"
 # ``query_precision="e4m3"`` (``Q_LO = 0``): T8 scores against the query's e4m3 hi half alone (per 64-token tile 18
 # fp8 score wgmmas instead of 36, the lo half neither converted nor stored), tuned per bucket under its own name, and
@@ -333,7 +336,10 @@ def _q_descriptors(q: torch.Tensor, block_h: int, cols: int = D_NOPE) -> tuple[A
 def dequantize_query(q: torch.Tensor, q_scale: float | torch.Tensor) -> torch.Tensor:
     """An e4m3 query (``mla_decode``'s fp8 ``q``, its value ``q * q_scale``) as the bf16 query of the kernels that do
     not read it in fp8: exact for a power-of-two scale (e4m3's 4 significant bits fit bf16's 8), else rounded once to
-    bf16. A torch op: capture-safe (inside a capture its output comes from the graph's pool)."""
+    bf16. A torch op: capture-safe (inside a capture its output comes from the graph's pool). A tensor scale of any
+    one-element shape multiplies as a scalar (as [1, 1, 1] it would broadcast the query to four dims)."""
+    if isinstance(q_scale, torch.Tensor):
+        q_scale = q_scale.reshape(())
     return (q.float() * q_scale).to(torch.bfloat16)
 
 
