@@ -509,9 +509,12 @@ def compile_sm90(fn, args, consts: dict):
     from triton.experimental.gluon._runtime import GluonASTSource
     from graphtune import resources
     names = list(fn.arg_names)
+    # (a launch's keyword arguments that are tensors, e.g. a scale's pointer, are arguments, not constants)
+    keywords = {n: v for n, v in consts.items() if isinstance(v, torch.Tensor)}
+    consts = {n: v for n, v in consts.items() if n not in keywords}
     consts = {**{p.name: p.default for p in fn.params if p.is_constexpr and p.name not in consts and p.has_default},
               **consts}
-    values = dict(zip([n for n in names if n not in consts], args))
+    values = {**dict(zip([n for n in names if n not in consts and n not in keywords], args)), **keywords}
     # (an argument left out at its default, e.g. a diagnostic pointer defaulting to None, is a constant of the launch)
     consts.update({p.name: p.default for p in fn.params if p.name not in consts and p.name not in values
                    and p.has_default})

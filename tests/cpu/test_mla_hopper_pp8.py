@@ -100,7 +100,7 @@ def compiled_fp8_query():
     args, _, consts, _ = interface_hopper.hopper_call(q8, kv, pt, lens, 0.04, 0.5, "fp8", out, False, sms=132,
                                                       config=dict(T8=1))
     fn, consts = interface_hopper._kernel_and_params(128, "fp8", {**consts, "Q_LO": 0})
-    args, consts = interface_hopper._fp8_query(args, consts, q8, 2.0)
+    args, consts = interface_hopper._fp8_query(args, consts, q8, 2.0, "T8")
     assert consts["Q_FP8"] == 1 and consts["q_descale"] == 2.0 and list(args[0].block_shape) == [64, 128]
     return compile_sm90(fn, args, consts)
 

@@ -301,3 +301,49 @@ def test_pinned_tile_longer_than_a_page_is_refused():
         interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
                                      0.04, 1.0, "fp8", torch.empty(2, 16, 512, dtype=torch.bfloat16), False, sms=132,
                                      config=cfg)
+
+
+@pytest.mark.parametrize("scale_as", ["float", "tensor"])
+def test_tok_fp8_v2_reads_an_e4m3_query_as_it_is(scale_as):
+    """The second fp8 tokens-on-M kernel given the query in e4m3 (``Q_FP8 = 1``: ``mla_decode``'s fp8 ``q``, its value
+    ``q * q_scale``): compiled for sm_90 with an fp8 query pointer, it loads the query's bytes (no bf16 copy made by
+    a torch op before the launch: 3 small kernels, ~6 us at H = 16 batch 1 on the H200 in session 28's run 1),
+    reads a tensor scale from its pointer, and keeps the schedule's properties; without it, the SASS is the shipped
+    build's (no query scale loaded)."""
+    from test_mla_decode import _hopper_compile, compile_sm90
+    from graphtune.sass import wgmma_findings
+    q8 = torch.empty(2, 16, 576, dtype=torch.float8_e4m3fn)
+    kv = torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn)
+    out = torch.empty(2, 16, 512, dtype=torch.bfloat16)
+    config = dict(interface_hopper.HOPPER_TOK_FP8_V2_CONFIG, V2=1)
+    args, _, consts, _ = interface_hopper.hopper_call(q8, kv, torch.zeros(2, 2, dtype=torch.int32),
+                                                      torch.ones(2, dtype=torch.int32), 0.04, 1.0, "fp8", out,
+                                                      False, sms=132, config=config)
+    scale = 0.5 if scale_as == "float" else torch.tensor([0.5])
+    args, consts = interface_hopper._fp8_query(args, consts, q8, scale, "V2")
+    assert args[0] is q8 and consts["Q_FP8"] == 1 and consts["Q_DESCALE_FROM_PTR"] == int(scale_as == "tensor")
+    fn, consts = interface_hopper._kernel_and_params(16, "fp8", consts)
+    fp8q = _sass_of_cubin(compile_sm90(fn, args, consts).asm["cubin"])
+    shipped = _sass(_hopper_compile("fp8", heads=16, page_size=64, config=config))
+    assert [str(u) for u in wgmma_findings(fp8q)] == []
+    # the query's rows: 16-byte loads of bf16 in the shipped build, as many 8-byte loads of e4m3 here (half the
+    # bytes), and one more 4-byte load where the scale is a tensor
+    assert fp8q.count("LDG.E.128") == 0 and fp8q.count("LDG.E.64 ") == shipped.count("LDG.E.128 ") > 0
+    assert fp8q.count("LDG.E ") == shipped.count("LDG.E ") + (scale_as == "tensor")
+    assert fp8q.count("HGMMA") == shipped.count("HGMMA") and fp8q.count("QGMMA") == shipped.count("QGMMA")
+    if SCHEDULED_WITH_THIS_TRITON:
+        assert fp8q.count("WARPGROUP.DEPBAR") <= shipped.count("WARPGROUP.DEPBAR") + 1
+
+
+def test_a_query_given_in_e4m3_routes_to_the_kernels_that_read_it():
+    """Unpinned, an e4m3 query runs T8 at every batch on an fp8 heads-on-M cache (no bf16 copy: the first kernel with
+    the copy took 0.0279 ms at batch 1, H = 128 against T8's route at 8 and up, H200 session 28 run 1) and the second
+    tokens-on-M kernel, which reads it too, with H < 64; a bf16 query routes as before."""
+    hopper = interface_hopper
+    for b in (1, 4, hopper.T8_E4M3_MIN_BATCH, 64):
+        assert hopper._tuned_route(128, "fp8", b, 64, q_lo=False, fp8_q=True) == "third"
+        assert hopper._tuned_route(16, "fp8", b, 64, q_lo=False, fp8_q=True) == "second"
+        assert hopper._tuned_route(16, "fp8", b, 1, q_lo=False, fp8_q=True) == "gather"
+    assert hopper._tuned_route(128, "fp8", 1, 64, q_lo=False) == "first"
+    assert hopper._tuned_route(128, "bf16", 1, 64) == "first"
+    assert hopper.tuned_for(128, "fp8", 1, 64, q_lo=False, fp8_q=True).name == hopper.T8_E4M3_NAME

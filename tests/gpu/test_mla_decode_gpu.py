@@ -691,11 +691,16 @@ def test_split_max_configs_match_reference(kv_format, config, lens):
     assert _rel(out, ref) <= tol, f"seed {seed}: rel err {_rel(out, ref):.3e}"
 
 
-@pytest.mark.parametrize("heads,batch", E4M3_CASES, ids=[f"H{h}-B{b}" for h, b in E4M3_CASES])
+FP8_QUERY_CASES = [*E4M3_CASES, (128, 2), (16, 1)]
+
+
+@pytest.mark.parametrize("heads,batch", FP8_QUERY_CASES, ids=[f"H{h}-B{b}" for h, b in FP8_QUERY_CASES])
 def test_query_given_in_e4m3_matches_its_reference(heads, batch):
-    """The public call with ``q`` in e4m3 and its scale (FlashMLA's query form; T8 reads it as it is, the other kernels
-    get its bf16 copy), the scale as a float and as a device tensor: against the reference of ``q * q_scale``, and
-    bit for bit the bf16 query ``q * q_scale`` (exact: a power-of-two scale) with ``query_precision="e4m3"``."""
+    """The public call with ``q`` in e4m3 and its scale (FlashMLA's query form; T8, which an fp8 heads-on-M cache runs
+    at every batch then, and the second tokens-on-M kernel read it as it is), the scale as a float and as a device
+    tensor: against the reference of ``q * q_scale`` (a scale lost or applied twice is a factor 4 on the logits).
+    (Not bit for bit the bf16 query ``q * q_scale``'s decode: the query's dtype is part of the tuning key, so the
+    two may tune to different grids.)"""
     _hopper_or_skip()
     skip_unproven({"Q_E4M3": 1})
     seed = _seed()
@@ -704,29 +709,28 @@ def test_query_given_in_e4m3_matches_its_reference(heads, batch):
     pt = _with_lengths(x, lens, 64)
     q8 = (x["q"].float() / 4).to(torch.float8_e4m3fn)
     q_value = (q8.float() * 4).to(torch.bfloat16)
-    ref = mla_decode_reference(q_value, x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"])
-    want = interface._launch(q_value, x["kv_cache"], pt, x["seq_lens"], SM_SCALE, x["kv_scale"], "fp8", None, False,
-                             query_precision="e4m3")
+    ref, ref_lse = mla_decode_reference(q_value, x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"],
+                                        return_lse=True)
     for scale in (4.0, torch.tensor([4.0], device="cuda")):
         x["out"].fill_(float("nan"))
-        out = mla_decode(q8, x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"], out=x["out"],
-                         q_scale=scale)
+        out, lse = mla_decode(q8, x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"], out=x["out"],
+                              q_scale=scale, return_lse=True)
         assert torch.isfinite(out.float()).all(), f"seed {seed}: unwritten or NaN outputs"
-        assert torch.equal(out, want), f"seed {seed}: the e4m3 query differs from its bf16 value's decode"
         assert _rel(out, ref) <= 2e-3, f"seed {seed}: rel err {_rel(out, ref):.3e}"
+        assert float((lse - ref_lse).abs().max()) <= 2e-3, f"seed {seed}: lse"
 
 
-@pytest.mark.parametrize("sizes", [[2, 4], [interface_hopper.T8_E4M3_MIN_BATCH, 16]], ids=["bf16-copy", "T8"])
-def test_query_given_in_e4m3_captured_and_replayed(sizes):
-    """An e4m3 query with its scale as a device tensor, tuned by graphtune.warmup and captured per size: at H = 128
-    below ``T8_E4M3_MIN_BATCH`` (the first kernel, which takes the query's bf16 copy: a torch op inside the capture)
-    and from it (T8 reading it by TMA); replays with new lengths and queries equal eager and the reference of
-    ``q * q_scale``."""
+@pytest.mark.parametrize("heads,sizes", [(128, [2, 4]), (128, [interface_hopper.T8_E4M3_MIN_BATCH, 16]), (16, [1, 8])],
+                         ids=["H128-small", "H128", "H16"])
+def test_query_given_in_e4m3_captured_and_replayed(heads, sizes):
+    """An e4m3 query with its scale as a device tensor, tuned by graphtune.warmup and captured per size (H = 128: T8
+    reading it by TMA at every batch; H = 16: the second tokens-on-M kernel reading its bytes); replays with new
+    lengths and queries equal eager and the reference of ``q * q_scale``."""
     _hopper_or_skip()
     skip_unproven({"Q_E4M3": 1})
     per_size = {}
     for b in sizes:
-        x = _inputs(b, 128, 64, "fp8", 2048, _seed())
+        x = _inputs(b, heads, 64, "fp8", 2048, _seed())
         x["q"] = (x["q"].float() / 4).to(torch.float8_e4m3fn)
         per_size[b] = x
     kv_scale = torch.tensor([per_size[sizes[0]]["kv_scale"]], dtype=torch.float32, device="cuda")

@@ -268,9 +268,10 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
             output's own rounding being 1.7e-3; on its accuracy check's inputs 2.0e-4 - 2.1e-4 against
             ``mla_decode_reference``, where FlashMLA's fp8 path measured 1.3e-3 - 1.6e-3 on an H200).
         q_scale: with an fp8 ``q`` only: its scale, a float > 0 or a one-element fp32 tensor on the device (read
-            there: capture-safe). T8 and the portable kernel read such a query as it is (T8: no conversion); the
-            other Hopper kernels get it as bf16 (``interface_hopper.dequantize_query``: exact for a power-of-two
-            scale).
+            there: capture-safe). T8 (which an fp8 heads-on-M cache then runs at every batch), the second fp8
+            tokens-on-M kernel (H < 64) and the portable kernel read such a query as it is (T8: no conversion); a
+            pinned config of another Hopper kernel gets it as bf16 (``interface_hopper.dequantize_query``: exact
+            for a power-of-two scale).
 
     Returns:
         ``out`` (``[B, H, 512]`` bf16), or ``(out, lse)`` with ``return_lse``.
@@ -350,7 +351,7 @@ def serving_kernel(q: torch.Tensor, kv_cache: torch.Tensor, kv_format: str = "au
     if interface_hopper.pinned(q.shape[1], fmt):
         return None
     return interface_hopper.tuned_for(q.shape[1], fmt, q.shape[0], kv_cache.shape[1],
-                                      q_lo=query_precision != "e4m3")
+                                      q_lo=query_precision != "e4m3", fp8_q=q.dtype == torch.float8_e4m3fn)
 
 
 def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,

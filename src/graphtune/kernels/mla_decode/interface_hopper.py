@@ -343,15 +343,20 @@ def dequantize_query(q: torch.Tensor, q_scale: float | torch.Tensor) -> torch.Te
     return (q.float() * q_scale).to(torch.bfloat16)
 
 
-def _fp8_query(args: tuple, consts: dict[str, Any], q: torch.Tensor,
-               q_scale: float | torch.Tensor) -> tuple[tuple, dict[str, Any]]:
-    """T8's arguments for an e4m3 query read as it is (``Q_FP8 = 1``): its two query descriptors replaced by one
-    [64, 128] box over the query's [B H, 576] rows (the latent chunks at columns 0..511, the rope at 512, the box's
-    columns 576.. filled with zeros), and its scale as a float or a one-element fp32 tensor read in the kernel."""
-    desc = _descriptor(q.view(q.shape[0] * q.shape[1], D_QK), [consts["BLOCK_H"], 128])
+def _fp8_query(args: tuple, consts: dict[str, Any], q: torch.Tensor, q_scale: float | torch.Tensor,
+               kernel: str) -> tuple[tuple, dict[str, Any]]:
+    """The arguments of a kernel that reads an e4m3 query as it is (``Q_FP8 = 1``; its scale as a float or a
+    one-element fp32 tensor read in the kernel). ``kernel`` "T8": its two query descriptors replaced by one [64, 128]
+    box over the query's [B H, 576] rows (the latent chunks at columns 0..511, the rope at 512, the box's columns
+    576.. filled with zeros); "V2" (the second fp8 tokens-on-M kernel): its query pointer, the e4m3 query itself."""
+    if kernel == "T8":
+        desc = _descriptor(q.view(q.shape[0] * q.shape[1], D_QK), [consts["BLOCK_H"], 128])
+        args = (desc, desc, *args[2:])
+    else:
+        args = (q, *args[1:])
     scale = ({"q_descale_ptr": q_scale, "Q_DESCALE_FROM_PTR": 1} if isinstance(q_scale, torch.Tensor)
              else {"q_descale": float(q_scale), "Q_DESCALE_FROM_PTR": 0})
-    return (desc, desc, *args[2:]), {**consts, "Q_FP8": 1, **scale}
+    return args, {**consts, "Q_FP8": 1, **scale}
 
 
 def _kv_tiles(nargs: dict[str, Any]) -> None:
@@ -892,23 +897,26 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
     """Run the Hopper split kernel, tuned per batch bucket unless pinned (:func:`pinned`); returns
     ``(lse, part_o, part_lse, seg)`` for the reduction. ``q_lo=False``: ``query_precision="e4m3"`` (the kernels that
     take ``Q_LO``, T8, score against the query's e4m3 hi half alone). An e4m3 ``q`` (its value ``q * q_scale``; with
-    ``q_lo=False``): T8 reads it as it is, every other kernel gets :func:`dequantize_query`'s bf16 copy."""
+    ``q_lo=False``): T8 and the second fp8 tokens-on-M kernel read it as it is (unpinned, an fp8 heads-on-M cache's
+    runs T8 at every batch: no copy to make), every other kernel gets :func:`dequantize_query`'s bf16 copy."""
     heads = q.shape[1]
     fp8_q = q.dtype == torch.float8_e4m3fn
     if pinned(heads, fmt, config):
-        t8 = bool({**_base_config(_heads_on_m(heads), fmt == "fp8"), **(config or {})}.get("T8", 0))
-        q_in = q if (t8 or not fp8_q) else dequantize_query(q, q_scale)
+        cfg = {**(HOPPER_TOK_DS_CONFIG if fmt == DS_FORMAT else _base_config(_heads_on_m(heads), fmt == "fp8")),
+               **(config or {})}
+        reads = "T8" if cfg.get("T8") else "V2" if cfg.get("V2") else None
+        q_in = q if (reads or not fp8_q) else dequantize_query(q, q_scale)
         # (hopper_call checks the row gather against the config as it runs)
         args, grid, consts, scratch = hopper_call(q_in, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                   return_lse, sms=sms, config=config)
         fn, consts = _kernel_and_params(heads, fmt, {**consts, "Q_LO": int(q_lo)})
-        if fp8_q and t8:
-            args, consts = _fp8_query(args, consts, q, q_scale)
+        if fp8_q and reads:
+            args, consts = _fp8_query(args, consts, q, q_scale, reads)
         fn[grid](*args, **consts)
         return scratch
-    route = _tuned_route(heads, fmt, q.shape[0], kv_cache.shape[1], q_lo)
-    fp8_t8 = fp8_q and route == "third"
-    if fp8_q and not fp8_t8:
+    route = _tuned_route(heads, fmt, q.shape[0], kv_cache.shape[1], q_lo, fp8_q)
+    reads = ("T8" if route == "third" else "V2" if not _heads_on_m(heads) and route != "first" else None)
+    if fp8_q and not reads:
         q = dequantize_query(q, q_scale)
     if route == "first":
         args, grid, consts, scratch = tuned_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
@@ -917,30 +925,32 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
         args, grid, consts, scratch = tuned_second_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                         return_lse, sms=sms, gather=route == "gather",
                                                         third=route == "third", q_lo=q_lo)
-    if fp8_t8:
-        args, consts = _fp8_query(args, consts, q, q_scale)
+    if fp8_q:
+        args, consts = _fp8_query(args, consts, q, q_scale, reads)
     _route_kernel(route, heads, fmt, q_lo)[grid](*args, **consts)
     return scratch
 
 
-def _tuned_route(heads: int, fmt: str, batch: int, page_size: int, q_lo: bool = True) -> str:
+def _tuned_route(heads: int, fmt: str, batch: int, page_size: int, q_lo: bool = True, fp8_q: bool = False) -> str:
     """Which tuned kernel an unpinned launch runs: ``"gather"`` (pages that are not whole TMA tiles: ``GATHER``),
     ``"third"`` / ``"second"`` (the class's third / second kernel from its ``min_batch``: ``THIRD`` / ``SECOND``;
-    ``q_lo=False``, the third from ``T8_E4M3_MIN_BATCH``) or ``"first"``."""
+    ``q_lo=False``, the third from ``T8_E4M3_MIN_BATCH``; a query given in e4m3, ``fp8_q``, the third at every
+    batch) or ``"first"``."""
     if page_size % BLOCK_N:
         if fmt not in GATHER or _heads_on_m(heads):
             _check_gather(page_size, {})     # (the other tuned kernels read whole TMA tiles: one clear error)
         return "gather"
-    if third_applies(heads, fmt, batch, q_lo):
+    if third_applies(heads, fmt, batch, q_lo) or (fp8_q and (_heads_on_m(heads), fmt) in THIRD):
         return "third"
     return "second" if second_applies(heads, fmt, batch) else "first"
 
 
-def tuned_for(heads: int, fmt: str, batch: int, page_size: int, q_lo: bool = True):
+def tuned_for(heads: int, fmt: str, batch: int, page_size: int, q_lo: bool = True, fp8_q: bool = False):
     """The tuned kernel (``graphtune.autotune``, per batch bucket) an unpinned Hopper launch runs for ``batch``
     requests of ``heads`` heads on a ``fmt`` cache of ``page_size``-token pages (``q_lo=False``:
-    ``query_precision="e4m3"``; its name is what ``graphtune.coverage`` reports)."""
-    return _route_kernel(_tuned_route(heads, fmt, batch, page_size, q_lo), heads, fmt, q_lo)
+    ``query_precision="e4m3"``; ``fp8_q``: the query given in e4m3; its name is what ``graphtune.coverage``
+    reports)."""
+    return _route_kernel(_tuned_route(heads, fmt, batch, page_size, q_lo, fp8_q), heads, fmt, q_lo)
 
 
 def _route_kernel(route: str, heads: int, fmt: str, q_lo: bool = True):

@@ -402,6 +402,10 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     DS: gl.constexpr = 0,
     CHAIN: gl.constexpr = 0,
     STAMPS=None,
+    Q_FP8: gl.constexpr = 0,
+    q_descale_ptr=None,
+    q_descale=1.0,
+    Q_DESCALE_FROM_PTR: gl.constexpr = 0,
 ):
     """fp8 (per-tensor) cache, H < 64: tokens on M, one warpgroup, 16 heads per program (module docstring).
     ``kv_nope_desc`` / ``kv_rope_desc``: the cache as [rows, 576] fp8 with [BLOCK_N, 512] / [BLOCK_N, 128]
@@ -411,7 +415,11 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     ``DS`` (fp8_ds_mla: 656-byte rows, module docstring): ``kv_nope_desc`` the rows viewed as fp8 [rows, 656]
     ([BLOCK_N, 512] boxes at column 0), ``kv_rope_desc`` as bf16 [rows, 328] ([BLOCK_N, 64] boxes at column 264),
     and ``kv_scale_ptr`` is the cache's scales as a descriptor: the rows as fp32 [rows, 164] ([BLOCK_N, 4] boxes at
-    column 128: the four group scales; ``KV_SCALE_FROM_PTR`` 0, ``kv_scale`` 1)."""
+    column 128: the four group scales; ``KV_SCALE_FROM_PTR`` 0, ``kv_scale`` 1).
+
+    ``Q_FP8`` (``mla_decode``'s e4m3 query, its value ``q * q_descale``; ``q_descale`` a float or, with
+    ``Q_DESCALE_FROM_PTR``, read from ``q_descale_ptr``): ``q_ptr`` holds e4m3 values, read as they are; their pair
+    is exact (``hi = e4m3(q s)`` with s a power of two, ``lo = 0``) and the scale goes into the scores' multiplier."""
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
     gl.static_assert(BLOCK_H == 16)
@@ -465,6 +473,11 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     _stamp(STAMPS, srow, STAMP_CLK_IN)
     if KV_SCALE_FROM_PTR:
         kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
+    score_scale = kv_scale          # (the scores' multiplier besides sm_scale and the query's power of two)
+    if Q_FP8:
+        if Q_DESCALE_FROM_PTR:
+            q_descale = gl.load(q_descale_ptr).to(gl.float32)
+        score_scale = kv_scale * q_descale
     if DS:
         kv_sc_desc = kv_scale_ptr
     else:
@@ -540,7 +553,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         _block_barrier()
         if it == 0:
             _stamp(STAMPS, srow, STAMP_CLK_READY)
-        qk_mul = gl.convert_layout(sm_scale * LOG2E * kv_scale / q_scale, gl.SliceLayout(0, s16_layout))
+        qk_mul = gl.convert_layout(sm_scale * LOG2E * score_scale / q_scale, gl.SliceLayout(0, s16_layout))
 
         m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=gl.SliceLayout(0, s16_layout))
         # the softmax denominator per token slot: reduced over tokens once, after the segment
