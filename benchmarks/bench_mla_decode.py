@@ -427,11 +427,11 @@ def ragged_inputs(batch: int, heads: int, tokens: int, kv_format: str, seed: int
     return x
 
 
-def vs_ragged(args, fm, heads_batches: list, formats: list[str], result: dict, out: Path) -> list[dict]:
-    """``--vs-ragged``: FlashMLA and the public call (tuned as the uniform table left it, as a server's warm-up
-    tunes on lengths other than the ones it serves) on ragged batches, the lengths fresh each run (the seed in the
-    JSON), the same input sets for both; bytes = the tokens each set holds times (row bytes + 4), averaged over
-    the sets."""
+def vs_ragged(args, fm, heads_batches: list, formats: list[str], configs: list, result: dict, out: Path) -> list[dict]:
+    """``--vs-ragged``: FlashMLA and graphtune (every variant the uniform table times: the public call, tuned as the
+    uniform table left it, as a server's warm-up tunes on lengths other than the ones it serves; the e4m3 columns;
+    pinned variants) on ragged batches, the lengths fresh each run (the seed in the JSON), the same input sets for
+    all; bytes = the tokens each set holds times (row bytes + 4), averaged over the sets."""
     sm = 1.0 / math.sqrt(576)
     seed0 = args.ragged_seed if args.ragged_seed is not None else int(time.time()) % 100_000
     result["ragged_seed"] = seed0
@@ -446,46 +446,66 @@ def vs_ragged(args, fm, heads_batches: list, formats: list[str], result: dict, o
                       for i in range(n_sets)]
                 lens = torch.cat([x["seq_lens"] for x in xs]).cpu()
                 nbytes = int(lens.sum()) * row_bytes / n_sets
-                timed = [("flashmla", [flashmla_call(fm, x, kv_format, sm)[0] for x in xs])] if fm is not None else []
-                timed.append(("graphtune", [bench.run_inputs(x, kv_format, None) for x in xs]))
-                for impl, calls in timed:
-                    if impl == "graphtune":
-                        _activate(TUNED, heads, kv_format)
+                timed = [("flashmla", None, [flashmla_call(fm, x, kv_format, sm)[0] for x in xs])] \
+                    if fm is not None else []
+                for config in [TUNED, *_e4m3(args, kv_format), *configs,
+                               *_vs_candidates(args, xs[0], heads, kv_format)]:
+                    kwargs = _variant_kwargs(config, heads, kv_format)
+                    timed.append(("graphtune", config, [bench.run_inputs(x, kv_format, **kwargs) for x in xs]))
+                for impl, config, calls in timed:
+                    label = _activate(config, heads, kv_format) if impl == "graphtune" else ""
                     try:
                         ms = graph_time_ms(calls)
                     except Exception as exc:  # noqa: BLE001 - a failing call is recorded, not fatal
-                        print(f"  ragged {impl} H{heads} {kv_format} B{b}: {type(exc).__name__}: {exc}"[:300],
+                        print(f"  ragged {impl} H{heads} {kv_format} B{b} {label}: {type(exc).__name__}: {exc}"[:300],
                               flush=True)
                         ms = float("inf")
-                    rows.append(dict(impl=impl, heads=heads, kv_format=kv_format, batch=b, sets=n_sets, ms=ms,
-                                     tbs=nbytes / (ms * 1e-3) / 1e12, len_min=int(lens.min()),
+                    rows.append(dict(impl=impl, heads=heads, kv_format=kv_format, batch=b, config=label, sets=n_sets,
+                                     ms=ms, tbs=nbytes / (ms * 1e-3) / 1e12, len_min=int(lens.min()),
                                      len_mean=float(lens.float().mean()), len_max=int(lens.max())))
                 del xs, timed
                 torch.cuda.empty_cache()
             result["ragged_rows"] = rows
             out.write_text(json.dumps(result, indent=1, default=str))
+    restore_hopper_configs()
     return rows
 
 
-def print_ragged(rows: list[dict], formats: list[str], heads_batches: list, tokens: int) -> None:
-    print(f"\nRagged batches (lengths uniform in 1..{2 * tokens - 1}, fresh each run), page size 64; ms (effective "
-          "TB/s); graphtune = the public call as shipped; ratio = graphtune / FlashMLA")
-    print("| heads, batch | lengths min / mean / max |" + "".join(f" FlashMLA {f} | graphtune {f} | ratio |"
-                                                           for f in formats))
-    print("|" + " --- |" * (2 + 3 * len(formats)))
+def print_table(rows: list[dict], formats: list[str], e4m3_formats: list[str], heads_batches: list,
+                lengths: bool = False) -> dict:
+    """The side-by-side table of ``rows`` (the uniform or the ragged ones): per (H, B) and format, FlashMLA, graphtune
+    as shipped (the tuned path) and the best variant timed (pinned; it may be one the tuned path does not run), and
+    the e4m3 columns where timed; ms (TB/s), ratios to FlashMLA. ``lengths``: a column of the batch's lengths.
+    Returns the best variant's label per cell."""
+    head = "| heads, batch |" + (" lengths min / mean / max |" if lengths else "") + "".join(
+        f" FlashMLA {f} | graphtune {f} tuned | ratio | best variant | ratio |"
+        + (" e4m3 query | ratio | query given in e4m3 | ratio |" if f in e4m3_formats else "") for f in formats)
+    print(head)
+    print("|" + " --- |" * (1 + lengths + 5 * len(formats) + 4 * len(e4m3_formats)))
+    best = {}
     for heads, batches in heads_batches:
         for b in batches:
-            mine = [r for r in rows if r["heads"] == heads and r["batch"] == b]
-            if not mine:
-                continue
             cells = []
+            here = [r for r in rows if r["heads"] == heads and r["batch"] == b]
+            if not here:
+                continue
             for kv_format in formats:
-                f = next((r for r in mine if r["kv_format"] == kv_format and r["impl"] == "flashmla"), None)
-                g = next((r for r in mine if r["kv_format"] == kv_format and r["impl"] == "graphtune"), None)
-                cells += [_cell(f), _cell(g), _ratio(g, f)]
-            r0 = mine[0]
-            print(f"| H={heads}, B={b} | {r0['len_min']} / {r0['len_mean']:.0f} / {r0['len_max']} | "
-                  + " | ".join(cells) + " |")
+                mine = [r for r in here if r["kv_format"] == kv_format]
+                # (the best variant among those of the default accuracy: the e4m3 query has its own column)
+                g = min((r for r in mine if r["impl"] == "graphtune" and r["config"] not in _E4M3_LABELS),
+                        key=lambda r: r["ms"], default=None)
+                t = next((r for r in mine if r["impl"] == "graphtune" and r["config"] == TUNED.label), None)
+                f = next((r for r in mine if r["impl"] == "flashmla"), None)
+                best[f"H{heads}/B{b}/{kv_format}"] = g["config"] if g else None
+                cells += [_cell(f), _cell(t), _ratio(t, f), _cell(g), _ratio(g, f)]
+                if kv_format in e4m3_formats:
+                    for label in _E4M3_LABELS:
+                        e = next((r for r in mine if r["impl"] == "graphtune" and r["config"] == label), None)
+                        cells += [_cell(e), _ratio(e, f)]
+            r0 = here[0]
+            span = f"{r0['len_min']} / {r0['len_mean']:.0f} / {r0['len_max']} | " if lengths else ""
+            print(f"| H={heads}, B={b} | " + span + " | ".join(cells) + " |")
+    return best
 
 
 def _cell(r) -> str:
@@ -536,7 +556,7 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
                 torch.cuda.empty_cache()
             result["vs_rows"] = rows
             out.write_text(json.dumps(result, indent=1, default=str))
-    ragged = vs_ragged(args, fm, heads_batches, formats, result, out) if args.vs_ragged else []
+    ragged = vs_ragged(args, fm, heads_batches, formats, configs, result, out) if args.vs_ragged else []
     # accuracy after the times: the tuned path tunes each batch bucket on the first inputs it meets, and the
     # check's batch of 6 (bucket 8, lengths 1 to 3000) would otherwise pick bucket 8's config for the timed
     # 4096-token requests (session 21: two buffers at fp8 H = 16, 0.0188 ms, where tuned on the timed inputs
@@ -595,33 +615,10 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
           "ms (effective TB/s); tuned = the public call as shipped (tuned per bucket), best = the fastest variant "
           "timed (pinned); ratio = graphtune / FlashMLA")
     e4m3 = [f for f in formats if _e4m3(args, f)]
-    head = "| heads, batch |" + "".join(f" FlashMLA {f} | graphtune {f} tuned | ratio | best variant | ratio |"
-                                         + (" e4m3 query | ratio | query given in e4m3 | ratio |" if f in e4m3 else "")
-                                         for f in formats)
-    print(head)
-    print("|" + " --- |" * (1 + 5 * len(formats) + 4 * len(e4m3)))
-
-    cell, ratio = _cell, _ratio
-    best = {}
-    for heads, batches in heads_batches:
-        for b in batches:
-            cells = []
-            for kv_format in formats:
-                mine = [r for r in rows if r["heads"] == heads and r["batch"] == b and r["kv_format"] == kv_format]
-                # (the best variant among those of the default accuracy: the e4m3 query has its own column)
-                g = min((r for r in mine if r["impl"] == "graphtune" and r["config"] not in _E4M3_LABELS),
-                        key=lambda r: r["ms"], default=None)
-                t = next((r for r in mine if r["impl"] == "graphtune" and r["config"] == TUNED.label), None)
-                f = next((r for r in mine if r["impl"] == "flashmla"), None)
-                best[f"H{heads}/B{b}/{kv_format}"] = g["config"] if g else None
-                cells += [cell(f), cell(t), ratio(t, f), cell(g), ratio(g, f)]
-                if kv_format in e4m3:
-                    for label in _E4M3_LABELS:
-                        e = next((r for r in mine if r["impl"] == "graphtune" and r["config"] == label), None)
-                        cells += [cell(e), ratio(e, f)]
-            print(f"| H={heads}, B={b} | " + " | ".join(cells) + " |")
+    best = print_table(rows, formats, e4m3, heads_batches)
     if ragged:
-        print_ragged(ragged, formats, heads_batches, args.tokens)
+        print(f"\nRagged batches (lengths uniform in 1..{2 * args.tokens - 1}, fresh each run), page size 64; as above")
+        result["ragged_best_config"] = print_table(ragged, formats, e4m3, heads_batches, lengths=True)
     print("graphtune's best variant per cell:")
     for key, label in best.items():
         print(f"  {key}: {label}")

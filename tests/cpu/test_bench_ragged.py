@@ -31,30 +31,45 @@ def test_ragged_inputs_draw_lengths_over_the_whole_range_with_the_cache_to_hold_
 
 
 def test_vs_ragged_rows_and_table_from_the_times(tmp_path, monkeypatch, capsys):
+    """Every variant the uniform table times (here the tuned call and the two e4m3 columns) on the ragged inputs,
+    FlashMLA beside, one row each; the table's ratios and TB/s from the injected times."""
     mod = _bench()
-    times = {"flashmla": 0.010, "graphtune": 0.008}
+    times = {"flashmla": 0.010, "tuned": 0.008, "e4m3": 0.006, "fp8q": 0.005}
     launched = []
 
     def fake_time(calls):                    # the calls say whose they are
         launched.append(calls[0]())
         return times[calls[0]()]
 
+    def fake_run(x, kv_format, config=None, path="auto", query_precision="bf16", fp8_query=False):
+        assert config is None and path == "auto"
+        name = "fp8q" if fp8_query else "e4m3" if query_precision == "e4m3" else "tuned"
+        return lambda: name
+
     monkeypatch.setattr(mod, "graph_time_ms", fake_time)
     monkeypatch.setattr(mod, "ragged_inputs", functools.partial(mod.ragged_inputs, device="cpu"))
     monkeypatch.setattr(mod, "flashmla_call", lambda fm, x, kv_format, sm: (lambda: "flashmla", None))
-    monkeypatch.setattr(mod.bench, "run_inputs", lambda x, kv_format, config: (lambda: "graphtune"))
-    args = mod.build_parser().parse_args(["--vs-flashmla", "--vs-ragged", "--ragged-seed", "7", "--tokens", "128"])
+    monkeypatch.setattr(mod, "_vs_candidates", lambda *a: [])      # (pinned Hopper variants: a GPU's)
+    monkeypatch.setattr(mod.bench, "run_inputs", fake_run)
+    args = mod.build_parser().parse_args(["--vs-flashmla", "--vs-ragged", "--vs-e4m3", "--ragged-seed", "7",
+                                          "--tokens", "128"])
     result: dict = {}
     out = tmp_path / "r.json"
-    rows = mod.vs_ragged(args, object(), [(16, [2, 4])], ["fp8"], result, out)
-    assert launched == ["flashmla", "graphtune"] * 2
+    rows = mod.vs_ragged(args, object(), [(16, [2, 4])], ["fp8"], [], result, out)
+    assert launched == ["flashmla", "tuned", "e4m3", "fp8q"] * 2
     assert result["ragged_seed"] == 7 and json.loads(out.read_text())["ragged_rows"] == rows
+    assert [r["config"] for r in rows[:4]] == ["", mod.TUNED.label, *mod._E4M3_LABELS]
     for r in rows:
         # the bytes are the tokens drawn, not batch x tokens
         xs = [mod.ragged_inputs(r["batch"], 16, 128, "fp8", 7 + 97 * r["batch"] + 16 + i) for i in range(r["sets"])]
         tokens = sum(int(x["seq_lens"].sum()) for x in xs) / r["sets"]
-        assert math.isclose(r["tbs"], tokens * (mod.reference.ROW_BYTES["fp8"] + 4) / (times[r["impl"]] * 1e-3) / 1e12)
+        name = {"": "flashmla", mod.TUNED.label: "tuned", mod._E4M3_LABELS[0]: "e4m3", mod._E4M3_LABELS[1]: "fp8q"}
+        ms = times[name[r["config"]]]
+        assert math.isclose(r["tbs"], tokens * (mod.reference.ROW_BYTES["fp8"] + 4) / (ms * 1e-3) / 1e12)
         assert 1 <= r["len_min"] <= r["len_mean"] <= r["len_max"] <= 255
-    mod.print_ragged(rows, ["fp8"], [(16, [2, 4])], 128)
+    best = mod.print_table(rows, ["fp8"], ["fp8"], [(16, [2, 4])], lengths=True)
     table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| H=16")]
-    assert len(table) == 2 and all(line.rstrip(" |").endswith("0.80") for line in table), table
+    assert len(table) == 2 and best == {"H16/B2/fp8": mod.TUNED.label, "H16/B4/fp8": mod.TUNED.label}
+    # the ratios to FlashMLA: tuned, best variant, e4m3 query, query given in e4m3
+    ratios = [[c for c in line.strip("| ").split(" | ") if c.replace(".", "").isdigit()] for line in table]
+    assert all(r == ["0.80", "0.80", "0.60", "0.50"] for r in ratios), ratios
