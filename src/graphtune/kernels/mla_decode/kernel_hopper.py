@@ -162,9 +162,22 @@ def _launch_dependents():
                               pack=1)
 
 
+# What a request's start costs a program that crosses into it, in tiles (``_split_start``'s ``SEG_COST``), for the
+# fp8 kernels: its query, its first copies, its end's stores. Measured on an H200 (session 28, runs 18, 20, 21: fp8,
+# 4096 tokens on average, ragged batches of lengths uniform in 1..8191, one seed for every table, the tuned path
+# beside FlashMLA; `benchmarks/probes/split_cost.py --seg-cost N` on branch split-cost): H = 16 at batch 8 / 32 / 64 /
+# 128 0.0217 / 0.0423 / 0.0625 / 0.1022 ms as the even split, 0.0185 / 0.0394 / 0.0584 / 0.0962 at N = 2, 0.0181 /
+# 0.0363 / 0.0566 / 0.0935 at 4, 0.0181 / 0.0357 / 0.0569 / 0.0951 at 8; H = 128 at 8 / 32 / 64 0.0470 / 0.1079 /
+# 0.1933 ms as the even split, 0.0398 / 0.0929 / 0.1778 at 4, 0.0401 / 0.0929 / 0.1795 at 8. On uniform batches the
+# priced split was slower (H = 16 batch 8 0.0160 -> 0.0171 ms, H = 128 batch 1 0.0212 -> 0.0241): there the even split
+# puts every request boundary on a program boundary, so ``_split_start`` keeps it wherever it does. The bf16 kernels
+# keep the even split (not measured).
+FP8_SEG_COST = gl.constexpr(4)
+
+
 @gluon.jit
 def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK: gl.constexpr,
-                 num_warps: gl.constexpr):
+                 num_warps: gl.constexpr, SEG_COST: gl.constexpr = 0):
     """Program pid's tile range ``[t, t_stop)`` of the batch's tiles laid end to end, the request ``b`` that
     holds tile t and ``req_end``, where the tiles of request b - 1 end, decided on the device from seq_lens.
 
@@ -174,7 +187,11 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
     the reduction passes it by); tried where most requests get one program (more live requests than half the
     programs) and taken when its largest part is at most 1/8 above the even split's. Otherwise the
     even split of kernel.py: ``cdiv(total, P)`` tiles a program, wherever requests end (a program starting at
-    request b continues into b + 1)."""
+    request b continues into b + 1). ``SEG_COST`` > 0 (the fp8 kernels: ``FP8_SEG_COST``): where the even split
+    leaves a request boundary inside a program (a ragged batch), the even split of "virtual" tiles instead, SEG_COST
+    of them before each request's first, a program's virtual range mapped to the real tiles past the start costs it
+    covers: a program that crosses into a request takes SEG_COST fewer tiles, so that every program's cost, not its
+    tile count, is even (the even split leaves a few programs a second segment, and the kernel ends with them)."""
     _launch_dependents()
     chunk_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
     offs_c = gl.arange(0, B_CHUNK, layout=chunk_layout)
@@ -234,13 +251,47 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
         # the even split: the requests before tile t (a chunk's ends start from every earlier request's tiles,
         # ``base``: kernel.py's split says why)
         base = 0
+        if SEG_COST > 0:
+            # and in the same pass the priced split's (virtual tiles: ``vt``, ``*_v``; tv_stop's request and real
+            # tiles before it: ``b_stop``, ``stop_end``) and the request boundaries the even split leaves inside a
+            # program (``inside``: the end of a request with tiles, not the batch's last, off a multiple of per)
+            total_v = total + SEG_COST * live
+            per_v = (total_v + num_progs - 1) // num_progs
+            tv = pid * per_v
+            tv_stop = gl.minimum(tv + per_v, total_v)
+            base_v = 0
+            b_v = 0
+            req_end_v = 0
+            req_real = 0
+            stop_end = 0
+            stop_end_v = 0
+            inside = 0
         for r0 in range(0, B, B_CHUNK):
             tiles = _chunk_tiles(seq_lens_ptr, B, r0, offs_c, BLOCK_N)
             ends = base + gl.associative_scan(tiles, 0, _add)
-            done = (ends <= t) & (r0 + offs_c < B)
+            valid = r0 + offs_c < B
+            done = (ends <= t) & valid
             b += gl.sum(done.to(gl.int32), axis=0)
             req_end += gl.sum(gl.where(done, tiles, 0), axis=0)
             base += gl.sum(tiles, axis=0)
+            if SEG_COST > 0:
+                vt = tiles + SEG_COST * (tiles > 0).to(gl.int32)
+                ends_v = base_v + gl.associative_scan(vt, 0, _add)
+                done_v = (ends_v <= tv) & valid
+                done_stop = (ends_v <= tv_stop) & valid
+                b_v += gl.sum(done_v.to(gl.int32), axis=0)
+                req_end_v += gl.sum(gl.where(done_v, vt, 0), axis=0)
+                req_real += gl.sum(gl.where(done_v, tiles, 0), axis=0)
+                stop_end += gl.sum(gl.where(done_stop, tiles, 0), axis=0)
+                stop_end_v += gl.sum(gl.where(done_stop, vt, 0), axis=0)
+                inside += gl.sum(((tiles > 0) & valid & (ends < total) & (ends % per != 0)).to(gl.int32), axis=0)
+                base_v += gl.sum(vt, axis=0)
+        if SEG_COST > 0:
+            if inside > 0:
+                t = req_real + gl.maximum(tv - req_end_v - SEG_COST, 0)
+                t_stop = stop_end + gl.maximum(tv_stop - stop_end_v - SEG_COST, 0)
+                b = b_v
+                req_end = req_real
     return t, t_stop, b, req_end
 
 

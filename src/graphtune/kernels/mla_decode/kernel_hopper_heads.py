@@ -51,7 +51,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from .kernel_hopper import (_block_barrier, _issue_nope, _load_rope, _program_ids, _row_max_2wg, _segment,
+from .kernel_hopper import (FP8_SEG_COST, _block_barrier, _issue_nope, _load_rope, _program_ids, _row_max_2wg, _segment,
                             _softmax_2wg, _split_start, _store_lse_and_segment, _store_o, _tma_load, _widen_cols)
 
 # whether a shared-memory view of another shape is ``reinterpret`` (triton 3.9) or ``_reinterpret`` (3.6)
@@ -234,7 +234,7 @@ def _mla_decode_hopper_fp8w_kernel(
     for k in gl.static_range(NUM_BUF):
         mbarrier.init(bars.index(k), count=1)
 
-    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps)
+    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps, FP8_SEG_COST)
 
     offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
     offs_h_o = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, o_layout))

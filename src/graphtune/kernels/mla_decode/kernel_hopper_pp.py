@@ -61,7 +61,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from . import kernel_hopper
-from .kernel_hopper import (STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN,
+from .kernel_hopper import (FP8_SEG_COST, STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN,
                             _load_rope, _split_start, _segment, _stamp, _stamp_out, _stamp_tile, _store_lse_and_segment,
                             _store_o, _store_whole_sectors, _tile_row, _tma_load, _zero_rows,
                             widen_layout)
@@ -273,7 +273,7 @@ def _take_even(o, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars, stage,
 
 @gluon.jit
 def _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, WG: gl.constexpr, s_layout: gl.constexpr, B_CHUNK: gl.constexpr,
-              BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr):
+              BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, SEG_COST: gl.constexpr = 0):
     """A warpgroup's program-wide values: the program ids, its first head, the scores' log2 scale, the token
     offsets of a tile, the program's tile range (``_split_start``) and its row of ``STAMPS`` (the timeline probe's:
     two a program, one per warpgroup)."""
@@ -286,7 +286,7 @@ def _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, WG: gl.constexpr, s_layout: gl.
     h0 = pid_h * BLOCK_H
     qk_mul = sm_scale * LOG2E
     offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(1), BLOCK_N, B_CHUNK, 4)
+    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(1), BLOCK_N, B_CHUNK, 4, SEG_COST)
     _stamp(STAMPS, srow, STAMP_CLK_SPLIT)
     return pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow
 
@@ -355,7 +355,8 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     rope_layout: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [4, 1], [1, 0])
     pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow = _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, 0,
-                                                                              s_layout, B_CHUNK, BLOCK_N, BLOCK_H)
+                                                                              s_layout, B_CHUNK, BLOCK_N, BLOCK_H,
+                                                                              FP8_SEG_COST * FP8)
     if FP8:
         if KV_SCALE_FROM_PTR:
             kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
@@ -522,7 +523,8 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     rope_layout: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [4, 1], [1, 0])
     pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow = _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, 1,
-                                                                              s_layout, B_CHUNK, BLOCK_N, BLOCK_H)
+                                                                              s_layout, B_CHUNK, BLOCK_N, BLOCK_H,
+                                                                              FP8_SEG_COST * FP8)
     if FP8:
         if KV_SCALE_FROM_PTR:
             kv_scale = gl.load(kv_scale_ptr).to(gl.float32)

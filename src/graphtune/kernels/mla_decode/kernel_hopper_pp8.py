@@ -57,8 +57,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from .kernel_hopper import (STAMP_CLK_READY, _segment, _stamp, _stamp_out, _stamp_tile, _tile_row, _tma_load,
-                            _zero_rows, widen_layout)
+from .kernel_hopper import (FP8_SEG_COST, STAMP_CLK_READY, _segment, _stamp, _stamp_out, _stamp_tile, _tile_row,
+                            _tma_load, _zero_rows, widen_layout)
 from .kernel_hopper_heads import _REINTERPRET_PUBLIC, _q_chunks
 from .kernel_hopper_pp import _finish_segment, _hand_off, _pro, _softmax_step, _wg_barrier, _wg_start
 
@@ -285,7 +285,8 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow = _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, 0,
-                                                                              s_layout, B_CHUNK, BLOCK_N, BLOCK_H)
+                                                                              s_layout, B_CHUNK, BLOCK_N, BLOCK_H,
+                                                                              FP8_SEG_COST)
     if KV_SCALE_FROM_PTR:
         kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
     if Q_DESCALE_FROM_PTR:
@@ -418,7 +419,8 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow = _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, 1,
-                                                                              s_layout, B_CHUNK, BLOCK_N, BLOCK_H)
+                                                                              s_layout, B_CHUNK, BLOCK_N, BLOCK_H,
+                                                                              FP8_SEG_COST)
     if KV_SCALE_FROM_PTR:
         kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
     it = 0

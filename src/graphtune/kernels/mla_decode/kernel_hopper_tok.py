@@ -63,9 +63,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from .kernel_hopper import (STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _block_barrier, _load_q_raw,
-                            _max_over_tokens, _q_fp32, _program_ids, _segment, _split_start, _stamp, _stamp_out, _stamp_tile,
-                            _store_chunks_segment, _tma_load, _zero_rows)
+from .kernel_hopper import (FP8_SEG_COST, STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _block_barrier,
+                            _load_q_raw, _max_over_tokens, _q_fp32, _program_ids, _segment, _split_start, _stamp,
+                            _stamp_out, _stamp_tile, _store_chunks_segment, _tma_load, _zero_rows)
 
 # cp.async's Gluon name: async_load in triton 3.9 (the 3.6 name raises there)
 _cp_async = getattr(async_copy, "async_load", None) or async_copy.async_copy_global_to_shared
@@ -507,7 +507,9 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     _init_tile_barriers(bars, NUM_BUF, GATHER, num_warps)
 
-    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps)
+    # (fp8_ds_mla: its segments' costs not measured, the even split)
+    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps,
+                                         FP8_SEG_COST * (1 - DS))
     _stamp(STAMPS, srow, STAMP_CLK_SPLIT)
 
     offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s16_layout))
