@@ -284,7 +284,9 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
                 req_real += gl.sum(gl.where(done_v, tiles, 0), axis=0)
                 stop_end += gl.sum(gl.where(done_stop, tiles, 0), axis=0)
                 stop_end_v += gl.sum(gl.where(done_stop, vt, 0), axis=0)
-                inside += gl.sum(((tiles > 0) & valid & (ends < total) & (ends % per != 0)).to(gl.int32), axis=0)
+                # (per is 0 for a batch of no tokens: a divisor of 1 then, every request masked out anyway)
+                off = (ends % gl.maximum(per, 1)) != 0
+                inside += gl.sum(((tiles > 0) & valid & (ends < total) & off).to(gl.int32), axis=0)
                 base_v += gl.sum(vt, axis=0)
         if SEG_COST > 0:
             if inside > 0:
