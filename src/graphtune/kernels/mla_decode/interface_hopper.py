@@ -925,7 +925,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
         args, grid, consts, scratch = tuned_second_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                         return_lse, sms=sms, gather=route == "gather",
                                                         third=route == "third", q_lo=q_lo)
-    if fp8_q:
+    if fp8_q and reads:
         args, consts = _fp8_query(args, consts, q, q_scale, reads)
     _route_kernel(route, heads, fmt, q_lo)[grid](*args, **consts)
     return scratch
