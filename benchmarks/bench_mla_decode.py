@@ -427,12 +427,34 @@ def ragged_inputs(batch: int, heads: int, tokens: int, kv_format: str, seed: int
     return x
 
 
+def _time_variants(args, fm, xs: list[dict], heads: int, kv_format: str, configs: list,
+                   where: str) -> list[tuple[str, str, float]]:
+    """FlashMLA (when it imports) and every graphtune variant of the tables (the public call, the e4m3 columns, the
+    portable ``configs``, the pinned Hopper variants) timed by graph replay over the input sets ``xs``:
+    ``(impl, label, ms)``, a failing one recorded as inf with one line naming it (``where`` leads that line)."""
+    sm = 1.0 / math.sqrt(576)
+    timed = [("flashmla", None, [flashmla_call(fm, x, kv_format, sm)[0] for x in xs])] if fm is not None else []
+    for config in [TUNED, *_e4m3(args, kv_format), *configs, *_vs_candidates(args, xs[0], heads, kv_format)]:
+        kwargs = _variant_kwargs(config, heads, kv_format)
+        timed.append(("graphtune", config, [bench.run_inputs(x, kv_format, **kwargs) for x in xs]))
+    got = []
+    for impl, config, calls in timed:
+        # the calls read the Hopper config when captured (graph_time_ms captures them)
+        label = _activate(config, heads, kv_format) if impl == "graphtune" else ""
+        try:
+            ms = graph_time_ms(calls)
+        except Exception as exc:  # noqa: BLE001 - a failing variant is recorded, not fatal
+            print(f"  {where}{impl} H{heads} {kv_format} {label}: {type(exc).__name__}: {exc}"[:300], flush=True)
+            ms = float("inf")
+        got.append((impl, label, ms))
+    return got
+
+
 def vs_ragged(args, fm, heads_batches: list, formats: list[str], configs: list, result: dict, out: Path) -> list[dict]:
     """``--vs-ragged``: FlashMLA and graphtune (every variant the uniform table times: the public call, tuned as the
     uniform table left it, as a server's warm-up tunes on lengths other than the ones it serves; the e4m3 columns;
     pinned variants) on ragged batches, the lengths fresh each run (the seed in the JSON), the same input sets for
     all; bytes = the tokens each set holds times (row bytes + 4), averaged over the sets."""
-    sm = 1.0 / math.sqrt(576)
     seed0 = args.ragged_seed if args.ragged_seed is not None else int(time.time()) % 100_000
     result["ragged_seed"] = seed0
     rows = []
@@ -446,24 +468,11 @@ def vs_ragged(args, fm, heads_batches: list, formats: list[str], configs: list, 
                       for i in range(n_sets)]
                 lens = torch.cat([x["seq_lens"] for x in xs]).cpu()
                 nbytes = int(lens.sum()) * row_bytes / n_sets
-                timed = [("flashmla", None, [flashmla_call(fm, x, kv_format, sm)[0] for x in xs])] \
-                    if fm is not None else []
-                for config in [TUNED, *_e4m3(args, kv_format), *configs,
-                               *_vs_candidates(args, xs[0], heads, kv_format)]:
-                    kwargs = _variant_kwargs(config, heads, kv_format)
-                    timed.append(("graphtune", config, [bench.run_inputs(x, kv_format, **kwargs) for x in xs]))
-                for impl, config, calls in timed:
-                    label = _activate(config, heads, kv_format) if impl == "graphtune" else ""
-                    try:
-                        ms = graph_time_ms(calls)
-                    except Exception as exc:  # noqa: BLE001 - a failing call is recorded, not fatal
-                        print(f"  ragged {impl} H{heads} {kv_format} B{b} {label}: {type(exc).__name__}: {exc}"[:300],
-                              flush=True)
-                        ms = float("inf")
+                for impl, label, ms in _time_variants(args, fm, xs, heads, kv_format, configs, f"ragged B{b} "):
                     rows.append(dict(impl=impl, heads=heads, kv_format=kv_format, batch=b, config=label, sets=n_sets,
                                      ms=ms, tbs=nbytes / (ms * 1e-3) / 1e12, len_min=int(lens.min()),
                                      len_mean=float(lens.float().mean()), len_max=int(lens.max())))
-                del xs, timed
+                del xs
                 torch.cuda.empty_cache()
             result["ragged_rows"] = rows
             out.write_text(json.dumps(result, indent=1, default=str))
@@ -535,21 +544,8 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
             target = bench.MlaDecodeTarget(heads=heads, tokens=args.tokens, page_size=64, kv_format=kv_format)
             for b in batches:
                 nbytes = target.bytes_moved(b)
-                timed = []
-                if fm is not None:
-                    timed.append(("flashmla", None, [flashmla_call(fm, x, kv_format, sm)[0] for x in target.inputs(b)]))
-                for config in [TUNED, *_e4m3(args, kv_format), *configs,
-                               *_vs_candidates(args, target.inputs(b)[0], heads, kv_format)]:
-                    timed.append(("graphtune", config, target.make(b, **_variant_kwargs(config, heads, kv_format))))
-                for impl, config, calls in timed:
-                    # the calls read the Hopper config when captured (graph_time_ms captures them)
-                    label = _activate(config, heads, kv_format) if impl == "graphtune" else ""
-                    try:
-                        ms = graph_time_ms(calls)
-                    except Exception as exc:  # noqa: BLE001 - a failing variant is recorded, not fatal
-                        print(f"  {impl} H{heads} {kv_format} B{b} {label}: {type(exc).__name__}: {exc}"[:300],
-                              flush=True)
-                        ms = float("inf")
+                for impl, label, ms in _time_variants(args, fm, target.inputs(b), heads, kv_format, configs,
+                                                      f"B{b} "):
                     rows.append(dict(impl=impl, heads=heads, kv_format=kv_format, batch=b, config=label, ms=ms,
                                      tbs=nbytes / (ms * 1e-3) / 1e12))
                 target.release()
