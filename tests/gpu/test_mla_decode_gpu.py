@@ -14,7 +14,7 @@ import triton
 
 import graphtune
 from graphtune.kernels import mla_decode, mla_decode_reference
-from graphtune.kernels.mla_decode import bench, interface, interface_hopper, space
+from graphtune.kernels.mla_decode import bench, interface, interface_hopper, query8, space
 
 from _unproven import skip_unproven
 
@@ -295,7 +295,26 @@ HEADS_VARIANTS += [("fp8", dict(PP=1, RELOAD=1)), ("fp8", dict(PP=1, RELOAD=0)),
                    ("fp8", dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1, OUT32=0))]
 # the fp8 ping-pong kernel with fp8 scores, each warpgroup widening its own half of V (T8, kernel_hopper_pp8.py: the
 # tuned path's third kernel from interface_hopper.T8_MIN_BATCH; sessions 22-23)
-HEADS_VARIANTS += [("fp8", dict(T8=1)), ("fp8", dict(T8=1, WL1=1))]
+# (T8 given a bf16 query makes its pair in the pre-pass, query8, since session 29; Q8PRE = 0 converts it in the kernel)
+HEADS_VARIANTS += [("fp8", dict(T8=1)), ("fp8", dict(T8=1, WL1=1)), ("fp8", dict(T8=1, Q8PRE=0))]
+
+
+def test_query_pair_is_its_definition_byte_for_byte():
+    """T8's pre-pass (query8.query_pair) against query_pair_reference on fresh random queries, a zero row and a
+    strided view: the same bytes, the same scales."""
+    _hopper_or_skip()
+    seed = _seed()
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    for batch, heads in ((3, 16), (5, 128)):
+        q = (torch.randn(batch, heads, 576, device="cuda", generator=gen)
+             * torch.rand(batch, heads, 1, device="cuda", generator=gen) * 10).bfloat16()
+        q[0, 0] = 0
+        for view in (q, torch.cat([q, q], 1)[:, ::2]):
+            got, ref = query8.query_pair(view), query8.query_pair_reference(view)
+            for g, r, name in zip(got, ref, ("pair", "rope", "scale")):
+                assert torch.equal(g.view(torch.uint8) if g.dtype == torch.float8_e4m3fn else g,
+                                   r.view(torch.uint8) if r.dtype == torch.float8_e4m3fn else r), \
+                    f"seed {seed}, {batch} x {heads}: {name} differs"
 
 
 @pytest.mark.parametrize("kv_format,variant", HEADS_VARIANTS,

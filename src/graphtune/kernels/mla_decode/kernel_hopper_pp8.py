@@ -250,6 +250,32 @@ def _q8(q_nope_desc, q_rope_desc, row, qt_bar, phase, kb_halves, kb_chunks, p_sm
 
 
 @gluon.jit
+def _q8_load(q_pair_desc, q_rope_desc, q8_scale_ptr, row, qt_bar, phase, qh, ql, qr, BLOCK_H: gl.constexpr):
+    """``Q8PRE = 1``: the query pair as ``query8.query_pair`` made it before this kernel (rows ``[row, row + 64)`` of
+    its [B H, 1024] pair, hi then lo, and [B H, 128] rope pair, as [64, 128] TMA boxes straight into ``qh`` / ``ql``
+    / ``qr``), and its scale (what ``_q8`` returns)."""
+    layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
+    hi_c = _q_chunks(qh, BLOCK_H, 128)
+    lo_c = _q_chunks(ql, BLOCK_H, 128)
+    fence_async_shared()        # (the generic proxy's earlier accesses to those bytes before the TMA's writes)
+    mbarrier.expect(qt_bar, 8 * q_pair_desc.block_type.nbytes + q_rope_desc.block_type.nbytes)
+    for c in gl.static_range(4):
+        _tma_load(q_pair_desc, [row, c * 128], qt_bar, hi_c.index(c))
+        _tma_load(q_pair_desc, [row, _D_V + c * 128], qt_bar, lo_c.index(c))
+    _tma_load(q_rope_desc, [row, 0], qt_bar, qr)
+    q_scale = gl.load(q8_scale_ptr + row + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, layout)))
+    mbarrier.wait(qt_bar, phase)
+    return q_scale
+
+
+@gluon.jit
+def _grid_dependency_wait():
+    """``griddepcontrol.wait``: the kernel this one was launched as a programmatic dependent of (``query8``'s) has
+    completed and its writes are visible."""
+    gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
 def _q8_in(q_desc, row, qt_bar, phase, qh, qr, q_descale, BLOCK_H: gl.constexpr):
     """``Q_FP8 = 1``: the query handed over in e4m3 (``mla_decode``'s fp8 ``q``, its value ``q * q_scale``), rows
     ``[row, row + 64)`` of its [B H, 576] view copied by TMA straight into the hi tiles: its four 128-column latent
@@ -275,8 +301,8 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
              qt_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
-             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q_LO: gl.constexpr, Q_FP8: gl.constexpr,
-             q_descale_ptr, q_descale, Q_DESCALE_FROM_PTR: gl.constexpr):
+             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q8PRE: gl.constexpr, q8_scale_ptr,
+             Q_LO: gl.constexpr, Q_FP8: gl.constexpr, q_descale_ptr, q_descale, Q_DESCALE_FROM_PTR: gl.constexpr):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; writes the query pair and issues every
     tile's TMA. Per pair: its tile's softmax (scores issued at the previous pair's end), P handed over, its half of V
     widened and multiplied; WG1's tile's half widened under WG1's softmax, then multiplied by WG1's P; the next
@@ -310,6 +336,11 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
         _pro(STAMPS, srow, seg, 1)
         if Q_FP8:
             q_scale = _q8_in(q_nope_desc, b * H + h0, qt_bar, seg & 1, qh, qr, q_descale, BLOCK_H)
+        elif Q8PRE:
+            if seg == 0:
+                _grid_dependency_wait()
+            q_scale = _q8_load(q_nope_desc, q_rope_desc, q8_scale_ptr, b * H + h0, qt_bar, seg & 1, qh, ql, qr,
+                               BLOCK_H)
         else:
             q_scale = _q8(q_nope_desc, q_rope_desc, b * H + h0, qt_bar, seg & 1, kb_halves, kb_chunks, p_smem,
                           s0, qh, ql, qr, BLOCK_H, STAMPS, srow, seg, Q_LO)
@@ -536,6 +567,8 @@ def _mla_decode_hopper_pp8_kernel(
     WG1_REGS: gl.constexpr = 256,
     WL1: gl.constexpr = 0,
     STAMPS=None,
+    Q8PRE: gl.constexpr = 0,
+    q8_scale_ptr=None,
     Q_LO: gl.constexpr = 1,
     SPLIT_MAX: gl.constexpr = 0,    # the grid's programs per request at most (interface_hopper; unused in here)
     Q_FP8: gl.constexpr = 0,
@@ -605,7 +638,8 @@ def _mla_decode_hopper_pp8_kernel(
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    STAMPS, Q_LO, Q_FP8, q_descale_ptr, q_descale, Q_DESCALE_FROM_PTR)),
+                    STAMPS, Q8PRE, q8_scale_ptr, Q_LO, Q_FP8, q_descale_ptr,
+                    q_descale, Q_DESCALE_FROM_PTR)),
         (_pp8_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr,
                     seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
