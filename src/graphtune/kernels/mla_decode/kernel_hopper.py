@@ -170,9 +170,11 @@ def _launch_dependents():
 # 0.0363 / 0.0566 / 0.0935 at 4, 0.0181 / 0.0357 / 0.0569 / 0.0951 at 8; H = 128 at 8 / 32 / 64 0.0470 / 0.1079 /
 # 0.1933 ms as the even split, 0.0398 / 0.0929 / 0.1778 at 4, 0.0401 / 0.0929 / 0.1795 at 8. On uniform batches the
 # priced split was slower (H = 16 batch 8 0.0160 -> 0.0171 ms, H = 128 batch 1 0.0212 -> 0.0241): there the even split
-# puts every request boundary on a program boundary, so ``_split_start`` keeps it wherever it does. The bf16 kernels
-# keep the even split (not measured).
+# puts every request boundary on a program boundary, so ``_split_start`` keeps it wherever it does.
 FP8_SEG_COST = gl.constexpr(4)
+# The same for the bf16 kernels that the tuned path runs (the first heads-on-M and tokens-on-M kernels and the
+# ping-pong kernel): 0, the even split (``benchmarks/probes/seg_cost.py --bf16 N`` times N on ragged batches).
+BF16_SEG_COST = gl.constexpr(0)
 
 
 @gluon.jit
@@ -782,7 +784,7 @@ def _mla_decode_hopper_kernel(
     mbarrier.init(q_bar, count=1)
 
     # The tile list of the whole batch from seq_lens, on the device (as kernel.py).
-    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps)
+    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps, BF16_SEG_COST)
 
     offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
     offs_h_o = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, o_layout))
@@ -982,7 +984,7 @@ def _mla_decode_hopper_tok_kernel(
         mbarrier.init(bars.index(k), count=1)
     mbarrier.init(q_bar, count=1)
 
-    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps)
+    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps, BF16_SEG_COST)
 
     offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s_layout))
     offs_h_s = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, s_layout))

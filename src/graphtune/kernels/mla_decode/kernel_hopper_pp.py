@@ -61,7 +61,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from . import kernel_hopper
-from .kernel_hopper import (FP8_SEG_COST, STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN,
+from .kernel_hopper import (BF16_SEG_COST, FP8_SEG_COST, STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN,
                             _load_rope, _split_start, _segment, _stamp, _stamp_out, _stamp_tile, _store_lse_and_segment,
                             _store_o, _store_whole_sectors, _tile_row, _tma_load, _zero_rows,
                             widen_layout)
@@ -354,9 +354,10 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     rope_layout: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [4, 1], [1, 0])
+    seg_cost: gl.constexpr = FP8_SEG_COST * FP8 + BF16_SEG_COST * (1 - FP8)
     pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow = _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, 0,
                                                                               s_layout, B_CHUNK, BLOCK_N, BLOCK_H,
-                                                                              FP8_SEG_COST * FP8)
+                                                                              seg_cost)
     if FP8:
         if KV_SCALE_FROM_PTR:
             kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
@@ -522,9 +523,10 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     rope_layout: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [4, 1], [1, 0])
+    seg_cost: gl.constexpr = FP8_SEG_COST * FP8 + BF16_SEG_COST * (1 - FP8)
     pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow = _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, 1,
                                                                               s_layout, B_CHUNK, BLOCK_N, BLOCK_H,
-                                                                              FP8_SEG_COST * FP8)
+                                                                              seg_cost)
     if FP8:
         if KV_SCALE_FROM_PTR:
             kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
