@@ -108,7 +108,7 @@ PP_FP8_NAME = "mla_decode_hopper_pp_fp8"
 # fences, 0.0954 / 0.1573 ms at 32 / 64 (0.0986 / 0.1650 before), 0.0396 at 8 and 0.0222 at 1 (the second kernel
 # 0.0412 / 0.0216 in run 1); with both kernels' widening free of bank conflicts (run 8) T8 0.0384 / 0.0892 / 0.1452 at
 # 8 / 32 / 64 against the second kernel's 0.0381 / 0.1016 / 0.1786 (WG1_FIRST 0): the threshold stayed at 32.
-# Session 29 (run 2, H200, `graphtune ab mla_decode_hopper_h128 --sizes 8,16`): with its query pair made by the
+# Session 29 (run 3, H200, `graphtune ab mla_decode_hopper_h128 --sizes 8,16`): with its query pair made by the
 # pre-pass (``_query_pair``) T8 takes 0.0393 / 0.0579 ms at batch 8 / 16 against the second kernel's best 0.0396 /
 # 0.0604 (WG1_FIRST 1 / 0): a tie at 8, 4% faster at 16. The threshold moves to 16.
 T8_MIN_BATCH = 16
