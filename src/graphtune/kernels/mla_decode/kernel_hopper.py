@@ -254,9 +254,10 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
         # ``base``: kernel.py's split says why)
         base = 0
         if SEG_COST > 0:
-            # and in the same pass the priced split's (virtual tiles: ``vt``, ``*_v``; tv_stop's request and real
-            # tiles before it: ``b_stop``, ``stop_end``) and the request boundaries the even split leaves inside a
-            # program (``inside``: the end of a request with tiles, not the batch's last, off a multiple of per)
+            # and in the same pass the priced split's (virtual tiles: ``vt``, ``*_v``; the real and virtual tiles of
+            # the requests before tv_stop's: ``stop_end``, ``stop_end_v``) and the request boundaries the even split
+            # leaves inside a program (``inside``: the end of a request with tiles, not the batch's last, off a
+            # multiple of per)
             total_v = total + SEG_COST * live
             per_v = (total_v + num_progs - 1) // num_progs
             tv = pid * per_v
