@@ -103,7 +103,8 @@ def test_every_t8_launch_of_a_bf16_query_takes_the_pair(monkeypatch, config, fp8
     """interface_hopper.launch at fp8 H = 128, batch 32 (T8 on the tuned path): with a bf16 query the pre-pass makes
     the pair once (as the launch's programmatic primary) and T8 gets its boxes, ``Q8PRE = 1``, its scale and
     ``launch_pdl``; pinned ``Q8PRE = 0`` keeps the conversion in the kernel; a query given in e4m3 is read as it is
-    (no pair, ``Q8PRE = 0``, ``Q_FP8 = 1``)."""
+    (no pair, ``Q8PRE = 0``, ``Q_FP8 = 1``). The bf16 query's own descriptors are built only where T8 reads them
+    (pinned ``Q8PRE = 0``), not built and then replaced."""
     from graphtune.kernels.mla_decode import interface_hopper as hopper
     batch, heads = 32, 128
     assert hopper._tuned_route(heads, "fp8", batch, 64, fp8_q=fp8_q) == "third"
@@ -119,6 +120,8 @@ def test_every_t8_launch_of_a_bf16_query_takes_the_pair(monkeypatch, config, fp8
     monkeypatch.setattr(query8, "query_pair", fake_pair)
     monkeypatch.setattr(hopper, "_route_kernel", lambda *a, **k: launches)
     monkeypatch.setattr(hopper, "_kernel_and_params", lambda *a: (launches, kernel_and_params(*a)[1]))
+    q_descriptors, built = hopper._q_descriptors, []
+    monkeypatch.setattr(hopper, "_q_descriptors", lambda *a: built.append(a[1:]) or q_descriptors(*a))
     q = torch.randn(batch, heads, 576).bfloat16()
     if fp8_q:
         q = q.to(torch.float8_e4m3fn)
@@ -135,3 +138,8 @@ def test_every_t8_launch_of_a_bf16_query_takes_the_pair(monkeypatch, config, fp8
     else:
         assert made == [] and kwargs.get("Q8PRE", 0) == 0 and "launch_pdl" not in kwargs
         assert kwargs.get("Q_FP8", 0) == int(fp8_q)
+    if fp8_q:
+        assert [tuple(a.block_shape) for a in args[:2]] == [(64, 128), (64, 128)] and args[0] is args[1]
+    # the bf16 query's [64, 256] / [64, 64] boxes: built for the in-kernel conversion alone
+    assert built == ([] if pair or fp8_q else [(64, 256)])
+    assert all(a is not None for a in args)
