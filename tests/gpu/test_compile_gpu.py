@@ -174,7 +174,6 @@ def test_patched_stock_kernel_aot_eager_is_tuned_by_graphtune():
 
 @pytest.mark.parametrize("case", ["inductor", "inductor-reduce-overhead"])
 def test_patched_stock_kernel_inductor_warns_naming_it(case, monkeypatch):
-    from graphtune import patch
     torch._dynamo.reset()
     monkeypatch.setattr(graphtune.state.STATE, "warned", set())
     stock = _stock_kernel()

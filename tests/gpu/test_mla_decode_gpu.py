@@ -616,7 +616,6 @@ def test_query_precision_e4m3_matches_the_e4m3_query_reference(heads, batch):
     its LSEs closer to that reference than to q's; where no kernel drops the lo half (H < 64) the output is the
     default's bit for bit."""
     _hopper_or_skip()
-    skip_unproven({"Q_E4M3": 1})
     from graphtune.kernels.mla_decode.reference import e4m3_query
     seed = _seed()
     lens = ([1, 63, 64, 65, 3001, 4096] + [200, 129, 1000] * batch)[:batch]
@@ -649,7 +648,6 @@ def test_query_precision_e4m3_tuned_then_captured_and_replayed():
     """T8 with ``query_precision="e4m3"`` tuned per bucket by graphtune.warmup under its own name, captured with no
     benchmark inside, replayed with new lengths and queries equal to eager and to the e4m3 query's reference."""
     _hopper_or_skip()
-    skip_unproven({"Q_E4M3": 1})
     from graphtune.kernels.mla_decode.reference import e4m3_query
     kernel = interface_hopper.tuned_second_kernel(True, "fp8", third=True, q_lo=False)
     kernel.reset()
@@ -722,7 +720,6 @@ def test_query_given_in_e4m3_matches_its_reference(heads, batch):
     (Not bit for bit the bf16 query ``q * q_scale``'s decode: the query's dtype is part of the tuning key, so the
     two may tune to different grids.)"""
     _hopper_or_skip()
-    skip_unproven({"Q_E4M3": 1})
     seed = _seed()
     lens = ([1, 63, 64, 65, 3001, 4096] + [200, 129, 1000] * batch)[:batch]
     x = _inputs(batch, heads, 64, "fp8", max(lens), seed)
@@ -747,7 +744,6 @@ def test_query_given_in_e4m3_captured_and_replayed(heads, sizes):
     reading it by TMA at every batch; H = 16: the second tokens-on-M kernel reading its bytes); replays with new
     lengths and queries equal eager and the reference of ``q * q_scale``."""
     _hopper_or_skip()
-    skip_unproven({"Q_E4M3": 1})
     per_size = {}
     for b in sizes:
         x = _inputs(b, heads, 64, "fp8", 2048, _seed())
