@@ -55,15 +55,15 @@ def compare(results: list[dict], labels: list[str], floor: float = 0.01) -> dict
             row = {"kind": key[0], "kv_format": key[1], "heads": key[2], "batch": key[3], "flashmla_ms": fl,
                    "ms": ms, "ratio": ratio, "lengths": lengths[0], "verdict": {}}
             for i, label in enumerate(labels[1:], start=1):
-                drift = abs(fl[i] / fl[0] - 1)
+                drift = fl[i] / fl[0] - 1
                 change = ratio[i] / ratio[0] - 1
                 if lengths[i] != lengths[0]:
                     verdict = "other lengths"     # (ragged batches of another seed: not the same work)
                 else:
-                    verdict = ("within" if abs(change) <= max(drift, floor) else "faster" if change < 0 else "slower")
+                    verdict = ("within" if abs(change) <= max(abs(drift), floor) else "faster" if change < 0
+                               else "slower")
                     counts[label][verdict] += 1
-                row["verdict"][label] = {"ratio_change": change, "flashmla_drift": fl[i] / fl[0] - 1,
-                                         "verdict": verdict}
+                row["verdict"][label] = {"ratio_change": change, "flashmla_drift": drift, "verdict": verdict}
             rows.append(row)
         out["columns"][column] = {"rows": rows, "counts": counts}
     return out
