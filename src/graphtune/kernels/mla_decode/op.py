@@ -63,6 +63,8 @@ def _check_op_arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, k
     tensors on another device than q's (the dispatcher would pick that device's implementation: on ``meta`` the fake
     one, which validates nothing and returns uninitialised memory). Metadata only: it runs under torch.compile's
     tracing too. The op's implementation validates the rest when it runs."""
+    if not isinstance(return_lse, bool):
+        interface._fail("return_lse", f"{return_lse!r}, expected True or False")
     tensors = (("q", q), ("kv_cache", kv_cache), ("page_table", page_table), ("seq_lens", seq_lens))
     for name, t in tensors:
         if not isinstance(t, torch.Tensor):
