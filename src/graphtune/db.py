@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 from . import settings
+from ._launch_options import LAUNCH_OPTIONS, launch_option_problem
 from ._log import logger
 from .errors import DatabaseError
 from .state import STATE
@@ -258,6 +259,27 @@ def _object(value: Any, where: str, optional: bool = False) -> dict | None:
     return value
 
 
+def _launch_problem(config: dict, where: str) -> str | None:
+    """Why the launch options of a config (num_warps, num_stages, num_ctas, maxnreg) are not values Triton takes,
+    naming the field; None when they are. Checked where a config enters (an import, ``load``), so a bad value
+    is an error naming its file and entry there, not a failure of a later run that names nothing."""
+    for name in LAUNCH_OPTIONS:
+        if name in config:
+            expected = launch_option_problem(name, config[name])
+            if expected is not None:
+                return f"field '{where}.{name}' must be {expected}, got {config[name]!r}"
+    return None
+
+
+def _config(value: Any, where: str) -> dict:
+    """A config in JSON form: an object with string keys whose launch options are valid; else _Invalid."""
+    config = _object(value, where)
+    problem = _launch_problem(config, where)
+    if problem is not None:
+        raise _Invalid(problem)
+    return config
+
+
 def _scalar_key(value: Any, where: str) -> tuple:
     if not isinstance(value, (list, tuple)):
         raise _Invalid(f"field '{where}' must be a list of scalars, got {value!r}")
@@ -281,7 +303,8 @@ def _candidate_json(cand: Any, where: str) -> dict[str, Any]:
     if type(cand) is dict and cand.keys() == _CANDIDATE_FIELDS:
         resources, n, failure = cand["resources"], cand["n"], cand["failure"]
         med, p20, p80 = cand["median_ms"], cand["p20_ms"], cand["p80_ms"]
-        if (type(cand["config"]) is dict and (resources is None or type(resources) is dict)
+        if (type(cand["config"]) is dict and _launch_problem(cand["config"], "") is None
+                and (resources is None or type(resources) is dict)
                 and type(n) is int and n >= 0 and (failure is None or type(failure) is str)
                 # a NaN fails the comparisons, an infinity the upper bound
                 and (med is None or (type(med) is float and 0.0 <= med <= _MAX_FLOAT))
@@ -291,7 +314,7 @@ def _candidate_json(cand: Any, where: str) -> dict[str, Any]:
     failure = _field(cand, "failure", where)
     if failure is not None and not isinstance(failure, str):
         raise _Invalid(f"field '{where}.failure' must be a string or null, got {failure!r}")
-    return {"config": _object(_field(cand, "config", where), f"{where}.config"),
+    return {"config": _config(_field(cand, "config", where), f"{where}.config"),
             "median_ms": _ms(cand, "median_ms", where), "p20_ms": _ms(cand, "p20_ms", where),
             "p80_ms": _ms(cand, "p80_ms", where), "n": _int(cand, "n", where), "failure": failure,
             "resources": _object(_field(cand, "resources", where), f"{where}.resources", optional=True)}
@@ -314,7 +337,7 @@ def _entry_json(data: Any) -> dict[str, Any]:
     if isinstance(tuned_at, bool) or not isinstance(tuned_at, (int, float)) or not math.isfinite(tuned_at):
         raise _Invalid(f"field 'tuned_at' must be a time in seconds since the epoch, got {tuned_at!r}")
     return {"kernel": kernel, "env": env, "key": list(_scalar_key(_field(data, "key", ""), "key")),
-            "chosen": _object(_field(data, "chosen", ""), "chosen"), "candidates": candidates,
+            "chosen": _config(_field(data, "chosen", ""), "chosen"), "candidates": candidates,
             "tuned_at": float(tuned_at), "host": _str(data, "host"), "rank": _int(data, "rank"),
             "source": _str(data, "source", allow_empty=False)}
 

@@ -852,3 +852,44 @@ def test_load_of_no_path_is_one_line_naming_it(path):
     or "cannot read tuning export .: Is a directory"."""
     with pytest.raises(DatabaseError, match=re.escape(f"graphtune.load(path={path!r}): expected the path")):
         load(path)
+
+
+# --------------------------------------------------------------------------- review fixes (branch fix-db)
+
+
+LAUNCH_BAD = {
+    "chosen-num-warps-word": ("chosen", "num_warps", "eight",
+                              "entry 1: field 'chosen.num_warps' must be a power of two >= 1, got 'eight'"),
+    "candidate-num-warps-negative": ("candidate", "num_warps", -1,
+                                     "entry 1: field 'candidates[1].config.num_warps' must be a power of two >= 1, "
+                                     "got -1"),
+    "chosen-num-warps-not-power-of-two": ("chosen", "num_warps", 6,
+                                          "field 'chosen.num_warps' must be a power of two"),
+    "candidate-num-stages-zero": ("candidate", "num_stages", 0,
+                                  "field 'candidates[1].config.num_stages' must be an int >= 1, got 0"),
+    "chosen-num-ctas-bool": ("chosen", "num_ctas", True, "field 'chosen.num_ctas' must be an int >= 1, got True"),
+    "chosen-maxnreg-string": ("chosen", "maxnreg", "128", "field 'chosen.maxnreg' must be an int >= 1 (or None)"),
+}
+
+
+@pytest.mark.parametrize("kind", list(LAUNCH_BAD), ids=list(LAUNCH_BAD))
+def test_import_and_load_refuse_launch_options_triton_cannot_take(db_file, tmp_path, kind):
+    """A config whose num_warps is "eight" imported fine and a later run died naming nothing: the import and
+    graphtune.load now refuse the file with one line naming it, the entry and the field, and take nothing."""
+    where, name, value, match = LAUNCH_BAD[kind]
+    doc = {"format": gdb.FORMAT, "version": 1,
+           "entries": [gdb._entry_to_dict(make_entry(key=(1,))), gdb._entry_to_dict(make_entry(key=(2,)))]}
+    target = doc["entries"][1]["chosen"] if where == "chosen" else doc["entries"][1]["candidates"][1]["config"]
+    target[name] = value
+    path = tmp_path / f"{kind}.json"
+    path.write_text(json.dumps(doc))
+    db = TuningDB()
+    db.record(make_entry(key=(99,)))
+    with pytest.raises(DatabaseError, match=re.escape(match)) as info:
+        db.import_file(path)
+    message = str(info.value)
+    assert str(path) in message and "nothing was imported" in message and "\n" not in message
+    assert db.entries() == [make_entry(key=(99,))]
+    with pytest.raises(DatabaseError, match=re.escape(match)):
+        load(path)
+    assert loaded_entries(KERNEL, H200) == {}
