@@ -14,9 +14,9 @@ the file header, ``_APPLICATION_ID``) in the same transaction that creates its t
 empty or carries the stamp. A file counts as graphtune's when its header carries the stamp, or (files created
 before the stamp existed) when its application_id is 0 and its first page, or the start of its ``-wal`` file,
 holds graphtune's schema; such a file is stamped on its next writable open. Everything else (another
-program's SQLite database, an SQLite database with no tables, a text file, random bytes, a directory) is left
-exactly as it is: the database is turned off with an error naming the file and the setting that pointed
-there (GRAPHTUNE_DB or --db). A file whose first 100 bytes are destroyed has no header left to carry the
+program's SQLite database, an SQLite database with no tables, a text file, random bytes, a directory, a FIFO or
+a device) is left exactly as it is: the database is turned off with an error naming the file and the setting
+that pointed there (GRAPHTUNE_DB or --db). A file whose first 100 bytes are destroyed has no header left to carry the
 stamp: even when graphtune's schema text is still inside, it is left in place and the error says so, because
 moving a file on a guess could move another program's data; the person who knows it is theirs can move it.
 A zero-length file is adopted (it holds nothing, and it is what a concurrent creator leaves for an instant).
@@ -38,6 +38,7 @@ import os
 import re
 import socket
 import sqlite3
+import stat
 import sys
 import threading
 import time
@@ -773,6 +774,29 @@ def _is_busy(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
 
 
+_ACCESS_ERRORS = ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH")
+
+
+def _is_access(exc: BaseException) -> bool:
+    """Whether an SQLite error says this process may not open or write the file where it is (a read-only file,
+    directory or mount, a permission): no sign of damage, so such a file is never moved aside for it."""
+    name = getattr(exc, "sqlite_errorname", None)
+    if name:
+        return name.startswith(_ACCESS_ERRORS)
+    text = str(exc).lower()
+    return any(w in text for w in ("readonly", "read-only", "unable to open", "permission denied"))
+
+
+def _not_regular(mode: int) -> str | None:
+    """What a path that is not a regular file is ("a directory", "a FIFO", ...); None for a regular file. Such a
+    path is never a tuning database or an export graphtune may write: SQLite and os.replace would misuse it."""
+    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return what
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
 def _tables_of(path: Path) -> list[str] | None:
     """The table names of an SQLite file, read without writing or locking anything (None: unreadable)."""
     try:
@@ -787,14 +811,19 @@ def _tables_of(path: Path) -> list[str] | None:
 
 def _classify(path: Path) -> tuple[str, str]:
     """Whose file ``path`` is, from its bytes alone (never opened by SQLite for writing, never changed):
-    ("missing", ""), ("empty", ""), ("ours", "") or ("foreign", why). A file that cannot be read raises OSError:
-    that is a permission problem, not damage."""
+    ("missing", ""), ("empty", ""), ("ours", "") or ("foreign", why); a path that is not a regular file (a
+    directory, a FIFO, a device) is foreign, whatever its size. A file that cannot be read raises OSError: that
+    is a permission problem, not damage."""
     try:
-        size = path.stat().st_size
+        info = path.stat()
     except FileNotFoundError:
         return "missing", ""
-    if path.is_dir():
+    what = _not_regular(info.st_mode)
+    if what == "a directory":
         return "foreign", "it is a directory"
+    if what is not None:  # a FIFO or a device: never opened, nothing created beside it
+        return "foreign", f"it is not a regular file ({what})"
+    size = info.st_size
     if size == 0:  # holds nothing; also what a process creating the database leaves for an instant
         return "empty", ""
     with open(path, "rb") as fh:
@@ -837,12 +866,13 @@ def _wal_head(path: Path) -> bytes:
 
 
 def _inspect(conn: sqlite3.Connection, path: Path | None = None) -> tuple[str, Any]:
-    """("ok"|"empty"|"old", version), ("future", version), ("damaged", why) or ("busy", why)."""
+    """("ok"|"empty"|"old", version), ("future", version), ("damaged", why), ("busy", why) or ("access", why):
+    this process may not open or write the file there, which says nothing about the file."""
     try:
         if path is None or _deep_check(path):
             rows = conn.execute("PRAGMA quick_check").fetchall()
-            if rows != [("ok",)]:
-                return "damaged", "PRAGMA quick_check: " + "; ".join(str(r[0]) for r in rows[:3])
+            if rows != [("ok",)]:  # its rows hold newlines: one line, for a warning of one line
+                return "damaged", "PRAGMA quick_check: " + " ".join("; ".join(str(r[0]) for r in rows[:3]).split())
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not tables:
             return "empty", 0
@@ -866,6 +896,8 @@ def _inspect(conn: sqlite3.Connection, path: Path | None = None) -> tuple[str, A
     except sqlite3.DatabaseError as exc:
         if _is_busy(exc):
             return "busy", str(exc)
+        if _is_access(exc):
+            return "access", str(exc)
         return "damaged", f"SQLite cannot read it: {exc}"
 
 
@@ -909,6 +941,14 @@ def _open_lock(path: Path) -> Iterator[None]:
         os.close(fd)  # closing the descriptor releases the lock
 
 
+def _settled(conn: sqlite3.Connection) -> bool:
+    """Whether a database whose schema _inspect found current needs nothing written at open: stamped with
+    graphtune's application_id and in WAL mode. Opening it then takes no write lock, so a process that only
+    reads (``graphtune db ls``) never waits for a writer: in WAL mode readers are not blocked."""
+    return (conn.execute("PRAGMA application_id").fetchone()[0] == _APPLICATION_ID
+            and conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal")
+
+
 class _ProbeDone(Exception):
     """Raised by _write_probe after its write succeeded, so that _transaction rolls the write back."""
 
@@ -939,7 +979,8 @@ class TuningDB:
 
     def __init__(self, path: str | os.PathLike | None = None, readonly: bool | None = None,
                  origin: str | None = None) -> None:
-        self.path = Path(path).expanduser() if path is not None else settings.db_path()
+        self.path = (settings.expand_path(os.fspath(path), origin or "path") if path is not None
+                     else settings.db_path())
         self.readonly = settings.db_readonly() if readonly is None else bool(readonly)
         if origin is None:
             if path is not None:
@@ -979,8 +1020,28 @@ class TuningDB:
                 else:
                     self._open_writable()
             except (sqlite3.Error, OSError) as exc:  # anything _inspect did not classify: never raise on open
-                self._turn_off(f"cannot open tuning database {self.path} (from {self.origin}): {exc}")
+                if isinstance(exc, sqlite3.Error) and _is_access(exc):
+                    self._no_access(str(exc))
+                else:
+                    self._turn_off(f"cannot open tuning database {self.path} (from {self.origin}): {exc}")
         return self._conn if self._state == "ready" else None
+
+    def _ready_quietly(self) -> sqlite3.Connection | None:
+        """_ready for a caller that reports a failure itself (raises it, or hands it to the CLI): no warning is
+        logged besides, so the reason is said once."""
+        self._quiet = True
+        try:
+            return self._ready()
+        finally:
+            self._quiet = False
+
+    def _no_access(self, cause: str) -> None:
+        """Turn the database off because this process may not open or write the file where it is (a read-only
+        directory, file or mount): not damage, so the file stays as it is; reading needs no write access."""
+        how = ("read", "") if self.readonly else ("open", " for writing")
+        self._turn_off(f"cannot {how[0]} tuning database {self.path} (from {self.origin}){how[1]} here: {cause}; "
+                       f"the file was left as it is"
+                       + ("" if self.readonly else "; to only read it, set GRAPHTUNE_DB_READONLY=1"))
 
     def _turn_off(self, reason: str) -> None:
         if self._conn is not None:
@@ -1026,6 +1087,7 @@ class TuningDB:
                 return
             problem = None
             conn = None
+            verdict = None
             if kind == "ours":
                 verdict, detail = self._inspect_readonly()
                 if verdict == "retry":
@@ -1033,6 +1095,10 @@ class TuningDB:
                     verdict, detail = _inspect(conn, self.path)
                 elif verdict != "damaged":
                     conn = self._connect()
+                if verdict == "access":
+                    conn.close()
+                    self._no_access(detail)
+                    return
                 if verdict == "damaged":
                     problem = detail
                 elif verdict == "future":
@@ -1060,14 +1126,15 @@ class TuningDB:
                 # 4 KiB page holds one such row, an 8 KiB page three (a third less file to write and read).
                 conn.execute("PRAGMA page_size = 8192")
             self._conn = conn
-            # Schema and application_id first, in one transaction (a new file goes from empty to stamped with
-            # tables at once, so no other process ever sees an unstamped SQLite file of ours), then WAL.
-            future = self._transaction(self._migrate)
-            if future is not None:
-                self._turn_off(f"tuning database {self.path} has schema version {future}, newer than this "
-                               f"graphtune's {SCHEMA_VERSION} (left untouched)")
-                return
-            self._transaction(lambda c: c.execute("PRAGMA journal_mode=WAL").fetchone(), begin=False)
+            if not (verdict == "ok" and _settled(conn)):
+                # Schema and application_id first, in one transaction (a new file goes from empty to stamped with
+                # tables at once, so no other process ever sees an unstamped SQLite file of ours), then WAL.
+                future = self._transaction(self._migrate)
+                if future is not None:
+                    self._turn_off(f"tuning database {self.path} has schema version {future}, newer than this "
+                                   f"graphtune's {SCHEMA_VERSION} (left untouched)")
+                    return
+                self._transaction(lambda c: c.execute("PRAGMA journal_mode=WAL").fetchone(), begin=False)
             conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: safe against a crashed process
             self._state = "ready"
 
@@ -1085,7 +1152,7 @@ class TuningDB:
             verdict, detail = _inspect(conn, self.path)
         finally:
             conn.close()
-        if verdict == "damaged" and any(w in str(detail) for w in ("readonly", "read-only", "unable to open")):
+        if verdict == "access":
             return "retry", detail
         return verdict, detail
 
@@ -1159,6 +1226,8 @@ class TuningDB:
         elif verdict == "future":
             self._turn_off(f"tuning database {self.path} has schema version {detail}, newer than this "
                            f"graphtune's {SCHEMA_VERSION}")
+        elif verdict == "access":
+            self._no_access(detail)
         else:
             self._turn_off(f"tuning database {self.path} stayed locked for {_BUSY_TIMEOUT_S:.0f} s ({detail})")
 
@@ -1206,11 +1275,7 @@ class TuningDB:
         is simply missing in read-only mode. For callers that must report rather than carry on (the CLI)."""
         with self._lock:
             if self._state == "closed":
-                self._quiet = True
-                try:
-                    self._ready()
-                finally:
-                    self._quiet = False
+                self._ready_quietly()
             return self._off_reason if self._state == "off" else None
 
     def check_writable(self) -> None:
