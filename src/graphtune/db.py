@@ -20,6 +20,14 @@ that pointed there (GRAPHTUNE_DB or --db). A file whose first 100 bytes are dest
 stamp: even when graphtune's schema text is still inside, it is left in place and the error says so, because
 moving a file on a guess could move another program's data; the person who knows it is theirs can move it.
 A zero-length file is adopted (it holds nothing, and it is what a concurrent creator leaves for an instant).
+A file this process may not open or write where it is (a read-only directory, file or mount) is not damaged:
+the database is turned off with an error saying so (GRAPHTUNE_DB_READONLY=1 reads it), and the file stays.
+Opening a database whose schema is current writes nothing, so a process that only reads never waits for one
+that writes (in WAL mode readers are not blocked).
+
+An export is written only where it replaces nothing a user tuned (``export_target``): never over the database
+itself, a file that is not a graphtune export, or a path that is not a regular file; through a symlink it
+replaces the link's target and keeps the link.
 
 Failed writes are visible to whoever needs to know: ``check_writable`` and ``record_all`` (used by ``graphtune
 tune`` and the CLI) raise DatabaseError naming the file and the cause; ``record`` (the serving path: a tuner
@@ -56,7 +64,8 @@ from .identity import EnvIdentity, KernelIdentity, current_env, env_mismatch
 
 __all__ = [
     "CandidateResult", "Entry", "Summary", "ImportConflict", "ImportReport", "TuningDB", "get_db", "reset_db", "load",
-    "loaded_entries", "clear_loaded", "staleness", "new_entry", "FORMAT", "FORMAT_VERSION", "SCHEMA_VERSION",
+    "loaded_entries", "clear_loaded", "staleness", "new_entry", "export_target", "FORMAT", "FORMAT_VERSION",
+    "SCHEMA_VERSION",
 ]
 
 T = TypeVar("T")
@@ -698,6 +707,74 @@ def _iter_export(path: str | os.PathLike, as_json: bool = False) -> Iterator[Any
             raise bad("\"version\" must be an integer >= 1, found None")
         if not seen_entries:
             raise bad("\"entries\" must be a list, found NoneType")
+
+
+def _is_export(path: Path) -> bool:
+    """Whether a file holds a graphtune export: its header's "format" (before "entries", where graphtune writes
+    it) names graphtune's format. Reads the header only; anything else (another program's file, an SQLite
+    database, text that is not an export) is not one."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            stream = _JSONStream(fh)
+            stream.take("{")
+            while stream.peek() == '"':
+                name = stream.value()
+                stream.take(":")
+                if name == "format":
+                    return stream.value() == FORMAT
+                if name == "entries":
+                    return False
+                stream.value()
+                stream.take(",")
+    except (OSError, ValueError):  # JSONDecodeError, UnicodeDecodeError and _Invalid are ValueErrors
+        pass
+    return False
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (through links, another spelling, a hard link); paths of which one does
+    not exist yet are compared as resolved."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def export_target(path: str | os.PathLike, database: str | os.PathLike | None = None,
+                  origin: str | None = None) -> Path:
+    """The file an export to ``path`` writes: ``path``, or the real target of a symlink (replaced there, so the
+    link stays a link). Refuses, with one line naming the path (and ``origin``, the option that gave it) before
+    anything is written or tuned, a path an export must not replace: the tuning database ``database``, a path
+    that exists and is not a regular file (a directory, a FIFO, a device, a socket), an existing file that is
+    not a graphtune export (an SQLite database, ours or another program's, or anything else), a directory that
+    does not exist. An earlier export or an empty file may be replaced: nothing a user tuned is lost."""
+    given = Path(path).expanduser()
+    target = Path(os.path.realpath(given))
+
+    def refuse(why: str) -> DatabaseError:
+        via = f" (a link to {target})" if given.is_symlink() else ""
+        return DatabaseError(f"cannot write tuning export {path}{f' (from {origin})' if origin else ''}{via}: "
+                             f"{why}; nothing was written")
+
+    if database is not None and _same_file(target, Path(database).expanduser()):
+        raise refuse(f"it is the tuning database {database} itself; give the export another file name")
+    try:
+        info = target.stat()
+    except FileNotFoundError:
+        if not target.parent.is_dir():
+            raise refuse(f"directory {target.parent} does not exist") from None
+        return target
+    except OSError as exc:
+        raise refuse(str(exc)) from None
+    what = _not_regular(info.st_mode)
+    if what is not None:
+        raise refuse(f"it is {what}, not a regular file; give a file name for the export")
+    if info.st_size and not _is_export(target):
+        with open(target, "rb") as fh:
+            sqlite = fh.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC
+        kind = "an SQLite database" if sqlite else "a file that is not a graphtune tuning export"
+        raise refuse(f"it is {kind}, which graphtune does not replace; give the export another file name")
+    return target
 
 
 def _read_export(path: str | os.PathLike) -> list[Entry]:
@@ -1473,7 +1550,7 @@ class TuningDB:
     def _writable(self, what: str) -> sqlite3.Connection:
         if self.readonly:
             raise DatabaseError(f"tuning database {self.path} is read-only (GRAPHTUNE_DB_READONLY=1): {what}")
-        conn = self._ready()
+        conn = self._ready_quietly()  # the reason is raised, not logged as well
         if conn is None:
             raise DatabaseError(f"{self._off_reason or f'tuning database {self.path} is not usable'}; {what}")
         return conn
@@ -1566,12 +1643,16 @@ class TuningDB:
 
     # -- export and import ----------------------------------------------------------------------------------
 
-    def export(self, path: str | os.PathLike, kernel: str | None = None, device: str | None = None) -> int:
+    def export(self, path: str | os.PathLike, kernel: str | None = None, device: str | None = None,
+               origin: str | None = None) -> int:
         """Write the entries (of one kernel name, of one GPU name, case-insensitive) to a JSON file; how many.
         Streamed, one entry per line: memory does not grow with the database. Written to a temporary file
-        renamed over ``path`` at the end, so a reader never sees half a file and a failure leaves no file."""
-        path = Path(path)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        renamed over ``path`` at the end, so a reader never sees half a file and a failure leaves no file.
+        ``path`` is checked first (``export_target``): the database itself, a file that is not an export or not
+        a regular file is refused; a symlink's target is replaced, the link kept. ``origin``: the option that
+        named ``path``, for the error."""
+        target = export_target(path, self.path, origin)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         n = 0
         try:
             with open(tmp, "w", encoding="utf-8") as fh:
@@ -1582,7 +1663,7 @@ class TuningDB:
                     fh.write((",\n" if n else "\n") + text)
                     n += 1
                 fh.write("\n]}\n")
-            os.replace(tmp, path)
+            os.replace(tmp, target)
         except OSError as exc:
             tmp.unlink(missing_ok=True)
             raise DatabaseError(f"cannot write tuning export {path}: {exc}") from None
