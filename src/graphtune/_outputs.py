@@ -28,6 +28,14 @@ def output_dir(path: str | os.PathLike, option: str) -> Path:
     return out
 
 
+def file_arg(value: str | None, option: str) -> str | None:
+    """``value`` of an option that names a file, unchanged (None when the option was not given); an empty one is
+    a ValueError of one line naming the option: it names no file, and read as a path it would be '.'."""
+    if value is not None and value.strip() == "":
+        raise ValueError(f"{option} {value!r}: give a file path")
+    return value
+
+
 def first_non_finite(value: Any, where: str = "") -> str | None:
     """The path of the first NaN or infinite float in a JSON-like value (``"baseline[1].step_ms = inf"``)."""
     if isinstance(value, float) and not math.isfinite(value):

@@ -151,12 +151,22 @@ def force_spec() -> str:
     return _get("GRAPHTUNE_FORCE") or ""
 
 
+def expand_path(value: str, name: str) -> Path:
+    """``value`` (given by setting or option ``name``) as a Path with ``~`` expanded; a ``~user`` that names no
+    user is a ValueError of one line naming ``name`` and the value, not pathlib's RuntimeError naming nothing."""
+    try:
+        return Path(value).expanduser()
+    except RuntimeError as exc:
+        raise ValueError(f"{name}={value!r}: cannot expand '~' ({exc}); give a path of an existing user's home "
+                         f"or an absolute path") from None
+
+
 def db_path() -> Path:
     value = _get("GRAPHTUNE_DB")
     if value:
-        return Path(value).expanduser()
+        return expand_path(value, "GRAPHTUNE_DB")
     base = _get("XDG_CACHE_HOME")
-    root = Path(base).expanduser() if base else Path.home() / ".cache"
+    root = expand_path(base, "XDG_CACHE_HOME") if base else Path.home() / ".cache"
     return root / "graphtune" / "tuning.sqlite"
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .._loading import load_object, parse_sizes
+from .._outputs import file_arg
 from ..errors import UserCodeError, one_line
 
 import argparse
@@ -57,6 +58,8 @@ def handler(args: argparse.Namespace) -> int:
     from .. import agreement, settings, sharded
     from ..tuner import check_forces
 
+    file_arg(args.out, "--out")
+    file_arg(args.db if isinstance(args.db, str) else None, "--db")
     if args.isolate:
         settings.override(GRAPHTUNE_ISOLATE="1")
     target = resolve_target(args.target)
@@ -82,20 +85,17 @@ def handler(args: argparse.Namespace) -> int:
 
 
 def _check_writes(out: str | None, db: Any) -> None:
-    """One-line errors (ValueError / DatabaseError naming the path, the option and the cause) for an --out that
-    cannot be written or a database that cannot be recorded in."""
-    from pathlib import Path
+    """One-line errors (DatabaseError naming the path, the option and the cause) for an --out that an export
+    must not replace (the database itself, a file not an export, not a regular file, see db.export_target) or
+    a database that cannot be recorded in."""
+    from ..db import TuningDB, export_target
 
-    from ..db import TuningDB
-
-    if out is not None:
-        path = Path(out).expanduser()
-        if path.is_dir():
-            raise ValueError(f"--out {out}: is a directory; give a file name for the export")
-        if not path.parent.is_dir():
-            raise ValueError(f"--out {out}: directory {path.parent} does not exist")
+    store = None
     if db is not False and db is not None:
         store = TuningDB() if db is True else TuningDB(db, origin="--db")
+    if out is not None:
+        export_target(out, store.path if store is not None else None, origin="--out")
+    if store is not None:
         try:
             store.check_writable()
         finally:
