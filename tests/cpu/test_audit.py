@@ -359,6 +359,36 @@ def test_walk_outside_git_skips_environments_and_build_dirs(tmp_path):
     assert report.files_scanned == 2
 
 
+def _unlistable(monkeypatch, *locked: Path) -> None:
+    """Directories os.walk cannot list, as after chmod 000 for a user who is not root (tests run as root,
+    whom chmod does not stop): os.scandir raises PermissionError for them."""
+    import os
+    real = os.scandir
+
+    def scandir(path="."):
+        if Path(path).resolve() in {p.resolve() for p in locked}:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+    monkeypatch.setattr(os, "scandir", scandir)
+
+
+def test_unreadable_directories_are_failures_not_skipped(tmp_path, monkeypatch, capsys):
+    """os.walk skipped a directory it could not list without a word: "0 kernels in 0 files" and exit 0
+    under --fail-on unparsed, a CI gate passing on a tree the audit never read."""
+    _kernel_file(tmp_path / "a_kernel.py")
+    _kernel_file(tmp_path / "locked" / "b_kernel.py")
+    _unlistable(monkeypatch, tmp_path / "locked")
+    report = audit_paths([tmp_path])
+    assert [k.name for k in report.kernels] == ["a_kernel"]
+    assert [(f.file, f.error) for f in report.files_failed] == [
+        (str(tmp_path / "locked"), "cannot list directory: Permission denied")]
+    assert main(["audit", str(tmp_path), "--fail-on", "unparsed"]) == 1
+    assert f"{tmp_path / 'locked'}: cannot list directory" in capsys.readouterr().out
+    # the directory named on the command line itself
+    assert main(["audit", str(tmp_path / "locked"), "--fail-on", "unparsed"]) == 1
+    assert main(["audit", str(tmp_path / "locked")]) == 0   # --fail-on never: reported, not failed
+
+
 # ------------------------------------------------------------------------------------------- CLI
 
 
