@@ -552,6 +552,20 @@ def test_compile_with_graphtune_resources(tmp_path, capsys):
     assert code == 0
 
 
+@pytest.mark.parametrize("fail_on,code", [("hazard", 1), ("unparsed", 1), ("never", 0)])
+def test_compile_fail_on_counts_a_module_that_did_not_import(tmp_path, capsys, fail_on, code):
+    """A module --compile could not import was never checked against the target (it may hold configs that do
+    not fit): like a file that could not be parsed it fails --fail-on unparsed and hazard; it exited 0."""
+    if _resources_usable() is not None:
+        pytest.skip(str(_resources_usable()))
+    (tmp_path / "raising.py").write_text("import triton\nraise RuntimeError('boom at import')\n"
+                                         "@triton.autotune(configs=[], key=[])\n@triton.jit\ndef k(x_ptr):\n"
+                                         "    pass\n")
+    argv = ["audit", str(tmp_path / "raising.py"), "--compile", "--target", "sm_90", "--fail-on", fail_on]
+    assert main(argv) == code
+    assert "not imported" in capsys.readouterr().out
+
+
 def test_compile_unknown_target_is_an_error(tmp_path, capsys):
     if _resources_usable() is not None:
         pytest.skip(str(_resources_usable()))
