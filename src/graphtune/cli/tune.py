@@ -84,16 +84,11 @@ def handler(args: argparse.Namespace) -> int:
 def _check_writes(out: str | None, db: Any) -> None:
     """One-line errors (ValueError / DatabaseError naming the path, the option and the cause) for an --out that
     cannot be written or a database that cannot be recorded in."""
-    from pathlib import Path
-
+    from .._outputs import output_file
     from ..db import TuningDB
 
     if out is not None:
-        path = Path(out).expanduser()
-        if path.is_dir():
-            raise ValueError(f"--out {out}: is a directory; give a file name for the export")
-        if not path.parent.is_dir():
-            raise ValueError(f"--out {out}: directory {path.parent} does not exist")
+        output_file(out, "--out")
     if db is not False and db is not None:
         store = TuningDB() if db is True else TuningDB(db, origin="--db")
         try:
