@@ -233,6 +233,18 @@ def test_tune_whose_make_args_raises_is_one_line(tmp_path, capsys):
                     "Target.make_args(1) raised KeyError")
 
 
+def test_tune_without_a_gpu_or_the_interpreter_is_one_line(tmp_path, monkeypatch, capsys):
+    """Every candidate failed with "RuntimeError: 0 active drivers": 13 lines for one missing GPU."""
+    import _dist_workers as W
+    W.TIMER.timed.clear()
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    out = tmp_path / "x.json"
+    _one_line_error(capsys, ["tune", "_dist_workers:CLI_TARGET", "--sizes", "2", "--out", str(out)],
+                    "tune needs a CUDA GPU", "TRITON_INTERPRET=1")
+    assert W.TIMER.timed == [] and not out.exists()
+
+
 def test_tune_with_empty_sizes_is_an_error(capsys):
     _one_line_error(capsys, ["tune", "_dist_workers:CLI_TARGET", "--sizes", ""], "--sizes: no sizes")
 

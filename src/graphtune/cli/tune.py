@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .._loading import load_object, parse_sizes
-from ..errors import UserCodeError, one_line
+from ..errors import GraphtuneError, UserCodeError, one_line
 
 import argparse
 import sys
@@ -63,6 +63,7 @@ def handler(args: argparse.Namespace) -> int:
     sharded.check_target(target)
     check_forces()   # a GRAPHTUNE_FORCE naming no kernel is an error here, not silently ignored
     sizes = parse_sizes(args.sizes) if args.sizes is not None else None
+    _check_device()
     if args.out is None and args.db is None and settings.db_disabled():
         raise ValueError("GRAPHTUNE_NO_DB=1 and no --out: the results would be lost; give --out FILE or --db PATH")
     db: Any = args.db if args.db is not None else (args.out is None)
@@ -79,6 +80,18 @@ def handler(args: argparse.Namespace) -> int:
             import torch.distributed as dist
             dist.destroy_process_group()
     return 0
+
+
+def _check_device() -> None:
+    """Tuning runs the kernel on a CUDA GPU, or through Triton's interpreter (TRITON_INTERPRET=1). Without
+    either every candidate fails ('0 active drivers', a dozen lines): one line instead, before any work."""
+    import torch
+
+    from .. import settings
+
+    if not settings.interpret() and not torch.cuda.is_available():
+        raise GraphtuneError("tune needs a CUDA GPU (none found: torch.cuda.is_available() is False), or "
+                             "TRITON_INTERPRET=1 to run the kernels through Triton's interpreter")
 
 
 def _check_writes(out: str | None, db: Any) -> None:
