@@ -2,12 +2,13 @@
 work, and JSON that is always valid (no NaN / Infinity, which ``json.dumps`` writes by default and JSON forbids)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 
 def output_dir(path: str | os.PathLike, option: str) -> Path:
@@ -25,6 +26,22 @@ def output_dir(path: str | os.PathLike, option: str) -> Path:
         raise ValueError(f"{option} {path}: cannot write there: {exc.strerror or exc}") from None
     _check_writable(out, option, path)
     return out
+
+
+@contextlib.contextmanager
+def run_output_dir(path: str | os.PathLike, option: str) -> Iterator[Path]:
+    """``output_dir`` for the span of a run whose arguments are checked inside it: a directory this call created
+    is removed again (only while still empty, so nothing written is ever removed) when the run raises, so a run
+    that never started leaves no empty --out behind. (Parents made on the way are left.)"""
+    created = not Path(path).expanduser().exists()
+    out = output_dir(path, option)
+    try:
+        yield out
+    except BaseException:
+        if created:
+            with contextlib.suppress(OSError):
+                out.rmdir()
+        raise
 
 
 def output_file(path: str | os.PathLike, option: str) -> Path:

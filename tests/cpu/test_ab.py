@@ -429,6 +429,27 @@ def test_cli_without_cuda_exits_2(capsys):
     assert "needs a CUDA GPU" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv, needles", [
+    (["nosuchkernel", "--sizes", "abc", "--configs", "num_warps=abc"], ["--sizes", "'abc'"]),
+    (["nosuchkernel"], ["A/B target 'nosuchkernel'"]),
+    (["{file}", "--configs", "num_warps=abc"], ["--configs", "num_warps='abc'"]),
+    (["{file}", "--sizes", "2"], ["needs a CUDA GPU", "--from-json"]),
+], ids=["sizes", "target", "configs", "no-gpu"])
+def test_cli_checks_arguments_before_the_gpu_and_leaves_no_empty_out(tmp_path, capsys, monkeypatch, argv,
+                                                                      needles):
+    """Without a GPU, ab said so in two lines before looking at its arguments, and a failed run left the
+    --out directory it had just created: now one line, the arguments first, and no directory."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    (tmp_path / "bench_mine.py").write_text(TARGET_FILE)
+    out = tmp_path / "out"
+    argv = [a.format(file=tmp_path / "bench_mine.py") for a in argv]
+    assert main(["ab", *argv, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("graphtune: error:"), err
+    assert all(needle in err for needle in needles), err
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("argv, message", [
     ([], "give a target"),
     (["mla_decode", "--from-json", "x.json"], "give no target"),
