@@ -53,7 +53,7 @@ def handler(args: argparse.Namespace) -> int:
         if args.target or args.sizes or args.configs != "all":
             raise ValueError("--from-json re-analyses the saved sizes and configs: give no target, --sizes or "
                              "--configs with it")
-        result = ABResult.load(args.from_json, **stats)
+        result = ABResult.load(args.from_json, option="--from-json", **stats)
         if args.out is not None:
             output_dir(args.out, "--out")
     else:
