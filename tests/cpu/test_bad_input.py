@@ -259,6 +259,15 @@ def test_cli_refuses_bad_settings_at_start(monkeypatch, capsys):
     _one_line_error(capsys, ["db", "path"], "GRAPHTUNE_TIMER='fastest'")
 
 
+@pytest.mark.parametrize("name, value", [("GRAPHTUNE_TIMER_BUDGET_MS", "nan"), ("GRAPHTUNE_DIST_TIMEOUT_S", "nan"),
+                                         ("GRAPHTUNE_ISOLATE_TIMEOUT_S", "nan"), ("GRAPHTUNE_TIMER_MEM_MB", "inf"),
+                                         ("GRAPHTUNE_DIST_TIMEOUT_S", "-inf")])
+def test_cli_refuses_non_finite_numeric_settings(monkeypatch, capsys, name, value):
+    """nan passed the >= minimum check (every comparison with nan is false) and inf is no limit."""
+    monkeypatch.setenv(name, value)
+    _one_line_error(capsys, ["db", "path"], f"{name}={value!r}: expected a finite number")
+
+
 def test_config_tables_show_what_varies_and_never_cut_a_value(capsys, monkeypatch):
     from graphtune.configs import shared_and_varying
     shared, varying = shared_and_varying([{"BLOCK_H": 16, "BLOCK_N": 32, "PROGRAMS_PER_SM": 2},
