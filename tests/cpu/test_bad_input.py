@@ -268,6 +268,29 @@ def test_cli_refuses_non_finite_numeric_settings(monkeypatch, capsys, name, valu
     _one_line_error(capsys, ["db", "path"], f"{name}={value!r}: expected a finite number")
 
 
+class _ClosedPipe:
+    """A stdout whose reader has gone away (``graphtune db ls | head -1``): every write raises."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def fileno(self) -> int:
+        import io
+        raise io.UnsupportedOperation("fileno")
+
+
+@pytest.mark.parametrize("debug", [[], ["--debug"]], ids=["plain", "debug"])
+def test_a_closed_pipe_is_no_error(monkeypatch, capsys, debug):
+    """It was "graphtune: error: BrokenPipeError" and exit 2; a Unix tool stops quietly (status 141, SIGPIPE's)."""
+    import sys
+    monkeypatch.setattr(sys, "stdout", _ClosedPipe())
+    assert main([*debug, "db", "path"]) == 141
+    assert capsys.readouterr().err == ""
+
+
 def test_config_tables_show_what_varies_and_never_cut_a_value(capsys, monkeypatch):
     from graphtune.configs import shared_and_varying
     shared, varying = shared_and_varying([{"BLOCK_H": 16, "BLOCK_N": 32, "PROGRAMS_PER_SM": 2},

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 import importlib
@@ -49,10 +50,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         settings.validate_all()
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()   # here, not at exit, so that a reader gone away (below) is seen here too
+        return code
     except KeyboardInterrupt:
         print("graphtune: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _reader_gone()
     except Exception as exc:  # noqa: BLE001 - the command line reports every error as one line (--debug: all)
         if args.debug:
             raise
@@ -63,3 +68,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"graphtune: error: {' '.join(text.split()) if len(text.splitlines()) <= 1 else text}",
               file=sys.stderr)
         return 2
+
+
+def _reader_gone() -> int:
+    """The reader of stdout went away (``graphtune db ls | head -1``): no error, as for any Unix tool. stdout is
+    pointed at devnull (the Python docs' recipe), so the flush at exit cannot raise again, and the status is
+    141 = 128 + SIGPIPE, what the shell reports for a tool SIGPIPE ends (``yes | head -1``; seen under pipefail)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
+    except (OSError, ValueError, AttributeError):   # stdout is no file descriptor (embedded, tests): nothing to do
+        pass
+    return 141
