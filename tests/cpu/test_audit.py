@@ -409,7 +409,7 @@ def test_cli_json_schema(capsys):
     assert summary["files_scanned"] == 5 and summary["kernels"] == len(EXPECTED)
     assert [set(f) for f in summary["files_failed"]] == [{"file", "error"}]
     assert summary["by_hazard"][TUNES] == 28 and summary["hazards_by_code"][TUNES] == 28
-    assert summary["files_parsed"] == 5
+    assert summary["files_parsed"] == 4   # the fifth, broken_syntax.py, is in files_failed
     new = {"wrapper_name": str, "keys": list, "call_sites": list, "in_place": list, "configs_env": list}
     for kernel in data["kernels"]:
         for field, kind in new.items():
@@ -455,7 +455,15 @@ def test_cli_text_output(capsys):
     out = capsys.readouterr().out
     assert "misspelled_key" in out and "['seq_len']" in out
     assert "not parsed" in out and "broken_syntax.py" in out
-    assert "13 kernels in 2 files (2 parsed, 1 failed to parse); 15 hazards: " in out
+    assert "13 kernels in 2 files (1 parsed, 1 failed to parse); 15 hazards: " in out
+
+
+def test_a_broken_file_is_counted_once(capsys):
+    """One broken file was reported as "1 parsed, 1 failed to parse"."""
+    report = audit_paths([CORPUS / "broken_syntax.py"])
+    assert (report.files_scanned, report.files_parsed, len(report.files_failed)) == (1, 0, 1)
+    assert main(["audit", str(CORPUS / "broken_syntax.py")]) == 0
+    assert "0 kernels in 1 files (0 parsed, 1 failed to parse)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("argv", [["--compile"], ["--target", "sm_120"]], ids=["compile-no-target", "target-only"])
