@@ -210,6 +210,37 @@ def test_tune_of_a_module_that_does_not_import_is_one_line(tmp_path, capsys):
     _one_line_error(capsys, ["inspect", f"{raising}:kernel"], "boom at import")
 
 
+def test_a_load_error_names_the_spec_given(tmp_path, capsys):
+    """The object alone was named: "42 is not a Triton kernel", "tune target 5 lacks ..."."""
+    mod = tmp_path / "kern.py"
+    mod.write_text("not_a_kernel = 42\nNOTARGET = 5\n")
+    _one_line_error(capsys, ["inspect", f"{mod}:not_a_kernel"], f"inspect {mod}:not_a_kernel: 42 is not a Triton kernel")
+    _one_line_error(capsys, ["tune", f"{mod}:NOTARGET"], f"tune target {mod}:NOTARGET (5) lacks")
+
+
+@pytest.mark.parametrize("command", ["inspect", "tune"])
+@pytest.mark.parametrize("exit_call, status", [("sys.exit(3)", "3"), ("sys.exit()", "0"), ("sys.exit('bye')", "1 (bye)")],
+                         ids=["3", "none", "text"])
+def test_a_module_that_exits_while_imported_is_one_line(tmp_path, capsys, command, exit_call, status):
+    """sys.exit() in the user's module ended the command with that status and no word why."""
+    mod = tmp_path / "exiting_mod.py"
+    mod.write_text(f"import sys\n{exit_call}\n")
+    _one_line_error(capsys, [command, f"{mod}:kernel"], str(mod),
+                    f"the module exited with status {status} while being imported")
+
+
+def test_debug_and_verbose_are_taken_after_the_command(monkeypatch, capsys):
+    """Every error line says "--debug shows the traceback", but `graphtune db ls --debug` was refused."""
+    monkeypatch.setenv("GRAPHTUNE_TIMER", "fastest")
+    for argv in (["db", "path", "--debug"], ["db", "path", "-v", "--debug"], ["--debug", "db", "path"],
+                 ["audit", "tests/cpu/audit_corpus/hazards.py", "--debug"]):
+        with pytest.raises(ValueError, match="GRAPHTUNE_TIMER='fastest'"):
+            main(argv)
+    _one_line_error(capsys, ["db", "path", "-v"], "GRAPHTUNE_TIMER='fastest'")   # -v alone: still one line
+    monkeypatch.delenv("GRAPHTUNE_TIMER")
+    assert main(["db", "path", "-vv"]) == 0 and main(["db", "path", "--debug"]) == 0
+
+
 def test_tune_whose_make_args_raises_is_one_line(tmp_path, capsys):
     mod = tmp_path / "target_mod.py"
     mod.write_text(textwrap.dedent('''

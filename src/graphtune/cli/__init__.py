@@ -31,12 +31,36 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="graphtune",
         description="Capture-safe, per-bucket Triton autotuning for CUDA-graph-captured inference servers.")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-v info, -vv debug)")
-    parser.add_argument("--debug", action="store_true", help="show the traceback of an error instead of one line")
+    _add_common_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in ([only] if only else list(COMMANDS)):
         importlib.import_module(f"{__name__}.{COMMANDS[name]}").register(sub)
+    for command in _subcommands(parser):
+        _add_common_options(command, top=False)
     return parser
+
+
+def _add_common_options(parser: argparse.ArgumentParser, top: bool) -> None:
+    """-v / --debug, before the command and after it (``graphtune db ls --debug``: every error line suggests
+    --debug). After it they default to SUPPRESS: not given there, the value given before the command stands.
+    A command that defines one of these options itself keeps its own."""
+    taken = parser._option_string_actions
+    if not {"-v", "--verbose"} & taken.keys():
+        parser.add_argument("-v", "--verbose", action="count", default=0 if top else argparse.SUPPRESS,
+                            help="more log output (-v info, -vv debug)")
+    if "--debug" not in taken:
+        parser.add_argument("--debug", action="store_true", default=False if top else argparse.SUPPRESS,
+                            help="show the traceback of an error instead of one line")
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every parser below ``parser``: the commands and their own actions (``db ls``), each once."""
+    out: list[argparse.ArgumentParser] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):   # an alias names the same parser again
+                out += [sub, *_subcommands(sub)]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -60,7 +60,7 @@ def handler(args: argparse.Namespace) -> int:
     if args.isolate:
         settings.override(GRAPHTUNE_ISOLATE="1")
     target = resolve_target(args.target)
-    sharded.check_target(target)
+    sharded.check_target(target, args.target)
     check_forces()   # a GRAPHTUNE_FORCE naming no kernel is an error here, not silently ignored
     sizes = parse_sizes(args.sizes) if args.sizes is not None else None
     _check_device()
