@@ -57,6 +57,7 @@ GRAPHTUNE_PLUGIN_FREEZE        ``1``: the plugins call ``graphtune.freeze()`` wh
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -133,6 +134,8 @@ def _float(name: str, default: float, minimum: float = 0.0) -> float:
         out = float(value)
     except ValueError:
         raise ValueError(f"{name}={value!r}: expected a number") from None
+    if not math.isfinite(out):   # nan passes every comparison below, inf is no budget or timeout
+        raise ValueError(f"{name}={value!r}: expected a finite number")
     if out < minimum:
         raise ValueError(f"{name}={value!r}: must be >= {minimum}")
     return out

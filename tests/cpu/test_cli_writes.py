@@ -3,6 +3,8 @@ export, ab --out, demo --out) exits non-zero with one line naming the path and t
 never holds NaN or Infinity (issue 17, items 1, 3 and 9 of its Why)."""
 from __future__ import annotations
 
+import builtins
+import errno
 import json
 import os
 import sqlite3
@@ -122,6 +124,44 @@ def test_tune_out_into_a_directory_fails_before_timing(tmp_path, capsys, determi
     line = _err_line(capsys)
     assert str(tmp_path) in line and "--out" in line and "directory" in line
     assert W.TIMER.timed == []
+
+
+@pytest.fixture
+def read_only_dir(tmp_path, monkeypatch):
+    """A directory no file can be created in, as one the user may not write. Tests run as root, whom chmod does
+    not stop, so the calls that create files refuse it: os.open (tempfile's) and open (the export's)."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    real_os_open, real_open = os.open, builtins.open
+
+    def refused(path) -> bool:
+        if isinstance(path, int):
+            return False
+        absolute = os.path.abspath(os.fsdecode(path))
+        return absolute == str(ro) or os.path.dirname(absolute) == str(ro)
+
+    def os_open(path, flags, mode=0o777, *, dir_fd=None):
+        if refused(path) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+            raise PermissionError(errno.EACCES, "Permission denied", os.fsdecode(path))
+        return real_os_open(path, flags, mode, dir_fd=dir_fd)
+
+    def open_(file, mode="r", *args, **kwargs):
+        if refused(file) and any(c in mode for c in "wax+"):
+            raise PermissionError(errno.EACCES, "Permission denied", os.fsdecode(file))
+        return real_open(file, mode, *args, **kwargs)
+    monkeypatch.setattr(os, "open", os_open)
+    monkeypatch.setattr(builtins, "open", open_)
+    return ro
+
+
+def test_tune_out_into_a_read_only_directory_fails_before_timing(read_only_dir, capsys, deterministic_timer):
+    """Only the directory's existence was checked: the buckets were tuned, then the export could not be
+    written and the results were lost."""
+    out = read_only_dir / "x.json"
+    assert cli_main(TUNE + ["--out", str(out)]) == 2
+    line = _err_line(capsys)
+    assert f"--out {out}: cannot write there: Permission denied" in line
+    assert W.TIMER.timed == [] and os.listdir(read_only_dir) == []
 
 
 def test_tune_records_and_says_so_when_it_did(tmp_path, capsys, deterministic_timer):
