@@ -756,8 +756,16 @@ def export_target(path: str | os.PathLike, database: str | os.PathLike | None = 
         return DatabaseError(f"cannot write tuning export {path}{f' (from {origin})' if origin else ''}{via}: "
                              f"{why}; nothing was written")
 
-    if database is not None and _same_file(target, Path(database).expanduser()):
-        raise refuse(f"it is the tuning database {database} itself; give the export another file name")
+    if database is not None:
+        base = Path(database).expanduser()
+        if _same_file(target, base):
+            raise refuse(f"it is the tuning database {database} itself; give the export another file name")
+        # (its side files: the lock graphtune's writers take, SQLite's WAL, index and journal; an empty lock file
+        # would otherwise pass as "an empty file")
+        for suffix in (".lock", "-wal", "-shm", "-journal"):
+            if _same_file(target, base.with_name(base.name + suffix)):
+                raise refuse(f"it is the tuning database's {suffix.lstrip('.-')} file; give the export another file "
+                             f"name")
     try:
         info = target.stat()
     except FileNotFoundError:
