@@ -15,7 +15,7 @@ from .files import _package_of
 from .hazards import _hazards
 from .in_place import _InPlaceAnalysis
 from .key_bindings import _classify_keys
-from .results import KernelAudit
+from .results import _EXPLANATIONS, INFO, Hazard, KernelAudit
 
 
 _TRITON_AUTOTUNE = frozenset({"triton.autotune", "triton.runtime.autotune", "triton.runtime.autotuner.autotune"})
@@ -442,6 +442,11 @@ class _ModuleAudit:
         configs_state = "unknown" if wrapper == "unknown" else "static" if n_configs is not None else "dynamic"
         hazards = _hazards(cand, wrapper, params, key, n_configs, reason, in_place, covered, bindings, env,
                            tuner.dotted)
+        splats = [_snippet(kw.value) for kw in (tuner.call.keywords if tuner.call is not None else ())
+                  if kw.arg is None]
+        if splats:
+            hazards += (Hazard("splatted-arguments", INFO, f"**{', **'.join(splats)}: "
+                                                           f"{_EXPLANATIONS['splatted-arguments']}"), )
         return KernelAudit(
             file=self.filename, line=cand.line, name=cand.name, function=cand.function_name, wrapper=wrapper,
             params=params, key=key, key_expr=key_expr, n_configs=n_configs,
