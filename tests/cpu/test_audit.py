@@ -966,3 +966,43 @@ def test_arguments_splatted_into_the_autotuner_are_named():
     assert _message(by_name["splatted"], "splatted-arguments").startswith("**cache_kwargs: arguments passed through")
     assert by_name["splatted"].key == ("n", ) and by_name["splatted"].n_configs == 2
     assert not any(h.code == "splatted-arguments" for h in by_name["plain"].hazards)
+
+
+def test_a_helper_that_picks_configs_by_platform_keeps_its_static_key():
+    """vLLM's triton_flash_attention form: ``autotune_configs, autotune_keys = get_autotune_configs()``, the helper
+    returning other configs on another platform and the same literal key on both. The key is read (every branch
+    agrees on it) and classified at the launch (model constants here: an info finding), the configs stay dynamic;
+    until session 31 the unpacked names were unknown and the kernel got a tunes-at-runtime hazard."""
+    source = textwrap.dedent('''
+        import triton
+        import triton.language as tl
+
+
+        def is_hip():
+            return False
+
+
+        def get_autotune_configs():
+            if is_hip():
+                return [triton.Config({"BLOCK_M": 128}), triton.Config({"BLOCK_M": 64})], ["IS_CAUSAL", "D"]
+            else:
+                return [triton.Config({"BLOCK_M": 64})] * 3, ["IS_CAUSAL", "D"]
+
+
+        autotune_configs, autotune_keys = get_autotune_configs()
+
+
+        @triton.autotune(configs=autotune_configs, key=autotune_keys)
+        @triton.jit
+        def attn_fwd(q_ptr, o_ptr, n_ctx, IS_CAUSAL: tl.constexpr, D: tl.constexpr, BLOCK_M: tl.constexpr):
+            pass
+
+
+        def attention(q, o, causal):
+            attn_fwd[(1, )](q, o, q.shape[0], IS_CAUSAL=causal, D=128)
+        ''')
+    (kernel, ) = audit_source(source, "flash.py")
+    assert kernel.key == ("IS_CAUSAL", "D") and kernel.configs == "dynamic"
+    assert "its branches return different values" in (kernel.configs_reason or "")
+    runtime = next(h for h in kernel.hazards if h.code == "tunes-at-runtime")
+    assert runtime.severity == "info", runtime
