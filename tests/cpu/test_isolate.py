@@ -243,7 +243,9 @@ def test_a_hung_worker_dies_with_its_parent(tmp_path):
               "job = isolate.Job(ref=isolate.KernelRef('m', None, 'k'), device=0, args=(), kwargs={}, "
               "candidates=((0, {}, (1,)),), reset_to_zero=(), arg_names=(), sys_path=())\n"
               "isolate._run(job, 3600.0)\n")
-    parent = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "ISOLATE_TEST_PIDFILE": str(pidfile)})
+    # TMPDIR: the killed parent leaves its worker's output file behind, here rather than in /tmp
+    parent = subprocess.Popen([sys.executable, "-c", script],
+                              env={**os.environ, "ISOLATE_TEST_PIDFILE": str(pidfile), "TMPDIR": str(tmp_path)})
     try:
         deadline = time.monotonic() + 60
         while not (pidfile.exists() and pidfile.read_text()) and time.monotonic() < deadline:
