@@ -107,8 +107,10 @@ def check_query_precision(value: Any, fmt: str | None) -> None:
 
 
 def check_scale(name: str, value: Any, expected: str) -> None:
-    """A scale argument (a Python number, not a bool) that is finite and > 0, else one line naming it."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
+    """A scale argument (a Python number, not a bool) that is finite and > 0, else one line naming it. Compared,
+    not passed to math.isfinite: under torch.compile a float argument of the compiled function is a SymFloat, which
+    Dynamo compares (guarding on the outcome) but cannot give to math (NaN fails both comparisons)."""
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, torch.SymFloat)) or not 0 < value < math.inf:
         _fail(name, f"{value!r}, expected {expected}")
 
 

@@ -47,8 +47,10 @@ def _check_tensor(name: str, t: Any, shape: tuple[int, ...], dtypes: tuple[torch
 
 
 def _check_eps(eps: Any) -> None:
-    """``eps``: a finite real number > 0 (not a bool, not a tensor), else one line naming it."""
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not math.isfinite(eps) or eps <= 0:
+    """``eps``: a finite real number > 0 (not a bool, not a tensor), else one line naming it. Compared, not given to
+    math.isfinite: under torch.compile a float argument of the compiled function is a SymFloat (mla_decode's
+    ``check_scale`` says why)."""
+    if isinstance(eps, bool) or not isinstance(eps, (numbers.Real, torch.SymFloat)) or not 0 < eps < math.inf:
         _fail("eps", f"{eps!r}, expected a finite float > 0")
 
 
