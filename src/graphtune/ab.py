@@ -164,8 +164,9 @@ class SizeVerdict:
 
 @dataclass(frozen=True)
 class Decision:
-    """``kind`` "V1": ``config`` for every size. "V3": ``per_size`` winners, ``config`` the best single config
-    that ``gain_pct`` is measured against (None when no config ran at every size)."""
+    """``kind`` "V1": ``config`` for every size. "V3": ``per_size`` the config each size runs (its winner, or the
+    size below's where the winner is within noise of it), ``config`` the best single config that ``gain_pct``
+    (measured against the per-size winners) is measured against (None when no config ran at every size)."""
 
     kind: str
     config: str | None
@@ -187,7 +188,7 @@ class Decision:
         buckets = "; ".join(f"{a}: {c}" if a == b else f"{a}-{b}: {c}" for a, b, c in runs)
         against = f"the best single config ({self.config})" if self.config else "no single config (none ran everywhere)"
         crossings = ", ".join(str(s) for s in self.crossovers) or "none"
-        return (f"V3: per-bucket configs; the winner changes at size {crossings}; gain over {against}: {gain} "
+        return (f"V3: per-bucket configs; the config changes at size {crossings}; gain over {against}: {gain} "
                 f"(mean of per-size ratios). Buckets: {buckets}")
 
     def to_dict(self) -> dict[str, Any]:
@@ -286,6 +287,9 @@ class ABResult:
                                        "statistics.confidence")
         if n_boot is None:
             n_boot = _saved_int(_saved_field(stats, "n_boot", "statistics.n_boot"), "statistics.n_boot")
+            if n_boot < MIN_BOOT:   # (a file of before session 31, when 1 was the least)
+                raise ValueError(f"statistics.n_boot {n_boot} is below the {MIN_BOOT} resamples a decision needs "
+                                 f"now; re-analyse with --n-boot {MIN_BOOT} or more (n_boot= from Python)")
         if seed is None:
             seed = _saved_int(_saved_field(stats, "seed", "statistics.seed"), "statistics.seed")
         return decide(samples, target=str(data.get("target", "")), confidence=confidence, n_boot=n_boot, seed=seed,
@@ -395,9 +399,12 @@ class ABResult:
         lefts = [sizes[0] / 1.15 if log_x else sizes[0] - 0.5] + mid
         rights = mid + [sizes[-1] * 1.15 if log_x else sizes[-1] + 0.5]
         for ax in (top, bottom):
+            # the band of each size is the config the decision runs there (its winner, or the size below's where
+            # the winner is within noise of it), so that the crossovers drawn below separate bands
+            picked = dict(self.decision.per_size)
             for verdict, left, right in zip(self.per_size, lefts, rights):
-                ax.axvspan(left, right, color=colors[verdict.winner], alpha=0.12 if verdict.beyond_noise else 0.04,
-                           linewidth=0)
+                ax.axvspan(left, right, color=colors[picked.get(verdict.size, verdict.winner)],
+                           alpha=0.12 if verdict.beyond_noise else 0.04, linewidth=0)
             for size in self.decision.crossovers:
                 ax.axvline(lefts[sizes.index(size)], color="0.3", linestyle="--", linewidth=0.8)
             ax.grid(True, alpha=0.3)

@@ -128,6 +128,11 @@ def tune_sharded(target: TuneTarget, sizes: Sequence[int] | None = None, *, out:
     if capture.why_no_tuning() is not None:
         raise RuntimeError(f"tune_sharded({kernel.name!r}) inside CUDA graph capture or while frozen")
     database = _database(db)   # before any timing: a read-only database must not cost a tuning run
+    if out is not None:
+        # and a file an export must not replace (the database, another file, not a regular file): refused now,
+        # not after the run (the export is written first, so a refusal then would lose the database's copy too)
+        from .db import export_target
+        export_target(out, database.path if database is not None else None, origin="out")
     init_from_env()
     group = active_group(sharding=True)
     rank, world = (group.rank, group.world) if group is not None else (0, 1)

@@ -480,12 +480,13 @@ class GraphtuneKernel(KernelInterface):
         the timeout. Its own error is the one this rank raises (the caller re-raises it)."""
         if agreement.active_group(sharding=False) is None:
             return
-        from .search import candidate_indices
+        from .search import prune
         try:
-            indices = candidate_indices(self.space, args, kwargs)
+            # the list search agrees on: prune()'s, in its order (a perf_model sorts it)
+            candidates = prune(self.space, self.space.nargs(args, kwargs), kwargs)
         except Exception:       # (pruning itself raised: the full list, which the peers' digest may not match)
-            indices = list(range(len(self.configs)))
-        dicts = [config_to_dict(self.configs[i]) for i in indices]
+            candidates = self.configs
+        dicts = [config_to_dict(c) for c in candidates]
         with contextlib.suppress(Exception):    # this rank's TuningError / DistributedError: its own error wins
             agreement.agree(self.name, key_to_json(key), dicts, [], [None] * len(dicts), -1,
                             source=self.identity().source_hash)
@@ -496,9 +497,10 @@ class GraphtuneKernel(KernelInterface):
         """This kernel's configs launched first in an isolated worker on this GPU and software stack
         (isolate.config_key -> "ok" or the failure): the database's, read once (inside capture too: a read is
         host work), and those learnt in this process."""
-        if self._isolated is None:
-            self._isolated = dict(store.isolated_outcomes(self.identity()))
-        return self._isolated
+        outcomes = self._isolated
+        if outcomes is None:     # (a local: a reset() on another thread may set the attribute back to None)
+            outcomes = self._isolated = dict(store.isolated_outcomes(self.identity()))
+        return outcomes
 
     def remember_isolated(self, outcomes: dict[str, str]) -> None:
         """Keep outcomes learnt in isolated workers, in this process (so a later key starts no worker for them,

@@ -420,7 +420,7 @@ def test_cli_from_json_table_with_other_seed(tmp_path, capsys, crossover_result)
     saved.write_text(crossover_result.to_json())
     assert main(["ab", "--from-json", str(saved), "--seed", "5", "--n-boot", "300"]) == 0
     out = capsys.readouterr().out
-    assert "V3" in out and "winner changes at size 32" in out.replace("\n", " ")
+    assert "V3" in out and "config changes at size 32" in out.replace("\n", " ")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message given without CUDA")

@@ -80,9 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("graphtune: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return _reader_gone()
     except Exception as exc:  # noqa: BLE001 - the command line reports every error as one line (--debug: all)
+        if isinstance(exc, BrokenPipeError) and _stdout_gone():
+            return _reader_gone()
         if args.debug:
             raise
         if isinstance(exc, (GraphtuneError, ValueError, FileNotFoundError)):
@@ -92,6 +92,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"graphtune: error: {' '.join(text.split()) if len(text.splitlines()) <= 1 else text}",
               file=sys.stderr)
         return 2
+
+
+def _stdout_gone() -> bool:
+    """Whether a broken pipe is stdout's (its reader went away), not another pipe's (an isolated worker that died,
+    a subprocess): flushing stdout again fails then, with what it still holds."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return True
+    except (OSError, ValueError):
+        return False
+    return False
 
 
 def _reader_gone() -> int:

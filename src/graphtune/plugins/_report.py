@@ -199,7 +199,15 @@ class CaptureReporter:
 
 
 def _umask() -> int:
-    """The process's umask (reading it means setting it: set back at once)."""
+    """The process's umask: Linux's /proc/self/status states it; elsewhere reading it means setting it (set back
+    at once), which briefly changes it for the server's other threads, so only there."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
