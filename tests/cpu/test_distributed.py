@@ -345,3 +345,15 @@ def test_cli_refuses_to_throw_results_away(monkeypatch, capsys):
     monkeypatch.setenv("GRAPHTUNE_NO_DB", "1")
     assert cli_main(["tune", "_dist_workers:CLI_TARGET", "--sizes", "2"]) == 2
     assert "GRAPHTUNE_NO_DB=1 and no --out" in capsys.readouterr().err
+
+
+def test_sharded_out_that_an_export_must_not_replace_is_refused_before_timing(tmp_path):
+    """tune_sharded(out=...) naming a file that is not an export: refused before any timing (the CLI checked this
+    first; a library caller learnt it after the run, and the database copy was lost with it)."""
+    W.TIMER.table = W.deterministic_ms
+    W.TIMER.timed.clear()
+    other = tmp_path / "notes.txt"
+    other.write_text("not an export\n")
+    with pytest.raises(DatabaseError, match=r"notes.txt \(from out\).*not a graphtune tuning export"):
+        sharded.tune_sharded(W.ScaleTarget("gt_out_refused"), [1, 2], out=other)
+    assert W.TIMER.timed == [] and other.read_text() == "not an export\n"
