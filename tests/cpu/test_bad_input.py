@@ -241,6 +241,17 @@ def test_debug_and_verbose_are_taken_after_the_command(monkeypatch, capsys):
     assert main(["db", "path", "-vv"]) == 0 and main(["db", "path", "--debug"]) == 0
 
 
+def test_verbose_counts_before_and_after_the_command_add_up(monkeypatch):
+    """`graphtune -v db path -v` is -vv (debug): argparse copied the count after the command over the one before
+    (a count of 1)."""
+    import logging
+    levels = []
+    monkeypatch.setattr(logging, "basicConfig", lambda **kw: levels.append(kw["level"]))
+    for argv in (["-v", "db", "path", "-v"], ["db", "path", "-vv"], ["-v", "db", "path"], ["db", "path"]):
+        assert main(argv) == 0
+    assert levels == [logging.DEBUG, logging.DEBUG, logging.INFO, logging.WARNING]
+
+
 def test_tune_whose_make_args_raises_is_one_line(tmp_path, capsys):
     mod = tmp_path / "target_mod.py"
     mod.write_text(textwrap.dedent('''
