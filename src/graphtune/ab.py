@@ -19,11 +19,17 @@ Statistics (the exact rules)
   compared under the same conditions.
 * At each size, the **winner** has the lowest median and the **runner-up** the next lowest. The
   bootstrap distribution of ``median(other) / median(winner)`` gives a CI for every other config.
-  A config is **within noise** of the winner when the lower end of that CI is <= 1, or when its cell or the
+  A config is **within noise** of the winner when the lower end of that CI is <= ``1 + min_gain_pct / 100``
+  (``min_gain_pct``, the minimum practical gain, default 0: the lower end <= 1), or when its cell or the
   winner's holds too few values to measure noise (one trial of fewer than 5 values); the winner **beats the
   runner-up beyond noise** when the runner-up is not within noise. Coverage is approximate: on synthetic data
   (session 31's review, 5 trials x 20 samples) the 95% intervals covered the true median 98% of the time without
   a trial effect and 90% with one as large as the within-trial spread (93% at 20 trials).
+* A **minimum gain** above 0 (``graphtune ab --min-gain PCT``) asks for a margin worth acting on, not only a
+  real one: on an H200 two configs that ran the same code (same grid) differed by 3.3% at batch 8, beyond the
+  95% intervals (session 29). It is a number >= 0 and < 100. Beyond noise above, V1 / V3 and the configs kept
+  below follow from the set of configs within noise, so from the minimum gain too; ``ABResult.min_gain_pct``
+  and the JSON's ``statistics.min_gain_pct`` say which one decided.
 * **V1** (one config for every size) when at least one config is within noise of the winner at
   every size; among those the one with the least regret, regret being the mean over sizes of
   ``median(config) / median(winner)`` (ties: the earlier config).
@@ -67,9 +73,10 @@ TARGET_ALIASES = {"mla_decode": "graphtune.kernels.mla_decode.bench:AB_TARGET",
                   "mla_decode_hopper_h128_bf16": "graphtune.kernels.mla_decode.bench:AB_HOPPER_H128_BF16_TARGET",
                   "mla_decode_hopper_h128_e4m3": "graphtune.kernels.mla_decode.bench:AB_HOPPER_H128_E4M3_TARGET"}
 
-RULE = ("within noise: lower end of the bootstrap CI of median(config)/median(winner) <= 1; beyond noise: "
-        "that CI for the runner-up lies above 1; two-level bootstrap (trials, then samples within a trial), "
-        "trial draws paired across the configs of one size")
+RULE = ("within noise: lower end of the bootstrap CI of median(config)/median(winner) <= 1 + min_gain_pct/100 "
+        "(min_gain_pct: statistics.min_gain_pct); beyond noise: that lower end for the runner-up lies above it; "
+        "two-level bootstrap (trials, then samples within a trial), trial draws paired across the configs of one "
+        "size")
 GAIN_WEIGHTING = "mean over sizes of median(single config) / median(per-size winner), sizes weighted equally"
 
 # Largest number of float64 values one bootstrap chunk materialises (8 MB per 1M).
@@ -211,6 +218,7 @@ class ABResult:
     confidence: float
     n_boot: int
     seed: int
+    min_gain_pct: float = 0.0
     config_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     environment: Mapping[str, Any] = field(default_factory=dict)
     measurement: Mapping[str, Any] = field(default_factory=dict)
@@ -237,8 +245,8 @@ class ABResult:
                         for c in self.configs],
             "environment": dict(self.environment),
             "measurement": dict(self.measurement),
-            "statistics": {"confidence": self.confidence, "n_boot": self.n_boot, "seed": self.seed, "rule": RULE,
-                           "gain_weighting": GAIN_WEIGHTING},
+            "statistics": {"confidence": self.confidence, "n_boot": self.n_boot, "seed": self.seed,
+                           "min_gain_pct": self.min_gain_pct, "rule": RULE, "gain_weighting": GAIN_WEIGHTING},
             "cells": [self.cells[(c, s)].to_dict() for c in self.configs for s in self.sizes],
             "per_size": [v.to_dict() for v in self.per_size],
             "decision": self.decision.to_dict(),
@@ -251,9 +259,10 @@ class ABResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, confidence: float | None = None, n_boot: int | None = None,
-                  seed: int | None = None) -> ABResult:
+                  seed: int | None = None, min_gain_pct: float | None = None) -> ABResult:
         """Re-analyse the samples of a saved result (same statistics unless overridden; same seed, same answer).
-        A missing or malformed field is a ValueError naming it (``cells[3].size: 'big' is not an integer``)."""
+        A missing or malformed field is a ValueError naming it (``cells[3].size: 'big' is not an integer``); a file
+        without ``statistics.min_gain_pct`` (written before it existed) was decided at 0."""
         if not isinstance(data, Mapping) or data.get("schema") != SCHEMA:
             found = data.get("schema") if isinstance(data, Mapping) else type(data).__name__
             raise ValueError(f"not a graphtune A/B result: schema {found!r}, expected {SCHEMA!r}")
@@ -292,8 +301,13 @@ class ABResult:
                                  f"now; re-analyse with --n-boot {MIN_BOOT} or more (n_boot= from Python)")
         if seed is None:
             seed = _saved_int(_saved_field(stats, "seed", "statistics.seed"), "statistics.seed")
+        if min_gain_pct is None:
+            saved = stats.get("min_gain_pct", 0.0)
+            min_gain_pct = _saved_number(saved, "statistics.min_gain_pct")
+            if not _valid_min_gain(min_gain_pct):
+                raise ValueError(f"statistics.min_gain_pct: {saved!r} is not a finite number >= 0 and < 100")
         return decide(samples, target=str(data.get("target", "")), confidence=confidence, n_boot=n_boot, seed=seed,
-                      config_params=params, errors=errors, bytes_moved=bytes_moved,
+                      min_gain_pct=min_gain_pct, config_params=params, errors=errors, bytes_moved=bytes_moved,
                       environment=_saved_object(data.get("environment") or {}, "environment"),
                       measurement=_saved_object(data.get("measurement") or {}, "measurement"))
 
@@ -317,10 +331,14 @@ class ABResult:
 
     def render_table(self) -> Any:
         """A rich Table: rows are configs, columns sizes; the winner bold with a star, configs within noise
-        plain, the rest dim with their excess over the winner. The caption states the decision."""
+        plain, the rest dim with their excess over the winner. The caption states the decision; the title and the
+        last row's label, a minimum gain above 0."""
         from rich.table import Table
 
         title = f"A/B {self.target}: median ms per launch ({self.confidence:.0%} CIs in the JSON)"
+        if self.min_gain_pct:
+            title += (f"; min gain {self.min_gain_pct:g}%: within noise where the lower end of the ratio's CI is "
+                      f"<= {1 + self.min_gain_pct / 100:g}")
         table = Table(title=title, caption=self.decision.summary(), caption_justify="left")
         table.add_column("config", overflow="fold")
         for size in self.sizes:
@@ -343,7 +361,8 @@ class ABResult:
                     row.append(f"[dim]{text} (+{(verdict.ratios[label][0] - 1) * 100:.0f}%)[/dim]")
             table.add_row(*row)
         margins = ["runner-up slower by"]
-        noise = ["winner beyond noise"]
+        noise = [f"winner beyond noise\nand min gain {self.min_gain_pct:g}%" if self.min_gain_pct
+                 else "winner beyond noise"]
         for verdict in self.per_size:
             if verdict.runner_up is None:
                 margins.append("-")
@@ -419,7 +438,8 @@ class ABResult:
         decision = self.decision
         head = f"V1: {decision.config}" if decision.kind == "V1" else \
             f"V3, crossovers at {list(decision.crossovers)}, gain {decision.gain_pct or 0:+.1f}% over one config"
-        top.set_title(f"{self.target}: {head}\nbackground: winner per size (darker: beats runner-up beyond noise)",
+        beyond = "beyond noise" + (f" and min gain {self.min_gain_pct:g}%" if self.min_gain_pct else "")
+        top.set_title(f"{self.target}: {head}\nbackground: winner per size (darker: beats runner-up {beyond})",
                       fontsize=9)
         top.legend(fontsize=6 if len(self.configs) > 6 else 8, loc="upper left")
         fig.savefig(path, dpi=110)
@@ -541,12 +561,19 @@ MIN_BOOT = 100          # fewer resamples cannot place a 95% interval's ends (on
 MIN_CELL_SAMPLES = 5    # fewer values in a cell (and fewer than 2 trials) say nothing of its noise
 
 
-def check_statistics(confidence: Any, n_boot: Any) -> None:
+def _valid_min_gain(value: Any) -> bool:
+    return (not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
+            and 0 <= value < 100)
+
+
+def check_statistics(confidence: Any, n_boot: Any, min_gain_pct: Any = 0.0) -> None:
     """The statistics options, one line naming a bad one (``ab`` checks them before any timing)."""
     if isinstance(confidence, bool) or not isinstance(confidence, numbers.Real) or not 0 < confidence < 1:
         raise ValueError(f"confidence must be between 0 and 1, got {confidence!r}")
     if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < MIN_BOOT:
         raise ValueError(f"n_boot must be an int >= {MIN_BOOT}, got {n_boot!r}")
+    if not _valid_min_gain(min_gain_pct):
+        raise ValueError(f"min_gain_pct must be a finite number >= 0 and < 100 (a percentage), got {min_gain_pct!r}")
 
 
 def _size_key(size: Any, label: str) -> int:
@@ -573,16 +600,19 @@ def _size_seed(seed: int, size: int) -> int:
 
 
 def decide(samples: Mapping[str, Mapping[int, Sequence[Any]]], *, target: str = "", confidence: float = 0.95,
-           n_boot: int = 2000, seed: int = 0, config_params: Mapping[str, Mapping[str, Any]] | None = None,
+           n_boot: int = 2000, seed: int = 0, min_gain_pct: float = 0.0,
+           config_params: Mapping[str, Mapping[str, Any]] | None = None,
            errors: Mapping[tuple[str, int], str] | None = None, bytes_moved: Mapping[int, int] | None = None,
            environment: Mapping[str, Any] | None = None, measurement: Mapping[str, Any] | None = None) -> ABResult:
     """Statistics and the V1 / V3 decision over a results table (rules in the module docstring).
 
     ``samples[config_label][size]`` is a list of trials, each a list of ms per launch (or a flat list of
     numbers, one per trial). An empty list marks a config that failed at that size (``errors`` says why).
-    Every config must have every size; configs keep their order, which breaks ties.
+    Every config must have every size; configs keep their order, which breaks ties. ``min_gain_pct`` (percent,
+    0 <= it < 100) is the minimum practical gain: a config whose ratio to the winner may be as low as
+    ``1 + min_gain_pct / 100`` (the lower end of its CI) counts as within noise.
     """
-    check_statistics(confidence, n_boot)
+    check_statistics(confidence, n_boot, min_gain_pct)
     if not samples:
         raise ValueError("no configs in the samples")
     samples = {label: {_size_key(s, label): v for s, v in per.items()} for label, per in samples.items()}
@@ -597,6 +627,7 @@ def decide(samples: Mapping[str, Mapping[int, Sequence[Any]]], *, target: str = 
     errors = dict(errors or {})
     bytes_moved = dict(bytes_moved or {})
     q_lo = (1 - confidence) / 2
+    threshold = 1.0 + min_gain_pct / 100.0
     quantiles = torch.tensor([q_lo, 1 - q_lo], dtype=torch.float64)
 
     cells: dict[tuple[str, int], CellStats] = {}
@@ -637,7 +668,7 @@ def decide(samples: Mapping[str, Mapping[int, Sequence[Any]]], *, target: str = 
             ratios[label] = (medians[label] / medians[winner], lo, hi)
         # a config whose cell (or the winner's) holds too few values to measure noise counts as within it
         measured = {c: _measured_noise(trials[c]) for c in ok}
-        within = tuple(c for c in ranked if ratios[c][1] <= 1.0 or not (measured[c] and measured[winner]))
+        within = tuple(c for c in ranked if ratios[c][1] <= threshold or not (measured[c] and measured[winner]))
         runner_up = ranked[1] if len(ranked) > 1 else None
         verdicts.append(SizeVerdict(size=size, winner=winner, runner_up=runner_up,
                                     beyond_noise=runner_up is not None and runner_up not in within,
@@ -646,6 +677,7 @@ def decide(samples: Mapping[str, Mapping[int, Sequence[Any]]], *, target: str = 
     decision = _decision(labels, verdicts)
     return ABResult(target=target, sizes=tuple(sizes), configs=tuple(labels), cells=cells, per_size=tuple(verdicts),
                     decision=decision, confidence=confidence, n_boot=n_boot, seed=seed,
+                    min_gain_pct=float(min_gain_pct),
                     config_params={k: dict(v) for k, v in (config_params or {}).items()},
                     environment=dict(environment or {}), measurement=dict(measurement or {}))
 
@@ -761,7 +793,7 @@ def _check_sizes(sizes: Sequence[int]) -> list[int]:
 def ab(target: BenchTarget | str, sizes: Sequence[int] | None = None,
        configs: Sequence[triton.Config] | str | None = None, *, trials: int = 5, samples: int = 20,
        launches_per_sample: int | None = None, sampler: Sampler | None = None, confidence: float = 0.95,
-       n_boot: int = 2000, seed: int = 0) -> ABResult:
+       n_boot: int = 2000, seed: int = 0, min_gain_pct: float = 0.0) -> ABResult:
     """Time every config at every size inside CUDA graph replay and decide V1 or V3.
 
     ``target`` is a bench target or its spec (``MODULE:ATTR``, ``mla_decode``); ``sizes`` default to the
@@ -769,7 +801,8 @@ def ab(target: BenchTarget | str, sizes: Sequence[int] | None = None,
     Each of ``trials`` independent trials takes ``samples`` graph replays per cell, one capture per cell.
     ``sampler(calls, samples=..., launches_per_sample=...)`` returns ms per launch, one value per replay;
     the default is ``graphtune.timing.graph_replay_samples`` (needs CUDA). A config that raises (does not
-    compile, out of resources) becomes a failed cell, logged, not an abort.
+    compile, out of resources) becomes a failed cell, logged, not an abort. ``confidence``, ``n_boot``, ``seed``
+    and ``min_gain_pct`` are ``decide``'s.
     """
     if isinstance(target, str):
         target = resolve_target(target)
@@ -789,7 +822,7 @@ def ab(target: BenchTarget | str, sizes: Sequence[int] | None = None,
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    check_statistics(confidence, n_boot)     # before the timing, which a bad value would otherwise waste
+    check_statistics(confidence, n_boot, min_gain_pct)     # before the timing, which a bad value would otherwise waste
     if sampler is None:
         sampler = _graph_replay_sampler()
     kwargs: dict[str, Any] = {"samples": samples}
@@ -828,5 +861,6 @@ def ab(target: BenchTarget | str, sizes: Sequence[int] | None = None,
     measurement = {"trials": trials, "samples": samples, "launches_per_sample": launches_per_sample,
                    "sampler": getattr(sampler, "__qualname__", type(sampler).__name__)}
     return decide(table, target=target.name, confidence=confidence, n_boot=n_boot, seed=seed,
+                  min_gain_pct=min_gain_pct,
                   config_params={label: config_to_dict(c) for label, c in zip(labels, configs)}, errors=errors,
                   bytes_moved=bytes_moved, environment=_environment(), measurement=measurement)

@@ -569,3 +569,170 @@ def test_ab_checks_its_statistics_before_any_timing(kwargs, message):
     with pytest.raises(ValueError, match=message):
         ab(FakeTarget(), trials=3, samples=7, sampler=sampler, **kwargs)
     assert sampler.seen == []
+
+
+# ------------------------------------------------------------------------------------- minimum practical gain
+
+def _same_code_3pct(rng: random.Random) -> dict[str, dict[int, list]]:
+    """Session 29 on an H200: T8 with and without SPLIT_MAX 32 ran the same code, yet one was 3% faster at batch 8
+    and the other at 16, each beyond the 95% intervals (0.5% noise, 5 trials x 20 samples)."""
+    return {"T8": {8: trials(rng, 0.0380, noise=0.005), 16: trials(rng, 0.0575 * 1.03, noise=0.005)},
+            "T8,SPLIT_MAX=32": {8: trials(rng, 0.0380 * 1.03, noise=0.005), 16: trials(rng, 0.0575, noise=0.005)}}
+
+
+def test_min_gain_makes_a_real_3pct_difference_within_noise():
+    samples = _same_code_3pct(random.Random(29))
+    strict, practical = decide(samples, n_boot=N_BOOT), decide(samples, n_boot=N_BOOT, min_gain_pct=5)
+    # the premise: at each size the loser's ratio CI lies above 1 (real) and starts below 1.05 (small)
+    for verdict in strict.per_size:
+        _, lo, _ = verdict.ratios[verdict.runner_up]
+        assert 1.0 < lo < 1.05, (verdict.size, lo)
+    assert all(v.beyond_noise for v in strict.per_size)
+    assert (strict.decision.kind, strict.decision.crossovers) == ("V3", (16,))
+    assert strict.decision.per_size == ((8, "T8"), (16, "T8,SPLIT_MAX=32"))
+    assert not any(v.beyond_noise for v in practical.per_size)
+    assert all(set(v.within_noise) == {"T8", "T8,SPLIT_MAX=32"} for v in practical.per_size)
+    assert practical.decision.kind == "V1" and practical.decision.crossovers == ()
+    # the medians and intervals do not depend on the setting; only what counts as within noise does
+    assert [v.ratios for v in practical.per_size] == [v.ratios for v in strict.per_size]
+    assert (strict.min_gain_pct, practical.min_gain_pct) == (0.0, 5.0)
+    assert practical.to_dict()["statistics"]["min_gain_pct"] == 5.0
+    # 0, the default, is the rule as it was
+    assert decide(samples, n_boot=N_BOOT, min_gain_pct=0).to_dict() == strict.to_dict()
+
+
+def test_min_gain_keeps_the_bucket_below_where_a_size_is_won_by_less():
+    """A wins at 1 by 10%, B at 8 by 3% and at 128 by 10%: no V1 either way, but at a 5% minimum gain the 3% flip at
+    8 keeps A there, so the bucket boundary moves to 128 (one crossover, where the gain is worth one)."""
+    factors = {"A": {1: 1.0, 8: 1.03, 128: 1.10}, "B": {1: 1.10, 8: 1.0, 128: 1.0}}
+    samples = table(random.Random(8), factors, noise=0.005)
+    strict, practical = decide(samples, n_boot=N_BOOT), decide(samples, n_boot=N_BOOT, min_gain_pct=5)
+    assert strict.decision.per_size == ((1, "A"), (8, "B"), (128, "B")) and strict.decision.crossovers == (8,)
+    assert practical.verdict(8).winner == "B" and not practical.verdict(8).beyond_noise
+    assert practical.verdict(1).beyond_noise and practical.verdict(128).beyond_noise
+    assert practical.decision.kind == "V3"
+    assert practical.decision.per_size == ((1, "A"), (8, "A"), (128, "B")) and practical.decision.crossovers == (128,)
+
+
+@pytest.mark.parametrize("min_gain, within", [(3, True), (2.999999, False), (3.000001, True)],
+                         ids=["at-3", "just-below", "just-above"])
+def test_min_gain_boundary_is_inclusive(min_gain, within):
+    # cells of one repeated value: every resample's ratio is exactly 0.515 / 0.5 = 1.03 = 1 + 3 / 100
+    samples = {"A": {4: [[0.5] * 5, [0.5] * 5]}, "B": {4: [[0.515] * 5, [0.515] * 5]}}
+    verdict = decide(samples, n_boot=N_BOOT, min_gain_pct=min_gain).verdict(4)
+    assert verdict.ratios["B"] == (1.0 + 3 / 100,) * 3
+    assert ("B" in verdict.within_noise) is within
+    assert verdict.beyond_noise is not within
+
+
+def test_min_gain_boundary_on_noisy_samples():
+    samples = _same_code_3pct(random.Random(29))
+    lo = decide(samples, n_boot=N_BOOT, seed=4).verdict(8).ratios["T8,SPLIT_MAX=32"][1]
+    at = (lo - 1) * 100      # the minimum gain at which the slower config's CI just reaches the threshold
+    below = decide(samples, n_boot=N_BOOT, seed=4, min_gain_pct=at * (1 - 1e-6)).verdict(8)
+    above = decide(samples, n_boot=N_BOOT, seed=4, min_gain_pct=at * (1 + 1e-6)).verdict(8)
+    assert (below.within_noise, below.beyond_noise) == (("T8",), True)
+    assert (above.within_noise, above.beyond_noise) == (("T8", "T8,SPLIT_MAX=32"), False)
+
+
+def test_min_gain_is_stated_in_the_table():
+    from rich.console import Console
+
+    samples = _same_code_3pct(random.Random(29))
+    texts = []
+    for min_gain in (0, 5):
+        console = Console(record=True, width=200)
+        console.print(decide(samples, n_boot=N_BOOT, min_gain_pct=min_gain).render_table())
+        texts.append(" ".join(console.export_text().split()))      # the title wraps to the table's width
+    assert "min gain" not in texts[0] and "winner beyond noise" in texts[0]
+    assert "min gain 5%: within noise where the lower end of the ratio's CI is <= 1.05" in texts[1]
+    assert "and min gain 5%" in texts[1] and "V1" in texts[1]
+
+
+def test_min_gain_round_trips_through_json():
+    saved = decide(_same_code_3pct(random.Random(29)), n_boot=N_BOOT, min_gain_pct=5).to_dict()
+    again = ABResult.from_dict(json.loads(json.dumps(saved)))
+    assert again.min_gain_pct == 5.0 and again.to_dict() == saved      # the saved setting decides again
+    strict = ABResult.from_dict(saved, min_gain_pct=0)
+    assert (strict.min_gain_pct, strict.decision.kind) == (0.0, "V3")
+    # a file from before the setting was decided at 0
+    del saved["statistics"]["min_gain_pct"]
+    assert ABResult.from_dict(saved).to_dict() == strict.to_dict()
+
+
+def test_cli_from_json_redecides_with_another_min_gain(tmp_path, capsys):
+    saved = tmp_path / "ab.json"
+    saved.write_text(decide(_same_code_3pct(random.Random(29)), target="same-code", n_boot=N_BOOT).to_json())
+    assert main(["ab", "--from-json", str(saved), "--json"]) == 0
+    before = json.loads(capsys.readouterr().out)
+    assert (before["statistics"]["min_gain_pct"], before["decision"]["kind"]) == (0.0, "V3")
+    assert main(["ab", "--from-json", str(saved), "--min-gain", "5", "--json"]) == 0
+    after = json.loads(capsys.readouterr().out)
+    assert (after["statistics"]["min_gain_pct"], after["decision"]["kind"]) == (5.0, "V1")
+    assert [v["beyond_noise"] for v in before["per_size"]] == [True, True]
+    assert [v["beyond_noise"] for v in after["per_size"]] == [False, False]
+    assert after["cells"] == before["cells"]
+    assert main(["ab", "--from-json", str(saved), "--min-gain", "5", "--out", str(tmp_path / "again")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "min gain 5%" in out and "V1: one config" in out
+    assert json.loads((tmp_path / "again" / "ab.json").read_text())["statistics"]["min_gain_pct"] == 5.0
+    assert _png_size(tmp_path / "again" / "ab.png")[0] > 0
+
+
+BAD_MIN_GAINS = [(-1, "-1"), (float("nan"), "nan"), (float("inf"), "inf"), (100, "100"), (True, "True"),
+                 ("5", "'5'")]
+
+
+@pytest.mark.parametrize("value, shown", BAD_MIN_GAINS, ids=["negative", "nan", "inf", "100", "bool", "string"])
+def test_decide_and_ab_refuse_a_bad_min_gain(value, shown):
+    message = f"min_gain_pct must be a finite number >= 0 and < 100 (a percentage), got {shown}"
+    with pytest.raises(ValueError) as error:
+        decide({"a": {1: [[0.1]]}}, n_boot=N_BOOT, min_gain_pct=value)
+    assert str(error.value) == message
+    sampler = fake_sampler(lambda size, block: 1.0)
+    with pytest.raises(ValueError) as error:
+        ab(FakeTarget(), trials=3, samples=7, sampler=sampler, n_boot=N_BOOT, min_gain_pct=value)
+    assert str(error.value) == message
+    assert sampler.seen == []       # refused before any timing
+
+
+@pytest.mark.parametrize("text, shown", [("-1", "-1.0"), ("nan", "nan"), ("inf", "inf"), ("1e400", "inf"),
+                                         ("100", "100.0")],
+                         ids=["negative", "nan", "inf", "overflow", "100"])
+@pytest.mark.parametrize("source", ["from-json", "target"])
+def test_cli_refuses_a_bad_min_gain_in_one_line(tmp_path, capsys, monkeypatch, crossover_result, source, text, shown):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    saved = tmp_path / "ab.json"
+    saved.write_text(crossover_result.to_json())
+    head = ["--from-json", str(saved)] if source == "from-json" else ["mla_decode", "--sizes", "8,16"]
+    out = tmp_path / "out"
+    assert main(["ab", *head, "--min-gain", text, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"graphtune: error: min_gain_pct must be a finite number >= 0 and < 100 (a percentage), got {shown}"
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("text", ["abc", "True", ""], ids=["word", "bool", "empty"])
+def test_cli_refuses_a_min_gain_that_is_no_number(tmp_path, capsys, crossover_result, text):
+    saved = tmp_path / "ab.json"
+    saved.write_text(crossover_result.to_json())
+    with pytest.raises(SystemExit) as exit_:
+        main(["ab", "--from-json", str(saved), "--min-gain", text])
+    assert exit_.value.code == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert errors == [f"graphtune ab: error: argument --min-gain: invalid float value: {text!r}"]
+
+
+@pytest.mark.parametrize("value, problem", [("x", "'x' is not a number"), (True, "True is not a number"),
+                                            (100, "100 is not a finite number >= 0 and < 100"),
+                                            (-0.5, "-0.5 is not a finite number >= 0 and < 100")],
+                         ids=["string", "bool", "100", "negative"])
+def test_cli_from_json_names_a_bad_saved_min_gain(tmp_path, capsys, crossover_result, value, problem):
+    path = tmp_path / "ab.json"
+    path.write_text(json.dumps(_broken(crossover_result.to_dict(), "statistics.min_gain_pct", value)))
+    assert main(["ab", "--from-json", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"graphtune: error: --from-json {path}: statistics.min_gain_pct: {problem}"
+    # --min-gain decides instead of the saved value, as --confidence does for the saved confidence
+    assert main(["ab", "--from-json", str(path), "--min-gain", "0", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["statistics"]["min_gain_pct"] == 0.0

@@ -15,6 +15,7 @@ examples:
   graphtune ab mla_decode --sizes 1,8,32,60,90,128 --out ab-mla
   graphtune ab mypkg.bench:TARGET --configs "num_warps=4,BLOCK_N=32;num_warps=8,BLOCK_N=64" --trials 7
   graphtune ab --from-json ab-mla/ab.json --confidence 0.99      (re-analyse saved samples; no GPU needed)
+  graphtune ab --from-json ab-mla/ab.json --min-gain 5            (a margin that may be under 5% is within noise)
 
 built-in targets: """ + ", ".join(f"{k} ({v})" for k, v in TARGET_ALIASES.items())
 
@@ -40,6 +41,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--confidence", type=float, default=None, help="confidence level of the intervals (0.95)")
     p.add_argument("--n-boot", type=int, default=None, help="bootstrap resamples (2000)")
     p.add_argument("--seed", type=int, default=None, help="bootstrap seed (0)")
+    p.add_argument("--min-gain", type=float, default=None, metavar="PCT",
+                   help="minimum practical gain in percent: a config counts as within noise of the winner when the "
+                        "lower end of the CI of its median's ratio to the winner's is <= 1 + PCT/100 (0: <= 1); a "
+                        "decision setting, also for --from-json (default: 0, or the saved file's)")
     p.add_argument("--from-json", metavar="FILE", help="re-analyse the samples of a saved ab.json instead of timing")
     p.add_argument("--out", metavar="DIR", help="write ab.json and ab.png here")
     p.add_argument("--json", action="store_true", help="print the JSON result instead of a table")
@@ -48,9 +53,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def handler(args: argparse.Namespace) -> int:
     stats: dict[str, Any] = {k: v for k, v in (("confidence", args.confidence), ("n_boot", args.n_boot),
-                                                 ("seed", args.seed)) if v is not None}
+                                                 ("seed", args.seed), ("min_gain_pct", args.min_gain)) if v is not None}
     # the statistics options are the command's, not the file's: checked here, named as flags
-    check_statistics(stats.get("confidence", 0.95), stats.get("n_boot", 2000))
+    check_statistics(stats.get("confidence", 0.95), stats.get("n_boot", 2000), stats.get("min_gain_pct", 0.0))
     if args.from_json:
         if args.target or args.sizes or args.configs != "all":
             raise ValueError("--from-json re-analyses the saved sizes and configs: give no target, --sizes or "
