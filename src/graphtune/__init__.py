@@ -1,7 +1,7 @@
 """graphtune: capture-safe, per-bucket Triton autotuning for CUDA-graph-captured inference servers.
 
 The public names below are imported on first use (PEP 562), so ``import graphtune`` and commands that need
-neither torch nor triton (``graphtune audit``, ``graphtune db ls``) do not pay for importing them (about 2 s).
+neither torch nor triton (``graphtune audit``, ``graphtune db path``) do not pay for importing them (about 2 s).
 """
 from __future__ import annotations
 

@@ -8,7 +8,6 @@ import os
 import sys
 from typing import Any
 
-from .configs import number, parse_list
 from .errors import UserCodeError, one_line
 
 
@@ -79,4 +78,5 @@ def load_object(spec: str, what: str, *, default_attr: str | None = None, form: 
 
 def parse_sizes(text: str, flag: str = "--sizes") -> list[int]:
     """``"1,2,4"`` -> ``[1, 2, 4]``; anything but positive integers is a ValueError naming the flag and value."""
+    from .configs import number, parse_list     # (configs imports triton, which `graphtune audit` never needs)
     return parse_list(text, lambda item: int(number(item, integer=True, minimum=1)), what=flag, nothing="sizes")

@@ -1601,6 +1601,8 @@ def load(path: str | os.PathLike) -> ImportReport:
     never written to disk, so it works with GRAPHTUNE_DB_READONLY=1). Entries of other GPUs or versions are
     held but never match. Between two files, the better chosen median wins and the conflict is reported. A bad
     file is a DatabaseError naming it, and nothing is loaded."""
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise DatabaseError(f"graphtune.load(path={path!r}): expected the path of a tuning export file")
     incoming = _read_export(path)
     counts = {"add": 0, "replace": 0, "keep": 0}
     conflicts = []

@@ -8,6 +8,7 @@ padded up to the next captured size, and a batch above the largest captured size
 from __future__ import annotations
 
 import bisect
+import operator
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
@@ -18,6 +19,17 @@ from .descriptors import element_type, is_descriptor
 ENGINE_CAPTURE_SIZES: tuple[int, ...] = (1, 2, 4, 8, 12, 16, *range(24, 257, 8))
 
 _SCALARS = frozenset({int, float, bool, str, type(None)})   # never descriptors: skipped without a look
+
+
+def _whole(value: Any) -> int | None:
+    """An integer size (an int, a numpy or torch integer scalar: ``operator.index``) as an int; None for anything
+    else (a bool, a float, a string)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -42,16 +54,26 @@ class Buckets:
             values = list(sizes)
         except TypeError:
             raise TypeError(f"Buckets.explicit(sizes={sizes!r}): sizes must be an iterable of ints") from None
-        bad = [s for s in values if not isinstance(s, int) or isinstance(s, bool) or s < 1]
+        whole = [_whole(s) for s in values]
+        bad = [s for s, w in zip(values, whole) if w is None or w < 1]
         if not values or bad:
             raise ValueError(f"Buckets.explicit(sizes={values!r}): need at least one size, all positive ints"
                              + (f"; bad: {bad}" if bad else ""))
-        return cls(kind="explicit", sizes=tuple(sorted(set(values))))
+        # (numpy / torch integers as ints: they are hashed, compared and stored as keys)
+        return cls(kind="explicit", sizes=tuple(sorted(set(whole))))
 
     def __post_init__(self) -> None:
         if self.kind not in ("pow2", "explicit"):
             raise ValueError(f"Buckets(kind={self.kind!r}): expected 'pow2' or 'explicit' (use Buckets.pow2() or "
                              f"Buckets.explicit(sizes))")
+        if self.kind == "explicit" and (not isinstance(self.sizes, tuple) or not self.sizes
+                                        or any(type(v) is not int or v < 1 for v in self.sizes)
+                                        or list(self.sizes) != sorted(set(self.sizes))):
+            raise ValueError(f"Buckets(kind='explicit', sizes={self.sizes!r}): build it with Buckets.explicit(sizes)")
+        if self.kind == "pow2" and (self.sizes or self.max is not None and (type(self.max) is not int
+                                                                             or self.max < 1)):
+            raise ValueError(f"Buckets(kind='pow2', sizes={self.sizes!r}, max={self.max!r}): build it with "
+                             f"Buckets.pow2(max)")
         # a lookup table for the common case (a batch size up to the largest explicit bucket): one index
         # instead of a bisect on the launch hot path
         table: tuple[int, ...] = ()
@@ -67,9 +89,12 @@ class Buckets:
     def _slow(self, value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             try:
-                value = int(value)  # numpy / torch integer scalars
+                whole = int(value)  # numpy / torch integer scalars
             except (TypeError, ValueError):
                 raise TypeError(f"bucketed key value {value!r} is not an integer") from None
+            if whole != value:      # (2.7 would have truncated to 2, below its bucket)
+                raise TypeError(f"bucketed key value {value!r} is not an integer")
+            value = whole
         if value < 0:
             raise ValueError(f"bucketed key value {value} is negative: a batch or token count cannot be")
         if self.kind == "explicit":

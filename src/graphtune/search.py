@@ -6,6 +6,8 @@ once from its decorator arguments. Runs outside capture only (the tuner checks b
 """
 from __future__ import annotations
 
+import math
+import numbers
 import os
 import time
 from dataclasses import dataclass, field
@@ -364,6 +366,17 @@ def _validate(space: Space, candidates, args, kwargs, grid, nargs, skip: set[int
 # --------------------------------------------------------------------------------------------------- time
 
 
+def _injected_times(space: Space, out: Any) -> list[float]:
+    """What an injected ``do_bench`` returned, as times: a finite number >= 0 (ms) or a list of them, else one line
+    naming it (a NaN would have ranked candidates arbitrarily and then failed the database write)."""
+    values = list(out) if isinstance(out, (list, tuple)) else [out]
+    if not values or any(isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v < 0
+                         for v in values):
+        raise ValueError(f"kernel {space.name!r}: do_bench returned {out!r}; expected a time in ms (a finite number "
+                         f">= 0) or a list of them")
+    return [float(v) for v in values]
+
+
 def _time(space: Space, candidates, alive, args, kwargs, grid, nargs, order: list[int],
           sample_single: bool = False) -> tuple[Selection, str, int]:
     """Time the surviving candidates; the selection is over ``alive`` (indices into it)."""
@@ -373,8 +386,7 @@ def _time(space: Space, candidates, alive, args, kwargs, grid, nargs, order: lis
     if space.do_bench is not None:
         def sample(j: int, k: int) -> list[float]:
             taken[0] += 1
-            out = space.do_bench(calls[j])
-            return [float(x) for x in out] if isinstance(out, (list, tuple)) else [float(out)]
+            return _injected_times(space, space.do_bench(calls[j]))
         sel = select(n, sample, sample_single=sample_single, order=order, initial=1, budget_samples=n)
         return sel, "injected do_bench", taken[0]
     if not capture.on_gpu():

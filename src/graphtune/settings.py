@@ -1,7 +1,7 @@
 """Every GRAPHTUNE_* environment variable, read in this one place.
 
 Values are read when asked for (nothing is cached) so that a server's launcher, or a test, can set them
-after ``import graphtune``. ``override(NAME=value)`` sets them in code (it wins over the environment; as a
+after ``import graphtune`` (GRAPHTUNE_FAST_LAUNCH: before a kernel is decorated, its row says why). ``override(NAME=value)`` sets them in code (it wins over the environment; as a
 context manager it restores the previous values on exit); ``graphtune.state.reset()`` drops overrides.
 
 =============================  ==========================================================================
@@ -24,7 +24,8 @@ GRAPHTUNE_TIMER_BUDGET_MS      total GPU time budget per key for the graph timer
 GRAPHTUNE_TIMER_MEM_MB         most memory the timer may allocate for rotating input copies (default 1024).
 GRAPHTUNE_DIST_TIMEOUT_S       seconds to wait for peer ranks in a collective (default 300).
 GRAPHTUNE_FAST_LAUNCH          ``0`` turns off launching the cached compiled kernel directly on a tuned hit
-                               (then every launch goes through ``JITFunction.run``). Default on.
+                               (then every launch goes through ``JITFunction.run``). Default on. Read when a
+                               kernel is decorated: set it before the kernel's module is imported.
 GRAPHTUNE_ISOLATE              ``1``: candidate configs that never ran on this device and software stack are
                                launched first in a worker process (isolate.py); one that faults, hangs or
                                kills the worker is recorded as failed and never launched here.
@@ -37,9 +38,10 @@ GRAPHTUNE_PLUGIN               ``1`` turns on the vLLM / SGLang plugins (install
 GRAPHTUNE_LOAD                 export file(s) of ``graphtune db export`` that the plugins pass to
                                ``graphtune.load`` at start-up; several are separated by ``os.pathsep``.
 GRAPHTUNE_COVERAGE_OUT         where the plugins write each process's coverage report (JSON): a directory
-                               (``graphtune-coverage-<engine>-rank<r>-pid<pid>.json`` in it), or a path
-                               ending in ``.json``, used as a stem (``cov.json`` ->
-                               ``cov-<engine>-rank<r>-pid<pid>.json``). Unset: the report goes to the log only.
+                               (``graphtune-coverage-<engine>[-rank<r>]-pid<pid>.json`` in it; no rank part
+                               where there is no rank), or a path ending in ``.json``, used as a stem
+                               (``cov.json`` -> ``cov-<engine>[-rank<r>]-pid<pid>.json``). Unset: the report
+                               goes to the log only.
 GRAPHTUNE_PLUGIN_AGREE         ``off`` (default), ``merge`` or ``broadcast``: whether the plugins let an
                                engine's ranks agree on configs over the default ``torch.distributed`` group
                                (``set_process_group(None, mode)``). Off by default: an engine's default group
@@ -241,12 +243,16 @@ def interpret() -> bool:
 
 
 def validate_all() -> None:
-    """Read every setting once, so a bad value fails where graphtune is first used (``autotune``, ``warmup``,
+    """Read every tuning setting once, so a bad value fails where graphtune is first used (``autotune``, ``warmup``,
     ``freeze``, the command line) with a ValueError naming the variable and value, not at the first miss inside
-    a serving loop. GRAPHTUNE_FORCE is parsed here; its parameters are checked against each kernel."""
+    a serving loop (the plugin's settings are read when a plugin activates). GRAPHTUNE_FORCE is parsed here when set
+    (its parser imports triton, which commands that need none, ``graphtune audit`` and the database's, then never
+    do); its parameters are checked against each kernel."""
     for read in (policy, db_readonly, db_disabled, check, timer, timer_budget_ms, timer_mem_mb, dist_timeout_s,
                  fast_launch, progress, interpret, isolate, isolate_timeout_s):
         read()
-    from .configs import parse_force_spec
-    parse_force_spec(force_spec())
+    spec = force_spec()
+    if spec:
+        from .configs import parse_force_spec
+        parse_force_spec(spec)
 

@@ -57,6 +57,7 @@ def force(name: str, **params: Any) -> None:
     Parameters not given keep the kernel's default config values. An unknown parameter is a ConfigError
     now when the kernel exists, else at its decoration or at ``check_forces()``.
     """
+    _check_name(f"force({name!r})", name)
     if not params:
         raise ConfigError(f"force({name!r}): give at least one parameter, e.g. num_warps=8")
     with STATE.lock:
@@ -64,6 +65,16 @@ def force(name: str, **params: Any) -> None:
             k._forced_from(params)  # validates
         STATE.forces[name] = dict(params)
         STATE.force_gen += 1
+
+
+def _check_name(call: str, name: Any) -> None:
+    """A kernel name GRAPHTUNE_FORCE can refer to: a non-empty string without ``:;,=`` (the spec's separators) or
+    surrounding whitespace (the spec's parser strips it), else one line."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{call}: a kernel name must be a non-empty string")
+    if name != name.strip() or any(c in name for c in ":;,="):
+        raise ValueError(f"{call}: a kernel name may not contain ':', ';', ',' or '=' nor begin or end with "
+                         f"whitespace (GRAPHTUNE_FORCE=\"name:param=value;...\" could not name it)")
 
 
 def unforce(name: str | None = None) -> None:
@@ -157,6 +168,20 @@ class GraphtuneKernel(KernelInterface):
         self.buckets = dict(buckets or {})
         if default is not None and not isinstance(default, triton.Config):
             raise TypeError(f"kernel {self.name!r}: default must be a triton.Config, got {default!r}")
+        if default is not None:
+            every = set.intersection(*(set(c.kwargs) for c in self.configs))
+            some = set().union(*(set(c.kwargs) for c in self.configs))
+            missing, extra = sorted(every - set(default.kwargs)), sorted(set(default.kwargs) - some)
+            if missing or extra:
+                raise ValueError(f"kernel {self.name!r}: default={default} "
+                                 + (f"lacks {missing}, which every config sets" if missing else "")
+                                 + ("; " if missing and extra else "")
+                                 + (f"sets {extra}, which no config sets" if extra else ""))
+        meta = set().union(*(set(c.kwargs) for c in self.configs))
+        in_key = sorted(meta & set(self.keys))
+        if in_key:
+            raise ValueError(f"kernel {self.name!r}: key names {in_key}, which the configs set (a key is an "
+                             f"argument of the launch)")
         self.default = default
         if policy is not None and policy not in capture.POLICIES:
             raise ValueError(f"kernel {self.name!r}: policy={policy!r}; expected one of {capture.POLICIES}")
@@ -173,6 +198,15 @@ class GraphtuneKernel(KernelInterface):
         unknown = set(prune) - {"perf_model", "top_k", "early_config_prune"}
         if unknown:
             raise ValueError(f"kernel {self.name!r}: prune_configs_by has unknown entries {sorted(unknown)}")
+        for entry in ("perf_model", "early_config_prune"):
+            if prune.get(entry) is not None and not callable(prune[entry]):
+                raise TypeError(f"kernel {self.name!r}: prune_configs_by[{entry!r}] = {prune[entry]!r}, expected a "
+                                f"callable")
+        top_k = prune.get("top_k", 1.0)
+        if isinstance(top_k, bool) or not (isinstance(top_k, int) and top_k >= 1
+                                           or isinstance(top_k, float) and 0 < top_k <= 1):
+            raise ValueError(f"kernel {self.name!r}: prune_configs_by['top_k'] = {top_k!r}, expected an int >= 1 "
+                             f"(that many configs) or a float in (0, 1] (that fraction)")
         self.space = Space(name=self.name, fn=fn, arg_names=tuple(self.arg_names), configs=tuple(self.configs),
                            default=default, early_config_prune=prune.get("early_config_prune"),
                            perf_model=prune.get("perf_model"), top_k=prune.get("top_k", 1.0),
@@ -533,6 +567,23 @@ def autotune(configs: Sequence[triton.Config], key: Sequence[str], *, buckets: d
     """
     if isinstance(key, str):
         raise TypeError(f"autotune(key={key!r}): key must be a list of parameter names, not a string")
+    if not isinstance(key, Sequence) or not all(isinstance(k, str) for k in key):
+        raise TypeError(f"autotune(key={key!r}): key must be a list of parameter names")
+    if len(set(key)) != len(key):
+        raise ValueError(f"autotune(key={list(key)}): a parameter named twice")
+    for label, value in (("buckets", buckets), ("prune_configs_by", prune_configs_by)):
+        if value is not None and not isinstance(value, dict):
+            raise TypeError(f"autotune({label}={value!r}): expected a dict"
+                            + (" such as {'B': Buckets.explicit(CAPTURE_SIZES)}" if label == "buckets" else ""))
+    for label, value in (("reset_to_zero", reset_to_zero), ("restore_value", restore_value)):
+        if value is not None and (isinstance(value, str) or not isinstance(value, Sequence)):
+            raise TypeError(f"autotune({label}={value!r}): expected a list of parameter names")
+    for label, value in (("pre_hook", pre_hook), ("post_hook", post_hook), ("do_bench", do_bench)):
+        if value is not None and not callable(value):
+            raise TypeError(f"autotune({label}={value!r}): expected a callable")
+    for label, value in (("validate", validate), ("isolate", isolate)):
+        if not isinstance(value, bool):
+            raise TypeError(f"autotune({label}={value!r}): expected True or False")
     if isinstance(configs, triton.Config) or not isinstance(configs, Sequence) or isinstance(configs, str):
         raise TypeError(f"autotune(configs={configs!r}): configs must be a list of triton.Config")
     if not configs:
@@ -540,8 +591,8 @@ def autotune(configs: Sequence[triton.Config], key: Sequence[str], *, buckets: d
     bad = [c for c in configs if not isinstance(c, triton.Config)]
     if bad:
         raise TypeError(f"autotune(configs=...): {bad[0]!r} is not a triton.Config")
-    if name is not None and (not isinstance(name, str) or not name):
-        raise ValueError(f"autotune(name={name!r}): name must be a non-empty string")
+    if name is not None:
+        _check_name(f"autotune(name={name!r})", name)
     settings.validate_all()
 
     def decorator(fn) -> GraphtuneKernel:
@@ -589,18 +640,28 @@ def warmup(fn: Callable[..., Any], sizes: Sequence[int], make_args: Callable[[in
             task = bar.add_task("warmup", total=len(sizes), size="")
             for size in sizes:
                 bar.update(task, size=size)
-                fn(*make_args(size))
+                fn(*_warmup_args(make_args, size))
                 bar.advance(task)
     else:
         for size in sizes:
-            fn(*make_args(size))
+            fn(*_warmup_args(make_args, size))
     if capture.on_gpu():
         import torch
         torch.cuda.synchronize()
 
 
+def _warmup_args(make_args: Callable[[int], Sequence[Any]], size: int) -> Sequence[Any]:
+    """``make_args(size)``, which must be the step's positional arguments (a tuple or list), else one line."""
+    args = make_args(size)
+    if not isinstance(args, (tuple, list)):
+        raise TypeError(f"graphtune.warmup: make_args({size}) returned {type(args).__name__} {args!r:.80}; expected "
+                        f"the step's positional arguments as a tuple or list")
+    return args
+
+
 def coverage(names: Sequence[str] | None = None) -> Coverage:
     """Per kernel: tuned keys with their configs and hits, misses (where, which fallback), exclusions."""
+    _check_names("coverage", names)
     out: dict[str, KernelCoverage] = {}
     for name, ks in sorted(kernels().items()):
         if names is not None and name not in names:
@@ -616,13 +677,20 @@ def coverage(names: Sequence[str] | None = None) -> Coverage:
     return Coverage(out)
 
 
+def _check_names(call: str, names: Any) -> None:
+    """``names`` of :func:`coverage` / :func:`assert_covered`: None or a list of known kernel names, else one line."""
+    if names is None:
+        return
+    if isinstance(names, str) or not isinstance(names, Sequence):
+        raise TypeError(f"{call}(names={names!r}): expected a list of kernel names (or None: every kernel)")
+    unknown = [n for n in names if n not in STATE.kernels]
+    if unknown:
+        raise ValueError(f"{call}(names={list(names)}): unknown kernels {unknown}; known: {sorted(STATE.kernels)}")
+
+
 def assert_covered(names: Sequence[str] | None = None) -> None:
     """Raise UntunedError if any (selected) kernel recorded a miss."""
-    if names is not None:
-        unknown = [n for n in names if n not in STATE.kernels]
-        if unknown:
-            raise ValueError(f"assert_covered(names={list(names)}): unknown kernels {unknown}; "
-                             f"known: {sorted(STATE.kernels)}")
+    _check_names("assert_covered", names)
     cov = coverage(names)
     misses = cov.misses
     if misses:

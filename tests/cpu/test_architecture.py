@@ -95,18 +95,25 @@ def test_lower_mechanisms_never_import_the_tuner_or_above():
     assert LOWER <= set(graph), sorted(LOWER - set(graph))
 
 
-@pytest.mark.parametrize("argv", [["audit", "tests/cpu/audit_corpus/hazards.py"], ["db", "path"]],
-                         ids=["audit", "db-path"])
-def test_commands_that_need_no_gpu_stack_never_import_torch(argv):
+@pytest.mark.parametrize("argv", [["audit", "tests/cpu/audit_corpus/hazards.py"], ["db", "path"],
+                                  ["db", "export", "-o", "{tmp}/export.json"], ["db", "import", "{tmp}/none.json"]],
+                         ids=["audit", "db-path", "db-export", "db-import"])
+def test_commands_that_need_no_gpu_stack_never_import_torch_or_triton(argv, tmp_path):
     """``import graphtune`` is lazy and the CLI imports only the invoked command: the audit and the database
-    commands start in a fraction of a second (torch and triton cost about 2 s to import)."""
+    commands that judge no entry against this process's environment start in a fraction of a second (torch and
+    triton cost about 2 s to import; ``db ls`` / ``show`` / ``prune --stale`` import both to judge staleness). Until
+    session 31 every command imported triton: the settings check parsed an unset GRAPHTUNE_FORCE, and the audit's
+    module loader imported the config parser for ``--sizes``."""
     import os
     import subprocess
     import sys
+    argv = [a.format(tmp=tmp_path) for a in argv]
     code = ("import sys, graphtune.cli\n"
             f"rc = graphtune.cli.main({argv!r})\n"
-            "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH', rc)")
+            "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH', "
+            "'TRITON' if 'triton' in sys.modules else 'NO-TRITON', rc)")
     root = ROOT.parent.parent
+    env = {k: v for k, v in os.environ.items() if k != "GRAPHTUNE_FORCE"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
-                          env={**os.environ, "PYTHONPATH": str(ROOT.parent)})
-    assert proc.stdout.strip().splitlines()[-1].startswith("NO-TORCH"), proc.stdout + proc.stderr
+                          env={**env, "PYTHONPATH": str(ROOT.parent), "GRAPHTUNE_DB": str(tmp_path / "db.sqlite")})
+    assert proc.stdout.strip().splitlines()[-1].startswith("NO-TORCH NO-TRITON"), proc.stdout + proc.stderr

@@ -154,13 +154,29 @@ def test_buckets_reject_unknown_kinds_and_negative_sizes():
         Buckets.pow2(64)(-1)
 
 
+def test_buckets_take_whole_numbers_only_and_are_built_whole():
+    """A non-integral key value is refused (2.7 truncated to 2, a bucket below it); numpy / torch integers are sizes;
+    a Buckets built by hand without its sizes (an IndexError at the first lookup) is refused when built."""
+    import numpy as np
+    with pytest.raises(TypeError, match=r"bucketed key value 2.7 is not an integer"):
+        Buckets.pow2(8)(2.7)
+    assert Buckets.pow2(8)(4.0) == 4 and Buckets.pow2(8)(torch.tensor(3)) == 4
+    assert Buckets.explicit(np.array([4, 1, 2])).sizes == (1, 2, 4)
+    assert all(type(v) is int for v in Buckets.explicit(torch.tensor([8, 16])).sizes)
+    with pytest.raises(ValueError, match=r"Buckets\(kind='explicit', sizes=\(\)\): build it with Buckets.explicit"):
+        Buckets("explicit")
+    with pytest.raises(ValueError, match=r"build it with Buckets.pow2\(max\)"):
+        Buckets("pow2", sizes=(1, 2))
+
+
 @pytest.mark.parametrize("args,error,message", [
     ((lambda b: None, None, lambda b: (b,)), TypeError, "sizes=None"),
     ((lambda b: None, "1,2", lambda b: (b,)), TypeError, "sizes='1,2'"),
     ((lambda b: None, [1, 0], lambda b: (b,)), ValueError, "0 is not a batch size"),
     ((None, [1], lambda b: (b,)), TypeError, "fn=None"),
     ((lambda b: None, [1], None), TypeError, "make_args=None"),
-], ids=["sizes-none", "sizes-text", "size-0", "fn-none", "make-args-none"])
+    ((lambda b: None, [1], lambda b: b), TypeError, r"make_args\(1\) returned int 1; expected the step's positional"),
+], ids=["sizes-none", "sizes-text", "size-0", "fn-none", "make-args-none", "make-args-returns-int"])
 def test_warmup_checks_its_arguments(args, error, message):
     with pytest.raises(error, match=message):
         graphtune.warmup(*args)

@@ -844,3 +844,11 @@ def test_import_stores_what_it_validated_whatever_the_layout(db_file, tmp_path, 
     texts = [r[0] for r in conn.execute("SELECT candidates FROM entries ORDER BY key")]
     conn.close()
     assert "\n" in texts[0] and "extra" not in texts[2] and json.loads(texts[2])[0]["median_ms"] == 1.0
+
+
+@pytest.mark.parametrize("path", [None, 5, ""])
+def test_load_of_no_path_is_one_line_naming_it(path):
+    """graphtune.load given no path (None, a number, ""): a DatabaseError naming the value, not pathlib's TypeError
+    or "cannot read tuning export .: Is a directory"."""
+    with pytest.raises(DatabaseError, match=re.escape(f"graphtune.load(path={path!r}): expected the path")):
+        load(path)

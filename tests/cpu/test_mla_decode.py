@@ -992,3 +992,12 @@ def test_query_rounding_probe_writes_its_table(tmp_path):
     for kind in ("timed", "accuracy"):
         assert by[(kind, "bf16")]["vs_reference"] == 0.0
         assert by[(kind, "e4m3_query")]["vs_reference"] > 0.0
+
+
+def test_return_lse_must_be_a_bool():
+    """``return_lse="no"`` was taken as true (session 31's input review): one line naming it, eager and op."""
+    from graphtune.kernels.mla_decode import mla_decode_op
+    c = make_case(1, 16, 16, "fp8", [10], torch.Generator().manual_seed(3))
+    for call in (mla_decode, mla_decode_op):
+        with pytest.raises(ValueError, match=r"mla_decode: return_lse: 'no', expected True or False"):
+            call(c["q"], c["kv_cache"], c["page_table"], c["seq_lens"], 0.06, kv_scale=c["kv_scale"], return_lse="no")

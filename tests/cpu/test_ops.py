@@ -131,7 +131,7 @@ def test_op_wrappers_match_the_plain_functions():
 
 def test_op_validates_like_the_plain_function():
     x, res, w = _rms_inputs(2, 8)
-    with pytest.raises(ValueError, match="weight must be"):
+    with pytest.raises(ValueError, match=r"weight: shape \(7,\), expected \(8,\)"):
         fused_add_rmsnorm_op(x, res, torch.randn(7))
     c = make_case(1, 16, 16, "fp8", [10], torch.Generator().manual_seed(6))
     with pytest.raises(ValueError, match="sm_scale: nan"):
@@ -145,12 +145,26 @@ def test_op_validates_like_the_plain_function():
     (dict(kv_format=None), r"kv_format: None, expected a string"),
     (dict(out=torch.empty(1, 16, 512), return_lse=True), r"out: dtype torch.float32, expected torch.bfloat16"),
     (dict(out=torch.empty(1, 16, 576, dtype=torch.bfloat16), return_lse=True), r"out: shape \(1, 16, 576\)"),
-    (dict(sm_scale=0.0), r"sm_scale: 0.0, expected a finite float > 0")])
+    (dict(sm_scale=0.0), r"sm_scale: 0.0, expected a finite float > 0"),
+    # (on meta the dispatcher ran the fake implementation: no check, uninitialised memory returned; session 31)
+    (dict(kv_cache="meta"), r"kv_cache: on device meta, expected cpu \(the device of q\)"),
+    (dict(page_table="meta"), r"page_table: on device meta, expected cpu"),
+    (dict(seq_lens="meta"), r"seq_lens: on device meta, expected cpu"),
+    (dict(kv_scale=torch.ones(1, device="meta")), r"kv_scale: on device meta, expected cpu"),
+    (dict(q="list"), r"mla_decode: q: expected a torch.Tensor, got list"),
+    (dict(seq_lens="list"), r"mla_decode: seq_lens: expected a torch.Tensor, got list")])
 def test_op_arguments_get_one_line_naming_them(kwargs, match):
-    """What the op schema would reject naming no argument (a float() of None) or let through (a bool scale, an out
-    the op copies into after the fact) is one ValueError naming the argument (session 13's input review)."""
+    """What the op schema would reject naming no argument (a float() of None, a list dumped whole) or let through (a
+    bool scale, an out the op copies into after the fact, a tensor on another device) is one ValueError naming the
+    argument (session 13's input review; devices and non-tensors, session 31's)."""
     c = make_case(1, 16, 16, "fp8", [10], torch.Generator().manual_seed(6))
-    args = {"kv_scale": c["kv_scale"], **{k: v for k, v in kwargs.items() if k != "sm_scale"}}
+    for name in ("q", "kv_cache", "page_table", "seq_lens"):
+        if kwargs.get(name) == "meta":
+            c[name] = c[name].to("meta")
+        elif kwargs.get(name) == "list":
+            c[name] = c[name].tolist()
+    args = {"kv_scale": c["kv_scale"], **{k: v for k, v in kwargs.items()
+                                          if k not in ("sm_scale", "q", "kv_cache", "page_table", "seq_lens")}}
     sm_scale = kwargs.get("sm_scale", 0.06)
     with pytest.raises(ValueError, match=match) as err:
         mla_decode_op(c["q"], c["kv_cache"], c["page_table"], c["seq_lens"], sm_scale, **args)

@@ -361,6 +361,70 @@ def test_reset_to_zero_and_unknown_names():
         graphtune.autotune(CONFIGS, key=["B"], prune_configs_by={"topk": 2})(_scale_kernel)
 
 
+BAD_DECORATIONS = [
+    # (each of these passed decoration and failed at the first launch naming nothing, or was silently accepted;
+    # session 31's input review)
+    (dict(key=None), TypeError, r"autotune\(key=None\): key must be a list of parameter names"),
+    (dict(key=["B", "B"]), ValueError, r"autotune\(key=\['B', 'B'\]\): a parameter named twice"),
+    (dict(key=["BLOCK"]), ValueError, r"key names \['BLOCK'\], which the configs set"),
+    (dict(buckets=Buckets.pow2(8)), TypeError, r"autotune\(buckets=Buckets\(kind='pow2'.*\): expected a dict such as"),
+    (dict(prune_configs_by=5), TypeError, r"autotune\(prune_configs_by=5\): expected a dict"),
+    (dict(reset_to_zero="out_ptr"), TypeError, r"autotune\(reset_to_zero='out_ptr'\): expected a list"),
+    (dict(restore_value="x_ptr"), TypeError, r"autotune\(restore_value='x_ptr'\): expected a list"),
+    (dict(do_bench=5), TypeError, r"autotune\(do_bench=5\): expected a callable"),
+    (dict(pre_hook=5), TypeError, r"autotune\(pre_hook=5\): expected a callable"),
+    (dict(post_hook="f"), TypeError, r"autotune\(post_hook='f'\): expected a callable"),
+    (dict(validate="no"), TypeError, r"autotune\(validate='no'\): expected True or False"),
+    (dict(isolate=1), TypeError, r"autotune\(isolate=1\): expected True or False"),
+    (dict(prune_configs_by={"early_config_prune": 5}), TypeError, r"prune_configs_by\['early_config_prune'\] = 5"),
+    (dict(prune_configs_by={"perf_model": 5}), TypeError, r"prune_configs_by\['perf_model'\] = 5"),
+    (dict(prune_configs_by={"top_k": 0}), ValueError, r"prune_configs_by\['top_k'\] = 0, expected an int >= 1"),
+    (dict(prune_configs_by={"top_k": 1.5}), ValueError, r"prune_configs_by\['top_k'\] = 1.5"),
+    (dict(prune_configs_by={"top_k": "x"}), ValueError, r"prune_configs_by\['top_k'\] = 'x'"),
+    (dict(default=triton.Config({"BLOCK2": 64})), ValueError, r"default=.*lacks \['BLOCK'\], which every config "
+                                                            r"sets; sets \['BLOCK2'\], which no config sets"),
+    (dict(name="grp:scale"), ValueError, r"autotune\(name='grp:scale'\): a kernel name may not contain ':'"),
+    (dict(name=" padded "), ValueError, r"nor begin or end with whitespace"),
+    (dict(name=5), ValueError, r"autotune\(name=5\): a kernel name must be a non-empty string"),
+]
+
+
+@pytest.mark.parametrize("kwargs,error,message", BAD_DECORATIONS,
+                         ids=[f"{next(iter(k))}-{i}" for i, (k, _, _) in enumerate(BAD_DECORATIONS)])
+def test_bad_decoration_is_one_line_naming_the_argument(kwargs, error, message):
+    """Every argument of graphtune.autotune is checked when the kernel is decorated, one line naming it and its
+    value, before any launch."""
+    args = {"key": ["B"], **kwargs}
+    with pytest.raises(error, match=message) as got:
+        graphtune.autotune(CONFIGS, **args)(_scale_kernel)
+    assert "\n" not in str(got.value)
+
+
+def test_force_and_coverage_refuse_what_names_no_kernel():
+    """force() of a name that is not a string; coverage() and assert_covered() of one string (it was read as its
+    letters, or matched as a substring) or of unknown names (coverage returned nothing)."""
+    graphtune.autotune(CONFIGS, key=["B"], name="t_names")(_scale_kernel)
+    for bad in (None, 5, ""):
+        with pytest.raises(ValueError, match=r"a kernel name must be a non-empty string"):
+            graphtune.force(bad, num_warps=4)
+    for call in (graphtune.coverage, graphtune.assert_covered):
+        with pytest.raises(TypeError, match=r"names='t_names'\): expected a list of kernel names"):
+            call("t_names")
+        with pytest.raises(ValueError, match=r"unknown kernels \['typo'\]"):
+            call(["typo"])
+    assert list(graphtune.coverage(["t_names"]).kernels) == ["t_names"]
+
+
+@pytest.mark.parametrize("returned", [float("nan"), "fast", -1.0, [], [1.0, float("inf")], True])
+def test_a_do_bench_that_returns_no_time_is_one_line_naming_it(returned):
+    """An injected do_bench returning something that is not a time: one line naming the kernel and the value (a NaN
+    ranked candidates arbitrarily, then failed the database write)."""
+    k = graphtune.autotune(CONFIGS, key=["B"], name="t_badbench", do_bench=lambda fn: returned)(_scale_kernel)
+    with pytest.raises(ValueError, match=r"kernel 't_badbench': do_bench returned .*; expected a time in ms") as got:
+        k[lambda m: (triton.cdiv(50, m["BLOCK"]),)](torch.randn(50), torch.empty(50), 50, 1, 2.0)
+    assert "\n" not in str(got.value)
+
+
 def test_prune_configs_by_early_prune_and_perf_model():
     bench = CountingBench()
 

@@ -16,7 +16,7 @@ from .. import settings
 from ..errors import GraphtuneError, one_line
 
 # command name -> its module in this package (which registers exactly that command). Only the invoked command's
-# module is imported: `graphtune audit` and `graphtune db ...` then never import torch or triton.
+# module is imported: `graphtune audit` and `graphtune db path/export/import` then never import torch or triton.
 COMMANDS = {"db": "db", "inspect": "inspect", "audit": "audit", "model": "model", "ab": "ab", "tune": "tune",
             "demo": "demo"}
 

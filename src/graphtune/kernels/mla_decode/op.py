@@ -56,10 +56,22 @@ def _mla_decode_out(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.T
                          q_scale=_scale(q_scale, q_scale_tensor))
 
 
-def _check_op_arguments(q, sm_scale, kv_scale, kv_format, out, return_lse, query_precision, q_scale) -> None:
+def _check_op_arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_format, out, return_lse,
+                        query_precision, q_scale) -> None:
     """What the op's schema would otherwise reject with an error naming no argument (a float() of None, a schema
-    mismatch), or let through (a bool scale, an ``out`` the op copies into after the fact). Metadata only: it runs
-    under torch.compile's tracing too. The op's implementation validates the rest when it runs."""
+    mismatch, a list dumped whole), or let through (a bool scale, an ``out`` the op copies into after the fact), and
+    tensors on another device than q's (the dispatcher would pick that device's implementation: on ``meta`` the fake
+    one, which validates nothing and returns uninitialised memory). Metadata only: it runs under torch.compile's
+    tracing too. The op's implementation validates the rest when it runs."""
+    if not isinstance(return_lse, bool):
+        interface._fail("return_lse", f"{return_lse!r}, expected True or False")
+    tensors = (("q", q), ("kv_cache", kv_cache), ("page_table", page_table), ("seq_lens", seq_lens))
+    for name, t in tensors:
+        if not isinstance(t, torch.Tensor):
+            interface._fail(name, f"expected a torch.Tensor, got {type(t).__name__}")
+    for name, t in (*tensors[1:], ("kv_scale", kv_scale), ("q_scale", q_scale), ("out", out)):
+        if isinstance(t, torch.Tensor) and t.device != q.device:
+            interface._fail(name, f"on device {t.device}, expected {q.device} (the device of q)")
     interface.check_scale("sm_scale", sm_scale, "a finite float > 0 (usually 1 / sqrt(576))")
     if not isinstance(kv_scale, torch.Tensor):
         interface.check_scale("kv_scale", kv_scale, "a finite float > 0 or a one-element float32 tensor")
@@ -80,7 +92,8 @@ def mla_decode_op(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Ten
                   out: torch.Tensor | None = None, return_lse: bool = False, query_precision: str | None = None,
                   q_scale: float | torch.Tensor | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """``interface.mla_decode`` (same arguments) through the ``graphtune::`` ops: use it inside ``torch.compile``."""
-    _check_op_arguments(q, sm_scale, kv_scale, kv_format, out, return_lse, query_precision, q_scale)
+    _check_op_arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_format, out, return_lse,
+                        query_precision, q_scale)
     scale_t = kv_scale if isinstance(kv_scale, torch.Tensor) else None
     scale_f = 1.0 if scale_t is not None else float(kv_scale)
     q_scale_t = q_scale if isinstance(q_scale, torch.Tensor) else None

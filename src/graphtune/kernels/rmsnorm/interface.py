@@ -1,6 +1,10 @@
 """Validated launch of the fused residual add + RMSNorm kernel, tuned per batch bucket by graphtune."""
 from __future__ import annotations
 
+import math
+import numbers
+from typing import Any
+
 import torch
 import triton
 
@@ -25,25 +29,59 @@ rmsnorm_kernel = autotune(CONFIGS, key=["B", "D"], buckets={"B": Buckets.explici
                           name="fused_add_rmsnorm")(_fused_add_rmsnorm_kernel)
 
 
+_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+
+
+def _fail(name: str, what: str) -> None:
+    raise ValueError(f"fused_add_rmsnorm: {name}: {what}")
+
+
+def _check_tensor(name: str, t: Any, shape: tuple[int, ...], dtypes: tuple[torch.dtype, ...],
+                  device: torch.device | None) -> None:
+    """One argument of the call: a tensor of ``shape``, one of ``dtypes``, on ``device`` (None: any), its last
+    dimension contiguous; else one line naming it and its value."""
+    if not isinstance(t, torch.Tensor):
+        _fail(name, f"expected a torch.Tensor, got {type(t).__name__}")
+    if t.dim() != len(shape) or tuple(t.shape) != shape:
+        _fail(name, f"shape {tuple(t.shape)}, expected {shape}")
+    if t.dtype not in dtypes:
+        _fail(name, f"dtype {t.dtype}, expected {' or '.join(str(d) for d in dtypes)}")
+    if device is not None and t.device != device:
+        _fail(name, f"on device {t.device}, expected {device} (the device of x)")
+    if t.numel() > 0 and t.stride(-1) != 1:
+        _fail(name, f"last dimension must be contiguous (stride 1), got strides {tuple(t.stride())}")
+
+
+def _check_eps(eps: Any) -> None:
+    """``eps``: a finite real number > 0 (not a bool, not a tensor), else one line naming it."""
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not math.isfinite(eps) or eps <= 0:
+        _fail("eps", f"{eps!r}, expected a finite float > 0")
+
+
+def check_arguments(x: Any, residual: Any, weight: Any, eps: Any, out: Any = None, residual_out: Any = None) -> None:
+    """:func:`fused_add_rmsnorm`'s arguments, one line naming the first bad one. Metadata only (shapes, dtypes,
+    devices, strides): the op form runs it under torch.compile's tracing too."""
+    if not isinstance(x, torch.Tensor):
+        _fail("x", f"expected a torch.Tensor, got {type(x).__name__}")
+    if x.dim() != 2 or x.shape[1] < 1:
+        _fail("x", f"shape {tuple(x.shape)}, expected [B, D] with D >= 1")
+    shape = tuple(x.shape)
+    _check_tensor("x", x, shape, _DTYPES, None)
+    _check_tensor("residual", residual, shape, (x.dtype, ), x.device)
+    _check_tensor("weight", weight, shape[1:], _DTYPES, x.device)
+    _check_eps(eps)
+    for name, given in (("out", out), ("residual_out", residual_out)):
+        if given is not None:
+            _check_tensor(name, given, shape, (x.dtype, ), x.device)
+
+
 def fused_add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, *,
                       out: torch.Tensor | None = None, residual_out: torch.Tensor | None = None
                       ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``h = x + residual`` (returned as the new residual) and ``rmsnorm(h) * weight``; x, residual: [B, D]."""
-    if x.dim() != 2:
-        raise ValueError(f"x must be [B, D], got shape {tuple(x.shape)}")
-    if residual.shape != x.shape:
-        raise ValueError(f"residual shape {tuple(residual.shape)} != x shape {tuple(x.shape)}")
-    if weight.shape != (x.shape[1],):
-        raise ValueError(f"weight must be [D]=[{x.shape[1]}], got {tuple(weight.shape)}")
-    if x.dtype not in (torch.bfloat16, torch.float16, torch.float32) or residual.dtype != x.dtype:
-        raise ValueError(f"x/residual dtype must match and be bf16/fp16/fp32, got {x.dtype}/{residual.dtype}")
-    for name, t in (("x", x), ("residual", residual), ("weight", weight)):
-        if t.stride(-1) != 1:
-            raise ValueError(f"{name} must have a contiguous last dimension, got strides {t.stride()}")
-        if t.device != x.device:
-            raise ValueError(f"{name} is on {t.device}, x is on {x.device}")
-    if not eps > 0:
-        raise ValueError(f"eps must be > 0, got {eps}")
+    """``h = x + residual`` (returned as the new residual) and ``rmsnorm(h) * weight``; x, residual: [B, D]
+    (bf16, fp16 or fp32, the same dtype; D >= 1); weight: [D]; ``out`` / ``residual_out`` (optional): [B, D] of
+    x's dtype. Every tensor on x's device with its last dimension contiguous."""
+    check_arguments(x, residual, weight, eps, out, residual_out)
     B, D = x.shape
     out = torch.empty_like(x) if out is None else out
     residual_out = torch.empty_like(residual) if residual_out is None else residual_out

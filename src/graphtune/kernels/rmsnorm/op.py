@@ -34,6 +34,9 @@ def fused_add_rmsnorm_op(x: torch.Tensor, residual: torch.Tensor, weight: torch.
                          out: torch.Tensor | None = None, residual_out: torch.Tensor | None = None
                          ) -> tuple[torch.Tensor, torch.Tensor]:
     """``interface.fused_add_rmsnorm`` through the ``graphtune::`` ops (use this inside ``torch.compile``)."""
+    # (before the schema's own checks, which name no argument, and before dispatch: a tensor on another device
+    # could pick another implementation than the one that validates)
+    interface.check_arguments(x, residual, weight, eps, out, residual_out)
     if out is None and residual_out is None:
         return torch.ops.graphtune.fused_add_rmsnorm(x, residual, weight, float(eps))
     out = torch.empty_like(x) if out is None else out
