@@ -33,6 +33,9 @@ def import_module(text: str, what: str) -> Any:
         except Exception as exc:  # noqa: BLE001 - the user's module failed: say which and why, in one line
             sys.modules.pop(name, None)
             raise UserCodeError(f"{what}: importing {path} failed: {one_line(exc)}") from exc
+        except SystemExit as exc:
+            sys.modules.pop(name, None)
+            raise _exited(f"{what}: importing {path}", exc) from None
         except BaseException:
             sys.modules.pop(name, None)
             raise
@@ -48,6 +51,16 @@ def import_module(text: str, what: str) -> Any:
         raise ValueError(f"{what}: cannot import module {text!r} ({exc})") from None
     except Exception as exc:  # noqa: BLE001 - the user's module failed: say which and why, in one line
         raise UserCodeError(f"{what}: importing module {text!r} failed: {one_line(exc)}") from exc
+    except SystemExit as exc:
+        raise _exited(f"{what}: importing module {text!r}", exc) from None
+
+
+def _exited(importing: str, exc: SystemExit) -> UserCodeError:
+    """The error for a module that called ``sys.exit()`` while being imported: one line saying so and with what
+    status, where the exit would have ended the command with that status and no word why."""
+    code = exc.code
+    status = 0 if code is None else code if isinstance(code, int) else f"1 ({code})"
+    return UserCodeError(f"{importing} failed: the module exited with status {status} while being imported")
 
 
 def module_name_for(path: str, prefix: str = "_graphtune_user") -> str:

@@ -1,13 +1,14 @@
-"""What the commands that write files share: an output directory made (or refused) before any work, and
-JSON that is always valid (no NaN / Infinity, which ``json.dumps`` writes by default and JSON forbids)."""
+"""What the commands that write files share: an output directory or file checked (the directory made) before any
+work, and JSON that is always valid (no NaN / Infinity, which ``json.dumps`` writes by default and JSON forbids)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 
 def output_dir(path: str | os.PathLike, option: str) -> Path:
@@ -21,11 +22,59 @@ def output_dir(path: str | os.PathLike, option: str) -> Path:
                          f"into a directory); give a directory")
     try:
         out.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=out):   # a read-only directory or file system fails here, not at the end
+    except OSError as exc:
+        raise ValueError(f"{option} {path}: cannot write there: {exc.strerror or exc}") from None
+    _check_writable(out, option, path)
+    return out
+
+
+@contextlib.contextmanager
+def run_output_dir(path: str | os.PathLike, option: str) -> Iterator[Path]:
+    """``output_dir`` for the span of a run whose arguments are checked inside it: a directory this call created
+    is removed again (only while still empty, so nothing written is ever removed) when the run raises, so a run
+    that never started leaves no empty --out behind. (Parents made on the way are left.)"""
+    created = not Path(path).expanduser().exists()
+    out = output_dir(path, option)
+    try:
+        yield out
+    except BaseException:
+        if created:
+            with contextlib.suppress(OSError):
+                out.rmdir()
+        raise
+
+
+def output_file(path: str | os.PathLike, option: str) -> Path:
+    """``path`` as a file that can be written (an existing one is replaced): not a directory, in a directory that
+    exists and takes files; otherwise a ValueError of one line naming ``option``, the path and the cause. Called
+    before the work, so a bad --out costs nothing and no result is lost at the end."""
+    out = Path(path).expanduser()
+    if str(path).strip() == "":
+        raise ValueError(f"{option} '': give a file name")
+    if out.is_dir():
+        raise ValueError(f"{option} {path}: is a directory; give a file name")
+    if not out.parent.is_dir():
+        raise ValueError(f"{option} {path}: directory {out.parent} does not exist")
+    _check_writable(out.parent, option, path)
+    return out
+
+
+def _check_writable(directory: Path, option: str, path: str | os.PathLike) -> None:
+    """A file can be created in ``directory`` (a scratch file, gone at once): a read-only directory or file system
+    fails here, with one line naming ``option`` and ``path``, not after the work."""
+    try:
+        with tempfile.TemporaryFile(dir=directory):
             pass
     except OSError as exc:
         raise ValueError(f"{option} {path}: cannot write there: {exc.strerror or exc}") from None
-    return out
+
+
+def file_arg(value: str | None, option: str) -> str | None:
+    """``value`` of an option that names a file, unchanged (None when the option was not given); an empty one is
+    a ValueError of one line naming the option: it names no file, and read as a path it would be '.'."""
+    if value is not None and value.strip() == "":
+        raise ValueError(f"{option} {value!r}: give a file path")
+    return value
 
 
 def first_non_finite(value: Any, where: str = "") -> str | None:

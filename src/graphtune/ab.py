@@ -246,40 +246,65 @@ class ABResult:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, confidence: float | None = None, n_boot: int | None = None,
                   seed: int | None = None) -> ABResult:
-        """Re-analyse the samples of a saved result (same statistics unless overridden; same seed, same answer)."""
+        """Re-analyse the samples of a saved result (same statistics unless overridden; same seed, same answer).
+        A missing or malformed field is a ValueError naming it (``cells[3].size: 'big' is not an integer``)."""
         if not isinstance(data, Mapping) or data.get("schema") != SCHEMA:
             found = data.get("schema") if isinstance(data, Mapping) else type(data).__name__
             raise ValueError(f"not a graphtune A/B result: schema {found!r}, expected {SCHEMA!r}")
-        try:
-            stats = data["statistics"]
-            samples: dict[str, dict[int, list]] = {c["label"]: {} for c in data["configs"]}
-            errors: dict[tuple[str, int], str] = {}
-            bytes_moved: dict[int, int] = {}
-            for cell in data["cells"]:
-                label, size = cell["config"], int(cell["size"])
-                samples[label][size] = cell["trials_ms"]
-                if cell.get("error"):
-                    errors[(label, size)] = cell["error"]
-                if cell.get("bytes_moved") is not None:
-                    bytes_moved[size] = int(cell["bytes_moved"])
-            params = {c["label"]: c["params"] for c in data["configs"] if c.get("params") is not None}
-            confidence = stats["confidence"] if confidence is None else confidence
-            n_boot = stats["n_boot"] if n_boot is None else n_boot
-            seed = stats["seed"] if seed is None else seed
-        except (KeyError, TypeError) as exc:
-            raise ValueError(f"malformed graphtune A/B result: missing or bad field {exc}") from None
-        return decide(samples, target=data.get("target", ""), confidence=confidence, n_boot=n_boot, seed=seed,
+        stats = _saved_object(_saved_field(data, "statistics", "statistics"), "statistics")
+        samples: dict[str, dict[int, Any]] = {}
+        params: dict[str, Mapping[str, Any]] = {}
+        for i, config in enumerate(_saved_list(_saved_field(data, "configs", "configs"), "configs")):
+            config = _saved_object(config, f"configs[{i}]")
+            label = _saved_field(config, "label", f"configs[{i}].label")
+            if not isinstance(label, str):
+                raise ValueError(f"configs[{i}].label: {label!r} is not a string")
+            samples[label] = {}
+            if config.get("params") is not None:
+                params[label] = _saved_object(config["params"], f"configs[{i}].params")
+        errors: dict[tuple[str, int], str] = {}
+        bytes_moved: dict[int, int] = {}
+        for i, cell in enumerate(_saved_list(_saved_field(data, "cells", "cells"), "cells")):
+            where = f"cells[{i}]"
+            cell = _saved_object(cell, where)
+            label = _saved_field(cell, "config", f"{where}.config")
+            if not isinstance(label, str) or label not in samples:
+                raise ValueError(f"{where}.config: {label!r} is not the label of one of the configs")
+            size = _saved_int(_saved_field(cell, "size", f"{where}.size"), f"{where}.size")
+            samples[label][size] = _saved_field(cell, "trials_ms", f"{where}.trials_ms")
+            if cell.get("error"):
+                errors[(label, size)] = str(cell["error"])
+            if cell.get("bytes_moved") is not None:
+                bytes_moved[size] = _saved_int(cell["bytes_moved"], f"{where}.bytes_moved")
+        if confidence is None:
+            confidence = _saved_number(_saved_field(stats, "confidence", "statistics.confidence"),
+                                       "statistics.confidence")
+        if n_boot is None:
+            n_boot = _saved_int(_saved_field(stats, "n_boot", "statistics.n_boot"), "statistics.n_boot")
+        if seed is None:
+            seed = _saved_int(_saved_field(stats, "seed", "statistics.seed"), "statistics.seed")
+        return decide(samples, target=str(data.get("target", "")), confidence=confidence, n_boot=n_boot, seed=seed,
                       config_params=params, errors=errors, bytes_moved=bytes_moved,
-                      environment=data.get("environment") or {}, measurement=data.get("measurement") or {})
+                      environment=_saved_object(data.get("environment") or {}, "environment"),
+                      measurement=_saved_object(data.get("measurement") or {}, "measurement"))
 
     @classmethod
-    def load(cls, path: str | Path, **overrides: Any) -> ABResult:
-        path = Path(path)
+    def load(cls, path: str | Path, *, option: str | None = None, **overrides: Any) -> ABResult:
+        """Re-analyse a saved ab.json (``from_dict``). Any problem with the file is a ValueError of one line naming
+        it, after ``option`` when given: ``--from-json ab.json: cells[3].size: 'big' is not an integer``."""
+        where = f"{option} {path}" if option else str(path)
         try:
-            data = json.loads(path.read_text())
+            text = Path(path).read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise ValueError(f"{where}: not a text file (not UTF-8); give the ab.json of graphtune ab --out") from None
+        except OSError as exc:
+            raise ValueError(f"{where}: cannot read: {exc.strerror or exc}") from None
+        try:
+            return cls.from_dict(json.loads(text), **overrides)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not JSON ({exc})") from None
-        return cls.from_dict(data, **overrides)
+            raise ValueError(f"{where}: not JSON ({exc})") from None
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
 
     def render_table(self) -> Any:
         """A rich Table: rows are configs, columns sizes; the winner bold with a star, configs within noise
@@ -396,6 +421,47 @@ class ABResult:
             return written
         written.append(self.plot(directory / "ab.png"))
         return written
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Reading a saved result: each field checked where it is read, a bad one named (``cells[3].size``)
+
+
+def _saved_field(obj: Mapping[str, Any], key: str, where: str) -> Any:
+    """``obj[key]``; a missing key is a ValueError naming the field ``where``."""
+    if key not in obj:
+        raise ValueError(f"{where}: missing")
+    return obj[key]
+
+
+def _saved_object(value: Any, where: str) -> Mapping[str, Any]:
+    """``value`` when it is a JSON object; anything else is a ValueError naming the field ``where``."""
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{where}: expected an object, got {type(value).__name__} {value!r:.60}")
+    return value
+
+
+def _saved_list(value: Any, where: str) -> list:
+    """``value`` when it is a JSON array; anything else is a ValueError naming the field ``where``."""
+    if not isinstance(value, list):
+        raise ValueError(f"{where}: expected a list, got {type(value).__name__} {value!r:.60}")
+    return value
+
+
+def _saved_int(value: Any, where: str) -> int:
+    """``value`` when it is a whole number (not a bool); anything else is a ValueError naming ``where``."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{where}: {value!r:.60} is not an integer")
+    return int(value)
+
+
+def _saved_number(value: Any, where: str) -> float:
+    """``value`` when it is a number (not a bool); anything else is a ValueError naming ``where``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{where}: {value!r:.60} is not a number")
+    return float(value)
 
 
 # ---------------------------------------------------------------------------------------------------------

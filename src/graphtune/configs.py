@@ -12,9 +12,8 @@ from typing import Any, Callable, Iterable, TypeVar
 
 import triton
 
+from ._launch_options import LAUNCH_OPTIONS, launch_option_problem
 from .errors import ConfigError
-
-LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 
 T = TypeVar("T")
 
@@ -172,15 +171,10 @@ def _check_value(name: str, value: Any, examples: list[Any], where: str) -> None
     def bad(expected: str) -> ConfigError:
         return ConfigError(f"{where}: {name}={value!r} is not {expected}")
     is_int = isinstance(value, int) and not isinstance(value, bool)
-    if name == "num_warps":
-        if not is_int or value < 1 or value & (value - 1):
-            raise bad("a power of two >= 1")
-    elif name in ("num_stages", "num_ctas"):
-        if not is_int or value < 1:
-            raise bad("an int >= 1")
-    elif name == "maxnreg":
-        if value is not None and (not is_int or value < 1):
-            raise bad("an int >= 1 (or None)")
+    if name in LAUNCH_OPTIONS:
+        expected = launch_option_problem(name, value)
+        if expected is not None:
+            raise bad(expected)
     elif examples:
         kinds = {type(v) for v in examples}
         if kinds == {bool}:

@@ -14,12 +14,20 @@ the file header, ``_APPLICATION_ID``) in the same transaction that creates its t
 empty or carries the stamp. A file counts as graphtune's when its header carries the stamp, or (files created
 before the stamp existed) when its application_id is 0 and its first page, or the start of its ``-wal`` file,
 holds graphtune's schema; such a file is stamped on its next writable open. Everything else (another
-program's SQLite database, an SQLite database with no tables, a text file, random bytes, a directory) is left
-exactly as it is: the database is turned off with an error naming the file and the setting that pointed
-there (GRAPHTUNE_DB or --db). A file whose first 100 bytes are destroyed has no header left to carry the
+program's SQLite database, an SQLite database with no tables, a text file, random bytes, a directory, a FIFO or
+a device) is left exactly as it is: the database is turned off with an error naming the file and the setting
+that pointed there (GRAPHTUNE_DB or --db). A file whose first 100 bytes are destroyed has no header left to carry the
 stamp: even when graphtune's schema text is still inside, it is left in place and the error says so, because
 moving a file on a guess could move another program's data; the person who knows it is theirs can move it.
 A zero-length file is adopted (it holds nothing, and it is what a concurrent creator leaves for an instant).
+A file this process may not open or write where it is (a read-only directory, file or mount) is not damaged:
+the database is turned off with an error saying so (GRAPHTUNE_DB_READONLY=1 reads it), and the file stays.
+Opening a database whose schema is current writes nothing, so a process that only reads never waits for one
+that writes (in WAL mode readers are not blocked).
+
+An export is written only where it replaces nothing a user tuned (``export_target``): never over the database
+itself, a file that is not a graphtune export, or a path that is not a regular file; through a symlink it
+replaces the link's target and keeps the link.
 
 Failed writes are visible to whoever needs to know: ``check_writable`` and ``record_all`` (used by ``graphtune
 tune`` and the CLI) raise DatabaseError naming the file and the cause; ``record`` (the serving path: a tuner
@@ -38,6 +46,7 @@ import os
 import re
 import socket
 import sqlite3
+import stat
 import sys
 import threading
 import time
@@ -47,6 +56,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 from . import settings
+from ._launch_options import LAUNCH_OPTIONS, launch_option_problem
 from ._log import logger
 from .errors import DatabaseError
 from .state import STATE
@@ -54,7 +64,8 @@ from .identity import EnvIdentity, KernelIdentity, current_env, env_mismatch
 
 __all__ = [
     "CandidateResult", "Entry", "Summary", "ImportConflict", "ImportReport", "TuningDB", "get_db", "reset_db", "load",
-    "loaded_entries", "clear_loaded", "staleness", "new_entry", "FORMAT", "FORMAT_VERSION", "SCHEMA_VERSION",
+    "loaded_entries", "clear_loaded", "staleness", "new_entry", "export_target", "FORMAT", "FORMAT_VERSION",
+    "SCHEMA_VERSION",
 ]
 
 T = TypeVar("T")
@@ -258,6 +269,27 @@ def _object(value: Any, where: str, optional: bool = False) -> dict | None:
     return value
 
 
+def _launch_problem(config: dict, where: str) -> str | None:
+    """Why the launch options of a config (num_warps, num_stages, num_ctas, maxnreg) are not values Triton takes,
+    naming the field; None when they are. Checked where a config enters (an import, ``load``), so a bad value
+    is an error naming its file and entry there, not a failure of a later run that names nothing."""
+    for name in LAUNCH_OPTIONS:
+        if name in config:
+            expected = launch_option_problem(name, config[name])
+            if expected is not None:
+                return f"field '{where}.{name}' must be {expected}, got {config[name]!r}"
+    return None
+
+
+def _config(value: Any, where: str) -> dict:
+    """A config in JSON form: an object with string keys whose launch options are valid; else _Invalid."""
+    config = _object(value, where)
+    problem = _launch_problem(config, where)
+    if problem is not None:
+        raise _Invalid(problem)
+    return config
+
+
 def _scalar_key(value: Any, where: str) -> tuple:
     if not isinstance(value, (list, tuple)):
         raise _Invalid(f"field '{where}' must be a list of scalars, got {value!r}")
@@ -281,7 +313,8 @@ def _candidate_json(cand: Any, where: str) -> dict[str, Any]:
     if type(cand) is dict and cand.keys() == _CANDIDATE_FIELDS:
         resources, n, failure = cand["resources"], cand["n"], cand["failure"]
         med, p20, p80 = cand["median_ms"], cand["p20_ms"], cand["p80_ms"]
-        if (type(cand["config"]) is dict and (resources is None or type(resources) is dict)
+        if (type(cand["config"]) is dict and _launch_problem(cand["config"], "") is None
+                and (resources is None or type(resources) is dict)
                 and type(n) is int and n >= 0 and (failure is None or type(failure) is str)
                 # a NaN fails the comparisons, an infinity the upper bound
                 and (med is None or (type(med) is float and 0.0 <= med <= _MAX_FLOAT))
@@ -291,7 +324,7 @@ def _candidate_json(cand: Any, where: str) -> dict[str, Any]:
     failure = _field(cand, "failure", where)
     if failure is not None and not isinstance(failure, str):
         raise _Invalid(f"field '{where}.failure' must be a string or null, got {failure!r}")
-    return {"config": _object(_field(cand, "config", where), f"{where}.config"),
+    return {"config": _config(_field(cand, "config", where), f"{where}.config"),
             "median_ms": _ms(cand, "median_ms", where), "p20_ms": _ms(cand, "p20_ms", where),
             "p80_ms": _ms(cand, "p80_ms", where), "n": _int(cand, "n", where), "failure": failure,
             "resources": _object(_field(cand, "resources", where), f"{where}.resources", optional=True)}
@@ -314,7 +347,7 @@ def _entry_json(data: Any) -> dict[str, Any]:
     if isinstance(tuned_at, bool) or not isinstance(tuned_at, (int, float)) or not math.isfinite(tuned_at):
         raise _Invalid(f"field 'tuned_at' must be a time in seconds since the epoch, got {tuned_at!r}")
     return {"kernel": kernel, "env": env, "key": list(_scalar_key(_field(data, "key", ""), "key")),
-            "chosen": _object(_field(data, "chosen", ""), "chosen"), "candidates": candidates,
+            "chosen": _config(_field(data, "chosen", ""), "chosen"), "candidates": candidates,
             "tuned_at": float(tuned_at), "host": _str(data, "host"), "rank": _int(data, "rank"),
             "source": _str(data, "source", allow_empty=False)}
 
@@ -676,6 +709,74 @@ def _iter_export(path: str | os.PathLike, as_json: bool = False) -> Iterator[Any
             raise bad("\"entries\" must be a list, found NoneType")
 
 
+def _is_export(path: Path) -> bool:
+    """Whether a file holds a graphtune export: its header's "format" (before "entries", where graphtune writes
+    it) names graphtune's format. Reads the header only; anything else (another program's file, an SQLite
+    database, text that is not an export) is not one."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            stream = _JSONStream(fh)
+            stream.take("{")
+            while stream.peek() == '"':
+                name = stream.value()
+                stream.take(":")
+                if name == "format":
+                    return stream.value() == FORMAT
+                if name == "entries":
+                    return False
+                stream.value()
+                stream.take(",")
+    except (OSError, ValueError):  # JSONDecodeError, UnicodeDecodeError and _Invalid are ValueErrors
+        pass
+    return False
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (through links, another spelling, a hard link); paths of which one does
+    not exist yet are compared as resolved."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def export_target(path: str | os.PathLike, database: str | os.PathLike | None = None,
+                  origin: str | None = None) -> Path:
+    """The file an export to ``path`` writes: ``path``, or the real target of a symlink (replaced there, so the
+    link stays a link). Refuses, with one line naming the path (and ``origin``, the option that gave it) before
+    anything is written or tuned, a path an export must not replace: the tuning database ``database``, a path
+    that exists and is not a regular file (a directory, a FIFO, a device, a socket), an existing file that is
+    not a graphtune export (an SQLite database, ours or another program's, or anything else), a directory that
+    does not exist. An earlier export or an empty file may be replaced: nothing a user tuned is lost."""
+    given = Path(path).expanduser()
+    target = Path(os.path.realpath(given))
+
+    def refuse(why: str) -> DatabaseError:
+        via = f" (a link to {target})" if given.is_symlink() else ""
+        return DatabaseError(f"cannot write tuning export {path}{f' (from {origin})' if origin else ''}{via}: "
+                             f"{why}; nothing was written")
+
+    if database is not None and _same_file(target, Path(database).expanduser()):
+        raise refuse(f"it is the tuning database {database} itself; give the export another file name")
+    try:
+        info = target.stat()
+    except FileNotFoundError:
+        if not target.parent.is_dir():
+            raise refuse(f"directory {target.parent} does not exist") from None
+        return target
+    except OSError as exc:
+        raise refuse(str(exc)) from None
+    what = _not_regular(info.st_mode)
+    if what is not None:
+        raise refuse(f"it is {what}, not a regular file; give a file name for the export")
+    if info.st_size and not _is_export(target):
+        with open(target, "rb") as fh:
+            sqlite = fh.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC
+        kind = "an SQLite database" if sqlite else "a file that is not a graphtune tuning export"
+        raise refuse(f"it is {kind}, which graphtune does not replace; give the export another file name")
+    return target
+
+
 def _read_export(path: str | os.PathLike) -> list[Entry]:
     """Every entry of an export file, validated; any problem is a DatabaseError naming the file."""
     return list(_iter_export(path))
@@ -750,6 +851,29 @@ def _is_busy(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
 
 
+_ACCESS_ERRORS = ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH")
+
+
+def _is_access(exc: BaseException) -> bool:
+    """Whether an SQLite error says this process may not open or write the file where it is (a read-only file,
+    directory or mount, a permission): no sign of damage, so such a file is never moved aside for it."""
+    name = getattr(exc, "sqlite_errorname", None)
+    if name:
+        return name.startswith(_ACCESS_ERRORS)
+    text = str(exc).lower()
+    return any(w in text for w in ("readonly", "read-only", "unable to open", "permission denied"))
+
+
+def _not_regular(mode: int) -> str | None:
+    """What a path that is not a regular file is ("a directory", "a FIFO", ...); None for a regular file. Such a
+    path is never a tuning database or an export graphtune may write: SQLite and os.replace would misuse it."""
+    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return what
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
 def _tables_of(path: Path) -> list[str] | None:
     """The table names of an SQLite file, read without writing or locking anything (None: unreadable)."""
     try:
@@ -764,14 +888,19 @@ def _tables_of(path: Path) -> list[str] | None:
 
 def _classify(path: Path) -> tuple[str, str]:
     """Whose file ``path`` is, from its bytes alone (never opened by SQLite for writing, never changed):
-    ("missing", ""), ("empty", ""), ("ours", "") or ("foreign", why). A file that cannot be read raises OSError:
-    that is a permission problem, not damage."""
+    ("missing", ""), ("empty", ""), ("ours", "") or ("foreign", why); a path that is not a regular file (a
+    directory, a FIFO, a device) is foreign, whatever its size. A file that cannot be read raises OSError: that
+    is a permission problem, not damage."""
     try:
-        size = path.stat().st_size
+        info = path.stat()
     except FileNotFoundError:
         return "missing", ""
-    if path.is_dir():
+    what = _not_regular(info.st_mode)
+    if what == "a directory":
         return "foreign", "it is a directory"
+    if what is not None:  # a FIFO or a device: never opened, nothing created beside it
+        return "foreign", f"it is not a regular file ({what})"
+    size = info.st_size
     if size == 0:  # holds nothing; also what a process creating the database leaves for an instant
         return "empty", ""
     with open(path, "rb") as fh:
@@ -814,12 +943,13 @@ def _wal_head(path: Path) -> bytes:
 
 
 def _inspect(conn: sqlite3.Connection, path: Path | None = None) -> tuple[str, Any]:
-    """("ok"|"empty"|"old", version), ("future", version), ("damaged", why) or ("busy", why)."""
+    """("ok"|"empty"|"old", version), ("future", version), ("damaged", why), ("busy", why) or ("access", why):
+    this process may not open or write the file there, which says nothing about the file."""
     try:
         if path is None or _deep_check(path):
             rows = conn.execute("PRAGMA quick_check").fetchall()
-            if rows != [("ok",)]:
-                return "damaged", "PRAGMA quick_check: " + "; ".join(str(r[0]) for r in rows[:3])
+            if rows != [("ok",)]:  # its rows hold newlines: one line, for a warning of one line
+                return "damaged", "PRAGMA quick_check: " + " ".join("; ".join(str(r[0]) for r in rows[:3]).split())
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not tables:
             return "empty", 0
@@ -843,6 +973,8 @@ def _inspect(conn: sqlite3.Connection, path: Path | None = None) -> tuple[str, A
     except sqlite3.DatabaseError as exc:
         if _is_busy(exc):
             return "busy", str(exc)
+        if _is_access(exc):
+            return "access", str(exc)
         return "damaged", f"SQLite cannot read it: {exc}"
 
 
@@ -886,6 +1018,14 @@ def _open_lock(path: Path) -> Iterator[None]:
         os.close(fd)  # closing the descriptor releases the lock
 
 
+def _settled(conn: sqlite3.Connection) -> bool:
+    """Whether a database whose schema _inspect found current needs nothing written at open: stamped with
+    graphtune's application_id and in WAL mode. Opening it then takes no write lock, so a process that only
+    reads (``graphtune db ls``) never waits for a writer: in WAL mode readers are not blocked."""
+    return (conn.execute("PRAGMA application_id").fetchone()[0] == _APPLICATION_ID
+            and conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal")
+
+
 class _ProbeDone(Exception):
     """Raised by _write_probe after its write succeeded, so that _transaction rolls the write back."""
 
@@ -916,7 +1056,8 @@ class TuningDB:
 
     def __init__(self, path: str | os.PathLike | None = None, readonly: bool | None = None,
                  origin: str | None = None) -> None:
-        self.path = Path(path).expanduser() if path is not None else settings.db_path()
+        self.path = (settings.expand_path(os.fspath(path), origin or "path") if path is not None
+                     else settings.db_path())
         self.readonly = settings.db_readonly() if readonly is None else bool(readonly)
         if origin is None:
             if path is not None:
@@ -956,8 +1097,28 @@ class TuningDB:
                 else:
                     self._open_writable()
             except (sqlite3.Error, OSError) as exc:  # anything _inspect did not classify: never raise on open
-                self._turn_off(f"cannot open tuning database {self.path} (from {self.origin}): {exc}")
+                if isinstance(exc, sqlite3.Error) and _is_access(exc):
+                    self._no_access(str(exc))
+                else:
+                    self._turn_off(f"cannot open tuning database {self.path} (from {self.origin}): {exc}")
         return self._conn if self._state == "ready" else None
+
+    def _ready_quietly(self) -> sqlite3.Connection | None:
+        """_ready for a caller that reports a failure itself (raises it, or hands it to the CLI): no warning is
+        logged besides, so the reason is said once."""
+        self._quiet = True
+        try:
+            return self._ready()
+        finally:
+            self._quiet = False
+
+    def _no_access(self, cause: str) -> None:
+        """Turn the database off because this process may not open or write the file where it is (a read-only
+        directory, file or mount): not damage, so the file stays as it is; reading needs no write access."""
+        how = ("read", "") if self.readonly else ("open", " for writing")
+        self._turn_off(f"cannot {how[0]} tuning database {self.path} (from {self.origin}){how[1]} here: {cause}; "
+                       f"the file was left as it is"
+                       + ("" if self.readonly else "; to only read it, set GRAPHTUNE_DB_READONLY=1"))
 
     def _turn_off(self, reason: str) -> None:
         if self._conn is not None:
@@ -1003,6 +1164,7 @@ class TuningDB:
                 return
             problem = None
             conn = None
+            verdict = None
             if kind == "ours":
                 verdict, detail = self._inspect_readonly()
                 if verdict == "retry":
@@ -1010,6 +1172,10 @@ class TuningDB:
                     verdict, detail = _inspect(conn, self.path)
                 elif verdict != "damaged":
                     conn = self._connect()
+                if verdict == "access":
+                    conn.close()
+                    self._no_access(detail)
+                    return
                 if verdict == "damaged":
                     problem = detail
                 elif verdict == "future":
@@ -1037,14 +1203,15 @@ class TuningDB:
                 # 4 KiB page holds one such row, an 8 KiB page three (a third less file to write and read).
                 conn.execute("PRAGMA page_size = 8192")
             self._conn = conn
-            # Schema and application_id first, in one transaction (a new file goes from empty to stamped with
-            # tables at once, so no other process ever sees an unstamped SQLite file of ours), then WAL.
-            future = self._transaction(self._migrate)
-            if future is not None:
-                self._turn_off(f"tuning database {self.path} has schema version {future}, newer than this "
-                               f"graphtune's {SCHEMA_VERSION} (left untouched)")
-                return
-            self._transaction(lambda c: c.execute("PRAGMA journal_mode=WAL").fetchone(), begin=False)
+            if not (verdict == "ok" and _settled(conn)):
+                # Schema and application_id first, in one transaction (a new file goes from empty to stamped with
+                # tables at once, so no other process ever sees an unstamped SQLite file of ours), then WAL.
+                future = self._transaction(self._migrate)
+                if future is not None:
+                    self._turn_off(f"tuning database {self.path} has schema version {future}, newer than this "
+                                   f"graphtune's {SCHEMA_VERSION} (left untouched)")
+                    return
+                self._transaction(lambda c: c.execute("PRAGMA journal_mode=WAL").fetchone(), begin=False)
             conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: safe against a crashed process
             self._state = "ready"
 
@@ -1062,7 +1229,7 @@ class TuningDB:
             verdict, detail = _inspect(conn, self.path)
         finally:
             conn.close()
-        if verdict == "damaged" and any(w in str(detail) for w in ("readonly", "read-only", "unable to open")):
+        if verdict == "access":
             return "retry", detail
         return verdict, detail
 
@@ -1136,6 +1303,8 @@ class TuningDB:
         elif verdict == "future":
             self._turn_off(f"tuning database {self.path} has schema version {detail}, newer than this "
                            f"graphtune's {SCHEMA_VERSION}")
+        elif verdict == "access":
+            self._no_access(detail)
         else:
             self._turn_off(f"tuning database {self.path} stayed locked for {_BUSY_TIMEOUT_S:.0f} s ({detail})")
 
@@ -1183,11 +1352,7 @@ class TuningDB:
         is simply missing in read-only mode. For callers that must report rather than carry on (the CLI)."""
         with self._lock:
             if self._state == "closed":
-                self._quiet = True
-                try:
-                    self._ready()
-                finally:
-                    self._quiet = False
+                self._ready_quietly()
             return self._off_reason if self._state == "off" else None
 
     def check_writable(self) -> None:
@@ -1385,7 +1550,7 @@ class TuningDB:
     def _writable(self, what: str) -> sqlite3.Connection:
         if self.readonly:
             raise DatabaseError(f"tuning database {self.path} is read-only (GRAPHTUNE_DB_READONLY=1): {what}")
-        conn = self._ready()
+        conn = self._ready_quietly()  # the reason is raised, not logged as well
         if conn is None:
             raise DatabaseError(f"{self._off_reason or f'tuning database {self.path} is not usable'}; {what}")
         return conn
@@ -1478,12 +1643,16 @@ class TuningDB:
 
     # -- export and import ----------------------------------------------------------------------------------
 
-    def export(self, path: str | os.PathLike, kernel: str | None = None, device: str | None = None) -> int:
+    def export(self, path: str | os.PathLike, kernel: str | None = None, device: str | None = None,
+               origin: str | None = None) -> int:
         """Write the entries (of one kernel name, of one GPU name, case-insensitive) to a JSON file; how many.
         Streamed, one entry per line: memory does not grow with the database. Written to a temporary file
-        renamed over ``path`` at the end, so a reader never sees half a file and a failure leaves no file."""
-        path = Path(path)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        renamed over ``path`` at the end, so a reader never sees half a file and a failure leaves no file.
+        ``path`` is checked first (``export_target``): the database itself, a file that is not an export or not
+        a regular file is refused; a symlink's target is replaced, the link kept. ``origin``: the option that
+        named ``path``, for the error."""
+        target = export_target(path, self.path, origin)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         n = 0
         try:
             with open(tmp, "w", encoding="utf-8") as fh:
@@ -1494,7 +1663,7 @@ class TuningDB:
                     fh.write((",\n" if n else "\n") + text)
                     n += 1
                 fh.write("\n]}\n")
-            os.replace(tmp, path)
+            os.replace(tmp, target)
         except OSError as exc:
             tmp.unlink(missing_ok=True)
             raise DatabaseError(f"cannot write tuning export {path}: {exc}") from None

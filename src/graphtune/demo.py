@@ -377,17 +377,24 @@ def _cpu_flow(console) -> dict[str, Any]:
 
 
 def main(out_dir: str | Path = "graphtune-demo", *, force_cpu: bool = False, full_space: bool = False) -> int:
+    from . import settings
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    # the demo tunes into its own database, never the user's
-    os.environ.setdefault("GRAPHTUNE_DB", str((out / "demo-tuning.sqlite").resolve()))
+    # the demo tunes into its own database, never the user's: a GRAPHTUNE_DB the user set is overridden too, for
+    # the demo only (the CPU demo's fresh process below sets its own the same way)
+    with settings.override(GRAPHTUNE_DB=str((out / "demo-tuning.sqlite").resolve())):
+        return _run(out, force_cpu=force_cpu, full_space=full_space)
+
+
+def _run(out: Path, *, force_cpu: bool, full_space: bool) -> int:
+    """The GPU demo, or the CPU one (in a fresh process with the interpreter switched on, unless it already is)."""
+    from . import settings
     try:
         import torch
         gpu = torch.cuda.is_available() and not force_cpu
     except ImportError:
         gpu = False
     if not gpu:
-        from . import settings
         if not settings.interpret():
             # the interpreter switch must be set before triton.language is imported (triton.jit reads it at
             # decoration), and `import graphtune` already imported it: run the CPU demo in a fresh process

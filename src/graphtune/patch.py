@@ -37,12 +37,15 @@ def _adapter(at: Autotuner) -> GraphtuneKernel:
         if gk is not None:
             return gk
         name = getattr(at.base_fn, "__name__", "kernel")
-        # stock triton 3.6 silently drops key names that are not parameters; keep its behaviour, but say so
-        keys = [k for k in at.keys if k in at.arg_names]
-        dropped = [k for k in at.keys if k not in at.arg_names]
+        # stock triton 3.6 silently drops key names that are not arguments of the launch (not parameters, or
+        # parameters the configs set); keep its behaviour, but say so
+        config_set = {k for c in at.configs for k in c.kwargs}
+        keys = [k for k in at.keys if k in at.arg_names and k not in config_set]
+        dropped = [k for k in at.keys if k not in keys]
         if dropped:
-            logger.warning("graphtune: stock kernel %r has key names %s that are not parameters; triton ignores "
-                           "them (and 3.9 rejects them)", name, dropped)
+            logger.warning("graphtune: stock kernel %r has key names %s that are not arguments of its launch (not "
+                           "parameters, or set by its configs); triton 3.6 ignores them (3.9 rejects names that are "
+                           "not parameters)", name, dropped)
         do_bench = None
         if at._do_bench is not None:
             stock_bench = at._do_bench

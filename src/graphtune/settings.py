@@ -57,6 +57,7 @@ GRAPHTUNE_PLUGIN_FREEZE        ``1``: the plugins call ``graphtune.freeze()`` wh
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -133,6 +134,8 @@ def _float(name: str, default: float, minimum: float = 0.0) -> float:
         out = float(value)
     except ValueError:
         raise ValueError(f"{name}={value!r}: expected a number") from None
+    if not math.isfinite(out):   # nan passes every comparison below, inf is no budget or timeout
+        raise ValueError(f"{name}={value!r}: expected a finite number")
     if out < minimum:
         raise ValueError(f"{name}={value!r}: must be >= {minimum}")
     return out
@@ -151,12 +154,22 @@ def force_spec() -> str:
     return _get("GRAPHTUNE_FORCE") or ""
 
 
+def expand_path(value: str, name: str) -> Path:
+    """``value`` (given by setting or option ``name``) as a Path with ``~`` expanded; a ``~user`` that names no
+    user is a ValueError of one line naming ``name`` and the value, not pathlib's RuntimeError naming nothing."""
+    try:
+        return Path(value).expanduser()
+    except RuntimeError as exc:
+        raise ValueError(f"{name}={value!r}: cannot expand '~' ({exc}); give a path of an existing user's home "
+                         f"or an absolute path") from None
+
+
 def db_path() -> Path:
     value = _get("GRAPHTUNE_DB")
     if value:
-        return Path(value).expanduser()
+        return expand_path(value, "GRAPHTUNE_DB")
     base = _get("XDG_CACHE_HOME")
-    root = Path(base).expanduser() if base else Path.home() / ".cache"
+    root = expand_path(base, "XDG_CACHE_HOME") if base else Path.home() / ".cache"
     return root / "graphtune" / "tuning.sqlite"
 
 

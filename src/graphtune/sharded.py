@@ -63,13 +63,16 @@ class _Bucket:
     indices: list[int]   # candidate config indices (after the kernel's pruning)
 
 
-def check_target(target: Any) -> None:
+def check_target(target: Any, spec: str | None = None) -> None:
+    """A TypeError unless ``target`` has a graphtune kernel and a callable make_args. ``spec``, the MODULE:ATTR
+    it was loaded from, is named in the message when given (the object alone, ``5``, says little)."""
+    name = f"tune target {spec} ({target!r})" if spec else f"tune target {target!r}"
     missing = [a for a in ("kernel", "make_args") if not hasattr(target, a)]
     if missing or not callable(getattr(target, "make_args", None)):
-        raise TypeError(f"tune target {target!r} lacks {missing or ['a callable make_args']}: it needs kernel (a "
+        raise TypeError(f"{name} lacks {missing or ['a callable make_args']}: it needs kernel (a "
                         f"GraphtuneKernel), default_sizes and make_args(size) -> (args, kwargs, grid)")
     if not isinstance(target.kernel, GraphtuneKernel):
-        raise TypeError(f"tune target {target!r}: kernel is {target.kernel!r}, not a GraphtuneKernel (decorate it "
+        raise TypeError(f"{name}: kernel is {target.kernel!r}, not a GraphtuneKernel (decorate it "
                         f"with graphtune.autotune)")
 
 

@@ -429,6 +429,27 @@ def test_cli_without_cuda_exits_2(capsys):
     assert "needs a CUDA GPU" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv, needles", [
+    (["nosuchkernel", "--sizes", "abc", "--configs", "num_warps=abc"], ["--sizes", "'abc'"]),
+    (["nosuchkernel"], ["A/B target 'nosuchkernel'"]),
+    (["{file}", "--configs", "num_warps=abc"], ["--configs", "num_warps='abc'"]),
+    (["{file}", "--sizes", "2"], ["needs a CUDA GPU", "--from-json"]),
+], ids=["sizes", "target", "configs", "no-gpu"])
+def test_cli_checks_arguments_before_the_gpu_and_leaves_no_empty_out(tmp_path, capsys, monkeypatch, argv,
+                                                                      needles):
+    """Without a GPU, ab said so in two lines before looking at its arguments, and a failed run left the
+    --out directory it had just created: now one line, the arguments first, and no directory."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    (tmp_path / "bench_mine.py").write_text(TARGET_FILE)
+    out = tmp_path / "out"
+    argv = [a.format(file=tmp_path / "bench_mine.py") for a in argv]
+    assert main(["ab", *argv, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("graphtune: error:"), err
+    assert all(needle in err for needle in needles), err
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("argv, message", [
     ([], "give a target"),
     (["mla_decode", "--from-json", "x.json"], "give no target"),
@@ -437,6 +458,60 @@ def test_cli_without_cuda_exits_2(capsys):
 def test_cli_bad_input(capsys, argv, message):
     assert main(["ab", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def _broken(doc: dict, field: str, value) -> dict:
+    """``doc`` with one field (``cells[0].size``, ``statistics.seed``) set to ``value``."""
+    import copy
+    import re
+    doc = copy.deepcopy(doc)
+    *parents, last = [int(p) if p.isdigit() else p for p in re.findall(r"\w+", field)]
+    obj = doc
+    for part in parents:
+        obj = obj[part]
+    obj[last] = value
+    return doc
+
+
+@pytest.mark.parametrize("field, value, problem", [
+    ("cells[0].size", "big", "'big' is not an integer"),
+    ("statistics.confidence", "high", "'high' is not a number"),
+    ("statistics.seed", "s", "'s' is not an integer"),
+    ("configs[0].params", [1], "expected an object, got list [1]"),
+    ("environment", [1, 2], "expected an object, got list [1, 2]"),
+    ("cells[1].config", "nope", "'nope' is not the label of one of the configs"),
+], ids=["size", "confidence", "seed", "params", "environment", "cell-config"])
+def test_cli_from_json_names_the_file_and_the_bad_field(tmp_path, capsys, crossover_result, field, value,
+                                                        problem):
+    """A bad field was an int() ValueError or a bare TypeError naming neither the file nor the field."""
+    path = tmp_path / "ab.json"
+    path.write_text(json.dumps(_broken(crossover_result.to_dict(), field, value)))
+    assert main(["ab", "--from-json", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"graphtune: error: --from-json {path}: {field}: {problem}"
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("make, problem", [
+    (lambda p: p.mkdir(), "cannot read: Is a directory"),
+    (lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe"), "not a text file (not UTF-8)"),
+    (lambda p: None, "cannot read: No such file or directory"),
+], ids=["directory", "binary", "missing"])
+def test_cli_from_json_that_cannot_be_read_names_it(tmp_path, capsys, make, problem):
+    path = tmp_path / "ab.json"
+    make(path)
+    assert main(["ab", "--from-json", str(path)]) == 2
+    assert capsys.readouterr().err.strip().startswith(f"graphtune: error: --from-json {path}: {problem}")
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "geteuid") or __import__("os").geteuid() == 0,
+                    reason="root reads a chmod 000 file")
+def test_cli_from_json_without_read_permission_names_it(tmp_path, capsys, crossover_result):
+    path = tmp_path / "ab.json"
+    path.write_text(crossover_result.to_json())
+    path.chmod(0)
+    assert main(["ab", "--from-json", str(path)]) == 2
+    assert capsys.readouterr().err.strip() == f"graphtune: error: --from-json {path}: cannot read: Permission denied"
 
 
 def test_cli_rejects_a_json_that_is_not_an_ab_result(tmp_path, capsys):

@@ -359,6 +359,36 @@ def test_walk_outside_git_skips_environments_and_build_dirs(tmp_path):
     assert report.files_scanned == 2
 
 
+def _unlistable(monkeypatch, *locked: Path) -> None:
+    """Directories os.walk cannot list, as after chmod 000 for a user who is not root (tests run as root,
+    whom chmod does not stop): os.scandir raises PermissionError for them."""
+    import os
+    real = os.scandir
+
+    def scandir(path="."):
+        if Path(path).resolve() in {p.resolve() for p in locked}:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+    monkeypatch.setattr(os, "scandir", scandir)
+
+
+def test_unreadable_directories_are_failures_not_skipped(tmp_path, monkeypatch, capsys):
+    """os.walk skipped a directory it could not list without a word: "0 kernels in 0 files" and exit 0
+    under --fail-on unparsed, a CI gate passing on a tree the audit never read."""
+    _kernel_file(tmp_path / "a_kernel.py")
+    _kernel_file(tmp_path / "locked" / "b_kernel.py")
+    _unlistable(monkeypatch, tmp_path / "locked")
+    report = audit_paths([tmp_path])
+    assert [k.name for k in report.kernels] == ["a_kernel"]
+    assert [(f.file, f.error) for f in report.files_failed] == [
+        (str(tmp_path / "locked"), "cannot list directory: Permission denied")]
+    assert main(["audit", str(tmp_path), "--fail-on", "unparsed"]) == 1
+    assert f"{tmp_path / 'locked'}: cannot list directory" in capsys.readouterr().out
+    # the directory named on the command line itself
+    assert main(["audit", str(tmp_path / "locked"), "--fail-on", "unparsed"]) == 1
+    assert main(["audit", str(tmp_path / "locked")]) == 0   # --fail-on never: reported, not failed
+
+
 # ------------------------------------------------------------------------------------------- CLI
 
 
@@ -379,7 +409,7 @@ def test_cli_json_schema(capsys):
     assert summary["files_scanned"] == 5 and summary["kernels"] == len(EXPECTED)
     assert [set(f) for f in summary["files_failed"]] == [{"file", "error"}]
     assert summary["by_hazard"][TUNES] == 28 and summary["hazards_by_code"][TUNES] == 28
-    assert summary["files_parsed"] == 5
+    assert summary["files_parsed"] == 4   # the fifth, broken_syntax.py, is in files_failed
     new = {"wrapper_name": str, "keys": list, "call_sites": list, "in_place": list, "configs_env": list}
     for kernel in data["kernels"]:
         for field, kind in new.items():
@@ -425,7 +455,15 @@ def test_cli_text_output(capsys):
     out = capsys.readouterr().out
     assert "misspelled_key" in out and "['seq_len']" in out
     assert "not parsed" in out and "broken_syntax.py" in out
-    assert "13 kernels in 2 files (2 parsed, 1 failed to parse); 15 hazards: " in out
+    assert "13 kernels in 2 files (1 parsed, 1 failed to parse); 15 hazards: " in out
+
+
+def test_a_broken_file_is_counted_once(capsys):
+    """One broken file was reported as "1 parsed, 1 failed to parse"."""
+    report = audit_paths([CORPUS / "broken_syntax.py"])
+    assert (report.files_scanned, report.files_parsed, len(report.files_failed)) == (1, 0, 1)
+    assert main(["audit", str(CORPUS / "broken_syntax.py")]) == 0
+    assert "0 kernels in 1 files (0 parsed, 1 failed to parse)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("argv", [["--compile"], ["--target", "sm_120"]], ids=["compile-no-target", "target-only"])
@@ -520,6 +558,20 @@ def test_compile_with_graphtune_resources(tmp_path, capsys):
     assert "num_warps=4," not in misfit["message"]
     assert data["summary"]["compile_target"] == "sm_120"
     assert code == 0
+
+
+@pytest.mark.parametrize("fail_on,code", [("hazard", 1), ("unparsed", 1), ("never", 0)])
+def test_compile_fail_on_counts_a_module_that_did_not_import(tmp_path, capsys, fail_on, code):
+    """A module --compile could not import was never checked against the target (it may hold configs that do
+    not fit): like a file that could not be parsed it fails --fail-on unparsed and hazard; it exited 0."""
+    if _resources_usable() is not None:
+        pytest.skip(str(_resources_usable()))
+    (tmp_path / "raising.py").write_text("import triton\nraise RuntimeError('boom at import')\n"
+                                         "@triton.autotune(configs=[], key=[])\n@triton.jit\ndef k(x_ptr):\n"
+                                         "    pass\n")
+    argv = ["audit", str(tmp_path / "raising.py"), "--compile", "--target", "sm_90", "--fail-on", fail_on]
+    assert main(argv) == code
+    assert "not imported" in capsys.readouterr().out
 
 
 def test_compile_unknown_target_is_an_error(tmp_path, capsys):

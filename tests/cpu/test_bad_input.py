@@ -210,6 +210,37 @@ def test_tune_of_a_module_that_does_not_import_is_one_line(tmp_path, capsys):
     _one_line_error(capsys, ["inspect", f"{raising}:kernel"], "boom at import")
 
 
+def test_a_load_error_names_the_spec_given(tmp_path, capsys):
+    """The object alone was named: "42 is not a Triton kernel", "tune target 5 lacks ..."."""
+    mod = tmp_path / "kern.py"
+    mod.write_text("not_a_kernel = 42\nNOTARGET = 5\n")
+    _one_line_error(capsys, ["inspect", f"{mod}:not_a_kernel"], f"inspect {mod}:not_a_kernel: 42 is not a Triton kernel")
+    _one_line_error(capsys, ["tune", f"{mod}:NOTARGET"], f"tune target {mod}:NOTARGET (5) lacks")
+
+
+@pytest.mark.parametrize("command", ["inspect", "tune"])
+@pytest.mark.parametrize("exit_call, status", [("sys.exit(3)", "3"), ("sys.exit()", "0"), ("sys.exit('bye')", "1 (bye)")],
+                         ids=["3", "none", "text"])
+def test_a_module_that_exits_while_imported_is_one_line(tmp_path, capsys, command, exit_call, status):
+    """sys.exit() in the user's module ended the command with that status and no word why."""
+    mod = tmp_path / "exiting_mod.py"
+    mod.write_text(f"import sys\n{exit_call}\n")
+    _one_line_error(capsys, [command, f"{mod}:kernel"], str(mod),
+                    f"the module exited with status {status} while being imported")
+
+
+def test_debug_and_verbose_are_taken_after_the_command(monkeypatch, capsys):
+    """Every error line says "--debug shows the traceback", but `graphtune db ls --debug` was refused."""
+    monkeypatch.setenv("GRAPHTUNE_TIMER", "fastest")
+    for argv in (["db", "path", "--debug"], ["db", "path", "-v", "--debug"], ["--debug", "db", "path"],
+                 ["audit", "tests/cpu/audit_corpus/hazards.py", "--debug"]):
+        with pytest.raises(ValueError, match="GRAPHTUNE_TIMER='fastest'"):
+            main(argv)
+    _one_line_error(capsys, ["db", "path", "-v"], "GRAPHTUNE_TIMER='fastest'")   # -v alone: still one line
+    monkeypatch.delenv("GRAPHTUNE_TIMER")
+    assert main(["db", "path", "-vv"]) == 0 and main(["db", "path", "--debug"]) == 0
+
+
 def test_tune_whose_make_args_raises_is_one_line(tmp_path, capsys):
     mod = tmp_path / "target_mod.py"
     mod.write_text(textwrap.dedent('''
@@ -233,6 +264,18 @@ def test_tune_whose_make_args_raises_is_one_line(tmp_path, capsys):
                     "Target.make_args(1) raised KeyError")
 
 
+def test_tune_without_a_gpu_or_the_interpreter_is_one_line(tmp_path, monkeypatch, capsys):
+    """Every candidate failed with "RuntimeError: 0 active drivers": 13 lines for one missing GPU."""
+    import _dist_workers as W
+    W.TIMER.timed.clear()
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    out = tmp_path / "x.json"
+    _one_line_error(capsys, ["tune", "_dist_workers:CLI_TARGET", "--sizes", "2", "--out", str(out)],
+                    "tune needs a CUDA GPU", "TRITON_INTERPRET=1")
+    assert W.TIMER.timed == [] and not out.exists()
+
+
 def test_tune_with_empty_sizes_is_an_error(capsys):
     _one_line_error(capsys, ["tune", "_dist_workers:CLI_TARGET", "--sizes", ""], "--sizes: no sizes")
 
@@ -245,6 +288,38 @@ def test_tune_reports_a_force_for_a_kernel_that_does_not_exist(monkeypatch, caps
 def test_cli_refuses_bad_settings_at_start(monkeypatch, capsys):
     monkeypatch.setenv("GRAPHTUNE_TIMER", "fastest")
     _one_line_error(capsys, ["db", "path"], "GRAPHTUNE_TIMER='fastest'")
+
+
+@pytest.mark.parametrize("name, value", [("GRAPHTUNE_TIMER_BUDGET_MS", "nan"), ("GRAPHTUNE_DIST_TIMEOUT_S", "nan"),
+                                         ("GRAPHTUNE_ISOLATE_TIMEOUT_S", "nan"), ("GRAPHTUNE_TIMER_MEM_MB", "inf"),
+                                         ("GRAPHTUNE_DIST_TIMEOUT_S", "-inf")])
+def test_cli_refuses_non_finite_numeric_settings(monkeypatch, capsys, name, value):
+    """nan passed the >= minimum check (every comparison with nan is false) and inf is no limit."""
+    monkeypatch.setenv(name, value)
+    _one_line_error(capsys, ["db", "path"], f"{name}={value!r}: expected a finite number")
+
+
+class _ClosedPipe:
+    """A stdout whose reader has gone away (``graphtune db ls | head -1``): every write raises."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def fileno(self) -> int:
+        import io
+        raise io.UnsupportedOperation("fileno")
+
+
+@pytest.mark.parametrize("debug", [[], ["--debug"]], ids=["plain", "debug"])
+def test_a_closed_pipe_is_no_error(monkeypatch, capsys, debug):
+    """It was "graphtune: error: BrokenPipeError" and exit 2; a Unix tool stops quietly (status 141, SIGPIPE's)."""
+    import sys
+    monkeypatch.setattr(sys, "stdout", _ClosedPipe())
+    assert main([*debug, "db", "path"]) == 141
+    assert capsys.readouterr().err == ""
 
 
 def test_config_tables_show_what_varies_and_never_cut_a_value(capsys, monkeypatch):

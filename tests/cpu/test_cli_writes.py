@@ -3,6 +3,8 @@ export, ab --out, demo --out) exits non-zero with one line naming the path and t
 never holds NaN or Infinity (issue 17, items 1, 3 and 9 of its Why)."""
 from __future__ import annotations
 
+import builtins
+import errno
 import json
 import os
 import sqlite3
@@ -124,6 +126,44 @@ def test_tune_out_into_a_directory_fails_before_timing(tmp_path, capsys, determi
     assert W.TIMER.timed == []
 
 
+@pytest.fixture
+def read_only_dir(tmp_path, monkeypatch):
+    """A directory no file can be created in, as one the user may not write. Tests run as root, whom chmod does
+    not stop, so the calls that create files refuse it: os.open (tempfile's) and open (the export's)."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    real_os_open, real_open = os.open, builtins.open
+
+    def refused(path) -> bool:
+        if isinstance(path, int):
+            return False
+        absolute = os.path.abspath(os.fsdecode(path))
+        return absolute == str(ro) or os.path.dirname(absolute) == str(ro)
+
+    def os_open(path, flags, mode=0o777, *, dir_fd=None):
+        if refused(path) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+            raise PermissionError(errno.EACCES, "Permission denied", os.fsdecode(path))
+        return real_os_open(path, flags, mode, dir_fd=dir_fd)
+
+    def open_(file, mode="r", *args, **kwargs):
+        if refused(file) and any(c in mode for c in "wax+"):
+            raise PermissionError(errno.EACCES, "Permission denied", os.fsdecode(file))
+        return real_open(file, mode, *args, **kwargs)
+    monkeypatch.setattr(os, "open", os_open)
+    monkeypatch.setattr(builtins, "open", open_)
+    return ro
+
+
+def test_tune_out_into_a_read_only_directory_fails_before_timing(read_only_dir, capsys, deterministic_timer):
+    """Only the directory's existence was checked: the buckets were tuned, then the export could not be
+    written and the results were lost."""
+    out = read_only_dir / "x.json"
+    assert cli_main(TUNE + ["--out", str(out)]) == 2
+    line = _err_line(capsys)
+    assert f"--out {out}: cannot write there: Permission denied" in line
+    assert W.TIMER.timed == [] and os.listdir(read_only_dir) == []
+
+
 def test_tune_records_and_says_so_when_it_did(tmp_path, capsys, deterministic_timer):
     path = tmp_path / "fine.sqlite"
     assert cli_main(TUNE + ["--db", str(path)]) == 0
@@ -233,3 +273,130 @@ def test_report_json_replaces_non_finite_numbers_with_null_and_says_so():
     assert json.loads(text) == {"a": [1.0, None], "b": {"c": None}, "not_finite": ["a[1] was nan", "b.c was inf"]}
     with pytest.raises(ValueError, match=r"b\.c = inf is not a finite number"):
         strict_json({"b": {"c": float("inf")}}, "x")
+
+
+# ------------------------------------------------------------------ export targets (review fixes, branch fix-db)
+
+
+def _entries(path: Path) -> int:
+    return len(TuningDB(path).entries())
+
+
+def test_export_onto_the_database_in_use_is_refused_and_keeps_it(tmp_path, capsys, monkeypatch):
+    """`graphtune db export -o db.sqlite` with GRAPHTUNE_DB=db.sqlite replaced the database with JSON: every
+    tuned entry lost. The database in use, under any spelling, is refused with one line and left as it was."""
+    path = tmp_path / "db.sqlite"
+    _healthy(path)
+    monkeypatch.setenv("GRAPHTUNE_DB", str(path))
+    monkeypatch.chdir(tmp_path)
+    link = tmp_path / "alias.sqlite"
+    link.symlink_to(path)
+    for target in ("db.sqlite", str(path), "./db.sqlite", str(link)):
+        assert cli_main(["db", "export", "-o", target]) == 2, target
+        line = _err_line(capsys)
+        assert target in line and "-o" in line and "tuning database" in line and "nothing was written" in line
+        assert _entries(path) == 1 and link.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("db.sqlite")) == ["alias.sqlite"]
+
+
+def test_tune_out_onto_the_database_fails_before_timing_and_keeps_it(tmp_path, capsys, monkeypatch,
+                                                                    deterministic_timer):
+    """`tune --out db.sqlite --db` wrote the export over the database, reported "wrote" and "recorded in", and
+    exited 0 with the earlier entries gone. It is now refused before any tuning."""
+    path = tmp_path / "db.sqlite"
+    _healthy(path)
+    monkeypatch.setenv("GRAPHTUNE_DB", str(path))
+    monkeypatch.chdir(tmp_path)
+    for argv in (["--out", "db.sqlite", "--db"], ["--out", "db.sqlite"], ["--out", "new.sqlite", "--db", "new.sqlite"]):
+        assert cli_main(TUNE + argv) == 2, argv
+        line = _err_line(capsys)
+        assert "--out" in line and argv[1] in line, line
+        assert W.TIMER.timed == [] and _entries(path) == 1
+    assert not (tmp_path / "new.sqlite").exists()
+
+
+def test_export_replaces_only_an_export_or_an_empty_file(tmp_path, capsys):
+    """An existing file that is not a graphtune export (another program's SQLite database, notes) is never
+    replaced; an earlier export or an empty file is."""
+    source = tmp_path / "db.sqlite"
+    _healthy(source)
+    other = tmp_path / "app.sqlite"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE users (name TEXT)")
+    conn.commit()
+    conn.close()
+    notes = tmp_path / "notes.json"
+    notes.write_text('{"mine": true}')
+    for victim, kind in ((other, "an SQLite database"), (notes, "not a graphtune tuning export")):
+        before = victim.read_bytes()
+        assert cli_main(["db", "export", "-o", str(victim), "--db", str(source)]) == 2
+        line = _err_line(capsys)
+        assert str(victim) in line and kind in line and victim.read_bytes() == before
+    for replaceable in (tmp_path / "earlier.json", tmp_path / "empty.json"):
+        replaceable.write_text(json.dumps({"format": gdb.FORMAT, "version": 1, "entries": []})
+                               if replaceable.name == "earlier.json" else "")
+        assert cli_main(["db", "export", "-o", str(replaceable), "--db", str(source)]) == 0
+        assert len(json.loads(replaceable.read_text())["entries"]) == 1
+    capsys.readouterr()
+
+
+def test_export_through_a_symlink_replaces_its_target_and_keeps_the_link(tmp_path, capsys):
+    source = tmp_path / "db.sqlite"
+    _healthy(source)
+    real = tmp_path / "real" / "target.json"
+    real.parent.mkdir()
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    assert cli_main(["db", "export", "-o", str(link), "--db", str(source)]) == 0  # a dangling link: made there
+    assert link.is_symlink() and len(json.loads(real.read_text())["entries"]) == 1
+    assert cli_main(["db", "export", "-o", str(link), "--db", str(source)]) == 0  # and replaced there
+    assert link.is_symlink() and os.readlink(link) == str(real) and json.loads(real.read_text())["entries"]
+    assert sorted(os.listdir(real.parent)) == ["target.json"]
+    capsys.readouterr()
+
+
+def test_export_to_a_fifo_is_refused_and_left_alone(tmp_path, capsys, deterministic_timer):
+    source = tmp_path / "db.sqlite"
+    _healthy(source)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert cli_main(["db", "export", "-o", str(fifo), "--db", str(source)]) == 2
+    line = _err_line(capsys)
+    assert str(fifo) in line and "a FIFO, not a regular file" in line
+    assert cli_main(TUNE + ["--out", str(fifo), "--db", str(source)]) == 2
+    assert "a FIFO" in _err_line(capsys) and W.TIMER.timed == []
+    assert fifo.is_fifo() and not list(tmp_path.glob(".*.tmp"))
+
+
+@pytest.mark.parametrize("make", ["directory", "foreign"])
+def test_tune_into_an_unusable_database_says_why_once(tmp_path, capsys, caplog, deterministic_timer, make):
+    """`tune --db <another program's file or a directory>` printed the reason twice: a WARNING, then the error."""
+    import logging
+    target = tmp_path / "target"
+    if make == "directory":
+        target.mkdir()
+    else:
+        target.write_text("not a database\n" * 20)
+    caplog.set_level(logging.WARNING, logger="graphtune")
+    assert cli_main(TUNE + ["--db", str(target)]) == 2
+    assert str(target) in _err_line(capsys)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["db", "export", "-o", ""], "-o"),
+    (["db", "ls", "--db", ""], "--db"),
+    (["db", "import", "x.json", "--db", " "], "--db"),
+    (TUNE + ["--db", ""], "--db"),
+    (TUNE + ["--out", ""], "--out"),
+], ids=["export-o", "ls-db", "import-db-blank", "tune-db", "tune-out"])
+def test_an_empty_path_argument_is_one_line_naming_it(tmp_path, capsys, monkeypatch, deterministic_timer, argv,
+                                                       option):
+    """An empty path was read as '.', or as "not given": "PosixPath('.') has an empty name", the database of
+    GRAPHTUNE_DB used silently, "'.' is a directory" twice."""
+    monkeypatch.setenv("GRAPHTUNE_DB", str(tmp_path / "default.sqlite"))
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(argv) == 2
+    line = _err_line(capsys)
+    assert f"{option} '" in line and "give a file path" in line, line
+    assert os.listdir(tmp_path) == [] and W.TIMER.timed == []

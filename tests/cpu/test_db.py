@@ -852,3 +852,171 @@ def test_load_of_no_path_is_one_line_naming_it(path):
     or "cannot read tuning export .: Is a directory"."""
     with pytest.raises(DatabaseError, match=re.escape(f"graphtune.load(path={path!r}): expected the path")):
         load(path)
+
+
+# --------------------------------------------------------------------------- review fixes (branch fix-db)
+
+
+LAUNCH_BAD = {
+    "chosen-num-warps-word": ("chosen", "num_warps", "eight",
+                              "entry 1: field 'chosen.num_warps' must be a power of two >= 1, got 'eight'"),
+    "candidate-num-warps-negative": ("candidate", "num_warps", -1,
+                                     "entry 1: field 'candidates[1].config.num_warps' must be a power of two >= 1, "
+                                     "got -1"),
+    "chosen-num-warps-not-power-of-two": ("chosen", "num_warps", 6,
+                                          "field 'chosen.num_warps' must be a power of two"),
+    "candidate-num-stages-zero": ("candidate", "num_stages", 0,
+                                  "field 'candidates[1].config.num_stages' must be an int >= 1, got 0"),
+    "chosen-num-ctas-bool": ("chosen", "num_ctas", True, "field 'chosen.num_ctas' must be an int >= 1, got True"),
+    "chosen-maxnreg-string": ("chosen", "maxnreg", "128", "field 'chosen.maxnreg' must be an int >= 1 (or None)"),
+}
+
+
+@pytest.mark.parametrize("kind", list(LAUNCH_BAD), ids=list(LAUNCH_BAD))
+def test_import_and_load_refuse_launch_options_triton_cannot_take(db_file, tmp_path, kind):
+    """A config whose num_warps is "eight" imported fine and a later run died naming nothing: the import and
+    graphtune.load now refuse the file with one line naming it, the entry and the field, and take nothing."""
+    where, name, value, match = LAUNCH_BAD[kind]
+    doc = {"format": gdb.FORMAT, "version": 1,
+           "entries": [gdb._entry_to_dict(make_entry(key=(1,))), gdb._entry_to_dict(make_entry(key=(2,)))]}
+    target = doc["entries"][1]["chosen"] if where == "chosen" else doc["entries"][1]["candidates"][1]["config"]
+    target[name] = value
+    path = tmp_path / f"{kind}.json"
+    path.write_text(json.dumps(doc))
+    db = TuningDB()
+    db.record(make_entry(key=(99,)))
+    with pytest.raises(DatabaseError, match=re.escape(match)) as info:
+        db.import_file(path)
+    message = str(info.value)
+    assert str(path) in message and "nothing was imported" in message and "\n" not in message
+    assert db.entries() == [make_entry(key=(99,))]
+    with pytest.raises(DatabaseError, match=re.escape(match)):
+        load(path)
+    assert loaded_entries(KERNEL, H200) == {}
+
+
+def _fail_to_open_here(monkeypatch, path: Path, message: str = "attempt to write a readonly database") -> None:
+    """Every SQLite connection graphtune makes to ``path`` fails as it does in a read-only directory (where the
+    -shm and -wal files of a WAL database cannot be made; tests run as root, which chmod does not stop)."""
+    real = sqlite3.connect
+
+    class Refusing(sqlite3.Connection):
+        def execute(self, *args, **kwargs):
+            raise sqlite3.OperationalError(message)
+
+    def connect(database, *args, **kwargs):
+        if str(path) in str(database):
+            kwargs["factory"] = Refusing
+        return real(database, *args, **kwargs)
+
+    monkeypatch.setattr(sqlite3, "connect", connect)
+
+
+def test_a_database_that_cannot_be_opened_here_is_not_called_damaged(db_file, tmp_path, monkeypatch, capsys,
+                                                                     caplog):
+    """A healthy database in a read-only directory was reported damaged and graphtune tried to move it aside:
+    not being allowed to write there says nothing about the file. One line names it and the cause, suggests
+    GRAPHTUNE_DB_READONLY=1, and the file stays where it is."""
+    first = TuningDB()
+    first.record(make_entry())
+    first.close()
+    before = sorted(os.listdir(db_file.parent))
+    real_connect = sqlite3.connect
+    _fail_to_open_here(monkeypatch, db_file)
+    caplog.set_level(logging.WARNING, logger="graphtune")
+    db = TuningDB()
+    assert db.load_kernel(KERNEL, H200) == {}
+    problem = db.problem
+    assert problem is not None and str(db_file) in problem and "readonly database" in problem
+    assert "GRAPHTUNE_DB_READONLY=1" in problem and "damaged" not in problem
+    warnings = graphtune_warnings(caplog)
+    assert len(warnings) == 1 and "damaged" not in warnings[0] and "moved" not in warnings[0]
+    assert cli_main(["db", "ls"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(db_file) in err[0] and "GRAPHTUNE_DB_READONLY=1" in err[0], err
+    assert sorted(os.listdir(db_file.parent)) == before and not list(db_file.parent.glob("*.damaged-*"))
+    monkeypatch.setattr(sqlite3, "connect", real_connect)
+    assert TuningDB(db_file).entries() == [make_entry()]
+
+
+_HOLD_WRITE_LOCK = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN EXCLUSIVE")
+print("locked", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_ls_does_not_wait_for_a_process_holding_the_write_lock(db_file, capsys, monkeypatch):
+    """`graphtune db ls` hung ~4 minutes (8 write attempts x the busy timeout) while another process held the
+    write lock, then failed: opening a current database took a write transaction. It now reads at once (WAL
+    readers are not blocked by a writer). The busy timeout is cut to 2 s so that the old behaviour fails fast."""
+    first = TuningDB()
+    first.record(make_entry())
+    first.close()
+    monkeypatch.setattr(gdb, "_BUSY_TIMEOUT_S", 2.0)
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_WRITE_LOCK, str(db_file)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        start = time.monotonic()
+        assert cli_main(["db", "ls"]) == 0
+        elapsed = time.monotonic() - start
+        assert "1 entries" in capsys.readouterr().out
+        assert elapsed < 10.0
+        with pytest.raises(DatabaseError, match="locked"):  # a writer still waits for the lock, and says so
+            monkeypatch.setattr(gdb, "_WRITE_ATTEMPTS", 1)
+            TuningDB().record_all([make_entry(key=(2,))])
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    assert TuningDB().entries() == [make_entry()]
+
+
+def test_a_fifo_as_the_database_is_refused_and_nothing_is_made_beside_it(tmp_path, monkeypatch, capsys):
+    """A FIFO (or device) as GRAPHTUNE_DB was taken for an empty database: SQLite wrote a -journal and a lock
+    file beside it. A path that exists and is not a regular file is not graphtune's: one line, nothing made."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    monkeypatch.setenv("GRAPHTUNE_DB", str(fifo))
+    assert cli_main(["db", "ls"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(fifo) in err[0] and "not a regular file (a FIFO)" in err[0], err
+    assert "GRAPHTUNE_DB" in err[0]
+    assert os.listdir(tmp_path) == ["fifo"]
+
+
+def test_the_damaged_database_warning_is_one_line(db_file, tmp_path, caplog):
+    """PRAGMA quick_check rows hold newlines ("*** in database main ***\\nOn tree page ..."): the warning that a
+    damaged database was moved aside spanned two lines. It is one line now."""
+    healthy = tmp_path / "healthy.sqlite"
+    db = TuningDB(healthy)
+    for n in range(1, 40):
+        db.record(make_entry(key=(n, "torch.bfloat16")))
+    db.close()
+    data = bytearray(healthy.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    data[2 * page + 8:2 * page + 24] = bytes(16)  # the cell pointers of the third page
+    db_file.parent.mkdir(parents=True)
+    db_file.write_bytes(bytes(data))
+    conn = sqlite3.connect(f"{db_file.as_uri()}?mode=ro&immutable=1", uri=True)
+    rows = conn.execute("PRAGMA quick_check").fetchall()
+    conn.close()
+    assert any("\n" in str(r[0]) for r in rows), rows  # the damage this test is about
+    caplog.set_level(logging.WARNING, logger="graphtune")
+    assert TuningDB().load_kernel(KERNEL, H200) == {}
+    warnings = graphtune_warnings(caplog)
+    assert len(warnings) == 1 and "moved it to" in warnings[0] and "quick_check" in warnings[0]
+    assert "\n" not in warnings[0]
+
+
+def test_graphtune_db_naming_an_unknown_user_is_one_line(monkeypatch, capsys):
+    """GRAPHTUNE_DB=~nosuchuser/x.sqlite failed with pathlib's "Could not determine home directory." naming
+    nothing: the error names the variable and its value."""
+    monkeypatch.setenv("GRAPHTUNE_DB", "~graphtune-no-such-user/x.sqlite")
+    with pytest.raises(ValueError, match=re.escape("GRAPHTUNE_DB='~graphtune-no-such-user/x.sqlite'")):
+        gdb.settings.db_path()
+    assert cli_main(["db", "ls"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "GRAPHTUNE_DB='~graphtune-no-such-user/x.sqlite'" in err[0], err

@@ -80,6 +80,15 @@ CASES = [
     ("ds_mla-ps1-H16-B3", 3, 16, 1, "fp8_ds_mla", [29, 1, 47], 3),
     ("ds_mla-ps16-H16-B3", 3, 16, 16, "fp8_ds_mla", [50, 17, 90], 3),
     ("ds_mla-ps64-H32-B2", 2, 32, 64, "fp8_ds_mla", [100, 64], 2),
+    # the matrix (every format x page sizes 1 / 16 / 64 x H 16 / 32 / 64 / 128) filled where the cases above
+    # leave it open: H = 64 and 128 (four and eight head blocks), fp8 at page size 64 with 16 heads
+    ("fp8-ps64-H16-B2-straddle", 2, 16, 64, "fp8", [129, 64], 3),
+    ("fp8-ps16-H64-B2", 2, 64, 16, "fp8", [33, 1], 2),
+    ("fp8-ps64-H128-B1-len1", 1, 128, 64, "fp8", [1], 2),
+    ("bf16-ps1-H64-B2", 2, 64, 1, "bf16", [9, 20], 3),
+    ("bf16-ps64-H128-B1", 1, 128, 64, "bf16", [70], 2),
+    ("ds_mla-ps16-H64-B1", 1, 64, 16, "fp8_ds_mla", [40], 2),
+    ("ds_mla-ps1-H128-B1", 1, 128, 1, "fp8_ds_mla", [12], 1),
 ]
 
 

@@ -391,7 +391,12 @@ def test_split_max_caps_the_grid_by_the_batch_alone(fmt):
     # in the first kernel's tuned space (batch 1-7); the ping-pong kernels' only pinned (the A/B's): the tuned path
     # runs them from batch 8, where the cap never bites
     first = hopper.HOPPER_SPACE if fmt == "bf16" else hopper.HOPPER_FP8_SPACE
-    assert any(c.get("SPLIT_MAX") == hopper.SPLIT_MAX_SMALL for c in first)
+    assert sorted(c["SPLIT_MAX"] for c in first if c.get("SPLIT_MAX")) == [hopper.SPLIT_MAX_FEWER,
+                                                                           hopper.SPLIT_MAX_SMALL]
+    for batch, want in ((1, 16), (4, 64), (5, 66)):     # SPLIT_MAX_FEWER: batch 1-4 on 132 SMs
+        q, kv, pt, lens, out = _inputs(128, fmt, batch=batch)
+        _, grid, _, _ = hopper.tuned_call(q, kv, pt, lens, 0.04, 1.0, fmt, out, False, sms=132)
+        assert grid({"SPLIT_MAX": hopper.SPLIT_MAX_FEWER}) == (2, want)
     for second in (hopper.SECOND[(True, fmt)], hopper.THIRD.get((True, fmt))):
         if second is not None:
             assert not any(c.get("SPLIT_MAX") for c in second.space), second.name

@@ -69,6 +69,26 @@ def test_patch_covers_kernels_decorated_before_and_after():
     assert not graphtune.patch.is_patched()
 
 
+def test_a_stock_kernel_keyed_on_a_config_parameter_runs_as_stock_runs_it(caplog):
+    """Stock triton keys on the launch's arguments only and skips a key name its configs set (BLOCK here); the
+    patch does the same with one warning, instead of refusing the kernel at its first launch (a third-party kernel
+    that runs under stock triton must run under the patch)."""
+    import logging
+    with graphtune.patch_triton():
+        @triton.autotune(configs=STOCK_CONFIGS, key=["n", "BLOCK"])
+        @triton.jit
+        def _stock_keyed_on_block(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            mask = offs < n
+            tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 3.0, mask=mask)
+
+        with caplog.at_level(logging.WARNING, logger="graphtune"):
+            x, out = _run(_stock_keyed_on_block, 37)
+        torch.testing.assert_close(out, x * 3.0)
+        assert graphtune.patch.graphtune_kernel_of(_stock_keyed_on_block).keys == ["n"]
+        assert any("['BLOCK']" in r.getMessage() and "set by its configs" in r.getMessage() for r in caplog.records)
+
+
 def test_force_env_pins_a_stock_kernel(monkeypatch):
     monkeypatch.setenv("GRAPHTUNE_FORCE", "_stock_before:BLOCK=32,num_warps=2")
     with graphtune.patch_triton():

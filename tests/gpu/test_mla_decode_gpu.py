@@ -716,7 +716,7 @@ SPLIT_MAX_CASES = [(fmt, config) for fmt in ("bf16", "fp8")
 
 
 @pytest.mark.parametrize("kv_format,config", SPLIT_MAX_CASES,
-                         ids=[f"{f}-{'T8' if c.get('T8') else 'PP' if c.get('PP') else 'first'}"
+                         ids=[f"{f}-{'T8' if c.get('T8') else 'PP' if c.get('PP') else 'first'}-{c['SPLIT_MAX']}"
                               for f, c in SPLIT_MAX_CASES])
 @pytest.mark.parametrize("lens", [[4096], [1], [3001, 65]], ids=["one-4096", "one-token", "two"])
 def test_split_max_configs_match_reference(kv_format, config, lens):

@@ -16,7 +16,7 @@ export PYTHONUNBUFFERED=1 GIT_COMMIT=$C
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
 i=0
 for sel in "given_a_plan and T81" "given_a_plan and PP1" "given_a_plan and not T81 and not PP1" "step_plan" \
-    "partials_in_cache_units or more_requests or zero_length" \
+    "partials_in_cache_units or more_requests or zero_length or split_max_configs" \
     "query_pair_is_its or never_reads_the_lo or query_precision_e4m3_matches or query_precision_e4m3_tuned"; do
   i=$((i + 1))
   GRAPHTUNE_GPU_NEW=1 PYTHONPATH=/tmp/np:$PWD/src:/tmp/site TRITON_CACHE_DIR=/tmp/tc_t$i timeout 280 python3 -m pytest \

@@ -103,18 +103,20 @@ def audit_paths(paths: Iterable[str | os.PathLike[str]], *, compile_target: str 
     """Audit every Python file under ``paths`` (files or directories; .gitignore respected inside git).
 
     Files under a directory are parsed only when they can hold an autotuned kernel (they mention an
-    autotuner, or a wrapper found in the tree) or launch one; a file named explicitly is always parsed.
+    autotuner, or a wrapper found in the tree) or launch one; a file named explicitly is always parsed. A file
+    or directory that cannot be read is in ``files_failed``, never skipped in silence.
     Read-only unless ``compile_target`` is given: then the module of each kernel is imported (it runs
     that code) and each kernel is inspected for that target with ``inspector`` (default
     ``graphtune.resources.inspect``; same signature, rows with ``.fits``, ``.reason``, ``.config``).
     """
     paths = list(paths)
-    files = collect_files(paths)
+    unreadable: dict[str, str] = {}   # directories that could not be listed: failures, never silently skipped
+    files = collect_files(paths, unreadable)
     explicit = {Path(p).resolve() for p in paths if Path(p).is_file()}
     roots = [Path(p) for p in paths if Path(p).is_dir()]
     tree = _Tree(files, explicit, roots)
     kernels = tree.audit()
-    failed = tuple(FileFailure(str(path), error) for path, error in tree.failed.items())
+    failed = tuple(FileFailure(str(path), error) for path, error in {**unreadable, **tree.failed}.items())
     compile_errors: tuple[FileFailure, ...] = ()
     if compile_target is not None:
         kernels, compile_errors = _compile_check(kernels, compile_target, inspector)

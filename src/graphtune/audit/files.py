@@ -13,9 +13,13 @@ _SKIP_DIRS = frozenset({".git", "__pycache__", ".venv", "venv", "env", "node_mod
                         ".tox", ".nox", ".mypy_cache", ".pytest_cache", ".ruff_cache", "site-packages"})
 
 
-def collect_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
+def collect_files(paths: Iterable[str | os.PathLike[str]], unreadable: dict[str, str] | None = None) -> list[Path]:
     """The ``.py`` files under ``paths``, sorted and without duplicates. A file named explicitly is taken
-    whatever its suffix or ignore status; directories are listed through git when inside a work tree."""
+    whatever its suffix or ignore status; directories are listed through git when inside a work tree.
+
+    A directory that cannot be listed (no permission) is put in ``unreadable`` (its path -> why), for the
+    caller to report as not audited; without ``unreadable`` its OSError is raised. Either way a listing never
+    silently leaves files out: a CI gate must not pass on a tree it could not read."""
     seen: set[Path] = set()
     out: list[Path] = []
     paths = list(paths)
@@ -26,7 +30,7 @@ def collect_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
         path = Path(raw)
         if not path.exists():
             raise FileNotFoundError(f"audit: no such file or directory: {str(path)!r}")
-        candidates = [path] if path.is_file() else _files_under(path)
+        candidates = [path] if path.is_file() else _files_under(path, unreadable)
         if len(paths) == 1:
             return candidates  # one listing has no duplicates: skip resolving every path (costly on big trees)
         for file in candidates:
@@ -58,10 +62,10 @@ def _describe_parse_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _files_under(directory: Path) -> list[Path]:
+def _files_under(directory: Path, unreadable: dict[str, str] | None) -> list[Path]:
     listed = _git_files(directory)
     if listed is None:  # os.walk only lists what exists
-        return sorted(f for f in _walk_files(directory) if f.suffix == ".py")
+        return sorted(f for f in _walk_files(directory, unreadable) if f.suffix == ".py")
     return sorted(f for f in listed if f.suffix == ".py" and f.is_file())
 
 
@@ -94,9 +98,16 @@ def _git_files(directory: Path) -> list[Path] | None:
     return files
 
 
-def _walk_files(directory: Path) -> list[Path]:
+def _walk_files(directory: Path, unreadable: dict[str, str] | None) -> list[Path]:
+    """The files under ``directory`` outside git; a directory os.walk cannot list goes into ``unreadable``
+    (raised without it): os.walk skips it silently unless told."""
+    def failed(exc: OSError) -> None:
+        if unreadable is None:
+            raise exc
+        unreadable[str(exc.filename or directory)] = f"cannot list directory: {exc.strerror or exc}"
+
     out: list[Path] = []
-    for root, dirs, names in os.walk(directory):
+    for root, dirs, names in os.walk(directory, onerror=failed):
         dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.endswith(".egg-info")
                          and not d.startswith("."))
         out.extend(Path(root) / n for n in names if n.endswith(".py"))

@@ -145,8 +145,9 @@ class FileFailure:
 @dataclass(frozen=True)
 class AuditReport:
     """``files_scanned`` counts every Python file read, including those in ``files_failed``;
-    ``files_parsed`` those the audit parsed (they could hold or launch a kernel, re-export triton, define a
-    wrapper, or were named explicitly), including those that failed to parse."""
+    ``files_parsed`` those the audit parsed and analysed (they could hold or launch a kernel, re-export triton,
+    define a wrapper, or were named explicitly); a file that failed to parse is in ``files_failed`` only, so
+    each file counts once."""
     kernels: tuple[KernelAudit, ...]
     files_scanned: int
     files_failed: tuple[FileFailure, ...]

@@ -41,7 +41,6 @@ class _Tree:
         self._canonical: dict[str, tuple[str, str | None]] = {}
         self.wrappers: dict[str, _Wrapper] = {}
         self.import_roots: set[str] = set()  # first names of every module imported by a parsed module
-        self.n_parsed = 0
 
     # -- files and names
 
@@ -73,13 +72,18 @@ class _Tree:
                 self.by_name[name] = path
         self.name_of[path] = names[0] if names else stem
 
+    @property
+    def n_parsed(self) -> int:
+        """Files parsed and analysed. A file that could not be read, parsed or analysed is in ``failed`` instead:
+        each file counts once."""
+        return sum(1 for path, module in self.modules.items() if module is not None and str(path) not in self.failed)
+
     def add_source(self, source: str | bytes, filename: str) -> _ModuleAudit:
         """Parse one text outside any tree (``audit_source``); raises _Unparsable."""
         return self._parse(source, filename, None, None)
 
     def _parse(self, source: str | bytes, filename: str, qualname: str | None, package: list[str] | None
                ) -> _ModuleAudit:
-        self.n_parsed += 1  # attempts: a file that fails is also counted (and listed in files_failed)
         try:
             tree = ast.parse(source, filename=filename)
         except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError) as exc:
@@ -96,7 +100,6 @@ class _Tree:
             if data is None:
                 data = _read_source(path)
             elif b"\x00" in data:
-                self.n_parsed += 1
                 raise _Unparsable("contains null bytes")
             qualname = self.name_of.get(path)
             package = self._package(os.path.dirname(os.path.abspath(path))) if qualname else None

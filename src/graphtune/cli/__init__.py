@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 import importlib
@@ -30,12 +31,36 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="graphtune",
         description="Capture-safe, per-bucket Triton autotuning for CUDA-graph-captured inference servers.")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-v info, -vv debug)")
-    parser.add_argument("--debug", action="store_true", help="show the traceback of an error instead of one line")
+    _add_common_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in ([only] if only else list(COMMANDS)):
         importlib.import_module(f"{__name__}.{COMMANDS[name]}").register(sub)
+    for command in _subcommands(parser):
+        _add_common_options(command, top=False)
     return parser
+
+
+def _add_common_options(parser: argparse.ArgumentParser, top: bool) -> None:
+    """-v / --debug, before the command and after it (``graphtune db ls --debug``: every error line suggests
+    --debug). After it they default to SUPPRESS: not given there, the value given before the command stands.
+    A command that defines one of these options itself keeps its own."""
+    taken = parser._option_string_actions
+    if not {"-v", "--verbose"} & taken.keys():
+        parser.add_argument("-v", "--verbose", action="count", default=0 if top else argparse.SUPPRESS,
+                            help="more log output (-v info, -vv debug)")
+    if "--debug" not in taken:
+        parser.add_argument("--debug", action="store_true", default=False if top else argparse.SUPPRESS,
+                            help="show the traceback of an error instead of one line")
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every parser below ``parser``: the commands and their own actions (``db ls``), each once."""
+    out: list[argparse.ArgumentParser] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):   # an alias names the same parser again
+                out += [sub, *_subcommands(sub)]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,10 +74,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         settings.validate_all()
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()   # here, not at exit, so that a reader gone away (below) is seen here too
+        return code
     except KeyboardInterrupt:
         print("graphtune: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _reader_gone()
     except Exception as exc:  # noqa: BLE001 - the command line reports every error as one line (--debug: all)
         if args.debug:
             raise
@@ -63,3 +92,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"graphtune: error: {' '.join(text.split()) if len(text.splitlines()) <= 1 else text}",
               file=sys.stderr)
         return 2
+
+
+def _reader_gone() -> int:
+    """The reader of stdout went away (``graphtune db ls | head -1``): no error, as for any Unix tool. stdout is
+    pointed at devnull (the Python docs' recipe), so the flush at exit cannot raise again, and the status is
+    141 = 128 + SIGPIPE, what the shell reports for a tool SIGPIPE ends (``yes | head -1``; seen under pipefail)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
+    except (OSError, ValueError, AttributeError):   # stdout is no file descriptor (embedded, tests): nothing to do
+        pass
+    return 141

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import Any
 
 from .._loading import parse_sizes
-from .._outputs import output_dir
+from .._outputs import output_dir, run_output_dir
 from ..ab import TARGET_ALIASES, ABResult, ab
 
 _EXAMPLE = """\
@@ -45,33 +46,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=handler)
 
 
-def _cuda_available() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
 def handler(args: argparse.Namespace) -> int:
-    if args.out is not None:
-        output_dir(args.out, "--out")   # before any timing: a bad --out must not cost an A/B run
     stats: dict[str, Any] = {k: v for k, v in (("confidence", args.confidence), ("n_boot", args.n_boot),
                                                  ("seed", args.seed)) if v is not None}
     if args.from_json:
         if args.target or args.sizes or args.configs != "all":
             raise ValueError("--from-json re-analyses the saved sizes and configs: give no target, --sizes or "
                              "--configs with it")
-        result = ABResult.load(args.from_json, **stats)
+        result = ABResult.load(args.from_json, option="--from-json", **stats)
+        if args.out is not None:
+            output_dir(args.out, "--out")
     else:
         if not args.target:
             raise ValueError("give a target (MODULE:ATTR or a built-in: " + ", ".join(TARGET_ALIASES)
                              + "), or --from-json FILE")
-        if not _cuda_available():
-            print("graphtune ab: A/B timing needs a CUDA GPU (none found: torch.cuda.is_available() is False).\n"
-                  "Saved samples can be re-analysed without one: graphtune ab --from-json ab.json", file=sys.stderr)
-            return 2
         sizes = parse_sizes(args.sizes) if args.sizes else None
-        result = ab(args.target, sizes, args.configs, trials=args.trials, samples=args.samples,
-                    launches_per_sample=args.launches_per_sample, **stats)
+        # --out is made before any timing (a bad --out must not cost an A/B run) and removed again if ab()
+        # refuses its arguments or finds no GPU (one line, after the target, sizes and configs are checked)
+        with run_output_dir(args.out, "--out") if args.out is not None else contextlib.nullcontext():
+            result = ab(args.target, sizes, args.configs, trials=args.trials, samples=args.samples,
+                        launches_per_sample=args.launches_per_sample, **stats)
     if args.json:
         print(result.to_json())
     else:

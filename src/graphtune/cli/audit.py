@@ -7,8 +7,9 @@ import sys
 
 from ..audit import HAZARD, AuditReport, KernelAudit, audit_paths, explain
 
-# --fail-on levels: what makes the command exit 1. A file that could not be parsed may hold hazards the
-# audit never saw, so "hazard" fails on those too.
+# --fail-on levels: what makes the command exit 1. "unparsed": a file the audit could not check, that is not
+# read or not parsed, or (with --compile) whose module could not be imported, so the compile check never ran.
+# Such a file may hold hazards the audit never saw, so "hazard" fails on those too.
 _FAIL_ON = ("never", "unparsed", "hazard")
 
 
@@ -21,8 +22,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("paths", nargs="+", metavar="PATH", help="files or directories (.gitignore respected in git)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--fail-on", choices=_FAIL_ON, default="never",
-                        help="'hazard': exit 1 on any non-informational hazard or any file that could not be "
-                             "parsed; 'unparsed': exit 1 on files that could not be parsed only")
+                        help="'hazard': exit 1 on any non-informational hazard or any file the audit could not "
+                             "check; 'unparsed': exit 1 only on files it could not check (not read, not parsed, or "
+                             "with --compile not imported)")
     parser.add_argument("--target", help="GPU target for --compile, e.g. sm_90 or sm_120")
     parser.add_argument("--compile", action="store_true",
                         help="import each kernel's module (runs that code) and check its configs fit --target")
@@ -43,11 +45,13 @@ def handler(args: argparse.Namespace) -> int:
 
 
 def exit_code(report: AuditReport, fail_on: str) -> int:
+    """The exit status under ``--fail-on`` (levels above _FAIL_ON): a file that was not checked, parsed or (with
+    --compile) imported, fails both "unparsed" and "hazard"."""
     if fail_on not in _FAIL_ON:
         raise ValueError(f"audit: --fail-on must be one of {', '.join(_FAIL_ON)}, not {fail_on!r}")
     if fail_on == "never":
         return 0
-    if report.files_failed:
+    if report.files_failed or report.compile_errors:
         return 1
     return 1 if fail_on == "hazard" and report.n_hazards else 0
 

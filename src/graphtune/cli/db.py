@@ -9,6 +9,7 @@ from typing import Any, Sequence
 from rich.console import Console
 from rich.table import Table
 
+from .._outputs import file_arg
 from ..errors import DatabaseError
 from ..identity import current_env, env_mismatch
 from ..db import Entry, ImportReport, Summary, TuningDB
@@ -91,7 +92,9 @@ def _limit(text: str) -> int:
 
 
 def _named(args: argparse.Namespace) -> TuningDB:
-    return TuningDB(args.db, origin="--db") if args.db else TuningDB()
+    """The database --db names (an empty --db is an error, not the default), else the default one."""
+    path = file_arg(args.db, "--db")
+    return TuningDB(path, origin="--db") if path is not None else TuningDB()
 
 
 def _open(args: argparse.Namespace, reading: bool = False) -> TuningDB:
@@ -264,6 +267,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    file_arg(args.output, "-o")
     db = _open(args, reading=True)
     if db.count(args.kernel, args.device) == 0:
         kernels = db.kernel_names()
@@ -274,7 +278,7 @@ def _export(args: argparse.Namespace) -> int:
             f" (kernels: {', '.join(kernels) or '(none)'}; GPUs{' of that kernel' if args.kernel else ''}: "
             f"{', '.join(devices) or '(none)'}); {args.output} not written")
         return 1
-    n = db.export(args.output, kernel=args.kernel, device=args.device)
+    n = db.export(args.output, kernel=args.kernel, device=args.device, origin="-o")
     print(f"exported {n} entries from {db.path} to {args.output}")
     return 0
 

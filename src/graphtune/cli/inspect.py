@@ -67,6 +67,15 @@ def load_object(spec: str) -> Any:
     return load(spec, "inspect", form="MODULE:KERNEL", error=InspectError)
 
 
+def _resolved(spec: str, kernel: Any) -> Any:
+    """``kernel``'s wrappers walked down to its @triton.jit function; an object that is no Triton kernel is an
+    InspectError naming ``spec`` as given on the command line (the object alone, ``42``, says little)."""
+    try:
+        return _resolve(kernel)
+    except InspectError as exc:
+        raise InspectError(f"inspect {spec}: {exc}") from None
+
+
 def _sort_key(row: ResourceRow) -> tuple:
     return (not row.fits, -row.occupancy_pct, row.spill_bytes or 0, row.registers or 0, row.label)
 
@@ -159,7 +168,7 @@ def handler(args: argparse.Namespace) -> int:
         raise InspectError("give MODULE:KERNEL to inspect, or --targets to list the targets")
     kernel = load_object(args.kernel)
     targets = [get_target(t) for t in (args.target or ["sm_90"])]
-    signature = dict(_resolve(kernel).signature or {})
+    signature = dict(_resolved(args.kernel, kernel).signature or {})
     signature.update(_parse_signature(args.signature))
     constexprs = _parse_constexprs(args.constexpr)
     specialize = not args.no_specialize

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from .._loading import load_object, parse_sizes
-from ..errors import UserCodeError, one_line
+from .._outputs import file_arg
+from ..errors import GraphtuneError, UserCodeError, one_line
 
 import argparse
 import sys
@@ -57,12 +58,15 @@ def handler(args: argparse.Namespace) -> int:
     from .. import agreement, settings, sharded
     from ..tuner import check_forces
 
+    file_arg(args.out, "--out")
+    file_arg(args.db if isinstance(args.db, str) else None, "--db")
     if args.isolate:
         settings.override(GRAPHTUNE_ISOLATE="1")
     target = resolve_target(args.target)
-    sharded.check_target(target)
+    sharded.check_target(target, args.target)
     check_forces()   # a GRAPHTUNE_FORCE naming no kernel is an error here, not silently ignored
     sizes = parse_sizes(args.sizes) if args.sizes is not None else None
+    _check_device()
     if args.out is None and args.db is None and settings.db_disabled():
         raise ValueError("GRAPHTUNE_NO_DB=1 and no --out: the results would be lost; give --out FILE or --db PATH")
     db: Any = args.db if args.db is not None else (args.out is None)
@@ -81,24 +85,36 @@ def handler(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_device() -> None:
+    """Tuning runs the kernel on a CUDA GPU, or through Triton's interpreter (TRITON_INTERPRET=1). Without
+    either every candidate fails ('0 active drivers', a dozen lines): one line instead, before any work."""
+    import torch
+
+    from .. import settings
+
+    if not settings.interpret() and not torch.cuda.is_available():
+        raise GraphtuneError("tune needs a CUDA GPU (none found: torch.cuda.is_available() is False), or "
+                             "TRITON_INTERPRET=1 to run the kernels through Triton's interpreter")
+
+
 def _check_writes(out: str | None, db: Any) -> None:
-    """One-line errors (ValueError / DatabaseError naming the path, the option and the cause) for an --out that
-    cannot be written or a database that cannot be recorded in."""
-    from pathlib import Path
+    """One-line errors (ValueError / DatabaseError naming the path, the option and the cause) for an --out that an
+    export must not replace (the database itself, a file not an export, not a regular file: db.export_target) or
+    cannot write (a read-only directory: _outputs.output_file, checked where the export lands, a link's target), or
+    a database that cannot be recorded in."""
+    from .._outputs import output_file
+    from ..db import TuningDB, export_target
 
-    from ..db import TuningDB
-
-    if out is not None:
-        path = Path(out).expanduser()
-        if path.is_dir():
-            raise ValueError(f"--out {out}: is a directory; give a file name for the export")
-        if not path.parent.is_dir():
-            raise ValueError(f"--out {out}: directory {path.parent} does not exist")
+    store = None
     if db is not False and db is not None:
         store = TuningDB() if db is True else TuningDB(db, origin="--db")
-        try:
+    try:
+        if out is not None:
+            output_file(export_target(out, store.path if store is not None else None, origin="--out"), "--out")
+        if store is not None:
             store.check_writable()
-        finally:
+    finally:
+        if store is not None:
             store.close()
 
 

@@ -60,7 +60,12 @@ HOPPER_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0, "XCH": 
 # (SPLIT_MAX_PINNED) for the A/B, `graphtune ab mla_decode_hopper_h128[_bf16]`, to say whether a pair a program beats
 # the first kernel at batch 1; not in their tuned spaces, which the tuned path runs from batch 8, where the cap never
 # bites (8 x 32 programs against 66 a head block): each bucket would compile and time a copy of their first config.
+# Session 28 (H200): the tuner picked SPLIT_MAX 32 for the first fp8 kernel at batch 1 (0.0209 ms, against 0.0217
+# without it in session 26), still 1.31x FlashMLA, whose scheduler splits that request as 32 does (two tiles a
+# split). SPLIT_MAX_FEWER (session 31, not timed): 16 programs a request of four tiles each, half the partials again,
+# in the first kernels' spaces beside 32 for the tuner to judge at batch 1-4 (where it changes the grid).
 SPLIT_MAX_SMALL = 32
+SPLIT_MAX_FEWER = 16
 SPLIT_MAX_PINNED: dict[str, list[dict[str, int]]] = {
     "bf16": [dict(BLOCK_N=64, PP=1, RELOAD=1, SPLIT_MAX=SPLIT_MAX_SMALL)],
     "fp8": [dict(BLOCK_N=64, T8=1, SPLIT_MAX=SPLIT_MAX_SMALL)]}
@@ -173,6 +178,7 @@ _B_CHUNK = 128
 HOPPER_SPACE: list[dict[str, int]] = [dict(HOPPER_CONFIG), dict(BLOCK_N=64, NUM_BUF=2, PIPE=0, XCH=0, EARLY=0),
                                       {**HOPPER_CONFIG, "PSMEM": 1},
                                       {**HOPPER_CONFIG, "SPLIT_MAX": SPLIT_MAX_SMALL},
+                                      {**HOPPER_CONFIG, "SPLIT_MAX": SPLIT_MAX_FEWER},
                                       dict(BLOCK_N=32, NUM_BUF=4, PIPE=1, XCH=0, EARLY=0)]
 # bf16, tokens on M: one config (BLOCK_N is the wgmma's M, a third buffer does not fit; PIPE 2 won every batch
 # timed): still forceable and in coverage.
@@ -181,7 +187,8 @@ HOPPER_TOK_SPACE: list[dict[str, int]] = [dict(HOPPER_TOK_CONFIG)]
 # tile widened before the score MMAs (WOVL 0: 1-4% slower in run 1).
 HOPPER_FP8_SPACE: list[dict[str, int]] = [dict(HOPPER_FP8_CONFIG), {**HOPPER_FP8_CONFIG, "PSMEM": 0},
                                           {**HOPPER_FP8_CONFIG, "WOVL": 0},
-                                          {**HOPPER_FP8_CONFIG, "SPLIT_MAX": SPLIT_MAX_SMALL}]
+                                          {**HOPPER_FP8_CONFIG, "SPLIT_MAX": SPLIT_MAX_SMALL},
+                                          {**HOPPER_FP8_CONFIG, "SPLIT_MAX": SPLIT_MAX_FEWER}]
 # fp8, tokens on M: 2 buffers / WIDEN 0 (the fixed config), 4 buffers (won batch 8 in run 2), WIDEN 2 (V^T
 # widened in shared memory). Programs per SM are not a kernel parameter: the grid gives each config as many
 # as fit an SM (``_tok_fp8_programs_per_sm``), as the variants were timed.
