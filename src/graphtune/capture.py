@@ -2,12 +2,13 @@
 
 Rule: while a CUDA graph is being captured, or after ``freeze()``, graphtune never benchmarks, synchronises
 or allocates. A key that was not tuned then follows the policy: ``fallback`` launches the nearest tuned
-bucket's config (else the declared default, else the first config) and records the miss; ``raise`` raises
+bucket's config (else the declared default, else the first config; with isolation, never one recorded as
+faulting) and records the miss; ``raise`` raises
 ``UntunedError`` before anything is enqueued.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 import torch
 
@@ -81,14 +82,16 @@ def why_no_tuning() -> str | None:
 
 
 def fallback_config(key: tuple, tuned: Iterable[tuple[tuple, Any]], distance: Callable[[tuple, tuple], float | None],
-                    default: Any, first: Any) -> tuple[Any, str]:
+                    default: Any, configs: Sequence[Any], safe: Callable[[Any], bool] = lambda config: True
+                    ) -> tuple[Any | None, str]:
     """The config a ``fallback`` miss launches and where it comes from: the nearest tuned bucket of the same
     non-bucketed key parts (``tuned``: (key, config) pairs; ``distance``: None when not comparable), else the
-    declared ``default``, else the ``first`` config."""
+    declared ``default``, else the first of ``configs``; each only if ``safe`` (not recorded as faulting in an
+    isolated launch), else the next. (None, "") when no config is safe."""
     best, best_d = None, None
     for k, config in tuned:
         d = distance(key, k)
-        if d is None:
+        if d is None or not safe(config):
             continue
         # ties go to the larger bucket: servers pad batches up, so the larger bucket's config was tuned for at
         # least this much work
@@ -96,9 +99,14 @@ def fallback_config(key: tuple, tuned: Iterable[tuple[tuple, Any]], distance: Ca
             best, best_d = (k, config), d
     if best is not None:
         return best[1], f"nearest tuned bucket {list(key_to_json(best[0]))}"
-    if default is not None:
+    if default is not None and safe(default):
         return default, "declared default"
-    return first, "first config"
+    first = next((c for c in configs if safe(c)), None)
+    if first is None:
+        return None, ""
+    if first is configs[0]:
+        return first, "first config"
+    return first, "first config without a recorded isolation failure"
 
 
 def untuned_error(name: str, key: tuple, key_names: tuple[str, ...], raw: tuple, where: str,

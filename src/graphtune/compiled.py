@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import operator
 import textwrap
 from typing import Any, Sequence
 
@@ -124,11 +125,14 @@ def _encode(a, is_constexpr: bool, is_written: bool, tensors: list, writes: list
     if isinstance(a, (int, torch.SymInt)):
         if is_constexpr:
             # Triton compiles one kernel per constexpr value: specialise on it, as Dynamo does for stock kernels
-            return ("c", int(a))
+            # (operator.index, not int(): Dynamo keeps int() of a SymInt symbolic, and the layout's repr fails)
+            return ("c", operator.index(a))
         ints.append(a)
         return ("i", len(ints) - 1)
     if isinstance(a, (float, torch.SymFloat)):
         if is_constexpr:
+            # (a SymFloat here, a float argument of the compiled function, stays symbolic under Dynamo, whose
+            # repr of the layout then fails: docs/torch_compile.md, limits)
             return ("c", float(a))
         floats.append(a)
         return ("f", len(floats) - 1)

@@ -471,6 +471,20 @@ def _identity_params(kernel: KernelIdentity, env: EnvIdentity) -> tuple[str, ...
             env.triton_version, env.torch_version, env.cuda_version)
 
 
+def _remove_isolated(conn: sqlite3.Connection, kernel: str | None, stale_in: EnvIdentity | None) -> int:
+    """Delete the isolated-launch records of kernel name ``kernel`` (None: any), only those of an environment other
+    than ``stale_in`` when given (they never apply there); how many."""
+    clauses, params = [], []
+    if kernel is not None:
+        clauses.append("kernel_name = ?")
+        params.append(kernel)
+    if stale_in is not None:
+        clauses.append("NOT (" + " AND ".join(f"{c} = ?" for c in _ENV_COLUMNS) + ")")
+        params.extend(getattr(stale_in, c) for c in _ENV_COLUMNS)
+    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+    return conn.execute(f"DELETE FROM isolated_configs {where}", params).rowcount
+
+
 def _sort_key(entry: Entry) -> tuple:
     # Numbers before strings inside a key so that 16 sorts before 128, whatever the types mixed in.
     key = tuple((0, v, "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0, str(v))
@@ -756,8 +770,16 @@ def export_target(path: str | os.PathLike, database: str | os.PathLike | None = 
         return DatabaseError(f"cannot write tuning export {path}{f' (from {origin})' if origin else ''}{via}: "
                              f"{why}; nothing was written")
 
-    if database is not None and _same_file(target, Path(database).expanduser()):
-        raise refuse(f"it is the tuning database {database} itself; give the export another file name")
+    if database is not None:
+        base = Path(database).expanduser()
+        if _same_file(target, base):
+            raise refuse(f"it is the tuning database {database} itself; give the export another file name")
+        # (its side files: the lock graphtune's writers take, SQLite's WAL, index and journal; an empty lock file
+        # would otherwise pass as "an empty file")
+        for suffix in (".lock", "-wal", "-shm", "-journal"):
+            if _same_file(target, base.with_name(base.name + suffix)):
+                raise refuse(f"it is the tuning database's {suffix.lstrip('.-')} file; give the export another file "
+                             f"name")
     try:
         info = target.stat()
     except FileNotFoundError:
@@ -1608,14 +1630,22 @@ class TuningDB:
 
     def remove(self, stale: bool = False, kernel: str | None = None, env: EnvIdentity | None = None) -> list[Entry]:
         """Delete the stale entries (in ``env``, default this process's), those of one kernel name, or the stale
-        ones of one kernel name; return what was deleted. Asking for neither is a ValueError."""
+        ones of one kernel name; return what was deleted. Asking for neither is a ValueError. The isolated-launch
+        records of the same kernels go too (``remove_all`` also counts them)."""
+        return self.remove_all(stale=stale, kernel=kernel, env=env)[0]
+
+    def remove_all(self, stale: bool = False, kernel: str | None = None, env: EnvIdentity | None = None
+                   ) -> tuple[list[Entry], int]:
+        """``remove``, in one transaction with the isolated-launch records (isolated_configs) of the same
+        selection (one kernel name's; with ``stale``, those of another environment): the deleted entries and how
+        many records went with them."""
         if not stale and kernel is None:
             raise ValueError("prune needs stale=True and/or kernel=NAME; it never removes every entry by default")
         if stale and env is None:
             env = current_env()
         where, params = ("WHERE kernel_name = ?", (kernel,)) if kernel is not None else ("", ())
 
-        def body(conn: sqlite3.Connection) -> list[Entry]:
+        def body(conn: sqlite3.Connection) -> tuple[list[Entry], int]:
             rows = conn.execute(f"SELECT rowid, {', '.join(_COLUMNS)} FROM entries {where}", params).fetchall()
             entries, rowids = [], []
             for row in rows:
@@ -1628,7 +1658,7 @@ class TuningDB:
             if stale:
                 chosen = [pair for pair, why in zip(chosen, staleness(entries, env)) if why is not None]
             conn.executemany("DELETE FROM entries WHERE rowid = ?", [(rowid,) for _, rowid in chosen])
-            return sorted((e for e, _ in chosen), key=_sort_key)
+            return sorted((e for e, _ in chosen), key=_sort_key), _remove_isolated(conn, kernel, env if stale else None)
 
         with self._lock:
             self._writable("nothing removed")

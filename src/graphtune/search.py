@@ -149,7 +149,7 @@ def search(space: Space, key: tuple, args: tuple, kwargs: dict, grid, *, order: 
     candidates = prune(space, nargs, kwargs)
     snapshot = {n: tensor_of(nargs[n]).clone() for n in space.restore_value}
     t_compile = time.perf_counter()
-    screened, learnt = _screen(space, candidates, args, kwargs, grid, isolated)
+    screened, learnt = screen_first_launches(space, candidates, args, kwargs, grid, isolated)
     failures, resources = _compile_all(space, candidates, args, kwargs, grid, skip=set(screened))
     failures.update(screened)
     compile_s = time.perf_counter() - t_compile
@@ -189,7 +189,7 @@ def time_candidates(space: Space, args: tuple, kwargs: dict, grid, indices: Sequ
     nargs = space.nargs(args, kwargs)
     candidates = [space.configs[i] for i in indices]
     snapshot = {n: tensor_of(nargs[n]).clone() for n in space.restore_value}
-    screened, learnt = _screen(space, candidates, args, kwargs, grid, isolated)
+    screened, learnt = screen_first_launches(space, candidates, args, kwargs, grid, isolated)
     failures, resources = _compile_all(space, candidates, args, kwargs, grid, skip=set(screened))
     failures.update(screened)
     alive = [i for i in range(len(candidates)) if i not in failures]
@@ -225,14 +225,21 @@ def _rows(candidates, alive, sel: Selection | None, failures: dict[int, str],
 # ------------------------------------------------------------------------------------------ compile, check
 
 
-def _screen(space: Space, candidates, args, kwargs, grid, known: dict[str, str] | None
-            ) -> tuple[dict[int, str], dict[str, str]]:
-    """With isolation on (and a real GPU kernel): first launches of unproven candidates in worker processes.
-    ``known``: outcomes remembered from earlier isolated launches (config_key -> "ok" or the failure)."""
-    if not space.isolating or not space.compiled:
+def screen_first_launches(space: Space, candidates, args, kwargs, grid, known: dict[str, str] | None
+                          ) -> tuple[dict[int, str], dict[str, str]]:
+    """With isolation on (and a kernel isolation covers: ``_screenable``): first launches of unproven candidates
+    in worker processes (isolate.screen). ``known``: outcomes remembered from earlier isolated launches
+    (config_key -> "ok" or the failure). Returns the failures by index and the outcomes to remember."""
+    if not space.isolating or not _screenable(space):
         return {}, {}
     from .isolate import screen
     return screen(space, candidates, args, kwargs, grid, known=known)
+
+
+def _screenable(space: Space) -> bool:
+    """Whether isolation screens this kernel here: a plain JIT kernel compiled for the GPU (a kernel wrapped by
+    triton.heuristics is not covered yet: the tuner says so once, at decoration)."""
+    return space.compiled
 
 
 def _compile_all(space: Space, candidates, args, kwargs, grid, skip: set[int] = frozenset()

@@ -29,7 +29,8 @@ GRAPHTUNE_FAST_LAUNCH          ``0`` turns off launching the cached compiled ker
 GRAPHTUNE_ISOLATE              ``1``: candidate configs that never ran on this device and software stack are
                                launched first in a worker process (isolate.py); one that faults, hangs or
                                kills the worker is recorded as failed and never launched here.
-GRAPHTUNE_ISOLATE_TIMEOUT_S    seconds a candidate may run in the worker before it counts as hung (default 60).
+GRAPHTUNE_ISOLATE_TIMEOUT_S    seconds a candidate's launch may run in the worker before it counts as hung
+                               (default 60; its compile gets 120 s more, and a hang there is not remembered).
 GRAPHTUNE_PROGRESS             ``0`` hides the progress bar, ``1`` forces it (default: only on a TTY).
 GRAPHTUNE_PLUGIN               ``1`` turns on the vLLM / SGLang plugins (installed with graphtune, off by
                                default): in each engine process that loads them, ``patch_triton()``, the

@@ -23,7 +23,7 @@ from .configs import config_label, config_to_dict
 from .errors import DatabaseError, UserCodeError, one_line
 from .keys import key_to_json
 from .search import all_failed_error, candidate_indices, time_candidates
-from .store import entry_from_rows, isolated_outcomes, record_isolated
+from .store import entry_from_rows
 from .tuner import GraphtuneKernel
 
 __all__ = ["TuneTarget", "TunedBucket", "tune_sharded"]
@@ -100,9 +100,9 @@ def _make_args(target: TuneTarget, size: int) -> tuple[tuple, dict, Any]:
 
 
 def _time_share(kernel: GraphtuneKernel, args: tuple, kwargs: dict, grid, indices: list[int]) -> list[dict]:
-    known = isolated_outcomes(kernel.identity()) if kernel.space.isolating else None
+    known = kernel.isolation_outcomes() if kernel.space.isolating else None
     rows, learnt = time_candidates(kernel.space, args, kwargs, grid, indices, isolated=known)
-    record_isolated(kernel.identity(), learnt)
+    kernel.remember_isolated(learnt)
     for pos, row in enumerate(rows):
         if "failure" not in row and row.get("median_ms") is None:
             # a single survivor may be left unsampled (nothing to compare it with here), but the other ranks'

@@ -16,6 +16,7 @@ empty tensors of the right shapes, dtypes and devices (it runs on fake tensors w
 from __future__ import annotations
 
 import inspect
+import re
 from typing import Any, Callable, Iterable
 
 import torch
@@ -28,11 +29,21 @@ def custom_op(name: str, *, mutates_args: Iterable[str] = (), fake: Callable[...
     Returns the ``torch.library.CustomOpDef`` (callable like ``fn``, and reachable as ``torch.ops.namespace.op``).
     The schema is inferred from ``fn``'s type annotations (every argument needs one).
     """
-    if not isinstance(name, str) or name.count("::") != 1 or not all(name.split("::")):
-        raise ValueError(f"custom_op(name={name!r}): expected 'namespace::op_name', e.g. 'mylib::my_op'")
+    if not isinstance(name, str) or not _OP_NAME.fullmatch(name):
+        raise ValueError(f"custom_op(name={name!r}): expected 'namespace::op_name' of identifiers, e.g. "
+                         f"'mylib::my_op'")
+    namespace, op_name = name.split("::")
+    if namespace in _RESERVED:
+        raise ValueError(f"custom_op(name={name!r}): namespace {namespace!r} is torch's own; use your library's")
+    if _registered(namespace, op_name):
+        # (a second registration replaced the first's implementation; calling the first's handle then crashed)
+        raise ValueError(f"custom_op(name={name!r}): an op of that name is already registered in this process; "
+                         f"give this one another name")
     if isinstance(mutates_args, str):
         raise TypeError(f"custom_op({name!r}): mutates_args={mutates_args!r} must be a tuple of argument names, "
                         f"not a string")
+    if fake is not None and not callable(fake):
+        raise TypeError(f"custom_op({name!r}): fake={fake!r} must be a function of the op's arguments")
     mutated = tuple(mutates_args)
 
     def decorate(fn: Callable[..., Any]) -> Any:
@@ -42,6 +53,10 @@ def custom_op(name: str, *, mutates_args: Iterable[str] = (), fake: Callable[...
             raise ValueError(f"custom_op({name!r}): mutates_args {unknown} are not parameters of "
                              f"{getattr(fn, '__name__', fn)!r}; parameters: {list(params)}")
         returns = inspect.signature(fn).return_annotation
+        if returns is inspect.Signature.empty:
+            raise ValueError(f"custom_op({name!r}): {getattr(fn, '__name__', fn)!r} has no return annotation; "
+                             f"annotate it (-> None for a launcher that writes into arguments named in "
+                             f"mutates_args; the schema is inferred from the annotations)")
         returns_none = returns in (None, "None", type(None))
         if fake is None and not returns_none:
             raise ValueError(f"custom_op({name!r}): {getattr(fn, '__name__', fn)!r} returns {returns!r}; give fake= "
@@ -54,6 +69,19 @@ def custom_op(name: str, *, mutates_args: Iterable[str] = (), fake: Callable[...
             op.register_fake(_no_output)
         return op
     return decorate
+
+
+_OP_NAME = re.compile(r"[A-Za-z_]\w*::[A-Za-z_]\w*")
+_RESERVED = frozenset({"aten", "prim", "prims", "torch", "_torch"})
+
+
+def _registered(namespace: str, op_name: str) -> bool:
+    """Whether ``namespace::op_name`` is already an op in this process (torch.library, or any other registration)."""
+    try:
+        return torch._C._dispatch_has_kernel(f"{namespace}::{op_name}") or \
+            hasattr(getattr(torch.ops, namespace), op_name)
+    except (AttributeError, RuntimeError):
+        return False
 
 
 def _no_output(*args: Any, **kwargs: Any) -> None:

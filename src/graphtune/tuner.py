@@ -23,7 +23,7 @@ from . import agreement, capture, settings, store
 from ._log import logger
 from .configs import config_label, config_to_dict, config_with, parse_force_spec
 from .coverage import Coverage, KernelCoverage, MissRecord
-from .errors import ConfigError, UntunedError
+from .errors import ConfigError, TuningError, UntunedError
 from .keys import Buckets, KeyBuilder, key_to_json
 from .launch import FastLaunch, Miss
 from .search import Space, TuneResult, search
@@ -225,6 +225,9 @@ class GraphtuneKernel(KernelInterface):
         self._force_env_seen: Any = None
         self._forced: Choice | None = None
         self._identity = None
+        # isolate.config_key -> "ok" or the failure, of this kernel's configs launched first in an isolated worker:
+        # the database's (read on first need) and those learnt in this process (kept without a writable database)
+        self._isolated: dict[str, str] | None = None
         self.best_config: triton.Config | None = None   # the config of the last launch through run's slow path,
         # as triton.autotune's attribute of that name
         self.tune_count = 0          # how many keys this process tuned (searched)
@@ -244,6 +247,10 @@ class GraphtuneKernel(KernelInterface):
             pending = STATE.forces.get(self.name) or _env_forces().get(self.name)
         if pending:
             self._forced_from(pending)  # fail at decoration for unknown parameter names
+        if self.space.isolating and self.heuristics_values:
+            warnings.warn(f"graphtune: kernel {self.name!r} is wrapped by triton.heuristics, which isolation does not "
+                          f"cover yet: its candidates' first launches run in this process", RuntimeWarning,
+                          stacklevel=3)
 
     # -------------------------------------------------------------------------------------- hot path
 
@@ -291,11 +298,18 @@ class GraphtuneKernel(KernelInterface):
     # ---------------------------------------------------------------------------------------- forces
 
     def _resolve_force(self) -> None:
+        params = STATE.forces.get(self.name) or _env_forces().get(self.name)
+        forced = None if params is None else self._forced_from(params)
+        why = self._isolation_failure(forced) if forced is not None else None
+        if why is not None:
+            # never launched here, as isolation promises; raised on every launch until the force changes
+            raise ConfigError(f"force for kernel {self.name!r}: {config_label(forced)} failed its isolated first "
+                              f"launch on this GPU and software stack ({why}); not launched. Force another config, "
+                              f"or forget the record with `graphtune db prune --kernel {self.name}`")
         self._force_gen_seen, self._force_env_seen = STATE.force_gen, _env_get(_env_key)
         if self._fast is not None:
             self._fast.cache.clear()
-        params = STATE.forces.get(self.name) or _env_forces().get(self.name)
-        self._forced = None if params is None else Choice(self._forced_from(params), "forced")
+        self._forced = None if forced is None else Choice(forced, "forced")
 
     def _forced_from(self, params: dict[str, Any]) -> triton.Config:
         base = self.default or self.configs[0]
@@ -329,6 +343,7 @@ class GraphtuneKernel(KernelInterface):
 
     def _resolve(self, key: tuple, args: tuple, kwargs: dict, grid) -> Choice:
         if len(self.configs) == 1:
+            self._screen_single(args, kwargs, grid)
             return Choice(self.configs[0], "single")
         choice = self._agreed_stored(key, self._from_store(key))
         if choice is not None:
@@ -351,8 +366,19 @@ class GraphtuneKernel(KernelInterface):
                     rec.count += 1
             raise capture.untuned_error(self.name, key, tuple(self.keys), self.key_builder.raw_values(args, kwargs),
                                         where, [k for k, _ in tuned])
-        config, origin = capture.fallback_config(key, tuned, self.key_builder.distance, self.default,
-                                                 self.configs[0])
+        config, origin = capture.fallback_config(key, tuned, self.key_builder.distance, self.default, self.configs,
+                                                 safe=lambda c: self._isolation_failure(c) is None)
+        if config is None:
+            with self._lock:
+                if rec is None:
+                    self._misses[key] = MissRecord(key, where, "raise", None, "")
+                else:
+                    rec.count += 1
+            place = "inside CUDA graph capture" if where == "capture" else "while frozen"
+            raise UntunedError(f"graphtune: kernel {self.name!r} has no tuned config for key "
+                               f"{list(key_to_json(key))} {place}, and every config that could fall back failed its "
+                               f"isolated first launch ({config_label(self.configs[0])}: "
+                               f"{self._isolation_failure(self.configs[0])}): none is launched")
         with self._lock:
             if rec is None:
                 self._misses[key] = MissRecord(key, where, "fallback", config_label(config), origin)
@@ -408,10 +434,10 @@ class GraphtuneKernel(KernelInterface):
     # ------------------------------------------------------------------------------------------ tuning
 
     def _tune(self, key: tuple, args: tuple, kwargs: dict, grid) -> Choice:
-        known = store.isolated_outcomes(self.identity()) if self.space.isolating else None
+        known = self.isolation_outcomes() if self.space.isolating else None
         result = search(self.space, key, args, kwargs, grid, order=self._neighbour_ranking(key), isolated=known)
         self.bench_calls += result.samples_taken
-        store.record_isolated(self.identity(), dict(result.isolated))
+        self.remember_isolated(dict(result.isolated))
         dicts = [r["config"] for r in result.rows]
         medians = [r.get("median_ms") for r in result.rows]
         # every rank enters the agreement, also one where nothing ran (its peers then raise too, instead of
@@ -439,6 +465,49 @@ class GraphtuneKernel(KernelInterface):
             # capture (module loading during capture is reported to fail on some drivers)
             self.preload_fallbacks(args, kwargs, grid)
         return Choice(chosen, "tuned", median_ms=result.rows[best].get("median_ms"), result=result)
+
+    # ------------------------------------------------------------------------------------------ isolation
+
+    def isolation_outcomes(self) -> dict[str, str]:
+        """This kernel's configs launched first in an isolated worker on this GPU and software stack
+        (isolate.config_key -> "ok" or the failure): the database's, read once (inside capture too: a read is
+        host work), and those learnt in this process."""
+        if self._isolated is None:
+            self._isolated = dict(store.isolated_outcomes(self.identity()))
+        return self._isolated
+
+    def remember_isolated(self, outcomes: dict[str, str]) -> None:
+        """Keep outcomes learnt in isolated workers, in this process (so a later key starts no worker for them,
+        even without a writable database) and in the database."""
+        if outcomes:
+            self.isolation_outcomes().update(outcomes)
+            store.record_isolated(self.identity(), outcomes)
+
+    def _isolation_failure(self, config: triton.Config) -> str | None:
+        """Why ``config`` must not be launched here: its isolated first launch failed (None: it did not, it never
+        ran in a worker, or isolation is off)."""
+        if not self.space.isolating:
+            return None
+        from .isolate import config_key
+        why = self.isolation_outcomes().get(config_key(config))
+        return None if why in (None, "ok") else why
+
+    def _screen_single(self, args: tuple, kwargs: dict, grid) -> None:
+        """With isolation on, a kernel's only config is screened too (once, outside capture) before its first
+        launch here; a TuningError names it when its isolated launch failed (now or in an earlier process)."""
+        if not self.space.isolating:
+            return
+        config = self.configs[0]
+        why = self._isolation_failure(config)
+        if why is None and capture.why_no_tuning() is None:
+            from .search import screen_first_launches
+            failures, learnt = screen_first_launches(self.space, [config], args, kwargs, grid,
+                                                     self.isolation_outcomes())
+            self.remember_isolated(learnt)
+            why = failures.get(0)
+        if why is not None:
+            raise TuningError(f"graphtune: kernel {self.name!r}: its only config {config_label(config)} failed its "
+                              f"isolated first launch: {why}")
 
     def _neighbour_ranking(self, key: tuple) -> list[int]:
         """The candidate ranking of the nearest tuned bucket (ties in timing go to its better-ranked config)."""
@@ -523,6 +592,7 @@ class GraphtuneKernel(KernelInterface):
             if self._fast is not None:
                 self._fast.cache.clear()
             self._stored = None
+            self._isolated = None
             self._misses.clear()
             self._failures.clear()
             self._ranking.clear()

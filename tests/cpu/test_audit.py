@@ -455,7 +455,8 @@ def test_cli_text_output(capsys):
     out = capsys.readouterr().out
     assert "misspelled_key" in out and "['seq_len']" in out
     assert "not parsed" in out and "broken_syntax.py" in out
-    assert "13 kernels in 2 files (1 parsed, 1 failed to parse); 15 hazards: " in out
+    # (the files that hold kernels, then the files read: the count "13 kernels in 2 files" read as the first)
+    assert "13 kernels in 1 files; 2 files scanned (1 parsed, 1 failed to parse); 15 hazards: " in out
 
 
 def test_a_broken_file_is_counted_once(capsys):
@@ -463,7 +464,7 @@ def test_a_broken_file_is_counted_once(capsys):
     report = audit_paths([CORPUS / "broken_syntax.py"])
     assert (report.files_scanned, report.files_parsed, len(report.files_failed)) == (1, 0, 1)
     assert main(["audit", str(CORPUS / "broken_syntax.py")]) == 0
-    assert "0 kernels in 1 files (0 parsed, 1 failed to parse)" in capsys.readouterr().out
+    assert "0 kernels in 0 files; 1 files scanned (0 parsed, 1 failed to parse)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("argv", [["--compile"], ["--target", "sm_120"]], ids=["compile-no-target", "target-only"])
@@ -536,6 +537,10 @@ def test_compile_with_an_injected_inspector(tmp_path):
     assert _message(by_name["unsigned"], "compile-skipped") == "needs a signature, skipped"
     assert _message(by_name["lost"], "compile-skipped").startswith("import failed: ModuleNotFoundError")
     assert [Path(f.file).name for f in report.compile_errors] == ["broken_import.py"]
+    # (a stock kernel without a signature, engines' every kernel, was skipped with an info note alone: the summary
+    # counts what the check inspected, session 31)
+    assert report.compile_checked == 1 and report.to_dict()["summary"]["compile_checked"] == 1
+    assert audit_paths([tmp_path]).compile_checked is None
 
 
 def _resources_usable() -> str | None:
@@ -556,8 +561,10 @@ def test_compile_with_graphtune_resources(tmp_path, capsys):
     assert misfit["severity"] == "hazard"
     assert "num_warps=64" in misfit["message"] and "1024" in misfit["message"]
     assert "num_warps=4," not in misfit["message"]
-    assert data["summary"]["compile_target"] == "sm_120"
+    assert data["summary"]["compile_target"] == "sm_120" and data["summary"]["compile_checked"] == 1
     assert code == 0
+    main(["audit", str(tmp_path), "--compile", "--target", "sm_120"])
+    assert "--compile sm_120: 1 of 3 kernels checked" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("fail_on,code", [("hazard", 1), ("unparsed", 1), ("never", 0)])
@@ -931,3 +938,71 @@ def test_launch_keywords_from_a_local_dict_and_dtype_flags():
     (kernel,) = audit_source(source, "inline.py")
     assert [(b.name, b.binding) for b in kernel.keys] == [("D", MODEL), ("BIG", MODEL), ("NT", BATCH),
                                                           ("HALF", MODEL)]
+
+
+def test_arguments_splatted_into_the_autotuner_are_named():
+    """``triton.autotune(configs=..., key=..., **cache_kwargs)`` (SGLang's form): the audit reads the keywords it
+    sees and says, as an info finding naming the mapping, that what the splat carries (a key, restore_value, ...) is
+    not read; before session 31 the splat was dropped without a word."""
+    source = textwrap.dedent('''
+        import triton
+        import triton.language as tl
+
+        cache_kwargs = {"cache_results": True}
+
+
+        @triton.autotune(configs=[triton.Config({"B": 16}), triton.Config({"B": 32})], key=["n"], **cache_kwargs)
+        @triton.jit
+        def splatted(x_ptr, n, B: tl.constexpr):
+            pass
+
+
+        @triton.autotune(configs=[triton.Config({"B": 16}), triton.Config({"B": 32})], key=["n"])
+        @triton.jit
+        def plain(x_ptr, n, B: tl.constexpr):
+            pass
+        ''')
+    by_name = {k.name: k for k in audit_source(source, "splat.py")}
+    assert _message(by_name["splatted"], "splatted-arguments").startswith("**cache_kwargs: arguments passed through")
+    assert by_name["splatted"].key == ("n", ) and by_name["splatted"].n_configs == 2
+    assert not any(h.code == "splatted-arguments" for h in by_name["plain"].hazards)
+
+
+def test_a_helper_that_picks_configs_by_platform_keeps_its_static_key():
+    """vLLM's triton_flash_attention form: ``autotune_configs, autotune_keys = get_autotune_configs()``, the helper
+    returning other configs on another platform and the same literal key on both. The key is read (every branch
+    agrees on it) and classified at the launch (model constants here: an info finding), the configs stay dynamic;
+    until session 31 the unpacked names were unknown and the kernel got a tunes-at-runtime hazard."""
+    source = textwrap.dedent('''
+        import triton
+        import triton.language as tl
+
+
+        def is_hip():
+            return False
+
+
+        def get_autotune_configs():
+            if is_hip():
+                return [triton.Config({"BLOCK_M": 128}), triton.Config({"BLOCK_M": 64})], ["IS_CAUSAL", "D"]
+            else:
+                return [triton.Config({"BLOCK_M": 64})] * 3, ["IS_CAUSAL", "D"]
+
+
+        autotune_configs, autotune_keys = get_autotune_configs()
+
+
+        @triton.autotune(configs=autotune_configs, key=autotune_keys)
+        @triton.jit
+        def attn_fwd(q_ptr, o_ptr, n_ctx, IS_CAUSAL: tl.constexpr, D: tl.constexpr, BLOCK_M: tl.constexpr):
+            pass
+
+
+        def attention(q, o, causal):
+            attn_fwd[(1, )](q, o, q.shape[0], IS_CAUSAL=causal, D=128)
+        ''')
+    (kernel, ) = audit_source(source, "flash.py")
+    assert kernel.key == ("IS_CAUSAL", "D") and kernel.configs == "dynamic"
+    assert "its branches return different values" in (kernel.configs_reason or "")
+    runtime = next(h for h in kernel.hazards if h.code == "tunes-at-runtime")
+    assert runtime.severity == "info", runtime

@@ -299,6 +299,22 @@ def test_export_onto_the_database_in_use_is_refused_and_keeps_it(tmp_path, capsy
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("db.sqlite")) == ["alias.sqlite"]
 
 
+def test_export_onto_the_database_side_files_is_refused(tmp_path, capsys, monkeypatch):
+    """The database's lock file (empty, so it passed as "an empty file an export may replace") and SQLite's WAL /
+    index files: refused with one line, left as they were."""
+    path = tmp_path / "db.sqlite"
+    _healthy(path)
+    monkeypatch.setenv("GRAPHTUNE_DB", str(path))
+    for suffix in (".lock", "-wal", "-shm"):
+        side = tmp_path / f"db.sqlite{suffix}"
+        side.touch()
+        before = side.read_bytes()
+        assert cli_main(["db", "export", "-o", str(side)]) == 2, suffix
+        line = _err_line(capsys)
+        assert str(side) in line and "tuning database's" in line and "nothing was written" in line, line
+        assert side.read_bytes() == before and _entries(path) == 1
+
+
 def test_tune_out_onto_the_database_fails_before_timing_and_keeps_it(tmp_path, capsys, monkeypatch,
                                                                     deterministic_timer):
     """`tune --out db.sqlite --db` wrote the export over the database, reported "wrote" and "recorded in", and

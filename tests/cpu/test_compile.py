@@ -263,6 +263,58 @@ def test_keyword_none_constexpr_and_dtype_arguments(dynamic):
         torch.testing.assert_close(out, -want if B > 2 else want, msg=f"B={B} bias={with_bias}")
 
 
+@triton.jit
+def _rowscale_kernel(x_ptr, out_ptr, R, B, D: tl.constexpr):
+    r = tl.program_id(0)
+    offs = tl.arange(0, D)
+    tl.store(out_ptr + r * D + offs, 2 * tl.load(x_ptr + r * D + offs))
+
+
+def test_a_constexpr_from_a_symbolic_shape_is_specialised():
+    """``D=x.shape[1]`` under ``dynamic=True``: a constexpr given a SymInt is specialised (one graph per value, as
+    Dynamo does for a stock kernel's); until session 31 ``int()`` kept it symbolic and the trace failed on the
+    launch's layout ("repr_impl not implemented")."""
+    kernel = graphtune.autotune([triton.Config({}, num_warps=1)], key=["B"], name=f"c_rows_{next(_ids)}")(
+        _rowscale_kernel)
+
+    def step(x, B):
+        out = torch.empty_like(x)
+        kernel[(x.shape[0], )](x, out, x.shape[0], B, D=x.shape[1])
+        return out
+
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager", dynamic=True)
+    for rows, width in ((2, 16), (3, 32), (5, 32)):
+        x = torch.randn(rows, width)
+        assert torch.equal(compiled(x, rows), 2 * x), (rows, width)
+
+
+def test_the_shipped_ops_take_float_arguments_of_the_compiled_function():
+    """``eps`` / ``sm_scale`` / ``kv_scale`` as float arguments of the compiled function (SymFloats from the
+    second value on, torch's default): the ops' checks compare them instead of calling math.isfinite, which
+    Dynamo cannot trace on a SymFloat ("torch.* op returned non-Tensor"); results equal eager for each value."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_mla_decode import make_case
+
+    from graphtune.kernels import mla_decode, mla_decode_op
+    from graphtune.kernels.rmsnorm import fused_add_rmsnorm, fused_add_rmsnorm_op
+
+    norm = torch.compile(lambda h, r, w, eps: fused_add_rmsnorm_op(h, r, w, eps), fullgraph=True,
+                         backend="aot_eager")
+    h, r, w = torch.randn(2, 32), torch.randn(2, 32), torch.randn(32)
+    for eps in (1e-6, 1e-5, 1e-4):
+        got, want = norm(h, r, w, eps), fused_add_rmsnorm(h, r, w, eps)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), eps
+    attend = torch.compile(lambda q, kv, pt, lens, s, ks: mla_decode_op(q, kv, pt, lens, s, kv_scale=ks),
+                           fullgraph=True, backend="aot_eager")
+    x = make_case(2, 16, 16, "fp8", [20, 9], torch.Generator().manual_seed(3))
+    for sm_scale, kv_scale in ((0.06, x["kv_scale"]), (0.07, x["kv_scale"]), (0.07, 2 * x["kv_scale"])):
+        got = attend(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm_scale, kv_scale)
+        want = mla_decode(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm_scale, kv_scale=kv_scale)
+        assert torch.equal(got, want), (sm_scale, kv_scale)
+
+
 def test_same_tensor_twice_and_tuple_grid():
     kernel = _kernel(restore=["x_ptr"])     # in place: tuning runs it several times
 

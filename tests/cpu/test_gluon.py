@@ -481,7 +481,7 @@ def test_isolated_worker_gets_each_candidates_pre_hook():
     from graphtune.isolate import Job, KernelRef, _pickled, _pre_hook
     kwargs = gk.configs_with_hooks()[0].all_kwargs()
     on_kernel = [triton.Config(dict(kwargs, BM=32), num_warps=4, pre_hook=gk.set_block_shape)]
-    job = Job(ref=KernelRef("m", None, "k"), device=0, args=(), kwargs={}, candidates=(), validate=False,
+    job = Job(ref=KernelRef("m", None, "k"), device=0, args=(), kwargs={}, candidates=(),
               reset_to_zero=(), arg_names=(), sys_path=(),
               hooks={0: _pickled(gk.set_block_shape), 1: _pickled(lambda nargs: None)})
     assert job.hooks[0] and job.hooks[1] == b""                 # a module-level function travels by reference

@@ -228,14 +228,30 @@ def test_custom_op_helper_registers_a_users_launcher():
     (dict(name="no_namespace"), r"expected 'namespace::op_name'"),
     (dict(name="a::b", mutates_args="out"), r"must be a tuple of argument names"),
     (dict(name="a::b", mutates_args=("outt",)), r"mutates_args \['outt'\] are not parameters"),
-], ids=["name", "mutates-string", "mutates-unknown"])
+    # (session 31's review: torch's parser error of three lines naming no argument, or accepted)
+    (dict(name="ns::bad-name"), r"custom_op\(name='ns::bad-name'\): expected 'namespace::op_name' of identifiers"),
+    (dict(name="ns::op.out"), r"expected 'namespace::op_name' of identifiers"),
+    (dict(name="aten::my_op"), r"namespace 'aten' is torch's own"),
+    (dict(name="graphtune::mla_decode"), r"an op of that name is already registered in this process"),
+    (dict(name="a::c", fake=3), r"fake=3 must be a function of the op's arguments"),
+], ids=["name", "mutates-string", "mutates-unknown", "name-dash", "name-overload", "aten", "taken", "fake-3"])
 def test_custom_op_helper_bad_input(kwargs, match):
     def launcher(x: torch.Tensor, out: torch.Tensor) -> None:
         pass
     kwargs = dict(kwargs)
     name = kwargs.pop("name")
-    with pytest.raises((ValueError, TypeError), match=match):
+    with pytest.raises((ValueError, TypeError), match=match) as got:
         graphtune.custom_op(name, **kwargs)(launcher)
+    assert "\n" not in str(got.value)
+
+
+def test_custom_op_helper_names_a_missing_return_annotation():
+    """A launcher without a return annotation was told it "returns <class 'inspect._empty'>; give fake=": the
+    wrong fix for a launcher that returns nothing."""
+    def launcher(x: torch.Tensor, out: torch.Tensor):
+        pass
+    with pytest.raises(ValueError, match=r"'launcher' has no return annotation; annotate it \(-> None"):
+        graphtune.custom_op("a::noann", mutates_args=("out", ))(launcher)
 
 
 def test_custom_op_helper_needs_fake_for_returned_tensors():

@@ -63,7 +63,12 @@ single-config               info      one config: triton skips benchmarking, cap
 capture-safe                info      graphtune.autotune: never tunes inside capture.
 tunes-on-first-call         info      stock triton.autotune with several configs and an empty key: tunes
                                       once per tensor-dtype combination, on the first call.
-compile-skipped             info      (``compile_target`` only) the kernel could not be inspected.
+compile-skipped             info      (``compile_target`` only) the kernel could not be inspected (its
+                                      module did not import, or its argument types are unknown: a stock
+                                      kernel without ``graphtune_signature``; the summary's
+                                      ``compile_checked`` counts those inspected).
+splatted-arguments          info      the autotuner also takes ``**mapping``, which the audit does not read
+                                      (a key, restore_value / reset_to_zero or configs there are not seen).
 ==========================  ========  =================================================================
 
 JSON (``AuditReport.to_dict``; ``graphtune audit --json``): every field of earlier versions is kept. Per

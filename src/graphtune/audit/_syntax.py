@@ -15,6 +15,35 @@ def _snippet(node: ast.AST, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _branch_returns(body: list[ast.stmt]) -> tuple[ast.AST, ...] | None:
+    """The expressions a function body made only of returns and ifs can return, one a branch (``if cond: return a``
+    / ``else: return b``, chains of them, a final return after an if that returns): what a helper that picks configs
+    or keys by platform returns. None when the body does anything else, or a path ends without a value."""
+    out: list[ast.AST] = []
+    for i, stmt in enumerate(body):
+        last = i == len(body) - 1
+        if isinstance(stmt, ast.Return):
+            if stmt.value is None or not last:
+                return None
+            return (*out, stmt.value)
+        if not isinstance(stmt, ast.If):
+            return None
+        taken = _branch_returns(stmt.body)
+        if taken is None:
+            return None
+        out.extend(taken)
+        if stmt.orelse:
+            other = _branch_returns(stmt.orelse)
+            if other is None:
+                return None
+            out.extend(other)
+            if last:
+                return tuple(out)
+        elif last:
+            return None     # falls through: returns None on that path
+    return None
+
+
 def _statements(body: list[ast.stmt]) -> list[ast.stmt]:
     """Every statement, nested ones included (bodies of defs, classes, if, for, while, with, try), in order."""
     out: list[ast.stmt] = []

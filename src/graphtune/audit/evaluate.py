@@ -148,6 +148,18 @@ class _Evaluator:
             pairs = self._comprehension(node.generators, ast.Tuple([node.key, node.value], ast.Load()), scope)
             return {self._hashable(k, node.key): v for k, v in pairs}
         if isinstance(node, ast.Subscript):
+            # ``helper()[i]`` (``configs, keys = helper()``): static where every branch agrees on element i, though
+            # the branches differ elsewhere (the configs by platform, the key the same)
+            returned = self._branch_values(node.value) if isinstance(node.value, ast.Call) else None
+            if returned is not None:
+                index = self._slice(node.slice, scope)
+                try:
+                    items = [value[index] for value in returned]
+                except Exception:
+                    raise _Dynamic(_snippet(node)) from None
+                if any(item != items[0] for item in items[1:]):
+                    raise _Dynamic(f"{_snippet(node)}: its branches return different values")
+                return items[0]
             try:
                 container = self._eval(node.value, scope)
             except _Dynamic:
@@ -246,25 +258,36 @@ class _Evaluator:
         finally:
             self._active.discard(node.id)
 
+    def _branch_values(self, node: ast.Call) -> list[Any] | None:
+        """The value each branch of a zero-argument module function that only returns (``simple_functions``)
+        gives; None when ``node`` calls no such function."""
+        if not (isinstance(node.func, ast.Name) and not node.args and not node.keywords
+                and node.func.id in self.module.simple_functions):
+            return None
+        name = node.func.id
+        if name in self._active:
+            raise _Dynamic(f"{name}() (recursive)")
+        self._active.add(name)
+        try:
+            return [self._eval(expr, {}) for expr in self.module.simple_functions[name]]
+        except _Dynamic as exc:
+            raise _Dynamic(f"{name}(): {exc}") from None
+        finally:
+            self._active.discard(name)
+
     def _call(self, node: ast.Call, scope: dict[str, Any]) -> Any:
         if isinstance(node.func, ast.Name) and node.func.id in scope:
             raise _Dynamic(_snippet(node))
         target = self.module.resolve(node.func)
         if target is not None and self.module.is_config(target):
             return self.config(node, scope, lenient=False)
-        # A zero-argument module function that only returns an expression: ``def configs(): return [...]``.
-        if isinstance(node.func, ast.Name) and not node.args and not node.keywords \
-                and node.func.id in self.module.simple_functions:
-            name = node.func.id
-            if name in self._active:
-                raise _Dynamic(f"{name}() (recursive)")
-            self._active.add(name)
-            try:
-                return self._eval(self.module.simple_functions[name], {})
-            except _Dynamic as exc:
-                raise _Dynamic(f"{name}(): {exc}") from None
-            finally:
-                self._active.discard(name)
+        # A zero-argument module function that only returns: ``def configs(): return [...]``, or one expression a
+        # branch (``if is_hip(): return a`` / ``return b``), static when every branch returns the same value.
+        returned = self._branch_values(node)
+        if returned is not None:
+            if any(value != returned[0] for value in returned[1:]):
+                raise _Dynamic(f"{_snippet(node)}: its branches return different values")
+            return returned[0]
         if isinstance(node.func, ast.Name) and node.func.id not in self.module.bound_names:
             builtin = _BUILTINS.get(node.func.id)
             if builtin is not None:

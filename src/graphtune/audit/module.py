@@ -9,13 +9,13 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._syntax import _call_arguments, _leaf, _parameters, _snippet, _statements
+from ._syntax import _branch_returns, _call_arguments, _leaf, _parameters, _snippet, _statements
 from .evaluate import _ConfigRecord, _distinct_fields, _Dynamic, _Evaluator
 from .files import _package_of
 from .hazards import _hazards
 from .in_place import _InPlaceAnalysis
 from .key_bindings import _classify_keys
-from .results import KernelAudit
+from .results import _EXPLANATIONS, INFO, Hazard, KernelAudit
 
 
 _TRITON_AUTOTUNE = frozenset({"triton.autotune", "triton.runtime.autotune", "triton.runtime.autotuner.autotune"})
@@ -80,7 +80,8 @@ class _ModuleAudit:
         self._package = package
         self.aliases: dict[str, str] = {}
         self.constants: dict[str, ast.AST] = {}
-        self.simple_functions: dict[str, ast.AST] = {}
+        # zero-argument module functions that only return: the expression each branch returns (one without a branch)
+        self.simple_functions: dict[str, tuple[ast.AST, ...]] = {}
         self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.top_level: dict[str, ast.AST] = {}  # module-level defs and classes, by name
         self.bound_names: set[str] = set()
@@ -129,8 +130,12 @@ class _ModuleAudit:
             if isinstance(target, ast.Name):
                 bind(target.id, value)
             elif isinstance(target, (ast.Tuple, ast.List)):
-                for elt in target.elts:
-                    targets(elt.value if isinstance(elt, ast.Starred) else elt, None)
+                # ``configs, keys = helper()``: each name the value's element at its place, evaluated when asked
+                starred = any(isinstance(elt, ast.Starred) for elt in target.elts)
+                for i, elt in enumerate(target.elts):
+                    item = None if value is None or starred else ast.copy_location(
+                        ast.Subscript(value=value, slice=ast.Constant(i), ctx=ast.Load()), elt)
+                    targets(elt.value if isinstance(elt, ast.Starred) else elt, item)
 
         def visit(statements: list[ast.stmt], top: bool) -> None:
             for stmt in statements:
@@ -176,9 +181,9 @@ class _ModuleAudit:
                                                       and isinstance(s.value.value, str))]
                 args = value.args
                 no_args = not (args.posonlyargs or args.args or args.kwonlyargs or args.vararg or args.kwarg)
-                if no_args and not value.decorator_list and len(body) == 1 and isinstance(body[0], ast.Return) \
-                        and body[0].value is not None:
-                    self.simple_functions[name] = body[0].value
+                returned = _branch_returns(body) if no_args and not value.decorator_list else None
+                if returned:
+                    self.simple_functions[name] = returned
             elif isinstance(value, ast.expr):
                 self.constants[name] = value
                 self.top_level.setdefault(name, value)
@@ -442,6 +447,11 @@ class _ModuleAudit:
         configs_state = "unknown" if wrapper == "unknown" else "static" if n_configs is not None else "dynamic"
         hazards = _hazards(cand, wrapper, params, key, n_configs, reason, in_place, covered, bindings, env,
                            tuner.dotted)
+        splats = [_snippet(kw.value) for kw in (tuner.call.keywords if tuner.call is not None else ())
+                  if kw.arg is None]
+        if splats:
+            hazards += (Hazard("splatted-arguments", INFO, f"**{', **'.join(splats)}: "
+                                                           f"{_EXPLANATIONS['splatted-arguments']}"), )
         return KernelAudit(
             file=self.filename, line=cand.line, name=cand.name, function=cand.function_name, wrapper=wrapper,
             params=params, key=key, key_expr=key_expr, n_configs=n_configs,

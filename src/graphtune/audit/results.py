@@ -22,6 +22,8 @@ _EXPLANATIONS = {
     "tunes-per-model": "tuned once per model shape; any warm-up covers it",
     "unknown-autotuner": "the audit cannot tell whether it benchmarks at run time (audit the tree that defines it "
                          "too)",
+    "splatted-arguments": "arguments passed through **mapping are not read: a key, restore_value / reset_to_zero "
+                          "or configs given there are not seen",
 }
 
 
@@ -175,6 +177,15 @@ class AuditReport:
         return dict(sorted(counts.items()))
 
     @property
+    def compile_checked(self) -> int | None:
+        """With a compile target: the kernels the compile check inspected (the others carry ``compile-skipped``:
+        their module did not import, or their argument types are unknown, as for a stock ``triton.autotune`` kernel
+        without a ``graphtune_signature``); None without one."""
+        if self.compile_target is None:
+            return None
+        return sum(not any(h.code == "compile-skipped" for h in k.hazards) for k in self.kernels)
+
+    @property
     def n_hazards(self) -> int:
         """Findings of severity ``hazard`` (informational ones not counted)."""
         return sum(h.severity == HAZARD for k in self.kernels for h in k.hazards)
@@ -191,6 +202,7 @@ class AuditReport:
                 "by_hazard": self.by_hazard,
                 "hazards_by_code": self.hazards_by_code,
                 "compile_target": self.compile_target,
+                "compile_checked": self.compile_checked,
                 "compile_errors": [f.to_dict() for f in self.compile_errors],
             },
         }

@@ -144,6 +144,9 @@ def _print_report(report: AuditReport) -> None:
     info = {code: n - report.hazards_by_code.get(code, 0) for code, n in report.by_hazard.items()}
     info_text = ", ".join(f"{code} {n}" for code, n in info.items() if n) or "none"
     parsed = f"{report.files_parsed} parsed, " if report.files_parsed is not None else ""
-    console.print(f"{len(report.kernels)} kernels in {report.files_scanned} files ({parsed}"
+    holding = len({k.file for k in report.kernels})
+    compiled = (f"; --compile {report.compile_target}: {report.compile_checked} of {len(report.kernels)} kernels "
+                f"checked (the others: compile-skipped, with why)" if report.compile_target is not None else "")
+    console.print(f"{len(report.kernels)} kernels in {holding} files; {report.files_scanned} files scanned ({parsed}"
                   f"{len(report.files_failed)} failed to parse); {report.n_hazards} hazards: {counts}; "
-                  f"informational: {info_text}", soft_wrap=True)
+                  f"informational: {info_text}{compiled}", soft_wrap=True)

@@ -63,7 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("prune", parents=[common], help="remove stale entries, or one kernel's entries")
     p.add_argument("--stale", action="store_true", help="remove the entries `ls --stale` lists")
-    p.add_argument("--kernel", metavar="NAME", help="remove this kernel's entries (with --stale: its stale ones)")
+    p.add_argument("--kernel", metavar="NAME", help="remove this kernel's entries and isolated-launch records (with --stale: its stale ones)")
     p.set_defaults(func=_prune)
 
 
@@ -309,9 +309,10 @@ def _prune(args: argparse.Namespace) -> int:
             "--kernel NAME (every entry of that kernel; with --stale, its stale ones); nothing removed")
         return 2
     db = _open(args)
-    removed = db.remove(stale=args.stale, kernel=args.kernel)
+    removed, isolated = db.remove_all(stale=args.stale, kernel=args.kernel)
     console = _console()
     if removed:
         console.print(_entry_table(f"removed from {db.path}", removed, None))
-    print(f"removed {len(removed)} entries from {db.path}")
+    records = f" and {isolated} isolated-launch records" if isolated else ""
+    print(f"removed {len(removed)} entries{records} from {db.path}")
     return 0

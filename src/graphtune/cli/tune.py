@@ -137,8 +137,20 @@ def _print(target: Any, results: dict, elapsed: float, world: int, out: str | No
                       f"{bucket.median_ms:.4f}" if bucket.median_ms is not None else "-",
                       f"{len(bucket.candidates) - failed} / {failed}")
     console.print(table)
+    _print_failures(console, results)
     if out:
         console.print(f"wrote {out}")
     if db is not False and db is not None:
         from ..db import TuningDB
         console.print(f"recorded in {TuningDB(None if db is True else db).path}")
+
+
+def _print_failures(console: Any, results: dict) -> None:
+    """One line per failed (bucket, config) with its reason, under the table (which only counts them)."""
+    from ..configs import config_label
+
+    for key, bucket in results.items():
+        for c in bucket.candidates:
+            if c.get("failure"):
+                console.print(f"bucket {','.join(str(v) for v in key)}: {config_label(c['config'])} failed: "
+                              f"{c['failure']}", markup=False, soft_wrap=True)

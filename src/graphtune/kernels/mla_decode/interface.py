@@ -27,6 +27,7 @@ import torch
 import triton
 
 from ... import settings
+from .._checks import tensor_problem
 from . import interface_hopper, kernel, reduction, space
 from .reference import D_NOPE, D_QK, cache_row_width, resolve_kv_format
 
@@ -84,17 +85,10 @@ def _fail(name: str, what: str) -> None:
 
 def _check_tensor(name: str, t: Any, dtype: torch.dtype | tuple[torch.dtype, ...], ndim: int,
                   device: torch.device | None) -> None:
-    if not isinstance(t, torch.Tensor):
-        _fail(name, f"expected a torch.Tensor, got {type(t).__name__}")
-    dtypes = dtype if isinstance(dtype, tuple) else (dtype,)
-    if t.dtype not in dtypes:
-        _fail(name, f"dtype {t.dtype}, expected {' or '.join(str(d) for d in dtypes)}")
-    if t.dim() != ndim:
-        _fail(name, f"shape {tuple(t.shape)} has {t.dim()} dims, expected {ndim}")
-    if device is not None and t.device != device:
-        _fail(name, f"on device {t.device}, expected {device} (the device of q)")
-    if t.numel() > 0 and t.stride(-1) != 1:
-        _fail(name, f"last dimension must be contiguous (stride 1), got strides {tuple(t.stride())}")
+    problem = tensor_problem(t, dtype if isinstance(dtype, tuple) else (dtype, ), ndim=ndim, device=device,
+                             device_of="q")
+    if problem is not None:
+        _fail(name, problem)
 
 
 def _check_kv_format(kv_format: Any) -> None:
@@ -113,8 +107,10 @@ def check_query_precision(value: Any, fmt: str | None) -> None:
 
 
 def check_scale(name: str, value: Any, expected: str) -> None:
-    """A scale argument (a Python number, not a bool) that is finite and > 0, else one line naming it."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
+    """A scale argument (a Python number, not a bool) that is finite and > 0, else one line naming it. Compared,
+    not passed to math.isfinite: under torch.compile a float argument of the compiled function is a SymFloat, which
+    Dynamo compares (guarding on the outcome) but cannot give to math (NaN fails both comparisons)."""
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, torch.SymFloat)) or not 0 < value < math.inf:
         _fail(name, f"{value!r}, expected {expected}")
 
 

@@ -11,6 +11,7 @@ import triton
 from ... import settings
 from ...keys import ENGINE_CAPTURE_SIZES, Buckets
 from ...tuner import autotune
+from .._checks import tensor_problem
 from .kernel import _fused_add_rmsnorm_kernel
 
 CAPTURE_SIZES = ENGINE_CAPTURE_SIZES
@@ -40,21 +41,16 @@ def _check_tensor(name: str, t: Any, shape: tuple[int, ...], dtypes: tuple[torch
                   device: torch.device | None) -> None:
     """One argument of the call: a tensor of ``shape``, one of ``dtypes``, on ``device`` (None: any), its last
     dimension contiguous; else one line naming it and its value."""
-    if not isinstance(t, torch.Tensor):
-        _fail(name, f"expected a torch.Tensor, got {type(t).__name__}")
-    if t.dim() != len(shape) or tuple(t.shape) != shape:
-        _fail(name, f"shape {tuple(t.shape)}, expected {shape}")
-    if t.dtype not in dtypes:
-        _fail(name, f"dtype {t.dtype}, expected {' or '.join(str(d) for d in dtypes)}")
-    if device is not None and t.device != device:
-        _fail(name, f"on device {t.device}, expected {device} (the device of x)")
-    if t.numel() > 0 and t.stride(-1) != 1:
-        _fail(name, f"last dimension must be contiguous (stride 1), got strides {tuple(t.stride())}")
+    problem = tensor_problem(t, dtypes, shape=shape, device=device, device_of="x")
+    if problem is not None:
+        _fail(name, problem)
 
 
 def _check_eps(eps: Any) -> None:
-    """``eps``: a finite real number > 0 (not a bool, not a tensor), else one line naming it."""
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not math.isfinite(eps) or eps <= 0:
+    """``eps``: a finite real number > 0 (not a bool, not a tensor), else one line naming it. Compared, not given to
+    math.isfinite: under torch.compile a float argument of the compiled function is a SymFloat (mla_decode's
+    ``check_scale`` says why)."""
+    if isinstance(eps, bool) or not isinstance(eps, (numbers.Real, torch.SymFloat)) or not 0 < eps < math.inf:
         _fail("eps", f"{eps!r}, expected a finite float > 0")
 
 
