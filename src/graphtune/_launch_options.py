@@ -16,7 +16,9 @@ def launch_option_problem(name: str, value: Any) -> str | None:
     is_int = isinstance(value, int) and not isinstance(value, bool)
     if name == "num_warps":
         return None if is_int and value >= 1 and not value & (value - 1) else "a power of two >= 1"
-    if name in ("num_stages", "num_ctas"):
+    if name == "num_stages":     # 0 is Triton's too (its HIP tutorials use it)
+        return None if is_int and value >= 0 else "an int >= 0"
+    if name == "num_ctas":
         return None if is_int and value >= 1 else "an int >= 1"
     if name == "maxnreg":
         return None if value is None or (is_int and value >= 1) else "an int >= 1 (or None)"

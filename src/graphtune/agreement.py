@@ -359,17 +359,23 @@ def stored_choice(mode: str, indices: Sequence[int], medians: Sequence[float]) -
 # ------------------------------------------------------------------------------------------- online agreement
 
 
-def _describe(phase: str, name: str, key: Sequence[Any], mode: str, n: int) -> str:
-    return f"{phase} kernel {name!r} key {list(key)} (mode {mode}, {n} candidates)"
+def _describe(phase: str, name: str, key: Sequence[Any], mode: str, configs: Sequence[dict[str, Any]],
+              source: str) -> str:
+    """What a rank agrees on, as the line a mismatch error prints for it: the candidates' hash and the kernel
+    source's, so that ranks that differ only there say where (a config changed, another build of the kernel)."""
+    configs_hash = hashlib.sha256(json.dumps(list(configs), sort_keys=True, default=str).encode()).hexdigest()[:8]
+    return (f"{phase} kernel {name!r} key {list(key)} (mode {mode}, {len(configs)} candidates {configs_hash}"
+            + (f", source {source[:8]}" if source else "") + ")")
 
 
 def agree(name: str, key: Sequence[Any], configs: Sequence[dict[str, Any]], alive: Sequence[int],
-          medians: Sequence[float | None], best_local: int) -> int:
+          medians: Sequence[float | None], best_local: int, source: str = "") -> int:
     """The candidate index every rank of the group uses for ``key`` (JSON-able values), after this rank timed
     ``configs`` (config dicts).
 
     ``alive``: indices that compiled (and validated) here; ``medians[i]``: candidate i's median in ms (None when
-    alive but untimed); ``best_local``: this rank's pick (-1 when nothing is alive here). Without an active group
+    alive but untimed); ``best_local``: this rank's pick (-1 when nothing is alive here); ``source``: the kernel
+    source's hash (ranks running another build of the kernel disagree, named). Without an active group
     (or in mode "off", inside capture, while frozen) it returns ``best_local`` and runs no collective.
     Raises TuningError on every rank when no candidate ran on every rank, DistributedError when the ranks are
     not at the same key or a peer does not answer in time.
@@ -381,9 +387,9 @@ def agree(name: str, key: Sequence[Any], configs: Sequence[dict[str, Any]], aliv
     mode = STATE.agreement[1]
     key = list(key)
     n = len(configs)
-    what = _describe("tune", name, key, mode, n)
-    headers = gather_headers(group, Header(digest("tune", name, key, mode, list(configs)), _MODE_CODES[mode], n,
-                                           best_local, 0, math.nan, what), what)
+    what = _describe("tune", name, key, mode, configs, source)
+    headers = gather_headers(group, Header(digest("tune", name, key, mode, list(configs), source),
+                                           _MODE_CODES[mode], n, best_local, 0, math.nan, what), what)
     alive_set = set(alive)
     mine = []
     for i in range(n):
@@ -415,7 +421,7 @@ def agree(name: str, key: Sequence[Any], configs: Sequence[dict[str, Any]], aliv
 
 
 def agree_stored(name: str, key: Sequence[Any], configs: Sequence[dict[str, Any]], index: int,
-                 median_ms: float | None) -> tuple[int, int] | None:
+                 median_ms: float | None, source: str = "") -> tuple[int, int] | None:
     """On a miss: which stored entry every rank uses for ``key``, as (config index, rank it came from), or None
     when every rank must tune it.
 
@@ -423,17 +429,17 @@ def agree_stored(name: str, key: Sequence[Any], configs: Sequence[dict[str, Any]
     (-1: none, or a config that is not a candidate and cannot be named to the other ranks); ``median_ms``: its
     stored median (None: unknown). With an active group, outside capture and not frozen, one collective tells
     which ranks hold an entry; see the module docstring for which entry wins. Otherwise this rank's own entry
-    is used as it is: (index, own rank), or None without one."""
+    is used as it is: (index, own rank), or None without one. ``source``: as :func:`agree`'s."""
     group = active_group(sharding=False)
     if group is None or capture.why_no_tuning() is not None:
         return (index, current_rank()) if index >= 0 else None
     mode = STATE.agreement[1]
     key = list(key)
     median = float(median_ms) if isinstance(median_ms, (int, float)) else math.inf
-    what = _describe("stored lookup", name, key, mode, len(configs))
-    headers = gather_headers(group, Header(digest("stored", name, key, mode, list(configs)), _MODE_CODES[mode],
-                                           len(configs), index, _HAS_STORED if index >= 0 else 0, median, what),
-                             what)
+    what = _describe("stored lookup", name, key, mode, configs, source)
+    headers = gather_headers(group, Header(digest("stored", name, key, mode, list(configs), source),
+                                           _MODE_CODES[mode], len(configs), index,
+                                           _HAS_STORED if index >= 0 else 0, median, what), what)
     picked = stored_choice(mode, [h.index if h.flags & _HAS_STORED else -1 for h in headers],
                            [h.median_ms for h in headers])
     if picked is None:

@@ -34,6 +34,7 @@ worker imports that module, so its import must have no side effects that matter;
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import multiprocessing
@@ -243,6 +244,15 @@ def _session(ctx, job: Job, timeout_s: float, run: Run) -> str | None:
                        name="graphtune-isolate")
     try:
         proc.start()
+    except BaseException:
+        # (a job that does not pickle, no memory to fork): its own error, not join()'s "can only join a started
+        # process", and no output file left behind
+        parent.close()
+        child.close()
+        with contextlib.suppress(OSError):
+            os.unlink(output)
+        raise
+    try:
         child.close()
         current, phase, why = _listen(parent, proc, job, timeout_s, run)
     finally:

@@ -43,9 +43,10 @@ class Buckets:
     @classmethod
     def pow2(cls, max: int | None = None) -> Buckets:  # noqa: A002 - the issue names it max
         """Round up to the next power of two; values above ``max`` map to ``max``."""
-        if max is not None and (not isinstance(max, int) or isinstance(max, bool) or max < 1):
+        whole = None if max is None else _whole(max)
+        if max is not None and (whole is None or whole < 1):
             raise ValueError(f"Buckets.pow2(max={max!r}): max must be a positive int or None")
-        return cls(kind="pow2", max=max)
+        return cls(kind="pow2", max=whole)
 
     @classmethod
     def explicit(cls, sizes: Iterable[int]) -> Buckets:

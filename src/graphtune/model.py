@@ -75,8 +75,9 @@ class LinearFit:
 def fit_points(points: Iterable[tuple[float, float]]) -> LinearFit:
     """Fit ``fixed_ms`` and ``per_request_ms`` to (concurrency, step ms) points by least squares.
 
-    Needs at least two distinct concurrencies. A fit whose fixed or per-request cost comes out
-    negative is an error: the points do not follow the model (or are mislabelled).
+    Needs at least two distinct concurrencies. A negative fixed cost within two standard errors of 0 (the points'
+    noise) is fitted as 0, the line through the origin; beyond that, or a negative per-request cost, is an error:
+    the points do not follow the model (or are mislabelled).
     """
     pts = tuple((_check_concurrency(c), _check_time(f"step time at C={c}", s)) for c, s in points)
     if len(pts) < 2:
@@ -89,12 +90,27 @@ def fit_points(points: Iterable[tuple[float, float]]) -> LinearFit:
         raise ValueError(f"fitting needs at least two different concurrencies, got only C={pts[0][0]}")
     per_request = sum((c - mean_c) * (s - mean_s) for c, s in pts) / sxx
     fixed = mean_s - per_request * mean_c
+    if fixed < 0 and per_request > 0 and -fixed <= 2 * _intercept_se(pts, fixed, per_request, sxx, mean_c):
+        # a negative fixed cost within two standard errors of 0 is the points' noise: the least-squares line
+        # through the origin (fixed = 0), the model's own bound
+        fixed, per_request = 0.0, sum(c * s for c, s in pts) / sum(c * c for c, _ in pts)
     if per_request < 0 or fixed < 0:
         raise ValueError(
             f"the fit of {list(pts)} gives fixed={fixed:.4g} ms, per_request={per_request:.4g} ms: a negative "
-            "cost, so these points do not follow step = fixed + C * per_request")
+            "cost beyond the points' noise, so these points do not follow step = fixed + C * per_request")
     residuals = tuple(s - (fixed + c * per_request) for c, s in pts)
     return LinearFit(fixed_ms=fixed, per_request_ms=per_request, points=pts, residuals_ms=residuals)
+
+
+def _intercept_se(pts: tuple[tuple[float, float], ...], fixed: float, per_request: float, sxx: float,
+                  mean_c: float) -> float:
+    """The standard error of the least-squares intercept (ordinary least squares, n - 2 degrees of freedom); 0
+    with two points, which fit exactly and say nothing of their noise."""
+    n = len(pts)
+    if n <= 2:
+        return 0.0
+    sse = sum((s - (fixed + c * per_request)) ** 2 for c, s in pts)
+    return math.sqrt(sse / (n - 2) * (1 / n + mean_c ** 2 / sxx))
 
 
 def parse_points(text: str) -> list[tuple[float, float]]:

@@ -232,12 +232,12 @@ def load_paths() -> list[Path]:
     value = _get("GRAPHTUNE_LOAD")
     if not value:
         return []
-    return [Path(part.strip()).expanduser() for part in value.split(os.pathsep) if part.strip()]
+    return [expand_path(part.strip(), "GRAPHTUNE_LOAD") for part in value.split(os.pathsep) if part.strip()]
 
 
 def coverage_out() -> Path | None:
     value = _get("GRAPHTUNE_COVERAGE_OUT")
-    return Path(value).expanduser() if value else None
+    return expand_path(value, "GRAPHTUNE_COVERAGE_OUT") if value else None
 
 
 def plugin_agree() -> str:

@@ -6,6 +6,7 @@ writes the export file and / or the database. Run alone it does the same work in
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -127,6 +128,11 @@ def tune_sharded(target: TuneTarget, sizes: Sequence[int] | None = None, *, out:
     if capture.why_no_tuning() is not None:
         raise RuntimeError(f"tune_sharded({kernel.name!r}) inside CUDA graph capture or while frozen")
     database = _database(db)   # before any timing: a read-only database must not cost a tuning run
+    if out is not None:
+        # and a file an export must not replace (the database, another file, not a regular file): refused now,
+        # not after the run (the export is written first, so a refusal then would lose the database's copy too)
+        from .db import export_target
+        export_target(out, database.path if database is not None else None, origin="out")
     init_from_env()
     group = active_group(sharding=True)
     rank, world = (group.rank, group.world) if group is not None else (0, 1)
@@ -136,28 +142,39 @@ def tune_sharded(target: TuneTarget, sizes: Sequence[int] | None = None, *, out:
     by_key: dict[tuple, _Bucket] = {}
     rows: list[dict[str, Any]] = []
     dealt = 0   # items (bucket, config) dealt so far, in the same order on every rank
-    for size in sizes:
-        args, kwargs, grid = _make_args(target, size)
-        key = kernel.key_of(args, kwargs)
-        if key in by_key:
-            by_key[key].sizes.append(size)
-            continue
-        bucket = _Bucket(key, [size], candidate_indices(kernel.space, args, kwargs))
-        by_key[key] = bucket
-        buckets.append(bucket)
-        mine = [i for j, i in enumerate(bucket.indices) if (dealt + j) % world == rank]
-        dealt += len(bucket.indices)
-        if mine:
-            logger.info("graphtune: rank %d times %d of %d configs of %s for %s", rank, len(mine),
-                        len(bucket.indices), kernel.name, list(key_to_json(key)))
-            for row in _time_share(kernel, args, kwargs, grid, mine):
-                rows.append({**row, "bucket": len(buckets) - 1, "rank": rank})
-        del args, kwargs   # free this size's inputs before the next make_args (GPU memory)
+    try:
+        for size in sizes:
+            args, kwargs, grid = _make_args(target, size)
+            key = kernel.key_of(args, kwargs)
+            if key in by_key:
+                by_key[key].sizes.append(size)
+                continue
+            bucket = _Bucket(key, [size], candidate_indices(kernel.space, args, kwargs))
+            by_key[key] = bucket
+            buckets.append(bucket)
+            mine = [i for j, i in enumerate(bucket.indices) if (dealt + j) % world == rank]
+            dealt += len(bucket.indices)
+            if mine:
+                logger.info("graphtune: rank %d times %d of %d configs of %s for %s", rank, len(mine),
+                            len(bucket.indices), kernel.name, list(key_to_json(key)))
+                for row in _time_share(kernel, args, kwargs, grid, mine):
+                    rows.append({**row, "bucket": len(buckets) - 1, "rank": rank})
+            del args, kwargs   # free this size's inputs before the next make_args (GPU memory)
+    except Exception as exc:
+        if group is not None:
+            # the peers' next collective is the plan's: meet it with this rank's failure, so that they raise now,
+            # naming it, instead of waiting for this rank until the timeout (this rank raises its own error)
+            what = f"sharded tuning of kernel {kernel.name!r} failed here: {one_line(exc)}"
+            with contextlib.suppress(Exception):
+                gather_headers(group, Header(digest("sharded-failed", kernel.name, rank), 0, 0, 0, 0, math.nan,
+                                             what), what)
+        raise
 
     if group is not None:
         plan = [(list(key_to_json(b.key)), b.indices) for b in buckets]
         what = f"sharded tuning of kernel {kernel.name!r} ({len(buckets)} buckets, {dealt} timings)"
-        dg = digest("sharded", kernel.name, plan, [config_to_dict(c) for c in kernel.configs])
+        dg = digest("sharded", kernel.name, plan, [config_to_dict(c) for c in kernel.configs],
+                    kernel.identity().source_hash)
         gather_headers(group, Header(dg, 0, len(buckets), dealt, 0, math.nan, what), what)
         rows = [r for blob in gather_bytes(group, json.dumps(rows).encode(), what) for r in json.loads(blob)]
 

@@ -7,6 +7,7 @@ miss policy when tuning is not allowed (capture.py: capture, frozen) -> launch (
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import sys
@@ -422,7 +423,8 @@ class GraphtuneKernel(KernelInterface):
         mine = config_to_dict(stored.config) if stored is not None else None
         index = dicts.index(mine) if mine in dicts else -1
         picked = agreement.agree_stored(self.name, key_to_json(key), dicts, index,
-                                        stored.median_ms if stored is not None else None)
+                                        stored.median_ms if stored is not None else None,
+                                        source=self.identity().source_hash)
         if picked is None:
             return None
         idx, rank = picked
@@ -435,14 +437,19 @@ class GraphtuneKernel(KernelInterface):
 
     def _tune(self, key: tuple, args: tuple, kwargs: dict, grid) -> Choice:
         known = self.isolation_outcomes() if self.space.isolating else None
-        result = search(self.space, key, args, kwargs, grid, order=self._neighbour_ranking(key), isolated=known)
+        try:
+            result = search(self.space, key, args, kwargs, grid, order=self._neighbour_ranking(key), isolated=known)
+        except Exception:
+            self._agree_on_nothing(key, args, kwargs)
+            raise
         self.bench_calls += result.samples_taken
         self.remember_isolated(dict(result.isolated))
         dicts = [r["config"] for r in result.rows]
         medians = [r.get("median_ms") for r in result.rows]
         # every rank enters the agreement, also one where nothing ran (its peers then raise too, instead of
         # waiting for it until the timeout)
-        best = agreement.agree(self.name, key_to_json(key), dicts, result.alive, medians, result.best)
+        best = agreement.agree(self.name, key_to_json(key), dicts, result.alive, medians, result.best,
+                               source=self.identity().source_hash)
         if not result.alive:
             raise result.all_failed_error(self.name)
         failures = result.failures
@@ -466,15 +473,34 @@ class GraphtuneKernel(KernelInterface):
             self.preload_fallbacks(args, kwargs, grid)
         return Choice(chosen, "tuned", median_ms=result.rows[best].get("median_ms"), result=result)
 
+    def _agree_on_nothing(self, key: tuple, args: tuple, kwargs: dict) -> None:
+        """The search raised here (a hook, the timer, memory): enter the key's agreement all the same with no
+        candidate alive, so that every peer raises a TuningError naming this rank now, instead of pairing its
+        next collective with this rank's (every later agreement of the group out of step) or waiting for it until
+        the timeout. Its own error is the one this rank raises (the caller re-raises it)."""
+        if agreement.active_group(sharding=False) is None:
+            return
+        from .search import prune
+        try:
+            # the list search agrees on: prune()'s, in its order (a perf_model sorts it)
+            candidates = prune(self.space, self.space.nargs(args, kwargs), kwargs)
+        except Exception:       # (pruning itself raised: the full list, which the peers' digest may not match)
+            candidates = self.configs
+        dicts = [config_to_dict(c) for c in candidates]
+        with contextlib.suppress(Exception):    # this rank's TuningError / DistributedError: its own error wins
+            agreement.agree(self.name, key_to_json(key), dicts, [], [None] * len(dicts), -1,
+                            source=self.identity().source_hash)
+
     # ------------------------------------------------------------------------------------------ isolation
 
     def isolation_outcomes(self) -> dict[str, str]:
         """This kernel's configs launched first in an isolated worker on this GPU and software stack
         (isolate.config_key -> "ok" or the failure): the database's, read once (inside capture too: a read is
         host work), and those learnt in this process."""
-        if self._isolated is None:
-            self._isolated = dict(store.isolated_outcomes(self.identity()))
-        return self._isolated
+        outcomes = self._isolated
+        if outcomes is None:     # (a local: a reset() on another thread may set the attribute back to None)
+            outcomes = self._isolated = dict(store.isolated_outcomes(self.identity()))
+        return outcomes
 
     def remember_isolated(self, outcomes: dict[str, str]) -> None:
         """Keep outcomes learnt in isolated workers, in this process (so a later key starts no worker for them,

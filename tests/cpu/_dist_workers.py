@@ -36,6 +36,13 @@ def _scale_kernel(x_ptr, out_ptr, n, B, scale, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, x * scale, mask=mask)
 
 
+@triton.jit
+def _scale_kernel_rebuilt(x_ptr, out_ptr, n, B, scale, BLOCK: tl.constexpr):
+    # another build of _scale_kernel (the same result, another body): what a rank of a mixed deployment runs
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, scale * tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
 CONFIGS = [triton.Config({"BLOCK": b}, num_warps=w) for b in (16, 32, 64) for w in (1, 2)]
 LABELS = [config_label(c) for c in CONFIGS]
 BUCKETS = Buckets.explicit([1, 2, 4, 8, 16])
@@ -214,6 +221,68 @@ def _sharded(rank: int, outdir: Path) -> dict[str, Any]:
                                                                                for k, r in results.items()}}
 
 
+def _search_fails(rank: int) -> dict[str, Any]:
+    """Rank 0's search raises (its timer fails); the others' searches run. Every rank must raise for that key now
+    (rank 0 its own error, the others a TuningError naming rank 0) and then agree on the next kernel as before:
+    the group stays in step (until session 31 rank 0 skipped the key's agreement and every later one paired
+    with the wrong collective)."""
+    def failing_timer(fn: Callable[[], Any]) -> float:
+        if rank == 0:
+            raise RuntimeError("the timer failed on this rank")
+        return TIMER(fn)
+    TIMER.table = deterministic_ms
+    broken = graphtune.autotune(CONFIGS, key=["B"], name="gt_search_fails", buckets={"B": BUCKETS},
+                                do_bench=failing_timer, pre_hook=TIMER.remember)(_scale_kernel)
+    out: dict[str, Any] = {}
+    try:
+        launch(broken, 4)
+        out["first"] = None
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        out["first"] = f"{type(exc).__name__}: {exc}"
+    healthy = make_kernel("gt_after_failure")
+    try:
+        launch(healthy, 4)
+        out["next"] = chosen_label(healthy, 4)
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        out["next"] = f"{type(exc).__name__}: {exc}"
+    return out
+
+
+def _source_mismatch(rank: int) -> dict[str, Any]:
+    """Rank 1 runs another build of the kernel (same name, configs and key): every rank raises, naming each rank's
+    source hash (until session 31 the ranks agreed and summed medians of different kernels)."""
+    TIMER.table = deterministic_ms
+    fn = _scale_kernel_rebuilt if rank == 1 else _scale_kernel
+    kernel = graphtune.autotune(CONFIGS, key=["B"], name="gt_source", buckets={"B": BUCKETS}, do_bench=TIMER,
+                                pre_hook=TIMER.remember)(fn)
+    try:
+        launch(kernel, 4)
+    except graphtune.DistributedError as exc:
+        return {"error": str(exc), "source": kernel.identity().source_hash}
+    return {"error": None, "source": kernel.identity().source_hash}
+
+
+def _sharded_fails(rank: int, outdir: Path) -> dict[str, Any]:
+    """tune_sharded where rank 1's make_args raises at its second size: rank 1 raises its own error, the others a
+    DistributedError naming rank 1's failure now (until session 31 they waited for it until the timeout)."""
+    from graphtune import sharded
+
+    class Failing(ScaleTarget):
+        def make_args(self, size: int):
+            if rank == 1 and size == 3:
+                raise RuntimeError("make_args failed on this rank")
+            return super().make_args(size)
+    TIMER.table = deterministic_ms
+    target = Failing("gt_sharded_fails")
+    t0 = time.monotonic()
+    try:
+        sharded.tune_sharded(target, target.default_sizes, out=outdir / f"fails{rank}.json")
+        error = None
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        error = f"{type(exc).__name__}: {exc}"
+    return {"error": error, "waited_s": time.monotonic() - t0}
+
+
 def _timeout(rank: int, outdir: Path) -> dict[str, Any]:
     """Rank 1 never enters the agreement; the others must give up after GRAPHTUNE_DIST_TIMEOUT_S."""
     os.environ["GRAPHTUNE_DIST_TIMEOUT_S"] = "1.0"
@@ -243,6 +312,9 @@ def main(outdir: Path) -> None:
         result["mismatch"] = _mismatch(rank)
         result["stored"] = _stored(rank)
         result["sharded"] = _sharded(rank, outdir)
+        result["search_fails"] = _search_fails(rank)
+        result["sharded_fails"] = _sharded_fails(rank, outdir)
+        result["source_mismatch"] = _source_mismatch(rank)
         result["timeout"] = _timeout(rank, outdir)   # last: it leaves a collective in flight
     except BaseException:  # noqa: BLE001 - reported to the test, which prints it
         result["crash"] = traceback.format_exc()

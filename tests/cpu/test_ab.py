@@ -420,7 +420,7 @@ def test_cli_from_json_table_with_other_seed(tmp_path, capsys, crossover_result)
     saved.write_text(crossover_result.to_json())
     assert main(["ab", "--from-json", str(saved), "--seed", "5", "--n-boot", "300"]) == 0
     out = capsys.readouterr().out
-    assert "V3" in out and "winner changes at size 32" in out.replace("\n", " ")
+    assert "V3" in out and "config changes at size 32" in out.replace("\n", " ")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message given without CUDA")
@@ -519,3 +519,53 @@ def test_cli_rejects_a_json_that_is_not_an_ab_result(tmp_path, capsys):
     path.write_text(json.dumps({"baseline": [], "scenarios": []}))
     assert main(["ab", "--from-json", str(path)]) == 2
     assert "not a graphtune A/B result" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------- session 31's review
+
+
+def test_a_cell_too_small_to_measure_noise_is_never_beyond_it():
+    """One value per cell: the percentile interval had zero width and any difference (0.1%) was "beyond noise", a
+    V3 decided from one sample a cell; such cells now count as within noise of each other (V1)."""
+    result = decide({"A": {1: [1.000], 2: [2.001]}, "B": {1: [1.001], 2: [2.0]}}, n_boot=N_BOOT)
+    assert result.decision.kind == "V1"
+    assert not any(v.beyond_noise for v in result.per_size)
+    # five values in one trial are enough to measure it
+    rng = random.Random(31)
+    many = decide({"A": {1: [[rng.gauss(1.0, 0.001) for _ in range(20)]]},
+                   "B": {1: [[rng.gauss(1.5, 0.001) for _ in range(20)]]}}, n_boot=N_BOOT)
+    assert many.per_size[0].beyond_noise
+
+
+def test_v3_keeps_the_bucket_below_where_a_size_is_won_within_noise():
+    """Winners A, B (within noise of A), A, B (beyond noise): one crossover (at 128), not three."""
+    rng = random.Random(4)
+    factors = {"A": {1: 0.95, 8: 1.0, 32: 0.95, 128: 1.0}, "B": {1: 1.0, 8: 0.998, 32: 1.0, 128: 0.95}}
+    result = decide(table(rng, factors, noise=0.01), n_boot=N_BOOT)
+    assert result.verdict(8).winner == "B" and not result.verdict(8).beyond_noise
+    assert result.decision.kind == "V3"
+    assert result.decision.per_size == ((1, "A"), (8, "A"), (32, "A"), (128, "B"))
+    assert result.decision.crossovers == (128, )
+
+
+def test_sizes_read_from_json_as_strings_are_sizes():
+    """A table read by json.load has string sizes: "8" is size 8 (a KeyError before); 1.5 is not a size."""
+    rng = random.Random(5)
+    as_ints = decide({"A": {8: trials(rng, 1.0)}, "B": {8: trials(rng, 1.2)}}, n_boot=N_BOOT, seed=3)
+    rng = random.Random(5)
+    as_text = decide({"A": {"8": trials(rng, 1.0)}, "B": {8: trials(rng, 1.2)}}, n_boot=N_BOOT, seed=3)
+    assert as_text.sizes == (8, ) and as_text.to_dict() == as_ints.to_dict()
+    with pytest.raises(ValueError, match=r"config 'A': size 1.5 is not an integer"):
+        decide({"A": {1.5: [1.0]}}, n_boot=N_BOOT)
+
+
+@pytest.mark.parametrize("kwargs,message", [(dict(confidence=2.0), r"confidence must be between 0 and 1, got 2.0"),
+                                            (dict(n_boot=1), r"n_boot must be an int >= 100, got 1"),
+                                            (dict(launches_per_sample=0), r"launches_per_sample must be an int >= 1")],
+                         ids=["confidence", "n-boot", "launches"])
+def test_ab_checks_its_statistics_before_any_timing(kwargs, message):
+    """A bad confidence or n_boot was refused after every cell had been timed (a GPU run lost); now before."""
+    sampler = fake_sampler(lambda size, block: 1.0)
+    with pytest.raises(ValueError, match=message):
+        ab(FakeTarget(), trials=3, samples=7, sampler=sampler, **kwargs)
+    assert sampler.seen == []

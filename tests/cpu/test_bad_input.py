@@ -40,10 +40,10 @@ def _kernel(name: str):
     ({"num_warps": "abc"}, "num_warps='abc' is not a power of two >= 1"),
     ({"num_warps": -4}, "num_warps=-4 is not a power of two >= 1"),
     ({"num_warps": 3}, "num_warps=3 is not a power of two >= 1"),
-    ({"num_stages": 0}, "num_stages=0 is not an int >= 1"),
+    ({"num_stages": -1}, "num_stages=-1 is not an int >= 0"),     # (0 is Triton's: its HIP tutorials use it)
     ({"BLOCK": "abc"}, "BLOCK='abc' is not an int"),
     ({"BLOCK": 0}, "BLOCK=0 is not an int >= 1"),
-], ids=["warps-text", "warps-negative", "warps-not-pow2", "stages-0", "block-text", "block-0"])
+], ids=["warps-text", "warps-negative", "warps-not-pow2", "stages-negative", "block-text", "block-0"])
 def test_force_values_are_typed_against_the_kernel(params, message):
     _kernel("bi_force")
     with pytest.raises(ConfigError, match=message):
@@ -62,7 +62,7 @@ def _knob_kernel(x_ptr, out_ptr, n, B, BLOCK_N: tl.constexpr, CONVERT: tl.conste
     ({"CONVERT": 2, "BLOCK_N": 64}, None),
     ({"num_warps": 0}, "num_warps=0 is not a power of two >= 1"),
     ({"num_warps": 3}, "num_warps=3 is not a power of two >= 1"),
-    ({"num_stages": -1}, "num_stages=-1 is not an int >= 1"),
+    ({"num_stages": -1}, "num_stages=-1 is not an int >= 0"),
     ({"BLOCK_N": -1}, "BLOCK_N=-1 is not an int >= 1"),
     ({"BLOCK_N": 0}, "BLOCK_N=0 is not an int >= 1"),
     ({"CONVERT": -1}, "CONVERT=-1 is not an int >= 0"),
@@ -241,6 +241,17 @@ def test_debug_and_verbose_are_taken_after_the_command(monkeypatch, capsys):
     assert main(["db", "path", "-vv"]) == 0 and main(["db", "path", "--debug"]) == 0
 
 
+def test_verbose_counts_before_and_after_the_command_add_up(monkeypatch):
+    """`graphtune -v db path -v` is -vv (debug): argparse copied the count after the command over the one before
+    (a count of 1)."""
+    import logging
+    levels = []
+    monkeypatch.setattr(logging, "basicConfig", lambda **kw: levels.append(kw["level"]))
+    for argv in (["-v", "db", "path", "-v"], ["db", "path", "-vv"], ["-v", "db", "path"], ["db", "path"]):
+        assert main(argv) == 0
+    assert levels == [logging.DEBUG, logging.DEBUG, logging.INFO, logging.WARNING]
+
+
 def test_tune_whose_make_args_raises_is_one_line(tmp_path, capsys):
     mod = tmp_path / "target_mod.py"
     mod.write_text(textwrap.dedent('''
@@ -320,6 +331,17 @@ def test_a_closed_pipe_is_no_error(monkeypatch, capsys, debug):
     monkeypatch.setattr(sys, "stdout", _ClosedPipe())
     assert main([*debug, "db", "path"]) == 141
     assert capsys.readouterr().err == ""
+
+
+def test_another_broken_pipe_is_an_error_not_a_gone_reader(monkeypatch, capsys):
+    """A broken pipe that is not stdout's (a worker process that died, a subprocess) is reported as an error, in
+    one line, not taken for a reader that went away (status 141 and no word)."""
+    from graphtune import settings
+
+    def broken():
+        raise BrokenPipeError(32, "Broken pipe (to a worker)")
+    monkeypatch.setattr(settings, "validate_all", broken)
+    _one_line_error(capsys, ["db", "path"], "Broken pipe (to a worker)")
 
 
 def test_config_tables_show_what_varies_and_never_cut_a_value(capsys, monkeypatch):

@@ -865,8 +865,8 @@ LAUNCH_BAD = {
                                      "got -1"),
     "chosen-num-warps-not-power-of-two": ("chosen", "num_warps", 6,
                                           "field 'chosen.num_warps' must be a power of two"),
-    "candidate-num-stages-zero": ("candidate", "num_stages", 0,
-                                  "field 'candidates[1].config.num_stages' must be an int >= 1, got 0"),
+    "candidate-num-stages-negative": ("candidate", "num_stages", -1,
+                                      "field 'candidates[1].config.num_stages' must be an int >= 0, got -1"),
     "chosen-num-ctas-bool": ("chosen", "num_ctas", True, "field 'chosen.num_ctas' must be an int >= 1, got True"),
     "chosen-maxnreg-string": ("chosen", "maxnreg", "128", "field 'chosen.maxnreg' must be an int >= 1 (or None)"),
 }
@@ -1020,3 +1020,14 @@ def test_graphtune_db_naming_an_unknown_user_is_one_line(monkeypatch, capsys):
     assert cli_main(["db", "ls"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "GRAPHTUNE_DB='~graphtune-no-such-user/x.sqlite'" in err[0], err
+
+
+def test_num_stages_zero_is_stored_and_read_back(db_file):
+    """Triton takes num_stages=0 (its HIP tutorials use it): such a config tunes, so it is stored, read back and
+    exported (session 31's import check first refused it, losing such results at storage)."""
+    config = {"BLOCK": 64, "num_warps": 4, "num_stages": 0, "num_ctas": 1}
+    entry = new_entry(KERNEL, H200, (16, ), config, [CandidateResult(config, 0.1, 0.1, 0.1, 3)])
+    store = TuningDB(db_file)
+    store.record_all([entry])
+    (back, ) = store.entries()
+    assert back.chosen["num_stages"] == 0

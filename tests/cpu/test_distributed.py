@@ -125,6 +125,36 @@ def test_key_mismatch_raises_on_every_rank_naming_each_key(ranks):
         assert "rank 2: stored lookup kernel 'gt_mismatch' key [8, 'torch.float32', 'torch.float32']" in message
 
 
+def test_a_rank_whose_search_raises_fails_the_key_everywhere_and_the_group_stays_in_step(ranks):
+    results = [r["search_fails"] for r in ranks]
+    assert results[0]["first"] == "RuntimeError: the timer failed on this rank", results[0]
+    for rank in (1, 2):
+        assert results[rank]["first"].startswith("TuningError"), results[rank]
+        assert "rank(s) [0]" in results[rank]["first"], results[rank]
+    nexts = [r["next"] for r in results]
+    assert len(set(nexts)) == 1 and not nexts[0].startswith(("DistributedError", "TuningError")), nexts
+
+
+def test_a_rank_whose_sharded_share_raises_is_named_by_its_peers_at_once(ranks):
+    results = [r["sharded_fails"] for r in ranks]
+    assert "make_args" in results[1]["error"] and "failed on this rank" in results[1]["error"], results[1]
+    for rank in (0, 2):
+        error = results[rank]["error"] or ""
+        assert error.startswith("DistributedError"), results[rank]
+        assert "rank 1: sharded tuning of kernel 'gt_sharded_fails' failed here:" in error, error
+        assert results[rank]["waited_s"] < 30, results[rank]     # not the timeout (300 s by default)
+
+
+def test_ranks_running_another_build_of_a_kernel_disagree_naming_its_source(ranks):
+    results = [r["source_mismatch"] for r in ranks]
+    assert results[0]["source"] == results[2]["source"] != results[1]["source"]
+    for rank, r in enumerate(results):
+        assert r["error"] is not None and "ranks disagree" in r["error"], (rank, r)
+        for other, o in enumerate(results):
+            assert f"rank {other}: stored lookup kernel 'gt_source'" in r["error"], r["error"]
+            assert f"source {o['source'][:8]})" in r["error"], r["error"]
+
+
 def test_silent_peer_times_out_naming_kernel_key_and_missing_rank(ranks):
     assert ranks[1]["timeout"]["skipped"]
     for rank in (0, 2):
@@ -315,3 +345,15 @@ def test_cli_refuses_to_throw_results_away(monkeypatch, capsys):
     monkeypatch.setenv("GRAPHTUNE_NO_DB", "1")
     assert cli_main(["tune", "_dist_workers:CLI_TARGET", "--sizes", "2"]) == 2
     assert "GRAPHTUNE_NO_DB=1 and no --out" in capsys.readouterr().err
+
+
+def test_sharded_out_that_an_export_must_not_replace_is_refused_before_timing(tmp_path):
+    """tune_sharded(out=...) naming a file that is not an export: refused before any timing (the CLI checked this
+    first; a library caller learnt it after the run, and the database copy was lost with it)."""
+    W.TIMER.table = W.deterministic_ms
+    W.TIMER.timed.clear()
+    other = tmp_path / "notes.txt"
+    other.write_text("not an export\n")
+    with pytest.raises(DatabaseError, match=r"notes.txt \(from out\).*not a graphtune tuning export"):
+        sharded.tune_sharded(W.ScaleTarget("gt_out_refused"), [1, 2], out=other)
+    assert W.TIMER.timed == [] and other.read_text() == "not an export\n"

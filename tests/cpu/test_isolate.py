@@ -337,3 +337,19 @@ def test_tune_prints_each_failed_config_with_its_reason(capsys):
     _print(target, {(8,): bucket}, 1.0, 1, None, False)
     assert "bucket 8: BLOCK=32,num_warps=1,num_stages=3 failed: isolate: the worker process died (exit code -9)" \
         in capsys.readouterr().out
+
+
+def test_a_worker_that_cannot_start_raises_its_own_error_and_leaves_no_file(tmp_path, monkeypatch):
+    """A job that does not pickle (a lock among the arguments): its TypeError, not join()'s "can only join a
+    started process", and the worker's output file removed (session 31's diff review)."""
+    import multiprocessing
+    import tempfile
+    import threading
+
+    from graphtune import isolate
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    job = isolate.Job(ref=None, device=0, args=(threading.Lock(), ), kwargs={}, candidates=(), reset_to_zero=(),
+                      arg_names=("x", ), sys_path=())
+    with pytest.raises(TypeError, match="pickle"):
+        isolate._session(multiprocessing.get_context("spawn"), job, 5.0, isolate.Run())
+    assert list(tmp_path.iterdir()) == []

@@ -188,3 +188,15 @@ def test_cli_bad_input_is_a_clear_error(capsys, argv, message):
     assert main(["model", *argv]) == 2
     err = capsys.readouterr().err
     assert "graphtune: error:" in err and message in err
+
+
+def test_a_negative_fixed_cost_within_the_points_noise_is_fitted_as_zero():
+    """``1:1,2:2.1,4:3.9,8:8.2``: least squares gives fixed = -0.035 ms with a standard error of 0.114 ms (numpy's
+    lstsq on the same points), noise, which was refused as "a negative cost"; it is now the line through the origin
+    (per request: sum(c s) / sum(c^2)). A negative fixed cost beyond two standard errors is still refused."""
+    pts = [(1, 1.0), (2, 2.1), (4, 3.9), (8, 8.2)]
+    fit = fit_points(pts)
+    assert fit.fixed_ms == 0.0
+    assert fit.per_request_ms == pytest.approx(sum(c * s for c, s in pts) / sum(c * c for c, _ in pts))
+    with pytest.raises(ValueError, match="negative cost beyond the points' noise"):
+        fit_points([(1, 0.1), (2, 2.0), (3, 4.0), (4, 6.0)])      # fixed -1.9 ms, its standard error ~0.03

@@ -255,6 +255,45 @@ def test_vllm_profiling_capture_is_not_reported(plugin_env, out_dir):
     assert len(reports(out_dir)) == 1
 
 
+def test_vllm_failed_profiling_capture_is_reported(plugin_env, out_dir):
+    """vLLM's profiling pass (``profile_only=True``) is where an UntunedError of GRAPHTUNE_POLICY=raise first fires:
+    a failed one is reported (status failed, the miss as a raise), only a successful one is skipped; the report
+    file is readable by others (0666 less the umask, not mkstemp's 0600)."""
+    plugin_env.setenv("GRAPHTUNE_POLICY", "raise")
+    module = install_fake_vllm(plugin_env)
+    vllm_plugin.register()
+    launch(TUNED_N)
+    with pytest.raises(UntunedError, match="_plugin_stock_kernel"):
+        module.GPUModelRunner().capture_model(profile_only=True)
+    (path, ) = sorted(out_dir.glob("*.json"))
+    doc = json.loads(path.read_text())
+    assert doc["event"]["status"] == "failed" and doc["summary"]["missed_keys"] == 1, doc["summary"]
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+@pytest.mark.parametrize("variable", ["GRAPHTUNE_COVERAGE_OUT", "GRAPHTUNE_LOAD"])
+def test_an_unknown_home_in_a_plugin_path_is_one_line(plugin_env, caplog, variable):
+    """``~nosuchuser/...``: one error line naming the variable (pathlib's RuntimeError and a traceback before), the
+    plugin off, the engine going on."""
+    plugin_env.setenv(variable, "~graphtune_no_such_user_31/cov")
+    install_fake_vllm(plugin_env)
+    vllm_plugin.register()
+    lines = graphtune_lines(caplog, logging.ERROR)
+    assert len(lines) == 1 and f"{variable}='~graphtune_no_such_user_31/cov'" in lines[0], lines
+    assert not any(r.exc_info for r in caplog.records if r.name == "graphtune")
+
+
+def test_a_bad_tuning_setting_turns_the_plugin_off_in_one_line(plugin_env, caplog):
+    """The tuning variables are checked when the plugin activates, as autotune / warmup / the CLI check them."""
+    plugin_env.setenv("GRAPHTUNE_DIST_TIMEOUT_S", "abc")
+    install_fake_vllm(plugin_env)
+    vllm_plugin.register()
+    lines = graphtune_lines(caplog, logging.ERROR)
+    assert len(lines) == 1 and "GRAPHTUNE_DIST_TIMEOUT_S" in lines[0] and "is off" in lines[0], lines
+
+
 def test_vllm_failed_capture_is_reported_and_the_error_propagates(plugin_env, out_dir):
     plugin_env.setenv("GRAPHTUNE_POLICY", "raise")
     module = install_fake_vllm(plugin_env)

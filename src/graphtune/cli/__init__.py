@@ -46,8 +46,9 @@ def _add_common_options(parser: argparse.ArgumentParser, top: bool) -> None:
     A command that defines one of these options itself keeps its own."""
     taken = parser._option_string_actions
     if not {"-v", "--verbose"} & taken.keys():
-        parser.add_argument("-v", "--verbose", action="count", default=0 if top else argparse.SUPPRESS,
-                            help="more log output (-v info, -vv debug)")
+        # after the command, a count of its own (argparse would copy it over the one before): main adds them
+        parser.add_argument("-v", "--verbose", action="count", dest="verbose" if top else "verbose_after",
+                            default=0 if top else argparse.SUPPRESS, help="more log output (-v info, -vv debug)")
     if "--debug" not in taken:
         parser.add_argument("--debug", action="store_true", default=False if top else argparse.SUPPRESS,
                             help="show the traceback of an error instead of one line")
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(_invoked(argv))
     args = parser.parse_args(argv)
-    level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
+    level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose + getattr(args, "verbose_after", 0), logging.DEBUG)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     if not getattr(args, "func", None):
         parser.print_help()
@@ -80,9 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("graphtune: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return _reader_gone()
     except Exception as exc:  # noqa: BLE001 - the command line reports every error as one line (--debug: all)
+        if isinstance(exc, BrokenPipeError) and _stdout_gone():
+            return _reader_gone()
         if args.debug:
             raise
         if isinstance(exc, (GraphtuneError, ValueError, FileNotFoundError)):
@@ -92,6 +93,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"graphtune: error: {' '.join(text.split()) if len(text.splitlines()) <= 1 else text}",
               file=sys.stderr)
         return 2
+
+
+def _stdout_gone() -> bool:
+    """Whether a broken pipe is stdout's (its reader went away), not another pipe's (an isolated worker that died,
+    a subprocess): flushing stdout again fails then, with what it still holds."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return True
+    except (OSError, ValueError):
+        return False
+    return False
 
 
 def _reader_gone() -> int:

@@ -8,7 +8,7 @@ from typing import Any
 
 from .._loading import parse_sizes
 from .._outputs import output_dir, run_output_dir
-from ..ab import TARGET_ALIASES, ABResult, ab
+from ..ab import TARGET_ALIASES, ABResult, ab, check_statistics
 
 _EXAMPLE = """\
 examples:
@@ -33,8 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--configs", default="all", metavar="all|SPEC;SPEC",
                    help="'all' (the target's configs) or ';'-separated NAME=VALUE,... each applied over the "
                         "target's first config")
-    p.add_argument("--trials", type=int, default=5, help="independent trials, one graph capture per cell each")
-    p.add_argument("--samples", type=int, default=20, help="graph replays timed per cell and trial")
+    p.add_argument("--trials", type=int, default=None, help="independent trials, one graph capture per cell each (5)")
+    p.add_argument("--samples", type=int, default=None, help="graph replays timed per cell and trial (20)")
     p.add_argument("--launches-per-sample", type=int, default=None,
                    help="launches captured in one graph (default: the timer's)")
     p.add_argument("--confidence", type=float, default=None, help="confidence level of the intervals (0.95)")
@@ -49,10 +49,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def handler(args: argparse.Namespace) -> int:
     stats: dict[str, Any] = {k: v for k, v in (("confidence", args.confidence), ("n_boot", args.n_boot),
                                                  ("seed", args.seed)) if v is not None}
+    # the statistics options are the command's, not the file's: checked here, named as flags
+    check_statistics(stats.get("confidence", 0.95), stats.get("n_boot", 2000))
     if args.from_json:
         if args.target or args.sizes or args.configs != "all":
             raise ValueError("--from-json re-analyses the saved sizes and configs: give no target, --sizes or "
                              "--configs with it")
+        timing = [f for f, v in (("--trials", args.trials), ("--samples", args.samples),
+                                 ("--launches-per-sample", args.launches_per_sample)) if v is not None]
+        if timing:
+            raise ValueError(f"--from-json re-analyses saved samples: {', '.join(timing)} would time nothing; give "
+                             f"them without --from-json")
         result = ABResult.load(args.from_json, option="--from-json", **stats)
         if args.out is not None:
             output_dir(args.out, "--out")
@@ -64,7 +71,8 @@ def handler(args: argparse.Namespace) -> int:
         # --out is made before any timing (a bad --out must not cost an A/B run) and removed again if ab()
         # refuses its arguments or finds no GPU (one line, after the target, sizes and configs are checked)
         with run_output_dir(args.out, "--out") if args.out is not None else contextlib.nullcontext():
-            result = ab(args.target, sizes, args.configs, trials=args.trials, samples=args.samples,
+            result = ab(args.target, sizes, args.configs, trials=5 if args.trials is None else args.trials,
+                        samples=20 if args.samples is None else args.samples,
                         launches_per_sample=args.launches_per_sample, **stats)
     if args.json:
         print(result.to_json())

@@ -86,7 +86,9 @@ class CaptureReporter:
             # only the outermost capture reports: vLLM's encoder runner and SGLang's scheduler call other
             # wrapped capture functions inside theirs
             if depth == 0:
-                why = self.skip(args, kwargs) if self.skip is not None else None
+                # (a profiling pass is skipped when it succeeds; one that failed is the report: vLLM's profiling
+                # capture is where an UntunedError of GRAPHTUNE_POLICY=raise first fires)
+                why = self.skip(args, kwargs) if self.skip is not None and status == "ok" else None
                 where = f"{getattr(original, '__module__', '?')}.{getattr(original, '__qualname__', original)}"
                 if why:
                     logger.debug("graphtune plugin: no coverage report after %s (%s)", where, why)
@@ -163,6 +165,9 @@ class CaptureReporter:
         # a reader never sees half a report
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
+            # mkstemp's 0600 would survive the rename: a report is read by others (monitoring), as a file
+            # written the ordinary way would be (0666 less the umask)
+            os.fchmod(fd, 0o666 & ~_umask())
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(text)
             os.replace(tmp, path)
@@ -191,3 +196,18 @@ class CaptureReporter:
             return path
         raise FileExistsError(17, f"{_MAX_SUFFIX} report files for this process name already exist",
                               str(report_path(self.out, self.engine, rank, pid)))
+
+
+def _umask() -> int:
+    """The process's umask: Linux's /proc/self/status states it; elsewhere reading it means setting it (set back
+    at once), which briefly changes it for the server's other threads, so only there."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -43,6 +43,7 @@ def activate(engine: str, skip: Callable[[tuple, dict], str | None] | None = Non
         if not settings.plugin():
             logger.debug("graphtune plugin for %s: GRAPHTUNE_PLUGIN is not set, doing nothing", engine)
             return None
+        settings.validate_all()     # every tuning setting, as autotune / warmup / the CLI check them
         policy = settings.policy()
         agree = settings.plugin_agree()
         freeze = settings.plugin_freeze()
