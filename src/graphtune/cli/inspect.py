@@ -183,7 +183,8 @@ def handler(args: argparse.Namespace) -> int:
     for name, rows in results:
         bad = sum(not r.fits for r in rows)
         hazardous = sum(bool(r.hazards) for r in rows)
-        title = (f"{args.kernel} on {name}: {len(rows)} configs" + (f", {bad} cannot run" if bad else "")
+        title = (f"{args.kernel} on {name}: {len(rows)} config{'s' if len(rows) != 1 else ''}"
+                 + (f", {bad} cannot run" if bad else "")
                  + (f", {hazardous} miscompiled (below)" if hazardous else ""))
         _print_rows(title, rows)
     return 0
