@@ -78,6 +78,11 @@ def handler(args: argparse.Namespace) -> int:
         elapsed = time.perf_counter() - t0
         if agreement.current_rank() == 0:
             _print(target, results, elapsed, agreement.current_world_size(), args.out, db)
+        if created:
+            # every rank reaches the teardown together: a rank that destroyed its gloo group while rank 0 still
+            # wrote and printed was sometimes aborted at exit ("terminate called without an active exception")
+            import torch.distributed as dist
+            dist.barrier()
     finally:
         if created:
             import torch.distributed as dist
