@@ -48,9 +48,8 @@ def output_file(path: str | os.PathLike, option: str) -> Path:
     """``path`` as a file that can be written (an existing one is replaced): not a directory, in a directory that
     exists and takes files; otherwise a ValueError of one line naming ``option``, the path and the cause. Called
     before the work, so a bad --out costs nothing and no result is lost at the end."""
+    file_arg(str(path), option)
     out = Path(path).expanduser()
-    if str(path).strip() == "":
-        raise ValueError(f"{option} '': give a file name")
     if out.is_dir():
         raise ValueError(f"{option} {path}: is a directory; give a file name")
     if not out.parent.is_dir():

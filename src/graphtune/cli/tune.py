@@ -72,6 +72,8 @@ def handler(args: argparse.Namespace) -> int:
     db: Any = args.db if args.db is not None else (args.out is None)
     _check_writes(args.out, db)   # before any timing: a write that cannot happen must not cost a tuning run
     created = agreement.init_from_env()
+    if created:
+        import torch.distributed as dist
     try:
         t0 = time.perf_counter()
         results = sharded.tune_sharded(target, sizes, out=args.out, db=db)
@@ -81,11 +83,9 @@ def handler(args: argparse.Namespace) -> int:
         if created:
             # every rank reaches the teardown together: a rank that destroyed its gloo group while rank 0 still
             # wrote and printed was sometimes aborted at exit ("terminate called without an active exception")
-            import torch.distributed as dist
             dist.barrier()
     finally:
         if created:
-            import torch.distributed as dist
             dist.destroy_process_group()
     return 0
 

@@ -2,9 +2,19 @@
 (each interface prefixes its own name and the argument's)."""
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Any
 
 import torch
+
+
+def finite_positive(value: Any) -> bool:
+    """Whether ``value`` is a Python number (not a bool) that is finite and > 0: a scale or an epsilon. Compared,
+    not passed to math.isfinite: under torch.compile a float argument of the compiled function is a SymFloat,
+    which Dynamo compares (guarding on the outcome) but cannot give to math (NaN fails both comparisons)."""
+    return (not isinstance(value, bool) and isinstance(value, (numbers.Real, torch.SymFloat))
+            and 0 < value < math.inf)
 
 
 def tensor_problem(t: Any, dtypes: tuple[torch.dtype, ...], *, ndim: int | None = None,

@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 from typing import Any
 
 import torch
 import triton
 
 from ... import settings
-from .._checks import tensor_problem
+from .._checks import finite_positive, tensor_problem
 from . import interface_hopper, kernel, reduction, space
 from .reference import D_NOPE, D_QK, cache_row_width, resolve_kv_format
 
@@ -107,10 +106,8 @@ def check_query_precision(value: Any, fmt: str | None) -> None:
 
 
 def check_scale(name: str, value: Any, expected: str) -> None:
-    """A scale argument (a Python number, not a bool) that is finite and > 0, else one line naming it. Compared,
-    not passed to math.isfinite: under torch.compile a float argument of the compiled function is a SymFloat, which
-    Dynamo compares (guarding on the outcome) but cannot give to math (NaN fails both comparisons)."""
-    if isinstance(value, bool) or not isinstance(value, (numbers.Real, torch.SymFloat)) or not 0 < value < math.inf:
+    """A scale argument (``_checks.finite_positive``), else one line naming it."""
+    if not finite_positive(value):
         _fail(name, f"{value!r}, expected {expected}")
 
 

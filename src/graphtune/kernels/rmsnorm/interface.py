@@ -1,8 +1,6 @@
 """Validated launch of the fused residual add + RMSNorm kernel, tuned per batch bucket by graphtune."""
 from __future__ import annotations
 
-import math
-import numbers
 from typing import Any
 
 import torch
@@ -11,7 +9,7 @@ import triton
 from ... import settings
 from ...keys import ENGINE_CAPTURE_SIZES, Buckets
 from ...tuner import autotune
-from .._checks import tensor_problem
+from .._checks import finite_positive, tensor_problem
 from .kernel import _fused_add_rmsnorm_kernel
 
 CAPTURE_SIZES = ENGINE_CAPTURE_SIZES
@@ -47,10 +45,8 @@ def _check_tensor(name: str, t: Any, shape: tuple[int, ...], dtypes: tuple[torch
 
 
 def _check_eps(eps: Any) -> None:
-    """``eps``: a finite real number > 0 (not a bool, not a tensor), else one line naming it. Compared, not given to
-    math.isfinite: under torch.compile a float argument of the compiled function is a SymFloat (mla_decode's
-    ``check_scale`` says why)."""
-    if isinstance(eps, bool) or not isinstance(eps, (numbers.Real, torch.SymFloat)) or not 0 < eps < math.inf:
+    """``eps``: a finite real number > 0 (``_checks.finite_positive``), else one line naming it."""
+    if not finite_positive(eps):
         _fail("eps", f"{eps!r}, expected a finite float > 0")
 
 
