@@ -34,12 +34,14 @@ def test_the_pre_pass_compiles_for_sm90():
     rounds fp32 -> e4m3 unlike the GPU: ties, and values rounding up to the next power of two came out a binade low,
     31 -> 16; so the kernel's pair is checked on the GPU.)"""
     import graphtune
-    (row, ) = graphtune.inspect(query8._q8_pair_kernel, target="sm_90",
-                                signature={"q_ptr": "*bf16", "stride_qb": "i32", "stride_qh": "i32",
-                                           "pair_ptr": "*fp8e4nv", "rope_ptr": "*fp8e4nv", "scale_ptr": "*fp32",
-                                           "R": "i32", "H": "i32"},
-                                configs=[triton.Config({"ROWS": query8.ROWS, "PDL": True}, num_warps=4)])
+    (row, hi) = graphtune.inspect(query8._q8_pair_kernel, target="sm_90",
+                                    signature={"q_ptr": "*bf16", "stride_qb": "i32", "stride_qh": "i32",
+                                               "pair_ptr": "*fp8e4nv", "rope_ptr": "*fp8e4nv", "scale_ptr": "*fp32",
+                                               "R": "i32", "H": "i32"},
+                                    configs=[triton.Config({"ROWS": query8.ROWS, "PDL": True, "LO": lo}, num_warps=4)
+                                             for lo in (1, 0)])
     assert row.fits and row.spill_bytes == 0, row
+    assert hi.fits and hi.spill_bytes == 0, hi
 
 
 def test_query_pair_refuses_a_query_it_cannot_read():
@@ -47,42 +49,65 @@ def test_query_pair_refuses_a_query_it_cannot_read():
         query8.query_pair(torch.zeros(2, 16, 512, dtype=torch.bfloat16))
 
 
+def _t8_build(config, q_lo=1):
+    """T8 pinned to ``config`` at fp8 H = 128, compiled for sm_90a on the CPU (with ``Q8PRE``: over a pair's boxes)."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_mla_decode import compile_sm90
+
+    from graphtune.kernels.mla_decode import interface_hopper as hopper
+    q = torch.empty(2, 128, 576, dtype=torch.bfloat16)
+    kv = torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn)
+    out = torch.empty(2, 128, 512, dtype=torch.bfloat16)
+    args, _, consts, _ = hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32),
+                                            torch.ones(2, dtype=torch.int32), 0.04, 1.0, "fp8", out, False,
+                                            sms=132, config=config)
+    fn, consts = hopper._kernel_and_params(128, "fp8", {**consts, "Q_LO": q_lo})
+    if consts.get("Q8PRE"):
+        pair = torch.empty(256, 1024, dtype=torch.float8_e4m3fn)
+        rope = torch.empty(256, 128, dtype=torch.float8_e4m3fn)
+        args, consts = hopper.with_query_pair(args, consts, pair, rope, torch.empty(256))
+        # (the scale pointer follows STAMPS, left at None: positional for the CPU compile)
+        args, consts = (*args, consts.pop("q8_scale_ptr")), {**consts, "STAMPS": None}
+    return compile_sm90(fn, args, consts)
+
+
 def test_t8_with_the_pair_copies_it_and_converts_nothing():
     """Q8PRE = 1 compiled for sm_90a: nine more TMA copies (the pair's eight [64, 128] boxes and the rope pair) and
     three fewer (the bf16 query), about 900 fewer instructions, no wgmma finding, no spill reload in the tile loop,
     the wait on the pre-pass (griddepcontrol.wait) in the PTX."""
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).parent))
-    from test_mla_decode import _sass, compile_sm90
+    from test_mla_decode import _sass
     from test_mla_hopper_pp import _tile_loop_local_loads
 
-    from graphtune.kernels.mla_decode import interface_hopper as hopper
     from graphtune.sass import wgmma_findings
 
-    def build(config):
-        q = torch.empty(2, 128, 576, dtype=torch.bfloat16)
-        kv = torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn)
-        out = torch.empty(2, 128, 512, dtype=torch.bfloat16)
-        args, _, consts, _ = hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32),
-                                                torch.ones(2, dtype=torch.int32), 0.04, 1.0, "fp8", out, False,
-                                                sms=132, config=config)
-        fn, consts = hopper._kernel_and_params(128, "fp8", consts)
-        if consts.get("Q8PRE"):
-            pair = torch.empty(256, 1024, dtype=torch.float8_e4m3fn)
-            rope = torch.empty(256, 128, dtype=torch.float8_e4m3fn)
-            args, consts = hopper.with_query_pair(args, consts, pair, rope, torch.empty(256))
-            # (the scale pointer follows STAMPS, left at None: positional for the CPU compile)
-            args, consts = (*args, consts.pop("q8_scale_ptr")), {**consts, "STAMPS": None}
-        return compile_sm90(fn, args, consts)
-
-    base, pre = build(dict(T8=1)), build(dict(T8=1, Q8PRE=1))
+    base, pre = _t8_build(dict(T8=1)), _t8_build(dict(T8=1, Q8PRE=1))
     sass_base, sass_pre = _sass(base.asm["cubin"]), _sass(pre.asm["cubin"])
     assert sass_pre.count("UTMALDG") == sass_base.count("UTMALDG") + 6
     assert sass_pre.count("/*") < sass_base.count("/*") - 3 * 500
     assert [str(f) for f in wgmma_findings(sass_pre)] == []
     assert _tile_loop_local_loads(sass_pre, "QGMMA.64x64x32") == 0
     assert "griddepcontrol.wait" in pre.asm["ptx"] and "griddepcontrol.wait" not in base.asm["ptx"]
+
+
+def test_t8_of_the_e4m3_precision_copies_the_hi_halves_alone():
+    """``query_precision="e4m3"`` (``Q_LO = 0``) with the pair made before T8: its four lo boxes are not copied (the
+    pre-pass made no lo half; the barrier expects 4 + 1 boxes), fewer fp8 wgmmas (no lo halves scored), no wgmma
+    finding, no spill reload in the tile loop."""
+    from test_mla_decode import _sass
+    from test_mla_hopper_pp import _tile_loop_local_loads
+
+    from graphtune.sass import wgmma_findings
+
+    pair, hi = _t8_build(dict(T8=1, Q8PRE=1)), _t8_build(dict(T8=1, Q8PRE=1), q_lo=0)
+    sass_pair, sass_hi = _sass(pair.asm["cubin"]), _sass(hi.asm["cubin"])
+    assert sass_hi.count("UTMALDG") == sass_pair.count("UTMALDG") - 4
+    # (the expected bytes: 4 boxes of 64 x 128 e4m3 and the rope box, 40,960 = 0xa000, against 73,728 = 0x12000)
+    assert "40960" in hi.asm["ptx"] and "73728" in pair.asm["ptx"] and "73728" not in hi.asm["ptx"]
+    assert sass_hi.count("QGMMA") < sass_pair.count("QGMMA")
+    assert [str(f) for f in wgmma_findings(sass_hi)] == []
+    assert _tile_loop_local_loads(sass_hi, "QGMMA.64x64x32") == 0
 
 
 class _Launches:
@@ -95,23 +120,26 @@ class _Launches:
         return lambda *args, **kwargs: self.calls.append((args, kwargs))
 
 
-@pytest.mark.parametrize("config,fp8_q,pair", [(None, False, True), (dict(T8=1), False, True),
-                                               (dict(T8=1, Q8PRE=0), False, False), (None, True, False),
-                                               (dict(T8=1), True, False)],
-                         ids=["tuned", "pinned", "pinned-Q8PRE0", "tuned-e4m3-query", "pinned-e4m3-query"])
-def test_every_t8_launch_of_a_bf16_query_takes_the_pair(monkeypatch, config, fp8_q, pair):
+@pytest.mark.parametrize("config,fp8_q,pair,q_lo", [(None, False, True, True), (dict(T8=1), False, True, True),
+                                                    (dict(T8=1, Q8PRE=0), False, False, True),
+                                                    (None, True, False, False), (dict(T8=1), True, False, False),
+                                                    (None, False, True, False), (dict(T8=1), False, True, False)],
+                         ids=["tuned", "pinned", "pinned-Q8PRE0", "tuned-e4m3-query", "pinned-e4m3-query",
+                              "tuned-e4m3-precision", "pinned-e4m3-precision"])
+def test_every_t8_launch_of_a_bf16_query_takes_the_pair(monkeypatch, config, fp8_q, pair, q_lo):
     """interface_hopper.launch at fp8 H = 128, batch 32 (T8 on the tuned path): with a bf16 query the pre-pass makes
     the pair once (as the launch's programmatic primary) and T8 gets its boxes, ``Q8PRE = 1``, its scale and
     ``launch_pdl``; pinned ``Q8PRE = 0`` keeps the conversion in the kernel; a query given in e4m3 is read as it is
     (no pair, ``Q8PRE = 0``, ``Q_FP8 = 1``). The bf16 query's own descriptors are built only where T8 reads them
-    (pinned ``Q8PRE = 0``), not built and then replaced."""
+    (pinned ``Q8PRE = 0``), not built and then replaced. ``query_precision="e4m3"`` (``q_lo=False``): the pre-pass
+    makes the hi halves alone, T8 gets ``Q_LO = 0``."""
     from graphtune.kernels.mla_decode import interface_hopper as hopper
     batch, heads = 32, 128
-    assert hopper._tuned_route(heads, "fp8", batch, 64, fp8_q=fp8_q) == "third"
+    assert hopper._tuned_route(heads, "fp8", batch, 64, q_lo, fp8_q=fp8_q) == "third"
     made = []
 
-    def fake_pair(q, pdl=False):
-        made.append(pdl)
+    def fake_pair(q, pdl=False, lo=True):
+        made.append((pdl, lo))
         rows = q.shape[0] * q.shape[1]
         return (torch.empty(rows, 1024, dtype=torch.float8_e4m3fn), torch.empty(rows, 128, dtype=torch.float8_e4m3fn),
                 torch.empty(rows))
@@ -129,10 +157,11 @@ def test_every_t8_launch_of_a_bf16_query_takes_the_pair(monkeypatch, config, fp8
     out = torch.empty(batch, heads, 512, dtype=torch.bfloat16)
     hopper.launch(q, kv, torch.arange(batch * 2, dtype=torch.int32).view(batch, 2),
                   torch.full((batch, ), 100, dtype=torch.int32), 0.04, 1.0, "fp8", out, False, sms=132,
-                  config=config, q_scale=1.0 if fp8_q else None)
+                  config=config, q_lo=q_lo, q_scale=1.0 if fp8_q else None)
     ((args, kwargs), ) = launches.calls
+    assert kwargs["Q_LO"] == int(q_lo)
     if pair:
-        assert made == [True]
+        assert made == [(True, q_lo)]
         assert kwargs["Q8PRE"] == 1 and kwargs["launch_pdl"] is True and kwargs["q8_scale_ptr"].shape == (batch * heads, )
         assert [tuple(a.base.shape) for a in args[:2]] == [(batch * heads, 1024), (batch * heads, 128)]
     else:

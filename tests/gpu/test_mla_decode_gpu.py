@@ -315,6 +315,11 @@ def test_query_pair_is_its_definition_byte_for_byte():
                 assert torch.equal(g.view(torch.uint8) if g.dtype == torch.float8_e4m3fn else g,
                                    r.view(torch.uint8) if r.dtype == torch.float8_e4m3fn else r), \
                     f"seed {seed}, {batch} x {heads}: {name} differs"
+            # lo=False (query_precision="e4m3"): the hi halves and the scales alone, the same bytes
+            (pair, rope, scale), (ref_pair, ref_rope, ref_scale) = query8.query_pair(view, lo=False), ref
+            assert torch.equal(pair[:, :512].view(torch.uint8), ref_pair[:, :512].view(torch.uint8)), f"seed {seed}"
+            assert torch.equal(rope[:, :64].view(torch.uint8), ref_rope[:, :64].view(torch.uint8)), f"seed {seed}"
+            assert torch.equal(scale, ref_scale), f"seed {seed}"
 
 
 @pytest.mark.parametrize("kv_format,variant", HEADS_VARIANTS,
@@ -642,6 +647,34 @@ def test_query_precision_e4m3_matches_the_e4m3_query_reference(heads, batch):
         assert _rel(out, ref) <= 2e-3, f"seed {seed}, {sms} SMs: rel err {_rel(out, ref):.3e}"
         own, other = float((lse - ref_lse).abs().max()), float((lse - q_lse).abs().max())
         assert own <= 2e-3 and own < other, f"seed {seed}, {sms} SMs: lse {own:.3e} (q's reference: {other:.3e})"
+
+
+def test_query_precision_e4m3_never_reads_the_lo_halves(monkeypatch):
+    """``query_precision="e4m3"`` at fp8 H = 128 (T8 with the pre-pass's hi halves alone): the pair's lo columns
+    filled with e4m3 NaN bytes after the pre-pass, the output still finite and within the fp8 bound of the e4m3
+    query's reference (T8 neither copies nor scores them)."""
+    _hopper_or_skip()
+    from graphtune.kernels.mla_decode.reference import e4m3_query
+    made = query8.query_pair
+
+    def poisoned(q, pdl=False, lo=True):
+        assert not lo, "query_precision='e4m3' made the pair's lo halves"
+        pair, rope, scale = made(q, pdl, lo)
+        pair[:, 512:].view(torch.uint8).fill_(0x7F)
+        rope[:, 64:].view(torch.uint8).fill_(0x7F)
+        return pair, rope, scale
+    monkeypatch.setattr(query8, "query_pair", poisoned)
+    seed, batch = _seed(), 32
+    lens = ([1, 63, 64, 65, 3001, 4096] + [200, 129, 1000] * batch)[:batch]
+    x = _inputs(batch, 128, 64, "fp8", max(lens), seed)
+    pt = _with_lengths(x, lens, 64)
+    ref = mla_decode_reference(e4m3_query(x["q"]), x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"])
+    assert interface_hopper._tuned_route(128, "fp8", batch, 64, q_lo=False) == "third"
+    x["out"].fill_(float("nan"))
+    out = interface._launch(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, x["kv_scale"], "fp8", x["out"], False,
+                            num_sms=132, query_precision="e4m3")
+    assert torch.isfinite(out.float()).all(), f"seed {seed}: NaN from the lo halves or unwritten outputs"
+    assert _rel(out, ref) <= 2e-3, f"seed {seed}: rel err {_rel(out, ref):.3e}"
 
 
 def test_query_precision_e4m3_tuned_then_captured_and_replayed():

@@ -482,8 +482,10 @@ def _query_pair(args: tuple, consts: dict[str, Any], q: torch.Tensor) -> tuple[t
     28 run 2, fp8 H = 128, pinned T8, CUDA graph replay): 0.0227 / 0.0385 / 0.0902 / 0.1462 ms -> 0.0212 / 0.0361 /
     0.0887 / 0.1458 at batch 1 / 8 / 32 / 64 on 4096-token requests, 0.0225 / 0.0477 / 0.1083 / 0.1936 -> 0.0204 /
     0.0422 / 0.0998 / 0.1826 on ragged ones (lengths uniform in 1..8191): converting the query in every program cost
-    more than the pass. Its scratch (B H rows of 1024 + 128 bytes and a scale) is made per call, as the partials'."""
-    return with_query_pair(args, consts, *query8.query_pair(q, pdl=True), launch_pdl=True)
+    more than the pass. Its scratch (B H rows of 1024 + 128 bytes and a scale) is made per call, as the partials';
+    ``Q_LO = 0`` (``query_precision="e4m3"``): the pass makes the hi halves alone, T8 copies those."""
+    return with_query_pair(args, consts, *query8.query_pair(q, pdl=True, lo=bool(consts.get("Q_LO", 1))),
+                           launch_pdl=True)
 
 
 def _programs(sms: int, programs_per_sm: int, head_blocks: int, batch: int = 0, split_max: int = 0) -> int:

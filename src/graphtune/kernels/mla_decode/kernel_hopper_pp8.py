@@ -250,18 +250,21 @@ def _q8(q_nope_desc, q_rope_desc, row, qt_bar, phase, kb_halves, kb_chunks, p_sm
 
 
 @gluon.jit
-def _q8_load(q_pair_desc, q_rope_desc, q8_scale_ptr, row, qt_bar, phase, qh, ql, qr, BLOCK_H: gl.constexpr):
+def _q8_load(q_pair_desc, q_rope_desc, q8_scale_ptr, row, qt_bar, phase, qh, ql, qr, BLOCK_H: gl.constexpr,
+             Q_LO: gl.constexpr):
     """``Q8PRE = 1``: the query pair as ``query8.query_pair`` made it before this kernel (rows ``[row, row + 64)`` of
     its [B H, 1024] pair, hi then lo, and [B H, 128] rope pair, as [64, 128] TMA boxes straight into ``qh`` / ``ql``
-    / ``qr``), and its scale (what ``_q8`` returns)."""
+    / ``qr``), and its scale (what ``_q8`` returns). ``Q_LO = 0``: the four hi boxes and the rope box only (the
+    pre-pass made no lo half; the rope box's lo columns land unread)."""
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
     hi_c = _q_chunks(qh, BLOCK_H, 128)
     lo_c = _q_chunks(ql, BLOCK_H, 128)
     fence_async_shared()        # (the generic proxy's earlier accesses to those bytes before the TMA's writes)
-    mbarrier.expect(qt_bar, 8 * q_pair_desc.block_type.nbytes + q_rope_desc.block_type.nbytes)
+    mbarrier.expect(qt_bar, (8 if Q_LO else 4) * q_pair_desc.block_type.nbytes + q_rope_desc.block_type.nbytes)
     for c in gl.static_range(4):
         _tma_load(q_pair_desc, [row, c * 128], qt_bar, hi_c.index(c))
-        _tma_load(q_pair_desc, [row, _D_V + c * 128], qt_bar, lo_c.index(c))
+        if Q_LO:
+            _tma_load(q_pair_desc, [row, _D_V + c * 128], qt_bar, lo_c.index(c))
     _tma_load(q_rope_desc, [row, 0], qt_bar, qr)
     q_scale = gl.load(q8_scale_ptr + row + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, layout)))
     mbarrier.wait(qt_bar, phase)
@@ -340,7 +343,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             if seg == 0:
                 _grid_dependency_wait()
             q_scale = _q8_load(q_nope_desc, q_rope_desc, q8_scale_ptr, b * H + h0, qt_bar, seg & 1, qh, ql, qr,
-                               BLOCK_H)
+                               BLOCK_H, Q_LO)
         else:
             q_scale = _q8(q_nope_desc, q_rope_desc, b * H + h0, qt_bar, seg & 1, kb_halves, kb_chunks, p_smem,
                           s0, qh, ql, qr, BLOCK_H, STAMPS, srow, seg, Q_LO)

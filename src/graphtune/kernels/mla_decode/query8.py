@@ -24,9 +24,10 @@ ROWS = 8            # query rows (request, head) a program converts
 
 @triton.jit
 def _q8_pair_kernel(q_ptr, stride_qb, stride_qh, pair_ptr, rope_ptr, scale_ptr, R, H,
-                    ROWS: tl.constexpr, PDL: tl.constexpr):
+                    ROWS: tl.constexpr, PDL: tl.constexpr, LO: tl.constexpr = 1):
     """Rows ``[pid ROWS, pid ROWS + ROWS)`` of the [B H, 576] query: ``pair`` [R, 1024] e4m3 (hi of the 512 latent
-    columns, then lo), ``rope`` [R, 128] e4m3 (hi of the 64 rope columns, then lo), ``scale`` [R] fp32."""
+    columns, then lo), ``rope`` [R, 128] e4m3 (hi of the 64 rope columns, then lo), ``scale`` [R] fp32. ``LO = 0``
+    (``query_precision="e4m3"``): the hi halves alone, the lo columns left as they were."""
     if PDL:
         gdc_launch_dependents()
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
@@ -40,22 +41,23 @@ def _q8_pair_kernel(q_ptr, stride_qb, stride_qh, pair_ptr, rope_ptr, scale_ptr, 
     s = tl.exp2(8.0 - tl.ceil(tl.log2(tl.maximum(amax, 1e-30))))
     y = x * s[:, None]
     hi = y.to(tl.float8e4nv)
-    lo = (y - hi.to(tl.float32)).to(tl.float8e4nv)
     yr = xr * s[:, None]
     hr = yr.to(tl.float8e4nv)
-    lr = (yr - hr.to(tl.float32)).to(tl.float8e4nv)
     pair = pair_ptr + rows.to(tl.int64)[:, None] * 1024 + cols[None, :]
-    tl.store(pair, hi, mask=valid[:, None])
-    tl.store(pair + 512, lo, mask=valid[:, None])
     rope = rope_ptr + rows.to(tl.int64)[:, None] * 128 + rcols[None, :]
+    tl.store(pair, hi, mask=valid[:, None])
     tl.store(rope, hr, mask=valid[:, None])
-    tl.store(rope + 64, lr, mask=valid[:, None])
+    if LO:
+        tl.store(pair + 512, (y - hi.to(tl.float32)).to(tl.float8e4nv), mask=valid[:, None])
+        tl.store(rope + 64, (yr - hr.to(tl.float32)).to(tl.float8e4nv), mask=valid[:, None])
     tl.store(scale_ptr + rows, s, mask=valid)
 
 
-def query_pair(q: torch.Tensor, pdl: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def query_pair(q: torch.Tensor, pdl: bool = False, lo: bool = True) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(pair [B H, 1024], rope [B H, 128], scale [B H])`` of a [B, H, 576] query (last dim contiguous), launched on
-    the current stream; ``pdl``: let the next kernel launch as its programmatic dependent (sm_90+)."""
+    the current stream; ``pdl``: let the next kernel launch as its programmatic dependent (sm_90+); ``lo=False``
+    (``query_precision="e4m3"``, whose T8 reads the hi halves alone): the lo halves are not made (their columns hold
+    whatever the allocation held)."""
     if q.dim() != 3 or q.shape[-1] != D_QK or q.stride(-1) != 1:
         raise ValueError(f"query_pair: q must be [B, H, {D_QK}] with its last dim contiguous, got shape "
                          f"{tuple(q.shape)} and strides {tuple(q.stride())}")
@@ -64,7 +66,7 @@ def query_pair(q: torch.Tensor, pdl: bool = False) -> tuple[torch.Tensor, torch.
     rope = torch.empty(rows, 2 * D_ROPE, dtype=torch.float8_e4m3fn, device=q.device)
     scale = torch.empty(rows, dtype=torch.float32, device=q.device)
     _q8_pair_kernel[(triton.cdiv(rows, ROWS), )](q, q.stride(0), q.stride(1), pair, rope, scale, rows, q.shape[1],
-                                                 ROWS=ROWS, PDL=pdl, num_warps=4)
+                                                 ROWS=ROWS, PDL=pdl, LO=int(lo), num_warps=4)
     return pair, rope, scale
 
 
