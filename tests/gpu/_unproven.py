@@ -15,8 +15,9 @@ import pytest
 # ping-pong kernel's query conversion split over its warpgroups, passed in session 20, run 5, removed: slower;
 # INDEP, the ping-pong kernels' independent WG1 softmax, in session 20, run 9; OUT32, the ping-pong kernels'
 # whole-sector output stores, in session 21, run 2; T8, the fp8 ping-pong kernel with fp8 scores, in session 23, run 1;
-# Q_E4M3, query_precision="e4m3" and the query given in e4m3, in session 28, run 1: 9 passed, on an H200)
-UNPROVEN: dict[str, str] = {"SPLIT_MAX": "the heads-on-M grid's programs a request capped (SPLIT_MAX, session 27)"}
+# Q_E4M3, query_precision="e4m3" and the query given in e4m3, in session 28, run 1: 9 passed, on an H200; SPLIT_MAX,
+# the heads-on-M grid's programs a request capped (16 and 32), in session 32, call A, on an H100)
+UNPROVEN: dict[str, str] = {}
 
 
 def skip_unproven(config: dict) -> None:
