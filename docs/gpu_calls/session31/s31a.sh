@@ -29,6 +29,7 @@ for i in 1 2 3 4 5 6; do
   if ! tail -1 $OUT/tests$i.log | grep -q " passed" || tail -1 $OUT/tests$i.log | grep -qE "failed|error"; then ok=0; fi
 done
 if [ $ok = 0 ]; then echo "tests did not pass: probe skipped"; exit 1; fi
+if [ "${PROBE:-1}" = 0 ]; then echo "probe not asked for (PROBE=0)"; exit 0; fi
 PYTHONPATH=/tmp/np:$PWD/src:/tmp/site timeout 290 python3 benchmarks/probes/split_plan.py \
   --cells fp8:16:32,fp8:16:64,fp8:128:32,fp8:128:64,fp8:16:8,fp8:16:128,fp8:128:8 --ragged-seed 39179 \
   --out $OUT/split_plan_fp8.json > $OUT/split_plan_fp8.log 2>&1
