@@ -111,6 +111,44 @@ def test_without_divisibility_loads_are_not_pipelined():
     assert row.shared_dynamic == 32768
 
 
+def _check_resources_script():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "check_resources.py"
+    spec = importlib.util.spec_from_file_location("_graphtune_check_resources_cpu", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_shared_reserve_configs_are_shared_bound_where_the_two_counts_differ():
+    """benchmarks/check_resources.py's SHARED_RESERVE_CONFIGS, compiled for sm_90: the sizes that let the GPU test
+    tests/gpu/test_resources_gpu.py::test_sm90_static_1kb_against_the_driver_reserve decide whether the static
+    1 KB cuobjdump reports on sm_90+ is the driver's per-block reserve (counted twice by resources.py) or not.
+
+    24,576 B dynamic at 4 warps, 46 registers: resources.py counts 24576 + 1024 static + 1024 reserve = 26624 B
+    -> 233472 // 26624 = 8 blocks (what it says now); with the 1 KB counted once, 25600 B -> 9 blocks.
+    57,344 B dynamic at 4 warps, 58 registers: 59392 B -> 3 blocks now; counted once, 58368 B -> 4 blocks.
+    """
+    check = _check_resources_script()
+    rows = inspect(check.dot_kernel, target="sm_90", signature=check.DOT_SIGNATURE,
+                   configs=check.SHARED_RESERVE_CONFIGS)
+    assert len(rows) == len(check.SHARED_RESERVE_SM90)
+    for row, (dynamic, both, once) in zip(rows, check.SHARED_RESERVE_SM90):
+        assert row.fits and row.spill_bytes == 0, row.label
+        assert row.shared_static == 1024 and row.shared_dynamic == dynamic, (row.label, row.shared_dynamic)
+        assert row.threads_per_block == 128
+        # What graphtune computes now (static 1 KB and the driver's 1 KB both counted), shared memory the limiter
+        # with registers leaving room for the other count's extra block:
+        assert (row.resident_blocks, row.limiter) == (both, "shared_memory"), row.to_dict()
+        assert row.blocks_by_registers > once and row.blocks_by_threads > once, row.to_dict()
+        # ...and what it would compute with the 1 KB counted once: the two readings differ here.
+        counted_once = occupancy("sm_90", row.registers, row.shared_dynamic, row.num_warps)
+        assert (counted_once.blocks, counted_once.limiter) == (once, "shared_memory")
+        assert once != both
+
+
 def test_check_configs_for_device_reports_and_caches(monkeypatch):
     first = check_configs_for_device(_matmul_tuned, _MATMUL_CONFIGS, _MATMUL_SIGNATURE, target="sm_120")
     assert list(first) == [1] and "sm_120 allows 101376 B" in first[1]
