@@ -5,6 +5,7 @@
 # tests). Afterwards: `git checkout -q main`.
 set -euo pipefail
 [ -z "$(git status --porcelain --untracked-files=no)" ] || { echo "prep.sh: the working tree has changes"; exit 1; }
+git merge-base --is-ancestor main s31 || { echo "prep.sh: merge main into s31 first (its tests/ and benchmarks/ run)"; exit 1; }
 rm -rf .carry/src_* .carry/base_src .carry/lazy_src
 for way in main s30 lazy-price s31; do
   mkdir -p .carry/src_$way
