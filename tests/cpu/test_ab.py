@@ -708,8 +708,17 @@ def test_cli_refuses_a_bad_min_gain_in_one_line(tmp_path, capsys, monkeypatch, c
     out = tmp_path / "out"
     assert main(["ab", *head, "--min-gain", text, "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == f"graphtune: error: min_gain_pct must be a finite number >= 0 and < 100 (a percentage), got {shown}"
+    assert err == f"graphtune: error: --min-gain must be a finite number >= 0 and < 100 (a percentage), got {shown}"
     assert not out.exists()
+
+
+@pytest.mark.parametrize("flag, value, message", [("--confidence", "2", "--confidence must be between 0 and 1, got 2.0"),
+                                                  ("--n-boot", "10", "--n-boot must be an int >= 100, got 10")])
+def test_cli_names_a_bad_statistics_option_by_its_flag(tmp_path, capsys, crossover_result, flag, value, message):
+    saved = tmp_path / "ab.json"
+    saved.write_text(crossover_result.to_json())
+    assert main(["ab", "--from-json", str(saved), flag, value]) == 2
+    assert capsys.readouterr().err.strip() == f"graphtune: error: {message}"
 
 
 @pytest.mark.parametrize("text", ["abc", "True", ""], ids=["word", "bool", "empty"])

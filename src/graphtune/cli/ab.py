@@ -51,11 +51,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=handler)
 
 
+# check_statistics names the library's parameters; the command names its options
+_STATISTICS_FLAGS = (("confidence", "--confidence"), ("n_boot", "--n-boot"), ("min_gain_pct", "--min-gain"))
+
+
 def handler(args: argparse.Namespace) -> int:
     stats: dict[str, Any] = {k: v for k, v in (("confidence", args.confidence), ("n_boot", args.n_boot),
                                                  ("seed", args.seed), ("min_gain_pct", args.min_gain)) if v is not None}
     # the statistics options are the command's, not the file's: checked here, named as flags
-    check_statistics(stats.get("confidence", 0.95), stats.get("n_boot", 2000), stats.get("min_gain_pct", 0.0))
+    try:
+        check_statistics(stats.get("confidence", 0.95), stats.get("n_boot", 2000), stats.get("min_gain_pct", 0.0))
+    except ValueError as exc:
+        text = str(exc)
+        for name, flag in _STATISTICS_FLAGS:
+            if text.startswith(name + " "):
+                raise ValueError(flag + text[len(name):]) from None
+        raise
     if args.from_json:
         if args.target or args.sizes or args.configs != "all":
             raise ValueError("--from-json re-analyses the saved sizes and configs: give no target, --sizes or "
