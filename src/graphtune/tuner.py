@@ -360,38 +360,34 @@ class GraphtuneKernel(KernelInterface):
             tuned = [(k, ch.config) for k, ch in self._cache.items()]
             rec = self._misses.get(key)
         if policy == "raise":
-            with self._lock:
-                if rec is None:
-                    self._misses[key] = MissRecord(key, where, "raise", None, "")
-                else:
-                    rec.count += 1
+            self._count_miss(key, rec, where, "raise", None, "")
             raise capture.untuned_error(self.name, key, tuple(self.keys), self.key_builder.raw_values(args, kwargs),
                                         where, [k for k, _ in tuned])
         config, origin = capture.fallback_config(key, tuned, self.key_builder.distance, self.default, self.configs,
                                                  safe=lambda c: self._isolation_failure(c) is None)
+        place = "inside CUDA graph capture" if where == "capture" else "while frozen"
         if config is None:
-            with self._lock:
-                if rec is None:
-                    self._misses[key] = MissRecord(key, where, "raise", None, "")
-                else:
-                    rec.count += 1
-            place = "inside CUDA graph capture" if where == "capture" else "while frozen"
+            self._count_miss(key, rec, where, "raise", None, "")
             raise UntunedError(f"graphtune: kernel {self.name!r} has no tuned config for key "
                                f"{list(key_to_json(key))} {place}, and every config that could fall back failed its "
                                f"isolated first launch ({config_label(self.configs[0])}: "
                                f"{self._isolation_failure(self.configs[0])}): none is launched")
-        with self._lock:
-            if rec is None:
-                self._misses[key] = MissRecord(key, where, "fallback", config_label(config), origin)
-            else:
-                rec.count += 1
+        self._count_miss(key, rec, where, "fallback", config_label(config), origin)
         if rec is None:
-            place = "inside CUDA graph capture" if where == "capture" else "while frozen"
             warnings.warn(
                 f"graphtune: kernel {self.name!r} has no tuned config for key {list(key_to_json(key))} {place}; "
                 f"launching the fallback {config_label(config)} ({origin}). Warm this size up before capture "
                 f"to tune it.", RuntimeWarning, stacklevel=6)
         return Choice(config, "fallback", origin=origin)
+
+    def _count_miss(self, key: tuple, rec: MissRecord | None, where: str, policy: str, label: str | None,
+                    origin: str) -> None:
+        """Record a policy miss of ``key``: a new record the first time (``rec`` None), else one more count."""
+        with self._lock:
+            if rec is None:
+                self._misses[key] = MissRecord(key, where, policy, label, origin)
+            else:
+                rec.count += 1
 
     # ----------------------------------------------------------------------------------- stored results
 
