@@ -417,10 +417,10 @@ class ABResult:
         mid = [(math.sqrt(a * b) if log_x else (a + b) / 2) for a, b in zip(sizes, sizes[1:])]
         lefts = [sizes[0] / 1.15 if log_x else sizes[0] - 0.5] + mid
         rights = mid + [sizes[-1] * 1.15 if log_x else sizes[-1] + 0.5]
+        # the band of each size is the config the decision runs there (its winner, or the size below's where the
+        # winner is within noise of it), so that the crossovers drawn below separate bands
+        picked = dict(self.decision.per_size)
         for ax in (top, bottom):
-            # the band of each size is the config the decision runs there (its winner, or the size below's where
-            # the winner is within noise of it), so that the crossovers drawn below separate bands
-            picked = dict(self.decision.per_size)
             for verdict, left, right in zip(self.per_size, lefts, rights):
                 ax.axvspan(left, right, color=colors[picked.get(verdict.size, verdict.winner)],
                            alpha=0.12 if verdict.beyond_noise else 0.04, linewidth=0)
