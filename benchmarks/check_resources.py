@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import sys
 from pathlib import Path
 from typing import Any
@@ -118,10 +119,18 @@ def _mock_argument(ty: str) -> Any:
     raise ValueError(f"cannot make a mock argument of type {ty!r}")
 
 
-def _driver_blocks_per_sm(function: int, threads: int, dynamic_shared: int) -> int | None:
+@functools.lru_cache(maxsize=None)
+def _libcuda() -> Any:
+    """The CUDA driver library (None where it does not load): both driver queries below go through it."""
     try:
-        libcuda = ctypes.CDLL("libcuda.so.1")
+        return ctypes.CDLL("libcuda.so.1")
     except OSError:
+        return None
+
+
+def _driver_blocks_per_sm(function: int, threads: int, dynamic_shared: int) -> int | None:
+    libcuda = _libcuda()
+    if libcuda is None:
         return None
     blocks = ctypes.c_int(0)
     rc = libcuda.cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(blocks), ctypes.c_void_p(function),
@@ -131,9 +140,8 @@ def _driver_blocks_per_sm(function: int, threads: int, dynamic_shared: int) -> i
 
 def _driver_static_shared(function: int) -> int | None:
     """``cuFuncGetAttribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)``: the static shared memory the driver sees."""
-    try:
-        libcuda = ctypes.CDLL("libcuda.so.1")
-    except OSError:
+    libcuda = _libcuda()
+    if libcuda is None:
         return None
     value = ctypes.c_int(0)
     rc = libcuda.cuFuncGetAttribute(ctypes.byref(value), ctypes.c_int(1), ctypes.c_void_p(function))
