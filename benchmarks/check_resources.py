@@ -79,19 +79,20 @@ DOT_CONFIGS = [
 ]
 
 # On sm_90 and later cuobjdump reports 1,024 B of static shared memory (.nv.shared.reserved.0) for every kernel
-# that uses shared memory; resources.py counts it as static AND adds the driver's 1 KB per-block reserve on top.
-# None of DOT_CONFIGS tells the two readings apart; these do, shared memory being the limiter at few registers.
+# that uses shared memory. It is the driver's per-block reserve (an H200, session 33: the driver's static size 0,
+# 9 and 4 resident blocks for these two configs), which resources.py now counts once. None of DOT_CONFIGS tells a
+# single count from a double one; these do, shared memory being the limiter at few registers.
 # sm_90 (233,472 B per SM, 128 B granularity), Triton 3.6, divisibility specialised:
 SHARED_RESERVE_CONFIGS = [
     # 32x32 tiles take mma v2 (num_stages - 1 = 3 buffers of 8 KB): 24,576 B dynamic, 46 registers (10 blocks by
-    # registers). Static 1 KB + reserve 1 KB: 233472 // 26624 = 8 blocks; the 1 KB counted once: // 25600 = 9.
+    # registers). The reserve counted once: 233472 // 25600 = 9 blocks; twice: // 26624 = 8.
     _tile(32, 32, 64, 4, 4),
     # 64x64 takes wgmma (num_stages = 7 buffers of 8 KB): 57,344 B dynamic, 58 registers (8 blocks by registers).
-    # Both counted: 233472 // 59392 = 3 blocks; counted once: 233472 // 58368 = 4.
+    # Counted once: 233472 // 58368 = 4 blocks; twice: 233472 // 59392 = 3.
     _tile(64, 64, 32, 4, 7),
 ]
-# What each of SHARED_RESERVE_CONFIGS compiles to on sm_90: (dynamic shared bytes, resident blocks per SM with
-# the static 1 KB and the driver's 1 KB both counted, as resources.py does, resident blocks with 1 KB counted once).
+# What each of SHARED_RESERVE_CONFIGS compiles to on sm_90: (dynamic shared bytes, resident blocks per SM with the
+# 1 KB counted twice, as resources.py did before session 33, resident blocks with it counted once: the driver's).
 SHARED_RESERVE_SM90 = [(24576, 8, 9), (57344, 3, 4)]
 
 _TORCH_DTYPE = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "fp64": torch.float64,

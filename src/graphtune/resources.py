@@ -279,7 +279,7 @@ class ResourceRow:
     stack_bytes: int | None        # per thread; register spills land here
     local_bytes: int | None        # per thread, outside the stack frame
     spill_bytes: int | None        # stack + local: what the driver reports as local memory
-    shared_static: int | None      # from cuobjdump SHARED (1 KB on sm_90+ as soon as shared memory is used)
+    shared_static: int | None      # cuobjdump SHARED, less the driver's 1 KB reserve that it includes on sm_90+
     shared_dynamic: int | None     # metadata.shared: what Triton passes at launch
     shared_bytes: int | None       # static + dynamic
     blocks_by_registers: int | None
@@ -881,6 +881,11 @@ def _cuobjdump_text(cubin: bytes, flag: str) -> str:
     return result.stdout
 
 
+# The bytes of the reserved-shared-memory section cuobjdump counts in SHARED on sm_90 and later (the driver's
+# per-block reserve, Target.reserved_shared_per_block).
+_RESERVED_SECTION = 1024
+
+
 def _resource_usage(cubin: bytes, kernel_name: str) -> dict[str, int]:
     return _parse_resource_usage(_cuobjdump_text(cubin, "--dump-resource-usage"), kernel_name)
 
@@ -946,10 +951,18 @@ def _compile(spec: _Spec, constexprs: dict[str, Any], options: dict[str, Any], t
         result = _Compiled(None, one_line(exc))
     else:
         found = _resource_usage(kernel.asm["cubin"], kernel.metadata.name)
+        # on sm_90 and later cuobjdump's SHARED holds the driver's per-block reserve as a 1 KB section
+        # (.nv.shared.reserved.0) once the kernel uses shared memory: occupancy() adds that reserve itself, so it
+        # leaves the static size here (measured on an H200, session 33: cuFuncGetAttribute(SHARED_SIZE_BYTES) 0 for
+        # a kernel cuobjdump reports 1,024 bytes for, and the driver's occupancy 9 blocks at 24,576 B dynamic and 4
+        # at 57,344 B, 128 threads: the 1 KB counted once)
+        static = found.get("SHARED", 0)
+        if target.capability >= 90:
+            static -= min(static, _RESERVED_SECTION)
         tmem = getattr(kernel.metadata, "tmem_size", None)
         registers = found.get("REG", 0)
         result = _Compiled(_Usage(registers=registers, stack_bytes=found.get("STACK", 0),
-                                  local_bytes=found.get("LOCAL", 0), shared_static=found.get("SHARED", 0),
+                                  local_bytes=found.get("LOCAL", 0), shared_static=static,
                                   shared_dynamic=int(kernel.metadata.shared),
                                   tensor_memory_columns=int(tmem) if tmem is not None else None,
                                   total_warps=int(kernel.metadata.num_warps),

@@ -122,31 +122,37 @@ def _check_resources_script():
     return module
 
 
-def test_shared_reserve_configs_are_shared_bound_where_the_two_counts_differ():
-    """benchmarks/check_resources.py's SHARED_RESERVE_CONFIGS, compiled for sm_90: the sizes that let the GPU test
-    tests/gpu/test_resources_gpu.py::test_sm90_static_1kb_against_the_driver_reserve decide whether the static
-    1 KB cuobjdump reports on sm_90+ is the driver's per-block reserve (counted twice by resources.py) or not.
+def test_shared_reserve_configs_count_the_driver_reserve_once():
+    """benchmarks/check_resources.py's SHARED_RESERVE_CONFIGS, compiled for sm_90: the sizes at which counting the
+    1 KB that cuobjdump reports on sm_90+ (``.nv.shared.reserved.0``) as static AND adding the driver's 1 KB
+    per-block reserve gives one block fewer than counting it once. The GPU decided it (an H200, session 33,
+    tests/gpu/test_resources_gpu.py::test_sm90_static_1kb_against_the_driver_reserve): the driver reports no static
+    shared memory for this kernel and 9 / 4 resident blocks, so the 1 KB is the reserve, counted once.
 
-    24,576 B dynamic at 4 warps, 46 registers: resources.py counts 24576 + 1024 static + 1024 reserve = 26624 B
-    -> 233472 // 26624 = 8 blocks (what it says now); with the 1 KB counted once, 25600 B -> 9 blocks.
-    57,344 B dynamic at 4 warps, 58 registers: 59392 B -> 3 blocks now; counted once, 58368 B -> 4 blocks.
+    24,576 B dynamic at 4 warps, 46 registers: 24576 + 1024 reserve = 25600 B -> 233472 // 25600 = 9 blocks (8 when
+    the 1 KB was counted twice). 57,344 B dynamic, 58 registers: 58368 B -> 4 blocks (3).
     """
     check = _check_resources_script()
     rows = inspect(check.dot_kernel, target="sm_90", signature=check.DOT_SIGNATURE,
                    configs=check.SHARED_RESERVE_CONFIGS)
     assert len(rows) == len(check.SHARED_RESERVE_SM90)
-    for row, (dynamic, both, once) in zip(rows, check.SHARED_RESERVE_SM90):
+    for row, (dynamic, twice, once) in zip(rows, check.SHARED_RESERVE_SM90):
         assert row.fits and row.spill_bytes == 0, row.label
-        assert row.shared_static == 1024 and row.shared_dynamic == dynamic, (row.label, row.shared_dynamic)
-        assert row.threads_per_block == 128
-        # What graphtune computes now (static 1 KB and the driver's 1 KB both counted), shared memory the limiter
-        # with registers leaving room for the other count's extra block:
-        assert (row.resident_blocks, row.limiter) == (both, "shared_memory"), row.to_dict()
+        assert row.shared_static == 0 and row.shared_dynamic == dynamic, (row.label, row.shared_static)
+        assert row.shared_bytes == dynamic and row.threads_per_block == 128
+        assert (row.resident_blocks, row.limiter) == (once, "shared_memory"), row.to_dict()
         assert row.blocks_by_registers > once and row.blocks_by_threads > once, row.to_dict()
-        # ...and what it would compute with the 1 KB counted once: the two readings differ here.
-        counted_once = occupancy("sm_90", row.registers, row.shared_dynamic, row.num_warps)
-        assert (counted_once.blocks, counted_once.limiter) == (once, "shared_memory")
-        assert once != both
+        # the reserve counted twice would give the block fewer that the driver did not
+        assert occupancy("sm_90", row.registers, dynamic + 1024, row.num_warps).blocks == twice < once
+
+
+def test_static_shared_before_sm90_is_what_cuobjdump_reports():
+    """Before sm_90 cuobjdump's SHARED has no reserved section to take off: a Triton kernel's static size is 0 there
+    and the reserve is occupancy()'s alone (the 32x32x64 dot config on sm_80)."""
+    check = _check_resources_script()
+    (row,) = inspect(check.dot_kernel, target="sm_80", signature=check.DOT_SIGNATURE,
+                     configs=check.SHARED_RESERVE_CONFIGS[:1])
+    assert row.fits and row.shared_static == 0 and row.shared_bytes == row.shared_dynamic > 0, row.to_dict()
 
 
 def test_check_configs_for_device_reports_and_caches(monkeypatch):
@@ -196,7 +202,7 @@ def test_compile_failure_is_a_row_not_an_exception():
     "target, registers, shared, warps, expected",
     [
         # 115 regs x 32 = 3680 -> 3840 per warp -> 17 warps -> 16 (groups of 4) -> 2 blocks of 8 warps;
-        # 131072 + 1024 static + 1024 reserved = 133120 B -> 233472 // 133120 = 1 block.
+        # 132096 + 1024 reserved = 133120 B -> 233472 // 133120 = 1 block.
         ("sm_90", 115, 132096, 8, dict(blocks_by_registers=2, blocks_by_shared=1, blocks_by_threads=8,
                                        blocks_by_limit=32, blocks=1, warps=8, occupancy_pct=12.5,
                                        limiter="shared_memory")),

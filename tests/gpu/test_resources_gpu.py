@@ -61,34 +61,31 @@ def reserve_records():
 
 @pytest.mark.parametrize("index", range(len(check.SHARED_RESERVE_CONFIGS)), ids=_RESERVE_IDS)
 def test_sm90_static_1kb_against_the_driver_reserve(reserve_records, index):
-    """The deciding check of docs/design.md's open question: on sm_90+ cuobjdump reports 1,024 B of static shared
-    memory (``.nv.shared.reserved.0``) for every kernel that uses shared memory, and resources.py counts it as
-    static AND adds the driver's 1 KB per-block reserve on top. These configs are bound by shared memory at sizes
-    where the two readings give different block counts, so the driver's
-    ``cuOccupancyMaxActiveBlocksPerMultiprocessor`` settles it (sm_90, 233,472 B per SM, 128 threads):
-
-    - 24,576 B dynamic: driver 8 blocks = counted right (static 1 KB and reserve are separate);
-      driver 9 blocks = the static 1 KB IS the reserve, and resources.py counts it twice.
-    - 57,344 B dynamic: driver 3 = counted right; driver 4 = counted twice.
-    """
+    """docs/design.md's question, decided on an H200 in session 33: on sm_90+ cuobjdump reports 1,024 B of static
+    shared memory (``.nv.shared.reserved.0``) for every kernel that uses shared memory, and that 1 KB is the
+    driver's per-block reserve (the driver's static size for the kernel is 0; its occupancy 9 blocks at 24,576 B
+    dynamic and 4 at 57,344 B, 128 threads, on 233,472 B per SM), so resources.py takes it off the static size and
+    counts the reserve once. These configs are bound by shared memory at sizes where counting it twice would give
+    one block fewer (8 and 3), so a regression to the double count fails here."""
     record = reserve_records[index]
     static, gpu = record["static"], record["gpu"]
     major, _ = torch.cuda.get_device_capability()
     if major < 9:
-        pytest.skip("the static 1 KB (.nv.shared.reserved.0) exists on sm_90 and later only")
+        pytest.skip("the reserved 1 KB section (.nv.shared.reserved.0) exists on sm_90 and later only")
     if not gpu["ok"] or gpu["driver_blocks_per_sm"] is None:
         pytest.skip("not loaded, or libcuda's occupancy call is unavailable")
-    dynamic, both, once = check.SHARED_RESERVE_SM90[index]
+    dynamic, twice, once = check.SHARED_RESERVE_SM90[index]
     assert static["fits"], static["reason"]
     # Same kernel on both sides, and the size meant: otherwise the block counts below decide nothing.
     assert static["shared_dynamic"] == gpu["shared"], (static["shared_dynamic"], gpu["shared"])
+    assert static["shared_static"] == (gpu["driver_static_shared"] or 0), (static, gpu["driver_static_shared"])
     if major == 9:
-        assert static["shared_static"] == 1024, static
         assert (static["shared_dynamic"], static["resident_blocks"], static["limiter"]) == \
-            (dynamic, both, "shared_memory"), f"{record['label']} no longer decides the question: {static}"
+            (dynamic, once, "shared_memory"), f"{record['label']} no longer decides the question: {static}"
     driver = gpu["driver_blocks_per_sm"]
-    meaning = {both: "the static 1 KB and the reserve are separate: resources.py counts right",
-               once: "the static 1 KB IS the driver's reserve: resources.py counts it twice (drop one)"}
+    meaning = {once: "the reserve counted once, as resources.py does",
+               twice: "the driver counts the 1 KB section besides its reserve after all: resources.py counts it once "
+                      "too few"}
     assert static["resident_blocks"] == driver, (
         f"{record['label']}: {static['shared_dynamic']} B dynamic + {static['shared_static']} B static "
         f"(driver's static size: {gpu['driver_static_shared']} B), {static['registers']} registers, "
