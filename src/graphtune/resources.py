@@ -886,6 +886,20 @@ def _cuobjdump_text(cubin: bytes, flag: str) -> str:
 _RESERVED_SECTION = 1024
 
 
+def static_shared(usage: dict[str, int], capability: int) -> int:
+    """A kernel's static shared memory from its cuobjdump resource usage (``SHARED``), as the driver counts it.
+
+    On sm_90 and later cuobjdump's SHARED holds the driver's per-block reserve as a 1 KB section
+    (``.nv.shared.reserved.0``) once the kernel uses shared memory; occupancy() adds that reserve itself, so it is
+    not static memory of the kernel's. Measured on an H200 (session 33): ``cuFuncGetAttribute(SHARED_SIZE_BYTES)``
+    is 0 for a kernel cuobjdump reports 1,024 bytes for, and the driver's occupancy is 9 blocks at 24,576 B dynamic
+    and 4 at 57,344 B (128 threads, 233,472 B per SM): the 1 KB counted once."""
+    static = usage.get("SHARED", 0)
+    if capability >= 90:
+        static -= min(static, _RESERVED_SECTION)
+    return static
+
+
 def _resource_usage(cubin: bytes, kernel_name: str) -> dict[str, int]:
     return _parse_resource_usage(_cuobjdump_text(cubin, "--dump-resource-usage"), kernel_name)
 
@@ -951,14 +965,7 @@ def _compile(spec: _Spec, constexprs: dict[str, Any], options: dict[str, Any], t
         result = _Compiled(None, one_line(exc))
     else:
         found = _resource_usage(kernel.asm["cubin"], kernel.metadata.name)
-        # on sm_90 and later cuobjdump's SHARED holds the driver's per-block reserve as a 1 KB section
-        # (.nv.shared.reserved.0) once the kernel uses shared memory: occupancy() adds that reserve itself, so it
-        # leaves the static size here (measured on an H200, session 33: cuFuncGetAttribute(SHARED_SIZE_BYTES) 0 for
-        # a kernel cuobjdump reports 1,024 bytes for, and the driver's occupancy 9 blocks at 24,576 B dynamic and 4
-        # at 57,344 B, 128 threads: the 1 KB counted once)
-        static = found.get("SHARED", 0)
-        if target.capability >= 90:
-            static -= min(static, _RESERVED_SECTION)
+        static = static_shared(found, target.capability)
         tmem = getattr(kernel.metadata, "tmem_size", None)
         registers = found.get("REG", 0)
         result = _Compiled(_Usage(registers=registers, stack_bytes=found.get("STACK", 0),

@@ -58,7 +58,7 @@ def test_ds_kernel_compiles_for_sm90_fits_and_keeps_its_tile_loop_free_of_spills
     assert grid[1] == 132 * per_sm
     compiled = compile_sm90(fn, args, consts)
     usage = resources._resource_usage(compiled.asm["cubin"], compiled.metadata.name)
-    shared = compiled.metadata.shared + usage.get("SHARED", 0)
+    shared = compiled.metadata.shared + resources.static_shared(usage, 90)
     assert usage["REG"] <= 255 and usage.get("LOCAL", 0) == 0
     assert per_sm * (shared + 1024) <= SM90_SM_SHARED, shared
     sass = _sass(compiled)
@@ -92,7 +92,7 @@ def test_ds_row_gather_compiles_for_pages_smaller_than_a_tile(page_size, num_buf
     usage = resources._resource_usage(compiled.asm["cubin"], compiled.metadata.name)
     assert usage["REG"] <= 255 and usage.get("LOCAL", 0) == 0
     per_sm = 2 if num_buf == 2 else 1
-    assert per_sm * (compiled.metadata.shared + usage.get("SHARED", 0) + 1024) <= SM90_SM_SHARED
+    assert per_sm * (compiled.metadata.shared + resources.static_shared(usage, 90) + 1024) <= SM90_SM_SHARED
     sass = _sass(compiled)
     assert "UTMALDG" not in sass
     sites = sass.count("LDGSTSBAR.64.ARVCNT")   # one arrival per issue site

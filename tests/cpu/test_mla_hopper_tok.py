@@ -31,7 +31,7 @@ def _sass(compiled) -> str:
 def _shared(compiled) -> int:
     usage = resources._resource_usage(compiled.asm["cubin"], compiled.metadata.name)
     assert usage["REG"] <= 255 and usage.get("LOCAL", 0) == 0
-    return compiled.metadata.shared + usage.get("SHARED", 0)
+    return compiled.metadata.shared + resources.static_shared(usage, 90)
 
 
 @pytest.mark.parametrize("num_buf,per_sm,prefetch,fast_max", [(2, 2, 0, 0), (2, 2, 1, 1), (3, 1, 1, 1), (5, 1, 1, 1)])
