@@ -123,6 +123,16 @@ def _add2(a0, a1, b0, b1):
 
 
 @gluon.jit
+def _sums3(a0, a1, a2, b0, b1, b2):
+    return a0 + b0, a1 + b1, a2 + b2
+
+
+@gluon.jit
+def _sums10(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9):
+    return a0 + b0, a1 + b1, a2 + b2, a3 + b3, a4 + b4, a5 + b5, a6 + b6, a7 + b7, a8 + b8, a9 + b9
+
+
+@gluon.jit
 def _split_sums(a0, a1, a2, a3, a4, a5, a6, b0, b1, b2, b3, b4, b5, b6):
     """The aligned split's reduction of a chunk: six sums and a maximum."""
     return a0 + b0, a1 + b1, a2 + b2, a3 + b3, a4 + b4, a5 + b5, gl.maximum(a6, b6)
@@ -270,27 +280,38 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
             stop_end_v = 0
             inside = 0
         for r0 in range(0, B, B_CHUNK):
+            # each chunk one scan and one reduction of several operands (one exchange between the warps each), not
+            # a reduction a sum: a program's start is a serial chain of them
             tiles = _chunk_tiles(seq_lens_ptr, B, r0, offs_c, BLOCK_N)
-            ends = base + gl.associative_scan(tiles, 0, _add)
             valid = r0 + offs_c < B
-            done = (ends <= t) & valid
-            b += gl.sum(done.to(gl.int32), axis=0)
-            req_end += gl.sum(gl.where(done, tiles, 0), axis=0)
-            base += gl.sum(tiles, axis=0)
             if SEG_COST > 0:
                 vt = tiles + SEG_COST * (tiles > 0).to(gl.int32)
-                ends_v = base_v + gl.associative_scan(vt, 0, _add)
+                ends, ends_v = gl.associative_scan((tiles, vt), 0, _add2)
+                ends += base
+                ends_v += base_v
+                done = (ends <= t) & valid
                 done_v = (ends_v <= tv) & valid
                 done_stop = (ends_v <= tv_stop) & valid
-                b_v += gl.sum(done_v.to(gl.int32), axis=0)
-                req_end_v += gl.sum(gl.where(done_v, vt, 0), axis=0)
-                req_real += gl.sum(gl.where(done_v, tiles, 0), axis=0)
-                stop_end += gl.sum(gl.where(done_stop, tiles, 0), axis=0)
-                stop_end_v += gl.sum(gl.where(done_stop, vt, 0), axis=0)
                 # (per is 0 for a batch of no tokens: a divisor of 1 then, every request masked out anyway)
                 off = (ends % gl.maximum(per, 1)) != 0
-                inside += gl.sum(((tiles > 0) & valid & (ends < total) & off).to(gl.int32), axis=0)
-                base_v += gl.sum(vt, axis=0)
+                c_b, c_end, c_tiles, c_b_v, c_end_v, c_real, c_stop, c_stop_v, c_inside, c_vt = gl.reduce(
+                    (done.to(gl.int32), gl.where(done, tiles, 0), tiles, done_v.to(gl.int32), gl.where(done_v, vt, 0),
+                     gl.where(done_v, tiles, 0), gl.where(done_stop, tiles, 0), gl.where(done_stop, vt, 0),
+                     ((tiles > 0) & valid & (ends < total) & off).to(gl.int32), vt), 0, _sums10)
+                b_v += c_b_v
+                req_end_v += c_end_v
+                req_real += c_real
+                stop_end += c_stop
+                stop_end_v += c_stop_v
+                inside += c_inside
+                base_v += c_vt
+            else:
+                ends = base + gl.associative_scan(tiles, 0, _add)
+                done = (ends <= t) & valid
+                c_b, c_end, c_tiles = gl.reduce((done.to(gl.int32), gl.where(done, tiles, 0), tiles), 0, _sums3)
+            b += c_b
+            req_end += c_end
+            base += c_tiles
         if SEG_COST > 0:
             if inside > 0:
                 t = req_real + gl.maximum(tv - req_end_v - SEG_COST, 0)
