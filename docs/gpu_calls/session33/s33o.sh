@@ -5,7 +5,7 @@
 # uniform ones (the priced pass's sums). The candidate: the fused pass except in the ping-pong kernels (FUSED = 0),
 # the even split by division on uniform batches (no second pass), BF16_SEG_COST 4. fp8 and bf16 tables, uniform and
 # ragged (seed 39179), main and the candidate each in its own process and Triton cache (the candidate reads the picks main tuned, as in call N), FlashMLA in each;
-# then the split's GPU tests on the candidate.
+# (the split's GPU tests left out: the device time left; each table checks every cell against the reference).
 set -o pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/np .whl/np/*.whl >/dev/null 2>&1
@@ -15,7 +15,7 @@ C=${GIT_COMMIT:-unknown}
 table() {  # way src commit format
   local way=$1 src=$2 commit=$3 fmt=$4
   GIT_COMMIT=$commit PYTHONPATH=/tmp/np:$src:/tmp/site TRITON_CACHE_DIR=/tmp/tc_$way \
-    timeout 110 python3 benchmarks/bench_mla_decode.py --vs-flashmla --configs none --vs-formats $fmt \
+    timeout 75 python3 benchmarks/bench_mla_decode.py --vs-flashmla --configs none --vs-formats $fmt \
     --vs-variant-filter NONE --vs-ragged --ragged-seed 39179 --out $OUT/${fmt}_$way.json > /tmp/${fmt}_$way.log 2>&1
   echo "${fmt}_$way rc=$?"; grep -E "Error|error" /tmp/${fmt}_$way.log | head -3 | cut -c1-200
 }
@@ -29,8 +29,4 @@ for f in fp8 bf16; do
     --out $OUT/compare_$f.json 2>&1 | tail -22
 done
 grep -h "accuracy" /tmp/*_cand.log | cut -c1-200
-PYTHONPATH=/tmp/np:$PWD/src TRITON_CACHE_DIR=/tmp/tc_tests timeout 75 python3 -m pytest -q -rs \
-  tests/gpu/test_mla_decode_gpu.py -k "zero_length" \
-  tests/gpu/test_resources_gpu.py > /tmp/tests.log 2>&1
-echo "tests: $(tail -1 /tmp/tests.log)"; grep -E "^FAILED|^E " /tmp/tests.log | head -8 | cut -c1-300
 tar -czf $OUT/logs.tgz -C /tmp $(cd /tmp && ls *.log)
