@@ -1,6 +1,6 @@
 """The even split with each request's start priced at N tiles (``kernel_hopper._split_start``'s ``SEG_COST``), timed
 on the public table: ``--bf16 N`` sets ``kernel_hopper.BF16_SEG_COST`` (the bf16 kernels of the tuned path, shipped
-at 4 since session 33), ``--fp8 N`` ``FP8_SEG_COST`` (the fp8 ones, shipped at 4), before any kernel compiles; the remaining arguments
+at 0), ``--fp8 N`` ``FP8_SEG_COST`` (the fp8 ones, shipped at 4), before any kernel compiles; the remaining arguments
 go to ``bench_mla_decode.py --vs-flashmla`` (``--vs-ragged --ragged-seed S``: the ragged batches the price is for;
 give each N its own ``TRITON_CACHE_DIR``). The priced split applies only where the even split leaves a request
 boundary inside a program, so uniform batches time the shipped split whatever N is.
@@ -36,7 +36,7 @@ def _price(text: str) -> int:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bf16", type=_price, help="BF16_SEG_COST (shipped 4)")
+    parser.add_argument("--bf16", type=_price, help="BF16_SEG_COST (shipped 0)")
     parser.add_argument("--fp8", type=_price, help="FP8_SEG_COST (shipped 4)")
     args, rest = parser.parse_known_args(argv)
     for name, value in (("BF16_SEG_COST", args.bf16), ("FP8_SEG_COST", args.fp8)):

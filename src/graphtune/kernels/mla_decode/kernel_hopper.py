@@ -123,12 +123,6 @@ def _add2(a0, a1, b0, b1):
 
 
 @gluon.jit
-def _totals(a0, a1, a2, a3, b0, b1, b2, b3):
-    """The split's first pass over a chunk: tiles, live requests, most and fewest tiles."""
-    return a0 + b0, a1 + b1, gl.maximum(a2, b2), gl.minimum(a3, b3)
-
-
-@gluon.jit
 def _sums3(a0, a1, a2, b0, b1, b2):
     return a0 + b0, a1 + b1, a2 + b2
 
@@ -189,11 +183,12 @@ def _launch_dependents():
 # puts every request boundary on a program boundary, so ``_split_start`` keeps it wherever it does.
 FP8_SEG_COST = gl.constexpr(4)
 # The same for the bf16 kernels that the tuned path runs (the first heads-on-M and tokens-on-M kernels and the
-# ping-pong kernel): 4. Measured on an H200 (session 33, calls M and N, ragged lengths uniform in 1..8191, seed
-# 39179, `benchmarks/probes/seg_cost.py --bf16 4` beside the shipped 0): ragged batches from 8 requests 2-12% faster
-# (H = 128 batch 8 / 32 0.0385 -> 0.0336 / 0.0869 -> 0.0769 ms with the fused pass), uniform ones up to 7% slower from
-# the priced pass's sums alone, which the uniform batches' division (``_split_start``) now skips.
-BF16_SEG_COST = gl.constexpr(4)
+# ping-pong kernel): 0, the even split (``benchmarks/probes/seg_cost.py --bf16 N`` times N on ragged batches). At 4
+# (H200, session 33, calls M and N, lengths uniform in 1..8191, seed 39179) ragged batches from 8 requests ran 2-12%
+# faster (H = 128 batch 8 / 32: 0.0385 -> 0.0336 / 0.0869 -> 0.0769 ms with the fused pass) and uniform ones up to
+# 3.5% slower (the priced pass's sums: bf16 H = 16 batch 1 0.0095 -> 0.0099 ms), so it stays 0 until a uniform batch
+# skips that pass (branch split-uniform: the even split by division there, not yet run on a GPU).
+BF16_SEG_COST = gl.constexpr(0)
 
 
 @gluon.jit
@@ -214,27 +209,19 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
     covers: a program that crosses into a request takes SEG_COST fewer tiles, so that every program's cost, not its
     tile count, is even (the even split leaves a few programs a second segment, and the kernel ends with them).
 
-    Where every request has the same number of tiles (a uniform batch) and the even split leaves no request boundary
-    inside a program (or no price is set), the even split's request and its start are a division: no second pass
-    over seq_lens. Elsewhere the pass takes each chunk in one scan and one reduction of several operands (``FUSED``;
-    ``FUSED = 0``: the priced pass a scan and a reduction a sum, the form the ping-pong kernels keep, measured
-    faster there: session 33)."""
+    ``FUSED`` (the default): the even split's pass takes each chunk in one scan and one reduction of several
+    operands; ``FUSED = 0``: a scan a column and a reduction a sum, the form the ping-pong kernels keep (one scan and
+    one reduction a chunk made the fp8 ones 1.5-3.9% slower at H = 128, batch 8 / 32: H200, session 33 call N)."""
     _launch_dependents()
     chunk_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
     offs_c = gl.arange(0, B_CHUNK, layout=chunk_layout)
     total = 0
     live = 0
-    most = 0
-    least = 2147483647
     for r0 in range(0, B, B_CHUNK):
         tiles = _chunk_tiles(seq_lens_ptr, B, r0, offs_c, BLOCK_N)
-        # the chunk's tiles and live requests, and its requests' most and fewest tiles (a uniform batch's test)
-        n_tiles, n_live, c_most, c_least = gl.reduce(
-            (tiles, (tiles > 0).to(gl.int32), tiles, gl.where(r0 + offs_c < B, tiles, 2147483647)), 0, _totals)
+        n_tiles, n_live = gl.reduce((tiles, (tiles > 0).to(gl.int32)), 0, _add2)
         total += n_tiles
         live += n_live
-        most = gl.maximum(most, c_most)
-        least = gl.minimum(least, c_least)
     per = (total + num_progs - 1) // num_progs
     t = pid * per
     t_stop = gl.minimum(t + per, total)
@@ -280,15 +267,7 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
             t_stop = t_stop_al
             b = b_al
             req_end = req_al
-    # every request of the same tiles (none empty), and the even split's boundaries on program boundaries (every
-    # request's tiles a multiple of per) or nothing to price: the requests before tile t by division
-    uniform = (least == most) & (most > 0)
-    if SEG_COST > 0:
-        uniform = uniform & ((most % gl.maximum(per, 1) == 0) | (live == 1))
-    if (aligned == 0) & uniform:
-        b = gl.minimum(t // gl.maximum(most, 1), B)
-        req_end = b * most
-    if (aligned == 0) & (uniform == 0):
+    if aligned == 0:
         # the even split: the requests before tile t (a chunk's ends start from every earlier request's tiles,
         # ``base``: kernel.py's split says why)
         base = 0
@@ -308,58 +287,64 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
             stop_end = 0
             stop_end_v = 0
             inside = 0
-        for r0 in range(0, B, B_CHUNK):
-            # FUSED: each chunk one scan and one reduction of several operands (one exchange between the warps
-            # each), not a reduction a sum: a program's start is a serial chain of them
-            tiles = _chunk_tiles(seq_lens_ptr, B, r0, offs_c, BLOCK_N)
-            valid = r0 + offs_c < B
-            if (SEG_COST > 0) & (FUSED == 0):
+        if FUSED:
+            for r0 in range(0, B, B_CHUNK):
+                # each chunk one scan and one reduction of several operands (one exchange between the warps
+                # each), not a reduction a sum: a program's start is a serial chain of them
+                tiles = _chunk_tiles(seq_lens_ptr, B, r0, offs_c, BLOCK_N)
+                valid = r0 + offs_c < B
+                if SEG_COST > 0:
+                    vt = tiles + SEG_COST * (tiles > 0).to(gl.int32)
+                    ends, ends_v = gl.associative_scan((tiles, vt), 0, _add2)
+                    ends += base
+                    ends_v += base_v
+                    done = (ends <= t) & valid
+                    done_v = (ends_v <= tv) & valid
+                    done_stop = (ends_v <= tv_stop) & valid
+                    # (per is 0 for a batch of no tokens: a divisor of 1 then, every request masked out anyway)
+                    off = (ends % gl.maximum(per, 1)) != 0
+                    c_b, c_end, c_tiles, c_b_v, c_end_v, c_real, c_stop, c_stop_v, c_inside, c_vt = gl.reduce(
+                        (done.to(gl.int32), gl.where(done, tiles, 0), tiles, done_v.to(gl.int32),
+                         gl.where(done_v, vt, 0), gl.where(done_v, tiles, 0), gl.where(done_stop, tiles, 0),
+                         gl.where(done_stop, vt, 0),
+                         ((tiles > 0) & valid & (ends < total) & off).to(gl.int32), vt), 0, _sums10)
+                    b_v += c_b_v
+                    req_end_v += c_end_v
+                    req_real += c_real
+                    stop_end += c_stop
+                    stop_end_v += c_stop_v
+                    inside += c_inside
+                    base_v += c_vt
+                else:
+                    ends = base + gl.associative_scan(tiles, 0, _add)
+                    done = (ends <= t) & valid
+                    c_b, c_end, c_tiles = gl.reduce((done.to(gl.int32), gl.where(done, tiles, 0), tiles), 0, _sums3)
+                b += c_b
+                req_end += c_end
+                base += c_tiles
+        else:
+            for r0 in range(0, B, B_CHUNK):
+                tiles = _chunk_tiles(seq_lens_ptr, B, r0, offs_c, BLOCK_N)
                 ends = base + gl.associative_scan(tiles, 0, _add)
+                valid = r0 + offs_c < B
                 done = (ends <= t) & valid
-                c_b = gl.sum(done.to(gl.int32), axis=0)
-                c_end = gl.sum(gl.where(done, tiles, 0), axis=0)
-                c_tiles = gl.sum(tiles, axis=0)
-                vt = tiles + SEG_COST * (tiles > 0).to(gl.int32)
-                ends_v = base_v + gl.associative_scan(vt, 0, _add)
-                done_v = (ends_v <= tv) & valid
-                done_stop = (ends_v <= tv_stop) & valid
-                b_v += gl.sum(done_v.to(gl.int32), axis=0)
-                req_end_v += gl.sum(gl.where(done_v, vt, 0), axis=0)
-                req_real += gl.sum(gl.where(done_v, tiles, 0), axis=0)
-                stop_end += gl.sum(gl.where(done_stop, tiles, 0), axis=0)
-                stop_end_v += gl.sum(gl.where(done_stop, vt, 0), axis=0)
-                # (per is 0 for a batch of no tokens: a divisor of 1 then, every request masked out anyway)
-                off = (ends % gl.maximum(per, 1)) != 0
-                inside += gl.sum(((tiles > 0) & valid & (ends < total) & off).to(gl.int32), axis=0)
-                base_v += gl.sum(vt, axis=0)
-            elif SEG_COST > 0:
-                vt = tiles + SEG_COST * (tiles > 0).to(gl.int32)
-                ends, ends_v = gl.associative_scan((tiles, vt), 0, _add2)
-                ends += base
-                ends_v += base_v
-                done = (ends <= t) & valid
-                done_v = (ends_v <= tv) & valid
-                done_stop = (ends_v <= tv_stop) & valid
-                # (per is 0 for a batch of no tokens: a divisor of 1 then, every request masked out anyway)
-                off = (ends % gl.maximum(per, 1)) != 0
-                c_b, c_end, c_tiles, c_b_v, c_end_v, c_real, c_stop, c_stop_v, c_inside, c_vt = gl.reduce(
-                    (done.to(gl.int32), gl.where(done, tiles, 0), tiles, done_v.to(gl.int32), gl.where(done_v, vt, 0),
-                     gl.where(done_v, tiles, 0), gl.where(done_stop, tiles, 0), gl.where(done_stop, vt, 0),
-                     ((tiles > 0) & valid & (ends < total) & off).to(gl.int32), vt), 0, _sums10)
-                b_v += c_b_v
-                req_end_v += c_end_v
-                req_real += c_real
-                stop_end += c_stop
-                stop_end_v += c_stop_v
-                inside += c_inside
-                base_v += c_vt
-            else:
-                ends = base + gl.associative_scan(tiles, 0, _add)
-                done = (ends <= t) & valid
-                c_b, c_end, c_tiles = gl.reduce((done.to(gl.int32), gl.where(done, tiles, 0), tiles), 0, _sums3)
-            b += c_b
-            req_end += c_end
-            base += c_tiles
+                b += gl.sum(done.to(gl.int32), axis=0)
+                req_end += gl.sum(gl.where(done, tiles, 0), axis=0)
+                base += gl.sum(tiles, axis=0)
+                if SEG_COST > 0:
+                    vt = tiles + SEG_COST * (tiles > 0).to(gl.int32)
+                    ends_v = base_v + gl.associative_scan(vt, 0, _add)
+                    done_v = (ends_v <= tv) & valid
+                    done_stop = (ends_v <= tv_stop) & valid
+                    b_v += gl.sum(done_v.to(gl.int32), axis=0)
+                    req_end_v += gl.sum(gl.where(done_v, vt, 0), axis=0)
+                    req_real += gl.sum(gl.where(done_v, tiles, 0), axis=0)
+                    stop_end += gl.sum(gl.where(done_stop, tiles, 0), axis=0)
+                    stop_end_v += gl.sum(gl.where(done_stop, vt, 0), axis=0)
+                    # (per is 0 for a batch of no tokens: a divisor of 1 then, every request masked out anyway)
+                    off = (ends % gl.maximum(per, 1)) != 0
+                    inside += gl.sum(((tiles > 0) & valid & (ends < total) & off).to(gl.int32), axis=0)
+                    base_v += gl.sum(vt, axis=0)
         if SEG_COST > 0:
             if inside > 0:
                 t = req_real + gl.maximum(tv - req_end_v - SEG_COST, 0)

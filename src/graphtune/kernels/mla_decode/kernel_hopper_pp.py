@@ -287,7 +287,8 @@ def _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, WG: gl.constexpr, s_layout: gl.
     qk_mul = sm_scale * LOG2E
     offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
     # the split's pass a reduction a sum here (FUSED = 0): one scan and one reduction a chunk made the fp8 ping-pong
-    # kernels 1.5-3.9% slower at H = 128, batch 8 / 32 (H200, session 33 call N; H100, session 32 call A)
+    # kernels 1.5-3.9% slower at H = 128, batch 8 / 32 (H200, session 33 call N; the session-31 stack on an H100,
+    # session 32 call A, 1.5-3.0% on ragged batches)
     t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(1), BLOCK_N, B_CHUNK, 4, SEG_COST, 0)
     _stamp(STAMPS, srow, STAMP_CLK_SPLIT)
     return pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow
