@@ -1,5 +1,10 @@
 """Who a tuning result belongs to: the kernel (name, source, candidate list) and the environment (GPU, versions).
 
+A kernel's source is what Triton compiles for it: its own text and Triton's key of the JIT function
+(``JITFunction.cache_key``: the text of every JIT function it calls, recursively, the constexpr globals it reads
+and the line it starts on). A helper edited, or a module-level constexpr changed, is new source: a config tuned for
+the old one is not applied (it stays in the database, listed by ``graphtune db ls --stale``).
+
 A stored result is applied only when both identities match the running process exactly: a config tuned for
 other source text, another candidate list, another GPU model or other compiler versions may be slower, or may
 no longer compile, so it is never trusted. Hardware and versions are read lazily, never at import, so that
@@ -56,6 +61,25 @@ def source_text(fn: Any) -> str:
         return f"{getattr(code, 'co_qualname', code.co_name)}:{code.co_code.hex()}"
 
 
+def dependencies_key(fn: Any) -> str:
+    """Triton's key of the JIT function inside ``fn`` (wrappers as ``source_text``): what it calls and reads besides
+    its own text. "" for a plain Python function, under the interpreter (whose functions Triton keys no dependencies
+    for), or where Triton cannot compute it (the compile then fails with Triton's own message)."""
+    seen = 0
+    while seen < 16:  # as source_text
+        if isinstance(getattr(fn, "src", None), str):
+            try:
+                return str(fn.cache_key)
+            except Exception:  # noqa: BLE001 - Triton's dependency walk may refuse a global; the compile says why
+                return ""
+        inner = getattr(fn, "fn", None)
+        if inner is None or inner is fn:
+            break
+        fn = inner
+        seen += 1
+    return ""
+
+
 def kernel_identity(name: str, fn: Any, configs: Iterable[Any]) -> KernelIdentity:
     """Identity of a tuned kernel: ``fn`` is a ``triton.JITFunction`` (or anything wrapping one), ``configs``
     the candidate ``triton.Config`` list."""
@@ -63,7 +87,8 @@ def kernel_identity(name: str, fn: Any, configs: Iterable[Any]) -> KernelIdentit
 
     if not isinstance(name, str) or not name:
         raise ValueError(f"kernel name must be a non-empty string, got {name!r}")
-    return KernelIdentity(name=name, source_hash=_sha16(source_text(fn)), configs_hash=configs_hash(configs))
+    source = source_text(fn) + "\0" + dependencies_key(fn)
+    return KernelIdentity(name=name, source_hash=_sha16(source), configs_hash=configs_hash(configs))
 
 
 def current_env() -> EnvIdentity:

@@ -100,6 +100,48 @@ def test_kernel_identity_follows_source_and_candidate_list():
         kernel_identity("", _scale_kernel, configs)
 
 
+_HELPER_MODULE = """
+import triton
+import triton.language as tl
+
+SCALE = tl.constexpr({scale})
+
+
+@triton.jit
+def _helper(x):
+    return x * {factor}
+
+
+@triton.jit
+def _kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, _helper(tl.load(x_ptr + offs, mask=offs < n)) * SCALE, mask=offs < n)
+"""
+
+
+def _kernel_from(tmp_path, name, scale, factor):
+    import importlib.util
+
+    path = tmp_path / f"{name}.py"
+    path.write_text(_HELPER_MODULE.format(scale=scale, factor=factor))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module._kernel
+
+
+def test_kernel_identity_follows_the_helpers_and_constexpr_globals_it_uses(tmp_path, monkeypatch):
+    """The kernel's own text is the same in all four modules: a helper's body or a module-level constexpr differs,
+    which changes what Triton compiles, so a config tuned for one is not applied to another. (Compiled JIT
+    functions: under the interpreter Triton keys no dependencies, and the identity is the kernel's text alone.)"""
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    configs = [triton.Config({"BLOCK": 128}, num_warps=4)]
+    base = kernel_identity("_k", _kernel_from(tmp_path, "base", 2, 2), configs)
+    assert kernel_identity("_k", _kernel_from(tmp_path, "same", 2, 2), configs) == base
+    assert kernel_identity("_k", _kernel_from(tmp_path, "helper", 2, 3), configs).source_hash != base.source_hash
+    assert kernel_identity("_k", _kernel_from(tmp_path, "scale", 4, 2), configs).source_hash != base.source_hash
+
+
 def test_current_env_without_gpu(monkeypatch):
     import torch
 
