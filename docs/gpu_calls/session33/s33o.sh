@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# session 33, call O (branch fused checked out at the candidate; carry [".carry", ".whl"], .carry/src_main = main's
+# session 33, call O, not run (the device time ran out; branch split-uniform checked out; carry [".carry", ".whl"], .carry/src_main = main's
 # src): call N found the fused split faster in the tokens-on-M and first heads-on-M kernels and 1.5-3.9% slower in the
 # fp8 ping-pong kernels at H = 128, batch 8 / 32, and the bf16 start price 4 faster on ragged batches but slower on
 # uniform ones (the priced pass's sums). The candidate: the fused pass except in the ping-pong kernels (FUSED = 0),
