@@ -39,18 +39,26 @@ def _sha16(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def source_text(fn: Any) -> str:
-    """The source of a Triton kernel, or of the function inside a wrapper (Autotuner, Heuristics, JITFunction)."""
+def _unwrap(fn: Any) -> Any:
+    """The JIT function inside ``fn`` (the object holding its ``src`` text) through wrappers (Autotuner, Heuristics),
+    or, where there is none, the innermost object reached."""
     seen = 0
-    while seen < 16:  # wrappers nest a few levels at most; the bound only guards against a cycle
-        src = getattr(fn, "src", None)
-        if isinstance(src, str):
-            return src
+    while seen < 16 and not isinstance(getattr(fn, "src", None), str):
+        # wrappers nest a few levels at most; the bound only guards against a cycle
         inner = getattr(fn, "fn", None)
         if inner is None or inner is fn:
             break
         fn = inner
         seen += 1
+    return fn
+
+
+def source_text(fn: Any) -> str:
+    """The source of a Triton kernel, or of the function inside a wrapper (Autotuner, Heuristics, JITFunction)."""
+    fn = _unwrap(fn)
+    src = getattr(fn, "src", None)
+    if isinstance(src, str):
+        return src
     try:
         return inspect.getsource(fn)
     except (OSError, TypeError):
@@ -65,19 +73,13 @@ def dependencies_key(fn: Any) -> str:
     """Triton's key of the JIT function inside ``fn`` (wrappers as ``source_text``): what it calls and reads besides
     its own text. "" for a plain Python function, under the interpreter (whose functions Triton keys no dependencies
     for), or where Triton cannot compute it (the compile then fails with Triton's own message)."""
-    seen = 0
-    while seen < 16:  # as source_text
-        if isinstance(getattr(fn, "src", None), str):
-            try:
-                return str(fn.cache_key)
-            except Exception:  # noqa: BLE001 - Triton's dependency walk may refuse a global; the compile says why
-                return ""
-        inner = getattr(fn, "fn", None)
-        if inner is None or inner is fn:
-            break
-        fn = inner
-        seen += 1
-    return ""
+    fn = _unwrap(fn)
+    if not isinstance(getattr(fn, "src", None), str):
+        return ""
+    try:
+        return str(fn.cache_key)
+    except Exception:  # noqa: BLE001 - Triton's dependency walk may refuse a global; the compile says why
+        return ""
 
 
 def kernel_identity(name: str, fn: Any, configs: Iterable[Any]) -> KernelIdentity:
@@ -87,6 +89,7 @@ def kernel_identity(name: str, fn: Any, configs: Iterable[Any]) -> KernelIdentit
 
     if not isinstance(name, str) or not name:
         raise ValueError(f"kernel name must be a non-empty string, got {name!r}")
+    fn = _unwrap(fn)
     source = source_text(fn) + "\0" + dependencies_key(fn)
     return KernelIdentity(name=name, source_hash=_sha16(source), configs_hash=configs_hash(configs))
 

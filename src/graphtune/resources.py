@@ -881,9 +881,9 @@ def _cuobjdump_text(cubin: bytes, flag: str) -> str:
     return result.stdout
 
 
-# The bytes of the reserved-shared-memory section cuobjdump counts in SHARED on sm_90 and later (the driver's
-# per-block reserve, Target.reserved_shared_per_block).
-_RESERVED_SECTION = 1024
+# The bytes of the reserved-shared-memory section cuobjdump counts in SHARED on sm_90 and later: the driver's
+# per-block reserve.
+_RESERVED_SECTION = Target.reserved_shared_per_block
 
 
 def static_shared(usage: dict[str, int], capability: int) -> int:
