@@ -83,7 +83,7 @@ def cell(kv_format: str, heads: int, batch: int, shapes: list, fm, pdl: bool = F
     lse, part_o, part_lse, seg = interface_hopper.launch(*args, out, False, sms=sms)
     torch.cuda.synchronize()
     slots = part_o.shape[0]
-    rule = (interface.reduce_blocks(batch, slots, heads) if hasattr(interface, "reduce_launch")
+    rule = (interface.reduce_blocks(batch, slots, heads, part_o.element_size()) if hasattr(interface, "reduce_launch")
             else interface.reduce_blocks(batch, slots))     # (a source tree from before BLOCK_H)
     row: dict = {"kv_format": kv_format, "heads": heads, "batch": batch, "slots": slots, "rule": list(rule),
                  "shapes": []}

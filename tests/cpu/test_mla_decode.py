@@ -10,6 +10,7 @@ NaN, and compares against the fp32 reference on the dequantised cache: relative 
 """
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import subprocess
@@ -241,6 +242,53 @@ def test_reduction_merges_more_partials_than_one_step(sms, lens, heads, blocks):
     assert torch.isfinite(got.float()).all(), f"seed {seed}: unwritten (NaN) outputs"
     assert rel_err(got, ref) <= TOL, f"seed {seed}: relative error {rel_err(got, ref):.3e}"
     assert float((lse - ref_lse).abs().max()) <= LSE_TOL, f"seed {seed}: lse error"
+
+
+def test_fp8_partials_are_fp16_only_where_the_scale_bounds_them():
+    """An fp8 cache's partials are fp16 under the Hopper tokens-on-M kernels (H < 64) where |partial| <= 448 x
+    kv_scale fits fp16 (a scale up to 146), else fp32; a scale given as a tensor (read on the device), H >= 64 and
+    the other formats keep fp32."""
+    from graphtune.kernels.mla_decode import reduction
+    assert reduction.partial_dtype("fp8", 0.03, 16) == torch.float16
+    assert reduction.partial_dtype("fp8", 146.0, 32) == torch.float16
+    assert reduction.partial_dtype("fp8", 147.0, 16) == torch.float32
+    assert reduction.partial_dtype("fp8", 0.03, 64) == torch.float32
+    assert reduction.partial_dtype("fp8", torch.tensor([0.03]), 16) == torch.float32
+    assert reduction.partial_dtype("bf16", 1.0, 16) == torch.float32
+    assert reduction.partial_dtype("fp8_ds_mla", 1.0, 16) == torch.float32
+
+
+@pytest.mark.parametrize("heads,spread", [(16, 1.0), (16, 146.0 * 448.0), (4, 146.0 * 448.0)])
+def test_the_reduction_merges_fp16_partials_as_fp32_ones(heads, spread):
+    """The reduction (through the interpreter) given the same random partials as fp32 and as fp16: three requests
+    split into 5 / 2 / 1 segments (the last written whole: untouched), values up to ``spread`` (the largest an fp8
+    cache at the largest fp16 scale gives, 146 x 448), random LSEs; each output within fp16's rounding of the
+    fp32-partials output, none infinite, both against the exact merge in float64."""
+    from graphtune.kernels.mla_decode import reduction
+    seed = _seed()
+    gen = torch.Generator().manual_seed(seed)
+    segs = [(0, 4), (5, 6), (7, 7)]
+    slots = 8
+    part32 = (torch.rand(slots, heads, 512, generator=gen) * 2 - 1) * spread
+    part_lse = torch.randn(slots, heads, generator=gen) * 4
+    seg = torch.tensor(segs, dtype=torch.int32)
+    lens = torch.tensor([300, 100, 50], dtype=torch.int32)
+    w = torch.zeros(3, slots, heads, dtype=torch.float64)
+    for b, (first, last) in enumerate(segs):
+        w[b, first:last + 1] = torch.softmax(part_lse[first:last + 1].double() * math.log(2), dim=0)
+    exact = torch.einsum("bsh,shd->bhd", w, part32.double())
+    outs = {}
+    for dtype in (torch.float32, torch.float16):
+        out = torch.full((3, heads, 512), float("nan"), dtype=torch.bfloat16)
+        out[2] = 0      # (request 2 was written whole by its split kernel: the reduction leaves it)
+        lse = torch.empty(3, heads)
+        reduction.merge(3, heads, seg, part32.to(dtype), part_lse, out, lse, lens, True)
+        assert torch.isfinite(out.float()).all(), f"seed {seed}: {dtype}: infinite or unwritten outputs"
+        outs[dtype] = out[:2].double()
+    ref = exact[:2]
+    for dtype, got in outs.items():
+        err = float((got - ref).norm() / ref.norm())
+        assert err <= 4e-3, f"seed {seed}: {dtype} partials, relative error {err:.3e} against the exact merge"
 
 
 CONFIG_CASES = [
@@ -581,6 +629,54 @@ def test_reduction_compiles_for_sm90_and_waits_on_its_grid_dependency_first(pdl)
             assert "griddepcontrol" not in body
         usage = resources._resource_usage(compiled.asm["cubin"], compiled.metadata.name)
         assert usage["LOCAL"] == 0 and usage["REG"] <= 255, f"{block_s, block_d}: {usage}"
+
+
+def test_fp16_partials_reduce_with_no_more_shared_memory_than_fp32_ones():
+    """The reduction's whole-row blocks (``reduction.reduce_blocks``, BLOCK_D 512: batch 8 to 128 at H = 16 on 132
+    SMs) for fp16 and for fp32 partials, compiled for sm_90 as a launch specialises them (pointers and strides
+    divisible by 16): at the warps the rule gives each, the fp16 build uses no more shared memory and no more
+    barriers than the fp32 one, none where a row is one head, and loads its partials as 16-byte vectors. (Four warps
+    over fp16 rows, loaded 8 to a thread, split the slots between warps, whose sum then crossed warps through shared
+    memory every step: 4-16 KB and 5-14 barriers, 1.2-4x slower on an H100, session 34.)"""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from graphtune import resources
+    from graphtune.kernels.mla_decode import kernel
+    fn = kernel._mla_decode_reduce_kernel
+    if resources._is_interpreted(fn):    # (tests/cpu: triton.jit made an InterpretedFunction of it)
+        fn = resources._jit_twin(fn)
+    names = list(fn.arg_names)
+
+    def build(partial: str, blocks: tuple[int, int, int, int]):
+        signature = {**{n: "*i32" for n in ("seg_ptr", "seq_lens_ptr")}, "part_o_ptr": f"*{partial}",
+                     **{n: "*fp32" for n in ("part_lse_ptr", "lse_ptr")}, "out_ptr": "*bf16",
+                     **{n: "i32" for n in ("H", "stride_po_s", "stride_po_h", "stride_pl_s", "stride_out_b",
+                                           "stride_out_h")},
+                     **{n: "constexpr" for n in ("RETURN_LSE", "BLOCK_S", "BLOCK_D", "BLOCK_H", "PDL")}}
+        attrs = {(names.index(n),): [["tt.divisibility", 16]] for n, t in signature.items() if t != "constexpr"}
+        block_s, block_h, block_d, warps = blocks
+        consts = dict(RETURN_LSE=False, BLOCK_S=block_s, BLOCK_D=block_d, BLOCK_H=block_h, PDL=True)
+        with resources._compiler_mode(fn):
+            compiled = triton.compile(triton.compiler.ASTSource(fn, signature, consts, attrs),
+                                      target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, launch_pdl=True))
+        return compiled.metadata.shared, compiled.asm["ptx"]
+
+    cells = [(batch, heads) for heads in (16, 128) for batch in (8, 32, 64, 128)]
+    seen = set()
+    for batch, heads in cells:
+        slots = interface.max_partials(132, batch, 1)
+        wide, half = interface.reduce_blocks(batch, slots, heads, 4), interface.reduce_blocks(batch, slots, heads, 2)
+        if wide[2] != 512 or (wide, half) in seen:
+            continue
+        seen.add((wide, half))
+        assert half[:3] == wide[:3] and half[3] == wide[3] // 2, (wide, half)
+        shared32, ptx32 = build("fp32", wide)
+        shared16, ptx16 = build("fp16", half)
+        assert shared16 <= shared32 and ptx16.count("bar.sync") <= ptx32.count("bar.sync"), (wide, shared16, shared32)
+        if half[1] == 1:
+            assert shared16 == 0 and "bar.sync" not in ptx16, half
+        assert "ld.global.v4.b32" in ptx16, f"{half}: the partials' loads are not 16-byte vectors"
+    assert seen
 
 
 def _hopper_compile(kv_format: str = "bf16", heads: int = 128, page_size: int = 64, config: dict | None = None):

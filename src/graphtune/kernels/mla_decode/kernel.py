@@ -549,7 +549,7 @@ def _mla_decode_reduce_kernel(
             smask = slots <= last
             o = tl.load(po_base + slots.to(tl.int64)[:, None, None] * stride_po_s
                         + offs_h[None, :, None] * stride_po_h + offs_d[None, None, :],
-                        mask=smask[:, None, None], other=0.0)
+                        mask=smask[:, None, None], other=0.0).to(tl.float32)
             if BLOCK_H == 1:
                 lse1 = tl.load(pl_base + slots.to(tl.int64) * stride_pl_s, mask=smask, other=float("-inf"))
                 m_new = tl.maximum(m, tl.max(lse1, axis=0))

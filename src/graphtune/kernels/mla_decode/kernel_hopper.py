@@ -396,7 +396,7 @@ def _store_o(o, whole, b, pid, heads, dims, out_ptr, part_o_ptr, stride_out_b, s
             part_ptrs = part_base + heads[None, :] * stride_po_h + dims[:, None]
         else:
             part_ptrs = part_base + heads[:, None] * stride_po_h + dims[None, :]
-        gl.store(part_ptrs, o, mask=mask)
+        gl.store(part_ptrs, o.to(part_o_ptr.dtype.element_ty), mask=mask)
 
 
 # The ping-pong kernels' whole-request output (OUT32, on by default there, kernel_hopper_pp.py) in whole 32-byte
@@ -465,10 +465,10 @@ def _store_chunks(o0, o1, o2, o3, whole, b, pid, h0, H, out_ptr, part_o_ptr, str
         gl.store(out_base + 384, o3.to(out_ptr.dtype.element_ty), mask=mask)
     else:
         part_base = part_o_ptr + (pid + b).to(gl.int64) * stride_po_s + heads[None, :] * stride_po_h + dims[:, None]
-        gl.store(part_base, o0, mask=mask)
-        gl.store(part_base + 128, o1, mask=mask)
-        gl.store(part_base + 256, o2, mask=mask)
-        gl.store(part_base + 384, o3, mask=mask)
+        gl.store(part_base, o0.to(part_o_ptr.dtype.element_ty), mask=mask)
+        gl.store(part_base + 128, o1.to(part_o_ptr.dtype.element_ty), mask=mask)
+        gl.store(part_base + 256, o2.to(part_o_ptr.dtype.element_ty), mask=mask)
+        gl.store(part_base + 384, o3.to(part_o_ptr.dtype.element_ty), mask=mask)
 
 
 @gluon.jit

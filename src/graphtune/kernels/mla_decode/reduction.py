@@ -52,9 +52,39 @@ _REDUCE_ROWS = 8         # (slot, head) rows of 512 fp32 columns a program holds
 _REDUCE_MAX_SLOTS = 16
 
 
-def reduce_blocks(batch: int, slots: int, heads: int) -> tuple[int, int, int, int]:
+# An fp8 cache's partial outputs in fp16, from the Hopper tokens-on-M kernels (H < 64): each partial is a convex
+# combination of the cache's values times its per-tensor scale, so |partial| <= 448 x kv_scale (448: e4m3's largest
+# finite value), within fp16's 65,504 for any scale up to 146. Half the partials' bytes: at H = 16, 4096 tokens a
+# request on 132 SMs (two programs an SM), 264 slots of 32 KB, 8.4 MB written and read back a call in fp32 beside the
+# cache's 75.5 MB at batch 32. fp16 keeps 11 significant bits, the bf16 output 8: the output stays as accurate against
+# the exact result (session 26's CPU probe, the benchmark's inputs in float64: 1.64e-3 with fp32 partials, 1.65e-3
+# with fp16 ones at 2 / 4 / 8 segments a request); against the reference rounded to bf16 the worst error read 7.2e-4 /
+# 9.3e-4 (uniform batches, main / fp16) on the timed inputs. Measured on an H100 (session 34, call E,
+# docs/benchmarks.md), the decode with fp16 partials against fp32 ones in the same call: H = 16 batch 1 / 8 / 32 / 64
+# 8.1 / 6.4 / 5.2 / 3.7% faster, 128 within noise, ragged batches 1.1-6.6% faster; H = 128 (the heads-on-M kernels)
+# 1-17% slower (their split kernels ~3% slower and batch 1 by 17%, not yet explained), so those keep fp32, as do a
+# scale given as a tensor (read on the device, unknown here), bf16 caches, fp8_ds_mla (group scales) and the portable
+# kernel (not measured).
+_FP16_PARTIAL_MAX_SCALE = 65504.0 / 448.0
+
+
+def partial_dtype(kv_format: str, kv_scale: float | torch.Tensor, heads: int) -> torch.dtype:
+    """The dtype of the Hopper split kernels' partial outputs for this cache and head count: fp16 for a per-tensor fp8
+    cache under the tokens-on-M kernels (H < 64) whose scale (a float) bounds them within fp16's range, else fp32.
+    The kernels store partials in their buffer's dtype and the reduction reads either."""
+    if (kv_format == "fp8" and heads < 64 and not isinstance(kv_scale, torch.Tensor)
+            and kv_scale <= _FP16_PARTIAL_MAX_SCALE):
+        return torch.float16
+    return torch.float32
+
+
+def reduce_blocks(batch: int, slots: int, heads: int, partial_bytes: int = 4) -> tuple[int, int, int, int]:
     """``(BLOCK_S, BLOCK_H, BLOCK_D, num_warps)`` of the reduction for ``batch`` requests of ``heads`` heads and
-    ``slots`` partial slots (the split grid's programs + ``batch``, as the split kernels' scratch is sized)."""
+    ``slots`` partial slots (the split grid's programs + ``batch``, as the split kernels' scratch is sized) of
+    ``partial_bytes``-byte values. Whole rows of fp16 partials take two warps: Triton loads them 8 to a thread (16
+    bytes), so 4 warps cover a 512-column row twice over and split the slots between warps, whose sum then crosses
+    warps through shared memory every step (compiled for sm_90: 4-16 KB and 5-14 barriers against none at two warps,
+    as the fp32 rows have at four); on an H100 that made the reduction 1.2-4x slower (session 34, call D)."""
     per_request = -(-(slots - batch) // batch)      # the grid's programs per request, rounded up
     if per_request >= _REDUCE_SMALL[0]:
         return _REDUCE_SMALL
@@ -62,7 +92,7 @@ def reduce_blocks(batch: int, slots: int, heads: int) -> tuple[int, int, int, in
     block_h = max(1, _REDUCE_ROWS // block_s)
     while heads % block_h:
         block_h //= 2
-    return block_s, block_h, D_NOPE, 4
+    return block_s, block_h, D_NOPE, 4 if partial_bytes >= 4 else 2
 
 
 def reduce_launch(seg: torch.Tensor, part_o: torch.Tensor, part_lse: torch.Tensor, out: torch.Tensor,
@@ -90,7 +120,7 @@ def merge(batch: int, heads: int, seg: torch.Tensor, part_o: torch.Tensor, part_
     """Merge the split kernel's partials (every split kernel writes the same partial layout); ``pdl``: see
     :func:`reduce_launch`."""
     reduce_launch(seg, part_o, part_lse, out, lse, seq_lens, return_lse,
-                  reduce_blocks(batch, part_o.shape[0], heads), pdl)
+                  reduce_blocks(batch, part_o.shape[0], heads, part_o.element_size()), pdl)
 
 
 def after_split(named: dict[str, Any]) -> None:
