@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# What the device calls' scripts share (from session 35 on; the earlier scripts are kept as they ran). Source it from
+# the repository root on the device: `source docs/gpu_calls/lib.sh`.
+#
+# gpu_prelude: FlashMLA (the sgl-flash-mla wheel) and numpy 2.2.6 from the carried .whl/ into /tmp/site and /tmp/np
+# (the device has no network; the device README says how the wheels are fetched), unbuffered Python, the GPU's name.
+gpu_prelude() {
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    >/dev/null 2>&1
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/np .whl/np/*.whl \
+    >/dev/null 2>&1
+  export PYTHONUNBUFFERED=1
+  nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
+}
+
+# vs_table WAY SRC COMMIT FORMAT CAP: the public call's table beside FlashMLA (uniform and ragged, seed 39179) for the
+# source tree SRC in its own process and Triton cache, into $OUT/FORMAT_WAY.json, its log /tmp/FORMAT_WAY.log, at most
+# CAP seconds.
+vs_table() {
+  local way=$1 src=$2 commit=$3 fmt=$4 cap=$5
+  GIT_COMMIT=$commit PYTHONPATH=/tmp/np:$src:/tmp/site TRITON_CACHE_DIR=/tmp/tc_$way timeout "$cap" \
+    python3 benchmarks/bench_mla_decode.py --vs-flashmla --configs none --vs-formats "$fmt" --vs-variant-filter NONE \
+    --vs-ragged --ragged-seed 39179 --out "$OUT/${fmt}_$way.json" > "/tmp/${fmt}_$way.log" 2>&1
+  echo "${fmt}_$way rc=$? at ${SECONDS}s"
+}
