@@ -595,12 +595,11 @@ def compile_sm90(fn, args, consts: dict):
                               options=dict(num_warps=consts["num_warps"]))
 
 
-@pytest.mark.parametrize("pdl", [False, True])
-def test_reduction_compiles_for_sm90_and_waits_on_its_grid_dependency_first(pdl):
-    """The reduction with ``PDL`` (launched as a programmatic dependent of the split kernel): its first
-    instruction of grid dependency control, ``griddepcontrol.wait``, comes before any load (the split kernel's
-    writes must be visible to all of them); without it, no such instruction. Both block shapes compile without
-    local memory."""
+def _compile_reduction(blocks: tuple[int, int, int, int], *, partial: str = "fp32", return_lse: bool = True,
+                       pdl: bool = True, divisible: bool = False):
+    """The reduction kernel compiled for sm_90 on the CPU with ``blocks`` = ``(BLOCK_S, BLOCK_H, BLOCK_D, num_warps)``
+    over ``partial`` partials (``divisible``: its pointers and integers marked divisible by 16, as a launch
+    specialises them)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from graphtune import resources
@@ -608,18 +607,32 @@ def test_reduction_compiles_for_sm90_and_waits_on_its_grid_dependency_first(pdl)
     fn = kernel._mla_decode_reduce_kernel
     if resources._is_interpreted(fn):    # (tests/cpu: triton.jit made an InterpretedFunction of it)
         fn = resources._jit_twin(fn)
-    signature = {**{n: "*i32" for n in ("seg_ptr", "seq_lens_ptr")},
-                 **{n: "*fp32" for n in ("part_o_ptr", "part_lse_ptr", "lse_ptr")}, "out_ptr": "*bf16",
+    signature = {**{n: "*i32" for n in ("seg_ptr", "seq_lens_ptr")}, "part_o_ptr": f"*{partial}",
+                 **{n: "*fp32" for n in ("part_lse_ptr", "lse_ptr")}, "out_ptr": "*bf16",
                  **{n: "i32" for n in ("H", "stride_po_s", "stride_po_h", "stride_pl_s", "stride_out_b",
                                        "stride_out_h")},
                  **{n: "constexpr" for n in ("RETURN_LSE", "BLOCK_S", "BLOCK_D", "BLOCK_H", "PDL")}}
+    names = list(fn.arg_names)
+    attrs = ({(names.index(n),): [["tt.divisibility", 16]] for n, t in signature.items() if t != "constexpr"}
+             if divisible else None)
+    block_s, block_h, block_d, warps = blocks
+    consts = dict(RETURN_LSE=return_lse, BLOCK_S=block_s, BLOCK_D=block_d, BLOCK_H=block_h, PDL=pdl)
+    with resources._compiler_mode(fn):
+        return triton.compile(triton.compiler.ASTSource(fn, signature, consts, attrs),
+                              target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, launch_pdl=pdl))
+
+
+@pytest.mark.parametrize("pdl", [False, True])
+def test_reduction_compiles_for_sm90_and_waits_on_its_grid_dependency_first(pdl):
+    """The reduction with ``PDL`` (launched as a programmatic dependent of the split kernel): its first
+    instruction of grid dependency control, ``griddepcontrol.wait``, comes before any load (the split kernel's
+    writes must be visible to all of them); without it, no such instruction. Both block shapes compile without
+    local memory."""
+    from graphtune import resources
     shapes = {interface.reduce_blocks(batch, interface.max_partials(132, batch, 1), heads)
               for heads in (16, 128) for batch in (1, 8, 64, 128)}
     for block_s, block_h, block_d, warps in shapes:
-        consts = dict(RETURN_LSE=True, BLOCK_S=block_s, BLOCK_D=block_d, BLOCK_H=block_h, PDL=pdl)
-        with resources._compiler_mode(fn):
-            compiled = triton.compile(triton.compiler.ASTSource(fn, signature, consts),
-                                      target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, launch_pdl=pdl))
+        compiled = _compile_reduction((block_s, block_h, block_d, warps), pdl=pdl)
         ptx = compiled.asm["ptx"]
         body = ptx[ptx.index("{", ptx.index(".entry")):]
         first_load = body.index("ld.global")
@@ -638,27 +651,9 @@ def test_fp16_partials_reduce_with_no_more_shared_memory_than_fp32_ones():
     barriers than the fp32 one, none where a row is one head, and loads its partials as 16-byte vectors. (Four warps
     over fp16 rows, loaded 8 to a thread, split the slots between warps, whose sum then crossed warps through shared
     memory every step: 4-16 KB and 5-14 barriers, 1.2-4x slower on an H100, session 34.)"""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from graphtune import resources
-    from graphtune.kernels.mla_decode import kernel
-    fn = kernel._mla_decode_reduce_kernel
-    if resources._is_interpreted(fn):    # (tests/cpu: triton.jit made an InterpretedFunction of it)
-        fn = resources._jit_twin(fn)
-    names = list(fn.arg_names)
 
     def build(partial: str, blocks: tuple[int, int, int, int]):
-        signature = {**{n: "*i32" for n in ("seg_ptr", "seq_lens_ptr")}, "part_o_ptr": f"*{partial}",
-                     **{n: "*fp32" for n in ("part_lse_ptr", "lse_ptr")}, "out_ptr": "*bf16",
-                     **{n: "i32" for n in ("H", "stride_po_s", "stride_po_h", "stride_pl_s", "stride_out_b",
-                                           "stride_out_h")},
-                     **{n: "constexpr" for n in ("RETURN_LSE", "BLOCK_S", "BLOCK_D", "BLOCK_H", "PDL")}}
-        attrs = {(names.index(n),): [["tt.divisibility", 16]] for n, t in signature.items() if t != "constexpr"}
-        block_s, block_h, block_d, warps = blocks
-        consts = dict(RETURN_LSE=False, BLOCK_S=block_s, BLOCK_D=block_d, BLOCK_H=block_h, PDL=True)
-        with resources._compiler_mode(fn):
-            compiled = triton.compile(triton.compiler.ASTSource(fn, signature, consts, attrs),
-                                      target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, launch_pdl=True))
+        compiled = _compile_reduction(blocks, partial=partial, return_lse=False, divisible=True)
         return compiled.metadata.shared, compiled.asm["ptx"]
 
     cells = [(batch, heads) for heads in (16, 128) for batch in (8, 32, 64, 128)]

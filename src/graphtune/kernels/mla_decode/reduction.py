@@ -57,14 +57,15 @@ _REDUCE_MAX_SLOTS = 16
 # finite value), within fp16's 65,504 for any scale up to 146. Half the partials' bytes: at H = 16, 4096 tokens a
 # request on 132 SMs (two programs an SM), 264 slots of 32 KB, 8.4 MB written and read back a call in fp32 beside the
 # cache's 75.5 MB at batch 32. fp16 keeps 11 significant bits, the bf16 output 8: the output stays as accurate against
-# the exact result (session 26's CPU probe, the benchmark's inputs in float64: 1.64e-3 with fp32 partials, 1.65e-3
-# with fp16 ones at 2 / 4 / 8 segments a request); against the reference rounded to bf16 the worst error read 7.2e-4 /
-# 9.3e-4 (uniform batches, main / fp16) on the timed inputs. Measured on an H100 (session 34, call E,
-# docs/benchmarks.md), the decode with fp16 partials against fp32 ones in the same call: H = 16 batch 1 / 8 / 32 / 64
-# 8.1 / 6.4 / 5.2 / 3.7% faster, 128 within noise, ragged batches 1.1-6.6% faster; H = 128 (the heads-on-M kernels)
-# 1-17% slower (their split kernels ~3% slower and batch 1 by 17%, not yet explained), so those keep fp32, as do a
-# scale given as a tensor (read on the device, unknown here), bf16 caches, fp8_ds_mla (group scales) and the portable
-# kernel (not measured).
+# the exact result (session 26's CPU probe, the benchmark's inputs in float64: 1.64e-3 with fp32 partials, 1.65e-3 with
+# fp16 ones at 2 / 4 / 8 segments a request); against the reference rounded to bf16 the worst error read 7.2e-4 / 9.3e-4
+# (uniform batches, main / fp16) on the timed inputs. Measured on an H100 (session 34, call E, docs/benchmarks.md), the
+# decode with fp16 partials against fp32 ones in the same call: H = 16 batch 1 / 8 / 32 / 64 8.1 / 6.4 / 5.2 / 3.7%
+# faster, 128 within noise, ragged batches 1.1-6.6% faster; H = 128 (the heads-on-M kernels) 1-17% slower (their split
+# kernels 1.5-2% slower in call D, batch 1 by 17%, not yet explained), so those keep fp32, as do a scale given as a
+# tensor (read on the device, unknown here), bf16 caches, fp8_ds_mla (group scales) and the portable kernel (not
+# measured). The rule reads H < 64: at H = 16 and 32 that is the tokens-on-M kernels; they also serve H that is not a
+# multiple of 64 above it (e.g. 96), which keep fp32 here, unmeasured.
 _FP16_PARTIAL_MAX_SCALE = 65504.0 / 448.0
 
 
