@@ -8,7 +8,7 @@
 set -o pipefail
 source docs/gpu_calls/lib.sh
 gpu_prelude
-PYTHONPATH=/tmp/np:$PWD/src:/tmp/site TRITON_CACHE_DIR=/tmp/tc_main timeout 200 python3 -m pytest -q \
+PYTHONPATH=/tmp/np:$PWD/src:/tmp/site TRITON_CACHE_DIR=/tmp/tc_main timeout 170 python3 -m pytest -q \
   tests/gpu/test_mla_decode_gpu.py tests/gpu/test_mla_hopper_tok_gpu.py \
   -k "hopper_fp8_matches_reference or more_requests or zero_length or v2_matches_reference or tuned_per_bucket" \
   > /tmp/tests_main.log 2>&1
@@ -17,5 +17,6 @@ vs_table main "$PWD/src" "${GIT_COMMIT:-unknown}" fp8 120
 vs_table p16h "$PWD/.carry/src_p16h" "$(cat .carry/src_p16h/COMMIT)" fp8 120
 python3 benchmarks/compare_mla_tables.py $OUT/fp8_main.json $OUT/fp8_p16h.json --labels main,p16h \
   --out $OUT/compare_fp8_main_p16h.json 2>&1 | tail -22
+vs_table main "$PWD/src" "${GIT_COMMIT:-unknown}" bf16 120
 grep -h "accuracy" /tmp/fp8_*.log | cut -c1-200
 tar -czf $OUT/logs.tgz -C /tmp $(cd /tmp && ls *.log)
