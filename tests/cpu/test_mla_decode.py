@@ -245,17 +245,15 @@ def test_reduction_merges_more_partials_than_one_step(sms, lens, heads, blocks):
 
 
 def test_fp8_partials_are_fp16_only_where_the_scale_bounds_them():
-    """An fp8 cache's partials are fp16 under the Hopper tokens-on-M kernels (H < 64) where |partial| <= 448 x
-    kv_scale fits fp16 (a scale up to 146), else fp32; a scale given as a tensor (read on the device), H >= 64 and
-    the other formats keep fp32."""
+    """An fp8 cache's partials are fp16 where |partial| <= 448 x kv_scale fits fp16 (a scale up to 146), else fp32;
+    a scale given as a tensor (read on the device) and the other formats keep fp32."""
     from graphtune.kernels.mla_decode import reduction
-    assert reduction.partial_dtype("fp8", 0.03, 16) == torch.float16
-    assert reduction.partial_dtype("fp8", 146.0, 32) == torch.float16
-    assert reduction.partial_dtype("fp8", 147.0, 16) == torch.float32
-    assert reduction.partial_dtype("fp8", 0.03, 64) == torch.float32
-    assert reduction.partial_dtype("fp8", torch.tensor([0.03]), 16) == torch.float32
-    assert reduction.partial_dtype("bf16", 1.0, 16) == torch.float32
-    assert reduction.partial_dtype("fp8_ds_mla", 1.0, 16) == torch.float32
+    assert reduction.partial_dtype("fp8", 0.03) == torch.float16
+    assert reduction.partial_dtype("fp8", 146.0) == torch.float16
+    assert reduction.partial_dtype("fp8", 147.0) == torch.float32
+    assert reduction.partial_dtype("fp8", torch.tensor([0.03])) == torch.float32
+    assert reduction.partial_dtype("bf16", 1.0) == torch.float32
+    assert reduction.partial_dtype("fp8_ds_mla", 1.0) == torch.float32
 
 
 @pytest.mark.parametrize("heads,spread", [(16, 1.0), (16, 146.0 * 448.0), (4, 146.0 * 448.0)])

@@ -152,8 +152,9 @@ def test_pp_tile_loops_do_not_reload_spills(fmt):
     compiled = _hopper_compile(fmt, heads=128, page_size=64, config=dict(PP=1, RELOAD=1, WG1_FIRST=1))
     usage = resources._resource_usage(compiled.asm["cubin"], compiled.metadata.name)
     if SCHEDULED_WITH_THIS_TRITON:      # (ptxas of triton 3.6, the one timed)
-        # (fp8: 64 bytes before session 21's whole-sector output stores, 72 with them, spilled at the segment's end)
-        assert usage["STACK"] <= 72, usage
+        # (fp8: 64 bytes before session 21's whole-sector output stores, 72 with them, 80 with session 35's fp16
+        # partials in whole sectors, each spilled at the segment's end, outside the tile loops)
+        assert usage["STACK"] <= 80, usage
         assert _tile_loop_local_loads(_sass(compiled)) == 0
 
 
@@ -216,7 +217,8 @@ def test_whole_outputs_are_stored_in_whole_sectors(fmt):
     """OUT32 (1 unless pinned 0): a whole request's 16-bit output half leaves through
     ``kernel_hopper.SECTORS_HEADS_ON_M``, four adjacent dims a thread (64-bit stores, 32 bytes of each head a warp's
     store: whole sectors), the layout change by warp shuffles (no shared memory added); with OUT32 = 0 the wgmma
-    layout's 32-bit stores (16 bytes of each head: two partial writes a sector), as before session 21. On the H200
+    layout's 32-bit stores (16 bytes of each head: two partial writes a sector), as before session 21. fp8's fp16
+    partials take the same route (``kernel_hopper._store_partial_sectors``). On the H200
     (session 21, run 2) the whole sectors took the stores at the end of a whole request from ~6.5 to ~2.0 us (bf16,
     H = 128, batch 64)."""
     import re
@@ -229,9 +231,11 @@ def test_whole_outputs_are_stored_in_whole_sectors(fmt):
         sass = _sass(compiled)
         return (len(re.findall(r"STG\.E desc", sass)), len(re.findall(r"STG\.E\.64 desc", sass)))
     (narrow_new, wide_new), (narrow_old, wide_old) = stores(new), stores(old)
-    # per warpgroup, 128 bf16 values a thread: 64 32-bit stores before, 32 64-bit ones now (+ the fp32 partials'
-    # 64-bit stores, unchanged)
-    assert narrow_old - narrow_new == 2 * 64 and wide_new - wide_old == 2 * 32, (stores(new), stores(old))
+    # per warpgroup, 128 bf16 values a thread: 64 32-bit stores before, 32 64-bit ones now; bf16's fp32 partials keep
+    # their 64-bit stores, fp8's fp16 partials (reduction.partial_dtype, session 35) leave as the whole outputs do
+    kinds = 2 if fmt == "fp8" else 1
+    assert narrow_old - narrow_new == kinds * 2 * 64 and wide_new - wide_old == kinds * 2 * 32, (stores(new),
+                                                                                                 stores(old))
     assert "SHFL" in _sass(new)
     q = torch.empty(2, 128, 576, dtype=torch.bfloat16)
     kv = torch.empty(4, 64, 576, dtype=torch.bfloat16 if fmt == "bf16" else torch.float8_e4m3fn)

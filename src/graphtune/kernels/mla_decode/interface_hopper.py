@@ -404,8 +404,7 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
     block_h = BLOCK_H if on_m else TOK_BLOCK_H
     head_blocks = heads // block_h
     slots = _programs(sms, programs_per_sm, head_blocks) + batch
-    part_o = torch.empty(slots, heads, D_NOPE, dtype=reduction.partial_dtype(fmt, kv_scale, heads),
-                         device=device)
+    part_o = torch.empty(slots, heads, D_NOPE, dtype=reduction.partial_dtype(fmt, kv_scale), device=device)
     part_lse = torch.empty(slots, heads, dtype=torch.float32, device=device)
     seg = torch.empty(batch, 2, dtype=torch.int32, device=device)
     scratch = (lse, part_o, part_lse, seg)

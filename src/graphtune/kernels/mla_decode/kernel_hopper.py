@@ -414,6 +414,25 @@ SECTORS_HEADS_ON_M = gl.constexpr(gl.DistributedLinearLayout(
     shape=[64, 256]))
 
 
+# The same for the first heads-on-M kernels' [64 heads, 512 dims] output (two warpgroups side by side on the dims:
+# warps +16, +32 heads, +256 dims), for 16-bit partials.
+SECTORS_HEADS_ON_M_512 = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[0, 1], [0, 2], [8, 0], [0, 16], [0, 32], [0, 64], [0, 128]],
+    lane_bases=[[0, 4], [0, 8], [1, 0], [2, 0], [4, 0]], warp_bases=[[16, 0], [32, 0], [0, 256]], block_bases=[],
+    shape=[64, 512]))
+
+
+@gluon.jit
+def _store_partial_sectors(o, b, pid, h0, d0, part_o_ptr, stride_po_s, stride_po_h, layout: gl.constexpr):
+    """A segment's 16-bit partial (``o`` [64 heads from ``h0``, dims from ``d0``], heads on M) in whole 32-byte sectors
+    through ``layout`` (``SECTORS_HEADS_ON_M`` or ``SECTORS_HEADS_ON_M_512``): in the accumulator's layout a thread
+    holds two adjacent fp16 columns, and each sector of a row took two 16-byte halves."""
+    x = gl.convert_layout(o.to(part_o_ptr.dtype.element_ty), layout)
+    heads = h0 + gl.arange(0, 64, layout=gl.SliceLayout(1, layout))
+    dims = d0 + gl.arange(0, o.shape[1], layout=gl.SliceLayout(0, layout))
+    gl.store(part_o_ptr + (pid + b).to(gl.int64) * stride_po_s + heads[:, None] * stride_po_h + dims[None, :], x)
+
+
 @gluon.jit
 def _store_whole_sectors(o, b, h0, d0, out_ptr, stride_out_b, stride_out_h):
     """A whole request's output half (``o`` [64 heads from ``h0``, 256 dims from ``d0``]) in the out tensor's 16-bit

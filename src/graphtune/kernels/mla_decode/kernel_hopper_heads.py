@@ -52,7 +52,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from .kernel_hopper import (FP8_SEG_COST, _block_barrier, _issue_nope, _load_rope, _program_ids, _row_max_2wg, _segment,
-                            _softmax_2wg, _split_start, _store_lse_and_segment, _store_o, _tma_load, _widen_cols)
+                            _softmax_2wg, _split_start, _store_lse_and_segment, _store_o, _store_partial_sectors,
+                            _tma_load, _widen_cols, SECTORS_HEADS_ON_M_512)
 
 # whether a shared-memory view of another shape is ``reinterpret`` (triton 3.9) or ``_reinterpret`` (3.6)
 _REINTERPRET_PUBLIC = gl.constexpr(hasattr(gl.shared_memory_descriptor, "reinterpret"))
@@ -343,8 +344,11 @@ def _mla_decode_hopper_fp8w_kernel(
         heads_o = h0 + offs_h_o
         heads_s = h0 + offs_h_s
         whole = (i_first == 0) & (i_stop == req_tiles)
-        _store_o(o, whole, b, pid, heads_o, offs_d_o, out_ptr, part_o_ptr, stride_out_b, stride_out_h, stride_po_s,
-                 stride_po_h, None, False)
+        if (part_o_ptr.dtype.element_ty.primitive_bitwidth == 16) and (not whole):
+            _store_partial_sectors(o, b, pid, h0, 0, part_o_ptr, stride_po_s, stride_po_h, SECTORS_HEADS_ON_M_512)
+        else:
+            _store_o(o, whole, b, pid, heads_o, offs_d_o, out_ptr, part_o_ptr, stride_out_b, stride_out_h,
+                     stride_po_s, stride_po_h, None, False)
         _store_lse_and_segment(lse2, whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads_s, lse_ptr,
                                part_lse_ptr, seg_ptr, stride_pl_s, None, RETURN_LSE)
         t = seg_stop

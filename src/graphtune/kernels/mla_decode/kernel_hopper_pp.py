@@ -63,7 +63,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from . import kernel_hopper
 from .kernel_hopper import (BF16_SEG_COST, FP8_SEG_COST, STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN,
                             _load_rope, _split_start, _segment, _stamp, _stamp_out, _stamp_tile, _store_lse_and_segment,
-                            _store_o, _store_whole_sectors, _tile_row, _tma_load, _zero_rows,
+                            _store_o, _store_partial_sectors, _store_whole_sectors, _tile_row, _tma_load, _zero_rows,
+                            SECTORS_HEADS_ON_M,
                             widen_layout)
 from .kernel_hopper_heads import _REINTERPRET_PUBLIC, _q_chunks, _q_fp16, _q_issue
 
@@ -245,6 +246,8 @@ def _finish_segment(WG: gl.constexpr, o, m_i, l_i, l_smem, x_bars, seg, b, pid, 
     o = o * inv[:, None]
     if OUT32 and (out_ptr.dtype.element_ty.primitive_bitwidth == 16) and whole:
         _store_whole_sectors(o, b, h0, WG * _HALF, out_ptr, stride_out_b, stride_out_h)
+    elif OUT32 and (part_o_ptr.dtype.element_ty.primitive_bitwidth == 16) and not whole:
+        _store_partial_sectors(o, b, pid, h0, WG * _HALF, part_o_ptr, stride_po_s, stride_po_h, SECTORS_HEADS_ON_M)
     else:
         _store_o(o, whole, b, pid, h0 + offs_h_o, offs_d_o, out_ptr, part_o_ptr, stride_out_b, stride_out_h,
                  stride_po_s, stride_po_h, None, False)

@@ -52,29 +52,29 @@ _REDUCE_ROWS = 8         # (slot, head) rows of 512 fp32 columns a program holds
 _REDUCE_MAX_SLOTS = 16
 
 
-# An fp8 cache's partial outputs in fp16, from the Hopper tokens-on-M kernels (H < 64): each partial is a convex
-# combination of the cache's values times its per-tensor scale, so |partial| <= 448 x kv_scale (448: e4m3's largest
-# finite value), within fp16's 65,504 for any scale up to 146. Half the partials' bytes: at H = 16, 4096 tokens a
-# request on 132 SMs (two programs an SM), 264 slots of 32 KB, 8.4 MB written and read back a call in fp32 beside the
-# cache's 75.5 MB at batch 32. fp16 keeps 11 significant bits, the bf16 output 8: the output stays as accurate against
-# the exact result (session 26's CPU probe, the benchmark's inputs in float64: 1.64e-3 with fp32 partials, 1.65e-3 with
-# fp16 ones at 2 / 4 / 8 segments a request); against the reference rounded to bf16 the worst error read 7.2e-4 / 9.3e-4
-# (uniform batches, main / fp16) on the timed inputs. Measured on an H100 (session 34, call E, docs/benchmarks.md), the
-# decode with fp16 partials against fp32 ones in the same call: H = 16 batch 1 / 8 / 32 / 64 8.1 / 6.4 / 5.2 / 3.7%
-# faster, 128 within noise, ragged batches 1.1-6.6% faster; H = 128 (the heads-on-M kernels) 1-17% slower (their split
-# kernels 1.5-2% slower in call D, batch 1 by 17%, not yet explained), so those keep fp32, as do a scale given as a
-# tensor (read on the device, unknown here), bf16 caches, fp8_ds_mla (group scales) and the portable kernel (not
-# measured). The rule reads H < 64: at H = 16 and 32 that is the tokens-on-M kernels; they also serve H that is not a
-# multiple of 64 above it (e.g. 96), which keep fp32 here, unmeasured.
+# An fp8 cache's partial outputs in fp16, from every Hopper split kernel: each partial is a convex combination of the
+# cache's values times its per-tensor scale, so |partial| <= 448 x kv_scale (448: e4m3's largest finite value), within
+# fp16's 65,504 for any scale up to 146. Half the partials' bytes: at H = 16, 4096 tokens a request on 132 SMs (two
+# programs an SM), 264 slots of 32 KB, 8.4 MB written and read back a call in fp32 beside the cache's 75.5 MB at batch
+# 32. fp16 keeps 11 significant bits, the bf16 output 8: the output stays as accurate against the exact result
+# (session 26's CPU probe, the benchmark's inputs in float64: 1.64e-3 with fp32 partials, 1.65e-3 with fp16 ones at
+# 2 / 4 / 8 segments a request); against the reference rounded to bf16 the worst error read 7.2e-4 / 9.3e-4 (uniform
+# batches, fp32 / fp16) on the timed inputs. Measured against fp32 partials in the same call (docs/benchmarks.md):
+# on an H100 (session 34, call E) H = 16 batch 1 / 8 / 32 / 64 8.1 / 6.4 / 5.2 / 3.7% faster, 128 within noise, ragged
+# batches 1.1-6.6% faster. The heads-on-M kernels (H >= 64) were 1-17% slower there while they stored fp16 two columns
+# a thread (half a 32-byte sector a row per store); they store whole sectors now (kernel_hopper._store_partial_sectors)
+# and on an H200 (session 35, call A) H = 128 went 7.1 / 7.8 / 3.0% faster at batch 1 / 8 / 32 (uniform), 11.4 / 4.1 /
+# 4.3% (ragged), batch 64 within noise, no cell of H = 16 or 128 slower. fp32 stays for a scale given as a tensor (read
+# on the device, unknown here), bf16 caches and fp8_ds_mla (group scales); the portable kernel keeps fp32 (not
+# measured).
 _FP16_PARTIAL_MAX_SCALE = 65504.0 / 448.0
 
 
-def partial_dtype(kv_format: str, kv_scale: float | torch.Tensor, heads: int) -> torch.dtype:
-    """The dtype of the Hopper split kernels' partial outputs for this cache and head count: fp16 for a per-tensor fp8
-    cache under the tokens-on-M kernels (H < 64) whose scale (a float) bounds them within fp16's range, else fp32.
-    The kernels store partials in their buffer's dtype and the reduction reads either."""
-    if (kv_format == "fp8" and heads < 64 and not isinstance(kv_scale, torch.Tensor)
-            and kv_scale <= _FP16_PARTIAL_MAX_SCALE):
+def partial_dtype(kv_format: str, kv_scale: float | torch.Tensor) -> torch.dtype:
+    """The dtype of the Hopper split kernels' partial outputs for this cache: fp16 for a per-tensor fp8 cache whose
+    scale (a float) bounds them within fp16's range, else fp32. The kernels store partials in their buffer's dtype and
+    the reduction reads either."""
+    if kv_format == "fp8" and not isinstance(kv_scale, torch.Tensor) and kv_scale <= _FP16_PARTIAL_MAX_SCALE:
         return torch.float16
     return torch.float32
 
