@@ -3,12 +3,19 @@
 # the repository root on the device: `source docs/gpu_calls/lib.sh`.
 #
 # gpu_prelude: FlashMLA (the sgl-flash-mla wheel) and numpy 2.2.6 from the carried .whl/ into /tmp/site and /tmp/np
-# (the device has no network; the device README says how the wheels are fetched), unbuffered Python, the GPU's name.
+# (the device has no network; the device README says how the wheels are fetched; pytest-xdist likewise:
+# `pip download --no-deps --only-binary=:all: pytest-xdist execnet` into .whl/xd), unbuffered Python, the GPU's name.
 gpu_prelude() {
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     >/dev/null 2>&1
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/np .whl/np/*.whl \
     >/dev/null 2>&1
+  # pytest-xdist and execnet (.whl/xd, when carried) into /tmp/xd: the GPU tests in parallel workers (compiling is
+  # what they spend their time on; session 35)
+  if ls .whl/xd/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/xd \
+      .whl/xd/*.whl >/dev/null 2>&1
+  fi
   export PYTHONUNBUFFERED=1
   nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
 }
