@@ -7,7 +7,7 @@ set -o pipefail
 source docs/gpu_calls/lib.sh
 gpu_prelude
 PYTHONPATH=/tmp/np:$PWD/src:/tmp/site:/tmp/xd TRITON_CACHE_DIR=/tmp/tc_main timeout 300 python3 -m pytest -q -n 8 \
-  -p xdist tests/gpu/test_mla_decode_gpu.py tests/gpu/test_mla_hopper_tok_gpu.py -k "fp8 or e4m3 or v2_matches" \
+  tests/gpu/test_mla_decode_gpu.py tests/gpu/test_mla_hopper_tok_gpu.py -k "fp8 or e4m3 or v2_matches" \
   > /tmp/tests_fp8.log 2>&1
 echo "tests rc=$? at ${SECONDS}s"; tail -6 /tmp/tests_fp8.log | cut -c1-300
 PYTHONPATH=/tmp/np:$PWD/src:/tmp/site TRITON_CACHE_DIR=/tmp/tc_main timeout 170 python3 benchmarks/probes/timeline.py \
