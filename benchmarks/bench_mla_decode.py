@@ -702,11 +702,7 @@ HOPPER_TOK_FP8_VARIANTS = [dict(V2=0, NUM_BUF=4, WIDEN=0, PROGRAMS_PER_SM=1),
                                                      (2, 1, 1, 1), (3, 1, 1, 0), (3, 1, 1, 1), (3, 0, 1, 1))],
                            # CHAIN 0: the shipped space's two configs without the fold (one fp8 chain over all 576
                            # dims, which the compiler accumulates in the tensor core's reduced precision)
-                           *[dict(V2=1, NUM_BUF=n, PREFETCH=1, FAST_MAX=1, CHAIN=0) for n in (2, 3)],
-                           # FILL1 (session 35): the shipped space's four configs with each program's first tile
-                           # copied alone and the rest of its first wave issued once it landed
-                           *[dict(V2=1, NUM_BUF=n, PREFETCH=1, FAST_MAX=1, **({"RK64": 1, "PT_EARLY": 1} if e else {}),
-                                  FILL1=1) for n, e in ((2, 0), (3, 0), (2, 1), (3, 1))]]
+                           *[dict(V2=1, NUM_BUF=n, PREFETCH=1, FAST_MAX=1, CHAIN=0) for n in (2, 3)]]
 # The fp8 heads-on-M kernel (H % 64 == 0): the tile widened to fp16 once, fp16 query, the bf16 kernel's MMAs
 # (kernel_hopper_heads.py; WOVL, PSMEM, XCH, LSUM, MAX1 there). Every variant names PSMEM: the variants overlay
 # one another in the module's fixed config. (The hi/lo fp8-score kernel, 11-19% slower in every cell, was removed

@@ -373,27 +373,3 @@ def test_the_split_pass_is_one_scan_and_one_reduction_a_chunk(heads, config):
     0.0103 ms with the fused pass)."""
     barriers = _barriers_before_the_first_copy(_sass(_compile("fp8", config, heads=heads)))
     assert 0 < barriers <= 32, barriers
-
-
-@pytest.mark.parametrize("num_buf,per_sm,schedule", [(2, 2, 0), (3, 1, 0), (2, 2, 1), (3, 1, 1)])
-def test_tok_fp8_v2_first_tile_alone_compiles_for_sm90_and_keeps_its_schedule(num_buf, per_sm, schedule):
-    """FILL1 (the program's first segment issues its first tile's copy alone, the rest of its first wave once that
-    tile has landed): the same shared memory and MMAs as the config without it, wgmmas asynchronous, no local memory,
-    and more TMA issue sites (the wave's rest inside the tile loop); GATHER or LOOK with it are one clear line."""
-    cfg = dict(V2=1, NUM_BUF=num_buf, **(dict(RK64=1, PT_EARLY=1) if schedule else {}))
-    base, fill = _compile("fp8", cfg), _compile("fp8", {**cfg, "FILL1": 1})
-    assert _shared(fill) == _shared(base)
-    assert per_sm * (_shared(fill) + 1024) <= SM90_SM_SHARED
-    sass, sass0 = _sass(fill), _sass(base)
-    for mma in ("QGMMA.64x32x32.F32.E4M3.E4M3", "HGMMA.64x16x16.F32"):
-        assert sass.count(mma) == sass0.count(mma), mma
-    assert sass.count("WARPGROUP.DEPBAR") <= 8, "wgmmas serialised (ptxas C7514)"
-    assert sass.count("UTMALDG.2D") > sass0.count("UTMALDG.2D")
-    q = torch.empty(2, 16, 576, dtype=torch.bfloat16)
-    kv = torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn)
-    for bad in (dict(GATHER=1), dict(LOOK=1, CHAIN=0)):
-        with pytest.raises(ValueError, match="FILL1=1") as err:
-            interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
-                                         0.04, 1.0, "fp8", torch.empty(2, 16, 512, dtype=torch.bfloat16), False,
-                                         sms=132, config={**cfg, "FILL1": 1, **bad})
-        assert "\n" not in str(err.value)

@@ -35,17 +35,12 @@ SCHEDULE_CONFIGS = [dict(V2=1, NUM_BUF=n, PREFETCH=p, FAST_MAX=p, LOOK=look, RK6
 # with it): its other settings, and CHAIN 0 (one chain over all 576 dims, as before)
 CHAIN_CONFIGS = [dict(V2=1, NUM_BUF=n, PREFETCH=p, FAST_MAX=1, RK64=rk, CHAIN=c) for n, p, rk, c in
                  ((2, 1, 0, 0), (2, 0, 0, 1), (2, 1, 1, 1), (3, 1, 0, 1))]
-# FILL1 (a program's first tile copied alone, the rest of its first wave once it landed; session 35): two and three
-# buffers, with and without the schedule knobs, on every case (its tile loop's first wave differs per segment count)
-FILL1_CONFIGS = [dict(V2=1, NUM_BUF=n, PREFETCH=1, FAST_MAX=1, FILL1=1, **({"RK64": 1, "PT_EARLY": 1} if s else {}))
-                 for n, s in ((2, 0), (3, 0), (2, 1))]
-V2_CASES = ([(c, case) for c in V2_CONFIGS + FILL1_CONFIGS for case in CASES]
+V2_CASES = ([(c, case) for c in V2_CONFIGS for case in CASES]
             + [(c, CASES[0]) for c in SCHEDULE_CONFIGS + CHAIN_CONFIGS])
 
 
 def _v2_id(c: dict) -> str:
-    extra = "".join(f"-{k.lower().replace('_', '')}{c[k]}" for k in ("LOOK", "RK64", "PT_EARLY", "CHAIN", "FILL1")
-                    if k in c)
+    extra = "".join(f"-{k.lower().replace('_', '')}{c[k]}" for k in ("LOOK", "RK64", "PT_EARLY", "CHAIN") if k in c)
     return f"buf{c['NUM_BUF']}-pf{c['PREFETCH']}-fm{c['FAST_MAX']}{extra}"
 
 

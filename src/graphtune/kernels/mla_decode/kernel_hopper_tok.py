@@ -401,7 +401,6 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     PT_EARLY: gl.constexpr = 0,
     DS: gl.constexpr = 0,
     CHAIN: gl.constexpr = 0,
-    FILL1: gl.constexpr = 0,
     STAMPS=None,
     Q_FP8: gl.constexpr = 0,
     q_descale_ptr=None,
@@ -440,11 +439,6 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         # the score chains' fp32 fold: the loop of LOOK 0 (DS has it always)
         gl.static_assert(LOOK == 0)
         gl.static_assert(DS == 0)
-    if FILL1:
-        # the first tile's wave alone (below): TMA tiles (a row gather's cp.async groups are waited on by count) and
-        # the loop of LOOK 0, where the rest of the first wave is issued
-        gl.static_assert(GATHER == 0)
-        gl.static_assert(LOOK == 0)
 
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, 2 * BLOCK_H, 32])
@@ -541,12 +535,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         # The previous segment's MMAs (which read the query tile) are retired in every warp past this.
         _block_barrier()
         for k in gl.static_range(NUM_BUF):
-            issue_now = i_first + k < i_stop
-            if FILL1:
-                if k > 0:
-                    # (FILL1: the program's first segment issues its first tile alone)
-                    issue_now = issue_now & (it > 0)
-            if issue_now:
+            if i_first + k < i_stop:
                 if k < 3:
                     if k == 0:
                         pg = pg0
@@ -588,15 +577,6 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                 n_valid = _tile_landed(kn, bars.index(stage), (it // NUM_BUF) & 1, seq_len - i * BLOCK_N, GATHER,
                                        BLOCK_N, D_V, num_warps)
                 _stamp_tile(STAMPS, srow, it, 0, 2)
-                if FILL1:
-                    if it == 0:
-                        # the rest of the program's first wave, now that its first tile has landed (buffers 1 ..
-                        # NUM_BUF - 1, untouched before)
-                        for k in gl.static_range(1, NUM_BUF):
-                            if i_first + k < i_stop:
-                                _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base,
-                                          i_first + k, k, seq_len, PAGE_SIZE, 264 if DS else 512, BLOCK_N, GATHER,
-                                          num_warps, kv_sc_desc, sc_bufs)
                 if DS:
                     g0 = _ds_group(kn, qn_smem, 0, s_layout, BLOCK_N, BLOCK_H)
                     g1 = _ds_group(kn, qn_smem, 1, s_layout, BLOCK_N, BLOCK_H)
