@@ -373,3 +373,45 @@ def test_the_split_pass_is_one_scan_and_one_reduction_a_chunk(heads, config):
     0.0103 ms with the fused pass)."""
     barriers = _barriers_before_the_first_copy(_sass(_compile("fp8", config, heads=heads)))
     assert 0 < barriers <= 32, barriers
+
+
+def _plan_build(num_buf: int, plan: int):
+    from test_mla_decode import compile_sm90
+    q = torch.empty(2, 16, 576, dtype=torch.bfloat16)
+    kv = torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn)
+    args, grid, consts, _ = interface_hopper.hopper_call(
+        q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32), 0.04, 1.0, "fp8",
+        torch.empty(2, 16, 512, dtype=torch.bfloat16), False, sms=132,
+        config=dict(V2=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1, PLAN=plan))
+    fn, consts = interface_hopper._kernel_and_params(16, "fp8", consts)
+    if plan:
+        consts = {**consts, "plan_ptr": torch.empty(grid[1], 8, dtype=torch.int32)}
+    return compile_sm90(fn, args, consts)
+
+
+@pytest.mark.parametrize("num_buf", [2, 3])
+def test_tok_fp8_v2_reads_its_split_from_a_plan(num_buf):
+    """PLAN (the program's split and first segment from ``interface_hopper.v2_plan``'s rows): the same shared memory
+    and MMAs, wgmmas asynchronous, no local memory, and fewer barriers before the first tile's copy than the split's
+    pass needs (it reads eight values instead); the plan kernel itself compiles for sm_90 with the split's code."""
+    from test_mla_decode import compile_sm90
+    from graphtune.kernels.mla_decode import kernel_hopper_tok as kt
+    base, plan = _plan_build(num_buf, 0), _plan_build(num_buf, 1)
+    assert _shared(plan) == _shared(base)
+    sass, sass0 = _sass(plan), _sass(base)
+    for mma in ("QGMMA.64x32x32.F32.E4M3.E4M3", "HGMMA.64x16x16.F32"):
+        assert sass.count(mma) == sass0.count(mma), mma
+    assert sass.count("WARPGROUP.DEPBAR") <= 8, "wgmmas serialised (ptxas C7514)"
+    assert _barriers_before_the_first_copy(sass) < _barriers_before_the_first_copy(sass0)
+    args = (torch.ones(2, dtype=torch.int32), torch.zeros(2, 2, dtype=torch.int32), torch.empty(132, 8, dtype=torch.int32),
+            2, 2)
+    compiled = compile_sm90(kt._mla_decode_plan_kernel, args, dict(PAGE_SIZE=64, B_CHUNK=128, BLOCK_N=64, SEG_COST=4,
+                                                                      num_warps=4))
+    assert "STG" in _sass(compiled)
+    with pytest.raises(ValueError, match="PLAN=1") as err:
+        interface_hopper.hopper_call(torch.empty(2, 16, 576, dtype=torch.bfloat16),
+                                     torch.empty(4, 1, 576, dtype=torch.float8_e4m3fn),
+                                     torch.zeros(2, 8, dtype=torch.int32), torch.ones(2, dtype=torch.int32), 0.04, 1.0,
+                                     "fp8", torch.empty(2, 16, 512, dtype=torch.bfloat16), False, sms=132,
+                                     config=dict(V2=1, GATHER=1, PLAN=1))
+    assert "\n" not in str(err.value)

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from graphtune.kernels import mla_decode_reference
-from graphtune.kernels.mla_decode import bench, interface, interface_hopper
+from graphtune.kernels.mla_decode import bench, interface, interface_hopper, reduction
 
 from _unproven import skip_unproven
 
@@ -283,3 +283,39 @@ def test_pages_below_a_tile_run_the_tuned_row_gather_and_auto_follows_gather_aut
         tol = 1e-2 if (path == "auto" and not auto and fmt == "fp8_ds_mla") else 2e-3
         assert err(out) <= tol, f"{where}: rel err {err(out):.3e}"
         assert float((lse - ref_lse).abs().max()) <= 2e-3, f"{where}: lse"
+
+
+@pytest.mark.parametrize("num_buf", [2, 3])
+@pytest.mark.parametrize("case", CASES + [(16, 64, [0, 4096, 0, 77, 1])],
+                         ids=[f"H{h}-ps{p}-B{len(n)}" for h, p, n in CASES] + ["H16-ps64-zero-lengths"])
+def test_tok_fp8_v2_with_a_plan_matches_reference(case, num_buf):
+    """PLAN (session 35): the split and first segment read from ``interface_hopper.v2_plan``'s rows give the issue's
+    fp8 bound at 132, 7 and 1 SMs (programs that take several segments, requests of no tokens between), and the plan
+    is the split the kernel computes itself: the partial slots and segments written agree with a launch without it."""
+    _skip_off_hopper()
+    skip_unproven({"PLAN": 1})
+    heads, page_size, lens = case
+    seed, x, ref, ref_lse = _case(heads, page_size, lens, "fp8")
+    for sms in (132, 7, 1):
+        segs = []
+        for plan in (0, 1):
+            x["out"].fill_(float("nan"))
+            args, grid, consts, (lse, part_o, part_lse, seg) = interface_hopper.hopper_call(
+                x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, x["kv_scale"], "fp8", x["out"],
+                True, sms=sms, config=dict(V2=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1, PLAN=plan))
+            fn, consts = interface_hopper._kernel_and_params(heads, "fp8", consts)
+            if plan:
+                consts = {**consts, "plan_ptr": interface_hopper.v2_plan(x["seq_lens"], x["page_table"], page_size,
+                                                                         grid[1])}
+            seg.fill_(-7)
+            fn[grid](*args, **consts)
+            reduction.merge(len(lens), heads, seg, part_o, part_lse, x["out"], lse, x["seq_lens"], True)
+            torch.cuda.synchronize()
+            segs.append(seg.clone())
+            out = x["out"]
+            assert torch.isfinite(out.float()).all(), f"seed {seed}, {sms} SMs, PLAN={plan}: unwritten or NaN outputs"
+            assert _rel(out, ref) <= 2e-3, f"seed {seed}, {sms} SMs, PLAN={plan}: rel err {_rel(out, ref):.3e}"
+            fin = torch.isfinite(ref_lse)      # (a request of no tokens: -inf)
+            assert float((lse[fin] - ref_lse[fin]).abs().max()) <= 2e-3, f"seed {seed}, {sms} SMs, PLAN={plan}: lse"
+            assert bool((lse[~fin] == float("-inf")).all()), f"seed {seed}, {sms} SMs, PLAN={plan}: empty lse"
+        assert torch.equal(segs[0], segs[1]), f"seed {seed}, {sms} SMs: the planned split wrote other segments"

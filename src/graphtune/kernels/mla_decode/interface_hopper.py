@@ -496,6 +496,19 @@ def _programs(sms: int, programs_per_sm: int, head_blocks: int, batch: int = 0, 
     return min(programs, batch * split_max) if split_max and batch else programs
 
 
+def v2_plan(seq_lens: torch.Tensor, page_table: torch.Tensor, page_size: int, programs: int,
+            ds: bool = False) -> torch.Tensor:
+    """The plan a second tokens-on-M kernel launched with ``PLAN=1`` on these lengths and page table over ``programs``
+    programs (its grid's second dimension) reads: [programs, PLAN_COLS] int32, the split and first segment as the
+    kernel itself would compute them (kernel_hopper_tok._mla_decode_plan_kernel), made by one small launch. Valid
+    for these ``seq_lens`` and ``page_table`` values only: a decode step makes it once, before its layers' calls."""
+    plan = torch.empty(programs, int(kernel_hopper_tok.PLAN_COLS), dtype=torch.int32, device=seq_lens.device)
+    kernel_hopper_tok._mla_decode_plan_kernel[(1, programs)](
+        seq_lens, page_table, plan, seq_lens.shape[0], page_table.stride(0), PAGE_SIZE=page_size, B_CHUNK=_B_CHUNK,
+        BLOCK_N=BLOCK_N, SEG_COST=0 if ds else int(kernel_hopper.FP8_SEG_COST), num_warps=TOK_NUM_WARPS)
+    return plan
+
+
 def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                 sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool, *,
                 sms: int, config: dict[str, int] | None = None, programs_per_sm: int = 1,
@@ -545,6 +558,9 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
         if fmt == DS_FORMAT and cfg.get("CHAIN"):
             raise ValueError(f"mla_decode: config {config or cfg}: CHAIN=1 is the per-tensor fp8 cache's fold; "
                              f"kv_format {fmt!r} folds its four groups itself (pin CHAIN=0 or leave it out)")
+        if cfg.get("PLAN") and cfg.get("GATHER"):
+            raise ValueError(f"mla_decode: config {config or cfg}: PLAN=1 (the split read from a plan) takes TMA tiles "
+                             "only (GATHER=0)")
         if cfg.get("LOOK") and cfg.get("CHAIN"):
             raise ValueError(f"mla_decode: config {config or cfg}: LOOK={cfg['LOOK']} runs with one score chain "
                              "only: pin CHAIN=0 with it (the fixed config has CHAIN=1)")
@@ -567,9 +583,11 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
 # GATHER = 1: tiles read row by row through the page table (cp.async), for pages TMA boxes cannot cover (size 1).
 # DS = 1: fp8_ds_mla rows (HOPPER_TOK_DS_CONFIG, HOPPER_TOK_DS_SPACE). CHAIN = 1 (in the fixed config since session
 # 11): the fp8 scores as one MMA chain per 128 dims and the rope's, folded in fp32 (docs/mla_decode.md, "CHAIN").
+# PLAN = 1 (session 35, pinned only): the program's split and first segment read from a plan made beforehand
+# (:func:`v2_plan`), passed as ``plan_ptr``.
 TOK_FP8_V2_PARAMS = ("BLOCK_N", "NUM_BUF", "PREFETCH", "FAST_MAX", "GATHER", "LOOK", "RK64", "PT_EARLY", "DS",
-                     "CHAIN")
-_V2_FLAGS = ("PREFETCH", "FAST_MAX", "GATHER", "RK64", "PT_EARLY", "DS", "CHAIN")   # (on or off; PREFETCH 2 meant
+                     "CHAIN", "PLAN")
+_V2_FLAGS = ("PREFETCH", "FAST_MAX", "GATHER", "RK64", "PT_EARLY", "DS", "CHAIN", "PLAN")   # (on or off; PREFETCH 2 meant
 # something only under the removed PV8)
 
 

@@ -64,7 +64,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from .kernel_hopper import (FP8_SEG_COST, STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _block_barrier,
-                            _load_q_raw, _max_over_tokens, _q_fp32, _program_ids, _segment, _split_start, _stamp,
+                            _launch_dependents, _load_q_raw, _max_over_tokens, _q_fp32, _program_ids, _segment,
+                            _split_start, _stamp,
                             _stamp_out, _stamp_tile, _store_chunks_segment, _tma_load, _zero_rows)
 
 # cp.async's Gluon name: async_load in triton 3.9 (the 3.6 name raises there)
@@ -373,6 +374,61 @@ def _softmax_v2(s2, qk_mul, n_valid, m_i, l_acc, red, offs_tok, s16_layout: gl.c
     return p, alpha_o, m_new, l_acc
 
 
+# A plan row: the program's split (t, t_stop, b, req_end as ``_split_start`` returns them) and its first segment's
+# request (past requests of no tokens), that request's length and the page ids of the segment's first three tiles.
+PLAN_COLS = gl.constexpr(8)
+
+
+@gluon.jit
+def _plan_row(plan_ptr, pid):
+    row = plan_ptr + pid * PLAN_COLS
+    return (gl.load(row), gl.load(row + 1), gl.load(row + 2), gl.load(row + 3), gl.load(row + 4), gl.load(row + 5),
+            gl.load(row + 6), gl.load(row + 7))
+
+
+@gluon.jit
+def _planned_segment(page_table_ptr, stride_pt_b, b, t, t_stop, req_end, seq_len, BLOCK_N: gl.constexpr):
+    """``kernel_hopper._segment``'s values for a program's first segment from its plan row (``b`` and ``req_end``
+    there are the segment's request and where its tiles end, ``seq_len`` its length): no load."""
+    req_tiles = (seq_len + BLOCK_N - 1) // BLOCK_N
+    req_start = req_end - req_tiles
+    seg_stop = gl.minimum(t_stop, req_end)
+    pt_base = page_table_ptr + b.to(gl.int64) * stride_pt_b
+    return b, seq_len, req_tiles, req_end, seg_stop, t - req_start, seg_stop - req_start, pt_base
+
+
+@gluon.jit(do_not_specialize=["B"])
+def _mla_decode_plan_kernel(seq_lens_ptr, page_table_ptr, plan_ptr, B, stride_pt_b, PAGE_SIZE: gl.constexpr,
+                            B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, SEG_COST: gl.constexpr,
+                            num_warps: gl.constexpr):
+    """Grid ``(1, P)``, P the split kernel's programs: program p's plan row (``PLAN_COLS``), the split and the first
+    segment exactly as the split kernel computes them (``_split_start``, ``_segment``, ``_tile_pages``), so that a
+    split kernel launched with ``PLAN`` on the same lengths, page table and grid starts its copies one round trip after
+    its start. A program with no tiles gets its empty range and zeros."""
+    pid = gl.program_id(1)
+    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(1), BLOCK_N, B_CHUNK, num_warps,
+                                         SEG_COST)
+    seq_len = 0
+    pg0 = 0
+    pg1 = 0
+    pg2 = 0
+    if t < t_stop:
+        b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+            seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
+        pg0 = _tile_pages(pt_base, i_first, i_stop, seq_len, PAGE_SIZE, BLOCK_N, 0, num_warps)
+        pg1 = _tile_pages(pt_base, i_first + 1, i_stop, seq_len, PAGE_SIZE, BLOCK_N, 0, num_warps)
+        pg2 = _tile_pages(pt_base, i_first + 2, i_stop, seq_len, PAGE_SIZE, BLOCK_N, 0, num_warps)
+    row = plan_ptr + pid * PLAN_COLS
+    gl.store(row, t)
+    gl.store(row + 1, t_stop)
+    gl.store(row + 2, b)
+    gl.store(row + 3, req_end)
+    gl.store(row + 4, seq_len)
+    gl.store(row + 5, pg0)
+    gl.store(row + 6, pg1)
+    gl.store(row + 7, pg2)
+
+
 @gluon.jit(do_not_specialize=["B"])
 def _mla_decode_hopper_tok_fp8_v2_kernel(
     q_ptr, kv_nope_desc, kv_rope_desc, kv_ptr, kv_scale_ptr,
@@ -406,6 +462,8 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     q_descale_ptr=None,
     q_descale=1.0,
     Q_DESCALE_FROM_PTR: gl.constexpr = 0,
+    PLAN: gl.constexpr = 0,
+    plan_ptr=None,
 ):
     """fp8 (per-tensor) cache, H < 64: tokens on M, one warpgroup, 16 heads per program (module docstring).
     ``kv_nope_desc`` / ``kv_rope_desc``: the cache as [rows, 576] fp8 with [BLOCK_N, 512] / [BLOCK_N, 128]
@@ -439,6 +497,9 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         # the score chains' fp32 fold: the loop of LOOK 0 (DS has it always)
         gl.static_assert(LOOK == 0)
         gl.static_assert(DS == 0)
+    if PLAN:
+        # the first segment's tiles from the plan (``_mla_decode_plan_kernel``): one page id a TMA tile
+        gl.static_assert(GATHER == 0)
 
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, 2 * BLOCK_H, 32])
@@ -508,8 +569,13 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     _init_tile_barriers(bars, NUM_BUF, GATHER, num_warps)
 
     # (fp8_ds_mla: its segments' costs not measured, the even split)
-    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps,
-                                         FP8_SEG_COST * (1 - DS))
+    if PLAN:
+        # the program's split and first segment as the plan kernel left them (one round trip of independent loads)
+        _launch_dependents()
+        t, t_stop, b, req_end, p_seq, p_pg0, p_pg1, p_pg2 = _plan_row(plan_ptr, pid)
+    else:
+        t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps,
+                                             FP8_SEG_COST * (1 - DS))
     _stamp(STAMPS, srow, STAMP_CLK_SPLIT)
 
     offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s16_layout))
@@ -518,19 +584,32 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     hmask_q = heads_q < H
     it = 0
     while t < t_stop:
-        b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
-            seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
-
         # The page ids of the segment's first tiles, then the query's loads, then the tiles' copies. The query's loads
         # issued behind the tiles waited for the whole first wave of tiles of every program (H200, session 18: 6.2
         # us from the split to the query at batch 32, then 0.5 us to the first tile), and the memory idled while each
         # program then worked through its first tile. (ptxas computes the query's maxima, which wait for its loads,
         # before the copies' issue whatever the order in the source: with the page ids loaded first, the two waits
         # overlap.)
-        pg0 = _tile_pages(pt_base, i_first, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
-        pg1 = _tile_pages(pt_base, i_first + 1, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
-        if NUM_BUF > 2:
-            pg2 = _tile_pages(pt_base, i_first + 2, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
+        if PLAN:
+            if it == 0:
+                b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _planned_segment(
+                    page_table_ptr, stride_pt_b, b, t, t_stop, req_end, p_seq, BLOCK_N)
+                pg0 = p_pg0
+                pg1 = p_pg1
+                pg2 = p_pg2
+            else:
+                b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+                    seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
+                pg0 = _tile_pages(pt_base, i_first, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
+                pg1 = _tile_pages(pt_base, i_first + 1, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
+                pg2 = _tile_pages(pt_base, i_first + 2, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
+        else:
+            b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+                seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
+            pg0 = _tile_pages(pt_base, i_first, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
+            pg1 = _tile_pages(pt_base, i_first + 1, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
+            if NUM_BUF > 2:
+                pg2 = _tile_pages(pt_base, i_first + 2, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
         qn, qr = _load_q_raw(q_ptr + b.to(gl.int64) * stride_q_b, heads_q, hmask_q, stride_q_h, q_layout)
         # The previous segment's MMAs (which read the query tile) are retired in every warp past this.
         _block_barrier()
