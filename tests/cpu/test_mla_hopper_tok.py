@@ -375,14 +375,14 @@ def test_the_split_pass_is_one_scan_and_one_reduction_a_chunk(heads, config):
     assert 0 < barriers <= 32, barriers
 
 
-def _plan_build(num_buf: int, plan: int):
+def _plan_build(num_buf: int, plan: bool):
     from test_mla_decode import compile_sm90
     q = torch.empty(2, 16, 576, dtype=torch.bfloat16)
     kv = torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn)
     args, grid, consts, _ = interface_hopper.hopper_call(
         q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32), 0.04, 1.0, "fp8",
         torch.empty(2, 16, 512, dtype=torch.bfloat16), False, sms=132,
-        config=dict(V2=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1, PLAN=plan))
+        config=dict(V2=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1))
     fn, consts = interface_hopper._kernel_and_params(16, "fp8", consts)
     if plan:
         consts = {**consts, "plan_ptr": torch.empty(grid[1], 8, dtype=torch.int32)}
@@ -391,12 +391,12 @@ def _plan_build(num_buf: int, plan: int):
 
 @pytest.mark.parametrize("num_buf", [2, 3])
 def test_tok_fp8_v2_reads_its_split_from_a_plan(num_buf):
-    """PLAN (the program's split and first segment from ``interface_hopper.v2_plan``'s rows): the same shared memory
-    and MMAs, wgmmas asynchronous, no local memory, and fewer barriers before the first tile's copy than the split's
-    pass needs (it reads eight values instead); the plan kernel itself compiles for sm_90 with the split's code."""
+    """Given a plan's rows (``plan_ptr``: the program's split and first segment, plan.py): the same shared memory and
+    MMAs, wgmmas asynchronous, no local memory, and fewer barriers before the first tile's copy than the split's pass
+    needs (it reads eight values instead); the plan kernel itself compiles for sm_90 with the split's code."""
     from test_mla_decode import compile_sm90
     from graphtune.kernels.mla_decode import kernel_hopper_tok as kt
-    base, plan = _plan_build(num_buf, 0), _plan_build(num_buf, 1)
+    base, plan = _plan_build(num_buf, False), _plan_build(num_buf, True)
     assert _shared(plan) == _shared(base)
     sass, sass0 = _sass(plan), _sass(base)
     for mma in ("QGMMA.64x32x32.F32.E4M3.E4M3", "HGMMA.64x16x16.F32"):
@@ -408,10 +408,29 @@ def test_tok_fp8_v2_reads_its_split_from_a_plan(num_buf):
     compiled = compile_sm90(kt._mla_decode_plan_kernel, args, dict(PAGE_SIZE=64, B_CHUNK=128, BLOCK_N=64, SEG_COST=4,
                                                                       num_warps=4))
     assert "STG" in _sass(compiled)
-    with pytest.raises(ValueError, match="PLAN=1") as err:
-        interface_hopper.hopper_call(torch.empty(2, 16, 576, dtype=torch.bfloat16),
-                                     torch.empty(4, 1, 576, dtype=torch.float8_e4m3fn),
-                                     torch.zeros(2, 8, dtype=torch.int32), torch.ones(2, dtype=torch.int32), 0.04, 1.0,
-                                     "fp8", torch.empty(2, 16, 512, dtype=torch.bfloat16), False, sms=132,
-                                     config=dict(V2=1, GATHER=1, PLAN=1))
+
+
+def test_a_plan_is_one_clear_line_when_misused_and_the_tuned_kernels_that_read_it_fill_it():
+    """``plan=`` takes an MLADecodePlan (else one line naming the argument); a plan serves one step's seq_lens and
+    page table (another batch's is one line); the tuned second tokens-on-M kernels (fp8, fp8_ds_mla) carry the
+    pre-hook that fills it for each config's grid, the row-gather kernel (which does not read it) does not."""
+    from graphtune.kernels.mla_decode import MLADecodePlan, interface, mla_decode, plan as plan_mod
+    x = dict(q=torch.randn(2, 16, 576, dtype=torch.bfloat16), kv=torch.randn(2, 64, 576).to(torch.float8_e4m3fn),
+             pt=torch.arange(2, dtype=torch.int32).view(2, 1), lens=torch.tensor([3, 64], dtype=torch.int32))
+    for bad in ("plan", 3, object()):
+        with pytest.raises(ValueError, match="mla_decode: plan: ") as err:
+            mla_decode(x["q"], x["kv"], x["pt"], x["lens"], 0.04, plan=bad)
+        assert "\n" not in str(err.value) and "MLADecodePlan" in str(err.value)
+    plan = MLADecodePlan()
+    assert "empty" in repr(plan)
+    plan.rows(x["lens"], x["pt"], 132)
+    with pytest.raises(ValueError, match="another batch") as err:
+        plan.rows(x["lens"].clone(), x["pt"], 132)
     assert "\n" not in str(err.value)
+    for fmt in ("fp8", "fp8_ds_mla"):
+        kernel = interface_hopper.tuned_second_kernel(False, fmt)
+        assert kernel.configs and all(c.pre_hook is plan_mod.plan_hook for c in kernel.configs)
+    gather = interface_hopper.tuned_second_kernel(False, "fp8", gather=True)
+    assert all(c.pre_hook is None for c in gather.configs)
+    # (on the CPU the portable kernel runs and the plan is not read: the call is the same as without it)
+    assert interface.MLADecodePlan is MLADecodePlan

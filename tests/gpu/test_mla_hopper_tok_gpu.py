@@ -13,9 +13,10 @@ import os
 
 import pytest
 import torch
+import triton
 
 from graphtune.kernels import mla_decode_reference
-from graphtune.kernels.mla_decode import bench, interface, interface_hopper, reduction
+from graphtune.kernels.mla_decode import MLADecodePlan, bench, interface, interface_hopper, mla_decode
 
 from _unproven import skip_unproven
 
@@ -289,33 +290,58 @@ def test_pages_below_a_tile_run_the_tuned_row_gather_and_auto_follows_gather_aut
 @pytest.mark.parametrize("case", CASES + [(16, 64, [0, 4096, 0, 77, 1])],
                          ids=[f"H{h}-ps{p}-B{len(n)}" for h, p, n in CASES] + ["H16-ps64-zero-lengths"])
 def test_tok_fp8_v2_with_a_plan_matches_reference(case, num_buf):
-    """PLAN (session 35): the split and first segment read from ``interface_hopper.v2_plan``'s rows give the issue's
-    fp8 bound at 132, 7 and 1 SMs (programs that take several segments, requests of no tokens between), and the plan
-    is the split the kernel computes itself: the partial slots and segments written agree with a launch without it."""
+    """``plan=`` (session 35): the split and first segment read from an MLADecodePlan's rows give the issue's fp8
+    bound at 132, 7 and 1 SMs (programs that take several segments, requests of no tokens between), pinned configs of
+    two and three buffers, the plan reused by a second call of the step (as the next layer's)."""
     _skip_off_hopper()
     skip_unproven({"PLAN": 1})
     heads, page_size, lens = case
     seed, x, ref, ref_lse = _case(heads, page_size, lens, "fp8")
     for sms in (132, 7, 1):
-        segs = []
-        for plan in (0, 1):
+        plan = MLADecodePlan()
+        for layer in range(2):
             x["out"].fill_(float("nan"))
-            args, grid, consts, (lse, part_o, part_lse, seg) = interface_hopper.hopper_call(
-                x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, x["kv_scale"], "fp8", x["out"],
-                True, sms=sms, config=dict(V2=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1, PLAN=plan))
-            fn, consts = interface_hopper._kernel_and_params(heads, "fp8", consts)
-            if plan:
-                consts = {**consts, "plan_ptr": interface_hopper.v2_plan(x["seq_lens"], x["page_table"], page_size,
-                                                                         grid[1])}
-            seg.fill_(-7)
-            fn[grid](*args, **consts)
-            reduction.merge(len(lens), heads, seg, part_o, part_lse, x["out"], lse, x["seq_lens"], True)
-            torch.cuda.synchronize()
-            segs.append(seg.clone())
-            out = x["out"]
-            assert torch.isfinite(out.float()).all(), f"seed {seed}, {sms} SMs, PLAN={plan}: unwritten or NaN outputs"
-            assert _rel(out, ref) <= 2e-3, f"seed {seed}, {sms} SMs, PLAN={plan}: rel err {_rel(out, ref):.3e}"
+            out, lse = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
+                                         x["kv_scale"], "fp8", x["out"], True, num_sms=sms, path="hopper",
+                                         config=triton.Config(dict(V2=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1)),
+                                         plan=plan)
+            what = f"seed {seed}, {sms} SMs, call {layer} of the plan"
+            assert torch.isfinite(out.float()).all(), f"{what}: unwritten or NaN outputs"
+            assert _rel(out, ref) <= 2e-3, f"{what}: rel err {_rel(out, ref):.3e}"
             fin = torch.isfinite(ref_lse)      # (a request of no tokens: -inf)
-            assert float((lse[fin] - ref_lse[fin]).abs().max()) <= 2e-3, f"seed {seed}, {sms} SMs, PLAN={plan}: lse"
-            assert bool((lse[~fin] == float("-inf")).all()), f"seed {seed}, {sms} SMs, PLAN={plan}: empty lse"
-        assert torch.equal(segs[0], segs[1]), f"seed {seed}, {sms} SMs: the planned split wrote other segments"
+            assert float((lse[fin] - ref_lse[fin]).abs().max()) <= 2e-3, f"{what}: lse"
+            assert bool((lse[~fin] == float("-inf")).all()), f"{what}: empty requests' lse"
+
+
+def test_tuned_decode_with_a_plan_made_in_the_captured_step_follows_new_lengths():
+    """The tuned path (per bucket, tuned outside capture) with a plan made inside the captured function and read by
+    two layers' calls (two caches, one page table): replays after the lengths change in place equal the reference for
+    the new lengths, NaN-poisoned outputs first."""
+    _skip_off_hopper()
+    skip_unproven({"PLAN": 1})
+    lens = [4096, 1, 3001, 64, 0, 2500, 129, 4000]
+    seed = int.from_bytes(os.urandom(4), "little")
+    # (no NaN past the lengths here: the replays' lengths reach rows the first ones leave out)
+    x = bench.make_inputs(bench.Problem(len(lens), 16, max(lens), 64, "fp8"), seed=seed)
+    x["seq_lens"].copy_(torch.tensor(lens, dtype=torch.int32))
+    kv2 = bench.make_inputs(bench.Problem(len(lens), 16, max(lens), 64, "fp8"), seed=seed + 1)["kv_cache"]
+    args = (x["q"], x["kv_cache"], x["page_table"], x["seq_lens"])
+    mla_decode(*args, SM_SCALE, kv_scale=x["kv_scale"], plan=MLADecodePlan())       # (tunes the bucket)
+    outs = [torch.empty_like(x["out"]) for _ in range(2)]
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        plan = MLADecodePlan()
+        for cache, out in zip((x["kv_cache"], kv2), outs):
+            mla_decode(x["q"], cache, x["page_table"], x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"], out=out,
+                       plan=plan)
+    for new in ([4096, 1, 3001, 64, 0, 2500, 129, 4000], [17, 4096, 0, 3000, 64, 1, 4095, 2048]):
+        x["seq_lens"].copy_(torch.tensor(new, dtype=torch.int32))
+        for out in outs:
+            out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        for cache, out in zip((x["kv_cache"], kv2), outs):
+            ref = mla_decode_reference(x["q"], cache, x["page_table"], x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"],
+                                       kv_format="fp8")
+            assert torch.isfinite(out.float()).all(), f"seed {seed}, lengths {new}: unwritten or NaN outputs"
+            assert _rel(out, ref) <= 2e-3, f"seed {seed}, lengths {new}: rel err {_rel(out, ref):.3e}"

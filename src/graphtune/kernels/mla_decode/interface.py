@@ -28,6 +28,7 @@ import triton
 from ... import settings
 from .._checks import finite_positive, tensor_problem
 from . import interface_hopper, kernel, reduction, space
+from .plan import MLADecodePlan
 from .reference import D_NOPE, D_QK, cache_row_width, resolve_kv_format
 
 _FORMAT_CODES = {"fp8": 0, "bf16": 1, "fp8_ds_mla": 2}
@@ -226,7 +227,8 @@ def _check_contents(kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: 
 def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                sm_scale: float, *, kv_scale: float | torch.Tensor = 1.0, kv_format: str = "auto",
                out: torch.Tensor | None = None, return_lse: bool = False, query_precision: str | None = None,
-               q_scale: float | torch.Tensor | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+               q_scale: float | torch.Tensor | None = None,
+               plan: MLADecodePlan | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Decode attention of DeepSeek-style MLA over a paged KV cache.
 
     Args:
@@ -266,14 +268,23 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
             pinned config of another Hopper kernel gets it as bf16 (``interface_hopper.dequantize_query``: exact
             for a power-of-two scale).
 
+        plan: a :class:`~graphtune.kernels.mla_decode.MLADecodePlan` made for this decode step (one per step,
+            passed to every layer's call of it; under CUDA graph capture made inside the captured function): the
+            split of the work over the SMs is then made once per step instead of in every call. Read where a kernel
+            takes it (sm_90: the fp8 and fp8_ds_mla tokens-on-M kernel, H < 64, pages of whole 64-token tiles; the
+            others compute their split as without it).
+
     Returns:
         ``out`` (``[B, H, 512]`` bf16), or ``(out, lse)`` with ``return_lse``.
     """
     fmt = _validate(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_format, out, query_precision, q_scale)
     if not isinstance(return_lse, bool):
         _fail("return_lse", f"{return_lse!r}, expected True or False")
+    if plan is not None and not isinstance(plan, MLADecodePlan):
+        _fail("plan", f"{type(plan).__name__} {plan!r:.80}, expected a graphtune.kernels.mla_decode.MLADecodePlan "
+                      "or None")
     return _launch(q, kv_cache, page_table, seq_lens, float(sm_scale), kv_scale, fmt, out, return_lse,
-                   query_precision=query_precision, q_scale=q_scale)
+                   query_precision=query_precision, q_scale=q_scale, plan=plan)
 
 
 def split_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
@@ -353,7 +364,8 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
             sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor | None,
             return_lse: bool, config: triton.Config | None = None,
             num_sms: int | None = None, path: str = "auto", query_precision: str | None = None,
-            q_scale: float | torch.Tensor | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+            q_scale: float | torch.Tensor | None = None,
+            plan: MLADecodePlan | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Allocate and launch (inputs already validated).
 
     ``config`` runs that config on the plain jit kernel instead of the tuned one (benchmarks, A/B): the portable
@@ -361,7 +373,7 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
     ``num_sms`` overrides the SM count that sizes the split grid (tests vary it). ``path``: ``"auto"`` runs
     the Hopper kernel (kernel_hopper.py) where it applies (sm_90, see ``interface_hopper.supported``) and no
     ``config`` is given, else the portable one; ``"portable"`` / ``"hopper"`` force one (``"hopper"`` raises
-    ValueError with the reason when it does not apply). ``query_precision`` and ``q_scale``: as :func:`mla_decode`
+    ValueError with the reason when it does not apply). ``query_precision``, ``q_scale`` and ``plan``: as :func:`mla_decode`
     (validated there, with the rest).
     """
     if path not in ("auto", "portable", "hopper"):
@@ -387,7 +399,7 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
         pinned = None if config is None else interface_hopper.pinned_config(heads, fmt, config.kwargs)
         lse, part_o, part_lse, seg = interface_hopper.launch(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale,
                                                              fmt, out, return_lse, sms=sms, config=pinned, q_lo=q_lo,
-                                                             q_scale=q_scale)
+                                                             q_scale=q_scale, plan=plan)
         _reduce(batch, heads, seg, part_o, part_lse, out, lse, seq_lens, return_lse,
                 pdl=batch >= reduction.PDL_MIN_BATCH)
         return (out, lse) if return_lse else out

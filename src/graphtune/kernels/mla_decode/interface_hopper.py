@@ -36,7 +36,7 @@ import torch
 import triton
 
 from . import (kernel_hopper, kernel_hopper_heads, kernel_hopper_pp, kernel_hopper_pp8, kernel_hopper_ring,
-               kernel_hopper_tok, query8, reduction)
+               kernel_hopper_tok, plan as plan_mod, query8, reduction)
 from .reference import D_NOPE, D_QK
 
 D_ROPE = D_QK - D_NOPE
@@ -496,19 +496,6 @@ def _programs(sms: int, programs_per_sm: int, head_blocks: int, batch: int = 0, 
     return min(programs, batch * split_max) if split_max and batch else programs
 
 
-def v2_plan(seq_lens: torch.Tensor, page_table: torch.Tensor, page_size: int, programs: int,
-            ds: bool = False) -> torch.Tensor:
-    """The plan a second tokens-on-M kernel launched with ``PLAN=1`` on these lengths and page table over ``programs``
-    programs (its grid's second dimension) reads: [programs, PLAN_COLS] int32, the split and first segment as the
-    kernel itself would compute them (kernel_hopper_tok._mla_decode_plan_kernel), made by one small launch. Valid
-    for these ``seq_lens`` and ``page_table`` values only: a decode step makes it once, before its layers' calls."""
-    plan = torch.empty(programs, int(kernel_hopper_tok.PLAN_COLS), dtype=torch.int32, device=seq_lens.device)
-    kernel_hopper_tok._mla_decode_plan_kernel[(1, programs)](
-        seq_lens, page_table, plan, seq_lens.shape[0], page_table.stride(0), PAGE_SIZE=page_size, B_CHUNK=_B_CHUNK,
-        BLOCK_N=BLOCK_N, SEG_COST=0 if ds else int(kernel_hopper.FP8_SEG_COST), num_warps=TOK_NUM_WARPS)
-    return plan
-
-
 def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                 sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool, *,
                 sms: int, config: dict[str, int] | None = None, programs_per_sm: int = 1,
@@ -558,9 +545,6 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
         if fmt == DS_FORMAT and cfg.get("CHAIN"):
             raise ValueError(f"mla_decode: config {config or cfg}: CHAIN=1 is the per-tensor fp8 cache's fold; "
                              f"kv_format {fmt!r} folds its four groups itself (pin CHAIN=0 or leave it out)")
-        if cfg.get("PLAN") and cfg.get("GATHER"):
-            raise ValueError(f"mla_decode: config {config or cfg}: PLAN=1 (the split read from a plan) takes TMA tiles "
-                             "only (GATHER=0)")
         if cfg.get("LOOK") and cfg.get("CHAIN"):
             raise ValueError(f"mla_decode: config {config or cfg}: LOOK={cfg['LOOK']} runs with one score chain "
                              "only: pin CHAIN=0 with it (the fixed config has CHAIN=1)")
@@ -583,11 +567,9 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
 # GATHER = 1: tiles read row by row through the page table (cp.async), for pages TMA boxes cannot cover (size 1).
 # DS = 1: fp8_ds_mla rows (HOPPER_TOK_DS_CONFIG, HOPPER_TOK_DS_SPACE). CHAIN = 1 (in the fixed config since session
 # 11): the fp8 scores as one MMA chain per 128 dims and the rope's, folded in fp32 (docs/mla_decode.md, "CHAIN").
-# PLAN = 1 (session 35, pinned only): the program's split and first segment read from a plan made beforehand
-# (:func:`v2_plan`), passed as ``plan_ptr``.
 TOK_FP8_V2_PARAMS = ("BLOCK_N", "NUM_BUF", "PREFETCH", "FAST_MAX", "GATHER", "LOOK", "RK64", "PT_EARLY", "DS",
-                     "CHAIN", "PLAN")
-_V2_FLAGS = ("PREFETCH", "FAST_MAX", "GATHER", "RK64", "PT_EARLY", "DS", "CHAIN", "PLAN")   # (on or off; PREFETCH 2 meant
+                     "CHAIN")
+_V2_FLAGS = ("PREFETCH", "FAST_MAX", "GATHER", "RK64", "PT_EARLY", "DS", "CHAIN")   # (on or off; PREFETCH 2 meant
 # something only under the removed PV8)
 
 
@@ -785,7 +767,9 @@ def _tuned_second_kernel(on_m: bool, fmt: str, gather: bool, third: bool, q_lo: 
     from ... import Buckets, autotune
     from .space import CAPTURE_SIZES
     second = _extra(on_m, fmt, gather, third)
-    configs = [triton.Config(dict(c), num_warps=second.num_warps) for c in second.space]
+    # (the kernels that read a plan fill it for the config's grid first: plan.plan_hook)
+    hook = plan_mod.plan_hook if second.flag in ("V2", "DS") and not gather else None
+    configs = [triton.Config(dict(c), num_warps=second.num_warps, pre_hook=hook) for c in second.space]
     fn = kernel_for(BLOCK_H if on_m else TOK_BLOCK_H, fmt, v2=second.flag == "V2", pp=second.flag == "PP",
                     t8=second.flag == "T8")
     return autotune(configs, key=["B", "H", "PAGE_SIZE", "RETURN_LSE"], buckets={"B": Buckets.explicit(CAPTURE_SIZES)},
@@ -951,7 +935,8 @@ def pinned(heads: int, fmt: str, config: dict[str, int] | None = None) -> bool:
 def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
            sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool, *,
            sms: int, config: dict[str, int] | None = None, q_lo: bool = True,
-           q_scale: float | torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, Any]:
+           q_scale: float | torch.Tensor | None = None,
+           plan: plan_mod.MLADecodePlan | None = None) -> tuple[torch.Tensor, torch.Tensor, Any]:
     """Run the Hopper split kernel, tuned per batch bucket unless pinned (:func:`pinned`); returns
     ``(lse, part_o, part_lse, seg)`` for the reduction. ``q_lo=False``: ``query_precision="e4m3"`` (the kernels that
     take ``Q_LO``, T8, score against the query's e4m3 hi half alone). An e4m3 ``q`` (its value ``q * q_scale``; with
@@ -974,6 +959,11 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
             args, consts = _fp8_query(args, consts, q, q_scale, reads)
         elif pair:
             args, consts = _query_pair(args, consts, q)
+        if plan is not None and reads == "V2" and not consts.get("GATHER"):
+            rows = plan_mod.attach(plan, seq_lens, page_table, kv_cache.shape[1], grid[1], lambda _: grid[1],
+                                   _B_CHUNK)
+            plan_mod.plan_hook({**consts, "plan_ptr": rows})
+            consts = {**consts, "plan_ptr": rows}
         fn[grid](*args, **consts)
         return scratch
     route = _tuned_route(heads, fmt, q.shape[0], kv_cache.shape[1], q_lo, fp8_q)
@@ -992,8 +982,24 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
         args, consts = _fp8_query(args, consts, q, q_scale, reads)
     elif reads == "T8":
         args, consts = _query_pair(args, consts, q)
+    if plan is not None and route == "second" and reads == "V2":
+        consts = {**consts, "plan_ptr": _plan_rows(plan, q.shape[0], heads, fmt, page_table, seq_lens,
+                                                   kv_cache.shape[1], sms)}
     _route_kernel(route, heads, fmt, q_lo)[grid](*args, **consts)
     return scratch
+
+
+def _plan_rows(plan: plan_mod.MLADecodePlan, batch: int, heads: int, fmt: str, page_table: torch.Tensor,
+               seq_lens: torch.Tensor, page_size: int, sms: int) -> torch.Tensor:
+    """The plan's rows for the tuned second tokens-on-M kernel, room for its space's largest grid; each config's
+    pre-hook fills them for its own (``plan.plan_hook``)."""
+    second = SECOND[(False, fmt)]
+    head_blocks = heads // TOK_BLOCK_H
+
+    def programs(config: dict[str, Any]) -> int:
+        return _programs(sms, second.programs_per_sm(config), head_blocks, batch, config.get("SPLIT_MAX", 0))
+    return plan_mod.attach(plan, seq_lens, page_table, page_size, max(programs(c) for c in second.space), programs,
+                           _B_CHUNK)
 
 
 def _tuned_route(heads: int, fmt: str, batch: int, page_size: int, q_lo: bool = True, fp8_q: bool = False) -> str:

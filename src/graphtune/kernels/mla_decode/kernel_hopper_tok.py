@@ -403,7 +403,7 @@ def _mla_decode_plan_kernel(seq_lens_ptr, page_table_ptr, plan_ptr, B, stride_pt
                             num_warps: gl.constexpr):
     """Grid ``(1, P)``, P the split kernel's programs: program p's plan row (``PLAN_COLS``), the split and the first
     segment exactly as the split kernel computes them (``_split_start``, ``_segment``, ``_tile_pages``), so that a
-    split kernel launched with ``PLAN`` on the same lengths, page table and grid starts its copies one round trip after
+    split kernel given these rows as ``plan_ptr`` on the same lengths, page table and grid starts its copies one round trip after
     its start. A program with no tiles gets its empty range and zeros."""
     pid = gl.program_id(1)
     t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(1), BLOCK_N, B_CHUNK, num_warps,
@@ -462,7 +462,6 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     q_descale_ptr=None,
     q_descale=1.0,
     Q_DESCALE_FROM_PTR: gl.constexpr = 0,
-    PLAN: gl.constexpr = 0,
     plan_ptr=None,
 ):
     """fp8 (per-tensor) cache, H < 64: tokens on M, one warpgroup, 16 heads per program (module docstring).
@@ -497,8 +496,8 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         # the score chains' fp32 fold: the loop of LOOK 0 (DS has it always)
         gl.static_assert(LOOK == 0)
         gl.static_assert(DS == 0)
-    if PLAN:
-        # the first segment's tiles from the plan (``_mla_decode_plan_kernel``): one page id a TMA tile
+    if plan_ptr is not None:
+        # the first segment's tiles from the plan (``_mla_decode_plan_kernel``, plan.py): one page id a TMA tile
         gl.static_assert(GATHER == 0)
 
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -569,7 +568,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     _init_tile_barriers(bars, NUM_BUF, GATHER, num_warps)
 
     # (fp8_ds_mla: its segments' costs not measured, the even split)
-    if PLAN:
+    if plan_ptr is not None:
         # the program's split and first segment as the plan kernel left them (one round trip of independent loads)
         _launch_dependents()
         t, t_stop, b, req_end, p_seq, p_pg0, p_pg1, p_pg2 = _plan_row(plan_ptr, pid)
@@ -590,7 +589,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         # program then worked through its first tile. (ptxas computes the query's maxima, which wait for its loads,
         # before the copies' issue whatever the order in the source: with the page ids loaded first, the two waits
         # overlap.)
-        if PLAN:
+        if plan_ptr is not None:
             if it == 0:
                 b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _planned_segment(
                     page_table_ptr, stride_pt_b, b, t, t_stop, req_end, p_seq, BLOCK_N)

@@ -14,6 +14,7 @@ import torch
 
 from ...torch_ops import custom_op
 from . import interface
+from .plan import MLADecodePlan
 from .reference import D_NOPE
 
 
@@ -113,13 +114,19 @@ def mla_decode_op(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Ten
 def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                sm_scale: float, *, kv_scale: float | torch.Tensor = 1.0, kv_format: str = "auto",
                out: torch.Tensor | None = None, return_lse: bool = False, query_precision: str | None = None,
-               q_scale: float | torch.Tensor | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+               q_scale: float | torch.Tensor | None = None,
+               plan: MLADecodePlan | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """``interface.mla_decode`` (its docstring says what the arguments are), exported as
     ``graphtune.kernels.mla_decode.mla_decode``: eagerly it is the interface itself; traced by torch.compile it
-    is one opaque ``graphtune::`` op, whose implementation runs the interface eagerly."""
+    is one opaque ``graphtune::`` op, whose implementation runs the interface eagerly (without a ``plan``: the op's
+    schema holds tensors and scalars, not a plan object; the kernels then split the work themselves)."""
     if torch.compiler.is_dynamo_compiling():
+        if plan is not None:
+            interface._fail("plan", f"{plan!r}: not taken under torch.compile (the graphtune::mla_decode op has no "
+                                    "plan argument); call without it there")
         return mla_decode_op(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale=kv_scale, kv_format=kv_format,
                              out=out, return_lse=return_lse, query_precision=query_precision, q_scale=q_scale)
     return interface.mla_decode(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale=kv_scale, kv_format=kv_format,
-                                out=out, return_lse=return_lse, query_precision=query_precision, q_scale=q_scale)
+                                out=out, return_lse=return_lse, query_precision=query_precision, q_scale=q_scale,
+                                plan=plan)
 

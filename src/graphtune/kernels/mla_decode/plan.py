@@ -1,0 +1,89 @@
+"""A decode step's plan of the Hopper split (:class:`MLADecodePlan`), made once and read by every layer's call.
+
+Each split kernel call works out its programs' tile ranges from ``seq_lens`` and then its first segment's request
+and page ids: two or three dependent round trips to memory before its first tile's copy, with the memory idle, and
+the same work in every layer of a step. A plan holds those values, made by one small launch
+(``kernel_hopper_tok._mla_decode_plan_kernel``, the split kernel's own code) the first time a call of the step
+needs them; the kernels that read it (the second fp8 tokens-on-M kernel, fp8 and fp8_ds_mla, H < 64, pages of
+whole 64-token tiles) then issue their first copies one round trip after they start. FlashMLA's metadata
+(``get_mla_metadata``) is the same idea: made per step, shared by the layers.
+
+Measured on an H100 (session 35 call D, ``benchmarks/probes/plan_probe.py``, fp8 H = 16, page size 64, graph
+replay, the plan made outside the graph): two-buffer configs 15 / 9 / 6.5 / 4.1 / 2.5% faster at batch 1 / 8 / 32 / 64
+/ 128 with 4096-token requests and 3-14% on ragged ones, three-buffer configs 0.5-11% faster, no cell slower.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from . import kernel_hopper, kernel_hopper_tok
+
+PLAN_COLS = int(kernel_hopper_tok.PLAN_COLS)
+
+
+class MLADecodePlan:
+    """One decode step's plan of the split, for ``mla_decode(..., plan=plan)``: make a new one per step (an empty
+    object; the first call that needs it fills it on the device, so under CUDA graph capture make it inside the
+    captured function, where its fill is captured with the first layer's call), pass it to each layer's call of that
+    step. It belongs to that step's ``seq_lens`` and ``page_table`` tensors and their values: a call with other
+    tensors is a ValueError; values changed in place after the fill are not seen (a new plan per step)."""
+
+    def __init__(self) -> None:
+        self._rows: torch.Tensor | None = None
+        self._inputs: tuple | None = None       # (seq_lens, page_table) identity and shape the plan belongs to
+        self._filled: tuple | None = None       # (programs, page size, segment cost) of the rows' last fill
+
+    def __repr__(self) -> str:
+        state = "empty" if self._inputs is None else f"batch {self._inputs[4]}"
+        return f"MLADecodePlan({state})"
+
+    def rows(self, seq_lens: torch.Tensor, page_table: torch.Tensor, max_programs: int) -> torch.Tensor:
+        """The plan's rows on the device, room for ``max_programs`` programs (filled by :meth:`fill`)."""
+        ident = (seq_lens.data_ptr(), page_table.data_ptr(), page_table.stride(0), seq_lens.device,
+                 seq_lens.shape[0])
+        if self._inputs is None:
+            self._inputs = ident
+        elif self._inputs != ident:
+            raise ValueError(f"mla_decode: plan={self!r} was made for another batch's seq_lens / page_table (a plan "
+                             "serves the calls of one decode step: make a new MLADecodePlan() per step)")
+        if self._rows is None or self._rows.shape[0] < max_programs:
+            self._rows = torch.empty(max_programs, PLAN_COLS, dtype=torch.int32, device=seq_lens.device)
+            self._filled = None
+        return self._rows
+
+    def fill(self, seq_lens: torch.Tensor, page_table: torch.Tensor, page_size: int, programs: int,
+             seg_cost: int, b_chunk: int) -> None:
+        """Rows for a split over ``programs`` programs, made by one launch unless this plan holds them already (the
+        tuner's configs differ in programs: each fill replaces the last)."""
+        want = (programs, page_size, seg_cost)
+        if self._filled == want:
+            return
+        kernel_hopper_tok._mla_decode_plan_kernel[(1, programs)](
+            seq_lens, page_table, self._rows, seq_lens.shape[0], page_table.stride(0), PAGE_SIZE=page_size,
+            B_CHUNK=b_chunk, BLOCK_N=64, SEG_COST=seg_cost, num_warps=4)
+        self._filled = want
+
+
+def plan_hook(nargs: dict[str, Any]) -> None:
+    """Config pre-hook of the tuned kernels that read a plan: the launch's ``plan_ptr`` (a plan's rows, or None)
+    filled for this config's grid before the launch (:func:`attach`)."""
+    rows = nargs.get("plan_ptr")
+    fill = getattr(rows, "_graphtune_fill", None)
+    if fill is not None:
+        fill(nargs)
+
+
+def attach(plan: MLADecodePlan, seq_lens: torch.Tensor, page_table: torch.Tensor, page_size: int, max_programs: int,
+           programs_of, b_chunk: int) -> torch.Tensor:
+    """The rows a launch passes as ``plan_ptr``, with the fill its config's pre-hook runs (:func:`plan_hook`):
+    ``programs_of(config)`` gives the grid's programs (the split's ``B_CHUNK`` is ``b_chunk``), fp8_ds_mla configs
+    (``DS``) take the even split."""
+    rows = plan.rows(seq_lens, page_table, max_programs)
+
+    def fill(nargs: dict[str, Any]) -> None:
+        seg_cost = 0 if nargs.get("DS") else int(kernel_hopper.FP8_SEG_COST)
+        plan.fill(seq_lens, page_table, page_size, programs_of(nargs), seg_cost, b_chunk)
+    rows._graphtune_fill = fill
+    return rows
