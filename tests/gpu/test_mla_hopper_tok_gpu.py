@@ -345,3 +345,30 @@ def test_tuned_decode_with_a_plan_made_in_the_captured_step_follows_new_lengths(
                                        kv_format="fp8")
             assert torch.isfinite(out.float()).all(), f"seed {seed}, lengths {new}: unwritten or NaN outputs"
             assert _rel(out, ref) <= 2e-3, f"seed {seed}, lengths {new}: rel err {_rel(out, ref):.3e}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"H{h}-ps{p}-B{len(n)}" for h, p, n in CASES])
+def test_fp8_ds_mla_with_a_plan_matches_reference_and_other_paths_leave_it_unread(case):
+    """``plan=`` with fp8_ds_mla (its tuned DS kernel reads the plan, the even split: no segment price): relative
+    error beyond the bf16 output rounding <= 2e-3 at 132, 7 and 1 SMs, LSE within 2e-3; at page size 1 (the row
+    gather) and with a bf16 cache (kernels that compute their split themselves) the same plan argument is not read and
+    the outputs are right."""
+    _skip_off_hopper()
+    skip_unproven({"PLAN": 1})
+    heads, page_size, lens = case
+    seed, x, ref32, ref_lse = _case(heads, page_size, lens, "fp8_ds_mla", ref_dtype=torch.float32)
+    for sms in (132, 7, 1):
+        x["out"].fill_(float("nan"))
+        out, lse = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, 1.0,
+                                     "fp8_ds_mla", x["out"], True, num_sms=sms, path="hopper", plan=MLADecodePlan())
+        assert torch.isfinite(out.float()).all(), f"seed {seed}, {sms} SMs: unwritten or NaN outputs"
+        assert _beyond_bf16(out, ref32) <= 2e-3, f"seed {seed}, {sms} SMs: rel err {_beyond_bf16(out, ref32):.3e}"
+        assert float((lse - ref_lse).abs().max()) <= 2e-3, f"seed {seed}, {sms} SMs: lse"
+    for fmt, ps in (("fp8", 1), ("bf16", page_size)):
+        seed, x, ref, _ = _case(heads, ps, lens, fmt)
+        x["out"].fill_(float("nan"))
+        out = mla_decode(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"],
+                         out=x["out"], plan=MLADecodePlan())
+        assert torch.isfinite(out.float()).all(), f"seed {seed}, {fmt} page size {ps}: unwritten or NaN outputs"
+        tol = 2e-3 if fmt == "fp8" else 1e-2     # (bf16: the bound of tests/gpu/test_mla_decode_gpu.py)
+        assert _rel(out, ref) <= tol, f"seed {seed}, {fmt} page size {ps}: rel err {_rel(out, ref):.3e}"
