@@ -44,7 +44,7 @@ import graphtune
 from graphtune.configs import (config_from_dict, config_label, config_to_dict, config_with, name_value, number,
                                parse_list)
 from graphtune.errors import ConfigError
-from graphtune.kernels.mla_decode import bench, interface, interface_hopper, reference, space
+from graphtune.kernels.mla_decode import MLADecodePlan, bench, interface, interface_hopper, reference, space
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -336,16 +336,20 @@ class Tuned:
     as the call's (``"e4m3"``: the opt-in of fp8 caches, FlashMLA's fp8 accuracy class)."""
 
     def __init__(self, label: str = "tuned (as shipped)", query_precision: str = "bf16",
-                 fp8_query: bool = False) -> None:
+                 fp8_query: bool = False, plan: bool = False) -> None:
         self.label = label
         self.query_precision = query_precision
         self.fp8_query = fp8_query      # the query handed over in e4m3 (scale 1), as the benchmark gives FlashMLA's
+        self.plan = plan                # a step's MLADecodePlan per input set, filled by the warm call before capture
 
 
 TUNED = Tuned()
 TUNED_E4M3 = Tuned("tuned, e4m3 query (opt-in)", "e4m3")
 TUNED_FP8Q = Tuned("tuned, query given in e4m3", "e4m3", fp8_query=True)
 _E4M3_LABELS = (TUNED_E4M3.label, TUNED_FP8Q.label)
+# ``--vs-plan``: the public call given a decode step's plan (``mla_decode(..., plan=MLADecodePlan())``), made per input
+# set and filled by the warm call before the graph is captured, as FlashMLA's metadata is made outside its timed call
+TUNED_PLAN = Tuned("tuned, with a step's plan", plan=True)
 
 
 def _select(config, heads: int, kv_format: str) -> None:
@@ -375,7 +379,8 @@ def _variant_kwargs(config, heads: int, kv_format: str) -> dict:
     with it (unpinned, one equal to the shipped config would run the tuned kernel), a portable config as given,
     ``TUNED`` the public call's path."""
     if isinstance(config, Tuned):
-        return dict(config=None, path="auto", query_precision=config.query_precision, fp8_query=config.fp8_query)
+        return dict(config=None, path="auto", query_precision=config.query_precision, fp8_query=config.fp8_query,
+                    plan=config.plan)
     if isinstance(config, HopperVariant):
         if config.get("V2"):   # the second fp8 kernel's own keys (a V2 config overlays its fixed config, not these)
             return dict(config=triton.Config(dict(config)), path="hopper")
@@ -417,6 +422,11 @@ def _e4m3(args, kv_format: str) -> list[Tuned]:
     return [TUNED_E4M3, TUNED_FP8Q] if args.vs_e4m3 and kv_format == "fp8" else []
 
 
+def _extras(args, kv_format: str) -> list[Tuned]:
+    """The public call's extra columns: :func:`_e4m3`'s, and with ``--vs-plan`` the call given a step's plan."""
+    return _e4m3(args, kv_format) + ([TUNED_PLAN] if args.vs_plan else [])
+
+
 def ragged_inputs(batch: int, heads: int, tokens: int, kv_format: str, seed: int, device: str = "cuda") -> dict:
     """Inputs of a ragged decode batch: each request's length drawn uniformly from 1 to ``2 * tokens - 1`` (mean
     ``tokens``), a cache of ``2 * tokens`` slots a request at page size 64, output poisoned with NaN."""
@@ -434,7 +444,7 @@ def _time_variants(args, fm, xs: list[dict], heads: int, kv_format: str, configs
     ``(impl, label, ms)``, a failing one recorded as inf with one line naming it (``where`` leads that line)."""
     sm = 1.0 / math.sqrt(576)
     timed = [("flashmla", None, [flashmla_call(fm, x, kv_format, sm)[0] for x in xs])] if fm is not None else []
-    for config in [TUNED, *_e4m3(args, kv_format), *configs, *_vs_candidates(args, xs[0], heads, kv_format)]:
+    for config in [TUNED, *_extras(args, kv_format), *configs, *_vs_candidates(args, xs[0], heads, kv_format)]:
         kwargs = _variant_kwargs(config, heads, kv_format)
         timed.append(("graphtune", config, [bench.run_inputs(x, kv_format, **kwargs) for x in xs]))
     got = []
@@ -481,16 +491,17 @@ def vs_ragged(args, fm, heads_batches: list, formats: list[str], configs: list, 
 
 
 def print_table(rows: list[dict], formats: list[str], e4m3_formats: list[str], heads_batches: list,
-                lengths: bool = False) -> dict:
+                lengths: bool = False, plan: bool = False) -> dict:
     """The side-by-side table of ``rows`` (the uniform or the ragged ones): per (H, B) and format, FlashMLA, graphtune
     as shipped (the tuned path) and the best variant timed (pinned; it may be one the tuned path does not run), and
     the e4m3 columns where timed; ms (TB/s), ratios to FlashMLA. ``lengths``: a column of the batch's lengths.
     Returns the best variant's label per cell."""
     head = "| heads, batch |" + (" lengths min / mean / max |" if lengths else "") + "".join(
         f" FlashMLA {f} | graphtune {f} tuned | ratio | best variant | ratio |"
-        + (" e4m3 query | ratio | query given in e4m3 | ratio |" if f in e4m3_formats else "") for f in formats)
+        + (" e4m3 query | ratio | query given in e4m3 | ratio |" if f in e4m3_formats else "")
+        + (" tuned, with a step's plan | ratio |" if plan else "") for f in formats)
     print(head)
-    print("|" + " --- |" * (1 + lengths + 5 * len(formats) + 4 * len(e4m3_formats)))
+    print("|" + " --- |" * (1 + lengths + (5 + 2 * plan) * len(formats) + 4 * len(e4m3_formats)))
     best = {}
     for heads, batches in heads_batches:
         for b in batches:
@@ -511,6 +522,9 @@ def print_table(rows: list[dict], formats: list[str], e4m3_formats: list[str], h
                     for label in _E4M3_LABELS:
                         e = next((r for r in mine if r["impl"] == "graphtune" and r["config"] == label), None)
                         cells += [_cell(e), _ratio(e, f)]
+                if plan:
+                    e = next((r for r in mine if r["impl"] == "graphtune" and r["config"] == TUNED_PLAN.label), None)
+                    cells += [_cell(e), _ratio(e, f)]
             r0 = here[0]
             span = f"{r0['len_min']} / {r0['len_mean']:.0f} / {r0['len_max']} | " if lengths else ""
             print(f"| H={heads}, B={b} | " + span + " | ".join(cells) + " |")
@@ -570,12 +584,14 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
                     x["out"].fill_(float("nan"))
                 ref = reference.mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm,
                                                      kv_scale=x["kv_scale"], kv_format=kv_format)
-                for config in [TUNED, *_e4m3(args, kv_format), *configs,
+                for config in [TUNED, *_extras(args, kv_format), *configs,
                                *_vs_candidates(args, x, heads, kv_format)]:
                     label = _activate(config, heads, kv_format)
                     x["out"].fill_(float("nan"))
                     kwargs = _variant_kwargs(config, heads, kv_format)
                     q_in = x["q"]
+                    if kwargs.pop("plan", False):
+                        kwargs["plan"] = MLADecodePlan()
                     if kwargs.pop("fp8_query", False):
                         q_in = x["q"].to(torch.float8_e4m3fn)
                         kwargs = {**{k: v for k, v in kwargs.items() if k != "query_precision"}, "q_scale": 1.0}
@@ -611,10 +627,10 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
           "ms (effective TB/s); tuned = the public call as shipped (tuned per bucket), best = the fastest variant "
           "timed (pinned); ratio = graphtune / FlashMLA")
     e4m3 = [f for f in formats if _e4m3(args, f)]
-    best = print_table(rows, formats, e4m3, heads_batches)
+    best = print_table(rows, formats, e4m3, heads_batches, plan=args.vs_plan)
     if ragged:
         print(f"\nRagged batches (lengths uniform in 1..{2 * args.tokens - 1}, fresh each run), page size 64; as above")
-        result["ragged_best_config"] = print_table(ragged, formats, e4m3, heads_batches, lengths=True)
+        result["ragged_best_config"] = print_table(ragged, formats, e4m3, heads_batches, lengths=True, plan=args.vs_plan)
     print("graphtune's best variant per cell:")
     for key, label in best.items():
         print(f"  {key}: {label}")
@@ -979,6 +995,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--vs-formats", type=formats, default="bf16,fp8")
     ap.add_argument("--vs-batches-h16", type=sizes, default="1,8,32,64,128")
     ap.add_argument("--vs-batches-h128", type=sizes, default="1,8,32,64", help="an empty list leaves H = 128 out")
+    ap.add_argument("--vs-plan", action="store_true",
+                    help="with --vs-flashmla: also time and check the public call given a decode step's plan "
+                         "(mla_decode(..., plan=MLADecodePlan()), made per input set before the graph)")
     ap.add_argument("--vs-e4m3", action="store_true",
                     help="with --vs-flashmla: also time and check the public call with query_precision='e4m3' on "
                          "the fp8 cache (FlashMLA's fp8 accuracy class), in a column of its own")

@@ -840,7 +840,8 @@ def test_bench_tuned_row_runs_the_shipped_path_and_the_filter_keeps_what_it_name
     assert bench_mod._activate(bench_mod.TUNED, 16, "fp8") == bench_mod.TUNED.label
     assert interface_hopper.HOPPER_TOK_FP8_CONFIG == before
     assert bench_mod._variant_kwargs(bench_mod.TUNED, 16, "fp8") == dict(config=None, path="auto",
-                                                                         query_precision="bf16", fp8_query=False)
+                                                                         query_precision="bf16", fp8_query=False,
+                                                                         plan=False)
     # --vs-e4m3: the public call with the e4m3 query too, from the bf16 query and from one cast to e4m3 outside the
     # call (FlashMLA's input), on the per-tensor fp8 cache only, labelled apart
     e4m3 = bench_mod._e4m3(SimpleNamespace(vs_e4m3=True), "fp8")

@@ -15,6 +15,7 @@ import torch
 import triton
 
 from . import interface, interface_hopper, space
+from .plan import MLADecodePlan
 from .reference import D_QK, ROW_BYTES, quantize_ds_mla
 
 L2_BYTES = 60 * 2 ** 20
@@ -66,16 +67,18 @@ def make_inputs(problem: Problem, device: str | torch.device = "cuda", seed: int
 
 def run_inputs(inputs: dict, kv_format: str, config: triton.Config | None,
                num_sms: int | None = None, path: str = "auto", query_precision: str = "bf16",
-               fp8_query: bool = False) -> Callable[[], None]:
+               fp8_query: bool = False, plan: bool = False) -> Callable[[], None]:
     """A zero-argument call of the kernel on ``inputs`` with ``config`` forced (None: the tuned path, or the
     Hopper kernel where it applies); ``path`` and ``query_precision`` as ``interface._launch``; ``fp8_query``: the
     query handed over cast to e4m3 (scale 1, as the benchmark hands it to FlashMLA's fp8 path), cast here, outside
-    the call."""
+    the call; ``plan``: every call given one MLADecodePlan made here (filled by the first call: a decode step's)."""
     sm_scale = 1.0 / math.sqrt(D_QK)
     q = inputs["q"].to(torch.float8_e4m3fn) if fp8_query else inputs["q"]
     args = (q, inputs["kv_cache"], inputs["page_table"], inputs["seq_lens"], sm_scale,
             inputs["kv_scale"], kv_format, inputs["out"], False)
     extra = dict(q_scale=1.0) if fp8_query else dict(query_precision=query_precision)
+    if plan:
+        extra["plan"] = MLADecodePlan()
 
     def call() -> None:
         interface._launch(*args, config=config, num_sms=num_sms, path=path, **extra)
