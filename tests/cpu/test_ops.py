@@ -287,3 +287,19 @@ def test_plain_mla_decode_traces_fullgraph_as_the_op():
     assert any("graphtune.mla_decode" in str(n.target) for n in graphs[0].graph.nodes)
     err = ((got.float() - ref).norm() / ref.norm()).item()
     assert err < 2e-2, err
+
+
+def test_a_plan_under_torch_compile_is_one_clear_line():
+    """``plan=`` is an eager-call option (the graphtune::mla_decode op has no plan argument): traced by torch.compile
+    it is a ValueError naming the argument, not a silently dropped plan."""
+    from graphtune.kernels.mla_decode import MLADecodePlan, mla_decode
+    torch._dynamo.reset()
+    q = torch.randn(2, 16, 576, dtype=torch.bfloat16)
+    kv = torch.randn(2, 16, 576, dtype=torch.bfloat16)
+    page_table = torch.arange(2, dtype=torch.int32).reshape(2, 1)
+    seq_lens = torch.tensor([5, 16], dtype=torch.int32)
+    plan = MLADecodePlan()
+    fn = torch.compile(lambda *a: mla_decode(*a, 0.07, plan=plan), backend="eager", fullgraph=True)
+    with pytest.raises(Exception, match="mla_decode: plan: ") as err:
+        fn(q, kv, page_table, seq_lens)
+    assert "torch.compile" in str(err.value)
