@@ -268,7 +268,7 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
             pinned config of another Hopper kernel gets it as bf16 (``interface_hopper.dequantize_query``: exact
             for a power-of-two scale).
 
-        plan: a :class:`~graphtune.kernels.mla_decode.MLADecodePlan` made for this decode step (one per step,
+        plan: a :class:`graphtune.kernels.MLADecodePlan` made for this decode step (one per step,
             passed to every layer's call of it; under CUDA graph capture made inside the captured function): the
             split of the work over the SMs is then made once per step instead of in every call. Read where a kernel
             takes it (sm_90: the fp8 and fp8_ds_mla tokens-on-M kernel, H < 64, pages of whole 64-token tiles; the
@@ -281,7 +281,7 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
     if not isinstance(return_lse, bool):
         _fail("return_lse", f"{return_lse!r}, expected True or False")
     if plan is not None and not isinstance(plan, MLADecodePlan):
-        _fail("plan", f"{type(plan).__name__} {plan!r:.80}, expected a graphtune.kernels.mla_decode.MLADecodePlan "
+        _fail("plan", f"{type(plan).__name__} {plan!r:.80}, expected a graphtune.kernels.MLADecodePlan "
                       "or None")
     return _launch(q, kv_cache, page_table, seq_lens, float(sm_scale), kv_scale, fmt, out, return_lse,
                    query_precision=query_precision, q_scale=q_scale, plan=plan)
