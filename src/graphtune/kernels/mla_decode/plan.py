@@ -8,9 +8,11 @@ needs them; the kernels that read it (the second fp8 tokens-on-M kernel, fp8 and
 whole 64-token tiles) then issue their first copies one round trip after they start. FlashMLA's metadata
 (``get_mla_metadata``) is the same idea: made per step, shared by the layers.
 
-Measured on an H100 (session 35 call D, ``benchmarks/probes/plan_probe.py``, fp8 H = 16, page size 64, graph
-replay, the plan made outside the graph): two-buffer configs 15 / 9 / 6.5 / 4.1 / 2.5% faster at batch 1 / 8 / 32 / 64
-/ 128 with 4096-token requests and 3-14% on ragged ones, three-buffer configs 0.5-11% faster, no cell slower.
+Measured on an H100 (session 35 calls E and G, ``benchmarks/probes/plan_probe.py``, fp8 H = 16, page size 64, graph
+replay, the plan made before the graph as FlashMLA's metadata is made outside its timed call): the public call tuned
+per bucket 15 / 1 / 2 / 0.3-0.5 / 0.7-1% faster at batch 1 / 8 / 32 / 64 / 128 with 4096-token requests, 9-12 / -1 /
+5-6 / 5-6 / 4-5% on ragged ones (batch 8 the one cell 0.1 us slower, both runs); pinned, two-buffer configs 2-15% faster
+everywhere, three-buffer ones up to 13%. A plan made in every call (its launch inside a one-layer step) costs 2-3 us.
 """
 from __future__ import annotations
 
