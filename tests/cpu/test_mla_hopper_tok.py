@@ -432,5 +432,10 @@ def test_a_plan_is_one_clear_line_when_misused_and_the_tuned_kernels_that_read_i
         assert kernel.configs and all(c.pre_hook is plan_mod.plan_hook for c in kernel.configs)
     gather = interface_hopper.tuned_second_kernel(False, "fp8", gather=True)
     assert all(c.pre_hook is None for c in gather.configs)
-    # (on the CPU the portable kernel runs and the plan is not read: the call is the same as without it)
+    # on the CPU the portable kernel runs (interpreted) and the plan is not read: the call is the same as without it
     assert interface.MLADecodePlan is MLADecodePlan
+    scale = 1.0 / 24.0
+    kv = torch.randn(2, 64, 576).to(torch.float8_e4m3fn)
+    without = mla_decode(x["q"], kv, x["pt"], x["lens"], scale, kv_scale=0.5)
+    with_plan = mla_decode(x["q"], kv, x["pt"], x["lens"], scale, kv_scale=0.5, plan=MLADecodePlan())
+    assert torch.isfinite(without.float()).all() and torch.equal(without, with_plan)
