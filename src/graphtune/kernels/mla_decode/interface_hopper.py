@@ -983,23 +983,12 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
     elif reads == "T8":
         args, consts = _query_pair(args, consts, q)
     if plan is not None and route == "second" and reads == "V2":
-        consts = {**consts, "plan_ptr": _plan_rows(plan, q.shape[0], heads, fmt, page_table, seq_lens,
-                                                   kv_cache.shape[1], sms)}
+        # room for the space's largest grid; each config's pre-hook fills the rows for its own (plan.plan_hook)
+        consts = {**consts, "plan_ptr": plan_mod.attach(
+            plan, seq_lens, page_table, kv_cache.shape[1], max(grid(c)[1] for c in SECOND[(False, fmt)].space),
+            lambda config: grid(config)[1], _B_CHUNK)}
     _route_kernel(route, heads, fmt, q_lo)[grid](*args, **consts)
     return scratch
-
-
-def _plan_rows(plan: plan_mod.MLADecodePlan, batch: int, heads: int, fmt: str, page_table: torch.Tensor,
-               seq_lens: torch.Tensor, page_size: int, sms: int) -> torch.Tensor:
-    """The plan's rows for the tuned second tokens-on-M kernel, room for its space's largest grid; each config's
-    pre-hook fills them for its own (``plan.plan_hook``)."""
-    second = SECOND[(False, fmt)]
-    head_blocks = heads // TOK_BLOCK_H
-
-    def programs(config: dict[str, Any]) -> int:
-        return _programs(sms, second.programs_per_sm(config), head_blocks, batch, config.get("SPLIT_MAX", 0))
-    return plan_mod.attach(plan, seq_lens, page_table, page_size, max(programs(c) for c in second.space), programs,
-                           _B_CHUNK)
 
 
 def _tuned_route(heads: int, fmt: str, batch: int, page_size: int, q_lo: bool = True, fp8_q: bool = False) -> str:

@@ -128,6 +128,22 @@ def _tile_pages(pt_base, j, i_stop, seq_len, PAGE_SIZE: gl.constexpr, BLOCK_N: g
 
 
 @gluon.jit
+def _segment_pages(seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, PAGE_SIZE: gl.constexpr,
+                   BLOCK_N: gl.constexpr, GATHER: gl.constexpr, NUM_BUF: gl.constexpr, num_warps: gl.constexpr):
+    """``kernel_hopper._segment``'s values and the page ids of the segment's first tiles (:func:`_tile_pages`; the
+    third's only with more than two buffers, else the second's again, unused)."""
+    b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+        seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
+    pg0 = _tile_pages(pt_base, i_first, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
+    pg1 = _tile_pages(pt_base, i_first + 1, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
+    if NUM_BUF > 2:
+        pg2 = _tile_pages(pt_base, i_first + 2, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
+    else:
+        pg2 = pg1
+    return b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base, pg0, pg1, pg2
+
+
+@gluon.jit
 def _gather_tile_at(kv_ptr, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr,
                     num_warps: gl.constexpr, sc_bufs=None):
     """:func:`_gather_tile` with tile j's page ids already loaded (:func:`_tile_pages`). With ``sc_bufs``
@@ -413,11 +429,8 @@ def _mla_decode_plan_kernel(seq_lens_ptr, page_table_ptr, plan_ptr, B, stride_pt
     pg1 = 0
     pg2 = 0
     if t < t_stop:
-        b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
-            seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
-        pg0 = _tile_pages(pt_base, i_first, i_stop, seq_len, PAGE_SIZE, BLOCK_N, 0, num_warps)
-        pg1 = _tile_pages(pt_base, i_first + 1, i_stop, seq_len, PAGE_SIZE, BLOCK_N, 0, num_warps)
-        pg2 = _tile_pages(pt_base, i_first + 2, i_stop, seq_len, PAGE_SIZE, BLOCK_N, 0, num_warps)
+        b, seq_len, _, req_end, _, _, _, _, pg0, pg1, pg2 = _segment_pages(
+            seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, PAGE_SIZE, BLOCK_N, 0, 3, num_warps)
     row = plan_ptr + pid * PLAN_COLS
     gl.store(row, t)
     gl.store(row + 1, t_stop)
@@ -597,18 +610,13 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                 pg1 = p_pg1
                 pg2 = p_pg2
             else:
-                b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
-                    seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
-                pg0 = _tile_pages(pt_base, i_first, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
-                pg1 = _tile_pages(pt_base, i_first + 1, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
-                pg2 = _tile_pages(pt_base, i_first + 2, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
+                b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base, pg0, pg1, pg2 = _segment_pages(
+                    seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, PAGE_SIZE, BLOCK_N, GATHER,
+                    NUM_BUF, num_warps)
         else:
-            b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
-                seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
-            pg0 = _tile_pages(pt_base, i_first, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
-            pg1 = _tile_pages(pt_base, i_first + 1, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
-            if NUM_BUF > 2:
-                pg2 = _tile_pages(pt_base, i_first + 2, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
+            b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base, pg0, pg1, pg2 = _segment_pages(
+                seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, PAGE_SIZE, BLOCK_N, GATHER, NUM_BUF,
+                num_warps)
         qn, qr = _load_q_raw(q_ptr + b.to(gl.int64) * stride_q_b, heads_q, hmask_q, stride_q_h, q_layout)
         # The previous segment's MMAs (which read the query tile) are retired in every warp past this.
         _block_barrier()
