@@ -244,3 +244,40 @@ def test_whole_outputs_are_stored_in_whole_sectors(fmt):
                                      0.04, 1.0, fmt, torch.empty(2, 128, 512, dtype=torch.bfloat16), False,
                                      sms=132, config={**cfg, "OUT32": 2})
     assert "\n" not in str(err.value)
+
+
+def test_bf16_pp_reads_its_split_from_a_plan():
+    """The bf16 ping-pong kernel given a plan's rows (``plan_ptr``; both warpgroups read the program's row and the
+    first segment's two page ids): the same shared memory and MMAs, wgmmas asynchronous, no tile loop reloading a
+    spill, and less code before its first copy (no split pass: fewer instructions and barriers); its tuned configs
+    carry the plan's pre-hook, the fp8 heads-on-M kernels' do not (they compute their split themselves)."""
+    import re
+    from graphtune.kernels.mla_decode import plan as plan_mod
+    from test_mla_decode import compile_sm90
+
+    def build(plan: bool):
+        q = torch.empty(2, 128, 576, dtype=torch.bfloat16)
+        kv = torch.empty(4, 64, 576, dtype=torch.bfloat16)
+        args, grid, consts, _ = interface_hopper.hopper_call(
+            q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32), 0.04, 1.0, "bf16",
+            torch.empty(2, 128, 512, dtype=torch.bfloat16), False, sms=132, config=dict(PP=1, RELOAD=1, WG1_FIRST=1))
+        fn, consts = interface_hopper._kernel_and_params(128, "bf16", consts)
+        if plan:
+            consts = {**consts, "plan_ptr": torch.empty(grid[1], 8, dtype=torch.int32)}
+        return compile_sm90(fn, args, consts)
+    base, plan = build(False), build(True)
+    assert plan.metadata.shared == base.metadata.shared
+    sass, sass0 = _sass(plan), _sass(base)
+    assert sass.count("HGMMA") == sass0.count("HGMMA")
+    assert sass.count("WARPGROUP.DEPBAR") == sass0.count("WARPGROUP.DEPBAR")
+    if SCHEDULED_WITH_THIS_TRITON:
+        assert _tile_loop_local_loads(sass) == 0
+
+    def first_copy(text: str) -> int:
+        lines = [line for line in text.splitlines() if re.search(r"/\*[0-9a-f]{4,5}\*/", line)]
+        return next(i for i, line in enumerate(lines) if "UTMALDG" in line)
+    assert first_copy(sass) < first_copy(sass0)
+    assert sass.count("BAR.SYNC") < sass0.count("BAR.SYNC")
+    assert all(c.pre_hook is plan_mod.plan_hook for c in interface_hopper.tuned_second_kernel(True, "bf16").configs)
+    assert all(c.pre_hook is None for c in interface_hopper.tuned_second_kernel(True, "fp8").configs)
+    assert all(c.pre_hook is None for c in interface_hopper.tuned_second_kernel(True, "fp8", third=True).configs)

@@ -395,7 +395,7 @@ def test_tok_fp8_v2_reads_its_split_from_a_plan(num_buf):
     MMAs, wgmmas asynchronous, no local memory, and fewer barriers before the first tile's copy than the split's pass
     needs (it reads eight values instead); the plan kernel itself compiles for sm_90 with the split's code."""
     from test_mla_decode import compile_sm90
-    from graphtune.kernels.mla_decode import kernel_hopper_tok as kt
+    from graphtune.kernels.mla_decode import kernel_hopper as kh
     base, plan = _plan_build(num_buf, False), _plan_build(num_buf, True)
     assert _shared(plan) == _shared(base)
     sass, sass0 = _sass(plan), _sass(base)
@@ -405,7 +405,7 @@ def test_tok_fp8_v2_reads_its_split_from_a_plan(num_buf):
     assert _barriers_before_the_first_copy(sass) < _barriers_before_the_first_copy(sass0)
     args = (torch.ones(2, dtype=torch.int32), torch.zeros(2, 2, dtype=torch.int32), torch.empty(132, 8, dtype=torch.int32),
             2, 2)
-    compiled = compile_sm90(kt._mla_decode_plan_kernel, args, dict(PAGE_SIZE=64, B_CHUNK=128, BLOCK_N=64, SEG_COST=4,
+    compiled = compile_sm90(kh._mla_decode_plan_kernel, args, dict(PAGE_SIZE=64, B_CHUNK=128, BLOCK_N=64, SEG_COST=4,
                                                                       num_warps=4))
     assert "STG" in _sass(compiled)
 
@@ -439,3 +439,36 @@ def test_a_plan_is_one_clear_line_when_misused_and_the_tuned_kernels_that_read_i
     without = mla_decode(x["q"], kv, x["pt"], x["lens"], scale, kv_scale=0.5)
     with_plan = mla_decode(x["q"], kv, x["pt"], x["lens"], scale, kv_scale=0.5, plan=MLADecodePlan())
     assert torch.isfinite(without.float()).all() and torch.equal(without, with_plan)
+
+
+def test_bf16_tokens_on_m_kernel_reads_its_split_from_a_plan():
+    """The bf16 tokens-on-M kernel given a plan's rows (``plan_ptr``: the program's split and its first tile's page
+    id): the same shared memory and MMAs, wgmmas as asynchronous, no local memory, its first copy sooner in the code
+    and fewer barriers (no split pass); its tuned configs carry the plan's pre-hook."""
+    import re
+    from graphtune.kernels.mla_decode import plan as plan_mod
+    from test_mla_decode import compile_sm90
+
+    def build(plan: bool):
+        q = torch.empty(2, 16, 576, dtype=torch.bfloat16)
+        kv = torch.empty(4, 64, 576, dtype=torch.bfloat16)
+        args, grid, consts, _ = interface_hopper.hopper_call(
+            q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32), 0.04, 1.0, "bf16",
+            torch.empty(2, 16, 512, dtype=torch.bfloat16), False, sms=132)
+        fn, consts = interface_hopper._kernel_and_params(16, "bf16", consts)
+        if plan:
+            consts = {**consts, "plan_ptr": torch.empty(grid[1], 8, dtype=torch.int32)}
+        return compile_sm90(fn, args, consts)
+    base, plan = build(False), build(True)
+    assert _shared(plan) == _shared(base)
+    sass, sass0 = _sass(plan), _sass(base)
+    assert sass.count("HGMMA") == sass0.count("HGMMA")
+    assert sass.count("WARPGROUP.DEPBAR") == sass0.count("WARPGROUP.DEPBAR")
+
+    def first_copy(text: str) -> int:
+        lines = [line for line in text.splitlines() if re.search(r"/\*[0-9a-f]{4,5}\*/", line)]
+        return next(i for i, line in enumerate(lines) if "UTMALDG" in line)
+    assert first_copy(sass) < first_copy(sass0)
+    assert sass.count("BAR.SYNC") < sass0.count("BAR.SYNC")
+    assert all(c.pre_hook is plan_mod.plan_hook for c in interface_hopper.tuned_kernel(False, False).configs)
+    assert all(c.pre_hook is not plan_mod.plan_hook for c in interface_hopper.tuned_kernel(True, False).configs)

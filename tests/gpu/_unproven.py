@@ -18,7 +18,8 @@ import pytest
 # Q_E4M3, query_precision="e4m3" and the query given in e4m3, in session 28, run 1: 9 passed, on an H200; SPLIT_MAX,
 # the heads-on-M grid's programs a request capped (16 and 32), in session 32, call A, on an H100; FILL1, the second
 # fp8 tokens-on-M kernel's first tile copied alone, passed in session 35, call B, on an H100, and was removed: not
-# faster where the tuner picks; PLAN, mla_decode's plan=, passed in session 35, calls D-F, on an H100)
+# faster where the tuner picks; PLAN, mla_decode's plan=, passed in session 35, calls D-F, on an H100; PLAN_PP, the
+# bf16 kernels reading a plan, in session 36, call B: 21 passed, on an H100)
 UNPROVEN: dict[str, str] = {}
 
 

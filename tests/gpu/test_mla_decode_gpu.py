@@ -14,7 +14,7 @@ import triton
 
 import graphtune
 from graphtune.kernels import mla_decode, mla_decode_reference
-from graphtune.kernels.mla_decode import bench, interface, interface_hopper, query8, space
+from graphtune.kernels.mla_decode import MLADecodePlan, bench, interface, interface_hopper, query8, space
 
 from _unproven import skip_unproven
 
@@ -800,3 +800,54 @@ def test_query_given_in_e4m3_captured_and_replayed(heads, sizes):
     _replay_equals_eager(graphs, per_size, make_args, 2048, kv_scale, "fp8", 2e-3,
                          lambda args: mla_decode(*args, kv_scale=kv_scale, q_scale=q_scale),
                          query=lambda q: (q.float() * 4).to(torch.bfloat16))
+
+
+_PP_PINNED = dict(PP=1, RELOAD=1, WG1_FIRST=1)
+_TOK_PINNED = dict(interface_hopper.HOPPER_TOK_CONFIG)
+
+
+@pytest.mark.parametrize("heads,page_size,lens,pinned", [
+    (128, 64, [1, 63, 64, 65, 3001, 4096], _PP_PINNED), (64, 128, [300, 0, 4096, 191], _PP_PINNED),
+    (128, 256, [0, 4096, 0, 77, 1, 2500, 129, 4000], _PP_PINNED), (16, 64, [1, 63, 64, 65, 3001, 4096], _TOK_PINNED),
+    (32, 128, [300, 0, 4096, 191], _TOK_PINNED)],
+    ids=["pp-H128-ps64", "pp-H64-ps128-zero", "pp-H128-ps256-zeros", "tok-H16-ps64", "tok-H32-ps128-zero"])
+def test_bf16_kernels_with_a_plan_match_reference(heads, page_size, lens, pinned):
+    """``plan=`` on the bf16 kernels that read it (the ping-pong kernel: both warpgroups read the program's plan row
+    and the first segment's two page ids; the tokens-on-M kernel: its first tile's): pinned, at 132, 7 and 1 SMs
+    (programs of several segments), two calls a plan; then the tuned path with the plan made inside a captured step of
+    two calls, replayed after the lengths change in place. NaN in every cache row past the lengths of the pinned
+    runs, NaN-poisoned outputs."""
+    _hopper_or_skip()
+    seed = _seed()
+    x = _inputs(len(lens), heads, page_size, "bf16", 4096, seed)
+    pt = _with_lengths(x, lens, page_size)
+    ref = mla_decode_reference(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_format="bf16")
+    for sms in (132, 7, 1):
+        plan = MLADecodePlan()
+        for call in range(2):
+            x["out"].fill_(float("nan"))
+            out = interface._launch(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, 1.0, "bf16", x["out"], False,
+                                    config=triton.Config(dict(pinned)), num_sms=sms,
+                                    path="hopper", plan=plan)
+            assert torch.isfinite(out.float()).all(), f"seed {seed}, {sms} SMs, call {call}: unwritten or NaN"
+            assert _rel(out, ref) <= TOL, f"seed {seed}, {sms} SMs, call {call}: rel err {_rel(out, ref):.3e}"
+    x = _inputs(8, heads, page_size, "bf16", 4096, seed + 1)      # (no NaN rows: the replays reach further)
+    first = [4096, 1, 3001, 64, 0, 2500, 129, 4000]
+    x["seq_lens"].copy_(torch.tensor(first, dtype=torch.int32))
+    mla_decode(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, plan=MLADecodePlan())   # (tunes)
+    outs = [torch.empty_like(x["out"]) for _ in range(2)]
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        plan = MLADecodePlan()
+        for out in outs:
+            mla_decode(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, out=out, plan=plan)
+    for new in (first, [17, 4096, 0, 3000, 64, 1, 4095, 2048]):
+        x["seq_lens"].copy_(torch.tensor(new, dtype=torch.int32))
+        for out in outs:
+            out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        ref = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, kv_format="bf16")
+        for out in outs:
+            assert torch.isfinite(out.float()).all(), f"seed {seed}, lengths {new}: unwritten or NaN outputs"
+            assert _rel(out, ref) <= TOL, f"seed {seed}, lengths {new}: rel err {_rel(out, ref):.3e}"

@@ -768,7 +768,8 @@ def _tuned_second_kernel(on_m: bool, fmt: str, gather: bool, third: bool, q_lo: 
     from .space import CAPTURE_SIZES
     second = _extra(on_m, fmt, gather, third)
     # (the kernels that read a plan fill it for the config's grid first: plan.plan_hook)
-    hook = plan_mod.plan_hook if second.flag in ("V2", "DS") and not gather else None
+    hook = (plan_mod.plan_hook if (second.flag in ("V2", "DS") and not gather) or (second.flag, fmt) == ("PP", "bf16")
+            else None)
     configs = [triton.Config(dict(c), num_warps=second.num_warps, pre_hook=hook) for c in second.space]
     fn = kernel_for(BLOCK_H if on_m else TOK_BLOCK_H, fmt, v2=second.flag == "V2", pp=second.flag == "PP",
                     t8=second.flag == "T8")
@@ -844,6 +845,8 @@ def space_configs(on_m: bool, fp8: bool) -> list[triton.Config]:
     varies within the space, the pre-hook that rebuilds the KV descriptors."""
     space = _SPACES[(on_m, fp8)]
     hook = _kv_tiles if len({c["BLOCK_N"] for c in space}) > 1 else None
+    if (on_m, fp8) == (False, False):      # (the bf16 tokens-on-M kernel reads a step's plan: plan.plan_hook)
+        hook = plan_mod.plan_hook
     warps = NUM_WARPS if on_m else TOK_NUM_WARPS
     return [triton.Config(dict(c), num_warps=warps, pre_hook=hook) for c in space]
 
@@ -959,9 +962,10 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
             args, consts = _fp8_query(args, consts, q, q_scale, reads)
         elif pair:
             args, consts = _query_pair(args, consts, q)
-        if plan is not None and reads == "V2" and not consts.get("GATHER"):
+        if plan is not None and ((reads == "V2" and not consts.get("GATHER")) or (
+                fmt == "bf16" and (consts.get("PP") or not (_heads_on_m(heads) or consts.get("RING"))))):
             rows = plan_mod.attach(plan, seq_lens, page_table, kv_cache.shape[1], grid[1], lambda _: grid[1],
-                                   _B_CHUNK)
+                                   _B_CHUNK, fp8=fmt == "fp8")
             plan_mod.plan_hook({**consts, "plan_ptr": rows})
             consts = {**consts, "plan_ptr": rows}
         fn[grid](*args, **consts)
@@ -982,13 +986,23 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
         args, consts = _fp8_query(args, consts, q, q_scale, reads)
     elif reads == "T8":
         args, consts = _query_pair(args, consts, q)
-    if plan is not None and route == "second" and reads == "V2":
+    if plan is not None and _reads_plan(route, heads, fmt, reads):
         # room for the space's largest grid; each config's pre-hook fills the rows for its own (plan.plan_hook)
+        on_m = _heads_on_m(heads)
+        space = SECOND[(on_m, fmt)].space if route == "second" else _SPACES[(on_m, fmt == "fp8")]
         consts = {**consts, "plan_ptr": plan_mod.attach(
-            plan, seq_lens, page_table, kv_cache.shape[1], max(grid(c)[1] for c in SECOND[(False, fmt)].space),
-            lambda config: grid(config)[1], _B_CHUNK)}
+            plan, seq_lens, page_table, kv_cache.shape[1], max(grid(c)[1] for c in space),
+            lambda config: grid(config)[1], _B_CHUNK, fp8=fmt == "fp8")}
     _route_kernel(route, heads, fmt, q_lo)[grid](*args, **consts)
     return scratch
+
+
+def _reads_plan(route: str, heads: int, fmt: str, reads: str | None) -> bool:
+    """Whether the tuned kernel of ``route`` reads a step's plan: the second fp8 / fp8_ds_mla tokens-on-M kernel, the
+    bf16 ping-pong kernel (heads on M) and the bf16 tokens-on-M kernel."""
+    if route == "second":
+        return reads == "V2" or (_heads_on_m(heads) and fmt == "bf16")
+    return route == "first" and not _heads_on_m(heads) and fmt == "bf16"
 
 
 def _tuned_route(heads: int, fmt: str, batch: int, page_size: int, q_lo: bool = True, fp8_q: bool = False) -> str:

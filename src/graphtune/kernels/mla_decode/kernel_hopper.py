@@ -374,6 +374,67 @@ def _segment(seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, B
     return b, seq_len, req_tiles, req_end, seg_stop, t - req_start, seg_stop - req_start, pt_base
 
 
+# A plan row: the program's split (t, t_stop, b, req_end as ``_split_start`` returns them) and its first segment's
+# request (past requests of no tokens), that request's length and the page ids of the segment's first three tiles.
+PLAN_COLS = gl.constexpr(8)
+
+
+@gluon.jit
+def _plan_row(plan_ptr, pid):
+    row = plan_ptr + pid * PLAN_COLS
+    return (gl.load(row), gl.load(row + 1), gl.load(row + 2), gl.load(row + 3), gl.load(row + 4), gl.load(row + 5),
+            gl.load(row + 6), gl.load(row + 7))
+
+
+@gluon.jit
+def _planned_segment(page_table_ptr, stride_pt_b, b, t, t_stop, req_end, seq_len, BLOCK_N: gl.constexpr):
+    """``kernel_hopper._segment``'s values for a program's first segment from its plan row (``b`` and ``req_end``
+    there are the segment's request and where its tiles end, ``seq_len`` its length): no load."""
+    req_tiles = (seq_len + BLOCK_N - 1) // BLOCK_N
+    req_start = req_end - req_tiles
+    seg_stop = gl.minimum(t_stop, req_end)
+    pt_base = page_table_ptr + b.to(gl.int64) * stride_pt_b
+    return b, seq_len, req_tiles, req_end, seg_stop, t - req_start, seg_stop - req_start, pt_base
+
+
+@gluon.jit(do_not_specialize=["B"])
+def _mla_decode_plan_kernel(seq_lens_ptr, page_table_ptr, plan_ptr, B, stride_pt_b, PAGE_SIZE: gl.constexpr,
+                            B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, SEG_COST: gl.constexpr,
+                            num_warps: gl.constexpr):
+    """Grid ``(1, P)``, P the split kernel's programs: program p's plan row (``PLAN_COLS``), the split and the first
+    segment exactly as the split kernels compute them (``_split_start``, ``_segment``, :func:`_tile_page`), so that a
+    split kernel given these rows as ``plan_ptr`` on the same lengths, page table and grid starts its copies one round trip after
+    its start. A program with no tiles gets its empty range and zeros."""
+    pid = gl.program_id(1)
+    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(1), BLOCK_N, B_CHUNK, num_warps,
+                                         SEG_COST)
+    seq_len = 0
+    pg0 = 0
+    pg1 = 0
+    pg2 = 0
+    if t < t_stop:
+        b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+            seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
+        pg0 = _tile_page(pt_base, i_first, i_stop, PAGE_SIZE, BLOCK_N)
+        pg1 = _tile_page(pt_base, i_first + 1, i_stop, PAGE_SIZE, BLOCK_N)
+        pg2 = _tile_page(pt_base, i_first + 2, i_stop, PAGE_SIZE, BLOCK_N)
+    row = plan_ptr + pid * PLAN_COLS
+    gl.store(row, t)
+    gl.store(row + 1, t_stop)
+    gl.store(row + 2, b)
+    gl.store(row + 3, req_end)
+    gl.store(row + 4, seq_len)
+    gl.store(row + 5, pg0)
+    gl.store(row + 6, pg1)
+    gl.store(row + 7, pg2)
+
+
+@gluon.jit
+def _tile_page(pt_base, j, i_stop, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
+    """Tile j's page id (one page a TMA tile; 0 when ``j >= i_stop``), as the split kernels load it."""
+    return gl.load(pt_base + (j * BLOCK_N) // PAGE_SIZE, mask=j < i_stop, other=0)
+
+
 @gluon.jit
 def _store_o(o, whole, b, pid, heads, dims, out_ptr, part_o_ptr, stride_out_b, stride_out_h, stride_po_s,
              stride_po_h, mask, TRANSPOSED: gl.constexpr):
@@ -585,9 +646,13 @@ def _tile_row(pt_base, j, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
 
 @gluon.jit
 def _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, j, stage,
-                PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
-    """TMA tile j of the current request (64 contiguous rows of one page) into buffer ``stage``."""
-    row = _tile_row(pt_base, j, PAGE_SIZE, BLOCK_N)
+                PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, page=None):
+    """TMA tile j of the current request (64 contiguous rows of one page) into buffer ``stage``; ``page``: its page
+    id when loaded already (a plan's), else loaded here."""
+    if page is None:
+        row = _tile_row(pt_base, j, PAGE_SIZE, BLOCK_N)
+    else:
+        row = page * PAGE_SIZE + (j * BLOCK_N) % PAGE_SIZE
     bar = bars.index(stage)
     mbarrier.expect(bar, kv_nope_desc.block_type.nbytes + kv_rope_desc.block_type.nbytes)
     _tma_load(kv_nope_desc, [row, 0], bar, kn_bufs.index(stage))
@@ -607,19 +672,25 @@ def _issue_next_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base
 @gluon.jit
 def _load_query_and_first_tiles(q_nope_desc, q_rope_desc, qn_smem, qr_smem, q_bar, q_phase, b, H, h0,
                                 kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first, i_stop, it,
-                                PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUF: gl.constexpr):
+                                PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUF: gl.constexpr, pg0=None):
     """A segment's start in the bf16 kernels: past a block barrier (every warp has retired the previous
     segment's MMAs), the query's BLOCK_H heads of request b by TMA, the first NUM_BUF - 1 tiles of the segment
-    in flight, then the wait for the query. Returns the query barrier's next phase."""
+    in flight, then the wait for the query. Returns the query barrier's next phase. ``pg0``: the first tile's page
+    id when loaded already (a plan's: NUM_BUF 2)."""
     _block_barrier()
     q_row = b * H + h0
     mbarrier.expect(q_bar, q_nope_desc.block_type.nbytes + q_rope_desc.block_type.nbytes)
     _tma_load(q_nope_desc, [q_row, 0], q_bar, qn_smem)
     _tma_load(q_rope_desc, [q_row, 0], q_bar, qr_smem)
-    for k in gl.static_range(NUM_BUF - 1):
-        if i_first + k < i_stop:
-            _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
-                        (it + k) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+    if pg0 is not None:
+        gl.static_assert(NUM_BUF == 2)
+        _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first, it % NUM_BUF, PAGE_SIZE,
+                    BLOCK_N, pg0)
+    else:
+        for k in gl.static_range(NUM_BUF - 1):
+            if i_first + k < i_stop:
+                _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
+                            (it + k) % NUM_BUF, PAGE_SIZE, BLOCK_N)
     mbarrier.wait(q_bar, q_phase)
     return q_phase ^ 1
 
@@ -1020,6 +1091,7 @@ def _mla_decode_hopper_tok_kernel(
     NUM_BUF: gl.constexpr,
     PIPE: gl.constexpr,
     num_warps: gl.constexpr,
+    plan_ptr=None,
 ):
     """H < 64 (tensor parallel): tokens on the MMA's M side, one warpgroup, 16 heads per program.
 
@@ -1029,6 +1101,7 @@ def _mla_decode_hopper_tok_kernel(
     of the tile and issues the next load before waiting for tile i (PIPE = 0: after S(i)'s wait); PIPE = 2 also
     keeps the softmax denominator per token slot (reduced once per segment) and takes the running max across
     the warps with one block barrier (``_max_over_tokens``) instead of Triton's reductions (three each).
+    ``plan_ptr``: a step's plan (plan.py): the split and the first segment read from its row.
     """
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
@@ -1058,7 +1131,12 @@ def _mla_decode_hopper_tok_kernel(
         mbarrier.init(bars.index(k), count=1)
     mbarrier.init(q_bar, count=1)
 
-    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps, BF16_SEG_COST)
+    if plan_ptr is not None:
+        _launch_dependents()
+        t, t_stop, b, req_end, p_seq, p_pg0, _, _ = _plan_row(plan_ptr, pid)
+    else:
+        t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps,
+                                             BF16_SEG_COST)
 
     offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s_layout))
     offs_h_s = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, s_layout))
@@ -1068,12 +1146,24 @@ def _mla_decode_hopper_tok_kernel(
     it = 0
     q_phase = 0
     while t < t_stop:
-        b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
-            seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
+        if plan_ptr is not None:
+            # the first segment from the plan's row, the later ones as without it
+            if it == 0:
+                b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _planned_segment(
+                    page_table_ptr, stride_pt_b, b, t, t_stop, req_end, p_seq, BLOCK_N)
+                pg0 = p_pg0
+            else:
+                b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+                    seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
+                pg0 = _tile_page(pt_base, i_first, i_stop, PAGE_SIZE, BLOCK_N)
+        else:
+            b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+                seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
+            pg0 = None
 
         q_phase = _load_query_and_first_tiles(q_nope_desc, q_rope_desc, qn_smem, qr_smem, q_bar, q_phase, b, H, h0,
                                               kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first,
-                                              i_stop, it, PAGE_SIZE, BLOCK_N, NUM_BUF)
+                                              i_stop, it, PAGE_SIZE, BLOCK_N, NUM_BUF, pg0)
 
         m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=gl.SliceLayout(0, s_layout))
         l_i = gl.zeros([BLOCK_H], gl.float32, layout=gl.SliceLayout(0, s_layout))

@@ -62,7 +62,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from . import kernel_hopper
 from .kernel_hopper import (BF16_SEG_COST, FP8_SEG_COST, STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN,
-                            _load_rope, _split_start, _segment, _stamp, _stamp_out, _stamp_tile, _store_lse_and_segment,
+                            _launch_dependents, _load_rope, _plan_row, _planned_segment, _split_start, _segment,
+                            _stamp, _stamp_out, _stamp_tile, _store_lse_and_segment, _tile_page,
                             _store_o, _store_partial_sectors, _store_whole_sectors, _tile_row, _tma_load, _zero_rows,
                             SECTORS_HEADS_ON_M,
                             widen_layout)
@@ -92,10 +93,14 @@ def _pro(STAMPS, srow, seg, x: gl.constexpr):
 
 @gluon.jit
 def _issue_half(kv_nope_desc, kv_rope_desc, kn, kr, c_bars, pt_base, j, stage, HALF: gl.constexpr,
-                ROPE: gl.constexpr, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
+                ROPE: gl.constexpr, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, page=None):
     """TMA of tile j's latent columns ``[HALF * 256, HALF * 256 + 256)`` (one warpgroup's half of V) into buffer
-    ``stage`` on mbarrier ``stage * 3 + HALF``, and its rope columns on ``stage * 3 + 2`` when ``ROPE``."""
-    row = _tile_row(pt_base, j, PAGE_SIZE, BLOCK_N)
+    ``stage`` on mbarrier ``stage * 3 + HALF``, and its rope columns on ``stage * 3 + 2`` when ``ROPE``; ``page``:
+    the tile's page id when loaded already (a plan's), else loaded here."""
+    if page is None:
+        row = _tile_row(pt_base, j, PAGE_SIZE, BLOCK_N)
+    else:
+        row = page * PAGE_SIZE + (j * BLOCK_N) % PAGE_SIZE
     bar = c_bars.index(stage * 3 + HALF)
     mbarrier.expect(bar, kv_nope_desc.block_type.nbytes)
     _tma_load(kv_nope_desc, [row, HALF * 256], bar, kn.slice(HALF * 256, 256, dim=1))
@@ -276,10 +281,11 @@ def _take_even(o, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars, stage,
 
 @gluon.jit
 def _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, WG: gl.constexpr, s_layout: gl.constexpr, B_CHUNK: gl.constexpr,
-              BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, SEG_COST: gl.constexpr = 0):
+              BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, SEG_COST: gl.constexpr = 0, plan_ptr=None):
     """A warpgroup's program-wide values: the program ids, its first head, the scores' log2 scale, the token
-    offsets of a tile, the program's tile range (``_split_start``) and its row of ``STAMPS`` (the timeline probe's:
-    two a program, one per warpgroup)."""
+    offsets of a tile, the program's tile range (``_split_start``, or with ``plan_ptr`` the plan's row:
+    ``kernel_hopper._plan_row``) and its row of ``STAMPS`` (the timeline probe's: two a program, one per warpgroup);
+    last the plan's first segment (its request's length, its first two tiles' page ids; zeros without a plan)."""
     LOG2E: gl.constexpr = 1.4426950408889634
     pid_h = gl.program_id(0)
     pid = gl.program_id(1)
@@ -292,9 +298,17 @@ def _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, WG: gl.constexpr, s_layout: gl.
     # the split's pass a reduction a sum here (FUSED = 0): one scan and one reduction a chunk made the fp8 ping-pong
     # kernels 1.5-3.9% slower at H = 128, batch 8 / 32 (H200, session 33 call N; the session-31 stack on an H100,
     # session 32 call A, 1.5-3.0% on ragged batches)
-    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(1), BLOCK_N, B_CHUNK, 4, SEG_COST, 0)
+    if plan_ptr is not None:
+        _launch_dependents()
+        t, t_stop, b, req_end, p_seq, p_pg0, p_pg1, _ = _plan_row(plan_ptr, pid)
+    else:
+        t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(1), BLOCK_N, B_CHUNK, 4, SEG_COST,
+                                             0)
+        p_seq = 0
+        p_pg0 = 0
+        p_pg1 = 0
     _stamp(STAMPS, srow, STAMP_CLK_SPLIT)
-    return pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow
+    return pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow, p_seq, p_pg0, p_pg1
 
 
 
@@ -353,7 +367,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
-            OUT32: gl.constexpr = 1, STAMPS=None):
+            OUT32: gl.constexpr = 1, STAMPS=None, plan_ptr=None):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; loads the query (``FP8``: the fp16
     query scaled per head, written by this warpgroup, and each fp8 tile's TMA into its left half)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -361,9 +375,10 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     rope_layout: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [4, 1], [1, 0])
     seg_cost: gl.constexpr = FP8_SEG_COST * FP8 + BF16_SEG_COST * (1 - FP8)
-    pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow = _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, 0,
-                                                                              s_layout, B_CHUNK, BLOCK_N, BLOCK_H,
-                                                                              seg_cost)
+    if plan_ptr is not None:
+        gl.static_assert(FP8 == 0)      # (the plan's rows: the bf16 kernel's TMA halves)
+    pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow, p_seq, p_pg0, p_pg1 = _wg_start(
+        seq_lens_ptr, sm_scale, B, STAMPS, 0, s_layout, B_CHUNK, BLOCK_N, BLOCK_H, seg_cost, plan_ptr)
     if FP8:
         if KV_SCALE_FROM_PTR:
             kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
@@ -378,8 +393,23 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
     seg = 0
     p1_phase = 0
     while t < t_stop:
-        b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
-            seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
+        if plan_ptr is not None:
+            # the first segment from the plan's row, the later ones as without it
+            if it == 0:
+                b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _planned_segment(
+                    page_table_ptr, stride_pt_b, b, t, t_stop, req_end, p_seq, BLOCK_N)
+                pg_a = p_pg0
+                pg_b = p_pg1
+            else:
+                b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+                    seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
+                pg_a = _tile_page(pt_base, i_first, i_stop, PAGE_SIZE, BLOCK_N)
+                pg_b = _tile_page(pt_base, i_first + 1, i_stop, PAGE_SIZE, BLOCK_N)
+        else:
+            b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+                seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
+            pg_a = None
+            pg_b = None
         n = i_stop - i_first
         _pro(STAMPS, srow, seg, 0)
         # (past the previous segment's exchange: both warpgroups' MMAs of it are retired)
@@ -409,10 +439,10 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             _tma_load(q_rope_desc, [b * H + h0, 0], q_bar, qr_smem)
             s0 = it % 2
             _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(s0), kr_bufs.index(s0), c_bars, pt_base, i_first,
-                        s0, 0, True, PAGE_SIZE, BLOCK_N)
+                        s0, 0, True, PAGE_SIZE, BLOCK_N, pg_a)
             if n > 1:
                 _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(1 - s0), kr_bufs.index(1 - s0), c_bars,
-                            pt_base, i_first + 1, 1 - s0, 0, False, PAGE_SIZE, BLOCK_N)
+                            pt_base, i_first + 1, 1 - s0, 0, False, PAGE_SIZE, BLOCK_N, pg_b)
             _pro(STAMPS, srow, seg, 1)
             mbarrier.wait(q_bar, seg & 1)
             _pro(STAMPS, srow, seg, 3)
@@ -522,7 +552,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
-            OUT32: gl.constexpr = 1, STAMPS=None):
+            OUT32: gl.constexpr = 1, STAMPS=None, plan_ptr=None):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511 (``FP8``: instead of reloading the
     right half of a buffer, it tells WG0 the half is free, on mbarrier ``stage * 3 + 1``)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -530,9 +560,8 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     rope_layout: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [4, 1], [1, 0])
     seg_cost: gl.constexpr = FP8_SEG_COST * FP8 + BF16_SEG_COST * (1 - FP8)
-    pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow = _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, 1,
-                                                                              s_layout, B_CHUNK, BLOCK_N, BLOCK_H,
-                                                                              seg_cost)
+    pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow, p_seq, p_pg0, p_pg1 = _wg_start(
+        seq_lens_ptr, sm_scale, B, STAMPS, 1, s_layout, B_CHUNK, BLOCK_N, BLOCK_H, seg_cost, plan_ptr)
     if FP8:
         if KV_SCALE_FROM_PTR:
             kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
@@ -543,8 +572,23 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
     seg = 0
     p0_phase = 0
     while t < t_stop:
-        b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
-            seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
+        if plan_ptr is not None:
+            # the first segment from the plan's row, the later ones as without it
+            if it == 0:
+                b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _planned_segment(
+                    page_table_ptr, stride_pt_b, b, t, t_stop, req_end, p_seq, BLOCK_N)
+                pg_a = p_pg0
+                pg_b = p_pg1
+            else:
+                b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+                    seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
+                pg_a = _tile_page(pt_base, i_first, i_stop, PAGE_SIZE, BLOCK_N)
+                pg_b = _tile_page(pt_base, i_first + 1, i_stop, PAGE_SIZE, BLOCK_N)
+        else:
+            b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+                seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
+            pg_a = None
+            pg_b = None
         n = i_stop - i_first
         s0 = it % 2
         _pro(STAMPS, srow, seg, 0)
@@ -556,10 +600,10 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             _wg_barrier()       # every thread has its multipliers before any thread's exchange reuses the slot
         else:
             _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(s0), kr_bufs.index(s0), c_bars, pt_base, i_first,
-                        s0, 1, False, PAGE_SIZE, BLOCK_N)
+                        s0, 1, False, PAGE_SIZE, BLOCK_N, pg_a)
             if n > 1:
                 _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(1 - s0), kr_bufs.index(1 - s0), c_bars,
-                            pt_base, i_first + 1, 1 - s0, 1, True, PAGE_SIZE, BLOCK_N)
+                            pt_base, i_first + 1, 1 - s0, 1, True, PAGE_SIZE, BLOCK_N, pg_b)
             _pro(STAMPS, srow, seg, 1)
             mbarrier.wait(q_bar, seg & 1)
             qk = qk_mul
@@ -718,6 +762,7 @@ def _mla_decode_hopper_pp_kernel(
     OUT32: gl.constexpr = 1,
     STAMPS=None,
     SPLIT_MAX: gl.constexpr = 0,    # the grid's programs per request at most (interface_hopper; unused in here)
+    plan_ptr=None,
 ):
     """Grid ``(H // 64, P)``, as ``kernel_hopper._mla_decode_hopper_kernel`` (same arguments), but
     ``num_warps = 4`` (warpgroup 0, the default partition) plus a 4-warp worker partition (warpgroup 1, with
@@ -743,7 +788,7 @@ def _mla_decode_hopper_pp_kernel(
                    stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                    qn_smem, qr_smem, kn_bufs, kr_bufs, None, None, 1.0, None,
                    PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, False, False, WG1_REGS, INDEP,
-                   OUT32, STAMPS)
+                   OUT32, STAMPS, plan_ptr)
 
 
 @gluon.jit(do_not_specialize=["B"])
@@ -817,7 +862,7 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
                    PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr,
                    BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr,
                    FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, WG1_REGS: gl.constexpr, INDEP: gl.constexpr,
-                   OUT32: gl.constexpr, STAMPS=None):
+                   OUT32: gl.constexpr, STAMPS=None, plan_ptr=None):
     """Both kernels' P tile, maxima, sums and mbarriers, and the two warpgroups."""
     vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     p_smem = gl.allocate_shared_memory(qn_smem.dtype, [BLOCK_H, BLOCK_N],
@@ -850,12 +895,12 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
              kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS)),
+             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr)),
         (_pp_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
              kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS)),
+             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr)),
     ], [4], [WG1_REGS])

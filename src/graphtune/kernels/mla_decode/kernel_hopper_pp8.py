@@ -313,9 +313,8 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow = _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, 0,
-                                                                              s_layout, B_CHUNK, BLOCK_N, BLOCK_H,
-                                                                              FP8_SEG_COST)
+    pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow, _, _, _ = _wg_start(
+        seq_lens_ptr, sm_scale, B, STAMPS, 0, s_layout, B_CHUNK, BLOCK_N, BLOCK_H, FP8_SEG_COST)
     if KV_SCALE_FROM_PTR:
         kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
     if Q_DESCALE_FROM_PTR:
@@ -452,9 +451,8 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow = _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, 1,
-                                                                              s_layout, B_CHUNK, BLOCK_N, BLOCK_H,
-                                                                              FP8_SEG_COST)
+    pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow, _, _, _ = _wg_start(
+        seq_lens_ptr, sm_scale, B, STAMPS, 1, s_layout, B_CHUNK, BLOCK_N, BLOCK_H, FP8_SEG_COST)
     if KV_SCALE_FROM_PTR:
         kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
     it = 0

@@ -64,9 +64,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from .kernel_hopper import (FP8_SEG_COST, STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _block_barrier,
-                            _launch_dependents, _load_q_raw, _max_over_tokens, _q_fp32, _program_ids, _segment,
-                            _split_start, _stamp,
-                            _stamp_out, _stamp_tile, _store_chunks_segment, _tma_load, _zero_rows)
+                            _launch_dependents, _load_q_raw, _max_over_tokens, _plan_row, _planned_segment, _q_fp32,
+                            _program_ids, _segment, _split_start, _stamp,
+                            _stamp_out, _stamp_tile, _store_chunks_segment, _tile_page, _tma_load, _zero_rows)
 
 # cp.async's Gluon name: async_load in triton 3.9 (the 3.6 name raises there)
 _cp_async = getattr(async_copy, "async_load", None) or async_copy.async_copy_global_to_shared
@@ -123,7 +123,7 @@ def _tile_pages(pt_base, j, i_stop, seq_len, PAGE_SIZE: gl.constexpr, BLOCK_N: g
         tok = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout))
         page = gl.load(pt_base + tok // PAGE_SIZE, mask=(tok < seq_len) & (j < i_stop), other=0)
     else:
-        page = gl.load(pt_base + (j * BLOCK_N) // PAGE_SIZE, mask=j < i_stop, other=0)
+        page = _tile_page(pt_base, j, i_stop, PAGE_SIZE, BLOCK_N)
     return page
 
 
@@ -388,58 +388,6 @@ def _softmax_v2(s2, qk_mul, n_valid, m_i, l_acc, red, offs_tok, s16_layout: gl.c
     l_acc = l_acc * alpha[None, :] + p
     alpha_o = gl.convert_layout(alpha, gl.SliceLayout(0, o_layout))[None, :]
     return p, alpha_o, m_new, l_acc
-
-
-# A plan row: the program's split (t, t_stop, b, req_end as ``_split_start`` returns them) and its first segment's
-# request (past requests of no tokens), that request's length and the page ids of the segment's first three tiles.
-PLAN_COLS = gl.constexpr(8)
-
-
-@gluon.jit
-def _plan_row(plan_ptr, pid):
-    row = plan_ptr + pid * PLAN_COLS
-    return (gl.load(row), gl.load(row + 1), gl.load(row + 2), gl.load(row + 3), gl.load(row + 4), gl.load(row + 5),
-            gl.load(row + 6), gl.load(row + 7))
-
-
-@gluon.jit
-def _planned_segment(page_table_ptr, stride_pt_b, b, t, t_stop, req_end, seq_len, BLOCK_N: gl.constexpr):
-    """``kernel_hopper._segment``'s values for a program's first segment from its plan row (``b`` and ``req_end``
-    there are the segment's request and where its tiles end, ``seq_len`` its length): no load."""
-    req_tiles = (seq_len + BLOCK_N - 1) // BLOCK_N
-    req_start = req_end - req_tiles
-    seg_stop = gl.minimum(t_stop, req_end)
-    pt_base = page_table_ptr + b.to(gl.int64) * stride_pt_b
-    return b, seq_len, req_tiles, req_end, seg_stop, t - req_start, seg_stop - req_start, pt_base
-
-
-@gluon.jit(do_not_specialize=["B"])
-def _mla_decode_plan_kernel(seq_lens_ptr, page_table_ptr, plan_ptr, B, stride_pt_b, PAGE_SIZE: gl.constexpr,
-                            B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, SEG_COST: gl.constexpr,
-                            num_warps: gl.constexpr):
-    """Grid ``(1, P)``, P the split kernel's programs: program p's plan row (``PLAN_COLS``), the split and the first
-    segment exactly as the split kernel computes them (``_split_start``, ``_segment``, ``_tile_pages``), so that a
-    split kernel given these rows as ``plan_ptr`` on the same lengths, page table and grid starts its copies one round trip after
-    its start. A program with no tiles gets its empty range and zeros."""
-    pid = gl.program_id(1)
-    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(1), BLOCK_N, B_CHUNK, num_warps,
-                                         SEG_COST)
-    seq_len = 0
-    pg0 = 0
-    pg1 = 0
-    pg2 = 0
-    if t < t_stop:
-        b, seq_len, _, req_end, _, _, _, _, pg0, pg1, pg2 = _segment_pages(
-            seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, PAGE_SIZE, BLOCK_N, 0, 3, num_warps)
-    row = plan_ptr + pid * PLAN_COLS
-    gl.store(row, t)
-    gl.store(row + 1, t_stop)
-    gl.store(row + 2, b)
-    gl.store(row + 3, req_end)
-    gl.store(row + 4, seq_len)
-    gl.store(row + 5, pg0)
-    gl.store(row + 6, pg1)
-    gl.store(row + 7, pg2)
 
 
 @gluon.jit(do_not_specialize=["B"])

@@ -3,9 +3,10 @@
 Each split kernel call works out its programs' tile ranges from ``seq_lens`` and then its first segment's request
 and page ids: two or three dependent round trips to memory before its first tile's copy, with the memory idle, and
 the same work in every layer of a step. A plan holds those values, made by one small launch
-(``kernel_hopper_tok._mla_decode_plan_kernel``, the split kernel's own code) the first time a call of the step
-needs them; the kernels that read it (the second fp8 tokens-on-M kernel, fp8 and fp8_ds_mla, H < 64, pages of
-whole 64-token tiles) then issue their first copies one round trip after they start. FlashMLA's metadata
+(``kernel_hopper._mla_decode_plan_kernel``, the split kernel's own code) the first time a call of the step
+needs them; the kernels that read it (the second fp8 tokens-on-M kernel, fp8 and fp8_ds_mla, H < 64; the bf16
+tokens-on-M kernel, H < 64; the bf16 ping-pong kernel, H a multiple of 64; pages of whole 64-token tiles) then issue
+their first copies one round trip after they start. FlashMLA's metadata
 (``get_mla_metadata``) is the same idea: made per step, shared by the layers.
 
 Measured on an H100 (session 35 calls E and G, ``benchmarks/probes/plan_probe.py``, fp8 H = 16, page size 64, graph
@@ -20,9 +21,9 @@ from typing import Any
 
 import torch
 
-from . import kernel_hopper, kernel_hopper_tok
+from . import kernel_hopper
 
-PLAN_COLS = int(kernel_hopper_tok.PLAN_COLS)
+PLAN_COLS = int(kernel_hopper.PLAN_COLS)
 
 
 class MLADecodePlan:
@@ -62,7 +63,7 @@ class MLADecodePlan:
         want = (programs, page_size, seg_cost)
         if self._filled == want:
             return
-        kernel_hopper_tok._mla_decode_plan_kernel[(1, programs)](
+        kernel_hopper._mla_decode_plan_kernel[(1, programs)](
             seq_lens, page_table, self._rows, seq_lens.shape[0], page_table.stride(0), PAGE_SIZE=page_size,
             B_CHUNK=b_chunk, BLOCK_N=64, SEG_COST=seg_cost, num_warps=4)
         self._filled = want
@@ -78,14 +79,15 @@ def plan_hook(nargs: dict[str, Any]) -> None:
 
 
 def attach(plan: MLADecodePlan, seq_lens: torch.Tensor, page_table: torch.Tensor, page_size: int, max_programs: int,
-           programs_of, b_chunk: int) -> torch.Tensor:
+           programs_of, b_chunk: int, fp8: bool = True) -> torch.Tensor:
     """The rows a launch passes as ``plan_ptr``, with the fill its config's pre-hook runs (:func:`plan_hook`):
-    ``programs_of(config)`` gives the grid's programs (the split's ``B_CHUNK`` is ``b_chunk``), fp8_ds_mla configs
-    (``DS``) take the even split."""
+    ``programs_of(config)`` gives the grid's programs (the split's ``B_CHUNK`` is ``b_chunk``); the split's price of
+    a request's start is the reading kernel's: the fp8 kernels' for a per-tensor fp8 cache (``fp8``), the bf16
+    kernels' (none) for fp8_ds_mla configs (``DS``) and bf16, read from kernel_hopper when the plan is made."""
     rows = plan.rows(seq_lens, page_table, max_programs)
 
     def fill(nargs: dict[str, Any]) -> None:
-        seg_cost = 0 if nargs.get("DS") else int(kernel_hopper.FP8_SEG_COST)
+        seg_cost = int(kernel_hopper.FP8_SEG_COST) if fp8 and not nargs.get("DS") else int(kernel_hopper.BF16_SEG_COST)
         plan.fill(seq_lens, page_table, page_size, programs_of(nargs), seg_cost, b_chunk)
     rows._graphtune_fill = fill
     return rows
