@@ -1,6 +1,7 @@
 """What a decode step's plan of the work split (``mla_decode(..., plan=MLADecodePlan())``) is worth on the Hopper
 path: an fp8 cache with H = 16 (the second tokens-on-M kernel) by default, ``--format bf16 --heads 128`` the bf16
-ping-pong kernel (the kernels that read a plan).
+ping-pong kernel, ``--heads 128`` (fp8) T8 from batch 16 (the kernels that read a plan; a batch whose tuned kernel
+does not read it times the same kernel twice).
 
 Each split kernel call computes its programs' tile ranges from ``seq_lens`` (``kernel_hopper._split_start``) and then
 its first segment's request and page ids, two or three dependent round trips before the first tile's copy is issued,

@@ -6,6 +6,8 @@ tests/gpu/test_mla_decode_gpu.py (``HEADS_VARIANTS``) runs it against the refere
 """
 from __future__ import annotations
 
+import re
+
 
 import pytest
 import torch
@@ -246,12 +248,18 @@ def test_whole_outputs_are_stored_in_whole_sectors(fmt):
     assert "\n" not in str(err.value)
 
 
+def _first_copy_line(sass: str) -> int:
+    """The index of the first TMA copy (``UTMALDG``) among a kernel's SASS instructions."""
+    lines = [line for line in sass.splitlines() if re.search(r"/\*[0-9a-f]{4,5}\*/", line)]
+    return next(i for i, line in enumerate(lines) if "UTMALDG" in line)
+
+
 def test_bf16_pp_reads_its_split_from_a_plan():
     """The bf16 ping-pong kernel given a plan's rows (``plan_ptr``; both warpgroups read the program's row and the
     first segment's two page ids): the same shared memory and MMAs, wgmmas asynchronous, no tile loop reloading a
     spill, and less code before its first copy (no split pass: fewer instructions and barriers); its tuned configs
-    carry the plan's pre-hook, the fp8 heads-on-M kernels' do not (they compute their split themselves)."""
-    import re
+    carry the plan's pre-hook, the fp8 heads-on-M kernels' do not (the fp8 ping-pong kernel computes its split
+    itself; T8's plan is filled before its query pre-pass, test_mla_hopper_pp8)."""
     from graphtune.kernels.mla_decode import plan as plan_mod
     from test_mla_decode import compile_sm90
 
@@ -272,11 +280,7 @@ def test_bf16_pp_reads_its_split_from_a_plan():
     assert sass.count("WARPGROUP.DEPBAR") == sass0.count("WARPGROUP.DEPBAR")
     if SCHEDULED_WITH_THIS_TRITON:
         assert _tile_loop_local_loads(sass) == 0
-
-    def first_copy(text: str) -> int:
-        lines = [line for line in text.splitlines() if re.search(r"/\*[0-9a-f]{4,5}\*/", line)]
-        return next(i for i, line in enumerate(lines) if "UTMALDG" in line)
-    assert first_copy(sass) < first_copy(sass0)
+    assert _first_copy_line(sass) < _first_copy_line(sass0)
     assert sass.count("BAR.SYNC") < sass0.count("BAR.SYNC")
     assert all(c.pre_hook is plan_mod.plan_hook for c in interface_hopper.tuned_second_kernel(True, "bf16").configs)
     assert all(c.pre_hook is None for c in interface_hopper.tuned_second_kernel(True, "fp8").configs)

@@ -237,3 +237,85 @@ def test_widen_layout_reads_and_writes_without_bank_conflicts(rows, num_warps):
     # the blocked layout before it, [1, 16] a thread and 8 lanes along a row: its fp16 stores took two wavefronts
     blocked = [(lane // 8, 16 * (lane % 8)) for lane in range(8)]
     assert _wavefronts([_swizzled(r, 2 * c) for r, c in blocked]) == 2
+
+
+def _t8_with_pair(plan: bool):
+    """T8 as the tuned path launches it from a bf16 query (``Q8PRE = 1``: the pre-pass's pair by TMA), with a plan's
+    rows as ``plan_ptr`` or without."""
+    from test_mla_decode import compile_sm90
+    q, kv, pt, lens, out = _route_inputs()
+    args, grid, consts, _ = interface_hopper.hopper_call(q, kv, pt, lens, 0.04, 0.5, "fp8", out, False, sms=132,
+                                                         config=dict(T8=1), query_replaced=True)
+    fn, consts = interface_hopper._kernel_and_params(128, "fp8", {**consts, "Q_LO": 1})
+    rows = q.shape[0] * q.shape[1]
+    f8 = torch.float8_e4m3fn
+    args, consts = interface_hopper.with_query_pair(args, consts, torch.empty(rows, 1024, dtype=f8),
+                                                    torch.empty(rows, 128, dtype=f8), torch.empty(rows))
+    if plan:
+        consts = {**consts, "plan_ptr": torch.empty(grid[1], 8, dtype=torch.int32)}
+    return compile_sm90(fn, args, consts)
+
+
+def test_t8_reads_its_split_from_a_plan():
+    """T8 given a plan's rows (``plan_ptr``: both warpgroups read the program's row, WG0 the first segment's two page
+    ids): no more shared memory, the same MMAs, wgmmas asynchronous, no tile loop reloading a spill, its first copy
+    sooner in the code and fewer barriers (no split pass); the plan is filled by the launch itself, before the query
+    pre-pass (T8's configs carry no pre-hook), for the one grid every T8 config runs."""
+    from test_mla_hopper_pp import _first_copy_line
+    base, plan = _t8_with_pair(False), _t8_with_pair(True)
+    assert plan.metadata.shared <= base.metadata.shared     # (the split pass's scratch gone)
+    sass, sass0 = _sass_of_cubin(plan.asm["cubin"]), _sass_of_cubin(base.asm["cubin"])
+    for mma in ("QGMMA.64x64x32.F32.E4M3.E4M3", "HGMMA.64x256x16.F32"):
+        assert sass.count(mma) == sass0.count(mma), mma
+    assert [str(u) for u in wgmma_findings(sass)] == []
+    assert _first_copy_line(sass) < _first_copy_line(sass0)
+    assert sass.count("BAR.SYNC") < sass0.count("BAR.SYNC")
+    if SCHEDULED_WITH_THIS_TRITON:
+        assert _tile_loop_local_loads(sass, "QGMMA.64x64x32") == 0
+        assert sass.count("WARPGROUP.DEPBAR") <= 12, "wgmmas serialised (ptxas C7511 / C7515)"
+    for q_lo in (True, False):
+        kernel = interface_hopper.tuned_second_kernel(True, "fp8", third=True, q_lo=q_lo)
+        assert all(c.pre_hook is None for c in kernel.configs)
+    assert len({tuple(sorted((k, v) for k, v in c.items() if k in ("SPLIT_MAX", "PROGRAMS_PER_SM")))
+                for c in interface_hopper.HOPPER_T8_SPACE}) == 1
+    with pytest.raises(ValueError, match="T8's configs run grids of \\[66, 132\\] programs") as err:
+        interface_hopper._plan_first({}, [132, 66, 132])
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("tuned", [True, False], ids=["tuned", "pinned"])
+def test_t8_plan_is_filled_before_its_query_pre_pass(monkeypatch, tuned):
+    """T8 runs as the query pre-pass's programmatic dependent and reads its plan row before it waits for that pass,
+    so ``launch`` fills the plan (one launch of the plan kernel) before it launches the pass, on the tuned path (the
+    fill for T8's one grid, not a config pre-hook at T8's own launch) and on a pinned one; T8 gets the rows."""
+    from graphtune.kernels.mla_decode import MLADecodePlan, plan as plan_mod, query8
+    order = []
+    monkeypatch.setattr(plan_mod.MLADecodePlan, "fill",
+                        lambda self, seq_lens, page_table, page_size, programs, seg_cost, b_chunk:
+                        order.append(("fill", programs, seg_cost)))
+
+    def pre_pass(q, pdl=False, lo=True):
+        order.append(("pre-pass", pdl))
+        rows = q.shape[0] * q.shape[1]
+        f8 = torch.float8_e4m3fn
+        return torch.empty(rows, 1024, dtype=f8), torch.empty(rows, 128, dtype=f8), torch.empty(rows)
+    monkeypatch.setattr(query8, "query_pair", pre_pass)
+
+    class Launcher:
+        def __getitem__(self, grid):
+            def run(*args, **consts):
+                order.append(("T8", consts.get("plan_ptr") is not None, consts.get("Q8PRE")))
+            return run
+    monkeypatch.setattr(interface_hopper, "_route_kernel", lambda *a, **k: Launcher())
+    batch = interface_hopper.T8_MIN_BATCH
+    q = torch.empty(batch, 128, 576, dtype=torch.bfloat16)
+    kv = torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn)
+    pt, lens = torch.zeros(batch, 2, dtype=torch.int32), torch.ones(batch, dtype=torch.int32)
+    out = torch.empty(batch, 128, 512, dtype=torch.bfloat16)
+    if not tuned:
+        monkeypatch.setattr(interface_hopper, "_kernel_and_params", lambda heads, fmt, consts: (Launcher(), consts))
+    interface_hopper.launch(q, kv, pt, lens, 0.04, 0.5, "fp8", out, False, sms=132,
+                            config=None if tuned else dict(T8=1), plan=MLADecodePlan())
+    assert [o[0] for o in order] == ["fill", "pre-pass", "T8"], order
+    assert order[0][2] == int(interface_hopper.kernel_hopper.FP8_SEG_COST)
+    assert order[1] == ("pre-pass", True) and order[2] == ("T8", True, 1)

@@ -445,8 +445,8 @@ def test_bf16_tokens_on_m_kernel_reads_its_split_from_a_plan():
     """The bf16 tokens-on-M kernel given a plan's rows (``plan_ptr``: the program's split and its first tile's page
     id): the same shared memory and MMAs, wgmmas as asynchronous, no local memory, its first copy sooner in the code
     and fewer barriers (no split pass); its tuned configs carry the plan's pre-hook."""
-    import re
     from graphtune.kernels.mla_decode import plan as plan_mod
+    from test_mla_hopper_pp import _first_copy_line
     from test_mla_decode import compile_sm90
 
     def build(plan: bool):
@@ -464,11 +464,7 @@ def test_bf16_tokens_on_m_kernel_reads_its_split_from_a_plan():
     sass, sass0 = _sass(plan), _sass(base)
     assert sass.count("HGMMA") == sass0.count("HGMMA")
     assert sass.count("WARPGROUP.DEPBAR") == sass0.count("WARPGROUP.DEPBAR")
-
-    def first_copy(text: str) -> int:
-        lines = [line for line in text.splitlines() if re.search(r"/\*[0-9a-f]{4,5}\*/", line)]
-        return next(i for i, line in enumerate(lines) if "UTMALDG" in line)
-    assert first_copy(sass) < first_copy(sass0)
+    assert _first_copy_line(sass) < _first_copy_line(sass0)
     assert sass.count("BAR.SYNC") < sass0.count("BAR.SYNC")
     assert all(c.pre_hook is plan_mod.plan_hook for c in interface_hopper.tuned_kernel(False, False).configs)
     assert all(c.pre_hook is not plan_mod.plan_hook for c in interface_hopper.tuned_kernel(True, False).configs)

@@ -958,16 +958,17 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
                                                   return_lse, sms=sms, config=config,
                                                   query_replaced=reads == "T8" and (fp8_q or pair))
         fn, consts = _kernel_and_params(heads, fmt, {**consts, "Q_LO": int(q_lo)})
-        if fp8_q and reads:
-            args, consts = _fp8_query(args, consts, q, q_scale, reads)
-        elif pair:
-            args, consts = _query_pair(args, consts, q)
-        if plan is not None and ((reads == "V2" and not consts.get("GATHER")) or (
+        # (the plan made before T8's query pre-pass: T8 reads its row before it waits for the pass, _plan_first)
+        if plan is not None and (reads == "T8" or (reads == "V2" and not consts.get("GATHER")) or (
                 fmt == "bf16" and (consts.get("PP") or not (_heads_on_m(heads) or consts.get("RING"))))):
             rows = plan_mod.attach(plan, seq_lens, page_table, kv_cache.shape[1], grid[1], lambda _: grid[1],
                                    _B_CHUNK, fp8=fmt == "fp8")
             plan_mod.plan_hook({**consts, "plan_ptr": rows})
             consts = {**consts, "plan_ptr": rows}
+        if fp8_q and reads:
+            args, consts = _fp8_query(args, consts, q, q_scale, reads)
+        elif pair:
+            args, consts = _query_pair(args, consts, q)
         fn[grid](*args, **consts)
         return scratch
     route = _tuned_route(heads, fmt, q.shape[0], kv_cache.shape[1], q_lo, fp8_q)
@@ -982,24 +983,42 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
                                                         return_lse, sms=sms, gather=route == "gather",
                                                         third=route == "third", q_lo=q_lo,
                                                         query_replaced=reads == "T8")
+    if plan is not None and _reads_plan(route, heads, fmt, reads):
+        # room for the space's largest grid; each config's pre-hook fills the rows for its own (plan.plan_hook), but
+        # T8's, filled here, before its query pre-pass (_plan_first)
+        on_m = _heads_on_m(heads)
+        space = (_extra(on_m, fmt, False, route == "third").space if route != "first"
+                 else _SPACES[(on_m, fmt == "fp8")])
+        consts = {**consts, "plan_ptr": plan_mod.attach(
+            plan, seq_lens, page_table, kv_cache.shape[1], max(grid(c)[1] for c in space),
+            lambda config: grid(config)[1], _B_CHUNK, fp8=fmt == "fp8")}
+        if reads == "T8":
+            _plan_first(consts, [grid(c)[1] for c in space])
     if fp8_q and reads:
         args, consts = _fp8_query(args, consts, q, q_scale, reads)
     elif reads == "T8":
         args, consts = _query_pair(args, consts, q)
-    if plan is not None and _reads_plan(route, heads, fmt, reads):
-        # room for the space's largest grid; each config's pre-hook fills the rows for its own (plan.plan_hook)
-        on_m = _heads_on_m(heads)
-        space = SECOND[(on_m, fmt)].space if route == "second" else _SPACES[(on_m, fmt == "fp8")]
-        consts = {**consts, "plan_ptr": plan_mod.attach(
-            plan, seq_lens, page_table, kv_cache.shape[1], max(grid(c)[1] for c in space),
-            lambda config: grid(config)[1], _B_CHUNK, fp8=fmt == "fp8")}
     _route_kernel(route, heads, fmt, q_lo)[grid](*args, **consts)
     return scratch
 
 
+def _plan_first(consts: dict[str, Any], programs: list[int]) -> None:
+    """T8's plan filled now, before its query pre-pass (``query8``) is launched, rather than by a config pre-hook at
+    its own launch: T8 runs as the pre-pass's programmatic dependent and reads its plan row before
+    ``griddepcontrol.wait``, so the plan kernel must have completed before the pre-pass starts (a fill between the
+    two would be what T8's wait waits for, its rows read early). So every config of T8's space runs one grid
+    (``programs``, one entry per config): a space whose configs differ there is a ValueError."""
+    if len(set(programs)) != 1:
+        raise ValueError(f"T8's configs run grids of {sorted(set(programs))} programs: its plan is filled before its "
+                         f"query pre-pass, for one grid")
+    plan_mod.plan_hook(consts)
+
+
 def _reads_plan(route: str, heads: int, fmt: str, reads: str | None) -> bool:
     """Whether the tuned kernel of ``route`` reads a step's plan: the second fp8 / fp8_ds_mla tokens-on-M kernel, the
-    bf16 ping-pong kernel (heads on M) and the bf16 tokens-on-M kernel."""
+    bf16 ping-pong kernel (heads on M), the bf16 tokens-on-M kernel and T8 (the third fp8 heads-on-M kernel)."""
+    if route == "third":
+        return reads == "T8"
     if route == "second":
         return reads == "V2" or (_heads_on_m(heads) and fmt == "bf16")
     return route == "first" and not _heads_on_m(heads) and fmt == "bf16"

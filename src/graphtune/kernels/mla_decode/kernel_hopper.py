@@ -397,6 +397,45 @@ def _planned_segment(page_table_ptr, stride_pt_b, b, t, t_stop, req_end, seq_len
     return b, seq_len, req_tiles, req_end, seg_stop, t - req_start, seg_stop - req_start, pt_base
 
 
+@gluon.jit
+def _segment_or_planned(seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, seg, p_seq, p_pg0, p_pg1,
+                        PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, plan_ptr=None):
+    """A heads-on-M ping-pong warpgroup's next segment (:func:`_segment`'s values) and the page ids of its first two
+    tiles: with ``plan_ptr`` the program's first segment (``seg == 0``) from its plan row (``p_seq``, ``p_pg0``,
+    ``p_pg1``: :func:`_plan_row`, no load) and the later ones as without it, their page ids loaded here
+    (:func:`_tile_page`); without a plan zeros, unread (each copy loads its own: :func:`_page_row` with ``LOADED``
+    off)."""
+    if plan_ptr is not None:
+        if seg == 0:
+            b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _planned_segment(
+                page_table_ptr, stride_pt_b, b, t, t_stop, req_end, p_seq, BLOCK_N)
+            pg_a = p_pg0
+            pg_b = p_pg1
+        else:
+            b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+                seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
+            pg_a = _tile_page(pt_base, i_first, i_stop, PAGE_SIZE, BLOCK_N)
+            pg_b = _tile_page(pt_base, i_first + 1, i_stop, PAGE_SIZE, BLOCK_N)
+    else:
+        b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+            seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
+        pg_a = b * 0        # (unread: without a plan each copy loads its page id, _page_row)
+        pg_b = pg_a
+    return b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base, pg_a, pg_b
+
+
+@gluon.jit
+def _page_row(pt_base, j, page, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, LOADED: gl.constexpr = True):
+    """The cache row of tile j's first token: from its page id ``page`` when loaded already (a plan's or
+    :func:`_segment_or_planned`'s), else (``page`` None, or ``LOADED`` off: a launch without a plan) through one
+    page-table load (:func:`_tile_row`)."""
+    if page is None or not LOADED:
+        row = _tile_row(pt_base, j, PAGE_SIZE, BLOCK_N)
+    else:
+        row = page * PAGE_SIZE + (j * BLOCK_N) % PAGE_SIZE
+    return row
+
+
 @gluon.jit(do_not_specialize=["B"])
 def _mla_decode_plan_kernel(seq_lens_ptr, page_table_ptr, plan_ptr, B, stride_pt_b, PAGE_SIZE: gl.constexpr,
                             B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, SEG_COST: gl.constexpr,
@@ -649,10 +688,7 @@ def _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, j, 
                 PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, page=None):
     """TMA tile j of the current request (64 contiguous rows of one page) into buffer ``stage``; ``page``: its page
     id when loaded already (a plan's), else loaded here."""
-    if page is None:
-        row = _tile_row(pt_base, j, PAGE_SIZE, BLOCK_N)
-    else:
-        row = page * PAGE_SIZE + (j * BLOCK_N) % PAGE_SIZE
+    row = _page_row(pt_base, j, page, PAGE_SIZE, BLOCK_N)
     bar = bars.index(stage)
     mbarrier.expect(bar, kv_nope_desc.block_type.nbytes + kv_rope_desc.block_type.nbytes)
     _tma_load(kv_nope_desc, [row, 0], bar, kn_bufs.index(stage))

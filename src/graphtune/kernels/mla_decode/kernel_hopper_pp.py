@@ -62,8 +62,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from . import kernel_hopper
 from .kernel_hopper import (BF16_SEG_COST, FP8_SEG_COST, STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN,
-                            _launch_dependents, _load_rope, _plan_row, _planned_segment, _split_start, _segment,
-                            _stamp, _stamp_out, _stamp_tile, _store_lse_and_segment, _tile_page,
+                            _launch_dependents, _load_rope, _page_row, _plan_row, _segment_or_planned, _split_start,
+                            _stamp, _stamp_out, _stamp_tile, _store_lse_and_segment,
                             _store_o, _store_partial_sectors, _store_whole_sectors, _tile_row, _tma_load, _zero_rows,
                             SECTORS_HEADS_ON_M,
                             widen_layout)
@@ -93,14 +93,13 @@ def _pro(STAMPS, srow, seg, x: gl.constexpr):
 
 @gluon.jit
 def _issue_half(kv_nope_desc, kv_rope_desc, kn, kr, c_bars, pt_base, j, stage, HALF: gl.constexpr,
-                ROPE: gl.constexpr, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, page=None):
+                ROPE: gl.constexpr, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, page=None,
+                LOADED: gl.constexpr = True):
     """TMA of tile j's latent columns ``[HALF * 256, HALF * 256 + 256)`` (one warpgroup's half of V) into buffer
     ``stage`` on mbarrier ``stage * 3 + HALF``, and its rope columns on ``stage * 3 + 2`` when ``ROPE``; ``page``:
-    the tile's page id when loaded already (a plan's), else loaded here."""
-    if page is None:
-        row = _tile_row(pt_base, j, PAGE_SIZE, BLOCK_N)
-    else:
-        row = page * PAGE_SIZE + (j * BLOCK_N) % PAGE_SIZE
+    the tile's page id when loaded already (a plan's; ``LOADED`` off: not loaded, a launch without a plan), else
+    loaded here."""
+    row = _page_row(pt_base, j, page, PAGE_SIZE, BLOCK_N, LOADED)
     bar = c_bars.index(stage * 3 + HALF)
     mbarrier.expect(bar, kv_nope_desc.block_type.nbytes)
     _tma_load(kv_nope_desc, [row, HALF * 256], bar, kn.slice(HALF * 256, 256, dim=1))
@@ -393,23 +392,9 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
     seg = 0
     p1_phase = 0
     while t < t_stop:
-        if plan_ptr is not None:
-            # the first segment from the plan's row, the later ones as without it
-            if it == 0:
-                b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _planned_segment(
-                    page_table_ptr, stride_pt_b, b, t, t_stop, req_end, p_seq, BLOCK_N)
-                pg_a = p_pg0
-                pg_b = p_pg1
-            else:
-                b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
-                    seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
-                pg_a = _tile_page(pt_base, i_first, i_stop, PAGE_SIZE, BLOCK_N)
-                pg_b = _tile_page(pt_base, i_first + 1, i_stop, PAGE_SIZE, BLOCK_N)
-        else:
-            b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
-                seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
-            pg_a = None
-            pg_b = None
+        b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base, pg_a, pg_b = _segment_or_planned(
+            seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, seg, p_seq, p_pg0, p_pg1, PAGE_SIZE,
+            BLOCK_N, plan_ptr)
         n = i_stop - i_first
         _pro(STAMPS, srow, seg, 0)
         # (past the previous segment's exchange: both warpgroups' MMAs of it are retired)
@@ -439,10 +424,12 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             _tma_load(q_rope_desc, [b * H + h0, 0], q_bar, qr_smem)
             s0 = it % 2
             _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(s0), kr_bufs.index(s0), c_bars, pt_base, i_first,
-                        s0, 0, True, PAGE_SIZE, BLOCK_N, pg_a)
+                        s0, 0, True, PAGE_SIZE, BLOCK_N, pg_a,
+                        plan_ptr is not None)
             if n > 1:
                 _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(1 - s0), kr_bufs.index(1 - s0), c_bars,
-                            pt_base, i_first + 1, 1 - s0, 0, False, PAGE_SIZE, BLOCK_N, pg_b)
+                            pt_base, i_first + 1, 1 - s0, 0, False, PAGE_SIZE, BLOCK_N, pg_b,
+                            plan_ptr is not None)
             _pro(STAMPS, srow, seg, 1)
             mbarrier.wait(q_bar, seg & 1)
             _pro(STAMPS, srow, seg, 3)
@@ -572,23 +559,9 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
     seg = 0
     p0_phase = 0
     while t < t_stop:
-        if plan_ptr is not None:
-            # the first segment from the plan's row, the later ones as without it
-            if it == 0:
-                b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _planned_segment(
-                    page_table_ptr, stride_pt_b, b, t, t_stop, req_end, p_seq, BLOCK_N)
-                pg_a = p_pg0
-                pg_b = p_pg1
-            else:
-                b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
-                    seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
-                pg_a = _tile_page(pt_base, i_first, i_stop, PAGE_SIZE, BLOCK_N)
-                pg_b = _tile_page(pt_base, i_first + 1, i_stop, PAGE_SIZE, BLOCK_N)
-        else:
-            b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
-                seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
-            pg_a = None
-            pg_b = None
+        b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base, pg_a, pg_b = _segment_or_planned(
+            seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, seg, p_seq, p_pg0, p_pg1, PAGE_SIZE,
+            BLOCK_N, plan_ptr)
         n = i_stop - i_first
         s0 = it % 2
         _pro(STAMPS, srow, seg, 0)
@@ -600,10 +573,12 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             _wg_barrier()       # every thread has its multipliers before any thread's exchange reuses the slot
         else:
             _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(s0), kr_bufs.index(s0), c_bars, pt_base, i_first,
-                        s0, 1, False, PAGE_SIZE, BLOCK_N, pg_a)
+                        s0, 1, False, PAGE_SIZE, BLOCK_N, pg_a,
+                        plan_ptr is not None)
             if n > 1:
                 _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(1 - s0), kr_bufs.index(1 - s0), c_bars,
-                            pt_base, i_first + 1, 1 - s0, 1, True, PAGE_SIZE, BLOCK_N, pg_b)
+                            pt_base, i_first + 1, 1 - s0, 1, True, PAGE_SIZE, BLOCK_N, pg_b,
+                            plan_ptr is not None)
             _pro(STAMPS, srow, seg, 1)
             mbarrier.wait(q_bar, seg & 1)
             qk = qk_mul
