@@ -21,6 +21,7 @@ exits 2.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -36,16 +37,16 @@ from bench_mla_decode import (comma_list, flashmla_call, git_commit, graph_time_
 import triton  # noqa: E402
 
 from graphtune.kernels import mla_decode_reference  # noqa: E402
-from graphtune.kernels.mla_decode import MLADecodePlan, bench, interface  # noqa: E402
+from graphtune.kernels.mla_decode import MLADecodePlan, bench, interface, interface_hopper  # noqa: E402
 
 SM_SCALE = 1.0 / math.sqrt(576)
 PINNED = {"b2": dict(V2=1, NUM_BUF=2, PREFETCH=1, FAST_MAX=1), "b3": dict(V2=1, NUM_BUF=3, PREFETCH=1, FAST_MAX=1)}
 WAYS = ["tuned", "tuned_plan", "tuned_plan_per_call", "b2", "b2_plan", "b3", "b3_plan"]
 
 
-def decode_call(x: dict, way: str, fmt: str = "fp8"):
+def decode_call(x: dict, way: str, fmt: str = "fp8", query_precision: str | None = None):
     """A zero-argument call of the public path on ``x``: ``way`` as in ``WAYS`` (a plan made once here, filled by the
-    first call, or one per call)."""
+    first call, or one per call); ``query_precision`` as the call's."""
     pinned = PINNED.get(way.split("_")[0])
     config = triton.Config(dict(pinned)) if pinned else None
     path = "hopper" if pinned else "auto"
@@ -53,7 +54,7 @@ def decode_call(x: dict, way: str, fmt: str = "fp8"):
 
     def call() -> None:
         interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, x["kv_scale"], fmt,
-                          x["out"], False, config=config, path=path,
+                          x["out"], False, config=config, path=path, query_precision=query_precision,
                           plan=MLADecodePlan() if way.endswith("per_call") else plan)
     return call
 
@@ -64,20 +65,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sets", type=int, default=6, help="input sets a graph rotates through (beyond the L2)")
     ap.add_argument("--format", choices=("fp8", "bf16"), default="fp8")
     ap.add_argument("--heads", type=int, default=16)
+    ap.add_argument("--query-precision", choices=("bf16", "e4m3"), default=None,
+                    help="the call's query_precision (fp8: 'e4m3', the opt-in of FlashMLA's accuracy class, checked "
+                         "against 1e-2 instead of 2e-3)")
+    ap.add_argument("--third-min-batch", type=int, default=None,
+                    help="run the class's third kernel (fp8, H a multiple of 64: T8) from this batch up instead of "
+                         "interface_hopper.T8_MIN_BATCH (a probe of where it should start)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/plan_probe.json"))
     args = ap.parse_args(argv)
+    if args.third_min_batch is not None:
+        key = (True, "fp8")
+        interface_hopper.THIRD[key] = dataclasses.replace(interface_hopper.THIRD[key],
+                                                          min_batch=args.third_min_batch)
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
         print("plan_probe: needs a Hopper (sm_90) GPU", file=sys.stderr)
         return 2
     gpu = torch.cuda.get_device_name()
-    print(f"{gpu}; torch {torch.__version__}", flush=True)
+    print(f"{gpu}; torch {torch.__version__}; {args.format} H = {args.heads}, query_precision "
+          f"{args.query_precision or 'default'}, the third kernel from batch "
+          f"{interface_hopper.THIRD[(True, 'fp8')].min_batch}", flush=True)
     fm, why = import_flashmla()
     if fm is None:
         print(f"FlashMLA column skipped: {why}", flush=True)
     fmt = args.format
     # (the pinned configs are the fp8 tokens-on-M kernel's; bf16 is checked against the bf16 tests' bound)
     ways = WAYS if (fmt, args.heads) == ("fp8", 16) else WAYS[:3]
-    tol = 2e-3 if fmt == "fp8" else 1e-2
+    tol = 2e-3 if fmt == "fp8" and args.query_precision != "e4m3" else 1e-2
     rows = []
     for lengths in ("uniform", "ragged"):
         for batch in args.batches:
@@ -92,14 +105,14 @@ def main(argv: list[str] | None = None) -> int:
             row = {"lengths": lengths, "batch": batch}
             for way in ways:
                 x["out"].fill_(float("nan"))
-                decode_call(x, way, fmt)()
+                decode_call(x, way, fmt, args.query_precision)()
                 torch.cuda.synchronize()
                 err = rel_err(x["out"].float(), ref)
                 row[f"{way}_err"] = err
                 if not math.isfinite(err) or err > tol:
                     print(f"{lengths} B={batch} {way}: relative error {err:.3e} (bound {tol}): not timed", flush=True)
                     continue
-                row[f"{way}_ms"] = graph_time_ms([decode_call(xi, way, fmt) for xi in xs])
+                row[f"{way}_ms"] = graph_time_ms([decode_call(xi, way, fmt, args.query_precision) for xi in xs])
             if fm is not None:
                 row["flashmla_ms"] = graph_time_ms([flashmla_call(fm, xi, fmt, SM_SCALE)[0] for xi in xs])
             rows.append(row)
@@ -125,8 +138,8 @@ def main(argv: list[str] | None = None) -> int:
               f" | {ms('b2')} | {ms('b2_plan')} | {change('b2', 'b2_plan')} | {ms('b3')} | {ms('b3_plan')} | "
               f"{change('b3', 'b3_plan')} | {vs} |")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"gpu": gpu, "torch": torch.__version__, "commit": git_commit(), "rows": rows},
-                                   indent=1))
+    args.out.write_text(json.dumps({"gpu": gpu, "torch": torch.__version__, "commit": git_commit(),
+                                    "argv": sys.argv[1:] if argv is None else argv, "rows": rows}, indent=1))
     print(f"\nwrote {args.out}")
     return 0
 
