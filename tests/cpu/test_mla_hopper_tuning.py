@@ -191,14 +191,16 @@ def test_second_kernels_apply_from_their_measured_batch():
     assert hopper.SECOND[(False, "fp8_ds_mla")].min_batch == 1
     # no second kernel for bf16 tokens on M; fp8 heads on M only from its measured batch
     assert not hopper.second_applies(16, "bf16", 64) and not hopper.second_applies(128, "fp8", 1)
-    # the third (fp8 heads on M, T8) from its own measured batch, above the second's
+    # the third (fp8 heads on M, T8) from its own measured batch, not below the second's (since session 36 the same:
+    # T8 serves every bucket from 8, the fp8 ping-pong kernel none)
     assert list(hopper.THIRD) == [(True, "fp8")]
     third = hopper.THIRD[(True, "fp8")]
-    assert third.min_batch == hopper.T8_MIN_BATCH > hopper.PP_FP8_MIN_BATCH and third.flag == "T8"
+    assert third.min_batch == hopper.T8_MIN_BATCH >= hopper.PP_FP8_MIN_BATCH and third.flag == "T8"
     assert hopper.third_applies(128, "fp8", third.min_batch) and not hopper.third_applies(128, "fp8", third.min_batch - 1)
     assert not hopper.third_applies(16, "fp8", 128) and not hopper.third_applies(128, "bf16", 128)
     assert hopper._tuned_route(128, "fp8", third.min_batch, 64) == "third"
-    assert hopper._tuned_route(128, "fp8", third.min_batch - 1, 64) == "second"
+    below = third.min_batch - 1
+    assert hopper._tuned_route(128, "fp8", below, 64) == ("second" if below >= hopper.PP_FP8_MIN_BATCH else "first")
 
 
 def test_kv_tiles_pre_hook_rebuilds_the_kv_descriptors_for_the_configs_tile():
@@ -352,7 +354,8 @@ def test_serving_kernel_names_the_tuned_kernel_the_public_call_runs(monkeypatch)
     fp8_page64 = torch.empty(8, 64, 576, dtype=torch.float8_e4m3fn)
     q8 = torch.empty(hopper.T8_E4M3_MIN_BATCH, 128, 576, dtype=torch.bfloat16)
     assert interface.serving_kernel(q8, fp8_page64, query_precision="e4m3").name == hopper.T8_E4M3_NAME
-    assert interface.serving_kernel(q8, fp8_page64).name == hopper.PP_FP8_NAME
+    pair = hopper.T8_NAME if hopper.T8_E4M3_MIN_BATCH >= hopper.T8_MIN_BATCH else hopper.PP_FP8_NAME
+    assert interface.serving_kernel(q8, fp8_page64).name == pair
     with pytest.raises(ValueError, match="query_precision: 'e4m3' applies to an fp8 cache"):
         interface.serving_kernel(q8, bf16_page64, query_precision="e4m3")
     monkeypatch.setitem(hopper.HOPPER_CONFIG, "NUM_BUF", hopper.HOPPER_CONFIG["NUM_BUF"] + 1)

@@ -115,8 +115,12 @@ PP_FP8_NAME = "mla_decode_hopper_pp_fp8"
 # 8 / 32 / 64 against the second kernel's 0.0381 / 0.1016 / 0.1786 (WG1_FIRST 0): the threshold stayed at 32.
 # Session 29 (run 3, H200, `graphtune ab mla_decode_hopper_h128 --sizes 8,16`): with its query pair made by the
 # pre-pass (``_query_pair``) T8 takes 0.0393 / 0.0579 ms at batch 8 / 16 against the second kernel's best 0.0396 /
-# 0.0604 (WG1_FIRST 1 / 0): a tie at 8, 4% faster at 16. The threshold moves to 16.
-T8_MIN_BATCH = 16
+# 0.0604 (WG1_FIRST 1 / 0): a tie at 8, 4% faster at 16. The threshold moves to 16. Session 36 (call E, H100, the
+# public call tuned per bucket, `benchmarks/probes/plan_probe.py --heads 128 --batches 8 [--third-min-batch 8]`): at
+# batch 8 T8 0.0360 ms against the ping-pong kernel's 0.0380 (ragged 0.0387 / 0.0425), and with a step's plan, which T8
+# reads and the ping-pong kernel does not, 0.0326 against 0.0380 (ragged 0.0348 / 0.0425). The threshold moves to 8,
+# the ping-pong kernel's own: the fp8 ping-pong kernel serves no tuned bucket now (its pinned configs stay).
+T8_MIN_BATCH = 8
 HOPPER_T8_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, T8=1), dict(BLOCK_N=64, T8=1, WL1=1)]
 T8_NAME = "mla_decode_hopper_t8"
 # ``query_precision="e4m3"`` (``Q_LO = 0``): T8 scores against the query's e4m3 hi half alone (per 64-token tile 18
