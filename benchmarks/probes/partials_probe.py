@@ -1,0 +1,118 @@
+"""What the dtype of the Hopper split kernels' partial outputs costs and buys with a bf16 cache (a probe).
+
+With a bf16 cache the split kernels store each (program, request) segment's normalised partial output in fp32
+(``reduction.partial_dtype``): at H = 128 that is 64 heads x 512 dims x 4 bytes = 128 KB a segment, written by the
+split kernel and read back by the reduction. An fp8 cache's partials are fp16 since session 35 (its scale bounds
+them); a bf16 cache's are bounded only by its own largest value, so fp16 is not safe in general (a value past
+65504 overflows) and bf16 partials round to 8 bits. This times the public call (tuned per bucket, given a step's
+plan made before the graph, FlashMLA beside) with the partials in fp32 (as shipped), fp16 and bf16 (the dtype
+swapped in ``reduction.partial_dtype`` for the run: every kernel stores and the reduction reads its buffer's dtype),
+and records each way's relative error against ``mla_decode_reference`` on the timed inputs (NaN-poisoned output
+first), uniform 4096-token requests and ragged lengths 1..8191.
+
+    PYTHONPATH=src python benchmarks/probes/partials_probe.py --heads 128 --batches 8,32,64
+
+Prints a line per cell and a table last; JSON with the GPU, versions and commit. Without a Hopper GPU it says so and
+exits 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_mla_decode import (comma_list, flashmla_call, git_commit, graph_time_ms, import_flashmla,  # noqa: E402
+                              ragged_inputs, rel_err)
+from plan_probe import SM_SCALE, decode_call  # noqa: E402
+
+from graphtune.kernels import mla_decode_reference  # noqa: E402
+from graphtune.kernels.mla_decode import bench, reduction  # noqa: E402
+
+WAYS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batches", type=comma_list(int), default=[8, 32, 64])
+    ap.add_argument("--heads", type=int, default=128)
+    ap.add_argument("--sets", type=int, default=6, help="input sets a graph rotates through (beyond the L2)")
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/partials_probe.json"))
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        print("partials_probe: needs a Hopper (sm_90) GPU", file=sys.stderr)
+        return 2
+    gpu = torch.cuda.get_device_name()
+    print(f"{gpu}; torch {torch.__version__}; bf16 H = {args.heads}", flush=True)
+    fm, why = import_flashmla()
+    if fm is None:
+        print(f"FlashMLA column skipped: {why}", flush=True)
+    shipped = reduction.partial_dtype
+    rows = []
+    try:
+        for lengths in ("uniform", "ragged"):
+            for batch in args.batches:
+                if lengths == "uniform":
+                    xs = [bench.make_inputs(bench.Problem(batch, args.heads, 4096, 64, "bf16"), seed=1000 * batch + i)
+                          for i in range(args.sets)]
+                else:
+                    xs = [ragged_inputs(batch, args.heads, 4096, "bf16", seed=39179 + i) for i in range(args.sets)]
+                x = xs[0]
+                ref = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
+                                           kv_format="bf16").float()
+                row = {"lengths": lengths, "batch": batch}
+                for way, dtype in WAYS.items():
+                    reduction.partial_dtype = (lambda kv_format, kv_scale, d=dtype:
+                                               d if kv_format == "bf16" else shipped(kv_format, kv_scale))
+                    x["out"].fill_(float("nan"))
+                    decode_call(x, "tuned_plan", "bf16")()
+                    torch.cuda.synchronize()
+                    err = rel_err(x["out"].float(), ref)
+                    row[f"{way}_err"] = err
+                    if not math.isfinite(err) or err > 1e-2:
+                        print(f"{lengths} B={batch} {way}: relative error {err:.3e}: not timed", flush=True)
+                        continue
+                    row[f"{way}_ms"] = graph_time_ms([decode_call(xi, "tuned_plan", "bf16") for xi in xs])
+                reduction.partial_dtype = shipped
+                if fm is not None:
+                    row["flashmla_ms"] = graph_time_ms([flashmla_call(fm, xi, "bf16", SM_SCALE)[0] for xi in xs])
+                    call, get = flashmla_call(fm, x, "bf16", SM_SCALE)
+                    call()
+                    row["flashmla_err"] = rel_err(get().float(), ref)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                del xs, x
+                torch.cuda.empty_cache()
+    finally:
+        reduction.partial_dtype = shipped
+    print(f"\n{gpu}; bf16 H = {args.heads}; ms under graph replay, the public call tuned per bucket with a step's "
+          "plan; partials in fp32 (shipped) / fp16 / bf16; relative error against the fp32 reference")
+    print("| lengths | B | FlashMLA | fp32 | fp16 | change | bf16 | change | fp16 / FlashMLA | errors: FlashMLA, fp32, "
+          "fp16, bf16 |")
+    print("| --- |" * 10)
+    for r in rows:
+        def ms(k: str) -> str:
+            return f"{r[k + '_ms']:.4f}" if k + "_ms" in r else "-"
+
+        def change(way: str) -> str:
+            a, b = r.get("fp32_ms"), r.get(f"{way}_ms")
+            return f"{(b / a - 1) * 100:+.1f}%" if a and b else "-"
+        vs = f"{r['fp16_ms'] / r['flashmla_ms']:.2f}" if "fp16_ms" in r and "flashmla_ms" in r else "-"
+        errs = ", ".join(f"{r[k]:.2e}" if k in r else "-" for k in ("flashmla_err", "fp32_err", "fp16_err", "bf16_err"))
+        print(f"| {r['lengths']} | {r['batch']} | {ms('flashmla')} | {ms('fp32')} | {ms('fp16')} | {change('fp16')} | "
+              f"{ms('bf16')} | {change('bf16')} | {vs} | {errs} |")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"gpu": gpu, "torch": torch.__version__, "commit": git_commit(),
+                                    "argv": sys.argv[1:] if argv is None else argv, "rows": rows}, indent=1))
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
