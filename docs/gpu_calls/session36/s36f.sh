@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# session 36, call F (main; carry [".whl"]): (1) a bf16 cache's partial outputs in fp32 (shipped) / fp16 / bf16 at
-# H = 128 (batch 8 / 32 / 64) and H = 16 (32 / 64), the public call with a plan, errors recorded; (2) fp8 H = 128 at
-# batch 1 / 4 on the first heads-on-M kernel (as shipped) and on T8 (--third-min-batch 1), with and without a plan.
+# session 36, call F (main; carry [".whl"]; cut to fit the session's last device time): (1) a bf16 cache's partial
+# outputs in fp32 (shipped) / fp16 / bf16 at H = 128, batch 32 / 64, the public call with a plan, errors recorded;
+# (2) fp8 H = 128 at batch 1 on the first heads-on-M kernel (as shipped) and on T8 (--third-min-batch 1), with and
+# without a plan.
 set -o pipefail
 source docs/gpu_calls/lib.sh
 gpu_prelude
@@ -12,8 +13,7 @@ run() {   # name, timeout, script, args...
     benchmarks/probes/$script "$@" --out $OUT/$name.json > /tmp/$name.log 2>&1
   echo "$name rc=$? at ${SECONDS}s"; grep -v '^{' /tmp/$name.log | grep -v "^$" | cut -c1-300
 }
-run partials_h128 150 partials_probe.py --heads 128 --batches 8,32,64
-run partials_h16 90 partials_probe.py --heads 16 --batches 32,64
-run first_b1 60 plan_probe.py --heads 128 --batches 1,4
-run t8_b1 60 plan_probe.py --heads 128 --batches 1,4 --third-min-batch 1
+run partials_h128 110 partials_probe.py --heads 128 --batches 32,64
+run first_b1 45 plan_probe.py --heads 128 --batches 1
+run t8_b1 45 plan_probe.py --heads 128 --batches 1 --third-min-batch 1
 tar -czf $OUT/logs.tgz -C /tmp $(cd /tmp && ls *.log)
