@@ -427,6 +427,16 @@ def _extras(args, kv_format: str) -> list[Tuned]:
     return _e4m3(args, kv_format) + ([TUNED_PLAN] if args.vs_plan else [])
 
 
+def _publics(args, kv_format: str) -> list[Tuned]:
+    """The public call's columns in the order they are timed and checked: as shipped first (each batch bucket is tuned
+    by the first call that meets it, so the others run its configs), then :func:`_extras`; ``--vs-plan-first``: the
+    call given a step's plan first (the buckets tuned with a plan, as a server whose warm-up passes one tunes them)."""
+    extras = _extras(args, kv_format)
+    if getattr(args, "vs_plan_first", False) and TUNED_PLAN in extras:
+        return [TUNED_PLAN, TUNED, *[e for e in extras if e is not TUNED_PLAN]]
+    return [TUNED, *extras]
+
+
 def ragged_inputs(batch: int, heads: int, tokens: int, kv_format: str, seed: int, device: str = "cuda") -> dict:
     """Inputs of a ragged decode batch: each request's length drawn uniformly from 1 to ``2 * tokens - 1`` (mean
     ``tokens``), a cache of ``2 * tokens`` slots a request at page size 64, output poisoned with NaN."""
@@ -444,7 +454,7 @@ def _time_variants(args, fm, xs: list[dict], heads: int, kv_format: str, configs
     ``(impl, label, ms)``, a failing one recorded as inf with one line naming it (``where`` leads that line)."""
     sm = 1.0 / math.sqrt(576)
     timed = [("flashmla", None, [flashmla_call(fm, x, kv_format, sm)[0] for x in xs])] if fm is not None else []
-    for config in [TUNED, *_extras(args, kv_format), *configs, *_vs_candidates(args, xs[0], heads, kv_format)]:
+    for config in [*_publics(args, kv_format), *configs, *_vs_candidates(args, xs[0], heads, kv_format)]:
         kwargs = _variant_kwargs(config, heads, kv_format)
         timed.append(("graphtune", config, [bench.run_inputs(x, kv_format, **kwargs) for x in xs]))
     got = []
@@ -584,7 +594,7 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
                     x["out"].fill_(float("nan"))
                 ref = reference.mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm,
                                                      kv_scale=x["kv_scale"], kv_format=kv_format)
-                for config in [TUNED, *_extras(args, kv_format), *configs,
+                for config in [*_publics(args, kv_format), *configs,
                                *_vs_candidates(args, x, heads, kv_format)]:
                     label = _activate(config, heads, kv_format)
                     x["out"].fill_(float("nan"))
@@ -995,6 +1005,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--vs-formats", type=formats, default="bf16,fp8")
     ap.add_argument("--vs-batches-h16", type=sizes, default="1,8,32,64,128")
     ap.add_argument("--vs-batches-h128", type=sizes, default="1,8,32,64", help="an empty list leaves H = 128 out")
+    ap.add_argument("--vs-plan-first", action="store_true",
+                    help="with --vs-plan: time the call given a step's plan before the one as shipped, so each batch "
+                         "bucket is tuned with a plan (a server whose warm-up passes one)")
     ap.add_argument("--vs-plan", action="store_true",
                     help="with --vs-flashmla: also time and check the public call given a decode step's plan "
                          "(mla_decode(..., plan=MLADecodePlan()), made per input set before the graph)")

@@ -851,6 +851,15 @@ def test_bench_tuned_row_runs_the_shipped_path_and_the_filter_keeps_what_it_name
     assert bench_mod._variant_kwargs(e4m3[1], 128, "fp8")["fp8_query"] is True
     assert bench_mod._e4m3(SimpleNamespace(vs_e4m3=True), "bf16") == []
     assert bench_mod._e4m3(SimpleNamespace(vs_e4m3=False), "fp8") == []
+    # the public columns' order: as shipped first (it tunes the buckets); --vs-plan-first puts the plan's first
+    both = SimpleNamespace(vs_e4m3=True, vs_plan=True)
+    assert bench_mod._publics(both, "fp8") == [bench_mod.TUNED, bench_mod.TUNED_E4M3, bench_mod.TUNED_FP8Q,
+                                               bench_mod.TUNED_PLAN]
+    both.vs_plan_first = True
+    assert bench_mod._publics(both, "fp8") == [bench_mod.TUNED_PLAN, bench_mod.TUNED, bench_mod.TUNED_E4M3,
+                                               bench_mod.TUNED_FP8Q]
+    assert bench_mod._publics(SimpleNamespace(vs_e4m3=False, vs_plan=False, vs_plan_first=True), "bf16") == \
+        [bench_mod.TUNED]
     assert bench_mod.parse_configs("none") == []
     wanted = [bench_mod.HOPPER_TOK_FP8_VARIANTS[1], bench_mod.HOPPER_TOK_FP8_VARIANTS[-1]]
     args = SimpleNamespace(vs_variant_filter="|".join(str(v) for v in wanted))

@@ -2,7 +2,7 @@
 # prepared in session 36 for the next session's first call (main; carry [".whl"]; meant for an H200, the issue's
 # figures): (1) the GPU tests that T8_MIN_BATCH 16 -> 8 touches (the tuned path at fp8 H = 128 from batch 8, T8's
 # variants, the e4m3 query, the plan) in 8 workers; (2) the fp8 table with the plan and e4m3 columns (T8 now serves
-# batch 8), then bf16 with the plan.
+# batch 8), then bf16 with the plan; (3) the fp8 table again with the buckets tuned with a plan (--vs-plan-first).
 set -o pipefail
 source docs/gpu_calls/lib.sh
 gpu_prelude
@@ -19,4 +19,9 @@ GIT_COMMIT=${GIT_COMMIT:-unknown} PYTHONPATH=$PP TRITON_CACHE_DIR=/tmp/tc_main t
   benchmarks/bench_mla_decode.py --vs-flashmla --configs none --vs-formats bf16 --vs-variant-filter NONE --vs-plan \
   --vs-ragged --ragged-seed 39179 --out $OUT/bf16_plan.json > /tmp/bf16_plan.log 2>&1
 echo "bf16 rc=$? at ${SECONDS}s"; grep -E "^\| H=|accuracy" /tmp/bf16_plan.log | cut -c1-400
+# the buckets tuned with a plan (a warm-up that passes one), fp8, in a fresh process
+GIT_COMMIT=${GIT_COMMIT:-unknown} PYTHONPATH=$PP TRITON_CACHE_DIR=/tmp/tc_main timeout 120 python3 \
+  benchmarks/bench_mla_decode.py --vs-flashmla --configs none --vs-formats fp8 --vs-variant-filter NONE --vs-plan \
+  --vs-plan-first --vs-ragged --ragged-seed 39179 --out $OUT/fp8_plan_first.json > /tmp/fp8_plan_first.log 2>&1
+echo "fp8 plan-first rc=$? at ${SECONDS}s"; grep -E "^\| H=|accuracy" /tmp/fp8_plan_first.log | cut -c1-400
 tar -czf $OUT/logs.tgz -C /tmp $(cd /tmp && ls *.log)
