@@ -5,15 +5,20 @@ and page ids: two or three dependent round trips to memory before its first tile
 the same work in every layer of a step. A plan holds those values, made by one small launch
 (``kernel_hopper._mla_decode_plan_kernel``, the split kernel's own code) the first time a call of the step
 needs them; the kernels that read it (the second fp8 tokens-on-M kernel, fp8 and fp8_ds_mla, H < 64; the bf16
-tokens-on-M kernel, H < 64; the bf16 ping-pong kernel, H a multiple of 64; pages of whole 64-token tiles) then issue
-their first copies one round trip after they start. FlashMLA's metadata
-(``get_mla_metadata``) is the same idea: made per step, shared by the layers.
+tokens-on-M kernel, H < 64; the bf16 ping-pong kernel and T8, the fp8 one, H a multiple of 64, from batch 8; pages of
+whole 64-token tiles) then issue their first copies one round trip after they start. FlashMLA's metadata
+(``get_mla_metadata``) is the same idea: made per step, shared by the layers. The tuned kernels fill it for their
+config's grid in a pre-hook (:func:`plan_hook`), but T8, which runs as its query pre-pass's programmatic dependent
+and reads its row before waiting for that pass: its launch fills the plan before the pass
+(``interface_hopper._plan_first``).
 
 Measured on an H100 (session 35 calls E and G, ``benchmarks/probes/plan_probe.py``, fp8 H = 16, page size 64, graph
 replay, the plan made before the graph as FlashMLA's metadata is made outside its timed call): the public call tuned
 per bucket 15 / 1 / 2 / 0.3-0.5 / 0.7-1% faster at batch 1 / 8 / 32 / 64 / 128 with 4096-token requests, 9-12 / -1 /
 5-6 / 5-6 / 4-5% on ragged ones (batch 8 the one cell 0.1 us slower, both runs); pinned, two-buffer configs 2-15% faster
 everywhere, three-buffer ones up to 13%. A plan made in every call (its launch inside a one-layer step) costs 2-3 us.
+Session 36: T8 (fp8 H = 128) 10.3 / 6.6 / 1.3% faster at batch 16 / 32 / 64 (H200, call C), 9.3% at 8 (H100, call
+E); the bf16 kernels 0.7-8.5% at H = 16 and up to 5.1% at H = 128 (H100, call B).
 """
 from __future__ import annotations
 
