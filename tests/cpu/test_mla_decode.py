@@ -967,7 +967,7 @@ def _timeline_probe():
         sys.path.remove(str(probes))
     return module
 
-@pytest.mark.parametrize("heads,batch,kernel_flag,per_program", [(128, 64, "T8", 2), (128, 8, "PP", 2),
+@pytest.mark.parametrize("heads,batch,kernel_flag,per_program", [(128, 64, "T8", 2), (128, 4, "PP", 2),
                                                                   (16, 64, "V2", 1)])
 def test_timeline_pins_the_tuned_paths_kernel_and_sizes_its_stamp_rows(heads, batch, kernel_flag, per_program):
     """benchmarks/probes/timeline.py pins, for a cell, the kernel the tuned path runs there (fp8, H >= 64: the third
