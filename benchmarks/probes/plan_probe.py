@@ -38,6 +38,7 @@ import triton  # noqa: E402
 
 from graphtune.kernels import mla_decode_reference  # noqa: E402
 from graphtune.kernels.mla_decode import MLADecodePlan, bench, interface, interface_hopper  # noqa: E402
+from graphtune.kernels.mla_decode import plan as plan_mod  # noqa: E402
 
 SM_SCALE = 1.0 / math.sqrt(576)
 PINNED = {"b2": dict(V2=1, NUM_BUF=2, PREFETCH=1, FAST_MAX=1), "b3": dict(V2=1, NUM_BUF=3, PREFETCH=1, FAST_MAX=1)}
@@ -71,8 +72,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--third-min-batch", type=int, default=None,
                     help="run the class's third kernel (fp8, H a multiple of 64: T8) from this batch up instead of "
                          "interface_hopper.T8_MIN_BATCH (a probe of where it should start)")
+    ap.add_argument("--plan-bf16-seg-cost", type=int, default=None,
+                    help="the price of a request's start in a plan's split for the bf16 kernels (plan.BF16_SEG_COST; "
+                         "their own split has none)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/plan_probe.json"))
     args = ap.parse_args(argv)
+    if args.plan_bf16_seg_cost is not None:
+        plan_mod.BF16_SEG_COST = args.plan_bf16_seg_cost
     if args.third_min_batch is not None:
         key = (True, "fp8")
         interface_hopper.THIRD[key] = dataclasses.replace(interface_hopper.THIRD[key],
@@ -83,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     gpu = torch.cuda.get_device_name()
     print(f"{gpu}; torch {torch.__version__}; {args.format} H = {args.heads}, query_precision "
           f"{args.query_precision or 'default'}, the third kernel from batch "
-          f"{interface_hopper.THIRD[(True, 'fp8')].min_batch}", flush=True)
+          f"{interface_hopper.THIRD[(True, 'fp8')].min_batch}, a bf16 plan's start price {plan_mod.BF16_SEG_COST}",
+          flush=True)
     fm, why = import_flashmla()
     if fm is None:
         print(f"FlashMLA column skipped: {why}", flush=True)

@@ -811,13 +811,18 @@ _TOK_PINNED = dict(interface_hopper.HOPPER_TOK_CONFIG)
     (128, 256, [0, 4096, 0, 77, 1, 2500, 129, 4000], _PP_PINNED), (16, 64, [1, 63, 64, 65, 3001, 4096], _TOK_PINNED),
     (32, 128, [300, 0, 4096, 191], _TOK_PINNED)],
     ids=["pp-H128-ps64", "pp-H64-ps128-zero", "pp-H128-ps256-zeros", "tok-H16-ps64", "tok-H32-ps128-zero"])
-def test_bf16_kernels_with_a_plan_match_reference(heads, page_size, lens, pinned):
+@pytest.mark.parametrize("price", [0, 4], ids=["even", "priced"])
+def test_bf16_kernels_with_a_plan_match_reference(heads, page_size, lens, pinned, price, monkeypatch):
     """``plan=`` on the bf16 kernels that read it (the ping-pong kernel: both warpgroups read the program's plan row
     and the first segment's two page ids; the tokens-on-M kernel: its first tile's): pinned, at 132, 7 and 1 SMs
     (programs of several segments), two calls a plan; then the tuned path with the plan made inside a captured step of
     two calls, replayed after the lengths change in place. NaN in every cache row past the lengths of the pinned
-    runs, NaN-poisoned outputs."""
+    runs, NaN-poisoned outputs. ``price``: the plan's split with a request's start priced at that many tiles
+    (``plan.BF16_SEG_COST``; the kernels read the ranges whatever the price)."""
     _hopper_or_skip()
+    skip_unproven({"PLAN_BF16_PRICE": price})
+    from graphtune.kernels.mla_decode import plan as plan_mod
+    monkeypatch.setattr(plan_mod, "BF16_SEG_COST", price)
     seed = _seed()
     x = _inputs(len(lens), heads, page_size, "bf16", 4096, seed)
     pt = _with_lengths(x, lens, page_size)
