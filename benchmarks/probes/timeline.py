@@ -36,7 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_mla_decode import _int_setting, comma_list, git_commit, graph_time_ms  # noqa: E402
 
-from graphtune.kernels.mla_decode import bench, interface, interface_hopper, kernel_hopper  # noqa: E402
+from graphtune.kernels.mla_decode import MLADecodePlan, bench, interface, interface_hopper, kernel_hopper  # noqa: E402
+from graphtune.kernels.mla_decode import plan as plan_mod  # noqa: E402
 
 ROW = int(kernel_hopper.STAMP_ROW)
 T0 = int(kernel_hopper.STAMP_TILE0)
@@ -67,9 +68,11 @@ def _config(fmt: str, heads: int, batch: int, overlay: dict | None = None) -> di
     raise SystemExit("timeline: bf16 with H < 64 runs a kernel without stamps (the tokens-on-M bf16 kernel)")
 
 
-def _launcher(x: dict, fmt: str, heads: int, sms: int, overlay: dict | None = None, config: dict | None = None):
+def _launcher(x: dict, fmt: str, heads: int, sms: int, overlay: dict | None = None, config: dict | None = None,
+              plan: bool = False):
     """The pinned split kernel on inputs ``x`` (``config``, else the cell's with ``overlay``): a call taking the
-    stamp buffer (or None) and the rows it needs (the ping-pong kernels, T8 included: one a warpgroup)."""
+    stamp buffer (or None) and the rows it needs (the ping-pong kernels, T8 included: one a warpgroup). ``plan``: the
+    kernel given a step's plan of its split (``plan_ptr``), made here, before any call (outside the timed graph)."""
     sm_scale = 1.0 / math.sqrt(576)
     batch = x["q"].shape[0]
     args, grid, consts, _ = interface_hopper.hopper_call(
@@ -77,6 +80,11 @@ def _launcher(x: dict, fmt: str, heads: int, sms: int, overlay: dict | None = No
         sms=sms, config=config if config is not None else _config(fmt, heads, batch, overlay))
     fn, consts = interface_hopper._kernel_and_params(heads, fmt, consts)
     rows = grid[0] * grid[1] * (2 if consts.get("PP") or consts.get("T8") else 1)
+    if plan:
+        step = plan_mod.attach(MLADecodePlan(), x["seq_lens"], x["page_table"], x["kv_cache"].shape[1], grid[1],
+                               lambda _: grid[1], interface_hopper._B_CHUNK, fp8=fmt == "fp8")
+        consts = {**consts, "plan_ptr": step}
+        plan_mod.plan_hook(consts)
 
     def call(stamps: torch.Tensor | None) -> None:
         if stamps is None:
@@ -163,16 +171,17 @@ def analyse(raw: torch.Tensor, pp: bool) -> dict:
     return out
 
 
-def cell(fmt: str, heads: int, batch: int, lengths: list[int], overlay: dict | None = None) -> dict:
+def cell(fmt: str, heads: int, batch: int, lengths: list[int], overlay: dict | None = None,
+         plan: bool = False) -> dict:
     sms = interface._sm_count(torch.device("cuda"))
     problem = bench.Problem(batch, heads, 4096, 64, fmt)
     sets = max(2, min(8, math.ceil(bench.ROTATE_BYTES / problem.bytes_moved())))
     xs = [bench.make_inputs(problem, seed=batch + k) for k in range(sets)]
-    calls = [_launcher(x, fmt, heads, sms, overlay) for x in xs]
+    calls = [_launcher(x, fmt, heads, sms, overlay, plan=plan) for x in xs]
     rows = calls[0][1]
     buf = torch.zeros(rows, ROW, dtype=torch.int64, device="cuda")
     row: dict = {"kv_format": fmt, "heads": heads, "batch": batch, "config": _config(fmt, heads, batch, overlay),
-                 "rows": rows, "sets": sets}
+                 "rows": rows, "sets": sets, "plan": plan}
     row["plain_ms"] = graph_time_ms([lambda c=c: c(None) for c, _ in calls])
     row["stamped_ms"] = graph_time_ms([lambda c=c: c(buf) for c, _ in calls])
     for c, _ in calls:            # the last set's data out of the L2 as in the timed replays
@@ -193,7 +202,7 @@ def cell(fmt: str, heads: int, batch: int, lengths: list[int], overlay: dict | N
             p = bench.Problem(batch, heads, tokens, 64, fmt)
             n = max(2, min(8, math.ceil(bench.ROTATE_BYTES / p.bytes_moved())))
             ins = [bench.make_inputs(p, seed=tokens + k) for k in range(n)]
-            split = [_launcher(x, fmt, heads, sms, overlay)[0] for x in ins]
+            split = [_launcher(x, fmt, heads, sms, overlay, plan=plan)[0] for x in ins]
             decode = [bench.run_inputs(x, fmt, None, path="hopper") for x in ins]
             row["lengths"].append({"tokens": tokens, "split_ms": graph_time_ms([lambda c=c: c(None) for c in split]),
                                    "decode_ms": graph_time_ms(decode)})
@@ -218,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="also time the split kernel and the decode at these request lengths (tokens)")
     ap.add_argument("--overlay", type=comma_list(_int_setting), default=[],
                     help="keys set on every cell's pinned config, e.g. RELOAD=0")
+    ap.add_argument("--plan", action="store_true",
+                    help="give the pinned split kernel a step's plan of its split (mla_decode's plan=), made before "
+                         "the graph")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/timeline.json"))
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
@@ -227,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{gpu}; torch {torch.__version__}", flush=True)
     rows = []
     for fmt, heads, batch in args.cells:
-        r = cell(fmt, heads, batch, args.lengths, dict(args.overlay))
+        r = cell(fmt, heads, batch, args.lengths, dict(args.overlay), args.plan)
         rows.append(r)
         t = r["timeline"]
         print(f"\n{fmt} H={heads} B={batch} {r['config']}: {r['rows']} rows ({t['live']} with tiles), SM "
