@@ -73,12 +73,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="run the class's third kernel (fp8, H a multiple of 64: T8) from this batch up instead of "
                          "interface_hopper.T8_MIN_BATCH (a probe of where it should start)")
     ap.add_argument("--plan-bf16-seg-cost", type=int, default=None,
-                    help="the price of a request's start in a plan's split for the bf16 kernels (plan.BF16_SEG_COST; "
+                    help="the price of a request's start in a plan's split for the bf16 kernels (plan.BF16_PLAN_SEG_COST; "
                          "their own split has none)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/plan_probe.json"))
     args = ap.parse_args(argv)
     if args.plan_bf16_seg_cost is not None:
-        plan_mod.BF16_SEG_COST = args.plan_bf16_seg_cost
+        plan_mod.BF16_PLAN_SEG_COST = args.plan_bf16_seg_cost
     if args.third_min_batch is not None:
         key = (True, "fp8")
         interface_hopper.THIRD[key] = dataclasses.replace(interface_hopper.THIRD[key],
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     gpu = torch.cuda.get_device_name()
     print(f"{gpu}; torch {torch.__version__}; {args.format} H = {args.heads}, query_precision "
           f"{args.query_precision or 'default'}, the third kernel from batch "
-          f"{interface_hopper.THIRD[(True, 'fp8')].min_batch}, a bf16 plan's start price {plan_mod.BF16_SEG_COST}",
+          f"{interface_hopper.THIRD[(True, 'fp8')].min_batch}, a bf16 plan's start price {plan_mod.BF16_PLAN_SEG_COST}",
           flush=True)
     fm, why = import_flashmla()
     if fm is None:

@@ -475,15 +475,16 @@ def test_bf16_tokens_on_m_kernel_reads_its_split_from_a_plan():
 
 def test_a_plans_start_price_is_the_reading_kernels(monkeypatch):
     """The split a plan holds prices a request's start as the kernel that reads it would: the fp8 kernels'
-    ``FP8_SEG_COST`` for a per-tensor fp8 cache, none for fp8_ds_mla (``DS``: the even split), and ``plan.BF16_SEG_COST``
-    for a bf16 cache (the plan's own knob: its pass runs once a step, so the price costs no call anything)."""
+    ``FP8_SEG_COST`` for a per-tensor fp8 cache, none for fp8_ds_mla (``DS``: the even split), and
+    ``plan.BF16_PLAN_SEG_COST`` for a bf16 cache (the plan's own knob: its pass runs once a step, so the price costs no
+    call anything)."""
     from graphtune.kernels.mla_decode import MLADecodePlan, kernel_hopper, plan as plan_mod
     got = []
     monkeypatch.setattr(plan_mod.MLADecodePlan, "fill",
                         lambda self, seq_lens, page_table, page_size, programs, seg_cost, b_chunk: got.append(seg_cost))
     lens, pt = torch.ones(2, dtype=torch.int32), torch.zeros(2, 2, dtype=torch.int32)
-    for price in (plan_mod.BF16_SEG_COST, 4):
-        monkeypatch.setattr(plan_mod, "BF16_SEG_COST", price)
+    for price in (plan_mod.BF16_PLAN_SEG_COST, 4):
+        monkeypatch.setattr(plan_mod, "BF16_PLAN_SEG_COST", price)
         got.clear()
         for fp8, nargs in ((True, {}), (True, {"DS": 1}), (False, {})):
             rows = plan_mod.attach(MLADecodePlan(), lens, pt, 64, 132, lambda config: 132, 128, fp8=fp8)

@@ -818,11 +818,11 @@ def test_bf16_kernels_with_a_plan_match_reference(heads, page_size, lens, pinned
     (programs of several segments), two calls a plan; then the tuned path with the plan made inside a captured step of
     two calls, replayed after the lengths change in place. NaN in every cache row past the lengths of the pinned
     runs, NaN-poisoned outputs. ``price``: the plan's split with a request's start priced at that many tiles
-    (``plan.BF16_SEG_COST``; the kernels read the ranges whatever the price)."""
+    (``plan.BF16_PLAN_SEG_COST``; the kernels read the ranges whatever the price)."""
     _hopper_or_skip()
     skip_unproven({"PLAN_BF16_PRICE": price})
     from graphtune.kernels.mla_decode import plan as plan_mod
-    monkeypatch.setattr(plan_mod, "BF16_SEG_COST", price)
+    monkeypatch.setattr(plan_mod, "BF16_PLAN_SEG_COST", price)
     seed = _seed()
     x = _inputs(len(lens), heads, page_size, "bf16", 4096, seed)
     pt = _with_lengths(x, lens, page_size)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # prepared in session 36 (main; carry [".whl"]): a bf16 plan's split with each request's start priced at 4 tiles
-# (plan.BF16_SEG_COST, 0 as shipped: the bf16 kernels split without a price, whose pass would cost every call; a plan
+# (plan.BF16_PLAN_SEG_COST, 0 as shipped: the bf16 kernels split without a price, whose pass would cost every call; a plan
 # makes the pass once a step). (1) The bf16 plan GPU tests with the price (unproven: GRAPHTUNE_GPU_NEW=1);
 # (2) plan_probe.py at bf16 H = 128 and H = 16, uniform and ragged, with the price 0 and 4 (each its own process).
 set -o pipefail

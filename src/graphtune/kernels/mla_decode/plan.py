@@ -35,7 +35,7 @@ PLAN_COLS = int(kernel_hopper.PLAN_COLS)
 # A plan makes that pass once per decode step, so its split may carry the price at no per-call cost; the kernels
 # read the ranges whatever the price. 0 (as without a plan) until timed: `benchmarks/probes/plan_probe.py --format
 # bf16 --plan-bf16-seg-cost 4` (session 36 prepared it, `docs/gpu_calls/session36/s37c.sh`).
-BF16_SEG_COST = int(kernel_hopper.BF16_SEG_COST)
+BF16_PLAN_SEG_COST = int(kernel_hopper.BF16_SEG_COST)
 
 
 class MLADecodePlan:
@@ -95,14 +95,14 @@ def attach(plan: MLADecodePlan, seq_lens: torch.Tensor, page_table: torch.Tensor
     """The rows a launch passes as ``plan_ptr``, with the fill its config's pre-hook runs (:func:`plan_hook`):
     ``programs_of(config)`` gives the grid's programs (the split's ``B_CHUNK`` is ``b_chunk``); the split's price of
     a request's start is the fp8 kernels' for a per-tensor fp8 cache (``fp8``), none for fp8_ds_mla configs (``DS``,
-    the even split as theirs), and :data:`BF16_SEG_COST` for a bf16 cache, read when the plan is made."""
+    the even split as theirs), and :data:`BF16_PLAN_SEG_COST` for a bf16 cache, read when the plan is made."""
     rows = plan.rows(seq_lens, page_table, max_programs)
 
     def fill(nargs: dict[str, Any]) -> None:
         if nargs.get("DS"):
             seg_cost = 0
         else:
-            seg_cost = int(kernel_hopper.FP8_SEG_COST) if fp8 else BF16_SEG_COST
+            seg_cost = int(kernel_hopper.FP8_SEG_COST) if fp8 else BF16_PLAN_SEG_COST
         plan.fill(seq_lens, page_table, page_size, programs_of(nargs), seg_cost, b_chunk)
     rows._graphtune_fill = fill
     return rows
