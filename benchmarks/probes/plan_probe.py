@@ -73,8 +73,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="run the class's third kernel (fp8, H a multiple of 64: T8) from this batch up instead of "
                          "interface_hopper.T8_MIN_BATCH (a probe of where it should start)")
     ap.add_argument("--plan-bf16-seg-cost", type=int, default=None,
-                    help="the price of a request's start in a plan's split for the bf16 kernels (plan.BF16_PLAN_SEG_COST; "
-                         "their own split has none)")
+                    help="the price of a request's start in a plan's split for the bf16 kernels "
+                         "(plan.BF16_PLAN_SEG_COST; their own split has none)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/plan_probe.json"))
     args = ap.parse_args(argv)
     if args.plan_bf16_seg_cost is not None:
