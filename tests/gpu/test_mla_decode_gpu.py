@@ -482,14 +482,41 @@ def _tuned(on_m: bool, fp8: bool, second: bool, third: bool = False):
     return interface_hopper.tuned_second_kernel(on_m, fmt) if second else interface_hopper.tuned_kernel(on_m, fp8)
 
 
-# (a class whose second kernel serves from batch 1, fp8 with H < 64 since session 18, never runs its first kernel's
-# tuned space: those configs are pinned-only and their own tests run them)
+def _serves(heads: int, fmt: str, which: str) -> bool:
+    """Whether the tuned path runs a class's ``which`` kernel at some batch: a class whose second kernel serves from
+    batch 1 (fp8 with H < 64 since session 18) never runs its first kernel's tuned space, and one whose third kernel
+    starts where its second does (fp8 with H % 64 == 0 since session 36: T8 from batch 8) never runs its second's;
+    those configs are pinned-only and their own tests run them."""
+    key = (heads % 64 == 0, fmt)
+    if which == "first":
+        return not interface_hopper.second_applies(heads, fmt, 1)
+    if key not in getattr(interface_hopper, which.upper()):
+        return False
+    third = interface_hopper.THIRD.get(key)
+    return which == "third" or third is None or third.min_batch > interface_hopper.SECOND[key].min_batch
+
+
 HOPPER_SPACE_CASES = [(heads, fmt, which, i) for heads, fmt in ((128, "bf16"), (16, "bf16"), (128, "fp8"), (16, "fp8"))
-                      for which in ("first", "second", "third")
-                      if (which == "first" and not interface_hopper.second_applies(heads, fmt, 1))
-                      or (which != "first" and (heads % 64 == 0, fmt) in getattr(interface_hopper, which.upper()))
+                      for which in ("first", "second", "third") if _serves(heads, fmt, which)
                       for i in range(len(_tuned(heads % 64 == 0, fmt == "fp8", which == "second",
                                                 which == "third").configs))]
+
+
+def _space_case_lengths(heads: int, fmt: str, which: str) -> list[int]:
+    """The lengths a case runs: a batch the class's ``which`` kernel serves (checked against the tuned path's route
+    when the cases are collected, so a route that moved fails on any machine, not only on a GPU)."""
+    lens = [1, 63, 64, 65, 3001, 4096]
+    if which != "first":
+        extra = max(0, getattr(interface_hopper, which.upper())[(heads % 64 == 0, fmt)].min_batch - len(lens))
+        lens += ([200, 129, 1000] * extra)[:extra]
+    route = interface_hopper._tuned_route(heads, fmt, len(lens), 64)
+    if route != which:
+        raise AssertionError(f"H = {heads} {fmt}: the {which} kernel's case runs batch {len(lens)}, routed {route}")
+    return lens
+
+
+for _case in {c[:3] for c in HOPPER_SPACE_CASES}:
+    _space_case_lengths(*_case)
 
 
 @pytest.mark.parametrize("heads,kv_format,which,index", HOPPER_SPACE_CASES,
@@ -505,13 +532,7 @@ def test_every_hopper_space_config_matches_reference(heads, kv_format, which, in
     name = kernel.name
     config = kernel.configs[index]
     seed = _seed()
-    lens = [1, 63, 64, 65, 3001, 4096]
-    if second or third:   # a batch the second / third kernel serves
-        extra = max(0, (interface_hopper.THIRD if third else interface_hopper.SECOND)[(on_m, kv_format)].min_batch
-                    - len(lens))
-        lens += ([200, 129, 1000] * extra)[:extra]
-    route = interface_hopper._tuned_route(heads, kv_format, len(lens), 64)
-    assert route == which, (route, which)
+    lens = _space_case_lengths(heads, kv_format, which)
     x = _inputs(len(lens), heads, 64, kv_format, max(lens), seed)
     pt = _with_lengths(x, lens, 64)
     ref = mla_decode_reference(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"],
