@@ -128,7 +128,9 @@ T8_NAME = "mla_decode_hopper_t8"
 # the class's third kernel from T8_E4M3_MIN_BATCH requests: the only fp8 heads-on-M kernel that scores against the
 # pair (the others score a widened tile against an fp16 query), and already ahead of the second kernel at batch 8
 # with the pair (session 26 run 3, H200, `graphtune ab mla_decode_hopper_h128`: T8 WL1 1 0.0380 ms against 0.0387,
-# 1.8% beyond noise), so without the lo half it is the better kernel there too. Not timed on a GPU yet.
+# 1.8% beyond noise), so without the lo half it is the better kernel there too. Timed since (sessions 28-29, H200:
+# 1.12-1.19x FlashMLA at batch 8-64 from a bf16 query; session 36 call E, H100, with a step's plan: 0.98 / 1.02 / 1.02
+# / 1.11x at batch 8 / 16 / 32 / 64); the pair's T8 now starts at the same batch (T8_MIN_BATCH).
 T8_E4M3_MIN_BATCH = 8
 T8_E4M3_NAME = "mla_decode_hopper_t8_e4m3"
 # H < 64 (16, 32, 48): the tokens-on-M kernel, 16 heads and one warpgroup per program; 168,728 B of shared
