@@ -9,7 +9,8 @@ gpu_prelude
 PP="/tmp/np:$PWD/src:/tmp/site"
 PYTHONPATH=$PP:/tmp/xd TRITON_CACHE_DIR=/tmp/tc_main timeout 200 python3 -m pytest -q -n 8 \
   tests/gpu/test_mla_decode_gpu.py tests/gpu/test_mla_hopper_tok_gpu.py \
-  -k "(tuned_per_bucket and fp8-H128) or t8 or e4m3 or plan or (zero_length and fp8-H128)" > /tmp/tests_t8_from_8.log 2>&1
+  -k "(tuned_per_bucket and fp8-H128) or (every_hopper_space and fp8-H128) or t8 or e4m3 or plan or (zero_length and fp8-H128)" \
+  > /tmp/tests_t8_from_8.log 2>&1
 echo "tests rc=$? at ${SECONDS}s"; grep -E "passed|failed|FAILED|Error|assert" /tmp/tests_t8_from_8.log | tail -14 | cut -c1-300
 GIT_COMMIT=${GIT_COMMIT:-unknown} PYTHONPATH=$PP TRITON_CACHE_DIR=/tmp/tc_main timeout 170 python3 \
   benchmarks/bench_mla_decode.py --vs-flashmla --configs none --vs-formats fp8 --vs-variant-filter NONE --vs-plan \
