@@ -271,8 +271,9 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
         plan: a :class:`graphtune.kernels.MLADecodePlan` made for this decode step (one per step,
             passed to every layer's call of it; under CUDA graph capture made inside the captured function): the
             split of the work over the SMs is then made once per step instead of in every call. Read where a kernel
-            takes it (sm_90: the fp8 and fp8_ds_mla tokens-on-M kernel, H < 64, pages of whole 64-token tiles; the
-            others compute their split as without it).
+            takes it (sm_90, pages of whole 64-token tiles: the tuned tokens-on-M kernels, H < 64, and from batch 8 the
+            bf16 ping-pong kernel and T8, H a multiple of 64; ``interface_hopper._reads_plan``); the others compute
+            their split as without it.
 
     Returns:
         ``out`` (``[B, H, 512]`` bf16), or ``(out, lse)`` with ``return_lse``.
@@ -373,8 +374,8 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
     ``num_sms`` overrides the SM count that sizes the split grid (tests vary it). ``path``: ``"auto"`` runs
     the Hopper kernel (kernel_hopper.py) where it applies (sm_90, see ``interface_hopper.supported``) and no
     ``config`` is given, else the portable one; ``"portable"`` / ``"hopper"`` force one (``"hopper"`` raises
-    ValueError with the reason when it does not apply). ``query_precision``, ``q_scale`` and ``plan``: as :func:`mla_decode`
-    (validated there, with the rest).
+    ValueError with the reason when it does not apply). ``query_precision``, ``q_scale`` and ``plan``: as
+    :func:`mla_decode` (validated there, with the rest).
     """
     if path not in ("auto", "portable", "hopper"):
         raise ValueError(f"mla_decode: path {path!r}, expected 'auto', 'portable' or 'hopper'")

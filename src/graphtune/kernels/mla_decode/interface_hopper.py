@@ -774,8 +774,9 @@ def _tuned_second_kernel(on_m: bool, fmt: str, gather: bool, third: bool, q_lo: 
     from .space import CAPTURE_SIZES
     second = _extra(on_m, fmt, gather, third)
     # (the kernels that read a plan fill it for the config's grid first: plan.plan_hook)
-    hook = (plan_mod.plan_hook if (second.flag in ("V2", "DS") and not gather) or (second.flag, fmt) == ("PP", "bf16")
-            else None)
+    # (T8's plan is filled by its launch, before its query pre-pass: _plan_first)
+    reads = _reads_plan(on_m, fmt, {second.flag: 1, "GATHER": int(gather)}) and second.flag != "T8"
+    hook = plan_mod.plan_hook if reads else None
     configs = [triton.Config(dict(c), num_warps=second.num_warps, pre_hook=hook) for c in second.space]
     fn = kernel_for(BLOCK_H if on_m else TOK_BLOCK_H, fmt, v2=second.flag == "V2", pp=second.flag == "PP",
                     t8=second.flag == "T8")
@@ -851,7 +852,7 @@ def space_configs(on_m: bool, fp8: bool) -> list[triton.Config]:
     varies within the space, the pre-hook that rebuilds the KV descriptors."""
     space = _SPACES[(on_m, fp8)]
     hook = _kv_tiles if len({c["BLOCK_N"] for c in space}) > 1 else None
-    if (on_m, fp8) == (False, False):      # (the bf16 tokens-on-M kernel reads a step's plan: plan.plan_hook)
+    if _reads_plan(on_m, "fp8" if fp8 else "bf16", {}):
         hook = plan_mod.plan_hook
     warps = NUM_WARPS if on_m else TOK_NUM_WARPS
     return [triton.Config(dict(c), num_warps=warps, pre_hook=hook) for c in space]
@@ -965,8 +966,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
                                                   query_replaced=reads == "T8" and (fp8_q or pair))
         fn, consts = _kernel_and_params(heads, fmt, {**consts, "Q_LO": int(q_lo)})
         # (the plan made before T8's query pre-pass: T8 reads its row before it waits for the pass, _plan_first)
-        if plan is not None and (reads == "T8" or (reads == "V2" and not consts.get("GATHER")) or (
-                fmt == "bf16" and (consts.get("PP") or not (_heads_on_m(heads) or consts.get("RING"))))):
+        if plan is not None and _reads_plan(_heads_on_m(heads), fmt, {**cfg, **consts}):
             rows = plan_mod.attach(plan, seq_lens, page_table, kv_cache.shape[1], grid[1], lambda _: grid[1],
                                    _B_CHUNK, fp8=fmt == "fp8")
             plan_mod.plan_hook({**consts, "plan_ptr": rows})
@@ -989,12 +989,13 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
                                                         return_lse, sms=sms, gather=route == "gather",
                                                         third=route == "third", q_lo=q_lo,
                                                         query_replaced=reads == "T8")
-    if plan is not None and _reads_plan(route, heads, fmt, reads):
+    on_m = _heads_on_m(heads)
+    extra = None if route == "first" else _extra(on_m, fmt, route == "gather", route == "third")
+    if plan is not None and _reads_plan(on_m, fmt, {} if extra is None else {extra.flag: 1,
+                                                                             "GATHER": int(route == "gather")}):
         # room for the space's largest grid; each config's pre-hook fills the rows for its own (plan.plan_hook), but
         # T8's, filled here, before its query pre-pass (_plan_first)
-        on_m = _heads_on_m(heads)
-        space = (_extra(on_m, fmt, False, route == "third").space if route != "first"
-                 else _SPACES[(on_m, fmt == "fp8")])
+        space = _SPACES[(on_m, fmt == "fp8")] if extra is None else extra.space
         consts = {**consts, "plan_ptr": plan_mod.attach(
             plan, seq_lens, page_table, kv_cache.shape[1], max(grid(c)[1] for c in space),
             lambda config: grid(config)[1], _B_CHUNK, fp8=fmt == "fp8")}
@@ -1020,14 +1021,14 @@ def _plan_first(consts: dict[str, Any], programs: list[int]) -> None:
     plan_mod.plan_hook(consts)
 
 
-def _reads_plan(route: str, heads: int, fmt: str, reads: str | None) -> bool:
-    """Whether the tuned kernel of ``route`` reads a step's plan: the second fp8 / fp8_ds_mla tokens-on-M kernel, the
-    bf16 ping-pong kernel (heads on M), the bf16 tokens-on-M kernel and T8 (the third fp8 heads-on-M kernel)."""
-    if route == "third":
-        return reads == "T8"
-    if route == "second":
-        return reads == "V2" or (_heads_on_m(heads) and fmt == "bf16")
-    return route == "first" and not _heads_on_m(heads) and fmt == "bf16"
+def _reads_plan(on_m: bool, fmt: str, flags: dict[str, Any]) -> bool:
+    """Whether the split kernel that ``flags`` select (a config's kernel keys: ``T8``, ``V2`` / ``DS``, ``GATHER``,
+    ``PP``, ``RING``; none: the class's first kernel) reads a step's plan: T8, the second fp8 / fp8_ds_mla tokens-on-M
+    kernel with the TMA loader, the bf16 ping-pong kernel and the bf16 tokens-on-M kernel. The one place that rule is
+    kept: the pinned and tuned launches and the tuned configs' pre-hook ask it."""
+    if flags.get("T8") or ((flags.get("V2") or flags.get("DS")) and not flags.get("GATHER")):
+        return True
+    return fmt == "bf16" and bool(flags.get("PP") or not (on_m or flags.get("RING")))
 
 
 def _tuned_route(heads: int, fmt: str, batch: int, page_size: int, q_lo: bool = True, fp8_q: bool = False) -> str:
