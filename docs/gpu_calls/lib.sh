@@ -30,3 +30,12 @@ vs_table() {
     --vs-ragged --ragged-seed 39179 --out "$OUT/${fmt}_$way.json" > "/tmp/${fmt}_$way.log" 2>&1
   echo "${fmt}_$way rc=$? at ${SECONDS}s"
 }
+
+# probe NAME CAP SCRIPT ARGS...: benchmarks/probes/SCRIPT with ARGS on the current source tree ($PWD/src) in the
+# shared Triton cache, into $OUT/NAME.json, its log /tmp/NAME.log, at most CAP seconds; prints its rc and its table.
+probe() {
+  local name=$1 cap=$2 script=$3; shift 3
+  GIT_COMMIT=${GIT_COMMIT:-unknown} PYTHONPATH=/tmp/np:$PWD/src:/tmp/site TRITON_CACHE_DIR=/tmp/tc_main timeout "$cap" \
+    python3 "benchmarks/probes/$script" "$@" --out "$OUT/$name.json" > "/tmp/$name.log" 2>&1
+  echo "$name rc=$? at ${SECONDS}s"; grep -v '^{' "/tmp/$name.log" | grep -v "^$" | cut -c1-300
+}

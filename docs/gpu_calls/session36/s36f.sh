@@ -7,13 +7,7 @@ set -o pipefail
 source docs/gpu_calls/lib.sh
 gpu_prelude
 PP="/tmp/np:$PWD/src:/tmp/site"
-run() {   # name, timeout, script, args...
-  local name=$1 limit=$2 script=$3; shift 3
-  GIT_COMMIT=${GIT_COMMIT:-unknown} PYTHONPATH=$PP TRITON_CACHE_DIR=/tmp/tc_main timeout $limit python3 \
-    benchmarks/probes/$script "$@" --out $OUT/$name.json > /tmp/$name.log 2>&1
-  echo "$name rc=$? at ${SECONDS}s"; grep -v '^{' /tmp/$name.log | grep -v "^$" | cut -c1-300
-}
-run partials_h128 110 partials_probe.py --heads 128 --batches 32,64
-run first_b1 45 plan_probe.py --heads 128 --batches 1
-run t8_b1 45 plan_probe.py --heads 128 --batches 1 --third-min-batch 1
+probe partials_h128 110 partials_probe.py --heads 128 --batches 32,64
+probe first_b1 45 plan_probe.py --heads 128 --batches 1
+probe t8_b1 45 plan_probe.py --heads 128 --batches 1 --third-min-batch 1
 tar -czf $OUT/logs.tgz -C /tmp $(cd /tmp && ls *.log)

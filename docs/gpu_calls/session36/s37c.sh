@@ -12,11 +12,8 @@ GRAPHTUNE_GPU_NEW=1 PYTHONPATH=$PP:/tmp/xd TRITON_CACHE_DIR=/tmp/tc_main timeout
 echo "tests rc=$? at ${SECONDS}s"; grep -E "passed|failed|FAILED|Error|assert" /tmp/tests_bf16_price.log | tail -12 | cut -c1-300
 for heads in 128 16; do
   for price in 0 4; do
-    name=plan_bf16_h${heads}_price$price
-    GIT_COMMIT=${GIT_COMMIT:-unknown} PYTHONPATH=$PP TRITON_CACHE_DIR=/tmp/tc_main timeout 90 python3 \
-      benchmarks/probes/plan_probe.py --format bf16 --heads $heads --batches 8,32,64 --plan-bf16-seg-cost $price \
-      --out $OUT/$name.json > /tmp/$name.log 2>&1
-    echo "$name rc=$? at ${SECONDS}s"; grep -v '^{' /tmp/$name.log | grep -v "^$" | cut -c1-300
+    probe plan_bf16_h${heads}_price$price 90 plan_probe.py --format bf16 --heads $heads --batches 8,32,64 \
+      --plan-bf16-seg-cost $price
   done
 done
 tar -czf $OUT/logs.tgz -C /tmp $(cd /tmp && ls *.log)

@@ -14,9 +14,6 @@ GRAPHTUNE_GPU_NEW=1 PYTHONPATH=$PP:/tmp/xd TRITON_CACHE_DIR=/tmp/tc_main timeout
 echo "tests rc=$? at ${SECONDS}s"; grep -E "passed|failed|FAILED|Error|assert" /tmp/tests_first_plan.log | tail -12 | cut -c1-300
 for way in first t8; do
   extra=$([ $way = t8 ] && echo "--third-min-batch 1")
-  GIT_COMMIT=${GIT_COMMIT:-unknown} PYTHONPATH=$PP TRITON_CACHE_DIR=/tmp/tc_main timeout 80 python3 \
-    benchmarks/probes/plan_probe.py --heads 128 --batches 1,4 $extra --out $OUT/plan_fp8_h128_b1_$way.json \
-    > /tmp/plan_fp8_h128_b1_$way.log 2>&1
-  echo "$way rc=$? at ${SECONDS}s"; grep -v '^{' /tmp/plan_fp8_h128_b1_$way.log | grep -v "^$" | cut -c1-300
+  probe plan_fp8_h128_b1_$way 80 plan_probe.py --heads 128 --batches 1,4 $extra
 done
 tar -czf $OUT/logs.tgz -C /tmp $(cd /tmp && ls *.log)

@@ -16,13 +16,7 @@ GIT_COMMIT=${GIT_COMMIT:-unknown} PYTHONPATH=$PP TRITON_CACHE_DIR=/tmp/tc_main t
   benchmarks/probes/gather_route.py --formats fp8 --page-sizes 1 --batches 32,64,128 --plan \
   --out $OUT/gather_plan.json > /tmp/gather_plan.log 2>&1
 echo "gather rc=$? at ${SECONDS}s"; tail -7 /tmp/gather_plan.log | cut -c1-300
-run() {   # name, timeout, script, args...
-  local name=$1 limit=$2 script=$3; shift 3
-  GIT_COMMIT=${GIT_COMMIT:-unknown} PYTHONPATH=$PP TRITON_CACHE_DIR=/tmp/tc_main timeout $limit python3 \
-    benchmarks/probes/$script "$@" --out $OUT/$name.json > /tmp/$name.log 2>&1
-  echo "$name rc=$? at ${SECONDS}s"; grep -v '^{' /tmp/$name.log | grep -v "^$" | cut -c1-300
-}
-run plan_fp8_h128_b1_first 60 plan_probe.py --heads 128 --batches 1,4
-run plan_fp8_h128_b1_t8 60 plan_probe.py --heads 128 --batches 1,4 --third-min-batch 1
-run partials_h128 100 partials_probe.py --heads 128 --batches 32,64
+probe plan_fp8_h128_b1_first 60 plan_probe.py --heads 128 --batches 1,4
+probe plan_fp8_h128_b1_t8 60 plan_probe.py --heads 128 --batches 1,4 --third-min-batch 1
+probe partials_h128 100 partials_probe.py --heads 128 --batches 32,64
 tar -czf $OUT/logs.tgz -C /tmp $(cd /tmp && ls *.log)
