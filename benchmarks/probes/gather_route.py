@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench_mla_decode import comma_list, git_commit, graph_time_ms, rel_err  # noqa: E402
 
 from graphtune.kernels import mla_decode_reference  # noqa: E402
-from graphtune.kernels.mla_decode import bench, interface, interface_hopper  # noqa: E402
+from graphtune.kernels.mla_decode import MLADecodePlan, bench, interface, interface_hopper  # noqa: E402
 
 SM_SCALE = 1.0 / math.sqrt(576)
 
@@ -42,7 +42,9 @@ def error(out: torch.Tensor, ref32: torch.Tensor, kv_format: str) -> float:
     return math.sqrt(max(0.0, rel_err(out, ref32) ** 2 - floor ** 2))
 
 
-def cell(kv_format: str, page_size: int, batch: int, tokens: int) -> dict:
+def cell(kv_format: str, page_size: int, batch: int, tokens: int, plan: bool = False) -> dict:
+    """One cell: the portable kernel, the row gather, and with ``plan`` the row gather given a step's plan (made once
+    here and filled by the warm call, outside the graph, as FlashMLA's metadata is made outside its timed call)."""
     problem = bench.Problem(batch, 16, tokens, page_size, kv_format)
     x = bench.make_inputs(problem, seed=batch * 131 + page_size)
     ref = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
@@ -51,8 +53,9 @@ def cell(kv_format: str, page_size: int, batch: int, tokens: int) -> dict:
     row: dict = {"kv_format": kv_format, "page_size": page_size, "batch": batch, "bytes": problem.bytes_moved()}
     saved = interface_hopper.GATHER_AUTO[kv_format]
     try:
-        for name, on in (("portable", False), ("gather", True)):
+        for name, on in (("portable", False), ("gather", True), *((("gather_plan", True),) if plan else ())):
             interface_hopper.GATHER_AUTO[kv_format] = on
+            step = MLADecodePlan() if name == "gather_plan" else None
             hopper = interface_hopper.supported(x["q"], x["kv_cache"], kv_format) is None
             if hopper != on:
                 raise SystemExit(f"gather_route: GATHER_AUTO={on} but path='auto' runs "
@@ -60,7 +63,7 @@ def cell(kv_format: str, page_size: int, batch: int, tokens: int) -> dict:
 
             def call() -> None:
                 interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, x["kv_scale"],
-                                  kv_format, x["out"], False)
+                                  kv_format, x["out"], False, plan=step)
             x["out"].fill_(float("nan"))
             call()          # (tunes this batch's bucket, outside any capture)
             x["out"].fill_(float("nan"))
@@ -98,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--page-sizes", type=comma_list(_page_size), default=[1, 16])
     ap.add_argument("--batches", type=comma_list(int), default=[1, 8, 32, 64, 128])
     ap.add_argument("--tokens", type=int, default=4096)
+    ap.add_argument("--plan", action="store_true", help="also the row gather given a step's plan (MLADecodePlan)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/gather_route.json"))
     args = ap.parse_args(argv)
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
@@ -109,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     for kv_format in args.formats:
         for page_size in args.page_sizes:
             for batch in args.batches:
-                r = cell(kv_format, page_size, batch, args.tokens)
+                r = cell(kv_format, page_size, batch, args.tokens, args.plan)
                 rows.append(r)
                 print(f"{kv_format} page {page_size} B={batch}: portable {r['portable']['ms']:.4f} ms "
                       f"({r['portable']['tbs']:.2f} TB/s, err {r['portable']['rel_err']:.2e}), gather "
@@ -121,15 +125,21 @@ def main(argv: list[str] | None = None) -> int:
                                    indent=1))
     print(f"\nH = 16, {args.tokens} tokens per request, {gpu}; ms (effective TB/s), tuned per bucket; "
           "ratio = gather / portable")
-    print("| format, page size, batch | portable | row gather | ratio |")
-    print("| --- | --- | --- | --- |")
+    print("| format, page size, batch | portable | row gather | ratio |"
+          + (" with a plan | change |" if args.plan else ""))
+    print("| --- | --- | --- | --- |" + (" --- | --- |" if args.plan else ""))
     for r in rows:
         p, g = r["portable"], r["gather"]
+        planned = ""
+        if args.plan:
+            gp = r["gather_plan"]
+            planned = f" {gp['ms']:.4f} ({gp['tbs']:.2f}) | {(gp['ms'] / g['ms'] - 1) * 100:+.1f}% |"
         print(f"| {r['kv_format']}, {r['page_size']}, {r['batch']} | {p['ms']:.4f} ({p['tbs']:.2f}) | "
-              f"{g['ms']:.4f} ({g['tbs']:.2f}) | {g['ms'] / p['ms']:.2f} |")
+              f"{g['ms']:.4f} ({g['tbs']:.2f}) | {g['ms'] / p['ms']:.2f} |" + planned)
     bound = {"fp8": 2e-3, "fp8_ds_mla": 1e-2}    # (the portable kernel's fp8_ds_mla bound; the gather's is 2e-3)
-    wrong = [(r["kv_format"], r["page_size"], r["batch"], k) for r in rows for k in ("portable", "gather")
-             if not r[k]["rel_err"] <= bound[r["kv_format"]]]
+    ways = ("portable", "gather", "gather_plan")
+    wrong = [(r["kv_format"], r["page_size"], r["batch"], k) for r in rows for k in ways
+             if k in r and not r[k]["rel_err"] <= bound[r["kv_format"]]]
     print(f"\nwrote {args.out}; {len(wrong)} results outside their format's error bound (or NaN): {wrong}")
     return 1 if wrong else 0
 

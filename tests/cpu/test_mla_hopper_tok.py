@@ -353,10 +353,11 @@ def test_a_query_given_in_e4m3_routes_to_the_kernels_that_read_it():
     assert hopper.tuned_for(128, "fp8", 1, 64, q_lo=False, fp8_q=True).name == hopper.T8_E4M3_NAME
 
 
-def _barriers_before_the_first_copy(sass: str) -> int:
+def _barriers_before_the_first_copy(sass: str, copies: tuple[str, ...] = ("UTMALDG", "UBLKCP")) -> int:
+    """Block barriers in a kernel's SASS before its first tile copy (TMA by default; ``("LDGSTS",)``: cp.async)."""
     count = 0
     for line in sass.splitlines():
-        if "UTMALDG" in line or "UBLKCP" in line:
+        if any(c in line for c in copies):
             return count
         count += "BAR.SYNC" in line or "BAR.ARV" in line or "BAR.RED" in line
     return count
@@ -375,14 +376,15 @@ def test_the_split_pass_is_one_scan_and_one_reduction_a_chunk(heads, config):
     assert 0 < barriers <= 32, barriers
 
 
-def _plan_build(num_buf: int, plan: bool):
+def _plan_build(num_buf: int, plan: bool, gather: bool = False):
     from test_mla_decode import compile_sm90
     q = torch.empty(2, 16, 576, dtype=torch.bfloat16)
-    kv = torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn)
+    page = 1 if gather else 64
+    kv = torch.empty(256 // page, page, 576, dtype=torch.float8_e4m3fn)
     args, grid, consts, _ = interface_hopper.hopper_call(
-        q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32), 0.04, 1.0, "fp8",
+        q, kv, torch.zeros(2, 128 // page, dtype=torch.int32), torch.ones(2, dtype=torch.int32), 0.04, 1.0, "fp8",
         torch.empty(2, 16, 512, dtype=torch.bfloat16), False, sms=132,
-        config=dict(V2=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1))
+        config=dict(V2=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1, GATHER=int(gather)))
     fn, consts = interface_hopper._kernel_and_params(16, "fp8", consts)
     if plan:
         consts = {**consts, "plan_ptr": torch.empty(grid[1], 8, dtype=torch.int32)}
@@ -430,8 +432,9 @@ def test_a_plan_is_one_clear_line_when_misused_and_the_tuned_kernels_that_read_i
     for fmt in ("fp8", "fp8_ds_mla"):
         kernel = interface_hopper.tuned_second_kernel(False, fmt)
         assert kernel.configs and all(c.pre_hook is plan_mod.plan_hook for c in kernel.configs)
-    gather = interface_hopper.tuned_second_kernel(False, "fp8", gather=True)
-    assert all(c.pre_hook is None for c in gather.configs)
+    for fmt in ("fp8", "fp8_ds_mla"):       # (the row gather reads the split and the first segment from it too)
+        gather = interface_hopper.tuned_second_kernel(False, fmt, gather=True)
+        assert gather.configs and all(c.pre_hook is plan_mod.plan_hook for c in gather.configs)
     # on the CPU the portable kernel runs (interpreted) and the plan is not read: the call is the same as without it
     assert interface.MLADecodePlan is MLADecodePlan
     scale = 1.0 / 24.0
@@ -483,10 +486,24 @@ def test_a_plans_start_price_is_the_reading_kernels(monkeypatch):
     monkeypatch.setattr(plan_mod.MLADecodePlan, "fill",
                         lambda self, seq_lens, page_table, page_size, programs, seg_cost, b_chunk: got.append(seg_cost))
     lens, pt = torch.ones(2, dtype=torch.int32), torch.zeros(2, 2, dtype=torch.int32)
-    for price in (plan_mod.BF16_PLAN_SEG_COST, 4):
+    for price in (0, 4):
         monkeypatch.setattr(plan_mod, "BF16_PLAN_SEG_COST", price)
         got.clear()
         for fp8, nargs in ((True, {}), (True, {"DS": 1}), (False, {})):
             rows = plan_mod.attach(MLADecodePlan(), lens, pt, 64, 132, lambda config: 132, 128, fp8=fp8)
             plan_mod.plan_hook({**nargs, "plan_ptr": rows})
         assert got == [int(kernel_hopper.FP8_SEG_COST), 0, price]
+
+
+@pytest.mark.parametrize("num_buf", [2, 3])
+def test_row_gather_reads_its_split_from_a_plan(num_buf):
+    """The row gather (``GATHER``, page size 1) given a plan's rows: the split and the first segment's request and
+    length from the row (its page ids, one a row, it still loads): the same shared memory and MMAs, wgmmas as
+    asynchronous, and fewer barriers before the first row copy (``LDGSTS``) than the split's pass needs."""
+    base, plan = _plan_build(num_buf, False, gather=True), _plan_build(num_buf, True, gather=True)
+    assert _shared(plan) == _shared(base)
+    sass, sass0 = _sass(plan), _sass(base)
+    for mma in ("QGMMA.64x32x32.F32.E4M3.E4M3", "HGMMA.64x16x16.F32"):
+        assert sass.count(mma) == sass0.count(mma), mma
+    assert sass.count("WARPGROUP.DEPBAR") == sass0.count("WARPGROUP.DEPBAR")
+    assert _barriers_before_the_first_copy(sass, ("LDGSTS",)) < _barriers_before_the_first_copy(sass0, ("LDGSTS",))

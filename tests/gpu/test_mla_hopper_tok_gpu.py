@@ -286,16 +286,22 @@ def test_pages_below_a_tile_run_the_tuned_row_gather_and_auto_follows_gather_aut
         assert float((lse - ref_lse).abs().max()) <= 2e-3, f"{where}: lse"
 
 
+_GATHER_PLAN_CASES = [(16, 1, [1, 63, 64, 65, 3001, 4096]), (32, 16, [300, 0, 4096, 191])]
+
+
 @pytest.mark.parametrize("num_buf", [2, 3])
-@pytest.mark.parametrize("case", CASES + [(16, 64, [0, 4096, 0, 77, 1])],
-                         ids=[f"H{h}-ps{p}-B{len(n)}" for h, p, n in CASES] + ["H16-ps64-zero-lengths"])
+@pytest.mark.parametrize("case", CASES + [(16, 64, [0, 4096, 0, 77, 1])] + _GATHER_PLAN_CASES,
+                         ids=[f"H{h}-ps{p}-B{len(n)}" for h, p, n in CASES] + ["H16-ps64-zero-lengths"]
+                         + [f"gather-H{h}-ps{p}-B{len(n)}" for h, p, n in _GATHER_PLAN_CASES])
 def test_tok_fp8_v2_with_a_plan_matches_reference(case, num_buf):
     """``plan=`` (session 35): the split and first segment read from an MLADecodePlan's rows give the issue's fp8
     bound at 132, 7 and 1 SMs (programs that take several segments, requests of no tokens between), pinned configs of
-    two and three buffers, the plan reused by a second call of the step (as the next layer's)."""
+    two and three buffers, the plan reused by a second call of the step (as the next layer's); at page sizes 1 and 16
+    the row gather (``GATHER``, which reads the split and the first segment from the plan, its page ids itself)."""
     _skip_off_hopper()
-    skip_unproven({"PLAN": 1})
     heads, page_size, lens = case
+    gather = page_size % 64 != 0
+    skip_unproven({"PLAN": 1, "PLAN_GATHER": int(gather)})
     seed, x, ref, ref_lse = _case(heads, page_size, lens, "fp8")
     for sms in (132, 7, 1):
         plan = MLADecodePlan()
@@ -303,7 +309,8 @@ def test_tok_fp8_v2_with_a_plan_matches_reference(case, num_buf):
             x["out"].fill_(float("nan"))
             out, lse = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
                                          x["kv_scale"], "fp8", x["out"], True, num_sms=sms, path="hopper",
-                                         config=triton.Config(dict(V2=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1)),
+                                         config=triton.Config(dict(V2=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1,
+                                                                   GATHER=int(gather))),
                                          plan=plan)
             what = f"seed {seed}, {sms} SMs, call {layer} of the plan"
             assert torch.isfinite(out.float()).all(), f"{what}: unwritten or NaN outputs"
@@ -313,18 +320,19 @@ def test_tok_fp8_v2_with_a_plan_matches_reference(case, num_buf):
             assert bool((lse[~fin] == float("-inf")).all()), f"{what}: empty requests' lse"
 
 
-def test_tuned_decode_with_a_plan_made_in_the_captured_step_follows_new_lengths():
+@pytest.mark.parametrize("page_size", [64, 1], ids=["ps64", "ps1-gather"])
+def test_tuned_decode_with_a_plan_made_in_the_captured_step_follows_new_lengths(page_size):
     """The tuned path (per bucket, tuned outside capture) with a plan made inside the captured function and read by
     two layers' calls (two caches, one page table): replays after the lengths change in place equal the reference for
-    the new lengths, NaN-poisoned outputs first."""
+    the new lengths, NaN-poisoned outputs first. Page size 1: the tuned row gather."""
     _skip_off_hopper()
-    skip_unproven({"PLAN": 1})
+    skip_unproven({"PLAN": 1, "PLAN_GATHER": int(page_size == 1)})
     lens = [4096, 1, 3001, 64, 0, 2500, 129, 4000]
     seed = int.from_bytes(os.urandom(4), "little")
     # (no NaN past the lengths here: the replays' lengths reach rows the first ones leave out)
-    x = bench.make_inputs(bench.Problem(len(lens), 16, max(lens), 64, "fp8"), seed=seed)
+    x = bench.make_inputs(bench.Problem(len(lens), 16, max(lens), page_size, "fp8"), seed=seed)
     x["seq_lens"].copy_(torch.tensor(lens, dtype=torch.int32))
-    kv2 = bench.make_inputs(bench.Problem(len(lens), 16, max(lens), 64, "fp8"), seed=seed + 1)["kv_cache"]
+    kv2 = bench.make_inputs(bench.Problem(len(lens), 16, max(lens), page_size, "fp8"), seed=seed + 1)["kv_cache"]
     args = (x["q"], x["kv_cache"], x["page_table"], x["seq_lens"])
     mla_decode(*args, SM_SCALE, kv_scale=x["kv_scale"], plan=MLADecodePlan())       # (tunes the bucket)
     outs = [torch.empty_like(x["out"]) for _ in range(2)]
@@ -351,10 +359,10 @@ def test_tuned_decode_with_a_plan_made_in_the_captured_step_follows_new_lengths(
 def test_fp8_ds_mla_with_a_plan_matches_reference_and_other_paths_leave_it_unread(case):
     """``plan=`` with fp8_ds_mla (its tuned DS kernel reads the plan, the even split: no segment price): relative
     error beyond the bf16 output rounding <= 2e-3 at 132, 7 and 1 SMs, LSE within 2e-3; at page size 1 (the row
-    gather) and with a bf16 cache (kernels that compute their split themselves) the same plan argument is not read and
-    the outputs are right."""
+    gather, which reads the plan's split since session 36) and with a bf16 cache the outputs are right with a plan
+    too."""
     _skip_off_hopper()
-    skip_unproven({"PLAN": 1})
+    skip_unproven({"PLAN": 1, "PLAN_GATHER": 1})       # (its page-size-1 call reads the plan in the row gather)
     heads, page_size, lens = case
     seed, x, ref32, ref_lse = _case(heads, page_size, lens, "fp8_ds_mla", ref_dtype=torch.float32)
     for sms in (132, 7, 1):

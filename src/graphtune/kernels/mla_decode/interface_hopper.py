@@ -119,8 +119,13 @@ PP_FP8_NAME = "mla_decode_hopper_pp_fp8"
 # public call tuned per bucket, `benchmarks/probes/plan_probe.py --heads 128 --batches 8 [--third-min-batch 8]`): at
 # batch 8 T8 0.0360 ms against the ping-pong kernel's 0.0380 (ragged 0.0387 / 0.0425), and with a step's plan, which T8
 # reads and the ping-pong kernel does not, 0.0326 against 0.0380 (ragged 0.0348 / 0.0425). The threshold moves to 8,
-# the ping-pong kernel's own: the fp8 ping-pong kernel serves no tuned bucket now (its pinned configs stay).
-T8_MIN_BATCH = 8
+# the ping-pong kernel's own: the fp8 ping-pong kernel serves no tuned bucket now (its pinned configs stay). Session 37
+# (call A, H200, `plan_probe.py --heads 128 --batches 1,4 [--third-min-batch 1]`): at batch 1 / 4 T8 0.0184 / 0.0254
+# ms against the first heads-on-M kernel's 0.0191 / 0.0282 (ragged 0.0207 / 0.0282 against 0.0215 / 0.0322), and with
+# a step's plan 0.0168 / 0.0228 against 0.0194 / 0.0271 (the first kernel reading a plan, branch first-plan: +1.2% /
+# -4.1%); FlashMLA 0.0155 / 0.0221. The threshold moves to 1: T8 serves every fp8 heads-on-M batch, the first fp8
+# heads-on-M kernel none (its pinned configs stay; measured at H = 128, H = 64 follows the class).
+T8_MIN_BATCH = 1
 HOPPER_T8_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, T8=1), dict(BLOCK_N=64, T8=1, WL1=1)]
 T8_NAME = "mla_decode_hopper_t8"
 # ``query_precision="e4m3"`` (``Q_LO = 0``): T8 scores against the query's e4m3 hi half alone (per 64-token tile 18
@@ -130,8 +135,10 @@ T8_NAME = "mla_decode_hopper_t8"
 # with the pair (session 26 run 3, H200, `graphtune ab mla_decode_hopper_h128`: T8 WL1 1 0.0380 ms against 0.0387,
 # 1.8% beyond noise), so without the lo half it is the better kernel there too. Timed since (sessions 28-29, H200:
 # 1.12-1.19x FlashMLA at batch 8-64 from a bf16 query; session 36 call E, H100, with a step's plan: 0.98 / 1.02 / 1.02
-# / 1.11x at batch 8 / 16 / 32 / 64); the pair's T8 now starts at the same batch (T8_MIN_BATCH).
-T8_E4M3_MIN_BATCH = 8
+# / 1.11x at batch 8 / 16 / 32 / 64); the pair's T8 now starts at the same batch (T8_MIN_BATCH). Session 37 (call B,
+# H200): the query given in e4m3, which runs T8 at every batch, took 0.0177 ms at batch 1 against the first kernel's
+# 0.0199 with query_precision="e4m3" (FlashMLA 0.0171): 1, with the pair's.
+T8_E4M3_MIN_BATCH = 1
 T8_E4M3_NAME = "mla_decode_hopper_t8_e4m3"
 # H < 64 (16, 32, 48): the tokens-on-M kernel, 16 heads and one warpgroup per program; 168,728 B of shared
 # memory (a third 72 KB buffer would not fit; BLOCK_N = 32 is not possible: a wgmma's M is a multiple of 64).
@@ -1024,9 +1031,10 @@ def _plan_first(consts: dict[str, Any], programs: list[int]) -> None:
 def _reads_plan(on_m: bool, fmt: str, flags: dict[str, Any]) -> bool:
     """Whether the split kernel that ``flags`` select (a config's kernel keys: ``T8``, ``V2`` / ``DS``, ``GATHER``,
     ``PP``, ``RING``; none: the class's first kernel) reads a step's plan: T8, the second fp8 / fp8_ds_mla tokens-on-M
-    kernel with the TMA loader, the bf16 ping-pong kernel and the bf16 tokens-on-M kernel. The one place that rule is
-    kept: the pinned and tuned launches and the tuned configs' pre-hook ask it."""
-    if flags.get("T8") or ((flags.get("V2") or flags.get("DS")) and not flags.get("GATHER")):
+    kernel (with the TMA loader or the row gather, ``GATHER``, which reads the split and the first segment from it, its
+    page ids itself), the bf16 ping-pong kernel and the bf16 tokens-on-M kernel. The one place that rule is kept: the
+    pinned and tuned launches and the tuned configs' pre-hook ask it."""
+    if flags.get("T8") or flags.get("V2") or flags.get("DS"):
         return True
     return fmt == "bf16" and bool(flags.get("PP") or not (on_m or flags.get("RING")))
 

@@ -457,9 +457,6 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         # the score chains' fp32 fold: the loop of LOOK 0 (DS has it always)
         gl.static_assert(LOOK == 0)
         gl.static_assert(DS == 0)
-    if plan_ptr is not None:
-        # the first segment's tiles from the plan (``_mla_decode_plan_kernel``, plan.py): one page id a TMA tile
-        gl.static_assert(GATHER == 0)
 
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, 2 * BLOCK_H, 32])
@@ -554,9 +551,20 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
             if it == 0:
                 b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _planned_segment(
                     page_table_ptr, stride_pt_b, b, t, t_stop, req_end, p_seq, BLOCK_N)
-                pg0 = p_pg0
-                pg1 = p_pg1
-                pg2 = p_pg2
+                if GATHER:
+                    # (the row gather's page ids, one a row, are not the plan's: loaded here, the split and the
+                    # segment's request and length read from the plan)
+                    pg0 = _tile_pages(pt_base, i_first, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
+                    pg1 = _tile_pages(pt_base, i_first + 1, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
+                    if NUM_BUF > 2:
+                        pg2 = _tile_pages(pt_base, i_first + 2, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER,
+                                          num_warps)
+                    else:
+                        pg2 = pg1
+                else:
+                    pg0 = p_pg0
+                    pg1 = p_pg1
+                    pg2 = p_pg2
             else:
                 b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base, pg0, pg1, pg2 = _segment_pages(
                     seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, PAGE_SIZE, BLOCK_N, GATHER,

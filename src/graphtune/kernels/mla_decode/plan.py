@@ -5,8 +5,10 @@ and page ids: two or three dependent round trips to memory before its first tile
 the same work in every layer of a step. A plan holds those values, made by one small launch
 (``kernel_hopper._mla_decode_plan_kernel``, the split kernel's own code) the first time a call of the step
 needs them; the kernels that read it (the second fp8 tokens-on-M kernel, fp8 and fp8_ds_mla, H < 64; the bf16
-tokens-on-M kernel, H < 64; the bf16 ping-pong kernel and T8, the fp8 one, H a multiple of 64, from batch 8; pages of
-whole 64-token tiles) then issue their first copies one round trip after they start. FlashMLA's metadata
+tokens-on-M kernel, H < 64; the bf16 ping-pong kernel from batch 8 and T8, the fp8 one, H a multiple of 64; pages of
+whole 64-token tiles, and the fp8 / fp8_ds_mla row gather at other page sizes, which reads the split and the first
+segment's request from it and its page ids, one a row, itself) then issue their first copies one round trip after
+they start. FlashMLA's metadata
 (``get_mla_metadata``) is the same idea: made per step, shared by the layers. The tuned kernels fill it for their
 config's grid in a pre-hook (:func:`plan_hook`), but T8, which runs as its query pre-pass's programmatic dependent
 and reads its row before waiting for that pass: its launch fills the plan before the pass
@@ -18,7 +20,9 @@ per bucket 15 / 1 / 2 / 0.3-0.5 / 0.7-1% faster at batch 1 / 8 / 32 / 64 / 128 w
 5-6 / 5-6 / 4-5% on ragged ones (batch 8 the one cell 0.1 us slower, both runs); pinned, two-buffer configs 2-15% faster
 everywhere, three-buffer ones up to 13%. A plan made in every call (its launch inside a one-layer step) costs 2-3 us.
 Session 36: T8 (fp8 H = 128) 10.3 / 6.6 / 1.3% faster at batch 16 / 32 / 64 (H200, call C), 9.3% at 8 (H100, call
-E); the bf16 kernels 0.7-8.5% at H = 16 and up to 5.1% at H = 128 (H100, call B).
+E); the bf16 kernels 0.7-8.5% at H = 16 and up to 5.1% at H = 128 (H100, call B). Session 37 (H200): T8 8.7 / 10.4%
+at batch 1 / 4 (call A); the row gather (fp8 H = 16, page size 1) 3.4 / 6.1 / 4.0% at batch 32 / 64 / 128, 2.94 TB/s
+at 64 (call A); the bf16 kernels with the start priced (below) 0.4-3.4% uniform and 5.9-13.1% ragged (call B).
 """
 from __future__ import annotations
 
@@ -32,10 +36,13 @@ PLAN_COLS = int(kernel_hopper.PLAN_COLS)
 # The price of a request's start in the split a plan holds for the bf16 kernels (kernel_hopper's ``SEG_COST``, in
 # tiles). The bf16 kernels split with none when they split themselves: at 4 ragged batches ran 2-12% faster but every
 # call paid the priced pass's sums (uniform batches up to 3.5% slower; H200, session 33, kernel_hopper.BF16_SEG_COST).
-# A plan makes that pass once per decode step, so its split may carry the price at no per-call cost; the kernels
-# read the ranges whatever the price. 0 (as without a plan) until timed: `benchmarks/probes/plan_probe.py --format
-# bf16 --plan-bf16-seg-cost 4` (session 36 prepared it, `docs/gpu_calls/session36/s37c.sh`).
-BF16_PLAN_SEG_COST = int(kernel_hopper.BF16_SEG_COST)
+# A plan makes that pass once per decode step, so its split carries the price at no per-call cost. Session 37 (call
+# B, H200, `benchmarks/probes/plan_probe.py --format bf16 --heads 128|16 --batches 8,32,64 --plan-bf16-seg-cost 0|4`,
+# ms with a plan, price 0 / 4): H = 128 ragged 0.0397 / 0.0343, 0.0849 / 0.0783, 0.1470 / 0.1403 at batch 8 / 32 /
+# 64 (-13.6 / -7.8 / -4.6%), uniform 0.0308 / 0.0309, 0.0756 / 0.0759, 0.1273 / 0.1276 (within 0.4%, the two runs'
+# FlashMLA 3.5% apart); H = 16 ragged 0.0207 / 0.0185, 0.0477 / 0.0437, 0.0820 / 0.0785, uniform 0.0164 / 0.0165,
+# 0.0442 / 0.0441, 0.0788 / 0.0787.
+BF16_PLAN_SEG_COST = 4
 
 
 class MLADecodePlan:
