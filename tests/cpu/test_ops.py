@@ -289,17 +289,71 @@ def test_plain_mla_decode_traces_fullgraph_as_the_op():
     assert err < 2e-2, err
 
 
-def test_a_plan_under_torch_compile_is_one_clear_line():
-    """``plan=`` is an eager-call option (the graphtune::mla_decode op has no plan argument): traced by torch.compile
-    it is a ValueError naming the argument, not a silently dropped plan."""
-    from graphtune.kernels.mla_decode import MLADecodePlan, mla_decode
-    torch._dynamo.reset()
+def _plan_case():
     q = torch.randn(2, 16, 576, dtype=torch.bfloat16)
     kv = torch.randn(2, 16, 576, dtype=torch.bfloat16)
     page_table = torch.arange(2, dtype=torch.int32).reshape(2, 1)
     seq_lens = torch.tensor([5, 16], dtype=torch.int32)
+    return q, kv, page_table, seq_lens
+
+
+def test_a_plan_under_torch_compile_reaches_the_implementation(monkeypatch):
+    """``mla_decode(..., plan=)`` traced by torch.compile(fullgraph=True): the plan, an input of the compiled
+    function, reaches the op's implementation as the same object (``graphtune::mla_decode_planned`` /
+    ``mla_decode_out_planned``), a new plan each step recompiles nothing, and the results equal the eager call's
+    (out, out with the LSE, a given out buffer)."""
+    from graphtune.kernels.mla_decode import MLADecodePlan, interface, mla_decode, op
+    if not op.PLAN_UNDER_COMPILE:
+        pytest.skip(f"torch {torch.__version__} has no opaque custom-op arguments")
+    torch._dynamo.reset()
+    seen = []
+    real = interface.mla_decode
+
+    def spy(*args, plan=None, **kwargs):
+        seen.append(plan)
+        return real(*args, plan=plan, **kwargs)
+    monkeypatch.setattr(interface, "mla_decode", spy)
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm
+
+    def step(q, kv, page_table, seq_lens, plan, out):
+        a = mla_decode(q, kv, page_table, seq_lens, 0.07, plan=plan)
+        b, lse = mla_decode(q, kv, page_table, seq_lens, 0.07, plan=plan, return_lse=True)
+        mla_decode(q, kv, page_table, seq_lens, 0.07, plan=plan, out=out)
+        return a, b, lse
+    fn = torch.compile(step, backend=backend, fullgraph=True)
+    for _ in range(3):
+        q, kv, page_table, seq_lens = _plan_case()
+        plan, out = MLADecodePlan(), torch.full((2, 16, 512), float("nan"), dtype=torch.bfloat16)
+        seen.clear()
+        a, b, lse = fn(q, kv, page_table, seq_lens, plan, out)
+        assert len(seen) == 3 and all(p is plan for p in seen), seen
+        want, want_lse = real(q, kv, page_table, seq_lens, 0.07, return_lse=True)
+        assert not want.isnan().any()
+        for got in (a, b, out):
+            assert torch.equal(got, want)
+        assert torch.equal(lse, want_lse)
+    assert len(graphs) == 1
+    code = graphs[0].code
+    assert "mla_decode_planned" in code and "mla_decode_out_planned" in code, code
+
+
+def test_a_wrong_plan_under_torch_compile_is_one_clear_line(monkeypatch):
+    """Traced by torch.compile, ``plan=`` that is not an MLADecodePlan, or any plan where this torch has no opaque
+    custom-op arguments (``op.PLAN_UNDER_COMPILE`` off), is a ValueError naming the argument, not a dropped plan."""
+    from graphtune.kernels.mla_decode import MLADecodePlan, mla_decode, op
+    args = _plan_case()
+    torch._dynamo.reset()
+    fn = torch.compile(lambda *a: mla_decode(*a, 0.07, plan="plan"), backend="eager", fullgraph=True)
+    with pytest.raises(Exception, match="mla_decode: plan: str 'plan', expected a graphtune.kernels.MLADecodePlan"):
+        fn(*args)
+    monkeypatch.setattr(op, "PLAN_UNDER_COMPILE", False)
+    torch._dynamo.reset()
     plan = MLADecodePlan()
     fn = torch.compile(lambda *a: mla_decode(*a, 0.07, plan=plan), backend="eager", fullgraph=True)
-    with pytest.raises(Exception, match="mla_decode: plan: ") as err:
-        fn(q, kv, page_table, seq_lens)
-    assert "torch.compile" in str(err.value)
+    with pytest.raises(Exception, match="mla_decode: plan: .*no opaque custom-op arguments") as err:
+        fn(*args)
+    assert "call without it" in str(err.value)

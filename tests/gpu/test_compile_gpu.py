@@ -294,3 +294,62 @@ def test_shipped_ops_pass_opcheck_on_gpu(kv_format):
     torch.library.opcheck(torch.ops.graphtune.fused_add_rmsnorm.default, (x, res, w, 1e-6))
     torch.library.opcheck(torch.ops.graphtune.fused_add_rmsnorm_out.default,
                           (x, res, w, 1e-6, torch.empty_like(x), torch.empty_like(x)))
+
+
+PLAN_CASES = [("fp8", 16, 8), ("fp8", 128, 16), ("bf16", 128, 16), ("bf16", 16, 8)]
+
+
+@pytest.mark.parametrize("kv_format,heads,batch", PLAN_CASES, ids=[f"{f}-H{h}-B{b}" for f, h, b in PLAN_CASES])
+def test_a_plan_in_a_compiled_and_captured_decode_step(kv_format, heads, batch):
+    """A decode step of two layers' ``mla_decode(..., plan=)`` compiled with fullgraph=True (Inductor), the step's
+    plan an input of the compiled function (``graphtune::mla_decode_out_planned``): called eagerly the plan is
+    filled (a kernel of the tuned bucket read it: the tokens-on-M kernels at H = 16, T8 and the bf16 ping-pong
+    kernel at H = 128); then captured in a CUDA graph with the plan made inside the captured function (as an engine
+    that captures its compiled model does) and replayed after the lengths change in place. Random 1-4096-token
+    requests of 64-token pages, NaN-poisoned outputs, relative error <= 2e-3 against the fp32 reference."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the kernels that read a plan run on sm_90 only")
+    from graphtune.kernels.mla_decode import MLADecodePlan, bench, mla_decode, mla_decode_reference, op
+    if not op.PLAN_UNDER_COMPILE:
+        pytest.skip(f"torch {torch.__version__} has no opaque custom-op arguments")
+    seed = int.from_bytes(__import__("os").urandom(4), "little")
+    gen = torch.Generator().manual_seed(seed)
+    x = bench.make_inputs(bench.Problem(batch, heads, 4096, 64, kv_format), seed=seed)
+    scale = 1.0 / 24.0
+
+    def lengths():
+        lens = torch.randint(1, 4097, (batch,), generator=gen, dtype=torch.int32)
+        lens[0], lens[-1] = 1, 4096
+        return lens
+
+    def layers(q, kv_cache, page_table, seq_lens, kv_scale, plan, out0, out1):
+        for out in (out0, out1):
+            mla_decode(q, kv_cache, page_table, seq_lens, scale, kv_scale=kv_scale, out=out, plan=plan)
+
+    compiled = torch.compile(layers, fullgraph=True)
+    outs = [torch.full_like(x["out"], float("nan")) for _ in range(2)]
+    args = (x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], x["kv_scale"])
+
+    def check(where):
+        ref = mla_decode_reference(*args[:4], scale, kv_scale=x["kv_scale"], kv_format=kv_format)
+        for out in outs:
+            assert torch.isfinite(out.float()).all(), f"seed {seed}, {where}: unwritten or NaN outputs"
+            err = float((out.double() - ref.double()).norm() / ref.double().norm())
+            assert err <= 2e-3, f"seed {seed}, {where}: rel err {err:.3e}"
+
+    x["seq_lens"].copy_(lengths())
+    plan = MLADecodePlan()
+    compiled(*args, plan, *outs)        # (tunes the bucket, with the plan)
+    torch.cuda.synchronize()
+    assert plan._filled is not None, f"{kv_format} H={heads} B={batch}: no kernel read the plan"
+    check("eager")
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        compiled(*args, MLADecodePlan(), *outs)
+    for step in range(2):
+        x["seq_lens"].copy_(lengths())
+        for out in outs:
+            out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        check(f"replay {step}")

@@ -6,7 +6,9 @@ return_lse, query_precision?, q_scale?, q_scale_tensor?) -> (out, lse)`` allocat
 q_scale_tensor?)`` writes into a given ``[B, H, 512]`` bf16 buffer (declared mutated). Either runs
 ``interface.mla_decode`` with real tensors when the graph runs: validation, the per-batch-bucket tuning of the split
 kernel and the capture policy apply as in eager. ``kv_scale_tensor`` (a one-element fp32 device tensor) overrides the
-float ``kv_scale`` when given.
+float ``kv_scale`` when given. ``graphtune::mla_decode_planned`` / ``mla_decode_out_planned``: the same, last argument
+a decode step's :class:`MLADecodePlan` (torch's reference opaque type: an input of the compiled graph, passed to the
+implementation as it is; where this torch has them, ``PLAN_UNDER_COMPILE``).
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import torch
 
 from ...torch_ops import custom_op
 from . import interface
+from . import plan as plan_mod
 from .plan import MLADecodePlan
 from .reference import D_NOPE
 
@@ -22,10 +25,40 @@ def _scale(kv_scale: float | None, kv_scale_tensor: torch.Tensor | None) -> floa
     return kv_scale if kv_scale_tensor is None else kv_scale_tensor
 
 
+def _plan_type_registered() -> bool:
+    """Whether the ops can take an :class:`MLADecodePlan`: torch's reference opaque types (an object a custom op
+    takes as it is, an input of the compiled graph that Dynamo does not look into or guard on; torch 2.10 on).
+    Registered here, where the ops that take it are."""
+    try:
+        from torch._library.opaque_object import register_opaque_type
+    except ImportError:
+        return False
+    if not issubclass(MLADecodePlan, plan_mod._OpArgument) or plan_mod._OpArgument is object:
+        return False
+    register_opaque_type(MLADecodePlan, typ="reference")
+    return True
+
+
+# Whether ``mla_decode_op(..., plan=)`` (and ``mla_decode(..., plan=)`` under torch.compile) is taken: the
+# ``graphtune::mla_decode_planned`` / ``mla_decode_out_planned`` ops exist.
+PLAN_UNDER_COMPILE = _plan_type_registered()
+
+
+def _run(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_scale_tensor, kv_format, out, return_lse,
+         query_precision, q_scale, q_scale_tensor, plan):
+    """The ops' implementation: the interface, eagerly, on real tensors (``plan`` the caller's, or None)."""
+    got = interface.mla_decode(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale=_scale(kv_scale, kv_scale_tensor),
+                               kv_format=kv_format, out=out, return_lse=return_lse, query_precision=query_precision,
+                               q_scale=_scale(q_scale, q_scale_tensor), plan=plan)
+    if out is not None:
+        return None
+    return got if return_lse else (got, q.new_empty((0,), dtype=torch.float32))
+
+
 def _fake(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
           sm_scale: float, kv_scale: float, kv_scale_tensor: torch.Tensor | None, kv_format: str,
           return_lse: bool, query_precision: str | None, q_scale: float | None,
-          q_scale_tensor: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+          q_scale_tensor: torch.Tensor | None, plan: MLADecodePlan | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     if q.dim() != 3:   # (the op's implementation validates the rest when it runs)
         interface._fail("q", f"shape {tuple(q.shape)} has {q.dim()} dims, expected 3")
     batch, heads = q.shape[0], q.shape[1]
@@ -39,12 +72,8 @@ def _mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
                 sm_scale: float, kv_scale: float, kv_scale_tensor: torch.Tensor | None, kv_format: str,
                 return_lse: bool, query_precision: str | None, q_scale: float | None,
                 q_scale_tensor: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-    got = interface.mla_decode(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale=_scale(kv_scale, kv_scale_tensor),
-                               kv_format=kv_format, return_lse=return_lse, query_precision=query_precision,
-                               q_scale=_scale(q_scale, q_scale_tensor))
-    if return_lse:
-        return got
-    return got, q.new_empty((0,), dtype=torch.float32)
+    return _run(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_scale_tensor, kv_format, None, return_lse,
+                query_precision, q_scale, q_scale_tensor, None)
 
 
 @custom_op("graphtune::mla_decode_out", mutates_args=("out",))
@@ -52,13 +81,34 @@ def _mla_decode_out(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.T
                     sm_scale: float, kv_scale: float, kv_scale_tensor: torch.Tensor | None, kv_format: str,
                     out: torch.Tensor, query_precision: str | None, q_scale: float | None,
                     q_scale_tensor: torch.Tensor | None) -> None:
-    interface.mla_decode(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale=_scale(kv_scale, kv_scale_tensor),
-                         kv_format=kv_format, out=out, query_precision=query_precision,
-                         q_scale=_scale(q_scale, q_scale_tensor))
+    _run(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_scale_tensor, kv_format, out, False,
+         query_precision, q_scale, q_scale_tensor, None)
+
+
+if PLAN_UNDER_COMPILE:
+    # the same two ops taking a decode step's plan (a schema argument cannot be an optional opaque object, so they
+    # are ops of their own)
+    @custom_op("graphtune::mla_decode_planned", fake=_fake)
+    def _mla_decode_planned(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor,
+                            seq_lens: torch.Tensor, sm_scale: float, kv_scale: float,
+                            kv_scale_tensor: torch.Tensor | None, kv_format: str, return_lse: bool,
+                            query_precision: str | None, q_scale: float | None, q_scale_tensor: torch.Tensor | None,
+                            plan: MLADecodePlan) -> tuple[torch.Tensor, torch.Tensor]:
+        return _run(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_scale_tensor, kv_format, None,
+                    return_lse, query_precision, q_scale, q_scale_tensor, plan)
+
+    @custom_op("graphtune::mla_decode_out_planned", mutates_args=("out",))
+    def _mla_decode_out_planned(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor,
+                                seq_lens: torch.Tensor, sm_scale: float, kv_scale: float,
+                                kv_scale_tensor: torch.Tensor | None, kv_format: str, out: torch.Tensor,
+                                query_precision: str | None, q_scale: float | None,
+                                q_scale_tensor: torch.Tensor | None, plan: MLADecodePlan) -> None:
+        _run(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_scale_tensor, kv_format, out, False,
+             query_precision, q_scale, q_scale_tensor, plan)
 
 
 def _check_op_arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_format, out, return_lse,
-                        query_precision, q_scale) -> None:
+                        query_precision, q_scale, plan) -> None:
     """What the op's schema would otherwise reject with an error naming no argument (a float() of None, a schema
     mismatch, a list dumped whole), or let through (a bool scale, an ``out`` the op copies into after the fact), and
     tensors on another device than q's (the dispatcher would pick that device's implementation: on ``meta`` the fake
@@ -82,6 +132,14 @@ def _check_op_arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, k
         interface.check_query_precision(query_precision, kv_format if kv_format != "auto" else None)
     if q_scale is not None and not isinstance(q_scale, torch.Tensor):
         interface.check_scale("q_scale", q_scale, "a finite float > 0 or a one-element float32 tensor")
+    if plan is not None:
+        if not isinstance(plan, MLADecodePlan):
+            interface._fail("plan", f"{type(plan).__name__} {plan!r:.80}, expected a graphtune.kernels.MLADecodePlan "
+                                    "or None")
+        if not PLAN_UNDER_COMPILE:
+            interface._fail("plan", f"{plan!r}: this torch ({torch.__version__}) has no opaque custom-op arguments "
+                                    "(torch._opaque_base, torch 2.10 on), so the graphtune:: ops take no plan; call "
+                                    "without it here")
     if out is not None and return_lse and isinstance(q, torch.Tensor) and q.dim() == 3:
         interface._check_tensor("out", out, torch.bfloat16, 3, q.device)
         if tuple(out.shape) != (q.shape[0], q.shape[1], D_NOPE):
@@ -91,20 +149,27 @@ def _check_op_arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, k
 def mla_decode_op(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                   sm_scale: float, *, kv_scale: float | torch.Tensor = 1.0, kv_format: str = "auto",
                   out: torch.Tensor | None = None, return_lse: bool = False, query_precision: str | None = None,
-                  q_scale: float | torch.Tensor | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """``interface.mla_decode`` (same arguments) through the ``graphtune::`` ops: use it inside ``torch.compile``."""
+                  q_scale: float | torch.Tensor | None = None,
+                  plan: MLADecodePlan | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """``interface.mla_decode`` (same arguments) through the ``graphtune::`` ops: use it inside ``torch.compile``.
+    ``plan``: a decode step's :class:`MLADecodePlan`, made outside the compiled function and passed in (an input
+    of its graph; a new one each step recompiles nothing), through the ``_planned`` ops."""
     _check_op_arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_format, out, return_lse,
-                        query_precision, q_scale)
+                        query_precision, q_scale, plan)
     scale_t = kv_scale if isinstance(kv_scale, torch.Tensor) else None
     scale_f = 1.0 if scale_t is not None else float(kv_scale)
     q_scale_t = q_scale if isinstance(q_scale, torch.Tensor) else None
     q_scale_f = None if q_scale is None or q_scale_t is not None else float(q_scale)
+    ops = torch.ops.graphtune
+    planned = () if plan is None else (plan,)
     if out is not None and not return_lse:
-        torch.ops.graphtune.mla_decode_out(q, kv_cache, page_table, seq_lens, float(sm_scale), scale_f, scale_t,
-                                           kv_format, out, query_precision, q_scale_f, q_scale_t)
+        (ops.mla_decode_out if plan is None else ops.mla_decode_out_planned)(
+            q, kv_cache, page_table, seq_lens, float(sm_scale), scale_f, scale_t, kv_format, out, query_precision,
+            q_scale_f, q_scale_t, *planned)
         return out
-    got, lse = torch.ops.graphtune.mla_decode(q, kv_cache, page_table, seq_lens, float(sm_scale), scale_f, scale_t,
-                                              kv_format, return_lse, query_precision, q_scale_f, q_scale_t)
+    got, lse = (ops.mla_decode if plan is None else ops.mla_decode_planned)(
+        q, kv_cache, page_table, seq_lens, float(sm_scale), scale_f, scale_t, kv_format, return_lse, query_precision,
+        q_scale_f, q_scale_t, *planned)
     if out is not None:
         out.copy_(got)
         got = out
@@ -118,14 +183,12 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
                plan: MLADecodePlan | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """``interface.mla_decode`` (its docstring says what the arguments are), exported as
     ``graphtune.kernels.mla_decode.mla_decode``: eagerly it is the interface itself; traced by torch.compile it
-    is one opaque ``graphtune::`` op, whose implementation runs the interface eagerly (without a ``plan``: the op's
-    schema holds tensors and scalars, not a plan object; the kernels then split the work themselves)."""
+    is one opaque ``graphtune::`` op, whose implementation runs the interface eagerly (with the ``plan``, an input of
+    the compiled function: :func:`mla_decode_op`)."""
     if torch.compiler.is_dynamo_compiling():
-        if plan is not None:
-            interface._fail("plan", f"{plan!r}: not taken under torch.compile (the graphtune::mla_decode op has no "
-                                    "plan argument); call without it there")
         return mla_decode_op(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale=kv_scale, kv_format=kv_format,
-                             out=out, return_lse=return_lse, query_precision=query_precision, q_scale=q_scale)
+                             out=out, return_lse=return_lse, query_precision=query_precision, q_scale=q_scale,
+                             plan=plan)
     return interface.mla_decode(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale=kv_scale, kv_format=kv_format,
                                 out=out, return_lse=return_lse, query_precision=query_precision, q_scale=q_scale,
                                 plan=plan)

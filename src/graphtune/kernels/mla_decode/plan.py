@@ -32,6 +32,11 @@ import torch
 
 from . import kernel_hopper
 
+try:    # torch's base for objects a custom op takes as an argument (reference opaque types; torch 2.10 on)
+    from torch._opaque_base import OpaqueBase as _OpArgument
+except ImportError:     # an older torch: the ops then take no plan (op.PLAN_UNDER_COMPILE says which)
+    _OpArgument = object
+
 PLAN_COLS = int(kernel_hopper.PLAN_COLS)
 # The price of a request's start in the split a plan holds for the bf16 kernels (kernel_hopper's ``SEG_COST``, in
 # tiles). The bf16 kernels split with none when they split themselves: at 4 ragged batches ran 2-12% faster but every
@@ -45,12 +50,14 @@ PLAN_COLS = int(kernel_hopper.PLAN_COLS)
 BF16_PLAN_SEG_COST = 4
 
 
-class MLADecodePlan:
+class MLADecodePlan(_OpArgument):
     """One decode step's plan of the split, for ``mla_decode(..., plan=plan)``: make a new one per step (an empty
     object; the first call that needs it fills it on the device, so under CUDA graph capture make it inside the
     captured function, where its fill is captured with the first layer's call), pass it to each layer's call of that
     step. It belongs to that step's ``seq_lens`` and ``page_table`` tensors and their values: a call with other
-    tensors is a ValueError; values changed in place after the fill are not seen (a new plan per step)."""
+    tensors is a ValueError; values changed in place after the fill are not seen (a new plan per step). Under
+    torch.compile it is an input of the compiled function, which the ``graphtune::mla_decode_planned`` ops take as
+    it is (op.py; a new one per step recompiles nothing)."""
 
     def __init__(self) -> None:
         self._rows: torch.Tensor | None = None
