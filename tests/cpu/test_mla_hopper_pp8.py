@@ -124,11 +124,11 @@ def test_e4m3_query_routes_fp8_heads_on_m_to_t8_tuned_apart():
     """``query_precision="e4m3"`` runs T8 from ``T8_E4M3_MIN_BATCH`` (the pair: from ``T8_MIN_BATCH``), as its own tuned
     kernel (``T8_E4M3_NAME``, launched with ``Q_LO = 0``); the classes without a T8 route as with the pair."""
     hopper = interface_hopper
-    assert hopper.PP_FP8_MIN_BATCH <= hopper.T8_E4M3_MIN_BATCH <= hopper.T8_MIN_BATCH
+    assert hopper.T8_E4M3_MIN_BATCH == hopper.T8_MIN_BATCH == 1     # (every batch since session 37)
     b = hopper.T8_E4M3_MIN_BATCH
-    assert hopper._tuned_route(128, "fp8", b, 64, q_lo=False) == "third"
-    assert hopper._tuned_route(128, "fp8", b, 64) == ("third" if b >= hopper.T8_MIN_BATCH else "second")
-    assert hopper._tuned_route(128, "fp8", b - 1, 64, q_lo=False) == "first"
+    for batch in (b, 4, 8, 64):
+        assert hopper._tuned_route(128, "fp8", batch, 64, q_lo=False) == "third"
+        assert hopper._tuned_route(128, "fp8", batch, 64) == "third"
     assert hopper._tuned_route(16, "fp8", 64, 64, q_lo=False) == hopper._tuned_route(16, "fp8", 64, 64)
     e4m3 = hopper.tuned_for(128, "fp8", b, 64, q_lo=False)
     assert e4m3.name == hopper.T8_E4M3_NAME

@@ -483,17 +483,11 @@ def _tuned(on_m: bool, fp8: bool, second: bool, third: bool = False):
 
 
 def _serves(heads: int, fmt: str, which: str) -> bool:
-    """Whether the tuned path runs a class's ``which`` kernel at some batch: a class whose second kernel serves from
-    batch 1 (fp8 with H < 64 since session 18) never runs its first kernel's tuned space, and one whose third kernel
-    starts where its second does (fp8 with H % 64 == 0 since session 36: T8 from batch 8) never runs its second's;
-    those configs are pinned-only and their own tests run them."""
-    key = (heads % 64 == 0, fmt)
-    if which == "first":
-        return not interface_hopper.second_applies(heads, fmt, 1)
-    if key not in getattr(interface_hopper, which.upper()):
-        return False
-    third = interface_hopper.THIRD.get(key)
-    return which == "third" or third is None or third.min_batch > interface_hopper.SECOND[key].min_batch
+    """Whether the tuned path runs a class's ``which`` kernel at some batch (1-128, page size 64): a class whose second
+    kernel serves from batch 1 (fp8 with H < 64 since session 18) never runs its first kernel's tuned space, and fp8
+    with H % 64 == 0 runs T8 at every batch (since session 37), neither its first nor its second; those configs are
+    pinned-only and their own tests run them."""
+    return any(interface_hopper._tuned_route(heads, fmt, b, 64) == which for b in range(1, 129))
 
 
 HOPPER_SPACE_CASES = [(heads, fmt, which, i) for heads, fmt in ((128, "bf16"), (16, "bf16"), (128, "fp8"), (16, "fp8"))
@@ -889,7 +883,7 @@ def test_t8_with_a_plan_matches_reference(heads, page_size, lens, config, q_form
     """``plan=`` on T8 (the fp8 heads-on-M kernel with fp8 scores; its row and WG0's first two page ids read before
     it waits for its query pre-pass, the plan filled before that pass): pinned at 132, 7 and 1 SMs (programs of
     several segments), two calls a plan, a bf16 query (the pre-pass's pair) or one given in e4m3 with its scale; then
-    the tuned path at batch 16 (T8's first bucket) with the plan made inside a captured step of two calls, replayed
+    the tuned path at batch 16 with the plan made inside a captured step of two calls, replayed
     after the lengths change in place. NaN in every cache row past the lengths of the pinned runs, NaN-poisoned
     outputs, relative error <= 2e-3 (the issue's fp8 bound)."""
     _hopper_or_skip()
@@ -911,7 +905,8 @@ def test_t8_with_a_plan_matches_reference(heads, page_size, lens, config, q_form
             assert torch.isfinite(out.float()).all(), f"seed {seed}, {sms} SMs, call {call}: unwritten or NaN"
             err = _rel(out, ref)
             assert err <= 2e-3, f"seed {seed}, {sms} SMs, call {call}: rel err {err:.3e}"
-    batch = interface_hopper.T8_MIN_BATCH
+    batch = 16
+    assert interface_hopper._tuned_route(128, "fp8", batch, 64) == "third"
     x = _inputs(batch, 128, 64, "fp8", 4096, seed + 1)      # (no NaN rows: the replays reach further)
     first = ([4096, 1, 3001, 64, 0, 2500, 129, 4000] * 4)[:batch]
     x["seq_lens"].copy_(torch.tensor(first, dtype=torch.int32))
