@@ -271,9 +271,10 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
         plan: a :class:`graphtune.kernels.MLADecodePlan` made for this decode step (one per step,
             passed to every layer's call of it; under CUDA graph capture made inside the captured function): the
             split of the work over the SMs is then made once per step instead of in every call. Read where a kernel
-            takes it (sm_90, pages of whole 64-token tiles: the tuned tokens-on-M kernels, H < 64, and from batch 8 the
-            bf16 ping-pong kernel and T8, H a multiple of 64; ``interface_hopper._reads_plan``); the others compute
-            their split as without it.
+            takes it (sm_90: the tuned tokens-on-M kernels, H < 64, the fp8 / fp8_ds_mla row gather at pages that
+            are not whole 64-token tiles, and with H a multiple of 64 T8, the fp8 kernel, at every batch and the bf16
+            ping-pong kernel from batch 8; ``interface_hopper._reads_plan``); the others compute their split as
+            without it. Under torch.compile pass it into the compiled function (``op.PLAN_UNDER_COMPILE``).
 
     Returns:
         ``out`` (``[B, H, 512]`` bf16), or ``(out, lse)`` with ``return_lse``.
