@@ -967,11 +967,11 @@ def _timeline_probe():
         sys.path.remove(str(probes))
     return module
 
-@pytest.mark.parametrize("heads,batch,kernel_flag,per_program", [(128, 64, "T8", 2), (128, 4, "PP", 2),
+@pytest.mark.parametrize("heads,batch,kernel_flag,per_program", [(128, 64, "T8", 2), (128, 4, "T8", 2),
                                                                   (16, 64, "V2", 1)])
 def test_timeline_pins_the_tuned_paths_kernel_and_sizes_its_stamp_rows(heads, batch, kernel_flag, per_program):
     """benchmarks/probes/timeline.py pins, for a cell, the kernel the tuned path runs there (fp8, H >= 64: the third
-    kernel, T8, from interface_hopper.T8_MIN_BATCH, the ping-pong kernel below) and gives it one stamp row a program,
+    kernel, T8, from interface_hopper.T8_MIN_BATCH, every batch since session 37) and gives it one stamp row a program,
     two for the ping-pong kernels (T8 included: each warpgroup writes its own; sessions 22-23 sized T8's buffer for
     one a program, so half its programs stamped past it)."""
     from graphtune.kernels.mla_decode import interface_hopper
