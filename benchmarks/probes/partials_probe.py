@@ -1,14 +1,15 @@
 """What the dtype of the Hopper split kernels' partial outputs costs and buys with a bf16 cache (a probe).
 
-With a bf16 cache the split kernels store each (program, request) segment's normalised partial output in fp32
-(``reduction.partial_dtype``): at H = 128 that is 64 heads x 512 dims x 4 bytes = 128 KB a segment, written by the
-split kernel and read back by the reduction. An fp8 cache's partials are fp16 since session 35 (its scale bounds
-them); a bf16 cache's are bounded only by its own largest value, so fp16 is not safe in general (a value past
-65504 overflows) and bf16 partials round to 8 bits. This times the public call (tuned per bucket, given a step's
-plan made before the graph, FlashMLA beside) with the partials in fp32 (as shipped), fp16 and bf16 (the dtype
-swapped in ``reduction.partial_dtype`` for the run: every kernel stores and the reduction reads its buffer's dtype),
-and records each way's relative error against ``mla_decode_reference`` on the timed inputs (NaN-poisoned output
-first), uniform 4096-token requests and ragged lengths 1..8191.
+The split kernels store each (program, request) segment's normalised partial output (``reduction.partial_layout``):
+at H = 128, 64 heads x 512 dims a segment, written by the split kernel and read back by the reduction. A bf16 cache's
+values are bounded only by its own largest one, so fp16 partials are stored scaled per half-row (times 2^-k, k beside
+the LSE: shipped since session 37 for the ping-pong kernel up to ``interface_hopper.PP_PART16_MAX_BATCH`` requests,
+fp32 elsewhere); fp32, fp16 unscaled (right only while the values stay within fp16's range, as the probe's random
+ones do: what the scaling costs) and fp16 scaled are forced for every kernel here, one way at a time. This times the public
+call (tuned per bucket, given a step's plan made before the graph, FlashMLA beside) each way (the layout swapped in
+``reduction.partial_layout`` for the run: every kernel stores and the reduction reads as the layout says), and records
+each way's relative error against ``mla_decode_reference`` on the timed inputs (NaN-poisoned output first), uniform
+4096-token requests and ragged lengths 1..8191.
 
     PYTHONPATH=src python benchmarks/probes/partials_probe.py --heads 128 --batches 8,32,64
 
@@ -35,7 +36,8 @@ from plan_probe import SM_SCALE, decode_call  # noqa: E402
 from graphtune.kernels import mla_decode_reference  # noqa: E402
 from graphtune.kernels.mla_decode import bench, reduction  # noqa: E402
 
-WAYS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+# way: (dtype, scaled) of a bf16 cache's partials; "scaled": as shipped
+WAYS = {"fp32": (torch.float32, False), "fp16": (torch.float16, False), "scaled": (torch.float16, True)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     fm, why = import_flashmla()
     if fm is None:
         print(f"FlashMLA column skipped: {why}", flush=True)
-    shipped = reduction.partial_dtype
+    shipped = reduction.partial_layout
     rows = []
     try:
         for lengths in ("uniform", "ragged"):
@@ -67,9 +69,9 @@ def main(argv: list[str] | None = None) -> int:
                 ref = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
                                            kv_format="bf16").float()
                 row = {"lengths": lengths, "batch": batch}
-                for way, dtype in WAYS.items():
-                    reduction.partial_dtype = (lambda kv_format, kv_scale, d=dtype:
-                                               d if kv_format == "bf16" else shipped(kv_format, kv_scale))
+                for way, layout in WAYS.items():
+                    reduction.partial_layout = (lambda kv_format, kv_scale, scaled=False, d=layout:
+                                                d if kv_format == "bf16" else shipped(kv_format, kv_scale, scaled))
                     x["out"].fill_(float("nan"))
                     decode_call(x, "tuned_plan", "bf16")()
                     torch.cuda.synchronize()
@@ -79,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"{lengths} B={batch} {way}: relative error {err:.3e}: not timed", flush=True)
                         continue
                     row[f"{way}_ms"] = graph_time_ms([decode_call(xi, "tuned_plan", "bf16") for xi in xs])
-                reduction.partial_dtype = shipped
+                reduction.partial_layout = shipped
                 if fm is not None:
                     row["flashmla_ms"] = graph_time_ms([flashmla_call(fm, xi, "bf16", SM_SCALE)[0] for xi in xs])
                     call, get = flashmla_call(fm, x, "bf16", SM_SCALE)
@@ -90,11 +92,12 @@ def main(argv: list[str] | None = None) -> int:
                 del xs, x
                 torch.cuda.empty_cache()
     finally:
-        reduction.partial_dtype = shipped
+        reduction.partial_layout = shipped
     print(f"\n{gpu}; bf16 H = {args.heads}; ms under graph replay, the public call tuned per bucket with a step's "
-          "plan; partials in fp32 (shipped) / fp16 / bf16; relative error against the fp32 reference")
-    print("| lengths | B | FlashMLA | fp32 | fp16 | change | bf16 | change | fp16 / FlashMLA | errors: FlashMLA, fp32, "
-          "fp16, bf16 |")
+          "plan; partials in fp32 / fp16 unscaled / fp16 scaled per half-row (shipped); relative error against the "
+          "fp32 reference")
+    print("| lengths | B | FlashMLA | fp32 | fp16 | change | scaled | change | scaled / FlashMLA | errors: FlashMLA, "
+          "fp32, fp16, scaled |")
     print("| --- |" * 10)
     for r in rows:
         def ms(k: str) -> str:
@@ -103,10 +106,11 @@ def main(argv: list[str] | None = None) -> int:
         def change(way: str) -> str:
             a, b = r.get("fp32_ms"), r.get(f"{way}_ms")
             return f"{(b / a - 1) * 100:+.1f}%" if a and b else "-"
-        vs = f"{r['fp16_ms'] / r['flashmla_ms']:.2f}" if "fp16_ms" in r and "flashmla_ms" in r else "-"
-        errs = ", ".join(f"{r[k]:.2e}" if k in r else "-" for k in ("flashmla_err", "fp32_err", "fp16_err", "bf16_err"))
+        vs = f"{r['scaled_ms'] / r['flashmla_ms']:.2f}" if "scaled_ms" in r and "flashmla_ms" in r else "-"
+        errs = ", ".join(f"{r[k]:.2e}" if k in r else "-"
+                         for k in ("flashmla_err", "fp32_err", "fp16_err", "scaled_err"))
         print(f"| {r['lengths']} | {r['batch']} | {ms('flashmla')} | {ms('fp32')} | {ms('fp16')} | {change('fp16')} | "
-              f"{ms('bf16')} | {change('bf16')} | {vs} | {errs} |")
+              f"{ms('scaled')} | {change('scaled')} | {vs} | {errs} |")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"gpu": gpu, "torch": torch.__version__, "commit": git_commit(),
                                     "argv": sys.argv[1:] if argv is None else argv, "rows": rows}, indent=1))

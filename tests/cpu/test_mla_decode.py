@@ -244,16 +244,82 @@ def test_reduction_merges_more_partials_than_one_step(sms, lens, heads, blocks):
     assert float((lse - ref_lse).abs().max()) <= LSE_TOL, f"seed {seed}: lse error"
 
 
-def test_fp8_partials_are_fp16_only_where_the_scale_bounds_them():
-    """An fp8 cache's partials are fp16 where |partial| <= 448 x kv_scale fits fp16 (a scale up to 146), else fp32;
-    a scale given as a tensor (read on the device) and the other formats keep fp32."""
+def test_partials_are_fp16_where_bounded_or_scaled():
+    """An fp8 cache's partials are fp16 where |partial| <= 448 x kv_scale fits fp16 (a scale up to 146), else fp32 (a
+    scale given as a tensor, read on the device, too); a bf16 cache's are fp16 stored scaled per half-row (its slot
+    rows of part_lse three times as wide) where the launch asks (the ping-pong kernel up to PP_PART16_MAX_BATCH
+    requests: interface_hopper), else fp32; fp8_ds_mla keeps fp32."""
     from graphtune.kernels.mla_decode import reduction
-    assert reduction.partial_dtype("fp8", 0.03) == torch.float16
-    assert reduction.partial_dtype("fp8", 146.0) == torch.float16
-    assert reduction.partial_dtype("fp8", 147.0) == torch.float32
-    assert reduction.partial_dtype("fp8", torch.tensor([0.03])) == torch.float32
-    assert reduction.partial_dtype("bf16", 1.0) == torch.float32
-    assert reduction.partial_dtype("fp8_ds_mla", 1.0) == torch.float32
+    assert reduction.partial_layout("fp8", 0.03) == (torch.float16, False)
+    assert reduction.partial_layout("fp8", 146.0) == (torch.float16, False)
+    assert reduction.partial_layout("fp8", 147.0) == (torch.float32, False)
+    assert reduction.partial_layout("fp8", torch.tensor([0.03])) == (torch.float32, False)
+    assert reduction.partial_layout("bf16", 1.0, scaled=True) == (torch.float16, True)
+    assert reduction.partial_layout("bf16", 1.0) == (torch.float32, False)
+    assert reduction.partial_layout("fp8", 0.03, scaled=True) == (torch.float16, False)
+    from graphtune.kernels.mla_decode import interface_hopper
+    for batch, pp, want in ((8, True, 3), (interface_hopper.PP_PART16_MAX_BATCH, True, 3),
+                            (interface_hopper.PP_PART16_MAX_BATCH + 1, True, 1), (4, False, 1)):
+        q = torch.empty(batch, 128, 576, dtype=torch.bfloat16)
+        kv = torch.empty(batch * 2, 64, 576, dtype=torch.bfloat16)
+        _, _, consts, (_, part_o, part_lse, _) = interface_hopper.hopper_call(
+            q, kv, torch.zeros(batch, 2, dtype=torch.int32), torch.ones(batch, dtype=torch.int32), 0.04, 1.0, "bf16",
+            torch.empty(batch, 128, 512, dtype=torch.bfloat16), False, sms=132,
+            config=dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1) if pp else None)
+        assert part_lse.shape[1] == want * 128 and consts.get("PART_SCALED", False) == (want == 3), (batch, pp)
+        assert part_o.dtype == (torch.float16 if want == 3 else torch.float32)
+    assert reduction.partial_layout("fp8_ds_mla", 1.0) == (torch.float32, False)
+    assert reduction.lse_columns(16, True) == 48 and reduction.lse_columns(16, False) == 16
+    assert reduction.reduce_blocks(32, 32 + 264, 128, 2, scaled=True)[2:] == (256, 1)
+
+
+def _scaled_halves(part: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """What the Hopper kernels store for a bf16 cache's partials (kernel_hopper._scaled_partial, per 256-column
+    half-row): fp16 values times 2^-k and k = ceil(log2 max |half|) - 15."""
+    halves = part.view(part.shape[0], part.shape[1], 2, 256)
+    mx = halves.abs().amax(dim=3)
+    k = torch.where(mx > 0, (torch.ceil(torch.log2(mx)) - 15).clamp(min=-100), torch.zeros_like(mx))
+    stored = (halves * torch.exp2(-k)[..., None]).to(torch.float16).view_as(part)
+    return stored, k
+
+
+@pytest.mark.parametrize("heads,magnitude", [(16, 1.0), (16, 3.0e6), (16, 2.0e-6), (4, 1.0e30), (128, 1.0)])
+def test_the_reduction_merges_scaled_fp16_partials(heads, magnitude):
+    """A bf16 cache's partials as the Hopper kernels store them (fp16 times 2^-k per half-row, k beside the LSE in
+    the slot's row of part_lse, ``reduction.partial_layout``), merged by the reduction (through the interpreter):
+    values of ``magnitude`` (past fp16's range, below its normal range, or ordinary), each half-row at its own scale
+    (factors up to 2^20 apart), three requests of 5 / 2 / 1 segments (the last whole: untouched), random LSEs: none
+    infinite, as close to the exact merge in float64 as the same partials merged in fp32 (the bf16 output's rounding
+    is most of either's error), the LSE as from fp32 partials."""
+    from graphtune.kernels.mla_decode import reduction
+    seed = _seed()
+    gen = torch.Generator().manual_seed(seed)
+    segs = [(0, 4), (5, 6), (7, 7)]
+    slots = 8
+    spread = torch.exp2(torch.randint(-10, 11, (slots, heads, 2, 1), generator=gen).float())
+    part = ((torch.rand(slots, heads, 2, 256, generator=gen) * 2 - 1) * spread * magnitude).view(slots, heads, 512)
+    part_lse = torch.randn(slots, heads, generator=gen) * 4
+    stored, k = _scaled_halves(part)
+    lse_rows = torch.cat([part_lse, k[:, :, 0], k[:, :, 1]], dim=1)
+    assert lse_rows.shape[1] == reduction.lse_columns(heads, True)
+    seg = torch.tensor(segs, dtype=torch.int32)
+    lens = torch.tensor([300, 100, 50], dtype=torch.int32)
+    w = torch.zeros(3, slots, heads, dtype=torch.float64)
+    for b, (first, last) in enumerate(segs):
+        w[b, first:last + 1] = torch.softmax(part_lse[first:last + 1].double() * math.log(2), dim=0)
+    exact = torch.einsum("bsh,shd->bhd", w, part.double())
+    out = torch.full((3, heads, 512), float("nan"), dtype=torch.bfloat16)
+    out[2] = 0
+    lse = torch.empty(3, heads)
+    reduction.merge(3, heads, seg, stored, lse_rows, out, lse, lens, True)
+    assert torch.isfinite(out.float()).all(), f"seed {seed}: infinite or unwritten outputs"
+    lse32 = torch.empty(3, heads)
+    out32 = torch.full((3, heads, 512), float("nan"), dtype=torch.bfloat16)
+    reduction.merge(3, heads, seg, part, part_lse, out32, lse32, lens, True)
+    err, err32 = (float((o[:2].double() - exact[:2]).norm() / exact[:2].norm()) for o in (out, out32))
+    assert err <= 4e-3 and err <= 1.1 * err32 + 2e-4, \
+        f"seed {seed}: relative error {err:.3e} against the exact merge (fp32 partials: {err32:.3e})"
+    assert torch.allclose(lse[:2], lse32[:2], atol=1e-5), f"seed {seed}: the LSE moved with the scales"
 
 
 @pytest.mark.parametrize("heads,spread", [(16, 1.0), (16, 146.0 * 448.0), (4, 146.0 * 448.0)])

@@ -233,9 +233,9 @@ def test_whole_outputs_are_stored_in_whole_sectors(fmt):
         sass = _sass(compiled)
         return (len(re.findall(r"STG\.E desc", sass)), len(re.findall(r"STG\.E\.64 desc", sass)))
     (narrow_new, wide_new), (narrow_old, wide_old) = stores(new), stores(old)
-    # per warpgroup, 128 bf16 values a thread: 64 32-bit stores before, 32 64-bit ones now; bf16's fp32 partials keep
-    # their 64-bit stores, fp8's fp16 partials (reduction.partial_dtype, session 35) leave as the whole outputs do
-    kinds = 2 if fmt == "fp8" else 1
+    # per warpgroup, 128 bf16 values a thread: 64 32-bit stores before, 32 64-bit ones now; the fp16 partials (fp8's
+    # since session 35, bf16's scaled since session 37: reduction.partial_layout) leave as the whole outputs do
+    kinds = 2
     assert narrow_old - narrow_new == kinds * 2 * 64 and wide_new - wide_old == kinds * 2 * 32, (stores(new),
                                                                                                  stores(old))
     assert "SHFL" in _sass(new)

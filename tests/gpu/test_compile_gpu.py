@@ -8,6 +8,7 @@ capture-time miss may be recorded. Results are compared with the fp32 torch refe
 """
 from __future__ import annotations
 
+import importlib
 import itertools
 
 import pytest
@@ -279,6 +280,7 @@ def test_shipped_kernels_in_a_reduce_overhead_decode_step(dynamic):
 @pytest.mark.parametrize("kv_format", ["fp8_ds_mla", "bf16"])
 def test_shipped_ops_pass_opcheck_on_gpu(kv_format):
     from graphtune.kernels.mla_decode.reference import quantize_ds_mla
+    importlib.import_module("graphtune.kernels.rmsnorm.op")      # (registers graphtune::fused_add_rmsnorm[_out])
     gen = torch.Generator().manual_seed(5)
     m = _mla_inputs(3, gen)
     if kv_format == "bf16":
@@ -286,9 +288,10 @@ def test_shipped_ops_pass_opcheck_on_gpu(kv_format):
     else:
         kv = quantize_ds_mla(torch.randn(m["kv_cache"].shape, generator=gen)).cuda()
     args = (m["q"], kv, m["page_table"], m["seq_lens"], 0.06, 1.0, None, kv_format)
-    torch.library.opcheck(torch.ops.graphtune.mla_decode.default, args + (True,))
+    query = (None, None, None)      # (query_precision, q_scale, q_scale_tensor: the ops' last arguments)
+    torch.library.opcheck(torch.ops.graphtune.mla_decode.default, args + (True, *query))
     torch.library.opcheck(torch.ops.graphtune.mla_decode_out.default,
-                          args + (torch.full((3, 16, 512), float("nan"), dtype=torch.bfloat16, device="cuda"),))
+                          args + (torch.full((3, 16, 512), float("nan"), dtype=torch.bfloat16, device="cuda"), *query))
     x, res = (torch.randn(5, 1024, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     w = torch.randn(1024, device="cuda", dtype=torch.bfloat16)
     torch.library.opcheck(torch.ops.graphtune.fused_add_rmsnorm.default, (x, res, w, 1e-6))

@@ -929,3 +929,35 @@ def test_t8_with_a_plan_matches_reference(heads, page_size, lens, config, q_form
         for out in outs:
             assert torch.isfinite(out.float()).all(), f"seed {seed}, lengths {new}: unwritten or NaN outputs"
             assert _rel(out, ref) <= 2e-3, f"seed {seed}, lengths {new}: rel err {_rel(out, ref):.3e}"
+
+
+SCALED_CASES = [(128, 4, None), (128, 16, None), (16, 8, None), (128, 16, _PP_PINNED), (16, 8, _TOK_PINNED),
+                (128, 4, dict(BLOCK_N=64, NUM_BUF=2))]
+
+
+@pytest.mark.parametrize("magnitude", [3.0e6, 1.0e-6, 1.0])
+@pytest.mark.parametrize("heads,batch,config", SCALED_CASES,
+                         ids=["first-H128-B4", "pp-H128-B16", "tok-H16-B8", "pp-pinned", "tok-pinned", "first-pinned"])
+def test_bf16_partials_keep_values_past_fp16s_range(heads, batch, config, magnitude):
+    """A bf16 cache's partials are fp16 stored times 2^-k per half-row (``reduction.partial_layout``): cache values of
+    3e6 (past fp16's 65504: unscaled partials would be infinite), 1e-6 (below its normal range: unscaled they would
+    keep few bits) and 1 (the query divided by as much: the same scores), through the tuned path (the first heads-on-M kernel at batch 4, the ping-pong kernel at 16,
+    the tokens-on-M kernel at H = 16) and pinned configs, at 132 and 7 SMs (several segments a request): finite,
+    within the issue's 2e-3 of the fp32 reference, NaN-poisoned outputs, the LSE within 2e-3."""
+    _hopper_or_skip()
+    seed = _seed()
+    x = _inputs(batch, heads, 64, "bf16", 4096, seed)
+    x["kv_cache"] = (x["kv_cache"].float() * magnitude).to(torch.bfloat16)
+    x["q"] = (x["q"].float() / magnitude).to(torch.bfloat16)      # (the scores as at magnitude 1; V scaled)
+    ref, ref_lse = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
+                                        kv_format="bf16", return_lse=True)
+    assert torch.isfinite(ref.float()).all()
+    for sms in (132, 7):
+        x["out"].fill_(float("nan"))
+        out, lse = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, 1.0, "bf16",
+                                     x["out"], True, num_sms=sms, path="hopper",
+                                     config=None if config is None else triton.Config(dict(config)))
+        assert torch.isfinite(out.float()).all(), f"seed {seed}, {sms} SMs: infinite, NaN or unwritten outputs"
+        err = _rel(out, ref)
+        assert err <= 2e-3, f"seed {seed}, {sms} SMs: rel err {err:.3e}"
+        assert float((lse - ref_lse).abs().max()) <= 2e-3, f"seed {seed}, {sms} SMs: lse"

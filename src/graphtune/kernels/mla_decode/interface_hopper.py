@@ -126,6 +126,17 @@ PP_FP8_NAME = "mla_decode_hopper_pp_fp8"
 # -4.1%); FlashMLA 0.0155 / 0.0221. The threshold moves to 1: T8 serves every fp8 heads-on-M batch, the first fp8
 # heads-on-M kernel none (its pinned configs stay; measured at H = 128, H = 64 follows the class).
 T8_MIN_BATCH = 1
+# A bf16 cache's partials in fp16, stored scaled per half-row (reduction.partial_layout), from the ping-pong kernel
+# (bf16, H a multiple of 64) up to this many requests; fp32 elsewhere. Session 37 call E (H100,
+# `benchmarks/probes/partials_probe.py`, the public call tuned per bucket with a plan, fp32 / fp16 unscaled / fp16
+# scaled, ms): H = 128 uniform 0.0339 / 0.0302 / 0.0320 at batch 8, 0.0829 / 0.0769 / 0.0787 at 32, 0.1357 / 0.1377
+# / 0.1414 at 64; ragged 0.0380 / 0.0355 / 0.0348, 0.0872 / 0.0796 / 0.0817, 0.1531 / 0.1446 / 0.1477: scaled 5-8.5%
+# faster to 32, 4.2% slower at 64 uniform (fp16 unscaled there +1.5%; H200, call B: +1.3%). H = 16 (the tokens-on-M
+# kernel) uniform 0.0204 / 0.0200 / 0.0209 at 8, 0.0585 / 0.0575 / 0.0583 at 32, 0.2011 / 0.2007 / 0.2014 at 128, ragged
+# +4.8% / -0.6% / -1.5% scaled: not taken there, nor by the first heads-on-M kernel (batch 1-7, not timed; 255
+# registers, its scaled build spills 104 bytes against 48). Unscaled fp16 is not safe for a bf16 cache; the scaling's
+# per-segment pass over the output (its maximum) is what it costs against it.
+PP_PART16_MAX_BATCH = 32
 HOPPER_T8_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, T8=1), dict(BLOCK_N=64, T8=1, WL1=1)]
 T8_NAME = "mla_decode_hopper_t8"
 # ``query_precision="e4m3"`` (``Q_LO = 0``): T8 scores against the query's e4m3 hi half alone (per 64-token tile 18
@@ -417,8 +428,9 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
     block_h = BLOCK_H if on_m else TOK_BLOCK_H
     head_blocks = heads // block_h
     slots = _programs(sms, programs_per_sm, head_blocks) + batch
-    part_o = torch.empty(slots, heads, D_NOPE, dtype=reduction.partial_dtype(fmt, kv_scale), device=device)
-    part_lse = torch.empty(slots, heads, dtype=torch.float32, device=device)
+    part_dtype, scaled = reduction.partial_layout(fmt, kv_scale, pp and batch <= PP_PART16_MAX_BATCH)
+    part_o = torch.empty(slots, heads, D_NOPE, dtype=part_dtype, device=device)
+    part_lse = torch.empty(slots, reduction.lse_columns(heads, scaled), dtype=torch.float32, device=device)
     seg = torch.empty(batch, 2, dtype=torch.int32, device=device)
     scratch = (lse, part_o, part_lse, seg)
     if fmt in ("fp8", DS_FORMAT):
@@ -475,6 +487,8 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
             part_o.stride(0), part_o.stride(1),
             part_lse.stride(0))
     consts = dict(PAGE_SIZE=kv_cache.shape[1], RETURN_LSE=return_lse, B_CHUNK=_B_CHUNK, BLOCK_H=block_h)
+    if scaled:      # (a bf16 cache's fp16 partials, stored times 2^-k per half-row: reduction.partial_layout)
+        consts["PART_SCALED"] = True
     return args, head_blocks, consts, scratch
 
 

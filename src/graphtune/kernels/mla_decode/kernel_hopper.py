@@ -523,6 +523,30 @@ SECTORS_HEADS_ON_M_512 = gl.constexpr(gl.DistributedLinearLayout(
 
 
 @gluon.jit
+def _scaled_partial(o, inv, whole, AXIS: gl.constexpr):
+    """A bf16 cache's partial for its fp16 store: from ``o`` (fp32, before its per-head normalisation ``inv``; dims
+    along ``AXIS``, heads along the other) per head k = ceil(log2 max |o inv|) - 15 over the dims held (0 for a row
+    of zeros or a ``whole`` request's output, at least -100) and the multiplier ``inv`` 2^-k that stores it, its
+    largest magnitude then in [2^14, 2^15] (``reduction.partial_layout``). Returns both: one pass over ``o`` (its
+    maximum) beside the normalisation's multiply."""
+    mx = gl.max(gl.abs(o), axis=AXIS) * inv
+    k = gl.where(mx > 0.0, gl.maximum(gl.ceil(gl.log2(mx)) - 15.0, -100.0), 0.0)
+    k = gl.where(whole, 0.0, k)
+    return inv * gl.exp2(-k), k
+
+
+@gluon.jit
+def _store_part_scale(k, b, pid, heads, H, part_lse_ptr, stride_pl_s, mask, HALF: gl.constexpr):
+    """A scaled partial's k (:func:`_scaled_partial`) beside its LSE in slot ``pid + b``'s row: at ``H + heads`` for
+    the dims 0-255 (``HALF`` 0), ``2 H + heads`` for 256-511 (1), both when one k covers the row (2)."""
+    base = part_lse_ptr + (pid + b).to(gl.int64) * stride_pl_s + heads
+    if HALF != 1:
+        gl.store(base + H, k, mask=mask)
+    if HALF != 0:
+        gl.store(base + 2 * H, k, mask=mask)
+
+
+@gluon.jit
 def _store_partial_sectors(o, b, pid, h0, d0, part_o_ptr, stride_po_s, stride_po_h, layout: gl.constexpr):
     """A segment's 16-bit partial (``o`` [64 heads from ``h0``, dims from ``d0``], heads on M) in whole 32-byte sectors
     through ``layout`` (``SECTORS_HEADS_ON_M`` or ``SECTORS_HEADS_ON_M_512``): in the accumulator's layout a thread
@@ -908,6 +932,7 @@ def _mla_decode_hopper_kernel(
     XCH: gl.constexpr = 0,
     EARLY: gl.constexpr = 0,
     SPLIT_MAX: gl.constexpr = 0,    # the grid's programs per request at most (interface_hopper; unused in here)
+    PART_SCALED: gl.constexpr = False,     # a bf16 cache's fp16 partials, scaled (reduction.partial_layout)
 ):
     """Grid ``(H // BLOCK_H, P)``: program (h, p) attends heads ``[h * 64, h * 64 + 64)`` over tile range p.
     PSMEM = 1 (PIPE 0 only): P reaches the P.V wgmma through a [64, BLOCK_N] shared tile (A from shared memory,
@@ -1091,11 +1116,16 @@ def _mla_decode_hopper_kernel(
             o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
 
         inv = gl.convert_layout(1.0 / l_i, gl.SliceLayout(1, o_layout))
+        whole = (i_first == 0) & (i_stop == req_tiles)
+        if PART_SCALED:     # (a bf16 cache's fp16 partials: one k for the row, both halves)
+            inv, k_part = _scaled_partial(o, inv, whole, 1)
         o = o * inv[:, None]
         lse2 = m_i + gl.log2(l_i)
         heads_o = h0 + offs_h_o
         heads_s = h0 + offs_h_s
-        whole = (i_first == 0) & (i_stop == req_tiles)
+        if PART_SCALED:
+            if not whole:
+                _store_part_scale(k_part, b, pid, heads_o, H, part_lse_ptr, stride_pl_s, None, 2)
         _store_o(o, whole, b, pid, heads_o, offs_d_o, out_ptr, part_o_ptr, stride_out_b, stride_out_h, stride_po_s,
                  stride_po_h, None, False)
         _store_lse_and_segment(lse2, whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads_s, lse_ptr,
@@ -1128,6 +1158,7 @@ def _mla_decode_hopper_tok_kernel(
     PIPE: gl.constexpr,
     num_warps: gl.constexpr,
     plan_ptr=None,
+    PART_SCALED: gl.constexpr = False,     # a bf16 cache's fp16 partials, scaled (reduction.partial_layout)
 ):
     """H < 64 (tensor parallel): tokens on the MMA's M side, one warpgroup, 16 heads per program.
 
@@ -1257,13 +1288,18 @@ def _mla_decode_hopper_tok_kernel(
         if PIPE == 2:
             l_i = gl.sum(l_acc, axis=0)
         inv = gl.convert_layout(1.0 / l_i, gl.SliceLayout(0, o_layout))
+        whole = (i_first == 0) & (i_stop == req_tiles)
+        if PART_SCALED:     # (a bf16 cache's fp16 partials: one k for the row, both halves)
+            inv, k_part = _scaled_partial(o, inv, whole, 0)
         o = o * inv[None, :]
         lse2 = m_i + gl.log2(l_i)
         heads_o = h0 + offs_h_o
         heads_s = h0 + offs_h_s
         h_mask_o = heads_o < H
         h_mask_s = heads_s < H
-        whole = (i_first == 0) & (i_stop == req_tiles)
+        if PART_SCALED:
+            if not whole:
+                _store_part_scale(k_part, b, pid, heads_o, H, part_lse_ptr, stride_pl_s, h_mask_o, 2)
         _store_o(o, whole, b, pid, heads_o, offs_d_o, out_ptr, part_o_ptr, stride_out_b, stride_out_h, stride_po_s,
                  stride_po_h, h_mask_o[None, :], True)
         _store_lse_and_segment(lse2, whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads_s, lse_ptr,

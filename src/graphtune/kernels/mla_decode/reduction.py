@@ -1,8 +1,9 @@
 """The MLA decode's reduction: the split kernels' partial outputs merged into each request's output.
 
 Every split kernel (the portable one, kernel.py, and the Hopper ones) writes the same partials: per program and
-request segment an fp32 [heads, 512] output and a log2-sum-exp, under slot ``program + request``, and for each request
-the first and last slot it used (``seg``); a request written whole by one program needs no merge (its slots say so).
+request segment a [heads, 512] output (fp32, or fp16: :func:`partial_layout`; a bf16 cache's scaled per half-row) and
+a log2-sum-exp, under slot ``program + request``, and for each request the first and last slot it used (``seg``); a
+request written whole by one program needs no merge (its slots say so).
 This module owns the launch of ``kernel._mla_decode_reduce_kernel`` over them: its block shapes
 (:func:`reduce_blocks`), the launch (:func:`reduce_launch`, :func:`merge`), and the same launch as the work that
 follows every tuned split kernel's launch while it is tuned (:func:`after_split`, :func:`after_hopper_split`:
@@ -68,24 +69,40 @@ _REDUCE_MAX_SLOTS = 16
 # on the device, unknown here), bf16 caches and fp8_ds_mla (group scales); the portable kernel keeps fp32 (not
 # measured).
 _FP16_PARTIAL_MAX_SCALE = 65504.0 / 448.0
+# A bf16 cache's partials in fp16 too, scaled, where the launch asks for it (``interface_hopper.PP_PART16_MAX_BATCH``:
+# where it measured faster): nothing bounds a bf16 cache's values (past 65504 fp16 overflows, below 2^-14 it loses
+# bits), so each partial half-row (64 or 16 heads x 256 columns) is stored times 2^-k, k = ceil(log2 of its largest
+# magnitude) - 15 (its largest value then in [2^14, 2^15]: fp16's full 11 bits for it, the row's smaller values as
+# fp16 keeps them), and k beside its LSE: the slot's row of ``part_lse`` holds [LSE of H heads | k of columns 0-255 |
+# k of columns 256-511] (``3 H`` columns; the reduction weighs each partial by 2^k, its sum of weights without).
 
 
-def partial_dtype(kv_format: str, kv_scale: float | torch.Tensor) -> torch.dtype:
-    """The dtype of the Hopper split kernels' partial outputs for this cache: fp16 for a per-tensor fp8 cache whose
-    scale (a float) bounds them within fp16's range, else fp32. The kernels store partials in their buffer's dtype and
+def partial_layout(kv_format: str, kv_scale: float | torch.Tensor, scaled: bool = False) -> tuple[torch.dtype, bool]:
+    """The dtype of the Hopper split kernels' partial outputs for this cache, and whether they are stored scaled per
+    half-row: fp16 for a per-tensor fp8 cache whose scale (a float) bounds them within fp16's range, fp16 scaled for a
+    bf16 cache where the launch asks (``scaled``), else fp32. The kernels store partials in their buffer's dtype and
     the reduction reads either."""
     if kv_format == "fp8" and not isinstance(kv_scale, torch.Tensor) and kv_scale <= _FP16_PARTIAL_MAX_SCALE:
-        return torch.float16
-    return torch.float32
+        return torch.float16, False
+    if kv_format == "bf16" and scaled:
+        return torch.float16, True
+    return torch.float32, False
 
 
-def reduce_blocks(batch: int, slots: int, heads: int, partial_bytes: int = 4) -> tuple[int, int, int, int]:
+def lse_columns(heads: int, scaled: bool) -> int:
+    """Columns of ``part_lse``'s slot rows: the heads' LSEs, and with scaled partials each half-row's k after them."""
+    return 3 * heads if scaled else heads
+
+
+def reduce_blocks(batch: int, slots: int, heads: int, partial_bytes: int = 4,
+                  scaled: bool = False) -> tuple[int, int, int, int]:
     """``(BLOCK_S, BLOCK_H, BLOCK_D, num_warps)`` of the reduction for ``batch`` requests of ``heads`` heads and
     ``slots`` partial slots (the split grid's programs + ``batch``, as the split kernels' scratch is sized) of
     ``partial_bytes``-byte values. Whole rows of fp16 partials take two warps: Triton loads them 8 to a thread (16
     bytes), so 4 warps cover a 512-column row twice over and split the slots between warps, whose sum then crosses
     warps through shared memory every step (compiled for sm_90: 4-16 KB and 5-14 barriers against none at two warps,
-    as the fp32 rows have at four); on an H100 that made the reduction 1.2-4x slower (session 34, call D)."""
+    as the fp32 rows have at four); on an H100 that made the reduction 1.2-4x slower (session 34, call D). ``scaled``
+    partials (one k a 256-column half-row) take half rows, one warp each (the same 8 values a thread)."""
     per_request = -(-(slots - batch) // batch)      # the grid's programs per request, rounded up
     if per_request >= _REDUCE_SMALL[0]:
         return _REDUCE_SMALL
@@ -93,6 +110,8 @@ def reduce_blocks(batch: int, slots: int, heads: int, partial_bytes: int = 4) ->
     block_h = max(1, _REDUCE_ROWS // block_s)
     while heads % block_h:
         block_h //= 2
+    if scaled:
+        return block_s, block_h, D_NOPE // 2, 1
     return block_s, block_h, D_NOPE, 4 if partial_bytes >= 4 else 2
 
 
@@ -104,6 +123,9 @@ def reduce_launch(seg: torch.Tensor, part_o: torch.Tensor, part_lse: torch.Tenso
     compiled; else a plain launch)."""
     batch, heads, _ = out.shape
     block_s, block_h, block_d, warps = blocks
+    scaled = part_lse.shape[1] > heads       # (the slot rows carry each half-row's k: lse_columns)
+    if scaled and block_d > D_NOPE // 2:
+        raise ValueError(f"reduce_launch: BLOCK_D {block_d} with scaled partials (one k per 256 columns)")
     pdl = (pdl and out.device.type == "cuda" and not settings.interpret()
            and device_capability(out.device)[0] >= 9)
     kernel._mla_decode_reduce_kernel[(batch, heads // block_h, D_NOPE // block_d)](
@@ -112,7 +134,7 @@ def reduce_launch(seg: torch.Tensor, part_o: torch.Tensor, part_lse: torch.Tenso
         part_o.stride(0), part_o.stride(1),
         part_lse.stride(0),
         out.stride(0), out.stride(1),
-        return_lse, block_s, block_d, block_h, pdl, num_warps=warps, launch_pdl=pdl)
+        return_lse, block_s, block_d, block_h, pdl, scaled, num_warps=warps, launch_pdl=pdl)
 
 
 def merge(batch: int, heads: int, seg: torch.Tensor, part_o: torch.Tensor, part_lse: torch.Tensor,
@@ -121,7 +143,7 @@ def merge(batch: int, heads: int, seg: torch.Tensor, part_o: torch.Tensor, part_
     """Merge the split kernel's partials (every split kernel writes the same partial layout); ``pdl``: see
     :func:`reduce_launch`."""
     reduce_launch(seg, part_o, part_lse, out, lse, seq_lens, return_lse,
-                  reduce_blocks(batch, part_o.shape[0], heads, part_o.element_size()), pdl)
+                  reduce_blocks(batch, part_o.shape[0], heads, part_o.element_size(), part_lse.shape[1] > heads), pdl)
 
 
 def after_split(named: dict[str, Any]) -> None:
