@@ -37,7 +37,8 @@ from graphtune.kernels import mla_decode_reference  # noqa: E402
 from graphtune.kernels.mla_decode import bench, reduction  # noqa: E402
 
 # way: (dtype, scaled) of a bf16 cache's partials; "scaled": as shipped
-WAYS = {"fp32": (torch.float32, False), "fp16": (torch.float16, False), "scaled": (torch.float16, True)}
+WAYS = {"fp32": (torch.float32, False), "fp16": (torch.float16, False), "scaled": (torch.float16, True),
+        "scaled-rows": (torch.float16, True)}     # (scaled, merged by whole rows: reduction.SCALED_HALF_ROWS off)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
                 for way, layout in WAYS.items():
                     reduction.partial_layout = (lambda kv_format, kv_scale, scaled=False, d=layout:
                                                 d if kv_format == "bf16" else shipped(kv_format, kv_scale, scaled))
+                    reduction.SCALED_HALF_ROWS = way != "scaled-rows"
                     x["out"].fill_(float("nan"))
                     decode_call(x, "tuned_plan", "bf16")()
                     torch.cuda.synchronize()
@@ -82,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
                         continue
                     row[f"{way}_ms"] = graph_time_ms([decode_call(xi, "tuned_plan", "bf16") for xi in xs])
                 reduction.partial_layout = shipped
+                reduction.SCALED_HALF_ROWS = True
                 if fm is not None:
                     row["flashmla_ms"] = graph_time_ms([flashmla_call(fm, xi, "bf16", SM_SCALE)[0] for xi in xs])
                     call, get = flashmla_call(fm, x, "bf16", SM_SCALE)
@@ -93,12 +96,13 @@ def main(argv: list[str] | None = None) -> int:
                 torch.cuda.empty_cache()
     finally:
         reduction.partial_layout = shipped
+        reduction.SCALED_HALF_ROWS = True
     print(f"\n{gpu}; bf16 H = {args.heads}; ms under graph replay, the public call tuned per bucket with a step's "
-          "plan; partials in fp32 / fp16 unscaled / fp16 scaled per half-row (shipped); relative error against the "
-          "fp32 reference")
-    print("| lengths | B | FlashMLA | fp32 | fp16 | change | scaled | change | scaled / FlashMLA | errors: FlashMLA, "
-          "fp32, fp16, scaled |")
-    print("| --- |" * 10)
+          "plan; partials in fp32 / fp16 unscaled / fp16 scaled per half-row, merged by half rows (as shipped) and by "
+          "whole rows; relative error against the fp32 reference")
+    print("| lengths | B | FlashMLA | fp32 | fp16 | change | scaled | change | scaled-rows | change | scaled / FlashMLA "
+          "| errors: FlashMLA, fp32, fp16, scaled, scaled-rows |")
+    print("| --- |" * 12)
     for r in rows:
         def ms(k: str) -> str:
             return f"{r[k + '_ms']:.4f}" if k + "_ms" in r else "-"
@@ -108,9 +112,9 @@ def main(argv: list[str] | None = None) -> int:
             return f"{(b / a - 1) * 100:+.1f}%" if a and b else "-"
         vs = f"{r['scaled_ms'] / r['flashmla_ms']:.2f}" if "scaled_ms" in r and "flashmla_ms" in r else "-"
         errs = ", ".join(f"{r[k]:.2e}" if k in r else "-"
-                         for k in ("flashmla_err", "fp32_err", "fp16_err", "scaled_err"))
+                         for k in ("flashmla_err", "fp32_err", "fp16_err", "scaled_err", "scaled-rows_err"))
         print(f"| {r['lengths']} | {r['batch']} | {ms('flashmla')} | {ms('fp32')} | {ms('fp16')} | {change('fp16')} | "
-              f"{ms('scaled')} | {change('scaled')} | {vs} | {errs} |")
+              f"{ms('scaled')} | {change('scaled')} | {ms('scaled-rows')} | {change('scaled-rows')} | {vs} | {errs} |")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"gpu": gpu, "torch": torch.__version__, "commit": git_commit(),
                                     "argv": sys.argv[1:] if argv is None else argv, "rows": rows}, indent=1))

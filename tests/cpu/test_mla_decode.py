@@ -283,15 +283,19 @@ def _scaled_halves(part: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return stored, k
 
 
+@pytest.mark.parametrize("half_rows", [True, False], ids=["half-rows", "whole-rows"])
 @pytest.mark.parametrize("heads,magnitude", [(16, 1.0), (16, 3.0e6), (16, 2.0e-6), (4, 1.0e30), (128, 1.0)])
-def test_the_reduction_merges_scaled_fp16_partials(heads, magnitude):
+def test_the_reduction_merges_scaled_fp16_partials(heads, magnitude, half_rows, monkeypatch):
     """A bf16 cache's partials as the Hopper kernels store them (fp16 times 2^-k per half-row, k beside the LSE in
     the slot's row of part_lse, ``reduction.partial_layout``), merged by the reduction (through the interpreter):
     values of ``magnitude`` (past fp16's range, below its normal range, or ordinary), each half-row at its own scale
     (factors up to 2^20 apart), three requests of 5 / 2 / 1 segments (the last whole: untouched), random LSEs: none
     infinite, as close to the exact merge in float64 as the same partials merged in fp32 (the bf16 output's rounding
-    is most of either's error), the LSE as from fp32 partials."""
+    is most of either's error), the LSE as from fp32 partials; merged by half rows (one k a program, as shipped) and
+    by whole rows (``reduction.SCALED_HALF_ROWS`` off: each column's factor selected by its half)."""
     from graphtune.kernels.mla_decode import reduction
+    monkeypatch.setattr(reduction, "SCALED_HALF_ROWS", half_rows)
+    assert reduction.reduce_blocks(3, 8, heads, 2, scaled=True)[2] == (256 if half_rows else 512)
     seed = _seed()
     gen = torch.Generator().manual_seed(seed)
     segs = [(0, 4), (5, 6), (7, 7)]

@@ -519,8 +519,8 @@ def _mla_decode_reduce_kernel(
     attention over an empty set: the split kernels pass it by, so its segment slots are never written (read here,
     unused). The first column block writes the LSE. ``PDL`` (launched as a programmatic dependent of the split
     kernel, sm_90+): waits for the split kernel's writes before anything else, so only its launch overlaps the
-    split kernel's tail. ``SCALED`` (``BLOCK_D`` <= 256): each partial half-row (256 columns) was stored times
-    2^-k, k at ``H`` (columns 0-255) or ``2 H`` (256-511) past its LSE in the slot's row (reduction.py)."""
+    split kernel's tail. ``SCALED``: each partial half-row (256 columns) was stored times 2^-k, k at ``H`` (columns
+    0-255) or ``2 H`` (256-511) past its LSE in the slot's row (reduction.py)."""
     if PDL:
         gdc_wait()
     b = tl.program_id(0)
@@ -565,12 +565,17 @@ def _mla_decode_reduce_kernel(
             alpha = tl.exp2(m - m_new)
             l_sum = l_sum * alpha + tl.sum(w, axis=0)
             if SCALED:      # (the partial's weight times its half-row's 2^k; the sum of weights without it)
-                k = tl.load(pl_base + H * (1 + d0 // 256) + slots.to(tl.int64)[:, None] * stride_pl_s
-                            + offs_h[None, :], mask=smask[:, None], other=0.0)
-                wo = w * tl.exp2(k)
+                k_ptrs = pl_base + H + slots.to(tl.int64)[:, None] * stride_pl_s + offs_h[None, :]
+                if BLOCK_D <= 256:
+                    k = tl.load(k_ptrs + H * (d0 // 256), mask=smask[:, None], other=0.0)
+                    acc = acc * alpha[:, None] + tl.sum(o * (w * tl.exp2(k))[:, :, None], axis=0)
+                else:       # whole rows: each column's half picks its factor
+                    f0 = w * tl.exp2(tl.load(k_ptrs, mask=smask[:, None], other=0.0))
+                    f1 = w * tl.exp2(tl.load(k_ptrs + H, mask=smask[:, None], other=0.0))
+                    f = tl.where((offs_d < 256)[None, None, :], f0[:, :, None], f1[:, :, None])
+                    acc = acc * alpha[:, None] + tl.sum(o * f, axis=0)
             else:
-                wo = w
-            acc = acc * alpha[:, None] + tl.sum(o * wo[:, :, None], axis=0)
+                acc = acc * alpha[:, None] + tl.sum(o * w[:, :, None], axis=0)
             m = m_new
         tl.store(out_ptrs, (acc / l_sum[:, None]).to(out_ptr.dtype.element_ty))
         if RETURN_LSE:

@@ -89,6 +89,14 @@ def partial_layout(kv_format: str, kv_scale: float | torch.Tensor, scaled: bool 
     return torch.float32, False
 
 
+# Scaled partials merged by half rows (one k a program) rather than whole rows (a select per value between the two
+# halves' factors). Session 37 call E (H100) timed scaled fp16 partials 2-6% slower than unscaled ones, which the
+# reduction merges by whole rows at two warps, while the split kernel's scaling adds ~130 FMNMX a thread to an
+# epilogue; whether the half rows are that cost is not timed yet (`benchmarks/probes/partials_probe.py` times both:
+# its "scaled" and "scaled-rows" ways).
+SCALED_HALF_ROWS = True
+
+
 def lse_columns(heads: int, scaled: bool) -> int:
     """Columns of ``part_lse``'s slot rows: the heads' LSEs, and with scaled partials each half-row's k after them."""
     return 3 * heads if scaled else heads
@@ -102,7 +110,8 @@ def reduce_blocks(batch: int, slots: int, heads: int, partial_bytes: int = 4,
     bytes), so 4 warps cover a 512-column row twice over and split the slots between warps, whose sum then crosses
     warps through shared memory every step (compiled for sm_90: 4-16 KB and 5-14 barriers against none at two warps,
     as the fp32 rows have at four); on an H100 that made the reduction 1.2-4x slower (session 34, call D). ``scaled``
-    partials (one k a 256-column half-row) take half rows, one warp each (the same 8 values a thread)."""
+    partials (one k a 256-column half-row) take half rows, one warp each (the same 8 values a thread), unless
+    :data:`SCALED_HALF_ROWS` is off (whole rows, each column's factor selected by its half)."""
     per_request = -(-(slots - batch) // batch)      # the grid's programs per request, rounded up
     if per_request >= _REDUCE_SMALL[0]:
         return _REDUCE_SMALL
@@ -110,7 +119,7 @@ def reduce_blocks(batch: int, slots: int, heads: int, partial_bytes: int = 4,
     block_h = max(1, _REDUCE_ROWS // block_s)
     while heads % block_h:
         block_h //= 2
-    if scaled:
+    if scaled and SCALED_HALF_ROWS:
         return block_s, block_h, D_NOPE // 2, 1
     return block_s, block_h, D_NOPE, 4 if partial_bytes >= 4 else 2
 
@@ -124,8 +133,6 @@ def reduce_launch(seg: torch.Tensor, part_o: torch.Tensor, part_lse: torch.Tenso
     batch, heads, _ = out.shape
     block_s, block_h, block_d, warps = blocks
     scaled = part_lse.shape[1] > heads       # (the slot rows carry each half-row's k: lse_columns)
-    if scaled and block_d > D_NOPE // 2:
-        raise ValueError(f"reduce_launch: BLOCK_D {block_d} with scaled partials (one k per 256 columns)")
     pdl = (pdl and out.device.type == "cuda" and not settings.interpret()
            and device_capability(out.device)[0] >= 9)
     kernel._mla_decode_reduce_kernel[(batch, heads // block_h, D_NOPE // block_d)](
