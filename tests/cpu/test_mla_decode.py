@@ -664,10 +664,10 @@ def compile_sm90(fn, args, consts: dict):
 
 
 def _compile_reduction(blocks: tuple[int, int, int, int], *, partial: str = "fp32", return_lse: bool = True,
-                       pdl: bool = True, divisible: bool = False):
+                       pdl: bool = True, divisible: bool = False, scaled: bool = False):
     """The reduction kernel compiled for sm_90 on the CPU with ``blocks`` = ``(BLOCK_S, BLOCK_H, BLOCK_D, num_warps)``
     over ``partial`` partials (``divisible``: its pointers and integers marked divisible by 16, as a launch
-    specialises them)."""
+    specialises them; ``scaled``: a bf16 cache's scaled fp16 partials)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from graphtune import resources
@@ -679,12 +679,12 @@ def _compile_reduction(blocks: tuple[int, int, int, int], *, partial: str = "fp3
                  **{n: "*fp32" for n in ("part_lse_ptr", "lse_ptr")}, "out_ptr": "*bf16",
                  **{n: "i32" for n in ("H", "stride_po_s", "stride_po_h", "stride_pl_s", "stride_out_b",
                                        "stride_out_h")},
-                 **{n: "constexpr" for n in ("RETURN_LSE", "BLOCK_S", "BLOCK_D", "BLOCK_H", "PDL")}}
+                 **{n: "constexpr" for n in ("RETURN_LSE", "BLOCK_S", "BLOCK_D", "BLOCK_H", "PDL", "SCALED")}}
     names = list(fn.arg_names)
     attrs = ({(names.index(n),): [["tt.divisibility", 16]] for n, t in signature.items() if t != "constexpr"}
              if divisible else None)
     block_s, block_h, block_d, warps = blocks
-    consts = dict(RETURN_LSE=return_lse, BLOCK_S=block_s, BLOCK_D=block_d, BLOCK_H=block_h, PDL=pdl)
+    consts = dict(RETURN_LSE=return_lse, BLOCK_S=block_s, BLOCK_D=block_d, BLOCK_H=block_h, PDL=pdl, SCALED=scaled)
     with resources._compiler_mode(fn):
         return triton.compile(triton.compiler.ASTSource(fn, signature, consts, attrs),
                               target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, launch_pdl=pdl))
@@ -710,6 +710,24 @@ def test_reduction_compiles_for_sm90_and_waits_on_its_grid_dependency_first(pdl)
             assert "griddepcontrol" not in body
         usage = resources._resource_usage(compiled.asm["cubin"], compiled.metadata.name)
         assert usage["LOCAL"] == 0 and usage["REG"] <= 255, f"{block_s, block_d}: {usage}"
+
+
+@pytest.mark.parametrize("half_rows", [True, False], ids=["half-rows", "whole-rows"])
+def test_scaled_partials_reduce_without_local_memory(half_rows, monkeypatch):
+    """The reduction over a bf16 cache's scaled fp16 partials (k a half-row beside the LSE), by half rows at one warp
+    (as shipped) or by whole rows (``reduction.SCALED_HALF_ROWS`` off), compiled for sm_90 at the block shapes the
+    rule gives (H = 16 and 128, batch 8 to 128 on 132 SMs): no local memory, at most 255 registers, loads of 16
+    bytes."""
+    from graphtune import resources
+    from graphtune.kernels.mla_decode import reduction
+    monkeypatch.setattr(reduction, "SCALED_HALF_ROWS", half_rows)
+    shapes = {reduction.reduce_blocks(batch, interface.max_partials(132, batch, 1) + batch, heads, 2, scaled=True)
+              for heads in (16, 128) for batch in (8, 32, 128)}
+    for blocks in shapes:
+        compiled = _compile_reduction(blocks, partial="fp16", divisible=True, scaled=True)
+        usage = resources._resource_usage(compiled.asm["cubin"], compiled.metadata.name)
+        assert usage["LOCAL"] == 0 and usage["REG"] <= 255, f"{blocks}: {usage}"
+        assert "ld.global.v4.b32" in compiled.asm["ptx"] or "ld.global.nc.v4.b32" in compiled.asm["ptx"], blocks
 
 
 def test_fp16_partials_reduce_with_no_more_shared_memory_than_fp32_ones():
