@@ -45,6 +45,14 @@ PINNED = {"b2": dict(V2=1, NUM_BUF=2, PREFETCH=1, FAST_MAX=1), "b3": dict(V2=1, 
 WAYS = ["tuned", "tuned_plan", "tuned_plan_per_call", "b2", "b2_plan", "b3", "b3_plan"]
 
 
+def _config_overlay(text: str) -> dict[str, int]:
+    """``KEY=VALUE,...`` as a dict of int config values (``--b3``)."""
+    try:
+        return {k.strip(): int(v) for k, v in (item.split("=") for item in text.split(","))}
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=INT[,KEY=INT...]") from None
+
+
 def decode_call(x: dict, way: str, fmt: str = "fp8", query_precision: str | None = None):
     """A zero-argument call of the public path on ``x``: ``way`` as in ``WAYS`` (a plan made once here, filled by the
     first call, or one per call); ``query_precision`` as the call's."""
@@ -75,8 +83,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plan-bf16-seg-cost", type=int, default=None,
                     help="the price of a request's start in a plan's split for the bf16 kernels "
                          "(plan.BF16_PLAN_SEG_COST; their own split has none)")
+    ap.add_argument("--b3", type=_config_overlay, default=None,
+                    help="the b3 columns' pinned config instead of three buffers, as KEY=VALUE,... over the two-buffer "
+                         "one (fp8 H = 16), e.g. PROGRAMS_PER_SM=4: a grid of two waves of two programs an SM")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/plan_probe.json"))
     args = ap.parse_args(argv)
+    if args.b3 is not None:
+        PINNED["b3"] = {**PINNED["b2"], **args.b3}
     if args.plan_bf16_seg_cost is not None:
         plan_mod.BF16_PLAN_SEG_COST = args.plan_bf16_seg_cost
     if args.third_min_batch is not None:
@@ -89,8 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     gpu = torch.cuda.get_device_name()
     print(f"{gpu}; torch {torch.__version__}; {args.format} H = {args.heads}, query_precision "
           f"{args.query_precision or 'default'}, the third kernel from batch "
-          f"{interface_hopper.THIRD[(True, 'fp8')].min_batch}, a bf16 plan's start price {plan_mod.BF16_PLAN_SEG_COST}",
-          flush=True)
+          f"{interface_hopper.THIRD[(True, 'fp8')].min_batch}, a bf16 plan's start price {plan_mod.BF16_PLAN_SEG_COST}, "
+          f"b2 {PINNED['b2']}, b3 {PINNED['b3']}", flush=True)
     fm, why = import_flashmla()
     if fm is None:
         print(f"FlashMLA column skipped: {why}", flush=True)

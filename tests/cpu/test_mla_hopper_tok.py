@@ -211,6 +211,31 @@ def test_v2_config_is_rejected_outside_fp8_tokens_on_m():
     assert interface_hopper.pinned_config(16, "fp8", dict(PIPE=2))["PIPE"] == 2          # the first kernel: fine
 
 
+@pytest.mark.parametrize("batch", [3, 32])
+def test_a_pinned_v2_config_may_set_its_grids_programs_per_sm(batch):
+    """A pinned config of the second fp8 tokens-on-M kernel with ``PROGRAMS_PER_SM`` (a probe of grids of several
+    waves, ``plan_probe.py --b3``): the grid has that many programs an SM and the scratch as many partial slots (plus
+    one a request), its kernel arguments as without it (the key is the launcher's, not a kernel parameter); without
+    it, two programs an SM for two buffers, one for three; 0, 9 or a bool is one clear line naming it."""
+    q = torch.empty(batch, 16, 576, dtype=torch.bfloat16)
+    kv = torch.empty(batch * 2, 64, 576, dtype=torch.float8_e4m3fn)
+    out = torch.empty(batch, 16, 512, dtype=torch.bfloat16)
+
+    def call(config):
+        return interface_hopper.hopper_call(q, kv, torch.zeros(batch, 2, dtype=torch.int32),
+                                            torch.ones(batch, dtype=torch.int32), 0.04, 1.0, "fp8", out, False,
+                                            sms=132, config=config)
+    for config, per_sm in ((dict(V2=1, NUM_BUF=2, PROGRAMS_PER_SM=4), 4), (dict(V2=1, NUM_BUF=3, PROGRAMS_PER_SM=3), 3),
+                           (dict(V2=1, NUM_BUF=2), 2), (dict(V2=1, NUM_BUF=3), 1)):
+        _, grid, consts, (_, part_o, part_lse, _) = call(config)
+        assert grid == (1, 132 * per_sm) and part_o.shape[0] == part_lse.shape[0] == 132 * per_sm + batch, config
+        assert "PROGRAMS_PER_SM" not in consts
+    for bad in (0, 9, True):
+        with pytest.raises(ValueError, match=f"PROGRAMS_PER_SM={bad!r}, expected 1 to 8") as err:
+            call(dict(V2=1, PROGRAMS_PER_SM=bad))
+        assert "\n" not in str(err.value)
+
+
 @pytest.mark.parametrize("num_buf,look,rk64,pt_early", [(2, 0, 0, 0), (3, 0, 0, 0), (2, 2, 1, 1), (3, 1, 1, 1),
                                                        (2, 0, 1, 1), (2, 0, 0, 1)])
 def test_tok_fp8_v2_row_gather_compiles_for_page_size_1(num_buf, look, rk64, pt_early):

@@ -276,9 +276,10 @@ _SHIPPED_DS = dict(HOPPER_TOK_DS_CONFIG)
 
 
 def _tok_fp8_v2_programs_per_sm(config: dict[str, Any]) -> int:
-    """Programs per SM of the second fp8 tokens-on-M kernel: two 40 KB buffers fit two programs (107,280 B
-    each), three or more one."""
-    return 2 if config["NUM_BUF"] == 2 else 1
+    """Programs per SM of the second fp8 tokens-on-M kernel's grid: two 40 KB buffers fit two programs (107,280 B
+    each), three or more one; a config's ``PROGRAMS_PER_SM`` (1-8) overrides it (more than fit an SM: a grid of
+    several waves, which the SMs take as they free; a probe of the end's spread, session 37, not in a space)."""
+    return int(config.get("PROGRAMS_PER_SM") or (2 if config["NUM_BUF"] == 2 else 1))
 
 
 def _tok_fp8_programs_per_sm(config: dict[str, Any]) -> int:
@@ -575,7 +576,11 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
         if cfg.get("LOOK") and cfg.get("CHAIN"):
             raise ValueError(f"mla_decode: config {config or cfg}: LOOK={cfg['LOOK']} runs with one score chain "
                              "only: pin CHAIN=0 with it (the fixed config has CHAIN=1)")
-        cfg["PROGRAMS_PER_SM"] = _tok_fp8_v2_programs_per_sm(cfg)
+        per_sm = own.get("PROGRAMS_PER_SM")
+        if per_sm is not None and (isinstance(per_sm, bool) or per_sm not in range(1, 9)):
+            raise ValueError(f"mla_decode: config {config}: PROGRAMS_PER_SM={per_sm!r}, expected 1 to 8 for the "
+                             "second tokens-on-M kernel")
+        cfg["PROGRAMS_PER_SM"] = _tok_fp8_v2_programs_per_sm({**cfg, "PROGRAMS_PER_SM": per_sm})
         cfg["V2"] = 1   # (for _kernel_and_params, which drops it: no kernel takes it)
     # (the config as it runs: a pinned V2 config's keys come from it alone, not from the module's fixed config that
     # launch checked)
