@@ -83,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plan-bf16-seg-cost", type=int, default=None,
                     help="the price of a request's start in a plan's split for the bf16 kernels "
                          "(plan.BF16_PLAN_SEG_COST; their own split has none)")
+    ap.add_argument("--t8-split-max", type=int, default=None,
+                    help="SPLIT_MAX on every config of T8's space (fp8, H a multiple of 64: at most that many programs "
+                         "a request, e.g. 32: a pair of tiles a program at batch 1 and 2 instead of ~one)")
     ap.add_argument("--b3", type=_config_overlay, default=None,
                     help="the b3 columns' pinned config instead of three buffers, as KEY=VALUE,... over the two-buffer "
                          "one (fp8 H = 16), e.g. PROGRAMS_PER_SM=4: a grid of two waves of two programs an SM")
@@ -92,6 +95,11 @@ def main(argv: list[str] | None = None) -> int:
         PINNED["b3"] = {**PINNED["b2"], **args.b3}
     if args.plan_bf16_seg_cost is not None:
         plan_mod.BF16_PLAN_SEG_COST = args.plan_bf16_seg_cost
+    if args.t8_split_max is not None:
+        key = (True, "fp8")
+        third = interface_hopper.THIRD[key]
+        interface_hopper.THIRD[key] = dataclasses.replace(
+            third, space=[{**c, "SPLIT_MAX": args.t8_split_max} for c in third.space])
     if args.third_min_batch is not None:
         key = (True, "fp8")
         interface_hopper.THIRD[key] = dataclasses.replace(interface_hopper.THIRD[key],
@@ -103,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{gpu}; torch {torch.__version__}; {args.format} H = {args.heads}, query_precision "
           f"{args.query_precision or 'default'}, the third kernel from batch "
           f"{interface_hopper.THIRD[(True, 'fp8')].min_batch}, a bf16 plan's start price {plan_mod.BF16_PLAN_SEG_COST}, "
-          f"b2 {PINNED['b2']}, b3 {PINNED['b3']}", flush=True)
+          f"T8's space {interface_hopper.THIRD[(True, 'fp8')].space}, b2 {PINNED['b2']}, b3 {PINNED['b3']}", flush=True)
     fm, why = import_flashmla()
     if fm is None:
         print(f"FlashMLA column skipped: {why}", flush=True)
