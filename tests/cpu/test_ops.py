@@ -341,6 +341,23 @@ def test_a_plan_under_torch_compile_reaches_the_implementation(monkeypatch):
     assert "mla_decode_planned" in code and "mla_decode_out_planned" in code, code
 
 
+def test_a_torch_that_refuses_the_plan_type_leaves_the_ops_without_it(monkeypatch, caplog):
+    """Where this torch's ``register_opaque_type`` refuses MLADecodePlan (an API that moved), importing the ops still
+    works: the planned ops are not offered (``PLAN_UNDER_COMPILE`` False, so ``plan=`` under compile is one line) and
+    one warning says why."""
+    import logging
+    import torch._library.opaque_object as opaque
+    from graphtune.kernels.mla_decode import op
+
+    def refuse(cls, **kwargs):
+        raise TypeError("opaque types take a different form here")
+    monkeypatch.setattr(opaque, "register_opaque_type", refuse)
+    with caplog.at_level(logging.WARNING, logger="graphtune"):
+        assert op._plan_type_registered() is False
+    assert any("refused MLADecodePlan" in r.getMessage() and "different form" in r.getMessage()
+               for r in caplog.records), caplog.text
+
+
 def test_a_wrong_plan_under_torch_compile_is_one_clear_line(monkeypatch):
     """Traced by torch.compile, ``plan=`` that is not an MLADecodePlan, or any plan where this torch has no opaque
     custom-op arguments (``op.PLAN_UNDER_COMPILE`` off), is a ValueError naming the argument, not a dropped plan."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 
+from ..._log import logger
 from ...torch_ops import custom_op
 from . import interface
 from . import plan as plan_mod
@@ -35,7 +36,12 @@ def _plan_type_registered() -> bool:
         return False
     if not issubclass(MLADecodePlan, plan_mod._OpArgument) or plan_mod._OpArgument is object:
         return False
-    register_opaque_type(MLADecodePlan, typ="reference")
+    try:
+        register_opaque_type(MLADecodePlan, typ="reference")
+    except (TypeError, ValueError, RuntimeError) as err:     # (an API that moved: the ops then take no plan)
+        logger.warning("mla_decode: this torch (%s) refused MLADecodePlan as an opaque custom-op argument (%s); "
+                       "plan= is not taken under torch.compile", torch.__version__, err)
+        return False
     return True
 
 
