@@ -523,27 +523,25 @@ SECTORS_HEADS_ON_M_512 = gl.constexpr(gl.DistributedLinearLayout(
 
 
 @gluon.jit
-def _scaled_partial(o, inv, whole, AXIS: gl.constexpr):
+def _scaled_partial(o, inv, whole, b, pid, heads, H, part_lse_ptr, stride_pl_s, mask, AXIS: gl.constexpr,
+                    HALF: gl.constexpr):
     """A bf16 cache's partial for its fp16 store: from ``o`` (fp32, before its per-head normalisation ``inv``; dims
     along ``AXIS``, heads along the other) per head k = ceil(log2 max |o inv|) - 15 over the dims held (0 for a row
-    of zeros or a ``whole`` request's output, at least -100) and the multiplier ``inv`` 2^-k that stores it, its
-    largest magnitude then in [2^14, 2^15] (``reduction.partial_layout``). Returns both: one pass over ``o`` (its
-    maximum) beside the normalisation's multiply."""
+    of zeros, at least -100), its largest magnitude then in [2^14, 2^15] (``reduction.partial_layout``); unless the
+    segment is the ``whole`` request (its output is stored as it is), k is stored beside the LSE in slot ``pid + b``'s
+    row: at ``H + heads`` for the dims 0-255 (``HALF`` 0), ``2 H + heads`` for 256-511 (1), both when one k covers
+    the row (2). Returns the multiplier ``inv`` 2^-k that stores ``o``: one pass over ``o`` (its maximum) beside the
+    normalisation's multiply."""
     mx = gl.max(gl.abs(o), axis=AXIS) * inv
     k = gl.where(mx > 0.0, gl.maximum(gl.ceil(gl.log2(mx)) - 15.0, -100.0), 0.0)
     k = gl.where(whole, 0.0, k)
-    return inv * gl.exp2(-k), k
-
-
-@gluon.jit
-def _store_part_scale(k, b, pid, heads, H, part_lse_ptr, stride_pl_s, mask, HALF: gl.constexpr):
-    """A scaled partial's k (:func:`_scaled_partial`) beside its LSE in slot ``pid + b``'s row: at ``H + heads`` for
-    the dims 0-255 (``HALF`` 0), ``2 H + heads`` for 256-511 (1), both when one k covers the row (2)."""
-    base = part_lse_ptr + (pid + b).to(gl.int64) * stride_pl_s + heads
-    if HALF != 1:
-        gl.store(base + H, k, mask=mask)
-    if HALF != 0:
-        gl.store(base + 2 * H, k, mask=mask)
+    if not whole:
+        base = part_lse_ptr + (pid + b).to(gl.int64) * stride_pl_s + heads
+        if HALF != 1:
+            gl.store(base + H, k, mask=mask)
+        if HALF != 0:
+            gl.store(base + 2 * H, k, mask=mask)
+    return inv * gl.exp2(-k)
 
 
 @gluon.jit
@@ -1117,15 +1115,12 @@ def _mla_decode_hopper_kernel(
 
         inv = gl.convert_layout(1.0 / l_i, gl.SliceLayout(1, o_layout))
         whole = (i_first == 0) & (i_stop == req_tiles)
-        if PART_SCALED:     # (a bf16 cache's fp16 partials: one k for the row, both halves)
-            inv, k_part = _scaled_partial(o, inv, whole, 1)
-        o = o * inv[:, None]
-        lse2 = m_i + gl.log2(l_i)
         heads_o = h0 + offs_h_o
         heads_s = h0 + offs_h_s
-        if PART_SCALED:
-            if not whole:
-                _store_part_scale(k_part, b, pid, heads_o, H, part_lse_ptr, stride_pl_s, None, 2)
+        if PART_SCALED:     # (a bf16 cache's fp16 partials: one k for the row, both halves)
+            inv = _scaled_partial(o, inv, whole, b, pid, heads_o, H, part_lse_ptr, stride_pl_s, None, 1, 2)
+        o = o * inv[:, None]
+        lse2 = m_i + gl.log2(l_i)
         _store_o(o, whole, b, pid, heads_o, offs_d_o, out_ptr, part_o_ptr, stride_out_b, stride_out_h, stride_po_s,
                  stride_po_h, None, False)
         _store_lse_and_segment(lse2, whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads_s, lse_ptr,
@@ -1289,17 +1284,14 @@ def _mla_decode_hopper_tok_kernel(
             l_i = gl.sum(l_acc, axis=0)
         inv = gl.convert_layout(1.0 / l_i, gl.SliceLayout(0, o_layout))
         whole = (i_first == 0) & (i_stop == req_tiles)
-        if PART_SCALED:     # (a bf16 cache's fp16 partials: one k for the row, both halves)
-            inv, k_part = _scaled_partial(o, inv, whole, 0)
-        o = o * inv[None, :]
-        lse2 = m_i + gl.log2(l_i)
         heads_o = h0 + offs_h_o
         heads_s = h0 + offs_h_s
         h_mask_o = heads_o < H
         h_mask_s = heads_s < H
-        if PART_SCALED:
-            if not whole:
-                _store_part_scale(k_part, b, pid, heads_o, H, part_lse_ptr, stride_pl_s, h_mask_o, 2)
+        if PART_SCALED:     # (a bf16 cache's fp16 partials: one k for the row, both halves)
+            inv = _scaled_partial(o, inv, whole, b, pid, heads_o, H, part_lse_ptr, stride_pl_s, h_mask_o, 0, 2)
+        o = o * inv[None, :]
+        lse2 = m_i + gl.log2(l_i)
         _store_o(o, whole, b, pid, heads_o, offs_d_o, out_ptr, part_o_ptr, stride_out_b, stride_out_h, stride_po_s,
                  stride_po_h, h_mask_o[None, :], True)
         _store_lse_and_segment(lse2, whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads_s, lse_ptr,

@@ -64,8 +64,7 @@ from . import kernel_hopper
 from .kernel_hopper import (BF16_SEG_COST, FP8_SEG_COST, STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN,
                             _launch_dependents, _load_rope, _page_row, _plan_row, _segment_or_planned, _split_start,
                             _scaled_partial, _stamp, _stamp_out, _stamp_tile, _store_lse_and_segment, _store_o,
-                            _store_part_scale, _store_partial_sectors, _store_whole_sectors, _tile_row, _tma_load,
-                            _zero_rows,
+                            _store_partial_sectors, _store_whole_sectors, _tile_row, _tma_load, _zero_rows,
                             SECTORS_HEADS_ON_M,
                             widen_layout)
 from .kernel_hopper_heads import _REINTERPRET_PUBLIC, _q_chunks, _q_fp16, _q_issue
@@ -250,9 +249,7 @@ def _finish_segment(WG: gl.constexpr, o, m_i, l_i, l_smem, x_bars, seg, b, pid, 
     offs_d_o = WG * _HALF + gl.arange(0, _HALF, layout=gl.SliceLayout(0, o_layout))
     whole = (i_first == 0) & (i_stop == req_tiles)
     if PART_SCALED:     # (a bf16 cache's fp16 partials: this warpgroup's half-row at its own k)
-        inv, k_part = _scaled_partial(o, inv, whole, 1)
-        if not whole:
-            _store_part_scale(k_part, b, pid, h0 + offs_h_o, H, part_lse_ptr, stride_pl_s, None, WG)
+        inv = _scaled_partial(o, inv, whole, b, pid, h0 + offs_h_o, H, part_lse_ptr, stride_pl_s, None, 1, WG)
     o = o * inv[:, None]
     if OUT32 and (out_ptr.dtype.element_ty.primitive_bitwidth == 16) and whole:
         _store_whole_sectors(o, b, h0, WG * _HALF, out_ptr, stride_out_b, stride_out_h)
