@@ -285,3 +285,42 @@ def test_bf16_pp_reads_its_split_from_a_plan():
     assert all(c.pre_hook is plan_mod.plan_hook for c in interface_hopper.tuned_second_kernel(True, "bf16").configs)
     assert all(c.pre_hook is None for c in interface_hopper.tuned_second_kernel(True, "fp8").configs)
     assert all(c.pre_hook is None for c in interface_hopper.tuned_second_kernel(True, "fp8", third=True).configs)
+
+
+def _copies_before_softmax(sass: str) -> int:
+    """TMA copies WG1 issues between its P(r) V_R(r) wgmma (a [64, 256] MMA with P from shared memory, right after its
+    own score MMAs) and its softmax (the eighth ``MUFU.EX2`` after it, before any score MMA): the stretch where EARLY_R moves the request
+    of tile r + 2's right half."""
+    ops = [m.group(1) for m in re.finditer(r"/\*[0-9a-f]{4,5}\*/\s+(?:@!?U?P\w+\s+)?([A-Za-z0-9_.]+)", sass)]
+    best = 0
+    for i, op in enumerate(ops):
+        if not op.startswith("HGMMA.64x256"):
+            continue
+        copies, run = 0, 0
+        for later in ops[i + 1:]:
+            if later.startswith("HGMMA.64x64"):
+                break
+            copies += later.startswith("UTMALDG")
+            run += later == "MUFU.EX2"
+            if run >= 8:
+                best = max(best, copies)
+                break
+    return best
+
+
+@pytest.mark.parametrize("fmt", ["bf16", "fp8"])
+def test_early_r_requests_the_right_half_before_the_softmax(fmt):
+    """EARLY_R = 1 (WG1_FIRST 0; its GPU tests gated in tests/gpu/_unproven.py until they have run): WG1 retires its
+    P(r) V_R(r) and requests tile r + 2's right half (the buffer's last part to be freed: its other readers, WG0's
+    score MMAs and P(r) V_L(r), are done before WG0's hand-off) before its softmax instead of after. Compiled for
+    sm_90: the same shared memory, no local loads in the tile loops, and (bf16, ptxas of triton 3.6) one more copy
+    in the stretch from that wgmma to the softmax: the right half's, after the rope rows' of tile r + 3."""
+    base = _hopper_compile(fmt, heads=128, page_size=64, config=dict(PP=1, RELOAD=1))
+    early = _hopper_compile(fmt, heads=128, page_size=64, config=dict(PP=1, RELOAD=1, EARLY_R=1))
+    assert early.metadata.shared == base.metadata.shared
+    sass = _sass(early)
+    assert [str(u) for u in wgmma_findings(sass)] == []
+    if SCHEDULED_WITH_THIS_TRITON:
+        assert _tile_loop_local_loads(sass) == 0
+        if fmt == "bf16":       # (fp8: WG1 tells WG0 the half is free by an arrival, no copy of its own)
+            assert (_copies_before_softmax(_sass(base)), _copies_before_softmax(sass)) == (1, 2)
