@@ -747,7 +747,9 @@ HOPPER_ON_M_FP8_VARIANTS = [dict(NUM_BUF=2, WOVL=1, PSMEM=0, XCH=1), dict(NUM_BU
                             # the variants overlay the fixed config, whose PP 1 names the other kernel; WL1 1: WG1
                             # widens its tile's left half after its hand-off; the tuned path's third kernel from batch 32;
                             # given a bf16 query its pair made by a pre-pass since session 29, Q8PRE 0: in the kernel)
-                            dict(PP=0, T8=1), dict(PP=0, T8=1, WL1=1), dict(PP=0, T8=1, Q8PRE=0)]
+                            dict(PP=0, T8=1), dict(PP=0, T8=1, WL1=1), dict(PP=0, T8=1, Q8PRE=0),
+                            # WE = 1 (session 38): WG0 widens WG1's tile's half of V under WG1's softmax, before its P
+                            dict(PP=0, T8=1, WE=1)]
 # fp8_ds_mla (656-byte rows), H < 64: the second tokens-on-M kernel with DS = 1 (session 9: compiled on a CPU, not
 # yet run; pinned-only): the fixed config (2 buffers, 2 programs per SM, PREFETCH 0: PREFETCH 1 spills in the tile
 # loop), three buffers at one program per SM, the page ids a tile ahead. Pages below 64 tokens: the row gather,
