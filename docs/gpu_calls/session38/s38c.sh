@@ -20,9 +20,9 @@ variants() {   # variants NAME KIND FILTER CAP
 }
 variants early_r_variants "heads-on-M" "'RELOAD': 1}|'WG1_FIRST': 1}|'EARLY_R'" 130
 variants we_variants "heads-on-M fp8" "'T8': 1}|'WL1': 1}|'WE'" 130
-left=$(( 560 - SECONDS )); [ $left -gt 60 ] && probe partials_rows_h128 $(( left < 120 ? left : 120 )) \
+left=$(( 400 - SECONDS )); [ $left -gt 60 ] && probe partials_rows_h128 $(( left < 120 ? left : 120 )) \
   partials_probe.py --heads 128 --batches 8,32,64
-left=$(( 570 - SECONDS )); [ $left -gt 60 ] && probe plan_waves_h16 $left plan_probe.py --batches 8,32,64,128 \
+left=$(( 420 - SECONDS )); [ $left -gt 60 ] && probe plan_waves_h16 $left plan_probe.py --batches 8,32,64,128 \
   --b3 PROGRAMS_PER_SM=4
 tar -czf $OUT/logs.tgz -C /tmp $(cd /tmp && ls tests_s38c.log early_r_variants.log we_variants.log \
   partials_rows_h128.log plan_waves_h16.log 2>/dev/null)
