@@ -762,7 +762,9 @@ def _mla_decode_hopper_pp_kernel(
     ``WG1_REGS`` registers per thread). ``kv_nope_desc`` has [BLOCK_N, 256] blocks (one warpgroup's half of V),
     ``kv_rope_desc`` [BLOCK_N, 64]. RELOAD (WG0's reload of an odd tile's left half, the buffer of tile r + 2): 1
     retires its P.V at once and reloads; 0 after the next tile's score MMAs are issued. WG1_FIRST = 1: WG1 runs
-    its softmax before issuing any P.V of the pair (see ``_pp_wg1``)."""
+    its softmax before issuing any P.V of the pair (see ``_pp_wg1``). EARLY_R = 1 (WG1_FIRST 0, pinned only): WG1
+    requests tile r + 2's right half, the last part of the buffer to be freed, before its softmax instead of after
+    (the two-buffer recycle, docs/mla_decode.md "Issue 14, session 38")."""
     gl.static_assert(PP == 1)
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)

@@ -24,9 +24,11 @@ against 5.60 (the split kernel at batch 64: 0.1174 against 0.1955 ms). Here:
   0..255 in bytes [0, 16 K), 256..511 in [16 K, 32 K)); V's right half (WG1's, fp16 bytes [32 K, 64 K)) is written
   by WG1 from the second 16 K, overlapping nothing; V's left half (WG0's, fp16 bytes [0, 32 K)) is widened in place
   once the tile's score MMAs retired and WG1 has read its 16 K (``rsrc``, one arrival of WG1 a tile: for WG0's tiles
-  once its read is done; for its own, ``WL1 = 0``, once its scores also retired, and WG0 widens the half while WG1
-  runs that tile's softmax; ``WL1 = 1``, once WG1 itself widened it after its hand-off). So the owner's path from a
-  landed tile to its scores holds no conversion.
+  once its read is done; for its own, ``WL1 = 0``, once its scores also retired, and WG0 widens the half once WG1's
+  P arrived; ``WL1 = 1``, once WG1 itself widened it after its hand-off; ``WE = 1`` (WL1 0, pinned only), WG1 arrives
+  before waiting for WG0's P and WG0 widens the half before waiting for WG1's, under WG1's softmax, so that tile
+  r + 3's copy into that buffer follows WG1's P by one P.V instead of a widening and a P.V). So the owner's path from
+  a landed tile to its scores holds no conversion.
 * **Copies as the fp16 kernel's, issued early.** WG0 issues each tile's TMA into a buffer's first 32 KB as soon as
   its P.V of the buffer's previous tile retired (the earliest of the two halves to be free), each copy's page-table
   load issued past the widening before it (no fence between the load and the copy that needs it): the pair's last
