@@ -7,6 +7,8 @@ boxes, and refuses it where it does not apply. tests/gpu/test_mla_decode_gpu.py 
 """
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -279,15 +281,18 @@ def test_t8_reads_its_split_from_a_plan():
     assert len({tuple(sorted((k, v) for k, v in c.items() if k in ("SPLIT_MAX", "PROGRAMS_PER_SM")))
                 for c in interface_hopper.HOPPER_T8_SPACE}) == 1
     with pytest.raises(ValueError, match="T8's configs run grids of \\[66, 132\\] programs") as err:
-        interface_hopper._plan_first({}, [132, 66, 132])
+        interface_hopper._plan_first({}, [dict(P=132), dict(P=66), dict(P=132)], lambda c: (2, c["P"]))
     assert "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("tuned", [True, False], ids=["tuned", "pinned"])
-def test_t8_plan_is_filled_before_its_query_pre_pass(monkeypatch, tuned):
+@pytest.mark.parametrize("tuned,split_max", [(True, 0), (False, 0), (True, 32), (False, 32)],
+                         ids=["tuned", "pinned", "tuned-split32", "pinned-split32"])
+def test_t8_plan_is_filled_before_its_query_pre_pass(monkeypatch, tuned, split_max):
     """T8 runs as the query pre-pass's programmatic dependent and reads its plan row before it waits for that pass,
     so ``launch`` fills the plan (one launch of the plan kernel) before it launches the pass, on the tuned path (the
-    fill for T8's one grid, not a config pre-hook at T8's own launch) and on a pinned one; T8 gets the rows."""
+    fill for T8's one grid, not a config pre-hook at T8's own launch) and on a pinned one; T8 gets the rows. The fill
+    is for the grid T8 runs: with SPLIT_MAX 32 in its space (or pinned) at batch 1, 32 programs a head block, not the
+    132 of the constexprs alone (session 38: that plan, on an H100, gave wrong results, then an illegal address)."""
     from graphtune.kernels.mla_decode import MLADecodePlan, plan as plan_mod, query8
     order = []
     monkeypatch.setattr(plan_mod.MLADecodePlan, "fill",
@@ -301,8 +306,16 @@ def test_t8_plan_is_filled_before_its_query_pre_pass(monkeypatch, tuned):
         return torch.empty(rows, 1024, dtype=f8), torch.empty(rows, 128, dtype=f8), torch.empty(rows)
     monkeypatch.setattr(query8, "query_pair", pre_pass)
 
+    if split_max:
+        key = (True, "fp8")
+        monkeypatch.setitem(interface_hopper.THIRD, key, dataclasses.replace(
+            interface_hopper.THIRD[key], space=[{**c, "SPLIT_MAX": split_max} for c in interface_hopper.THIRD[key].space]))
+    grids = []
+
     class Launcher:
         def __getitem__(self, grid):
+            grids.append(grid(interface_hopper.THIRD[(True, "fp8")].space[0]) if callable(grid) else grid)
+
             def run(*args, **consts):
                 order.append(("T8", consts.get("plan_ptr") is not None, consts.get("Q8PRE")))
             return run
@@ -315,8 +328,9 @@ def test_t8_plan_is_filled_before_its_query_pre_pass(monkeypatch, tuned):
     if not tuned:
         monkeypatch.setattr(interface_hopper, "_kernel_and_params", lambda heads, fmt, consts: (Launcher(), consts))
     interface_hopper.launch(q, kv, pt, lens, 0.04, 0.5, "fp8", out, False, sms=132,
-                            config=None if tuned else dict(T8=1), plan=MLADecodePlan())
+                            config=None if tuned else dict(T8=1, SPLIT_MAX=split_max), plan=MLADecodePlan())
     assert [o[0] for o in order] == ["fill", "pre-pass", "T8"], order
+    assert batch == 1 and order[0][1] == grids[0][1] == (32 if split_max else 66), (order, grids)
     assert order[0][2] == int(interface_hopper.kernel_hopper.FP8_SEG_COST)
     assert order[1] == ("pre-pass", True) and order[2] == ("T8", True, 1)
 

@@ -1031,7 +1031,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
             plan, seq_lens, page_table, kv_cache.shape[1], max(grid(c)[1] for c in space),
             lambda config: grid(config)[1], _B_CHUNK, fp8=fmt == "fp8")}
         if reads == "T8":
-            _plan_first(consts, [grid(c)[1] for c in space])
+            _plan_first(consts, space, grid)
     if fp8_q and reads:
         args, consts = _fp8_query(args, consts, q, q_scale, reads)
     elif reads == "T8":
@@ -1040,16 +1040,20 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
     return scratch
 
 
-def _plan_first(consts: dict[str, Any], programs: list[int]) -> None:
+def _plan_first(consts: dict[str, Any], space: list[dict[str, int]], grid) -> None:
     """T8's plan filled now, before its query pre-pass (``query8``) is launched, rather than by a config pre-hook at
     its own launch: T8 runs as the pre-pass's programmatic dependent and reads its plan row before
     ``griddepcontrol.wait``, so the plan kernel must have completed before the pre-pass starts (a fill between the
-    two would be what T8's wait waits for, its rows read early). So every config of T8's space runs one grid
-    (``programs``, one entry per config): a space whose configs differ there is a ValueError."""
+    two would be what T8's wait waits for, its rows read early). So every config of T8's ``space`` runs one grid
+    (``grid(config)``): a space whose configs differ there is a ValueError; the plan is filled for that grid, the
+    space's grid keys (SPLIT_MAX) with the launch's constexprs. (Filled from the constexprs alone, which hold no
+    SPLIT_MAX, a space of SPLIT_MAX 32 got a plan of a larger grid than it ran: wrong results, then an illegal
+    address, on an H100 in session 38.)"""
+    programs = [grid(c)[1] for c in space]
     if len(set(programs)) != 1:
         raise ValueError(f"T8's configs run grids of {sorted(set(programs))} programs: its plan is filled before its "
                          f"query pre-pass, for one grid")
-    plan_mod.plan_hook(consts)
+    plan_mod.plan_hook({**consts, **space[0]})
 
 
 def _reads_plan(on_m: bool, fmt: str, flags: dict[str, Any]) -> bool:
