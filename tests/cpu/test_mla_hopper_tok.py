@@ -234,6 +234,12 @@ def test_a_pinned_v2_config_may_set_its_grids_programs_per_sm(batch):
         with pytest.raises(ValueError, match=f"PROGRAMS_PER_SM={bad!r}, expected 1 to 8") as err:
             call(dict(V2=1, PROGRAMS_PER_SM=bad))
         assert "\n" not in str(err.value)
+    # a public call's pinned config passes interface_hopper.pinned_config first (plan_probe.py --b3 does; session 38's
+    # first run of it stopped there: the V2 keys' check did not know the launcher's key)
+    pinned = dict(V2=1, NUM_BUF=2, PREFETCH=1, FAST_MAX=1, PROGRAMS_PER_SM=4)
+    assert interface_hopper.pinned_config(16, "fp8", pinned)["PROGRAMS_PER_SM"] == 4
+    _, grid, _, _ = call(interface_hopper.pinned_config(16, "fp8", pinned))
+    assert grid == (1, 132 * 4)
 
 
 @pytest.mark.parametrize("num_buf,look,rk64,pt_early", [(2, 0, 0, 0), (3, 0, 0, 0), (2, 2, 1, 1), (3, 1, 1, 1),

@@ -906,7 +906,8 @@ _LAUNCH_CONSTEXPRS = frozenset({"PAGE_SIZE", "KV_SCALE_FROM_PTR", "RETURN_LSE", 
 
 
 def _check_v2_params(params: dict[str, int], kernel: str) -> None:
-    unknown = sorted(set(params) - set(TOK_FP8_V2_PARAMS) - {"V2"})
+    # (PROGRAMS_PER_SM: the launcher's, not a kernel parameter; hopper_call checks its range)
+    unknown = sorted(set(params) - set(TOK_FP8_V2_PARAMS) - {"V2", "PROGRAMS_PER_SM"})
     if unknown:
         raise ValueError(f"mla_decode: config {params} has parameters {unknown} that {kernel} does not take (it "
                          f"takes {sorted(set(TOK_FP8_V2_PARAMS) | {'V2'})})")
