@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     if fm is None:
         print(f"FlashMLA column skipped: {why}", flush=True)
     shipped = reduction.partial_layout
+    shipped_rows = reduction.SCALED_HALF_ROWS
     rows = []
     try:
         for lengths in ("uniform", "ragged"):
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
                         continue
                     row[f"{way}_ms"] = graph_time_ms([decode_call(xi, "tuned_plan", "bf16") for xi in xs])
                 reduction.partial_layout = shipped
-                reduction.SCALED_HALF_ROWS = True
+                reduction.SCALED_HALF_ROWS = shipped_rows
                 if fm is not None:
                     row["flashmla_ms"] = graph_time_ms([flashmla_call(fm, xi, "bf16", SM_SCALE)[0] for xi in xs])
                     call, get = flashmla_call(fm, x, "bf16", SM_SCALE)

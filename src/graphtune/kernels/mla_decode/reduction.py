@@ -89,12 +89,14 @@ def partial_layout(kv_format: str, kv_scale: float | torch.Tensor, scaled: bool 
     return torch.float32, False
 
 
-# Scaled partials merged by half rows (one k a program) rather than whole rows (a select per value between the two
-# halves' factors). Session 37 call E (H100) timed scaled fp16 partials 2-6% slower than unscaled ones, which the
-# reduction merges by whole rows at two warps, while the split kernel's scaling adds ~130 FMNMX a thread to an
-# epilogue; whether the half rows are that cost is not timed yet (`benchmarks/probes/partials_probe.py` times both:
-# its "scaled" and "scaled-rows" ways).
-SCALED_HALF_ROWS = True
+# Scaled partials merged by half rows (one k a program, one warp) rather than whole rows (a select per value between
+# the two halves' factors, two warps). Session 37 call E (H100) timed scaled fp16 partials 2-6% slower than unscaled
+# ones, which the reduction merges by whole rows at two warps. Session 38 call A (H100, `partials_probe.py --heads 128
+# --batches 8,32,64`, the public call with a plan, half rows / whole rows, ms): uniform 0.0323 / 0.0317 at batch 8,
+# 0.0793 / 0.0793 at 32, 0.1458 / 0.1437 at 64; ragged 0.0354 / 0.0349, 0.0824 / 0.0820, 0.1508 / 0.1504, the same
+# errors (1.70-1.99e-3): whole rows, never slower. (Unscaled fp16 stays 1-3% ahead of either where it is safe: the
+# scaling's pass in the split kernel's epilogue is what is left of the cost.)
+SCALED_HALF_ROWS = False
 
 
 def lse_columns(heads: int, scaled: bool) -> int:
