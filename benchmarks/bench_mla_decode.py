@@ -690,10 +690,7 @@ HOPPER_ON_M_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=64, NU
                         dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1),
                         # OUT32 = 0: a whole request's output stored in the wgmma layout's half sectors (whole sectors
                         # are the default since session 21)
-                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1, WG1_FIRST=1, OUT32=0),
-                        # EARLY_R = 1 (session 38, WG1_FIRST 0): WG1 requests tile r + 2's right half (the buffer's
-                        # last part to be freed) before its softmax instead of after
-                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1, EARLY_R=1)]
+                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1, WG1_FIRST=1, OUT32=0)]
 # bf16 tokens on M: PIPE 1 retires P.V(i - 1) at the top of tile i and issues the next load before tile i's wait;
 # PIPE 2 also keeps the softmax sum per token slot and takes the max across warps with one barrier.
 # RING 1 (session 13): the ring kernel (kernel_hopper_ring.py; it ignores NUM_BUF and PIPE), 25 chunk slots (up to
@@ -747,9 +744,7 @@ HOPPER_ON_M_FP8_VARIANTS = [dict(NUM_BUF=2, WOVL=1, PSMEM=0, XCH=1), dict(NUM_BU
                             # the variants overlay the fixed config, whose PP 1 names the other kernel; WL1 1: WG1
                             # widens its tile's left half after its hand-off; the tuned path's third kernel from batch 32;
                             # given a bf16 query its pair made by a pre-pass since session 29, Q8PRE 0: in the kernel)
-                            dict(PP=0, T8=1), dict(PP=0, T8=1, WL1=1), dict(PP=0, T8=1, Q8PRE=0),
-                            # WE = 1 (session 38): WG0 widens WG1's tile's half of V under WG1's softmax, before its P
-                            dict(PP=0, T8=1, WE=1)]
+                            dict(PP=0, T8=1), dict(PP=0, T8=1, WL1=1), dict(PP=0, T8=1, Q8PRE=0)]
 # fp8_ds_mla (656-byte rows), H < 64: the second tokens-on-M kernel with DS = 1 (session 9: compiled on a CPU, not
 # yet run; pinned-only): the fixed config (2 buffers, 2 programs per SM, PREFETCH 0: PREFETCH 1 spills in the tile
 # loop), three buffers at one program per SM, the page ids a tile ahead. Pages below 64 tokens: the row gather,

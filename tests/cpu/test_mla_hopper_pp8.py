@@ -334,23 +334,3 @@ def test_t8_plan_is_filled_before_its_query_pre_pass(monkeypatch, tuned, split_m
     assert order[0][2] == int(interface_hopper.kernel_hopper.FP8_SEG_COST)
     assert order[1] == ("pre-pass", True) and order[2] == ("T8", True, 1)
 
-
-def test_we_widens_early_without_spills_in_the_tile_loops():
-    """WE = 1 (pinned only; its GPU tests gated in tests/gpu/_unproven.py until they have run): WG0 widens WG1's
-    tile's half of V as soon as WG1's score MMAs of it retired (WG1 arrives before waiting for WG0's P), under WG1's
-    softmax, instead of after WG1's P arrived; then P(r + 1) V_L(r + 1) and tile r + 3's copy follow that P at once.
-    Compiled for sm_90: the same shared memory, the same fp8 score wgmmas, no local loads in the tile loops; 0 or 1,
-    and 1 with WL1 = 0 only (one line naming both)."""
-    base = _hopper_compile("fp8", heads=128, page_size=64, config=dict(T8=1))
-    early = _hopper_compile("fp8", heads=128, page_size=64, config=dict(T8=1, WE=1))
-    assert early.metadata.shared == base.metadata.shared
-    sass, base_sass = _sass_of_cubin(early.asm["cubin"]), _sass_of_cubin(base.asm["cubin"])
-    assert sass.count("QGMMA") == base_sass.count("QGMMA")
-    assert [str(u) for u in wgmma_findings(sass)] == []
-    if SCHEDULED_WITH_THIS_TRITON:
-        assert _tile_loop_local_loads(sass, "QGMMA") == 0
-    q, kv, pt, lens, out = _route_inputs(128, "fp8")
-    for cfg in (dict(T8=1, WE=1, WL1=1), dict(T8=1, WE=2)):
-        with pytest.raises(ValueError, match=f"config WE={cfg['WE']}: ") as err:
-            interface_hopper.hopper_call(q, kv, pt, lens, 0.04, 1.0, "fp8", out, False, sms=132, config=cfg)
-        assert "\n" not in str(err.value) and "WL1=" in str(err.value)

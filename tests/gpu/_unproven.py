@@ -21,9 +21,9 @@ import pytest
 # faster where the tuner picks; PLAN, mla_decode's plan=, passed in session 35, calls D-F, on an H100; PLAN_PP, the
 # bf16 kernels reading a plan, in session 36, call B: 21 passed, on an H100; PLAN_BF16_PRICE, a bf16 plan's split
 # with a request's start priced, and PLAN_GATHER, the row gather reading a plan, in session 37, call A: 69 passed, on
-# an H200)
-UNPROVEN: dict[str, str] = {"EARLY_R": "EARLY_R (the ping-pong kernel's WG1 requesting tile r + 2's right half before its softmax)",
-                           "WE": "WE (T8's WG0 widening WG1's tile's half of V before waiting for its P)"}
+# an H200; EARLY_R, the bf16 ping-pong kernel's WG1 requesting a tile's right half before its softmax, and WE, T8's WG0
+# widening WG1's tile's half before WG1's P, passed in session 38, call A, on an H100, and were removed: not faster)
+UNPROVEN: dict[str, str] = {}
 
 
 def skip_unproven(config: dict) -> None:

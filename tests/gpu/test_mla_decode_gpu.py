@@ -285,22 +285,18 @@ HEADS_VARIANTS = [("bf16", dict(PSMEM=1)), ("bf16", dict(PSMEM=1, XCH=1)), ("bf1
                   ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1)),
                   # OUT32 = 0: a whole request's output as the wgmma layout holds it (half sectors; session 21 made
                   # whole sectors the default)
-                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, OUT32=0)),
-                  # EARLY_R (session 38): WG1 requests the right half of tile r + 2 before its softmax
-                  ("bf16", dict(PP=1, RELOAD=1, EARLY_R=1))]
+                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, OUT32=0))]
 HEADS_VARIANTS += [("fp8", dict(WOVL=w, PSMEM=p, XCH=x, LSUM=l, MAX1=m))
                    for w, p, x, l, m in ((0, 0, 0, 0, 0), (1, 0, 0, 0, 0), (1, 0, 1, 0, 0), (0, 1, 1, 0, 0),
                                          (1, 1, 1, 0, 0), (1, 1, 0, 1, 1))]
 # the ping-pong kernel on an fp8 cache (session 11: each tile widened in place by its owner)
 HEADS_VARIANTS += [("fp8", dict(PP=1, RELOAD=1)), ("fp8", dict(PP=1, RELOAD=0)),
                    ("fp8", dict(PP=1, RELOAD=1, WG1_FIRST=1)), ("fp8", dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1)),
-                   ("fp8", dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1, OUT32=0)), ("fp8", dict(PP=1, RELOAD=1, EARLY_R=1))]
+                   ("fp8", dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1, OUT32=0))]
 # the fp8 ping-pong kernel with fp8 scores, each warpgroup widening its own half of V (T8, kernel_hopper_pp8.py: the
 # tuned path's third kernel from interface_hopper.T8_MIN_BATCH; sessions 22-23)
 # (T8 given a bf16 query makes its pair in the pre-pass, query8, since session 29; Q8PRE = 0 converts it in the kernel)
-HEADS_VARIANTS += [("fp8", dict(T8=1)), ("fp8", dict(T8=1, WL1=1)), ("fp8", dict(T8=1, Q8PRE=0)),
-                   # WE (session 38): WG0 widens WG1's tile's half before waiting for WG1's P
-                   ("fp8", dict(T8=1, WE=1))]
+HEADS_VARIANTS += [("fp8", dict(T8=1)), ("fp8", dict(T8=1, WL1=1)), ("fp8", dict(T8=1, Q8PRE=0))]
 
 
 def test_query_pair_is_its_definition_byte_for_byte():
@@ -399,8 +395,7 @@ def test_more_requests_than_one_split_step(heads, kv_format, path):
 ZERO_LEN_CASES = [(128, "bf16", None), (128, "bf16", dict(PP=0)), (128, "fp8", None), (128, "fp8", dict(PP=1)),
                   (16, "bf16", None), (16, "fp8", None), (16, "fp8", dict(V2=0)),
                   (128, "bf16", dict(PP=1, WG1_FIRST=1, INDEP=1)), (128, "fp8", dict(PP=1, WG1_FIRST=1, INDEP=1)),
-                  (128, "fp8", dict(T8=1)), (128, "bf16", dict(PP=1, EARLY_R=1)),
-                  (128, "fp8", dict(T8=1, WE=1))]
+                  (128, "fp8", dict(T8=1))]
 
 
 @pytest.mark.parametrize("heads,kv_format,config", ZERO_LEN_CASES,

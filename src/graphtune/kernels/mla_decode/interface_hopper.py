@@ -659,11 +659,6 @@ def _check_t8(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
                          f"H % {BLOCK_H} == 0 and BLOCK_N={BLOCK_N}, without PP=1 (a kernel of its own), got kv_format "
                          f"{fmt!r} with {'H % 64 == 0' if on_m else 'H < 64'}, BLOCK_N={cfg.get('BLOCK_N')}, "
                          f"PP={cfg.get('PP', 0)}")
-    # WE (pinned only): WG0 widens WG1's tile's half of V before waiting for its P (kernel_hopper_pp8); WG1 widening
-    # it instead (WL1 = 1) leaves nothing to move
-    if cfg.get("WE", 0) not in (0, 1) or (cfg.get("WE") and cfg.get("WL1")):
-        raise ValueError(f"config WE={cfg.get('WE')}: T8's early widening takes 0 or 1, and 1 with WL1=0 only (got "
-                         f"WL1={cfg.get('WL1', 0)})")
 
 
 def _check_ring(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:

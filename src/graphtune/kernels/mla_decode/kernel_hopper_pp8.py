@@ -25,10 +25,9 @@ against 5.60 (the split kernel at batch 64: 0.1174 against 0.1955 ms). Here:
   by WG1 from the second 16 K, overlapping nothing; V's left half (WG0's, fp16 bytes [0, 32 K)) is widened in place
   once the tile's score MMAs retired and WG1 has read its 16 K (``rsrc``, one arrival of WG1 a tile: for WG0's tiles
   once its read is done; for its own, ``WL1 = 0``, once its scores also retired, and WG0 widens the half once WG1's
-  P arrived; ``WL1 = 1``, once WG1 itself widened it after its hand-off; ``WE = 1`` (WL1 0, pinned only), WG1 arrives
-  before waiting for WG0's P and WG0 widens the half before waiting for WG1's, under WG1's softmax, so that tile
-  r + 3's copy into that buffer follows WG1's P by one P.V instead of a widening and a P.V). So the owner's path from
-  a landed tile to its scores holds no conversion.
+  P arrived; ``WL1 = 1``, once WG1 itself widened it after its hand-off). So the owner's path from a landed tile to
+  its scores holds no conversion. (WG0 widening WG1's tile's half before WG1's P, as soon as WG1's scores retired
+  and under WG1's softmax, ran no faster: session 24 on an H200 and, as WE, session 38 on an H100.)
 * **Copies as the fp16 kernel's, issued early.** WG0 issues each tile's TMA into a buffer's first 32 KB as soon as
   its P.V of the buffer's previous tile retired (the earliest of the two halves to be free), each copy's page-table
   load issued past the widening before it (no fence between the load and the copy that needs it): the pair's last
@@ -308,7 +307,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
              o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q8PRE: gl.constexpr, q8_scale_ptr,
              Q_LO: gl.constexpr, Q_FP8: gl.constexpr, q_descale_ptr, q_descale, Q_DESCALE_FROM_PTR: gl.constexpr,
-             plan_ptr=None, WE: gl.constexpr = 0):
+             plan_ptr=None):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; writes the query pair and issues every
     tile's TMA. Per pair: its tile's softmax (scores issued at the previous pair's end), P handed over, its half of V
     widened and multiplied; WG1's tile's half widened under WG1's softmax, then multiplied by WG1's P; the next
@@ -401,13 +400,6 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
                 if r + 2 < n:
                     _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row2, stage)
-                if WE:
-                    # WE = 1: V_L(r + 1) widened as soon as WG1's score MMAs of it retired and its half's bytes are
-                    # read (WG1 arrives before waiting for P(r)), under WG1's softmax, so that P(r + 1) V_L(r + 1)
-                    # and tile r + 3's copy follow P(r + 1) at once
-                    mbarrier.wait(rsrc.index(1 - stage), (g1 // 2) & 1)
-                    _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N, BLOCK_N,
-                                _WIDEN)
                 mbarrier.wait(p_bars.index(1), p1_phase)
                 _stamp_tile(STAMPS, srow, g // 2, 3, 4)
                 p1_phase ^= 1
@@ -419,11 +411,9 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 # V_L(r + 1): WL1 = 1 widened by WG1 after its hand-off; 0 here, once WG1's score MMAs of the tile
                 # retired and its half's bytes are read (widened before WG1's P is waited for, under WG1's softmax:
                 # 2% slower at batch 64, the two warpgroups' shared-memory traffic overlapping; H200, session 24 run 2)
-                if not WE:
-                    mbarrier.wait(rsrc.index(1 - stage), (g1 // 2) & 1)
-                    if WL1 == 0:
-                        _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N, BLOCK_N,
-                                    _WIDEN)
+                mbarrier.wait(rsrc.index(1 - stage), (g1 // 2) & 1)
+                if WL1 == 0:
+                    _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N, BLOCK_N, _WIDEN)
                 row3 = _tile_row(pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N)
                 o = warpgroup_mma(p_smem, kn_o.slice(0, _HALF, dim=1), o, is_async=True)
                 # P(r + 1) V_L(r + 1) retired at once: the first 32 KB of its buffer takes tile r + 3 before the next
@@ -458,8 +448,7 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
              qt_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
-             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q_LO: gl.constexpr, plan_ptr=None,
-             WE: gl.constexpr = 0):
+             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q_LO: gl.constexpr, plan_ptr=None):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511. Per pair: both tiles' halves of V
     widened (WG0's first: its fp8 bytes read, then WG0 may widen its own half over them) with its own tile's score
     MMAs in flight; then WG0's P and max, its softmax from that max, its P handed over, and both P.V."""
@@ -514,19 +503,14 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                                   BLOCK_N, Q_LO)
                 x0, x1 = _read_right(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), _WIDEN)
                 _write_right(kn_o, x0, x1, n_valid - BLOCK_N, BLOCK_N)
-                if WE:
-                    # (WE = 1: WG0 widens V_L(r + 1) from here on, before its P(r + 1) is waited for)
-                    sv = _s_retired(s, s_layout)
-                    _arrive_wg(rsrc.index(1 - stage))
                 mbarrier.wait(p_bars.index(0), p0_phase)
                 _stamp_tile(STAMPS, srow, g // 2, 3, 4)
                 p0_phase ^= 1
                 m_e = m_smem.slice(0, BLOCK_H).load(rows_s)
                 alpha = gl.exp2(m_i - m_e)
-                if not WE:
-                    sv = _s_retired(s, s_layout)
-                    if WL1 == 0:
-                        _arrive_wg(rsrc.index(1 - stage))
+                sv = _s_retired(s, s_layout)
+                if WL1 == 0:
+                    _arrive_wg(rsrc.index(1 - stage))
                 _stamp_tile(STAMPS, srow, g // 2, 1, 4)
                 p, beta, m_i, l_i = _softmax_step(sv, m_e, l_i * alpha, (j + 1) * BLOCK_N + offs_tok < seq_len, qk)
                 # P(r) read back from p_smem (before this warpgroup's P overwrites it), scaled by this tile's max
@@ -598,7 +582,6 @@ def _mla_decode_hopper_pp8_kernel(
     q_descale=1.0,
     Q_DESCALE_FROM_PTR: gl.constexpr = 0,
     plan_ptr=None,
-    WE: gl.constexpr = 0,
 ):
     """Grid ``(H // 64, P)``; the arguments of the fp8 heads-on-M kernel
     (``kernel_hopper_heads._mla_decode_hopper_fp8w_kernel``) with the query as two TMA descriptors ([64, 256] and
@@ -610,7 +593,6 @@ def _mla_decode_hopper_pp8_kernel(
     tile's fp8 copy in the first 32 KB), two 8 KB fp8 rope tiles, an 8 KB fp16 P tile."""
     gl.static_assert(T8 == 1)
     gl.static_assert(Q_FP8 == 0 or Q_LO == 0)       # an e4m3 query has no lo half
-    gl.static_assert(WE == 0 or WL1 == 0)           # (WE: WG0 widens WG1's tile's half early)
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
     gl.static_assert(num_warps == 4)
@@ -664,7 +646,7 @@ def _mla_decode_hopper_pp8_kernel(
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
                     STAMPS, Q8PRE, q8_scale_ptr, Q_LO, Q_FP8, q_descale_ptr,
-                    q_descale, Q_DESCALE_FROM_PTR, plan_ptr, WE)),
+                    q_descale, Q_DESCALE_FROM_PTR, plan_ptr)),
         (_pp8_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr,
                     seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
@@ -672,5 +654,5 @@ def _mla_decode_hopper_pp8_kernel(
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    STAMPS, Q_LO, plan_ptr, WE)),
+                    STAMPS, Q_LO, plan_ptr)),
     ], [4], [WG1_REGS])
