@@ -11,7 +11,7 @@ for cell in "pp bf16 {\"PP\": 1, \"RELOAD\": 1}" "t8 fp8 {\"PP\": 0, \"T8\": 1}"
   set -- $cell; name=$1; fmt=$2; shift 2; cfg="$*"
   left=$(( 540 - SECONDS )); [ $left -lt 60 ] && break
   timeout $(( left / 2 )) ncu --profile-from-start off --nvtx --kernel-name regex:hopper_pp --section SourceCounters \
-    --section WarpStateStats --section SpeedOfLight --import-source yes -o /tmp/ncu_$name -f python3 \
+    --section WarpStateStats --section SpeedOfLight --section MemoryWorkloadAnalysis --import-source yes -o /tmp/ncu_$name -f python3 \
     benchmarks/probes/ncu_mla.py --heads 128 --batch 64 --kv-format $fmt --no-flashmla --config "$cfg" \
     > /tmp/ncu_$name.log 2>&1
   echo "ncu $name rc=$? at ${SECONDS}s"; tail -3 /tmp/ncu_$name.log | cut -c1-200
