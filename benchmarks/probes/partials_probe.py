@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
                 torch.cuda.empty_cache()
     finally:
         reduction.partial_layout = shipped
-        reduction.SCALED_HALF_ROWS = True
+        reduction.SCALED_HALF_ROWS = shipped_rows
     print(f"\n{gpu}; bf16 H = {args.heads}; ms under graph replay, the public call tuned per bucket with a step's "
           "plan; partials in fp32 / fp16 unscaled / fp16 scaled per half-row, merged by half rows (as shipped) and by "
           "whole rows; relative error against the fp32 reference")
