@@ -690,7 +690,11 @@ HOPPER_ON_M_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=64, NU
                         dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1),
                         # OUT32 = 0: a whole request's output stored in the wgmma layout's half sectors (whole sectors
                         # are the default since session 21)
-                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1, WG1_FIRST=1, OUT32=0)]
+                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1, WG1_FIRST=1, OUT32=0),
+                        # RELOAD 2 (session 39): WG0's next score MMAs queued behind its second P.V of the pair, the
+                        # P.V retired behind their first four groups (FlashMLA's order)
+                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=2), dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=2,
+                                                                           WG1_FIRST=1)]
 # bf16 tokens on M: PIPE 1 retires P.V(i - 1) at the top of tile i and issues the next load before tile i's wait;
 # PIPE 2 also keeps the softmax sum per token slot and takes the max across warps with one barrier.
 # RING 1 (session 13): the ring kernel (kernel_hopper_ring.py; it ignores NUM_BUF and PIPE), 25 chunk slots (up to

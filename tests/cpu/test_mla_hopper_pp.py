@@ -106,16 +106,40 @@ def test_pp_fp8_kernel_fits_sm90_and_keeps_the_bf16_kernels_mmas(compiled_fp8):
         assert sass.count("WARPGROUP.DEPBAR") <= 8, "wgmmas serialised (ptxas C7514)"
 
 
+def test_pp_reload2_queues_the_next_scores_behind_the_pv():
+    """RELOAD 2 (bf16): WG0's loop rotated (each iteration ends with the next tile's scores retired), so its second
+    P.V of a pair is followed at once by the next tile's first four score groups, the P.V retired behind them
+    (``WARPGROUP.DEPBAR.LE gsb0, 0x4``), the other five after: FlashMLA's order. Compiled for sm_90a: asynchronous
+    wgmmas (no C7514 serialisation), a third copy of the nine score groups (WG0's segment prologue), no spill reloaded
+    in a tile loop."""
+    compiled = _hopper_compile("bf16", heads=128, page_size=64, config=dict(PP=1, RELOAD=2))
+    sass = _sass(compiled)
+    assert [str(u) for u in wgmma_findings(sass)] == []
+    assert sass.count("HGMMA.64x64x16.F32.BF16") == 3 * 9 * 4
+    assert sass.count("HGMMA.64x256x16.F32.BF16") == 5 * 4
+    assert _tile_loop_local_loads(sass) == 0
+    events = [m.group(1) for m in re.finditer(r"(HGMMA\.64x256x16|HGMMA\.64x64x16|WARPGROUP\.DEPBAR\.LE gsb0, 0x\d)",
+                                              sass)]
+    # the k-steps of one wgmma group are consecutive HGMMAs: collapse them
+    groups = [e for i, e in enumerate(events) if i == 0 or e != events[i - 1] or "DEPBAR" in e]
+    text = " ".join(groups)
+    assert "HGMMA.64x256x16 HGMMA.64x64x16 WARPGROUP.DEPBAR.LE gsb0, 0x4 HGMMA.64x64x16" in text, text
+    if SCHEDULED_WITH_THIS_TRITON:
+        assert sass.count("WARPGROUP.DEPBAR") <= 12, "wgmmas serialised (ptxas C7514)"
+
+
 @pytest.mark.parametrize("heads,fmt,config,needle", [
     (16, "bf16", dict(PP=1), "H < 64"),
     (128, "fp8", dict(PP=1, BLOCK_N=32), "BLOCK_N=32"),
-    (128, "bf16", dict(PP=1, BLOCK_N=32), "BLOCK_N=32")])
+    (128, "bf16", dict(PP=1, BLOCK_N=32), "BLOCK_N=32"),
+    (128, "fp8", dict(PP=1, RELOAD=2), "RELOAD=2"),
+    (128, "bf16", dict(PP=1, RELOAD=3), "RELOAD=3")])
 def test_pp_config_refused_where_it_does_not_apply(heads, fmt, config, needle):
     dtype = torch.float8_e4m3fn if fmt == "fp8" else torch.bfloat16
     q = torch.empty(2, heads, 576, dtype=torch.bfloat16)
     kv = torch.empty(4, 64, 576, dtype=dtype)
     out = torch.empty(2, heads, 512, dtype=torch.bfloat16)
-    with pytest.raises(ValueError, match="PP=1") as err:
+    with pytest.raises(ValueError, match="config (PP=1|RELOAD=)") as err:
         interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
                                      0.04, 1.0, fmt, out, False, sms=132, config=config)
     assert needle in str(err.value)

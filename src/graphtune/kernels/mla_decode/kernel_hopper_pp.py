@@ -127,15 +127,48 @@ def _scores(qn_smem, qr_smem, kn, kr, c_bars, stage, phase, qz, s_layout: gl.con
     them: every score MMA's issue waited on a local load, which at 227 KB of shared memory has ~25 KB of L1 left
     and goes to L2 (compiled for sm_90: 160 bytes of stack a thread, 91 local loads, 13 in WG0's tile loop; with
     ``qz``: 16 bytes, 8, none)."""
+    s = _scores_left(qn_smem, kn, c_bars, stage, phase, qz, s_layout, BLOCK_H, BLOCK_N)
+    return _scores_rest(s, qn_smem, qr_smem, kn, kr, c_bars, stage, phase, qz, BLOCK_H)
+
+
+@gluon.jit
+def _scores_left(qn_smem, kn, c_bars, stage, phase, qz, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
+                 BLOCK_N: gl.constexpr):
+    """``_scores``' first four wgmma groups: the latent columns 0..255 (V's left half), once they have landed."""
     s = gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout)
     q_chunks = _q_chunks(qn_smem, BLOCK_H, 64)
-    for c in gl.static_range(8):
-        if c % 4 == 0:
-            mbarrier.wait(c_bars.index(stage * 3 + c // 4), phase)
+    mbarrier.wait(c_bars.index(stage * 3), phase)
+    for c in gl.static_range(4):
         s = warpgroup_mma(q_chunks.index(c + qz), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s,
                           use_acc=c > 0, is_async=True)
+    return s
+
+
+@gluon.jit
+def _scores_rest(s, qn_smem, qr_smem, kn, kr, c_bars, stage, phase, qz, BLOCK_H: gl.constexpr):
+    """``_scores``' other five groups (columns 256..511 and the rope columns), each part once it has landed."""
+    q_chunks = _q_chunks(qn_smem, BLOCK_H, 64)
+    mbarrier.wait(c_bars.index(stage * 3 + 1), phase)
+    for c in gl.static_range(4, 8):
+        s = warpgroup_mma(q_chunks.index(c + qz), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s, is_async=True)
     mbarrier.wait(c_bars.index(stage * 3 + 2), phase)
     return warpgroup_mma(qr_smem, kr.permute((1, 0)), s, is_async=True)
+
+
+@gluon.jit
+def _first_scores(qn_smem, qr_smem, kn_bufs, kr_bufs, c_bars, it, seq_len, i_first, s_layout: gl.constexpr,
+                  BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr):
+    """RELOAD 2 (bf16): WG0's scores of a segment's first tile (buffer ``it % 2``), issued and retired; its rows
+    past ``seq_len`` of the left half zeroed first."""
+    stage = it % 2
+    phase = (it // 2) & 1
+    kn = kn_bufs.index(stage)
+    n_valid = seq_len - i_first * BLOCK_N
+    if n_valid < BLOCK_N:
+        _zero_half(kn, c_bars, stage, phase, n_valid, 0, BLOCK_N)
+    s = _scores(qn_smem, qr_smem, kn, kr_bufs.index(stage), c_bars, stage, phase, i_first >> 30, s_layout, BLOCK_H,
+                BLOCK_N)
+    return warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
 
 
 @gluon.jit
@@ -379,6 +412,8 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
     seg_cost: gl.constexpr = FP8_SEG_COST * FP8 + BF16_SEG_COST * (1 - FP8)
     if plan_ptr is not None:
         gl.static_assert(FP8 == 0)      # (the plan's rows: the bf16 kernel's TMA halves)
+    if RELOAD == 2:
+        gl.static_assert(FP8 == 0)      # (the fp8 kernel widens each tile under its score MMAs)
     pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow, p_seq, p_pg0, p_pg1 = _wg_start(
         seq_lens_ptr, sm_scale, B, STAMPS, 0, s_layout, B_CHUNK, BLOCK_N, BLOCK_H, seg_cost, plan_ptr)
     if FP8:
@@ -443,6 +478,11 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
         m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=rows_s)
         l_i = gl.zeros([BLOCK_H], gl.float32, layout=rows_s)
         o = warpgroup_mma_init(gl.zeros([BLOCK_H, _HALF], gl.float32, layout=o_layout))
+        if RELOAD == 2:
+            # the segment's first score tile here; each iteration ends with the next one's retired (the loop's body
+            # starts from retired scores, as no MMA is in flight across its back edge)
+            s = _first_scores(qn_smem, qr_smem, kn_bufs, kr_bufs, c_bars, it, seq_len, i_first, s_layout, BLOCK_H,
+                              BLOCK_N)
         for k in range(0, (n + 1) // 2):
             r = 2 * k
             g = it + r
@@ -452,7 +492,14 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             kn = kn_bufs.index(stage)
             j = i_first + r
             n_valid = seq_len - j * BLOCK_N
-            if FP8:
+            if RELOAD == 2:
+                # S(r) retired at the previous iteration's end (or the segment's start), and O (nothing in flight:
+                # the wait only gives it back as a tensor)
+                o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
+                _stamp_tile(STAMPS, srow, g // 2, 1, 4)
+                if r + 2 < n:
+                    _issue_rope(kv_rope_desc, kr_bufs.index(stage), c_bars, pt_base, j + 2, stage, PAGE_SIZE, BLOCK_N)
+            elif FP8:
                 # tile r's fp8 columns landed; from the second pair on, WG1's P.V of tile r - 2 (the last reader of
                 # the right half the widening writes) retired
                 rope_next = _load_rope(kv_ptr, pt_base, gl.minimum(j + 2, i_stop - 1), PAGE_SIZE, BLOCK_N,
@@ -468,20 +515,22 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     _zero_half(kn, c_bars, stage, phase, n_valid, 0, BLOCK_N)
                 s = _scores(qn_smem, qr_smem, kn, kr_bufs.index(stage), c_bars, stage, phase, j >> 30, s_layout, BLOCK_H,
                             BLOCK_N)
-            if (RELOAD == 0) and (k > 0):
-                # O += P(r - 1) V_L(r - 1), issued before these score MMAs, retired: WG0's last read of tile
-                # r - 1's left half, whose buffer takes tile r + 1
-                o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=9, deps=(o, )))
-                if r + 1 < n:
-                    _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 1, 1 - stage,
-                            0, FP8, PAGE_SIZE, BLOCK_N)
-            s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
-            _stamp_tile(STAMPS, srow, g // 2, 1, 4)
-            if FP8:
-                _zero_tail(kn, n_valid, BLOCK_N)
-            if (r + 2 < n) and (not FP8):
-                # the score MMAs were the rope chunk's only reader
-                _issue_rope(kv_rope_desc, kr_bufs.index(stage), c_bars, pt_base, j + 2, stage, PAGE_SIZE, BLOCK_N)
+            if RELOAD != 2:
+                if (RELOAD == 0) and (k > 0):
+                    # O += P(r - 1) V_L(r - 1), issued before these score MMAs, retired: WG0's last read of tile
+                    # r - 1's left half, whose buffer takes tile r + 1
+                    o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=9, deps=(o, )))
+                    if r + 1 < n:
+                        _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 1,
+                                1 - stage, 0, FP8, PAGE_SIZE, BLOCK_N)
+                s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
+                _stamp_tile(STAMPS, srow, g // 2, 1, 4)
+                if FP8:
+                    _zero_tail(kn, n_valid, BLOCK_N)
+                if (r + 2 < n) and (not FP8):
+                    # the score MMAs were the rope chunk's only reader
+                    _issue_rope(kv_rope_desc, kr_bufs.index(stage), c_bars, pt_base, j + 2, stage, PAGE_SIZE,
+                                BLOCK_N)
             p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, j * BLOCK_N + offs_tok < seq_len, qk)
             o = o * gl.convert_layout(alpha, rows_o)[:, None]
             # p_smem's last reader (this warpgroup's P.V of tile r - 1) is retired; WG1 read its previous
@@ -509,7 +558,25 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 if (not FP8) and (n_valid - BLOCK_N < BLOCK_N):
                     _zero_half(kn_o, c_bars, 1 - stage, ((g + 1) // 2) & 1, n_valid - BLOCK_N, 0, BLOCK_N)
                 o = warpgroup_mma(p_smem, kn_o.slice(0, _HALF, dim=1), o, is_async=True)
-                if RELOAD:
+                if RELOAD == 2:
+                    # FlashMLA's order (its public SM90 source): the next tile's score MMAs queued behind this P.V at
+                    # once, the P.V retired behind their first four groups, then tile r + 3's left half requested
+                    # and the other five groups issued; everything retired before the back edge
+                    if r + 2 < n:
+                        if n_valid - 2 * BLOCK_N < BLOCK_N:
+                            _zero_half(kn, c_bars, stage, phase ^ 1, n_valid - 2 * BLOCK_N, 0, BLOCK_N)
+                        s = _scores_left(qn_smem, kn, c_bars, stage, phase ^ 1, j >> 30, s_layout, BLOCK_H, BLOCK_N)
+                        o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=4, deps=(o, )))
+                        if r + 3 < n:
+                            _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 3,
+                                    1 - stage, 0, FP8, PAGE_SIZE, BLOCK_N)
+                        s = _scores_rest(s, qn_smem, qr_smem, kn, kr_bufs.index(stage), c_bars, stage, phase ^ 1,
+                                         j >> 30, BLOCK_H)
+                        s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
+                        o = warpgroup_mma_init(o)
+                    else:
+                        o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(o, )))
+                elif RELOAD:
                     # RELOAD = 1: retire it at once and reload tile r + 3's left half into its buffer, instead of
                     # after the next tile's score MMAs are issued (which wait for that tile's own loads)
                     o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(o, )))
@@ -749,8 +816,10 @@ def _mla_decode_hopper_pp_kernel(
     ``num_warps = 4`` (warpgroup 0, the default partition) plus a 4-warp worker partition (warpgroup 1, with
     ``WG1_REGS`` registers per thread). ``kv_nope_desc`` has [BLOCK_N, 256] blocks (one warpgroup's half of V),
     ``kv_rope_desc`` [BLOCK_N, 64]. RELOAD (WG0's reload of an odd tile's left half, the buffer of tile r + 2): 1
-    retires its P.V at once and reloads; 0 after the next tile's score MMAs are issued. WG1_FIRST = 1: WG1 runs
-    its softmax before issuing any P.V of the pair (see ``_pp_wg1``)."""
+    retires its P.V at once and reloads; 0 after the next tile's score MMAs are issued; 2 (bf16) queues the next
+    tile's score MMAs behind that P.V at once and retires it behind their first four groups (FlashMLA's order: WG0's
+    loop rotated so that each iteration ends with the next tile's scores retired, ``_first_scores`` before it).
+    WG1_FIRST = 1: WG1 runs its softmax before issuing any P.V of the pair (see ``_pp_wg1``)."""
     gl.static_assert(PP == 1)
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
