@@ -1,5 +1,6 @@
 """A hand-written model of kernel_hopper_pp's mbarrier / buffer protocol (the ping-pong bf16 MLA decode kernel),
-run under random interleavings of its two warpgroups and random TMA completion order, for each RELOAD x WG1_FIRST.
+run under random interleavings of its two warpgroups and random TMA completion order, for each RELOAD (0, 1, 2) x
+WG1_FIRST.
 
 It checks the design, not the Gluon code (the model mirrors ``_pp_wg0`` / ``_pp_wg1`` by hand: change both
 together): no deadlock, every MMA reads the tile, P and max it should (at issue and at retirement), no TMA
@@ -87,17 +88,25 @@ def wg0(S, RELOAD):
         S.tma((s0, 0), (seg, 0), S.c[(s0, 0)]); S.tma((s0, 2), (seg, 0), S.c[(s0, 2)])
         if n > 1: S.tma((1 - s0, 0), (seg, 1), S.c[(1 - s0, 0)])
         # (q_bar: modelled as immediate)
+        if RELOAD == 2:
+            # the segment's first scores before the loop (_first_scores), retired
+            for part in (0, 1, 2):
+                bar = S.c[(s0, part)]
+                yield lambda bar=bar, ph=(it // 2) & 1: bar.done(ph)
+            S.mma(0, [((s0, 0), (seg, 0)), ((s0, 1), (seg, 0)), ((s0, 2), (seg, 0)), ("q", ("q", seg))])
+            S.wait_mma(0, 0)
         for k in range((n + 1) // 2):
             r = 2 * k; g = it + r; st = g % 2; ph = (g // 2) & 1
-            # scores: wait left, right, rope
-            for part in (0, 1, 2):
-                bar = S.c[(st, part)]
-                yield lambda bar=bar, ph=ph: bar.done(ph)
-            S.mma(0, [((st, 0), (seg, r)), ((st, 1), (seg, r)), ((st, 2), (seg, r)), ("q", ("q", seg))])
-            # (9 groups modelled as one; wait(9) retires the older P.V)
-            if RELOAD == 0 and k > 0:
-                S.wait_mma(0, 1)
-                if r + 1 < n: S.tma((1 - st, 0), (seg, r + 1), S.c[(1 - st, 0)])
+            if RELOAD != 2:
+                # scores: wait left, right, rope
+                for part in (0, 1, 2):
+                    bar = S.c[(st, part)]
+                    yield lambda bar=bar, ph=ph: bar.done(ph)
+                S.mma(0, [((st, 0), (seg, r)), ((st, 1), (seg, r)), ((st, 2), (seg, r)), ("q", ("q", seg))])
+                # (9 groups modelled as one; wait(9) retires the older P.V)
+                if RELOAD == 0 and k > 0:
+                    S.wait_mma(0, 1)
+                    if r + 1 < n: S.tma((1 - st, 0), (seg, r + 1), S.c[(1 - st, 0)])
             S.wait_mma(0, 0)
             if r + 2 < n: S.tma((st, 2), (seg, r + 2), S.c[(st, 2)])
             S.write_p(0, (seg, r)); S.msmem[0] = (seg, r)
@@ -111,7 +120,21 @@ def wg0(S, RELOAD):
                 p1_phase ^= 1
                 assert S.msmem[1] == (seg, r + 1), ("m1", S.msmem[1], (seg, r + 1))
                 S.mma(0, [("p", (seg, r + 1)), ((1 - st, 0), (seg, r + 1))])
-                if RELOAD:
+                if RELOAD == 2:
+                    # S(r + 2): its left-half groups behind this P.V, the P.V retired behind them (wait(4): one
+                    # group here), tile r + 3's left half requested, the other groups, everything retired
+                    if r + 2 < n:
+                        bar = S.c[(st, 0)]
+                        yield lambda bar=bar, ph=ph ^ 1: bar.done(ph)
+                        S.mma(0, [((st, 0), (seg, r + 2)), ("q", ("q", seg))])
+                        S.wait_mma(0, 1)
+                        if r + 3 < n: S.tma((1 - st, 0), (seg, r + 3), S.c[(1 - st, 0)])
+                        for part in (1, 2):
+                            bar = S.c[(st, part)]
+                            yield lambda bar=bar, ph=ph ^ 1: bar.done(ph)
+                        S.mma(0, [((st, 1), (seg, r + 2)), ((st, 2), (seg, r + 2)), ("q", ("q", seg))])
+                    S.wait_mma(0, 0)
+                elif RELOAD:
                     S.wait_mma(0, 0)
                     if r + 3 < n: S.tma((1 - st, 0), (seg, r + 3), S.c[(1 - st, 0)])
         S.wait_mma(0, 0)
@@ -205,7 +228,7 @@ def run(seed, segs, RELOAD, FIRST):
 
 if __name__ == "__main__":
     bad = 0
-    for RELOAD in (0, 1):
+    for RELOAD in (0, 1, 2):
         for FIRST in (0, 1):
             for seed in range(300):
                 rng = random.Random(seed * 7 + RELOAD * 3 + FIRST)
