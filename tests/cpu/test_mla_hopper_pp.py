@@ -309,3 +309,25 @@ def test_bf16_pp_reads_its_split_from_a_plan():
     assert all(c.pre_hook is plan_mod.plan_hook for c in interface_hopper.tuned_second_kernel(True, "bf16").configs)
     assert all(c.pre_hook is None for c in interface_hopper.tuned_second_kernel(True, "fp8").configs)
     assert all(c.pre_hook is None for c in interface_hopper.tuned_second_kernel(True, "fp8", third=True).configs)
+
+
+def test_pp_protocol_model_holds_for_every_reload(tmp_path):
+    """The hand-written model of the ping-pong kernel's mbarrier / buffer protocol (benchmarks/probes/
+    pp_protocol_model.py, RELOAD 0 / 1 / 2 x WG1_FIRST, random interleavings and TMA completion orders) finds no
+    failure, and finds them when RELOAD 2's reload of tile r + 3's left half is moved before the wait that retires
+    the P.V reading it (so the model checks something)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    model = Path(__file__).resolve().parents[2] / "benchmarks" / "probes" / "pp_protocol_model.py"
+    run = subprocess.run([sys.executable, str(model)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip().endswith("failures 0"), run.stdout + run.stderr
+    source = model.read_text()
+    ordered = ("                        S.wait_mma(0, 1)\n"
+               "                        if r + 3 < n: S.tma((1 - st, 0), (seg, r + 3), S.c[(1 - st, 0)])\n")
+    assert ordered in source
+    mutated = tmp_path / "mutated.py"
+    mutated.write_text(source.replace(ordered, "".join(reversed(ordered.splitlines(keepends=True)))))
+    run = subprocess.run([sys.executable, str(mutated)], capture_output=True, text=True, timeout=120)
+    failures = int(run.stdout.strip().rsplit(" ", 1)[-1])
+    assert failures > 0, run.stdout
