@@ -128,18 +128,55 @@ def test_pp_reload2_queues_the_next_scores_behind_the_pv():
         assert sass.count("WARPGROUP.DEPBAR") <= 12, "wgmmas serialised (ptxas C7514)"
 
 
+def _score_chain_waits(sass: str) -> list[list[int]]:
+    """Per score chain (a ``HGMMA.64x64x16`` from a zero accumulator, ``!UPT``, and the groups after it) the shared
+    offsets of the mbarriers waited on before its groups, in order: c_bars[stage * 3 + part] lie 8 bytes apart by
+    part (left half, right half, rope) off a per-stage base register."""
+    chains, cur, waits = [], None, []
+    for line in sass.splitlines():
+        m = re.search(r"SYNCS\.PHASECHK\.TRANS64\.TRYWAIT P\d, \[[^\]]*\+0x([0-9a-f]+)\]", line)
+        if m:
+            waits.append(int(m.group(1), 16))
+        elif "HGMMA.64x64x16" in line:
+            if "!UPT" in line:
+                cur = [waits[-1]] if waits else []
+                chains.append(cur)
+            elif cur is not None and waits and waits[-1] != cur[-1]:
+                cur.append(waits[-1])
+    return chains
+
+
+def test_pp_rf_takes_wg1s_right_half_first():
+    """RF = 1 (bf16): WG1's score MMAs of its own tiles wait for the right half, then the rope columns (both its own
+    requests), then the left half (WG0's request, the later one); WG0's chains keep left, right, rope. Compiled for
+    sm_90a with RELOAD 2: the same wgmmas, asynchronous."""
+    plain = _sass(_hopper_compile("bf16", heads=128, page_size=64, config=dict(PP=1, RELOAD=2)))
+    rf = _sass(_hopper_compile("bf16", heads=128, page_size=64, config=dict(PP=1, RELOAD=2, RF=1)))
+    assert [str(u) for u in wgmma_findings(rf)] == []
+    for needle in ("HGMMA.64x64x16.F32.BF16", "HGMMA.64x256x16.F32.BF16"):
+        assert rf.count(needle) == plain.count(needle)
+
+    def orders(sass):
+        return sorted(tuple(w - min(chain) for w in chain) for chain in _score_chain_waits(sass))
+    assert orders(plain) == [(0, 8, 16)] * 3
+    assert orders(rf) == [(0, 8, 16), (0, 8, 16), (8, 16, 0)]
+    if SCHEDULED_WITH_THIS_TRITON:
+        assert rf.count("WARPGROUP.DEPBAR") <= 12, "wgmmas serialised (ptxas C7514)"
+
+
 @pytest.mark.parametrize("heads,fmt,config,needle", [
     (16, "bf16", dict(PP=1), "H < 64"),
     (128, "fp8", dict(PP=1, BLOCK_N=32), "BLOCK_N=32"),
     (128, "bf16", dict(PP=1, BLOCK_N=32), "BLOCK_N=32"),
     (128, "fp8", dict(PP=1, RELOAD=2), "RELOAD=2"),
-    (128, "bf16", dict(PP=1, RELOAD=3), "RELOAD=3")])
+    (128, "bf16", dict(PP=1, RELOAD=3), "RELOAD=3"),
+    (128, "fp8", dict(PP=1, RF=1), "RF=1")])
 def test_pp_config_refused_where_it_does_not_apply(heads, fmt, config, needle):
     dtype = torch.float8_e4m3fn if fmt == "fp8" else torch.bfloat16
     q = torch.empty(2, heads, 576, dtype=torch.bfloat16)
     kv = torch.empty(4, 64, 576, dtype=dtype)
     out = torch.empty(2, heads, 512, dtype=torch.bfloat16)
-    with pytest.raises(ValueError, match="config (PP=1|RELOAD=)") as err:
+    with pytest.raises(ValueError, match="config (PP=1|RELOAD=|RF=)") as err:
         interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
                                      0.04, 1.0, fmt, out, False, sms=132, config=config)
     assert needle in str(err.value)

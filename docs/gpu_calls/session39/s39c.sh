@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # session 39, call B (main + RELOAD 2, uncommitted or at the session's commit; carry [".whl"]): (1) RELOAD 2's GPU
 # tests (the bf16 ping-pong kernel with WG0's next score MMAs queued behind its P.V, FlashMLA's order; with and
-# without WG1_FIRST); (2) pinned at bf16 H = 128 beside FlashMLA: RELOAD 1 (shipped, WG1_FIRST 0 and 1) against
-# RELOAD 2 (WG1_FIRST 0 and 1); (3) s38d's two-wave V2 grid at fp8 H = 16; (4) Nsight Compute's source view of the
+# without WG1_FIRST; with RF, WG1's own scores from the right half first); (2) pinned at bf16 H = 128 beside FlashMLA: RELOAD 1 (shipped, WG1_FIRST 0 and 1) against
+# RELOAD 2 (WG1_FIRST 0 and 1, RF 1); (3) s38d's two-wave V2 grid at fp8 H = 16; (4) Nsight Compute's source view of the
 # bf16 ping-pong kernel (RELOAD 1 and 2) at H = 128 batch 64; (5) s38d's T8 SPLIT_MAX 32 probes, as time allows.
 set -o pipefail
 source docs/gpu_calls/lib.sh
@@ -11,7 +11,7 @@ PP="/tmp/np:$PWD/src:/tmp/site"
 GRAPHTUNE_GPU_NEW=1 PYTHONPATH=$PP:/tmp/xd TRITON_CACHE_DIR=/tmp/tc_main timeout 150 python3 -m pytest -q -n 8 \
   tests/gpu/test_mla_decode_gpu.py -k "RELOAD2" > /tmp/tests_s39c.log 2>&1
 echo "tests rc=$? at ${SECONDS}s"; grep -E "passed|failed|FAILED|Error|assert" /tmp/tests_s39c.log | tail -12 | cut -c1-300
-GIT_COMMIT=${GIT_COMMIT:-unknown} PYTHONPATH=$PP TRITON_CACHE_DIR=/tmp/tc_main timeout 150 python3 \
+GIT_COMMIT=${GIT_COMMIT:-unknown} PYTHONPATH=$PP TRITON_CACHE_DIR=/tmp/tc_main timeout 200 python3 \
   benchmarks/bench_mla_decode.py --hopper-variants --hopper-heads 128 --hopper-kinds "heads-on-M" --hopper-no-portable \
   --hopper-variant-filter "'RELOAD': 1}|'WG1_FIRST': 1}|'RELOAD': 2" --out $OUT/reload2_variants.json \
   > /tmp/reload2_variants.log 2>&1

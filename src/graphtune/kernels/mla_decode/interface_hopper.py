@@ -648,6 +648,10 @@ def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
     if cfg.get("RELOAD", 1) not in (0, 1, 2) or (cfg.get("RELOAD") == 2 and fmt != "bf16"):
         raise ValueError(f"config RELOAD={cfg.get('RELOAD')}: the ping-pong kernel takes 0, 1 or 2, and 2 on a bf16 "
                          f"cache only (got kv_format {fmt!r})")
+    # RF (bf16 only): WG1's score MMAs of its own tiles take the right half and the rope first (kernel_hopper_pp)
+    if cfg.get("RF", 0) not in (0, 1) or (cfg.get("RF") and fmt != "bf16"):
+        raise ValueError(f"config RF={cfg.get('RF')}: the ping-pong kernel takes 0 or 1, and 1 on a bf16 cache only "
+                         f"(got kv_format {fmt!r})")
     # INDEP (pinned only): WG1's softmax from its own running max, before WG0's P is waited for (kernel_hopper_pp)
     if cfg.get("INDEP", 0) not in (0, 1) or (cfg.get("INDEP") and not cfg.get("WG1_FIRST")):
         raise ValueError(f"config INDEP={cfg.get('INDEP')}: the ping-pong kernel's independent softmax takes 0 or 1, "
