@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # session 39, call B (main + RELOAD 2, uncommitted or at the session's commit; carry [".whl"]): (1) RELOAD 2's GPU
 # tests (the bf16 ping-pong kernel with WG0's next score MMAs queued behind its P.V, FlashMLA's order; with and
-# without WG1_FIRST; with RF, WG1's own scores from the right half first); (2) pinned at bf16 H = 128 beside FlashMLA: RELOAD 1 (shipped, WG1_FIRST 0 and 1) against
-# RELOAD 2 (WG1_FIRST 0 and 1, RF 1); (3) s38d's two-wave V2 grid at fp8 H = 16; (4) Nsight Compute's source view of the
-# bf16 ping-pong kernel (RELOAD 1 and 2) at H = 128 batch 64; (5) s38d's T8 SPLIT_MAX 32 probes, as time allows.
+# without WG1_FIRST; with RF, WG1's own scores from the right half first); (2) pinned at bf16 H = 128 beside FlashMLA:
+# RELOAD 1 (shipped, WG1_FIRST 0 and 1) against RELOAD 2 (WG1_FIRST 0 and 1, RF 1); (3) s38d's two-wave V2 grid at fp8
+# H = 16; (4) Nsight Compute's source view of the bf16 ping-pong kernel (RELOAD 1 and 2) at H = 128 batch 64; (5)
+# s38d's T8 SPLIT_MAX 32 probes, as time allows.
 set -o pipefail
 source docs/gpu_calls/lib.sh
 gpu_prelude
