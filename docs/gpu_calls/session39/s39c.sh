@@ -6,6 +6,7 @@
 # H = 16; (4) Nsight Compute's source view of the bf16 ping-pong kernel (RELOAD 1 and 2) at H = 128 batch 64; (5)
 # s38d's T8 SPLIT_MAX 32 probes, as time allows.
 set -o pipefail
+LIMIT=${LIMIT:-570}     # seconds this call may take (the device time left may be less than a whole call)
 source docs/gpu_calls/lib.sh
 gpu_prelude
 PP="/tmp/np:$PWD/src:/tmp/site"
@@ -17,11 +18,12 @@ GIT_COMMIT=${GIT_COMMIT:-unknown} PYTHONPATH=$PP TRITON_CACHE_DIR=/tmp/tc_main t
   --hopper-variant-filter "'RELOAD': 1}|'WG1_FIRST': 1}|'RELOAD': 2" --out $OUT/reload2_variants.json \
   > /tmp/reload2_variants.log 2>&1
 echo "reload2_variants rc=$? at ${SECONDS}s"; grep -E "^check|batch=" /tmp/reload2_variants.log | cut -c1-330
-probe plan_waves_h16 70 plan_probe.py --batches 32,64 --b3 PROGRAMS_PER_SM=4
+left=$(( LIMIT - 30 - SECONDS )); [ $left -gt 50 ] && probe plan_waves_h16 $(( left < 70 ? left : 70 )) plan_probe.py \
+  --batches 32,64 --b3 PROGRAMS_PER_SM=4
 export PYTHONPATH=$PP TRITON_CACHE_DIR=/tmp/tc_main
 for cell in "pp1 {\"PP\": 1, \"RELOAD\": 1}" "pp2 {\"PP\": 1, \"RELOAD\": 2}"; do
   set -- $cell; name=$1; shift 1; cfg="$*"
-  left=$(( 540 - SECONDS )); [ $left -lt 70 ] && break
+  left=$(( LIMIT - 30 - SECONDS )); [ $left -lt 70 ] && break
   timeout $(( left < 110 ? left : 110 )) ncu --profile-from-start off --nvtx --kernel-name regex:hopper_pp \
     --section SourceCounters --section WarpStateStats --section SpeedOfLight --section MemoryWorkloadAnalysis \
     --import-source yes -o /tmp/ncu_$name -f python3 benchmarks/probes/ncu_mla.py --heads 128 --batch 64 \
@@ -31,6 +33,6 @@ for cell in "pp1 {\"PP\": 1, \"RELOAD\": 1}" "pp2 {\"PP\": 1, \"RELOAD\": 2}"; d
   ncu --import /tmp/ncu_$name.ncu-rep --page source --print-source sass --csv > $OUT/ncu_${name}_sass.csv 2>/dev/null
   echo "sass csv: $(wc -l < $OUT/ncu_${name}_sass.csv) lines"
 done
-left=$(( 570 - SECONDS )); [ $left -gt 40 ] && probe plan_t8_split32_h128 $left plan_probe.py --heads 128 \
+left=$(( LIMIT - SECONDS )); [ $left -gt 40 ] && probe plan_t8_split32_h128 $left plan_probe.py --heads 128 \
   --batches 1,2 --t8-split-max 32
 tar -czf $OUT/logs.tgz -C /tmp $(cd /tmp && ls tests_s39c.log reload2_variants.log plan_*.log ncu_*.log 2>/dev/null)
