@@ -696,7 +696,12 @@ HOPPER_ON_M_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=64, NU
                         dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=2), dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=2,
                                                                            WG1_FIRST=1),
                         # RF 1 (session 39): WG1's own scores from the right half and the rope first (its requests)
-                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=2, RF=1)]
+                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=2, RF=1), dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1, RF=1),
+                        # SWAP 1 (session 39, with WG1_FIRST): WG1's own P.V first, its next tile's right half
+                        # requested once that retired
+                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1, WG1_FIRST=1, SWAP=1),
+                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1, WG1_FIRST=1, SWAP=1, RF=1),
+                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=2, WG1_FIRST=1, SWAP=1, RF=1)]
 # bf16 tokens on M: PIPE 1 retires P.V(i - 1) at the top of tile i and issues the next load before tile i's wait;
 # PIPE 2 also keeps the softmax sum per token slot and takes the max across warps with one barrier.
 # RING 1 (session 13): the ring kernel (kernel_hopper_ring.py; it ignores NUM_BUF and PIPE), 25 chunk slots (up to

@@ -158,7 +158,7 @@ def wg1(S, FIRST):
             r = 2 * k; g = it + r; st = g % 2; pho = ((g + 1) // 2) & 1
             S.wait_mma(1, 0)
             if r + 1 < n:
-                if k > 0: S.tma((1 - st, 1), (seg, r + 1), S.c[(1 - st, 1)])
+                if k > 0 and FIRST != 2: S.tma((1 - st, 1), (seg, r + 1), S.c[(1 - st, 1)])
                 for part in (0, 1, 2):
                     bar = S.c[(1 - st, part)]
                     yield lambda bar=bar, pho=pho: bar.done(pho)
@@ -174,10 +174,18 @@ def wg1(S, FIRST):
                     assert S.psmem == (seg, r)      # read P(r) back
                     S.write_p(1, (seg, r + 1)); S.msmem[1] = (seg, r + 1)
                     S.p[1].c += 1
-                    S.mma(1, [((st, 1), (seg, r))])
-                    S.mma(1, [((1 - st, 1), (seg, r + 1))])
-                    S.wait_mma(1, 1)
-                    if r + 2 < n: S.tma((st, 1), (seg, r + 2), S.c[(st, 1)])
+                    if FIRST == 2:      # SWAP: its own tile's P.V first, its next tile's right half once retired
+                        S.mma(1, [((1 - st, 1), (seg, r + 1))])
+                        S.mma(1, [((st, 1), (seg, r))])
+                        S.wait_mma(1, 1)
+                        if r + 3 < n: S.tma((1 - st, 1), (seg, r + 3), S.c[(1 - st, 1)])
+                        S.wait_mma(1, 0)
+                        if r + 2 < n: S.tma((st, 1), (seg, r + 2), S.c[(st, 1)])
+                    else:
+                        S.mma(1, [((st, 1), (seg, r))])
+                        S.mma(1, [((1 - st, 1), (seg, r + 1))])
+                        S.wait_mma(1, 1)
+                        if r + 2 < n: S.tma((st, 1), (seg, r + 2), S.c[(st, 1)])
                 else:
                     S.mma(1, [("p", (seg, r)), ((st, 1), (seg, r))])
                     S.wait_mma(1, 1)
@@ -229,7 +237,7 @@ def run(seed, segs, RELOAD, FIRST):
 if __name__ == "__main__":
     bad = 0
     for RELOAD in (0, 1, 2):
-        for FIRST in (0, 1):
+        for FIRST in (0, 1, 2):     # (2: WG1_FIRST with SWAP)
             for seed in range(300):
                 rng = random.Random(seed * 7 + RELOAD * 3 + FIRST)
                 segs = [rng.choice([1, 2, 3, 4, 5, 6, 7, 8, 13]) for _ in range(rng.randint(1, 4))]

@@ -164,19 +164,40 @@ def test_pp_rf_takes_wg1s_right_half_first():
         assert rf.count("WARPGROUP.DEPBAR") <= 12, "wgmmas serialised (ptxas C7514)"
 
 
+def test_pp_swap_requests_wg1s_next_tile_once_its_own_pv_retired():
+    """SWAP = 1 (bf16, WG1_FIRST 1): WG1 issues its own tile's P.V first; behind the wait that leaves one group in
+    flight (its own retired) it requests its next tile's right half, behind the next (none in flight) tile r + 2's.
+    Compiled for sm_90a: in the worker partition's loop a TMA follows ``DEPBAR.LE gsb0, 0x1`` and another follows the
+    ``DEPBAR.LE gsb0, 0x0`` after it; without SWAP only the first. Asynchronous wgmmas, no stack."""
+    def after_waits(sass):
+        seq = re.findall(r"(WARPGROUP\.DEPBAR\.LE gsb0, 0x\d|UTMALDG|HGMMA\.64x\d+x16)", sass)
+        return " ".join(seq)
+    plain = _sass(_hopper_compile("bf16", heads=128, page_size=64, config=dict(PP=1, RELOAD=1, WG1_FIRST=1)))
+    swap = _sass(_hopper_compile("bf16", heads=128, page_size=64, config=dict(PP=1, RELOAD=1, WG1_FIRST=1, SWAP=1)))
+    assert [str(u) for u in wgmma_findings(swap)] == []
+    both = "WARPGROUP.DEPBAR.LE gsb0, 0x1 UTMALDG WARPGROUP.DEPBAR.LE gsb0, 0x0 UTMALDG"
+    assert both in after_waits(swap)
+    assert both not in after_waits(plain)
+    usage = resources._resource_usage(_hopper_compile("bf16", heads=128, page_size=64, config=dict(
+        PP=1, RELOAD=1, WG1_FIRST=1, SWAP=1)).asm["cubin"], "_mla_decode_hopper_pp_kernel")
+    assert usage["REG"] <= 255
+
+
 @pytest.mark.parametrize("heads,fmt,config,needle", [
     (16, "bf16", dict(PP=1), "H < 64"),
     (128, "fp8", dict(PP=1, BLOCK_N=32), "BLOCK_N=32"),
     (128, "bf16", dict(PP=1, BLOCK_N=32), "BLOCK_N=32"),
     (128, "fp8", dict(PP=1, RELOAD=2), "RELOAD=2"),
     (128, "bf16", dict(PP=1, RELOAD=3), "RELOAD=3"),
-    (128, "fp8", dict(PP=1, RF=1), "RF=1")])
+    (128, "fp8", dict(PP=1, RF=1), "RF=1"),
+    (128, "bf16", dict(PP=1, SWAP=1), "WG1_FIRST=0"),
+    (128, "fp8", dict(PP=1, WG1_FIRST=1, SWAP=1), "SWAP=1")])
 def test_pp_config_refused_where_it_does_not_apply(heads, fmt, config, needle):
     dtype = torch.float8_e4m3fn if fmt == "fp8" else torch.bfloat16
     q = torch.empty(2, heads, 576, dtype=torch.bfloat16)
     kv = torch.empty(4, 64, 576, dtype=dtype)
     out = torch.empty(2, heads, 512, dtype=torch.bfloat16)
-    with pytest.raises(ValueError, match="config (PP=1|RELOAD=|RF=)") as err:
+    with pytest.raises(ValueError, match="config (PP=1|RELOAD=|RF=|SWAP=)") as err:
         interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
                                      0.04, 1.0, fmt, out, False, sms=132, config=config)
     assert needle in str(err.value)

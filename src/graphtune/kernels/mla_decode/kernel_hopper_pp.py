@@ -420,7 +420,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
             OUT32: gl.constexpr = 1, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-            RF: gl.constexpr = 0):
+            RF: gl.constexpr = 0, SWAP: gl.constexpr = 0):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; loads the query (``FP8``: the fp16
     query scaled per head, written by this warpgroup, and each fp8 tile's TMA into its left half)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -629,7 +629,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
             OUT32: gl.constexpr = 1, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-            RF: gl.constexpr = 0):
+            RF: gl.constexpr = 0, SWAP: gl.constexpr = 0):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511 (``FP8``: instead of reloading the
     right half of a buffer, it tells WG0 the half is free, on mbarrier ``stage * 3 + 1``)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -693,7 +693,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             # buffer takes tile r + 1
             o_done = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
             if r + 1 < n:
-                if k > 0:
+                if (k > 0) and (SWAP == 0):     # (SWAP: requested at the previous pair's end)
                     _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 1, 1 - stage,
                             1, FP8, PAGE_SIZE, BLOCK_N)
                 if FP8:
@@ -757,14 +757,30 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
                     _stamp_tile(STAMPS, srow, g // 2, 2, 4)
                     pe_op = gl.convert_layout(pe, p_layout)
-                    o = warpgroup_mma(pe_op, kn.slice(_HALF, _HALF, dim=1), o_done, is_async=True)
-                    o = warpgroup_mma(gl.convert_layout(p.to(p_smem.dtype), p_layout),
-                                      kn_o.slice(_HALF, _HALF, dim=1), o, is_async=True)
-                    # P(r) V_R(r) retired: tile r's right half is free for tile r + 2
-                    warpgroup_mma_wait(num_outstanding=1, deps=(pe_op, ))
-                    if r + 2 < n:
-                        _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 2, stage,
-                                1, FP8, PAGE_SIZE, BLOCK_N)
+                    if SWAP:
+                        # this warpgroup's own tile first (FlashMLA's order): once P(r + 1) V_R(r + 1) retired, the
+                        # right half of its next tile, r + 3, is requested (the first thing it waits for next pair),
+                        # then, P(r) V_R(r) retired, tile r + 2's
+                        p_op = gl.convert_layout(p.to(p_smem.dtype), p_layout)
+                        o = warpgroup_mma(p_op, kn_o.slice(_HALF, _HALF, dim=1), o_done, is_async=True)
+                        o = warpgroup_mma(pe_op, kn.slice(_HALF, _HALF, dim=1), o, is_async=True)
+                        warpgroup_mma_wait(num_outstanding=1, deps=(p_op, ))
+                        if r + 3 < n:
+                            _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 3,
+                                    1 - stage, 1, FP8, PAGE_SIZE, BLOCK_N)
+                        o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(o, )))
+                        if r + 2 < n:
+                            _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 2,
+                                    stage, 1, FP8, PAGE_SIZE, BLOCK_N)
+                    else:
+                        o = warpgroup_mma(pe_op, kn.slice(_HALF, _HALF, dim=1), o_done, is_async=True)
+                        o = warpgroup_mma(gl.convert_layout(p.to(p_smem.dtype), p_layout),
+                                          kn_o.slice(_HALF, _HALF, dim=1), o, is_async=True)
+                        # P(r) V_R(r) retired: tile r's right half is free for tile r + 2
+                        warpgroup_mma_wait(num_outstanding=1, deps=(pe_op, ))
+                        if r + 2 < n:
+                            _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 2,
+                                    stage, 1, FP8, PAGE_SIZE, BLOCK_N)
                 else:
                     o, m_i, l_i, p0_phase = _take_even(o_done, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars,
                                                        stage, phase, n_valid, s_layout, o_layout, BLOCK_N, FP8)
@@ -831,6 +847,7 @@ def _mla_decode_hopper_pp_kernel(
     plan_ptr=None,
     PART_SCALED: gl.constexpr = False,
     RF: gl.constexpr = 0,
+    SWAP: gl.constexpr = 0,
 ):
     """Grid ``(H // 64, P)``, as ``kernel_hopper._mla_decode_hopper_kernel`` (same arguments), but
     ``num_warps = 4`` (warpgroup 0, the default partition) plus a 4-warp worker partition (warpgroup 1, with
@@ -840,7 +857,9 @@ def _mla_decode_hopper_pp_kernel(
     tile's score MMAs behind that P.V at once and retires it behind their first four groups (FlashMLA's order: WG0's
     loop rotated so that each iteration ends with the next tile's scores retired, ``_first_scores`` before it).
     WG1_FIRST = 1: WG1 runs its softmax before issuing any P.V of the pair (see ``_pp_wg1``). RF = 1: WG1's score
-    MMAs of its own tiles take the right half and the rope columns (its own requests) before the left half."""
+    MMAs of its own tiles take the right half and the rope columns (its own requests) before the left half. SWAP = 1
+    (with WG1_FIRST 1): WG1 issues its own tile's P.V before the other's and requests its next tile's right half once
+    that one retired (FlashMLA's order)."""
     gl.static_assert(PP == 1)
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
@@ -859,7 +878,7 @@ def _mla_decode_hopper_pp_kernel(
                    stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                    qn_smem, qr_smem, kn_bufs, kr_bufs, None, None, 1.0, None,
                    PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, False, False, WG1_REGS, INDEP,
-                   OUT32, STAMPS, plan_ptr, PART_SCALED, RF)
+                   OUT32, STAMPS, plan_ptr, PART_SCALED, RF, SWAP)
 
 
 @gluon.jit(do_not_specialize=["B"])
@@ -934,7 +953,7 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
                    BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr,
                    FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, WG1_REGS: gl.constexpr, INDEP: gl.constexpr,
                    OUT32: gl.constexpr, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-                   RF: gl.constexpr = 0):
+                   RF: gl.constexpr = 0, SWAP: gl.constexpr = 0):
     """Both kernels' P tile, maxima, sums and mbarriers, and the two warpgroups."""
     vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     p_smem = gl.allocate_shared_memory(qn_smem.dtype, [BLOCK_H, BLOCK_N],
@@ -967,12 +986,12 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
              kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, RF)),
+             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, RF, SWAP)),
         (_pp_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
              kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, RF)),
+             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, RF, SWAP)),
     ], [4], [WG1_REGS])
