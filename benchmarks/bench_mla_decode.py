@@ -701,7 +701,10 @@ HOPPER_ON_M_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=64, NU
                         # requested once that retired
                         dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1, WG1_FIRST=1, SWAP=1),
                         dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1, WG1_FIRST=1, SWAP=1, RF=1),
-                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=2, WG1_FIRST=1, SWAP=1, RF=1)]
+                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=2, WG1_FIRST=1, SWAP=1, RF=1),
+                        # SWAP 2: and WG1's other P.V only once WG0 issued its P.V of WG1's tile
+                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1, WG1_FIRST=1, SWAP=2),
+                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1, WG1_FIRST=1, SWAP=2, RF=1)]
 # bf16 tokens on M: PIPE 1 retires P.V(i - 1) at the top of tile i and issues the next load before tile i's wait;
 # PIPE 2 also keeps the softmax sum per token slot and takes the max across warps with one barrier.
 # RING 1 (session 13): the ring kernel (kernel_hopper_ring.py; it ignores NUM_BUF and PIPE), 25 chunk slots (up to

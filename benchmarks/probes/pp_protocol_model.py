@@ -26,7 +26,7 @@ class Sim:
         s.rng = rng
         s.segs = segs  # list of n (tiles per segment)
         s.c = {(st, p): Bar(f"c{st}{p}") for st in range(2) for p in range(3)}
-        s.q = Bar("q"); s.p = [Bar("p0"), Bar("p1")]; s.x = [Bar("x0"), Bar("x1")]
+        s.q = Bar("q"); s.p = [Bar("p0"), Bar("p1"), Bar("d")]; s.x = [Bar("x0"), Bar("x1")]
         s.buf = {(st, p): None for st in range(2) for p in range(3)}     # (seg, tile) landed
         s.inflight_tma = []     # (bar, part key, value)
         s.readers = {}          # part key -> set of (wg, id)
@@ -78,7 +78,7 @@ class Sim:
         s.psmem = value
 
 # ---- the two warpgroups, as generators that yield a predicate to block on
-def wg0(S, RELOAD):
+def wg0(S, RELOAD, DEFER=False):
     it = 0; p1_phase = 0
     for seg, n in enumerate(S.segs):
         for (w, i) in S.readers.get("q", set()):
@@ -120,6 +120,8 @@ def wg0(S, RELOAD):
                 p1_phase ^= 1
                 assert S.msmem[1] == (seg, r + 1), ("m1", S.msmem[1], (seg, r + 1))
                 S.mma(0, [("p", (seg, r + 1)), ((1 - st, 0), (seg, r + 1))])
+                if DEFER:       # (SWAP 2) WG1 issues its P(r) V_R(r) after this arrival
+                    S.p[2].c += 1
                 if RELOAD == 2:
                     # S(r + 2): its left-half groups behind this P.V, the P.V retired behind them (wait(4): one
                     # group here), tile r + 3's left half requested, the other groups, everything retired
@@ -146,7 +148,7 @@ def wg0(S, RELOAD):
         it += n
 
 def wg1(S, FIRST):
-    it = 0; p0_phase = 0
+    it = 0; p0_phase = 0; d_phase = 0
     for seg, n in enumerate(S.segs):
         s0 = it % 2
         # wait for q of this segment: modelled by checking content when the MMA reads it (WG0 sets it first)
@@ -158,7 +160,7 @@ def wg1(S, FIRST):
             r = 2 * k; g = it + r; st = g % 2; pho = ((g + 1) // 2) & 1
             S.wait_mma(1, 0)
             if r + 1 < n:
-                if k > 0 and FIRST != 2: S.tma((1 - st, 1), (seg, r + 1), S.c[(1 - st, 1)])
+                if k > 0 and FIRST < 2: S.tma((1 - st, 1), (seg, r + 1), S.c[(1 - st, 1)])
                 for part in (0, 1, 2):
                     bar = S.c[(1 - st, part)]
                     yield lambda bar=bar, pho=pho: bar.done(pho)
@@ -174,8 +176,12 @@ def wg1(S, FIRST):
                     assert S.psmem == (seg, r)      # read P(r) back
                     S.write_p(1, (seg, r + 1)); S.msmem[1] = (seg, r + 1)
                     S.p[1].c += 1
-                    if FIRST == 2:      # SWAP: its own tile's P.V first, its next tile's right half once retired
+                    if FIRST >= 2:      # SWAP: its own tile's P.V first, its next tile's right half once retired
                         S.mma(1, [((1 - st, 1), (seg, r + 1))])
+                        if FIRST == 3:  # SWAP 2: the other P.V once WG0 issued its P.V of this tile
+                            bar, phd = S.p[2], d_phase
+                            yield lambda bar=bar, phd=phd: bar.done(phd)
+                            d_phase ^= 1
                         S.mma(1, [((st, 1), (seg, r))])
                         S.wait_mma(1, 1)
                         if r + 3 < n: S.tma((1 - st, 1), (seg, r + 3), S.c[(1 - st, 1)])
@@ -212,7 +218,7 @@ def wg1(S, FIRST):
 def run(seed, segs, RELOAD, FIRST):
     rng = random.Random(seed)
     S = Sim(rng, segs)
-    gens = [wg0(S, RELOAD), wg1(S, FIRST)]
+    gens = [wg0(S, RELOAD, FIRST == 3), wg1(S, FIRST)]
     preds = [None, None]; alive = [True, True]
     steps = 0
     while any(alive):
@@ -237,7 +243,7 @@ def run(seed, segs, RELOAD, FIRST):
 if __name__ == "__main__":
     bad = 0
     for RELOAD in (0, 1, 2):
-        for FIRST in (0, 1, 2):     # (2: WG1_FIRST with SWAP)
+        for FIRST in (0, 1, 2, 3):     # (2 / 3: WG1_FIRST with SWAP 1 / 2)
             for seed in range(300):
                 rng = random.Random(seed * 7 + RELOAD * 3 + FIRST)
                 segs = [rng.choice([1, 2, 3, 4, 5, 6, 7, 8, 13]) for _ in range(rng.randint(1, 4))]

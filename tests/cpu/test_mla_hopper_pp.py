@@ -181,6 +181,14 @@ def test_pp_swap_requests_wg1s_next_tile_once_its_own_pv_retired():
     usage = resources._resource_usage(_hopper_compile("bf16", heads=128, page_size=64, config=dict(
         PP=1, RELOAD=1, WG1_FIRST=1, SWAP=1)).asm["cubin"], "_mla_decode_hopper_pp_kernel")
     assert usage["REG"] <= 255
+    # SWAP 2: a third P mbarrier (WG0 arrives once its P.V of WG1's tile is issued; WG1 waits before its other P.V),
+    # still within an sm_90 block's shared memory, wgmmas asynchronous
+    compiled = _hopper_compile("bf16", heads=128, page_size=64, config=dict(PP=1, RELOAD=1, WG1_FIRST=1, SWAP=2))
+    usage = resources._resource_usage(compiled.asm["cubin"], compiled.metadata.name)
+    assert compiled.metadata.shared + resources.static_shared(usage, 90) <= SM90_SHARED
+    swap2 = _sass(compiled)
+    assert [str(u) for u in wgmma_findings(swap2)] == []
+    assert swap2.count("SYNCS.PHASECHK") > swap.count("SYNCS.PHASECHK")
 
 
 @pytest.mark.parametrize("heads,fmt,config,needle", [
@@ -191,7 +199,8 @@ def test_pp_swap_requests_wg1s_next_tile_once_its_own_pv_retired():
     (128, "bf16", dict(PP=1, RELOAD=3), "RELOAD=3"),
     (128, "fp8", dict(PP=1, RF=1), "RF=1"),
     (128, "bf16", dict(PP=1, SWAP=1), "WG1_FIRST=0"),
-    (128, "fp8", dict(PP=1, WG1_FIRST=1, SWAP=1), "SWAP=1")])
+    (128, "fp8", dict(PP=1, WG1_FIRST=1, SWAP=1), "SWAP=1"),
+    (128, "bf16", dict(PP=1, WG1_FIRST=1, SWAP=3), "SWAP=3")])
 def test_pp_config_refused_where_it_does_not_apply(heads, fmt, config, needle):
     dtype = torch.float8_e4m3fn if fmt == "fp8" else torch.bfloat16
     q = torch.empty(2, heads, 576, dtype=torch.bfloat16)

@@ -292,7 +292,9 @@ HEADS_VARIANTS = [("bf16", dict(PSMEM=1)), ("bf16", dict(PSMEM=1, XCH=1)), ("bf1
                   ("bf16", dict(PP=1, RELOAD=2, RF=1)),
                   # SWAP 1 (session 39, WG1_FIRST 1): WG1's own P.V first, its next tile's right half requested then
                   ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, SWAP=1, RF=1)),
-                  ("bf16", dict(PP=1, RELOAD=2, WG1_FIRST=1, SWAP=1, RF=1))]
+                  ("bf16", dict(PP=1, RELOAD=2, WG1_FIRST=1, SWAP=1, RF=1)),
+                  # SWAP 2: WG1's other P.V once WG0 issued its P.V of WG1's tile (a third P mbarrier)
+                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, SWAP=2, RF=1))]
 HEADS_VARIANTS += [("fp8", dict(WOVL=w, PSMEM=p, XCH=x, LSUM=l, MAX1=m))
                    for w, p, x, l, m in ((0, 0, 0, 0, 0), (1, 0, 0, 0, 0), (1, 0, 1, 0, 0), (0, 1, 1, 0, 0),
                                          (1, 1, 1, 0, 0), (1, 1, 0, 1, 1))]

@@ -653,9 +653,9 @@ def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
         raise ValueError(f"config RF={cfg.get('RF')}: the ping-pong kernel takes 0 or 1, and 1 on a bf16 cache only "
                          f"(got kv_format {fmt!r})")
     # SWAP (bf16, WG1_FIRST 1): WG1's own tile's P.V first, its next tile's right half requested once it retired
-    if cfg.get("SWAP", 0) not in (0, 1) or (cfg.get("SWAP") and (fmt != "bf16" or not cfg.get("WG1_FIRST"))):
-        raise ValueError(f"config SWAP={cfg.get('SWAP')}: the ping-pong kernel takes 0 or 1, and 1 on a bf16 cache "
-                         f"with WG1_FIRST=1 only (got kv_format {fmt!r}, WG1_FIRST={cfg.get('WG1_FIRST', 0)})")
+    if cfg.get("SWAP", 0) not in (0, 1, 2) or (cfg.get("SWAP") and (fmt != "bf16" or not cfg.get("WG1_FIRST"))):
+        raise ValueError(f"config SWAP={cfg.get('SWAP')}: the ping-pong kernel takes 0, 1 or 2, and 1 or 2 on a bf16 "
+                         f"cache with WG1_FIRST=1 only (got kv_format {fmt!r}, WG1_FIRST={cfg.get('WG1_FIRST', 0)})")
     # INDEP (pinned only): WG1's softmax from its own running max, before WG0's P is waited for (kernel_hopper_pp)
     if cfg.get("INDEP", 0) not in (0, 1) or (cfg.get("INDEP") and not cfg.get("WG1_FIRST")):
         raise ValueError(f"config INDEP={cfg.get('INDEP')}: the ping-pong kernel's independent softmax takes 0 or 1, "

@@ -576,6 +576,10 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 if (not FP8) and (n_valid - BLOCK_N < BLOCK_N):
                     _zero_half(kn_o, c_bars, 1 - stage, ((g + 1) // 2) & 1, n_valid - BLOCK_N, 0, BLOCK_N)
                 o = warpgroup_mma(p_smem, kn_o.slice(0, _HALF, dim=1), o, is_async=True)
+                if SWAP == 2:
+                    # (every warp has issued its part of that P.V before the arrival) WG1 issues its P(r) V_R(r) after it
+                    _wg_barrier()
+                    mbarrier.arrive(p_bars.index(2), count=1)
                 if RELOAD == 2:
                     # FlashMLA's order (its public SM90 source): the next tile's score MMAs queued behind this P.V at
                     # once, the P.V retired behind their first four groups, then tile r + 3's left half requested
@@ -648,6 +652,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
     it = 0
     seg = 0
     p0_phase = 0
+    d_phase = 0     # (SWAP 2: WG0's arrivals after its P.V of this warpgroup's tiles)
     while t < t_stop:
         b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base, pg_a, pg_b = _segment_or_planned(
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, seg, p_seq, p_pg0, p_pg1, PAGE_SIZE,
@@ -763,6 +768,11 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                         # then, P(r) V_R(r) retired, tile r + 2's
                         p_op = gl.convert_layout(p.to(p_smem.dtype), p_layout)
                         o = warpgroup_mma(p_op, kn_o.slice(_HALF, _HALF, dim=1), o_done, is_async=True)
+                        if SWAP == 2:
+                            # WG0's P(r + 1) V_L(r + 1) issued first: its retirement frees the left half of this
+                            # warpgroup's next tile, which WG0 then requests (the wait Nsight Compute found first)
+                            mbarrier.wait(p_bars.index(2), d_phase)
+                            d_phase ^= 1
                         o = warpgroup_mma(pe_op, kn.slice(_HALF, _HALF, dim=1), o, is_async=True)
                         warpgroup_mma_wait(num_outstanding=1, deps=(p_op, ))
                         if r + 3 < n:
@@ -859,7 +869,8 @@ def _mla_decode_hopper_pp_kernel(
     WG1_FIRST = 1: WG1 runs its softmax before issuing any P.V of the pair (see ``_pp_wg1``). RF = 1: WG1's score
     MMAs of its own tiles take the right half and the rope columns (its own requests) before the left half. SWAP = 1
     (with WG1_FIRST 1): WG1 issues its own tile's P.V before the other's and requests its next tile's right half once
-    that one retired (FlashMLA's order)."""
+    that one retired (FlashMLA's order); SWAP = 2 also waits, before the other P.V, for WG0 to issue its P.V of WG1's
+    tile (whose retirement frees the left half of WG1's next tile)."""
     gl.static_assert(PP == 1)
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
@@ -964,7 +975,9 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
     q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     q_bar = q_bars.index(0)     # bf16: the query's TMA; fp8: WG0's arrival once the fp16 query is written
     qt_bar = q_bars.index(1)    # fp8: the bf16 query's TMA (``kernel_hopper_heads._q_issue``)
-    p_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    # (SWAP 2: a third, WG0's arrival once its P.V of WG1's tile is issued, which WG1 waits for before the other P.V)
+    N_PBARS: gl.constexpr = 3 if SWAP == 2 else 2
+    p_bars = gl.allocate_shared_memory(gl.int64, [N_PBARS, 1], mbarrier.MBarrierLayout())
     x_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     for k in gl.static_range(6):
         mbarrier.init(c_bars.index(k), count=1)
@@ -973,6 +986,8 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
     for k in gl.static_range(2):
         mbarrier.init(p_bars.index(k), count=1)
         mbarrier.init(x_bars.index(k), count=1)
+    if SWAP == 2:
+        mbarrier.init(p_bars.index(2), count=1)
     # each warpgroup's layouts (4 warps): of the scores [64, BLOCK_N] and of its half of O [64, 256]
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
