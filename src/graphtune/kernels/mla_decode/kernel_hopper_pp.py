@@ -130,18 +130,10 @@ def _scores(qn_smem, qr_smem, kn, kr, c_bars, stage, phase, qz, s_layout: gl.con
     if RIGHT_FIRST:
         # (RF, WG1's own tiles: the right half and the rope columns first, which WG1 itself requested, the left
         # half, WG0's request, last: FlashMLA's order of its second warpgroup's score chunks)
-        s = gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout)
-        q_chunks = _q_chunks(qn_smem, BLOCK_H, 64)
-        mbarrier.wait(c_bars.index(stage * 3 + 1), phase)
-        for c in gl.static_range(4, 8):
-            s = warpgroup_mma(q_chunks.index(c + qz), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s,
-                              use_acc=c > 4, is_async=True)
-        mbarrier.wait(c_bars.index(stage * 3 + 2), phase)
-        s = warpgroup_mma(qr_smem, kr.permute((1, 0)), s, is_async=True)
-        mbarrier.wait(c_bars.index(stage * 3), phase)
-        for c in gl.static_range(4):
-            s = warpgroup_mma(q_chunks.index(c + qz), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s,
-                              is_async=True)
+        s = _score_half(gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout), qn_smem, kn, c_bars, stage, phase,
+                        qz, 1, BLOCK_H, True)
+        s = _score_rope(s, qr_smem, kr, c_bars, stage, phase)
+        s = _score_half(s, qn_smem, kn, c_bars, stage, phase, qz, 0, BLOCK_H, False)
     else:
         s = _scores_left(qn_smem, kn, c_bars, stage, phase, qz, s_layout, BLOCK_H, BLOCK_N)
         s = _scores_rest(s, qn_smem, qr_smem, kn, kr, c_bars, stage, phase, qz, BLOCK_H)
@@ -149,27 +141,38 @@ def _scores(qn_smem, qr_smem, kn, kr, c_bars, stage, phase, qz, s_layout: gl.con
 
 
 @gluon.jit
+def _score_half(s, qn_smem, kn, c_bars, stage, phase, qz, HALF: gl.constexpr, BLOCK_H: gl.constexpr,
+                FIRST: gl.constexpr):
+    """Four async score groups: the latent columns of V's half ``HALF`` (256 each) once they have landed; ``FIRST``:
+    the chain's first (its first group does not read ``s``)."""
+    q_chunks = _q_chunks(qn_smem, BLOCK_H, 64)
+    mbarrier.wait(c_bars.index(stage * 3 + HALF), phase)
+    for c in gl.static_range(HALF * 4, HALF * 4 + 4):
+        s = warpgroup_mma(q_chunks.index(c + qz), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s,
+                          use_acc=(not FIRST) or (c > HALF * 4), is_async=True)
+    return s
+
+
+@gluon.jit
+def _score_rope(s, qr_smem, kr, c_bars, stage, phase):
+    """The score group of the rope columns, once they have landed."""
+    mbarrier.wait(c_bars.index(stage * 3 + 2), phase)
+    return warpgroup_mma(qr_smem, kr.permute((1, 0)), s, is_async=True)
+
+
+@gluon.jit
 def _scores_left(qn_smem, kn, c_bars, stage, phase, qz, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
                  BLOCK_N: gl.constexpr):
     """``_scores``' first four wgmma groups: the latent columns 0..255 (V's left half), once they have landed."""
-    s = gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout)
-    q_chunks = _q_chunks(qn_smem, BLOCK_H, 64)
-    mbarrier.wait(c_bars.index(stage * 3), phase)
-    for c in gl.static_range(4):
-        s = warpgroup_mma(q_chunks.index(c + qz), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s,
-                          use_acc=c > 0, is_async=True)
-    return s
+    return _score_half(gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout), qn_smem, kn, c_bars, stage, phase,
+                       qz, 0, BLOCK_H, True)
 
 
 @gluon.jit
 def _scores_rest(s, qn_smem, qr_smem, kn, kr, c_bars, stage, phase, qz, BLOCK_H: gl.constexpr):
     """``_scores``' other five groups (columns 256..511 and the rope columns), each part once it has landed."""
-    q_chunks = _q_chunks(qn_smem, BLOCK_H, 64)
-    mbarrier.wait(c_bars.index(stage * 3 + 1), phase)
-    for c in gl.static_range(4, 8):
-        s = warpgroup_mma(q_chunks.index(c + qz), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s, is_async=True)
-    mbarrier.wait(c_bars.index(stage * 3 + 2), phase)
-    return warpgroup_mma(qr_smem, kr.permute((1, 0)), s, is_async=True)
+    s = _score_half(s, qn_smem, kn, c_bars, stage, phase, qz, 1, BLOCK_H, False)
+    return _score_rope(s, qr_smem, kr, c_bars, stage, phase)
 
 
 @gluon.jit
