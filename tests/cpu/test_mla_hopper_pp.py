@@ -168,19 +168,18 @@ def test_pp_swap_requests_wg1s_next_tile_once_its_own_pv_retired():
     """SWAP = 1 (bf16, WG1_FIRST 1): WG1 issues its own tile's P.V first; behind the wait that leaves one group in
     flight (its own retired) it requests its next tile's right half, behind the next (none in flight) tile r + 2's.
     Compiled for sm_90a: in the worker partition's loop a TMA follows ``DEPBAR.LE gsb0, 0x1`` and another follows the
-    ``DEPBAR.LE gsb0, 0x0`` after it; without SWAP only the first. Asynchronous wgmmas, no stack."""
+    ``DEPBAR.LE gsb0, 0x0`` after it; without SWAP only the first. Asynchronous wgmmas."""
     def after_waits(sass):
         seq = re.findall(r"(WARPGROUP\.DEPBAR\.LE gsb0, 0x\d|UTMALDG|HGMMA\.64x\d+x16)", sass)
         return " ".join(seq)
     plain = _sass(_hopper_compile("bf16", heads=128, page_size=64, config=dict(PP=1, RELOAD=1, WG1_FIRST=1)))
-    swap = _sass(_hopper_compile("bf16", heads=128, page_size=64, config=dict(PP=1, RELOAD=1, WG1_FIRST=1, SWAP=1)))
+    compiled = _hopper_compile("bf16", heads=128, page_size=64, config=dict(PP=1, RELOAD=1, WG1_FIRST=1, SWAP=1))
+    swap = _sass(compiled)
     assert [str(u) for u in wgmma_findings(swap)] == []
     both = "WARPGROUP.DEPBAR.LE gsb0, 0x1 UTMALDG WARPGROUP.DEPBAR.LE gsb0, 0x0 UTMALDG"
     assert both in after_waits(swap)
     assert both not in after_waits(plain)
-    usage = resources._resource_usage(_hopper_compile("bf16", heads=128, page_size=64, config=dict(
-        PP=1, RELOAD=1, WG1_FIRST=1, SWAP=1)).asm["cubin"], "_mla_decode_hopper_pp_kernel")
-    assert usage["REG"] <= 255
+    assert resources._resource_usage(compiled.asm["cubin"], compiled.metadata.name)["REG"] <= 255
     # SWAP 2: a third P mbarrier (WG0 arrives once its P.V of WG1's tile is issued; WG1 waits before its other P.V),
     # still within an sm_90 block's shared memory, wgmmas asynchronous
     compiled = _hopper_compile("bf16", heads=128, page_size=64, config=dict(PP=1, RELOAD=1, WG1_FIRST=1, SWAP=2))
