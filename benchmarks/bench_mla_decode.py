@@ -690,21 +690,7 @@ HOPPER_ON_M_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=64, NU
                         dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1),
                         # OUT32 = 0: a whole request's output stored in the wgmma layout's half sectors (whole sectors
                         # are the default since session 21)
-                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1, WG1_FIRST=1, OUT32=0),
-                        # RELOAD 2 (session 39): WG0's next score MMAs queued behind its second P.V of the pair, the
-                        # P.V retired behind their first four groups (FlashMLA's order)
-                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=2), dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=2,
-                                                                           WG1_FIRST=1),
-                        # RF 1 (session 39): WG1's own scores from the right half and the rope first (its requests)
-                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=2, RF=1), dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1, RF=1),
-                        # SWAP 1 (session 39, with WG1_FIRST): WG1's own P.V first, its next tile's right half
-                        # requested once that retired
-                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1, WG1_FIRST=1, SWAP=1),
-                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1, WG1_FIRST=1, SWAP=1, RF=1),
-                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=2, WG1_FIRST=1, SWAP=1, RF=1),
-                        # SWAP 2: and WG1's other P.V only once WG0 issued its P.V of WG1's tile
-                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1, WG1_FIRST=1, SWAP=2),
-                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1, WG1_FIRST=1, SWAP=2, RF=1)]
+                        dict(BLOCK_N=64, NUM_BUF=2, PP=1, RELOAD=1, WG1_FIRST=1, OUT32=0)]
 # bf16 tokens on M: PIPE 1 retires P.V(i - 1) at the top of tile i and issues the next load before tile i's wait;
 # PIPE 2 also keeps the softmax sum per token slot and takes the max across warps with one barrier.
 # RING 1 (session 13): the ring kernel (kernel_hopper_ring.py; it ignores NUM_BUF and PIPE), 25 chunk slots (up to

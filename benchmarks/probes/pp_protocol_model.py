@@ -1,6 +1,5 @@
 """A hand-written model of kernel_hopper_pp's mbarrier / buffer protocol (the ping-pong bf16 MLA decode kernel),
-run under random interleavings of its two warpgroups and random TMA completion order, for each RELOAD (0, 1, 2) x
-WG1_FIRST.
+run under random interleavings of its two warpgroups and random TMA completion order, for each RELOAD x WG1_FIRST.
 
 It checks the design, not the Gluon code (the model mirrors ``_pp_wg0`` / ``_pp_wg1`` by hand: change both
 together): no deadlock, every MMA reads the tile, P and max it should (at issue and at retirement), no TMA
@@ -26,7 +25,7 @@ class Sim:
         s.rng = rng
         s.segs = segs  # list of n (tiles per segment)
         s.c = {(st, p): Bar(f"c{st}{p}") for st in range(2) for p in range(3)}
-        s.q = Bar("q"); s.p = [Bar("p0"), Bar("p1"), Bar("d")]; s.x = [Bar("x0"), Bar("x1")]
+        s.q = Bar("q"); s.p = [Bar("p0"), Bar("p1")]; s.x = [Bar("x0"), Bar("x1")]
         s.buf = {(st, p): None for st in range(2) for p in range(3)}     # (seg, tile) landed
         s.inflight_tma = []     # (bar, part key, value)
         s.readers = {}          # part key -> set of (wg, id)
@@ -78,7 +77,7 @@ class Sim:
         s.psmem = value
 
 # ---- the two warpgroups, as generators that yield a predicate to block on
-def wg0(S, RELOAD, DEFER=False):
+def wg0(S, RELOAD):
     it = 0; p1_phase = 0
     for seg, n in enumerate(S.segs):
         for (w, i) in S.readers.get("q", set()):
@@ -88,25 +87,17 @@ def wg0(S, RELOAD, DEFER=False):
         S.tma((s0, 0), (seg, 0), S.c[(s0, 0)]); S.tma((s0, 2), (seg, 0), S.c[(s0, 2)])
         if n > 1: S.tma((1 - s0, 0), (seg, 1), S.c[(1 - s0, 0)])
         # (q_bar: modelled as immediate)
-        if RELOAD == 2:
-            # the segment's first scores before the loop (_first_scores), retired
-            for part in (0, 1, 2):
-                bar = S.c[(s0, part)]
-                yield lambda bar=bar, ph=(it // 2) & 1: bar.done(ph)
-            S.mma(0, [((s0, 0), (seg, 0)), ((s0, 1), (seg, 0)), ((s0, 2), (seg, 0)), ("q", ("q", seg))])
-            S.wait_mma(0, 0)
         for k in range((n + 1) // 2):
             r = 2 * k; g = it + r; st = g % 2; ph = (g // 2) & 1
-            if RELOAD != 2:
-                # scores: wait left, right, rope
-                for part in (0, 1, 2):
-                    bar = S.c[(st, part)]
-                    yield lambda bar=bar, ph=ph: bar.done(ph)
-                S.mma(0, [((st, 0), (seg, r)), ((st, 1), (seg, r)), ((st, 2), (seg, r)), ("q", ("q", seg))])
-                # (9 groups modelled as one; wait(9) retires the older P.V)
-                if RELOAD == 0 and k > 0:
-                    S.wait_mma(0, 1)
-                    if r + 1 < n: S.tma((1 - st, 0), (seg, r + 1), S.c[(1 - st, 0)])
+            # scores: wait left, right, rope
+            for part in (0, 1, 2):
+                bar = S.c[(st, part)]
+                yield lambda bar=bar, ph=ph: bar.done(ph)
+            S.mma(0, [((st, 0), (seg, r)), ((st, 1), (seg, r)), ((st, 2), (seg, r)), ("q", ("q", seg))])
+            # (9 groups modelled as one; wait(9) retires the older P.V)
+            if RELOAD == 0 and k > 0:
+                S.wait_mma(0, 1)
+                if r + 1 < n: S.tma((1 - st, 0), (seg, r + 1), S.c[(1 - st, 0)])
             S.wait_mma(0, 0)
             if r + 2 < n: S.tma((st, 2), (seg, r + 2), S.c[(st, 2)])
             S.write_p(0, (seg, r)); S.msmem[0] = (seg, r)
@@ -120,23 +111,7 @@ def wg0(S, RELOAD, DEFER=False):
                 p1_phase ^= 1
                 assert S.msmem[1] == (seg, r + 1), ("m1", S.msmem[1], (seg, r + 1))
                 S.mma(0, [("p", (seg, r + 1)), ((1 - st, 0), (seg, r + 1))])
-                if DEFER:       # (SWAP 2) WG1 issues its P(r) V_R(r) after this arrival
-                    S.p[2].c += 1
-                if RELOAD == 2:
-                    # S(r + 2): its left-half groups behind this P.V, the P.V retired behind them (wait(4): one
-                    # group here), tile r + 3's left half requested, the other groups, everything retired
-                    if r + 2 < n:
-                        bar = S.c[(st, 0)]
-                        yield lambda bar=bar, ph=ph ^ 1: bar.done(ph)
-                        S.mma(0, [((st, 0), (seg, r + 2)), ("q", ("q", seg))])
-                        S.wait_mma(0, 1)
-                        if r + 3 < n: S.tma((1 - st, 0), (seg, r + 3), S.c[(1 - st, 0)])
-                        for part in (1, 2):
-                            bar = S.c[(st, part)]
-                            yield lambda bar=bar, ph=ph ^ 1: bar.done(ph)
-                        S.mma(0, [((st, 1), (seg, r + 2)), ((st, 2), (seg, r + 2)), ("q", ("q", seg))])
-                    S.wait_mma(0, 0)
-                elif RELOAD:
+                if RELOAD:
                     S.wait_mma(0, 0)
                     if r + 3 < n: S.tma((1 - st, 0), (seg, r + 3), S.c[(1 - st, 0)])
         S.wait_mma(0, 0)
@@ -148,7 +123,7 @@ def wg0(S, RELOAD, DEFER=False):
         it += n
 
 def wg1(S, FIRST):
-    it = 0; p0_phase = 0; d_phase = 0
+    it = 0; p0_phase = 0
     for seg, n in enumerate(S.segs):
         s0 = it % 2
         # wait for q of this segment: modelled by checking content when the MMA reads it (WG0 sets it first)
@@ -160,7 +135,7 @@ def wg1(S, FIRST):
             r = 2 * k; g = it + r; st = g % 2; pho = ((g + 1) // 2) & 1
             S.wait_mma(1, 0)
             if r + 1 < n:
-                if k > 0 and FIRST < 2: S.tma((1 - st, 1), (seg, r + 1), S.c[(1 - st, 1)])
+                if k > 0: S.tma((1 - st, 1), (seg, r + 1), S.c[(1 - st, 1)])
                 for part in (0, 1, 2):
                     bar = S.c[(1 - st, part)]
                     yield lambda bar=bar, pho=pho: bar.done(pho)
@@ -176,22 +151,10 @@ def wg1(S, FIRST):
                     assert S.psmem == (seg, r)      # read P(r) back
                     S.write_p(1, (seg, r + 1)); S.msmem[1] = (seg, r + 1)
                     S.p[1].c += 1
-                    if FIRST >= 2:      # SWAP: its own tile's P.V first, its next tile's right half once retired
-                        S.mma(1, [((1 - st, 1), (seg, r + 1))])
-                        if FIRST == 3:  # SWAP 2: the other P.V once WG0 issued its P.V of this tile
-                            bar, phd = S.p[2], d_phase
-                            yield lambda bar=bar, phd=phd: bar.done(phd)
-                            d_phase ^= 1
-                        S.mma(1, [((st, 1), (seg, r))])
-                        S.wait_mma(1, 1)
-                        if r + 3 < n: S.tma((1 - st, 1), (seg, r + 3), S.c[(1 - st, 1)])
-                        S.wait_mma(1, 0)
-                        if r + 2 < n: S.tma((st, 1), (seg, r + 2), S.c[(st, 1)])
-                    else:
-                        S.mma(1, [((st, 1), (seg, r))])
-                        S.mma(1, [((1 - st, 1), (seg, r + 1))])
-                        S.wait_mma(1, 1)
-                        if r + 2 < n: S.tma((st, 1), (seg, r + 2), S.c[(st, 1)])
+                    S.mma(1, [((st, 1), (seg, r))])
+                    S.mma(1, [((1 - st, 1), (seg, r + 1))])
+                    S.wait_mma(1, 1)
+                    if r + 2 < n: S.tma((st, 1), (seg, r + 2), S.c[(st, 1)])
                 else:
                     S.mma(1, [("p", (seg, r)), ((st, 1), (seg, r))])
                     S.wait_mma(1, 1)
@@ -218,7 +181,7 @@ def wg1(S, FIRST):
 def run(seed, segs, RELOAD, FIRST):
     rng = random.Random(seed)
     S = Sim(rng, segs)
-    gens = [wg0(S, RELOAD, FIRST == 3), wg1(S, FIRST)]
+    gens = [wg0(S, RELOAD), wg1(S, FIRST)]
     preds = [None, None]; alive = [True, True]
     steps = 0
     while any(alive):
@@ -242,8 +205,8 @@ def run(seed, segs, RELOAD, FIRST):
 
 if __name__ == "__main__":
     bad = 0
-    for RELOAD in (0, 1, 2):
-        for FIRST in (0, 1, 2, 3):     # (2 / 3: WG1_FIRST with SWAP 1 / 2)
+    for RELOAD in (0, 1):
+        for FIRST in (0, 1):
             for seed in range(300):
                 rng = random.Random(seed * 7 + RELOAD * 3 + FIRST)
                 segs = [rng.choice([1, 2, 3, 4, 5, 6, 7, 8, 13]) for _ in range(rng.randint(1, 4))]

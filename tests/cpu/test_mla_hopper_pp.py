@@ -106,106 +106,17 @@ def test_pp_fp8_kernel_fits_sm90_and_keeps_the_bf16_kernels_mmas(compiled_fp8):
         assert sass.count("WARPGROUP.DEPBAR") <= 8, "wgmmas serialised (ptxas C7514)"
 
 
-def test_pp_reload2_queues_the_next_scores_behind_the_pv():
-    """RELOAD 2 (bf16): WG0's loop rotated (each iteration ends with the next tile's scores retired), so its second
-    P.V of a pair is followed at once by the next tile's first four score groups, the P.V retired behind them
-    (``WARPGROUP.DEPBAR.LE gsb0, 0x4``), the other five after: FlashMLA's order. Compiled for sm_90a: asynchronous
-    wgmmas (no C7514 serialisation), a third copy of the nine score groups (WG0's segment prologue), no spill reloaded
-    in a tile loop."""
-    compiled = _hopper_compile("bf16", heads=128, page_size=64, config=dict(PP=1, RELOAD=2))
-    sass = _sass(compiled)
-    assert [str(u) for u in wgmma_findings(sass)] == []
-    assert sass.count("HGMMA.64x64x16.F32.BF16") == 3 * 9 * 4
-    assert sass.count("HGMMA.64x256x16.F32.BF16") == 5 * 4
-    assert _tile_loop_local_loads(sass) == 0
-    events = [m.group(1) for m in re.finditer(r"(HGMMA\.64x256x16|HGMMA\.64x64x16|WARPGROUP\.DEPBAR\.LE gsb0, 0x\d)",
-                                              sass)]
-    # the k-steps of one wgmma group are consecutive HGMMAs: collapse them
-    groups = [e for i, e in enumerate(events) if i == 0 or e != events[i - 1] or "DEPBAR" in e]
-    text = " ".join(groups)
-    assert "HGMMA.64x256x16 HGMMA.64x64x16 WARPGROUP.DEPBAR.LE gsb0, 0x4 HGMMA.64x64x16" in text, text
-    if SCHEDULED_WITH_THIS_TRITON:
-        assert sass.count("WARPGROUP.DEPBAR") <= 12, "wgmmas serialised (ptxas C7514)"
-
-
-def _score_chain_waits(sass: str) -> list[list[int]]:
-    """Per score chain (a ``HGMMA.64x64x16`` from a zero accumulator, ``!UPT``, and the groups after it) the shared
-    offsets of the mbarriers waited on before its groups, in order: c_bars[stage * 3 + part] lie 8 bytes apart by
-    part (left half, right half, rope) off a per-stage base register."""
-    chains, cur, waits = [], None, []
-    for line in sass.splitlines():
-        m = re.search(r"SYNCS\.PHASECHK\.TRANS64\.TRYWAIT P\d, \[[^\]]*\+0x([0-9a-f]+)\]", line)
-        if m:
-            waits.append(int(m.group(1), 16))
-        elif "HGMMA.64x64x16" in line:
-            if "!UPT" in line:
-                cur = [waits[-1]] if waits else []
-                chains.append(cur)
-            elif cur is not None and waits and waits[-1] != cur[-1]:
-                cur.append(waits[-1])
-    return chains
-
-
-def test_pp_rf_takes_wg1s_right_half_first():
-    """RF = 1 (bf16): WG1's score MMAs of its own tiles wait for the right half, then the rope columns (both its own
-    requests), then the left half (WG0's request, the later one); WG0's chains keep left, right, rope. Compiled for
-    sm_90a with RELOAD 2: the same wgmmas, asynchronous."""
-    plain = _sass(_hopper_compile("bf16", heads=128, page_size=64, config=dict(PP=1, RELOAD=2)))
-    rf = _sass(_hopper_compile("bf16", heads=128, page_size=64, config=dict(PP=1, RELOAD=2, RF=1)))
-    assert [str(u) for u in wgmma_findings(rf)] == []
-    for needle in ("HGMMA.64x64x16.F32.BF16", "HGMMA.64x256x16.F32.BF16"):
-        assert rf.count(needle) == plain.count(needle)
-
-    def orders(sass):
-        return sorted(tuple(w - min(chain) for w in chain) for chain in _score_chain_waits(sass))
-    assert orders(plain) == [(0, 8, 16)] * 3
-    assert orders(rf) == [(0, 8, 16), (0, 8, 16), (8, 16, 0)]
-    if SCHEDULED_WITH_THIS_TRITON:
-        assert rf.count("WARPGROUP.DEPBAR") <= 12, "wgmmas serialised (ptxas C7514)"
-
-
-def test_pp_swap_requests_wg1s_next_tile_once_its_own_pv_retired():
-    """SWAP = 1 (bf16, WG1_FIRST 1): WG1 issues its own tile's P.V first; behind the wait that leaves one group in
-    flight (its own retired) it requests its next tile's right half, behind the next (none in flight) tile r + 2's.
-    Compiled for sm_90a: in the worker partition's loop a TMA follows ``DEPBAR.LE gsb0, 0x1`` and another follows the
-    ``DEPBAR.LE gsb0, 0x0`` after it; without SWAP only the first. Asynchronous wgmmas."""
-    def after_waits(sass):
-        seq = re.findall(r"(WARPGROUP\.DEPBAR\.LE gsb0, 0x\d|UTMALDG|HGMMA\.64x\d+x16)", sass)
-        return " ".join(seq)
-    plain = _sass(_hopper_compile("bf16", heads=128, page_size=64, config=dict(PP=1, RELOAD=1, WG1_FIRST=1)))
-    compiled = _hopper_compile("bf16", heads=128, page_size=64, config=dict(PP=1, RELOAD=1, WG1_FIRST=1, SWAP=1))
-    swap = _sass(compiled)
-    assert [str(u) for u in wgmma_findings(swap)] == []
-    both = "WARPGROUP.DEPBAR.LE gsb0, 0x1 UTMALDG WARPGROUP.DEPBAR.LE gsb0, 0x0 UTMALDG"
-    assert both in after_waits(swap)
-    assert both not in after_waits(plain)
-    assert resources._resource_usage(compiled.asm["cubin"], compiled.metadata.name)["REG"] <= 255
-    # SWAP 2: a third P mbarrier (WG0 arrives once its P.V of WG1's tile is issued; WG1 waits before its other P.V),
-    # still within an sm_90 block's shared memory, wgmmas asynchronous
-    compiled = _hopper_compile("bf16", heads=128, page_size=64, config=dict(PP=1, RELOAD=1, WG1_FIRST=1, SWAP=2))
-    usage = resources._resource_usage(compiled.asm["cubin"], compiled.metadata.name)
-    assert compiled.metadata.shared + resources.static_shared(usage, 90) <= SM90_SHARED
-    swap2 = _sass(compiled)
-    assert [str(u) for u in wgmma_findings(swap2)] == []
-    assert swap2.count("SYNCS.PHASECHK") > swap.count("SYNCS.PHASECHK")
-
-
 @pytest.mark.parametrize("heads,fmt,config,needle", [
     (16, "bf16", dict(PP=1), "H < 64"),
     (128, "fp8", dict(PP=1, BLOCK_N=32), "BLOCK_N=32"),
     (128, "bf16", dict(PP=1, BLOCK_N=32), "BLOCK_N=32"),
-    (128, "fp8", dict(PP=1, RELOAD=2), "RELOAD=2"),
-    (128, "bf16", dict(PP=1, RELOAD=3), "RELOAD=3"),
-    (128, "fp8", dict(PP=1, RF=1), "RF=1"),
-    (128, "bf16", dict(PP=1, SWAP=1), "WG1_FIRST=0"),
-    (128, "fp8", dict(PP=1, WG1_FIRST=1, SWAP=1), "SWAP=1"),
-    (128, "bf16", dict(PP=1, WG1_FIRST=1, SWAP=3), "SWAP=3")])
+    (128, "bf16", dict(PP=1, RELOAD=2), "RELOAD=2")])
 def test_pp_config_refused_where_it_does_not_apply(heads, fmt, config, needle):
     dtype = torch.float8_e4m3fn if fmt == "fp8" else torch.bfloat16
     q = torch.empty(2, heads, 576, dtype=torch.bfloat16)
     kv = torch.empty(4, 64, 576, dtype=dtype)
     out = torch.empty(2, heads, 512, dtype=torch.bfloat16)
-    with pytest.raises(ValueError, match="config (PP=1|RELOAD=|RF=|SWAP=)") as err:
+    with pytest.raises(ValueError, match="config (PP=1|RELOAD=)") as err:
         interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
                                      0.04, 1.0, fmt, out, False, sms=132, config=config)
     assert needle in str(err.value)
@@ -379,9 +290,9 @@ def test_bf16_pp_reads_its_split_from_a_plan():
 
 def test_pp_protocol_model_holds_for_every_reload(tmp_path):
     """The hand-written model of the ping-pong kernel's mbarrier / buffer protocol (benchmarks/probes/
-    pp_protocol_model.py, RELOAD 0 / 1 / 2 x WG1_FIRST, random interleavings and TMA completion orders) finds no
-    failure, and finds them when RELOAD 2's reload of tile r + 3's left half is moved before the wait that retires
-    the P.V reading it (so the model checks something)."""
+    pp_protocol_model.py, RELOAD 0 / 1 x WG1_FIRST, random interleavings and TMA completion orders) finds no failure,
+    and finds them when RELOAD 1's reload of tile r + 3's left half is moved before the wait that retires the P.V
+    reading that buffer (so the model checks something)."""
     import subprocess
     import sys
     from pathlib import Path
@@ -389,9 +300,9 @@ def test_pp_protocol_model_holds_for_every_reload(tmp_path):
     run = subprocess.run([sys.executable, str(model)], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and run.stdout.strip().endswith("failures 0"), run.stdout + run.stderr
     source = model.read_text()
-    ordered = ("                        S.wait_mma(0, 1)\n"
-               "                        if r + 3 < n: S.tma((1 - st, 0), (seg, r + 3), S.c[(1 - st, 0)])\n")
-    assert ordered in source
+    ordered = ("                    S.wait_mma(0, 0)\n"
+               "                    if r + 3 < n: S.tma((1 - st, 0), (seg, r + 3), S.c[(1 - st, 0)])\n")
+    assert source.count(ordered) == 1
     mutated = tmp_path / "mutated.py"
     mutated.write_text(source.replace(ordered, "".join(reversed(ordered.splitlines(keepends=True)))))
     run = subprocess.run([sys.executable, str(mutated)], capture_output=True, text=True, timeout=120)

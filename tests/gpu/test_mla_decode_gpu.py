@@ -285,16 +285,7 @@ HEADS_VARIANTS = [("bf16", dict(PSMEM=1)), ("bf16", dict(PSMEM=1, XCH=1)), ("bf1
                   ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1)),
                   # OUT32 = 0: a whole request's output as the wgmma layout holds it (half sectors; session 21 made
                   # whole sectors the default)
-                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, OUT32=0)),
-                  # RELOAD 2 (session 39): the loop rotated, WG0's next score MMAs queued behind its P.V
-                  ("bf16", dict(PP=1, RELOAD=2)), ("bf16", dict(PP=1, RELOAD=2, WG1_FIRST=1)),
-                  # RF 1 (session 39): WG1's own scores from the right half and the rope first
-                  ("bf16", dict(PP=1, RELOAD=2, RF=1)),
-                  # SWAP 1 (session 39, WG1_FIRST 1): WG1's own P.V first, its next tile's right half requested then
-                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, SWAP=1, RF=1)),
-                  ("bf16", dict(PP=1, RELOAD=2, WG1_FIRST=1, SWAP=1, RF=1)),
-                  # SWAP 2: WG1's other P.V once WG0 issued its P.V of WG1's tile (a third P mbarrier)
-                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, SWAP=2, RF=1))]
+                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, OUT32=0))]
 HEADS_VARIANTS += [("fp8", dict(WOVL=w, PSMEM=p, XCH=x, LSUM=l, MAX1=m))
                    for w, p, x, l, m in ((0, 0, 0, 0, 0), (1, 0, 0, 0, 0), (1, 0, 1, 0, 0), (0, 1, 1, 0, 0),
                                          (1, 1, 1, 0, 0), (1, 1, 0, 1, 1))]

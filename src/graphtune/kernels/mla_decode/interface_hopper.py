@@ -643,19 +643,9 @@ def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
         raise ValueError(f"config PP=1: the ping-pong kernel takes bf16 and fp8 caches with H % {BLOCK_H} == 0 and "
                          f"BLOCK_N={BLOCK_N}, got kv_format {fmt!r} with {'H % 64 == 0' if on_m else 'H < 64'}, "
                          f"BLOCK_N={cfg.get('BLOCK_N')}")
-    # RELOAD: when WG0 reloads an odd tile's left half; 2 (bf16 only): WG0's next score MMAs queued behind its P.V
-    # (kernel_hopper_pp)
-    if cfg.get("RELOAD", 1) not in (0, 1, 2) or (cfg.get("RELOAD") == 2 and fmt != "bf16"):
-        raise ValueError(f"config RELOAD={cfg.get('RELOAD')}: the ping-pong kernel takes 0, 1 or 2, and 2 on a bf16 "
-                         f"cache only (got kv_format {fmt!r})")
-    # RF (bf16 only): WG1's score MMAs of its own tiles take the right half and the rope first (kernel_hopper_pp)
-    if cfg.get("RF", 0) not in (0, 1) or (cfg.get("RF") and fmt != "bf16"):
-        raise ValueError(f"config RF={cfg.get('RF')}: the ping-pong kernel takes 0 or 1, and 1 on a bf16 cache only "
-                         f"(got kv_format {fmt!r})")
-    # SWAP (bf16, WG1_FIRST 1): WG1's own tile's P.V first, its next tile's right half requested once it retired
-    if cfg.get("SWAP", 0) not in (0, 1, 2) or (cfg.get("SWAP") and (fmt != "bf16" or not cfg.get("WG1_FIRST"))):
-        raise ValueError(f"config SWAP={cfg.get('SWAP')}: the ping-pong kernel takes 0, 1 or 2, and 1 or 2 on a bf16 "
-                         f"cache with WG1_FIRST=1 only (got kv_format {fmt!r}, WG1_FIRST={cfg.get('WG1_FIRST', 0)})")
+    # RELOAD: when WG0 reloads an odd tile's left half (kernel_hopper_pp: 1 by its last reader, 0 one pair later)
+    if cfg.get("RELOAD", 1) not in (0, 1):
+        raise ValueError(f"config RELOAD={cfg.get('RELOAD')}: the ping-pong kernel takes 0 or 1")
     # INDEP (pinned only): WG1's softmax from its own running max, before WG0's P is waited for (kernel_hopper_pp)
     if cfg.get("INDEP", 0) not in (0, 1) or (cfg.get("INDEP") and not cfg.get("WG1_FIRST")):
         raise ValueError(f"config INDEP={cfg.get('INDEP')}: the ping-pong kernel's independent softmax takes 0 or 1, "

@@ -119,7 +119,7 @@ def _issue_rope(kv_rope_desc, kr, c_bars, pt_base, j, stage, PAGE_SIZE: gl.const
 
 @gluon.jit
 def _scores(qn_smem, qr_smem, kn, kr, c_bars, stage, phase, qz, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
-            BLOCK_N: gl.constexpr, RIGHT_FIRST: gl.constexpr = False):
+            BLOCK_N: gl.constexpr):
     """S = Q K^T of one tile as nine async wgmma groups (one per 64 columns), each half of the latent columns
     and the rope columns issued once they have landed. ``qz`` is 0, but a value of the caller's loop that the
     compiler cannot prove 0: the query chunks are indexed through it, so their shared-memory addresses are computed
@@ -127,68 +127,15 @@ def _scores(qn_smem, qr_smem, kn, kr, c_bars, stage, phase, qz, s_layout: gl.con
     them: every score MMA's issue waited on a local load, which at 227 KB of shared memory has ~25 KB of L1 left
     and goes to L2 (compiled for sm_90: 160 bytes of stack a thread, 91 local loads, 13 in WG0's tile loop; with
     ``qz``: 16 bytes, 8, none)."""
-    if RIGHT_FIRST:
-        # (RF, WG1's own tiles: the right half and the rope columns first, which WG1 itself requested, the left
-        # half, WG0's request, last: FlashMLA's order of its second warpgroup's score chunks)
-        s = _score_half(gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout), qn_smem, kn, c_bars, stage, phase,
-                        qz, 1, BLOCK_H, True)
-        s = _score_rope(s, qr_smem, kr, c_bars, stage, phase)
-        s = _score_half(s, qn_smem, kn, c_bars, stage, phase, qz, 0, BLOCK_H, False)
-    else:
-        s = _scores_left(qn_smem, kn, c_bars, stage, phase, qz, s_layout, BLOCK_H, BLOCK_N)
-        s = _scores_rest(s, qn_smem, qr_smem, kn, kr, c_bars, stage, phase, qz, BLOCK_H)
-    return s
-
-
-@gluon.jit
-def _score_half(s, qn_smem, kn, c_bars, stage, phase, qz, HALF: gl.constexpr, BLOCK_H: gl.constexpr,
-                FIRST: gl.constexpr):
-    """Four async score groups: the latent columns of V's half ``HALF`` (256 each) once they have landed; ``FIRST``:
-    the chain's first (its first group does not read ``s``)."""
+    s = gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout)
     q_chunks = _q_chunks(qn_smem, BLOCK_H, 64)
-    mbarrier.wait(c_bars.index(stage * 3 + HALF), phase)
-    for c in gl.static_range(HALF * 4, HALF * 4 + 4):
+    for c in gl.static_range(8):
+        if c % 4 == 0:
+            mbarrier.wait(c_bars.index(stage * 3 + c // 4), phase)
         s = warpgroup_mma(q_chunks.index(c + qz), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s,
-                          use_acc=(not FIRST) or (c > HALF * 4), is_async=True)
-    return s
-
-
-@gluon.jit
-def _score_rope(s, qr_smem, kr, c_bars, stage, phase):
-    """The score group of the rope columns, once they have landed."""
+                          use_acc=c > 0, is_async=True)
     mbarrier.wait(c_bars.index(stage * 3 + 2), phase)
     return warpgroup_mma(qr_smem, kr.permute((1, 0)), s, is_async=True)
-
-
-@gluon.jit
-def _scores_left(qn_smem, kn, c_bars, stage, phase, qz, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
-                 BLOCK_N: gl.constexpr):
-    """``_scores``' first four wgmma groups: the latent columns 0..255 (V's left half), once they have landed."""
-    return _score_half(gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout), qn_smem, kn, c_bars, stage, phase,
-                       qz, 0, BLOCK_H, True)
-
-
-@gluon.jit
-def _scores_rest(s, qn_smem, qr_smem, kn, kr, c_bars, stage, phase, qz, BLOCK_H: gl.constexpr):
-    """``_scores``' other five groups (columns 256..511 and the rope columns), each part once it has landed."""
-    s = _score_half(s, qn_smem, kn, c_bars, stage, phase, qz, 1, BLOCK_H, False)
-    return _score_rope(s, qr_smem, kr, c_bars, stage, phase)
-
-
-@gluon.jit
-def _first_scores(qn_smem, qr_smem, kn_bufs, kr_bufs, c_bars, it, seq_len, i_first, s_layout: gl.constexpr,
-                  BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr):
-    """RELOAD 2 (bf16): WG0's scores of a segment's first tile (buffer ``it % 2``), issued and retired; its rows
-    past ``seq_len`` of the left half zeroed first."""
-    stage = it % 2
-    phase = (it // 2) & 1
-    kn = kn_bufs.index(stage)
-    n_valid = seq_len - i_first * BLOCK_N
-    if n_valid < BLOCK_N:
-        _zero_half(kn, c_bars, stage, phase, n_valid, 0, BLOCK_N)
-    s = _scores(qn_smem, qr_smem, kn, kr_bufs.index(stage), c_bars, stage, phase, i_first >> 30, s_layout, BLOCK_H,
-                BLOCK_N)
-    return warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
 
 
 @gluon.jit
@@ -422,8 +369,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
-            OUT32: gl.constexpr = 1, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-            RF: gl.constexpr = 0, SWAP: gl.constexpr = 0):
+            OUT32: gl.constexpr = 1, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; loads the query (``FP8``: the fp16
     query scaled per head, written by this warpgroup, and each fp8 tile's TMA into its left half)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -433,8 +379,6 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
     seg_cost: gl.constexpr = FP8_SEG_COST * FP8 + BF16_SEG_COST * (1 - FP8)
     if plan_ptr is not None:
         gl.static_assert(FP8 == 0)      # (the plan's rows: the bf16 kernel's TMA halves)
-    if RELOAD == 2:
-        gl.static_assert(FP8 == 0)      # (the fp8 kernel widens each tile under its score MMAs)
     pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow, p_seq, p_pg0, p_pg1 = _wg_start(
         seq_lens_ptr, sm_scale, B, STAMPS, 0, s_layout, B_CHUNK, BLOCK_N, BLOCK_H, seg_cost, plan_ptr)
     if FP8:
@@ -499,11 +443,6 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
         m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=rows_s)
         l_i = gl.zeros([BLOCK_H], gl.float32, layout=rows_s)
         o = warpgroup_mma_init(gl.zeros([BLOCK_H, _HALF], gl.float32, layout=o_layout))
-        if RELOAD == 2:
-            # the segment's first score tile here; each iteration ends with the next one's retired (the loop's body
-            # starts from retired scores, as no MMA is in flight across its back edge)
-            s = _first_scores(qn_smem, qr_smem, kn_bufs, kr_bufs, c_bars, it, seq_len, i_first, s_layout, BLOCK_H,
-                              BLOCK_N)
         for k in range(0, (n + 1) // 2):
             r = 2 * k
             g = it + r
@@ -513,14 +452,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             kn = kn_bufs.index(stage)
             j = i_first + r
             n_valid = seq_len - j * BLOCK_N
-            if RELOAD == 2:
-                # S(r) retired at the previous iteration's end (or the segment's start), and O (nothing in flight:
-                # the wait only gives it back as a tensor)
-                o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
-                _stamp_tile(STAMPS, srow, g // 2, 1, 4)
-                if r + 2 < n:
-                    _issue_rope(kv_rope_desc, kr_bufs.index(stage), c_bars, pt_base, j + 2, stage, PAGE_SIZE, BLOCK_N)
-            elif FP8:
+            if FP8:
                 # tile r's fp8 columns landed; from the second pair on, WG1's P.V of tile r - 2 (the last reader of
                 # the right half the widening writes) retired
                 rope_next = _load_rope(kv_ptr, pt_base, gl.minimum(j + 2, i_stop - 1), PAGE_SIZE, BLOCK_N,
@@ -536,22 +468,20 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     _zero_half(kn, c_bars, stage, phase, n_valid, 0, BLOCK_N)
                 s = _scores(qn_smem, qr_smem, kn, kr_bufs.index(stage), c_bars, stage, phase, j >> 30, s_layout, BLOCK_H,
                             BLOCK_N)
-            if RELOAD != 2:
-                if (RELOAD == 0) and (k > 0):
-                    # O += P(r - 1) V_L(r - 1), issued before these score MMAs, retired: WG0's last read of tile
-                    # r - 1's left half, whose buffer takes tile r + 1
-                    o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=9, deps=(o, )))
-                    if r + 1 < n:
-                        _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 1,
-                                1 - stage, 0, FP8, PAGE_SIZE, BLOCK_N)
-                s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
-                _stamp_tile(STAMPS, srow, g // 2, 1, 4)
-                if FP8:
-                    _zero_tail(kn, n_valid, BLOCK_N)
-                if (r + 2 < n) and (not FP8):
-                    # the score MMAs were the rope chunk's only reader
-                    _issue_rope(kv_rope_desc, kr_bufs.index(stage), c_bars, pt_base, j + 2, stage, PAGE_SIZE,
-                                BLOCK_N)
+            if (RELOAD == 0) and (k > 0):
+                # O += P(r - 1) V_L(r - 1), issued before these score MMAs, retired: WG0's last read of tile
+                # r - 1's left half, whose buffer takes tile r + 1
+                o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=9, deps=(o, )))
+                if r + 1 < n:
+                    _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 1, 1 - stage,
+                            0, FP8, PAGE_SIZE, BLOCK_N)
+            s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
+            _stamp_tile(STAMPS, srow, g // 2, 1, 4)
+            if FP8:
+                _zero_tail(kn, n_valid, BLOCK_N)
+            if (r + 2 < n) and (not FP8):
+                # the score MMAs were the rope chunk's only reader
+                _issue_rope(kv_rope_desc, kr_bufs.index(stage), c_bars, pt_base, j + 2, stage, PAGE_SIZE, BLOCK_N)
             p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, j * BLOCK_N + offs_tok < seq_len, qk)
             o = o * gl.convert_layout(alpha, rows_o)[:, None]
             # p_smem's last reader (this warpgroup's P.V of tile r - 1) is retired; WG1 read its previous
@@ -579,29 +509,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 if (not FP8) and (n_valid - BLOCK_N < BLOCK_N):
                     _zero_half(kn_o, c_bars, 1 - stage, ((g + 1) // 2) & 1, n_valid - BLOCK_N, 0, BLOCK_N)
                 o = warpgroup_mma(p_smem, kn_o.slice(0, _HALF, dim=1), o, is_async=True)
-                if SWAP == 2:
-                    # (every warp has issued its part of that P.V before the arrival) WG1 issues its P(r) V_R(r) after it
-                    _wg_barrier()
-                    mbarrier.arrive(p_bars.index(2), count=1)
-                if RELOAD == 2:
-                    # FlashMLA's order (its public SM90 source): the next tile's score MMAs queued behind this P.V at
-                    # once, the P.V retired behind their first four groups, then tile r + 3's left half requested
-                    # and the other five groups issued; everything retired before the back edge
-                    if r + 2 < n:
-                        if n_valid - 2 * BLOCK_N < BLOCK_N:
-                            _zero_half(kn, c_bars, stage, phase ^ 1, n_valid - 2 * BLOCK_N, 0, BLOCK_N)
-                        s = _scores_left(qn_smem, kn, c_bars, stage, phase ^ 1, j >> 30, s_layout, BLOCK_H, BLOCK_N)
-                        o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=4, deps=(o, )))
-                        if r + 3 < n:
-                            _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 3,
-                                    1 - stage, 0, FP8, PAGE_SIZE, BLOCK_N)
-                        s = _scores_rest(s, qn_smem, qr_smem, kn, kr_bufs.index(stage), c_bars, stage, phase ^ 1,
-                                         j >> 30, BLOCK_H)
-                        s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
-                        o = warpgroup_mma_init(o)
-                    else:
-                        o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(o, )))
-                elif RELOAD:
+                if RELOAD:
                     # RELOAD = 1: retire it at once and reload tile r + 3's left half into its buffer, instead of
                     # after the next tile's score MMAs are issued (which wait for that tile's own loads)
                     o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(o, )))
@@ -635,8 +543,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
-            OUT32: gl.constexpr = 1, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-            RF: gl.constexpr = 0, SWAP: gl.constexpr = 0):
+            OUT32: gl.constexpr = 1, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511 (``FP8``: instead of reloading the
     right half of a buffer, it tells WG0 the half is free, on mbarrier ``stage * 3 + 1``)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -655,7 +562,6 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
     it = 0
     seg = 0
     p0_phase = 0
-    d_phase = 0     # (SWAP 2: WG0's arrivals after its P.V of this warpgroup's tiles)
     while t < t_stop:
         b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base, pg_a, pg_b = _segment_or_planned(
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, seg, p_seq, p_pg0, p_pg1, PAGE_SIZE,
@@ -701,7 +607,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             # buffer takes tile r + 1
             o_done = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
             if r + 1 < n:
-                if (k > 0) and (SWAP == 0):     # (SWAP: requested at the previous pair's end)
+                if k > 0:
                     _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 1, 1 - stage,
                             1, FP8, PAGE_SIZE, BLOCK_N)
                 if FP8:
@@ -717,7 +623,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     if n_valid - BLOCK_N < BLOCK_N:
                         _zero_half(kn_o, c_bars, 1 - stage, phase_o, n_valid - BLOCK_N, 1, BLOCK_N)
                     s = _scores(qn_smem, qr_smem, kn_o, kr_bufs.index(1 - stage), c_bars, 1 - stage, phase_o, j >> 30,
-                                s_layout, BLOCK_H, BLOCK_N, RF)
+                                s_layout, BLOCK_H, BLOCK_N)
                 if WG1_FIRST:
                     # Softmax first, MMAs after: nothing of this warpgroup is in flight during its softmax, so the
                     # hand-off to WG0 is not held up by P(r) V_R(r) (with the order below ptxas retires that MMA before
@@ -765,35 +671,14 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
                     _stamp_tile(STAMPS, srow, g // 2, 2, 4)
                     pe_op = gl.convert_layout(pe, p_layout)
-                    if SWAP:
-                        # this warpgroup's own tile first (FlashMLA's order): once P(r + 1) V_R(r + 1) retired, the
-                        # right half of its next tile, r + 3, is requested (the first thing it waits for next pair),
-                        # then, P(r) V_R(r) retired, tile r + 2's
-                        p_op = gl.convert_layout(p.to(p_smem.dtype), p_layout)
-                        o = warpgroup_mma(p_op, kn_o.slice(_HALF, _HALF, dim=1), o_done, is_async=True)
-                        if SWAP == 2:
-                            # WG0's P(r + 1) V_L(r + 1) issued first: its retirement frees the left half of this
-                            # warpgroup's next tile, which WG0 then requests (the wait Nsight Compute found first)
-                            mbarrier.wait(p_bars.index(2), d_phase)
-                            d_phase ^= 1
-                        o = warpgroup_mma(pe_op, kn.slice(_HALF, _HALF, dim=1), o, is_async=True)
-                        warpgroup_mma_wait(num_outstanding=1, deps=(p_op, ))
-                        if r + 3 < n:
-                            _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 3,
-                                    1 - stage, 1, FP8, PAGE_SIZE, BLOCK_N)
-                        o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(o, )))
-                        if r + 2 < n:
-                            _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 2,
-                                    stage, 1, FP8, PAGE_SIZE, BLOCK_N)
-                    else:
-                        o = warpgroup_mma(pe_op, kn.slice(_HALF, _HALF, dim=1), o_done, is_async=True)
-                        o = warpgroup_mma(gl.convert_layout(p.to(p_smem.dtype), p_layout),
-                                          kn_o.slice(_HALF, _HALF, dim=1), o, is_async=True)
-                        # P(r) V_R(r) retired: tile r's right half is free for tile r + 2
-                        warpgroup_mma_wait(num_outstanding=1, deps=(pe_op, ))
-                        if r + 2 < n:
-                            _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 2,
-                                    stage, 1, FP8, PAGE_SIZE, BLOCK_N)
+                    o = warpgroup_mma(pe_op, kn.slice(_HALF, _HALF, dim=1), o_done, is_async=True)
+                    o = warpgroup_mma(gl.convert_layout(p.to(p_smem.dtype), p_layout),
+                                      kn_o.slice(_HALF, _HALF, dim=1), o, is_async=True)
+                    # P(r) V_R(r) retired: tile r's right half is free for tile r + 2
+                    warpgroup_mma_wait(num_outstanding=1, deps=(pe_op, ))
+                    if r + 2 < n:
+                        _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 2, stage,
+                                1, FP8, PAGE_SIZE, BLOCK_N)
                 else:
                     o, m_i, l_i, p0_phase = _take_even(o_done, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars,
                                                        stage, phase, n_valid, s_layout, o_layout, BLOCK_N, FP8)
@@ -859,21 +744,13 @@ def _mla_decode_hopper_pp_kernel(
     SPLIT_MAX: gl.constexpr = 0,    # the grid's programs per request at most (interface_hopper; unused in here)
     plan_ptr=None,
     PART_SCALED: gl.constexpr = False,
-    RF: gl.constexpr = 0,
-    SWAP: gl.constexpr = 0,
 ):
     """Grid ``(H // 64, P)``, as ``kernel_hopper._mla_decode_hopper_kernel`` (same arguments), but
     ``num_warps = 4`` (warpgroup 0, the default partition) plus a 4-warp worker partition (warpgroup 1, with
     ``WG1_REGS`` registers per thread). ``kv_nope_desc`` has [BLOCK_N, 256] blocks (one warpgroup's half of V),
     ``kv_rope_desc`` [BLOCK_N, 64]. RELOAD (WG0's reload of an odd tile's left half, the buffer of tile r + 2): 1
-    retires its P.V at once and reloads; 0 after the next tile's score MMAs are issued; 2 (bf16) queues the next
-    tile's score MMAs behind that P.V at once and retires it behind their first four groups (FlashMLA's order: WG0's
-    loop rotated so that each iteration ends with the next tile's scores retired, ``_first_scores`` before it).
-    WG1_FIRST = 1: WG1 runs its softmax before issuing any P.V of the pair (see ``_pp_wg1``). RF = 1: WG1's score
-    MMAs of its own tiles take the right half and the rope columns (its own requests) before the left half. SWAP = 1
-    (with WG1_FIRST 1): WG1 issues its own tile's P.V before the other's and requests its next tile's right half once
-    that one retired (FlashMLA's order); SWAP = 2 also waits, before the other P.V, for WG0 to issue its P.V of WG1's
-    tile (whose retirement frees the left half of WG1's next tile)."""
+    retires its P.V at once and reloads; 0 after the next tile's score MMAs are issued. WG1_FIRST = 1: WG1 runs
+    its softmax before issuing any P.V of the pair (see ``_pp_wg1``)."""
     gl.static_assert(PP == 1)
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
@@ -892,7 +769,7 @@ def _mla_decode_hopper_pp_kernel(
                    stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                    qn_smem, qr_smem, kn_bufs, kr_bufs, None, None, 1.0, None,
                    PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, False, False, WG1_REGS, INDEP,
-                   OUT32, STAMPS, plan_ptr, PART_SCALED, RF, SWAP)
+                   OUT32, STAMPS, plan_ptr, PART_SCALED)
 
 
 @gluon.jit(do_not_specialize=["B"])
@@ -966,8 +843,7 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
                    PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr,
                    BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr,
                    FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, WG1_REGS: gl.constexpr, INDEP: gl.constexpr,
-                   OUT32: gl.constexpr, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-                   RF: gl.constexpr = 0, SWAP: gl.constexpr = 0):
+                   OUT32: gl.constexpr, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False):
     """Both kernels' P tile, maxima, sums and mbarriers, and the two warpgroups."""
     vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     p_smem = gl.allocate_shared_memory(qn_smem.dtype, [BLOCK_H, BLOCK_N],
@@ -978,9 +854,7 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
     q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     q_bar = q_bars.index(0)     # bf16: the query's TMA; fp8: WG0's arrival once the fp16 query is written
     qt_bar = q_bars.index(1)    # fp8: the bf16 query's TMA (``kernel_hopper_heads._q_issue``)
-    # (SWAP 2: a third, WG0's arrival once its P.V of WG1's tile is issued, which WG1 waits for before the other P.V)
-    N_PBARS: gl.constexpr = 3 if SWAP == 2 else 2
-    p_bars = gl.allocate_shared_memory(gl.int64, [N_PBARS, 1], mbarrier.MBarrierLayout())
+    p_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     x_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     for k in gl.static_range(6):
         mbarrier.init(c_bars.index(k), count=1)
@@ -989,8 +863,6 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
     for k in gl.static_range(2):
         mbarrier.init(p_bars.index(k), count=1)
         mbarrier.init(x_bars.index(k), count=1)
-    if SWAP == 2:
-        mbarrier.init(p_bars.index(2), count=1)
     # each warpgroup's layouts (4 warps): of the scores [64, BLOCK_N] and of its half of O [64, 256]
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
@@ -1004,12 +876,12 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
              kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, RF, SWAP)),
+             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED)),
         (_pp_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
              kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, RF, SWAP)),
+             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED)),
     ], [4], [WG1_REGS])
