@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from graphtune import resources
-from graphtune.kernels.mla_decode import interface_hopper, kernel_hopper_tok
+from graphtune.kernels.mla_decode import interface_hopper, kernel_hopper as kh, kernel_hopper_tok
 
 from test_mla_decode import _sass as _sass_of_cubin
 from test_mla_decode import SCHEDULED_WITH_THIS_TRITON
@@ -418,7 +418,7 @@ def _plan_build(num_buf: int, plan: bool, gather: bool = False):
         config=dict(V2=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1, GATHER=int(gather)))
     fn, consts = interface_hopper._kernel_and_params(16, "fp8", consts)
     if plan:
-        consts = {**consts, "plan_ptr": torch.empty(grid[1], 8, dtype=torch.int32)}
+        consts = {**consts, "plan_ptr": torch.empty(grid[1], int(kh.PLAN_COLS), dtype=torch.int32)}
     return compile_sm90(fn, args, consts)
 
 
@@ -491,7 +491,7 @@ def test_bf16_tokens_on_m_kernel_reads_its_split_from_a_plan():
             torch.empty(2, 16, 512, dtype=torch.bfloat16), False, sms=132)
         fn, consts = interface_hopper._kernel_and_params(16, "bf16", consts)
         if plan:
-            consts = {**consts, "plan_ptr": torch.empty(grid[1], 8, dtype=torch.int32)}
+            consts = {**consts, "plan_ptr": torch.empty(grid[1], int(kh.PLAN_COLS), dtype=torch.int32)}
         return compile_sm90(fn, args, consts)
     base, plan = build(False), build(True)
     assert _shared(plan) == _shared(base)
