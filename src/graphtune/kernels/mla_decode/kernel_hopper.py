@@ -376,12 +376,7 @@ def _segment(seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, B
 
 # A plan row: the program's split (t, t_stop, b, req_end as ``_split_start`` returns them) and its first segment's
 # request (past requests of no tokens), that request's length and the page ids of the segment's first three tiles.
-# A plan row: the program's split and first segment (t, t_stop, b, req_end, seq_len) and its first three tiles' page
-# ids (TMA: one a tile), then, read only by the row gather (pages that are not whole 64-token tiles), the same three
-# tiles' page ids one a row (``PLAN_GATHER_TILES`` x 64 from column 8), so that the row gather issues its first copies
-# one round trip after its start as the TMA kernels do, not two (its page ids waited on the row's request and length).
-PLAN_GATHER_TILES = gl.constexpr(3)
-PLAN_COLS = gl.constexpr(8 + 3 * 64)
+PLAN_COLS = gl.constexpr(8)
 
 
 @gluon.jit
@@ -448,9 +443,7 @@ def _mla_decode_plan_kernel(seq_lens_ptr, page_table_ptr, plan_ptr, B, stride_pt
     """Grid ``(1, P)``, P the split kernel's programs: program p's plan row (``PLAN_COLS``), the split and the first
     segment exactly as the split kernels compute them (``_split_start``, ``_segment``, :func:`_tile_page`), so that a
     split kernel given these rows as ``plan_ptr`` on the same lengths, page table and grid starts its copies one round trip after
-    its start; at page sizes that are not whole tiles also the row gather's page ids of the segment's first
-    ``PLAN_GATHER_TILES`` tiles, one a row. A program with no tiles gets its empty range and zeros (and no row
-    pages: nothing reads them)."""
+    its start. A program with no tiles gets its empty range and zeros."""
     pid = gl.program_id(1)
     t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(1), BLOCK_N, B_CHUNK, num_warps,
                                          SEG_COST)
@@ -464,14 +457,6 @@ def _mla_decode_plan_kernel(seq_lens_ptr, page_table_ptr, plan_ptr, B, stride_pt
         pg0 = _tile_page(pt_base, i_first, i_stop, PAGE_SIZE, BLOCK_N)
         pg1 = _tile_page(pt_base, i_first + 1, i_stop, PAGE_SIZE, BLOCK_N)
         pg2 = _tile_page(pt_base, i_first + 2, i_stop, PAGE_SIZE, BLOCK_N)
-        if PAGE_SIZE % BLOCK_N != 0:
-            # the row gather's page ids of the first tiles, one a row (kernel_hopper_tok._tile_pages' values)
-            rows_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
-            rows = gl.arange(0, BLOCK_N, layout=rows_layout)
-            for k in gl.static_range(PLAN_GATHER_TILES):
-                tok = (i_first + k) * BLOCK_N + rows
-                pages = gl.load(pt_base + tok // PAGE_SIZE, mask=(tok < seq_len) & (i_first + k < i_stop), other=0)
-                gl.store(plan_ptr + pid * PLAN_COLS + 8 + k * BLOCK_N + rows, pages)
     row = plan_ptr + pid * PLAN_COLS
     gl.store(row, t)
     gl.store(row + 1, t_stop)

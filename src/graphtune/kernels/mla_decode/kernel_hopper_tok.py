@@ -63,9 +63,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from .kernel_hopper import (FP8_SEG_COST, PLAN_COLS, STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN,
-                            _block_barrier, _launch_dependents, _load_q_raw, _max_over_tokens, _plan_row,
-                            _planned_segment, _q_fp32, _program_ids, _segment, _split_start, _stamp,
+from .kernel_hopper import (FP8_SEG_COST, STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _block_barrier,
+                            _launch_dependents, _load_q_raw, _max_over_tokens, _plan_row, _planned_segment, _q_fp32,
+                            _program_ids, _segment, _split_start, _stamp,
                             _stamp_out, _stamp_tile, _store_chunks_segment, _tile_page, _tma_load, _zero_rows)
 
 # cp.async's Gluon name: async_load in triton 3.9 (the 3.6 name raises there)
@@ -114,30 +114,17 @@ def _gather_tile(kv_ptr, kn_bufs, kr_bufs, bars, pt_base, j, stage, seq_len, PAG
 
 
 @gluon.jit
-def _gather_rows(BLOCK_N: gl.constexpr, num_warps: gl.constexpr):
-    """A tile's rows 0..BLOCK_N - 1 in the row gather's layout (a row's page id where its copies are issued)."""
-    layout: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [num_warps, 1], [1, 0])
-    return gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout))
-
-
-@gluon.jit
 def _tile_pages(pt_base, j, i_stop, seq_len, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, GATHER: gl.constexpr,
                 num_warps: gl.constexpr):
     """Tile j's page ids (0 past ``seq_len`` or when ``j >= i_stop``): a scalar (TMA: one page per tile) or, with
     ``GATHER``, one per row in the row gather's layout."""
     if GATHER:
-        tok = j * BLOCK_N + _gather_rows(BLOCK_N, num_warps)
+        layout: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [num_warps, 1], [1, 0])
+        tok = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout))
         page = gl.load(pt_base + tok // PAGE_SIZE, mask=(tok < seq_len) & (j < i_stop), other=0)
     else:
         page = _tile_page(pt_base, j, i_stop, PAGE_SIZE, BLOCK_N)
     return page
-
-
-@gluon.jit
-def _plan_pages(plan_ptr, pid, k: gl.constexpr, BLOCK_N: gl.constexpr, num_warps: gl.constexpr):
-    """:func:`_tile_pages` of the row gather for program ``pid``'s first segment's tile ``k``, as the plan kernel
-    left them in the program's plan row (``kernel_hopper.PLAN_COLS``): no load of the page table."""
-    return gl.load(plan_ptr + pid * PLAN_COLS + 8 + k * BLOCK_N + _gather_rows(BLOCK_N, num_warps))
 
 
 @gluon.jit
@@ -245,27 +232,6 @@ def _init_tile_barriers(bars, NUM_BUF: gl.constexpr, GATHER: gl.constexpr, num_w
             mbarrier.init(bars.index(k), count=num_warps * 32)
         else:        # the TMA transaction count
             mbarrier.init(bars.index(k), count=1)
-
-
-@gluon.jit
-def _after_the_copies(qn, qr):
-    """``qn`` and ``qr`` unchanged (plus a zero read from the clock), so that nothing computed from the query's
-    loads can be scheduled before this point: ptxas otherwise moves the query's conversion and maxima, which wait
-    for its loads, above the tiles' copies placed before them in the source, and every first copy waited a round
-    trip to memory for the query."""
-    z = gl.inline_asm_elementwise("{ .reg .u64 t; mov.u64 t, %clock64; shr.u64 t, t, 63; cvt.u32.u64 $0, t; }",
-                                  "=r", [], dtype=gl.int32, is_pure=False, pack=1)
-    return _plus_bits(qn, z), _plus_bits(qr, z)
-
-
-@gluon.jit
-def _plus_bits(x, z):
-    """``x``'s bits plus the integer ``z`` (a bf16 query, or an e4m3 one: ``Q_FP8``)."""
-    if x.dtype.primitive_bitwidth == 8:
-        x = (x.to(gl.int8, bitcast=True) + z.to(gl.int8)).to(x.dtype, bitcast=True)
-    else:
-        x = (x.to(gl.int16, bitcast=True) + z.to(gl.int16)).to(x.dtype, bitcast=True)
-    return x
 
 
 @gluon.jit
@@ -586,12 +552,13 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                 b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _planned_segment(
                     page_table_ptr, stride_pt_b, b, t, t_stop, req_end, p_seq, BLOCK_N)
                 if GATHER:
-                    # the row gather's page ids of the first tiles, one a row, from the plan row's gather columns
-                    # (loaded beside its first eight values: no load waits on the segment's request and length)
-                    pg0 = _plan_pages(plan_ptr, pid, 0, BLOCK_N, num_warps)
-                    pg1 = _plan_pages(plan_ptr, pid, 1, BLOCK_N, num_warps)
+                    # (the row gather's page ids, one a row, are not the plan's: loaded here, the split and the
+                    # segment's request and length read from the plan)
+                    pg0 = _tile_pages(pt_base, i_first, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
+                    pg1 = _tile_pages(pt_base, i_first + 1, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
                     if NUM_BUF > 2:
-                        pg2 = _plan_pages(plan_ptr, pid, 2, BLOCK_N, num_warps)
+                        pg2 = _tile_pages(pt_base, i_first + 2, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER,
+                                          num_warps)
                     else:
                         pg2 = pg1
                 else:
@@ -625,7 +592,6 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                     _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
                               (it + k) % NUM_BUF, seq_len, PAGE_SIZE, 264 if DS else 512, BLOCK_N, GATHER, num_warps,
                               kv_sc_desc, sc_bufs)
-        qn, qr = _after_the_copies(qn, qr)
         q_scale = _q_cat(qn, qr, qn_smem, qr_smem, BLOCK_H, DS)
         fence_async_shared()
         _block_barrier()
