@@ -538,3 +538,93 @@ def test_row_gather_reads_its_split_from_a_plan(num_buf):
         assert sass.count(mma) == sass0.count(mma), mma
     assert sass.count("WARPGROUP.DEPBAR") == sass0.count("WARPGROUP.DEPBAR")
     assert _barriers_before_the_first_copy(sass, ("LDGSTS",)) < _barriers_before_the_first_copy(sass0, ("LDGSTS",))
+
+
+def _sm_split_build(config: dict):
+    from test_mla_decode import compile_sm90
+    q = torch.empty(2, 16, 576, dtype=torch.bfloat16)
+    kv = torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn)
+    args, grid, consts, _ = interface_hopper.hopper_call(
+        q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32), 0.04, 1.0, "fp8",
+        torch.empty(2, 16, 512, dtype=torch.bfloat16), False, sms=132, config=config)
+    fn, consts = interface_hopper._kernel_and_params(16, "fp8", consts)
+    consts = {**consts, "plan_ptr": torch.empty(grid[1], int(kh.PLAN_COLS), dtype=torch.int32)}
+    return grid, compile_sm90(fn, args, consts)
+
+
+def test_sm_split_takes_its_sms_range_and_a_weighted_plan_compiles():
+    """SM_SPLIT = 1 (session 40, pinned only): the second tokens-on-M kernel reads ``%smid`` for its range (one
+    program an SM: the grid is the SMs, three buffers), otherwise the same kernel (shared memory, MMAs, registers);
+    the plan kernel with per-program cumulative weights (``cw_ptr``) compiles with the same eight stores a row."""
+    from test_mla_decode import compile_sm90
+    base = dict(V2=1, NUM_BUF=3, PREFETCH=1, FAST_MAX=1, RK64=1, PT_EARLY=1)
+    grid0, plain = _sm_split_build(base)
+    grid1, split = _sm_split_build({**base, "SM_SPLIT": 1})
+    assert grid0 == grid1 == (1, 132)
+    sass, sass0 = _sass(split), _sass(plain)
+    assert "SMID" in sass and "SMID" not in sass0       # (%smid: SR_VIRTUALSMID on sm_90a)
+    assert _shared(split) == _shared(plain)
+    for mma in ("QGMMA.64x32x32.F32.E4M3.E4M3", "HGMMA.64x16x16.F32"):
+        assert sass.count(mma) == sass0.count(mma), mma
+    usage = resources._resource_usage(split.asm["cubin"], split.metadata.name)
+    assert usage["REG"] <= 255
+    args = (torch.ones(2, dtype=torch.int32), torch.zeros(2, 2, dtype=torch.int32),
+            torch.empty(132, int(kh.PLAN_COLS), dtype=torch.int32), 2, 2)
+    weighted = compile_sm90(kh._mla_decode_plan_kernel, args, dict(PAGE_SIZE=64, B_CHUNK=128, BLOCK_N=64, SEG_COST=4,
+                                                                      num_warps=4,
+                                                                      cw_ptr=torch.zeros(133, dtype=torch.int32)))
+    assert _sass(weighted).count("STG") == 8
+
+
+@pytest.mark.parametrize("config,needle", [
+    (dict(V2=1, NUM_BUF=2, PREFETCH=1, FAST_MAX=1, SM_SPLIT=1), "PROGRAMS_PER_SM=2"),
+    (dict(V2=1, NUM_BUF=3, PREFETCH=1, FAST_MAX=1, SM_SPLIT=2), "'SM_SPLIT': 2")])
+def test_sm_split_refused_where_it_cannot_deal_sms_their_ranges(config, needle):
+    """SM_SPLIT needs one program an SM (two on an SM would take the same range): one line naming the value."""
+    with pytest.raises(ValueError) as err:
+        _sm_split_build(config)
+    assert "\n" not in str(err.value) and needle in str(err.value)
+
+
+def test_sm_weights_are_checked_and_kept_as_cumulative_shares():
+    """``MLADecodePlan(sm_weights=...)``: one positive finite weight an SM, kept as cumulative int32 shares of 2^20
+    (the plan kernel's split: tiles [total cw[p] / W, total cw[p + 1] / W)); anything else is one line naming it."""
+    from graphtune.kernels.mla_decode import MLADecodePlan
+    plan = MLADecodePlan(sm_weights=[1.0, 3.0])
+    assert plan._cw.tolist() == [0, 1 << 18, 1 << 20]
+    for bad in ([], [1.0, 0.0], [1.0, float("nan")], [-1.0, 2.0]):
+        with pytest.raises(ValueError, match="sm_weights") as err:
+            MLADecodePlan(sm_weights=bad)
+        assert "\n" not in str(err.value)
+
+
+def test_sm_split_probe_weighs_each_sm_by_its_tile_loop():
+    """benchmarks/probes/sm_split.py: an SM's speed is its tile loop's tiles per clock cycle (from the stamped
+    landings), and its weight that speed against the median SM's, averaged over runs (an SM a run misses counts as
+    the median), within [0.5, 2]."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2] / "benchmarks"
+    sys.path.insert(0, str(root))
+    try:
+        spec = importlib.util.spec_from_file_location("sm_split_probe", root / "probes" / "sm_split.py")
+        probe = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(probe)
+    finally:
+        sys.path.remove(str(root))
+    row = int(kh.STAMP_ROW)
+
+    def stamped(sm: int, period: int, tiles: int) -> list[int]:
+        r = [0] * row
+        r[int(kh.STAMP_SMID)], r[int(kh.STAMP_TILES)] = sm, tiles
+        for k in range(tiles):
+            r[int(kh.STAMP_TILE0) + 2 * k] = 1000 + period * k
+        return r
+    speeds = probe.speeds_from_stamps([stamped(0, 100, 5), stamped(1, 200, 5), stamped(2, 100, 2)])
+    assert speeds == {0: 4 / 400, 1: 4 / 800}
+    weights = probe.weights_from_speeds([speeds, {0: 0.01, 1: 0.01, 2: 0.04}], 3)
+    median0 = (0.01 + 0.005) / 2
+    assert weights[0] == pytest.approx((0.01 / median0 + 1.0) / 2)
+    assert weights[1] == pytest.approx((0.005 / median0 + 1.0) / 2)
+    assert weights[2] == 2.0     # (missing from run 1: the median's 1; run 2: 4; their mean 2.5, clamped)

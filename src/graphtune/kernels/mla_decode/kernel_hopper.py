@@ -149,6 +149,40 @@ def _program_ids(BLOCK_H: gl.constexpr):
 
 
 @gluon.jit
+def _smid():
+    """The SM this program runs on (``%smid``)."""
+    return gl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=gl.int32, is_pure=True, pack=1)
+
+
+@gluon.jit
+def _split_weighted(seq_lens_ptr, B, pid, num_progs, cw_ptr, BLOCK_N: gl.constexpr, B_CHUNK: gl.constexpr,
+                    num_warps: gl.constexpr):
+    """:func:`_split_start`'s values for a split in proportion to per-program weights: ``cw_ptr`` holds their
+    cumulative sums (``num_progs + 1`` int32, from 0), program p takes tiles ``[total cw[p] / W, total cw[p + 1] / W)``
+    of the batch's tiles laid end to end (W = cw[num_progs]), wherever requests end. (The SM-weighted split: a
+    program per SM, each SM's share by its measured speed; ``kernel_hopper_tok``'s ``SM_SPLIT``.)"""
+    chunk_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
+    offs_c = gl.arange(0, B_CHUNK, layout=chunk_layout)
+    total = 0
+    for r0 in range(0, B, B_CHUNK):
+        total += gl.sum(_chunk_tiles(seq_lens_ptr, B, r0, offs_c, BLOCK_N), axis=0)
+    w = gl.load(cw_ptr + num_progs).to(gl.int64)
+    t = ((total.to(gl.int64) * gl.load(cw_ptr + pid).to(gl.int64)) // gl.maximum(w, 1)).to(gl.int32)
+    t_stop = ((total.to(gl.int64) * gl.load(cw_ptr + pid + 1).to(gl.int64)) // gl.maximum(w, 1)).to(gl.int32)
+    b = 0
+    req_end = 0
+    base = 0
+    for r0 in range(0, B, B_CHUNK):
+        tiles = _chunk_tiles(seq_lens_ptr, B, r0, offs_c, BLOCK_N)
+        ends = base + gl.associative_scan(tiles, 0, _add)
+        done = (ends <= t) & (r0 + offs_c < B)
+        b += gl.sum(done.to(gl.int32), axis=0)
+        req_end += gl.sum(gl.where(done, tiles, 0), axis=0)
+        base += gl.sum(tiles, axis=0)
+    return t, t_stop, b, req_end
+
+
+@gluon.jit
 def _chunk_tiles(seq_lens_ptr, B, r0, offs_c, BLOCK_N: gl.constexpr):
     """Tiles of requests ``r0 + offs_c`` (none past the batch or for a length <= 0)."""
     lens = gl.load(seq_lens_ptr + r0 + offs_c, mask=r0 + offs_c < B, other=0)
@@ -439,14 +473,19 @@ def _page_row(pt_base, j, page, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, 
 @gluon.jit(do_not_specialize=["B"])
 def _mla_decode_plan_kernel(seq_lens_ptr, page_table_ptr, plan_ptr, B, stride_pt_b, PAGE_SIZE: gl.constexpr,
                             B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, SEG_COST: gl.constexpr,
-                            num_warps: gl.constexpr):
+                            num_warps: gl.constexpr, cw_ptr=None):
     """Grid ``(1, P)``, P the split kernel's programs: program p's plan row (``PLAN_COLS``), the split and the first
     segment exactly as the split kernels compute them (``_split_start``, ``_segment``, :func:`_tile_page`), so that a
     split kernel given these rows as ``plan_ptr`` on the same lengths, page table and grid starts its copies one round trip after
-    its start. A program with no tiles gets its empty range and zeros."""
+    its start. A program with no tiles gets its empty range and zeros. ``cw_ptr`` (cumulative per-program weights):
+    the split in proportion to them (:func:`_split_weighted`) instead of the even or priced one."""
     pid = gl.program_id(1)
-    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(1), BLOCK_N, B_CHUNK, num_warps,
-                                         SEG_COST)
+    if cw_ptr is None:
+        t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(1), BLOCK_N, B_CHUNK, num_warps,
+                                             SEG_COST)
+    else:
+        t, t_stop, b, req_end = _split_weighted(seq_lens_ptr, B, pid, gl.num_programs(1), cw_ptr, BLOCK_N, B_CHUNK,
+                                                num_warps)
     seq_len = 0
     pg0 = 0
     pg1 = 0

@@ -57,12 +57,25 @@ class MLADecodePlan(_OpArgument):
     step. It belongs to that step's ``seq_lens`` and ``page_table`` tensors and their values: a call with other
     tensors is a ValueError; values changed in place after the fill are not seen (a new plan per step). Under
     torch.compile it is an input of the compiled function, which the ``graphtune::mla_decode_planned`` ops take as
-    it is (op.py; a new one per step recompiles nothing)."""
+    it is (op.py; a new one per step recompiles nothing).
 
-    def __init__(self) -> None:
+    ``sm_weights`` (experimental, session 40; a sequence or CPU tensor, one positive weight per SM): a split whose
+    grid has one program per SM is made in proportion to them (``kernel_hopper._split_weighted``), for the kernels
+    pinned with ``SM_SPLIT=1``, which take their SM's range; the weights are copied to the device at the first fill,
+    so such a plan is made and first filled outside graph capture."""
+
+    def __init__(self, sm_weights: torch.Tensor | None = None) -> None:
         self._rows: torch.Tensor | None = None
         self._inputs: tuple | None = None       # (seq_lens, page_table) identity and shape the plan belongs to
         self._filled: tuple | None = None       # (programs, page size, segment cost) of the rows' last fill
+        self._cw: torch.Tensor | None = None    # cumulative per-SM weights (sm_weights), int32, from 0
+        if sm_weights is not None:
+            w = torch.as_tensor(sm_weights, dtype=torch.float64, device="cpu").flatten()
+            if w.numel() == 0 or not bool(torch.isfinite(w).all()) or bool((w <= 0).any()):
+                raise ValueError(f"MLADecodePlan: sm_weights={sm_weights!r}: expected one finite positive weight "
+                                 "per SM")
+            scaled = torch.round(w / w.sum() * (1 << 20)).clamp(min=1).to(torch.int64)
+            self._cw = torch.cat([scaled.new_zeros(1), scaled.cumsum(0)]).to(torch.int32)
 
     def __repr__(self) -> str:
         state = "empty" if self._inputs is None else f"batch {self._inputs[4]}"
@@ -86,12 +99,15 @@ class MLADecodePlan(_OpArgument):
              seg_cost: int, b_chunk: int) -> None:
         """Rows for a split over ``programs`` programs, made by one launch unless this plan holds them already (the
         tuner's configs differ in programs: each fill replaces the last)."""
-        want = (programs, page_size, seg_cost)
+        weighted = self._cw is not None and self._cw.numel() == programs + 1
+        want = (programs, page_size, seg_cost, weighted)
         if self._filled == want:
             return
+        if weighted and self._cw.device != seq_lens.device:
+            self._cw = self._cw.to(seq_lens.device)
         kernel_hopper._mla_decode_plan_kernel[(1, programs)](
             seq_lens, page_table, self._rows, seq_lens.shape[0], page_table.stride(0), PAGE_SIZE=page_size,
-            B_CHUNK=b_chunk, BLOCK_N=64, SEG_COST=seg_cost, num_warps=4)
+            B_CHUNK=b_chunk, BLOCK_N=64, SEG_COST=seg_cost, num_warps=4, cw_ptr=self._cw if weighted else None)
         self._filled = want
 
 
