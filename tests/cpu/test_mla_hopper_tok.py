@@ -572,7 +572,7 @@ def test_sm_split_takes_its_sms_range_and_a_weighted_plan_compiles():
             torch.empty(132, int(kh.PLAN_COLS), dtype=torch.int32), 2, 2)
     weighted = compile_sm90(kh._mla_decode_plan_kernel, args, dict(PAGE_SIZE=64, B_CHUNK=128, BLOCK_N=64, SEG_COST=4,
                                                                       num_warps=4,
-                                                                      cw_ptr=torch.zeros(133, dtype=torch.int32)))
+                                                                      cw_ptr=torch.zeros(134, dtype=torch.int32)))
     assert _sass(weighted).count("STG") == 8
 
 
@@ -588,10 +588,11 @@ def test_sm_split_refused_where_it_cannot_deal_sms_their_ranges(config, needle):
 
 def test_sm_weights_are_checked_and_kept_as_cumulative_shares():
     """``MLADecodePlan(sm_weights=...)``: one positive finite weight an SM, kept as cumulative int32 shares of 2^20
-    (the plan kernel's split: tiles [total cw[p] / W, total cw[p + 1] / W)); anything else is one line naming it."""
+    and the least share (the plan kernel's split: tiles [total cw[p] / W, total cw[p + 1] / W) where that gives every
+    program a tile); anything else is one line naming it."""
     from graphtune.kernels.mla_decode import MLADecodePlan
     plan = MLADecodePlan(sm_weights=[1.0, 3.0])
-    assert plan._cw.tolist() == [0, 1 << 18, 1 << 20]
+    assert plan._cw.tolist() == [0, 1 << 18, 1 << 20, 1 << 18]     # (cumulative shares, then the least)
     for bad in ([], [1.0, 0.0], [1.0, float("nan")], [-1.0, 2.0]):
         with pytest.raises(ValueError, match="sm_weights") as err:
             MLADecodePlan(sm_weights=bad)

@@ -156,29 +156,36 @@ def _smid():
 
 @gluon.jit
 def _split_weighted(seq_lens_ptr, B, pid, num_progs, cw_ptr, BLOCK_N: gl.constexpr, B_CHUNK: gl.constexpr,
-                    num_warps: gl.constexpr):
+                    num_warps: gl.constexpr, SEG_COST: gl.constexpr):
     """:func:`_split_start`'s values for a split in proportion to per-program weights: ``cw_ptr`` holds their
-    cumulative sums (``num_progs + 1`` int32, from 0), program p takes tiles ``[total cw[p] / W, total cw[p + 1] / W)``
-    of the batch's tiles laid end to end (W = cw[num_progs]), wherever requests end. (The SM-weighted split: a
-    program per SM, each SM's share by its measured speed; ``kernel_hopper_tok``'s ``SM_SPLIT``.)"""
+    cumulative sums (``num_progs + 1`` int32, from 0) and then the least weight; program p takes tiles
+    ``[total cw[p] / W, total cw[p + 1] / W)`` of the batch's tiles laid end to end (W = cw[num_progs]), wherever
+    requests end, when that gives every program a tile (total x least >= W); otherwise :func:`_split_start`'s split
+    (a program with no tiles between two that share a request would leave a partial slot of that request unwritten).
+    (The SM-weighted split: a program per SM, each SM's share by its measured speed; ``kernel_hopper_tok``'s
+    ``SM_SPLIT``.)"""
     chunk_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
     offs_c = gl.arange(0, B_CHUNK, layout=chunk_layout)
     total = 0
     for r0 in range(0, B, B_CHUNK):
         total += gl.sum(_chunk_tiles(seq_lens_ptr, B, r0, offs_c, BLOCK_N), axis=0)
     w = gl.load(cw_ptr + num_progs).to(gl.int64)
-    t = ((total.to(gl.int64) * gl.load(cw_ptr + pid).to(gl.int64)) // gl.maximum(w, 1)).to(gl.int32)
-    t_stop = ((total.to(gl.int64) * gl.load(cw_ptr + pid + 1).to(gl.int64)) // gl.maximum(w, 1)).to(gl.int32)
-    b = 0
-    req_end = 0
-    base = 0
-    for r0 in range(0, B, B_CHUNK):
-        tiles = _chunk_tiles(seq_lens_ptr, B, r0, offs_c, BLOCK_N)
-        ends = base + gl.associative_scan(tiles, 0, _add)
-        done = (ends <= t) & (r0 + offs_c < B)
-        b += gl.sum(done.to(gl.int32), axis=0)
-        req_end += gl.sum(gl.where(done, tiles, 0), axis=0)
-        base += gl.sum(tiles, axis=0)
+    least = gl.load(cw_ptr + num_progs + 1).to(gl.int64)
+    if total.to(gl.int64) * least >= w:
+        t = ((total.to(gl.int64) * gl.load(cw_ptr + pid).to(gl.int64)) // w).to(gl.int32)
+        t_stop = ((total.to(gl.int64) * gl.load(cw_ptr + pid + 1).to(gl.int64)) // w).to(gl.int32)
+        b = 0
+        req_end = 0
+        base = 0
+        for r0 in range(0, B, B_CHUNK):
+            tiles = _chunk_tiles(seq_lens_ptr, B, r0, offs_c, BLOCK_N)
+            ends = base + gl.associative_scan(tiles, 0, _add)
+            done = (ends <= t) & (r0 + offs_c < B)
+            b += gl.sum(done.to(gl.int32), axis=0)
+            req_end += gl.sum(gl.where(done, tiles, 0), axis=0)
+            base += gl.sum(tiles, axis=0)
+    else:
+        t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps, SEG_COST)
     return t, t_stop, b, req_end
 
 
@@ -485,7 +492,7 @@ def _mla_decode_plan_kernel(seq_lens_ptr, page_table_ptr, plan_ptr, B, stride_pt
                                              SEG_COST)
     else:
         t, t_stop, b, req_end = _split_weighted(seq_lens_ptr, B, pid, gl.num_programs(1), cw_ptr, BLOCK_N, B_CHUNK,
-                                                num_warps)
+                                                num_warps, SEG_COST)
     seq_len = 0
     pg0 = 0
     pg1 = 0

@@ -68,14 +68,15 @@ class MLADecodePlan(_OpArgument):
         self._rows: torch.Tensor | None = None
         self._inputs: tuple | None = None       # (seq_lens, page_table) identity and shape the plan belongs to
         self._filled: tuple | None = None       # (programs, page size, segment cost) of the rows' last fill
-        self._cw: torch.Tensor | None = None    # cumulative per-SM weights (sm_weights), int32, from 0
+        self._cw: torch.Tensor | None = None    # cumulative per-SM shares (sm_weights), int32, then the least
         if sm_weights is not None:
             w = torch.as_tensor(sm_weights, dtype=torch.float64, device="cpu").flatten()
             if w.numel() == 0 or not bool(torch.isfinite(w).all()) or bool((w <= 0).any()):
                 raise ValueError(f"MLADecodePlan: sm_weights={sm_weights!r}: expected one finite positive weight "
                                  "per SM")
             scaled = torch.round(w / w.sum() * (1 << 20)).clamp(min=1).to(torch.int64)
-            self._cw = torch.cat([scaled.new_zeros(1), scaled.cumsum(0)]).to(torch.int32)
+            # (the cumulative shares from 0, then the least share: kernel_hopper._split_weighted)
+            self._cw = torch.cat([scaled.new_zeros(1), scaled.cumsum(0), scaled.min().view(1)]).to(torch.int32)
 
     def __repr__(self) -> str:
         state = "empty" if self._inputs is None else f"batch {self._inputs[4]}"
@@ -99,7 +100,7 @@ class MLADecodePlan(_OpArgument):
              seg_cost: int, b_chunk: int) -> None:
         """Rows for a split over ``programs`` programs, made by one launch unless this plan holds them already (the
         tuner's configs differ in programs: each fill replaces the last)."""
-        weighted = self._cw is not None and self._cw.numel() == programs + 1
+        weighted = self._cw is not None and self._cw.numel() == programs + 2
         want = (programs, page_size, seg_cost, weighted)
         if self._filled == want:
             return
