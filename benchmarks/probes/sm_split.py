@@ -11,8 +11,10 @@ its SM's range) and given plans split four ways (fp8, H = 16, page size 64, 4096
 - ``sm_uniform``: SM_SPLIT with every SM weighted 1 (a balanced split: 15 or 16 tiles where the even one gives 16
   or none);
 - ``sm_weighted``: SM_SPLIT with each SM weighted by its speed, measured here from in-kernel stamps of
-  ``sm_uniform`` runs (``STAMPS``: the SM's clock when each tile landed): tiles per ns of each SM's tile loop,
-  averaged over ``--calib-runs`` runs on other inputs;
+  ``sm_uniform`` runs (``STAMPS``: the SM's clock when each tile landed): one over the median period of each SM's
+  tile loop, averaged over ``--calib-runs`` runs on other inputs;
+- ``sm_aligned_uniform`` / ``sm_aligned``: SM_SPLIT with each request's tiles over programs of its own (no program
+  crosses a request, as the even split's at batch 32 / 64), equally / by the weights among them;
 - ``even_again``: ``even`` once more, last (the order's effect on the times).
 
 Each way is checked against ``mla_decode_reference`` (output NaN-poisoned first) and timed as the decode (split
@@ -46,7 +48,7 @@ from graphtune.kernels.mla_decode import plan as plan_mod, reduction  # noqa: E4
 
 SM_SCALE = 1.0 / math.sqrt(576)
 BASE = {"V2": 1, "NUM_BUF": 3, "PREFETCH": 1, "FAST_MAX": 1, "RK64": 1, "PT_EARLY": 1}
-WAYS = ("even", "sm_even", "sm_uniform", "sm_weighted", "even_again")
+WAYS = ("even", "sm_even", "sm_uniform", "sm_weighted", "sm_aligned_uniform", "sm_aligned", "even_again")
 ROW = int(kernel_hopper.STAMP_ROW)
 T0 = int(kernel_hopper.STAMP_TILE0)
 TILES = int(kernel_hopper.STAMP_TILES)
@@ -61,28 +63,29 @@ def _runs(text: str) -> int:
 
 def speeds_from_stamps(raw: list[list[int]]) -> dict[int, float]:
     """Tiles per SM-clock cycle of each SM's tile loop from one stamped run (rows of ``STAMP_ROW`` int64: the
-    second tokens-on-M kernel's, a tile's landing at ``T0 + 2 k``): (tiles - 1) / (last landing - first landing),
-    for rows of at least three tiles."""
+    second tokens-on-M kernel's, a tile's landing at ``T0 + 2 k``): one over the median period between consecutive
+    landings (a tile that waited long once does not count as a slow SM: call F's weights, from the span over all the
+    tiles, ran 0.60-1.09 where the timelines' persistent part is about +-5%), for rows of at least three tiles."""
     out = {}
     for r in raw:
         n = min(int(r[TILES]), (ROW - T0) // 2)
         if n >= 3:
-            span = r[T0 + 2 * (n - 1)] - r[T0]
-            if span > 0:
-                out[int(r[SMID])] = (n - 1) / span
+            period = statistics.median(r[T0 + 2 * k] - r[T0 + 2 * (k - 1)] for k in range(1, n))
+            if period > 0:
+                out[int(r[SMID])] = 1.0 / period
     return out
 
 
 def weights_from_speeds(runs: list[dict[int, float]], sms: int) -> list[float]:
     """Each SM's weight: its speed relative to the median SM's, averaged over runs (an SM missing from a run
-    counts as the median), clamped to [0.5, 2]."""
+    counts as the median), clamped to [0.75, 1.33]."""
     out = []
     for s in range(sms):
         rel = []
         for run in runs:
             med = statistics.median(run.values()) if run else 1.0
             rel.append(run.get(s, med) / med)
-        out.append(min(2.0, max(0.5, statistics.fmean(rel) if rel else 1.0)))
+        out.append(min(4 / 3, max(0.75, statistics.fmean(rel) if rel else 1.0)))
     return out
 
 
@@ -113,7 +116,7 @@ def decode(x: dict, sms: int, config: dict, plan: MLADecodePlan, stamps: torch.T
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", type=comma_list(_size), default=[32, 64, 128])
-    ap.add_argument("--calib-runs", type=_runs, default=3, help="stamped runs of sm_uniform the weights average")
+    ap.add_argument("--calib-runs", type=_runs, default=6, help="stamped runs of sm_uniform the weights average")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/sm_split.json"))
     args = ap.parse_args(argv)
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
@@ -124,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{gpu}; torch {torch.__version__}; triton {triton.__version__}; {sms} SMs; fp8 H = 16, config {BASE}",
           flush=True)
     configs = {"even": BASE, "sm_even": {**BASE, "SM_SPLIT": 1}, "sm_uniform": {**BASE, "SM_SPLIT": 1},
-               "sm_weighted": {**BASE, "SM_SPLIT": 1}, "even_again": BASE}
+               "sm_weighted": {**BASE, "SM_SPLIT": 1}, "sm_aligned_uniform": {**BASE, "SM_SPLIT": 1},
+               "sm_aligned": {**BASE, "SM_SPLIT": 1}, "even_again": BASE}
     rows = []
     for batch in args.batches:
         problem = bench.Problem(batch, 16, 4096, 64, "fp8")
@@ -146,7 +150,10 @@ def main(argv: list[str] | None = None) -> int:
         weights = weights_from_speeds(runs, sms)
         plans = {"even": lambda: MLADecodePlan(), "sm_even": lambda: MLADecodePlan(),
                  "sm_uniform": lambda: MLADecodePlan(sm_weights=[1.0] * sms),
-                 "sm_weighted": lambda: MLADecodePlan(sm_weights=weights), "even_again": lambda: MLADecodePlan()}
+                 "sm_weighted": lambda: MLADecodePlan(sm_weights=weights),
+                 "sm_aligned_uniform": lambda: MLADecodePlan(sm_weights=[1.0] * sms, sm_align=True),
+                 "sm_aligned": lambda: MLADecodePlan(sm_weights=weights, sm_align=True),
+                 "even_again": lambda: MLADecodePlan()}
         x = xs[0]
         ref = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
                                    kv_scale=x["kv_scale"], kv_format="fp8").float()
@@ -168,17 +175,19 @@ def main(argv: list[str] | None = None) -> int:
         del xs, x
         torch.cuda.empty_cache()
     print(f"\n{gpu}; fp8 H = 16, 4096 tokens, page size 64, {BASE} with a plan; ms under graph replay (split "
-          "kernel + reduction); change against even")
-    print("| B | even | sm_even | sm_uniform | sm_weighted | even again | change | weights max / min / sd |")
-    print("| --- |" * 8)
+          "kernel + reduction); change = sm_aligned against even")
+    print("| B | even | sm_even | sm_uniform | sm_weighted | sm_aligned_uniform | sm_aligned | even again | change | "
+          "weights max / min / sd |")
+    print("| --- |" * 10)
     for r in rows:
         def ms(k: str) -> str:
             return f"{r[k + '_ms']:.4f}" if k + "_ms" in r else "-"
-        a, b = r.get("even_ms"), r.get("sm_weighted_ms")
+        a, b = r.get("even_ms"), r.get("sm_aligned_ms")
         change = f"{(b / a - 1) * 100:+.1f}%" if a and b else "-"
         mx, mn, sd = r["weight_max_min_sd"]
         print(f"| {r['batch']} | {ms('even')} | {ms('sm_even')} | {ms('sm_uniform')} | {ms('sm_weighted')} | "
-              f"{ms('even_again')} | {change} | {mx:.3f} / {mn:.3f} / {sd:.3f} |")
+              f"{ms('sm_aligned_uniform')} | {ms('sm_aligned')} | {ms('even_again')} | {change} | "
+              f"{mx:.3f} / {mn:.3f} / {sd:.3f} |")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"gpu": gpu, "torch": torch.__version__, "triton": triton.__version__,
                                     "commit": git_commit(), "argv": sys.argv[1:] if argv is None else argv,

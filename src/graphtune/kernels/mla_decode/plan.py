@@ -60,15 +60,17 @@ class MLADecodePlan(_OpArgument):
     it is (op.py; a new one per step recompiles nothing).
 
     ``sm_weights`` (experimental, session 40; a sequence or CPU tensor, one positive weight per SM): a split whose
-    grid has one program per SM is made in proportion to them (``kernel_hopper._split_weighted``), for the kernels
-    pinned with ``SM_SPLIT=1``, which take their SM's range; the weights are copied to the device at the first fill,
-    so such a plan is made and first filled outside graph capture."""
+    grid has one program per SM is made in proportion to them (``kernel_hopper._split_weighted``; ``sm_align``: each
+    request's tiles over programs of its own, weighted among them), for the kernels pinned with ``SM_SPLIT=1``, which
+    take their SM's range; the weights are copied to the device at the first fill, so such a plan is made and first
+    filled outside graph capture."""
 
-    def __init__(self, sm_weights: torch.Tensor | None = None) -> None:
+    def __init__(self, sm_weights: torch.Tensor | None = None, sm_align: bool = False) -> None:
         self._rows: torch.Tensor | None = None
         self._inputs: tuple | None = None       # (seq_lens, page_table) identity and shape the plan belongs to
         self._filled: tuple | None = None       # (programs, page size, segment cost) of the rows' last fill
         self._cw: torch.Tensor | None = None    # cumulative per-SM shares (sm_weights), int32, then the least
+        self._align = int(bool(sm_align))
         if sm_weights is not None:
             w = torch.as_tensor(sm_weights, dtype=torch.float64, device="cpu").flatten()
             if w.numel() == 0 or not bool(torch.isfinite(w).all()) or bool((w <= 0).any()):
@@ -108,7 +110,8 @@ class MLADecodePlan(_OpArgument):
             self._cw = self._cw.to(seq_lens.device)
         kernel_hopper._mla_decode_plan_kernel[(1, programs)](
             seq_lens, page_table, self._rows, seq_lens.shape[0], page_table.stride(0), PAGE_SIZE=page_size,
-            B_CHUNK=b_chunk, BLOCK_N=64, SEG_COST=seg_cost, num_warps=4, cw_ptr=self._cw if weighted else None)
+            B_CHUNK=b_chunk, BLOCK_N=64, SEG_COST=seg_cost, num_warps=4, cw_ptr=self._cw if weighted else None,
+            ALIGN=self._align if weighted else 0)
         self._filled = want
 
 
