@@ -553,7 +553,7 @@ def _sm_split_build(config: dict):
 
 
 def test_sm_split_takes_its_sms_range_and_a_weighted_plan_compiles():
-    """SM_SPLIT = 1 (session 40, pinned only): the second tokens-on-M kernel reads ``%smid`` for its range (one
+    """SM_SPLIT = 1 / 2 (session 40, pinned only): the second tokens-on-M kernel reads ``%smid`` for its range (one
     program an SM: the grid is the SMs, three buffers), otherwise the same kernel (shared memory, MMAs, registers);
     the plan kernel with per-program cumulative weights (``cw_ptr``), aligned with requests or not, compiles with
     the same eight stores a row."""
@@ -561,7 +561,9 @@ def test_sm_split_takes_its_sms_range_and_a_weighted_plan_compiles():
     base = dict(V2=1, NUM_BUF=3, PREFETCH=1, FAST_MAX=1, RK64=1, PT_EARLY=1)
     grid0, plain = _sm_split_build(base)
     grid1, split = _sm_split_build({**base, "SM_SPLIT": 1})
-    assert grid0 == grid1 == (1, 132)
+    grid2, strided = _sm_split_build({**base, "SM_SPLIT": 2})
+    assert grid0 == grid1 == grid2 == (1, 132)
+    assert "SMID" in _sass(strided) and _shared(strided) == _shared(plain)
     sass, sass0 = _sass(split), _sass(plain)
     assert "SMID" in sass and "SMID" not in sass0       # (%smid: SR_VIRTUALSMID on sm_90a)
     assert _shared(split) == _shared(plain)
@@ -580,7 +582,7 @@ def test_sm_split_takes_its_sms_range_and_a_weighted_plan_compiles():
 
 @pytest.mark.parametrize("config,needle", [
     (dict(V2=1, NUM_BUF=2, PREFETCH=1, FAST_MAX=1, SM_SPLIT=1), "PROGRAMS_PER_SM=2"),
-    (dict(V2=1, NUM_BUF=3, PREFETCH=1, FAST_MAX=1, SM_SPLIT=2), "'SM_SPLIT': 2")])
+    (dict(V2=1, NUM_BUF=3, PREFETCH=1, FAST_MAX=1, SM_SPLIT=3), "'SM_SPLIT': 3")])
 def test_sm_split_refused_where_it_cannot_deal_sms_their_ranges(config, needle):
     """SM_SPLIT needs one program an SM (two on an SM would take the same range): one line naming the value."""
     with pytest.raises(ValueError) as err:
@@ -632,3 +634,7 @@ def test_sm_split_probe_weighs_each_sm_by_its_tile_loop():
     assert weights[0] == pytest.approx((1.0 + 1.0) / 2)
     assert weights[1] == pytest.approx((0.8 + 1.0) / 2)
     assert weights[2] == 4 / 3   # (missing from run 1: the median's 1; run 2: 4; their mean 2.5, clamped)
+    # SM_SPLIT 2's order: SM s takes range (s % 33) 4 + s // 33 of 132, so range 4 i + j is SM i + 33 j
+    order = probe.strided([float(s) for s in range(132)])
+    assert sorted(order) == [float(s) for s in range(132)]
+    assert order[4 * 5 + 3] == 5 + 33 * 3 and order[:4] == [0.0, 33.0, 66.0, 99.0]

@@ -565,11 +565,14 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
         cfg = {**{k: v for k, v in base.items() if k != "V2"},
                **{k: v for k, v in own.items() if k in TOK_FP8_V2_PARAMS}}
         bad = {k: v for k, v in cfg.items() if k in _V2_FLAGS and v not in (0, 1)}
+        if cfg.get("SM_SPLIT", 0) not in (0, 1, 2):
+            bad["SM_SPLIT"] = cfg["SM_SPLIT"]
         if cfg.get("LOOK", 0) not in (0, 1, 2):
             bad["LOOK"] = cfg["LOOK"]
         if bad:
             raise ValueError(f"mla_decode: config {config or cfg}: {bad} out of range for the second tokens-on-M "
-                             f"kernel ({', '.join(_V2_FLAGS)} take 0 or 1, LOOK 0, 1 or 2)")
+                             f"kernel ({', '.join(_V2_FLAGS)} take 0 or 1, LOOK and "
+                             "SM_SPLIT 0, 1 or 2)")
         if fmt == DS_FORMAT and cfg.get("CHAIN"):
             raise ValueError(f"mla_decode: config {config or cfg}: CHAIN=1 is the per-tensor fp8 cache's fold; "
                              f"kv_format {fmt!r} folds its four groups itself (pin CHAIN=0 or leave it out)")
@@ -582,12 +585,15 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
                              "second tokens-on-M kernel")
         cfg["PROGRAMS_PER_SM"] = _tok_fp8_v2_programs_per_sm({**cfg, "PROGRAMS_PER_SM": per_sm})
         if cfg.get("SM_SPLIT") and q.is_cuda and sms != torch.cuda.get_device_properties(q.device).multi_processor_count:
-            raise ValueError(f"mla_decode: config {config or cfg}: SM_SPLIT=1 takes each program's range from its "
-                             f"SM's id, so it runs on every SM of the device, not num_sms={sms}")
+            raise ValueError(f"mla_decode: config {config or cfg}: SM_SPLIT={cfg['SM_SPLIT']} takes each program's "
+                             f"range from its SM's id, so it runs on every SM of the device, not num_sms={sms}")
+        if cfg.get("SM_SPLIT") == 2 and sms % 4:
+            raise ValueError(f"mla_decode: config {config or cfg}: SM_SPLIT=2 deals ranges to SMs a quarter of the "
+                             f"chip apart and needs a multiple of 4 SMs, got {sms}")
         if cfg.get("SM_SPLIT") and (cfg["PROGRAMS_PER_SM"] != 1 or q.shape[1] > TOK_BLOCK_H):
-            raise ValueError(f"mla_decode: config {config or cfg}: SM_SPLIT=1 deals each SM its own range and needs "
-                             f"one program an SM and one head block (three or more buffers, H <= {TOK_BLOCK_H}), "
-                             f"got PROGRAMS_PER_SM={cfg['PROGRAMS_PER_SM']}, H={q.shape[1]}")
+            raise ValueError(f"mla_decode: config {config or cfg}: SM_SPLIT={cfg['SM_SPLIT']} deals each SM its own "
+                             f"range and needs one program an SM and one head block (three or more buffers, H <= "
+                             f"{TOK_BLOCK_H}), got PROGRAMS_PER_SM={cfg['PROGRAMS_PER_SM']}, H={q.shape[1]}")
         cfg["V2"] = 1   # (for _kernel_and_params, which drops it: no kernel takes it)
     # (the config as it runs: a pinned V2 config's keys come from it alone, not from the module's fixed config that
     # launch checked)
@@ -607,11 +613,12 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
 # DS = 1: fp8_ds_mla rows (HOPPER_TOK_DS_CONFIG, HOPPER_TOK_DS_SPACE). CHAIN = 1 (in the fixed config since session
 # 11): the fp8 scores as one MMA chain per 128 dims and the rope's, folded in fp32 (docs/mla_decode.md, "CHAIN").
 # SM_SPLIT = 1 (pinned only, session 40): each program takes its SM's range (one program an SM), so that a plan
-# split by per-SM weights (MLADecodePlan.sm_weights) gives each SM its share.
+# split by per-SM weights (MLADecodePlan.sm_weights) gives each SM its share; 2: the ranges dealt to SMs a quarter of
+# the chip apart (kernel_hopper_tok).
 TOK_FP8_V2_PARAMS = ("BLOCK_N", "NUM_BUF", "PREFETCH", "FAST_MAX", "GATHER", "LOOK", "RK64", "PT_EARLY", "DS",
                      "CHAIN", "SM_SPLIT")
-_V2_FLAGS = ("PREFETCH", "FAST_MAX", "GATHER", "RK64", "PT_EARLY", "DS", "CHAIN", "SM_SPLIT")   # (on or off;
-# PREFETCH 2 meant something only under the removed PV8)
+_V2_FLAGS = ("PREFETCH", "FAST_MAX", "GATHER", "RK64", "PT_EARLY", "DS", "CHAIN")   # (on or off; PREFETCH 2 meant
+# something only under the removed PV8)
 
 
 # A shape class's sibling kernels, each selected in a pinned config by its flag: (flag, the kernel in messages)

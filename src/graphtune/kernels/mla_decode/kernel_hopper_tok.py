@@ -440,9 +440,10 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     ``Q_DESCALE_FROM_PTR``, read from ``q_descale_ptr``): ``q_ptr`` holds e4m3 values, read as they are; their pair
     is exact (``hi = e4m3(q s)`` with s a power of two, ``lo = 0``) and the scale goes into the scores' multiplier.
 
-    ``SM_SPLIT`` (pinned only; one program an SM): the program takes the tile range of its SM's id instead of its
-    program id, so that a plan split in proportion to per-SM weights (``MLADecodePlan.sm_weights``) gives each SM
-    its share; without such a plan the even split, its ranges dealt to SMs by id."""
+    ``SM_SPLIT`` (pinned only; one program an SM): the program takes the tile range of its SM's id (1; 2: of
+    ``(s % Q) 4 + s // Q``, Q a quarter of the SMs) instead of its program id, so that a plan split in proportion to
+    per-program weights (``MLADecodePlan.sm_weights``, each SM's weight at its range's index) gives each SM its
+    share; without such a plan the even split, its ranges dealt to SMs by id."""
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
     gl.static_assert(BLOCK_H == 16)
@@ -493,8 +494,13 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     pid_h, pid, num_progs, h0 = _program_ids(BLOCK_H)
     if SM_SPLIT:
         # the program's range is its SM's (one program an SM, SM ids 0..P-1: hopper_call checks the grid), so that a
-        # plan split in proportion to each SM's measured speed gives each SM its share
+        # plan split in proportion to each SM's measured speed gives each SM its share; SM_SPLIT 2 deals SM s the
+        # range (s % Q) 4 + s // Q (Q = P / 4), so that four consecutive ranges (a request's, aligned) go to SMs a
+        # quarter of the chip apart (the slow SMs are whole GPCs: a request's programs weighted among SMs of one GPC
+        # would all weigh the same)
         pid = _smid()
+        if SM_SPLIT == 2:
+            pid = (pid % (num_progs // 4)) * 4 + pid // (num_progs // 4)
     srow = pid_h * num_progs + pid      # (the program's row of STAMPS: timeline probe only)
     _stamp(STAMPS, srow, STAMP_GT_IN, 1)
     _stamp(STAMPS, srow, STAMP_CLK_IN)
