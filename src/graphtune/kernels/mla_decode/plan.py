@@ -62,8 +62,9 @@ class MLADecodePlan(_OpArgument):
     ``sm_weights`` (experimental, session 40; a sequence or CPU tensor, one positive weight per SM): a split whose
     grid has one program per SM is made in proportion to them (``kernel_hopper._split_weighted``; ``sm_align``: each
     request's tiles over programs of its own, weighted among them), for the kernels pinned with ``SM_SPLIT=1``, which
-    take their SM's range; the weights are copied to the device at the first fill, so such a plan is made and first
-    filled outside graph capture."""
+    take their SM's range (a grid of another size, e.g. a config of two programs an SM, splits as without them); the
+    weights are copied to the device at the first fill, so such a plan is made and first filled outside graph
+    capture."""
 
     def __init__(self, sm_weights: torch.Tensor | None = None, sm_align: bool = False) -> None:
         self._rows: torch.Tensor | None = None
