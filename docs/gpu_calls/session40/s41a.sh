@@ -6,4 +6,5 @@
 set -o pipefail
 LIMIT=${LIMIT:-570}
 LIMIT=150 bash docs/gpu_calls/session40/s40f.sh
+mv $OUT/logs.tgz $OUT/logs_s40f.tgz 2>/dev/null     # (s40b.sh writes its own logs.tgz)
 left=$(( LIMIT - 10 - SECONDS )); [ $left -ge 200 ] && LIMIT=$left bash docs/gpu_calls/session40/s40b.sh
