@@ -638,3 +638,82 @@ def test_sm_split_probe_weighs_each_sm_by_its_tile_loop():
     order = probe.strided([float(s) for s in range(132)])
     assert sorted(order) == [float(s) for s in range(132)]
     assert order[4 * 5 + 3] == 5 + 33 * 3 and order[:4] == [0.0, 33.0, 66.0, 99.0]
+
+
+def _weighted_split(lens: list[int], shares: list[int], align: bool, check_least: bool = True) -> list[tuple[int, int]]:
+    """kernel_hopper._split_weighted's tile ranges in Python (its arithmetic line by line; the fallback as the even
+    split): ``shares`` are MLADecodePlan's integer shares a program."""
+    tiles = [max(n, 0) // 64 + (max(n, 0) % 64 > 0) for n in lens]
+    total, live, progs = sum(tiles), sum(t > 0 for t in tiles), len(shares)
+    cw = [0]
+    for s in shares:
+        cw.append(cw[-1] + s)
+    w, least = cw[-1], min(shares)
+    ok = live <= progs if align else (not check_least or total * least >= w)
+    if not ok:
+        per = -(-total // progs)
+        return [(min(p * per, total), min(p * per + per, total)) for p in range(progs)]
+    if not align:
+        return [(total * cw[p] // w, total * cw[p + 1] // w) for p in range(progs)]
+    spare = progs - live
+    k = [min(t, 1 + spare * t // max(total, 1)) if t > 0 else 0 for t in tiles]
+    out, start, p0 = [], 0, 0
+    for t, kr in zip(tiles, k):
+        gw = cw[p0 + kr] - cw[p0]
+        for j in range(kr):
+            p = p0 + j
+            if t * least >= gw:
+                out.append((start + t * (cw[p] - cw[p0]) // gw, start + t * (cw[p + 1] - cw[p0]) // gw))
+            else:
+                out.append((start + j * t // kr, start + (j + 1) * t // kr))
+        start, p0 = start + t, p0 + kr
+    return out + [(0, 0)] * (progs - p0)
+
+
+def _split_faults(lens: list[int], ranges: list[tuple[int, int]], align: bool) -> list[str]:
+    """What the split kernels and the reduction need of a split: the non-empty ranges in program order cover the
+    batch's tiles once, in order; a request's programs (slots ``program + request``, merged from the first to the last)
+    are consecutive and none of them empty; aligned, no range crosses a request."""
+    tiles = [max(n, 0) // 64 + (max(n, 0) % 64 > 0) for n in lens]
+    faults, at = [], 0
+    for p, (t, t_stop) in enumerate(ranges):
+        if t < t_stop:
+            if t != at:
+                faults.append(f"program {p} starts at {t}, not {at}")
+            at = t_stop
+    if at != sum(tiles):
+        faults.append(f"tiles covered to {at} of {sum(tiles)}")
+    start = 0
+    for r, n in enumerate(tiles):
+        touching = [p for p, (t, t_stop) in enumerate(ranges) if t < t_stop and t < start + n and t_stop > start]
+        if touching:
+            gaps = [p for p in range(touching[0], touching[-1] + 1) if ranges[p][0] >= ranges[p][1]]
+            if gaps:
+                faults.append(f"request {r}: programs {gaps} empty between its first and last")
+            if align and any(ranges[p][0] < start or ranges[p][1] > start + n for p in touching):
+                faults.append(f"request {r}: a program crosses it")
+        start += n
+    return faults
+
+
+def test_sm_weighted_splits_cover_every_tile_and_leave_no_slot_unwritten():
+    """The weighted splits' arithmetic (``_weighted_split``, as kernel_hopper._split_weighted computes it) on random
+    batches, lengths and weights: the tiles covered once in order, each request's programs consecutive and none empty
+    (an empty one between would leave a partial slot the reduction merges unwritten: session 40 call F's failure),
+    and, aligned, no program across a request. Without the least-share check the unaligned split breaks that on small
+    batches (so the model catches the bug it was written for)."""
+    import random
+    rng = random.Random(40)
+    caught = 0
+    for case in range(400):
+        progs = rng.choice([7, 16, 132])
+        batch = rng.choice([1, 3, 8, 32, 64, 200])
+        lens = [rng.choice([0, 1, 63, 64, 65, rng.randint(1, 9000)]) for _ in range(batch)]
+        shares = [rng.randint(1 << 12, 1 << 14) for _ in range(progs)]
+        live = sum(n > 0 for n in lens)
+        for align in (False, True):
+            # (aligned only where every request with tokens can have a program: else the even split)
+            faults = _split_faults(lens, _weighted_split(lens, shares, align), align and live <= progs)
+            assert not faults, (case, progs, lens, align, faults[:3])
+        caught += bool(_split_faults(lens, _weighted_split(lens, shares, False, check_least=False), False))
+    assert caught > 0
