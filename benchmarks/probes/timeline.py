@@ -14,7 +14,8 @@ global timer), how entries and exits spread, and per program (medians over progr
 the work split, the query's preparation, the first tile's wait, the steady tile period, how much of it the program
 waited for data, and the end (last tile to exit); and per SM (session 20, run 11: SMs with equal work finished
 2.5-4 us apart, the kernel ending with the last) the first, median and last SM's last exit, how far apart the rows of
-one SM exit, and how many rows got no tiles. ``--lengths`` also times the split kernel alone and the decode
+one SM exit, and how many rows got no tiles, and from a second stamped run on other inputs whether the same SMs
+are slow (session 40: they were, ``sm_persistence``). ``--lengths`` also times the split kernel alone and the decode
 (public call) at other request lengths, so that a line through the times gives each cell's fixed cost.
 
     PYTHONPATH=src python benchmarks/probes/timeline.py --out benchmarks/results/timeline.json
@@ -190,6 +191,12 @@ def cell(fmt: str, heads: int, batch: int, lengths: list[int], overlay: dict | N
     calls[-1][0](buf)
     torch.cuda.synchronize()
     row["timeline"] = analyse(buf.cpu(), heads >= 64)
+    # a second stamped run on other inputs (other programs on each SM): how much of the SMs' spread is the SM's own
+    first = buf.cpu()
+    buf.zero_()
+    calls[-2 if len(calls) > 1 else -1][0](buf)
+    torch.cuda.synchronize()
+    row["sm_persistence"] = sm_persistence(first, buf.cpu())
     used = int(buf[:, TILES].max().item())
     per = 4 if heads >= 64 else 2
     width = min(ROW, T0 + per * ((used + 1) // 2 if heads >= 64 else used))
@@ -207,6 +214,34 @@ def cell(fmt: str, heads: int, batch: int, lengths: list[int], overlay: dict | N
             row["lengths"].append({"tokens": tokens, "split_ms": graph_time_ms([lambda c=c: c(None) for c in split]),
                                    "decode_ms": graph_time_ms(decode)})
     return row
+
+
+def sm_persistence(a: torch.Tensor, b: torch.Tensor) -> dict:
+    """Whether the SMs that end last in one stamped run (``a``) end last in another (``b``, other inputs, so other
+    programs on each SM): over the SMs with the same number of rows with tiles in both, the correlation of their last
+    exits (from each run's first entry), and the second run's mean last exit of the first run's fastest and slowest
+    thirds (ns). Session 40 (H100, fp8 H = 16 batch 32): 0.71, 31.0 against 33.4 us."""
+    def last_exits(raw: torch.Tensor) -> dict[int, tuple[int, int]]:
+        rows = raw.tolist()
+        t_in = min(r[0] for r in rows)
+        by: dict[int, list[int]] = {}
+        for r in rows:
+            if r[TILES] > 0:
+                by.setdefault(r[SMID], []).append(r[1] - t_in)
+        return {sm: (len(v), max(v)) for sm, v in by.items()}
+    ea, eb = last_exits(a), last_exits(b)
+    sms = sorted(sm for sm in ea if sm in eb and ea[sm][0] == eb[sm][0])
+    if len(sms) < 6:
+        return {"sms": len(sms)}
+    xa, xb = [ea[sm][1] for sm in sms], [eb[sm][1] for sm in sms]
+    ma, mb = statistics.fmean(xa), statistics.fmean(xb)
+    cov = sum((x - ma) * (y - mb) for x, y in zip(xa, xb))
+    var = math.sqrt(sum((x - ma) ** 2 for x in xa) * sum((y - mb) ** 2 for y in xb))
+    order = sorted(range(len(sms)), key=lambda i: xa[i])
+    third = len(order) // 3
+    return {"sms": len(sms), "correlation": cov / var if var else float("nan"),
+            "fast_third_ns": statistics.fmean(xb[i] for i in order[:third]),
+            "slow_third_ns": statistics.fmean(xb[i] for i in order[-third:])}
 
 
 def _fit(points: list[dict], key: str) -> tuple[float, float]:
@@ -253,6 +288,11 @@ def main(argv: list[str] | None = None) -> int:
               + " / ".join(f"{t['sm_last_exit_ns'][q] / 1e3:.1f}" for q in (0.0, 0.5, 1.0))
               + f" us (first / median / last SM); the rows of one SM exit a median {t['sm_exit_gap_ns'] / 1e3:.1f} us "
               "apart")
+        per = r["sm_persistence"]
+        if "correlation" in per:
+            print(f"  the same SMs slow in a second run on other inputs? last exits correlate {per['correlation']:.2f} "
+                  f"over {per['sms']} SMs; the first run's fastest / slowest third then "
+                  f"{per['fast_third_ns'] / 1e3:.1f} / {per['slow_third_ns'] / 1e3:.1f} us")
         line = (f"  per program (median): split {t['split_ns']:.0f} ns, query ready {t['ready_ns']:.0f}, first tile "
                 f"{t['first_tile_ns']:.0f}, period {t['period_ns']:.0f} (p90 {t['period_p90_ns']:.0f}), end "
                 f"{t['end_ns']:.0f}")

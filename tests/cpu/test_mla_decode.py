@@ -1203,3 +1203,22 @@ def test_return_lse_must_be_a_bool():
     for call in (mla_decode, mla_decode_op):
         with pytest.raises(ValueError, match=r"mla_decode: return_lse: 'no', expected True or False"):
             call(c["q"], c["kv_cache"], c["page_table"], c["seq_lens"], 0.06, kv_scale=c["kv_scale"], return_lse="no")
+
+
+def test_timeline_measures_whether_the_same_sms_are_slow_again():
+    """benchmarks/probes/timeline.py's ``sm_persistence`` on session 40's two recorded timelines (call E, H100, fp8
+    H = 16 batch 32, other inputs and programs on each SM): the per-SM last exits correlate 0.71 over the 116 SMs
+    that ran two programs in both, and the first run's fastest third ended at 31.0 us in the second against its
+    slowest third's 33.4, the figures docs/mla_decode.md quotes."""
+    import json
+    tl = _timeline_probe()
+    root = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    raws = []
+    for way in ("main", "new"):
+        rows = json.loads((root / f"timeline_h100_session40_callE_{way}.json").read_text())["rows"]
+        raws.append(torch.tensor([r for r in rows if r["batch"] == 32][0]["raw"], dtype=torch.int64))
+    got = tl.sm_persistence(*raws)
+    assert got["sms"] == 116
+    assert round(got["correlation"], 2) == 0.71
+    assert (round(got["fast_third_ns"] / 1e3, 1), round(got["slow_third_ns"] / 1e3, 1)) == (31.0, 33.4)
+    assert tl.sm_persistence(raws[0][:4], raws[1][:4]) == {"sms": 4}
