@@ -571,8 +571,7 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
             bad["LOOK"] = cfg["LOOK"]
         if bad:
             raise ValueError(f"mla_decode: config {config or cfg}: {bad} out of range for the second tokens-on-M "
-                             f"kernel ({', '.join(_V2_FLAGS)} take 0 or 1, LOOK and "
-                             "SM_SPLIT 0, 1 or 2)")
+                             f"kernel ({', '.join(_V2_FLAGS)} take 0 or 1, LOOK and SM_SPLIT 0, 1 or 2)")
         if fmt == DS_FORMAT and cfg.get("CHAIN"):
             raise ValueError(f"mla_decode: config {config or cfg}: CHAIN=1 is the per-tensor fp8 cache's fold; "
                              f"kv_format {fmt!r} folds its four groups itself (pin CHAIN=0 or leave it out)")
@@ -584,7 +583,8 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
             raise ValueError(f"mla_decode: config {config}: PROGRAMS_PER_SM={per_sm!r}, expected 1 to 8 for the "
                              "second tokens-on-M kernel")
         cfg["PROGRAMS_PER_SM"] = _tok_fp8_v2_programs_per_sm({**cfg, "PROGRAMS_PER_SM": per_sm})
-        if cfg.get("SM_SPLIT") and q.is_cuda and sms != torch.cuda.get_device_properties(q.device).multi_processor_count:
+        device_sms = torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda else sms
+        if cfg.get("SM_SPLIT") and sms != device_sms:
             raise ValueError(f"mla_decode: config {config or cfg}: SM_SPLIT={cfg['SM_SPLIT']} takes each program's "
                              f"range from its SM's id, so it runs on every SM of the device, not num_sms={sms}")
         if cfg.get("SM_SPLIT") == 2 and sms % 4:

@@ -26,7 +26,7 @@ at 64 (call A); the bf16 kernels with the start priced (below) 0.4-3.4% uniform 
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
@@ -66,10 +66,10 @@ class MLADecodePlan(_OpArgument):
     weights are copied to the device at the first fill, so such a plan is made and first filled outside graph
     capture."""
 
-    def __init__(self, sm_weights: torch.Tensor | None = None, sm_align: bool = False) -> None:
+    def __init__(self, sm_weights: Sequence[float] | torch.Tensor | None = None, sm_align: bool = False) -> None:
         self._rows: torch.Tensor | None = None
         self._inputs: tuple | None = None       # (seq_lens, page_table) identity and shape the plan belongs to
-        self._filled: tuple | None = None       # (programs, page size, segment cost) of the rows' last fill
+        self._filled: tuple | None = None       # (programs, page size, segment cost, weighted) of the last fill
         self._cw: torch.Tensor | None = None    # cumulative per-SM shares (sm_weights), int32, then the least
         self._align = int(bool(sm_align))
         if sm_weights is not None:
