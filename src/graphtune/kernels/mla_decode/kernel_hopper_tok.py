@@ -493,14 +493,17 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
 
     pid_h, pid, num_progs, h0 = _program_ids(BLOCK_H)
     if SM_SPLIT:
-        # the program's range is its SM's (one program an SM, SM ids 0..P-1: hopper_call checks the grid), so that a
+        # the program's range is its SM's (one program an SM over every SM: hopper_call checks the grid), so that a
         # plan split in proportion to each SM's measured speed gives each SM its share; SM_SPLIT 2 deals SM s the
         # range (s % Q) 4 + s // Q (Q = P / 4), so that four consecutive ranges (a request's, aligned) go to SMs a
         # quarter of the chip apart (the slow SMs are whole GPCs: a request's programs weighted among SMs of one GPC
-        # would all weigh the same)
-        pid = _smid()
+        # would all weigh the same). The SM ids of the H100 ran 0..P-1 (session 40's stamps); an SM id past the grid
+        # (a GPU that numbers its SMs with gaps) keeps the program id, so no row past the plan's is read, but two
+        # programs may then take one range: wrong outputs, which SM_SPLIT's GPU test would show on such a GPU
+        sm = _smid()
         if SM_SPLIT == 2:
-            pid = (pid % (num_progs // 4)) * 4 + pid // (num_progs // 4)
+            sm = (sm % (num_progs // 4)) * 4 + sm // (num_progs // 4)
+        pid = gl.where(_smid() < num_progs, sm, pid)
     srow = pid_h * num_progs + pid      # (the program's row of STAMPS: timeline probe only)
     _stamp(STAMPS, srow, STAMP_GT_IN, 1)
     _stamp(STAMPS, srow, STAMP_CLK_IN)
