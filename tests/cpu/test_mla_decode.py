@@ -1048,18 +1048,23 @@ def test_probes_say_what_is_wrong_in_one_line(probe_name, argv, expect):
 
 
 
-def _timeline_probe():
-    """benchmarks/probes/timeline.py as a module (it imports its neighbours in benchmarks/)."""
+def probe_module(name: str):
+    """benchmarks/probes/NAME.py as a module (the probes import their neighbours in benchmarks/)."""
     import importlib.util
     probes = Path(__file__).resolve().parents[2] / "benchmarks"
     sys.path.insert(0, str(probes))
     try:
-        spec = importlib.util.spec_from_file_location("timeline_probe", probes / "probes" / "timeline.py")
+        spec = importlib.util.spec_from_file_location(f"{name}_probe", probes / "probes" / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     finally:
         sys.path.remove(str(probes))
     return module
+
+
+def _timeline_probe():
+    """benchmarks/probes/timeline.py as a module."""
+    return probe_module("timeline")
 
 @pytest.mark.parametrize("heads,batch,kernel_flag,per_program", [(128, 64, "T8", 2), (128, 4, "T8", 2),
                                                                   (16, 64, "V2", 1)])

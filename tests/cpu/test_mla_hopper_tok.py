@@ -607,17 +607,8 @@ def test_sm_split_probe_weighs_each_sm_by_its_tile_loop():
     """benchmarks/probes/sm_split.py: an SM's speed is one over its tile loop's median period (from the stamped
     landings: one long wait does not make it slow), and its weight that speed against the median SM's, averaged over
     runs (an SM a run misses counts as the median), within [0.75, 4/3]."""
-    import importlib.util
-    import sys
-    from pathlib import Path
-    root = Path(__file__).resolve().parents[2] / "benchmarks"
-    sys.path.insert(0, str(root))
-    try:
-        spec = importlib.util.spec_from_file_location("sm_split_probe", root / "probes" / "sm_split.py")
-        probe = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(probe)
-    finally:
-        sys.path.remove(str(root))
+    from test_mla_decode import probe_module
+    probe = probe_module("sm_split")
     row = int(kh.STAMP_ROW)
 
     def stamped(sm: int, period: int, tiles: int) -> list[int]:

@@ -583,17 +583,8 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
             raise ValueError(f"mla_decode: config {config}: PROGRAMS_PER_SM={per_sm!r}, expected 1 to 8 for the "
                              "second tokens-on-M kernel")
         cfg["PROGRAMS_PER_SM"] = _tok_fp8_v2_programs_per_sm({**cfg, "PROGRAMS_PER_SM": per_sm})
-        device_sms = torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda else sms
-        if cfg.get("SM_SPLIT") and sms != device_sms:
-            raise ValueError(f"mla_decode: config {config or cfg}: SM_SPLIT={cfg['SM_SPLIT']} takes each program's "
-                             f"range from its SM's id, so it runs on every SM of the device, not num_sms={sms}")
-        if cfg.get("SM_SPLIT") == 2 and sms % 4:
-            raise ValueError(f"mla_decode: config {config or cfg}: SM_SPLIT=2 deals ranges to SMs a quarter of the "
-                             f"chip apart and needs a multiple of 4 SMs, got {sms}")
-        if cfg.get("SM_SPLIT") and (cfg["PROGRAMS_PER_SM"] != 1 or q.shape[1] > TOK_BLOCK_H):
-            raise ValueError(f"mla_decode: config {config or cfg}: SM_SPLIT={cfg['SM_SPLIT']} deals each SM its own "
-                             f"range and needs one program an SM and one head block (three or more buffers, H <= "
-                             f"{TOK_BLOCK_H}), got PROGRAMS_PER_SM={cfg['PROGRAMS_PER_SM']}, H={q.shape[1]}")
+        if cfg.get("SM_SPLIT"):
+            _check_sm_split(config or cfg, cfg, q, sms)
         cfg["V2"] = 1   # (for _kernel_and_params, which drops it: no kernel takes it)
     # (the config as it runs: a pinned V2 config's keys come from it alone, not from the module's fixed config that
     # launch checked)
@@ -698,6 +689,22 @@ def _check_v2(on_m: bool, fmt: str) -> None:
         raise ValueError(f"config V2=1: the second tokens-on-M kernel takes fp8 caches with H < {BLOCK_H} (and "
                          "fp8_ds_mla ones, DS=1), "
                          f"got kv_format {fmt!r} with {'H % 64 == 0' if on_m else 'H < 64'}")
+
+
+def _check_sm_split(shown: dict, cfg: dict[str, Any], q: torch.Tensor, sms: int) -> None:
+    """SM_SPLIT deals each SM its own range by its SM id (kernel_hopper_tok): one program an SM over every SM of the
+    device, one head block, and for SM_SPLIT 2 a multiple of four SMs; anything else is one line naming it."""
+    mode = cfg["SM_SPLIT"]
+    if q.is_cuda and sms != torch.cuda.get_device_properties(q.device).multi_processor_count:
+        raise ValueError(f"mla_decode: config {shown}: SM_SPLIT={mode} takes each program's range from its SM's id, "
+                         f"so it runs on every SM of the device, not num_sms={sms}")
+    if mode == 2 and sms % 4:
+        raise ValueError(f"mla_decode: config {shown}: SM_SPLIT=2 deals ranges to SMs a quarter of the chip apart and "
+                         f"needs a multiple of 4 SMs, got {sms}")
+    if cfg["PROGRAMS_PER_SM"] != 1 or q.shape[1] > TOK_BLOCK_H:
+        raise ValueError(f"mla_decode: config {shown}: SM_SPLIT={mode} deals each SM its own range and needs one "
+                         f"program an SM and one head block (three or more buffers, H <= {TOK_BLOCK_H}), got "
+                         f"PROGRAMS_PER_SM={cfg['PROGRAMS_PER_SM']}, H={q.shape[1]}")
 
 
 def _check_gather(page_size: int, cfg: dict[str, int]) -> None:

@@ -155,6 +155,22 @@ def _smid():
 
 
 @gluon.jit
+def _batch_tiles(seq_lens_ptr, B, BLOCK_N: gl.constexpr, B_CHUNK: gl.constexpr, num_warps: gl.constexpr):
+    """The split's first pass over ``seq_lens``: the chunk offsets it scans with, the batch's tiles and its requests
+    with tiles."""
+    chunk_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
+    offs_c = gl.arange(0, B_CHUNK, layout=chunk_layout)
+    total = 0
+    live = 0
+    for r0 in range(0, B, B_CHUNK):
+        tiles = _chunk_tiles(seq_lens_ptr, B, r0, offs_c, BLOCK_N)
+        n_tiles, n_live = gl.reduce((tiles, (tiles > 0).to(gl.int32)), 0, _add2)
+        total += n_tiles
+        live += n_live
+    return offs_c, total, live
+
+
+@gluon.jit
 def _split_weighted(seq_lens_ptr, B, pid, num_progs, cw_ptr, BLOCK_N: gl.constexpr, B_CHUNK: gl.constexpr,
                     num_warps: gl.constexpr, SEG_COST: gl.constexpr, ALIGN: gl.constexpr = 0):
     """:func:`_split_start`'s values for a split in proportion to per-program weights: ``cw_ptr`` holds their
@@ -167,15 +183,7 @@ def _split_weighted(seq_lens_ptr, B, pid, num_progs, cw_ptr, BLOCK_N: gl.constex
     program with no tiles between two that share a request would leave a partial slot of that request unwritten).
     (The SM-weighted split: a program per SM, each SM's share by its measured speed; ``kernel_hopper_tok``'s
     ``SM_SPLIT``.)"""
-    chunk_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
-    offs_c = gl.arange(0, B_CHUNK, layout=chunk_layout)
-    total = 0
-    live = 0
-    for r0 in range(0, B, B_CHUNK):
-        tiles = _chunk_tiles(seq_lens_ptr, B, r0, offs_c, BLOCK_N)
-        n_tiles, n_live = gl.reduce((tiles, (tiles > 0).to(gl.int32)), 0, _add2)
-        total += n_tiles
-        live += n_live
+    offs_c, total, live = _batch_tiles(seq_lens_ptr, B, BLOCK_N, B_CHUNK, num_warps)
     w = gl.load(cw_ptr + num_progs).to(gl.int64)
     least = gl.load(cw_ptr + num_progs + 1).to(gl.int64)
     if ALIGN:
@@ -299,15 +307,7 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
     operands; ``FUSED = 0``: a scan a column and a reduction a sum, the form the ping-pong kernels keep (one scan and
     one reduction a chunk made the fp8 ones 1.5-3.9% slower at H = 128, batch 8 / 32: H200, session 33 call N)."""
     _launch_dependents()
-    chunk_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
-    offs_c = gl.arange(0, B_CHUNK, layout=chunk_layout)
-    total = 0
-    live = 0
-    for r0 in range(0, B, B_CHUNK):
-        tiles = _chunk_tiles(seq_lens_ptr, B, r0, offs_c, BLOCK_N)
-        n_tiles, n_live = gl.reduce((tiles, (tiles > 0).to(gl.int32)), 0, _add2)
-        total += n_tiles
-        live += n_live
+    offs_c, total, live = _batch_tiles(seq_lens_ptr, B, BLOCK_N, B_CHUNK, num_warps)
     per = (total + num_progs - 1) // num_progs
     t = pid * per
     t_stop = gl.minimum(t + per, total)

@@ -500,10 +500,11 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         # would all weigh the same). The SM ids of the H100 ran 0..P-1 (session 40's stamps); an SM id past the grid
         # (a GPU that numbers its SMs with gaps) keeps the program id, so no row past the plan's is read, but two
         # programs may then take one range: wrong outputs, which SM_SPLIT's GPU test would show on such a GPU
-        sm = _smid()
+        smid = _smid()
+        sm = smid
         if SM_SPLIT == 2:
-            sm = (sm % (num_progs // 4)) * 4 + sm // (num_progs // 4)
-        pid = gl.where(_smid() < num_progs, sm, pid)
+            sm = (smid % (num_progs // 4)) * 4 + smid // (num_progs // 4)
+        pid = gl.where(smid < num_progs, sm, pid)
     srow = pid_h * num_progs + pid      # (the program's row of STAMPS: timeline probe only)
     _stamp(STAMPS, srow, STAMP_GT_IN, 1)
     _stamp(STAMPS, srow, STAMP_CLK_IN)
