@@ -30,7 +30,7 @@ from bench_mla_decode import flashmla_call, import_flashmla  # noqa: E402
 
 import graphtune  # noqa: E402
 from graphtune.configs import config_from_dict  # noqa: E402
-from graphtune.kernels.mla_decode import bench, interface  # noqa: E402
+from graphtune.kernels.mla_decode import MLADecodePlan, bench, interface  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,7 +41,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kv-format", choices=["bf16", "fp8"], default="fp8")
     ap.add_argument("--config", default="", help="JSON dict overlaid on the Hopper kernel's fixed config")
     ap.add_argument("--no-flashmla", action="store_true")
+    ap.add_argument("--query-precision", choices=["e4m3"], default=None,
+                    help="graphtune's fp8 query mode (FlashMLA's accuracy class); default: the hi/lo pair")
+    ap.add_argument("--plan", action="store_true", help="graphtune with a step's plan (MLADecodePlan)")
     args = ap.parse_args(argv)
+    if args.query_precision and args.kv_format != "fp8":
+        print(f"ncu_mla: --query-precision {args.query_precision} applies to an fp8 cache, not "
+              f"--kv-format {args.kv_format}", file=sys.stderr)
+        return 2
     if not torch.cuda.is_available():
         print("ncu_mla: needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -52,11 +59,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     x = bench.make_inputs(bench.Problem(args.batch, args.heads, args.tokens, 64, args.kv_format), seed=1)
     sm_scale = 1.0 / math.sqrt(576)
+    plan = MLADecodePlan() if args.plan else None
 
     def ours() -> None:
         interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm_scale, x["kv_scale"],
                           args.kv_format, x["out"], False, path="hopper",
-                          config=None if config is None else config_from_dict(config))
+                          config=None if config is None else config_from_dict(config),
+                          query_precision=args.query_precision, plan=plan)
 
     runs = [("graphtune", ours)]
     fm, why = (None, "--no-flashmla") if args.no_flashmla else import_flashmla()
@@ -69,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
             call()
     torch.cuda.synchronize()
     tuned = [(k["name"], k["tuned"]) for k in graphtune.coverage().to_dict()["kernels"] if k["tuned"]]
-    print(f"{torch.cuda.get_device_name()}: H={args.heads} B={args.batch} {args.kv_format} {args.tokens} tokens; "
+    print(f"{torch.cuda.get_device_name()}: H={args.heads} B={args.batch} {args.kv_format} {args.tokens} tokens, "
+          f"query {args.query_precision or 'hi/lo'}, plan {args.plan}; "
           f"graphtune config {config if config is not None else tuned}; profiling {[n for n, _ in runs]}",
           flush=True)
     torch.cuda.cudart().cudaProfilerStart()

@@ -23,7 +23,7 @@ import pytest
 # with a request's start priced, and PLAN_GATHER, the row gather reading a plan, in session 37, call A: 69 passed, on
 # an H200; EARLY_R, the bf16 ping-pong kernel's WG1 requesting a tile's right half before its softmax, and WE, T8's WG0
 # widening WG1's tile's half before WG1's P, passed in session 38, call A, on an H100, and were removed: not faster)
-UNPROVEN: dict[str, str] = {"SM_SPLIT": "SM_SPLIT (the second fp8 tokens-on-M kernel's range by SM id, session 40)"}
+UNPROVEN: dict[str, str] = {}
 
 
 def skip_unproven(config: dict) -> None:

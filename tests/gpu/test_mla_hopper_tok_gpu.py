@@ -320,44 +320,6 @@ def test_tok_fp8_v2_with_a_plan_matches_reference(case, num_buf):
             assert bool((lse[~fin] == float("-inf")).all()), f"{what}: empty requests' lse"
 
 
-@pytest.mark.parametrize("case", [(16, 64, [1, 63, 64, 65, 3001, 4096]), (16, 64, [0, 4096, 0, 77, 1]),
-                                  (16, 64, [4096] * 33), (8, 64, [300, 1, 4096, 191])],
-                         ids=["H16-mixed", "H16-zero-lengths", "H16-B33", "H8-B4"])
-def test_sm_split_with_weighted_plans_matches_reference(case):
-    """SM_SPLIT (session 40): each program takes its SM's range, the plan split evenly, by equal weights and by
-    random weights (0.5-2 an SM), wherever requests end and aligned with them, the ranges by SM id or a quarter of the
-    chip apart (SM_SPLIT 2): the issue's fp8 bound, the LSE,
-    requests of no tokens, a plan reused by a second call; SM_SPLIT at fewer SMs than the device has is one clear
-    line."""
-    _skip_off_hopper()
-    skip_unproven({"SM_SPLIT": 1})
-    heads, page_size, lens = case
-    seed, x, ref, ref_lse = _case(heads, page_size, lens, "fp8")
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    gen = torch.Generator().manual_seed(seed)
-    random = (0.5 + 1.5 * torch.rand(sms, generator=gen)).tolist()
-    for mode, weights, align in ((1, None, False), (1, [1.0] * sms, False), (1, random, False), (1, [1.0] * sms, True),
-                                 (1, random, True), (2, random, True)):
-        config = triton.Config(dict(V2=1, NUM_BUF=3, PREFETCH=1, FAST_MAX=1, RK64=1, PT_EARLY=1, SM_SPLIT=mode))
-        plan = MLADecodePlan(sm_weights=weights, sm_align=align)
-        for layer in range(2):
-            x["out"].fill_(float("nan"))
-            out, lse = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
-                                         x["kv_scale"], "fp8", x["out"], True, num_sms=sms, path="hopper",
-                                         config=config, plan=plan)
-            what = (f"seed {seed}, SM_SPLIT {mode}, weights {'none' if weights is None else weights[:3]}, aligned "
-                    f"{align}, call {layer} of the plan")
-            assert torch.isfinite(out.float()).all(), f"{what}: unwritten or NaN outputs"
-            assert _rel(out, ref) <= 2e-3, f"{what}: rel err {_rel(out, ref):.3e}"
-            fin = torch.isfinite(ref_lse)
-            assert float((lse[fin] - ref_lse[fin]).abs().max()) <= 2e-3, f"{what}: lse"
-            assert bool((lse[~fin] == float("-inf")).all()), f"{what}: empty requests' lse"
-    with pytest.raises(ValueError, match="SM_SPLIT=2") as err:
-        interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, x["kv_scale"], "fp8",
-                          x["out"], True, num_sms=7, path="hopper", config=config)
-    assert "\n" not in str(err.value) and "num_sms=7" in str(err.value)
-
-
 @pytest.mark.parametrize("page_size", [64, 1], ids=["ps64", "ps1-gather"])
 def test_tuned_decode_with_a_plan_made_in_the_captured_step_follows_new_lengths(page_size):
     """The tuned path (per bucket, tuned outside capture) with a plan made inside the captured function and read by

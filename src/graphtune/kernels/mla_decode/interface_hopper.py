@@ -565,13 +565,11 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
         cfg = {**{k: v for k, v in base.items() if k != "V2"},
                **{k: v for k, v in own.items() if k in TOK_FP8_V2_PARAMS}}
         bad = {k: v for k, v in cfg.items() if k in _V2_FLAGS and v not in (0, 1)}
-        if cfg.get("SM_SPLIT", 0) not in (0, 1, 2):
-            bad["SM_SPLIT"] = cfg["SM_SPLIT"]
         if cfg.get("LOOK", 0) not in (0, 1, 2):
             bad["LOOK"] = cfg["LOOK"]
         if bad:
             raise ValueError(f"mla_decode: config {config or cfg}: {bad} out of range for the second tokens-on-M "
-                             f"kernel ({', '.join(_V2_FLAGS)} take 0 or 1, LOOK and SM_SPLIT 0, 1 or 2)")
+                             f"kernel ({', '.join(_V2_FLAGS)} take 0 or 1, LOOK 0, 1 or 2)")
         if fmt == DS_FORMAT and cfg.get("CHAIN"):
             raise ValueError(f"mla_decode: config {config or cfg}: CHAIN=1 is the per-tensor fp8 cache's fold; "
                              f"kv_format {fmt!r} folds its four groups itself (pin CHAIN=0 or leave it out)")
@@ -583,8 +581,6 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
             raise ValueError(f"mla_decode: config {config}: PROGRAMS_PER_SM={per_sm!r}, expected 1 to 8 for the "
                              "second tokens-on-M kernel")
         cfg["PROGRAMS_PER_SM"] = _tok_fp8_v2_programs_per_sm({**cfg, "PROGRAMS_PER_SM": per_sm})
-        if cfg.get("SM_SPLIT"):
-            _check_sm_split(config or cfg, cfg, q, sms)
         cfg["V2"] = 1   # (for _kernel_and_params, which drops it: no kernel takes it)
     # (the config as it runs: a pinned V2 config's keys come from it alone, not from the module's fixed config that
     # launch checked)
@@ -603,11 +599,8 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
 # GATHER = 1: tiles read row by row through the page table (cp.async), for pages TMA boxes cannot cover (size 1).
 # DS = 1: fp8_ds_mla rows (HOPPER_TOK_DS_CONFIG, HOPPER_TOK_DS_SPACE). CHAIN = 1 (in the fixed config since session
 # 11): the fp8 scores as one MMA chain per 128 dims and the rope's, folded in fp32 (docs/mla_decode.md, "CHAIN").
-# SM_SPLIT = 1 (pinned only, session 40): each program takes its SM's range (one program an SM), so that a plan
-# split by per-SM weights (MLADecodePlan.sm_weights) gives each SM its share; 2: the ranges dealt to SMs a quarter of
-# the chip apart (kernel_hopper_tok).
 TOK_FP8_V2_PARAMS = ("BLOCK_N", "NUM_BUF", "PREFETCH", "FAST_MAX", "GATHER", "LOOK", "RK64", "PT_EARLY", "DS",
-                     "CHAIN", "SM_SPLIT")
+                     "CHAIN")
 _V2_FLAGS = ("PREFETCH", "FAST_MAX", "GATHER", "RK64", "PT_EARLY", "DS", "CHAIN")   # (on or off; PREFETCH 2 meant
 # something only under the removed PV8)
 
@@ -689,22 +682,6 @@ def _check_v2(on_m: bool, fmt: str) -> None:
         raise ValueError(f"config V2=1: the second tokens-on-M kernel takes fp8 caches with H < {BLOCK_H} (and "
                          "fp8_ds_mla ones, DS=1), "
                          f"got kv_format {fmt!r} with {'H % 64 == 0' if on_m else 'H < 64'}")
-
-
-def _check_sm_split(shown: dict, cfg: dict[str, Any], q: torch.Tensor, sms: int) -> None:
-    """SM_SPLIT deals each SM its own range by its SM id (kernel_hopper_tok): one program an SM over every SM of the
-    device, one head block, and for SM_SPLIT 2 a multiple of four SMs; anything else is one line naming it."""
-    mode = cfg["SM_SPLIT"]
-    if q.is_cuda and sms != torch.cuda.get_device_properties(q.device).multi_processor_count:
-        raise ValueError(f"mla_decode: config {shown}: SM_SPLIT={mode} takes each program's range from its SM's id, "
-                         f"so it runs on every SM of the device, not num_sms={sms}")
-    if mode == 2 and sms % 4:
-        raise ValueError(f"mla_decode: config {shown}: SM_SPLIT=2 deals ranges to SMs a quarter of the chip apart and "
-                         f"needs a multiple of 4 SMs, got {sms}")
-    if cfg["PROGRAMS_PER_SM"] != 1 or q.shape[1] > TOK_BLOCK_H:
-        raise ValueError(f"mla_decode: config {shown}: SM_SPLIT={mode} deals each SM its own range and needs one "
-                         f"program an SM and one head block (three or more buffers, H <= {TOK_BLOCK_H}), got "
-                         f"PROGRAMS_PER_SM={cfg['PROGRAMS_PER_SM']}, H={q.shape[1]}")
 
 
 def _check_gather(page_size: int, cfg: dict[str, int]) -> None:

@@ -149,100 +149,6 @@ def _program_ids(BLOCK_H: gl.constexpr):
 
 
 @gluon.jit
-def _smid():
-    """The SM this program runs on (``%smid``)."""
-    return gl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=gl.int32, is_pure=True, pack=1)
-
-
-@gluon.jit
-def _batch_tiles(seq_lens_ptr, B, BLOCK_N: gl.constexpr, B_CHUNK: gl.constexpr, num_warps: gl.constexpr):
-    """The split's first pass over ``seq_lens``: the chunk offsets it scans with, the batch's tiles and its requests
-    with tiles."""
-    chunk_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
-    offs_c = gl.arange(0, B_CHUNK, layout=chunk_layout)
-    total = 0
-    live = 0
-    for r0 in range(0, B, B_CHUNK):
-        tiles = _chunk_tiles(seq_lens_ptr, B, r0, offs_c, BLOCK_N)
-        n_tiles, n_live = gl.reduce((tiles, (tiles > 0).to(gl.int32)), 0, _add2)
-        total += n_tiles
-        live += n_live
-    return offs_c, total, live
-
-
-@gluon.jit
-def _split_weighted(seq_lens_ptr, B, pid, num_progs, cw_ptr, BLOCK_N: gl.constexpr, B_CHUNK: gl.constexpr,
-                    num_warps: gl.constexpr, SEG_COST: gl.constexpr, ALIGN: gl.constexpr = 0):
-    """:func:`_split_start`'s values for a split in proportion to per-program weights: ``cw_ptr`` holds their
-    cumulative sums (``num_progs + 1`` int32, from 0) and then the least weight. ``ALIGN`` 0: program p takes tiles
-    ``[total cw[p] / W, total cw[p + 1] / W)`` of the batch's tiles laid end to end (W = cw[num_progs]), wherever
-    requests end, when that gives every program a tile (total x least >= W). ``ALIGN`` 1: each request with tiles
-    gets its own programs (``_request_programs``: one, plus a share of the rest by its tiles, in request order; where
-    every request can have one), and its tiles go to them in proportion to their weights (equally where the weights
-    could leave one without a tile), so that no program crosses a request. Otherwise :func:`_split_start`'s split (a
-    program with no tiles between two that share a request would leave a partial slot of that request unwritten).
-    (The SM-weighted split: a program per SM, each SM's share by its measured speed; ``kernel_hopper_tok``'s
-    ``SM_SPLIT``.)"""
-    offs_c, total, live = _batch_tiles(seq_lens_ptr, B, BLOCK_N, B_CHUNK, num_warps)
-    w = gl.load(cw_ptr + num_progs).to(gl.int64)
-    least = gl.load(cw_ptr + num_progs + 1).to(gl.int64)
-    if ALIGN:
-        ok = live <= num_progs
-    else:
-        ok = total.to(gl.int64) * least >= w
-    if ok:
-        if ALIGN:
-            spare = num_progs - live
-            b = 0
-            req_end = 0
-            req_tiles = 0
-            p0 = 0
-            k_mine = 0
-            base = 0
-            base_p = 0
-            for r0 in range(0, B, B_CHUNK):
-                tiles = _chunk_tiles(seq_lens_ptr, B, r0, offs_c, BLOCK_N)
-                k = _request_programs(tiles, spare, total)
-                ends, p_ends = gl.associative_scan((tiles, k), 0, _add2)
-                p_ends += base_p
-                mine = (p_ends - k <= pid) & (pid < p_ends)
-                b += gl.sum(gl.where(mine, r0 + offs_c, 0), axis=0)
-                req_end += gl.sum(gl.where(mine, base + ends - tiles, 0), axis=0)
-                req_tiles += gl.sum(gl.where(mine, tiles, 0), axis=0)
-                p0 += gl.sum(gl.where(mine, p_ends - k, 0), axis=0)
-                k_mine += gl.sum(gl.where(mine, k, 0), axis=0)
-                base += gl.sum(tiles, axis=0)
-                base_p += gl.sum(k, axis=0)
-            # (a program past every request's: k_mine 0, an empty range at the end)
-            c0 = gl.load(cw_ptr + p0).to(gl.int64)
-            gw = gl.load(cw_ptr + p0 + k_mine).to(gl.int64) - c0
-            n = req_tiles.to(gl.int64)
-            if (k_mine > 0) & (n * least >= gw):
-                t = req_end + ((n * (gl.load(cw_ptr + pid).to(gl.int64) - c0)) // gw).to(gl.int32)
-                t_stop = req_end + ((n * (gl.load(cw_ptr + pid + 1).to(gl.int64) - c0)) // gw).to(gl.int32)
-            else:
-                j = pid - p0
-                t = req_end + (j * req_tiles) // gl.maximum(k_mine, 1)
-                t_stop = req_end + ((j + 1) * req_tiles) // gl.maximum(k_mine, 1)
-        else:
-            t = ((total.to(gl.int64) * gl.load(cw_ptr + pid).to(gl.int64)) // w).to(gl.int32)
-            t_stop = ((total.to(gl.int64) * gl.load(cw_ptr + pid + 1).to(gl.int64)) // w).to(gl.int32)
-            b = 0
-            req_end = 0
-            base = 0
-            for r0 in range(0, B, B_CHUNK):
-                tiles = _chunk_tiles(seq_lens_ptr, B, r0, offs_c, BLOCK_N)
-                ends = base + gl.associative_scan(tiles, 0, _add)
-                done = (ends <= t) & (r0 + offs_c < B)
-                b += gl.sum(done.to(gl.int32), axis=0)
-                req_end += gl.sum(gl.where(done, tiles, 0), axis=0)
-                base += gl.sum(tiles, axis=0)
-    else:
-        t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps, SEG_COST)
-    return t, t_stop, b, req_end
-
-
-@gluon.jit
 def _chunk_tiles(seq_lens_ptr, B, r0, offs_c, BLOCK_N: gl.constexpr):
     """Tiles of requests ``r0 + offs_c`` (none past the batch or for a length <= 0)."""
     lens = gl.load(seq_lens_ptr + r0 + offs_c, mask=r0 + offs_c < B, other=0)
@@ -307,7 +213,15 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
     operands; ``FUSED = 0``: a scan a column and a reduction a sum, the form the ping-pong kernels keep (one scan and
     one reduction a chunk made the fp8 ones 1.5-3.9% slower at H = 128, batch 8 / 32: H200, session 33 call N)."""
     _launch_dependents()
-    offs_c, total, live = _batch_tiles(seq_lens_ptr, B, BLOCK_N, B_CHUNK, num_warps)
+    chunk_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
+    offs_c = gl.arange(0, B_CHUNK, layout=chunk_layout)
+    total = 0
+    live = 0
+    for r0 in range(0, B, B_CHUNK):
+        tiles = _chunk_tiles(seq_lens_ptr, B, r0, offs_c, BLOCK_N)
+        n_tiles, n_live = gl.reduce((tiles, (tiles > 0).to(gl.int32)), 0, _add2)
+        total += n_tiles
+        live += n_live
     per = (total + num_progs - 1) // num_progs
     t = pid * per
     t_stop = gl.minimum(t + per, total)
@@ -525,20 +439,14 @@ def _page_row(pt_base, j, page, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, 
 @gluon.jit(do_not_specialize=["B"])
 def _mla_decode_plan_kernel(seq_lens_ptr, page_table_ptr, plan_ptr, B, stride_pt_b, PAGE_SIZE: gl.constexpr,
                             B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, SEG_COST: gl.constexpr,
-                            num_warps: gl.constexpr, cw_ptr=None, ALIGN: gl.constexpr = 0):
+                            num_warps: gl.constexpr):
     """Grid ``(1, P)``, P the split kernel's programs: program p's plan row (``PLAN_COLS``), the split and the first
     segment exactly as the split kernels compute them (``_split_start``, ``_segment``, :func:`_tile_page`), so that a
     split kernel given these rows as ``plan_ptr`` on the same lengths, page table and grid starts its copies one round trip after
-    its start. A program with no tiles gets its empty range and zeros. ``cw_ptr`` (cumulative per-program weights):
-    the split in proportion to them (:func:`_split_weighted`, aligned with requests with ``ALIGN``) instead of the
-    even or priced one."""
+    its start. A program with no tiles gets its empty range and zeros."""
     pid = gl.program_id(1)
-    if cw_ptr is None:
-        t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(1), BLOCK_N, B_CHUNK, num_warps,
-                                             SEG_COST)
-    else:
-        t, t_stop, b, req_end = _split_weighted(seq_lens_ptr, B, pid, gl.num_programs(1), cw_ptr, BLOCK_N, B_CHUNK,
-                                                num_warps, SEG_COST, ALIGN)
+    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(1), BLOCK_N, B_CHUNK, num_warps,
+                                         SEG_COST)
     seq_len = 0
     pg0 = 0
     pg1 = 0

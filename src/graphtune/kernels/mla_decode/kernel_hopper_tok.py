@@ -65,7 +65,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from .kernel_hopper import (FP8_SEG_COST, STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _block_barrier,
                             _launch_dependents, _load_q_raw, _max_over_tokens, _plan_row, _planned_segment, _q_fp32,
-                            _program_ids, _segment, _smid, _split_start, _stamp,
+                            _program_ids, _segment, _split_start, _stamp,
                             _stamp_out, _stamp_tile, _store_chunks_segment, _tile_page, _tma_load, _zero_rows)
 
 # cp.async's Gluon name: async_load in triton 3.9 (the 3.6 name raises there)
@@ -423,7 +423,6 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     q_descale_ptr=None,
     q_descale=1.0,
     Q_DESCALE_FROM_PTR: gl.constexpr = 0,
-    SM_SPLIT: gl.constexpr = 0,
     plan_ptr=None,
 ):
     """fp8 (per-tensor) cache, H < 64: tokens on M, one warpgroup, 16 heads per program (module docstring).
@@ -438,12 +437,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
 
     ``Q_FP8`` (``mla_decode``'s e4m3 query, its value ``q * q_descale``; ``q_descale`` a float or, with
     ``Q_DESCALE_FROM_PTR``, read from ``q_descale_ptr``): ``q_ptr`` holds e4m3 values, read as they are; their pair
-    is exact (``hi = e4m3(q s)`` with s a power of two, ``lo = 0``) and the scale goes into the scores' multiplier.
-
-    ``SM_SPLIT`` (pinned only; one program an SM): the program takes the tile range of its SM's id (1; 2: of
-    ``(s % Q) 4 + s // Q``, Q a quarter of the SMs) instead of its program id, so that a plan split in proportion to
-    per-program weights (``MLADecodePlan.sm_weights``, each SM's weight at its range's index) gives each SM its
-    share; without such a plan the even split, its ranges dealt to SMs by id."""
+    is exact (``hi = e4m3(q s)`` with s a power of two, ``lo = 0``) and the scale goes into the scores' multiplier."""
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
     gl.static_assert(BLOCK_H == 16)
@@ -492,19 +486,6 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     p_smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_H], gl.float16)
 
     pid_h, pid, num_progs, h0 = _program_ids(BLOCK_H)
-    if SM_SPLIT:
-        # the program's range is its SM's (one program an SM over every SM: hopper_call checks the grid), so that a
-        # plan split in proportion to each SM's measured speed gives each SM its share; SM_SPLIT 2 deals SM s the
-        # range (s % Q) 4 + s // Q (Q = P / 4), so that four consecutive ranges (a request's, aligned) go to SMs a
-        # quarter of the chip apart (the slow SMs are whole GPCs: a request's programs weighted among SMs of one GPC
-        # would all weigh the same). The SM ids of the H100 ran 0..P-1 (session 40's stamps); an SM id past the grid
-        # (a GPU that numbers its SMs with gaps) keeps the program id, so no row past the plan's is read, but two
-        # programs may then take one range: wrong outputs, which SM_SPLIT's GPU test would show on such a GPU
-        smid = _smid()
-        sm = smid
-        if SM_SPLIT == 2:
-            sm = (smid % (num_progs // 4)) * 4 + smid // (num_progs // 4)
-        pid = gl.where(smid < num_progs, sm, pid)
     srow = pid_h * num_progs + pid      # (the program's row of STAMPS: timeline probe only)
     _stamp(STAMPS, srow, STAMP_GT_IN, 1)
     _stamp(STAMPS, srow, STAMP_CLK_IN)

@@ -26,7 +26,7 @@ at 64 (call A); the bf16 kernels with the start priced (below) 0.4-3.4% uniform 
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -57,29 +57,12 @@ class MLADecodePlan(_OpArgument):
     step. It belongs to that step's ``seq_lens`` and ``page_table`` tensors and their values: a call with other
     tensors is a ValueError; values changed in place after the fill are not seen (a new plan per step). Under
     torch.compile it is an input of the compiled function, which the ``graphtune::mla_decode_planned`` ops take as
-    it is (op.py; a new one per step recompiles nothing).
+    it is (op.py; a new one per step recompiles nothing)."""
 
-    ``sm_weights`` (experimental, session 40; a sequence or CPU tensor, one positive weight per SM): a split whose
-    grid has one program per SM is made in proportion to them (``kernel_hopper._split_weighted``; ``sm_align``: each
-    request's tiles over programs of its own, weighted among them), for the kernels pinned with ``SM_SPLIT=1``, which
-    take their SM's range (a grid of another size, e.g. a config of two programs an SM, splits as without them); the
-    weights are copied to the device at the first fill, so such a plan is made and first filled outside graph
-    capture."""
-
-    def __init__(self, sm_weights: Sequence[float] | torch.Tensor | None = None, sm_align: bool = False) -> None:
+    def __init__(self) -> None:
         self._rows: torch.Tensor | None = None
         self._inputs: tuple | None = None       # (seq_lens, page_table) identity and shape the plan belongs to
-        self._filled: tuple | None = None       # (programs, page size, segment cost, weighted) of the last fill
-        self._cw: torch.Tensor | None = None    # cumulative per-SM shares (sm_weights), int32, then the least
-        self._align = int(bool(sm_align))
-        if sm_weights is not None:
-            w = torch.as_tensor(sm_weights, dtype=torch.float64, device="cpu").flatten()
-            if w.numel() == 0 or not bool(torch.isfinite(w).all()) or bool((w <= 0).any()):
-                raise ValueError(f"MLADecodePlan: sm_weights={sm_weights!r}: expected one finite positive weight "
-                                 "per SM")
-            scaled = torch.round(w / w.sum() * (1 << 20)).clamp(min=1).to(torch.int64)
-            # (the cumulative shares from 0, then the least share: kernel_hopper._split_weighted)
-            self._cw = torch.cat([scaled.new_zeros(1), scaled.cumsum(0), scaled.min().view(1)]).to(torch.int32)
+        self._filled: tuple | None = None       # (programs, page size, segment cost) of the rows' last fill
 
     def __repr__(self) -> str:
         state = "empty" if self._inputs is None else f"batch {self._inputs[4]}"
@@ -103,16 +86,12 @@ class MLADecodePlan(_OpArgument):
              seg_cost: int, b_chunk: int) -> None:
         """Rows for a split over ``programs`` programs, made by one launch unless this plan holds them already (the
         tuner's configs differ in programs: each fill replaces the last)."""
-        weighted = self._cw is not None and self._cw.numel() == programs + 2
-        want = (programs, page_size, seg_cost, weighted)
+        want = (programs, page_size, seg_cost)
         if self._filled == want:
             return
-        if weighted and self._cw.device != seq_lens.device:
-            self._cw = self._cw.to(seq_lens.device)
         kernel_hopper._mla_decode_plan_kernel[(1, programs)](
             seq_lens, page_table, self._rows, seq_lens.shape[0], page_table.stride(0), PAGE_SIZE=page_size,
-            B_CHUNK=b_chunk, BLOCK_N=64, SEG_COST=seg_cost, num_warps=4, cw_ptr=self._cw if weighted else None,
-            ALIGN=self._align if weighted else 0)
+            B_CHUNK=b_chunk, BLOCK_N=64, SEG_COST=seg_cost, num_warps=4)
         self._filled = want
 
 
