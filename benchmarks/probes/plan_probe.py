@@ -86,11 +86,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--t8-split-max", type=int, default=None,
                     help="SPLIT_MAX on every config of T8's space (fp8, H a multiple of 64: at most that many programs "
                          "a request, e.g. 32: a pair of tiles a program at batch 1 and 2 instead of ~one)")
+    ap.add_argument("--b2", type=_config_overlay, default=None,
+                    help="the b2 columns' pinned config as KEY=VALUE,... (default: fp8 H = 16's two-buffer one), which "
+                         "also times the pinned columns for any format and heads, e.g. --format bf16 --heads 128 --b2 "
+                         "PP=1,RELOAD=1,WG1_FIRST=1 --b3 QWAIT=1")
     ap.add_argument("--b3", type=_config_overlay, default=None,
-                    help="the b3 columns' pinned config instead of three buffers, as KEY=VALUE,... over the two-buffer "
-                         "one (fp8 H = 16), e.g. PROGRAMS_PER_SM=4: a grid of two waves of two programs an SM")
+                    help="the b3 columns' pinned config instead of three buffers, as KEY=VALUE,... over the b2 one, "
+                         "e.g. PROGRAMS_PER_SM=4: a grid of two waves of two programs an SM")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/plan_probe.json"))
     args = ap.parse_args(argv)
+    if args.b2 is not None:
+        PINNED["b2"] = dict(args.b2)
     if args.b3 is not None:
         PINNED["b3"] = {**PINNED["b2"], **args.b3}
     if args.plan_bf16_seg_cost is not None:
@@ -117,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"FlashMLA column skipped: {why}", flush=True)
     fmt = args.format
     # (the pinned configs are the fp8 tokens-on-M kernel's; bf16 is checked against the bf16 tests' bound)
-    ways = WAYS if (fmt, args.heads) == ("fp8", 16) else WAYS[:3]
+    ways = WAYS if (fmt, args.heads) == ("fp8", 16) or args.b2 is not None else WAYS[:3]
     tol = 2e-3 if fmt == "fp8" and args.query_precision != "e4m3" else 1e-2
     rows = []
     for lengths in ("uniform", "ragged"):

@@ -308,3 +308,50 @@ def test_pp_protocol_model_holds_for_every_reload(tmp_path):
     run = subprocess.run([sys.executable, str(mutated)], capture_output=True, text=True, timeout=120)
     failures = int(run.stdout.strip().rsplit(" ", 1)[-1])
     assert failures > 0, run.stdout
+
+
+def test_qwait_issues_the_first_copies_after_the_query():
+    """QWAIT = 1 (pinned only, bf16; its GPU test gated in tests/gpu/_unproven.py until it has run): both
+    warpgroups wait for the first segment's query before issuing its tiles' copies. Compiled for sm_90 with a plan:
+    the same shared memory and MMAs, wgmmas asynchronous, no tile loop reloading a spill, and in each warpgroup an
+    mbarrier wait before its first tile copy that the shipped build does not have there; 0 or 1, bf16 only."""
+    from test_mla_decode import compile_sm90
+
+    def build(config: dict):
+        q = torch.empty(2, 128, 576, dtype=torch.bfloat16)
+        kv = torch.empty(4, 64, 576, dtype=torch.bfloat16)
+        args, grid, consts, _ = interface_hopper.hopper_call(
+            q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32), 0.04, 1.0, "bf16",
+            torch.empty(2, 128, 512, dtype=torch.bfloat16), False, sms=132, config=config)
+        fn, consts = interface_hopper._kernel_and_params(128, "bf16", consts)
+        consts = {**consts, "plan_ptr": torch.empty(grid[1], 8, dtype=torch.int32)}
+        return compile_sm90(fn, args, consts)
+
+    base = build(dict(PP=1, RELOAD=1, WG1_FIRST=1))
+    qwait = build(dict(PP=1, RELOAD=1, WG1_FIRST=1, QWAIT=1))
+    assert qwait.metadata.shared == base.metadata.shared
+    sass, sass0 = _sass(qwait), _sass(base)
+    assert sass.count("HGMMA") == sass0.count("HGMMA")
+    assert sass.count("WARPGROUP.DEPBAR") == sass0.count("WARPGROUP.DEPBAR")
+    if SCHEDULED_WITH_THIS_TRITON:
+        assert _tile_loop_local_loads(sass) == 0
+
+    def copies_before_first_wait(text: str) -> list[int]:
+        """Per warpgroup that issues copies (code between EXITs), its TMA copies before its first mbarrier wait."""
+        out = []
+        for part in (p for p in text.split("EXIT") if "UTMALDG" in p):
+            head = part.split("SYNCS.PHASECHK")[0]
+            out.append(head.count("UTMALDG"))
+        return sorted(out)
+    # (the shipped build: WG1 its first tiles' right halves, WG0 the query's three boxes and the left halves; with
+    # QWAIT only the query's)
+    assert copies_before_first_wait(sass) == [0, 3]
+    assert all(a < b for a, b in zip(copies_before_first_wait(sass), copies_before_first_wait(sass0)))
+    for cfg, fmt in ((dict(PP=1, QWAIT=2), "bf16"), (dict(PP=1, QWAIT=1), "fp8")):
+        q = torch.empty(2, 128, 576, dtype=torch.bfloat16)
+        kv = torch.empty(4, 64, 576, dtype=torch.bfloat16 if fmt == "bf16" else torch.float8_e4m3fn)
+        with pytest.raises(ValueError, match=f"config QWAIT={cfg['QWAIT']}: ") as err:
+            interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
+                                         0.04, 1.0, fmt, torch.empty(2, 128, 512, dtype=torch.bfloat16), False,
+                                         sms=132, config=cfg)
+        assert "\n" not in str(err.value)
