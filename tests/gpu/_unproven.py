@@ -24,8 +24,10 @@ import pytest
 # an H200; EARLY_R, the bf16 ping-pong kernel's WG1 requesting a tile's right half before its softmax, and WE, T8's WG0
 # widening WG1's tile's half before WG1's P, passed in session 38, call A, on an H100, and were removed: not faster;
 # SM_SPLIT, the second fp8 tokens-on-M kernel's range by SM id, passed in session 41, call A, on an H100, but for a
-# case of its test that the Hopper path does not take (H = 8), and was removed: not faster)
-UNPROVEN: dict[str, str] = {"QWAIT": "QWAIT (the bf16 ping-pong kernel's first copies after the query, session 41)"}
+# case of its test that the Hopper path does not take (H = 8), and was removed: not faster; QWAIT, the bf16 ping-pong
+# kernel's first tiles' copies issued once the query landed, passed in session 41, call C, on an H100, and was
+# removed: not faster with a plan)
+UNPROVEN: dict[str, str] = {}
 
 
 def skip_unproven(config: dict) -> None:
