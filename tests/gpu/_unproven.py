@@ -26,8 +26,9 @@ import pytest
 # SM_SPLIT, the second fp8 tokens-on-M kernel's range by SM id, passed in session 41, call A, on an H100, but for a
 # case of its test that the Hopper path does not take (H = 8), and was removed: not faster; QWAIT, the bf16 ping-pong
 # kernel's first tiles' copies issued once the query landed, passed in session 41, call C, on an H100, and was
-# removed: not faster with a plan)
-UNPROVEN: dict[str, str] = {"LAZY": "LAZY (the bf16 ping-pong kernel's lazy max and skipped rescales, session 41)"}
+# removed: not faster with a plan; LAZY, the bf16 ping-pong kernel's reference max moved only by more than 2^8 and O's
+# rescales skipped where none moved, passed in session 41, call D, on an H100, and was removed: not faster)
+UNPROVEN: dict[str, str] = {}
 
 
 def skip_unproven(config: dict) -> None:

@@ -650,12 +650,6 @@ def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
     if cfg.get("INDEP", 0) not in (0, 1) or (cfg.get("INDEP") and not cfg.get("WG1_FIRST")):
         raise ValueError(f"config INDEP={cfg.get('INDEP')}: the ping-pong kernel's independent softmax takes 0 or 1, "
                          f"and 1 with WG1_FIRST=1 only (got WG1_FIRST={cfg.get('WG1_FIRST', 0)})")
-    # LAZY (pinned only, bf16): the running max moved only by more than 2^8, O's rescales skipped where none moved
-    if cfg.get("LAZY", 0) not in (0, 1) or (cfg.get("LAZY") and (fmt != "bf16" or not cfg.get("WG1_FIRST")
-                                                                   or cfg.get("INDEP"))):
-        raise ValueError(f"config LAZY={cfg.get('LAZY')}: the bf16 ping-pong kernel's lazy rescale takes 0 or 1, and 1 "
-                         f"with a bf16 cache, WG1_FIRST=1 and INDEP=0 only (got kv_format {fmt!r}, WG1_FIRST="
-                         f"{cfg.get('WG1_FIRST', 0)}, INDEP={cfg.get('INDEP', 0)})")
     # OUT32 (1 unless pinned 0): a whole request's output stored in whole 32-byte sectors (kernel_hopper_pp)
     if cfg.get("OUT32", 1) not in (0, 1):
         raise ValueError(f"config OUT32={cfg.get('OUT32')}: the ping-pong kernel's whole-sector output stores take 0 "

@@ -197,38 +197,14 @@ def _zero_half(kn, c_bars, stage, phase, n_valid, HALF: gl.constexpr, BLOCK_N: g
     _wg_barrier()
 
 
-# LAZY = 1 (pinned only, session 41): the running max moves only by more than this (log2 units: P <= 256, exact in
-# bf16 / fp16 as any other value; the final O / l and LSE use the same reference max, so the result is the same)
-LAZY_TAU = gl.constexpr(8.0)
-
-
 @gluon.jit
-def _softmax_step(s, m_i, l_i, valid, qk_mul, LAZY: gl.constexpr = 0):
-    """Online softmax of one log2-domain tile from the running max ``m_i``: (p, alpha, m_new, l_new). ``LAZY``: the
-    reference max moves only where the tile's row max exceeds it by more than ``LAZY_TAU`` (so P <= 2^LAZY_TAU, and
-    alpha is exactly 1 on the rows it does not move; :func:`_rescale` then skips O's rescale)."""
+def _softmax_step(s, m_i, l_i, valid, qk_mul):
+    """Online softmax of one log2-domain tile from the running max ``m_i``: (p, alpha, m_new, l_new)."""
     s = gl.where(valid[None, :], s * qk_mul, float("-inf"))
-    if LAZY:
-        m_t = gl.max(s, axis=1)
-        m_new = gl.where(m_t > m_i + LAZY_TAU, m_t, m_i)
-    else:
-        m_new = gl.maximum(m_i, gl.max(s, axis=1))
+    m_new = gl.maximum(m_i, gl.max(s, axis=1))
     alpha = gl.exp2(m_i - m_new)
     p = gl.exp2(s - m_new[:, None])
     return p, alpha, m_new, l_i * alpha + gl.sum(p, axis=1)
-
-
-@gluon.jit
-def _rescale(o, factor, rows_o: gl.constexpr, LAZY: gl.constexpr = 0):
-    """O times its rows' ``factor``; ``LAZY``: only when some row's factor is not 1 (with :func:`_softmax_step`'s
-    lazy max, after a request's first tiles almost never: 128 multiplies a thread, each rescale, skipped for a
-    reduction over the warpgroup's rows)."""
-    if LAZY:
-        if gl.min(factor, axis=0) < 1.0:
-            o = o * gl.convert_layout(factor, rows_o)[:, None]
-    else:
-        o = o * gl.convert_layout(factor, rows_o)[:, None]
-    return o
 
 
 @gluon.jit
@@ -393,8 +369,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
-            OUT32: gl.constexpr = 1, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-            LAZY: gl.constexpr = 0):
+            OUT32: gl.constexpr = 1, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; loads the query (``FP8``: the fp16
     query scaled per head, written by this warpgroup, and each fp8 tile's TMA into its left half)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -507,15 +482,11 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             if (r + 2 < n) and (not FP8):
                 # the score MMAs were the rope chunk's only reader
                 _issue_rope(kv_rope_desc, kr_bufs.index(stage), c_bars, pt_base, j + 2, stage, PAGE_SIZE, BLOCK_N)
-            p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, j * BLOCK_N + offs_tok < seq_len, qk, LAZY)
-            if LAZY == 0:
-                o = _rescale(o, alpha, rows_o)
+            p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, j * BLOCK_N + offs_tok < seq_len, qk)
+            o = o * gl.convert_layout(alpha, rows_o)[:, None]
             # p_smem's last reader (this warpgroup's P.V of tile r - 1) is retired; WG1 read its previous
             # content (P of tile r - 2) before it wrote that of tile r - 1
             _hand_off(p, m_i, p_smem, m_smem.slice(0, BLOCK_H), p_bars.index(0))
-            if LAZY:
-                # (after the hand-off: a rescale behind a branch is not moved past the P stores by ptxas)
-                o = _rescale(o, alpha, rows_o, LAZY)
             _stamp_tile(STAMPS, srow, g // 2, 2, 4)
             o = warpgroup_mma(gl.convert_layout(p.to(p_smem.dtype), p_layout), kn.slice(0, _HALF, dim=1), o,
                               is_async=True)
@@ -533,7 +504,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 beta = gl.exp2(m_i - m_o)
                 l_i = l_i * beta
                 m_i = m_o
-                o = _rescale(o, beta, rows_o, LAZY)
+                o = o * gl.convert_layout(beta, rows_o)[:, None]
                 kn_o = kn_bufs.index(1 - stage)
                 if (not FP8) and (n_valid - BLOCK_N < BLOCK_N):
                     _zero_half(kn_o, c_bars, 1 - stage, ((g + 1) // 2) & 1, n_valid - BLOCK_N, 0, BLOCK_N)
@@ -572,8 +543,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
-            OUT32: gl.constexpr = 1, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-            LAZY: gl.constexpr = 0):
+            OUT32: gl.constexpr = 1, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511 (``FP8``: instead of reloading the
     right half of a buffer, it tells WG0 the half is free, on mbarrier ``stage * 3 + 1``)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -691,17 +661,14 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                         l_i = l_i * c_own
                         o_scale = alpha * c_own
                     else:
-                        p, beta, m_i, l_i = _softmax_step(s, m_e, l_i * alpha, valid, qk, LAZY)
+                        p, beta, m_i, l_i = _softmax_step(s, m_e, l_i * alpha, valid, qk)
                         o_scale = alpha * beta
                     if (not FP8) and (n_valid < BLOCK_N):
                         _zero_half(kn, c_bars, stage, phase, n_valid, 1, BLOCK_N)
                     pe = (p_smem.load(s_layout).to(gl.float32) * beta[:, None]).to(p_smem.dtype)
                     _wg_barrier()          # every thread has read P(r) before P(r + 1) overwrites it
-                    if LAZY == 0:
-                        o_done = _rescale(o_done, o_scale, rows_o)
+                    o_done = o_done * gl.convert_layout(o_scale, rows_o)[:, None]
                     _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
-                    if LAZY:
-                        o_done = _rescale(o_done, o_scale, rows_o, LAZY)
                     _stamp_tile(STAMPS, srow, g // 2, 2, 4)
                     pe_op = gl.convert_layout(pe, p_layout)
                     o = warpgroup_mma(pe_op, kn.slice(_HALF, _HALF, dim=1), o_done, is_async=True)
@@ -777,16 +744,13 @@ def _mla_decode_hopper_pp_kernel(
     SPLIT_MAX: gl.constexpr = 0,    # the grid's programs per request at most (interface_hopper; unused in here)
     plan_ptr=None,
     PART_SCALED: gl.constexpr = False,
-    LAZY: gl.constexpr = 0,
 ):
     """Grid ``(H // 64, P)``, as ``kernel_hopper._mla_decode_hopper_kernel`` (same arguments), but
     ``num_warps = 4`` (warpgroup 0, the default partition) plus a 4-warp worker partition (warpgroup 1, with
     ``WG1_REGS`` registers per thread). ``kv_nope_desc`` has [BLOCK_N, 256] blocks (one warpgroup's half of V),
     ``kv_rope_desc`` [BLOCK_N, 64]. RELOAD (WG0's reload of an odd tile's left half, the buffer of tile r + 2): 1
     retires its P.V at once and reloads; 0 after the next tile's score MMAs are issued. WG1_FIRST = 1: WG1 runs
-    its softmax before issuing any P.V of the pair (see ``_pp_wg1``). LAZY = 1 (pinned only, session 41; with
-    WG1_FIRST = 1, INDEP = 0): the running max moves only by more than LAZY_TAU and O's rescales are skipped where
-    no row's factor moved (:func:`_rescale`)."""
+    its softmax before issuing any P.V of the pair (see ``_pp_wg1``)."""
     gl.static_assert(PP == 1)
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
@@ -805,7 +769,7 @@ def _mla_decode_hopper_pp_kernel(
                    stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                    qn_smem, qr_smem, kn_bufs, kr_bufs, None, None, 1.0, None,
                    PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, False, False, WG1_REGS, INDEP,
-                   OUT32, STAMPS, plan_ptr, PART_SCALED, LAZY)
+                   OUT32, STAMPS, plan_ptr, PART_SCALED)
 
 
 @gluon.jit(do_not_specialize=["B"])
@@ -879,8 +843,7 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
                    PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr,
                    BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr,
                    FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, WG1_REGS: gl.constexpr, INDEP: gl.constexpr,
-                   OUT32: gl.constexpr, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-                   LAZY: gl.constexpr = 0):
+                   OUT32: gl.constexpr, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False):
     """Both kernels' P tile, maxima, sums and mbarriers, and the two warpgroups."""
     vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     p_smem = gl.allocate_shared_memory(qn_smem.dtype, [BLOCK_H, BLOCK_N],
@@ -913,12 +876,12 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
              kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, LAZY)),
+             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED)),
         (_pp_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
              kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, LAZY)),
+             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED)),
     ], [4], [WG1_REGS])
