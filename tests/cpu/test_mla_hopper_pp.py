@@ -308,29 +308,3 @@ def test_pp_protocol_model_holds_for_every_reload(tmp_path):
     run = subprocess.run([sys.executable, str(mutated)], capture_output=True, text=True, timeout=120)
     failures = int(run.stdout.strip().rsplit(" ", 1)[-1])
     assert failures > 0, run.stdout
-
-
-def test_box_waits_for_each_box_and_keeps_the_schedule():
-    """BOX = 1 (pinned only, bf16; its GPU test gated in tests/gpu/_unproven.py until it has run): [BLOCK_N, 64]
-    latent boxes, each on its own mbarrier (18 in all), each box's four score MMAs issued once it landed, as
-    FlashMLA's bf16 kernel waits (read with cuobjdump from its wheel: nine waits a tile). Compiled for sm_90: wgmmas
-    asynchronous, the same MMAs, no tile loop reloading a spill, 96 more bytes of shared memory (twelve mbarriers),
-    four times the latent copies and more waits; refused where it does not apply, in one line."""
-    base = _hopper_compile("bf16", heads=128, page_size=64, config=dict(PP=1, RELOAD=1, WG1_FIRST=1))
-    box = _hopper_compile("bf16", heads=128, page_size=64, config=dict(PP=1, RELOAD=1, WG1_FIRST=1, BOX=1))
-    assert box.metadata.shared == base.metadata.shared + 12 * 8
-    sass, sass0 = _sass(box), _sass(base)
-    assert sass.count("HGMMA") == sass0.count("HGMMA")
-    assert sass.count("WARPGROUP.DEPBAR") == sass0.count("WARPGROUP.DEPBAR")
-    assert sass.count("TRYWAIT") > 2 * sass0.count("TRYWAIT")
-    assert sass.count("UTMALDG") > 2 * sass0.count("UTMALDG")
-    if SCHEDULED_WITH_THIS_TRITON:
-        assert _tile_loop_local_loads(sass) == 0
-    for cfg, fmt in ((dict(PP=1, BOX=2), "bf16"), (dict(PP=1, BOX=1), "fp8")):
-        q = torch.empty(2, 128, 576, dtype=torch.bfloat16)
-        kv = torch.empty(4, 64, 576, dtype=torch.bfloat16 if fmt == "bf16" else torch.float8_e4m3fn)
-        with pytest.raises(ValueError, match=f"config BOX={cfg['BOX']}: ") as err:
-            interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
-                                         0.04, 1.0, fmt, torch.empty(2, 128, 512, dtype=torch.bfloat16), False,
-                                         sms=132, config=cfg)
-        assert "\n" not in str(err.value)

@@ -27,8 +27,10 @@ import pytest
 # case of its test that the Hopper path does not take (H = 8), and was removed: not faster; QWAIT, the bf16 ping-pong
 # kernel's first tiles' copies issued once the query landed, passed in session 41, call C, on an H100, and was
 # removed: not faster with a plan; LAZY, the bf16 ping-pong kernel's reference max moved only by more than 2^8 and O's
-# rescales skipped where none moved, passed in session 41, call D, on an H100, and was removed: not faster)
-UNPROVEN: dict[str, str] = {"BOX": "BOX (the bf16 ping-pong kernel's per-box mbarriers, session 41)"}
+# rescales skipped where none moved, passed in session 41, call D, on an H100, and was removed: not faster; BOX, the
+# bf16 ping-pong kernel's latent tiles as 64-column boxes with one mbarrier each, passed in session 41, call F, on an
+# H100, and was removed: slower)
+UNPROVEN: dict[str, str] = {}
 
 
 def skip_unproven(config: dict) -> None:
