@@ -1,12 +1,12 @@
 """Kernel-level Nsight Compute figures side by side: one row per profiled launch of one or more reports' raw pages
 (``ncu --import REPORT --page raw --csv``), the metrics that say what bounds a decode kernel: its time, the SM's,
 L1 / shared memory's, L2's and DRAM's share of their peaks, the tensor pipe's, the shared-memory wavefronts the
-load-store unit issued, the instructions, registers and shared memory a block, and the warps' occupancy.
+load-store unit issued, the instructions issued, registers and shared memory a block, and the warps' occupancy.
 
     python benchmarks/probes/ncu_kernels.py $OUT/ncu_fp8_raw.csv $OUT/ncu_bf16_raw.csv --out summary.json
 
-A metric a report does not hold is shown as ``-`` (sections differ between calls; the tensor pipe's metric name
-between GPUs: every raw column whose name holds ``pipe_tensor`` is listed under ``tensor_*``).
+A metric a report does not hold is shown as ``-`` (sections differ between calls). ``tensor_%`` is the tensor pipe's
+active cycles against the elapsed ones (wgmma work, however it is fed), ``issue_%`` the SMs' issue slots used.
 """
 from __future__ import annotations
 
@@ -24,7 +24,9 @@ METRICS = (
     ("sm_%", "sm__throughput.avg.pct_of_peak_sustained_elapsed"),
     ("l1_%", "l1tex__throughput.avg.pct_of_peak_sustained_active"),
     ("l2_%", "lts__throughput.avg.pct_of_peak_sustained_elapsed"),
-    ("dram_%", "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
+    ("dram_%", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"),
+    ("tensor_%", "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"),
+    ("issue_%", "sm__issue_active.avg.pct_of_peak_sustained_elapsed"),
     ("smem_wavefronts", "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum"),
     ("insts", "smsp__inst_executed.sum"),
     ("regs", "launch__registers_per_thread"),
@@ -79,9 +81,6 @@ def summarise(path: Path) -> list[dict]:
             if unit not in _TO_US:
                 raise SystemExit(f"ncu_kernels: {path}: duration in {unit!r}, expected one of {sorted(_TO_US)}")
             row["us"] *= _TO_US[unit]
-        for column, value in launch.items():
-            if "pipe_tensor" in column and "pct" in column:
-                row["tensor_" + column.split("__", 1)[-1]] = _number(value)
         out.append(row)
     return out
 
@@ -103,8 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     if not rows:
         print(f"ncu_kernels: no launches in {', '.join(str(p) for p in args.raw)}", file=sys.stderr)
         return 2
-    tensor = sorted({k for r in rows for k in r if k.startswith("tensor_")})
-    labels = [label for label, _ in METRICS] + tensor
+    labels = [label for label, _ in METRICS]
     print("| report | kernel | " + " | ".join(labels) + " |")
     print("| --- " * (len(labels) + 2) + "|")
     for r in rows:

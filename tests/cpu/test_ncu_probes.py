@@ -44,14 +44,14 @@ def _raw_page(path: Path, launches: list[dict[str, str]], units: dict[str, str])
 
 def test_kernel_figures_side_by_side_from_raw_pages(tmp_path):
     """One row a launch from every page given, the duration in us whatever base unit the page holds, thousands
-    separators read, the tensor pipe's columns found by name, a metric a page lacks shown as '-', JSON written."""
+    separators read, a metric a page lacks shown as '-', JSON written."""
     units = {"gpu__time_duration.sum": "nsecond", "l1tex__throughput.avg.pct_of_peak_sustained_active": "%",
              "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum": "", "launch__registers_per_thread": "register/thread",
-             "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active": "%"}
+             "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed": "%"}
     ours = {"name": "_mla_decode_hopper_pp8_kernel", "gpu__time_duration.sum": "182,016",
             "l1tex__throughput.avg.pct_of_peak_sustained_active": "73.1",
             "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum": "12,345,678", "launch__registers_per_thread": "168",
-            "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active": "51.2"}
+            "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed": "51.2"}
     peer = {"name": "void flash::flash_fwd_splitkv_mla_kernel<Traits>(Params)", "gpu__time_duration.sum": "140,500",
             "l1tex__throughput.avg.pct_of_peak_sustained_active": "55.0", "launch__registers_per_thread": "168"}
     _raw_page(tmp_path / "fp8_raw.csv", [ours, peer], units)
@@ -65,10 +65,32 @@ def test_kernel_figures_side_by_side_from_raw_pages(tmp_path):
                                            "combine"]
     assert [r["us"] for r in rows] == [pytest.approx(182.016), pytest.approx(140.5), pytest.approx(3.5)]
     assert rows[0]["smem_wavefronts"] == 12345678 and rows[0]["l1_%"] == 73.1
-    assert rows[0]["tensor_pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active"] == 51.2
+    assert rows[0]["tensor_%"] == 51.2
     assert rows[1]["smem_wavefronts"] is None and "smem_wavefronts" not in rows[2]
     table = [line for line in run.stdout.splitlines() if line.startswith("| fp8_raw.csv")]
-    assert len(table) == 2 and "| 182.0 | - | 73.1 | - | - | 12,345,678 | - | 168 |" in table[0]
+    assert len(table) == 2 and "| 182.0 | - | 73.1 | - | - | 51.2 | - | 12,345,678 | - | 168 |" in table[0]
+
+
+def test_kernel_figures_of_the_recorded_h128_reports_are_the_ones_docs_quote():
+    """Session 41, call B (H100, H = 128, batch 64, a step's plan; Nsight Compute's locked clocks): the figures
+    docs/mla_decode.md and docs/benchmarks.md quote, read from the recorded raw pages: the same tensor work in the bf16
+    kernels (their busy tensor time within 3%), FlashMLA's fp8 kernel about half of T8's."""
+    pages = [ROOT / f"benchmarks/results/ncu/ncu_h100_session41_callB_{name}_raw.csv.gz" for name in ("fp8", "bf16")]
+    run = _run("ncu_kernels.py", *map(str, pages))
+    assert run.returncode == 0, run.stderr
+    sys.path.insert(0, str(PROBES))
+    try:
+        import ncu_kernels
+    finally:
+        sys.path.remove(str(PROBES))
+    fp8, bf16 = ({r["kernel"]: r for r in ncu_kernels.summarise(page)} for page in pages)
+    t8, fm8 = fp8["_mla_decode_hopper_pp8_kernel"], fp8["void flash::flash_fwd_splitkv_mla_kernel"]
+    assert (round(t8["us"], 1), round(fm8["us"], 1)) == (176.7, 135.2)
+    assert (t8["tensor_%"], fm8["tensor_%"], t8["l1_%"]) == (54.32, 35.33, 74.12)
+    assert 0.45 < fm8["us"] * fm8["tensor_%"] / (t8["us"] * t8["tensor_%"]) < 0.55
+    pp, fm16 = bf16["_mla_decode_hopper_pp_kernel"], bf16["void sm90::flash_fwd_splitkv_mla_kernel"]
+    assert (round(pp["us"], 1), round(fm16["us"], 1), pp["tensor_%"], fm16["tensor_%"]) == (170.2, 148.4, 57.02, 67.13)
+    assert abs(pp["us"] * pp["tensor_%"] / (fm16["us"] * fm16["tensor_%"]) - 1) < 0.03
 
 
 @pytest.mark.parametrize("content,needle", [
