@@ -625,12 +625,13 @@ def test_portable_space_fits_sm120_or_is_excluded():
 SCHEDULED_WITH_THIS_TRITON = __import__("triton").__version__.startswith("3.6.")
 
 
-def compile_sm90(fn, args, consts: dict):
+def compile_sm90(fn, args, consts: dict, options: dict | None = None):
     """Triton's compile of Gluon kernel ``fn`` for sm_90 on the CPU with a launch's positional ``args`` and
     constexprs (those left out at their defaults), specialised as a launch on the GPU specialises them: every
     pointer 16-byte aligned, an integer argument divisible by 16 marked so and one equal to 1 made a constant, except
     the kernel's ``do_not_specialize`` ones. (Without the integers' divisibility the compile differs from the GPU's:
-    e.g. stores that the GPU's build vectorises along a stride-1 dim stay scalar.)"""
+    e.g. stores that the GPU's build vectorises along a stride-1 dim stay scalar.) ``options``: more compile options
+    (e.g. ``ir_override``, a PTX file taken in place of the compiler's)."""
     import triton
     from triton._C.libtriton import native_specialize_impl
     from triton.backends.compiler import BaseBackend, GPUTarget
@@ -663,7 +664,7 @@ def compile_sm90(fn, args, consts: dict):
     # tests/cpu set TRITON_INTERPRET=1: compile with the switch off (as graphtune.inspect does)
     with resources._compiler_mode(fn):
         return triton.compile(GluonASTSource(fn, signature, consts, attrs), target=GPUTarget("cuda", 90, 32),
-                              options=dict(num_warps=consts["num_warps"]))
+                              options=dict(num_warps=consts["num_warps"], **(options or {})))
 
 
 def _compile_reduction(blocks: tuple[int, int, int, int], *, partial: str = "fp32", return_lse: bool = True,

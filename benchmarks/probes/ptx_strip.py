@@ -1,0 +1,164 @@
+"""What the warpgroup barriers that triton 3.6 puts before mbarrier operations cost the bf16 ping-pong kernel: the same
+kernel with those ``bar.sync`` lines taken out of its PTX (through triton's ``ir_override`` launch option), checked
+against the fp32 reference and timed beside the kernel as compiled, FlashMLA in the same run.
+
+Triton 3.6's shared-memory barrier analysis sees an mbarrier ``expect`` on one element of a multi-element mbarrier
+allocation followed by a ``wait`` on another as a write and a read of the same memory and puts a barrier of the
+warpgroup before the wait (tests/cpu/test_gluon_mbarrier_barriers.py; 12 of the ping-pong kernel's 137 ``bar.sync``
+sit right before a wait, 7 before an ``expect``). An mbarrier wait is per thread and needs none; before an ``expect``
+(a buffer re-armed) every thread of the warpgroup has long passed the buffer's previous wait, since the wgmma that read
+the buffer, which every warp of the warpgroup issued after its wait, has retired. This probe measures the upper bound
+of what removing them (by keeping each mbarrier in an allocation of its own) would give, before that rework is written:
+
+    PYTHONPATH=src python benchmarks/probes/ptx_strip.py --batches 1,8,32,64 --out benchmarks/results/ptx_strip.json
+
+``--before wait`` (default) strips the barriers right before a wait, ``wait,expect`` also those before an expect.
+Prints a line per cell and a table last; JSON with the GPU, versions, commit and the count of lines taken out. Without a
+Hopper GPU it says so and exits 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_mla_decode import comma_list, flashmla_call, git_commit, graph_time_ms, import_flashmla, rel_err  # noqa: E402
+
+SM_SCALE = 1.0 / math.sqrt(576)
+CONFIG = dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1)       # the bf16 H = 128 space's pick at batch 8-64
+_BAR = re.compile(r"^\s*bar\.sync\s+\d+,\s*128;\s*$")
+_SKIP = re.compile(r"^\s*(\.loc\b|//|\{|\.reg\b|$)")
+
+
+def strip(ptx: str, before: tuple[str, ...] = ("wait", )) -> tuple[str, int]:
+    """``ptx`` without the ``bar.sync N, 128`` lines whose next instruction (past ``.loc`` lines, comments and an
+    inline-asm block's opening) is an mbarrier wait (``wait``) or an mbarrier expect (``expect``); and how many it took
+    out. (The barriers between an expect and its TMA copy stay: they may order reads of the buffer the copy
+    overwrites.)"""
+    lines = ptx.splitlines()
+    out, taken = [], 0
+    for i, line in enumerate(lines):
+        if _BAR.match(line):
+            j = i + 1
+            while j < len(lines) and _SKIP.match(lines[j]):
+                j += 1
+            nxt = " ".join(lines[j:j + 3])
+            if ("wait" in before and "mbarrier.try_wait" in nxt) or (
+                    "expect" in before and "mbarrier.arrive.expect_tx" in lines[j]):
+                taken += 1
+                continue
+        out.append(line)
+    return "\n".join(out) + ("\n" if ptx.endswith("\n") else ""), taken
+
+
+def _launcher(x: dict, override: str | None, plan):
+    """The pinned ping-pong kernel on ``x`` as interface_hopper launches it (its reduction after), optionally with
+    its PTX replaced by the file ``override``; returns (call, compiled kernel of the last launch)."""
+    from graphtune.kernels.mla_decode import interface_hopper, reduction
+    from graphtune.kernels.mla_decode import plan as plan_mod
+    q, kv, pt, lens, out = x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], x["out"]
+    # (the plan, when given, is filled here, before any call: outside the timed graph, as FlashMLA's metadata)
+    sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+    args, grid, consts, scratch = interface_hopper.hopper_call(q, kv, pt, lens, SM_SCALE, 1.0, "bf16", out, False,
+                                                               sms=sms, config=dict(CONFIG))
+    fn, consts = interface_hopper._kernel_and_params(q.shape[1], "bf16", consts)
+    if plan is not None:
+        rows = plan_mod.attach(plan, lens, pt, kv.shape[1], grid[1], lambda _: grid[1], interface_hopper._B_CHUNK,
+                               fp8=False)
+        consts = {**consts, "plan_ptr": rows}
+        plan_mod.plan_hook(consts)
+    extra = {"ir_override": override} if override else {}
+    state = {}
+
+    def call() -> None:
+        state["kernel"] = fn[grid](*args, **consts, **extra)
+        reduction.after_hopper_split({**dict(zip(fn.arg_names, args)), **consts})
+    return call, state
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batches", type=comma_list(int), default=[1, 8, 32, 64])
+    ap.add_argument("--before", type=comma_list(str), default=["wait"],
+                    help="the barriers to take out: before a 'wait', an 'expect', or both ('wait,expect')")
+    ap.add_argument("--sets", type=int, default=6, help="input sets a graph rotates through (beyond the L2)")
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/ptx_strip.json"))
+    args = ap.parse_args(argv)
+    bad = sorted(set(args.before) - {"wait", "expect"})
+    if bad or not args.before:
+        print(f"ptx_strip: --before {','.join(args.before)}: expected wait, expect or wait,expect", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        print("ptx_strip: needs a Hopper (sm_90) GPU", file=sys.stderr)
+        return 2
+    from graphtune.kernels import mla_decode_reference
+    from graphtune.kernels.mla_decode import MLADecodePlan, bench
+    gpu = torch.cuda.get_device_name()
+    fm, why = import_flashmla()
+    print(f"{gpu}; torch {torch.__version__}; bf16 H = 128, {CONFIG}, barriers taken out before: {args.before}"
+          + ("" if fm else f"; FlashMLA skipped: {why}"), flush=True)
+    tmp = Path(tempfile.mkdtemp(prefix="ptx_strip_"))
+    rows, taken_by_hash = [], {}
+    for batch in args.batches:
+        xs = [bench.make_inputs(bench.Problem(batch, 128, 4096, 64, "bf16"), seed=4100 * batch + i)
+              for i in range(args.sets)]
+        plans = [MLADecodePlan() for _ in xs]
+        row: dict = {"batch": batch}
+        # the kernel as compiled, then its PTX stripped and given back through ir_override
+        base = [_launcher(x, None, p) for x, p in zip(xs, plans)]
+        base[0][0]()
+        torch.cuda.synchronize()
+        kernel = base[0][1]["kernel"]
+        stripped, taken = strip(kernel.asm["ptx"], tuple(args.before))
+        path = tmp / f"{kernel.hash}.ptx"
+        path.write_text(stripped)
+        taken_by_hash[kernel.hash] = taken
+        row["barriers_taken"] = taken
+        ways = {"compiled": base, "stripped": [_launcher(x, str(path), p) for x, p in zip(xs, plans)]}
+        x = xs[0]
+        ref = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
+                                   kv_format="bf16").float()
+        outs = {}
+        for name, calls in ways.items():
+            x["out"].fill_(float("nan"))
+            calls[0][0]()
+            torch.cuda.synchronize()
+            outs[name] = x["out"].clone()
+            err = rel_err(x["out"].float(), ref)
+            row[f"{name}_err"] = err
+            if not math.isfinite(err) or err > 1e-2:
+                print(f"B={batch} {name}: relative error {err:.3e}: not timed", flush=True)
+                continue
+            row[f"{name}_ms"] = graph_time_ms([c for c, _ in calls])
+        # (the same arithmetic in the same order: any difference is a race the removed barriers had prevented)
+        row["bitwise_equal"] = bool(torch.equal(outs["compiled"], outs["stripped"]))
+        if fm is not None:
+            row["flashmla_ms"] = graph_time_ms([flashmla_call(fm, xi, "bf16", SM_SCALE)[0] for xi in xs])
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    print(f"\n{gpu}; bf16 H = 128, 4096 tokens, page size 64, a plan; ms under graph replay (split kernel + reduction)")
+    print("| B | FlashMLA | compiled | barriers taken out | stripped | change | bitwise equal |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        a, b = r.get("compiled_ms"), r.get("stripped_ms")
+        change = f"{(b / a - 1) * 100:+.1f}%" if a and b else "-"
+        print(f"| {r['batch']} | {r.get('flashmla_ms', float('nan')):.4f} | {a or float('nan'):.4f} | "
+              f"{r['barriers_taken']} | {b or float('nan'):.4f} | {change} | {r['bitwise_equal']} |")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"gpu": gpu, "torch": torch.__version__, "commit": git_commit(),
+                                    "argv": sys.argv[1:] if argv is None else argv, "config": CONFIG,
+                                    "before": args.before, "rows": rows}, indent=1))
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""benchmarks/probes/ptx_strip.py on this CPU machine: the bf16 ping-pong kernel's PTX (compiled for sm_90 with triton
+3.6) with the warpgroup barriers right before its mbarrier waits taken out assembles (through triton's ``ir_override``
+option, as the probe launches it on the GPU) into a kernel with that many fewer ``BAR.SYNC`` and its wgmmas still
+asynchronous; the probe's bad arguments get one line."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PROBE = ROOT / "benchmarks" / "probes" / "ptx_strip.py"
+
+
+def _probe():
+    import importlib.util
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        spec = importlib.util.spec_from_file_location("ptx_strip_probe", PROBE)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    return module
+
+
+def test_stripped_ptx_assembles_without_the_barriers_before_waits(tmp_path):
+    import triton
+
+    from test_mla_decode import SCHEDULED_WITH_THIS_TRITON, _hopper_compile, _sass, compile_sm90
+    from graphtune.kernels.mla_decode import interface_hopper
+    import torch
+    probe = _probe()
+    base = _hopper_compile("bf16", heads=128, page_size=64, config=dict(probe.CONFIG))
+    ptx = base.asm["ptx"]
+    waits, taken = probe.strip(ptx, ("wait", ))
+    both, taken_both = probe.strip(ptx, ("wait", "expect"))
+    if not SCHEDULED_WITH_THIS_TRITON:
+        pytest.skip(f"triton {triton.__version__} puts no barrier before these waits (3.6 does)")
+    assert taken == 12 and taken_both == 19
+    assert waits.count("mbarrier.try_wait") == ptx.count("mbarrier.try_wait")
+    path = tmp_path / "stripped.ptx"
+    path.write_text(waits)
+    q = torch.empty(2, 128, 576, dtype=torch.bfloat16)
+    kv = torch.empty(4, 64, 576, dtype=torch.bfloat16)
+    args, _, consts, _ = interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32),
+                                                      torch.ones(2, dtype=torch.int32), 0.04, 1.0, "bf16",
+                                                      torch.empty(2, 128, 512, dtype=torch.bfloat16), False, sms=132,
+                                                      config=dict(probe.CONFIG))
+    fn, consts = interface_hopper._kernel_and_params(128, "bf16", consts)
+    stripped = compile_sm90(fn, args, consts, options={"ir_override": str(path)})
+    sass, sass0 = _sass(stripped.asm["cubin"]), _sass(base.asm["cubin"])
+    assert sass0.count("BAR.SYNC") - sass.count("BAR.SYNC") == taken
+    assert sass.count("WARPGROUP.DEPBAR") == sass0.count("WARPGROUP.DEPBAR")
+    assert sass.count("HGMMA") == sass0.count("HGMMA")
+    assert stripped.metadata.shared == base.metadata.shared
+
+
+@pytest.mark.parametrize("argv,needle", [(["--before", "store"], "--before store: expected wait, expect"),
+                                         (["--batches", "x"], "--batches"),
+                                         ([], "needs a Hopper (sm_90) GPU")])
+def test_probe_says_what_is_wrong_in_one_line(argv, needle):
+    import os
+    run = subprocess.run([sys.executable, str(PROBE), *argv], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert run.returncode == 2 and needle in run.stderr.strip().splitlines()[-1], run.stderr
