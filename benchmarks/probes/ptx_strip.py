@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench_mla_decode import comma_list, flashmla_call, git_commit, graph_time_ms, import_flashmla, rel_err  # noqa: E402
 
 SM_SCALE = 1.0 / math.sqrt(576)
+TOL = {"bf16": 1e-2, "fp8": 2e-3}      # (bf16: the output's rounding; fp8: the issue's bound)
 CONFIG = dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1)       # the bf16 H = 128 space's pick at batch 8-64
 _BAR = re.compile(r"^\s*bar\.sync\s+\d+,\s*128;\s*$")
 _SKIP = re.compile(r"^\s*(\.loc\b|//|\{|\.reg\b|$)")
@@ -59,29 +60,54 @@ def strip(ptx: str, before: tuple[str, ...] = ("wait", )) -> tuple[str, int]:
     return "\n".join(out) + ("\n" if ptx.endswith("\n") else ""), taken
 
 
-def _launcher(x: dict, override: str | None, plan):
-    """The pinned ping-pong kernel on ``x`` as interface_hopper launches it (its reduction after), optionally with
-    its PTX replaced by the file ``override``; returns (call, compiled kernel of the last launch)."""
-    from graphtune.kernels.mla_decode import interface_hopper, reduction
-    from graphtune.kernels.mla_decode import plan as plan_mod
-    q, kv, pt, lens, out = x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], x["out"]
-    # (the plan, when given, is filled here, before any call: outside the timed graph, as FlashMLA's metadata)
-    sms = torch.cuda.get_device_properties(q.device).multi_processor_count
-    args, grid, consts, scratch = interface_hopper.hopper_call(q, kv, pt, lens, SM_SCALE, 1.0, "bf16", out, False,
-                                                               sms=sms, config=dict(CONFIG))
-    fn, consts = interface_hopper._kernel_and_params(q.shape[1], "bf16", consts)
-    if plan is not None:
-        rows = plan_mod.attach(plan, lens, pt, kv.shape[1], grid[1], lambda _: grid[1], interface_hopper._B_CHUNK,
-                               fp8=False)
-        consts = {**consts, "plan_ptr": rows}
-        plan_mod.plan_hook(consts)
-    extra = {"ir_override": override} if override else {}
-    state = {}
+CONFIGS = {"bf16": CONFIG, "fp8": dict(BLOCK_N=64, T8=1)}     # fp8 H = 128: T8, the tuned path's kernel at every batch
+_KERNEL = {"bf16": "_mla_decode_hopper_pp_kernel", "fp8": "_mla_decode_hopper_pp8_kernel"}
 
-    def call() -> None:
-        state["kernel"] = fn[grid](*args, **consts, **extra)
-        reduction.after_hopper_split({**dict(zip(fn.arg_names, args)), **consts})
-    return call, state
+
+class Override:
+    """The public pinned call (``interface._launch(..., path="hopper", config=...)``: T8's query pre-pass, the kernel,
+    the reduction) with the split kernel's PTX taken from ``path`` while ``path`` is set (``ir_override``, a compile
+    option: the kernel compiled apart from the plain one); ``kernel``: the plain kernel as its last launch returned
+    it (``JITFunction.run``'s value)."""
+
+    def __init__(self, fmt: str) -> None:
+        from graphtune.kernels.mla_decode import interface_hopper
+        self.fmt, self.path, self.kernel = fmt, None, None
+        original = interface_hopper._kernel_and_params
+
+        def kernel_and_params(heads, kv_format, consts):
+            fn, consts = original(heads, kv_format, consts)
+            if fn.__name__ == _KERNEL[self.fmt]:
+                self._watch(fn)
+                if self.path is not None:
+                    consts = {**consts, "ir_override": self.path}
+            return fn, consts
+        interface_hopper._kernel_and_params = kernel_and_params
+
+    def _watch(self, fn) -> None:
+        """Keep the compiled kernel each launch of ``fn`` returns (its PTX is what gets stripped)."""
+        if getattr(fn, "_ptx_strip_watched", False):
+            return
+        run = fn.run
+
+        def watched(*args, **kwargs):
+            kernel = run(*args, **kwargs)
+            if "ir_override" not in kwargs:
+                self.kernel = kernel
+            return kernel
+        fn.run = watched
+        fn._ptx_strip_watched = True
+
+    def call(self, x: dict, plan):
+        """A zero-argument decode of ``x`` with a step's ``plan`` (filled by the first call, before any graph)."""
+        import triton
+        from graphtune.kernels.mla_decode import interface
+        config = triton.Config(dict(CONFIGS[self.fmt]))
+
+        def run() -> None:
+            interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, x["kv_scale"],
+                              self.fmt, x["out"], False, config=config, path="hopper", plan=plan)
+        return run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batches", type=comma_list(int), default=[1, 8, 32, 64])
     ap.add_argument("--before", type=comma_list(str), default=["wait"],
                     help="the barriers to take out: before a 'wait', an 'expect', or both ('wait,expect')")
+    ap.add_argument("--format", choices=("bf16", "fp8"), default="bf16",
+                    help="bf16: the ping-pong kernel; fp8: T8 (the hi/lo query)")
     ap.add_argument("--sets", type=int, default=6, help="input sets a graph rotates through (beyond the L2)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/ptx_strip.json"))
     args = ap.parse_args(argv)
@@ -103,48 +131,56 @@ def main(argv: list[str] | None = None) -> int:
     from graphtune.kernels.mla_decode import MLADecodePlan, bench
     gpu = torch.cuda.get_device_name()
     fm, why = import_flashmla()
-    print(f"{gpu}; torch {torch.__version__}; bf16 H = 128, {CONFIG}, barriers taken out before: {args.before}"
+    print(f"{gpu}; torch {torch.__version__}; {args.format} H = 128, {CONFIGS[args.format]}, barriers taken out "
+          f"before: {args.before}"
           + ("" if fm else f"; FlashMLA skipped: {why}"), flush=True)
     tmp = Path(tempfile.mkdtemp(prefix="ptx_strip_"))
-    rows, taken_by_hash = [], {}
+    over = Override(args.format)
+    rows = []
     for batch in args.batches:
-        xs = [bench.make_inputs(bench.Problem(batch, 128, 4096, 64, "bf16"), seed=4100 * batch + i)
+        xs = [bench.make_inputs(bench.Problem(batch, 128, 4096, 64, args.format), seed=4100 * batch + i)
               for i in range(args.sets)]
         plans = [MLADecodePlan() for _ in xs]
         row: dict = {"batch": batch}
-        # the kernel as compiled, then its PTX stripped and given back through ir_override
-        base = [_launcher(x, None, p) for x, p in zip(xs, plans)]
-        base[0][0]()
+        calls = [over.call(x, p) for x, p in zip(xs, plans)]
+        over.kernel = None
+        for c in calls:             # (compiles the kernel, fills each plan)
+            c()
         torch.cuda.synchronize()
-        kernel = base[0][1]["kernel"]
-        stripped, taken = strip(kernel.asm["ptx"], tuple(args.before))
-        path = tmp / f"{kernel.hash}.ptx"
+        if over.kernel is None:
+            print(f"B={batch}: no launch of {_KERNEL[args.format]} seen", file=sys.stderr)
+            return 1
+        stripped, taken = strip(over.kernel.asm["ptx"], tuple(args.before))
+        path = tmp / f"b{batch}_{'_'.join(args.before)}.ptx"
         path.write_text(stripped)
-        taken_by_hash[kernel.hash] = taken
         row["barriers_taken"] = taken
-        ways = {"compiled": base, "stripped": [_launcher(x, str(path), p) for x, p in zip(xs, plans)]}
         x = xs[0]
         ref = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
-                                   kv_format="bf16").float()
+                                   kv_scale=x["kv_scale"], kv_format=args.format).float()
         outs = {}
-        for name, calls in ways.items():
+        for name, override in (("compiled", None), ("stripped", str(path))):
+            over.path = override
             x["out"].fill_(float("nan"))
-            calls[0][0]()
+            calls[0]()
             torch.cuda.synchronize()
             outs[name] = x["out"].clone()
             err = rel_err(x["out"].float(), ref)
             row[f"{name}_err"] = err
-            if not math.isfinite(err) or err > 1e-2:
-                print(f"B={batch} {name}: relative error {err:.3e}: not timed", flush=True)
-                continue
-            row[f"{name}_ms"] = graph_time_ms([c for c, _ in calls])
+            if not math.isfinite(err) or err > TOL[args.format]:
+                print(f"B={batch} {name}: relative error {err:.3e} (bound {TOL[args.format]}): not timed", flush=True)
+            else:
+                row[f"{name}_ms"] = graph_time_ms(calls)
+        over.path = None
         # (the same arithmetic in the same order: any difference is a race the removed barriers had prevented)
         row["bitwise_equal"] = bool(torch.equal(outs["compiled"], outs["stripped"]))
         if fm is not None:
-            row["flashmla_ms"] = graph_time_ms([flashmla_call(fm, xi, "bf16", SM_SCALE)[0] for xi in xs])
+            row["flashmla_ms"] = graph_time_ms([flashmla_call(fm, xi, args.format, SM_SCALE)[0] for xi in xs])
         rows.append(row)
         print(json.dumps(row), flush=True)
-    print(f"\n{gpu}; bf16 H = 128, 4096 tokens, page size 64, a plan; ms under graph replay (split kernel + reduction)")
+        del xs, x, calls
+        torch.cuda.empty_cache()
+    print(f"\n{gpu}; {args.format} H = 128, 4096 tokens, page size 64, a plan; ms under graph replay (the decode: "
+          "T8's pre-pass, the kernel, the reduction)")
     print("| B | FlashMLA | compiled | barriers taken out | stripped | change | bitwise equal |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
@@ -154,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['barriers_taken']} | {b or float('nan'):.4f} | {change} | {r['bitwise_equal']} |")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"gpu": gpu, "torch": torch.__version__, "commit": git_commit(),
-                                    "argv": sys.argv[1:] if argv is None else argv, "config": CONFIG,
+                                    "argv": sys.argv[1:] if argv is None else argv, "config": CONFIGS[args.format],
                                     "before": args.before, "rows": rows}, indent=1))
     print(f"\nwrote {args.out}")
     return 0
