@@ -12,13 +12,15 @@ of what removing them (by keeping each mbarrier in an allocation of its own) wou
 
     PYTHONPATH=src python benchmarks/probes/ptx_strip.py --batches 1,8,32,64 --out benchmarks/results/ptx_strip.json
 
-``--before wait`` (default) strips the barriers right before a wait, ``wait,expect`` also those before an expect.
+``--before wait`` (default) strips the barriers right before a wait, ``wait,expect`` also those before an expect,
+``wait,expect,copy`` also those before a TMA copy (see :func:`strip`).
 Prints a line per cell and a table last; JSON with the GPU, versions, commit and the count of lines taken out. Without a
 Hopper GPU it says so and exits 2.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import re
@@ -42,8 +44,10 @@ _SKIP = re.compile(r"^\s*(\.loc\b|//|\{|\.reg\b|$)")
 def strip(ptx: str, before: tuple[str, ...] = ("wait", )) -> tuple[str, int]:
     """``ptx`` without the ``bar.sync N, 128`` lines whose next instruction (past ``.loc`` lines, comments and an
     inline-asm block's opening) is an mbarrier wait (``wait``) or an mbarrier expect (``expect``); and how many it took
-    out. (The barriers between an expect and its TMA copy stay: they may order reads of the buffer the copy
-    overwrites.)"""
+    out; ``copy``: also those right before a TMA copy (through its ``elect.sync``), which order the warpgroup's own
+    generic reads of the buffer before the copy overwrites it: safe to drop only where the warpgroup reads no buffer
+    generically between its copies (the bf16 ping-pong kernel but for a request's last tile, zeroed behind a barrier
+    of its own; not T8, which widens its tiles in place)."""
     lines = ptx.splitlines()
     out, taken = [], 0
     for i, line in enumerate(lines):
@@ -53,7 +57,8 @@ def strip(ptx: str, before: tuple[str, ...] = ("wait", )) -> tuple[str, int]:
                 j += 1
             nxt = " ".join(lines[j:j + 3])
             if ("wait" in before and "mbarrier.try_wait" in nxt) or (
-                    "expect" in before and "mbarrier.arrive.expect_tx" in lines[j]):
+                    "expect" in before and "mbarrier.arrive.expect_tx" in lines[j]) or (
+                    "copy" in before and "elect.sync" in lines[j] and "cp.async.bulk.tensor" in " ".join(lines[j:j + 8])):
                 taken += 1
                 continue
         out.append(line)
@@ -114,15 +119,16 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", type=comma_list(int), default=[1, 8, 32, 64])
     ap.add_argument("--before", type=comma_list(str), default=["wait"],
-                    help="the barriers to take out: before a 'wait', an 'expect', or both ('wait,expect')")
+                    help="the barriers to take out: before a 'wait', an 'expect', a TMA 'copy' (a comma list)")
     ap.add_argument("--format", choices=("bf16", "fp8"), default="bf16",
                     help="bf16: the ping-pong kernel; fp8: T8 (the hi/lo query)")
     ap.add_argument("--sets", type=int, default=6, help="input sets a graph rotates through (beyond the L2)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/ptx_strip.json"))
     args = ap.parse_args(argv)
-    bad = sorted(set(args.before) - {"wait", "expect"})
+    bad = sorted(set(args.before) - {"wait", "expect", "copy"})
     if bad or not args.before:
-        print(f"ptx_strip: --before {','.join(args.before)}: expected wait, expect or wait,expect", file=sys.stderr)
+        print(f"ptx_strip: --before {','.join(args.before)}: expected a comma list of wait, expect, copy",
+              file=sys.stderr)
         return 2
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
         print("ptx_strip: needs a Hopper (sm_90) GPU", file=sys.stderr)
@@ -151,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"B={batch}: no launch of {_KERNEL[args.format]} seen", file=sys.stderr)
             return 1
         stripped, taken = strip(over.kernel.asm["ptx"], tuple(args.before))
-        path = tmp / f"b{batch}_{'_'.join(args.before)}.ptx"
+        # (named by its content: batches of one specialization share the stripped kernel and its compile)
+        path = tmp / f"{hashlib.sha1(stripped.encode()).hexdigest()[:16]}.ptx"
         path.write_text(stripped)
         row["barriers_taken"] = taken
         x = xs[0]

@@ -43,6 +43,8 @@ def test_stripped_ptx_assembles_without_the_barriers_before_waits(tmp_path, fmt,
     if waits_taken is not None:
         assert taken == waits_taken and taken_both == both_taken
     assert 0 < taken < taken_both
+    if fmt == "bf16":
+        assert probe.strip(ptx, ("wait", "expect", "copy"))[1] == both_taken + 12
     assert waits.count("mbarrier.try_wait") == ptx.count("mbarrier.try_wait")
     path = tmp_path / "stripped.ptx"
     path.write_text(waits)
@@ -61,7 +63,7 @@ def test_stripped_ptx_assembles_without_the_barriers_before_waits(tmp_path, fmt,
     assert stripped.metadata.shared == base.metadata.shared
 
 
-@pytest.mark.parametrize("argv,needle", [(["--before", "store"], "--before store: expected wait, expect"),
+@pytest.mark.parametrize("argv,needle", [(["--before", "store"], "--before store: expected a comma list of wait, expect, copy"),
                                          (["--batches", "x"], "--batches"),
                                          (["--format", "fp16"], "--format"),
                                          ([], "needs a Hopper (sm_90) GPU")])
