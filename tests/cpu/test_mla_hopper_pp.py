@@ -290,9 +290,9 @@ def test_bf16_pp_reads_its_split_from_a_plan():
 
 def test_pp_protocol_model_holds_for_every_reload(tmp_path):
     """The hand-written model of the ping-pong kernel's mbarrier / buffer protocol (benchmarks/probes/
-    pp_protocol_model.py, RELOAD 0 / 1 x WG1_FIRST, random interleavings and TMA completion orders) finds no failure,
-    and finds them when RELOAD 1's reload of tile r + 3's left half is moved before the wait that retires the P.V
-    reading that buffer (so the model checks something)."""
+    pp_protocol_model.py, RELOAD 0 / 1 x WG1_FIRST, with and without SB, random interleavings and TMA completion orders)
+    finds no failure, and finds them when RELOAD 1's reload of tile r + 3's left half is moved before the wait that
+    retires the P.V reading that buffer, or SB's phases are counted as without it (so the model checks something)."""
     import subprocess
     import sys
     from pathlib import Path
@@ -308,3 +308,10 @@ def test_pp_protocol_model_holds_for_every_reload(tmp_path):
     run = subprocess.run([sys.executable, str(mutated)], capture_output=True, text=True, timeout=120)
     failures = int(run.stdout.strip().rsplit(" ", 1)[-1])
     assert failures > 0, run.stdout
+    # SB (every segment from buffer 0): its phases from the program's tile count, as without SB, deadlock or read
+    # wrong tiles after a segment of an odd number of tiles
+    sb_phase = "st, ph = 0, (used[0] + k) & 1"
+    assert source.count(sb_phase) == 1
+    mutated.write_text(source.replace(sb_phase, "st, ph = 0, (g // 2) & 1"))
+    run = subprocess.run([sys.executable, str(mutated)], capture_output=True, text=True, timeout=120)
+    assert int(run.stdout.strip().rsplit(" ", 1)[-1]) > 0, run.stdout
