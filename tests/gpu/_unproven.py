@@ -30,7 +30,7 @@ import pytest
 # rescales skipped where none moved, passed in session 41, call D, on an H100, and was removed: not faster; BOX, the
 # bf16 ping-pong kernel's latent tiles as 64-column boxes with one mbarrier each, passed in session 41, call F, on an
 # H100, and was removed: slower)
-UNPROVEN: dict[str, str] = {}
+UNPROVEN: dict[str, str] = {"SB": "SB (the bf16 ping-pong kernel's static buffers and mbarriers of their own, session 41)"}
 
 
 def skip_unproven(config: dict) -> None:
