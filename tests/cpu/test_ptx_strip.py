@@ -15,15 +15,8 @@ PROBE = ROOT / "benchmarks" / "probes" / "ptx_strip.py"
 
 
 def _probe():
-    import importlib.util
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        spec = importlib.util.spec_from_file_location("ptx_strip_probe", PROBE)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    return module
+    from test_mla_decode import probe_module
+    return probe_module("ptx_strip")
 
 
 @pytest.mark.parametrize("fmt,waits_taken,both_taken", [("bf16", 12, 19), ("fp8", 5, 6)])

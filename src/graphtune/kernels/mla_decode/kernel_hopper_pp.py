@@ -492,13 +492,11 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             _stamp_tile(STAMPS, srow, g // 2, 0, 4)
             if SB:
                 oz = (i_first + r) >> 30
-            else:
-                oz: gl.constexpr = 0
-            if SB:
                 stage: gl.constexpr = 0
                 phase = (u0 + k) & 1
                 phase_o = (u1 + k) & 1
             else:
+                oz: gl.constexpr = 0
                 stage = g % 2
                 phase = (g // 2) & 1
             kn = kn_bufs.index((stage + oz) if SB else stage)
@@ -664,13 +662,11 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             _stamp_tile(STAMPS, srow, g // 2, 0, 4)
             if SB:
                 oz = (i_first + r) >> 30
-            else:
-                oz: gl.constexpr = 0
-            if SB:
                 stage: gl.constexpr = 0
                 phase = (u0 + k) & 1
                 phase_o = (u1 + k) & 1
             else:
+                oz: gl.constexpr = 0
                 stage = g % 2               # tile r (WG0's); tile r + 1 (this warpgroup's) is in 1 - stage
                 phase = (g // 2) & 1
                 phase_o = ((g + 1) // 2) & 1
