@@ -32,11 +32,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_mla_decode import comma_list, flashmla_call, git_commit, graph_time_ms, import_flashmla, rel_err  # noqa: E402
+from bench_mla_decode import (comma_list, flashmla_call, git_commit, graph_time_ms, import_flashmla,  # noqa: E402
+                              rel_err)
 
 SM_SCALE = 1.0 / math.sqrt(576)
 TOL = {"bf16": 1e-2, "fp8": 2e-3}      # (bf16: the output's rounding; fp8: the bound)
-CONFIG = dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1)       # the bf16 H = 128 space's pick at batch 8-64
 _BAR = re.compile(r"^\s*bar\.sync\s+\d+,\s*128;\s*$")
 _SKIP = re.compile(r"^\s*(\.loc\b|//|\{|\.reg\b|$)")
 
@@ -58,14 +58,16 @@ def strip(ptx: str, before: tuple[str, ...] = ("wait", )) -> tuple[str, int]:
             nxt = " ".join(lines[j:j + 3])
             if ("wait" in before and "mbarrier.try_wait" in nxt) or (
                     "expect" in before and "mbarrier.arrive.expect_tx" in lines[j]) or (
-                    "copy" in before and "elect.sync" in lines[j] and "cp.async.bulk.tensor" in " ".join(lines[j:j + 8])):
+                    "copy" in before and "elect.sync" in lines[j]
+                    and "cp.async.bulk.tensor" in " ".join(lines[j:j + 8])):
                 taken += 1
                 continue
         out.append(line)
     return "\n".join(out) + ("\n" if ptx.endswith("\n") else ""), taken
 
 
-CONFIGS = {"bf16": CONFIG, "fp8": dict(BLOCK_N=64, T8=1)}     # fp8 H = 128: T8, the tuned path's kernel at every batch
+# the pinned configs: bf16 H = 128 the space's pick at batch 8-64; fp8 H = 128 T8, the tuned path's kernel at every batch
+CONFIGS = {"bf16": dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1), "fp8": dict(BLOCK_N=64, T8=1)}
 _KERNEL = {"bf16": "_mla_decode_hopper_pp_kernel", "fp8": "_mla_decode_hopper_pp8_kernel"}
 
 

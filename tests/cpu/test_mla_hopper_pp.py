@@ -192,6 +192,17 @@ def test_fp8_query_conversion_is_compact_code():
     assert 0 < between <= 800, between
 
 
+def _assert_refused_in_one_line(config: dict, fmt: str, match: str) -> None:
+    """hopper_call at H = 128 with a pinned ``config`` the ping-pong kernel does not take: one ValueError line."""
+    q = torch.empty(2, 128, 576, dtype=torch.bfloat16)
+    kv = torch.empty(4, 64, 576, dtype=torch.bfloat16 if fmt == "bf16" else torch.float8_e4m3fn)
+    with pytest.raises(ValueError, match=match) as err:
+        interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
+                                     0.04, 1.0, fmt, torch.empty(2, 128, 512, dtype=torch.bfloat16), False, sms=132,
+                                     config=config)
+    assert "\n" not in str(err.value)
+
+
 @pytest.mark.parametrize("fmt", ["bf16", "fp8"])
 def test_indep_keeps_the_schedule_and_the_tile_loops_free_of_spills(fmt):
     """INDEP = 1 (pinned only; its GPU tests gated in tests/gpu/_unproven.py until they have run): WG1 runs its
@@ -206,13 +217,7 @@ def test_indep_keeps_the_schedule_and_the_tile_loops_free_of_spills(fmt):
     if SCHEDULED_WITH_THIS_TRITON:      # (ptxas of triton 3.6, the one timed; 3.9's reloads 28 spills in the fp8 loop)
         assert _tile_loop_local_loads(sass) == 0
     for cfg in (dict(PP=1, WG1_FIRST=1, INDEP=2), dict(PP=1, INDEP=1)):
-        q = torch.empty(2, 128, 576, dtype=torch.bfloat16)
-        kv = torch.empty(4, 64, 576, dtype=torch.bfloat16 if fmt == "bf16" else torch.float8_e4m3fn)
-        with pytest.raises(ValueError, match=f"config INDEP={cfg['INDEP']}: ") as err:
-            interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
-                                         0.04, 1.0, fmt, torch.empty(2, 128, 512, dtype=torch.bfloat16), False,
-                                         sms=132, config=cfg)
-        assert "\n" not in str(err.value)
+        _assert_refused_in_one_line(cfg, fmt, f"config INDEP={cfg['INDEP']}: ")
 
 
 @pytest.mark.parametrize("fmt", ["bf16", "fp8"])
@@ -290,9 +295,10 @@ def test_bf16_pp_reads_its_split_from_a_plan():
 
 def test_pp_protocol_model_holds_for_every_reload(tmp_path):
     """The hand-written model of the ping-pong kernel's mbarrier / buffer protocol (benchmarks/probes/
-    pp_protocol_model.py, RELOAD 0 / 1 x WG1_FIRST, with and without SB, random interleavings and TMA completion orders)
-    finds no failure, and finds them when RELOAD 1's reload of tile r + 3's left half is moved before the wait that
-    retires the P.V reading that buffer, or SB's phases are counted as without it (so the model checks something)."""
+    pp_protocol_model.py, RELOAD 0 / 1 x WG1_FIRST, with and without SB, random interleavings and TMA completion
+    orders) finds no failure, and finds them when RELOAD 1's reload of tile r + 3's left half is moved before the wait
+    that retires the P.V reading that buffer, or SB's phases are counted as without it (so the model checks
+    something)."""
     import subprocess
     import sys
     from pathlib import Path
@@ -338,10 +344,4 @@ def test_static_buffers_drop_the_barriers_before_mbarrier_operations(config):
         assert sass0.count("BAR.SYNC") - sass.count("BAR.SYNC") >= 16
         assert _tile_loop_local_loads(sass) == 0
     for cfg, fmt in ((dict(PP=1, SB=2), "bf16"), (dict(PP=1, SB=1), "fp8")):
-        q = torch.empty(2, 128, 576, dtype=torch.bfloat16)
-        kv = torch.empty(4, 64, 576, dtype=torch.bfloat16 if fmt == "bf16" else torch.float8_e4m3fn)
-        with pytest.raises(ValueError, match=f"config SB={cfg['SB']}: ") as err:
-            interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
-                                         0.04, 1.0, fmt, torch.empty(2, 128, 512, dtype=torch.bfloat16), False,
-                                         sms=132, config=cfg)
-        assert "\n" not in str(err.value)
+        _assert_refused_in_one_line(cfg, fmt, f"config SB={cfg['SB']}: ")

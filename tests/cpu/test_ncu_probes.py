@@ -78,11 +78,8 @@ def test_kernel_figures_of_the_recorded_h128_reports_are_the_ones_docs_quote():
     pages = [ROOT / f"benchmarks/results/ncu/ncu_h100_session41_callB_{name}_raw.csv.gz" for name in ("fp8", "bf16")]
     run = _run("ncu_kernels.py", *map(str, pages))
     assert run.returncode == 0, run.stderr
-    sys.path.insert(0, str(PROBES))
-    try:
-        import ncu_kernels
-    finally:
-        sys.path.remove(str(PROBES))
+    from test_mla_decode import probe_module
+    ncu_kernels = probe_module("ncu_kernels")
     fp8, bf16 = ({r["kernel"]: r for r in ncu_kernels.summarise(page)} for page in pages)
     t8, fm8 = fp8["_mla_decode_hopper_pp8_kernel"], fp8["void flash::flash_fwd_splitkv_mla_kernel"]
     assert (round(t8["us"], 1), round(fm8["us"], 1)) == (176.7, 135.2)

@@ -56,7 +56,8 @@ def test_stripped_ptx_assembles_without_the_barriers_before_waits(tmp_path, fmt,
     assert stripped.metadata.shared == base.metadata.shared
 
 
-@pytest.mark.parametrize("argv,needle", [(["--before", "store"], "--before store: expected a comma list of wait, expect, copy"),
+@pytest.mark.parametrize("argv,needle", [(["--before", "store"],
+                                          "--before store: expected a comma list of wait, expect, copy"),
                                          (["--batches", "x"], "--batches"),
                                          (["--format", "fp16"], "--format"),
                                          ([], "needs a Hopper (sm_90) GPU")])

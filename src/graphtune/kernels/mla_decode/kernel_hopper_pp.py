@@ -260,12 +260,8 @@ def _finish_segment(WG: gl.constexpr, o, m_i, l_i, l_smem, x_bars, seg, b, pid, 
     else:
         l_smem.slice((2 + WG) * BLOCK_H, BLOCK_H).store(l_i)
     _wg_barrier()
-    if SB:
-        mbarrier.arrive(x_bars[WG], count=1)
-        mbarrier.wait(x_bars[1 - WG], seg & 1)
-    else:
-        mbarrier.arrive(x_bars.index(WG), count=1)
-        mbarrier.wait(x_bars.index(1 - WG), seg & 1)
+    mbarrier.arrive(_pick(x_bars, WG, SB), count=1)
+    mbarrier.wait(_pick(x_bars, 1 - WG, SB), seg & 1)
     _stamp(STAMPS, srow, STAMP_FINISH + 1)
     if seg % 2 == 0:
         l_other = l_smem.slice((1 - WG) * BLOCK_H, BLOCK_H).load(rows)
@@ -365,8 +361,9 @@ def _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_ba
         else:
             mbarrier.arrive(c_bars.index(stage * 3 + 1), count=1)
     else:
-        _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index((stage + oz) if SB else stage), kr_bufs.index((stage + oz) if SB else stage), c_bars, pt_base,
-                    j, stage, HALF, False, PAGE_SIZE, BLOCK_N, SB=SB)
+        buf = (stage + oz) if SB else stage       # (SB: an opaque index, see _pp_wg0's oz)
+        _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(buf), kr_bufs.index(buf), c_bars, pt_base, j, stage,
+                    HALF, False, PAGE_SIZE, BLOCK_N, SB=SB)
 
 
 @gluon.jit
@@ -469,11 +466,13 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 s0: gl.constexpr = 0
             else:
                 s0 = it % 2
-            _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index((s0 + oz0) if SB else s0), kr_bufs.index((s0 + oz0) if SB else s0), c_bars, pt_base, i_first,
+            b0 = (s0 + oz0) if SB else s0           # (the buffers' indices: opaque with SB)
+            b1 = (1 - s0 + oz0) if SB else 1 - s0
+            _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(b0), kr_bufs.index(b0), c_bars, pt_base, i_first,
                         s0, 0, True, PAGE_SIZE, BLOCK_N, pg_a,
                         plan_ptr is not None, SB=SB)
             if n > 1:
-                _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index((1 - s0 + oz0) if SB else 1 - s0), kr_bufs.index((1 - s0 + oz0) if SB else 1 - s0), c_bars,
+                _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(b1), kr_bufs.index(b1), c_bars,
                             pt_base, i_first + 1, 1 - s0, 0, False, PAGE_SIZE, BLOCK_N, pg_b,
                             plan_ptr is not None, SB=SB)
             _pro(STAMPS, srow, seg, 1)
@@ -499,7 +498,8 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 oz: gl.constexpr = 0
                 stage = g % 2
                 phase = (g // 2) & 1
-            kn = kn_bufs.index((stage + oz) if SB else stage)
+            bs = (stage + oz) if SB else stage      # (the buffers' indices: opaque with SB)
+            kn = kn_bufs.index(bs)
             j = i_first + r
             n_valid = seq_len - j * BLOCK_N
             if FP8:
@@ -510,13 +510,13 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 mbarrier.wait(c_bars.index(stage * 3), phase)
                 if k > 0:
                     mbarrier.wait(c_bars.index(stage * 3 + 1), (f_s0 + k - 1) & 1)
-                s = _widen_scores(k8_bufs.index((stage + oz) if SB else stage).slice(0, _D_V, dim=1), kn, kr_bufs.index((stage + oz) if SB else stage), qn_smem,
+                s = _widen_scores(k8_bufs.index(bs).slice(0, _D_V, dim=1), kn, kr_bufs.index(bs), qn_smem,
                                   qr_smem, rope, j >> 30, s_layout, BLOCK_H, BLOCK_N)
                 rope = rope_next
             else:
                 if n_valid < BLOCK_N:
                     _zero_half(kn, c_bars, stage, phase, n_valid, 0, BLOCK_N, SB=SB)
-                s = _scores(qn_smem, qr_smem, kn, kr_bufs.index((stage + oz) if SB else stage), c_bars, stage, phase, j >> 30, s_layout, BLOCK_H,
+                s = _scores(qn_smem, qr_smem, kn, kr_bufs.index(bs), c_bars, stage, phase, j >> 30, s_layout, BLOCK_H,
                             BLOCK_N, SB=SB)
             if (RELOAD == 0) and (k > 0):
                 # O += P(r - 1) V_L(r - 1), issued before these score MMAs, retired: WG0's last read of tile
@@ -531,7 +531,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 _zero_tail(kn, n_valid, BLOCK_N)
             if (r + 2 < n) and (not FP8):
                 # the score MMAs were the rope chunk's only reader
-                _issue_rope(kv_rope_desc, kr_bufs.index((stage + oz) if SB else stage), c_bars, pt_base, j + 2, stage, PAGE_SIZE, BLOCK_N, SB=SB)
+                _issue_rope(kv_rope_desc, kr_bufs.index(bs), c_bars, pt_base, j + 2, stage, PAGE_SIZE, BLOCK_N, SB=SB)
             p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, j * BLOCK_N + offs_tok < seq_len, qk)
             o = o * gl.convert_layout(alpha, rows_o)[:, None]
             # p_smem's last reader (this warpgroup's P.V of tile r - 1) is retired; WG1 read its previous
@@ -626,11 +626,9 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
         n = i_stop - i_first
         if SB:
             oz0 = i_first >> 30
-        else:
-            oz0: gl.constexpr = 0
-        if SB:
             s0: gl.constexpr = 0
         else:
+            oz0: gl.constexpr = 0
             s0 = it % 2
         _pro(STAMPS, srow, seg, 0)
         if FP8:
@@ -640,11 +638,13 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             qk = _qk_load(l_smem, seg, rows_s, BLOCK_H)[:, None]
             _wg_barrier()       # every thread has its multipliers before any thread's exchange reuses the slot
         else:
-            _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index((s0 + oz0) if SB else s0), kr_bufs.index((s0 + oz0) if SB else s0), c_bars, pt_base, i_first,
+            b0 = (s0 + oz0) if SB else s0
+            b1 = (1 - s0 + oz0) if SB else 1 - s0
+            _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(b0), kr_bufs.index(b0), c_bars, pt_base, i_first,
                         s0, 1, False, PAGE_SIZE, BLOCK_N, pg_a,
                         plan_ptr is not None, SB=SB)
             if n > 1:
-                _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index((1 - s0 + oz0) if SB else 1 - s0), kr_bufs.index((1 - s0 + oz0) if SB else 1 - s0), c_bars,
+                _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(b1), kr_bufs.index(b1), c_bars,
                             pt_base, i_first + 1, 1 - s0, 1, True, PAGE_SIZE, BLOCK_N, pg_b,
                             plan_ptr is not None, SB=SB)
             _pro(STAMPS, srow, seg, 1)
@@ -670,8 +670,10 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 stage = g % 2               # tile r (WG0's); tile r + 1 (this warpgroup's) is in 1 - stage
                 phase = (g // 2) & 1
                 phase_o = ((g + 1) // 2) & 1
-            kn = kn_bufs.index((stage + oz) if SB else stage)
-            kn_o = kn_bufs.index((1 - stage + oz) if SB else 1 - stage)
+            bs = (stage + oz) if SB else stage
+            bo = (1 - stage + oz) if SB else 1 - stage
+            kn = kn_bufs.index(bs)
+            kn_o = kn_bufs.index(bo)
             j = i_first + r
             n_valid = seq_len - j * BLOCK_N
             # O += P(r - 1) V_R(r - 1) retired: this warpgroup's last read of tile r - 1's right half, whose
@@ -687,13 +689,13 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     rope_next = _load_rope(kv_ptr, pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N,
                                            rope_layout)
                     mbarrier.wait(c_bars.index((1 - stage) * 3), phase_o)
-                    s = _widen_scores(k8_bufs.index((1 - stage + oz) if SB else 1 - stage).slice(0, _D_V, dim=1), kn_o, kr_bufs.index((1 - stage + oz) if SB else 1 - stage),
+                    s = _widen_scores(k8_bufs.index(bo).slice(0, _D_V, dim=1), kn_o, kr_bufs.index(bo),
                                       qn_smem, qr_smem, rope, j >> 30, s_layout, BLOCK_H, BLOCK_N)
                     rope = rope_next
                 else:
                     if n_valid - BLOCK_N < BLOCK_N:
                         _zero_half(kn_o, c_bars, 1 - stage, phase_o, n_valid - BLOCK_N, 1, BLOCK_N, SB=SB)
-                    s = _scores(qn_smem, qr_smem, kn_o, kr_bufs.index((1 - stage + oz) if SB else 1 - stage), c_bars, 1 - stage, phase_o, j >> 30,
+                    s = _scores(qn_smem, qr_smem, kn_o, kr_bufs.index(bo), c_bars, 1 - stage, phase_o, j >> 30,
                                 s_layout, BLOCK_H, BLOCK_N, SB=SB)
                 if WG1_FIRST:
                     # Softmax first, MMAs after: nothing of this warpgroup is in flight during its softmax, so the
@@ -716,7 +718,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     if FP8:
                         _zero_tail(kn_o, n_valid - BLOCK_N, BLOCK_N)
                     if (r + 3 < n) and (not FP8):
-                        _issue_rope(kv_rope_desc, kr_bufs.index((1 - stage + oz) if SB else 1 - stage), c_bars, pt_base, j + 3, 1 - stage,
+                        _issue_rope(kv_rope_desc, kr_bufs.index(bo), c_bars, pt_base, j + 3, 1 - stage,
                                     PAGE_SIZE, BLOCK_N, SB=SB)
                     valid = (j + 1) * BLOCK_N + offs_tok < seq_len
                     if INDEP:
@@ -759,7 +761,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     if FP8:
                         _zero_tail(kn_o, n_valid - BLOCK_N, BLOCK_N)
                     if (r + 3 < n) and (not FP8):
-                        _issue_rope(kv_rope_desc, kr_bufs.index((1 - stage + oz) if SB else 1 - stage), c_bars, pt_base, j + 3, 1 - stage,
+                        _issue_rope(kv_rope_desc, kr_bufs.index(bo), c_bars, pt_base, j + 3, 1 - stage,
                                     PAGE_SIZE, BLOCK_N, SB=SB)
                     valid = (j + 1) * BLOCK_N + offs_tok < seq_len
                     p, beta, m_i, l_i = _softmax_step(s, m_i, l_i, valid, qk)
