@@ -1,7 +1,5 @@
 """A hand-written model of kernel_hopper_pp's mbarrier / buffer protocol (the ping-pong bf16 MLA decode kernel),
-run under random interleavings of its two warpgroups and random TMA completion order, for each RELOAD x WG1_FIRST,
-and with SB (every segment from buffer 0, each buffer's mbarrier phases from its own use count: the layout that lets
-the mbarriers sit in allocations of their own with static indices; docs/mla_decode.md, "Issue 14, session 41").
+run under random interleavings of its two warpgroups and random TMA completion order, for each RELOAD x WG1_FIRST.
 
 It checks the design, not the Gluon code (the model mirrors ``_pp_wg0`` / ``_pp_wg1`` by hand: change both
 together): no deadlock, every MMA reads the tile, P and max it should (at issue and at retirement), no TMA
@@ -79,20 +77,18 @@ class Sim:
         s.psmem = value
 
 # ---- the two warpgroups, as generators that yield a predicate to block on
-def wg0(S, RELOAD, SB=0):
-    it = 0; p1_phase = 0; used = [0, 0]
+def wg0(S, RELOAD):
+    it = 0; p1_phase = 0
     for seg, n in enumerate(S.segs):
         for (w, i) in S.readers.get("q", set()):
             raise AssertionError("Q reload under a reading MMA")
         S.q_content = ("q", seg)
-        s0 = 0 if SB else it % 2
+        s0 = it % 2
         S.tma((s0, 0), (seg, 0), S.c[(s0, 0)]); S.tma((s0, 2), (seg, 0), S.c[(s0, 2)])
         if n > 1: S.tma((1 - s0, 0), (seg, 1), S.c[(1 - s0, 0)])
         # (q_bar: modelled as immediate)
         for k in range((n + 1) // 2):
             r = 2 * k; g = it + r; st = g % 2; ph = (g // 2) & 1
-            if SB:      # (SB: every segment from buffer 0; a buffer's phase from its own uses)
-                st, ph = 0, (used[0] + k) & 1
             # scores: wait left, right, rope
             for part in (0, 1, 2):
                 bar = S.c[(st, part)]
@@ -125,12 +121,11 @@ def wg0(S, RELOAD, SB=0):
         yield lambda bar=bar, seg=seg: bar.done(seg & 1)
         assert S.lsmem[(seg % 2, 1)] == seg
         it += n
-        used[0] += (n + 1) // 2; used[1] += n // 2
 
-def wg1(S, FIRST, SB=0):
-    it = 0; p0_phase = 0; used = [0, 0]
+def wg1(S, FIRST):
+    it = 0; p0_phase = 0
     for seg, n in enumerate(S.segs):
-        s0 = 0 if SB else it % 2
+        s0 = it % 2
         # wait for q of this segment: modelled by checking content when the MMA reads it (WG0 sets it first)
         S.tma((s0, 1), (seg, 0), S.c[(s0, 1)])
         if n > 1:
@@ -138,8 +133,6 @@ def wg1(S, FIRST, SB=0):
         yield lambda seg=seg: S.q_content == ("q", seg)
         for k in range((n + 1) // 2):
             r = 2 * k; g = it + r; st = g % 2; pho = ((g + 1) // 2) & 1
-            if SB:
-                st, pho = 0, (used[1] + k) & 1
             S.wait_mma(1, 0)
             if r + 1 < n:
                 if k > 0: S.tma((1 - st, 1), (seg, r + 1), S.c[(1 - st, 1)])
@@ -184,12 +177,11 @@ def wg1(S, FIRST, SB=0):
         yield lambda bar=bar, seg=seg: bar.done(seg & 1)
         assert S.lsmem[(seg % 2, 0)] == seg
         it += n
-        used[0] += (n + 1) // 2; used[1] += n // 2
 
-def run(seed, segs, RELOAD, FIRST, SB=0):
+def run(seed, segs, RELOAD, FIRST):
     rng = random.Random(seed)
     S = Sim(rng, segs)
-    gens = [wg0(S, RELOAD, SB), wg1(S, FIRST, SB)]
+    gens = [wg0(S, RELOAD), wg1(S, FIRST)]
     preds = [None, None]; alive = [True, True]
     steps = 0
     while any(alive):
@@ -213,15 +205,14 @@ def run(seed, segs, RELOAD, FIRST, SB=0):
 
 if __name__ == "__main__":
     bad = 0
-    for SB in (0, 1):
-        for RELOAD in (0, 1):
-            for FIRST in (0, 1):
-                for seed in range(300):
-                    rng = random.Random(seed * 7 + RELOAD * 3 + FIRST)
-                    segs = [rng.choice([1, 2, 3, 4, 5, 6, 7, 8, 13]) for _ in range(rng.randint(1, 4))]
-                    try:
-                        run(seed, segs, RELOAD, FIRST, SB)
-                    except (AssertionError, Dead) as e:
-                        bad += 1
-                        if bad < 6: print("SB", SB, "RELOAD", RELOAD, "FIRST", FIRST, segs, type(e).__name__, e)
+    for RELOAD in (0, 1):
+        for FIRST in (0, 1):
+            for seed in range(300):
+                rng = random.Random(seed * 7 + RELOAD * 3 + FIRST)
+                segs = [rng.choice([1, 2, 3, 4, 5, 6, 7, 8, 13]) for _ in range(rng.randint(1, 4))]
+                try:
+                    run(seed, segs, RELOAD, FIRST)
+                except (AssertionError, Dead) as e:
+                    bad += 1
+                    if bad < 6: print("RELOAD", RELOAD, "FIRST", FIRST, segs, type(e).__name__, e)
     print("failures", bad)

@@ -29,8 +29,9 @@ import pytest
 # removed: not faster with a plan; LAZY, the bf16 ping-pong kernel's reference max moved only by more than 2^8 and O's
 # rescales skipped where none moved, passed in session 41, call D, on an H100, and was removed: not faster; BOX, the
 # bf16 ping-pong kernel's latent tiles as 64-column boxes with one mbarrier each, passed in session 41, call F, on an
-# H100, and was removed: slower)
-UNPROVEN: dict[str, str] = {"SB": "SB (the bf16 ping-pong kernel's static buffers and mbarriers of their own, session 41)"}
+# H100, and was removed: slower; SB, the bf16 ping-pong kernel's segments from buffer 0 with each mbarrier an
+# allocation of its own, passed in session 42, call A, on an H100, and was removed: not faster)
+UNPROVEN: dict[str, str] = {}
 
 
 def skip_unproven(config: dict) -> None:

@@ -285,9 +285,7 @@ HEADS_VARIANTS = [("bf16", dict(PSMEM=1)), ("bf16", dict(PSMEM=1, XCH=1)), ("bf1
                   ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1)),
                   # OUT32 = 0: a whole request's output as the wgmma layout holds it (half sectors; session 21 made
                   # whole sectors the default)
-                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, OUT32=0)),
-                  # SB (session 41): every segment from buffer 0, each mbarrier an allocation of its own
-                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, SB=1)), ("bf16", dict(PP=1, RELOAD=0, SB=1))]
+                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, OUT32=0))]
 HEADS_VARIANTS += [("fp8", dict(WOVL=w, PSMEM=p, XCH=x, LSUM=l, MAX1=m))
                    for w, p, x, l, m in ((0, 0, 0, 0, 0), (1, 0, 0, 0, 0), (1, 0, 1, 0, 0), (0, 1, 1, 0, 0),
                                          (1, 1, 1, 0, 0), (1, 1, 0, 1, 1))]

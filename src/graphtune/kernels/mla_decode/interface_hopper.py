@@ -650,10 +650,6 @@ def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
     if cfg.get("INDEP", 0) not in (0, 1) or (cfg.get("INDEP") and not cfg.get("WG1_FIRST")):
         raise ValueError(f"config INDEP={cfg.get('INDEP')}: the ping-pong kernel's independent softmax takes 0 or 1, "
                          f"and 1 with WG1_FIRST=1 only (got WG1_FIRST={cfg.get('WG1_FIRST', 0)})")
-    # SB (pinned only, bf16): every segment from buffer 0, each mbarrier an allocation of its own (kernel_hopper_pp)
-    if cfg.get("SB", 0) not in (0, 1) or (cfg.get("SB") and fmt != "bf16"):
-        raise ValueError(f"config SB={cfg.get('SB')}: the bf16 ping-pong kernel's static buffers take 0 or 1, and 1 "
-                         f"with a bf16 cache only (got kv_format {fmt!r})")
     # OUT32 (1 unless pinned 0): a whole request's output stored in whole 32-byte sectors (kernel_hopper_pp)
     if cfg.get("OUT32", 1) not in (0, 1):
         raise ValueError(f"config OUT32={cfg.get('OUT32')}: the ping-pong kernel's whole-sector output stores take 0 "

@@ -92,58 +92,34 @@ def _pro(STAMPS, srow, seg, x: gl.constexpr):
 
 
 @gluon.jit
-def _pick(bars, i: gl.constexpr, SB: gl.constexpr = 0):
-    """mbarrier ``i`` of ``bars``: an element of one allocation, or (``SB = 1``) a tuple of allocations of their own,
-    before whose waits triton 3.6 puts no barrier of the warpgroup (tests/cpu/test_gluon_mbarrier_barriers.py)."""
-    if SB:
-        bar = bars[i]
-    else:
-        bar = bars.index(i)
-    return bar
-
-
-@gluon.jit
-def _cbar(c_bars, stage, part: gl.constexpr, SB: gl.constexpr = 0):
-    """The mbarrier of buffer ``stage``'s part ``part`` (0 / 1 the halves of V, 2 the rope columns): ``c_bars``'s
-    element ``stage * 3 + part``; ``SB = 1``: ``stage`` a constant (every segment from buffer 0), ``c_bars`` a tuple of
-    six allocations."""
-    if SB:
-        bar = c_bars[stage * 3 + part]
-    else:
-        bar = c_bars.index(stage * 3 + part)
-    return bar
-
-
-@gluon.jit
 def _issue_half(kv_nope_desc, kv_rope_desc, kn, kr, c_bars, pt_base, j, stage, HALF: gl.constexpr,
                 ROPE: gl.constexpr, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, page=None,
-                LOADED: gl.constexpr = True, SB: gl.constexpr = 0):
+                LOADED: gl.constexpr = True):
     """TMA of tile j's latent columns ``[HALF * 256, HALF * 256 + 256)`` (one warpgroup's half of V) into buffer
     ``stage`` on mbarrier ``stage * 3 + HALF``, and its rope columns on ``stage * 3 + 2`` when ``ROPE``; ``page``:
     the tile's page id when loaded already (a plan's; ``LOADED`` off: not loaded, a launch without a plan), else
     loaded here."""
     row = _page_row(pt_base, j, page, PAGE_SIZE, BLOCK_N, LOADED)
-    bar = _cbar(c_bars, stage, HALF, SB)
+    bar = c_bars.index(stage * 3 + HALF)
     mbarrier.expect(bar, kv_nope_desc.block_type.nbytes)
     _tma_load(kv_nope_desc, [row, HALF * 256], bar, kn.slice(HALF * 256, 256, dim=1))
     if ROPE:
-        bar_r = _cbar(c_bars, stage, 2, SB)
+        bar_r = c_bars.index(stage * 3 + 2)
         mbarrier.expect(bar_r, kv_rope_desc.block_type.nbytes)
         _tma_load(kv_rope_desc, [row, 0], bar_r, kr)
 
 
 @gluon.jit
-def _issue_rope(kv_rope_desc, kr, c_bars, pt_base, j, stage, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr,
-                SB: gl.constexpr = 0):
+def _issue_rope(kv_rope_desc, kr, c_bars, pt_base, j, stage, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
     row = _tile_row(pt_base, j, PAGE_SIZE, BLOCK_N)
-    bar = _cbar(c_bars, stage, 2, SB)
+    bar = c_bars.index(stage * 3 + 2)
     mbarrier.expect(bar, kv_rope_desc.block_type.nbytes)
     _tma_load(kv_rope_desc, [row, 0], bar, kr)
 
 
 @gluon.jit
 def _scores(qn_smem, qr_smem, kn, kr, c_bars, stage, phase, qz, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
-            BLOCK_N: gl.constexpr, SB: gl.constexpr = 0):
+            BLOCK_N: gl.constexpr):
     """S = Q K^T of one tile as nine async wgmma groups (one per 64 columns), each half of the latent columns
     and the rope columns issued once they have landed. ``qz`` is 0, but a value of the caller's loop that the
     compiler cannot prove 0: the query chunks are indexed through it, so their shared-memory addresses are computed
@@ -155,10 +131,10 @@ def _scores(qn_smem, qr_smem, kn, kr, c_bars, stage, phase, qz, s_layout: gl.con
     q_chunks = _q_chunks(qn_smem, BLOCK_H, 64)
     for c in gl.static_range(8):
         if c % 4 == 0:
-            mbarrier.wait(_cbar(c_bars, stage, c // 4, SB), phase)
+            mbarrier.wait(c_bars.index(stage * 3 + c // 4), phase)
         s = warpgroup_mma(q_chunks.index(c + qz), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s,
                           use_acc=c > 0, is_async=True)
-    mbarrier.wait(_cbar(c_bars, stage, 2, SB), phase)
+    mbarrier.wait(c_bars.index(stage * 3 + 2), phase)
     return warpgroup_mma(qr_smem, kr.permute((1, 0)), s, is_async=True)
 
 
@@ -212,10 +188,10 @@ def _zero_tail(kn, n_valid, BLOCK_N: gl.constexpr):
 
 
 @gluon.jit
-def _zero_half(kn, c_bars, stage, phase, n_valid, HALF: gl.constexpr, BLOCK_N: gl.constexpr, SB: gl.constexpr = 0):
+def _zero_half(kn, c_bars, stage, phase, n_valid, HALF: gl.constexpr, BLOCK_N: gl.constexpr):
     """Rows ``>= n_valid`` of a warpgroup's half of V (columns ``HALF * 256 ..``) of buffer ``stage`` set to zero,
     once they have landed; visible to this warpgroup's wgmmas after it returns."""
-    mbarrier.wait(_cbar(c_bars, stage, HALF, SB), phase)
+    mbarrier.wait(c_bars.index(stage * 3 + HALF), phase)
     _zero_rows(kn.slice(HALF * 256, 256, dim=1), n_valid, BLOCK_N, 256, 4)
     fence_async_shared()
     _wg_barrier()
@@ -247,7 +223,7 @@ def _finish_segment(WG: gl.constexpr, o, m_i, l_i, l_smem, x_bars, seg, b, pid, 
                     req_tiles, out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h,
                     stride_po_s, stride_po_h, stride_pl_s, out_mul, RETURN_LSE: gl.constexpr,
                     s_layout: gl.constexpr, o_layout: gl.constexpr, BLOCK_H: gl.constexpr, OUT32: gl.constexpr,
-                    STAMPS, srow, PART_SCALED: gl.constexpr = False, SB: gl.constexpr = 0):
+                    STAMPS, srow, PART_SCALED: gl.constexpr = False):
     """End of a segment: the two partial row sums added (each warpgroup's O half and sum are relative to the
     same final max), the O half stored (times ``out_mul``: the fp8 cache's scale), LSE and the segment slots by
     WG0. The exchange (slots by segment parity) is also the hand-shake after which either warpgroup may reload
@@ -260,8 +236,8 @@ def _finish_segment(WG: gl.constexpr, o, m_i, l_i, l_smem, x_bars, seg, b, pid, 
     else:
         l_smem.slice((2 + WG) * BLOCK_H, BLOCK_H).store(l_i)
     _wg_barrier()
-    mbarrier.arrive(_pick(x_bars, WG, SB), count=1)
-    mbarrier.wait(_pick(x_bars, 1 - WG, SB), seg & 1)
+    mbarrier.arrive(x_bars.index(WG), count=1)
+    mbarrier.wait(x_bars.index(1 - WG), seg & 1)
     _stamp(STAMPS, srow, STAMP_FINISH + 1)
     if seg % 2 == 0:
         l_other = l_smem.slice((1 - WG) * BLOCK_H, BLOCK_H).load(rows)
@@ -291,17 +267,16 @@ def _finish_segment(WG: gl.constexpr, o, m_i, l_i, l_smem, x_bars, seg, b, pid, 
 
 @gluon.jit
 def _take_even(o, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars, stage, phase, n_valid,
-               s_layout: gl.constexpr, o_layout: gl.constexpr, BLOCK_N: gl.constexpr, FP8: gl.constexpr,
-               SB: gl.constexpr = 0):
+               s_layout: gl.constexpr, o_layout: gl.constexpr, BLOCK_N: gl.constexpr, FP8: gl.constexpr):
     """WG1's share of WG0's tile r: wait for its P and max, rescale (O, l) to that max, and issue
     O += P(r) V_R(r) with P from ``p_smem`` (rows past seq_len of the right half zeroed first: WG0's score MMAs,
     the other reader of those rows, are retired). ``o`` must be retired (a tensor); returns it in flight."""
-    mbarrier.wait(_pick(p_bars, 0, SB), p0_phase)
+    mbarrier.wait(p_bars.index(0), p0_phase)
     m_e = m_smem.slice(0, 64).load(gl.SliceLayout(1, s_layout))
     alpha = gl.exp2(m_i - m_e)
     o = o * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
     if (not FP8) and (n_valid < BLOCK_N):       # (FP8: the owner zeroed those rows, _zero_tail)
-        _zero_half(kn, c_bars, stage, phase, n_valid, 1, BLOCK_N, SB)
+        _zero_half(kn, c_bars, stage, phase, n_valid, 1, BLOCK_N)
     o = warpgroup_mma(p_smem, kn.slice(_HALF, _HALF, dim=1), o, is_async=True)
     return o, m_e, l_i * alpha, p0_phase ^ 1
 
@@ -351,7 +326,7 @@ def _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, j, stage, PAGE_SIZE: gl.c
 
 @gluon.jit
 def _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j, stage, HALF: gl.constexpr,
-            FP8: gl.constexpr, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, SB: gl.constexpr = 0, oz=0):
+            FP8: gl.constexpr, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
     """A warpgroup's P.V of buffer ``stage``'s half ``HALF`` retired, and the buffer takes tile j next. bf16: the TMA
     of that half of tile j. fp8: WG0 (HALF 0) the TMA of tile j's fp8 latent columns into the left half; WG1
     (HALF 1) its arrival on the buffer's "right half free" mbarrier, which WG0 waits on before widening."""
@@ -361,9 +336,8 @@ def _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_ba
         else:
             mbarrier.arrive(c_bars.index(stage * 3 + 1), count=1)
     else:
-        buf = (stage + oz) if SB else stage       # (SB: an opaque index, see _pp_wg0's oz)
-        _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(buf), kr_bufs.index(buf), c_bars, pt_base, j, stage,
-                    HALF, False, PAGE_SIZE, BLOCK_N, SB=SB)
+        _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(stage), kr_bufs.index(stage), c_bars, pt_base, j,
+                    stage, HALF, False, PAGE_SIZE, BLOCK_N)
 
 
 @gluon.jit
@@ -395,8 +369,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
-            OUT32: gl.constexpr = 1, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-            SB: gl.constexpr = 0):
+            OUT32: gl.constexpr = 1, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; loads the query (``FP8``: the fp16
     query scaled per head, written by this warpgroup, and each fp8 tile's TMA into its left half)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -421,20 +394,12 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
     it = 0          # tiles of this program before the segment: tile r of the segment is in buffer (it + r) % 2
     seg = 0
     p1_phase = 0
-    u0 = 0          # SB: loads of buffer 0 / 1 before the segment (their mbarriers' completed phases)
-    u1 = 0
     while t < t_stop:
         b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base, pg_a, pg_b = _segment_or_planned(
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, seg, p_seq, p_pg0, p_pg1, PAGE_SIZE,
             BLOCK_N, plan_ptr)
         n = i_stop - i_first
         _pro(STAMPS, srow, seg, 0)
-        if SB:
-            # (zeros the compiler cannot prove zero: the buffers' addresses stay computed at each use, not hoisted
-            # out of the loops and spilled, as kernel_hopper_pp._scores' qz)
-            oz0 = i_first >> 30
-        else:
-            oz0: gl.constexpr = 0
         # (past the previous segment's exchange: both warpgroups' MMAs of it are retired)
         if FP8:
             s0 = it % 2
@@ -460,21 +425,14 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             mbarrier.expect(q_bar, q_nope_desc.block_type.nbytes + q_rope_desc.block_type.nbytes)
             _tma_load(q_nope_desc, [b * H + h0, 0], q_bar, qn_smem)
             _tma_load(q_rope_desc, [b * H + h0, 0], q_bar, qr_smem)
-            if SB:
-                # (SB: every segment from buffer 0: both are free past the previous segment's exchange; a constant,
-                # so that the helpers pick its mbarriers from a tuple)
-                s0: gl.constexpr = 0
-            else:
-                s0 = it % 2
-            b0 = (s0 + oz0) if SB else s0           # (the buffers' indices: opaque with SB)
-            b1 = (1 - s0 + oz0) if SB else 1 - s0
-            _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(b0), kr_bufs.index(b0), c_bars, pt_base, i_first,
+            s0 = it % 2
+            _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(s0), kr_bufs.index(s0), c_bars, pt_base, i_first,
                         s0, 0, True, PAGE_SIZE, BLOCK_N, pg_a,
-                        plan_ptr is not None, SB=SB)
+                        plan_ptr is not None)
             if n > 1:
-                _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(b1), kr_bufs.index(b1), c_bars,
+                _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(1 - s0), kr_bufs.index(1 - s0), c_bars,
                             pt_base, i_first + 1, 1 - s0, 0, False, PAGE_SIZE, BLOCK_N, pg_b,
-                            plan_ptr is not None, SB=SB)
+                            plan_ptr is not None)
             _pro(STAMPS, srow, seg, 1)
             mbarrier.wait(q_bar, seg & 1)
             _pro(STAMPS, srow, seg, 3)
@@ -489,17 +447,9 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             r = 2 * k
             g = it + r
             _stamp_tile(STAMPS, srow, g // 2, 0, 4)
-            if SB:
-                oz = (i_first + r) >> 30
-                stage: gl.constexpr = 0
-                phase = (u0 + k) & 1
-                phase_o = (u1 + k) & 1
-            else:
-                oz: gl.constexpr = 0
-                stage = g % 2
-                phase = (g // 2) & 1
-            bs = (stage + oz) if SB else stage      # (the buffers' indices: opaque with SB)
-            kn = kn_bufs.index(bs)
+            stage = g % 2
+            phase = (g // 2) & 1
+            kn = kn_bufs.index(stage)
             j = i_first + r
             n_valid = seq_len - j * BLOCK_N
             if FP8:
@@ -510,33 +460,33 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 mbarrier.wait(c_bars.index(stage * 3), phase)
                 if k > 0:
                     mbarrier.wait(c_bars.index(stage * 3 + 1), (f_s0 + k - 1) & 1)
-                s = _widen_scores(k8_bufs.index(bs).slice(0, _D_V, dim=1), kn, kr_bufs.index(bs), qn_smem,
+                s = _widen_scores(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn, kr_bufs.index(stage), qn_smem,
                                   qr_smem, rope, j >> 30, s_layout, BLOCK_H, BLOCK_N)
                 rope = rope_next
             else:
                 if n_valid < BLOCK_N:
-                    _zero_half(kn, c_bars, stage, phase, n_valid, 0, BLOCK_N, SB=SB)
-                s = _scores(qn_smem, qr_smem, kn, kr_bufs.index(bs), c_bars, stage, phase, j >> 30, s_layout, BLOCK_H,
-                            BLOCK_N, SB=SB)
+                    _zero_half(kn, c_bars, stage, phase, n_valid, 0, BLOCK_N)
+                s = _scores(qn_smem, qr_smem, kn, kr_bufs.index(stage), c_bars, stage, phase, j >> 30, s_layout, BLOCK_H,
+                            BLOCK_N)
             if (RELOAD == 0) and (k > 0):
                 # O += P(r - 1) V_L(r - 1), issued before these score MMAs, retired: WG0's last read of tile
                 # r - 1's left half, whose buffer takes tile r + 1
                 o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=9, deps=(o, )))
                 if r + 1 < n:
                     _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 1, 1 - stage,
-                            0, FP8, PAGE_SIZE, BLOCK_N, SB=SB, oz=oz)
+                            0, FP8, PAGE_SIZE, BLOCK_N)
             s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
             _stamp_tile(STAMPS, srow, g // 2, 1, 4)
             if FP8:
                 _zero_tail(kn, n_valid, BLOCK_N)
             if (r + 2 < n) and (not FP8):
                 # the score MMAs were the rope chunk's only reader
-                _issue_rope(kv_rope_desc, kr_bufs.index(bs), c_bars, pt_base, j + 2, stage, PAGE_SIZE, BLOCK_N, SB=SB)
+                _issue_rope(kv_rope_desc, kr_bufs.index(stage), c_bars, pt_base, j + 2, stage, PAGE_SIZE, BLOCK_N)
             p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, j * BLOCK_N + offs_tok < seq_len, qk)
             o = o * gl.convert_layout(alpha, rows_o)[:, None]
             # p_smem's last reader (this warpgroup's P.V of tile r - 1) is retired; WG1 read its previous
             # content (P of tile r - 2) before it wrote that of tile r - 1
-            _hand_off(p, m_i, p_smem, m_smem.slice(0, BLOCK_H), _pick(p_bars, 0, SB))
+            _hand_off(p, m_i, p_smem, m_smem.slice(0, BLOCK_H), p_bars.index(0))
             _stamp_tile(STAMPS, srow, g // 2, 2, 4)
             o = warpgroup_mma(gl.convert_layout(p.to(p_smem.dtype), p_layout), kn.slice(0, _HALF, dim=1), o,
                               is_async=True)
@@ -546,8 +496,8 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
                 if r + 2 < n:
                     _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 2, stage, 0,
-                            FP8, PAGE_SIZE, BLOCK_N, SB=SB, oz=oz)
-                mbarrier.wait(_pick(p_bars, 1, SB), p1_phase)
+                            FP8, PAGE_SIZE, BLOCK_N)
+                mbarrier.wait(p_bars.index(1), p1_phase)
                 _stamp_tile(STAMPS, srow, g // 2, 3, 4)
                 p1_phase ^= 1
                 m_o = m_smem.slice(BLOCK_H, BLOCK_H).load(rows_s)
@@ -555,10 +505,9 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 l_i = l_i * beta
                 m_i = m_o
                 o = o * gl.convert_layout(beta, rows_o)[:, None]
-                kn_o = kn_bufs.index((1 - stage + oz) if SB else 1 - stage)
+                kn_o = kn_bufs.index(1 - stage)
                 if (not FP8) and (n_valid - BLOCK_N < BLOCK_N):
-                    _zero_half(kn_o, c_bars, 1 - stage, phase_o if SB else ((g + 1) // 2) & 1, n_valid - BLOCK_N, 0,
-                               BLOCK_N, SB=SB)
+                    _zero_half(kn_o, c_bars, 1 - stage, ((g + 1) // 2) & 1, n_valid - BLOCK_N, 0, BLOCK_N)
                 o = warpgroup_mma(p_smem, kn_o.slice(0, _HALF, dim=1), o, is_async=True)
                 if RELOAD:
                     # RELOAD = 1: retire it at once and reload tile r + 3's left half into its buffer, instead of
@@ -566,12 +515,12 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(o, )))
                     if r + 3 < n:
                         _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 3,
-                                1 - stage, 0, FP8, PAGE_SIZE, BLOCK_N, SB=SB, oz=oz)
+                                1 - stage, 0, FP8, PAGE_SIZE, BLOCK_N)
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
         _finish_segment(0, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
                         out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
                         stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H, OUT32, STAMPS, srow,
-                        PART_SCALED, SB=SB)
+                        PART_SCALED)
         if FP8:
             # WG1's arrivals this segment: once per tile u with u + 2 < n, even tiles on buffer s0, odd on 1 - s0
             ce = (n - 1) // 2
@@ -579,9 +528,6 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             f0 += ce * (1 - s0) + co * s0
             f1 += ce * s0 + co * (1 - s0)
         it += n
-        if SB:
-            u0 += (n + 1) // 2
-            u1 += n // 2
         seg += 1
         t = seg_stop
         b += 1
@@ -597,8 +543,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
-            OUT32: gl.constexpr = 1, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-            SB: gl.constexpr = 0):
+            OUT32: gl.constexpr = 1, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511 (``FP8``: instead of reloading the
     right half of a buffer, it tells WG0 the half is free, on mbarrier ``stage * 3 + 1``)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -617,19 +562,12 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
     it = 0
     seg = 0
     p0_phase = 0
-    u0 = 0          # SB: as in _pp_wg0
-    u1 = 0
     while t < t_stop:
         b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base, pg_a, pg_b = _segment_or_planned(
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, seg, p_seq, p_pg0, p_pg1, PAGE_SIZE,
             BLOCK_N, plan_ptr)
         n = i_stop - i_first
-        if SB:
-            oz0 = i_first >> 30
-            s0: gl.constexpr = 0
-        else:
-            oz0: gl.constexpr = 0
-            s0 = it % 2
+        s0 = it % 2
         _pro(STAMPS, srow, seg, 0)
         if FP8:
             rope = _load_rope(kv_ptr, pt_base, gl.minimum(i_first + 1, i_stop - 1), PAGE_SIZE, BLOCK_N, rope_layout)
@@ -638,15 +576,13 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             qk = _qk_load(l_smem, seg, rows_s, BLOCK_H)[:, None]
             _wg_barrier()       # every thread has its multipliers before any thread's exchange reuses the slot
         else:
-            b0 = (s0 + oz0) if SB else s0
-            b1 = (1 - s0 + oz0) if SB else 1 - s0
-            _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(b0), kr_bufs.index(b0), c_bars, pt_base, i_first,
+            _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(s0), kr_bufs.index(s0), c_bars, pt_base, i_first,
                         s0, 1, False, PAGE_SIZE, BLOCK_N, pg_a,
-                        plan_ptr is not None, SB=SB)
+                        plan_ptr is not None)
             if n > 1:
-                _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(b1), kr_bufs.index(b1), c_bars,
+                _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(1 - s0), kr_bufs.index(1 - s0), c_bars,
                             pt_base, i_first + 1, 1 - s0, 1, True, PAGE_SIZE, BLOCK_N, pg_b,
-                            plan_ptr is not None, SB=SB)
+                            plan_ptr is not None)
             _pro(STAMPS, srow, seg, 1)
             mbarrier.wait(q_bar, seg & 1)
             qk = qk_mul
@@ -660,20 +596,11 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             r = 2 * k
             g = it + r
             _stamp_tile(STAMPS, srow, g // 2, 0, 4)
-            if SB:
-                oz = (i_first + r) >> 30
-                stage: gl.constexpr = 0
-                phase = (u0 + k) & 1
-                phase_o = (u1 + k) & 1
-            else:
-                oz: gl.constexpr = 0
-                stage = g % 2               # tile r (WG0's); tile r + 1 (this warpgroup's) is in 1 - stage
-                phase = (g // 2) & 1
-                phase_o = ((g + 1) // 2) & 1
-            bs = (stage + oz) if SB else stage
-            bo = (1 - stage + oz) if SB else 1 - stage
-            kn = kn_bufs.index(bs)
-            kn_o = kn_bufs.index(bo)
+            stage = g % 2               # tile r (WG0's); tile r + 1 (this warpgroup's) is in 1 - stage
+            phase = (g // 2) & 1
+            phase_o = ((g + 1) // 2) & 1
+            kn = kn_bufs.index(stage)
+            kn_o = kn_bufs.index(1 - stage)
             j = i_first + r
             n_valid = seq_len - j * BLOCK_N
             # O += P(r - 1) V_R(r - 1) retired: this warpgroup's last read of tile r - 1's right half, whose
@@ -682,21 +609,21 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             if r + 1 < n:
                 if k > 0:
                     _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 1, 1 - stage,
-                            1, FP8, PAGE_SIZE, BLOCK_N, SB=SB, oz=oz)
+                            1, FP8, PAGE_SIZE, BLOCK_N)
                 if FP8:
                     # this warpgroup's own tile: its fp8 columns landed (WG0 issued them once its P.V of the tile
                     # before in the buffer retired; this warpgroup's retired above)
                     rope_next = _load_rope(kv_ptr, pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N,
                                            rope_layout)
                     mbarrier.wait(c_bars.index((1 - stage) * 3), phase_o)
-                    s = _widen_scores(k8_bufs.index(bo).slice(0, _D_V, dim=1), kn_o, kr_bufs.index(bo),
+                    s = _widen_scores(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, kr_bufs.index(1 - stage),
                                       qn_smem, qr_smem, rope, j >> 30, s_layout, BLOCK_H, BLOCK_N)
                     rope = rope_next
                 else:
                     if n_valid - BLOCK_N < BLOCK_N:
-                        _zero_half(kn_o, c_bars, 1 - stage, phase_o, n_valid - BLOCK_N, 1, BLOCK_N, SB=SB)
-                    s = _scores(qn_smem, qr_smem, kn_o, kr_bufs.index(bo), c_bars, 1 - stage, phase_o, j >> 30,
-                                s_layout, BLOCK_H, BLOCK_N, SB=SB)
+                        _zero_half(kn_o, c_bars, 1 - stage, phase_o, n_valid - BLOCK_N, 1, BLOCK_N)
+                    s = _scores(qn_smem, qr_smem, kn_o, kr_bufs.index(1 - stage), c_bars, 1 - stage, phase_o, j >> 30,
+                                s_layout, BLOCK_H, BLOCK_N)
                 if WG1_FIRST:
                     # Softmax first, MMAs after: nothing of this warpgroup is in flight during its softmax, so the
                     # hand-off to WG0 is not held up by P(r) V_R(r) (with the order below ptxas retires that MMA before
@@ -708,7 +635,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     # then the pair's max: this P and sum scaled down to it in registers, P(r) as below. The max
                     # handed to WG0 is at least WG0's own, so WG0 is unchanged.
                     if INDEP == 0:
-                        mbarrier.wait(_pick(p_bars, 0, SB), p0_phase)
+                        mbarrier.wait(p_bars.index(0), p0_phase)
                         _stamp_tile(STAMPS, srow, g // 2, 3, 4)
                         p0_phase ^= 1
                         m_e = m_smem.slice(0, BLOCK_H).load(rows_s)
@@ -718,12 +645,12 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     if FP8:
                         _zero_tail(kn_o, n_valid - BLOCK_N, BLOCK_N)
                     if (r + 3 < n) and (not FP8):
-                        _issue_rope(kv_rope_desc, kr_bufs.index(bo), c_bars, pt_base, j + 3, 1 - stage,
-                                    PAGE_SIZE, BLOCK_N, SB=SB)
+                        _issue_rope(kv_rope_desc, kr_bufs.index(1 - stage), c_bars, pt_base, j + 3, 1 - stage,
+                                    PAGE_SIZE, BLOCK_N)
                     valid = (j + 1) * BLOCK_N + offs_tok < seq_len
                     if INDEP:
                         p, alpha, m_own, l_i = _softmax_step(s, m_i, l_i, valid, qk)
-                        mbarrier.wait(_pick(p_bars, 0, SB), p0_phase)
+                        mbarrier.wait(p_bars.index(0), p0_phase)
                         _stamp_tile(STAMPS, srow, g // 2, 3, 4)
                         p0_phase ^= 1
                         m_e = m_smem.slice(0, BLOCK_H).load(rows_s)
@@ -737,11 +664,11 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                         p, beta, m_i, l_i = _softmax_step(s, m_e, l_i * alpha, valid, qk)
                         o_scale = alpha * beta
                     if (not FP8) and (n_valid < BLOCK_N):
-                        _zero_half(kn, c_bars, stage, phase, n_valid, 1, BLOCK_N, SB=SB)
+                        _zero_half(kn, c_bars, stage, phase, n_valid, 1, BLOCK_N)
                     pe = (p_smem.load(s_layout).to(gl.float32) * beta[:, None]).to(p_smem.dtype)
                     _wg_barrier()          # every thread has read P(r) before P(r + 1) overwrites it
                     o_done = o_done * gl.convert_layout(o_scale, rows_o)[:, None]
-                    _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), _pick(p_bars, 1, SB))
+                    _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
                     _stamp_tile(STAMPS, srow, g // 2, 2, 4)
                     pe_op = gl.convert_layout(pe, p_layout)
                     o = warpgroup_mma(pe_op, kn.slice(_HALF, _HALF, dim=1), o_done, is_async=True)
@@ -751,42 +678,39 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     warpgroup_mma_wait(num_outstanding=1, deps=(pe_op, ))
                     if r + 2 < n:
                         _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 2, stage,
-                                1, FP8, PAGE_SIZE, BLOCK_N, SB=SB, oz=oz)
+                                1, FP8, PAGE_SIZE, BLOCK_N)
                 else:
                     o, m_i, l_i, p0_phase = _take_even(o_done, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars,
-                                                       stage, phase, n_valid, s_layout, o_layout, BLOCK_N, FP8, SB=SB)
+                                                       stage, phase, n_valid, s_layout, o_layout, BLOCK_N, FP8)
                     # (groups in flight: the score MMAs, then P(r) V_R(r))
                     s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
                     _stamp_tile(STAMPS, srow, g // 2, 1, 4)
                     if FP8:
                         _zero_tail(kn_o, n_valid - BLOCK_N, BLOCK_N)
                     if (r + 3 < n) and (not FP8):
-                        _issue_rope(kv_rope_desc, kr_bufs.index(bo), c_bars, pt_base, j + 3, 1 - stage,
-                                    PAGE_SIZE, BLOCK_N, SB=SB)
+                        _issue_rope(kv_rope_desc, kr_bufs.index(1 - stage), c_bars, pt_base, j + 3, 1 - stage,
+                                    PAGE_SIZE, BLOCK_N)
                     valid = (j + 1) * BLOCK_N + offs_tok < seq_len
                     p, beta, m_i, l_i = _softmax_step(s, m_i, l_i, valid, qk)
                     # P(r) V_R(r) retired: this warpgroup is done with tile r's right half and with p_smem
                     o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
                     if r + 2 < n:
                         _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 2, stage,
-                                1, FP8, PAGE_SIZE, BLOCK_N, SB=SB, oz=oz)
+                                1, FP8, PAGE_SIZE, BLOCK_N)
                     o = o * gl.convert_layout(beta, rows_o)[:, None]
-                    _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), _pick(p_bars, 1, SB))
+                    _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
                     _stamp_tile(STAMPS, srow, g // 2, 2, 4)
                     o = warpgroup_mma(gl.convert_layout(p.to(p_smem.dtype), p_layout), kn_o.slice(_HALF, _HALF, dim=1),
                                       o, is_async=True)
             else:
                 o, m_i, l_i, p0_phase = _take_even(o_done, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars,
-                                                   stage, phase, n_valid, s_layout, o_layout, BLOCK_N, FP8, SB=SB)
+                                                   stage, phase, n_valid, s_layout, o_layout, BLOCK_N, FP8)
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
         _finish_segment(1, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
                         out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
                         stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H, OUT32, STAMPS, srow,
-                        PART_SCALED, SB=SB)
+                        PART_SCALED)
         it += n
-        if SB:
-            u0 += (n + 1) // 2
-            u1 += n // 2
         seg += 1
         t = seg_stop
         b += 1
@@ -820,19 +744,13 @@ def _mla_decode_hopper_pp_kernel(
     SPLIT_MAX: gl.constexpr = 0,    # the grid's programs per request at most (interface_hopper; unused in here)
     plan_ptr=None,
     PART_SCALED: gl.constexpr = False,
-    SB: gl.constexpr = 0,
 ):
     """Grid ``(H // 64, P)``, as ``kernel_hopper._mla_decode_hopper_kernel`` (same arguments), but
     ``num_warps = 4`` (warpgroup 0, the default partition) plus a 4-warp worker partition (warpgroup 1, with
     ``WG1_REGS`` registers per thread). ``kv_nope_desc`` has [BLOCK_N, 256] blocks (one warpgroup's half of V),
     ``kv_rope_desc`` [BLOCK_N, 64]. RELOAD (WG0's reload of an odd tile's left half, the buffer of tile r + 2): 1
     retires its P.V at once and reloads; 0 after the next tile's score MMAs are issued. WG1_FIRST = 1: WG1 runs
-    its softmax before issuing any P.V of the pair (see ``_pp_wg1``). SB = 1 (pinned only, session 41): every
-    segment starts at buffer 0 (both buffers are free past the previous segment's exchange), so each tile's buffer is
-    known when compiled, and each mbarrier sits in an allocation of its own, before whose waits triton 3.6 puts no
-    barrier of the warpgroup (it does before 12 of the waits on the shared allocations; :func:`_pick`); each buffer's
-    mbarrier phases come from its own load count (benchmarks/probes/pp_protocol_model.py checks the protocol with
-    it)."""
+    its softmax before issuing any P.V of the pair (see ``_pp_wg1``)."""
     gl.static_assert(PP == 1)
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
@@ -851,7 +769,7 @@ def _mla_decode_hopper_pp_kernel(
                    stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                    qn_smem, qr_smem, kn_bufs, kr_bufs, None, None, 1.0, None,
                    PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, False, False, WG1_REGS, INDEP,
-                   OUT32, STAMPS, plan_ptr, PART_SCALED, SB)
+                   OUT32, STAMPS, plan_ptr, PART_SCALED)
 
 
 @gluon.jit(do_not_specialize=["B"])
@@ -918,12 +836,6 @@ def _mla_decode_hopper_pp_fp8_kernel(
 
 
 @gluon.jit
-def _one_bar():
-    """One mbarrier in an allocation of its own."""
-    return gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-
-
-@gluon.jit
 def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
                    out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
                    stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
@@ -931,35 +843,26 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
                    PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr,
                    BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr,
                    FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, WG1_REGS: gl.constexpr, INDEP: gl.constexpr,
-                   OUT32: gl.constexpr, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-                   SB: gl.constexpr = 0):
-    """Both kernels' P tile, maxima, sums and mbarriers, and the two warpgroups (``SB = 1``: each mbarrier an
-    allocation of its own, the buffers' by stage a tuple; see :func:`_pick`)."""
+                   OUT32: gl.constexpr, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False):
+    """Both kernels' P tile, maxima, sums and mbarriers, and the two warpgroups."""
     vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     p_smem = gl.allocate_shared_memory(qn_smem.dtype, [BLOCK_H, BLOCK_N],
                                        gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], qn_smem.dtype))
     m_smem = gl.allocate_shared_memory(gl.float32, [2 * BLOCK_H], vec)
     l_smem = gl.allocate_shared_memory(gl.float32, [4 * BLOCK_H], vec)
-    if SB:
-        c_bars = (_one_bar(), _one_bar(), _one_bar(), _one_bar(), _one_bar(), _one_bar())
-        q_bar = _one_bar()
-        qt_bar = _one_bar()
-        p_bars = (_one_bar(), _one_bar())
-        x_bars = (_one_bar(), _one_bar())
-    else:
-        c_bars = gl.allocate_shared_memory(gl.int64, [6, 1], mbarrier.MBarrierLayout())
-        q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-        q_bar = q_bars.index(0)     # bf16: the query's TMA; fp8: WG0's arrival once the fp16 query is written
-        qt_bar = q_bars.index(1)    # fp8: the bf16 query's TMA (``kernel_hopper_heads._q_issue``)
-        p_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-        x_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    c_bars = gl.allocate_shared_memory(gl.int64, [6, 1], mbarrier.MBarrierLayout())
+    q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    q_bar = q_bars.index(0)     # bf16: the query's TMA; fp8: WG0's arrival once the fp16 query is written
+    qt_bar = q_bars.index(1)    # fp8: the bf16 query's TMA (``kernel_hopper_heads._q_issue``)
+    p_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    x_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     for k in gl.static_range(6):
-        mbarrier.init(_pick(c_bars, k, SB), count=1)
+        mbarrier.init(c_bars.index(k), count=1)
     mbarrier.init(q_bar, count=1)
     mbarrier.init(qt_bar, count=1)
     for k in gl.static_range(2):
-        mbarrier.init(_pick(p_bars, k, SB), count=1)
-        mbarrier.init(_pick(x_bars, k, SB), count=1)
+        mbarrier.init(p_bars.index(k), count=1)
+        mbarrier.init(x_bars.index(k), count=1)
     # each warpgroup's layouts (4 warps): of the scores [64, BLOCK_N] and of its half of O [64, 256]
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
@@ -973,12 +876,12 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
              kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, SB)),
+             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED)),
         (_pp_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
              kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, SB)),
+             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED)),
     ], [4], [WG1_REGS])
