@@ -650,6 +650,10 @@ def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
     if cfg.get("INDEP", 0) not in (0, 1) or (cfg.get("INDEP") and not cfg.get("WG1_FIRST")):
         raise ValueError(f"config INDEP={cfg.get('INDEP')}: the ping-pong kernel's independent softmax takes 0 or 1, "
                          f"and 1 with WG1_FIRST=1 only (got WG1_FIRST={cfg.get('WG1_FIRST', 0)})")
+    # NB (pinned only, bf16): the P hand-offs between the warpgroups on named barriers (kernel_hopper_pp._p_signal)
+    if cfg.get("NB", 0) not in (0, 1) or (cfg.get("NB") and fmt != "bf16"):
+        raise ValueError(f"config NB={cfg.get('NB')}: the bf16 ping-pong kernel's named-barrier hand-offs take 0 or 1, "
+                         f"and 1 with a bf16 cache only (got kv_format {fmt!r})")
     # OUT32 (1 unless pinned 0): a whole request's output stored in whole 32-byte sectors (kernel_hopper_pp)
     if cfg.get("OUT32", 1) not in (0, 1):
         raise ValueError(f"config OUT32={cfg.get('OUT32')}: the ping-pong kernel's whole-sector output stores take 0 "
