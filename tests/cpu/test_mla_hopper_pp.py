@@ -345,3 +345,32 @@ def test_named_barrier_hand_offs(config):
     assert triton_ids and not triton_ids & {10, 11}
     for cfg, fmt in ((dict(PP=1, NB=2), "bf16"), (dict(PP=1, NB=1), "fp8")):
         _assert_refused_in_one_line(cfg, fmt, f"config NB={cfg['NB']}: ")
+
+
+@pytest.mark.parametrize("knobs", [dict(SM1=1), dict(RA=1), dict(SM1=1, RA=1)], ids=["sm1", "ra", "sm1-ra"])
+def test_softmax_and_rope_copies_off_the_hand_off_path(knobs):
+    """SM1 / RA (pinned only, bf16; GPU tests gated in tests/gpu/_unproven.py until they have run): SM1's softmax
+    (masks in a request's last tile only, the scale in the exponent, the row sums after the hand-off) and RA's rope
+    copies after the hand-off. Compiled for sm_90 (RELOAD 1, WG1_FIRST 1): the same MMAs, mbarrier waits and copies,
+    wgmmas asynchronous, no tile loop reloading a spill, and fewer instructions in WG0 between its scores' retirement
+    and its hand-off's arrival; 0 or 1, bf16 only, in one line."""
+    import re
+    config = dict(PP=1, RELOAD=1, WG1_FIRST=1)
+    base = _hopper_compile("bf16", heads=128, page_size=64, config=config)
+    new = _hopper_compile("bf16", heads=128, page_size=64, config={**config, **knobs})
+    sass, sass0 = _sass(new), _sass(base)
+    for op in ("HGMMA", "TRYWAIT", "UTMALDG"):
+        assert sass.count(op) == sass0.count(op), op
+    if SCHEDULED_WITH_THIS_TRITON:
+        assert _tile_loop_local_loads(sass) == 0
+
+    def wg0_path(text: str) -> int:     # WG0's arrival on the P mbarrier of an even tile, back to its last wgmma wait
+        ins = re.findall(r"/\*[0-9a-f]{4,}\*/\s+([^;]*);", text)
+        arrivals = [i for i, t in enumerate(ins) if "SYNCS.ARRIVE.TRANS64.A1T0" in t]
+        a = max(arrivals, key=lambda i: i if "0x3875" in ins[i] or "0x3874" in ins[i] else -1)
+        j = max(i for i in range(a) if "WARPGROUP.DEPBAR" in ins[i])
+        return a - j
+    assert wg0_path(sass) < wg0_path(sass0)
+    for knob in knobs:
+        for cfg, fmt in ((dict(PP=1, **{knob: 2}), "bf16"), (dict(PP=1, **{knob: 1}), "fp8")):
+            _assert_refused_in_one_line(cfg, fmt, f"config {knob}={cfg[knob]}: ")

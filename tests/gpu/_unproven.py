@@ -31,7 +31,9 @@ import pytest
 # bf16 ping-pong kernel's latent tiles as 64-column boxes with one mbarrier each, passed in session 41, call F, on an
 # H100, and was removed: slower; SB, the bf16 ping-pong kernel's segments from buffer 0 with each mbarrier an
 # allocation of its own, passed in session 42, call A, on an H100, and was removed: not faster)
-UNPROVEN: dict[str, str] = {"NB": "NB (the bf16 ping-pong kernel's P hand-offs on named barriers, session 42)"}
+UNPROVEN: dict[str, str] = {"NB": "NB (the bf16 ping-pong kernel's P hand-offs on named barriers, session 42)",
+                            "SM1": "SM1 (the bf16 ping-pong kernel's softmax off the hand-off's path, session 42)",
+                            "RA": "RA (the bf16 ping-pong kernel's rope copies after the hand-off, session 42)"}
 
 
 def skip_unproven(config: dict) -> None:

@@ -654,6 +654,11 @@ def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
     if cfg.get("NB", 0) not in (0, 1) or (cfg.get("NB") and fmt != "bf16"):
         raise ValueError(f"config NB={cfg.get('NB')}: the bf16 ping-pong kernel's named-barrier hand-offs take 0 or 1, "
                          f"and 1 with a bf16 cache only (got kv_format {fmt!r})")
+    # SM1, RA (pinned only, bf16): the softmax off the hand-off's path, the rope copies after it (kernel_hopper_pp)
+    for knob in ("SM1", "RA"):
+        if cfg.get(knob, 0) not in (0, 1) or (cfg.get(knob) and fmt != "bf16"):
+            raise ValueError(f"config {knob}={cfg.get(knob)}: the bf16 ping-pong kernel's {knob} takes 0 or 1, and 1 "
+                             f"with a bf16 cache only (got kv_format {fmt!r})")
     # OUT32 (1 unless pinned 0): a whole request's output stored in whole 32-byte sectors (kernel_hopper_pp)
     if cfg.get("OUT32", 1) not in (0, 1):
         raise ValueError(f"config OUT32={cfg.get('OUT32')}: the ping-pong kernel's whole-sector output stores take 0 "

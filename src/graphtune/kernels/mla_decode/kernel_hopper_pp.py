@@ -208,6 +208,22 @@ def _softmax_step(s, m_i, l_i, valid, qk_mul):
 
 
 @gluon.jit
+def _softmax_p(s, m_i, n_valid, offs_tok, qk_mul, BLOCK_N: gl.constexpr):
+    """SM1's online softmax of one tile (bf16, ``qk_mul`` > 0 a scalar): the tile's rows past the request's end
+    masked only in a request's last tile (``n_valid < BLOCK_N``, a branch the whole warpgroup takes alike), the max
+    taken on the raw scores and the scale folded into the exponent (one FFMA a score: max(s) * qk_mul is the max of
+    the scaled scores), and the row sums left to the caller, after its hand-off: ``_softmax_step``'s 64 compares and
+    selects and 32 multiplies a thread off the path to the other warpgroup's P (the pair waits on both softmaxes in
+    turn: 0.94 / 0.80 us of its 3.8, session 41's timeline). Returns (p, alpha, m_new)."""
+    if n_valid < BLOCK_N:
+        s = gl.where((offs_tok < n_valid)[None, :], s, float("-inf"))
+    m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_mul)
+    alpha = gl.exp2(m_i - m_new)
+    p = gl.exp2(s * qk_mul - m_new[:, None])
+    return p, alpha, m_new
+
+
+@gluon.jit
 def _p_signal(p_bars, IDX: gl.constexpr, NB: gl.constexpr):
     """This warpgroup's P and max (an even tile's: ``IDX`` 0, an odd one's: 1) are stored and fenced: tell the other
     warpgroup. NB = 0: the warpgroup's barrier (every thread's stores before the arrival), then one arrival on
@@ -402,7 +418,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
             OUT32: gl.constexpr = 1, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-            NB: gl.constexpr = 0):
+            NB: gl.constexpr = 0, SM1: gl.constexpr = 0, RA: gl.constexpr = 0):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; loads the query (``FP8``: the fp16
     query scaled per head, written by this warpgroup, and each fp8 tile's TMA into its left half)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -512,10 +528,13 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             _stamp_tile(STAMPS, srow, g // 2, 1, 4)
             if FP8:
                 _zero_tail(kn, n_valid, BLOCK_N)
-            if (r + 2 < n) and (not FP8):
+            if (r + 2 < n) and (not FP8) and (not RA):
                 # the score MMAs were the rope chunk's only reader
                 _issue_rope(kv_rope_desc, kr_bufs.index(stage), c_bars, pt_base, j + 2, stage, PAGE_SIZE, BLOCK_N)
-            p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, j * BLOCK_N + offs_tok < seq_len, qk)
+            if SM1:
+                p, alpha, m_i = _softmax_p(s, m_i, n_valid, offs_tok, qk, BLOCK_N)
+            else:
+                p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, j * BLOCK_N + offs_tok < seq_len, qk)
             o = o * gl.convert_layout(alpha, rows_o)[:, None]
             # p_smem's last reader (this warpgroup's P.V of tile r - 1) is retired; WG1 read its previous
             # content (P of tile r - 2) before it wrote that of tile r - 1
@@ -523,6 +542,12 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             _stamp_tile(STAMPS, srow, g // 2, 2, 4)
             o = warpgroup_mma(gl.convert_layout(p.to(p_smem.dtype), p_layout), kn.slice(0, _HALF, dim=1), o,
                               is_async=True)
+            if SM1:
+                l_i = l_i * alpha + gl.sum(p, axis=1)
+            if (r + 2 < n) and (not FP8) and RA:
+                # RA: the rope chunk's copy for tile r + 2 (its page id loaded first) under this P.V, off the path
+                # from the scores to the hand-off
+                _issue_rope(kv_rope_desc, kr_bufs.index(stage), c_bars, pt_base, j + 2, stage, PAGE_SIZE, BLOCK_N)
             if r + 1 < n:
                 # P(r) V_L(r) retired (WG0's last read of tile r's left half): the left half of tile r + 2 is
                 # requested before waiting for WG1's softmax, which cannot end sooner than this MMA
@@ -577,7 +602,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
             OUT32: gl.constexpr = 1, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-            NB: gl.constexpr = 0):
+            NB: gl.constexpr = 0, SM1: gl.constexpr = 0, RA: gl.constexpr = 0):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511 (``FP8``: instead of reloading the
     right half of a buffer, it tells WG0 the half is free, on mbarrier ``stage * 3 + 1``)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -678,7 +703,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     _stamp_tile(STAMPS, srow, g // 2, 1, 4)
                     if FP8:
                         _zero_tail(kn_o, n_valid - BLOCK_N, BLOCK_N)
-                    if (r + 3 < n) and (not FP8):
+                    if (r + 3 < n) and (not FP8) and (not RA):
                         _issue_rope(kv_rope_desc, kr_bufs.index(1 - stage), c_bars, pt_base, j + 3, 1 - stage,
                                     PAGE_SIZE, BLOCK_N)
                     valid = (j + 1) * BLOCK_N + offs_tok < seq_len
@@ -694,6 +719,9 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                         p = p * c_own[:, None]
                         l_i = l_i * c_own
                         o_scale = alpha * c_own
+                    elif SM1:
+                        p, beta, m_i = _softmax_p(s, m_e, n_valid - BLOCK_N, offs_tok, qk, BLOCK_N)
+                        o_scale = alpha * beta
                     else:
                         p, beta, m_i, l_i = _softmax_step(s, m_e, l_i * alpha, valid, qk)
                         o_scale = alpha * beta
@@ -708,6 +736,11 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     o = warpgroup_mma(pe_op, kn.slice(_HALF, _HALF, dim=1), o_done, is_async=True)
                     o = warpgroup_mma(gl.convert_layout(p.to(p_smem.dtype), p_layout),
                                       kn_o.slice(_HALF, _HALF, dim=1), o, is_async=True)
+                    if SM1 and (INDEP == 0):
+                        l_i = l_i * o_scale + gl.sum(p, axis=1)
+                    if (r + 3 < n) and (not FP8) and RA:
+                        _issue_rope(kv_rope_desc, kr_bufs.index(1 - stage), c_bars, pt_base, j + 3, 1 - stage,
+                                    PAGE_SIZE, BLOCK_N)
                     # P(r) V_R(r) retired: tile r's right half is free for tile r + 2
                     warpgroup_mma_wait(num_outstanding=1, deps=(pe_op, ))
                     if r + 2 < n:
@@ -721,11 +754,14 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     _stamp_tile(STAMPS, srow, g // 2, 1, 4)
                     if FP8:
                         _zero_tail(kn_o, n_valid - BLOCK_N, BLOCK_N)
-                    if (r + 3 < n) and (not FP8):
+                    if (r + 3 < n) and (not FP8) and (not RA):
                         _issue_rope(kv_rope_desc, kr_bufs.index(1 - stage), c_bars, pt_base, j + 3, 1 - stage,
                                     PAGE_SIZE, BLOCK_N)
                     valid = (j + 1) * BLOCK_N + offs_tok < seq_len
-                    p, beta, m_i, l_i = _softmax_step(s, m_i, l_i, valid, qk)
+                    if SM1:
+                        p, beta, m_i = _softmax_p(s, m_i, n_valid - BLOCK_N, offs_tok, qk, BLOCK_N)
+                    else:
+                        p, beta, m_i, l_i = _softmax_step(s, m_i, l_i, valid, qk)
                     # P(r) V_R(r) retired: this warpgroup is done with tile r's right half and with p_smem
                     o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
                     if r + 2 < n:
@@ -736,6 +772,11 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     _stamp_tile(STAMPS, srow, g // 2, 2, 4)
                     o = warpgroup_mma(gl.convert_layout(p.to(p_smem.dtype), p_layout), kn_o.slice(_HALF, _HALF, dim=1),
                                       o, is_async=True)
+                    if SM1:
+                        l_i = l_i * beta + gl.sum(p, axis=1)
+                    if (r + 3 < n) and (not FP8) and RA:
+                        _issue_rope(kv_rope_desc, kr_bufs.index(1 - stage), c_bars, pt_base, j + 3, 1 - stage,
+                                    PAGE_SIZE, BLOCK_N)
             else:
                 o, m_i, l_i, p0_phase = _take_even(o_done, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars,
                                                    stage, phase, n_valid, s_layout, o_layout, BLOCK_N, FP8, NB)
@@ -779,6 +820,8 @@ def _mla_decode_hopper_pp_kernel(
     plan_ptr=None,
     PART_SCALED: gl.constexpr = False,
     NB: gl.constexpr = 0,
+    SM1: gl.constexpr = 0,
+    RA: gl.constexpr = 0,
 ):
     """Grid ``(H // 64, P)``, as ``kernel_hopper._mla_decode_hopper_kernel`` (same arguments), but
     ``num_warps = 4`` (warpgroup 0, the default partition) plus a 4-warp worker partition (warpgroup 1, with
@@ -786,7 +829,9 @@ def _mla_decode_hopper_pp_kernel(
     ``kv_rope_desc`` [BLOCK_N, 64]. RELOAD (WG0's reload of an odd tile's left half, the buffer of tile r + 2): 1
     retires its P.V at once and reloads; 0 after the next tile's score MMAs are issued. WG1_FIRST = 1: WG1 runs
     its softmax before issuing any P.V of the pair (see ``_pp_wg1``). NB = 1: the warpgroups hand each other P on
-    named barriers instead of mbarriers (``_p_signal``)."""
+    named barriers instead of mbarriers (``_p_signal``). SM1 = 1: the softmax of ``_softmax_p`` (masks in a
+    request's last tile only, the scale in the exponent, row sums after the hand-off). RA = 1: each tile's rope copy
+    for two tiles on issued after the hand-off, under the P.V, instead of between the scores and the softmax."""
     gl.static_assert(PP == 1)
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
@@ -805,7 +850,7 @@ def _mla_decode_hopper_pp_kernel(
                    stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                    qn_smem, qr_smem, kn_bufs, kr_bufs, None, None, 1.0, None,
                    PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, False, False, WG1_REGS, INDEP,
-                   OUT32, STAMPS, plan_ptr, PART_SCALED, NB)
+                   OUT32, STAMPS, plan_ptr, PART_SCALED, NB, SM1, RA)
 
 
 @gluon.jit(do_not_specialize=["B"])
@@ -880,7 +925,7 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
                    BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr,
                    FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, WG1_REGS: gl.constexpr, INDEP: gl.constexpr,
                    OUT32: gl.constexpr, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-                   NB: gl.constexpr = 0):
+                   NB: gl.constexpr = 0, SM1: gl.constexpr = 0, RA: gl.constexpr = 0):
     """Both kernels' P tile, maxima, sums and mbarriers, and the two warpgroups."""
     vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     p_smem = gl.allocate_shared_memory(qn_smem.dtype, [BLOCK_H, BLOCK_N],
@@ -913,12 +958,12 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
              kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, NB)),
+             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, NB, SM1, RA)),
         (_pp_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
              kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, NB)),
+             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, NB, SM1, RA)),
     ], [4], [WG1_REGS])
