@@ -315,38 +315,6 @@ def test_pp_protocol_model_holds_for_every_reload(tmp_path):
     assert failures > 0, run.stdout
 
 
-@pytest.mark.parametrize("config", [dict(PP=1, RELOAD=1, WG1_FIRST=1), dict(PP=1, RELOAD=0)],
-                         ids=["reload1-wg1-first", "reload0"])
-def test_named_barrier_hand_offs(config):
-    """NB = 1 (pinned only, bf16; its GPU tests gated in tests/gpu/_unproven.py until they have run): the warpgroups
-    hand each other P on named barriers 10 and 11 of 256 threads (``bar.arrive`` after the P stores and the proxy
-    fence, ``bar.sync`` before the max is read; FlashMLA's exchange) instead of mbarriers. Compiled for sm_90: the
-    same MMAs, wgmmas asynchronous, six fewer mbarrier waits, two ``BAR.ARV``, no tile loop reloading a spill; in
-    the PTX each ``bar.arrive`` follows a ``fence.proxy.async`` and each ``bar.sync`` precedes the shared loads of
-    the max; barriers 10 / 11 are not triton's (it takes 0-2); 0 or 1, bf16 only, in one line."""
-    import re
-    base = _hopper_compile("bf16", heads=128, page_size=64, config=config)
-    nb = _hopper_compile("bf16", heads=128, page_size=64, config={**config, "NB": 1})
-    sass, sass0 = _sass(nb), _sass(base)
-    assert sass.count("HGMMA") == sass0.count("HGMMA")
-    assert sass.count("WARPGROUP.DEPBAR") == sass0.count("WARPGROUP.DEPBAR")
-    assert sass0.count("TRYWAIT") - sass.count("TRYWAIT") == 6
-    assert sass.count("BAR.ARV") == 2 and "BAR.ARV" not in sass0
-    if SCHEDULED_WITH_THIS_TRITON:
-        assert _tile_loop_local_loads(sass) == 0
-    ptx = nb.asm["ptx"].splitlines()
-    arrives = [i for i, line in enumerate(ptx) if re.search(r"\bbar\.arrive 1[01], 256;", line)]
-    syncs = [i for i, line in enumerate(ptx) if re.search(r"\bbar\.sync 1[01], 256;", line)]
-    assert len(arrives) == 2 and len(syncs) >= 2
-    for i in arrives:
-        before = [line for line in ptx[max(0, i - 6):i] if not line.strip().startswith(("$", "."))]
-        assert any("fence.proxy.async" in line for line in before), "\n".join(ptx[i - 6:i + 1])
-    triton_ids = {int(m) for m in re.findall(r"\bbar(?:rier)?\.sync\s+(\d+)", base.asm["ptx"])}
-    assert triton_ids and not triton_ids & {10, 11}
-    for cfg, fmt in ((dict(PP=1, NB=2), "bf16"), (dict(PP=1, NB=1), "fp8")):
-        _assert_refused_in_one_line(cfg, fmt, f"config NB={cfg['NB']}: ")
-
-
 @pytest.mark.parametrize("knobs", [dict(SM1=1), dict(RA=1), dict(SM1=1, RA=1)], ids=["sm1", "ra", "sm1-ra"])
 def test_softmax_and_rope_copies_off_the_hand_off_path(knobs):
     """SM1 / RA (pinned only, bf16; GPU tests gated in tests/gpu/_unproven.py until they have run): SM1's softmax

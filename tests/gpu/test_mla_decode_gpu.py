@@ -286,9 +286,6 @@ HEADS_VARIANTS = [("bf16", dict(PSMEM=1)), ("bf16", dict(PSMEM=1, XCH=1)), ("bf1
                   # OUT32 = 0: a whole request's output as the wgmma layout holds it (half sectors; session 21 made
                   # whole sectors the default)
                   ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, OUT32=0)),
-                  # NB (session 42): the P hand-offs on named barriers, with WG1's softmax first and after
-                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, NB=1)), ("bf16", dict(PP=1, RELOAD=0, NB=1)),
-                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1, NB=1)),
                   # SM1 / RA (session 42): the softmax off the hand-off's path, the rope copies after the hand-off
                   ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, SM1=1)), ("bf16", dict(PP=1, RELOAD=0, SM1=1, RA=1)),
                   ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, SM1=1, RA=1)),
@@ -402,8 +399,7 @@ def test_more_requests_than_one_split_step(heads, kv_format, path):
 ZERO_LEN_CASES = [(128, "bf16", None), (128, "bf16", dict(PP=0)), (128, "fp8", None), (128, "fp8", dict(PP=1)),
                   (16, "bf16", None), (16, "fp8", None), (16, "fp8", dict(V2=0)),
                   (128, "bf16", dict(PP=1, WG1_FIRST=1, INDEP=1)), (128, "fp8", dict(PP=1, WG1_FIRST=1, INDEP=1)),
-                  (128, "fp8", dict(T8=1)), (128, "bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, NB=1)),
-                  (128, "bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, SM1=1, RA=1))]
+                  (128, "fp8", dict(T8=1)), (128, "bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, SM1=1, RA=1))]
 
 
 @pytest.mark.parametrize("heads,kv_format,config", ZERO_LEN_CASES,

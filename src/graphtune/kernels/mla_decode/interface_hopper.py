@@ -75,12 +75,17 @@ SPLIT_MAX_PINNED: dict[str, list[dict[str, int]]] = {
 # PP_MIN_BATCH requests up: on the H200 (session 10 run 3, H = 128, 4096 tokens, page size 64, against the fixed
 # config above in the same run) 0.0203 / 0.0358 / 0.0921 / 0.1771 ms at batch 1 / 8 / 32 / 64 against 0.0192 /
 # 0.0361 / 0.1055 / 0.2028: 6% slower at batch 1, tied at 8, 13% faster at 32 and 64. Its space: RELOAD 1 (each
-# KV part reloaded by its last reader; RELOAD 0: 4-5% slower at 32-64) with and without WG1_FIRST (tied).
+# KV part reloaded by its last reader; RELOAD 0: 4-5% slower at 32-64) with and without WG1_FIRST (tied). Session
+# 42 (call D, H100, `benchmarks/probes/plan_probe.py --format bf16 --heads 128 --batches 1,8,32,64 --b2
+# BLOCK_N=64,PP=1,RELOAD=1,WG1_FIRST=1 --b3 SM1=1,RA=1`, with a plan): SM1 (the softmax off the path to the
+# hand-off: ``kernel_hopper_pp._softmax_p``) and RA (the rope copies after the hand-off) 0.0172 / 0.0312 / 0.0766 /
+# 0.1332 ms at batch 1 / 8 / 32 / 64 against 0.0179 / 0.0317 / 0.0781 / 0.1369 (ragged 1.0-2.3% faster); SM1 alone
+# -0.3..-3.8%, RA alone -0.3..-2.1%: both in every config of the space.
 PP_NUM_WARPS = 4
 PP_CHUNK = 256
 PP_MIN_BATCH = 8
-HOPPER_PP_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, PP=1, RELOAD=1),
-                                         dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1)]
+HOPPER_PP_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, PP=1, RELOAD=1, SM1=1, RA=1),
+                                         dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1, SM1=1, RA=1)]
 PP_NAME = "mla_decode_hopper_pp"
 # The same kernel on a per-tensor fp8 cache (each tile TMA'd as fp8 into its fp16 buffer and widened in place by
 # its owner) is the fp8 heads-on-M class's second kernel from PP_FP8_MIN_BATCH requests up. On H200s (H = 128,
@@ -650,10 +655,6 @@ def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
     if cfg.get("INDEP", 0) not in (0, 1) or (cfg.get("INDEP") and not cfg.get("WG1_FIRST")):
         raise ValueError(f"config INDEP={cfg.get('INDEP')}: the ping-pong kernel's independent softmax takes 0 or 1, "
                          f"and 1 with WG1_FIRST=1 only (got WG1_FIRST={cfg.get('WG1_FIRST', 0)})")
-    # NB (pinned only, bf16): the P hand-offs between the warpgroups on named barriers (kernel_hopper_pp._p_signal)
-    if cfg.get("NB", 0) not in (0, 1) or (cfg.get("NB") and fmt != "bf16"):
-        raise ValueError(f"config NB={cfg.get('NB')}: the bf16 ping-pong kernel's named-barrier hand-offs take 0 or 1, "
-                         f"and 1 with a bf16 cache only (got kv_format {fmt!r})")
     # SM1, RA (pinned only, bf16): the softmax off the hand-off's path, the rope copies after it (kernel_hopper_pp)
     for knob in ("SM1", "RA"):
         if cfg.get(knob, 0) not in (0, 1) or (cfg.get(knob) and fmt != "bf16"):

@@ -224,45 +224,14 @@ def _softmax_p(s, m_i, n_valid, offs_tok, qk_mul, BLOCK_N: gl.constexpr):
 
 
 @gluon.jit
-def _p_signal(p_bars, IDX: gl.constexpr, NB: gl.constexpr):
-    """This warpgroup's P and max (an even tile's: ``IDX`` 0, an odd one's: 1) are stored and fenced: tell the other
-    warpgroup. NB = 0: the warpgroup's barrier (every thread's stores before the arrival), then one arrival on
-    ``p_bars[IDX]``. NB = 1: every thread's ``bar.arrive`` on named barrier 10 + IDX, whose 256 threads are both
-    warpgroups (the other one's ``bar.sync`` completes it, ``_p_await``): each thread's arrival orders its own
-    stores, so no barrier of the warpgroup before it, and the waiting warps wake from a hardware barrier instead of
-    polling an mbarrier (FlashMLA's exchange between its warpgroups, read in its sm_90 cubin: ``BAR.ARV`` /
-    ``BAR.SYNC`` on barriers 8-11 of 256 threads). Triton 3.6 takes barriers 0-2 (each partition's 128 threads,
-    the whole block); the named barriers' protocol: one signal per await, and a warpgroup never signals a barrier
-    twice before the other awaited it (each signal is followed by an await on the other barrier)."""
-    if NB:
-        if IDX == 0:
-            gl.inline_asm_elementwise("bar.arrive 10, 256; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
-        else:
-            gl.inline_asm_elementwise("bar.arrive 11, 256; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
-    else:
-        _wg_barrier()
-        mbarrier.arrive(p_bars.index(IDX), count=1)
-
-
-@gluon.jit
-def _p_await(p_bars, IDX: gl.constexpr, phase, NB: gl.constexpr):
-    """Wait for the other warpgroup's ``_p_signal`` of ``IDX`` (``phase``: the mbarrier's, NB = 0)."""
-    if NB:
-        if IDX == 0:
-            gl.inline_asm_elementwise("bar.sync 10, 256; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
-        else:
-            gl.inline_asm_elementwise("bar.sync 11, 256; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
-    else:
-        mbarrier.wait(p_bars.index(IDX), phase)
-
-
-@gluon.jit
-def _hand_off(p, m_new, p_smem, m_slot, p_bars, IDX: gl.constexpr, NB: gl.constexpr):
-    """This warpgroup's P and max to the other: stores, proxy fence (P is a wgmma operand), ``_p_signal``."""
+def _hand_off(p, m_new, p_smem, m_slot, bar):
+    """This warpgroup's P and max to the other: stores, proxy fence (P is a wgmma operand), the warpgroup's
+    barrier (every thread's stores before the arrival), one arrival."""
     p_smem.store(p.to(p_smem.dtype))
     m_slot.store(m_new)
     fence_async_shared()
-    _p_signal(p_bars, IDX, NB)
+    _wg_barrier()
+    mbarrier.arrive(bar, count=1)
 
 
 @gluon.jit
@@ -314,12 +283,11 @@ def _finish_segment(WG: gl.constexpr, o, m_i, l_i, l_smem, x_bars, seg, b, pid, 
 
 @gluon.jit
 def _take_even(o, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars, stage, phase, n_valid,
-               s_layout: gl.constexpr, o_layout: gl.constexpr, BLOCK_N: gl.constexpr, FP8: gl.constexpr,
-               NB: gl.constexpr = 0):
+               s_layout: gl.constexpr, o_layout: gl.constexpr, BLOCK_N: gl.constexpr, FP8: gl.constexpr):
     """WG1's share of WG0's tile r: wait for its P and max, rescale (O, l) to that max, and issue
     O += P(r) V_R(r) with P from ``p_smem`` (rows past seq_len of the right half zeroed first: WG0's score MMAs,
     the other reader of those rows, are retired). ``o`` must be retired (a tensor); returns it in flight."""
-    _p_await(p_bars, 0, p0_phase, NB)
+    mbarrier.wait(p_bars.index(0), p0_phase)
     m_e = m_smem.slice(0, 64).load(gl.SliceLayout(1, s_layout))
     alpha = gl.exp2(m_i - m_e)
     o = o * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
@@ -418,7 +386,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
             OUT32: gl.constexpr = 1, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-            NB: gl.constexpr = 0, SM1: gl.constexpr = 0, RA: gl.constexpr = 0):
+            SM1: gl.constexpr = 0, RA: gl.constexpr = 0):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; loads the query (``FP8``: the fp16
     query scaled per head, written by this warpgroup, and each fp8 tile's TMA into its left half)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -538,7 +506,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             o = o * gl.convert_layout(alpha, rows_o)[:, None]
             # p_smem's last reader (this warpgroup's P.V of tile r - 1) is retired; WG1 read its previous
             # content (P of tile r - 2) before it wrote that of tile r - 1
-            _hand_off(p, m_i, p_smem, m_smem.slice(0, BLOCK_H), p_bars, 0, NB)
+            _hand_off(p, m_i, p_smem, m_smem.slice(0, BLOCK_H), p_bars.index(0))
             _stamp_tile(STAMPS, srow, g // 2, 2, 4)
             o = warpgroup_mma(gl.convert_layout(p.to(p_smem.dtype), p_layout), kn.slice(0, _HALF, dim=1), o,
                               is_async=True)
@@ -555,7 +523,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 if r + 2 < n:
                     _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 2, stage, 0,
                             FP8, PAGE_SIZE, BLOCK_N)
-                _p_await(p_bars, 1, p1_phase, NB)
+                mbarrier.wait(p_bars.index(1), p1_phase)
                 _stamp_tile(STAMPS, srow, g // 2, 3, 4)
                 p1_phase ^= 1
                 m_o = m_smem.slice(BLOCK_H, BLOCK_H).load(rows_s)
@@ -602,7 +570,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
             OUT32: gl.constexpr = 1, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-            NB: gl.constexpr = 0, SM1: gl.constexpr = 0, RA: gl.constexpr = 0):
+            SM1: gl.constexpr = 0, RA: gl.constexpr = 0):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511 (``FP8``: instead of reloading the
     right half of a buffer, it tells WG0 the half is free, on mbarrier ``stage * 3 + 1``)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -694,7 +662,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     # then the pair's max: this P and sum scaled down to it in registers, P(r) as below. The max
                     # handed to WG0 is at least WG0's own, so WG0 is unchanged.
                     if INDEP == 0:
-                        _p_await(p_bars, 0, p0_phase, NB)
+                        mbarrier.wait(p_bars.index(0), p0_phase)
                         _stamp_tile(STAMPS, srow, g // 2, 3, 4)
                         p0_phase ^= 1
                         m_e = m_smem.slice(0, BLOCK_H).load(rows_s)
@@ -709,7 +677,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     valid = (j + 1) * BLOCK_N + offs_tok < seq_len
                     if INDEP:
                         p, alpha, m_own, l_i = _softmax_step(s, m_i, l_i, valid, qk)
-                        _p_await(p_bars, 0, p0_phase, NB)
+                        mbarrier.wait(p_bars.index(0), p0_phase)
                         _stamp_tile(STAMPS, srow, g // 2, 3, 4)
                         p0_phase ^= 1
                         m_e = m_smem.slice(0, BLOCK_H).load(rows_s)
@@ -730,7 +698,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     pe = (p_smem.load(s_layout).to(gl.float32) * beta[:, None]).to(p_smem.dtype)
                     _wg_barrier()          # every thread has read P(r) before P(r + 1) overwrites it
                     o_done = o_done * gl.convert_layout(o_scale, rows_o)[:, None]
-                    _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), p_bars, 1, NB)
+                    _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
                     _stamp_tile(STAMPS, srow, g // 2, 2, 4)
                     pe_op = gl.convert_layout(pe, p_layout)
                     o = warpgroup_mma(pe_op, kn.slice(_HALF, _HALF, dim=1), o_done, is_async=True)
@@ -748,7 +716,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                                 1, FP8, PAGE_SIZE, BLOCK_N)
                 else:
                     o, m_i, l_i, p0_phase = _take_even(o_done, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars,
-                                                       stage, phase, n_valid, s_layout, o_layout, BLOCK_N, FP8, NB)
+                                                       stage, phase, n_valid, s_layout, o_layout, BLOCK_N, FP8)
                     # (groups in flight: the score MMAs, then P(r) V_R(r))
                     s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
                     _stamp_tile(STAMPS, srow, g // 2, 1, 4)
@@ -768,7 +736,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                         _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 2, stage,
                                 1, FP8, PAGE_SIZE, BLOCK_N)
                     o = o * gl.convert_layout(beta, rows_o)[:, None]
-                    _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), p_bars, 1, NB)
+                    _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
                     _stamp_tile(STAMPS, srow, g // 2, 2, 4)
                     o = warpgroup_mma(gl.convert_layout(p.to(p_smem.dtype), p_layout), kn_o.slice(_HALF, _HALF, dim=1),
                                       o, is_async=True)
@@ -779,7 +747,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                                     PAGE_SIZE, BLOCK_N)
             else:
                 o, m_i, l_i, p0_phase = _take_even(o_done, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars,
-                                                   stage, phase, n_valid, s_layout, o_layout, BLOCK_N, FP8, NB)
+                                                   stage, phase, n_valid, s_layout, o_layout, BLOCK_N, FP8)
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
         _finish_segment(1, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
                         out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
@@ -819,7 +787,6 @@ def _mla_decode_hopper_pp_kernel(
     SPLIT_MAX: gl.constexpr = 0,    # the grid's programs per request at most (interface_hopper; unused in here)
     plan_ptr=None,
     PART_SCALED: gl.constexpr = False,
-    NB: gl.constexpr = 0,
     SM1: gl.constexpr = 0,
     RA: gl.constexpr = 0,
 ):
@@ -828,8 +795,7 @@ def _mla_decode_hopper_pp_kernel(
     ``WG1_REGS`` registers per thread). ``kv_nope_desc`` has [BLOCK_N, 256] blocks (one warpgroup's half of V),
     ``kv_rope_desc`` [BLOCK_N, 64]. RELOAD (WG0's reload of an odd tile's left half, the buffer of tile r + 2): 1
     retires its P.V at once and reloads; 0 after the next tile's score MMAs are issued. WG1_FIRST = 1: WG1 runs
-    its softmax before issuing any P.V of the pair (see ``_pp_wg1``). NB = 1: the warpgroups hand each other P on
-    named barriers instead of mbarriers (``_p_signal``). SM1 = 1: the softmax of ``_softmax_p`` (masks in a
+    its softmax before issuing any P.V of the pair (see ``_pp_wg1``). SM1 = 1: the softmax of ``_softmax_p`` (masks in a
     request's last tile only, the scale in the exponent, row sums after the hand-off). RA = 1: each tile's rope copy
     for two tiles on issued after the hand-off, under the P.V, instead of between the scores and the softmax."""
     gl.static_assert(PP == 1)
@@ -850,7 +816,7 @@ def _mla_decode_hopper_pp_kernel(
                    stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                    qn_smem, qr_smem, kn_bufs, kr_bufs, None, None, 1.0, None,
                    PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, False, False, WG1_REGS, INDEP,
-                   OUT32, STAMPS, plan_ptr, PART_SCALED, NB, SM1, RA)
+                   OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA)
 
 
 @gluon.jit(do_not_specialize=["B"])
@@ -925,7 +891,7 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
                    BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr,
                    FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, WG1_REGS: gl.constexpr, INDEP: gl.constexpr,
                    OUT32: gl.constexpr, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-                   NB: gl.constexpr = 0, SM1: gl.constexpr = 0, RA: gl.constexpr = 0):
+                   SM1: gl.constexpr = 0, RA: gl.constexpr = 0):
     """Both kernels' P tile, maxima, sums and mbarriers, and the two warpgroups."""
     vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     p_smem = gl.allocate_shared_memory(qn_smem.dtype, [BLOCK_H, BLOCK_N],
@@ -958,12 +924,12 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
              kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, NB, SM1, RA)),
+             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA)),
         (_pp_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
              kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, NB, SM1, RA)),
+             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA)),
     ], [4], [WG1_REGS])
