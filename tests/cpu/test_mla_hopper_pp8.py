@@ -334,32 +334,3 @@ def test_t8_plan_is_filled_before_its_query_pre_pass(monkeypatch, tuned, split_m
     assert order[0][2] == int(interface_hopper.kernel_hopper.FP8_SEG_COST)
     assert order[1] == ("pre-pass", True) and order[2] == ("T8", True, 1)
 
-
-
-def test_t8_softmax_off_the_hand_off_path(compiled):
-    """SM1 = 1 in T8 (pinned; its GPU tests gated in tests/gpu/_unproven.py until they have run): the softmax of
-    ``kernel_hopper_pp._softmax_p`` without the fold (T8's per-head multipliers), masks in a request's last tile only
-    and the row sums after the hand-off. Compiled for sm_90: the same MMAs, mbarrier waits and copies, no tile loop
-    reloading a spill, fewer instructions in WG1 between its scores' retirement and its hand-off's arrival; SM1 2
-    refused in one line."""
-    import re
-    sm1 = _hopper_compile("fp8", heads=128, page_size=64, config=dict(T8=1, SM1=1))
-    sass, sass0 = _sass_of_cubin(sm1.asm["cubin"]), _sass_of_cubin(compiled.asm["cubin"])
-    for op in ("HGMMA", "TRYWAIT", "UTMALDG"):
-        assert sass.count(op) == sass0.count(op), op
-    if SCHEDULED_WITH_THIS_TRITON:
-        assert _tile_loop_local_loads(sass) == 0
-
-    def hand_off_path(text: str) -> int:    # WG1's P hand-off (the last single-thread arrival after P's stmatrix
-        ins = re.findall(r"/\*[0-9a-f]{4,}\*/\s+([^;]*);", text)     # stores), back to the wgmma wait before it
-        a = max(i for i, t in enumerate(ins)
-                if "SYNCS.ARRIVE.TRANS64.A1T0" in t and any("STSM" in x for x in ins[max(0, i - 80):i]))
-        return a - max(i for i in range(a) if "WARPGROUP.DEPBAR" in ins[i])
-    assert hand_off_path(sass) < hand_off_path(sass0)
-    q = torch.empty(2, 128, 576, dtype=torch.bfloat16)
-    kv = torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn)
-    with pytest.raises(ValueError, match="config SM1=2: ") as err:
-        interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
-                                     0.04, 1.0, "fp8", torch.empty(2, 128, 512, dtype=torch.bfloat16), False, sms=132,
-                                     config=dict(T8=1, SM1=2))
-    assert "\n" not in str(err.value)

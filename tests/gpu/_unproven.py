@@ -32,8 +32,9 @@ import pytest
 # H100, and was removed: slower; SB, the bf16 ping-pong kernel's segments from buffer 0 with each mbarrier an
 # allocation of its own, passed in session 42, call A, on an H100, and was removed: not faster; NB, its P hand-offs
 # on named barriers, passed in session 42, call C, on an H100, and was removed: not faster; SM1 and RA, its softmax
-# off the path to the hand-off and its rope copies after it, passed in session 42, call D, on an H100: in its space)
-UNPROVEN: dict[str, str] = {"T8_SM1": "SM1 in T8 (its softmax off the path to the hand-off, session 42)"}
+# off the path to the hand-off and its rope copies after it, passed in session 42, call D, on an H100: in its space;
+# SM1 in T8 passed in session 42, call E, on an H100, and was removed: not faster)
+UNPROVEN: dict[str, str] = {}
 
 
 def skip_unproven(config: dict) -> None:

@@ -300,9 +300,7 @@ HEADS_VARIANTS += [("fp8", dict(PP=1, RELOAD=1)), ("fp8", dict(PP=1, RELOAD=0)),
 # the fp8 ping-pong kernel with fp8 scores, each warpgroup widening its own half of V (T8, kernel_hopper_pp8.py: the
 # tuned path's third kernel from interface_hopper.T8_MIN_BATCH; sessions 22-23)
 # (T8 given a bf16 query makes its pair in the pre-pass, query8, since session 29; Q8PRE = 0 converts it in the kernel)
-HEADS_VARIANTS += [("fp8", dict(T8=1)), ("fp8", dict(T8=1, WL1=1)), ("fp8", dict(T8=1, Q8PRE=0)),
-                   # SM1 (session 42): the softmax off the path to the hand-off
-                   ("fp8", dict(T8=1, SM1=1)), ("fp8", dict(T8=1, WL1=1, SM1=1))]
+HEADS_VARIANTS += [("fp8", dict(T8=1)), ("fp8", dict(T8=1, WL1=1)), ("fp8", dict(T8=1, Q8PRE=0))]
 
 
 def test_query_pair_is_its_definition_byte_for_byte():
@@ -335,8 +333,7 @@ def test_hopper_heads_on_m_variants_match_reference(kv_format, variant, monkeypa
     not, NaN in every cache row past seq_len, NaN-poisoned out, LSE, 132 / 7 / 1 SMs (requests straddle
     programs); fp8 to the issue's 2e-3."""
     _hopper_or_skip()
-    skip_unproven({**variant, "PP_FP8": int(kv_format == "fp8" and variant.get("PP", 0)),
-                   "T8_SM1": int(bool(variant.get("T8") and variant.get("SM1")))})
+    skip_unproven({**variant, "PP_FP8": int(kv_format == "fp8" and variant.get("PP", 0))})
     name = "HOPPER_FP8_CONFIG" if kv_format == "fp8" else "HOPPER_CONFIG"
     # the variant on the fixed tile, every knob it leaves out at the kernel's default (not the fixed config's:
     # XCH 2 and MAX1 do not compile with its EARLY 1 / XCH 1)
@@ -402,8 +399,7 @@ def test_more_requests_than_one_split_step(heads, kv_format, path):
 ZERO_LEN_CASES = [(128, "bf16", None), (128, "bf16", dict(PP=0)), (128, "fp8", None), (128, "fp8", dict(PP=1)),
                   (16, "bf16", None), (16, "fp8", None), (16, "fp8", dict(V2=0)),
                   (128, "bf16", dict(PP=1, WG1_FIRST=1, INDEP=1)), (128, "fp8", dict(PP=1, WG1_FIRST=1, INDEP=1)),
-                  (128, "fp8", dict(T8=1)), (128, "bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, SM1=1, RA=1)),
-                  (128, "fp8", dict(T8=1, SM1=1))]
+                  (128, "fp8", dict(T8=1)), (128, "bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, SM1=1, RA=1))]
 
 
 @pytest.mark.parametrize("heads,kv_format,config", ZERO_LEN_CASES,
@@ -411,7 +407,7 @@ ZERO_LEN_CASES = [(128, "bf16", None), (128, "bf16", dict(PP=0)), (128, "fp8", N
                               for h, f, c in ZERO_LEN_CASES])
 def test_zero_length_requests_get_zeros_and_leave_the_others_right(heads, kv_format, config):
     _hopper_or_skip()
-    skip_unproven({**(config or {}), "T8_SM1": int(bool((config or {}).get("T8") and (config or {}).get("SM1")))})
+    skip_unproven(config or {})
     lens = [0, 100, 0, 3000, 0, 0, 65, 1, 4096, 0]
     seed = _seed()
     x = _inputs(len(lens), heads, 64, kv_format, max(lens), seed)
@@ -885,11 +881,8 @@ def test_bf16_kernels_with_a_plan_match_reference(heads, page_size, lens, pinned
     (128, 64, [1, 63, 64, 65, 3001, 4096], dict(T8=1), "bf16"),
     (64, 128, [300, 0, 4096, 191], dict(T8=1, WL1=1), "bf16"),
     (128, 256, [0, 4096, 0, 77, 1, 2500, 129, 4000], dict(T8=1), "bf16"),
-    (128, 64, [4096, 0, 65, 1, 3001], dict(T8=1), "e4m3"),
-    (128, 64, [4096, 0, 65, 1, 3001, 63], dict(T8=1, SM1=1), "bf16"),
-    (128, 64, [4096, 0, 65, 1, 3001], dict(T8=1, SM1=1), "e4m3")],
-    ids=["T8-H128-ps64", "T8-WL1-H64-ps128-zero", "T8-H128-ps256-zeros", "T8-e4m3-q-H128", "T8-SM11-H128-ps64",
-         "T8-SM11-e4m3-q-H128"])
+    (128, 64, [4096, 0, 65, 1, 3001], dict(T8=1), "e4m3")],
+    ids=["T8-H128-ps64", "T8-WL1-H64-ps128-zero", "T8-H128-ps256-zeros", "T8-e4m3-q-H128"])
 def test_t8_with_a_plan_matches_reference(heads, page_size, lens, config, q_form):
     """``plan=`` on T8 (the fp8 heads-on-M kernel with fp8 scores; its row and WG0's first two page ids read before
     it waits for its query pre-pass, the plan filled before that pass): pinned at 132, 7 and 1 SMs (programs of
@@ -898,7 +891,6 @@ def test_t8_with_a_plan_matches_reference(heads, page_size, lens, config, q_form
     after the lengths change in place. NaN in every cache row past the lengths of the pinned runs, NaN-poisoned
     outputs, relative error <= 2e-3 (the issue's fp8 bound)."""
     _hopper_or_skip()
-    skip_unproven({"T8_SM1": config.get("SM1", 0)})
     seed = _seed()
     x = _inputs(len(lens), heads, page_size, "fp8", 4096, seed)
     pt = _with_lengths(x, lens, page_size)

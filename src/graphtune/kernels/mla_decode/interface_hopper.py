@@ -655,7 +655,7 @@ def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
     if cfg.get("INDEP", 0) not in (0, 1) or (cfg.get("INDEP") and not cfg.get("WG1_FIRST")):
         raise ValueError(f"config INDEP={cfg.get('INDEP')}: the ping-pong kernel's independent softmax takes 0 or 1, "
                          f"and 1 with WG1_FIRST=1 only (got WG1_FIRST={cfg.get('WG1_FIRST', 0)})")
-    # SM1, RA (bf16; T8 takes SM1 too): the softmax off the hand-off's path, the rope copies after it (kernel_hopper_pp)
+    # SM1, RA (pinned only, bf16): the softmax off the hand-off's path, the rope copies after it (kernel_hopper_pp)
     for knob in ("SM1", "RA"):
         if cfg.get(knob, 0) not in (0, 1) or (cfg.get(knob) and fmt != "bf16"):
             raise ValueError(f"config {knob}={cfg.get(knob)}: the bf16 ping-pong kernel's {knob} takes 0 or 1, and 1 "
@@ -667,8 +667,6 @@ def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
 
 
 def _check_t8(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
-    if cfg.get("SM1", 0) not in (0, 1):
-        raise ValueError(f"config SM1={cfg.get('SM1')}: T8's softmax off the path to the hand-off takes 0 or 1")
     if not on_m or fmt != "fp8" or cfg.get("BLOCK_N", BLOCK_N) != BLOCK_N or cfg.get("PP", 0):
         raise ValueError(f"config T8=1: the fp8 ping-pong kernel with fp8 scores takes per-tensor fp8 caches with "
                          f"H % {BLOCK_H} == 0 and BLOCK_N={BLOCK_N}, without PP=1 (a kernel of its own), got kv_format "

@@ -208,26 +208,18 @@ def _softmax_step(s, m_i, l_i, valid, qk_mul):
 
 
 @gluon.jit
-def _softmax_p(s, m_i, n_valid, offs_tok, qk_mul, BLOCK_N: gl.constexpr, FOLD: gl.constexpr = True):
-    """SM1's online softmax of one tile: the tile's rows past the request's end masked only in a request's last tile
-    (``n_valid < BLOCK_N``, a branch the whole warpgroup takes alike) and the row sums left to the caller, after its
-    hand-off; ``FOLD`` (``qk_mul`` a scalar > 0: the bf16 kernel's sm_scale) the max taken on the raw scores and the
-    scale folded into the exponent (one FFMA a score: max(s) * qk_mul is the max of the scaled scores), else (T8's
-    per-head multipliers, of a sign the kernel does not know with a tensor kv_scale) the scores scaled first.
-    ``_softmax_step``'s 64 compares and selects a thread (and with FOLD its 32 multiplies) off the path to the other
-    warpgroup's P (the pair waits on both softmaxes in turn: 0.94 / 0.80 us of its 3.8, session 41's timeline).
-    Returns (p, alpha, m_new)."""
-    if not FOLD:
-        s = s * qk_mul
+def _softmax_p(s, m_i, n_valid, offs_tok, qk_mul, BLOCK_N: gl.constexpr):
+    """SM1's online softmax of one tile (bf16, ``qk_mul`` > 0 a scalar): the tile's rows past the request's end
+    masked only in a request's last tile (``n_valid < BLOCK_N``, a branch the whole warpgroup takes alike), the max
+    taken on the raw scores and the scale folded into the exponent (one FFMA a score: max(s) * qk_mul is the max of
+    the scaled scores), and the row sums left to the caller, after its hand-off: ``_softmax_step``'s 64 compares and
+    selects and 32 multiplies a thread off the path to the other warpgroup's P (the pair waits on both softmaxes in
+    turn: 0.94 / 0.80 us of its 3.8, session 41's timeline). Returns (p, alpha, m_new)."""
     if n_valid < BLOCK_N:
         s = gl.where((offs_tok < n_valid)[None, :], s, float("-inf"))
-    if FOLD:
-        m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_mul)
-        p = gl.exp2(s * qk_mul - m_new[:, None])
-    else:
-        m_new = gl.maximum(m_i, gl.max(s, axis=1))
-        p = gl.exp2(s - m_new[:, None])
+    m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_mul)
     alpha = gl.exp2(m_i - m_new)
+    p = gl.exp2(s * qk_mul - m_new[:, None])
     return p, alpha, m_new
 
 

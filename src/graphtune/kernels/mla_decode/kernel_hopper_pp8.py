@@ -61,7 +61,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from .kernel_hopper import (FP8_SEG_COST, STAMP_CLK_READY, _page_row, _segment_or_planned, _stamp, _stamp_out,
                             _stamp_tile, _tile_row, _tma_load, _zero_rows, widen_layout)
 from .kernel_hopper_heads import _REINTERPRET_PUBLIC, _q_chunks
-from .kernel_hopper_pp import _finish_segment, _hand_off, _pro, _softmax_p, _softmax_step, _wg_barrier, _wg_start
+from .kernel_hopper_pp import _finish_segment, _hand_off, _pro, _softmax_step, _wg_barrier, _wg_start
 
 _D_V = gl.constexpr(512)
 _HALF = gl.constexpr(256)       # output columns (dims) per warpgroup
@@ -307,7 +307,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
              o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q8PRE: gl.constexpr, q8_scale_ptr,
              Q_LO: gl.constexpr, Q_FP8: gl.constexpr, q_descale_ptr, q_descale, Q_DESCALE_FROM_PTR: gl.constexpr,
-             plan_ptr=None, SM1: gl.constexpr = 0):
+             plan_ptr=None):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; writes the query pair and issues every
     tile's TMA. Per pair: its tile's softmax (scores issued at the previous pair's end), P handed over, its half of V
     widened and multiplied; WG1's tile's half widened under WG1's softmax, then multiplied by WG1's P; the next
@@ -379,10 +379,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             s_done, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
             sv = gl.convert_layout(s_done, s_layout)
             _stamp_tile(STAMPS, srow, g // 2, 1, 4)
-            if SM1:
-                p, alpha, m_i = _softmax_p(sv, m_i, n_valid, offs_tok, qk, BLOCK_N, False)
-            else:
-                p, alpha, m_i, l_i = _softmax_step(sv, m_i, l_i, j * BLOCK_N + offs_tok < seq_len, qk)
+            p, alpha, m_i, l_i = _softmax_step(sv, m_i, l_i, j * BLOCK_N + offs_tok < seq_len, qk)
             o = o * gl.convert_layout(alpha, rows_o)[:, None]
             # p_smem's last reader (this warpgroup's P.V of tile r - 1) is retired; WG1 read its previous content
             # (P of tile r - 2) before it wrote that of tile r - 1
@@ -396,8 +393,6 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             row2 = _tile_row(pt_base, gl.minimum(j + 2, i_stop - 1), PAGE_SIZE, BLOCK_N)
             o = warpgroup_mma(gl.convert_layout(p.to(gl.float16), p_layout), kn.slice(0, _HALF, dim=1), o,
                               is_async=True)
-            if SM1:
-                l_i = l_i * alpha + gl.sum(p, axis=1)
             if r + 1 < n:
                 g1 = g + 1
                 kn_o = kn_bufs.index(1 - stage)
@@ -453,8 +448,7 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
              qt_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
-             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q_LO: gl.constexpr, plan_ptr=None,
-             SM1: gl.constexpr = 0):
+             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q_LO: gl.constexpr, plan_ptr=None):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511. Per pair: both tiles' halves of V
     widened (WG0's first: its fp8 bytes read, then WG0 may widen its own half over them) with its own tile's score
     MMAs in flight; then WG0's P and max, its softmax from that max, its P handed over, and both P.V."""
@@ -518,11 +512,7 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 if WL1 == 0:
                     _arrive_wg(rsrc.index(1 - stage))
                 _stamp_tile(STAMPS, srow, g // 2, 1, 4)
-                if SM1:
-                    p, beta, m_i = _softmax_p(sv, m_e, n_valid - BLOCK_N, offs_tok, qk, BLOCK_N, False)
-                else:
-                    p, beta, m_i, l_i = _softmax_step(sv, m_e, l_i * alpha, (j + 1) * BLOCK_N + offs_tok < seq_len,
-                                                      qk)
+                p, beta, m_i, l_i = _softmax_step(sv, m_e, l_i * alpha, (j + 1) * BLOCK_N + offs_tok < seq_len, qk)
                 # P(r) read back from p_smem (before this warpgroup's P overwrites it), scaled by this tile's max
                 # step: O is rescaled once for both tiles
                 pe = (p_smem.load(s_layout).to(gl.float32) * beta[:, None]).to(gl.float16)
@@ -534,8 +524,6 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                                   is_async=True)
                 o = warpgroup_mma(gl.convert_layout(p.to(gl.float16), p_layout), kn_o.slice(_HALF, _HALF, dim=1), o,
                                   is_async=True)
-                if SM1:
-                    l_i = l_i * (alpha * beta) + gl.sum(p, axis=1)
                 # V_L(r + 1) for WG0, in place under those MMAs (its score MMAs retired, its right half's bytes read
                 # above), then WG0 told
                 if WL1:
@@ -594,7 +582,6 @@ def _mla_decode_hopper_pp8_kernel(
     q_descale=1.0,
     Q_DESCALE_FROM_PTR: gl.constexpr = 0,
     plan_ptr=None,
-    SM1: gl.constexpr = 0,
 ):
     """Grid ``(H // 64, P)``; the arguments of the fp8 heads-on-M kernel
     (``kernel_hopper_heads._mla_decode_hopper_fp8w_kernel``) with the query as two TMA descriptors ([64, 256] and
@@ -603,8 +590,7 @@ def _mla_decode_hopper_pp8_kernel(
     constexpr): 1 scores against the query's hi/lo pair, 0 (``query_precision="e4m3"``) against hi alone.
     ``num_warps = 4`` (WG0, the default partition) plus a 4-warp worker (WG1, ``WG1_REGS`` registers a thread).
     Shared memory: the query pair 72 KB (hi alone, 36 KB, with ``Q_LO = 0``), two 64 KB fp16 tile buffers (each
-    tile's fp8 copy in the first 32 KB), two 8 KB fp8 rope tiles, an 8 KB fp16 P tile. SM1 = 1: the softmax of
-    ``kernel_hopper_pp._softmax_p`` (masks in a request's last tile only, the row sums after the hand-off)."""
+    tile's fp8 copy in the first 32 KB), two 8 KB fp8 rope tiles, an 8 KB fp16 P tile."""
     gl.static_assert(T8 == 1)
     gl.static_assert(Q_FP8 == 0 or Q_LO == 0)       # an e4m3 query has no lo half
     gl.static_assert(BLOCK_H == 64)
@@ -660,7 +646,7 @@ def _mla_decode_hopper_pp8_kernel(
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
                     STAMPS, Q8PRE, q8_scale_ptr, Q_LO, Q_FP8, q_descale_ptr,
-                    q_descale, Q_DESCALE_FROM_PTR, plan_ptr, SM1)),
+                    q_descale, Q_DESCALE_FROM_PTR, plan_ptr)),
         (_pp8_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr,
                     seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
@@ -668,5 +654,5 @@ def _mla_decode_hopper_pp8_kernel(
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    STAMPS, Q_LO, plan_ptr, SM1)),
+                    STAMPS, Q_LO, plan_ptr)),
     ], [4], [WG1_REGS])
