@@ -7,16 +7,17 @@ a ping-pong program) writes the global timer at entry and exit, its SM, and its 
 landed and when the program was done with it) or per pair of tiles (ping-pong: loop top, own scores retired, own P
 handed off, the other warpgroup's P arrived).
 
-For each cell (format, heads, batch; 4096 tokens a request, page size 64, a pinned config) this times the kernel
-without and with the stamps (CUDA graph replay over rotating input sets larger than the L2, so the stamps' cost
-shows), then runs it stamped on the last input set and prints: the kernel's span (first entry to last exit, by the
-global timer), how entries and exits spread, and per program (medians over programs, in ns from the SM clock):
-the work split, the query's preparation, the first tile's wait, the steady tile period, how much of it the program
-waited for data, and the end (last tile to exit); and per SM (session 20, run 11: SMs with equal work finished
-2.5-4 us apart, the kernel ending with the last) the first, median and last SM's last exit, how far apart the rows of
-one SM exit, and how many rows got no tiles, and from a second stamped run on other inputs whether the same SMs
-are slow (session 40: they were, ``sm_persistence``). ``--lengths`` also times the split kernel alone and the decode
-(public call) at other request lengths, so that a line through the times gives each cell's fixed cost.
+For each cell (format, heads, batch, and keys of its own over ``--overlay``'s; 4096 tokens a request, page size 64,
+a pinned config) this times the kernel without and with the stamps (CUDA graph replay over rotating input sets
+larger than the L2, so the stamps' cost shows), then runs it stamped on the last input set and prints: the kernel's
+span (first entry to last exit, by the global timer), how entries and exits spread, and per program (medians over
+programs, in ns from the SM clock): the work split, the query's preparation, the first tile's wait, the steady tile
+period, how much of it the program waited for data, and the end (last tile to exit); and per SM (session 20, run 11:
+SMs with equal work finished 2.5-4 us apart, the kernel ending with the last) the first, median and last SM's last
+exit, how far apart the rows of one SM exit, and how many rows got no tiles, and from a second stamped run on other
+inputs whether the same SMs are slow (session 40: they were, ``sm_persistence``). ``--lengths`` also times the split
+kernel alone and the decode (public call) at other request lengths, so that a line through the times gives each
+cell's fixed cost.
 
     PYTHONPATH=src python benchmarks/probes/timeline.py --out benchmarks/results/timeline.json
 
@@ -54,6 +55,20 @@ def _cell_spec(text: str) -> tuple[str, int, int]:
         raise argparse.ArgumentTypeError(f"--cells item {text!r}: expected FORMAT:HEADS:BATCH with FORMAT bf16 or "
                                          f"fp8 (e.g. fp8:16:32)")
     return parts[0], int(parts[1]), int(parts[2])
+
+
+def _cell_with_keys(text: str) -> tuple[str, int, int, dict]:
+    """``FORMAT:HEADS:BATCH[:KEY=VALUE/KEY=VALUE...]`` (e.g. ``bf16:128:64:SM1=1/RA=1``): a cell and the keys set on
+    its pinned config over ``--overlay``'s, so that one run times several configs of a cell in one process (across
+    calls the machines' clocks differ: session 42's call D ran at 1.71 GHz, call F at 1.76)."""
+    if text.count(":") < 3:
+        return (*_cell_spec(text), {})
+    head, _, keys = text.rpartition(":")
+    try:
+        return (*_cell_spec(head), dict(_int_setting(item) for item in keys.split("/")))
+    except (argparse.ArgumentTypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"--cells item {text!r}: expected FORMAT:HEADS:BATCH[:KEY=VALUE/...] with "
+                                         f"FORMAT bf16 or fp8 (e.g. bf16:128:64:SM1=1/RA=1)") from None
 
 
 def _config(fmt: str, heads: int, batch: int, overlay: dict | None = None) -> dict:
@@ -255,9 +270,9 @@ def _fit(points: list[dict], key: str) -> tuple[float, float]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cells", type=comma_list(_cell_spec),
-                    default=[_cell_spec(c) for c in ("fp8:16:32", "fp8:16:64", "fp8:16:128", "bf16:128:32",
-                                                     "bf16:128:64", "fp8:128:64")])
+    ap.add_argument("--cells", type=comma_list(_cell_with_keys),
+                    default=[_cell_with_keys(c) for c in ("fp8:16:32", "fp8:16:64", "fp8:16:128", "bf16:128:32",
+                                                          "bf16:128:64", "fp8:128:64")])
     ap.add_argument("--lengths", type=comma_list(int), default=[],
                     help="also time the split kernel and the decode at these request lengths (tokens)")
     ap.add_argument("--overlay", type=comma_list(_int_setting), default=[],
@@ -273,8 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     gpu = torch.cuda.get_device_name()
     print(f"{gpu}; torch {torch.__version__}", flush=True)
     rows = []
-    for fmt, heads, batch in args.cells:
-        r = cell(fmt, heads, batch, args.lengths, dict(args.overlay), args.plan)
+    for fmt, heads, batch, own in args.cells:
+        r = cell(fmt, heads, batch, args.lengths, {**dict(args.overlay), **own}, args.plan)
         rows.append(r)
         t = r["timeline"]
         print(f"\n{fmt} H={heads} B={batch} {r['config']}: {r['rows']} rows ({t['live']} with tiles), SM "

@@ -1008,6 +1008,7 @@ def test_bench_pins_every_hopper_variant_it_times_as_labelled(monkeypatch):
     ("gather_route", [], "needs a Hopper (sm_90) GPU"),
     ("timeline", ["--cells", "fp8:16"], "--cells item 'fp8:16'"),
     ("timeline", ["--cells", "fp16:16:8"], "--cells item 'fp16:16:8'"),
+    ("timeline", ["--cells", "bf16:128:64:SM1"], "--cells item 'bf16:128:64:SM1'"),
     ("timeline", ["--overlay", "RELOAD"], "--overlay: list: 'RELOAD' is not NAME=VALUE"),
     ("timeline", [], "needs a CUDA GPU"),
     ("cold_code", ["--sizes", "256,x"], "--sizes '256,x'"),
@@ -1030,9 +1031,9 @@ def test_bench_pins_every_hopper_variant_it_times_as_labelled(monkeypatch):
      "--query-precision e4m3 applies to an fp8 cache, not --kv-format bf16"),
     ("ncu_mla", ["--config", "[1]"], "needs a CUDA GPU")],
     ids=["three-parts", "not-a-power-of-two", "not-a-number", "no-gpu", "gather-bf16", "gather-whole-tiles",
-         "gather-page-0", "gather-no-gpu", "timeline-two-parts", "timeline-format", "timeline-overlay",
-         "timeline-no-gpu", "cold-code-not-a-number", "cold-code-zero", "cold-code-load", "cold-code-no-gpu",
-         "pick-check-cells", "pick-check-no-gpu", "clocks-cells", "clocks-seconds", "clocks-no-gpu",
+         "gather-page-0", "gather-no-gpu", "timeline-two-parts", "timeline-format", "timeline-cell-keys",
+         "timeline-overlay", "timeline-no-gpu", "cold-code-not-a-number", "cold-code-zero", "cold-code-load",
+         "cold-code-no-gpu", "pick-check-cells", "pick-check-no-gpu", "clocks-cells", "clocks-seconds", "clocks-no-gpu",
          "cases-not-json", "cases-not-knobs", "cases-sanitize-range", "cases-no-gpu", "p-rounding-tokens",
          "query-rounding-heads", "query-rounding-batch", "ncu-query-precision", "ncu-no-gpu"])
 def test_probes_say_what_is_wrong_in_one_line(probe_name, argv, expect):

@@ -483,8 +483,8 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             else:
                 if n_valid < BLOCK_N:
                     _zero_half(kn, c_bars, stage, phase, n_valid, 0, BLOCK_N)
-                s = _scores(qn_smem, qr_smem, kn, kr_bufs.index(stage), c_bars, stage, phase, j >> 30, s_layout, BLOCK_H,
-                            BLOCK_N)
+                s = _scores(qn_smem, qr_smem, kn, kr_bufs.index(stage), c_bars, stage, phase, j >> 30, s_layout,
+                            BLOCK_H, BLOCK_N)
             if (RELOAD == 0) and (k > 0):
                 # O += P(r - 1) V_L(r - 1), issued before these score MMAs, retired: WG0's last read of tile
                 # r - 1's left half, whose buffer takes tile r + 1
