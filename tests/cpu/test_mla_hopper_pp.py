@@ -342,3 +342,24 @@ def test_softmax_and_rope_copies_off_the_hand_off_path(knobs):
     for knob in knobs:
         for cfg, fmt in ((dict(PP=1, **{knob: 2}), "bf16"), (dict(PP=1, **{knob: 1}), "fp8")):
             _assert_refused_in_one_line(cfg, fmt, f"config {knob}={cfg[knob]}: ")
+
+
+def test_box_waits_for_each_box_and_keeps_the_schedule():
+    """BOX = 1 (pinned only, bf16; its GPU tests gated in tests/gpu/_unproven.py until they have run), on the
+    shipped SM1 + RA: [BLOCK_N, 64] latent boxes, each on its own mbarrier (18 in all), each box's four score MMAs
+    issued once it landed, as FlashMLA's bf16 kernel waits (read with cuobjdump from its wheel: nine waits a tile).
+    Compiled for sm_90: the same MMAs, no tile loop reloading a spill, 96 more bytes of shared memory (twelve
+    mbarriers), more latent copies and waits; refused where it does not apply, in one line."""
+    config = dict(PP=1, RELOAD=1, WG1_FIRST=1, SM1=1, RA=1)
+    base = _hopper_compile("bf16", heads=128, page_size=64, config=config)
+    box = _hopper_compile("bf16", heads=128, page_size=64, config={**config, "BOX": 1})
+    assert box.metadata.shared == base.metadata.shared + 12 * 8
+    sass, sass0 = _sass(box), _sass(base)
+    assert sass.count("HGMMA") == sass0.count("HGMMA")
+    assert sass.count("WARPGROUP.DEPBAR") == sass0.count("WARPGROUP.DEPBAR")
+    assert sass.count("TRYWAIT") > 2 * sass0.count("TRYWAIT")
+    assert sass.count("UTMALDG") > 2 * sass0.count("UTMALDG")
+    if SCHEDULED_WITH_THIS_TRITON:
+        assert _tile_loop_local_loads(sass) == 0
+    for cfg, fmt in ((dict(PP=1, BOX=2), "bf16"), (dict(PP=1, BOX=1), "fp8")):
+        _assert_refused_in_one_line(cfg, fmt, f"config BOX={cfg['BOX']}: ")

@@ -289,7 +289,10 @@ HEADS_VARIANTS = [("bf16", dict(PSMEM=1)), ("bf16", dict(PSMEM=1, XCH=1)), ("bf1
                   # SM1 / RA (session 42): the softmax off the hand-off's path, the rope copies after the hand-off
                   ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, SM1=1)), ("bf16", dict(PP=1, RELOAD=0, SM1=1, RA=1)),
                   ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, SM1=1, RA=1)),
-                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1, SM1=1, RA=1))]
+                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1, SM1=1, RA=1)),
+                  # BOX (sessions 41-42): each 64-column box of a tile on its own mbarrier, on SM1 + RA
+                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, SM1=1, RA=1, BOX=1)),
+                  ("bf16", dict(PP=1, RELOAD=1, SM1=1, RA=1, BOX=1))]
 HEADS_VARIANTS += [("fp8", dict(WOVL=w, PSMEM=p, XCH=x, LSUM=l, MAX1=m))
                    for w, p, x, l, m in ((0, 0, 0, 0, 0), (1, 0, 0, 0, 0), (1, 0, 1, 0, 0), (0, 1, 1, 0, 0),
                                          (1, 1, 1, 0, 0), (1, 1, 0, 1, 1))]
