@@ -363,3 +363,23 @@ def test_box_waits_for_each_box_and_keeps_the_schedule():
         assert _tile_loop_local_loads(sass) == 0
     for cfg, fmt in ((dict(PP=1, BOX=2), "bf16"), (dict(PP=1, BOX=1), "fp8")):
         _assert_refused_in_one_line(cfg, fmt, f"config BOX={cfg['BOX']}: ")
+
+
+def test_boxp_loads_a_segments_first_tiles_as_halves():
+    """BOXP = 1 (with BOX, pinned only; its GPU tests gated in tests/gpu/_unproven.py until they have run): a segment's
+    first two tiles each a half on its first box mbarrier (one expect of 32 KB, four box copies, plain arrivals on the
+    other three), boxes from the third on. Compiled for sm_90: the same MMAs, copies and waits as BOX, no tile loop
+    reloading a spill, four 32 KB expects more in the PTX (two tiles, two halves); refused without BOX, in one line."""
+    config = dict(PP=1, RELOAD=1, WG1_FIRST=1, SM1=1, RA=1, BOX=1)
+    box = _hopper_compile("bf16", heads=128, page_size=64, config=config)
+    boxp = _hopper_compile("bf16", heads=128, page_size=64, config={**config, "BOXP": 1})
+    sass, sass0 = _sass(boxp), _sass(box)
+    for op in ("HGMMA", "TRYWAIT", "UTMALDG"):
+        assert sass.count(op) == sass0.count(op), op
+    if SCHEDULED_WITH_THIS_TRITON:
+        assert _tile_loop_local_loads(sass) == 0
+    ptx, ptx0 = boxp.asm["ptx"], box.asm["ptx"]
+    assert ptx.count("], 32768;") - ptx0.count("], 32768;") == 4
+    assert ptx.count("mbarrier.arrive.shared::cta.b64") - ptx0.count("mbarrier.arrive.shared::cta.b64") == 12
+    for cfg in (dict(PP=1, BOXP=1), dict(PP=1, BOX=1, BOXP=2)):
+        _assert_refused_in_one_line(cfg, "bf16", f"config BOXP={cfg['BOXP']}: ")

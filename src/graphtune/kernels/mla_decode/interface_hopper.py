@@ -668,6 +668,10 @@ def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
     if cfg.get("BOX", 0) not in (0, 1) or (cfg.get("BOX") and fmt != "bf16"):
         raise ValueError(f"config BOX={cfg.get('BOX')}: the bf16 ping-pong kernel's per-box mbarriers take 0 or 1, "
                          f"and 1 with a bf16 cache only (got kv_format {fmt!r})")
+    # BOXP (pinned only, with BOX): a segment's first two tiles as halves on one mbarrier each (kernel_hopper_pp)
+    if cfg.get("BOXP", 0) not in (0, 1) or (cfg.get("BOXP") and not cfg.get("BOX")):
+        raise ValueError(f"config BOXP={cfg.get('BOXP')}: the ping-pong kernel's first tiles as halves take 0 or 1, and "
+                         f"1 with BOX=1 only (got BOX={cfg.get('BOX', 0)})")
     # OUT32 (1 unless pinned 0): a whole request's output stored in whole 32-byte sectors (kernel_hopper_pp)
     if cfg.get("OUT32", 1) not in (0, 1):
         raise ValueError(f"config OUT32={cfg.get('OUT32')}: the ping-pong kernel's whole-sector output stores take 0 "

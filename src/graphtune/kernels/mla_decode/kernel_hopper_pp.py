@@ -102,17 +102,28 @@ def _cbar(c_bars, stage, part, NB: gl.constexpr = 1):
 @gluon.jit
 def _issue_half(kv_nope_desc, kv_rope_desc, kn, kr, c_bars, pt_base, j, stage, HALF: gl.constexpr,
                 ROPE: gl.constexpr, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, page=None,
-                LOADED: gl.constexpr = True, NB: gl.constexpr = 1):
+                LOADED: gl.constexpr = True, NB: gl.constexpr = 1, ONE: gl.constexpr = False):
     """TMA of tile j's latent columns ``[HALF * 256, HALF * 256 + 256)`` (one warpgroup's half of V) into buffer
     ``stage`` on mbarrier ``stage * 3 + HALF``, and its rope columns on ``stage * 3 + 2`` when ``ROPE``; ``page``:
     the tile's page id when loaded already (a plan's; ``LOADED`` off: not loaded, a launch without a plan), else
-    loaded here."""
+    loaded here. ``ONE`` (BOXP, with NB boxes a half): every box of the half on the half's first box mbarrier, one
+    expect of the half's bytes, and a plain arrival on each other box's, which completes it at once (its readers wait
+    the first box's first, which completes when the whole half landed: ``_scores``, ``_zero_half``)."""
     row = _page_row(pt_base, j, page, PAGE_SIZE, BLOCK_N, LOADED)
-    for x in gl.static_range(NB):
-        bar = _cbar(c_bars, stage, HALF * NB + x, NB)
-        mbarrier.expect(bar, kv_nope_desc.block_type.nbytes)
-        _tma_load(kv_nope_desc, [row, HALF * 256 + x * (256 // NB)], bar,
-                  kn.slice(HALF * 256 + x * (256 // NB), 256 // NB, dim=1))
+    if ONE and NB > 1:
+        bar = _cbar(c_bars, stage, HALF * NB, NB)
+        mbarrier.expect(bar, NB * kv_nope_desc.block_type.nbytes)
+        for x in gl.static_range(NB):
+            _tma_load(kv_nope_desc, [row, HALF * 256 + x * (256 // NB)], bar,
+                      kn.slice(HALF * 256 + x * (256 // NB), 256 // NB, dim=1))
+        for x in gl.static_range(1, NB):
+            mbarrier.arrive(_cbar(c_bars, stage, HALF * NB + x, NB), count=1)
+    else:
+        for x in gl.static_range(NB):
+            bar = _cbar(c_bars, stage, HALF * NB + x, NB)
+            mbarrier.expect(bar, kv_nope_desc.block_type.nbytes)
+            _tma_load(kv_nope_desc, [row, HALF * 256 + x * (256 // NB)], bar,
+                      kn.slice(HALF * 256 + x * (256 // NB), 256 // NB, dim=1))
     if ROPE:
         bar_r = _cbar(c_bars, stage, 2 * NB, NB)
         mbarrier.expect(bar_r, kv_rope_desc.block_type.nbytes)
@@ -400,7 +411,8 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
             OUT32: gl.constexpr = 1, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-            SM1: gl.constexpr = 0, RA: gl.constexpr = 0, NB: gl.constexpr = 1):
+            SM1: gl.constexpr = 0, RA: gl.constexpr = 0, NB: gl.constexpr = 1,
+            BOXP: gl.constexpr = False):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; loads the query (``FP8``: the fp16
     query scaled per head, written by this warpgroup, and each fp8 tile's TMA into its left half)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -459,11 +471,11 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             s0 = it % 2
             _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(s0), kr_bufs.index(s0), c_bars, pt_base, i_first,
                         s0, 0, True, PAGE_SIZE, BLOCK_N, pg_a,
-                        plan_ptr is not None, NB=NB)
+                        plan_ptr is not None, NB=NB, ONE=BOXP)
             if n > 1:
                 _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(1 - s0), kr_bufs.index(1 - s0), c_bars,
                             pt_base, i_first + 1, 1 - s0, 0, False, PAGE_SIZE, BLOCK_N, pg_b,
-                            plan_ptr is not None, NB=NB)
+                            plan_ptr is not None, NB=NB, ONE=BOXP)
             _pro(STAMPS, srow, seg, 1)
             mbarrier.wait(q_bar, seg & 1)
             _pro(STAMPS, srow, seg, 3)
@@ -586,7 +598,8 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
             OUT32: gl.constexpr = 1, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-            SM1: gl.constexpr = 0, RA: gl.constexpr = 0, NB: gl.constexpr = 1):
+            SM1: gl.constexpr = 0, RA: gl.constexpr = 0, NB: gl.constexpr = 1,
+            BOXP: gl.constexpr = False):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511 (``FP8``: instead of reloading the
     right half of a buffer, it tells WG0 the half is free, on mbarrier ``stage * 3 + 1``)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -621,11 +634,11 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
         else:
             _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(s0), kr_bufs.index(s0), c_bars, pt_base, i_first,
                         s0, 1, False, PAGE_SIZE, BLOCK_N, pg_a,
-                        plan_ptr is not None, NB=NB)
+                        plan_ptr is not None, NB=NB, ONE=BOXP)
             if n > 1:
                 _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(1 - s0), kr_bufs.index(1 - s0), c_bars,
                             pt_base, i_first + 1, 1 - s0, 1, True, PAGE_SIZE, BLOCK_N, pg_b,
-                            plan_ptr is not None, NB=NB)
+                            plan_ptr is not None, NB=NB, ONE=BOXP)
             _pro(STAMPS, srow, seg, 1)
             mbarrier.wait(q_bar, seg & 1)
             qk = qk_mul
@@ -806,6 +819,7 @@ def _mla_decode_hopper_pp_kernel(
     SM1: gl.constexpr = 0,
     RA: gl.constexpr = 0,
     BOX: gl.constexpr = 0,
+    BOXP: gl.constexpr = 0,
 ):
     """Grid ``(H // 64, P)``, as ``kernel_hopper._mla_decode_hopper_kernel`` (same arguments), but
     ``num_warps = 4`` (warpgroup 0, the default partition) plus a 4-warp worker partition (warpgroup 1, with
@@ -817,12 +831,14 @@ def _mla_decode_hopper_pp_kernel(
     for two tiles on issued after the hand-off, under the P.V, instead of between the scores and the softmax.
     BOX = 1 (pinned only, session 41):
     ``kv_nope_desc`` has [BLOCK_N, 64] blocks, each 64-column box of a half on its own mbarrier, and the score MMAs
-    of each box issued once it landed (:func:`_cbar`)."""
+    of each box issued once it landed (:func:`_cbar`). BOXP = 1 (with BOX, pinned only, session 42): a segment's first
+    two tiles each a half on one mbarrier (``_issue_half``'s ``ONE``), boxes from the third on."""
     gl.static_assert(PP == 1)
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
     gl.static_assert(num_warps == 4)
     NB: gl.constexpr = 4 if BOX else 1
+    gl.static_assert(BOX == 1 or BOXP == 0)
     gl.static_assert(kv_nope_desc.block_type.shape[1] == _HALF // NB)
     dtype: gl.constexpr = kv_nope_desc.dtype
     kn_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, _D_V], dtype)
@@ -837,7 +853,7 @@ def _mla_decode_hopper_pp_kernel(
                    stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                    qn_smem, qr_smem, kn_bufs, kr_bufs, None, None, 1.0, None,
                    PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, False, False, WG1_REGS, INDEP,
-                   OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA, NB)
+                   OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA, NB, BOXP)
 
 
 @gluon.jit(do_not_specialize=["B"])
@@ -912,7 +928,8 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
                    BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr,
                    FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, WG1_REGS: gl.constexpr, INDEP: gl.constexpr,
                    OUT32: gl.constexpr, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-                   SM1: gl.constexpr = 0, RA: gl.constexpr = 0, NB: gl.constexpr = 1):
+                   SM1: gl.constexpr = 0, RA: gl.constexpr = 0, NB: gl.constexpr = 1,
+                   BOXP: gl.constexpr = False):
     """Both kernels' P tile, maxima, sums and mbarriers, and the two warpgroups."""
     vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     p_smem = gl.allocate_shared_memory(qn_smem.dtype, [BLOCK_H, BLOCK_N],
@@ -945,12 +962,12 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
              kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA, NB)),
+             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA, NB, BOXP)),
         (_pp_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
              kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA, NB)),
+             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA, NB, BOXP)),
     ], [4], [WG1_REGS])
