@@ -659,15 +659,13 @@ def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
     if cfg.get("INDEP", 0) not in (0, 1) or (cfg.get("INDEP") and not cfg.get("WG1_FIRST")):
         raise ValueError(f"config INDEP={cfg.get('INDEP')}: the ping-pong kernel's independent softmax takes 0 or 1, "
                          f"and 1 with WG1_FIRST=1 only (got WG1_FIRST={cfg.get('WG1_FIRST', 0)})")
-    # SM1, RA (pinned only, bf16): the softmax off the hand-off's path, the rope copies after it (kernel_hopper_pp)
-    for knob in ("SM1", "RA"):
+    # the bf16 kernel's own knobs (kernel_hopper_pp): SM1, the softmax off the hand-off's path, and RA, the rope
+    # copies after it (both in HOPPER_PP_SPACE); BOX (pinned only), each 64-column box of a tile on its own mbarrier
+    for knob, what in (("SM1", "softmax off the hand-off's path"), ("RA", "rope copies after the hand-off"),
+                       ("BOX", "per-box mbarriers")):
         if cfg.get(knob, 0) not in (0, 1) or (cfg.get(knob) and fmt != "bf16"):
-            raise ValueError(f"config {knob}={cfg.get(knob)}: the bf16 ping-pong kernel's {knob} takes 0 or 1, and 1 "
+            raise ValueError(f"config {knob}={cfg.get(knob)}: the bf16 ping-pong kernel's {what} take 0 or 1, and 1 "
                              f"with a bf16 cache only (got kv_format {fmt!r})")
-    # BOX (pinned only, bf16): each 64-column box of a tile on its own mbarrier (kernel_hopper_pp._cbar)
-    if cfg.get("BOX", 0) not in (0, 1) or (cfg.get("BOX") and fmt != "bf16"):
-        raise ValueError(f"config BOX={cfg.get('BOX')}: the bf16 ping-pong kernel's per-box mbarriers take 0 or 1, "
-                         f"and 1 with a bf16 cache only (got kv_format {fmt!r})")
     # BOXP (pinned only, with BOX): a segment's first two tiles as halves on one mbarrier each (kernel_hopper_pp)
     if cfg.get("BOXP", 0) not in (0, 1) or (cfg.get("BOXP") and not cfg.get("BOX")):
         raise ValueError(f"config BOXP={cfg.get('BOXP')}: the ping-pong kernel's first tiles as halves take 0 or 1, and "
