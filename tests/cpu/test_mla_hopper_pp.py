@@ -317,9 +317,8 @@ def test_pp_protocol_model_holds_for_every_reload(tmp_path):
 
 @pytest.mark.parametrize("knobs", [dict(SM1=1), dict(RA=1), dict(SM1=1, RA=1)], ids=["sm1", "ra", "sm1-ra"])
 def test_softmax_and_rope_copies_off_the_hand_off_path(knobs):
-    """SM1 / RA (pinned only, bf16; GPU tests gated in tests/gpu/_unproven.py until they have run): SM1's softmax
-    (masks in a request's last tile only, the scale in the exponent, the row sums after the hand-off) and RA's rope
-    copies after the hand-off. Compiled for sm_90 (RELOAD 1, WG1_FIRST 1): the same MMAs, mbarrier waits and copies,
+    """SM1 / RA (bf16, in HOPPER_PP_SPACE since session 42's call D): SM1's softmax (masks in a request's last tile
+    only, the scale in the exponent, the row sums after the hand-off) and RA's rope copies after the hand-off. Compiled for sm_90 (RELOAD 1, WG1_FIRST 1): the same MMAs, mbarrier waits and copies,
     wgmmas asynchronous, no tile loop reloading a spill, and fewer instructions in WG0 between its scores' retirement
     and its hand-off's arrival; 0 or 1, bf16 only, in one line."""
     import re
@@ -332,12 +331,11 @@ def test_softmax_and_rope_copies_off_the_hand_off_path(knobs):
     if SCHEDULED_WITH_THIS_TRITON:
         assert _tile_loop_local_loads(sass) == 0
 
-    def wg0_path(text: str) -> int:     # WG0's arrival on the P mbarrier of an even tile, back to its last wgmma wait
-        ins = re.findall(r"/\*[0-9a-f]{4,}\*/\s+([^;]*);", text)
-        arrivals = [i for i, t in enumerate(ins) if "SYNCS.ARRIVE.TRANS64.A1T0" in t]
-        a = max(arrivals, key=lambda i: i if "0x3875" in ins[i] or "0x3874" in ins[i] else -1)
-        j = max(i for i in range(a) if "WARPGROUP.DEPBAR" in ins[i])
-        return a - j
+    def wg0_path(text: str) -> int:     # WG0's P hand-off (the last single-thread arrival after P's stmatrix
+        ins = re.findall(r"/\*[0-9a-f]{4,}\*/\s+([^;]*);", text)     # stores), back to the wgmma wait before it
+        a = max(i for i, t in enumerate(ins)
+                if "SYNCS.ARRIVE.TRANS64.A1T0" in t and any("STSM" in x for x in ins[max(0, i - 80):i]))
+        return a - max(i for i in range(a) if "WARPGROUP.DEPBAR" in ins[i])
     assert wg0_path(sass) < wg0_path(sass0)
     for knob in knobs:
         for cfg, fmt in ((dict(PP=1, **{knob: 2}), "bf16"), (dict(PP=1, **{knob: 1}), "fp8")):
@@ -345,7 +343,7 @@ def test_softmax_and_rope_copies_off_the_hand_off_path(knobs):
 
 
 def test_box_waits_for_each_box_and_keeps_the_schedule():
-    """BOX = 1 (pinned only, bf16; its GPU tests gated in tests/gpu/_unproven.py until they have run), on the
+    """BOX = 1 (pinned only, bf16; its GPU tests passed in session 42's call F, slower with a plan), on the
     shipped SM1 + RA: [BLOCK_N, 64] latent boxes, each on its own mbarrier (18 in all), each box's four score MMAs
     issued once it landed, as FlashMLA's bf16 kernel waits (read with cuobjdump from its wheel: nine waits a tile).
     Compiled for sm_90: the same MMAs, no tile loop reloading a spill, 96 more bytes of shared memory (twelve

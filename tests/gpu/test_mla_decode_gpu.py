@@ -293,7 +293,7 @@ HEADS_VARIANTS = [("bf16", dict(PSMEM=1)), ("bf16", dict(PSMEM=1, XCH=1)), ("bf1
                   # BOX (sessions 41-42): each 64-column box of a tile on its own mbarrier, on SM1 + RA
                   ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, SM1=1, RA=1, BOX=1)),
                   ("bf16", dict(PP=1, RELOAD=1, SM1=1, RA=1, BOX=1)),
-                  # BOXP (session 42, branch box-on-sm1): BOX with a segment's first two tiles as halves
+                  # BOXP (session 42, gated until it has run): BOX with a segment's first two tiles as halves
                   ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, SM1=1, RA=1, BOX=1, BOXP=1)),
                   ("bf16", dict(PP=1, RELOAD=1, SM1=1, RA=1, BOX=1, BOXP=1))]
 HEADS_VARIANTS += [("fp8", dict(WOVL=w, PSMEM=p, XCH=x, LSUM=l, MAX1=m))
