@@ -34,8 +34,9 @@ import pytest
 # on named barriers, passed in session 42, call C, on an H100, and was removed: not faster; SM1 and RA, its softmax
 # off the path to the hand-off and its rope copies after it, passed in session 42, call D, on an H100: in its space;
 # SM1 in T8 passed in session 42, call E, on an H100, and was removed: not faster; BOX on SM1 + RA passed in session
-# 42, call F, on an H100 (2-7% slower with a plan; pinned again beside BOXP, for session 43's first call))
-UNPROVEN: dict[str, str] = {"BOXP": "BOXP (BOX with a segment's first tiles as halves, session 42)"}
+# 42, call F, on an H100, and was removed: 2-7% slower with a plan; BOX with a segment's first two tiles as halves
+# (BOXP) passed in session 43, call A, on an H100, and both were removed: 1-8% slower with a plan)
+UNPROVEN: dict[str, str] = {}
 
 
 def skip_unproven(config: dict) -> None:

@@ -289,13 +289,7 @@ HEADS_VARIANTS = [("bf16", dict(PSMEM=1)), ("bf16", dict(PSMEM=1, XCH=1)), ("bf1
                   # SM1 / RA (session 42): the softmax off the hand-off's path, the rope copies after the hand-off
                   ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, SM1=1)), ("bf16", dict(PP=1, RELOAD=0, SM1=1, RA=1)),
                   ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, SM1=1, RA=1)),
-                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1, SM1=1, RA=1)),
-                  # BOX (sessions 41-42): each 64-column box of a tile on its own mbarrier, on SM1 + RA
-                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, SM1=1, RA=1, BOX=1)),
-                  ("bf16", dict(PP=1, RELOAD=1, SM1=1, RA=1, BOX=1)),
-                  # BOXP (session 42, gated until it has run): BOX with a segment's first two tiles as halves
-                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, SM1=1, RA=1, BOX=1, BOXP=1)),
-                  ("bf16", dict(PP=1, RELOAD=1, SM1=1, RA=1, BOX=1, BOXP=1))]
+                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1, SM1=1, RA=1))]
 HEADS_VARIANTS += [("fp8", dict(WOVL=w, PSMEM=p, XCH=x, LSUM=l, MAX1=m))
                    for w, p, x, l, m in ((0, 0, 0, 0, 0), (1, 0, 0, 0, 0), (1, 0, 1, 0, 0), (0, 1, 1, 0, 0),
                                          (1, 1, 1, 0, 0), (1, 1, 0, 1, 1))]
@@ -405,8 +399,7 @@ def test_more_requests_than_one_split_step(heads, kv_format, path):
 ZERO_LEN_CASES = [(128, "bf16", None), (128, "bf16", dict(PP=0)), (128, "fp8", None), (128, "fp8", dict(PP=1)),
                   (16, "bf16", None), (16, "fp8", None), (16, "fp8", dict(V2=0)),
                   (128, "bf16", dict(PP=1, WG1_FIRST=1, INDEP=1)), (128, "fp8", dict(PP=1, WG1_FIRST=1, INDEP=1)),
-                  (128, "fp8", dict(T8=1)), (128, "bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, SM1=1, RA=1)),
-                  (128, "bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, SM1=1, RA=1, BOX=1, BOXP=1))]
+                  (128, "fp8", dict(T8=1)), (128, "bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, SM1=1, RA=1))]
 
 
 @pytest.mark.parametrize("heads,kv_format,config", ZERO_LEN_CASES,

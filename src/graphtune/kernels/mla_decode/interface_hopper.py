@@ -415,8 +415,7 @@ def _kv_tiles(nargs: dict[str, Any]) -> None:
 def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool, *,
                sms: int, block_n: int, programs_per_sm: int, lse: torch.Tensor | None, v2: bool = False,
-               pp: bool = False, ring: bool = False, t8: bool = False, query_replaced: bool = False,
-               pp_box: bool = False):
+               pp: bool = False, ring: bool = False, t8: bool = False, query_replaced: bool = False):
     """Positional arguments (KV descriptors with ``block_n``-token tiles), head blocks, the constexprs no config
     sets, and ``(lse, part_o, part_lse, seg)`` with partial slots for ``programs_per_sm``. ``v2``: the second
     fp8 tokens-on-M kernel (kernel_hopper_tok.py), which takes a [block_n, 128] rope descriptor before the cache
@@ -483,9 +482,7 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
         return args, head_blocks, consts, scratch
     kv2 = kv_cache.view(kv_cache.shape[0] * kv_cache.shape[1], D_QK)
     args = (*_q_descriptors(q, block_h),
-            # (pp_box: the ping-pong kernel's BOX = 1, pinned only: [block_n, 64] boxes, one mbarrier each)
-            _descriptor(kv2, [block_n, RING_CHUNK if ring else (PP_CHUNK // 4 if pp_box else PP_CHUNK) if pp
-                              else D_NOPE]),
+            _descriptor(kv2, [block_n, RING_CHUNK if ring else PP_CHUNK if pp else D_NOPE]),
             _descriptor(kv2[:, D_NOPE:], [block_n, D_ROPE]),
             page_table, seq_lens,
             out, lse, part_o, part_lse, seg,
@@ -597,8 +594,7 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
     args, head_blocks, consts, scratch = _arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                     return_lse, sms=sms, block_n=cfg["BLOCK_N"],
                                                     programs_per_sm=programs_per_sm, lse=lse, v2=v2, pp=pp, t8=t8,
-                                                    ring=ring, query_replaced=query_replaced,
-                                                    pp_box=bool(cfg.get("BOX", 0)))
+                                                    ring=ring, query_replaced=query_replaced)
     consts = {**consts, **cfg, "num_warps": PP_NUM_WARPS if pp or t8 else NUM_WARPS if on_m else TOK_NUM_WARPS}
     programs = _programs(sms, programs_per_sm, head_blocks, q.shape[0], cfg.get("SPLIT_MAX", 0))
     return args, (head_blocks, programs), consts, scratch
@@ -659,17 +655,11 @@ def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
     if cfg.get("INDEP", 0) not in (0, 1) or (cfg.get("INDEP") and not cfg.get("WG1_FIRST")):
         raise ValueError(f"config INDEP={cfg.get('INDEP')}: the ping-pong kernel's independent softmax takes 0 or 1, "
                          f"and 1 with WG1_FIRST=1 only (got WG1_FIRST={cfg.get('WG1_FIRST', 0)})")
-    # the bf16 kernel's own knobs (kernel_hopper_pp): SM1, the softmax off the hand-off's path, and RA, the rope
-    # copies after it (both in HOPPER_PP_SPACE); BOX (pinned only), each 64-column box of a tile on its own mbarrier
-    for knob, what in (("SM1", "softmax off the hand-off's path"), ("RA", "rope copies after the hand-off"),
-                       ("BOX", "per-box mbarriers")):
+    # SM1, RA (bf16, both in HOPPER_PP_SPACE): the softmax off the hand-off's path, the rope copies after it
+    for knob in ("SM1", "RA"):
         if cfg.get(knob, 0) not in (0, 1) or (cfg.get(knob) and fmt != "bf16"):
-            raise ValueError(f"config {knob}={cfg.get(knob)}: the bf16 ping-pong kernel's {what} take 0 or 1, and 1 "
+            raise ValueError(f"config {knob}={cfg.get(knob)}: the bf16 ping-pong kernel's {knob} takes 0 or 1, and 1 "
                              f"with a bf16 cache only (got kv_format {fmt!r})")
-    # BOXP (pinned only, with BOX): a segment's first two tiles as halves on one mbarrier each (kernel_hopper_pp)
-    if cfg.get("BOXP", 0) not in (0, 1) or (cfg.get("BOXP") and not cfg.get("BOX")):
-        raise ValueError(f"config BOXP={cfg.get('BOXP')}: the ping-pong kernel's first tiles as halves take 0 or 1, and "
-                         f"1 with BOX=1 only (got BOX={cfg.get('BOX', 0)})")
     # OUT32 (1 unless pinned 0): a whole request's output stored in whole 32-byte sectors (kernel_hopper_pp)
     if cfg.get("OUT32", 1) not in (0, 1):
         raise ValueError(f"config OUT32={cfg.get('OUT32')}: the ping-pong kernel's whole-sector output stores take 0 "

@@ -92,56 +92,34 @@ def _pro(STAMPS, srow, seg, x: gl.constexpr):
 
 
 @gluon.jit
-def _cbar(c_bars, stage, part, NB: gl.constexpr = 1):
-    """mbarrier of buffer ``stage``'s latent part ``part`` (box ``part`` of ``2 NB``: NB per half of V) or, with
-    ``part = 2 NB``, of its rope columns (``NB = 1``: ``stage * 3 + part``, the kernels' layout since session 9;
-    BOX = 1, pinned only: NB = 4, one mbarrier a 64-column box, as FlashMLA's bf16 kernel waits)."""
-    return c_bars.index(stage * (2 * NB + 1) + part)
-
-
-@gluon.jit
 def _issue_half(kv_nope_desc, kv_rope_desc, kn, kr, c_bars, pt_base, j, stage, HALF: gl.constexpr,
                 ROPE: gl.constexpr, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, page=None,
-                LOADED: gl.constexpr = True, NB: gl.constexpr = 1, ONE: gl.constexpr = False):
+                LOADED: gl.constexpr = True):
     """TMA of tile j's latent columns ``[HALF * 256, HALF * 256 + 256)`` (one warpgroup's half of V) into buffer
     ``stage`` on mbarrier ``stage * 3 + HALF``, and its rope columns on ``stage * 3 + 2`` when ``ROPE``; ``page``:
     the tile's page id when loaded already (a plan's; ``LOADED`` off: not loaded, a launch without a plan), else
-    loaded here. ``ONE`` (BOXP, with NB boxes a half): every box of the half on the half's first box mbarrier, one
-    expect of the half's bytes, and a plain arrival on each other box's, which completes it at once (its readers wait
-    the first box's first, which completes when the whole half landed: ``_scores``, ``_zero_half``)."""
+    loaded here."""
     row = _page_row(pt_base, j, page, PAGE_SIZE, BLOCK_N, LOADED)
-    if ONE and NB > 1:
-        bar = _cbar(c_bars, stage, HALF * NB, NB)
-        mbarrier.expect(bar, NB * kv_nope_desc.block_type.nbytes)
-        for x in gl.static_range(NB):
-            _tma_load(kv_nope_desc, [row, HALF * 256 + x * (256 // NB)], bar,
-                      kn.slice(HALF * 256 + x * (256 // NB), 256 // NB, dim=1))
-        for x in gl.static_range(1, NB):
-            mbarrier.arrive(_cbar(c_bars, stage, HALF * NB + x, NB), count=1)
-    else:
-        for x in gl.static_range(NB):
-            bar = _cbar(c_bars, stage, HALF * NB + x, NB)
-            mbarrier.expect(bar, kv_nope_desc.block_type.nbytes)
-            _tma_load(kv_nope_desc, [row, HALF * 256 + x * (256 // NB)], bar,
-                      kn.slice(HALF * 256 + x * (256 // NB), 256 // NB, dim=1))
+    bar = c_bars.index(stage * 3 + HALF)
+    mbarrier.expect(bar, kv_nope_desc.block_type.nbytes)
+    _tma_load(kv_nope_desc, [row, HALF * 256], bar, kn.slice(HALF * 256, 256, dim=1))
     if ROPE:
-        bar_r = _cbar(c_bars, stage, 2 * NB, NB)
+        bar_r = c_bars.index(stage * 3 + 2)
         mbarrier.expect(bar_r, kv_rope_desc.block_type.nbytes)
         _tma_load(kv_rope_desc, [row, 0], bar_r, kr)
 
 
 @gluon.jit
-def _issue_rope(kv_rope_desc, kr, c_bars, pt_base, j, stage, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr,
-                NB: gl.constexpr = 1):
+def _issue_rope(kv_rope_desc, kr, c_bars, pt_base, j, stage, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
     row = _tile_row(pt_base, j, PAGE_SIZE, BLOCK_N)
-    bar = _cbar(c_bars, stage, 2 * NB, NB)
+    bar = c_bars.index(stage * 3 + 2)
     mbarrier.expect(bar, kv_rope_desc.block_type.nbytes)
     _tma_load(kv_rope_desc, [row, 0], bar, kr)
 
 
 @gluon.jit
 def _scores(qn_smem, qr_smem, kn, kr, c_bars, stage, phase, qz, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
-            BLOCK_N: gl.constexpr, NB: gl.constexpr = 1):
+            BLOCK_N: gl.constexpr):
     """S = Q K^T of one tile as nine async wgmma groups (one per 64 columns), each half of the latent columns
     and the rope columns issued once they have landed. ``qz`` is 0, but a value of the caller's loop that the
     compiler cannot prove 0: the query chunks are indexed through it, so their shared-memory addresses are computed
@@ -152,11 +130,11 @@ def _scores(qn_smem, qr_smem, kn, kr, c_bars, stage, phase, qz, s_layout: gl.con
     s = gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout)
     q_chunks = _q_chunks(qn_smem, BLOCK_H, 64)
     for c in gl.static_range(8):
-        if c % (4 // NB) == 0:
-            mbarrier.wait(_cbar(c_bars, stage, c // (4 // NB), NB), phase)
+        if c % 4 == 0:
+            mbarrier.wait(c_bars.index(stage * 3 + c // 4), phase)
         s = warpgroup_mma(q_chunks.index(c + qz), kn.slice(c * 64, 64, dim=1).permute((1, 0)), s,
                           use_acc=c > 0, is_async=True)
-    mbarrier.wait(_cbar(c_bars, stage, 2 * NB, NB), phase)
+    mbarrier.wait(c_bars.index(stage * 3 + 2), phase)
     return warpgroup_mma(qr_smem, kr.permute((1, 0)), s, is_async=True)
 
 
@@ -210,12 +188,10 @@ def _zero_tail(kn, n_valid, BLOCK_N: gl.constexpr):
 
 
 @gluon.jit
-def _zero_half(kn, c_bars, stage, phase, n_valid, HALF: gl.constexpr, BLOCK_N: gl.constexpr,
-               NB: gl.constexpr = 1):
+def _zero_half(kn, c_bars, stage, phase, n_valid, HALF: gl.constexpr, BLOCK_N: gl.constexpr):
     """Rows ``>= n_valid`` of a warpgroup's half of V (columns ``HALF * 256 ..``) of buffer ``stage`` set to zero,
     once they have landed; visible to this warpgroup's wgmmas after it returns."""
-    for x in gl.static_range(NB):
-        mbarrier.wait(_cbar(c_bars, stage, HALF * NB + x, NB), phase)
+    mbarrier.wait(c_bars.index(stage * 3 + HALF), phase)
     _zero_rows(kn.slice(HALF * 256, 256, dim=1), n_valid, BLOCK_N, 256, 4)
     fence_async_shared()
     _wg_barrier()
@@ -307,8 +283,7 @@ def _finish_segment(WG: gl.constexpr, o, m_i, l_i, l_smem, x_bars, seg, b, pid, 
 
 @gluon.jit
 def _take_even(o, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars, stage, phase, n_valid,
-               s_layout: gl.constexpr, o_layout: gl.constexpr, BLOCK_N: gl.constexpr, FP8: gl.constexpr,
-               NB: gl.constexpr = 1):
+               s_layout: gl.constexpr, o_layout: gl.constexpr, BLOCK_N: gl.constexpr, FP8: gl.constexpr):
     """WG1's share of WG0's tile r: wait for its P and max, rescale (O, l) to that max, and issue
     O += P(r) V_R(r) with P from ``p_smem`` (rows past seq_len of the right half zeroed first: WG0's score MMAs,
     the other reader of those rows, are retired). ``o`` must be retired (a tensor); returns it in flight."""
@@ -317,7 +292,7 @@ def _take_even(o, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars, stage,
     alpha = gl.exp2(m_i - m_e)
     o = o * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
     if (not FP8) and (n_valid < BLOCK_N):       # (FP8: the owner zeroed those rows, _zero_tail)
-        _zero_half(kn, c_bars, stage, phase, n_valid, 1, BLOCK_N, NB)
+        _zero_half(kn, c_bars, stage, phase, n_valid, 1, BLOCK_N)
     o = warpgroup_mma(p_smem, kn.slice(_HALF, _HALF, dim=1), o, is_async=True)
     return o, m_e, l_i * alpha, p0_phase ^ 1
 
@@ -367,7 +342,7 @@ def _issue_fp8(kv_nope_desc, k8_bufs, c_bars, pt_base, j, stage, PAGE_SIZE: gl.c
 
 @gluon.jit
 def _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j, stage, HALF: gl.constexpr,
-            FP8: gl.constexpr, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, NB: gl.constexpr = 1):
+            FP8: gl.constexpr, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr):
     """A warpgroup's P.V of buffer ``stage``'s half ``HALF`` retired, and the buffer takes tile j next. bf16: the TMA
     of that half of tile j. fp8: WG0 (HALF 0) the TMA of tile j's fp8 latent columns into the left half; WG1
     (HALF 1) its arrival on the buffer's "right half free" mbarrier, which WG0 waits on before widening."""
@@ -378,7 +353,7 @@ def _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_ba
             mbarrier.arrive(c_bars.index(stage * 3 + 1), count=1)
     else:
         _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(stage), kr_bufs.index(stage), c_bars, pt_base, j,
-                    stage, HALF, False, PAGE_SIZE, BLOCK_N, NB=NB)
+                    stage, HALF, False, PAGE_SIZE, BLOCK_N)
 
 
 @gluon.jit
@@ -411,8 +386,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
             OUT32: gl.constexpr = 1, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-            SM1: gl.constexpr = 0, RA: gl.constexpr = 0, NB: gl.constexpr = 1,
-            BOXP: gl.constexpr = False):
+            SM1: gl.constexpr = 0, RA: gl.constexpr = 0):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; loads the query (``FP8``: the fp16
     query scaled per head, written by this warpgroup, and each fp8 tile's TMA into its left half)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -471,11 +445,11 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             s0 = it % 2
             _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(s0), kr_bufs.index(s0), c_bars, pt_base, i_first,
                         s0, 0, True, PAGE_SIZE, BLOCK_N, pg_a,
-                        plan_ptr is not None, NB=NB, ONE=BOXP)
+                        plan_ptr is not None)
             if n > 1:
                 _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(1 - s0), kr_bufs.index(1 - s0), c_bars,
                             pt_base, i_first + 1, 1 - s0, 0, False, PAGE_SIZE, BLOCK_N, pg_b,
-                            plan_ptr is not None, NB=NB, ONE=BOXP)
+                            plan_ptr is not None)
             _pro(STAMPS, srow, seg, 1)
             mbarrier.wait(q_bar, seg & 1)
             _pro(STAMPS, srow, seg, 3)
@@ -508,24 +482,23 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 rope = rope_next
             else:
                 if n_valid < BLOCK_N:
-                    _zero_half(kn, c_bars, stage, phase, n_valid, 0, BLOCK_N, NB=NB)
+                    _zero_half(kn, c_bars, stage, phase, n_valid, 0, BLOCK_N)
                 s = _scores(qn_smem, qr_smem, kn, kr_bufs.index(stage), c_bars, stage, phase, j >> 30, s_layout,
-                            BLOCK_H, BLOCK_N, NB=NB)
+                            BLOCK_H, BLOCK_N)
             if (RELOAD == 0) and (k > 0):
                 # O += P(r - 1) V_L(r - 1), issued before these score MMAs, retired: WG0's last read of tile
                 # r - 1's left half, whose buffer takes tile r + 1
                 o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=9, deps=(o, )))
                 if r + 1 < n:
                     _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 1, 1 - stage,
-                            0, FP8, PAGE_SIZE, BLOCK_N, NB=NB)
+                            0, FP8, PAGE_SIZE, BLOCK_N)
             s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
             _stamp_tile(STAMPS, srow, g // 2, 1, 4)
             if FP8:
                 _zero_tail(kn, n_valid, BLOCK_N)
             if (r + 2 < n) and (not FP8) and (not RA):
                 # the score MMAs were the rope chunk's only reader
-                _issue_rope(kv_rope_desc, kr_bufs.index(stage), c_bars, pt_base, j + 2, stage, PAGE_SIZE, BLOCK_N,
-                            NB=NB)
+                _issue_rope(kv_rope_desc, kr_bufs.index(stage), c_bars, pt_base, j + 2, stage, PAGE_SIZE, BLOCK_N)
             if SM1:
                 p, alpha, m_i = _softmax_p(s, m_i, n_valid, offs_tok, qk, BLOCK_N)
             else:
@@ -542,15 +515,14 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             if (r + 2 < n) and (not FP8) and RA:
                 # RA: the rope chunk's copy for tile r + 2 (its page id loaded first) under this P.V, off the path
                 # from the scores to the hand-off
-                _issue_rope(kv_rope_desc, kr_bufs.index(stage), c_bars, pt_base, j + 2, stage, PAGE_SIZE, BLOCK_N,
-                            NB=NB)
+                _issue_rope(kv_rope_desc, kr_bufs.index(stage), c_bars, pt_base, j + 2, stage, PAGE_SIZE, BLOCK_N)
             if r + 1 < n:
                 # P(r) V_L(r) retired (WG0's last read of tile r's left half): the left half of tile r + 2 is
                 # requested before waiting for WG1's softmax, which cannot end sooner than this MMA
                 o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
                 if r + 2 < n:
                     _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 2, stage, 0,
-                            FP8, PAGE_SIZE, BLOCK_N, NB=NB)
+                            FP8, PAGE_SIZE, BLOCK_N)
                 mbarrier.wait(p_bars.index(1), p1_phase)
                 _stamp_tile(STAMPS, srow, g // 2, 3, 4)
                 p1_phase ^= 1
@@ -561,7 +533,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 o = o * gl.convert_layout(beta, rows_o)[:, None]
                 kn_o = kn_bufs.index(1 - stage)
                 if (not FP8) and (n_valid - BLOCK_N < BLOCK_N):
-                    _zero_half(kn_o, c_bars, 1 - stage, ((g + 1) // 2) & 1, n_valid - BLOCK_N, 0, BLOCK_N, NB=NB)
+                    _zero_half(kn_o, c_bars, 1 - stage, ((g + 1) // 2) & 1, n_valid - BLOCK_N, 0, BLOCK_N)
                 o = warpgroup_mma(p_smem, kn_o.slice(0, _HALF, dim=1), o, is_async=True)
                 if RELOAD:
                     # RELOAD = 1: retire it at once and reload tile r + 3's left half into its buffer, instead of
@@ -569,7 +541,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(o, )))
                     if r + 3 < n:
                         _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 3,
-                                1 - stage, 0, FP8, PAGE_SIZE, BLOCK_N, NB=NB)
+                                1 - stage, 0, FP8, PAGE_SIZE, BLOCK_N)
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
         _finish_segment(0, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
                         out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
@@ -598,8 +570,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
             OUT32: gl.constexpr = 1, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-            SM1: gl.constexpr = 0, RA: gl.constexpr = 0, NB: gl.constexpr = 1,
-            BOXP: gl.constexpr = False):
+            SM1: gl.constexpr = 0, RA: gl.constexpr = 0):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511 (``FP8``: instead of reloading the
     right half of a buffer, it tells WG0 the half is free, on mbarrier ``stage * 3 + 1``)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -634,11 +605,11 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
         else:
             _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(s0), kr_bufs.index(s0), c_bars, pt_base, i_first,
                         s0, 1, False, PAGE_SIZE, BLOCK_N, pg_a,
-                        plan_ptr is not None, NB=NB, ONE=BOXP)
+                        plan_ptr is not None)
             if n > 1:
                 _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(1 - s0), kr_bufs.index(1 - s0), c_bars,
                             pt_base, i_first + 1, 1 - s0, 1, True, PAGE_SIZE, BLOCK_N, pg_b,
-                            plan_ptr is not None, NB=NB, ONE=BOXP)
+                            plan_ptr is not None)
             _pro(STAMPS, srow, seg, 1)
             mbarrier.wait(q_bar, seg & 1)
             qk = qk_mul
@@ -665,7 +636,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             if r + 1 < n:
                 if k > 0:
                     _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 1, 1 - stage,
-                            1, FP8, PAGE_SIZE, BLOCK_N, NB=NB)
+                            1, FP8, PAGE_SIZE, BLOCK_N)
                 if FP8:
                     # this warpgroup's own tile: its fp8 columns landed (WG0 issued them once its P.V of the tile
                     # before in the buffer retired; this warpgroup's retired above)
@@ -677,9 +648,9 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     rope = rope_next
                 else:
                     if n_valid - BLOCK_N < BLOCK_N:
-                        _zero_half(kn_o, c_bars, 1 - stage, phase_o, n_valid - BLOCK_N, 1, BLOCK_N, NB=NB)
+                        _zero_half(kn_o, c_bars, 1 - stage, phase_o, n_valid - BLOCK_N, 1, BLOCK_N)
                     s = _scores(qn_smem, qr_smem, kn_o, kr_bufs.index(1 - stage), c_bars, 1 - stage, phase_o, j >> 30,
-                                s_layout, BLOCK_H, BLOCK_N, NB=NB)
+                                s_layout, BLOCK_H, BLOCK_N)
                 if WG1_FIRST:
                     # Softmax first, MMAs after: nothing of this warpgroup is in flight during its softmax, so the
                     # hand-off to WG0 is not held up by P(r) V_R(r) (with the order below ptxas retires that MMA before
@@ -702,7 +673,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                         _zero_tail(kn_o, n_valid - BLOCK_N, BLOCK_N)
                     if (r + 3 < n) and (not FP8) and (not RA):
                         _issue_rope(kv_rope_desc, kr_bufs.index(1 - stage), c_bars, pt_base, j + 3, 1 - stage,
-                                    PAGE_SIZE, BLOCK_N, NB=NB)
+                                    PAGE_SIZE, BLOCK_N)
                     valid = (j + 1) * BLOCK_N + offs_tok < seq_len
                     if INDEP:
                         p, alpha, m_own, l_i = _softmax_step(s, m_i, l_i, valid, qk)
@@ -723,7 +694,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                         p, beta, m_i, l_i = _softmax_step(s, m_e, l_i * alpha, valid, qk)
                         o_scale = alpha * beta
                     if (not FP8) and (n_valid < BLOCK_N):
-                        _zero_half(kn, c_bars, stage, phase, n_valid, 1, BLOCK_N, NB=NB)
+                        _zero_half(kn, c_bars, stage, phase, n_valid, 1, BLOCK_N)
                     pe = (p_smem.load(s_layout).to(gl.float32) * beta[:, None]).to(p_smem.dtype)
                     _wg_barrier()          # every thread has read P(r) before P(r + 1) overwrites it
                     o_done = o_done * gl.convert_layout(o_scale, rows_o)[:, None]
@@ -737,15 +708,15 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                         l_i = l_i * o_scale + gl.sum(p, axis=1)
                     if (r + 3 < n) and (not FP8) and RA:
                         _issue_rope(kv_rope_desc, kr_bufs.index(1 - stage), c_bars, pt_base, j + 3, 1 - stage,
-                                    PAGE_SIZE, BLOCK_N, NB=NB)
+                                    PAGE_SIZE, BLOCK_N)
                     # P(r) V_R(r) retired: tile r's right half is free for tile r + 2
                     warpgroup_mma_wait(num_outstanding=1, deps=(pe_op, ))
                     if r + 2 < n:
                         _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 2, stage,
-                                1, FP8, PAGE_SIZE, BLOCK_N, NB=NB)
+                                1, FP8, PAGE_SIZE, BLOCK_N)
                 else:
                     o, m_i, l_i, p0_phase = _take_even(o_done, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars,
-                                                       stage, phase, n_valid, s_layout, o_layout, BLOCK_N, FP8, NB=NB)
+                                                       stage, phase, n_valid, s_layout, o_layout, BLOCK_N, FP8)
                     # (groups in flight: the score MMAs, then P(r) V_R(r))
                     s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
                     _stamp_tile(STAMPS, srow, g // 2, 1, 4)
@@ -753,7 +724,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                         _zero_tail(kn_o, n_valid - BLOCK_N, BLOCK_N)
                     if (r + 3 < n) and (not FP8) and (not RA):
                         _issue_rope(kv_rope_desc, kr_bufs.index(1 - stage), c_bars, pt_base, j + 3, 1 - stage,
-                                    PAGE_SIZE, BLOCK_N, NB=NB)
+                                    PAGE_SIZE, BLOCK_N)
                     valid = (j + 1) * BLOCK_N + offs_tok < seq_len
                     if SM1:
                         p, beta, m_i = _softmax_p(s, m_i, n_valid - BLOCK_N, offs_tok, qk, BLOCK_N)
@@ -763,7 +734,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                     o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
                     if r + 2 < n:
                         _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 2, stage,
-                                1, FP8, PAGE_SIZE, BLOCK_N, NB=NB)
+                                1, FP8, PAGE_SIZE, BLOCK_N)
                     o = o * gl.convert_layout(beta, rows_o)[:, None]
                     _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
                     _stamp_tile(STAMPS, srow, g // 2, 2, 4)
@@ -773,10 +744,10 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                         l_i = l_i * beta + gl.sum(p, axis=1)
                     if (r + 3 < n) and (not FP8) and RA:
                         _issue_rope(kv_rope_desc, kr_bufs.index(1 - stage), c_bars, pt_base, j + 3, 1 - stage,
-                                    PAGE_SIZE, BLOCK_N, NB=NB)
+                                    PAGE_SIZE, BLOCK_N)
             else:
                 o, m_i, l_i, p0_phase = _take_even(o_done, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars,
-                                                   stage, phase, n_valid, s_layout, o_layout, BLOCK_N, FP8, NB=NB)
+                                                   stage, phase, n_valid, s_layout, o_layout, BLOCK_N, FP8)
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
         _finish_segment(1, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
                         out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
@@ -818,8 +789,6 @@ def _mla_decode_hopper_pp_kernel(
     PART_SCALED: gl.constexpr = False,
     SM1: gl.constexpr = 0,
     RA: gl.constexpr = 0,
-    BOX: gl.constexpr = 0,
-    BOXP: gl.constexpr = 0,
 ):
     """Grid ``(H // 64, P)``, as ``kernel_hopper._mla_decode_hopper_kernel`` (same arguments), but
     ``num_warps = 4`` (warpgroup 0, the default partition) plus a 4-warp worker partition (warpgroup 1, with
@@ -828,18 +797,12 @@ def _mla_decode_hopper_pp_kernel(
     retires its P.V at once and reloads; 0 after the next tile's score MMAs are issued. WG1_FIRST = 1: WG1 runs
     its softmax before issuing any P.V of the pair (see ``_pp_wg1``). SM1 = 1: the softmax of ``_softmax_p`` (masks in a
     request's last tile only, the scale in the exponent, row sums after the hand-off). RA = 1: each tile's rope copy
-    for two tiles on issued after the hand-off, under the P.V, instead of between the scores and the softmax.
-    BOX = 1 (pinned only, session 41):
-    ``kv_nope_desc`` has [BLOCK_N, 64] blocks, each 64-column box of a half on its own mbarrier, and the score MMAs
-    of each box issued once it landed (:func:`_cbar`). BOXP = 1 (with BOX, pinned only, session 42): a segment's first
-    two tiles each a half on one mbarrier (``_issue_half``'s ``ONE``), boxes from the third on."""
+    for two tiles on issued after the hand-off, under the P.V, instead of between the scores and the softmax."""
     gl.static_assert(PP == 1)
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
     gl.static_assert(num_warps == 4)
-    NB: gl.constexpr = 4 if BOX else 1
-    gl.static_assert(BOX == 1 or BOXP == 0)
-    gl.static_assert(kv_nope_desc.block_type.shape[1] == _HALF // NB)
+    gl.static_assert(kv_nope_desc.block_type.shape[1] == _HALF)
     dtype: gl.constexpr = kv_nope_desc.dtype
     kn_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, _D_V], dtype)
     qn_smem = gl.allocate_shared_memory(dtype, [BLOCK_H, _D_V], q_nope_desc.layout)
@@ -853,7 +816,7 @@ def _mla_decode_hopper_pp_kernel(
                    stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                    qn_smem, qr_smem, kn_bufs, kr_bufs, None, None, 1.0, None,
                    PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, False, False, WG1_REGS, INDEP,
-                   OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA, NB, BOXP)
+                   OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA)
 
 
 @gluon.jit(do_not_specialize=["B"])
@@ -928,21 +891,20 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
                    BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr,
                    FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, WG1_REGS: gl.constexpr, INDEP: gl.constexpr,
                    OUT32: gl.constexpr, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-                   SM1: gl.constexpr = 0, RA: gl.constexpr = 0, NB: gl.constexpr = 1,
-                   BOXP: gl.constexpr = False):
+                   SM1: gl.constexpr = 0, RA: gl.constexpr = 0):
     """Both kernels' P tile, maxima, sums and mbarriers, and the two warpgroups."""
     vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     p_smem = gl.allocate_shared_memory(qn_smem.dtype, [BLOCK_H, BLOCK_N],
                                        gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], qn_smem.dtype))
     m_smem = gl.allocate_shared_memory(gl.float32, [2 * BLOCK_H], vec)
     l_smem = gl.allocate_shared_memory(gl.float32, [4 * BLOCK_H], vec)
-    c_bars = gl.allocate_shared_memory(gl.int64, [2 * (2 * NB + 1), 1], mbarrier.MBarrierLayout())
+    c_bars = gl.allocate_shared_memory(gl.int64, [6, 1], mbarrier.MBarrierLayout())
     q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     q_bar = q_bars.index(0)     # bf16: the query's TMA; fp8: WG0's arrival once the fp16 query is written
     qt_bar = q_bars.index(1)    # fp8: the bf16 query's TMA (``kernel_hopper_heads._q_issue``)
     p_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     x_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    for k in gl.static_range(2 * (2 * NB + 1)):
+    for k in gl.static_range(6):
         mbarrier.init(c_bars.index(k), count=1)
     mbarrier.init(q_bar, count=1)
     mbarrier.init(qt_bar, count=1)
@@ -962,12 +924,12 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
              kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA, NB, BOXP)),
+             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA)),
         (_pp_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
              kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA, NB, BOXP)),
+             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA)),
     ], [4], [WG1_REGS])
