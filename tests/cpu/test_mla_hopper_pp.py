@@ -341,34 +341,3 @@ def test_softmax_and_rope_copies_off_the_hand_off_path(knobs):
         for cfg, fmt in ((dict(PP=1, **{knob: 2}), "bf16"), (dict(PP=1, **{knob: 1}), "fp8")):
             _assert_refused_in_one_line(cfg, fmt, f"config {knob}={cfg[knob]}: ")
 
-
-
-def test_nx_issues_the_next_segments_copies_before_the_stores():
-    """NX = 1 (pinned only, bf16; its GPU tests gated in tests/gpu/_unproven.py until they have run): a segment's
-    first copies (WG0 the query and the left halves, WG1 the right halves) issued by the segment before, once the
-    two warpgroups' sums are exchanged and before its output is stored, its request and page ids loaded under the
-    exchange. Compiled for sm_90 on the shipped SM1 + RA: the same MMAs and mbarrier waits, no tile loop reloading a
-    spill, and the copies (UTMALDG) that come after a segment's last wgmma and before its first store go from the
-    odd one to the nine of both prologues; refused for fp8 and out of 0 / 1, in one line."""
-    def copies_before_stores(text: str) -> int:
-        ins = re.findall(r"/\*[0-9a-f]{4,}\*/\s+([^;]*);", text)
-        found = 0
-        for i, t in enumerate(ins):
-            if "UTMALDG" in t:
-                k = next((k for k in range(i + 1, len(ins)) if "HGMMA" in ins[k] or re.search(r"\bSTG\b", ins[k])),
-                         None)
-                found += k is not None and "HGMMA" not in ins[k]
-        return found
-
-    config = dict(PP=1, RELOAD=1, WG1_FIRST=1, SM1=1, RA=1)
-    base = _hopper_compile("bf16", heads=128, page_size=64, config=config)
-    nx = _hopper_compile("bf16", heads=128, page_size=64, config={**config, "NX": 1})
-    sass, sass0 = _sass(nx), _sass(base)
-    for op in ("HGMMA", "SYNCS.PHASECHK", "WARPGROUP.DEPBAR"):
-        assert sass.count(op) == sass0.count(op), op
-    if SCHEDULED_WITH_THIS_TRITON:
-        assert _tile_loop_local_loads(sass) == 0
-    assert copies_before_stores(sass) >= copies_before_stores(sass0) + 8
-    assert nx.metadata.shared == base.metadata.shared
-    for cfg, fmt in ((dict(PP=1, NX=2), "bf16"), (dict(PP=1, NX=1), "fp8")):
-        _assert_refused_in_one_line(cfg, fmt, f"config NX={cfg['NX']}: ")

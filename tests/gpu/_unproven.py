@@ -35,8 +35,10 @@ import pytest
 # off the path to the hand-off and its rope copies after it, passed in session 42, call D, on an H100: in its space;
 # SM1 in T8 passed in session 42, call E, on an H100, and was removed: not faster; BOX on SM1 + RA passed in session
 # 42, call F, on an H100, and was removed: 2-7% slower with a plan; BOX with a segment's first two tiles as halves
-# (BOXP) passed in session 43, call A, on an H100, and both were removed: 1-8% slower with a plan)
-UNPROVEN: dict[str, str] = {"NX": "NX (a bf16 segment's first copies issued by the segment before, session 43)"}
+# (BOXP) passed in session 43, call A, on an H100, and both were removed: 1-8% slower with a plan; NX, its next
+# segment's first copies issued at the exchange, passed in session 43, call B, on an H100, and was removed: within
+# -2.6..+1.3% with a plan over two runs)
+UNPROVEN: dict[str, str] = {}
 
 
 def skip_unproven(config: dict) -> None:

@@ -289,10 +289,7 @@ HEADS_VARIANTS = [("bf16", dict(PSMEM=1)), ("bf16", dict(PSMEM=1, XCH=1)), ("bf1
                   # SM1 / RA (session 42): the softmax off the hand-off's path, the rope copies after the hand-off
                   ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, SM1=1)), ("bf16", dict(PP=1, RELOAD=0, SM1=1, RA=1)),
                   ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, SM1=1, RA=1)),
-                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1, SM1=1, RA=1)),
-                  # NX (session 43, gated until it has run): a segment's first copies issued by the segment before
-                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, SM1=1, RA=1, NX=1)),
-                  ("bf16", dict(PP=1, RELOAD=1, SM1=1, RA=1, NX=1))]
+                  ("bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, INDEP=1, SM1=1, RA=1))]
 HEADS_VARIANTS += [("fp8", dict(WOVL=w, PSMEM=p, XCH=x, LSUM=l, MAX1=m))
                    for w, p, x, l, m in ((0, 0, 0, 0, 0), (1, 0, 0, 0, 0), (1, 0, 1, 0, 0), (0, 1, 1, 0, 0),
                                          (1, 1, 1, 0, 0), (1, 1, 0, 1, 1))]
@@ -402,8 +399,7 @@ def test_more_requests_than_one_split_step(heads, kv_format, path):
 ZERO_LEN_CASES = [(128, "bf16", None), (128, "bf16", dict(PP=0)), (128, "fp8", None), (128, "fp8", dict(PP=1)),
                   (16, "bf16", None), (16, "fp8", None), (16, "fp8", dict(V2=0)),
                   (128, "bf16", dict(PP=1, WG1_FIRST=1, INDEP=1)), (128, "fp8", dict(PP=1, WG1_FIRST=1, INDEP=1)),
-                  (128, "fp8", dict(T8=1)), (128, "bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, SM1=1, RA=1)),
-                  (128, "bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, SM1=1, RA=1, NX=1))]
+                  (128, "fp8", dict(T8=1)), (128, "bf16", dict(PP=1, RELOAD=1, WG1_FIRST=1, SM1=1, RA=1))]
 
 
 @pytest.mark.parametrize("heads,kv_format,config", ZERO_LEN_CASES,
@@ -827,16 +823,13 @@ def test_query_given_in_e4m3_captured_and_replayed(heads, sizes):
 
 _PP_PINNED = dict(PP=1, RELOAD=1, WG1_FIRST=1)
 _TOK_PINNED = dict(interface_hopper.HOPPER_TOK_CONFIG)
-_PP_NX = dict(PP=1, RELOAD=1, WG1_FIRST=1, SM1=1, RA=1, NX=1)     # (session 43, gated until it has run)
 
 
 @pytest.mark.parametrize("heads,page_size,lens,pinned", [
     (128, 64, [1, 63, 64, 65, 3001, 4096], _PP_PINNED), (64, 128, [300, 0, 4096, 191], _PP_PINNED),
     (128, 256, [0, 4096, 0, 77, 1, 2500, 129, 4000], _PP_PINNED), (16, 64, [1, 63, 64, 65, 3001, 4096], _TOK_PINNED),
-    (32, 128, [300, 0, 4096, 191], _TOK_PINNED), (128, 64, [1, 63, 64, 65, 3001, 4096], _PP_NX),
-    (128, 256, [0, 4096, 0, 77, 1, 2500, 129, 4000], _PP_NX)],
-    ids=["pp-H128-ps64", "pp-H64-ps128-zero", "pp-H128-ps256-zeros", "tok-H16-ps64", "tok-H32-ps128-zero",
-         "pp-NX-H128-ps64", "pp-NX-H128-ps256-zeros"])
+    (32, 128, [300, 0, 4096, 191], _TOK_PINNED)],
+    ids=["pp-H128-ps64", "pp-H64-ps128-zero", "pp-H128-ps256-zeros", "tok-H16-ps64", "tok-H32-ps128-zero"])
 @pytest.mark.parametrize("price", [0, 4], ids=["even", "priced"])
 def test_bf16_kernels_with_a_plan_match_reference(heads, page_size, lens, pinned, price, monkeypatch):
     """``plan=`` on the bf16 kernels that read it (the ping-pong kernel: both warpgroups read the program's plan row
@@ -846,7 +839,7 @@ def test_bf16_kernels_with_a_plan_match_reference(heads, page_size, lens, pinned
     runs, NaN-poisoned outputs. ``price``: the plan's split with a request's start priced at that many tiles
     (``plan.BF16_PLAN_SEG_COST``; the kernels read the ranges whatever the price)."""
     _hopper_or_skip()
-    skip_unproven({**pinned, "PLAN_BF16_PRICE": price})
+    skip_unproven({"PLAN_BF16_PRICE": price})
     from graphtune.kernels.mla_decode import plan as plan_mod
     monkeypatch.setattr(plan_mod, "BF16_PLAN_SEG_COST", price)
     seed = _seed()

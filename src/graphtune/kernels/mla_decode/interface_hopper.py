@@ -655,9 +655,8 @@ def _check_pp(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
     if cfg.get("INDEP", 0) not in (0, 1) or (cfg.get("INDEP") and not cfg.get("WG1_FIRST")):
         raise ValueError(f"config INDEP={cfg.get('INDEP')}: the ping-pong kernel's independent softmax takes 0 or 1, "
                          f"and 1 with WG1_FIRST=1 only (got WG1_FIRST={cfg.get('WG1_FIRST', 0)})")
-    # SM1, RA (bf16, both in HOPPER_PP_SPACE): the softmax off the hand-off's path, the rope copies after it; NX
-    # (pinned only): a segment's first copies issued by the segment before, once its sums are exchanged
-    for knob in ("SM1", "RA", "NX"):
+    # SM1, RA (bf16, both in HOPPER_PP_SPACE): the softmax off the hand-off's path, the rope copies after it
+    for knob in ("SM1", "RA"):
         if cfg.get(knob, 0) not in (0, 1) or (cfg.get(knob) and fmt != "bf16"):
             raise ValueError(f"config {knob}={cfg.get(knob)}: the bf16 ping-pong kernel's {knob} takes 0 or 1, and 1 "
                              f"with a bf16 cache only (got kv_format {fmt!r})")

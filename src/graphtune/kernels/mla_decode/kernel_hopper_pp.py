@@ -245,17 +245,6 @@ def _finish_segment(WG: gl.constexpr, o, m_i, l_i, l_smem, x_bars, seg, b, pid, 
     WG0. The exchange (slots by segment parity) is also the hand-shake after which either warpgroup may reload
     the query and the buffers. ``PART_SCALED`` (a bf16 cache's fp16 partials): a partial half stored times 2^-k,
     k beside the LSE (``kernel_hopper._scaled_partial``)."""
-    l_tot = _exchange_sums(WG, l_i, l_smem, x_bars, seg, s_layout, BLOCK_H, STAMPS, srow)
-    _store_segment(WG, o, m_i, l_tot, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles, out_ptr, part_o_ptr, lse_ptr,
-                   part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s, out_mul,
-                   RETURN_LSE, s_layout, o_layout, BLOCK_H, OUT32, STAMPS, srow, PART_SCALED)
-
-
-@gluon.jit
-def _exchange_sums(WG: gl.constexpr, l_i, l_smem, x_bars, seg, s_layout: gl.constexpr, BLOCK_H: gl.constexpr, STAMPS,
-                   srow):
-    """The first part of :func:`_finish_segment`: this warpgroup's row sums for the other, the other's back (slots
-    by segment parity); past it both warpgroups' MMAs of the segment are retired. Returns the pair's row sums."""
     rows: gl.constexpr = gl.SliceLayout(1, s_layout)
     _stamp(STAMPS, srow, STAMP_FINISH)
     if seg % 2 == 0:
@@ -270,17 +259,7 @@ def _exchange_sums(WG: gl.constexpr, l_i, l_smem, x_bars, seg, s_layout: gl.cons
         l_other = l_smem.slice((1 - WG) * BLOCK_H, BLOCK_H).load(rows)
     else:
         l_other = l_smem.slice((3 - WG) * BLOCK_H, BLOCK_H).load(rows)
-    return l_i + l_other
-
-
-@gluon.jit
-def _store_segment(WG: gl.constexpr, o, m_i, l_tot, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles, out_ptr,
-                   part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s, stride_po_h,
-                   stride_pl_s, out_mul, RETURN_LSE: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr,
-                   BLOCK_H: gl.constexpr, OUT32: gl.constexpr, STAMPS, srow, PART_SCALED: gl.constexpr = False):
-    """The second part of :func:`_finish_segment`: the O half normalised by the pair's row sums and stored, then
-    (WG0) the LSE and the segment slots."""
-    rows: gl.constexpr = gl.SliceLayout(1, s_layout)
+    l_tot = l_i + l_other
     inv = gl.convert_layout(out_mul / l_tot, gl.SliceLayout(1, o_layout))
     offs_h_o = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, o_layout))
     offs_d_o = WG * _HALF + gl.arange(0, _HALF, layout=gl.SliceLayout(0, o_layout))
@@ -300,45 +279,6 @@ def _store_segment(WG: gl.constexpr, o, m_i, l_tot, b, pid, pid_h, h0, H, i_firs
         heads_s = h0 + gl.arange(0, BLOCK_H, layout=rows)
         _store_lse_and_segment(m_i + gl.log2(l_tot), whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads_s,
                                lse_ptr, part_lse_ptr, seg_ptr, stride_pl_s, None, RETURN_LSE)
-
-
-@gluon.jit
-def _bf16_segment_copies(WG: gl.constexpr, q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, qn_smem, qr_smem,
-                         kn_bufs, kr_bufs, c_bars, q_bar, b, H, h0, pt_base, i_first, n, s0, pg_a, pg_b,
-                         PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, PLANNED: gl.constexpr):
-    """A bf16 segment's first copies by warpgroup ``WG``: WG0 the query and the left halves of the segment's first
-    two tiles (the first one's rope columns with it), WG1 their right halves (the second one's rope columns), into
-    buffers ``s0`` and ``1 - s0``."""
-    if WG == 0:
-        mbarrier.expect(q_bar, q_nope_desc.block_type.nbytes + q_rope_desc.block_type.nbytes)
-        _tma_load(q_nope_desc, [b * H + h0, 0], q_bar, qn_smem)
-        _tma_load(q_rope_desc, [b * H + h0, 0], q_bar, qr_smem)
-    _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(s0), kr_bufs.index(s0), c_bars, pt_base, i_first, s0, WG,
-                WG == 0, PAGE_SIZE, BLOCK_N, pg_a, PLANNED)
-    if n > 1:
-        _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(1 - s0), kr_bufs.index(1 - s0), c_bars, pt_base,
-                    i_first + 1, 1 - s0, WG, WG == 1, PAGE_SIZE, BLOCK_N, pg_b, PLANNED)
-
-
-@gluon.jit
-def _segment_if(seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, seg, p_seq, p_pg0, p_pg1,
-                PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, plan_ptr=None):
-    """NX: ``_segment_or_planned``'s values of segment ``seg`` (from tile t, request b or the first after it with
-    tokens), loaded only where there is one (``t < t_stop``); else values that are not read (and no load)."""
-    nb = b
-    seq_len = t
-    req_tiles = t
-    seg_stop = t
-    i_first = t
-    i_stop = t
-    pt_base = page_table_ptr
-    pg_a = t
-    pg_b = t
-    if t < t_stop:
-        nb, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base, pg_a, pg_b = _segment_or_planned(
-            seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, seg, p_seq, p_pg0, p_pg1, PAGE_SIZE,
-            BLOCK_N, plan_ptr)
-    return nb, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base, pg_a, pg_b
 
 
 @gluon.jit
@@ -446,7 +386,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
             OUT32: gl.constexpr = 1, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-            SM1: gl.constexpr = 0, RA: gl.constexpr = 0, NX: gl.constexpr = 0):
+            SM1: gl.constexpr = 0, RA: gl.constexpr = 0):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; loads the query (``FP8``: the fp16
     query scaled per head, written by this warpgroup, and each fp8 tile's TMA into its left half)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -471,25 +411,12 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
     it = 0          # tiles of this program before the segment: tile r of the segment is in buffer (it + r) % 2
     seg = 0
     p1_phase = 0
-    if NX:
-        # NX: each segment's first copies issued by the segment before, once the sums are exchanged (below)
-        gl.static_assert(FP8 == 0)
-        b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base, pg_a, pg_b = _segment_if(
+    while t < t_stop:
+        b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base, pg_a, pg_b = _segment_or_planned(
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, seg, p_seq, p_pg0, p_pg1, PAGE_SIZE,
             BLOCK_N, plan_ptr)
-        _pro(STAMPS, srow, seg, 0)
-        if t < t_stop:
-            _bf16_segment_copies(0, q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, qn_smem, qr_smem, kn_bufs,
-                                 kr_bufs, c_bars, q_bar, b, H, h0, pt_base, i_first, i_stop - i_first, 0, pg_a, pg_b,
-                                 PAGE_SIZE, BLOCK_N, plan_ptr is not None)
-    while t < t_stop:
-        if not NX:
-            b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base, pg_a, pg_b = _segment_or_planned(
-                seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, seg, p_seq, p_pg0, p_pg1, PAGE_SIZE,
-                BLOCK_N, plan_ptr)
         n = i_stop - i_first
-        if not NX:
-            _pro(STAMPS, srow, seg, 0)
+        _pro(STAMPS, srow, seg, 0)
         # (past the previous segment's exchange: both warpgroups' MMAs of it are retired)
         if FP8:
             s0 = it % 2
@@ -512,10 +439,17 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             qk = qk_vec[:, None]
             f_s0 = f0 * (1 - s0) + f1 * s0
         else:
-            if not NX:
-                _bf16_segment_copies(0, q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, qn_smem, qr_smem,
-                                     kn_bufs, kr_bufs, c_bars, q_bar, b, H, h0, pt_base, i_first, n, it % 2, pg_a,
-                                     pg_b, PAGE_SIZE, BLOCK_N, plan_ptr is not None)
+            mbarrier.expect(q_bar, q_nope_desc.block_type.nbytes + q_rope_desc.block_type.nbytes)
+            _tma_load(q_nope_desc, [b * H + h0, 0], q_bar, qn_smem)
+            _tma_load(q_rope_desc, [b * H + h0, 0], q_bar, qr_smem)
+            s0 = it % 2
+            _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(s0), kr_bufs.index(s0), c_bars, pt_base, i_first,
+                        s0, 0, True, PAGE_SIZE, BLOCK_N, pg_a,
+                        plan_ptr is not None)
+            if n > 1:
+                _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(1 - s0), kr_bufs.index(1 - s0), c_bars,
+                            pt_base, i_first + 1, 1 - s0, 0, False, PAGE_SIZE, BLOCK_N, pg_b,
+                            plan_ptr is not None)
             _pro(STAMPS, srow, seg, 1)
             mbarrier.wait(q_bar, seg & 1)
             _pro(STAMPS, srow, seg, 3)
@@ -609,26 +543,10 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                         _reload(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, k8_bufs, c_bars, pt_base, j + 3,
                                 1 - stage, 0, FP8, PAGE_SIZE, BLOCK_N)
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
-        if NX:
-            # the next segment (its loads under the exchange), its first copies once both warpgroups' MMAs of this
-            # one are retired (the exchange), then this one's output
-            nb, n_seq, n_req_tiles, n_req_end, n_seg_stop, n_first, n_stop, n_pt, n_pg_a, n_pg_b = _segment_if(
-                seq_lens_ptr, page_table_ptr, stride_pt_b, b + 1, seg_stop, t_stop, req_end, seg + 1, p_seq, p_pg0,
-                p_pg1, PAGE_SIZE, BLOCK_N, plan_ptr)
-            l_tot = _exchange_sums(0, l_i, l_smem, x_bars, seg, s_layout, BLOCK_H, STAMPS, srow)
-            if seg_stop < t_stop:
-                _bf16_segment_copies(0, q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, qn_smem, qr_smem,
-                                     kn_bufs, kr_bufs, c_bars, q_bar, nb, H, h0, n_pt, n_first, n_stop - n_first,
-                                     (it + n) % 2, n_pg_a, n_pg_b, PAGE_SIZE, BLOCK_N, plan_ptr is not None)
-            _store_segment(0, o, m_i, l_tot, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles, out_ptr, part_o_ptr,
-                           lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s, stride_po_h,
-                           stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H, OUT32, STAMPS, srow,
-                           PART_SCALED)
-        else:
-            _finish_segment(0, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
-                            out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h,
-                            stride_po_s, stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H,
-                            OUT32, STAMPS, srow, PART_SCALED)
+        _finish_segment(0, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
+                        out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
+                        stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H, OUT32, STAMPS, srow,
+                        PART_SCALED)
         if FP8:
             # WG1's arrivals this segment: once per tile u with u + 2 < n, even tiles on buffer s0, odd on 1 - s0
             ce = (n - 1) // 2
@@ -638,11 +556,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
         it += n
         seg += 1
         t = seg_stop
-        if NX:
-            b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = (nb, n_seq, n_req_tiles, n_req_end,
-                                                                                  n_seg_stop, n_first, n_stop, n_pt)
-        else:
-            b += 1
+        b += 1
     _stamp_out(STAMPS, srow, it)
 
 
@@ -656,7 +570,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
             OUT32: gl.constexpr = 1, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-            SM1: gl.constexpr = 0, RA: gl.constexpr = 0, NX: gl.constexpr = 0):
+            SM1: gl.constexpr = 0, RA: gl.constexpr = 0):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511 (``FP8``: instead of reloading the
     right half of a buffer, it tells WG0 the half is free, on mbarrier ``stage * 3 + 1``)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -675,25 +589,13 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
     it = 0
     seg = 0
     p0_phase = 0
-    if NX:
-        gl.static_assert(FP8 == 0)
-        b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base, pg_a, pg_b = _segment_if(
+    while t < t_stop:
+        b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base, pg_a, pg_b = _segment_or_planned(
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, seg, p_seq, p_pg0, p_pg1, PAGE_SIZE,
             BLOCK_N, plan_ptr)
-        _pro(STAMPS, srow, seg, 0)
-        if t < t_stop:
-            _bf16_segment_copies(1, q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, qn_smem, qr_smem, kn_bufs,
-                                 kr_bufs, c_bars, q_bar, b, H, h0, pt_base, i_first, i_stop - i_first, 0, pg_a, pg_b,
-                                 PAGE_SIZE, BLOCK_N, plan_ptr is not None)
-    while t < t_stop:
-        if not NX:
-            b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base, pg_a, pg_b = _segment_or_planned(
-                seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, seg, p_seq, p_pg0, p_pg1, PAGE_SIZE,
-                BLOCK_N, plan_ptr)
         n = i_stop - i_first
         s0 = it % 2
-        if not NX:
-            _pro(STAMPS, srow, seg, 0)
+        _pro(STAMPS, srow, seg, 0)
         if FP8:
             rope = _load_rope(kv_ptr, pt_base, gl.minimum(i_first + 1, i_stop - 1), PAGE_SIZE, BLOCK_N, rope_layout)
             _pro(STAMPS, srow, seg, 2)
@@ -701,10 +603,13 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             qk = _qk_load(l_smem, seg, rows_s, BLOCK_H)[:, None]
             _wg_barrier()       # every thread has its multipliers before any thread's exchange reuses the slot
         else:
-            if not NX:
-                _bf16_segment_copies(1, q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, qn_smem, qr_smem,
-                                     kn_bufs, kr_bufs, c_bars, q_bar, b, H, h0, pt_base, i_first, n, s0, pg_a, pg_b,
-                                     PAGE_SIZE, BLOCK_N, plan_ptr is not None)
+            _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(s0), kr_bufs.index(s0), c_bars, pt_base, i_first,
+                        s0, 1, False, PAGE_SIZE, BLOCK_N, pg_a,
+                        plan_ptr is not None)
+            if n > 1:
+                _issue_half(kv_nope_desc, kv_rope_desc, kn_bufs.index(1 - s0), kr_bufs.index(1 - s0), c_bars,
+                            pt_base, i_first + 1, 1 - s0, 1, True, PAGE_SIZE, BLOCK_N, pg_b,
+                            plan_ptr is not None)
             _pro(STAMPS, srow, seg, 1)
             mbarrier.wait(q_bar, seg & 1)
             qk = qk_mul
@@ -844,32 +749,14 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
                 o, m_i, l_i, p0_phase = _take_even(o_done, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars,
                                                    stage, phase, n_valid, s_layout, o_layout, BLOCK_N, FP8)
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
-        if NX:
-            nb, n_seq, n_req_tiles, n_req_end, n_seg_stop, n_first, n_stop, n_pt, n_pg_a, n_pg_b = _segment_if(
-                seq_lens_ptr, page_table_ptr, stride_pt_b, b + 1, seg_stop, t_stop, req_end, seg + 1, p_seq, p_pg0,
-                p_pg1, PAGE_SIZE, BLOCK_N, plan_ptr)
-            l_tot = _exchange_sums(1, l_i, l_smem, x_bars, seg, s_layout, BLOCK_H, STAMPS, srow)
-            if seg_stop < t_stop:
-                _bf16_segment_copies(1, q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, qn_smem, qr_smem,
-                                     kn_bufs, kr_bufs, c_bars, q_bar, nb, H, h0, n_pt, n_first, n_stop - n_first,
-                                     (it + n) % 2, n_pg_a, n_pg_b, PAGE_SIZE, BLOCK_N, plan_ptr is not None)
-            _store_segment(1, o, m_i, l_tot, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles, out_ptr, part_o_ptr,
-                           lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s, stride_po_h,
-                           stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H, OUT32, STAMPS, srow,
-                           PART_SCALED)
-        else:
-            _finish_segment(1, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
-                            out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h,
-                            stride_po_s, stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H,
-                            OUT32, STAMPS, srow, PART_SCALED)
+        _finish_segment(1, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
+                        out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
+                        stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H, OUT32, STAMPS, srow,
+                        PART_SCALED)
         it += n
         seg += 1
         t = seg_stop
-        if NX:
-            b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = (nb, n_seq, n_req_tiles, n_req_end,
-                                                                                  n_seg_stop, n_first, n_stop, n_pt)
-        else:
-            b += 1
+        b += 1
     _stamp_out(STAMPS, srow, it)
 
 
@@ -902,7 +789,6 @@ def _mla_decode_hopper_pp_kernel(
     PART_SCALED: gl.constexpr = False,
     SM1: gl.constexpr = 0,
     RA: gl.constexpr = 0,
-    NX: gl.constexpr = 0,
 ):
     """Grid ``(H // 64, P)``, as ``kernel_hopper._mla_decode_hopper_kernel`` (same arguments), but
     ``num_warps = 4`` (warpgroup 0, the default partition) plus a 4-warp worker partition (warpgroup 1, with
@@ -911,11 +797,7 @@ def _mla_decode_hopper_pp_kernel(
     retires its P.V at once and reloads; 0 after the next tile's score MMAs are issued. WG1_FIRST = 1: WG1 runs
     its softmax before issuing any P.V of the pair (see ``_pp_wg1``). SM1 = 1: the softmax of ``_softmax_p`` (masks in a
     request's last tile only, the scale in the exponent, row sums after the hand-off). RA = 1: each tile's rope copy
-    for two tiles on issued after the hand-off, under the P.V, instead of between the scores and the softmax. NX = 1
-    (pinned only, session 43): a segment's first copies (WG0 the query and the left halves of its first two tiles,
-    WG1 their right halves) issued by the segment before once the sums are exchanged, before its output is stored,
-    the next request and its page ids loaded under the exchange (``_segment_if``); without it they wait for the
-    stores and those loads at the top of the next segment."""
+    for two tiles on issued after the hand-off, under the P.V, instead of between the scores and the softmax."""
     gl.static_assert(PP == 1)
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
@@ -934,7 +816,7 @@ def _mla_decode_hopper_pp_kernel(
                    stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                    qn_smem, qr_smem, kn_bufs, kr_bufs, None, None, 1.0, None,
                    PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, False, False, WG1_REGS, INDEP,
-                   OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA, NX)
+                   OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA)
 
 
 @gluon.jit(do_not_specialize=["B"])
@@ -1009,7 +891,7 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
                    BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr,
                    FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, WG1_REGS: gl.constexpr, INDEP: gl.constexpr,
                    OUT32: gl.constexpr, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-                   SM1: gl.constexpr = 0, RA: gl.constexpr = 0, NX: gl.constexpr = 0):
+                   SM1: gl.constexpr = 0, RA: gl.constexpr = 0):
     """Both kernels' P tile, maxima, sums and mbarriers, and the two warpgroups."""
     vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     p_smem = gl.allocate_shared_memory(qn_smem.dtype, [BLOCK_H, BLOCK_N],
@@ -1042,12 +924,12 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
              kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA, NX)),
+             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA)),
         (_pp_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
              kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA, NX)),
+             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA)),
     ], [4], [WG1_REGS])
