@@ -38,7 +38,7 @@ import pytest
 # (BOXP) passed in session 43, call A, on an H100, and both were removed: 1-8% slower with a plan; NX, its next
 # segment's first copies issued at the exchange, passed in session 43, call B, on an H100, and was removed: within
 # -2.6..+1.3% with a plan over two runs)
-UNPROVEN: dict[str, str] = {}
+UNPROVEN: dict[str, str] = {"P8": "P8 (T8 with an e4m3 P, FlashMLA's accuracy class, session 43)"}
 
 
 def skip_unproven(config: dict) -> None:
