@@ -223,6 +223,13 @@ def _t_store(vt, x0, x1):
 
 
 @gluon.jit
+def _pinned(x):
+    """``x`` (8-bit, four values a register) through an instruction with side effects: computed before whatever
+    follows it, so its registers are not the ones an asynchronous wgmma issued after it still reads."""
+    return gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=x.dtype, is_pure=False, pack=4)
+
+
+@gluon.jit
 def _p8(p, layout: gl.constexpr):
     """P8: P times 2^8 in e4m3 (the factor keeps P's small values in e4m3's normal range; the output's multiplier
     divides it out) as an fp8 wgmma's register operand."""
@@ -475,7 +482,10 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                                     _WIDEN)
                 row3 = _tile_row(pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N)
                 if P8:
-                    o = warpgroup_mma(p8_smem, vt_bufs.index(4 * (1 - stage) + 2).permute((1, 0)), o, is_async=True)
+                    # WG1's P from registers, as WG1 takes WG0's: from p8_smem as the wgmma's shared operand, rows of
+                    # WG0's outputs came out NaN on an H100 (session 43, call F: left halves only, at random)
+                    o = warpgroup_mma(gl.convert_layout(p8_smem.load(s_layout), p_layout),
+                                      vt_bufs.index(4 * (1 - stage) + 2).permute((1, 0)), o, is_async=True)
                 else:
                     o = warpgroup_mma(p_smem, kn_o.slice(0, _HALF, dim=1), o, is_async=True)
                 # P(r + 1) V_L(r + 1) retired at once: the first 32 KB of its buffer takes tile r + 3 before the next
@@ -633,6 +643,9 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 m_i = m_e
                 l_i = l_i * alpha
             if P8:
+                # (own P's operand registers set before the first P.V is issued: built after it, ptxas gave them the
+                # first one's registers while that wgmma still read them, graphtune.sass.wgmma_findings)
+                own_op = _pinned(own_op)
                 o = warpgroup_mma(pe_op, vt_bufs.index(4 * stage + 3).permute((1, 0)), o_done, is_async=True)
                 if r + 1 < n:
                     o = warpgroup_mma(own_op, vt_bufs.index(4 * (1 - stage) + 3).permute((1, 0)), o, is_async=True)
