@@ -71,6 +71,13 @@ def main(argv: list[str] | None = None) -> int:
                             nonfinite = int((~torch.isfinite(blk)).sum())
                             if unwritten or nonfinite:
                                 bad.append((b, hb, half, unwritten, nonfinite))
+                                if len(bad) == 1:       # which heads and output columns, for the first such block
+                                    where = (~torch.isfinite(blk)).nonzero()
+                                    heads = sorted(set(where[:, 0].tolist()))
+                                    cols = sorted(set(where[:, 1].tolist()))
+                                    print(f"  first bad block (request {b}, head block {hb}, half {half}): heads "
+                                          f"{heads[:70]} ({len(heads)}), columns {cols[:70]} ({len(cols)})",
+                                          flush=True)
                 ok = torch.isfinite(out) & (out != SENTINEL)
                 err = float(((out - ref) * ok)[live].norm() / (ref * ok)[live].norm())
                 row = dict(lengths=lengths, sms=sms, config=config, bad_blocks=bad, rel_err_finite=err)

@@ -434,7 +434,9 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             # p_smem's last reader (this warpgroup's P.V of tile r - 1) is retired; WG1 read its previous content
             # (P of tile r - 2) before it wrote that of tile r - 1
             if P8:
-                _hand_off(p * 256.0, m_i, p8_smem, m_smem.slice(0, BLOCK_H), p_bars.index(0))
+                # (WG0's P in its own tile, which its P.V then reads: its last reader, WG1, reads it before it hands
+                # off the P that WG0 waits for before it writes the tile again)
+                _hand_off(p * 256.0, m_i, p8_smem.index(1), m_smem.slice(0, BLOCK_H), p_bars.index(0))
             else:
                 _hand_off(p, m_i, p_smem, m_smem.slice(0, BLOCK_H), p_bars.index(0))
             _stamp_tile(STAMPS, srow, g // 2, 2, 4)
@@ -450,7 +452,9 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             # MEMBAR.ALL.CTA in the SASS, waits for the thread's loads in flight), in flight under the P.V
             row2 = _tile_row(pt_base, gl.minimum(j + 2, i_stop - 1), PAGE_SIZE, BLOCK_N)
             if P8:
-                o = warpgroup_mma(_p8(p, p_layout), vt_bufs.index(4 * stage + 2).permute((1, 0)), o, is_async=True)
+                # (P as the wgmma's shared operand: from registers, converted to the fp8 operand's layout, rows of
+                # WG0's outputs came out NaN at random on an H100, session 43 calls F-G)
+                o = warpgroup_mma(p8_smem.index(1), vt_bufs.index(4 * stage + 2).permute((1, 0)), o, is_async=True)
             else:
                 o = warpgroup_mma(gl.convert_layout(p.to(gl.float16), p_layout), kn.slice(0, _HALF, dim=1), o,
                                   is_async=True)
@@ -482,10 +486,8 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                                     _WIDEN)
                 row3 = _tile_row(pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N)
                 if P8:
-                    # WG1's P from registers, as WG1 takes WG0's: from p8_smem as the wgmma's shared operand, rows of
-                    # WG0's outputs came out NaN on an H100 (session 43, call F: left halves only, at random)
-                    o = warpgroup_mma(gl.convert_layout(p8_smem.load(s_layout), p_layout),
-                                      vt_bufs.index(4 * (1 - stage) + 2).permute((1, 0)), o, is_async=True)
+                    o = warpgroup_mma(p8_smem.index(0), vt_bufs.index(4 * (1 - stage) + 2).permute((1, 0)), o,
+                                      is_async=True)
                 else:
                     o = warpgroup_mma(p_smem, kn_o.slice(0, _HALF, dim=1), o, is_async=True)
                 # P(r + 1) V_L(r + 1) retired at once: the first 32 KB of its buffer takes tile r + 3 before the next
@@ -602,7 +604,7 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 # step: O is rescaled once for both tiles
                 if P8:
                     # (P(r) as WG0 handed it, 2^8 P in e4m3, rounded again to e4m3 once scaled)
-                    pe = (p8_smem.load(s_layout).to(gl.float32) * beta[:, None]).to(gl.float8e4nv)
+                    pe = (p8_smem.index(1).load(s_layout).to(gl.float32) * beta[:, None]).to(gl.float8e4nv)
                 else:
                     pe = (p_smem.load(s_layout).to(gl.float32) * beta[:, None]).to(gl.float16)
                 _wg_barrier()          # every thread has read P(r) before P(r + 1) overwrites it
@@ -610,7 +612,7 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 if P8:
                     # (both P.V issued after the branches join, below: a copy of P(r) V_R(r) in each branch of the
                     # pair loop compiled, with ptxas 12.8, to a wgmma whose descriptor only the other branch sets)
-                    _hand_off(p * 256.0, m_i, p8_smem, m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
+                    _hand_off(p * 256.0, m_i, p8_smem.index(0), m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
                     _stamp_tile(STAMPS, srow, g // 2, 2, 4)
                     pe_op = gl.convert_layout(pe, p_layout)
                     own_op = _p8(p, p_layout)
@@ -636,7 +638,7 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 alpha = gl.exp2(m_i - m_e)
                 o_done = o_done * gl.convert_layout(alpha, rows_o)[:, None]
                 if P8:
-                    pe_op = gl.convert_layout(p8_smem.load(s_layout), p_layout)
+                    pe_op = gl.convert_layout(p8_smem.index(1).load(s_layout), p_layout)
                     own_op = gl.zeros([BLOCK_H, BLOCK_N], gl.float8e4nv, layout=p_layout)
                 else:
                     o = warpgroup_mma(p_smem, kn.slice(_HALF, _HALF, dim=1), o_done, is_async=True)
@@ -737,7 +739,8 @@ def _mla_decode_hopper_pp8_kernel(
     kr_bufs = gl.allocate_shared_memory(f8, [2, BLOCK_N, 128], r_layout)
     p_smem = gl.allocate_shared_memory(f16, [BLOCK_H, BLOCK_N],
                                        gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], f16))
-    p8_smem = _view(p_smem, f8, [BLOCK_H, BLOCK_N], gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], f8))
+    # P8: the fp16 P tile's bytes as two fp8 P tiles, 0 for WG1's (odd) tiles' P, 1 for WG0's
+    p8_smem = _view(p_smem, f8, [2, BLOCK_H, BLOCK_N], gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], f8))
     vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     m_smem = gl.allocate_shared_memory(gl.float32, [2 * BLOCK_H], vec)
     l_smem = gl.allocate_shared_memory(gl.float32, [4 * BLOCK_H], vec)
