@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # session 43, call H (main; carry [".whl"]): P8 with WG0's P.V reading both P tiles as shared operands (WG0's own P in a tile of
 # its own; call G: NaN rows of WG0's outputs, heads 0-7 / 16-23 / 32-39 / 48-55, its own P from registers).
-# issued). (1) p8_check.py at batch 8 (uniform and mixed, 132 / 7 / 1 SMs); (2) P8's GPU tests; (3) if both are clean,
+# (1) p8_check.py at batch 8 (uniform and mixed, 132 / 7 / 1 SMs); (2) P8's GPU tests; (3) if both are clean,
 # plan_probe.py at fp8 H = 128 with query_precision="e4m3", P8 beside T8 (WL1 0, then 1). LIMIT=SECONDS bounds it.
 set -o pipefail
 LIMIT=${LIMIT:-420}
