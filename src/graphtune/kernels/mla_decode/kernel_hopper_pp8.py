@@ -445,7 +445,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             mbarrier.wait(rsrc.index(stage), (g // 2) & 1)
             if P8:
                 x0, x1 = _t_load(k8_bufs.index(stage).slice(0, _HALF, dim=1), n_valid, BLOCK_N)
-                _t_store(vt_bufs.index(4 * stage + 2), x0, x1)
+                _t_store(vt_bufs.index(2 * stage), x0, x1)
             else:
                 _widen_left(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn, n_valid, BLOCK_N, _WIDEN)
             # tile r + 2's cache row: its page-table load issued here, past the widening's fences (a fence,
@@ -454,7 +454,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             if P8:
                 # (P as the wgmma's shared operand: from registers, converted to the fp8 operand's layout, rows of
                 # WG0's outputs came out NaN at random on an H100, session 43 calls F-G)
-                o = warpgroup_mma(p8_smem.index(1), vt_bufs.index(4 * stage + 2).permute((1, 0)), o, is_async=True)
+                o = warpgroup_mma(p8_smem.index(1), vt_bufs.index(2 * stage).permute((1, 0)), o, is_async=True)
             else:
                 o = warpgroup_mma(gl.convert_layout(p.to(gl.float16), p_layout), kn.slice(0, _HALF, dim=1), o,
                                   is_async=True)
@@ -480,13 +480,13 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 if WL1 == 0:
                     if P8:
                         x0, x1 = _t_load(k8_bufs.index(1 - stage).slice(0, _HALF, dim=1), n_valid - BLOCK_N, BLOCK_N)
-                        _t_store(vt_bufs.index(4 * (1 - stage) + 2), x0, x1)
+                        _t_store(vt_bufs.index(2 * (1 - stage)), x0, x1)
                     else:
                         _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N, BLOCK_N,
                                     _WIDEN)
                 row3 = _tile_row(pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N)
                 if P8:
-                    o = warpgroup_mma(p8_smem.index(0), vt_bufs.index(4 * (1 - stage) + 2).permute((1, 0)), o,
+                    o = warpgroup_mma(p8_smem.index(0), vt_bufs.index(2 * (1 - stage)).permute((1, 0)), o,
                                       is_async=True)
                 else:
                     o = warpgroup_mma(p_smem, kn_o.slice(0, _HALF, dim=1), o, is_async=True)
@@ -575,7 +575,7 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             if P8:
                 x0, x1 = _t_load(k8_bufs.index(stage).slice(_HALF, _HALF, dim=1), n_valid, BLOCK_N)
                 _arrive_wg(rsrc.index(stage))
-                _t_store(vt_bufs.index(4 * stage + 3), x0, x1)
+                _t_store(vt_bufs.index(2 * stage + 1), x0, x1)
             else:
                 x0, x1 = _read_right(k8_bufs.index(stage).slice(0, _D_V, dim=1), _WIDEN)
                 _arrive_wg(rsrc.index(stage))
@@ -586,7 +586,7 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                                   BLOCK_N, Q_LO)
                 if P8:
                     y0, y1 = _t_load(k8_bufs.index(1 - stage).slice(_HALF, _HALF, dim=1), n_valid - BLOCK_N, BLOCK_N)
-                    _t_store(vt_bufs.index(4 * (1 - stage) + 3), y0, y1)
+                    _t_store(vt_bufs.index(2 * (1 - stage) + 1), y0, y1)
                 else:
                     x0, x1 = _read_right(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), _WIDEN)
                     _write_right(kn_o, x0, x1, n_valid - BLOCK_N, BLOCK_N)
@@ -648,13 +648,13 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 # (own P's operand registers set before the first P.V is issued: built after it, ptxas gave them the
                 # first one's registers while that wgmma still read them, graphtune.sass.wgmma_findings)
                 own_op = _pinned(own_op)
-                o = warpgroup_mma(pe_op, vt_bufs.index(4 * stage + 3).permute((1, 0)), o_done, is_async=True)
+                o = warpgroup_mma(pe_op, vt_bufs.index(2 * stage + 1).permute((1, 0)), o_done, is_async=True)
                 if r + 1 < n:
-                    o = warpgroup_mma(own_op, vt_bufs.index(4 * (1 - stage) + 3).permute((1, 0)), o, is_async=True)
+                    o = warpgroup_mma(own_op, vt_bufs.index(2 * (1 - stage) + 1).permute((1, 0)), o, is_async=True)
                     if WL1:
                         # V_L(r + 1) for WG0 under those MMAs, then WG0 told
                         y0, y1 = _t_load(k8_bufs.index(1 - stage).slice(0, _HALF, dim=1), n_valid - BLOCK_N, BLOCK_N)
-                        _t_store(vt_bufs.index(4 * (1 - stage) + 2), y0, y1)
+                        _t_store(vt_bufs.index(2 * (1 - stage)), y0, y1)
                         _arrive_wg(rsrc.index(1 - stage))
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
         _finish_segment(1, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
@@ -725,22 +725,39 @@ def _mla_decode_hopper_pp8_kernel(
     qh = gl.allocate_shared_memory(f8, [BLOCK_H, _D_V], q_layout)
     ql = gl.allocate_shared_memory(f8, [BLOCK_H, _D_V], q_layout)
     qr = gl.allocate_shared_memory(f8, [BLOCK_H, 128], r_layout)
-    kn_bufs = gl.allocate_shared_memory(f16, [2, BLOCK_N, _D_V],
-                                        gl.NVMMASharedLayout.get_default_for([BLOCK_N, _D_V], f16))
-    # the same bytes as fp8 [64, 1024] per buffer (eight 8 KB blocks of 128 columns, the fp16 tile's 64-column blocks
-    # two by two: the TMA lands in the first four), as bf16 [64, 256] halves (the query's staging) and [64, 128]
-    # chunks (its conversion's loads)
-    k8_bufs = _view(kn_bufs, f8, [2, BLOCK_N, 2 * _D_V], gl.NVMMASharedLayout.get_default_for([BLOCK_N, 2 * _D_V], f8))
-    kb_halves = _view(kn_bufs, bf, [4, BLOCK_N, _HALF], gl.NVMMASharedLayout.get_default_for([BLOCK_N, _HALF], bf))
-    kb_chunks = _view(kn_bufs, bf, [8, BLOCK_N, 128], gl.NVMMASharedLayout.get_default_for([BLOCK_N, 128], bf))
-    # P8: each buffer's 16 KB quarters as fp8 V^T [256 columns, 64 tokens] (tokens contiguous): quarter 4 s + 2 the
-    # left half's (bytes [32 K, 48 K) of buffer s), 4 s + 3 the right half's
-    vt_bufs = _view(kn_bufs, f8, [8, _HALF, BLOCK_N], gl.NVMMASharedLayout.get_default_for([_HALF, BLOCK_N], f8))
+    if P8:
+        # P8: the fp8 tiles as they land (the first 32 KB of each of T8's buffers), each buffer's halves of V^T [256
+        # columns, 64 tokens] (tokens contiguous; 2 s the left half's of buffer s, 2 s + 1 the right half's) and two fp8
+        # P tiles (0 WG1's tiles' P, 1 WG0's) as allocations of their own: the same bytes as T8's fp16 buffers and P
+        # tile. (As views of those, with a swizzle other than theirs, WG0's P.V read rows of P it was not given: NaN
+        # rows in its outputs, session 43 calls F-H.) The names T8's other paths take stand in for what P8 has not.
+        k8_bufs = gl.allocate_shared_memory(f8, [2, BLOCK_N, _D_V],
+                                            gl.NVMMASharedLayout.get_default_for([BLOCK_N, _D_V], f8))
+        vt_bufs = gl.allocate_shared_memory(f8, [4, _HALF, BLOCK_N],
+                                            gl.NVMMASharedLayout.get_default_for([_HALF, BLOCK_N], f8))
+        p8_smem = gl.allocate_shared_memory(f8, [2, BLOCK_H, BLOCK_N],
+                                            gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], f8))
+        kn_bufs = k8_bufs
+        kb_halves = k8_bufs
+        kb_chunks = k8_bufs
+    else:
+        kn_bufs = gl.allocate_shared_memory(f16, [2, BLOCK_N, _D_V],
+                                            gl.NVMMASharedLayout.get_default_for([BLOCK_N, _D_V], f16))
+        # the same bytes as fp8 [64, 1024] per buffer (eight 8 KB blocks of 128 columns, the fp16 tile's 64-column
+        # blocks two by two: the TMA lands in the first four), as bf16 [64, 256] halves (the query's staging) and
+        # [64, 128] chunks (its conversion's loads)
+        k8_bufs = _view(kn_bufs, f8, [2, BLOCK_N, 2 * _D_V],
+                        gl.NVMMASharedLayout.get_default_for([BLOCK_N, 2 * _D_V], f8))
+        kb_halves = _view(kn_bufs, bf, [4, BLOCK_N, _HALF], gl.NVMMASharedLayout.get_default_for([BLOCK_N, _HALF], bf))
+        kb_chunks = _view(kn_bufs, bf, [8, BLOCK_N, 128], gl.NVMMASharedLayout.get_default_for([BLOCK_N, 128], bf))
     kr_bufs = gl.allocate_shared_memory(f8, [2, BLOCK_N, 128], r_layout)
-    p_smem = gl.allocate_shared_memory(f16, [BLOCK_H, BLOCK_N],
-                                       gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], f16))
-    # P8: the fp16 P tile's bytes as two fp8 P tiles, 0 for WG1's (odd) tiles' P, 1 for WG0's
-    p8_smem = _view(p_smem, f8, [2, BLOCK_H, BLOCK_N], gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], f8))
+    if P8:
+        p_smem = p8_smem
+    else:
+        p_smem = gl.allocate_shared_memory(f16, [BLOCK_H, BLOCK_N],
+                                           gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], f16))
+        vt_bufs = p_smem
+        p8_smem = p_smem
     vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     m_smem = gl.allocate_shared_memory(gl.float32, [2 * BLOCK_H], vec)
     l_smem = gl.allocate_shared_memory(gl.float32, [4 * BLOCK_H], vec)
