@@ -51,16 +51,18 @@ def main(argv: list[str] | None = None) -> int:
         if lengths == "mixed":
             lens = ([1, 63, 64, 65, min(3001, args.max_len), 0, args.max_len, 129] * args.batch)[:args.batch]
             x["seq_lens"].copy_(torch.tensor(lens, dtype=torch.int32))
-        ref = mla_decode_reference(e4m3_query(x["q"]), x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
-                                   kv_scale=x["kv_scale"]).float()
+        ref, ref_lse = mla_decode_reference(e4m3_query(x["q"]), x["kv_cache"], x["page_table"], x["seq_lens"],
+                                            SM_SCALE, kv_scale=x["kv_scale"], return_lse=True)
+        ref = ref.float()
         live = x["seq_lens"] > 0
         for sms in args.sms:
             for text in args.configs:
                 config = {k: int(v) for k, v in (kv.split("=") for kv in text.split("/"))}
                 x["out"].fill_(SENTINEL)
-                out = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
-                                        x["kv_scale"], "fp8", x["out"], False, config=triton.Config(dict(config)),
-                                        num_sms=sms, path="hopper", query_precision="e4m3").float()
+                out, lse = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
+                                             x["kv_scale"], "fp8", x["out"], True, config=triton.Config(dict(config)),
+                                             num_sms=sms, path="hopper", query_precision="e4m3")
+                out = out.float()
                 torch.cuda.synchronize()
                 bad = []
                 for b in range(args.batch):
@@ -78,6 +80,13 @@ def main(argv: list[str] | None = None) -> int:
                                     print(f"  first bad block (request {b}, head block {hb}, half {half}): heads "
                                           f"{heads[:70]} ({len(heads)}), columns {cols[:70]} ({len(cols)})",
                                           flush=True)
+                                    h = 64 * hb + heads[0]
+                                    other = out[b, h, 256 * (1 - half):256 * (2 - half)]
+                                    want = ref[b, h, 256 * (1 - half):256 * (2 - half)]
+                                    print(f"  its head {h}: lse {float(lse[b, h]):.4g} against {float(ref_lse[b, h]):.4g}; "
+                                          f"the other half's max |out| {float(other.abs().max()):.3g} against "
+                                          f"{float(want.abs().max()):.3g}, rel err "
+                                          f"{float((other - want).norm() / want.norm()):.3g}", flush=True)
                 ok = torch.isfinite(out) & (out != SENTINEL)
                 err = float(((out - ref) * ok)[live].norm() / (ref * ok)[live].norm())
                 row = dict(lengths=lengths, sms=sms, config=config, bad_blocks=bad, rel_err_finite=err)
