@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
                                     h = 64 * hb + heads[0]
                                     other = out[b, h, 256 * (1 - half):256 * (2 - half)]
                                     want = ref[b, h, 256 * (1 - half):256 * (2 - half)]
-                                    print(f"  its head {h}: lse {float(lse[b, h]):.4g} against {float(ref_lse[b, h]):.4g}; "
+                                    print(f"  its head {h}: lse {float(lse[b, h]):.4g} against "
+                                          f"{float(ref_lse[b, h]):.4g}; "
                                           f"the other half's max |out| {float(other.abs().max()):.3g} against "
                                           f"{float(want.abs().max()):.3g}, rel err "
                                           f"{float((other - want).norm() / want.norm()):.3g}", flush=True)
