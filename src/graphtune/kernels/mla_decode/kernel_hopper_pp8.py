@@ -67,14 +67,6 @@ _D_V = gl.constexpr(512)
 _HALF = gl.constexpr(256)       # output columns (dims) per warpgroup
 # the widening's registers: 16 fp8 columns (16 bytes) a thread, laid out for no shared-memory bank conflict
 _WIDEN = gl.constexpr(widen_layout(64, 4))
-# P8's transposition of a [64 tokens, 128 columns] fp8 block: 4 columns (one 4-byte load a token row) x 16 tokens (one
-# 16-byte store a V^T row) a thread. The lanes and warps are the bit assignment with the fewest shared-memory
-# wavefronts under the two tiles' swizzles (the source's 128-byte, V^T's 64-byte) of those searched on the CPU: two a
-# warp's 4-byte load and two a quarter-warp's 16-byte store, 64 a warp and block against 32 conflict-free (one row a
-# warp's load, the plain choice: one and four, 80); tests/cpu/test_mla_hopper_pp8.py counts them
-_TRANS = gl.constexpr(gl.DistributedLinearLayout(
-    reg_bases=[[0, 1], [0, 2], [1, 0], [2, 0], [4, 0], [8, 0]], lane_bases=[[0, 4], [0, 8], [16, 0], [0, 16], [0, 32]],
-    warp_bases=[[0, 64], [32, 0]], block_bases=[], shape=[64, 128]))
 
 
 @gluon.jit
@@ -199,44 +191,6 @@ def _widen_left(k8, kn, n_valid, BLOCK_N: gl.constexpr, layout: gl.constexpr):
 
 
 @gluon.jit
-def _t_load(src, n_valid, BLOCK_N: gl.constexpr):
-    """P8: one warpgroup's half of V as fp8 in registers, [64 tokens, 256 columns] as two [64, 128] blocks of
-    ``src`` (a [BLOCK_N, 256] slice of the landed tile), rows ``>= n_valid`` zeros (rows past seq_len may hold NaN, and
-    0 * NaN is NaN in P.V)."""
-    x0 = src.slice(0, 128, dim=1).load(_TRANS)
-    x1 = src.slice(128, 128, dim=1).load(_TRANS)
-    if n_valid < BLOCK_N:
-        keep = (gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, _TRANS)) < n_valid)[:, None]
-        x0 = gl.where(keep, x0, gl.zeros_like(x0))
-        x1 = gl.where(keep, x1, gl.zeros_like(x1))
-    return x0, x1
-
-
-@gluon.jit
-def _t_store(vt, x0, x1):
-    """P8: the half's V^T [256 columns, 64 tokens] (tokens contiguous: K-major, as an fp8 wgmma's B operand must be)
-    into ``vt``; visible to this warpgroup's wgmmas after it returns."""
-    vt.slice(0, 128, dim=0).store(gl.permute(x0, (1, 0)))
-    vt.slice(128, 128, dim=0).store(gl.permute(x1, (1, 0)))
-    fence_async_shared()
-    _wg_barrier()
-
-
-@gluon.jit
-def _pinned(x):
-    """``x`` (8-bit, four values a register) through an instruction with side effects: computed before whatever
-    follows it, so its registers are not the ones an asynchronous wgmma issued after it still reads."""
-    return gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=x.dtype, is_pure=False, pack=4)
-
-
-@gluon.jit
-def _p8(p, layout: gl.constexpr):
-    """P8: P times 2^8 in e4m3 (the factor keeps P's small values in e4m3's normal range; the output's multiplier
-    divides it out) as an fp8 wgmma's register operand."""
-    return gl.convert_layout((p * 256.0).to(gl.float8e4nv), layout)
-
-
-@gluon.jit
 def _read_right(k8, layout: gl.constexpr):
     """WG1: the fp8 bytes of its half of V (latent columns 256..511, bytes [16 K, 32 K)) in registers."""
     return k8.slice(256, 128, dim=1).load(layout), k8.slice(384, 128, dim=1).load(layout)
@@ -353,13 +307,12 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
              o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q8PRE: gl.constexpr, q8_scale_ptr,
              Q_LO: gl.constexpr, Q_FP8: gl.constexpr, q_descale_ptr, q_descale, Q_DESCALE_FROM_PTR: gl.constexpr,
-             plan_ptr=None, vt_bufs=None, p8_smem=None, P8: gl.constexpr = 0):
+             plan_ptr=None):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; writes the query pair and issues every
     tile's TMA. Per pair: its tile's softmax (scores issued at the previous pair's end), P handed over, its half of V
     widened and multiplied; WG1's tile's half widened under WG1's softmax, then multiplied by WG1's P; the next
     tile's scores."""
-    # (P8: P in e4m3 as an fp8 wgmma's register operand, four bytes of k a register)
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2 + 2 * P8)
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow, p_seq, p_pg0, p_pg1 = _wg_start(
@@ -368,9 +321,6 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
         kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
     if Q_DESCALE_FROM_PTR:
         q_descale = gl.load(q_descale_ptr).to(gl.float32)
-    out_mul = kv_scale
-    if P8:
-        out_mul = kv_scale * 0.00390625     # (P times 2^8)
     it = 0          # tiles of this program before the segment: tile r of the segment is its (it + r)-th, in buffer
     seg = 0         # (it + r) % 2
     p1_phase = 0
@@ -433,31 +383,16 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             o = o * gl.convert_layout(alpha, rows_o)[:, None]
             # p_smem's last reader (this warpgroup's P.V of tile r - 1) is retired; WG1 read its previous content
             # (P of tile r - 2) before it wrote that of tile r - 1
-            if P8:
-                # (WG0's P in its own tile, which its P.V then reads: its last reader, WG1, reads it before it hands
-                # off the P that WG0 waits for before it writes the tile again)
-                _hand_off(p * 256.0, m_i, p8_smem.index(1), m_smem.slice(0, BLOCK_H), p_bars.index(0))
-            else:
-                _hand_off(p, m_i, p_smem, m_smem.slice(0, BLOCK_H), p_bars.index(0))
+            _hand_off(p, m_i, p_smem, m_smem.slice(0, BLOCK_H), p_bars.index(0))
             _stamp_tile(STAMPS, srow, g // 2, 2, 4)
-            # V_L(r), once WG1 read its half's fp8 bytes (which the widening overwrites; P8: its V^T goes to the
-            # buffer's bytes [32 K, 48 K), whose other reader, WG1's P.V of the tile before, is retired by then too)
+            # V_L(r), once WG1 read its half's fp8 bytes (which the widening overwrites)
             mbarrier.wait(rsrc.index(stage), (g // 2) & 1)
-            if P8:
-                x0, x1 = _t_load(k8_bufs.index(stage).slice(0, _HALF, dim=1), n_valid, BLOCK_N)
-                _t_store(vt_bufs.index(2 * stage), x0, x1)
-            else:
-                _widen_left(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn, n_valid, BLOCK_N, _WIDEN)
+            _widen_left(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn, n_valid, BLOCK_N, _WIDEN)
             # tile r + 2's cache row: its page-table load issued here, past the widening's fences (a fence,
             # MEMBAR.ALL.CTA in the SASS, waits for the thread's loads in flight), in flight under the P.V
             row2 = _tile_row(pt_base, gl.minimum(j + 2, i_stop - 1), PAGE_SIZE, BLOCK_N)
-            if P8:
-                # (P as the wgmma's shared operand: from registers, converted to the fp8 operand's layout, rows of
-                # WG0's outputs came out NaN at random on an H100, session 43 calls F-G)
-                o = warpgroup_mma(p8_smem.index(1), vt_bufs.index(2 * stage).permute((1, 0)), o, is_async=True)
-            else:
-                o = warpgroup_mma(gl.convert_layout(p.to(gl.float16), p_layout), kn.slice(0, _HALF, dim=1), o,
-                                  is_async=True)
+            o = warpgroup_mma(gl.convert_layout(p.to(gl.float16), p_layout), kn.slice(0, _HALF, dim=1), o,
+                              is_async=True)
             if r + 1 < n:
                 g1 = g + 1
                 kn_o = kn_bufs.index(1 - stage)
@@ -478,18 +413,9 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 # 2% slower at batch 64, the two warpgroups' shared-memory traffic overlapping; H200, session 24 run 2)
                 mbarrier.wait(rsrc.index(1 - stage), (g1 // 2) & 1)
                 if WL1 == 0:
-                    if P8:
-                        x0, x1 = _t_load(k8_bufs.index(1 - stage).slice(0, _HALF, dim=1), n_valid - BLOCK_N, BLOCK_N)
-                        _t_store(vt_bufs.index(2 * (1 - stage)), x0, x1)
-                    else:
-                        _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N, BLOCK_N,
-                                    _WIDEN)
+                    _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N, BLOCK_N, _WIDEN)
                 row3 = _tile_row(pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N)
-                if P8:
-                    o = warpgroup_mma(p8_smem.index(0), vt_bufs.index(2 * (1 - stage)).permute((1, 0)), o,
-                                      is_async=True)
-                else:
-                    o = warpgroup_mma(p_smem, kn_o.slice(0, _HALF, dim=1), o, is_async=True)
+                o = warpgroup_mma(p_smem, kn_o.slice(0, _HALF, dim=1), o, is_async=True)
                 # P(r + 1) V_L(r + 1) retired at once: the first 32 KB of its buffer takes tile r + 3 before the next
                 # tile's score MMAs wait for that tile to land (WG1 needs tile r + 3 first thing next pair; issued after
                 # them, the decode took 12% longer at batch 64: H200, session 23 run 3)
@@ -506,7 +432,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
         _finish_segment(0, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
                         out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
-                        stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H, 1, STAMPS, srow)
+                        stride_po_h, stride_pl_s, kv_scale, RETURN_LSE, s_layout, o_layout, BLOCK_H, 1, STAMPS, srow)
         it += n
         seg += 1
         t = seg_stop
@@ -522,21 +448,17 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
              qt_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
-             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q_LO: gl.constexpr, plan_ptr=None, vt_bufs=None,
-             p8_smem=None, P8: gl.constexpr = 0):
+             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q_LO: gl.constexpr, plan_ptr=None):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511. Per pair: both tiles' halves of V
     widened (WG0's first: its fp8 bytes read, then WG0 may widen its own half over them) with its own tile's score
     MMAs in flight; then WG0's P and max, its softmax from that max, its P handed over, and both P.V."""
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2 + 2 * P8)
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow, p_seq, p_pg0, p_pg1 = _wg_start(
         seq_lens_ptr, sm_scale, B, STAMPS, 1, s_layout, B_CHUNK, BLOCK_N, BLOCK_H, FP8_SEG_COST, plan_ptr)
     if KV_SCALE_FROM_PTR:
         kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
-    out_mul = kv_scale
-    if P8:
-        out_mul = kv_scale * 0.00390625     # (P times 2^8)
     it = 0
     seg = 0
     p0_phase = 0
@@ -572,24 +494,15 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             o_done = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
             # V_R(r): its fp8 bytes read (WG0 may then widen its half over them), written
             mbarrier.wait(land.index(stage), (g // 2) & 1)
-            if P8:
-                x0, x1 = _t_load(k8_bufs.index(stage).slice(_HALF, _HALF, dim=1), n_valid, BLOCK_N)
-                _arrive_wg(rsrc.index(stage))
-                _t_store(vt_bufs.index(2 * stage + 1), x0, x1)
-            else:
-                x0, x1 = _read_right(k8_bufs.index(stage).slice(0, _D_V, dim=1), _WIDEN)
-                _arrive_wg(rsrc.index(stage))
-                _write_right(kn, x0, x1, n_valid, BLOCK_N)
+            x0, x1 = _read_right(k8_bufs.index(stage).slice(0, _D_V, dim=1), _WIDEN)
+            _arrive_wg(rsrc.index(stage))
+            _write_right(kn, x0, x1, n_valid, BLOCK_N)
             if r + 1 < n:
                 # this warpgroup's tile: its score MMAs, V_R(r + 1) widened under them
                 s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g + 1, j >> 30, s_layout, BLOCK_H,
                                   BLOCK_N, Q_LO)
-                if P8:
-                    y0, y1 = _t_load(k8_bufs.index(1 - stage).slice(_HALF, _HALF, dim=1), n_valid - BLOCK_N, BLOCK_N)
-                    _t_store(vt_bufs.index(2 * (1 - stage) + 1), y0, y1)
-                else:
-                    x0, x1 = _read_right(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), _WIDEN)
-                    _write_right(kn_o, x0, x1, n_valid - BLOCK_N, BLOCK_N)
+                x0, x1 = _read_right(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), _WIDEN)
+                _write_right(kn_o, x0, x1, n_valid - BLOCK_N, BLOCK_N)
                 mbarrier.wait(p_bars.index(0), p0_phase)
                 _stamp_tile(STAMPS, srow, g // 2, 3, 4)
                 p0_phase ^= 1
@@ -602,32 +515,19 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 p, beta, m_i, l_i = _softmax_step(sv, m_e, l_i * alpha, (j + 1) * BLOCK_N + offs_tok < seq_len, qk)
                 # P(r) read back from p_smem (before this warpgroup's P overwrites it), scaled by this tile's max
                 # step: O is rescaled once for both tiles
-                if P8:
-                    # (P(r) as WG0 handed it, 2^8 P in e4m3, rounded again to e4m3 once scaled)
-                    pe = (p8_smem.index(1).load(s_layout).to(gl.float32) * beta[:, None]).to(gl.float8e4nv)
-                else:
-                    pe = (p_smem.load(s_layout).to(gl.float32) * beta[:, None]).to(gl.float16)
+                pe = (p_smem.load(s_layout).to(gl.float32) * beta[:, None]).to(gl.float16)
                 _wg_barrier()          # every thread has read P(r) before P(r + 1) overwrites it
                 o_done = o_done * gl.convert_layout(alpha * beta, rows_o)[:, None]
-                if P8:
-                    # (both P.V issued after the branches join, below: a copy of P(r) V_R(r) in each branch of the
-                    # pair loop compiled, with ptxas 12.8, to a wgmma whose descriptor only the other branch sets)
-                    _hand_off(p * 256.0, m_i, p8_smem.index(0), m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
-                    _stamp_tile(STAMPS, srow, g // 2, 2, 4)
-                    pe_op = gl.convert_layout(pe, p_layout)
-                    own_op = _p8(p, p_layout)
-                else:
-                    _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
-                    _stamp_tile(STAMPS, srow, g // 2, 2, 4)
-                    o = warpgroup_mma(gl.convert_layout(pe, p_layout), kn.slice(_HALF, _HALF, dim=1), o_done,
-                                      is_async=True)
-                    o = warpgroup_mma(gl.convert_layout(p.to(gl.float16), p_layout), kn_o.slice(_HALF, _HALF, dim=1),
-                                      o, is_async=True)
+                _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
+                _stamp_tile(STAMPS, srow, g // 2, 2, 4)
+                o = warpgroup_mma(gl.convert_layout(pe, p_layout), kn.slice(_HALF, _HALF, dim=1), o_done,
+                                  is_async=True)
+                o = warpgroup_mma(gl.convert_layout(p.to(gl.float16), p_layout), kn_o.slice(_HALF, _HALF, dim=1), o,
+                                  is_async=True)
                 # V_L(r + 1) for WG0, in place under those MMAs (its score MMAs retired, its right half's bytes read
                 # above), then WG0 told
-                if WL1 and (P8 == 0):
-                    _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N, BLOCK_N,
-                                _WIDEN)
+                if WL1:
+                    _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N, BLOCK_N, _WIDEN)
                     _arrive_wg(rsrc.index(1 - stage))
             else:
                 # the segment's last tile is WG0's: its P from p_smem
@@ -637,29 +537,13 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 m_e = m_smem.slice(0, BLOCK_H).load(rows_s)
                 alpha = gl.exp2(m_i - m_e)
                 o_done = o_done * gl.convert_layout(alpha, rows_o)[:, None]
-                if P8:
-                    pe_op = gl.convert_layout(p8_smem.index(1).load(s_layout), p_layout)
-                    own_op = gl.zeros([BLOCK_H, BLOCK_N], gl.float8e4nv, layout=p_layout)
-                else:
-                    o = warpgroup_mma(p_smem, kn.slice(_HALF, _HALF, dim=1), o_done, is_async=True)
+                o = warpgroup_mma(p_smem, kn.slice(_HALF, _HALF, dim=1), o_done, is_async=True)
                 m_i = m_e
                 l_i = l_i * alpha
-            if P8:
-                # (own P's operand registers set before the first P.V is issued: built after it, ptxas gave them the
-                # first one's registers while that wgmma still read them, graphtune.sass.wgmma_findings)
-                own_op = _pinned(own_op)
-                o = warpgroup_mma(pe_op, vt_bufs.index(2 * stage + 1).permute((1, 0)), o_done, is_async=True)
-                if r + 1 < n:
-                    o = warpgroup_mma(own_op, vt_bufs.index(2 * (1 - stage) + 1).permute((1, 0)), o, is_async=True)
-                    if WL1:
-                        # V_L(r + 1) for WG0 under those MMAs, then WG0 told
-                        y0, y1 = _t_load(k8_bufs.index(1 - stage).slice(0, _HALF, dim=1), n_valid - BLOCK_N, BLOCK_N)
-                        _t_store(vt_bufs.index(2 * (1 - stage)), y0, y1)
-                        _arrive_wg(rsrc.index(1 - stage))
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
         _finish_segment(1, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
                         out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
-                        stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H, 1, STAMPS, srow)
+                        stride_po_h, stride_pl_s, kv_scale, RETURN_LSE, s_layout, o_layout, BLOCK_H, 1, STAMPS, srow)
         it += n
         seg += 1
         t = seg_stop
@@ -698,7 +582,6 @@ def _mla_decode_hopper_pp8_kernel(
     q_descale=1.0,
     Q_DESCALE_FROM_PTR: gl.constexpr = 0,
     plan_ptr=None,
-    P8: gl.constexpr = 0,
 ):
     """Grid ``(H // 64, P)``; the arguments of the fp8 heads-on-M kernel
     (``kernel_hopper_heads._mla_decode_hopper_fp8w_kernel``) with the query as two TMA descriptors ([64, 256] and
@@ -710,9 +593,6 @@ def _mla_decode_hopper_pp8_kernel(
     tile's fp8 copy in the first 32 KB), two 8 KB fp8 rope tiles, an 8 KB fp16 P tile."""
     gl.static_assert(T8 == 1)
     gl.static_assert(Q_FP8 == 0 or Q_LO == 0)       # an e4m3 query has no lo half
-    # P8 (FlashMLA's accuracy class): with the e4m3 query alone, whose pair comes made (the in-kernel conversion
-    # stages the bf16 query in the bytes P8's V^T takes)
-    gl.static_assert(P8 == 0 or (Q_LO == 0 and (Q8PRE == 1 or Q_FP8 == 1)))
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
     gl.static_assert(num_warps == 4)
@@ -725,39 +605,17 @@ def _mla_decode_hopper_pp8_kernel(
     qh = gl.allocate_shared_memory(f8, [BLOCK_H, _D_V], q_layout)
     ql = gl.allocate_shared_memory(f8, [BLOCK_H, _D_V], q_layout)
     qr = gl.allocate_shared_memory(f8, [BLOCK_H, 128], r_layout)
-    if P8:
-        # P8: the fp8 tiles as they land (the first 32 KB of each of T8's buffers), each buffer's halves of V^T [256
-        # columns, 64 tokens] (tokens contiguous; 2 s the left half's of buffer s, 2 s + 1 the right half's) and two fp8
-        # P tiles (0 WG1's tiles' P, 1 WG0's) as allocations of their own: the same bytes as T8's fp16 buffers and P
-        # tile. (As views of those, with a swizzle other than theirs, WG0's P.V read rows of P it was not given: NaN
-        # rows in its outputs, session 43 calls F-H.) The names T8's other paths take stand in for what P8 has not.
-        k8_bufs = gl.allocate_shared_memory(f8, [2, BLOCK_N, _D_V],
-                                            gl.NVMMASharedLayout.get_default_for([BLOCK_N, _D_V], f8))
-        vt_bufs = gl.allocate_shared_memory(f8, [4, _HALF, BLOCK_N],
-                                            gl.NVMMASharedLayout.get_default_for([_HALF, BLOCK_N], f8))
-        p8_smem = gl.allocate_shared_memory(f8, [2, BLOCK_H, BLOCK_N],
-                                            gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], f8))
-        kn_bufs = k8_bufs
-        kb_halves = k8_bufs
-        kb_chunks = k8_bufs
-    else:
-        kn_bufs = gl.allocate_shared_memory(f16, [2, BLOCK_N, _D_V],
-                                            gl.NVMMASharedLayout.get_default_for([BLOCK_N, _D_V], f16))
-        # the same bytes as fp8 [64, 1024] per buffer (eight 8 KB blocks of 128 columns, the fp16 tile's 64-column
-        # blocks two by two: the TMA lands in the first four), as bf16 [64, 256] halves (the query's staging) and
-        # [64, 128] chunks (its conversion's loads)
-        k8_bufs = _view(kn_bufs, f8, [2, BLOCK_N, 2 * _D_V],
-                        gl.NVMMASharedLayout.get_default_for([BLOCK_N, 2 * _D_V], f8))
-        kb_halves = _view(kn_bufs, bf, [4, BLOCK_N, _HALF], gl.NVMMASharedLayout.get_default_for([BLOCK_N, _HALF], bf))
-        kb_chunks = _view(kn_bufs, bf, [8, BLOCK_N, 128], gl.NVMMASharedLayout.get_default_for([BLOCK_N, 128], bf))
+    kn_bufs = gl.allocate_shared_memory(f16, [2, BLOCK_N, _D_V],
+                                        gl.NVMMASharedLayout.get_default_for([BLOCK_N, _D_V], f16))
+    # the same bytes as fp8 [64, 1024] per buffer (eight 8 KB blocks of 128 columns, the fp16 tile's 64-column blocks
+    # two by two: the TMA lands in the first four), as bf16 [64, 256] halves (the query's staging) and [64, 128]
+    # chunks (its conversion's loads)
+    k8_bufs = _view(kn_bufs, f8, [2, BLOCK_N, 2 * _D_V], gl.NVMMASharedLayout.get_default_for([BLOCK_N, 2 * _D_V], f8))
+    kb_halves = _view(kn_bufs, bf, [4, BLOCK_N, _HALF], gl.NVMMASharedLayout.get_default_for([BLOCK_N, _HALF], bf))
+    kb_chunks = _view(kn_bufs, bf, [8, BLOCK_N, 128], gl.NVMMASharedLayout.get_default_for([BLOCK_N, 128], bf))
     kr_bufs = gl.allocate_shared_memory(f8, [2, BLOCK_N, 128], r_layout)
-    if P8:
-        p_smem = p8_smem
-    else:
-        p_smem = gl.allocate_shared_memory(f16, [BLOCK_H, BLOCK_N],
-                                           gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], f16))
-        vt_bufs = p_smem
-        p8_smem = p_smem
+    p_smem = gl.allocate_shared_memory(f16, [BLOCK_H, BLOCK_N],
+                                       gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], f16))
     vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     m_smem = gl.allocate_shared_memory(gl.float32, [2 * BLOCK_H], vec)
     l_smem = gl.allocate_shared_memory(gl.float32, [4 * BLOCK_H], vec)
@@ -777,9 +635,8 @@ def _mla_decode_hopper_pp8_kernel(
     mbarrier.init(qt_bar, count=1)
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
-    # (P8: P.V as fp8 wgmmas, k = 32; the accumulator's registers the same)
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, _HALF, 16 + 16 * P8])
+                                                       instr_shape=[16, _HALF, 16])
     gl.warp_specialize([
         (_pp8_wg0, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr,
                     seq_lens_ptr,
@@ -789,7 +646,7 @@ def _mla_decode_hopper_pp8_kernel(
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
                     STAMPS, Q8PRE, q8_scale_ptr, Q_LO, Q_FP8, q_descale_ptr,
-                    q_descale, Q_DESCALE_FROM_PTR, plan_ptr, vt_bufs, p8_smem, P8)),
+                    q_descale, Q_DESCALE_FROM_PTR, plan_ptr)),
         (_pp8_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr,
                     seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
@@ -797,5 +654,5 @@ def _mla_decode_hopper_pp8_kernel(
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    STAMPS, Q_LO, plan_ptr, vt_bufs, p8_smem, P8)),
+                    STAMPS, Q_LO, plan_ptr)),
     ], [4], [WG1_REGS])
