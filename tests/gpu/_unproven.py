@@ -37,8 +37,9 @@ import pytest
 # 42, call F, on an H100, and was removed: 2-7% slower with a plan; BOX with a segment's first two tiles as halves
 # (BOXP) passed in session 43, call A, on an H100, and both were removed: 1-8% slower with a plan; NX, its next
 # segment's first copies issued at the exchange, passed in session 43, call B, on an H100, and was removed: within
-# -2.6..+1.3% with a plan over two runs; P8, T8 with an e4m3 P, failed in session 43,
-# calls E-J, on an H100 (NaN rows in WG0's outputs): not landed, docs/gpu_calls/session43/p8.patch)
+# -2.6..+1.3% with a plan over two runs; P8, T8 with an e4m3 P, passed in session 43, call M, on an H100, once its
+# hand-off's stale stores were fixed, and was 9-17% slower than T8 with the e4m3 query: not landed,
+# docs/gpu_calls/session43/p8.patch)
 UNPROVEN: dict[str, str] = {}
 
 
