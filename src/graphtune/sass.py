@@ -1,5 +1,6 @@
-"""Reading SASS (``cuobjdump --dump-sass`` text): the control flow of a kernel and two checks of its Hopper warpgroup
-MMAs (their descriptors written on every path; their register operands left alone while they run).
+"""Reading SASS (``cuobjdump --dump-sass`` text): the control flow of a kernel and three checks of its Hopper warpgroup
+MMAs (their descriptors written on every path; their register operands left alone while they run; the shared stores
+that write their operands storing registers that are written).
 
 A Hopper ``wgmma`` (``HGMMA`` / ``QGMMA`` in SASS) takes its shared-memory operands by 64-bit descriptors that
 ptxas keeps in uniform registers: ``gdesc[URx]`` reads A's from ``URx``, ``URx+1`` and B's from ``URx+2``, ``URx+3``
@@ -19,6 +20,15 @@ first P.V (its P as e4m3 bytes) to the next tile's P while that wgmma was in fli
 later, past a branch), and the H200 computed with the new bytes: wrong outputs, NaN for long requests.
 :func:`wgmma_operands_written_in_flight` finds an instruction that writes a wgmma's A or accumulator registers on some
 path from the wgmma before a wait that retires its group (groups counted as ``gsb0`` commits them).
+
+A wgmma's shared operand is only as right as the stores that wrote it. In session 43 a P tile that one warpgroup stores
+and the other multiplies (the MLA kernel's P8, T8 with an e4m3 P) came out stale: ptxas 12.8.93 stored 8 of the 16-bit
+pairs of each thread from registers that the same pair of tiles only writes later (they also built the storing
+warpgroup's own P operand), so the multiplying warpgroup read the previous pair's P, and in a program's first segment
+whatever the registers held (on an H100: NaN rows of its output). :func:`stores_of_unwritten_registers` finds a
+shared-memory store whose source register is not written on every path from the kernel's entry into it (the same
+must-be-written data flow): on the first pass such a store can only store what the register held before anything was
+computed.
 
 Only the text is read here (no tools run, no Triton or torch): resources.py runs cuobjdump.
 """
@@ -137,33 +147,10 @@ def unset_wgmma_descriptors(sass: str) -> list[UnsetDescriptor]:
     code = parse(sass)
     if not any(ins.opcode.startswith(_WGMMA) for ins in code):
         return []
-    ranges, successors = _blocks(code)
-    predecessors: list[set[int]] = [set() for _ in ranges]
-    for b, succ in enumerate(successors):
-        for s in succ:
-            predecessors[s].add(b)
-    writes = [set().union(*(_uniform_writes(ins) for ins in code[start:stop])) for start, stop in ranges]
-    # written on every path to the end of each block (None: no path reaches it yet); the entry starts with none
-    out: list[set[int] | None] = [None] * len(ranges)
-
-    def written_into(b: int) -> set[int] | None:
-        """Registers written on every path into block b (None: no path reaches it yet)."""
-        if b == 0:
-            return set()
-        arriving = [out[p] for p in predecessors[b] if out[p] is not None]
-        return set.intersection(*arriving) if arriving else None
-
-    changed = True
-    while changed:
-        changed = False
-        for b in range(len(ranges)):
-            written = written_into(b)
-            if written is not None and written | writes[b] != out[b]:
-                out[b] = written | writes[b]
-                changed = True
+    written_into, ranges = _registers_written_into(code, _uniform_writes)
     found = []
     for b, (start, stop) in enumerate(ranges):
-        written = written_into(b)
+        written = written_into[b]
         if written is None:
             continue
         for ins in code[start:stop]:
@@ -210,6 +197,70 @@ def _wgmma_registers(ins: Instruction) -> tuple[set[int], set[int]]:
     return a, acc
 
 
+@dataclass(frozen=True)
+class UnwrittenStore:
+    """A shared-memory store whose source register is not written on some path into it."""
+
+    address: int
+    opcode: str
+    register: int
+
+    def __str__(self) -> str:
+        return (f"{self.opcode} at +0x{self.address:x} stores R{self.register}, which no instruction writes on some "
+                "path into it (a miscompile: stale data in shared memory, e.g. a wgmma operand)")
+
+
+def stores_of_unwritten_registers(sass: str) -> list[UnwrittenStore]:
+    """Every unpredicated shared-memory store (``STS``) whose (first) source register is not written on every path from
+    the entry into it; predicated writes count as writes, unreachable code is not checked."""
+    code = parse(sass)
+    if not any(ins.opcode.startswith("STS") for ins in code):
+        return []
+    written_into, ranges = _registers_written_into(code)
+    found = []
+    for b, (start, stop) in enumerate(ranges):
+        written = written_into[b]
+        if written is None:
+            continue
+        for ins in code[start:stop]:
+            if ins.opcode.startswith("STS") and not ins.predicated:
+                m = _FIRST_REGISTER.search(ins.operands.split("]")[-1])
+                if m and int(m.group(1)) not in written:
+                    found.append(UnwrittenStore(ins.address, ins.opcode, int(m.group(1))))
+            written = written | _register_writes(ins)
+    return found
+
+
+def _registers_written_into(code: list[Instruction], writes_of=None) -> tuple[list[set[int] | None],
+                                                                               list[tuple[int, int]]]:
+    """For each basic block, the registers (``writes_of`` an instruction: general ones by default) written on every
+    path from the entry into it (None: no path reaches it), and the blocks' ranges."""
+    writes_of = writes_of or _register_writes
+    ranges, successors = _blocks(code)
+    predecessors: list[set[int]] = [set() for _ in ranges]
+    for b, succ in enumerate(successors):
+        for t in succ:
+            predecessors[t].add(b)
+    writes = [set().union(*(writes_of(ins) for ins in code[start:stop])) for start, stop in ranges]
+    out: list[set[int] | None] = [None] * len(ranges)
+
+    def into(b: int) -> set[int] | None:
+        if b == 0:
+            return set()
+        arriving = [out[p] for p in predecessors[b] if out[p] is not None]
+        return set.intersection(*arriving) if arriving else None
+
+    changed = True
+    while changed:
+        changed = False
+        for b in range(len(ranges)):
+            written = into(b)
+            if written is not None and written | writes[b] != out[b]:
+                out[b] = written | writes[b]
+                changed = True
+    return [into(b) for b in range(len(ranges))], ranges
+
+
 def wgmma_operands_written_in_flight(sass: str) -> list[WrittenInFlight]:
     """For every wgmma, the first instruction found (paths followed block by block, lower addresses first) that
     writes its A or accumulator registers on some path from it before a ``WARPGROUP.DEPBAR.LE gsb0, N`` that retires
@@ -254,8 +305,10 @@ def wgmma_operands_written_in_flight(sass: str) -> list[WrittenInFlight]:
     return found
 
 
-def wgmma_findings(sass: str) -> list[UnsetDescriptor | WrittenInFlight]:
-    """Both checks' findings in address order: descriptors not written on some path, operands written in flight."""
-    found: list[UnsetDescriptor | WrittenInFlight] = [*unset_wgmma_descriptors(sass),
-                                                      *wgmma_operands_written_in_flight(sass)]
+def wgmma_findings(sass: str) -> list[UnsetDescriptor | WrittenInFlight | UnwrittenStore]:
+    """The three checks' findings in address order: descriptors not written on some path, operands written in flight,
+    shared stores of registers not written on some path."""
+    found: list[UnsetDescriptor | WrittenInFlight | UnwrittenStore] = [*unset_wgmma_descriptors(sass),
+                                                                       *wgmma_operands_written_in_flight(sass),
+                                                                       *stores_of_unwritten_registers(sass)]
     return sorted(found, key=lambda x: x.address)

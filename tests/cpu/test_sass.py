@@ -1,5 +1,6 @@
 """graphtune.sass: SASS control flow, the check of Hopper wgmma descriptors (a ptxas 12.8 miscompile found in
-session 25) and of wgmma registers written while the wgmma runs (session 26), on listings written here, on the
+session 25), of wgmma registers written while the wgmma runs (session 26) and of shared stores of registers no path
+has written (session 43), on listings written here, on the
 miscompiled MLA kernel's own excerpts, and through graphtune.inspect on a Gluon wgmma kernel compiled for sm_90 (no
 GPU)."""
 from __future__ import annotations
@@ -241,6 +242,44 @@ class _Compiled:
 
     def _init_handles(self):
         self.loaded = True
+
+
+# WG1's P hand-off in the MLA kernel's P8 as ptxas 12.8.93 built it (docs/gpu_calls/session43/p8.patch before call M's
+# fix; addresses as in its SASS): in the pair loop the 16-bit store of P's rows h % 16 < 8 reads R231, which only a
+# later PRMT of the same trip writes (it also builds WG1's own P operand); the rows h % 16 >= 8 come from R19, packed
+# just before. On an H100 the other warpgroup multiplied the previous pair's P, NaN in a program's first segment.
+STALE_STORE = _listing(
+    (0xb7e0, "FMUL R19, R19, 256"),
+    (0xb830, "F2FP.SATFINITE.E4M3.F32.PACK_AB_MERGE_C R19, R18, R19, RZ"),
+    (0xc680, "STS.U16 [R12+0x2e000], R231"),
+    (0xc700, "STS.U16 [R12+0x2e200], R19"),
+    (0xc910, "PRMT R231, R157, 0x7610, R231"),
+    (0xca80, "STS [R15+0x30500], R153"),
+    (0xcb00, "@P1 BRA 0xb7e0"),
+    (0xcb10, "EXIT"))
+
+
+def test_a_store_of_a_register_written_only_later_is_found_and_named():
+    (found,) = [f for f in sass.stores_of_unwritten_registers(STALE_STORE) if f.register == 231]
+    assert (found.address, found.opcode) == (0xc680, "STS.U16")
+    assert "stores R231" in str(found) and "+0xc680" in str(found)
+    assert [f.register for f in sass.stores_of_unwritten_registers(STALE_STORE)] == [231, 153]
+    assert [type(f).__name__ for f in sass.wgmma_findings(STALE_STORE)] == ["UnwrittenStore", "UnwrittenStore"]
+
+
+def test_stores_of_registers_written_on_every_path_or_predicated_report_nothing():
+    fixed = _listing(
+        (0x00, "MOV R153, RZ"),
+        (0x10, "PRMT R231, R157, 0x7610, R231"),
+        (0x20, "STS.U16 [R12+0x2e000], R231"),
+        (0x30, "@P0 STS [R15+0x30500], R9"),        # predicated: not checked
+        (0x40, "STS [R15+0x30500], R153"),
+        (0x50, "STS.U16 [R12+0x2e008], RZ"),
+        (0x60, "@P1 BRA 0x10"),
+        (0x70, "EXIT"))
+    assert sass.stores_of_unwritten_registers(fixed) == []
+    one_path = _listing((0x00, "@P0 BRA 0x20"), (0x10, "MOV R5, RZ"), (0x20, "STS [R1], R5"), (0x30, "EXIT"))
+    assert [f.register for f in sass.stores_of_unwritten_registers(one_path)] == [5]
 
 
 @pytest.mark.parametrize("ptx,listing,expect", [
