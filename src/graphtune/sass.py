@@ -35,6 +35,7 @@ Only the text is read here (no tools run, no Triton or torch): resources.py runs
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 # "/*0740*/  @!P0 LDS R241, [R10+0x38700] ;" -> address, predicate, opcode, operands
@@ -147,22 +148,16 @@ def unset_wgmma_descriptors(sass: str) -> list[UnsetDescriptor]:
     code = parse(sass)
     if not any(ins.opcode.startswith(_WGMMA) for ins in code):
         return []
-    written_into, ranges = _registers_written_into(code, _uniform_writes)
     found = []
-    for b, (start, stop) in enumerate(ranges):
-        written = written_into[b]
-        if written is None:
-            continue
-        for ins in code[start:stop]:
-            if ins.opcode.startswith(_WGMMA):
-                m = _DESCRIPTOR.search(ins.operands)
-                if m:
-                    x = int(m.group(1))
-                    needed = (x + 2, x + 3) if _REGISTER_A.match(ins.operands) else (x, x + 1, x + 2, x + 3)
-                    missing = tuple(r for r in needed if r not in written)
-                    if missing:
-                        found.append(UnsetDescriptor(ins.address, ins.opcode, missing))
-            written = written | _uniform_writes(ins)
+    for ins, written in _written_before(code, _uniform_writes):
+        if ins.opcode.startswith(_WGMMA):
+            m = _DESCRIPTOR.search(ins.operands)
+            if m:
+                x = int(m.group(1))
+                needed = (x + 2, x + 3) if _REGISTER_A.match(ins.operands) else (x, x + 1, x + 2, x + 3)
+                missing = tuple(r for r in needed if r not in written)
+                if missing:
+                    found.append(UnsetDescriptor(ins.address, ins.opcode, missing))
     return found
 
 
@@ -216,32 +211,26 @@ def stores_of_unwritten_registers(sass: str) -> list[UnwrittenStore]:
     code = parse(sass)
     if not any(ins.opcode.startswith("STS") for ins in code):
         return []
-    written_into, ranges = _registers_written_into(code)
     found = []
-    for b, (start, stop) in enumerate(ranges):
-        written = written_into[b]
-        if written is None:
-            continue
-        for ins in code[start:stop]:
-            if ins.opcode.startswith("STS") and not ins.predicated:
-                m = _FIRST_REGISTER.search(ins.operands.split("]")[-1])
-                if m and int(m.group(1)) not in written:
-                    found.append(UnwrittenStore(ins.address, ins.opcode, int(m.group(1))))
-            written = written | _register_writes(ins)
+    for ins, written in _written_before(code, _register_writes):
+        if ins.opcode.startswith("STS") and not ins.predicated:
+            m = _FIRST_REGISTER.search(ins.operands.split("]")[-1])
+            if m and int(m.group(1)) not in written:
+                found.append(UnwrittenStore(ins.address, ins.opcode, int(m.group(1))))
     return found
 
 
-def _registers_written_into(code: list[Instruction], writes_of=None) -> tuple[list[set[int] | None],
-                                                                               list[tuple[int, int]]]:
-    """For each basic block, the registers (``writes_of`` an instruction: general ones by default) written on every
-    path from the entry into it (None: no path reaches it), and the blocks' ranges."""
-    writes_of = writes_of or _register_writes
+def _written_before(code: list[Instruction], writes_of) -> Iterator[tuple[Instruction, set[int]]]:
+    """Each reachable instruction with the registers (``writes_of`` an instruction: :func:`_uniform_writes` or
+    :func:`_register_writes`) written on every path from the entry to it: a must-be-written data flow over the basic
+    blocks, iterated to its fixed point (unreachable blocks are skipped)."""
     ranges, successors = _blocks(code)
     predecessors: list[set[int]] = [set() for _ in ranges]
     for b, succ in enumerate(successors):
         for t in succ:
             predecessors[t].add(b)
     writes = [set().union(*(writes_of(ins) for ins in code[start:stop])) for start, stop in ranges]
+    # written on every path to the end of each block (None: no path reaches it yet); the entry starts with none
     out: list[set[int] | None] = [None] * len(ranges)
 
     def into(b: int) -> set[int] | None:
@@ -258,7 +247,13 @@ def _registers_written_into(code: list[Instruction], writes_of=None) -> tuple[li
             if written is not None and written | writes[b] != out[b]:
                 out[b] = written | writes[b]
                 changed = True
-    return [into(b) for b in range(len(ranges))], ranges
+    for b, (start, stop) in enumerate(ranges):
+        written = into(b)
+        if written is None:
+            continue
+        for ins in code[start:stop]:
+            yield ins, written
+            written = written | writes_of(ins)
 
 
 def wgmma_operands_written_in_flight(sass: str) -> list[WrittenInFlight]:
