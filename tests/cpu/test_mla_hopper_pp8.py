@@ -334,3 +334,107 @@ def test_t8_plan_is_filled_before_its_query_pre_pass(monkeypatch, tuned, split_m
     assert order[0][2] == int(interface_hopper.kernel_hopper.FP8_SEG_COST)
     assert order[1] == ("pre-pass", True) and order[2] == ("T8", True, 1)
 
+
+
+def _src_address(row: int, col: int) -> int:
+    """Byte address of (token row, column) in one [64, 128] block of the landed fp8 tile (128-byte swizzle)."""
+    return row * 128 + (((col % 128) // 16) ^ (row % 8)) * 16 + col % 16
+
+
+def _vt_address(row: int, token: int) -> int:
+    """Byte address of (column row, token) in P8's V^T [256, 64] fp8 tile (64-byte rows, 64-byte swizzle: 16-byte
+    chunk ^ (row / 2) % 4, as an NVMMA shared layout of 64-byte rows)."""
+    return row * 64 + (((token // 16) ^ ((row >> 1) & 3)) * 16) + token % 16
+
+
+def _bank_wavefronts(addresses, size: int) -> int:
+    """Wavefronts of one shared-memory access of ``size`` bytes a lane: the most distinct 4-byte words on one bank."""
+    banks: dict[int, set[int]] = {}
+    for a in addresses:
+        for word in range(a // 4, (a + size) // 4):
+            banks.setdefault(word % 32, set()).add(word)
+    return max(len(v) for v in banks.values())
+
+
+def _transpose_wavefronts(reg_bases, lane_bases, warp_bases) -> tuple[int, int, int]:
+    """A [64 tokens, 128 columns] transposition layout (4 columns x 16 tokens a thread: registers 0-1 the columns,
+    2-5 the tokens): checks that it covers the block once with 4-byte loads and 16-byte stores, and returns the worst
+    warp load's and quarter-warp store's wavefronts and a warp's total for the block."""
+    pos = _positions(reg_bases, lane_bases, warp_bases, 64)
+    assert sorted(set(pos.values())) == [(r, c) for r in range(64) for c in range(128)]
+    worst_load = worst_store = total = 0
+    for w in range(4):
+        for lane in range(32):
+            r, c = pos[(w, lane, 0)]
+            assert [pos[(w, lane, k + 4 * t)] for t in range(16) for k in range(4)] == \
+                [(r + t, c + k) for t in range(16) for k in range(4)]
+        for g in range(0, 64, 4):
+            load = _bank_wavefronts([_src_address(*pos[(w, lane, g)]) for lane in range(32)], 4)
+            worst_load, total = max(worst_load, load), total + load
+        for k in range(4):
+            for q in range(4):
+                store = _bank_wavefronts([_vt_address(pos[(w, lane, k)][1], pos[(w, lane, k)][0])
+                                          for lane in range(8 * q, 8 * q + 8)], 16)
+                worst_store, total = max(worst_store, store), total + store
+    return worst_load, worst_store, total // 4
+
+
+def test_p8_transpose_layout_covers_the_block_with_two_wavefronts_an_access():
+    """kernel_hopper_pp8._TRANS (P8's V -> V^T): every element of a [64 tokens, 128 columns] block once, 4 consecutive
+    columns (a 4-byte load) by 16 consecutive tokens (a 16-byte store) a thread; each warp's load two wavefronts under
+    the landed tile's 128-byte swizzle and each quarter-warp's store two under V^T's 64-byte one (64 a warp and block);
+    the plain layout, a warp's load along one token row: one and four (80)."""
+    layout = kernel_hopper_pp8._TRANS.value
+    assert _transpose_wavefronts(layout.reg_bases, layout.lane_bases, layout.warp_bases) == (2, 2, 64)
+    row = _transpose_wavefronts(layout.reg_bases, [[0, 4], [0, 8], [0, 16], [0, 32], [0, 64]], [[16, 0], [32, 0]])
+    assert row == (1, 4, 80)
+
+
+def _p8_compile(config: dict):
+    """T8 as a query given in e4m3 launches it (``Q_FP8 = 1``, ``Q_LO = 0``), with ``config``."""
+    from test_mla_decode import compile_sm90
+    q, kv, pt, lens, out = _route_inputs()
+    q8 = q.to(torch.float8_e4m3fn)
+    args, _, consts, _ = interface_hopper.hopper_call(q8, kv, pt, lens, 0.04, 0.5, "fp8", out, False, sms=132,
+                                                      config=config)
+    fn, consts = interface_hopper._kernel_and_params(128, "fp8", {**consts, "Q_LO": 0})
+    args, consts = interface_hopper._fp8_query(args, consts, q8, 2.0, "T8")
+    return compile_sm90(fn, args, consts)
+
+
+@pytest.mark.parametrize("wl1", [0, 1])
+def test_p8_multiplies_an_e4m3_p_by_a_transposed_v(compiled_fp8_query, wl1):
+    """P8 = 1 (pinned only; its GPU tests passed in session 43, call M), FlashMLA's fp8 accuracy
+    class: P in e4m3 and P.V as fp8 wgmmas (QGMMA.64x256x32, half the tensor work of T8's fp16 P.V) on each half of V
+    transposed into bytes [32 K, 64 K) of its buffer (where T8 writes its widened halves). Compiled for sm_90 with a
+    query given in e4m3: no fp16 P.V left, the same score MMAs and shared memory as T8, every wgmma's operands set on
+    every path into it (one P.V call site per warpgroup and tile after the pair loop's branches join: a copy in each
+    branch compiled with ptxas 12.8 to a wgmma reading a descriptor only the other branch sets, as PV8's did in session
+    25), no tile loop reloading a spill, the wgmmas asynchronous."""
+    t8 = _sass_of_cubin(compiled_fp8_query.asm["cubin"])
+    p8 = _p8_compile(dict(T8=1, P8=1, WL1=wl1))
+    sass = _sass_of_cubin(p8.asm["cubin"])
+    assert t8.count("HGMMA.64x256x16.F32") > 0 and sass.count("HGMMA.64x256x16.F32") == 0
+    assert sass.count("QGMMA.64x256x32.F32.E4M3.E4M3") == 8      # two k-steps at each of four call sites
+    assert sass.count("QGMMA.64x64x32.F32.E4M3.E4M3") == t8.count("QGMMA.64x64x32.F32.E4M3.E4M3")
+    assert p8.metadata.shared == compiled_fp8_query.metadata.shared
+    assert [str(u) for u in wgmma_findings(sass)] == []
+    assert _tile_loop_local_loads(sass, "QGMMA.64x64x32") == 0
+    if SCHEDULED_WITH_THIS_TRITON:
+        assert sass.count("WARPGROUP.DEPBAR") <= 12, "wgmmas serialised (ptxas C7511 / C7515)"
+    # (wgmma_findings includes graphtune.sass.stores_of_unwritten_registers: with WG1's own P converted beside its
+    # hand-off, 8 of the 32 16-bit P-tile stores stored the rows h % 16 < 8 from registers only written later in the
+    # pair: stale P, NaN in a program's first segment, session 43 calls E-L)
+    assert sass.count("STS.U16") == 32
+
+
+def test_p8_refused_where_it_does_not_apply():
+    """P8 takes 0 or 1, runs with the query pair made before the kernel and with the query in e4m3: one line each."""
+    q, kv, pt, lens, out = _route_inputs()
+    for config, needle in ((dict(T8=1, P8=2), "P8=2"), (dict(T8=1, P8=1, Q8PRE=0), "Q8PRE=0")):
+        with pytest.raises(ValueError, match="P8=") as err:
+            interface_hopper.hopper_call(q, kv, pt, lens, 0.04, 1.0, "fp8", out, False, sms=132, config=config)
+        assert needle in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(ValueError, match="P8=1") as err:
+        interface_hopper.launch(q, kv, pt, lens, 0.04, 1.0, "fp8", out, False, sms=132, config=dict(T8=1, P8=1))
+    assert "query_precision='e4m3'" in str(err.value) and "\n" not in str(err.value)

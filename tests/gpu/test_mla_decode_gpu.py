@@ -636,6 +636,50 @@ def _replay_equals_eager(graphs, per_size, make_args, max_len, kv_scale, kv_form
 E4M3_CASES = [(128, interface_hopper.T8_E4M3_MIN_BATCH), (128, 32), (16, 8)]
 
 
+# P8 (session 43, pinned, gated until it has run): T8 with P in e4m3 and P.V as fp8 wgmmas on a transposed V, with
+# the e4m3 query: FlashMLA's fp8 accuracy class (its fp8 path measured 2.0-2.1e-2 on 4096-token requests, sessions
+# 28-43; an e4m3 P alone 2.1e-2 on the CPU, benchmarks/probes/p_rounding.py, session 25)
+P8_CASES = [(128, dict(T8=1, P8=1), "e4m3"), (64, dict(T8=1, P8=1, WL1=1), "e4m3"), (128, dict(T8=1, P8=1), "given")]
+
+
+@pytest.mark.parametrize("heads,config,q_form", P8_CASES,
+                         ids=[f"H{h}-" + ",".join(f"{k}{v}" for k, v in c.items()) + f"-{f}" for h, c, f in P8_CASES])
+def test_t8_with_an_e4m3_p_is_in_flashmlas_accuracy_class(heads, config, q_form):
+    """P8 pinned, with ``query_precision="e4m3"`` or a query given in e4m3: lengths 1, odd, multiples of 64 and not,
+    a request of no tokens, NaN in every cache row past its length, NaN-poisoned outputs, 132 / 7 / 1 SMs (requests
+    straddling programs and segments). Against the fp32 reference of the e4m3 query: the output within 4e-2 (P's e4m3
+    rounding; FlashMLA's class) and the LSE within 2e-3 (the row sums come from P before its rounding: the max and sum
+    path is T8's)."""
+    _hopper_or_skip()
+    skip_unproven(config)
+    from graphtune.kernels.mla_decode.reference import e4m3_query
+    seed = _seed()
+    lens = [1, 63, 64, 65, 3001, 0, 4096, 129]
+    x = _inputs(len(lens), heads, 64, "fp8", 4096, seed)
+    pt = _with_lengths(x, lens, 64)
+    if q_form == "given":
+        scale = float(x["q"].float().abs().amax()) / 448.0
+        q, kw = (x["q"].float() / scale).to(torch.float8_e4m3fn), dict(q_scale=scale)
+        q_ref = (q.float() * scale).to(torch.bfloat16)
+    else:
+        q, kw, q_ref = x["q"], dict(query_precision="e4m3"), e4m3_query(x["q"])
+    ref, ref_lse = mla_decode_reference(q_ref, x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"],
+                                        return_lse=True)
+    live = x["seq_lens"] > 0
+    for sms in (132, 7, 1):
+        x["out"].fill_(float("nan"))
+        out, lse = interface._launch(q, x["kv_cache"], pt, x["seq_lens"], SM_SCALE, x["kv_scale"], "fp8", x["out"],
+                                     True, config=triton.Config(dict(config)), num_sms=sms, path="hopper", **kw)
+        assert torch.isfinite(out.float()).all(), f"seed {seed}, {sms} SMs: unwritten or NaN outputs"
+        assert _rel(out[live], ref[live]) <= 4e-2, f"seed {seed}, {sms} SMs: rel err {_rel(out[live], ref[live]):.3e}"
+        lse_err = float((lse[live] - ref_lse[live]).abs().max())
+        assert lse_err <= 2e-3, f"seed {seed}, {sms} SMs: lse err {lse_err:.3e}"
+    with pytest.raises(ValueError, match="P8=1") as err:
+        interface._launch(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, x["kv_scale"], "fp8", None, False,
+                          config=triton.Config(dict(config)), num_sms=132, path="hopper")
+    assert "\n" not in str(err.value)
+
+
 @pytest.mark.parametrize("heads,batch", E4M3_CASES, ids=[f"H{h}-B{b}" for h, b in E4M3_CASES])
 def test_query_precision_e4m3_matches_the_e4m3_query_reference(heads, batch):
     """The public call with ``query_precision="e4m3"`` (tuned path, page size 64, mixed lengths with NaN past each,

@@ -672,6 +672,11 @@ def _check_t8(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
                          f"H % {BLOCK_H} == 0 and BLOCK_N={BLOCK_N}, without PP=1 (a kernel of its own), got kv_format "
                          f"{fmt!r} with {'H % 64 == 0' if on_m else 'H < 64'}, BLOCK_N={cfg.get('BLOCK_N')}, "
                          f"PP={cfg.get('PP', 0)}")
+    # P8 (pinned only): P in e4m3 and P.V as fp8 wgmmas, FlashMLA's accuracy class (with the e4m3 query alone, from the
+    # pre-pass or given in e4m3: launch checks the query)
+    if cfg.get("P8", 0) not in (0, 1) or (cfg.get("P8") and cfg.get("Q8PRE", 1) == 0):
+        raise ValueError(f"config P8={cfg.get('P8')}: T8's e4m3 P takes 0 or 1, and 1 with the query pair made before "
+                         f"the kernel (got Q8PRE={cfg.get('Q8PRE', 1)})")
 
 
 def _check_ring(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
@@ -998,6 +1003,9 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
         cfg = {**(HOPPER_TOK_DS_CONFIG if fmt == DS_FORMAT else _base_config(_heads_on_m(heads), fmt == "fp8")),
                **(config or {})}
         reads = "T8" if cfg.get("T8") else "V2" if cfg.get("V2") else None
+        if cfg.get("P8") and q_lo:
+            raise ValueError(f"mla_decode: config {config}: P8=1 (P in e4m3, FlashMLA's accuracy class) runs with the "
+                             "query in e4m3 too: pass query_precision='e4m3' or an e4m3 q")
         q_in = q if (reads or not fp8_q) else dequantize_query(q, q_scale)
         pair = reads == "T8" and not fp8_q and cfg.get("Q8PRE", 1)
         # (hopper_call checks the row gather against the config as it runs)

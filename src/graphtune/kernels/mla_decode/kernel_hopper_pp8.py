@@ -67,6 +67,24 @@ _D_V = gl.constexpr(512)
 _HALF = gl.constexpr(256)       # output columns (dims) per warpgroup
 # the widening's registers: 16 fp8 columns (16 bytes) a thread, laid out for no shared-memory bank conflict
 _WIDEN = gl.constexpr(widen_layout(64, 4))
+# P8's transposition of a [64 tokens, 128 columns] fp8 block: 4 columns (one 4-byte load a token row) x 16 tokens (one
+# 16-byte store a V^T row) a thread. The lanes and warps are the bit assignment with the fewest shared-memory
+# wavefronts under the two tiles' swizzles (the source's 128-byte, V^T's 64-byte) of those searched on the CPU: two a
+# warp's 4-byte load and two a quarter-warp's 16-byte store, 64 a warp and block against 32 conflict-free (one row a
+# warp's load, the plain choice: one and four, 80); tests/cpu/test_mla_hopper_pp8.py counts them
+_TRANS = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[0, 1], [0, 2], [1, 0], [2, 0], [4, 0], [8, 0]], lane_bases=[[0, 4], [0, 8], [16, 0], [0, 16], [0, 32]],
+    warp_bases=[[0, 64], [32, 0]], block_bases=[], shape=[64, 128]))
+# an fp8 wgmma's register operand (A, k_width 4, under the [16, 256, 32] accumulator) in int32 units with the four k
+# of a register as a third dimension: P8's P tiles read as int32
+_P3 = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[0, 0, 1], [0, 0, 2], [8, 0, 0], [0, 4, 0], [0, 8, 0]], lane_bases=[[0, 1, 0], [0, 2, 0], [1, 0, 0],
+                                                                                  [2, 0, 0], [4, 0, 0]],
+    warp_bases=[[16, 0, 0], [32, 0, 0]], block_bases=[], shape=[64, 16, 4]))
+# the same in int32 units (four fp8 columns an int32): [64 tokens, 32], 16 tokens of one int32 column a thread
+_T32 = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[1, 0], [2, 0], [4, 0], [8, 0]], lane_bases=[[0, 1], [0, 2], [16, 0], [0, 4], [0, 8]],
+    warp_bases=[[0, 16], [32, 0]], block_bases=[], shape=[64, 32]))
 
 
 @gluon.jit
@@ -191,6 +209,98 @@ def _widen_left(k8, kn, n_valid, BLOCK_N: gl.constexpr, layout: gl.constexpr):
 
 
 @gluon.jit
+def _t_load(k8_bufs, stage, half: gl.constexpr, n_valid, BLOCK_N: gl.constexpr):
+    """P8: one warpgroup's half of V (``half`` 0 the left's 256 columns, 1 the right's) of the landed tile in buffer
+    ``stage`` as int32 (four fp8 columns each) in registers, [64 tokens, 64] as two [64, 32] blocks in ``_T32``, rows
+    ``>= n_valid`` zeros (rows past seq_len may hold NaN, and 0 * NaN is NaN in P.V)."""
+    k32 = _view(k8_bufs, gl.int32, [2, BLOCK_N, _D_V // 4], gl.NVMMASharedLayout(128, 32)).index(stage)
+    x0 = k32.slice(64 * half, 32, dim=1).load(_T32)
+    x1 = k32.slice(64 * half + 32, 32, dim=1).load(_T32)
+    if n_valid < BLOCK_N:
+        keep = (gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, _T32)) < n_valid)[:, None]
+        x0 = gl.where(keep, x0, 0)
+        x1 = gl.where(keep, x1, 0)
+    return x0, x1
+
+
+@gluon.jit
+def _tr4(a, b, c, d):
+    """Four int32 of four tokens' four fp8 columns each -> four int32 of one column's four tokens each (a 4 x 4 byte
+    transposition, eight PRMT)."""
+    return gl.inline_asm_elementwise(
+        """{ .reg .b32 t0, t1, t2, t3;
+        prmt.b32 t0, $4, $5, 0x5140; prmt.b32 t1, $4, $5, 0x7362;
+        prmt.b32 t2, $6, $7, 0x5140; prmt.b32 t3, $6, $7, 0x7362;
+        prmt.b32 $0, t0, t2, 0x5410; prmt.b32 $1, t0, t2, 0x7632;
+        prmt.b32 $2, t1, t3, 0x5410; prmt.b32 $3, t1, t3, 0x7632; }""",
+        "=r,=r,=r,=r,r,r,r,r", [a, b, c, d], dtype=(gl.int32, gl.int32, gl.int32, gl.int32), is_pure=True, pack=1)
+
+
+@gluon.jit
+def _vt_block(x):
+    """int32 [64 tokens, 32] (four fp8 columns an int32, ``_T32``) -> int32 [128 columns, 16] (four tokens an int32):
+    V^T of a [64, 128] fp8 block, all in registers (the reshapes, splits and joins move no data)."""
+    y = gl.permute(gl.reshape(x, [16, 2, 2, 32]), (0, 3, 2, 1))     # [a, c, b1, b0], token 4 a + 2 b1 + b0
+    y0, y1 = gl.split(y)
+    x0, x2 = gl.split(y0)
+    x1, x3 = gl.split(y1)
+    o0, o1, o2, o3 = _tr4(x0, x1, x2, x3)       # o_j[a, c]: column 4 c + j, tokens 4 a .. 4 a + 3
+    z = gl.permute(gl.join(gl.join(o0, o1), gl.join(o2, o3)), (1, 3, 2, 0))     # [c, j1, j0, a]
+    return gl.reshape(z, [128, 16])
+
+
+@gluon.jit
+def _t_store(vt_bufs, idx, x0, x1):
+    """P8: the half's V^T [256 columns, 64 tokens] (tokens contiguous: K-major, as an fp8 wgmma's B operand must be)
+    into ``vt_bufs[idx]``; visible to this warpgroup's wgmmas after it returns."""
+    vt = _view(vt_bufs, gl.int32, [4, _HALF, 16], gl.NVMMASharedLayout(64, 32)).index(idx)
+    vt.slice(0, 128, dim=0).store(_vt_block(x0))
+    vt.slice(128, 128, dim=0).store(_vt_block(x1))
+    fence_async_shared()
+    _wg_barrier()
+
+
+@gluon.jit
+def _p8_row(p8_smem, idx):
+    """P8: fp8 P tile ``idx`` as int32 (four k a register), the layout of an fp8 wgmma's register operand (``_P3``) in
+    int32 units."""
+    return _view(p8_smem, gl.int32, [2, 64, 16], gl.NVMMASharedLayout(64, 32)).index(idx).load(gl.SliceLayout(2, _P3))
+
+
+@gluon.jit
+def _p8_scaled(x32, beta, layout: gl.constexpr):
+    """P8: the P tile ``x32`` (``_p8_row``) times its row's ``beta`` in [0, 1], rounded to e4m3 again, as an fp8
+    wgmma's register operand in ``layout``: per register (four values) two widenings to f16x2, two f16x2 multiplies,
+    two roundings. (Each int32 is broadcast over its four k, which the asm's pack of four takes as one register; in
+    Triton's own conversions each byte went to a register of its own and back, ~15 instructions a register.)"""
+    x = gl.convert_layout(gl.reshape(gl.expand_dims(x32, 2) + gl.zeros([64, 16, 4], gl.int32, _P3), [64, 64]), layout)
+    b = gl.convert_layout(beta, gl.SliceLayout(1, layout))[:, None] + gl.zeros([64, 64], gl.float32, layout)
+    return gl.inline_asm_elementwise(
+        """{ .reg .b16 lo, hi, bh; .reg .b32 h0, h1, b2;
+        mov.b32 {lo, hi}, $1;
+        cvt.rn.f16x2.e4m3x2 h0, lo; cvt.rn.f16x2.e4m3x2 h1, hi;
+        cvt.rn.f16.f32 bh, $5; mov.b32 b2, {bh, bh};
+        mul.rn.f16x2 h0, h0, b2; mul.rn.f16x2 h1, h1, b2;
+        cvt.rn.satfinite.e4m3x2.f16x2 lo, h0; cvt.rn.satfinite.e4m3x2.f16x2 hi, h1;
+        mov.b32 $0, {lo, hi}; }""",
+        "=r,r,r,r,r,r,r,r,r", [x, b], dtype=gl.float8e4nv, is_pure=True, pack=4)
+
+
+@gluon.jit
+def _pinned(x):
+    """``x`` (8-bit, four values a register) through an instruction with side effects: computed before whatever
+    follows it, so its registers are not the ones an asynchronous wgmma issued after it still reads."""
+    return gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=x.dtype, is_pure=False, pack=4)
+
+
+@gluon.jit
+def _p8(p, layout: gl.constexpr):
+    """P8: P times 2^8 in e4m3 (the factor keeps P's small values in e4m3's normal range; the output's multiplier
+    divides it out) as an fp8 wgmma's register operand."""
+    return gl.convert_layout((p * 256.0).to(gl.float8e4nv), layout)
+
+
+@gluon.jit
 def _read_right(k8, layout: gl.constexpr):
     """WG1: the fp8 bytes of its half of V (latent columns 256..511, bytes [16 K, 32 K)) in registers."""
     return k8.slice(256, 128, dim=1).load(layout), k8.slice(384, 128, dim=1).load(layout)
@@ -307,12 +417,13 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
              o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q8PRE: gl.constexpr, q8_scale_ptr,
              Q_LO: gl.constexpr, Q_FP8: gl.constexpr, q_descale_ptr, q_descale, Q_DESCALE_FROM_PTR: gl.constexpr,
-             plan_ptr=None):
+             plan_ptr=None, vt_bufs=None, p8_smem=None, P8: gl.constexpr = 0):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; writes the query pair and issues every
     tile's TMA. Per pair: its tile's softmax (scores issued at the previous pair's end), P handed over, its half of V
     widened and multiplied; WG1's tile's half widened under WG1's softmax, then multiplied by WG1's P; the next
     tile's scores."""
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    # (P8: P in e4m3 as an fp8 wgmma's register operand, four bytes of k a register)
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2 + 2 * P8)
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow, p_seq, p_pg0, p_pg1 = _wg_start(
@@ -321,6 +432,9 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
         kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
     if Q_DESCALE_FROM_PTR:
         q_descale = gl.load(q_descale_ptr).to(gl.float32)
+    out_mul = kv_scale
+    if P8:
+        out_mul = kv_scale * 0.00390625     # (P times 2^8)
     it = 0          # tiles of this program before the segment: tile r of the segment is its (it + r)-th, in buffer
     seg = 0         # (it + r) % 2
     p1_phase = 0
@@ -383,16 +497,31 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             o = o * gl.convert_layout(alpha, rows_o)[:, None]
             # p_smem's last reader (this warpgroup's P.V of tile r - 1) is retired; WG1 read its previous content
             # (P of tile r - 2) before it wrote that of tile r - 1
-            _hand_off(p, m_i, p_smem, m_smem.slice(0, BLOCK_H), p_bars.index(0))
+            if P8:
+                # (WG0's P in its own tile, which its P.V then reads: its last reader, WG1, reads it before it hands
+                # off the P that WG0 waits for before it writes the tile again)
+                _hand_off(p * 256.0, m_i, p8_smem.index(1), m_smem.slice(0, BLOCK_H), p_bars.index(0))
+            else:
+                _hand_off(p, m_i, p_smem, m_smem.slice(0, BLOCK_H), p_bars.index(0))
             _stamp_tile(STAMPS, srow, g // 2, 2, 4)
-            # V_L(r), once WG1 read its half's fp8 bytes (which the widening overwrites)
+            # V_L(r), once WG1 read its half's fp8 bytes (which the widening overwrites; P8: its V^T goes to the
+            # buffer's bytes [32 K, 48 K), whose other reader, WG1's P.V of the tile before, is retired by then too)
             mbarrier.wait(rsrc.index(stage), (g // 2) & 1)
-            _widen_left(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn, n_valid, BLOCK_N, _WIDEN)
+            if P8:
+                x0, x1 = _t_load(k8_bufs, stage, 0, n_valid, BLOCK_N)
+                _t_store(vt_bufs, 2 * stage, x0, x1)
+            else:
+                _widen_left(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn, n_valid, BLOCK_N, _WIDEN)
             # tile r + 2's cache row: its page-table load issued here, past the widening's fences (a fence,
             # MEMBAR.ALL.CTA in the SASS, waits for the thread's loads in flight), in flight under the P.V
             row2 = _tile_row(pt_base, gl.minimum(j + 2, i_stop - 1), PAGE_SIZE, BLOCK_N)
-            o = warpgroup_mma(gl.convert_layout(p.to(gl.float16), p_layout), kn.slice(0, _HALF, dim=1), o,
-                              is_async=True)
+            if P8:
+                # (P as the wgmma's shared operand: from registers, converted to the fp8 operand's layout, rows of
+                # WG0's outputs came out NaN at random on an H100, session 43 calls F-G)
+                o = warpgroup_mma(p8_smem.index(1), vt_bufs.index(2 * stage).permute((1, 0)), o, is_async=True)
+            else:
+                o = warpgroup_mma(gl.convert_layout(p.to(gl.float16), p_layout), kn.slice(0, _HALF, dim=1), o,
+                                  is_async=True)
             if r + 1 < n:
                 g1 = g + 1
                 kn_o = kn_bufs.index(1 - stage)
@@ -413,9 +542,18 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 # 2% slower at batch 64, the two warpgroups' shared-memory traffic overlapping; H200, session 24 run 2)
                 mbarrier.wait(rsrc.index(1 - stage), (g1 // 2) & 1)
                 if WL1 == 0:
-                    _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N, BLOCK_N, _WIDEN)
+                    if P8:
+                        x0, x1 = _t_load(k8_bufs, 1 - stage, 0, n_valid - BLOCK_N, BLOCK_N)
+                        _t_store(vt_bufs, 2 * (1 - stage), x0, x1)
+                    else:
+                        _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N, BLOCK_N,
+                                    _WIDEN)
                 row3 = _tile_row(pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N)
-                o = warpgroup_mma(p_smem, kn_o.slice(0, _HALF, dim=1), o, is_async=True)
+                if P8:
+                    o = warpgroup_mma(p8_smem.index(0), vt_bufs.index(2 * (1 - stage)).permute((1, 0)), o,
+                                      is_async=True)
+                else:
+                    o = warpgroup_mma(p_smem, kn_o.slice(0, _HALF, dim=1), o, is_async=True)
                 # P(r + 1) V_L(r + 1) retired at once: the first 32 KB of its buffer takes tile r + 3 before the next
                 # tile's score MMAs wait for that tile to land (WG1 needs tile r + 3 first thing next pair; issued after
                 # them, the decode took 12% longer at batch 64: H200, session 23 run 3)
@@ -432,7 +570,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
         _finish_segment(0, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
                         out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
-                        stride_po_h, stride_pl_s, kv_scale, RETURN_LSE, s_layout, o_layout, BLOCK_H, 1, STAMPS, srow)
+                        stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H, 1, STAMPS, srow)
         it += n
         seg += 1
         t = seg_stop
@@ -448,17 +586,21 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
              qt_bar, p_bars, x_bars,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
-             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q_LO: gl.constexpr, plan_ptr=None):
+             o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q_LO: gl.constexpr, plan_ptr=None, vt_bufs=None,
+             p8_smem=None, P8: gl.constexpr = 0):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511. Per pair: both tiles' halves of V
     widened (WG0's first: its fp8 bytes read, then WG0 may widen its own half over them) with its own tile's score
     MMAs in flight; then WG0's P and max, its softmax from that max, its P handed over, and both P.V."""
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2 + 2 * P8)
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow, p_seq, p_pg0, p_pg1 = _wg_start(
         seq_lens_ptr, sm_scale, B, STAMPS, 1, s_layout, B_CHUNK, BLOCK_N, BLOCK_H, FP8_SEG_COST, plan_ptr)
     if KV_SCALE_FROM_PTR:
         kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
+    out_mul = kv_scale
+    if P8:
+        out_mul = kv_scale * 0.00390625     # (P times 2^8)
     it = 0
     seg = 0
     p0_phase = 0
@@ -494,15 +636,24 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             o_done = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
             # V_R(r): its fp8 bytes read (WG0 may then widen its half over them), written
             mbarrier.wait(land.index(stage), (g // 2) & 1)
-            x0, x1 = _read_right(k8_bufs.index(stage).slice(0, _D_V, dim=1), _WIDEN)
-            _arrive_wg(rsrc.index(stage))
-            _write_right(kn, x0, x1, n_valid, BLOCK_N)
+            if P8:
+                x0, x1 = _t_load(k8_bufs, stage, 1, n_valid, BLOCK_N)
+                _arrive_wg(rsrc.index(stage))
+                _t_store(vt_bufs, 2 * stage + 1, x0, x1)
+            else:
+                x0, x1 = _read_right(k8_bufs.index(stage).slice(0, _D_V, dim=1), _WIDEN)
+                _arrive_wg(rsrc.index(stage))
+                _write_right(kn, x0, x1, n_valid, BLOCK_N)
             if r + 1 < n:
                 # this warpgroup's tile: its score MMAs, V_R(r + 1) widened under them
                 s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g + 1, j >> 30, s_layout, BLOCK_H,
                                   BLOCK_N, Q_LO)
-                x0, x1 = _read_right(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), _WIDEN)
-                _write_right(kn_o, x0, x1, n_valid - BLOCK_N, BLOCK_N)
+                if P8:
+                    y0, y1 = _t_load(k8_bufs, 1 - stage, 1, n_valid - BLOCK_N, BLOCK_N)
+                    _t_store(vt_bufs, 2 * (1 - stage) + 1, y0, y1)
+                else:
+                    x0, x1 = _read_right(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), _WIDEN)
+                    _write_right(kn_o, x0, x1, n_valid - BLOCK_N, BLOCK_N)
                 mbarrier.wait(p_bars.index(0), p0_phase)
                 _stamp_tile(STAMPS, srow, g // 2, 3, 4)
                 p0_phase ^= 1
@@ -515,19 +666,35 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 p, beta, m_i, l_i = _softmax_step(sv, m_e, l_i * alpha, (j + 1) * BLOCK_N + offs_tok < seq_len, qk)
                 # P(r) read back from p_smem (before this warpgroup's P overwrites it), scaled by this tile's max
                 # step: O is rescaled once for both tiles
-                pe = (p_smem.load(s_layout).to(gl.float32) * beta[:, None]).to(gl.float16)
+                if P8:
+                    # (P(r) as WG0 handed it, 2^8 P in e4m3, rounded again to e4m3 once scaled)
+                    pe32 = _p8_row(p8_smem, 1)
+                    beta_pe = beta
+                else:
+                    pe = (p_smem.load(s_layout).to(gl.float32) * beta[:, None]).to(gl.float16)
                 _wg_barrier()          # every thread has read P(r) before P(r + 1) overwrites it
                 o_done = o_done * gl.convert_layout(alpha * beta, rows_o)[:, None]
-                _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
-                _stamp_tile(STAMPS, srow, g // 2, 2, 4)
-                o = warpgroup_mma(gl.convert_layout(pe, p_layout), kn.slice(_HALF, _HALF, dim=1), o_done,
-                                  is_async=True)
-                o = warpgroup_mma(gl.convert_layout(p.to(gl.float16), p_layout), kn_o.slice(_HALF, _HALF, dim=1), o,
-                                  is_async=True)
+                if P8:
+                    # (both P.V issued after the branches join, below: a copy of P(r) V_R(r) in each branch of the
+                    # pair loop compiled, with ptxas 12.8, to a wgmma whose descriptor only the other branch sets)
+                    _hand_off(p * 256.0, m_i, p8_smem.index(0), m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
+                    _stamp_tile(STAMPS, srow, g // 2, 2, 4)
+                    # (its own P read back from the tile it handed off: converted from registers beside the store,
+                    # ptxas stored the P tile's rows h % 16 < 8 from registers written only later in the pair, session
+                    # 43 call L and the SASS)
+                    own_op = p8_smem.index(0)
+                else:
+                    _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
+                    _stamp_tile(STAMPS, srow, g // 2, 2, 4)
+                    o = warpgroup_mma(gl.convert_layout(pe, p_layout), kn.slice(_HALF, _HALF, dim=1), o_done,
+                                      is_async=True)
+                    o = warpgroup_mma(gl.convert_layout(p.to(gl.float16), p_layout), kn_o.slice(_HALF, _HALF, dim=1),
+                                      o, is_async=True)
                 # V_L(r + 1) for WG0, in place under those MMAs (its score MMAs retired, its right half's bytes read
                 # above), then WG0 told
-                if WL1:
-                    _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N, BLOCK_N, _WIDEN)
+                if WL1 and (P8 == 0):
+                    _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N, BLOCK_N,
+                                _WIDEN)
                     _arrive_wg(rsrc.index(1 - stage))
             else:
                 # the segment's last tile is WG0's: its P from p_smem
@@ -537,13 +704,32 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 m_e = m_smem.slice(0, BLOCK_H).load(rows_s)
                 alpha = gl.exp2(m_i - m_e)
                 o_done = o_done * gl.convert_layout(alpha, rows_o)[:, None]
-                o = warpgroup_mma(p_smem, kn.slice(_HALF, _HALF, dim=1), o_done, is_async=True)
+                if P8:
+                    pe32 = _p8_row(p8_smem, 1)
+                    beta_pe = gl.full([BLOCK_H], 1.0, gl.float32, rows_s)
+                    own_op = p8_smem.index(0)
+                else:
+                    o = warpgroup_mma(p_smem, kn.slice(_HALF, _HALF, dim=1), o_done, is_async=True)
                 m_i = m_e
                 l_i = l_i * alpha
+            if P8:
+                # (own P's operand registers set before the first P.V is issued: built after it, ptxas gave them the
+                # first one's registers while that wgmma still read them, graphtune.sass.wgmma_findings)
+                # (P(r) times beta made here, past the branches' join: a value of 8-bit elements joined from two
+                # branches is one register a byte, unpacked before and packed again after)
+                pe_op = _p8_scaled(pe32, beta_pe, p_layout)
+                o = warpgroup_mma(pe_op, vt_bufs.index(2 * stage + 1).permute((1, 0)), o_done, is_async=True)
+                if r + 1 < n:
+                    o = warpgroup_mma(own_op, vt_bufs.index(2 * (1 - stage) + 1).permute((1, 0)), o, is_async=True)
+                    if WL1:
+                        # V_L(r + 1) for WG0 under those MMAs, then WG0 told
+                        y0, y1 = _t_load(k8_bufs, 1 - stage, 0, n_valid - BLOCK_N, BLOCK_N)
+                        _t_store(vt_bufs, 2 * (1 - stage), y0, y1)
+                        _arrive_wg(rsrc.index(1 - stage))
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
         _finish_segment(1, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
                         out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
-                        stride_po_h, stride_pl_s, kv_scale, RETURN_LSE, s_layout, o_layout, BLOCK_H, 1, STAMPS, srow)
+                        stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H, 1, STAMPS, srow)
         it += n
         seg += 1
         t = seg_stop
@@ -582,6 +768,7 @@ def _mla_decode_hopper_pp8_kernel(
     q_descale=1.0,
     Q_DESCALE_FROM_PTR: gl.constexpr = 0,
     plan_ptr=None,
+    P8: gl.constexpr = 0,
 ):
     """Grid ``(H // 64, P)``; the arguments of the fp8 heads-on-M kernel
     (``kernel_hopper_heads._mla_decode_hopper_fp8w_kernel``) with the query as two TMA descriptors ([64, 256] and
@@ -593,6 +780,9 @@ def _mla_decode_hopper_pp8_kernel(
     tile's fp8 copy in the first 32 KB), two 8 KB fp8 rope tiles, an 8 KB fp16 P tile."""
     gl.static_assert(T8 == 1)
     gl.static_assert(Q_FP8 == 0 or Q_LO == 0)       # an e4m3 query has no lo half
+    # P8 (FlashMLA's accuracy class): with the e4m3 query alone, whose pair comes made (the in-kernel conversion
+    # stages the bf16 query in the bytes P8's V^T takes)
+    gl.static_assert(P8 == 0 or (Q_LO == 0 and (Q8PRE == 1 or Q_FP8 == 1)))
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
     gl.static_assert(num_warps == 4)
@@ -605,17 +795,39 @@ def _mla_decode_hopper_pp8_kernel(
     qh = gl.allocate_shared_memory(f8, [BLOCK_H, _D_V], q_layout)
     ql = gl.allocate_shared_memory(f8, [BLOCK_H, _D_V], q_layout)
     qr = gl.allocate_shared_memory(f8, [BLOCK_H, 128], r_layout)
-    kn_bufs = gl.allocate_shared_memory(f16, [2, BLOCK_N, _D_V],
-                                        gl.NVMMASharedLayout.get_default_for([BLOCK_N, _D_V], f16))
-    # the same bytes as fp8 [64, 1024] per buffer (eight 8 KB blocks of 128 columns, the fp16 tile's 64-column blocks
-    # two by two: the TMA lands in the first four), as bf16 [64, 256] halves (the query's staging) and [64, 128]
-    # chunks (its conversion's loads)
-    k8_bufs = _view(kn_bufs, f8, [2, BLOCK_N, 2 * _D_V], gl.NVMMASharedLayout.get_default_for([BLOCK_N, 2 * _D_V], f8))
-    kb_halves = _view(kn_bufs, bf, [4, BLOCK_N, _HALF], gl.NVMMASharedLayout.get_default_for([BLOCK_N, _HALF], bf))
-    kb_chunks = _view(kn_bufs, bf, [8, BLOCK_N, 128], gl.NVMMASharedLayout.get_default_for([BLOCK_N, 128], bf))
+    if P8:
+        # P8: the fp8 tiles as they land (the first 32 KB of each of T8's buffers), each buffer's halves of V^T [256
+        # columns, 64 tokens] (tokens contiguous; 2 s the left half's of buffer s, 2 s + 1 the right half's) and two fp8
+        # P tiles (0 WG1's tiles' P, 1 WG0's) as allocations of their own: the same bytes as T8's fp16 buffers and P
+        # tile. (As views of those, with a swizzle other than theirs, WG0's P.V read rows of P it was not given: NaN
+        # rows in its outputs, session 43 calls F-H.) The names T8's other paths take stand in for what P8 has not.
+        k8_bufs = gl.allocate_shared_memory(f8, [2, BLOCK_N, _D_V],
+                                            gl.NVMMASharedLayout.get_default_for([BLOCK_N, _D_V], f8))
+        vt_bufs = gl.allocate_shared_memory(f8, [4, _HALF, BLOCK_N],
+                                            gl.NVMMASharedLayout.get_default_for([_HALF, BLOCK_N], f8))
+        p8_smem = gl.allocate_shared_memory(f8, [2, BLOCK_H, BLOCK_N],
+                                            gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], f8))
+        kn_bufs = k8_bufs
+        kb_halves = k8_bufs
+        kb_chunks = k8_bufs
+    else:
+        kn_bufs = gl.allocate_shared_memory(f16, [2, BLOCK_N, _D_V],
+                                            gl.NVMMASharedLayout.get_default_for([BLOCK_N, _D_V], f16))
+        # the same bytes as fp8 [64, 1024] per buffer (eight 8 KB blocks of 128 columns, the fp16 tile's 64-column
+        # blocks two by two: the TMA lands in the first four), as bf16 [64, 256] halves (the query's staging) and
+        # [64, 128] chunks (its conversion's loads)
+        k8_bufs = _view(kn_bufs, f8, [2, BLOCK_N, 2 * _D_V],
+                        gl.NVMMASharedLayout.get_default_for([BLOCK_N, 2 * _D_V], f8))
+        kb_halves = _view(kn_bufs, bf, [4, BLOCK_N, _HALF], gl.NVMMASharedLayout.get_default_for([BLOCK_N, _HALF], bf))
+        kb_chunks = _view(kn_bufs, bf, [8, BLOCK_N, 128], gl.NVMMASharedLayout.get_default_for([BLOCK_N, 128], bf))
     kr_bufs = gl.allocate_shared_memory(f8, [2, BLOCK_N, 128], r_layout)
-    p_smem = gl.allocate_shared_memory(f16, [BLOCK_H, BLOCK_N],
-                                       gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], f16))
+    if P8:
+        p_smem = p8_smem
+    else:
+        p_smem = gl.allocate_shared_memory(f16, [BLOCK_H, BLOCK_N],
+                                           gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], f16))
+        vt_bufs = p_smem
+        p8_smem = p_smem
     vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     m_smem = gl.allocate_shared_memory(gl.float32, [2 * BLOCK_H], vec)
     l_smem = gl.allocate_shared_memory(gl.float32, [4 * BLOCK_H], vec)
@@ -635,8 +847,9 @@ def _mla_decode_hopper_pp8_kernel(
     mbarrier.init(qt_bar, count=1)
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
+    # (P8: P.V as fp8 wgmmas, k = 32; the accumulator's registers the same)
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, _HALF, 16])
+                                                       instr_shape=[16, _HALF, 16 + 16 * P8])
     gl.warp_specialize([
         (_pp8_wg0, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr,
                     seq_lens_ptr,
@@ -646,7 +859,7 @@ def _mla_decode_hopper_pp8_kernel(
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
                     STAMPS, Q8PRE, q8_scale_ptr, Q_LO, Q_FP8, q_descale_ptr,
-                    q_descale, Q_DESCALE_FROM_PTR, plan_ptr)),
+                    q_descale, Q_DESCALE_FROM_PTR, plan_ptr, vt_bufs, p8_smem, P8)),
         (_pp8_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr,
                     seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
@@ -654,5 +867,5 @@ def _mla_decode_hopper_pp8_kernel(
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    STAMPS, Q_LO, plan_ptr)),
+                    STAMPS, Q_LO, plan_ptr, vt_bufs, p8_smem, P8)),
     ], [4], [WG1_REGS])
