@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 
@@ -380,14 +381,55 @@ def _transpose_wavefronts(reg_bases, lane_bases, warp_bases) -> tuple[int, int, 
 
 
 def test_p8_transpose_layout_covers_the_block_with_two_wavefronts_an_access():
-    """kernel_hopper_pp8._TRANS (P8's V -> V^T): every element of a [64 tokens, 128 columns] block once, 4 consecutive
-    columns (a 4-byte load) by 16 consecutive tokens (a 16-byte store) a thread; each warp's load two wavefronts under
-    the landed tile's 128-byte swizzle and each quarter-warp's store two under V^T's 64-byte one (64 a warp and block);
-    the plain layout, a warp's load along one token row: one and four (80)."""
-    layout = kernel_hopper_pp8._TRANS.value
-    assert _transpose_wavefronts(layout.reg_bases, layout.lane_bases, layout.warp_bases) == (2, 2, 64)
-    row = _transpose_wavefronts(layout.reg_bases, [[0, 4], [0, 8], [0, 16], [0, 32], [0, 64]], [[16, 0], [32, 0]])
+    """kernel_hopper_pp8._T32 (P8's V -> V^T, in int32 units) as bytes: every element of a [64 tokens, 128 columns]
+    block once, 4 consecutive columns (a 4-byte load) by 16 consecutive tokens (a 16-byte store) a thread; each warp's
+    load two wavefronts under the landed tile's 128-byte swizzle and each quarter-warp's store two under V^T's 64-byte
+    one (64 a warp and block); the plain layout, a warp's load along one token row: one and four (80)."""
+    layout = kernel_hopper_pp8._T32.value
+    in_bytes = [[[r, 4 * c] for r, c in bases] for bases in (layout.reg_bases, layout.lane_bases, layout.warp_bases)]
+    regs = [[0, 1], [0, 2]] + in_bytes[0]
+    assert _transpose_wavefronts(regs, in_bytes[1], in_bytes[2]) == (2, 2, 64)
+    row = _transpose_wavefronts(regs, [[0, 4], [0, 8], [0, 16], [0, 32], [0, 64]], [[16, 0], [32, 0]])
     assert row == (1, 4, 80)
+
+
+def _prmt(a: int, b: int, sel: int) -> int:
+    """PTX ``prmt.b32`` (default mode): byte k of the result is byte ``(sel >> 4 k) & 7`` of {b, a} (a's bytes 0-3)."""
+    pool = a.to_bytes(4, "little") + b.to_bytes(4, "little")
+    return int.from_bytes(bytes(pool[(sel >> (4 * k)) & 7] for k in range(4)), "little")
+
+
+def _tr4(a, b, c, d):
+    """kernel_hopper_pp8._TR4_ASM run on int32 arrays: its eight ``prmt`` lines parsed and applied in order."""
+    import re
+    regs = {"$4": a, "$5": b, "$6": c, "$7": d}
+    for dst, x, y, sel in re.findall(r"prmt\.b32 (\S+), (\S+), (\S+), (0x[0-9a-f]+);", kernel_hopper_pp8._TR4_ASM.value):
+        regs[dst] = np.vectorize(lambda u, v: _prmt(int(u), int(v), int(sel, 16)), otypes=[np.uint32])(regs[x], regs[y])
+    return regs["$0"], regs["$1"], regs["$2"], regs["$3"]
+
+
+def test_p8_transposition_in_registers_is_v_transposed():
+    """kernel_hopper_pp8._vt_block's reshapes, splits and joins (numpy's, which Gluon's follow: row-major reshape, a
+    split of a last dimension of two, a join stacking on a new last one) around the 4 x 4 byte transposition's PRMTs
+    (_TR4_ASM, parsed and emulated) take int32 [64 tokens, 32] (four fp8 columns an int32) of random bytes to int32
+    [128 columns, 16] (four tokens an int32) whose bytes are exactly the block transposed."""
+    import inspect
+    body = inspect.getsource(kernel_hopper_pp8._vt_block.fn)
+    # (the lines emulated below, as the kernel writes them)
+    assert "gl.permute(gl.reshape(x, [16, 2, 2, 32]), (0, 3, 1, 2))" in body
+    assert "gl.permute(gl.join(gl.join(o0, o1), gl.join(o2, o3)), (1, 3, 2, 0))" in body
+    assert "o0, o1, o2, o3 = _tr4(x0, x1, x2, x3)" in body and "gl.reshape(z, [128, 16])" in body
+    rng = np.random.default_rng()
+    v = rng.integers(0, 256, size=(64, 128), dtype=np.uint8)
+    x = v.view("<u4")                                               # [64, 32]
+    y = x.reshape(16, 2, 2, 32).transpose(0, 3, 1, 2)               # [a, c, b1, b0]
+    y0, y1 = y[..., 0], y[..., 1]
+    x0, x2 = y0[..., 0], y0[..., 1]
+    x1, x3 = y1[..., 0], y1[..., 1]
+    o = _tr4(x0, x1, x2, x3)
+    z = np.stack([np.stack([o[0], o[1]], -1), np.stack([o[2], o[3]], -1)], -1).transpose(1, 3, 2, 0)
+    vt = np.ascontiguousarray(z.reshape(128, 16).astype("<u4")).view(np.uint8)     # [128, 64]
+    np.testing.assert_array_equal(vt, v.T)
 
 
 def _p8_compile(config: dict):

@@ -67,24 +67,28 @@ _D_V = gl.constexpr(512)
 _HALF = gl.constexpr(256)       # output columns (dims) per warpgroup
 # the widening's registers: 16 fp8 columns (16 bytes) a thread, laid out for no shared-memory bank conflict
 _WIDEN = gl.constexpr(widen_layout(64, 4))
-# P8's transposition of a [64 tokens, 128 columns] fp8 block: 4 columns (one 4-byte load a token row) x 16 tokens (one
-# 16-byte store a V^T row) a thread. The lanes and warps are the bit assignment with the fewest shared-memory
-# wavefronts under the two tiles' swizzles (the source's 128-byte, V^T's 64-byte) of those searched on the CPU: two a
-# warp's 4-byte load and two a quarter-warp's 16-byte store, 64 a warp and block against 32 conflict-free (one row a
-# warp's load, the plain choice: one and four, 80); tests/cpu/test_mla_hopper_pp8.py counts them
-_TRANS = gl.constexpr(gl.DistributedLinearLayout(
-    reg_bases=[[0, 1], [0, 2], [1, 0], [2, 0], [4, 0], [8, 0]], lane_bases=[[0, 4], [0, 8], [16, 0], [0, 16], [0, 32]],
-    warp_bases=[[0, 64], [32, 0]], block_bases=[], shape=[64, 128]))
+# P8's transposition of a [64 tokens, 128 columns] fp8 block, in int32 units (four fp8 columns an int32): [64 tokens,
+# 32], 16 consecutive tokens of one int32 column a thread (one 4-byte load a token row, one 16-byte store a V^T row
+# once transposed). The lanes and warps are the bit assignment with the fewest shared-memory wavefronts under the two
+# tiles' swizzles (the source's 128-byte, V^T's 64-byte) of those searched on the CPU: two a warp's 4-byte load and two
+# a quarter-warp's 16-byte store, 64 a warp and block against 32 conflict-free (one row a warp's load, the plain
+# choice: one and four, 80); tests/cpu/test_mla_hopper_pp8.py counts them
+_T32 = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[1, 0], [2, 0], [4, 0], [8, 0]], lane_bases=[[0, 1], [0, 2], [16, 0], [0, 4], [0, 8]],
+    warp_bases=[[0, 16], [32, 0]], block_bases=[], shape=[64, 32]))
+# a 4 x 4 byte transposition: four int32 of four tokens' four columns ($4..$7) -> four int32 of one column's four
+# tokens ($0..$3), eight PRMT (Triton's own byte shuffles took ~3.7 a register)
+_TR4_ASM = gl.constexpr("""{ .reg .b32 t0, t1, t2, t3;
+    prmt.b32 t0, $4, $5, 0x5140; prmt.b32 t1, $4, $5, 0x7362;
+    prmt.b32 t2, $6, $7, 0x5140; prmt.b32 t3, $6, $7, 0x7362;
+    prmt.b32 $0, t0, t2, 0x5410; prmt.b32 $1, t0, t2, 0x7632;
+    prmt.b32 $2, t1, t3, 0x5410; prmt.b32 $3, t1, t3, 0x7632; }""")
 # an fp8 wgmma's register operand (A, k_width 4, under the [16, 256, 32] accumulator) in int32 units with the four k
 # of a register as a third dimension: P8's P tiles read as int32
 _P3 = gl.constexpr(gl.DistributedLinearLayout(
     reg_bases=[[0, 0, 1], [0, 0, 2], [8, 0, 0], [0, 4, 0], [0, 8, 0]], lane_bases=[[0, 1, 0], [0, 2, 0], [1, 0, 0],
                                                                                   [2, 0, 0], [4, 0, 0]],
     warp_bases=[[16, 0, 0], [32, 0, 0]], block_bases=[], shape=[64, 16, 4]))
-# the same in int32 units (four fp8 columns an int32): [64 tokens, 32], 16 tokens of one int32 column a thread
-_T32 = gl.constexpr(gl.DistributedLinearLayout(
-    reg_bases=[[1, 0], [2, 0], [4, 0], [8, 0]], lane_bases=[[0, 1], [0, 2], [16, 0], [0, 4], [0, 8]],
-    warp_bases=[[0, 16], [32, 0]], block_bases=[], shape=[64, 32]))
 
 
 @gluon.jit
@@ -227,20 +231,15 @@ def _t_load(k8_bufs, stage, half: gl.constexpr, n_valid, BLOCK_N: gl.constexpr):
 def _tr4(a, b, c, d):
     """Four int32 of four tokens' four fp8 columns each -> four int32 of one column's four tokens each (a 4 x 4 byte
     transposition, eight PRMT)."""
-    return gl.inline_asm_elementwise(
-        """{ .reg .b32 t0, t1, t2, t3;
-        prmt.b32 t0, $4, $5, 0x5140; prmt.b32 t1, $4, $5, 0x7362;
-        prmt.b32 t2, $6, $7, 0x5140; prmt.b32 t3, $6, $7, 0x7362;
-        prmt.b32 $0, t0, t2, 0x5410; prmt.b32 $1, t0, t2, 0x7632;
-        prmt.b32 $2, t1, t3, 0x5410; prmt.b32 $3, t1, t3, 0x7632; }""",
-        "=r,=r,=r,=r,r,r,r,r", [a, b, c, d], dtype=(gl.int32, gl.int32, gl.int32, gl.int32), is_pure=True, pack=1)
+    return gl.inline_asm_elementwise(_TR4_ASM, "=r,=r,=r,=r,r,r,r,r", [a, b, c, d],
+                                     dtype=(gl.int32, gl.int32, gl.int32, gl.int32), is_pure=True, pack=1)
 
 
 @gluon.jit
 def _vt_block(x):
     """int32 [64 tokens, 32] (four fp8 columns an int32, ``_T32``) -> int32 [128 columns, 16] (four tokens an int32):
     V^T of a [64, 128] fp8 block, all in registers (the reshapes, splits and joins move no data)."""
-    y = gl.permute(gl.reshape(x, [16, 2, 2, 32]), (0, 3, 2, 1))     # [a, c, b1, b0], token 4 a + 2 b1 + b0
+    y = gl.permute(gl.reshape(x, [16, 2, 2, 32]), (0, 3, 1, 2))     # [a, c, b1, b0], token 4 a + 2 b1 + b0
     y0, y1 = gl.split(y)
     x0, x2 = gl.split(y0)
     x1, x3 = gl.split(y1)
