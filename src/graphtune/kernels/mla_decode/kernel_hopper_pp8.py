@@ -416,7 +416,8 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
              o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q8PRE: gl.constexpr, q8_scale_ptr,
              Q_LO: gl.constexpr, Q_FP8: gl.constexpr, q_descale_ptr, q_descale, Q_DESCALE_FROM_PTR: gl.constexpr,
-             plan_ptr=None, vt_bufs=None, p8_smem=None, P8: gl.constexpr = 0):
+             plan_ptr=None, vt_bufs=None, p8_smem=None, P8: gl.constexpr = 0, EI: gl.constexpr = 0,
+             TE: gl.constexpr = 0):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; writes the query pair and issues every
     tile's TMA. Per pair: its tile's softmax (scores issued at the previous pair's end), P handed over, its half of V
     widened and multiplied; WG1's tile's half widened under WG1's softmax, then multiplied by WG1's P; the next
@@ -488,6 +489,15 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             j = i_first + r
             n_valid = seq_len - j * BLOCK_N
             _stamp_tile(STAMPS, srow, g // 2, 0, 4)
+            if EI:
+                # (EI: tiles r + 2 and r + 3's cache rows, their page-table loads in flight under the scores' wait)
+                row2 = _tile_row(pt_base, gl.minimum(j + 2, i_stop - 1), PAGE_SIZE, BLOCK_N)
+                row3 = _tile_row(pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N)
+            if TE:
+                # TE: its half of V(r) transposed under S(r)'s MMAs (the tile landed before they were issued; reads
+                # alone, so WG1's reading its half is not waited for)
+                x0, x1 = _t_load(k8_bufs, stage, 0, n_valid, BLOCK_N)
+                _t_store(vt_bufs, 2 * stage, x0, x1)
             # S(r) retired (P(r - 1) V_L(r - 1), issued before it, was retired at the previous pair's end)
             s_done, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
             sv = gl.convert_layout(s_done, s_layout)
@@ -507,13 +517,21 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             # buffer's bytes [32 K, 48 K), whose other reader, WG1's P.V of the tile before, is retired by then too)
             mbarrier.wait(rsrc.index(stage), (g // 2) & 1)
             if P8:
-                x0, x1 = _t_load(k8_bufs, stage, 0, n_valid, BLOCK_N)
-                _t_store(vt_bufs, 2 * stage, x0, x1)
+                if TE:
+                    fence_async_shared()
+                else:
+                    x0, x1 = _t_load(k8_bufs, stage, 0, n_valid, BLOCK_N)
+                    _t_store(vt_bufs, 2 * stage, x0, x1)
+                if EI and (r + 2 < n):
+                    # EI: the buffer takes tile r + 2 now: its scores retired and both halves of V read (P8's V^T has
+                    # buffers of its own, where T8's P.V reads the widened V in place until it retires)
+                    _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row2, stage)
             else:
                 _widen_left(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn, n_valid, BLOCK_N, _WIDEN)
-            # tile r + 2's cache row: its page-table load issued here, past the widening's fences (a fence,
-            # MEMBAR.ALL.CTA in the SASS, waits for the thread's loads in flight), in flight under the P.V
-            row2 = _tile_row(pt_base, gl.minimum(j + 2, i_stop - 1), PAGE_SIZE, BLOCK_N)
+            if EI == 0:
+                # tile r + 2's cache row: its page-table load issued here, past the widening's fences (a fence,
+                # MEMBAR.ALL.CTA in the SASS, waits for the thread's loads in flight), in flight under the P.V
+                row2 = _tile_row(pt_base, gl.minimum(j + 2, i_stop - 1), PAGE_SIZE, BLOCK_N)
             if P8:
                 # (P as the wgmma's shared operand: from registers, converted to the fp8 operand's layout, rows of
                 # WG0's outputs came out NaN at random on an H100, session 43 calls F-G)
@@ -526,7 +544,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 kn_o = kn_bufs.index(1 - stage)
                 # P(r) V_L(r) retired: the buffer's first 32 KB takes tile r + 2
                 o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
-                if r + 2 < n:
+                if (r + 2 < n) and (EI == 0):
                     _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row2, stage)
                 mbarrier.wait(p_bars.index(1), p1_phase)
                 _stamp_tile(STAMPS, srow, g // 2, 3, 4)
@@ -544,10 +562,16 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                     if P8:
                         x0, x1 = _t_load(k8_bufs, 1 - stage, 0, n_valid - BLOCK_N, BLOCK_N)
                         _t_store(vt_bufs, 2 * (1 - stage), x0, x1)
+                        if EI and (r + 3 < n):
+                            _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row3, 1 - stage)
                     else:
                         _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N, BLOCK_N,
                                     _WIDEN)
-                row3 = _tile_row(pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N)
+                elif EI and (r + 3 < n):
+                    fence_async_shared()
+                    _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row3, 1 - stage)
+                if EI == 0:
+                    row3 = _tile_row(pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N)
                 if P8:
                     o = warpgroup_mma(p8_smem.index(0), vt_bufs.index(2 * (1 - stage)).permute((1, 0)), o,
                                       is_async=True)
@@ -557,7 +581,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 # tile's score MMAs wait for that tile to land (WG1 needs tile r + 3 first thing next pair; issued after
                 # them, the decode took 12% longer at batch 64: H200, session 23 run 3)
                 o = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(o, )))
-                if r + 3 < n:
+                if (r + 3 < n) and (EI == 0):
                     _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row3, 1 - stage)
                 if r + 2 < n:
                     s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g + 2, j >> 30, s_layout, BLOCK_H,
@@ -768,6 +792,8 @@ def _mla_decode_hopper_pp8_kernel(
     Q_DESCALE_FROM_PTR: gl.constexpr = 0,
     plan_ptr=None,
     P8: gl.constexpr = 0,
+    EI: gl.constexpr = 0,
+    TE: gl.constexpr = 0,
 ):
     """Grid ``(H // 64, P)``; the arguments of the fp8 heads-on-M kernel
     (``kernel_hopper_heads._mla_decode_hopper_fp8w_kernel``) with the query as two TMA descriptors ([64, 256] and
@@ -782,6 +808,8 @@ def _mla_decode_hopper_pp8_kernel(
     # P8 (FlashMLA's accuracy class): with the e4m3 query alone, whose pair comes made (the in-kernel conversion
     # stages the bf16 query in the bytes P8's V^T takes)
     gl.static_assert(P8 == 0 or (Q_LO == 0 and (Q8PRE == 1 or Q_FP8 == 1)))
+    gl.static_assert(EI == 0 or P8 == 1)     # (T8's P.V reads the widened V in the tile's own buffer)
+    gl.static_assert(TE == 0 or P8 == 1)     # (T8's widening overwrites WG1's half)
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
     gl.static_assert(num_warps == 4)
@@ -858,7 +886,7 @@ def _mla_decode_hopper_pp8_kernel(
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
                     STAMPS, Q8PRE, q8_scale_ptr, Q_LO, Q_FP8, q_descale_ptr,
-                    q_descale, Q_DESCALE_FROM_PTR, plan_ptr, vt_bufs, p8_smem, P8)),
+                    q_descale, Q_DESCALE_FROM_PTR, plan_ptr, vt_bufs, p8_smem, P8, EI, TE)),
         (_pp8_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr,
                     seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
