@@ -1,21 +1,17 @@
 #!/usr/bin/env bash
-# session 44, call C (branch p8x): P8 with the next tiles' copies issued once a buffer's bytes are read (EI: its V^T
-# lives in buffers of its own, so the copy need not wait for the P.V to retire) and WG0's transposition under its
-# score MMAs (TE). (1) p8_check.py at batch 8 for the new configs; (2) if clean, plan_probe.py twice at fp8 H = 128
-# with query_precision="e4m3": P8 against P8 + EI, then P8 + TE against P8 + TE + EI ("tuned, plan" is T8 with
-# the e4m3 query as shipped). LIMIT=SECONDS bounds it.
-set -o pipefail
-LIMIT=${LIMIT:-540}
-source docs/gpu_calls/lib.sh
-gpu_prelude
-probe p8_check_ei 150 p8_check.py --batch 8 --sms 132,7,1 --lengths uniform,mixed \
-  --configs T8=1/P8=1/EI=1,T8=1/P8=1/EI=1/TE=1,T8=1/P8=1/EI=1/WL1=1,T8=1/P8=1/TE=1
-if ! grep -qE " [1-9][0-9]* bad blocks" /tmp/p8_check_ei.log && grep -q "wrote" /tmp/p8_check_ei.log; then
-  left=$(( LIMIT - 10 - SECONDS ))
-  [ $left -ge 60 ] && probe plan_ei $(( left < 170 ? left : 170 )) plan_probe.py --format fp8 --heads 128 \
-    --query-precision e4m3 --batches 1,8,32,64 --b2 BLOCK_N=64,T8=1,P8=1 --b3 EI=1 --tol 4e-2
-  left=$(( LIMIT - 10 - SECONDS ))
-  [ $left -ge 60 ] && probe plan_te $(( left < 170 ? left : 170 )) plan_probe.py --format fp8 --heads 128 \
-    --query-precision e4m3 --batches 1,8,32,64 --b2 BLOCK_N=64,T8=1,P8=1,TE=1 --b3 EI=1 --tol 4e-2
-fi
-tar -czf $OUT/logs.tgz -C /tmp $(cd /tmp && ls p8_check_ei.log plan_ei.log plan_te.log 2>/dev/null)
+# session 44, call B (branch p8x at 58b8cbc, the warm machine of call A): Nsight Compute's source view of T8 with the
+# e4m3 query and of P8 at fp8 H = 128, batch 64, with a plan (benchmarks/probes/ncu_mla.py), stall reasons per SASS line
+# summarised by benchmarks/probes/ncu_stalls.py.
+source docs/gpu_calls/lib.sh; gpu_prelude >/dev/null
+for v in t8:'{"BLOCK_N":64,"T8":1}' p8:'{"BLOCK_N":64,"T8":1,"P8":1}'; do
+  n=${v%%:*}; c=${v#*:}
+  PYTHONPATH=/tmp/np:$PWD/src:/tmp/site TRITON_CACHE_DIR=/tmp/tc_main timeout 200 ncu --profile-from-start off --nvtx \
+    --kernel-name regex:hopper_pp --section SourceCounters --section WarpStateStats --section SpeedOfLight \
+    --section MemoryWorkloadAnalysis --import-source yes -o /tmp/ncu_$n -f python3 benchmarks/probes/ncu_mla.py \
+    --heads 128 --batch 64 --kv-format fp8 --no-flashmla --query-precision e4m3 --plan --config "$c" > /tmp/ncu_$n.log 2>&1
+  echo "$n rc=$? ${SECONDS}s"; tail -3 /tmp/ncu_$n.log | cut -c1-200
+  ncu --import /tmp/ncu_$n.ncu-rep --page details --csv > $OUT/ncu_${n}_details.csv 2>/dev/null
+  ncu --import /tmp/ncu_$n.ncu-rep --page source --print-source sass --csv > $OUT/ncu_${n}_sass.csv 2>/dev/null
+  python3 benchmarks/probes/ncu_stalls.py $OUT/ncu_${n}_sass.csv --top 8 | cut -c1-220
+done
+gzip $OUT/*.csv
