@@ -249,14 +249,16 @@ def _vt_block(x):
 
 
 @gluon.jit
-def _t_store(vt_bufs, idx, x0, x1):
+def _t_store(vt_bufs, idx, x0, x1, FENCE: gl.constexpr = 1):
     """P8: the half's V^T [256 columns, 64 tokens] (tokens contiguous: K-major, as an fp8 wgmma's B operand must be)
-    into ``vt_bufs[idx]``; visible to this warpgroup's wgmmas after it returns."""
+    into ``vt_bufs[idx]``; with ``FENCE`` visible to this warpgroup's wgmmas after it returns (without, a later
+    proxy fence and warpgroup barrier, a hand-off's, must come before the P.V that reads it)."""
     vt = _view(vt_bufs, gl.int32, [4, _HALF, 16], gl.NVMMASharedLayout(64, 32)).index(idx)
     vt.slice(0, 128, dim=0).store(_vt_block(x0))
     vt.slice(128, 128, dim=0).store(_vt_block(x1))
-    fence_async_shared()
-    _wg_barrier()
+    if FENCE:
+        fence_async_shared()
+        _wg_barrier()
 
 
 @gluon.jit
@@ -417,7 +419,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
              o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q8PRE: gl.constexpr, q8_scale_ptr,
              Q_LO: gl.constexpr, Q_FP8: gl.constexpr, q_descale_ptr, q_descale, Q_DESCALE_FROM_PTR: gl.constexpr,
              plan_ptr=None, vt_bufs=None, p8_smem=None, P8: gl.constexpr = 0, EI: gl.constexpr = 0,
-             TE: gl.constexpr = 0):
+             TE: gl.constexpr = 0, NF: gl.constexpr = 0):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; writes the query pair and issues every
     tile's TMA. Per pair: its tile's softmax (scores issued at the previous pair's end), P handed over, its half of V
     widened and multiplied; WG1's tile's half widened under WG1's softmax, then multiplied by WG1's P; the next
@@ -497,7 +499,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 # TE: its half of V(r) transposed under S(r)'s MMAs (the tile landed before they were issued; reads
                 # alone, so WG1's reading its half is not waited for)
                 x0, x1 = _t_load(k8_bufs, stage, 0, n_valid, BLOCK_N)
-                _t_store(vt_bufs, 2 * stage, x0, x1)
+                _t_store(vt_bufs, 2 * stage, x0, x1, NF == 0)
             # S(r) retired (P(r - 1) V_L(r - 1), issued before it, was retired at the previous pair's end)
             s_done, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
             sv = gl.convert_layout(s_done, s_layout)
@@ -517,11 +519,11 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             # buffer's bytes [32 K, 48 K), whose other reader, WG1's P.V of the tile before, is retired by then too)
             mbarrier.wait(rsrc.index(stage), (g // 2) & 1)
             if P8:
-                if TE:
-                    fence_async_shared()
-                else:
+                if TE == 0:
                     x0, x1 = _t_load(k8_bufs, stage, 0, n_valid, BLOCK_N)
                     _t_store(vt_bufs, 2 * stage, x0, x1)
+                # (EI: no proxy fence before the copy: the generic reads of the buffer, WG1's, are ordered before it by
+                # rsrc's arrival and wait, as a consumer's release before a TMA producer's reuse)
                 if EI and (r + 2 < n):
                     # EI: the buffer takes tile r + 2 now: its scores retired and both halves of V read (P8's V^T has
                     # buffers of its own, where T8's P.V reads the widened V in place until it retires)
@@ -568,7 +570,6 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                         _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N, BLOCK_N,
                                     _WIDEN)
                 elif EI and (r + 3 < n):
-                    fence_async_shared()
                     _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row3, 1 - stage)
                 if EI == 0:
                     row3 = _tile_row(pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N)
@@ -610,7 +611,7 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
              o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q_LO: gl.constexpr, plan_ptr=None, vt_bufs=None,
-             p8_smem=None, P8: gl.constexpr = 0):
+             p8_smem=None, P8: gl.constexpr = 0, NF: gl.constexpr = 0):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511. Per pair: both tiles' halves of V
     widened (WG0's first: its fp8 bytes read, then WG0 may widen its own half over them) with its own tile's score
     MMAs in flight; then WG0's P and max, its softmax from that max, its P handed over, and both P.V."""
@@ -662,7 +663,8 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             if P8:
                 x0, x1 = _t_load(k8_bufs, stage, 1, n_valid, BLOCK_N)
                 _arrive_wg(rsrc.index(stage))
-                _t_store(vt_bufs, 2 * stage + 1, x0, x1)
+                # (NF: fenced by the hand-off's fence, or below where the segment's last tile is WG0's)
+                _t_store(vt_bufs, 2 * stage + 1, x0, x1, NF == 0)
             else:
                 x0, x1 = _read_right(k8_bufs.index(stage).slice(0, _D_V, dim=1), _WIDEN)
                 _arrive_wg(rsrc.index(stage))
@@ -673,7 +675,7 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                                   BLOCK_N, Q_LO)
                 if P8:
                     y0, y1 = _t_load(k8_bufs, 1 - stage, 1, n_valid - BLOCK_N, BLOCK_N)
-                    _t_store(vt_bufs, 2 * (1 - stage) + 1, y0, y1)
+                    _t_store(vt_bufs, 2 * (1 - stage) + 1, y0, y1, NF == 0)
                 else:
                     x0, x1 = _read_right(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), _WIDEN)
                     _write_right(kn_o, x0, x1, n_valid - BLOCK_N, BLOCK_N)
@@ -730,6 +732,9 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 if P8:
                     pe32 = _p8_row(p8_smem, 1)
                     beta_pe = gl.full([BLOCK_H], 1.0, gl.float32, rows_s)
+                    if NF:
+                        fence_async_shared()
+                        _wg_barrier()
                     own_op = p8_smem.index(0)
                 else:
                     o = warpgroup_mma(p_smem, kn.slice(_HALF, _HALF, dim=1), o_done, is_async=True)
@@ -794,6 +799,7 @@ def _mla_decode_hopper_pp8_kernel(
     P8: gl.constexpr = 0,
     EI: gl.constexpr = 0,
     TE: gl.constexpr = 0,
+    NF: gl.constexpr = 0,
 ):
     """Grid ``(H // 64, P)``; the arguments of the fp8 heads-on-M kernel
     (``kernel_hopper_heads._mla_decode_hopper_fp8w_kernel``) with the query as two TMA descriptors ([64, 256] and
@@ -810,6 +816,7 @@ def _mla_decode_hopper_pp8_kernel(
     gl.static_assert(P8 == 0 or (Q_LO == 0 and (Q8PRE == 1 or Q_FP8 == 1)))
     gl.static_assert(EI == 0 or P8 == 1)     # (T8's P.V reads the widened V in the tile's own buffer)
     gl.static_assert(TE == 0 or P8 == 1)     # (T8's widening overwrites WG1's half)
+    gl.static_assert(NF == 0 or (P8 == 1 and TE == 1))   # (WG0's transposition fenced by its hand-off: before it)
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
     gl.static_assert(num_warps == 4)
@@ -886,7 +893,7 @@ def _mla_decode_hopper_pp8_kernel(
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
                     STAMPS, Q8PRE, q8_scale_ptr, Q_LO, Q_FP8, q_descale_ptr,
-                    q_descale, Q_DESCALE_FROM_PTR, plan_ptr, vt_bufs, p8_smem, P8, EI, TE)),
+                    q_descale, Q_DESCALE_FROM_PTR, plan_ptr, vt_bufs, p8_smem, P8, EI, TE, NF)),
         (_pp8_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr,
                     seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
@@ -894,5 +901,5 @@ def _mla_decode_hopper_pp8_kernel(
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    STAMPS, Q_LO, plan_ptr, vt_bufs, p8_smem, P8)),
+                    STAMPS, Q_LO, plan_ptr, vt_bufs, p8_smem, P8, NF)),
     ], [4], [WG1_REGS])
