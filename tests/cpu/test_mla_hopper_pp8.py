@@ -470,11 +470,30 @@ def test_p8_multiplies_an_e4m3_p_by_a_transposed_v(compiled_fp8_query, wl1):
     assert sass.count("STS.U16") == 32
 
 
+def test_p8_schedule_variants_compile_clean():
+    """P8's schedule variants (pinned, session 44): EI (tile r + 2's and r + 3's copies issued once their buffer's
+    bytes are read, not after the P.V retires: P8's V^T has buffers of its own), TE (WG0's half of V transposed under
+    its score MMAs) and NF (with TE, the transpositions' proxy fences left to the hand-offs', two fewer): compiled for
+    sm_90, the same fp8 MMAs as P8, every wgmma's operands and every stored register set on every path, no tile loop
+    reloading a spill, and NF's build two fences fewer than P8's."""
+    base = _sass_of_cubin(_p8_compile(dict(T8=1, P8=1)).asm["cubin"])
+    for config in (dict(EI=1), dict(EI=1, TE=1), dict(EI=1, TE=1, NF=1), dict(EI=1, WL1=1)):
+        sass = _sass_of_cubin(_p8_compile(dict(T8=1, P8=1, **config)).asm["cubin"])
+        assert sass.count("QGMMA.64x256x32.F32.E4M3.E4M3") == 8, config
+        assert [str(u) for u in wgmma_findings(sass)] == [], config
+        assert _tile_loop_local_loads(sass, "QGMMA.64x64x32") == 0, config
+        if config.get("NF"):
+            assert sass.count("FENCE.VIEW.ASYNC.S") == base.count("FENCE.VIEW.ASYNC.S") - 2
+
+
 def test_p8_refused_where_it_does_not_apply():
-    """P8 takes 0 or 1, runs with the query pair made before the kernel and with the query in e4m3: one line each."""
+    """P8 takes 0 or 1, runs with the query pair made before the kernel and with the query in e4m3; EI, TE and NF
+    take 0 or 1, and 1 with P8 (NF with TE): one line each, naming the key and its value."""
     q, kv, pt, lens, out = _route_inputs()
-    for config, needle in ((dict(T8=1, P8=2), "P8=2"), (dict(T8=1, P8=1, Q8PRE=0), "Q8PRE=0")):
-        with pytest.raises(ValueError, match="P8=") as err:
+    for config, needle in ((dict(T8=1, P8=2), "P8=2"), (dict(T8=1, P8=1, Q8PRE=0), "Q8PRE=0"),
+                           (dict(T8=1, EI=1), "EI=1"), (dict(T8=1, P8=1, NF=1), "NF=1"),
+                           (dict(T8=1, P8=1, TE=2), "TE=2")):
+        with pytest.raises(ValueError, match="config ") as err:
             interface_hopper.hopper_call(q, kv, pt, lens, 0.04, 1.0, "fp8", out, False, sms=132, config=config)
         assert needle in str(err.value) and "\n" not in str(err.value)
     with pytest.raises(ValueError, match="P8=1") as err:
