@@ -4,7 +4,7 @@
 # score MMAs (TE), and with TE the transpositions' own proxy fences left to the hand-offs' (NF). (1) p8_check.py at
 # batch 8 for the new configs, P8's GPU tests with them; (2) if p8_check is clean, plan_probe.py at fp8 H = 128
 # with query_precision="e4m3": P8 against P8 + EI + TE + NF ("tuned, plan" is T8 with the e4m3 query as shipped);
-# then, time left, P8 + EI alone. LIMIT=SECONDS bounds it (the session's device time was nearly spent on failed
+# then, time left, P8 + EI alone and Nsight Compute's source view of P8 + EI + TE + NF at batch 64. LIMIT=SECONDS bounds it (the session's device time was nearly spent on failed
 # starts).
 set -o pipefail
 LIMIT=${LIMIT:-540}
@@ -22,5 +22,18 @@ if ! grep -qE " [1-9][0-9]* bad blocks" /tmp/p8_check_ei.log && grep -q "wrote" 
   left=$(( LIMIT - 10 - SECONDS ))
   [ $left -ge 50 ] && probe plan_ei $(( left < 120 ? left : 120 )) plan_probe.py --format fp8 --heads 128 \
     --query-precision e4m3 --batches 8,32,64 --b2 BLOCK_N=64,T8=1,P8=1 --b3 EI=1 --tol 4e-2
+  left=$(( LIMIT - 10 - SECONDS ))
+  if [ $left -ge 40 ]; then
+    # where P8 + EI + TE + NF waits at batch 64 (as call B read P8)
+    PYTHONPATH=/tmp/np:$PWD/src:/tmp/site TRITON_CACHE_DIR=/tmp/tc_main timeout $left ncu --profile-from-start off \
+      --nvtx --kernel-name regex:hopper_pp --section SourceCounters --section WarpStateStats --section SpeedOfLight \
+      --import-source yes -o /tmp/ncu_all -f python3 benchmarks/probes/ncu_mla.py --heads 128 --batch 64 \
+      --kv-format fp8 --no-flashmla --query-precision e4m3 --plan \
+      --config '{"BLOCK_N":64,"T8":1,"P8":1,"EI":1,"TE":1,"NF":1}' > /tmp/ncu_all.log 2>&1
+    ncu --import /tmp/ncu_all.ncu-rep --page details --csv > $OUT/ncu_all_details.csv 2>/dev/null
+    ncu --import /tmp/ncu_all.ncu-rep --page source --print-source sass --csv > $OUT/ncu_all_sass.csv 2>/dev/null
+    python3 benchmarks/probes/ncu_stalls.py $OUT/ncu_all_sass.csv --top 8 | cut -c1-220
+    gzip $OUT/*.csv
+  fi
 fi
 tar -czf $OUT/logs.tgz -C /tmp $(cd /tmp && ls p8_check_ei.log tests_ei.log plan_all.log plan_ei.log 2>/dev/null)
