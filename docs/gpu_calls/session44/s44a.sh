@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# session 44, call A (branch p8x: session 43's P8 with its transposition as int32 loads, eight PRMT per 4 x 4 bytes
+# session 44, call A (58b8cbc: session 43's P8 with its transposition as int32 loads, eight PRMT per 4 x 4 bytes
 # (inline asm) and int32 stores; WG1's own P from the tile it handed off as a shared operand; P(r) times beta as int32
 # through two f16x2 widenings, multiplies and roundings; 6,736 SASS instructions against 9,640).
 # (1) p8_check.py at batch 8 (uniform and mixed, 132 / 7 / 1 SMs); (2) P8's GPU tests; (3) if both are clean,

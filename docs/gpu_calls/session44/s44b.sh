@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# session 44, call B (branch p8x at 58b8cbc, the warm machine of call A): Nsight Compute's source view of T8 with the
+# session 44, call B (58b8cbc, the warm machine of call A): Nsight Compute's source view of T8 with the
 # e4m3 query and of P8 at fp8 H = 128, batch 64, with a plan (benchmarks/probes/ncu_mla.py), stall reasons per SASS line
 # summarised by benchmarks/probes/ncu_stalls.py.
 source docs/gpu_calls/lib.sh; gpu_prelude >/dev/null
