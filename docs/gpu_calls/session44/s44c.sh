@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# session 44, call C (not run in session 44: no machine; the next session's first): P8 with the next tiles' copies issued once a buffer's bytes are read (EI: its V^T
+# session 44, call C (not run in session 44: no machine; the next session's first): P8 with the next tiles'
+# copies issued once a buffer's bytes are read (EI: its V^T
 # lives in buffers of its own, so the copy need not wait for the P.V to retire) and WG0's transposition under its
 # score MMAs (TE), and with TE the transpositions' own proxy fences left to the hand-offs' (NF). (1) p8_check.py at
 # batch 8 for the new configs, P8's GPU tests with them; (2) if p8_check is clean, plan_probe.py at fp8 H = 128
