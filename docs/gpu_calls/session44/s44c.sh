@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # session 44, call C (not run in session 44: no machine; the next session's first): P8 with the next tiles'
-# copies issued once a buffer's bytes are read (EI: its V^T
-# lives in buffers of its own, so the copy need not wait for the P.V to retire) and WG0's transposition under its
-# score MMAs (TE), and with TE the transpositions' own proxy fences left to the hand-offs' (NF). (1) p8_check.py at
-# batch 8 for the new configs, P8's GPU tests with them; (2) if p8_check is clean, plan_probe.py at fp8 H = 128
-# with query_precision="e4m3": P8 against P8 + EI + TE + NF ("tuned, plan" is T8 with the e4m3 query as shipped);
-# then, time left, P8 + EI alone and Nsight Compute's source view of P8 + EI + TE + NF at batch 64. LIMIT=SECONDS bounds it (the session's device time was nearly spent on failed
-# starts).
+# copies issued once a buffer's bytes are read (EI: its V^T lives in buffers of its own, so the copy need not wait for
+# the P.V to retire), WG0's transposition under its score MMAs (TE), and with TE the transpositions' own proxy fences
+# left to the hand-offs' (NF). (1) p8_check.py at batch 8 for the new configs, P8's GPU tests with them; (2) if
+# p8_check is clean, plan_probe.py at fp8 H = 128 with query_precision="e4m3": P8 against P8 + EI + TE + NF ("tuned,
+# plan" is T8 with the e4m3 query as shipped); then, time left, P8 + EI alone and Nsight Compute's source view of
+# P8 + EI + TE + NF at batch 64. LIMIT=SECONDS bounds it.
 set -o pipefail
 LIMIT=${LIMIT:-540}
 source docs/gpu_calls/lib.sh
