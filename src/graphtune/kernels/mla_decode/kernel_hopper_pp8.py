@@ -288,20 +288,6 @@ def _p8_scaled(x32, beta, layout: gl.constexpr):
 
 
 @gluon.jit
-def _pinned(x):
-    """``x`` (8-bit, four values a register) through an instruction with side effects: computed before whatever
-    follows it, so its registers are not the ones an asynchronous wgmma issued after it still reads."""
-    return gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=x.dtype, is_pure=False, pack=4)
-
-
-@gluon.jit
-def _p8(p, layout: gl.constexpr):
-    """P8: P times 2^8 in e4m3 (the factor keeps P's small values in e4m3's normal range; the output's multiplier
-    divides it out) as an fp8 wgmma's register operand."""
-    return gl.convert_layout((p * 256.0).to(gl.float8e4nv), layout)
-
-
-@gluon.jit
 def _read_right(k8, layout: gl.constexpr):
     """WG1: the fp8 bytes of its half of V (latent columns 256..511, bytes [16 K, 32 K)) in registers."""
     return k8.slice(256, 128, dim=1).load(layout), k8.slice(384, 128, dim=1).load(layout)
@@ -704,9 +690,9 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                     # pair loop compiled, with ptxas 12.8, to a wgmma whose descriptor only the other branch sets)
                     _hand_off(p * 256.0, m_i, p8_smem.index(0), m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
                     _stamp_tile(STAMPS, srow, g // 2, 2, 4)
-                    # (its own P read back from the tile it handed off: converted from registers beside the store,
-                    # ptxas stored the P tile's rows h % 16 < 8 from registers written only later in the pair, session
-                    # 43 call L and the SASS)
+                    # (its own P as a shared operand, the tile it handed off: converted from registers beside the
+                    # store, ptxas stored the P tile's rows h % 16 < 8 from registers written only later in the pair,
+                    # session 43 call L and the SASS)
                     own_op = p8_smem.index(0)
                 else:
                     _hand_off(p, m_i, p_smem, m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
@@ -741,8 +727,6 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 m_i = m_e
                 l_i = l_i * alpha
             if P8:
-                # (own P's operand registers set before the first P.V is issued: built after it, ptxas gave them the
-                # first one's registers while that wgmma still read them, graphtune.sass.wgmma_findings)
                 # (P(r) times beta made here, past the branches' join: a value of 8-bit elements joined from two
                 # branches is one register a byte, unpacked before and packed again after)
                 pe_op = _p8_scaled(pe32, beta_pe, p_layout)
