@@ -333,12 +333,14 @@ def _hopper_candidates(x: dict, heads: int, kv_format: str) -> list[HopperVarian
 class Tuned:
     """graphtune as a user gets it: the public call's tuned path (``path="auto"``, no config), tuned per bucket by
     its first call outside capture, over the shipped spaces, with the shipped fixed configs; ``query_precision``
-    as the call's (``"e4m3"``: the opt-in of fp8 caches, FlashMLA's fp8 accuracy class)."""
+    as the call's (``"e4m3"``: the opt-in of fp8 caches, the query's part of FlashMLA's fp8 accuracy class) and
+    ``p_precision`` (``"e4m3"``: P too, FlashMLA's fp8 accuracy class whole)."""
 
     def __init__(self, label: str = "tuned (as shipped)", query_precision: str = "bf16",
-                 fp8_query: bool = False, plan: bool = False) -> None:
+                 fp8_query: bool = False, plan: bool = False, p_precision: str = "bf16") -> None:
         self.label = label
         self.query_precision = query_precision
+        self.p_precision = p_precision
         self.fp8_query = fp8_query      # the query handed over in e4m3 (scale 1), as the benchmark gives FlashMLA's
         self.plan = plan                # a step's MLADecodePlan per input set, filled by the warm call before capture
 
@@ -346,7 +348,12 @@ class Tuned:
 TUNED = Tuned()
 TUNED_E4M3 = Tuned("tuned, e4m3 query (opt-in)", "e4m3")
 TUNED_FP8Q = Tuned("tuned, query given in e4m3", "e4m3", fp8_query=True)
-_E4M3_LABELS = (TUNED_E4M3.label, TUNED_FP8Q.label)
+TUNED_P8 = Tuned("tuned, e4m3 query and P (opt-in)", "e4m3", p_precision="e4m3")
+# (with --vs-plan: the e4m3 columns given a step's plan too)
+TUNED_E4M3_PLAN = Tuned("tuned, e4m3 query, with a step's plan", "e4m3", plan=True)
+TUNED_P8_PLAN = Tuned("tuned, e4m3 query and P, with a step's plan", "e4m3", p_precision="e4m3", plan=True)
+# (the e4m3 columns: the best variant of the default accuracy leaves them out)
+_E4M3_LABELS = (TUNED_E4M3.label, TUNED_FP8Q.label, TUNED_P8.label, TUNED_E4M3_PLAN.label, TUNED_P8_PLAN.label)
 # ``--vs-plan``: the public call given a decode step's plan (``mla_decode(..., plan=MLADecodePlan())``), made per input
 # set and filled by the warm call before the graph is captured, as FlashMLA's metadata is made outside its timed call
 TUNED_PLAN = Tuned("tuned, with a step's plan", plan=True)
@@ -380,7 +387,7 @@ def _variant_kwargs(config, heads: int, kv_format: str) -> dict:
     ``TUNED`` the public call's path."""
     if isinstance(config, Tuned):
         return dict(config=None, path="auto", query_precision=config.query_precision, fp8_query=config.fp8_query,
-                    plan=config.plan)
+                    plan=config.plan, p_precision=config.p_precision)
     if isinstance(config, HopperVariant):
         if config.get("V2"):   # the second fp8 kernel's own keys (a V2 config overlays its fixed config, not these)
             return dict(config=triton.Config(dict(config)), path="hopper")
@@ -418,8 +425,11 @@ def _vs_candidates(args, x: dict, heads: int, kv_format: str) -> list[HopperVari
 
 def _e4m3(args, kv_format: str) -> list[Tuned]:
     """``--vs-e4m3``: the public call with ``query_precision="e4m3"`` too, on the per-tensor fp8 cache, from the bf16
-    query and from the query cast to e4m3 outside the call (FlashMLA's input)."""
-    return [TUNED_E4M3, TUNED_FP8Q] if args.vs_e4m3 and kv_format == "fp8" else []
+    query and from the query cast to e4m3 outside the call (FlashMLA's input), and with ``p_precision="e4m3"`` as
+    well (FlashMLA's fp8 accuracy class whole); with ``--vs-plan`` the first and the last given a step's plan too."""
+    if not (args.vs_e4m3 and kv_format == "fp8"):
+        return []
+    return [TUNED_E4M3, TUNED_FP8Q, TUNED_P8] + ([TUNED_E4M3_PLAN, TUNED_P8_PLAN] if args.vs_plan else [])
 
 
 def _extras(args, kv_format: str) -> list[Tuned]:
@@ -501,17 +511,19 @@ def vs_ragged(args, fm, heads_batches: list, formats: list[str], configs: list, 
 
 
 def print_table(rows: list[dict], formats: list[str], e4m3_formats: list[str], heads_batches: list,
-                lengths: bool = False, plan: bool = False) -> dict:
+                lengths: bool = False, plan: bool = False, e4m3_labels: tuple[str, ...] = ()) -> dict:
     """The side-by-side table of ``rows`` (the uniform or the ragged ones): per (H, B) and format, FlashMLA, graphtune
     as shipped (the tuned path) and the best variant timed (pinned; it may be one the tuned path does not run), and
-    the e4m3 columns where timed; ms (TB/s), ratios to FlashMLA. ``lengths``: a column of the batch's lengths.
-    Returns the best variant's label per cell."""
+    the e4m3 columns where timed (``e4m3_labels``, in that order); ms (TB/s), ratios to FlashMLA. ``lengths``: a
+    column of the batch's lengths. Returns the best variant's label per cell."""
+    e4m3_labels = e4m3_labels or (TUNED_E4M3.label, TUNED_FP8Q.label)
+    e4m3_head = "".join(f" {label.removeprefix('tuned, ')} | ratio |" for label in e4m3_labels)
     head = "| heads, batch |" + (" lengths min / mean / max |" if lengths else "") + "".join(
         f" FlashMLA {f} | graphtune {f} tuned | ratio | best variant | ratio |"
-        + (" e4m3 query | ratio | query given in e4m3 | ratio |" if f in e4m3_formats else "")
+        + (e4m3_head if f in e4m3_formats else "")
         + (" tuned, with a step's plan | ratio |" if plan else "") for f in formats)
     print(head)
-    print("|" + " --- |" * (1 + lengths + (5 + 2 * plan) * len(formats) + 4 * len(e4m3_formats)))
+    print("|" + " --- |" * (1 + lengths + (5 + 2 * plan) * len(formats) + 2 * len(e4m3_labels) * len(e4m3_formats)))
     best = {}
     for heads, batches in heads_batches:
         for b in batches:
@@ -529,7 +541,7 @@ def print_table(rows: list[dict], formats: list[str], e4m3_formats: list[str], h
                 best[f"H{heads}/B{b}/{kv_format}"] = g["config"] if g else None
                 cells += [_cell(f), _cell(t), _ratio(t, f), _cell(g), _ratio(g, f)]
                 if kv_format in e4m3_formats:
-                    for label in _E4M3_LABELS:
+                    for label in e4m3_labels:
                         e = next((r for r in mine if r["impl"] == "graphtune" and r["config"] == label), None)
                         cells += [_cell(e), _ratio(e, f)]
                 if plan:
@@ -637,10 +649,12 @@ def vs_flashmla(args, configs: list[triton.Config], result: dict, out: Path) -> 
           "ms (effective TB/s); tuned = the public call as shipped (tuned per bucket), best = the fastest variant "
           "timed (pinned); ratio = graphtune / FlashMLA")
     e4m3 = [f for f in formats if _e4m3(args, f)]
-    best = print_table(rows, formats, e4m3, heads_batches, plan=args.vs_plan)
+    labels = tuple(t.label for t in _e4m3(args, "fp8"))
+    best = print_table(rows, formats, e4m3, heads_batches, plan=args.vs_plan, e4m3_labels=labels)
     if ragged:
         print(f"\nRagged batches (lengths uniform in 1..{2 * args.tokens - 1}, fresh each run), page size 64; as above")
-        result["ragged_best_config"] = print_table(ragged, formats, e4m3, heads_batches, lengths=True, plan=args.vs_plan)
+        result["ragged_best_config"] = print_table(ragged, formats, e4m3, heads_batches, lengths=True,
+                                                   plan=args.vs_plan, e4m3_labels=labels)
     print("graphtune's best variant per cell:")
     for key, label in best.items():
         print(f"  {key}: {label}")
@@ -1013,7 +1027,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "(mla_decode(..., plan=MLADecodePlan()), made per input set before the graph)")
     ap.add_argument("--vs-e4m3", action="store_true",
                     help="with --vs-flashmla: also time and check the public call with query_precision='e4m3' on "
-                         "the fp8 cache (FlashMLA's fp8 accuracy class), in a column of its own")
+                         "the fp8 cache (from the bf16 query and from one given in e4m3), and with "
+                         "p_precision='e4m3' as well (FlashMLA's fp8 accuracy class), in columns of their own "
+                         "(with --vs-plan, the first and the last given a step's plan too)")
     ap.add_argument("--vs-ragged", action="store_true",
                     help="with --vs-flashmla: also time FlashMLA and the public call on ragged batches (lengths "
                          "uniform in 1 .. 2 * --tokens - 1, fresh each run), after the uniform table")

@@ -71,7 +71,8 @@ TARGET_ALIASES = {"mla_decode": "graphtune.kernels.mla_decode.bench:AB_TARGET",
                   "mla_decode_hopper": "graphtune.kernels.mla_decode.bench:AB_HOPPER_TARGET",
                   "mla_decode_hopper_h128": "graphtune.kernels.mla_decode.bench:AB_HOPPER_H128_TARGET",
                   "mla_decode_hopper_h128_bf16": "graphtune.kernels.mla_decode.bench:AB_HOPPER_H128_BF16_TARGET",
-                  "mla_decode_hopper_h128_e4m3": "graphtune.kernels.mla_decode.bench:AB_HOPPER_H128_E4M3_TARGET"}
+                  "mla_decode_hopper_h128_e4m3": "graphtune.kernels.mla_decode.bench:AB_HOPPER_H128_E4M3_TARGET",
+                  "mla_decode_hopper_h128_p8": "graphtune.kernels.mla_decode.bench:AB_HOPPER_H128_P8_TARGET"}
 
 RULE = ("within noise: lower end of the bootstrap CI of median(config)/median(winner) <= 1 + min_gain_pct/100 "
         "(min_gain_pct: statistics.min_gain_pct); beyond noise: that lower end for the runner-up lies above it; "

@@ -15,7 +15,7 @@ import torch
 
 from graphtune import resources
 from graphtune.sass import wgmma_findings
-from graphtune.kernels.mla_decode import interface_hopper, kernel_hopper_pp8
+from graphtune.kernels.mla_decode import interface, interface_hopper, kernel_hopper_pp8
 
 from test_mla_decode import _sass as _sass_of_cubin
 from test_mla_decode import SCHEDULED_WITH_THIS_TRITON, _hopper_compile
@@ -502,3 +502,72 @@ def test_p8_refused_where_it_does_not_apply():
     with pytest.raises(ValueError, match="P8=1") as err:
         interface_hopper.launch(q, kv, pt, lens, 0.04, 1.0, "fp8", out, False, sms=132, config=dict(T8=1, P8=1))
     assert "query_precision='e4m3'" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_p_precision_e4m3_routes_t8_to_p8_tuned_apart():
+    """``p_precision="e4m3"`` with the e4m3 query: where the tuned path runs T8 (fp8, H % 64 == 0, every batch) it runs
+    P8's schedules (``HOPPER_T8_P8_SPACE``) as a tuned kernel of its own (``T8_P8_NAME``), one object however asked
+    for; with the pair's query, or where T8 does not run (H < 64, page size 1), the kernel without it."""
+    hopper = interface_hopper
+    for batch in (1, 8, 64):
+        p8 = hopper.tuned_for(128, "fp8", batch, 64, q_lo=False, p8=True)
+        assert p8.name == hopper.T8_P8_NAME
+        assert p8 is hopper.tuned_second_kernel(True, "fp8", third=True, q_lo=False, p8=True)
+        assert p8 is not hopper.tuned_for(128, "fp8", batch, 64, q_lo=False)
+    assert [c.kwargs for c in p8.configs] == hopper.HOPPER_T8_P8_SPACE
+    assert all(c.kwargs["P8"] == 1 and c.kwargs["T8"] == 1 for c in p8.configs)
+    assert all(c.num_warps == hopper.PP_NUM_WARPS for c in p8.configs)
+    # (the pair's query has no e4m3 P; H = 16 and page size 1 run no T8: the same kernels as without it)
+    assert hopper.tuned_for(128, "fp8", 8, 64, p8=True) is hopper.tuned_for(128, "fp8", 8, 64)
+    assert hopper.tuned_for(16, "fp8", 8, 64, q_lo=False, p8=True) is hopper.tuned_for(16, "fp8", 8, 64, q_lo=False)
+    assert hopper.tuned_for(16, "fp8", 8, 1, q_lo=False, p8=True) is hopper.tuned_for(16, "fp8", 8, 1, q_lo=False)
+    # its launch: Q_LO = 0, the grid of T8's (one for every config: its plan is filled before the query pre-pass)
+    q, kv, pt, lens, out = _route_inputs()
+    args, grid, consts, _ = hopper.tuned_second_call(q, kv, pt, lens, 0.04, 0.5, "fp8", out, False, sms=132,
+                                                     third=True, q_lo=False, p8=True)
+    assert consts["Q_LO"] == 0
+    assert len({grid(c) for c in hopper.HOPPER_T8_P8_SPACE}) == 1
+    for config in hopper.HOPPER_T8_P8_SPACE:     # each a config the pinned path accepts too
+        assert hopper.pinned_config(128, "fp8", config)["P8"] == 1
+
+
+def test_p_precision_serving_kernel_and_its_one_line_refusals(monkeypatch):
+    """``serving_kernel`` names P8's tuned kernel for ``p_precision="e4m3"`` with an e4m3 query (given, or
+    ``query_precision="e4m3"``); a value not in ``P_PRECISIONS``, a bf16 cache or the bf16 query's precision is
+    refused in one line naming ``p_precision`` and the value, by the public call, the custom op's wrapper and
+    ``serving_kernel`` alike."""
+    from graphtune.kernels.mla_decode import op
+    monkeypatch.setattr(interface_hopper, "supported", lambda *a, **k: None)
+    monkeypatch.setattr(interface.settings, "interpret", lambda: False)
+    fp8_cache = torch.empty(8, 64, 576, dtype=torch.float8_e4m3fn)
+    bf16_cache = torch.empty(8, 64, 576, dtype=torch.bfloat16)
+    q = torch.empty(8, 128, 576, dtype=torch.bfloat16)
+    q8 = torch.empty(8, 128, 576, dtype=torch.float8_e4m3fn)
+    assert interface.serving_kernel(q, fp8_cache, query_precision="e4m3",
+                                    p_precision="e4m3").name == interface_hopper.T8_P8_NAME
+    assert interface.serving_kernel(q8, fp8_cache, p_precision="e4m3").name == interface_hopper.T8_P8_NAME
+    assert interface.serving_kernel(q8, fp8_cache).name == interface_hopper.T8_E4M3_NAME
+    pt, lens = torch.zeros(8, 2, dtype=torch.int32), torch.ones(8, dtype=torch.int32)
+    cases = [(q, fp8_cache, dict(query_precision="e4m3", p_precision="fp8"), "p_precision: 'fp8', expected one of"),
+             (q, fp8_cache, dict(query_precision="e4m3", p_precision=None), "p_precision: None, expected one of"),
+             (q, bf16_cache, dict(p_precision="e4m3"), "p_precision: 'e4m3' applies to an fp8 cache"),
+             (q, fp8_cache, dict(p_precision="e4m3"), "p_precision: 'e4m3' with query_precision='bf16'"),
+             (q, fp8_cache, dict(query_precision="bf16", p_precision="e4m3"), "with query_precision='bf16'")]
+    for qq, kv, kw, needle in cases:
+        calls = [lambda: interface.mla_decode(qq, kv, pt, lens, 0.04, **kw),
+                 lambda: op.mla_decode_op(qq, kv, pt, lens, 0.04, **kw),
+                 lambda: interface.serving_kernel(qq, kv, **kw)]
+        for call in calls:
+            with pytest.raises(ValueError) as err:
+                call()
+            assert needle in str(err.value) and "\n" not in str(err.value), (kw, str(err.value))
+
+
+def test_p_precision_is_in_the_custom_ops_schema():
+    """The ``graphtune::`` ops take ``p_precision`` (a torch.compile'd call passes it through the schema)."""
+    from graphtune.kernels.mla_decode import op
+    names = ["mla_decode", "mla_decode_out"] + (["mla_decode_planned", "mla_decode_out_planned"]
+                                                if op.PLAN_UNDER_COMPILE else [])
+    for name in names:
+        schema = getattr(torch.ops.graphtune, name).default._schema
+        assert "p_precision" in [a.name for a in schema.arguments], name

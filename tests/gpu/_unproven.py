@@ -40,12 +40,9 @@ import pytest
 # -2.6..+1.3% with a plan over two runs; P8, T8 with an e4m3 P, passed in session 43, call M, on an H100, once its
 # hand-off's stale stores were fixed, and was 9-17% slower than T8 with the e4m3 query: not landed,
 # docs/gpu_calls/session43/p8.patch; rewritten with its byte work in int32, it passed again in session 44, call A, on
-# an H100, and landed pinned)
-UNPROVEN: dict[str, str] = {
-    "EI": "P8's EI (the next tiles' copies once a buffer's bytes are read)",
-    "TE": "P8's TE (WG0's transposition under its score MMAs)",
-    "NF": "P8's NF (the transpositions fenced by the hand-offs)",
-}
+# an H100, and landed pinned; its schedules EI, TE and NF passed in session 45, call A, on an H100: 5 passed, and
+went into P8's tuned space, p_precision="e4m3")
+UNPROVEN: dict[str, str] = {}
 
 
 def skip_unproven(config: dict) -> None:

@@ -639,7 +639,7 @@ E4M3_CASES = [(128, interface_hopper.T8_E4M3_MIN_BATCH), (128, 32), (16, 8)]
 # P8 (session 43, pinned; passed in session 44, call A): T8 with P in e4m3 and P.V as fp8 wgmmas on a transposed V,
 # with the e4m3 query: FlashMLA's fp8 accuracy class (its fp8 path measured 2.0-2.1e-2 on 4096-token requests,
 # sessions 28-43; an e4m3 P alone 2.1e-2 on the CPU, benchmarks/probes/p_rounding.py, session 25); its schedule
-# variants EI, TE and NF (session 44) gated until they have run
+# variants EI, TE and NF (session 44) passed in session 45, call A, on an H100
 P8_CASES = [(128, dict(T8=1, P8=1), "e4m3"), (64, dict(T8=1, P8=1, WL1=1), "e4m3"), (128, dict(T8=1, P8=1), "given"),
             (128, dict(T8=1, P8=1, EI=1, TE=1, NF=1), "e4m3"), (64, dict(T8=1, P8=1, EI=1, WL1=1), "given")]
 
@@ -773,6 +773,80 @@ def test_query_precision_e4m3_tuned_then_captured_and_replayed():
                          lambda args: interface._launch(*args, kv_scale, "fp8", None, False, path="hopper",
                                                         query_precision="e4m3"), query=e4m3_query)
     graphtune.assert_covered([interface_hopper.T8_E4M3_NAME])
+
+
+# p_precision="e4m3" (session 45): the public call with the e4m3 query runs P8's schedules (HOPPER_T8_P8_SPACE) tuned
+# per bucket as T8_P8_NAME wherever it runs T8; H = 16 runs no T8 (the default's output)
+P_E4M3_CASES = [(128, 1, "e4m3"), (128, 32, "e4m3"), (128, 8, "given"), (16, 8, "e4m3")]
+
+
+@pytest.mark.parametrize("heads,batch,q_form", P_E4M3_CASES, ids=[f"H{h}-B{b}-{f}" for h, b, f in P_E4M3_CASES])
+def test_p_precision_e4m3_is_in_flashmlas_accuracy_class(heads, batch, q_form):
+    """``mla_decode(..., p_precision="e4m3")`` on the tuned path (page size 64, lengths 1, odd, multiples of 64 and
+    not, NaN in every cache row past its length, NaN-poisoned out, 132 and 7 SMs): against the fp32 reference of the
+    e4m3 query the output within 4e-2 (FlashMLA's class) and the LSE within 2e-3; at H = 16 (no T8) the output is
+    that of ``query_precision="e4m3"`` alone, bit for bit."""
+    _hopper_or_skip()
+    from graphtune.kernels.mla_decode.reference import e4m3_query
+    seed = _seed()
+    lens = ([3001, 1, 63, 64, 65, 4096, 129] + [200, 1000] * batch)[:batch]
+    x = _inputs(batch, heads, 64, "fp8", max(lens), seed)
+    pt = _with_lengths(x, lens, 64)
+    if q_form == "given":
+        scale = float(x["q"].float().abs().amax()) / 448.0
+        q, kw = (x["q"].float() / scale).to(torch.float8_e4m3fn), dict(q_scale=scale)
+        q_ref = (q.float() * scale).to(torch.bfloat16)
+    else:
+        q, kw, q_ref = x["q"], dict(query_precision="e4m3"), e4m3_query(x["q"])
+    ref, ref_lse = mla_decode_reference(q_ref, x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"],
+                                        return_lse=True)
+    for sms in (132, 7):
+        x["out"].fill_(float("nan"))
+        out, lse = interface._launch(q, x["kv_cache"], pt, x["seq_lens"], SM_SCALE, x["kv_scale"], "fp8", x["out"],
+                                     True, num_sms=sms, p_precision="e4m3", **kw)
+        assert torch.isfinite(out.float()).all(), f"seed {seed}, {sms} SMs: unwritten or NaN outputs"
+        if heads % 64:
+            plain, plain_lse = interface._launch(q, x["kv_cache"], pt, x["seq_lens"], SM_SCALE, x["kv_scale"], "fp8",
+                                                 None, True, num_sms=sms, **kw)
+            assert torch.equal(out, plain) and torch.equal(lse, plain_lse), f"seed {seed}: H = {heads} changed"
+            continue
+        assert interface_hopper.tuned_for(heads, "fp8", batch, 64, q_lo=False, fp8_q=q_form == "given",
+                                          p8=True).name == interface_hopper.T8_P8_NAME
+        assert _rel(out, ref) <= 4e-2, f"seed {seed}, {sms} SMs: rel err {_rel(out, ref):.3e}"
+        lse_err = float((lse - ref_lse).abs().max())
+        assert lse_err <= 2e-3, f"seed {seed}, {sms} SMs: lse err {lse_err:.3e}"
+
+
+def test_p_precision_e4m3_tuned_then_captured_and_replayed():
+    """P8's schedules tuned per bucket by graphtune.warmup under ``T8_P8_NAME``, captured with no benchmark inside,
+    replayed with new lengths and queries equal to eager and within FlashMLA's class of the e4m3 query's
+    reference."""
+    _hopper_or_skip()
+    from graphtune.kernels.mla_decode.reference import e4m3_query
+    kernel = interface_hopper.tuned_second_kernel(True, "fp8", third=True, q_lo=False, p8=True)
+    kernel.reset()
+    sizes = [1, 16]
+    per_size = {b: _inputs(b, 128, 64, "fp8", 2048, _seed()) for b in sizes}
+    kv_scale = torch.tensor([per_size[sizes[0]]["kv_scale"]], dtype=torch.float32, device="cuda")
+
+    def make_args(b: int):
+        x = per_size[b]
+        return (x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE)
+
+    def call(*args):
+        return interface._launch(*args, kv_scale, "fp8", per_size[args[0].shape[0]]["out"], False, path="hopper",
+                                 query_precision="e4m3", p_precision="e4m3")
+
+    graphtune.warmup(call, sizes, make_args)
+    assert kernel.tune_count == len(sizes)
+    calls = kernel.bench_calls
+    graphs = _capture_each(call, sizes, make_args)
+    assert kernel.bench_calls == calls, "tuned inside capture"
+    _replay_equals_eager(graphs, per_size, make_args, 2048, kv_scale, "fp8", 4e-2,
+                         lambda args: interface._launch(*args, kv_scale, "fp8", None, False, path="hopper",
+                                                        query_precision="e4m3", p_precision="e4m3"),
+                         query=e4m3_query)
+    graphtune.assert_covered([interface_hopper.T8_P8_NAME])
 
 
 # SPLIT_MAX (session 27): the heads-on-M kernels' grid capped at SPLIT_MAX programs a request, which changes the split

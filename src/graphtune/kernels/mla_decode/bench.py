@@ -67,9 +67,10 @@ def make_inputs(problem: Problem, device: str | torch.device = "cuda", seed: int
 
 def run_inputs(inputs: dict, kv_format: str, config: triton.Config | None,
                num_sms: int | None = None, path: str = "auto", query_precision: str = "bf16",
-               fp8_query: bool = False, plan: bool = False) -> Callable[[], None]:
+               fp8_query: bool = False, plan: bool = False, p_precision: str = "bf16") -> Callable[[], None]:
     """A zero-argument call of the kernel on ``inputs`` with ``config`` forced (None: the tuned path, or the
-    Hopper kernel where it applies); ``path`` and ``query_precision`` as ``interface._launch``; ``fp8_query``: the
+    Hopper kernel where it applies); ``path``, ``query_precision`` and ``p_precision`` as ``interface._launch``;
+    ``fp8_query``: the
     query handed over cast to e4m3 (scale 1, as the benchmark hands it to FlashMLA's fp8 path), cast here, outside
     the call; ``plan``: every call given one MLADecodePlan made here (filled by the first call: a decode step's)."""
     sm_scale = 1.0 / math.sqrt(D_QK)
@@ -77,6 +78,8 @@ def run_inputs(inputs: dict, kv_format: str, config: triton.Config | None,
     args = (q, inputs["kv_cache"], inputs["page_table"], inputs["seq_lens"], sm_scale,
             inputs["kv_scale"], kv_format, inputs["out"], False)
     extra = dict(q_scale=1.0) if fp8_query else dict(query_precision=query_precision)
+    if p_precision != "bf16":
+        extra["p_precision"] = p_precision
     if plan:
         extra["plan"] = MLADecodePlan()
 
@@ -166,6 +169,13 @@ AB_HOPPER_H128_BF16_TARGET = MlaDecodeHopperTarget(name="mla_decode_hopper_h128_
 # half to drop): per bucket, which kernel that mode should run (``interface_hopper.T8_E4M3_MIN_BATCH``)
 AB_HOPPER_H128_E4M3_TARGET = MlaDecodeHopperTarget(name="mla_decode_hopper_h128_e4m3", heads=128,
                                                    query_precision="e4m3")
+# ``graphtune ab mla_decode_hopper_h128_p8``: T8's space with the e4m3 query beside P8's schedules (P in e4m3 too,
+# ``p_precision="e4m3"``'s tuned space), each pinned: per bucket, what FlashMLA's accuracy class buys over the e4m3
+# query alone
+AB_HOPPER_H128_P8_TARGET = MlaDecodeHopperTarget(
+    name="mla_decode_hopper_h128_p8", heads=128, query_precision="e4m3",
+    configs=[triton.Config(dict(c), num_warps=interface_hopper.PP_NUM_WARPS)
+             for c in [*interface_hopper.HOPPER_T8_SPACE, *interface_hopper.HOPPER_T8_P8_SPACE]])
 # page size 1 (FlashMLA cannot) on the Hopper path: the second fp8 tokens-on-M kernel's row gather
 # (``graphtune ab graphtune.kernels.mla_decode.bench:AB_HOPPER_GATHER_TARGET``), next to the portable kernel there
 # (``graphtune ab mla_decode``, page size 1 too)

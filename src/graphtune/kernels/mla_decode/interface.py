@@ -36,6 +36,9 @@ _KV_FORMATS = ("auto", *_FORMAT_CODES)
 # "bf16": scores at the bf16 query's precision (an fp8 cache's kernels take the query as an e4m3 hi/lo pair);
 # "e4m3": an fp8 cache's kernels may take the query as one e4m3 copy (hi alone: FlashMLA's fp8 accuracy class)
 QUERY_PRECISIONS = ("bf16", "e4m3")
+# "bf16": P, the softmax's probabilities, enters the P.V product in 16 bits; "e4m3" (with the e4m3 query): the fp8
+# heads-on-M kernel T8 may round P to e4m3 and run P.V as fp8 MMAs, FlashMLA's fp8 path's other rounding
+P_PRECISIONS = ("bf16", "e4m3")
 # the reduction's launch (reduction.py), under the names the probes and tests use
 reduce_blocks = reduction.reduce_blocks
 reduce_launch = reduction.reduce_launch
@@ -106,6 +109,20 @@ def check_query_precision(value: Any, fmt: str | None) -> None:
                                  "bf16 cache scores against the bf16 query")
 
 
+def check_p_precision(value: Any, fmt: str | None, query_precision: str | None) -> None:
+    """``p_precision`` is one of ``P_PRECISIONS``; "e4m3" comes with an fp8 cache (``fmt``, when known) and the e4m3
+    query (``query_precision``, the resolved one, when known), else one line naming it."""
+    if not isinstance(value, str) or value not in P_PRECISIONS:
+        _fail("p_precision", f"{value!r}, expected one of {list(P_PRECISIONS)}")
+    if value != "e4m3":
+        return
+    if fmt == "bf16":
+        _fail("p_precision", "'e4m3' applies to an fp8 cache (kv_format 'fp8' or 'fp8_ds_mla'), not 'bf16'")
+    if query_precision == "bf16":
+        _fail("p_precision", "'e4m3' with query_precision='bf16': P in e4m3 is FlashMLA's fp8 accuracy class, which "
+                             "takes the query in e4m3 too (pass query_precision='e4m3' or an e4m3 q)")
+
+
 def check_scale(name: str, value: Any, expected: str) -> None:
     """A scale argument (``_checks.finite_positive``), else one line naming it."""
     if not finite_positive(value):
@@ -143,7 +160,7 @@ def _check_query_scale(q: torch.Tensor, q_scale: Any, precision: Any, fmt: str) 
 
 
 def _validate(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_format, out,
-              query_precision: str | None = None, q_scale: Any = None) -> str:
+              query_precision: str | None = None, q_scale: Any = None, p_precision: Any = "bf16") -> str:
     if not isinstance(q, torch.Tensor):
         _fail("q", f"expected a torch.Tensor, got {type(q).__name__}")
     device = q.device
@@ -166,6 +183,7 @@ def _validate(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_format, 
     precision = query_precision_of(q, query_precision)
     _check_query_scale(q, q_scale, precision, fmt)
     check_query_precision(precision, fmt)
+    check_p_precision(p_precision, fmt, precision)
     batch = q.shape[0]
     _check_tensor("page_table", page_table, torch.int32, 2, device)
     if page_table.shape[0] != batch or page_table.shape[1] < 1:
@@ -227,8 +245,8 @@ def _check_contents(kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: 
 def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                sm_scale: float, *, kv_scale: float | torch.Tensor = 1.0, kv_format: str = "auto",
                out: torch.Tensor | None = None, return_lse: bool = False, query_precision: str | None = None,
-               q_scale: float | torch.Tensor | None = None,
-               plan: MLADecodePlan | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+               q_scale: float | torch.Tensor | None = None, plan: MLADecodePlan | None = None,
+               p_precision: str = "bf16") -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Decode attention of DeepSeek-style MLA over a paged KV cache.
 
     Args:
@@ -275,18 +293,26 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
             are not whole 64-token tiles, and with H a multiple of 64 T8, the fp8 kernel, at every batch and the bf16
             ping-pong kernel from batch 8; ``interface_hopper._reads_plan``); the others compute their split as
             without it. Under torch.compile pass it into the compiled function (``op.PLAN_UNDER_COMPILE``).
+        p_precision: ``"bf16"`` (default): P, the softmax's probabilities, enters the P.V product in 16 bits.
+            ``"e4m3"`` (fp8 caches, with the e4m3 query: ``query_precision="e4m3"`` or an fp8 ``q``): the fp8
+            heads-on-M kernel T8 (sm_90, H a multiple of 64, every batch) may round P to e4m3 and run P.V as fp8
+            MMAs on a transposed V, FlashMLA's fp8 accuracy class whole (FlashMLA rounds P to e4m3 too): 2.1e-2
+            relative error on 4096-token requests (H100, session 44; FlashMLA's fp8 path 2.0-2.1e-2 on the same
+            inputs). Tuned per bucket under its own name (``interface_hopper.T8_P8_NAME``) over
+            ``interface_hopper.HOPPER_T8_P8_SPACE``; the other kernels keep P in 16 bits.
 
     Returns:
         ``out`` (``[B, H, 512]`` bf16), or ``(out, lse)`` with ``return_lse``.
     """
-    fmt = _validate(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_format, out, query_precision, q_scale)
+    fmt = _validate(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_format, out, query_precision, q_scale,
+                    p_precision)
     if not isinstance(return_lse, bool):
         _fail("return_lse", f"{return_lse!r}, expected True or False")
     if plan is not None and not isinstance(plan, MLADecodePlan):
         _fail("plan", f"{type(plan).__name__} {plan!r:.80}, expected a graphtune.kernels.MLADecodePlan "
                       "or None")
     return _launch(q, kv_cache, page_table, seq_lens, float(sm_scale), kv_scale, fmt, out, return_lse,
-                   query_precision=query_precision, q_scale=q_scale, plan=plan)
+                   query_precision=query_precision, q_scale=q_scale, plan=plan, p_precision=p_precision)
 
 
 def split_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
@@ -345,7 +371,7 @@ def split_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
 
 
 def serving_kernel(q: torch.Tensor, kv_cache: torch.Tensor, kv_format: str = "auto",
-                   query_precision: str | None = None):
+                   query_precision: str | None = None, p_precision: str = "bf16"):
     """The tuned kernel (``graphtune.autotune``, per batch bucket) that :func:`mla_decode` runs for these inputs on
     this machine: a Hopper kernel where ``path="auto"`` takes one (sm_90, ``interface_hopper.supported``), else the
     portable kernel; None where a pinned Hopper config (a fixed config changed from its shipped value) runs
@@ -354,20 +380,22 @@ def serving_kernel(q: torch.Tensor, kv_cache: torch.Tensor, kv_format: str = "au
     fmt = resolve_kv_format(kv_cache, kv_format)
     query_precision = query_precision_of(q, query_precision)
     check_query_precision(query_precision, fmt)
+    check_p_precision(p_precision, fmt, query_precision)
     if settings.interpret() or interface_hopper.supported(q, kv_cache, fmt) is not None:
         return _tuned_kernel()
     if interface_hopper.pinned(q.shape[1], fmt):
         return None
     return interface_hopper.tuned_for(q.shape[1], fmt, q.shape[0], kv_cache.shape[1],
-                                      q_lo=query_precision != "e4m3", fp8_q=q.dtype == torch.float8_e4m3fn)
+                                      q_lo=query_precision != "e4m3", fp8_q=q.dtype == torch.float8_e4m3fn,
+                                      p8=p_precision == "e4m3")
 
 
 def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
             sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor | None,
             return_lse: bool, config: triton.Config | None = None,
             num_sms: int | None = None, path: str = "auto", query_precision: str | None = None,
-            q_scale: float | torch.Tensor | None = None,
-            plan: MLADecodePlan | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+            q_scale: float | torch.Tensor | None = None, plan: MLADecodePlan | None = None,
+            p_precision: str = "bf16") -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Allocate and launch (inputs already validated).
 
     ``config`` runs that config on the plain jit kernel instead of the tuned one (benchmarks, A/B): the portable
@@ -375,8 +403,8 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
     ``num_sms`` overrides the SM count that sizes the split grid (tests vary it). ``path``: ``"auto"`` runs
     the Hopper kernel (kernel_hopper.py) where it applies (sm_90, see ``interface_hopper.supported``) and no
     ``config`` is given, else the portable one; ``"portable"`` / ``"hopper"`` force one (``"hopper"`` raises
-    ValueError with the reason when it does not apply). ``query_precision``, ``q_scale`` and ``plan``: as
-    :func:`mla_decode` (validated there, with the rest).
+    ValueError with the reason when it does not apply). ``query_precision``, ``q_scale``, ``plan`` and
+    ``p_precision``: as :func:`mla_decode` (validated there, with the rest).
     """
     if path not in ("auto", "portable", "hopper"):
         raise ValueError(f"mla_decode: path {path!r}, expected 'auto', 'portable' or 'hopper'")
@@ -401,7 +429,7 @@ def _launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, s
         pinned = None if config is None else interface_hopper.pinned_config(heads, fmt, config.kwargs)
         lse, part_o, part_lse, seg = interface_hopper.launch(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale,
                                                              fmt, out, return_lse, sms=sms, config=pinned, q_lo=q_lo,
-                                                             q_scale=q_scale, plan=plan)
+                                                             q_scale=q_scale, plan=plan, p8=p_precision == "e4m3")
         _reduce(batch, heads, seg, part_o, part_lse, out, lse, seq_lens, return_lse,
                 pdl=batch >= reduction.PDL_MIN_BATCH)
         return (out, lse) if return_lse else out

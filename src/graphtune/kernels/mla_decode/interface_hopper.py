@@ -156,6 +156,17 @@ T8_NAME = "mla_decode_hopper_t8"
 # 0.0199 with query_precision="e4m3" (FlashMLA 0.0171): 1, with the pair's.
 T8_E4M3_MIN_BATCH = 1
 T8_E4M3_NAME = "mla_decode_hopper_t8_e4m3"
+# ``p_precision="e4m3"`` (with the e4m3 query): T8 with P rounded to e4m3 and P.V as fp8 wgmmas on a transposed V (P8,
+# FlashMLA's fp8 accuracy class whole: 2.1e-2 on 4096-token requests, H100, session 44), tuned per bucket under its own
+# name over its schedules: P8 alone; EI, the next tiles' copies issued once a buffer's bytes are read; EI with TE, WG0's
+# transposition under its score MMAs, and NF, the transpositions fenced by the hand-offs. Session 45 call A (H100, H =
+# 128, 4096-token requests, with a step's plan, benchmarks/results/plan_p8_ei_te_nf_h100_session45_callA.json), ms at
+# batch 1 / 8 / 32 / 64: P8 0.0162 / 0.0283 / 0.0698 / 0.1215, EI + TE + NF 0.0169 / 0.0283 / 0.0675 / 0.1184, FlashMLA
+# 0.0162 / 0.0292 / 0.0703 / 0.1140; ragged lengths 0.0175 / 0.0304 / 0.0714 / 0.1283 against 0.0182 / 0.0300 / 0.0686
+# / 0.1229 (FlashMLA 0.0189 / 0.0288 / 0.0691 / 0.1233): which wins depends on the batch, the tuner's call.
+HOPPER_T8_P8_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, T8=1, P8=1), dict(BLOCK_N=64, T8=1, P8=1, EI=1),
+                                            dict(BLOCK_N=64, T8=1, P8=1, EI=1, TE=1, NF=1)]
+T8_P8_NAME = "mla_decode_hopper_t8_p8"
 # H < 64 (16, 32, 48): the tokens-on-M kernel, 16 heads and one warpgroup per program; 168,728 B of shared
 # memory (a third 72 KB buffer would not fit; BLOCK_N = 32 is not possible: a wgmma's M is a multiple of 64).
 # PIPE 2 (next load issued before tile i's wait, softmax with one block barrier) was the fastest of PIPE 0/1/2 at
@@ -744,6 +755,8 @@ SECOND: dict[tuple[bool, str], Second] = {   # (heads on M, kv_format) -> its se
 # (heads on M, kv_format) -> its third kernel, which the tuned path runs from its ``min_batch`` up (above the second's)
 THIRD: dict[tuple[bool, str], Second] = {
     (True, "fp8"): Second(T8_MIN_BATCH, T8_NAME, HOPPER_T8_SPACE, "T8", PP_NUM_WARPS)}
+# the third kernel with ``p_precision="e4m3"`` (the e4m3 query too, so from T8_E4M3_MIN_BATCH): P8's schedules
+THIRD_P8 = Second(T8_E4M3_MIN_BATCH, T8_P8_NAME, HOPPER_T8_P8_SPACE, "T8", PP_NUM_WARPS)
 
 
 # Pages that are not whole 64-token TMA tiles (SGLang's default page size is 1): the second tokens-on-M kernel with
@@ -781,19 +794,24 @@ def third_applies(heads: int, fmt: str, batch: int, q_lo: bool = True) -> bool:
     return _applies(THIRD, heads, fmt, batch)
 
 
-def _extra(on_m: bool, fmt: str, gather: bool, third: bool) -> Second:
-    """The tuned kernel other than a class's first that a launch names: the row gather, the third or the second."""
-    return GATHER[fmt] if gather else THIRD[(on_m, fmt)] if third else SECOND[(on_m, fmt)]
+def _extra(on_m: bool, fmt: str, gather: bool, third: bool, p8: bool = False) -> Second:
+    """The tuned kernel other than a class's first that a launch names: the row gather, the third (``p8``: with P in
+    e4m3, ``THIRD_P8``) or the second."""
+    if gather:
+        return GATHER[fmt]
+    if third:
+        return THIRD_P8 if p8 else THIRD[(on_m, fmt)]
+    return SECOND[(on_m, fmt)]
 
 
 def tuned_second_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                       sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool,
                       *, sms: int, lse: torch.Tensor | None = None, gather: bool = False, third: bool = False,
-                      q_lo: bool = True, query_replaced: bool = False):
+                      q_lo: bool = True, query_replaced: bool = False, p8: bool = False):
     """:func:`tuned_call` for the shape class's second kernel (``gather``: the row-gather kernel, ``GATHER``;
-    ``third``: its third kernel, ``THIRD``, which takes ``Q_LO``): scratch for the most programs per SM of its
-    space, the grid per config. ``query_replaced``: as :func:`_arguments`'s."""
-    second = _extra(_heads_on_m(q.shape[1]), fmt, gather, third)
+    ``third``: its third kernel, ``THIRD``, which takes ``Q_LO``; with ``p8`` ``THIRD_P8``): scratch for the most
+    programs per SM of its space, the grid per config. ``query_replaced``: as :func:`_arguments`'s."""
+    second = _extra(_heads_on_m(q.shape[1]), fmt, gather, third, p8 and third and not q_lo)
     per_sm = max(second.programs_per_sm(c) for c in second.space)
     args, head_blocks, consts, scratch = _arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                     return_lse, sms=sms, block_n=second.space[0]["BLOCK_N"],
@@ -809,20 +827,22 @@ def tuned_second_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch
     return args, grid, consts, scratch
 
 
-def tuned_second_kernel(on_m: bool, fmt: str, gather: bool = False, third: bool = False, q_lo: bool = True):
+def tuned_second_kernel(on_m: bool, fmt: str, gather: bool = False, third: bool = False, q_lo: bool = True,
+                        p8: bool = False):
     """The shape class's second kernel (``gather``: the row-gather kernel of ``GATHER``; ``third``: its third kernel,
-    ``THIRD``, and with ``q_lo=False`` that kernel for ``query_precision="e4m3"``, tuned apart as ``T8_E4M3_NAME``)
-    under ``graphtune.autotune``, per batch bucket (as :func:`tuned_kernel`): one object per kernel, however
-    called."""
+    ``THIRD``, and with ``q_lo=False`` that kernel for ``query_precision="e4m3"``, tuned apart as ``T8_E4M3_NAME``;
+    with ``p8`` too, ``p_precision="e4m3"``, P8's schedules, ``THIRD_P8``, tuned apart as ``T8_P8_NAME``) under
+    ``graphtune.autotune``, per batch bucket (as :func:`tuned_kernel`): one object per kernel, however called."""
     third = bool(third) and not gather
-    return _tuned_second_kernel(bool(on_m) and not gather, fmt, bool(gather), third, bool(q_lo) or not third)
+    q_lo = bool(q_lo) or not third
+    return _tuned_second_kernel(bool(on_m) and not gather, fmt, bool(gather), third, q_lo, bool(p8) and not q_lo)
 
 
 @functools.lru_cache(maxsize=None)
-def _tuned_second_kernel(on_m: bool, fmt: str, gather: bool, third: bool, q_lo: bool):
+def _tuned_second_kernel(on_m: bool, fmt: str, gather: bool, third: bool, q_lo: bool, p8: bool = False):
     from ... import Buckets, autotune
     from .space import CAPTURE_SIZES
-    second = _extra(on_m, fmt, gather, third)
+    second = _extra(on_m, fmt, gather, third, p8)
     # (the kernels that read a plan fill it for the config's grid first: plan.plan_hook)
     # (T8's plan is filled by its launch, before its query pre-pass: _plan_first)
     reads = _reads_plan(on_m, fmt, {second.flag: 1, "GATHER": int(gather)}) and second.flag != "T8"
@@ -831,7 +851,7 @@ def _tuned_second_kernel(on_m: bool, fmt: str, gather: bool, third: bool, q_lo: 
     fn = kernel_for(BLOCK_H if on_m else TOK_BLOCK_H, fmt, v2=second.flag == "V2", pp=second.flag == "PP",
                     t8=second.flag == "T8")
     return autotune(configs, key=["B", "H", "PAGE_SIZE", "RETURN_LSE"], buckets={"B": Buckets.explicit(CAPTURE_SIZES)},
-                    default=configs[0], name=second.name if q_lo else T8_E4M3_NAME,
+                    default=configs[0], name=second.name if q_lo or p8 else T8_E4M3_NAME,
                     followed_by=reduction.after_hopper_split)(fn)
 
 
@@ -997,10 +1017,11 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
            sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool, *,
            sms: int, config: dict[str, int] | None = None, q_lo: bool = True,
            q_scale: float | torch.Tensor | None = None,
-           plan: plan_mod.MLADecodePlan | None = None) -> tuple[torch.Tensor, torch.Tensor, Any]:
+           plan: plan_mod.MLADecodePlan | None = None, p8: bool = False) -> tuple[torch.Tensor, torch.Tensor, Any]:
     """Run the Hopper split kernel, tuned per batch bucket unless pinned (:func:`pinned`); returns
     ``(lse, part_o, part_lse, seg)`` for the reduction. ``q_lo=False``: ``query_precision="e4m3"`` (the kernels that
-    take ``Q_LO``, T8, score against the query's e4m3 hi half alone). An e4m3 ``q`` (its value ``q * q_scale``; with
+    take ``Q_LO``, T8, score against the query's e4m3 hi half alone); with it ``p8``: ``p_precision="e4m3"`` (the
+    tuned T8 is P8's, ``THIRD_P8``; a pinned config runs as given). An e4m3 ``q`` (its value ``q * q_scale``; with
     ``q_lo=False``): T8 and the second fp8 tokens-on-M kernel read it as it is (unpinned, an fp8 heads-on-M cache's
     runs T8 at every batch: no copy to make), every other kernel gets :func:`dequantize_query`'s bf16 copy."""
     heads = q.shape[1]
@@ -1032,6 +1053,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
         fn[grid](*args, **consts)
         return scratch
     route = _tuned_route(heads, fmt, q.shape[0], kv_cache.shape[1], q_lo, fp8_q)
+    p8 = bool(p8) and not q_lo and route == "third"
     reads = ("T8" if route == "third" else "V2" if not _heads_on_m(heads) and route != "first" else None)
     if fp8_q and not reads:
         q = dequantize_query(q, q_scale)
@@ -1042,9 +1064,9 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
         args, grid, consts, scratch = tuned_second_call(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                         return_lse, sms=sms, gather=route == "gather",
                                                         third=route == "third", q_lo=q_lo,
-                                                        query_replaced=reads == "T8")
+                                                        query_replaced=reads == "T8", p8=p8)
     on_m = _heads_on_m(heads)
-    extra = None if route == "first" else _extra(on_m, fmt, route == "gather", route == "third")
+    extra = None if route == "first" else _extra(on_m, fmt, route == "gather", route == "third", p8)
     if plan is not None and _reads_plan(on_m, fmt, {} if extra is None else {extra.flag: 1,
                                                                              "GATHER": int(route == "gather")}):
         # room for the space's largest grid; each config's pre-hook fills the rows for its own (plan.plan_hook), but
@@ -1059,7 +1081,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
         args, consts = _fp8_query(args, consts, q, q_scale, reads)
     elif reads == "T8":
         args, consts = _query_pair(args, consts, q)
-    _route_kernel(route, heads, fmt, q_lo)[grid](*args, **consts)
+    _route_kernel(route, heads, fmt, q_lo, p8)[grid](*args, **consts)
     return scratch
 
 
@@ -1104,15 +1126,17 @@ def _tuned_route(heads: int, fmt: str, batch: int, page_size: int, q_lo: bool = 
     return "second" if second_applies(heads, fmt, batch) else "first"
 
 
-def tuned_for(heads: int, fmt: str, batch: int, page_size: int, q_lo: bool = True, fp8_q: bool = False):
+def tuned_for(heads: int, fmt: str, batch: int, page_size: int, q_lo: bool = True, fp8_q: bool = False,
+              p8: bool = False):
     """The tuned kernel (``graphtune.autotune``, per batch bucket) an unpinned Hopper launch runs for ``batch``
     requests of ``heads`` heads on a ``fmt`` cache of ``page_size``-token pages (``q_lo=False``:
-    ``query_precision="e4m3"``; ``fp8_q``: the query given in e4m3; its name is what ``graphtune.coverage``
-    reports)."""
-    return _route_kernel(_tuned_route(heads, fmt, batch, page_size, q_lo, fp8_q), heads, fmt, q_lo)
+    ``query_precision="e4m3"``; ``fp8_q``: the query given in e4m3; ``p8``: ``p_precision="e4m3"``; its name is
+    what ``graphtune.coverage`` reports)."""
+    return _route_kernel(_tuned_route(heads, fmt, batch, page_size, q_lo, fp8_q), heads, fmt, q_lo, p8)
 
 
-def _route_kernel(route: str, heads: int, fmt: str, q_lo: bool = True):
+def _route_kernel(route: str, heads: int, fmt: str, q_lo: bool = True, p8: bool = False):
     if route == "first":
         return tuned_kernel(_heads_on_m(heads), fmt == "fp8")
-    return tuned_second_kernel(_heads_on_m(heads), fmt, route == "gather", route == "third", q_lo)
+    return tuned_second_kernel(_heads_on_m(heads), fmt, route == "gather", route == "third", q_lo,
+                               p8 and route == "third")

@@ -1,9 +1,9 @@
 """MLA decode as torch custom ops, so ``torch.compile`` keeps the launch opaque and graphtune tunes it.
 
 ``graphtune::mla_decode(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_scale_tensor?, kv_format,
-return_lse, query_precision?, q_scale?, q_scale_tensor?) -> (out, lse)`` allocates its outputs (``lse`` is an empty
+return_lse, query_precision?, q_scale?, q_scale_tensor?, p_precision) -> (out, lse)`` allocates its outputs (``lse`` is an empty
 ``[0]`` tensor unless ``return_lse``); ``graphtune::mla_decode_out(..., kv_format, out!, query_precision?, q_scale?,
-q_scale_tensor?)`` writes into a given ``[B, H, 512]`` bf16 buffer (declared mutated). Either runs
+q_scale_tensor?, p_precision)`` writes into a given ``[B, H, 512]`` bf16 buffer (declared mutated). Either runs
 ``interface.mla_decode`` with real tensors when the graph runs: validation, the per-batch-bucket tuning of the split
 kernel and the capture policy apply as in eager. ``kv_scale_tensor`` (a one-element fp32 device tensor) overrides the
 float ``kv_scale`` when given. ``graphtune::mla_decode_planned`` / ``mla_decode_out_planned``: the same, last argument
@@ -51,11 +51,11 @@ PLAN_UNDER_COMPILE = _plan_type_registered()
 
 
 def _run(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_scale_tensor, kv_format, out, return_lse,
-         query_precision, q_scale, q_scale_tensor, plan):
+         query_precision, q_scale, q_scale_tensor, p_precision, plan):
     """The ops' implementation: the interface, eagerly, on real tensors (``plan`` the caller's, or None)."""
     got = interface.mla_decode(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale=_scale(kv_scale, kv_scale_tensor),
                                kv_format=kv_format, out=out, return_lse=return_lse, query_precision=query_precision,
-                               q_scale=_scale(q_scale, q_scale_tensor), plan=plan)
+                               q_scale=_scale(q_scale, q_scale_tensor), plan=plan, p_precision=p_precision)
     if out is not None:
         return None
     return got if return_lse else (got, q.new_empty((0,), dtype=torch.float32))
@@ -64,7 +64,8 @@ def _run(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_scale_tensor,
 def _fake(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
           sm_scale: float, kv_scale: float, kv_scale_tensor: torch.Tensor | None, kv_format: str,
           return_lse: bool, query_precision: str | None, q_scale: float | None,
-          q_scale_tensor: torch.Tensor | None, plan: MLADecodePlan | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+          q_scale_tensor: torch.Tensor | None, p_precision: str,
+          plan: MLADecodePlan | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     if q.dim() != 3:   # (the op's implementation validates the rest when it runs)
         interface._fail("q", f"shape {tuple(q.shape)} has {q.dim()} dims, expected 3")
     batch, heads = q.shape[0], q.shape[1]
@@ -77,18 +78,18 @@ def _fake(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq
 def _mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                 sm_scale: float, kv_scale: float, kv_scale_tensor: torch.Tensor | None, kv_format: str,
                 return_lse: bool, query_precision: str | None, q_scale: float | None,
-                q_scale_tensor: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+                q_scale_tensor: torch.Tensor | None, p_precision: str) -> tuple[torch.Tensor, torch.Tensor]:
     return _run(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_scale_tensor, kv_format, None, return_lse,
-                query_precision, q_scale, q_scale_tensor, None)
+                query_precision, q_scale, q_scale_tensor, p_precision, None)
 
 
 @custom_op("graphtune::mla_decode_out", mutates_args=("out",))
 def _mla_decode_out(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                     sm_scale: float, kv_scale: float, kv_scale_tensor: torch.Tensor | None, kv_format: str,
                     out: torch.Tensor, query_precision: str | None, q_scale: float | None,
-                    q_scale_tensor: torch.Tensor | None) -> None:
+                    q_scale_tensor: torch.Tensor | None, p_precision: str) -> None:
     _run(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_scale_tensor, kv_format, out, False,
-         query_precision, q_scale, q_scale_tensor, None)
+         query_precision, q_scale, q_scale_tensor, p_precision, None)
 
 
 if PLAN_UNDER_COMPILE:
@@ -99,22 +100,22 @@ if PLAN_UNDER_COMPILE:
                             seq_lens: torch.Tensor, sm_scale: float, kv_scale: float,
                             kv_scale_tensor: torch.Tensor | None, kv_format: str, return_lse: bool,
                             query_precision: str | None, q_scale: float | None, q_scale_tensor: torch.Tensor | None,
-                            plan: MLADecodePlan) -> tuple[torch.Tensor, torch.Tensor]:
+                            p_precision: str, plan: MLADecodePlan) -> tuple[torch.Tensor, torch.Tensor]:
         return _run(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_scale_tensor, kv_format, None,
-                    return_lse, query_precision, q_scale, q_scale_tensor, plan)
+                    return_lse, query_precision, q_scale, q_scale_tensor, p_precision, plan)
 
     @custom_op("graphtune::mla_decode_out_planned", mutates_args=("out",))
     def _mla_decode_out_planned(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor,
                                 seq_lens: torch.Tensor, sm_scale: float, kv_scale: float,
                                 kv_scale_tensor: torch.Tensor | None, kv_format: str, out: torch.Tensor,
                                 query_precision: str | None, q_scale: float | None,
-                                q_scale_tensor: torch.Tensor | None, plan: MLADecodePlan) -> None:
+                                q_scale_tensor: torch.Tensor | None, p_precision: str, plan: MLADecodePlan) -> None:
         _run(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_scale_tensor, kv_format, out, False,
-             query_precision, q_scale, q_scale_tensor, plan)
+             query_precision, q_scale, q_scale_tensor, p_precision, plan)
 
 
 def _check_op_arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_format, out, return_lse,
-                        query_precision, q_scale, plan) -> None:
+                        query_precision, q_scale, plan, p_precision="bf16") -> None:
     """What the op's schema would otherwise reject with an error naming no argument (a float() of None, a schema
     mismatch, a list dumped whole), or let through (a bool scale, an ``out`` the op copies into after the fact), and
     tensors on another device than q's (the dispatcher would pick that device's implementation: on ``meta`` the fake
@@ -134,8 +135,14 @@ def _check_op_arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, k
         interface.check_scale("kv_scale", kv_scale, "a finite float > 0 or a one-element float32 tensor")
     if not isinstance(kv_format, str):
         interface._fail("kv_format", f"{kv_format!r}, expected a string ('auto', 'fp8', 'bf16' or 'fp8_ds_mla')")
+    # (the format "auto" stands for, where the cache's dtype says it: metadata only)
+    known_fmt = kv_format if kv_format != "auto" else {torch.float8_e4m3fn: "fp8", torch.bfloat16: "bf16"}.get(
+        kv_cache.dtype)
     if query_precision is not None:
-        interface.check_query_precision(query_precision, kv_format if kv_format != "auto" else None)
+        interface.check_query_precision(query_precision, known_fmt)
+    resolved = (query_precision if query_precision is not None else
+                interface.query_precision_of(q, None) if isinstance(q, torch.Tensor) else None)
+    interface.check_p_precision(p_precision, known_fmt, resolved)
     if q_scale is not None and not isinstance(q_scale, torch.Tensor):
         interface.check_scale("q_scale", q_scale, "a finite float > 0 or a one-element float32 tensor")
     if plan is not None:
@@ -155,13 +162,13 @@ def _check_op_arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, k
 def mla_decode_op(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                   sm_scale: float, *, kv_scale: float | torch.Tensor = 1.0, kv_format: str = "auto",
                   out: torch.Tensor | None = None, return_lse: bool = False, query_precision: str | None = None,
-                  q_scale: float | torch.Tensor | None = None,
-                  plan: MLADecodePlan | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+                  q_scale: float | torch.Tensor | None = None, plan: MLADecodePlan | None = None,
+                  p_precision: str = "bf16") -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """``interface.mla_decode`` (same arguments) through the ``graphtune::`` ops: use it inside ``torch.compile``.
     ``plan``: a decode step's :class:`MLADecodePlan`, made outside the compiled function and passed in (an input
     of its graph; a new one each step recompiles nothing), through the ``_planned`` ops."""
     _check_op_arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_format, out, return_lse,
-                        query_precision, q_scale, plan)
+                        query_precision, q_scale, plan, p_precision)
     scale_t = kv_scale if isinstance(kv_scale, torch.Tensor) else None
     scale_f = 1.0 if scale_t is not None else float(kv_scale)
     q_scale_t = q_scale if isinstance(q_scale, torch.Tensor) else None
@@ -171,11 +178,11 @@ def mla_decode_op(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Ten
     if out is not None and not return_lse:
         (ops.mla_decode_out if plan is None else ops.mla_decode_out_planned)(
             q, kv_cache, page_table, seq_lens, float(sm_scale), scale_f, scale_t, kv_format, out, query_precision,
-            q_scale_f, q_scale_t, *planned)
+            q_scale_f, q_scale_t, p_precision, *planned)
         return out
     got, lse = (ops.mla_decode if plan is None else ops.mla_decode_planned)(
         q, kv_cache, page_table, seq_lens, float(sm_scale), scale_f, scale_t, kv_format, return_lse, query_precision,
-        q_scale_f, q_scale_t, *planned)
+        q_scale_f, q_scale_t, p_precision, *planned)
     if out is not None:
         out.copy_(got)
         got = out
@@ -185,8 +192,8 @@ def mla_decode_op(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Ten
 def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                sm_scale: float, *, kv_scale: float | torch.Tensor = 1.0, kv_format: str = "auto",
                out: torch.Tensor | None = None, return_lse: bool = False, query_precision: str | None = None,
-               q_scale: float | torch.Tensor | None = None,
-               plan: MLADecodePlan | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+               q_scale: float | torch.Tensor | None = None, plan: MLADecodePlan | None = None,
+               p_precision: str = "bf16") -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """``interface.mla_decode`` (its docstring says what the arguments are), exported as
     ``graphtune.kernels.mla_decode.mla_decode``: eagerly it is the interface itself; traced by torch.compile it
     is one opaque ``graphtune::`` op, whose implementation runs the interface eagerly (with the ``plan``, an input of
@@ -194,8 +201,8 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
     if torch.compiler.is_dynamo_compiling():
         return mla_decode_op(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale=kv_scale, kv_format=kv_format,
                              out=out, return_lse=return_lse, query_precision=query_precision, q_scale=q_scale,
-                             plan=plan)
+                             plan=plan, p_precision=p_precision)
     return interface.mla_decode(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale=kv_scale, kv_format=kv_format,
                                 out=out, return_lse=return_lse, query_precision=query_precision, q_scale=q_scale,
-                                plan=plan)
+                                plan=plan, p_precision=p_precision)
 
