@@ -429,7 +429,8 @@ def _e4m3(args, kv_format: str) -> list[Tuned]:
     well (FlashMLA's fp8 accuracy class whole); with ``--vs-plan`` the first and the last given a step's plan too."""
     if not (args.vs_e4m3 and kv_format == "fp8"):
         return []
-    return [TUNED_E4M3, TUNED_FP8Q, TUNED_P8] + ([TUNED_E4M3_PLAN, TUNED_P8_PLAN] if args.vs_plan else [])
+    planned = [TUNED_E4M3_PLAN, TUNED_P8_PLAN] if getattr(args, "vs_plan", False) else []
+    return [TUNED_E4M3, TUNED_FP8Q, TUNED_P8, *planned]
 
 
 def _extras(args, kv_format: str) -> list[Tuned]:

@@ -1,9 +1,9 @@
 """MLA decode as torch custom ops, so ``torch.compile`` keeps the launch opaque and graphtune tunes it.
 
 ``graphtune::mla_decode(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_scale_tensor?, kv_format,
-return_lse, query_precision?, q_scale?, q_scale_tensor?, p_precision) -> (out, lse)`` allocates its outputs (``lse`` is an empty
+return_lse, query_precision?, q_scale?, q_scale_tensor?, p_precision="bf16") -> (out, lse)`` allocates its outputs (``lse`` is an empty
 ``[0]`` tensor unless ``return_lse``); ``graphtune::mla_decode_out(..., kv_format, out!, query_precision?, q_scale?,
-q_scale_tensor?, p_precision)`` writes into a given ``[B, H, 512]`` bf16 buffer (declared mutated). Either runs
+q_scale_tensor?, p_precision="bf16")`` writes into a given ``[B, H, 512]`` bf16 buffer (declared mutated). Either runs
 ``interface.mla_decode`` with real tensors when the graph runs: validation, the per-batch-bucket tuning of the split
 kernel and the capture policy apply as in eager. ``kv_scale_tensor`` (a one-element fp32 device tensor) overrides the
 float ``kv_scale`` when given. ``graphtune::mla_decode_planned`` / ``mla_decode_out_planned``: the same, last argument
@@ -64,8 +64,8 @@ def _run(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_scale_tensor,
 def _fake(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
           sm_scale: float, kv_scale: float, kv_scale_tensor: torch.Tensor | None, kv_format: str,
           return_lse: bool, query_precision: str | None, q_scale: float | None,
-          q_scale_tensor: torch.Tensor | None, p_precision: str,
-          plan: MLADecodePlan | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+          q_scale_tensor: torch.Tensor | None, *rest, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+    # (rest: the planned ops' plan, then p_precision, where given positionally)
     if q.dim() != 3:   # (the op's implementation validates the rest when it runs)
         interface._fail("q", f"shape {tuple(q.shape)} has {q.dim()} dims, expected 3")
     batch, heads = q.shape[0], q.shape[1]
@@ -78,7 +78,7 @@ def _fake(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq
 def _mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                 sm_scale: float, kv_scale: float, kv_scale_tensor: torch.Tensor | None, kv_format: str,
                 return_lse: bool, query_precision: str | None, q_scale: float | None,
-                q_scale_tensor: torch.Tensor | None, p_precision: str) -> tuple[torch.Tensor, torch.Tensor]:
+                q_scale_tensor: torch.Tensor | None, p_precision: str = "bf16") -> tuple[torch.Tensor, torch.Tensor]:
     return _run(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_scale_tensor, kv_format, None, return_lse,
                 query_precision, q_scale, q_scale_tensor, p_precision, None)
 
@@ -87,7 +87,7 @@ def _mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
 def _mla_decode_out(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                     sm_scale: float, kv_scale: float, kv_scale_tensor: torch.Tensor | None, kv_format: str,
                     out: torch.Tensor, query_precision: str | None, q_scale: float | None,
-                    q_scale_tensor: torch.Tensor | None, p_precision: str) -> None:
+                    q_scale_tensor: torch.Tensor | None, p_precision: str = "bf16") -> None:
     _run(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_scale_tensor, kv_format, out, False,
          query_precision, q_scale, q_scale_tensor, p_precision, None)
 
@@ -100,7 +100,7 @@ if PLAN_UNDER_COMPILE:
                             seq_lens: torch.Tensor, sm_scale: float, kv_scale: float,
                             kv_scale_tensor: torch.Tensor | None, kv_format: str, return_lse: bool,
                             query_precision: str | None, q_scale: float | None, q_scale_tensor: torch.Tensor | None,
-                            p_precision: str, plan: MLADecodePlan) -> tuple[torch.Tensor, torch.Tensor]:
+                            plan: MLADecodePlan, p_precision: str = "bf16") -> tuple[torch.Tensor, torch.Tensor]:
         return _run(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_scale_tensor, kv_format, None,
                     return_lse, query_precision, q_scale, q_scale_tensor, p_precision, plan)
 
@@ -109,7 +109,8 @@ if PLAN_UNDER_COMPILE:
                                 seq_lens: torch.Tensor, sm_scale: float, kv_scale: float,
                                 kv_scale_tensor: torch.Tensor | None, kv_format: str, out: torch.Tensor,
                                 query_precision: str | None, q_scale: float | None,
-                                q_scale_tensor: torch.Tensor | None, p_precision: str, plan: MLADecodePlan) -> None:
+                                q_scale_tensor: torch.Tensor | None, plan: MLADecodePlan,
+                                p_precision: str = "bf16") -> None:
         _run(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, kv_scale_tensor, kv_format, out, False,
              query_precision, q_scale, q_scale_tensor, p_precision, plan)
 
@@ -178,11 +179,11 @@ def mla_decode_op(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Ten
     if out is not None and not return_lse:
         (ops.mla_decode_out if plan is None else ops.mla_decode_out_planned)(
             q, kv_cache, page_table, seq_lens, float(sm_scale), scale_f, scale_t, kv_format, out, query_precision,
-            q_scale_f, q_scale_t, p_precision, *planned)
+            q_scale_f, q_scale_t, *planned, p_precision)
         return out
     got, lse = (ops.mla_decode if plan is None else ops.mla_decode_planned)(
         q, kv_cache, page_table, seq_lens, float(sm_scale), scale_f, scale_t, kv_format, return_lse, query_precision,
-        q_scale_f, q_scale_t, p_precision, *planned)
+        q_scale_f, q_scale_t, *planned, p_precision)
     if out is not None:
         out.copy_(got)
         got = out
