@@ -41,7 +41,7 @@ import pytest
 # hand-off's stale stores were fixed, and was 9-17% slower than T8 with the e4m3 query: not landed,
 # docs/gpu_calls/session43/p8.patch; rewritten with its byte work in int32, it passed again in session 44, call A, on
 # an H100, and landed pinned; its schedules EI, TE and NF passed in session 45, call A, on an H100: 5 passed, and
-went into P8's tuned space, p_precision="e4m3")
+# went into P8's tuned space, p_precision="e4m3")
 UNPROVEN: dict[str, str] = {}
 
 
