@@ -478,8 +478,11 @@ def test_p8_schedule_variants_compile_clean():
     sm_90, the same fp8 MMAs as P8, every wgmma's operands and every stored register set on every path, no tile loop
     reloading a spill, and NF's build two fences fewer than P8's."""
     base = _sass_of_cubin(_p8_compile(dict(T8=1, P8=1)).asm["cubin"])
-    for config in (dict(EI=1), dict(EI=1, TE=1), dict(EI=1, TE=1, NF=1), dict(EI=1, WL1=1)):
-        sass = _sass_of_cubin(_p8_compile(dict(T8=1, P8=1, **config)).asm["cubin"])
+    for config in (dict(EI=1), dict(EI=1, TE=1), dict(EI=1, TE=1, NF=1), dict(EI=1, WL1=1),
+                   dict(EI=1, TE=1, NF=1, NB3=1), dict(EI=1, NB3=1, WL1=1)):
+        compiled = _p8_compile(dict(T8=1, P8=1, **config))
+        sass = _sass_of_cubin(compiled.asm["cubin"])
+        assert compiled.metadata.shared <= SM90_SHARED, (config, compiled.metadata.shared)
         assert sass.count("QGMMA.64x256x32.F32.E4M3.E4M3") == 8, config
         assert [str(u) for u in wgmma_findings(sass)] == [], config
         if SCHEDULED_WITH_THIS_TRITON:
@@ -490,12 +493,13 @@ def test_p8_schedule_variants_compile_clean():
 
 
 def test_p8_refused_where_it_does_not_apply():
-    """P8 takes 0 or 1, runs with the query pair made before the kernel and with the query in e4m3; EI, TE and NF
-    take 0 or 1, and 1 with P8 (NF with TE): one line each, naming the key and its value."""
+    """P8 takes 0 or 1, runs with the query pair made before the kernel and with the query in e4m3; EI, TE, NF and NB3
+    take 0 or 1, and 1 with P8 (NF with TE, NB3 with EI): one line each, naming the key and its value."""
     q, kv, pt, lens, out = _route_inputs()
     for config, needle in ((dict(T8=1, P8=2), "P8=2"), (dict(T8=1, P8=1, Q8PRE=0), "Q8PRE=0"),
                            (dict(T8=1, EI=1), "EI=1"), (dict(T8=1, P8=1, NF=1), "NF=1"),
-                           (dict(T8=1, P8=1, TE=2), "TE=2")):
+                           (dict(T8=1, P8=1, TE=2), "TE=2"), (dict(T8=1, P8=1, NB3=1), "NB3=1"),
+                           (dict(T8=1, P8=1, EI=1, NB3=2), "NB3=2")):
         with pytest.raises(ValueError, match="config ") as err:
             interface_hopper.hopper_call(q, kv, pt, lens, 0.04, 1.0, "fp8", out, False, sms=132, config=config)
         assert needle in str(err.value) and "\n" not in str(err.value)
@@ -571,3 +575,23 @@ def test_p_precision_is_in_the_custom_ops_schema():
     for name in names:
         schema = getattr(torch.ops.graphtune, name).default._schema
         assert "p_precision" in [a.name for a in schema.arguments], name
+
+
+def test_nb3_takes_three_tile_buffers_and_64_column_rope_boxes():
+    """NB3 (P8 with EI, pinned; session 45, not run on a GPU yet): the rope rows come as [64, 64] boxes at column 512
+    (the [64, 128] box's zero columns were part of a third buffer's room), T8 without it keeps its [64, 128] boxes;
+    compiled for sm_90 the kernel takes one more 32 KB tile buffer and 4 KB less of rope tiles, within an SM's shared
+    memory, with the MMAs of P8 (clean, no spill in the tile loop: test_p8_schedule_variants_compile_clean)."""
+    q, kv, pt, lens, out = _route_inputs()
+    for config, cols in ((dict(T8=1, P8=1, EI=1, NB3=1), 64), (dict(T8=1, P8=1, EI=1), 128), (dict(T8=1), 128)):
+        args, _, consts, _ = interface_hopper.hopper_call(q, kv, pt, lens, 0.04, 0.5, "fp8", out, False, sms=132,
+                                                          config=config)
+        assert list(args[3].block_shape) == [64, cols], config
+    p8 = _p8_compile(dict(T8=1, P8=1, EI=1, TE=1, NF=1))
+    nb3 = _p8_compile(dict(T8=1, P8=1, EI=1, TE=1, NF=1, NB3=1))
+    # (one more 32 KB tile buffer; the rope tiles 3 x 4 KB against 2 x 8 KB; two mbarriers and their alignment)
+    assert 32768 - 4096 <= nb3.metadata.shared - p8.metadata.shared <= 32768 - 4096 + 256
+    assert nb3.metadata.shared <= SM90_SHARED
+    sass, sass0 = _sass_of_cubin(nb3.asm["cubin"]), _sass_of_cubin(p8.asm["cubin"])
+    for op in ("QGMMA.64x64x32.F32.E4M3.E4M3", "QGMMA.64x256x32.F32.E4M3.E4M3"):
+        assert sass.count(op) == sass0.count(op), op

@@ -42,7 +42,9 @@ import pytest
 # docs/gpu_calls/session43/p8.patch; rewritten with its byte work in int32, it passed again in session 44, call A, on
 # an H100, and landed pinned; its schedules EI, TE and NF passed in session 45, call A, on an H100: 5 passed, and
 # went into P8's tuned space, p_precision="e4m3")
-UNPROVEN: dict[str, str] = {}
+UNPROVEN: dict[str, str] = {
+    "NB3": "P8's NB3 (three tile buffers, each buffer's next copy the tile three on)",
+}
 
 
 def skip_unproven(config: dict) -> None:

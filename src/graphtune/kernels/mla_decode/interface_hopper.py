@@ -426,7 +426,8 @@ def _kv_tiles(nargs: dict[str, Any]) -> None:
 def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool, *,
                sms: int, block_n: int, programs_per_sm: int, lse: torch.Tensor | None, v2: bool = False,
-               pp: bool = False, ring: bool = False, t8: bool = False, query_replaced: bool = False):
+               pp: bool = False, ring: bool = False, t8: bool = False, query_replaced: bool = False,
+               rope_cols: int = 128):
     """Positional arguments (KV descriptors with ``block_n``-token tiles), head blocks, the constexprs no config
     sets, and ``(lse, part_o, part_lse, seg)`` with partial slots for ``programs_per_sm``. ``v2``: the second
     fp8 tokens-on-M kernel (kernel_hopper_tok.py), which takes a [block_n, 128] rope descriptor before the cache
@@ -464,7 +465,8 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
             kv2 = kv_cache.view(kv_cache.shape[0] * kv_cache.shape[1], D_QK)
             # (v2, t8: the rope rows as [block_n, 128] boxes at column 512, whose columns 576.. TMA fills with zeros;
             # t8 reads nothing else of the cache, v2 its rows through the pointer with GATHER)
-            rope_box = (_descriptor(kv2, [block_n, 128]), ) if v2 or t8 else ()
+            # (T8 with NB3, ``rope_cols`` 64: the rope rows alone, in 64-column boxes)
+            rope_box = (_descriptor(kv2, [block_n, rope_cols if t8 else 128]), ) if v2 or t8 else ()
             kv_args = (_descriptor(kv2, [block_n, D_NOPE]), *rope_box, *(() if t8 else (kv_cache, )))
             if isinstance(kv_scale, torch.Tensor):
                 scale_ptr, scale_value, scale_from_ptr = kv_scale, 1.0, True
@@ -605,7 +607,8 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
     args, head_blocks, consts, scratch = _arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                     return_lse, sms=sms, block_n=cfg["BLOCK_N"],
                                                     programs_per_sm=programs_per_sm, lse=lse, v2=v2, pp=pp, t8=t8,
-                                                    ring=ring, query_replaced=query_replaced)
+                                                    ring=ring, query_replaced=query_replaced,
+                                                    rope_cols=64 if cfg.get("NB3") else 128)
     consts = {**consts, **cfg, "num_warps": PP_NUM_WARPS if pp or t8 else NUM_WARPS if on_m else TOK_NUM_WARPS}
     programs = _programs(sms, programs_per_sm, head_blocks, q.shape[0], cfg.get("SPLIT_MAX", 0))
     return args, (head_blocks, programs), consts, scratch
@@ -690,7 +693,8 @@ def _check_t8(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
                          f"the kernel (got Q8PRE={cfg.get('Q8PRE', 1)})")
     # P8's schedule (pinned only): EI the next tiles' copies once a buffer's bytes are read, TE WG0's transposition
     # under its score MMAs, NF (with TE) the transpositions fenced by the hand-offs
-    for key, needs in (("EI", "P8"), ("TE", "P8"), ("NF", "TE")):
+    # NB3 (pinned only): three tile buffers, with EI (a buffer's next copy once its bytes are read)
+    for key, needs in (("EI", "P8"), ("TE", "P8"), ("NF", "TE"), ("NB3", "EI")):
         if cfg.get(key, 0) not in (0, 1) or (cfg.get(key) and not cfg.get(needs)):
             raise ValueError(f"config {key}={cfg.get(key)}: P8's {key} takes 0 or 1, and 1 with {needs}=1 (got "
                              f"{needs}={cfg.get(needs, 0)})")

@@ -185,10 +185,11 @@ def _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row, stage):
 
 @gluon.jit
 def _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g, qz, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
-                  BLOCK_N: gl.constexpr, Q_LO: gl.constexpr):
-    """The score MMAs of the program's g-th tile (async) once it landed (latent and rope rows by one barrier)."""
-    st = g % 2
-    mbarrier.wait(land.index(st), (g // 2) & 1)
+                  BLOCK_N: gl.constexpr, Q_LO: gl.constexpr, NBUF: gl.constexpr = 2):
+    """The score MMAs of the program's g-th tile (async) once it landed (latent and rope rows by one barrier), in
+    buffer g % ``NBUF``."""
+    st = g % NBUF
+    mbarrier.wait(land.index(st), (g // NBUF) & 1)
     return _scores8(qh, ql, qr, k8_bufs.index(st).slice(0, _D_V, dim=1), kr_bufs.index(st), qz, s_layout, BLOCK_H,
                     BLOCK_N, Q_LO)
 
@@ -213,11 +214,11 @@ def _widen_left(k8, kn, n_valid, BLOCK_N: gl.constexpr, layout: gl.constexpr):
 
 
 @gluon.jit
-def _t_load(k8_bufs, stage, half: gl.constexpr, n_valid, BLOCK_N: gl.constexpr):
+def _t_load(k8_bufs, stage, half: gl.constexpr, n_valid, BLOCK_N: gl.constexpr, NBUF: gl.constexpr = 2):
     """P8: one warpgroup's half of V (``half`` 0 the left's 256 columns, 1 the right's) of the landed tile in buffer
     ``stage`` as int32 (four fp8 columns each) in registers, [64 tokens, 64] as two [64, 32] blocks in ``_T32``, rows
     ``>= n_valid`` zeros (rows past seq_len may hold NaN, and 0 * NaN is NaN in P.V)."""
-    k32 = _view(k8_bufs, gl.int32, [2, BLOCK_N, _D_V // 4], gl.NVMMASharedLayout(128, 32)).index(stage)
+    k32 = _view(k8_bufs, gl.int32, [NBUF, BLOCK_N, _D_V // 4], gl.NVMMASharedLayout(128, 32)).index(stage)
     x0 = k32.slice(64 * half, 32, dim=1).load(_T32)
     x1 = k32.slice(64 * half + 32, 32, dim=1).load(_T32)
     if n_valid < BLOCK_N:
@@ -405,11 +406,13 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
              o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q8PRE: gl.constexpr, q8_scale_ptr,
              Q_LO: gl.constexpr, Q_FP8: gl.constexpr, q_descale_ptr, q_descale, Q_DESCALE_FROM_PTR: gl.constexpr,
              plan_ptr=None, vt_bufs=None, p8_smem=None, P8: gl.constexpr = 0, EI: gl.constexpr = 0,
-             TE: gl.constexpr = 0, NF: gl.constexpr = 0):
+             TE: gl.constexpr = 0, NF: gl.constexpr = 0, NB3: gl.constexpr = 0):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; writes the query pair and issues every
     tile's TMA. Per pair: its tile's softmax (scores issued at the previous pair's end), P handed over, its half of V
     widened and multiplied; WG1's tile's half widened under WG1's softmax, then multiplied by WG1's P; the next
-    tile's scores."""
+    tile's scores. NB3 (P8 with EI): three tile buffers, tile g in buffer g % 3, so each buffer's next copy is the tile
+    three on, one tile more in flight."""
+    NBUF: gl.constexpr = 2 + NB3
     # (P8: P in e4m3 as an fp8 wgmma's register operand, four bytes of k a register)
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2 + 2 * P8)
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
@@ -435,12 +438,24 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
         s0 = it % 2
         # (past the previous segment's exchange: both warpgroups' MMAs of it are retired) The first two tiles'
         # copies, then the query's
-        _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land,
-                _page_row(pt_base, i_first, pg_a, PAGE_SIZE, BLOCK_N, plan_ptr is not None), s0)
-        if n > 1:
+        if NB3:
+            # (NB3: the first three tiles' copies, into buffers it % 3 ..)
             _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land,
-                    _page_row(pt_base, i_first + 1, pg_b, PAGE_SIZE, BLOCK_N, plan_ptr is not None),
-                    1 - s0)
+                    _page_row(pt_base, i_first, pg_a, PAGE_SIZE, BLOCK_N, plan_ptr is not None), it % 3)
+            if n > 1:
+                _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land,
+                        _page_row(pt_base, i_first + 1, pg_b, PAGE_SIZE, BLOCK_N, plan_ptr is not None),
+                        (it + 1) % 3)
+            if n > 2:
+                _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land,
+                        _tile_row(pt_base, i_first + 2, PAGE_SIZE, BLOCK_N), (it + 2) % 3)
+        else:
+            _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land,
+                    _page_row(pt_base, i_first, pg_a, PAGE_SIZE, BLOCK_N, plan_ptr is not None), s0)
+            if n > 1:
+                _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land,
+                        _page_row(pt_base, i_first + 1, pg_b, PAGE_SIZE, BLOCK_N, plan_ptr is not None),
+                        1 - s0)
         _pro(STAMPS, srow, seg, 1)
         if Q_FP8:
             q_scale = _q8_in(q_nope_desc, b * H + h0, qt_bar, seg & 1, qh, qr, q_descale, BLOCK_H)
@@ -468,23 +483,25 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
         m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=rows_s)
         l_i = gl.zeros([BLOCK_H], gl.float32, layout=rows_s)
         o = _o_zeros(o_layout, BLOCK_H)
-        s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, it, i_first >> 30, s_layout, BLOCK_H, BLOCK_N, Q_LO)
+        s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, it, i_first >> 30, s_layout, BLOCK_H, BLOCK_N, Q_LO,
+                          NBUF)
         for k in range(0, (n + 1) // 2):
             r = 2 * k
             g = it + r
-            stage = g % 2
+            stage = g % 2       # (the pair's parity: P8's V^T buffers 2 stage + half)
             kn = kn_bufs.index(stage)
             j = i_first + r
             n_valid = seq_len - j * BLOCK_N
             _stamp_tile(STAMPS, srow, g // 2, 0, 4)
             if EI:
-                # (EI: tiles r + 2 and r + 3's cache rows, their page-table loads in flight under the scores' wait)
-                row2 = _tile_row(pt_base, gl.minimum(j + 2, i_stop - 1), PAGE_SIZE, BLOCK_N)
-                row3 = _tile_row(pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N)
+                # (EI: the cache rows of the tiles the buffers of tiles r and r + 1 take next, r + 2 and r + 3 (NB3:
+                # r + 3 and r + 4), their page-table loads in flight under the scores' wait)
+                row2 = _tile_row(pt_base, gl.minimum(j + 2 + NB3, i_stop - 1), PAGE_SIZE, BLOCK_N)
+                row3 = _tile_row(pt_base, gl.minimum(j + 3 + NB3, i_stop - 1), PAGE_SIZE, BLOCK_N)
             if TE:
                 # TE: its half of V(r) transposed under S(r)'s MMAs (the tile landed before they were issued; reads
                 # alone, so WG1's reading its half is not waited for)
-                x0, x1 = _t_load(k8_bufs, stage, 0, n_valid, BLOCK_N)
+                x0, x1 = _t_load(k8_bufs, (g % 3 if NB3 else stage), 0, n_valid, BLOCK_N, NBUF)
                 _t_store(vt_bufs, 2 * stage, x0, x1, NF == 0)
             # S(r) retired (P(r - 1) V_L(r - 1), issued before it, was retired at the previous pair's end)
             s_done, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
@@ -503,17 +520,17 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             _stamp_tile(STAMPS, srow, g // 2, 2, 4)
             # V_L(r), once WG1 read its half's fp8 bytes (which the widening overwrites; P8: its V^T goes to the
             # buffer's bytes [32 K, 48 K), whose other reader, WG1's P.V of the tile before, is retired by then too)
-            mbarrier.wait(rsrc.index(stage), (g // 2) & 1)
+            mbarrier.wait(rsrc.index(g % 3 if NB3 else stage), (g // NBUF) & 1)
             if P8:
                 if TE == 0:
-                    x0, x1 = _t_load(k8_bufs, stage, 0, n_valid, BLOCK_N)
+                    x0, x1 = _t_load(k8_bufs, (g % 3 if NB3 else stage), 0, n_valid, BLOCK_N, NBUF)
                     _t_store(vt_bufs, 2 * stage, x0, x1)
                 # (EI: no proxy fence before the copy: the generic reads of the buffer, WG1's, are ordered before it by
                 # rsrc's arrival and wait, as a consumer's release before a TMA producer's reuse)
-                if EI and (r + 2 < n):
-                    # EI: the buffer takes tile r + 2 now: its scores retired and both halves of V read (P8's V^T has
-                    # buffers of its own, where T8's P.V reads the widened V in place until it retires)
-                    _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row2, stage)
+                if EI and (r + 2 + NB3 < n):
+                    # EI: the buffer takes tile r + 2 (NB3: r + 3) now: its scores retired and both halves of V read
+                    # (P8's V^T has buffers of its own, where T8's P.V reads the widened V in place until it retires)
+                    _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row2, (g % 3 if NB3 else stage))
             else:
                 _widen_left(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn, n_valid, BLOCK_N, _WIDEN)
             if EI == 0:
@@ -545,18 +562,21 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 # V_L(r + 1): WL1 = 1 widened by WG1 after its hand-off; 0 here, once WG1's score MMAs of the tile
                 # retired and its half's bytes are read (widened before WG1's P is waited for, under WG1's softmax:
                 # 2% slower at batch 64, the two warpgroups' shared-memory traffic overlapping; H200, session 24 run 2)
-                mbarrier.wait(rsrc.index(1 - stage), (g1 // 2) & 1)
+                mbarrier.wait(rsrc.index((g + 1) % 3 if NB3 else 1 - stage), (g1 // NBUF) & 1)
                 if WL1 == 0:
                     if P8:
-                        x0, x1 = _t_load(k8_bufs, 1 - stage, 0, n_valid - BLOCK_N, BLOCK_N)
+                        x0, x1 = _t_load(k8_bufs, ((g + 1) % 3 if NB3 else 1 - stage), 0, n_valid - BLOCK_N, BLOCK_N,
+                                         NBUF)
                         _t_store(vt_bufs, 2 * (1 - stage), x0, x1)
-                        if EI and (r + 3 < n):
-                            _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row3, 1 - stage)
+                        if EI and (r + 3 + NB3 < n):
+                            _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row3,
+                                    ((g + 1) % 3 if NB3 else 1 - stage))
                     else:
                         _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N, BLOCK_N,
                                     _WIDEN)
-                elif EI and (r + 3 < n):
-                    _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row3, 1 - stage)
+                elif EI and (r + 3 + NB3 < n):
+                    _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row3,
+                            ((g + 1) % 3 if NB3 else 1 - stage))
                 if EI == 0:
                     row3 = _tile_row(pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N)
                 if P8:
@@ -572,7 +592,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                     _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row3, 1 - stage)
                 if r + 2 < n:
                     s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g + 2, j >> 30, s_layout, BLOCK_H,
-                                      BLOCK_N, Q_LO)
+                                      BLOCK_N, Q_LO, NBUF)
                 else:
                     s = _no_scores(qr, BLOCK_H, BLOCK_N)
             else:
@@ -597,10 +617,12 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
              o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q_LO: gl.constexpr, plan_ptr=None, vt_bufs=None,
-             p8_smem=None, P8: gl.constexpr = 0, NF: gl.constexpr = 0):
+             p8_smem=None, P8: gl.constexpr = 0, NF: gl.constexpr = 0, NB3: gl.constexpr = 0):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511. Per pair: both tiles' halves of V
     widened (WG0's first: its fp8 bytes read, then WG0 may widen its own half over them) with its own tile's score
-    MMAs in flight; then WG0's P and max, its softmax from that max, its P handed over, and both P.V."""
+    MMAs in flight; then WG0's P and max, its softmax from that max, its P handed over, and both P.V. NB3: tile g in
+    buffer g % 3 (as WG0 issues them)."""
+    NBUF: gl.constexpr = 2 + NB3
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2 + 2 * P8)
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
@@ -637,6 +659,8 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             r = 2 * k
             g = it + r
             stage = g % 2               # tile r (WG0's); tile r + 1 (this warpgroup's) is in 1 - stage
+            # (NB3: tiles r and r + 1 in buffers g % 3 and (g + 1) % 3, written out where used: as names of their own
+            # the SASS of the kernels without NB3 changed; P8's V^T buffers stay the pair's parity's)
             kn = kn_bufs.index(stage)
             kn_o = kn_bufs.index(1 - stage)
             j = i_first + r
@@ -645,10 +669,10 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             # P(r - 2) V_R(r - 2) and P(r - 1) V_R(r - 1) retired: both buffers' right halves are free
             o_done = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
             # V_R(r): its fp8 bytes read (WG0 may then widen its half over them), written
-            mbarrier.wait(land.index(stage), (g // 2) & 1)
+            mbarrier.wait(land.index(g % 3 if NB3 else stage), (g // NBUF) & 1)
             if P8:
-                x0, x1 = _t_load(k8_bufs, stage, 1, n_valid, BLOCK_N)
-                _arrive_wg(rsrc.index(stage))
+                x0, x1 = _t_load(k8_bufs, (g % 3 if NB3 else stage), 1, n_valid, BLOCK_N, NBUF)
+                _arrive_wg(rsrc.index(g % 3 if NB3 else stage))
                 # (NF: fenced by the hand-off's fence, or below where the segment's last tile is WG0's)
                 _t_store(vt_bufs, 2 * stage + 1, x0, x1, NF == 0)
             else:
@@ -658,9 +682,10 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             if r + 1 < n:
                 # this warpgroup's tile: its score MMAs, V_R(r + 1) widened under them
                 s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g + 1, j >> 30, s_layout, BLOCK_H,
-                                  BLOCK_N, Q_LO)
+                                  BLOCK_N, Q_LO, NBUF)
                 if P8:
-                    y0, y1 = _t_load(k8_bufs, 1 - stage, 1, n_valid - BLOCK_N, BLOCK_N)
+                    y0, y1 = _t_load(k8_bufs, ((g + 1) % 3 if NB3 else 1 - stage), 1, n_valid - BLOCK_N, BLOCK_N,
+                                     NBUF)
                     _t_store(vt_bufs, 2 * (1 - stage) + 1, y0, y1, NF == 0)
                 else:
                     x0, x1 = _read_right(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), _WIDEN)
@@ -672,7 +697,7 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 alpha = gl.exp2(m_i - m_e)
                 sv = _s_retired(s, s_layout)
                 if WL1 == 0:
-                    _arrive_wg(rsrc.index(1 - stage))
+                    _arrive_wg(rsrc.index((g + 1) % 3 if NB3 else 1 - stage))
                 _stamp_tile(STAMPS, srow, g // 2, 1, 4)
                 p, beta, m_i, l_i = _softmax_step(sv, m_e, l_i * alpha, (j + 1) * BLOCK_N + offs_tok < seq_len, qk)
                 # P(r) read back from p_smem (before this warpgroup's P overwrites it), scaled by this tile's max
@@ -735,9 +760,10 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                     o = warpgroup_mma(own_op, vt_bufs.index(2 * (1 - stage) + 1).permute((1, 0)), o, is_async=True)
                     if WL1:
                         # V_L(r + 1) for WG0 under those MMAs, then WG0 told
-                        y0, y1 = _t_load(k8_bufs, 1 - stage, 0, n_valid - BLOCK_N, BLOCK_N)
+                        y0, y1 = _t_load(k8_bufs, ((g + 1) % 3 if NB3 else 1 - stage), 0, n_valid - BLOCK_N, BLOCK_N,
+                                         NBUF)
                         _t_store(vt_bufs, 2 * (1 - stage), y0, y1)
-                        _arrive_wg(rsrc.index(1 - stage))
+                        _arrive_wg(rsrc.index((g + 1) % 3 if NB3 else 1 - stage))
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
         _finish_segment(1, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
                         out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
@@ -784,6 +810,7 @@ def _mla_decode_hopper_pp8_kernel(
     EI: gl.constexpr = 0,
     TE: gl.constexpr = 0,
     NF: gl.constexpr = 0,
+    NB3: gl.constexpr = 0,
 ):
     """Grid ``(H // 64, P)``; the arguments of the fp8 heads-on-M kernel
     (``kernel_hopper_heads._mla_decode_hopper_fp8w_kernel``) with the query as two TMA descriptors ([64, 256] and
@@ -801,6 +828,11 @@ def _mla_decode_hopper_pp8_kernel(
     gl.static_assert(EI == 0 or P8 == 1)     # (T8's P.V reads the widened V in the tile's own buffer)
     gl.static_assert(TE == 0 or P8 == 1)     # (T8's widening overwrites WG1's half)
     gl.static_assert(NF == 0 or (P8 == 1 and TE == 1))   # (WG0's transposition fenced by its hand-off: before it)
+    # NB3: three tile buffers (P8's V^T buffers let a tile's buffer go once its bytes are read, EI's copy): 227,296 B
+    # of shared memory with the rope tiles as [64, 64] boxes (P8's 198,596 with two buffers and [64, 128] rope boxes,
+    # whose 64 zero columns a third buffer's rope tile cannot afford: 8 KB over an sm_90 block's 232,448)
+    gl.static_assert(NB3 == 0 or (P8 == 1 and EI == 1))
+    gl.static_assert(NB3 == 0 or kv_rope_desc.block_type.shape[1] == 64)
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
     gl.static_assert(num_warps == 4)
@@ -811,7 +843,7 @@ def _mla_decode_hopper_pp8_kernel(
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, _D_V], f8)
     r_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, 128], f8)
     qh = gl.allocate_shared_memory(f8, [BLOCK_H, _D_V], q_layout)
-    ql = gl.allocate_shared_memory(f8, [BLOCK_H, _D_V], q_layout)
+    ql = gl.allocate_shared_memory(f8, [BLOCK_H, _D_V], q_layout)      # (with Q_LO = 0 never accessed: not allocated)
     qr = gl.allocate_shared_memory(f8, [BLOCK_H, 128], r_layout)
     if P8:
         # P8: the fp8 tiles as they land (the first 32 KB of each of T8's buffers), each buffer's halves of V^T [256
@@ -819,7 +851,7 @@ def _mla_decode_hopper_pp8_kernel(
         # P tiles (0 WG1's tiles' P, 1 WG0's) as allocations of their own: the same bytes as T8's fp16 buffers and P
         # tile. (As views of those, with a swizzle other than theirs, WG0's P.V read rows of P it was not given: NaN
         # rows in its outputs, session 43 calls F-H.) The names T8's other paths take stand in for what P8 has not.
-        k8_bufs = gl.allocate_shared_memory(f8, [2, BLOCK_N, _D_V],
+        k8_bufs = gl.allocate_shared_memory(f8, [2 + NB3, BLOCK_N, _D_V],
                                             gl.NVMMASharedLayout.get_default_for([BLOCK_N, _D_V], f8))
         vt_bufs = gl.allocate_shared_memory(f8, [4, _HALF, BLOCK_N],
                                             gl.NVMMASharedLayout.get_default_for([_HALF, BLOCK_N], f8))
@@ -838,7 +870,11 @@ def _mla_decode_hopper_pp8_kernel(
                         gl.NVMMASharedLayout.get_default_for([BLOCK_N, 2 * _D_V], f8))
         kb_halves = _view(kn_bufs, bf, [4, BLOCK_N, _HALF], gl.NVMMASharedLayout.get_default_for([BLOCK_N, _HALF], bf))
         kb_chunks = _view(kn_bufs, bf, [8, BLOCK_N, 128], gl.NVMMASharedLayout.get_default_for([BLOCK_N, 128], bf))
-    kr_bufs = gl.allocate_shared_memory(f8, [2, BLOCK_N, 128], r_layout)
+    if NB3:
+        kr_bufs = gl.allocate_shared_memory(f8, [3, BLOCK_N, 64],
+                                            gl.NVMMASharedLayout.get_default_for([BLOCK_N, 64], f8))
+    else:
+        kr_bufs = gl.allocate_shared_memory(f8, [2, BLOCK_N, 128], r_layout)
     if P8:
         p_smem = p8_smem
     else:
@@ -849,8 +885,8 @@ def _mla_decode_hopper_pp8_kernel(
     vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     m_smem = gl.allocate_shared_memory(gl.float32, [2 * BLOCK_H], vec)
     l_smem = gl.allocate_shared_memory(gl.float32, [4 * BLOCK_H], vec)
-    land = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    rsrc = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    land = gl.allocate_shared_memory(gl.int64, [2 + NB3, 1], mbarrier.MBarrierLayout())
+    rsrc = gl.allocate_shared_memory(gl.int64, [2 + NB3, 1], mbarrier.MBarrierLayout())
     p_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     x_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
@@ -861,6 +897,9 @@ def _mla_decode_hopper_pp8_kernel(
         mbarrier.init(rsrc.index(k), count=1)
         mbarrier.init(p_bars.index(k), count=1)
         mbarrier.init(x_bars.index(k), count=1)
+    if NB3:
+        mbarrier.init(land.index(2), count=1)
+        mbarrier.init(rsrc.index(2), count=1)
     mbarrier.init(q_bar, count=1)
     mbarrier.init(qt_bar, count=1)
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -877,7 +916,7 @@ def _mla_decode_hopper_pp8_kernel(
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
                     STAMPS, Q8PRE, q8_scale_ptr, Q_LO, Q_FP8, q_descale_ptr,
-                    q_descale, Q_DESCALE_FROM_PTR, plan_ptr, vt_bufs, p8_smem, P8, EI, TE, NF)),
+                    q_descale, Q_DESCALE_FROM_PTR, plan_ptr, vt_bufs, p8_smem, P8, EI, TE, NF, NB3)),
         (_pp8_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr,
                     seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
@@ -885,5 +924,5 @@ def _mla_decode_hopper_pp8_kernel(
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    STAMPS, Q_LO, plan_ptr, vt_bufs, p8_smem, P8, NF)),
+                    STAMPS, Q_LO, plan_ptr, vt_bufs, p8_smem, P8, NF, NB3)),
     ], [4], [WG1_REGS])
