@@ -595,3 +595,23 @@ def test_nb3_takes_three_tile_buffers_and_64_column_rope_boxes():
     sass, sass0 = _sass_of_cubin(nb3.asm["cubin"]), _sass_of_cubin(p8.asm["cubin"])
     for op in ("QGMMA.64x64x32.F32.E4M3.E4M3", "QGMMA.64x256x32.F32.E4M3.E4M3"):
         assert sass.count(op) == sass0.count(op), op
+
+
+def test_p8_protocol_model_holds_for_every_schedule():
+    """The hand-written model of P8's tile-buffer protocol (benchmarks/probes/p8_protocol_model.py: EI x TE x WL1 x
+    NB3, random interleavings and TMA completion orders) finds no failure, and finds them when NB3's copy of the tile
+    three on is moved before WG0's wait for WG1's read of the buffer (so the model checks something). The kernel keeps
+    that order: in WG0 the wait for rsrc comes before EI's copy into the buffer."""
+    import inspect
+    import subprocess
+    import sys
+    from pathlib import Path
+    model = Path(__file__).resolve().parents[2] / "benchmarks" / "probes" / "p8_protocol_model.py"
+    run = subprocess.run([sys.executable, str(model)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip().endswith("failures 0"), run.stdout + run.stderr
+    run = subprocess.run([sys.executable, str(model), "--mutate"], capture_output=True, text=True, timeout=120)
+    assert int(run.stdout.strip().rsplit(" ", 1)[-1]) > 0, run.stdout
+    body = inspect.getsource(kernel_hopper_pp8._pp8_wg0.fn)
+    wait = body.index("mbarrier.wait(rsrc.index(g % 3 if NB3 else stage), (g // NBUF) & 1)")
+    assert wait < body.index("_issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row2, (g % 3 if NB3 else "
+                             "stage))")
