@@ -479,7 +479,8 @@ def test_p8_schedule_variants_compile_clean():
     reloading a spill, and NF's build two fences fewer than P8's."""
     base = _sass_of_cubin(_p8_compile(dict(T8=1, P8=1)).asm["cubin"])
     for config in (dict(EI=1), dict(EI=1, TE=1), dict(EI=1, TE=1, NF=1), dict(EI=1, WL1=1),
-                   dict(EI=1, TE=1, NF=1, NB3=1), dict(EI=1, NB3=1, WL1=1)):
+                   dict(EI=1, TE=1, NF=1, NB3=1), dict(EI=1, NB3=1, WL1=1), dict(EI=1, TE=1, NF=1, EL=1),
+                   dict(EI=1, TE=1, NF=1, NB3=1, EL=1)):
         compiled = _p8_compile(dict(T8=1, P8=1, **config))
         sass = _sass_of_cubin(compiled.asm["cubin"])
         assert compiled.metadata.shared <= SM90_SHARED, (config, compiled.metadata.shared)
@@ -493,13 +494,13 @@ def test_p8_schedule_variants_compile_clean():
 
 
 def test_p8_refused_where_it_does_not_apply():
-    """P8 takes 0 or 1, runs with the query pair made before the kernel and with the query in e4m3; EI, TE, NF and NB3
-    take 0 or 1, and 1 with P8 (NF with TE, NB3 with EI): one line each, naming the key and its value."""
+    """P8 takes 0 or 1, runs with the query pair made before the kernel and with the query in e4m3; EI, TE, NF, NB3 and
+    EL take 0 or 1, and 1 with P8 (NF with TE, NB3 with EI): one line each, naming the key and its value."""
     q, kv, pt, lens, out = _route_inputs()
     for config, needle in ((dict(T8=1, P8=2), "P8=2"), (dict(T8=1, P8=1, Q8PRE=0), "Q8PRE=0"),
                            (dict(T8=1, EI=1), "EI=1"), (dict(T8=1, P8=1, NF=1), "NF=1"),
                            (dict(T8=1, P8=1, TE=2), "TE=2"), (dict(T8=1, P8=1, NB3=1), "NB3=1"),
-                           (dict(T8=1, P8=1, EI=1, NB3=2), "NB3=2")):
+                           (dict(T8=1, P8=1, EI=1, NB3=2), "NB3=2"), (dict(T8=1, EL=1), "EL=1")):
         with pytest.raises(ValueError, match="config ") as err:
             interface_hopper.hopper_call(q, kv, pt, lens, 0.04, 1.0, "fp8", out, False, sms=132, config=config)
         assert needle in str(err.value) and "\n" not in str(err.value)

@@ -44,6 +44,7 @@ import pytest
 # went into P8's tuned space, p_precision="e4m3")
 UNPROVEN: dict[str, str] = {
     "NB3": "P8's NB3 (three tile buffers, each buffer's next copy the tile three on)",
+    "EL": "P8's EL (WG1's read of WG0's tile before the previous pair's P.V retire)",
 }
 
 

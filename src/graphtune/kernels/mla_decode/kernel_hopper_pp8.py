@@ -617,11 +617,12 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
              o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q_LO: gl.constexpr, plan_ptr=None, vt_bufs=None,
-             p8_smem=None, P8: gl.constexpr = 0, NF: gl.constexpr = 0, NB3: gl.constexpr = 0):
+             p8_smem=None, P8: gl.constexpr = 0, NF: gl.constexpr = 0, NB3: gl.constexpr = 0,
+             EL: gl.constexpr = 0):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511. Per pair: both tiles' halves of V
     widened (WG0's first: its fp8 bytes read, then WG0 may widen its own half over them) with its own tile's score
     MMAs in flight; then WG0's P and max, its softmax from that max, its P handed over, and both P.V. NB3: tile g in
-    buffer g % 3 (as WG0 issues them)."""
+    buffer g % 3 (as WG0 issues them). EL (P8): WG0's tile's half read before the previous pair's P.V retire."""
     NBUF: gl.constexpr = 2 + NB3
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2 + 2 * P8)
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
@@ -666,19 +667,28 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             j = i_first + r
             n_valid = seq_len - j * BLOCK_N
             _stamp_tile(STAMPS, srow, g // 2, 0, 4)
-            # P(r - 2) V_R(r - 2) and P(r - 1) V_R(r - 1) retired: both buffers' right halves are free
-            o_done = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
-            # V_R(r): its fp8 bytes read (WG0 may then widen its half over them), written
-            mbarrier.wait(land.index(g % 3 if NB3 else stage), (g // NBUF) & 1)
-            if P8:
+            if EL:
+                # EL: V_R(r) read, and WG0 told, under the previous pair's P.V (they read V^T's buffers, not the
+                # tile's: only V^T's stores below wait for them to retire)
+                mbarrier.wait(land.index(g % 3 if NB3 else stage), (g // NBUF) & 1)
                 x0, x1 = _t_load(k8_bufs, (g % 3 if NB3 else stage), 1, n_valid, BLOCK_N, NBUF)
                 _arrive_wg(rsrc.index(g % 3 if NB3 else stage))
-                # (NF: fenced by the hand-off's fence, or below where the segment's last tile is WG0's)
+            # P(r - 2) V_R(r - 2) and P(r - 1) V_R(r - 1) retired: both buffers' right halves are free
+            o_done = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
+            if EL:
                 _t_store(vt_bufs, 2 * stage + 1, x0, x1, NF == 0)
             else:
-                x0, x1 = _read_right(k8_bufs.index(stage).slice(0, _D_V, dim=1), _WIDEN)
-                _arrive_wg(rsrc.index(stage))
-                _write_right(kn, x0, x1, n_valid, BLOCK_N)
+                # V_R(r): its fp8 bytes read (WG0 may then widen its half over them), written
+                mbarrier.wait(land.index(g % 3 if NB3 else stage), (g // NBUF) & 1)
+                if P8:
+                    x0, x1 = _t_load(k8_bufs, (g % 3 if NB3 else stage), 1, n_valid, BLOCK_N, NBUF)
+                    _arrive_wg(rsrc.index(g % 3 if NB3 else stage))
+                    # (NF: fenced by the hand-off's fence, or below where the segment's last tile is WG0's)
+                    _t_store(vt_bufs, 2 * stage + 1, x0, x1, NF == 0)
+                else:
+                    x0, x1 = _read_right(k8_bufs.index(stage).slice(0, _D_V, dim=1), _WIDEN)
+                    _arrive_wg(rsrc.index(stage))
+                    _write_right(kn, x0, x1, n_valid, BLOCK_N)
             if r + 1 < n:
                 # this warpgroup's tile: its score MMAs, V_R(r + 1) widened under them
                 s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g + 1, j >> 30, s_layout, BLOCK_H,
@@ -811,6 +821,7 @@ def _mla_decode_hopper_pp8_kernel(
     TE: gl.constexpr = 0,
     NF: gl.constexpr = 0,
     NB3: gl.constexpr = 0,
+    EL: gl.constexpr = 0,
 ):
     """Grid ``(H // 64, P)``; the arguments of the fp8 heads-on-M kernel
     (``kernel_hopper_heads._mla_decode_hopper_fp8w_kernel``) with the query as two TMA descriptors ([64, 256] and
@@ -833,6 +844,7 @@ def _mla_decode_hopper_pp8_kernel(
     # whose 64 zero columns a third buffer's rope tile cannot afford: 8 KB over an sm_90 block's 232,448)
     gl.static_assert(NB3 == 0 or (P8 == 1 and EI == 1))
     gl.static_assert(NB3 == 0 or kv_rope_desc.block_type.shape[1] == 64)
+    gl.static_assert(EL == 0 or P8 == 1)     # (T8's widening writes the tile's own buffer, which the P.V reads)
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
     gl.static_assert(num_warps == 4)
@@ -924,5 +936,5 @@ def _mla_decode_hopper_pp8_kernel(
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    STAMPS, Q_LO, plan_ptr, vt_bufs, p8_smem, P8, NF, NB3)),
+                    STAMPS, Q_LO, plan_ptr, vt_bufs, p8_smem, P8, NF, NB3, EL)),
     ], [4], [WG1_REGS])
