@@ -3,8 +3,8 @@
 # NB3, P8 with three tile buffers (each buffer's next copy the tile three on), and EL, WG1's read of WG0's tile before
 # the previous pair's P.V retire. (1) p8_check at batch 8 for NB3 and EL on the all-in schedule, NB3 on EI alone and
 # with WL1, both together, and P8's GPU tests with them (GRAPHTUNE_GPU_NEW=1: both are in tests/gpu/_unproven.py);
-# (2) if p8_check is clean, plan_probe at fp8 H = 128 with query_precision="e4m3": P8 + EI + TE + NF (b2) against it with NB3,
-# with EL and with both (b3), then, time left, Nsight Compute's source view of the NB3 schedule at batch 64.
+# (2) if p8_check is clean, plan_probe at fp8 H = 128 with query_precision="e4m3": P8 + EI + TE + NF (b2) against it
+# with NB3, with EL and with both (b3), then, time left, Nsight Compute's source view of the NB3 schedule at batch 64.
 # LIMIT=SECONDS bounds it.
 set -o pipefail
 LIMIT=${LIMIT:-540}
