@@ -40,16 +40,17 @@ probe() {
   echo "$name rc=$? at ${SECONDS}s"; grep -v '^{' "/tmp/$name.log" | grep -v "^$" | cut -c1-300
 }
 
-# ncu_view NAME FORMAT CONFIG CAP: Nsight Compute's source view (stall reasons per SASS line, warp states, speed of
-# light, memory workload) of the Hopper ping-pong kernels pinned to CONFIG (a JSON dict) at H = 128, batch 64, on a
-# FORMAT cache (benchmarks/probes/ncu_mla.py), at most CAP seconds; the details and per-line CSVs into
+# ncu_view NAME FORMAT CONFIG CAP [ARGS...]: Nsight Compute's source view (stall reasons per SASS line, warp states,
+# speed of light, memory workload) of the Hopper ping-pong kernels pinned to CONFIG (a JSON dict) at H = 128, batch 64,
+# on a FORMAT cache (benchmarks/probes/ncu_mla.py, ARGS added to its own, e.g. --query-precision e4m3 --plan), at most
+# CAP seconds; the details and per-line CSVs into
 # $OUT/ncu_NAME_{details,sass}.csv and their summary (benchmarks/probes/ncu_stalls.py) printed.
 ncu_view() {
-  local name=$1 fmt=$2 cfg=$3 cap=$4
+  local name=$1 fmt=$2 cfg=$3 cap=$4; shift 4
   PYTHONPATH=/tmp/np:$PWD/src:/tmp/site TRITON_CACHE_DIR=/tmp/tc_main timeout "$cap" ncu --profile-from-start off \
     --nvtx --kernel-name regex:hopper_pp --section SourceCounters --section WarpStateStats --section SpeedOfLight \
     --section MemoryWorkloadAnalysis --import-source yes -o "/tmp/ncu_$name" -f python3 benchmarks/probes/ncu_mla.py \
-    --heads 128 --batch 64 --kv-format "$fmt" --no-flashmla --config "$cfg" > "/tmp/ncu_$name.log" 2>&1
+    --heads 128 --batch 64 --kv-format "$fmt" --no-flashmla --config "$cfg" "$@" > "/tmp/ncu_$name.log" 2>&1
   echo "ncu $name rc=$? at ${SECONDS}s"
   ncu --import "/tmp/ncu_$name.ncu-rep" --page details --csv > "$OUT/ncu_${name}_details.csv" 2>/dev/null
   ncu --import "/tmp/ncu_$name.ncu-rep" --page source --print-source sass --csv > "$OUT/ncu_${name}_sass.csv" 2>/dev/null

@@ -648,6 +648,22 @@ P8_CASES = [(128, dict(T8=1, P8=1), "e4m3"), (64, dict(T8=1, P8=1, WL1=1), "e4m3
             (64, dict(T8=1, P8=1, EI=1, TE=1, NF=1, NB3=1, EL=1), "given")]
 
 
+def _e4m3_query_form(x: dict, pt: torch.Tensor, q_form: str):
+    """The e4m3 query of ``x`` as a call takes it and the fp32 reference of its value: ``q_form`` "given" an fp8 ``q``
+    with its scale (``q_scale``), else the bf16 ``q`` with ``query_precision="e4m3"``. Returns ``(q, call keywords,
+    reference output, reference LSE)``."""
+    from graphtune.kernels.mla_decode.reference import e4m3_query
+    if q_form == "given":
+        scale = float(x["q"].float().abs().amax()) / 448.0
+        q, kw = (x["q"].float() / scale).to(torch.float8_e4m3fn), dict(q_scale=scale)
+        q_ref = (q.float() * scale).to(torch.bfloat16)
+    else:
+        q, kw, q_ref = x["q"], dict(query_precision="e4m3"), e4m3_query(x["q"])
+    ref, ref_lse = mla_decode_reference(q_ref, x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"],
+                                        return_lse=True)
+    return q, kw, ref, ref_lse
+
+
 @pytest.mark.parametrize("heads,config,q_form", P8_CASES,
                          ids=[f"H{h}-" + ",".join(f"{k}{v}" for k, v in c.items()) + f"-{f}" for h, c, f in P8_CASES])
 def test_t8_with_an_e4m3_p_is_in_flashmlas_accuracy_class(heads, config, q_form):
@@ -658,19 +674,11 @@ def test_t8_with_an_e4m3_p_is_in_flashmlas_accuracy_class(heads, config, q_form)
     path is T8's)."""
     _hopper_or_skip()
     skip_unproven(config)
-    from graphtune.kernels.mla_decode.reference import e4m3_query
     seed = _seed()
     lens = [1, 63, 64, 65, 3001, 0, 4096, 129]
     x = _inputs(len(lens), heads, 64, "fp8", 4096, seed)
     pt = _with_lengths(x, lens, 64)
-    if q_form == "given":
-        scale = float(x["q"].float().abs().amax()) / 448.0
-        q, kw = (x["q"].float() / scale).to(torch.float8_e4m3fn), dict(q_scale=scale)
-        q_ref = (q.float() * scale).to(torch.bfloat16)
-    else:
-        q, kw, q_ref = x["q"], dict(query_precision="e4m3"), e4m3_query(x["q"])
-    ref, ref_lse = mla_decode_reference(q_ref, x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"],
-                                        return_lse=True)
+    q, kw, ref, ref_lse = _e4m3_query_form(x, pt, q_form)
     live = x["seq_lens"] > 0
     for sms in (132, 7, 1):
         x["out"].fill_(float("nan"))
@@ -791,19 +799,11 @@ def test_p_precision_e4m3_is_in_flashmlas_accuracy_class(heads, batch, q_form):
     e4m3 query the output within 4e-2 (FlashMLA's class) and the LSE within 2e-3; at H = 16 (no T8) the output is
     that of ``query_precision="e4m3"`` alone, bit for bit."""
     _hopper_or_skip()
-    from graphtune.kernels.mla_decode.reference import e4m3_query
     seed = _seed()
     lens = ([3001, 1, 63, 64, 65, 4096, 129] + [200, 1000] * batch)[:batch]
     x = _inputs(batch, heads, 64, "fp8", max(lens), seed)
     pt = _with_lengths(x, lens, 64)
-    if q_form == "given":
-        scale = float(x["q"].float().abs().amax()) / 448.0
-        q, kw = (x["q"].float() / scale).to(torch.float8_e4m3fn), dict(q_scale=scale)
-        q_ref = (q.float() * scale).to(torch.bfloat16)
-    else:
-        q, kw, q_ref = x["q"], dict(query_precision="e4m3"), e4m3_query(x["q"])
-    ref, ref_lse = mla_decode_reference(q_ref, x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"],
-                                        return_lse=True)
+    q, kw, ref, ref_lse = _e4m3_query_form(x, pt, q_form)
     for sms in (132, 7):
         x["out"].fill_(float("nan"))
         out, lse = interface._launch(q, x["kv_cache"], pt, x["seq_lens"], SM_SCALE, x["kv_scale"], "fp8", x["out"],

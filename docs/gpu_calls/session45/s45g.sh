@@ -25,14 +25,7 @@ if ! grep -qE " [1-9][0-9]* bad blocks" /tmp/p8_check_nb3.log && grep -q "wrote"
   done
   left=$(( LIMIT - 10 - SECONDS ))
   if [ $left -ge 40 ]; then
-    PYTHONPATH=/tmp/np:$PWD/src:/tmp/site TRITON_CACHE_DIR=/tmp/tc_main timeout $left ncu --profile-from-start off \
-      --nvtx --kernel-name regex:hopper_pp --section SourceCounters --section WarpStateStats --section SpeedOfLight \
-      --import-source yes -o /tmp/ncu_nb3 -f python3 benchmarks/probes/ncu_mla.py --heads 128 --batch 64 \
-      --kv-format fp8 --no-flashmla --query-precision e4m3 --plan \
-      --config '{"BLOCK_N":64,"T8":1,"P8":1,"EI":1,"TE":1,"NF":1,"NB3":1}' > /tmp/ncu_nb3.log 2>&1
-    ncu --import /tmp/ncu_nb3.ncu-rep --page details --csv > $OUT/ncu_nb3_details.csv 2>/dev/null
-    ncu --import /tmp/ncu_nb3.ncu-rep --page source --print-source sass --csv > $OUT/ncu_nb3_sass.csv 2>/dev/null
-    python3 benchmarks/probes/ncu_stalls.py $OUT/ncu_nb3_sass.csv --top 8 | cut -c1-220
+    ncu_view nb3 fp8 '{"BLOCK_N":64,"T8":1,"P8":1,"EI":1,"TE":1,"NF":1,"NB3":1}' $left --query-precision e4m3 --plan
     gzip $OUT/*.csv
   fi
 fi

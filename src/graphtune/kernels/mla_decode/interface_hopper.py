@@ -816,7 +816,7 @@ def tuned_second_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch
     """:func:`tuned_call` for the shape class's second kernel (``gather``: the row-gather kernel, ``GATHER``;
     ``third``: its third kernel, ``THIRD``, which takes ``Q_LO``; with ``p8`` ``THIRD_P8``): scratch for the most
     programs per SM of its space, the grid per config. ``query_replaced``: as :func:`_arguments`'s."""
-    second = _extra(_heads_on_m(q.shape[1]), fmt, gather, third, p8 and third and not q_lo)
+    second = _extra(_heads_on_m(q.shape[1]), fmt, gather, third, p8 and not q_lo)
     per_sm = max(second.programs_per_sm(c) for c in second.space)
     args, head_blocks, consts, scratch = _arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                     return_lse, sms=sms, block_n=second.space[0]["BLOCK_N"],
@@ -1143,5 +1143,4 @@ def tuned_for(heads: int, fmt: str, batch: int, page_size: int, q_lo: bool = Tru
 def _route_kernel(route: str, heads: int, fmt: str, q_lo: bool = True, p8: bool = False):
     if route == "first":
         return tuned_kernel(_heads_on_m(heads), fmt == "fp8")
-    return tuned_second_kernel(_heads_on_m(heads), fmt, route == "gather", route == "third", q_lo,
-                               p8 and route == "third")
+    return tuned_second_kernel(_heads_on_m(heads), fmt, route == "gather", route == "third", q_lo, p8)

@@ -175,8 +175,8 @@ def _o_zeros(o_layout: gl.constexpr, BLOCK_H: gl.constexpr):
 @gluon.jit
 def _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row, stage):
     """TMA of the tile at cache row ``row`` on ``land[stage]``: its 512 fp8 latent columns into the first 32 KB of
-    buffer ``stage``, its rope rows as the [64, 128] box at column 512 (columns 576.. zeros) into rope tile
-    ``stage``."""
+    buffer ``stage``, its rope rows as the descriptor's box at column 512 ([64, 128], columns 576.. zeros; NB3's
+    [64, 64]) into rope tile ``stage``."""
     bar = land.index(stage)
     mbarrier.expect(bar, kv_nope_desc.block_type.nbytes + kv_rope_desc.block_type.nbytes)
     _tma_load(kv_rope_desc, [row, _D_V], bar, kr_bufs.index(stage))
