@@ -8,6 +8,7 @@ boxes, and refuses it where it does not apply. tests/gpu/test_mla_decode_gpu.py 
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -432,6 +433,106 @@ def test_p8_transposition_in_registers_is_v_transposed():
     np.testing.assert_array_equal(vt, v.T)
 
 
+def _linear(bases: list, index: int) -> tuple:
+    """A linear layout's coordinate of ``index``: the XOR of the bases of its set bits."""
+    out = [0] * len(bases[0])
+    for bit, base in enumerate(bases):
+        if index >> bit & 1:
+            out = [o ^ b for o, b in zip(out, base)]
+    return tuple(out)
+
+
+def _unswizzle64(rows: int, flat: np.ndarray) -> np.ndarray:
+    """A [rows, 64]-byte tile under the 64-byte NVMMA swizzle (byte bits 4-5 XOR bits 7-8; checked against Triton's
+    own lowering in test_tr_shared_views_are_nvmmas_swizzle) in logical order."""
+    out = np.empty((rows, 64), dtype=flat.dtype)
+    for n in range(rows):
+        for k in range(64):
+            out[n, k] = flat[64 * n + 16 * ((k // 16) ^ ((n >> 1) & 3)) + k % 16]
+    return out
+
+
+def test_tr_transposition_and_p_share_one_token_order():
+    """TR (session 46): each thread's int16 registers as ``_TRL`` lays them out (what LDSM.16.MT88.4 delivers from a
+    warpgroup's [64 tokens, 256 fp8 columns] half of the tile), ``_TR2_ASM``'s PRMTs emulated on each four of them (two
+    32-bit registers, the first element low, as Triton packs 16-bit elements for inline asm), stored through ``_VT_TR``
+    into V^T's 64-byte swizzle, and a random P stored through ``_P_TR``: V^T's row n is column n of V and P's row h its
+    row, both with the tokens in one order k' -> t, so P.V over k' is P.V over the tokens."""
+    lay = kernel_hopper_pp8._TRL.value
+    rng = np.random.default_rng()
+    v = rng.integers(0, 256, size=(64, 256), dtype=np.uint8)
+    v16 = v.view("<u2")                                                     # [64 tokens, 128]: two columns each
+    vt_offset = {_linear(kernel_hopper_pp8._VT_TR.value.offset_bases, o): o for o in range(64 * 128)}
+    vt = np.zeros(256 * 32, dtype=np.uint16)
+    sel = [int(x, 16) for x in re.findall(r"0x[0-9a-f]+", kernel_hopper_pp8._TR2_ASM.value)]
+    n_regs = 1 << len(lay.reg_bases)
+    for thread in range(128):
+        lane, warp = thread % 32, thread // 32
+        base = tuple(a ^ b for a, b in zip(_linear(lay.lane_bases, lane), _linear(lay.warp_bases, warp)))
+        coords = [tuple(a ^ b for a, b in zip(base, _linear(lay.reg_bases, i))) for i in range(n_regs)]
+        for g in range(0, n_regs, 4):
+            e = [int(v16[c]) for c in coords[g:g + 4]]
+            x, y = e[0] | e[1] << 16, e[2] | e[3] << 16
+            outs = [_prmt(x, y, sel[0]), _prmt(x, y, sel[1])]
+            for i, c in enumerate(coords[g:g + 4]):
+                vt[vt_offset[c]] = outs[i // 2] >> (16 * (i % 2)) & 0xFFFF
+    vt_logical = _unswizzle64(256, vt.view(np.uint8))                       # [256 columns, 64 k']
+    p = rng.integers(0, 256, size=(64, 64), dtype=np.uint8)                 # [64 heads, 64 tokens]
+    p_offset = {_linear(kernel_hopper_pp8._P_TR.value.offset_bases, o): o for o in range(64 * 64)}
+    p_flat = np.zeros(64 * 64, dtype=np.uint8)
+    for h in range(64):
+        for t in range(64):
+            p_flat[p_offset[(h, t)]] = p[h, t]
+    p_logical = _unswizzle64(64, p_flat)                                    # [64 heads, 64 k']
+    order = [16 * (k // 16) + 2 * ((k // 4) % 4) + 8 * ((k // 2) % 2) + k % 2 for k in range(64)]
+    assert sorted(order) == list(range(64))
+    np.testing.assert_array_equal(vt_logical, v[order].T)
+    np.testing.assert_array_equal(p_logical, p[:, order])
+
+
+def test_tr_shared_views_are_nvmmas_swizzle():
+    """The swizzle ``_unswizzle64`` assumes is Triton's: a tile stored through ``NVMMASharedLayout(64, w)`` and
+    through a shared linear layout whose offset bits name the logical index that swizzle gives compile to the same
+    SASS (V^T as int16 [256, 32], a P tile as int8 [64, 64]), and to other SASS once the swizzle's XOR is dropped."""
+    from test_mla_decode import compile_sm90
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+
+    @gluon.jit
+    def store_load(src, dst, ROWS: gl.constexpr, COLS: gl.constexpr, VIEW: gl.constexpr, num_warps: gl.constexpr):
+        blocked: gl.constexpr = gl.BlockedLayout([1, 2], [8, 4], [num_warps, 1], [1, 0])
+        bits: gl.constexpr = src.dtype.element_ty.primitive_bitwidth
+        buf = gl.allocate_shared_memory(src.dtype.element_ty, [ROWS, COLS], gl.NVMMASharedLayout(64, bits))
+        r = gl.arange(0, ROWS, layout=gl.SliceLayout(1, blocked))[:, None]
+        c = gl.arange(0, COLS, layout=gl.SliceLayout(0, blocked))[None, :]
+        x = gl.load(src + r * COLS + c)
+        if VIEW is None:
+            buf.store(x)
+        else:
+            buf._reinterpret(src.dtype.element_ty, [ROWS, COLS], VIEW).store(x)
+        gl.thread_barrier()
+        gl.store(dst + r * COLS + c, buf.load(blocked))
+
+    def sass(rows, cols, dtype, view):
+        a = torch.empty(rows * cols, dtype=dtype)
+        compiled = compile_sm90(store_load, [a, a], dict(ROWS=rows, COLS=cols, VIEW=view, num_warps=4))
+        return re.sub(r"/\*[0-9a-f]+\*/|/\* 0x[0-9a-f]+ \*/", "", _sass_of_cubin(compiled.asm["cubin"]))
+
+    def view(cols, row_bits, swizzled):
+        col_bits = cols.bit_length() - 1
+        bases = [[0, 1 << i] for i in range(col_bits)] + [[1 << i, 0] for i in range(row_bits)]
+        if swizzled:            # (offset bits 7-8 XOR the 16-byte chunk: logical column + 16 / + 32 bytes)
+            per_chunk = 16 * cols // 64
+            for i, row in ((1, 2), (2, 4)):
+                bases[col_bits + i] = [row, per_chunk * i]
+        return gl.SharedLinearLayout(offset_bases=bases)
+
+    for rows, cols, dtype, row_bits in ((256, 32, torch.int16, 8), (64, 64, torch.int8, 6)):
+        plain = sass(rows, cols, dtype, None)
+        assert sass(rows, cols, dtype, view(cols, row_bits, True)) == plain
+        assert sass(rows, cols, dtype, view(cols, row_bits, False)) != plain
+
+
 def _p8_compile(config: dict):
     """T8 as a query given in e4m3 launches it (``Q_FP8 = 1``, ``Q_LO = 0``), with ``config``."""
     from test_mla_decode import compile_sm90
@@ -480,7 +581,8 @@ def test_p8_schedule_variants_compile_clean():
     base = _sass_of_cubin(_p8_compile(dict(T8=1, P8=1)).asm["cubin"])
     for config in (dict(EI=1), dict(EI=1, TE=1), dict(EI=1, TE=1, NF=1), dict(EI=1, WL1=1),
                    dict(EI=1, TE=1, NF=1, NB3=1), dict(EI=1, NB3=1, WL1=1), dict(EI=1, TE=1, NF=1, EL=1),
-                   dict(EI=1, TE=1, NF=1, NB3=1, EL=1)):
+                   dict(EI=1, TE=1, NF=1, NB3=1, EL=1), dict(TR=1), dict(EI=1, TE=1, NF=1, TR=1),
+                   dict(EI=1, TE=1, NF=1, NB3=1, TR=1), dict(EI=1, WL1=1, TR=1)):
         compiled = _p8_compile(dict(T8=1, P8=1, **config))
         sass = _sass_of_cubin(compiled.asm["cubin"])
         assert compiled.metadata.shared <= SM90_SHARED, (config, compiled.metadata.shared)
@@ -500,7 +602,8 @@ def test_p8_refused_where_it_does_not_apply():
     for config, needle in ((dict(T8=1, P8=2), "P8=2"), (dict(T8=1, P8=1, Q8PRE=0), "Q8PRE=0"),
                            (dict(T8=1, EI=1), "EI=1"), (dict(T8=1, P8=1, NF=1), "NF=1"),
                            (dict(T8=1, P8=1, TE=2), "TE=2"), (dict(T8=1, P8=1, NB3=1), "NB3=1"),
-                           (dict(T8=1, P8=1, EI=1, NB3=2), "NB3=2"), (dict(T8=1, EL=1), "EL=1")):
+                           (dict(T8=1, P8=1, EI=1, NB3=2), "NB3=2"), (dict(T8=1, EL=1), "EL=1"),
+                           (dict(T8=1, TR=1), "TR=1"), (dict(T8=1, P8=1, TR=3), "TR=3")):
         with pytest.raises(ValueError, match="config ") as err:
             interface_hopper.hopper_call(q, kv, pt, lens, 0.04, 1.0, "fp8", out, False, sms=132, config=config)
         assert needle in str(err.value) and "\n" not in str(err.value)

@@ -45,6 +45,7 @@ import pytest
 UNPROVEN: dict[str, str] = {
     "NB3": "P8's NB3 (three tile buffers, each buffer's next copy the tile three on)",
     "EL": "P8's EL (WG1's read of WG0's tile before the previous pair's P.V retire)",
+    "TR": "P8's TR (V transposed by transposing loads, P.V's k in the accumulator's token order)",
 }
 
 

@@ -695,7 +695,7 @@ def _check_t8(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
     # under its score MMAs, NF (with TE) the transpositions fenced by the hand-offs
     # NB3 (pinned only): three tile buffers, with EI (a buffer's next copy once its bytes are read); EL (pinned only):
     # WG1's read of WG0's tile before the previous pair's P.V retire
-    for key, needs in (("EI", "P8"), ("TE", "P8"), ("NF", "TE"), ("NB3", "EI"), ("EL", "P8")):
+    for key, needs in (("EI", "P8"), ("TE", "P8"), ("NF", "TE"), ("NB3", "EI"), ("EL", "P8"), ("TR", "P8")):
         if cfg.get(key, 0) not in (0, 1) or (cfg.get(key) and not cfg.get(needs)):
             raise ValueError(f"config {key}={cfg.get(key)}: P8's {key} takes 0 or 1, and 1 with {needs}=1 (got "
                              f"{needs}={cfg.get(needs, 0)})")

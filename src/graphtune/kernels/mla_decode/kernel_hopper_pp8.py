@@ -89,6 +89,27 @@ _P3 = gl.constexpr(gl.DistributedLinearLayout(
     reg_bases=[[0, 0, 1], [0, 0, 2], [8, 0, 0], [0, 4, 0], [0, 8, 0]], lane_bases=[[0, 1, 0], [0, 2, 0], [1, 0, 0],
                                                                                   [2, 0, 0], [4, 0, 0]],
     warp_bases=[[16, 0, 0], [32, 0, 0]], block_bases=[], shape=[64, 16, 4]))
+# TR (P8): V's transposition by transposing loads. A warpgroup's half of the landed tile, [64 tokens, 128] in int16
+# units (two fp8 columns each), as ``ldmatrix.trans`` delivers it (LDSM.16.MT88.4, conflict-free under the tile's
+# 128-byte swizzle): a register holds tokens t, t + 1 of one int16 column (lanes: t = 2 (lane % 4), the column lane /
+# 4), its x4's second register tokens t + 8, t + 9. So each thread's four tokens of a column are t, t + 1, t + 8,
+# t + 9, which is how the score wgmma's accumulator holds a row's tokens: P.V's k runs over the tokens in that order
+# (k' = 16 (t // 16) + 4 ((t // 2) % 4) + 2 ((t // 8) % 2) + t % 2), in V^T's rows and in P's columns alike, and one
+# PRMT makes each V^T register (two for two: ``_TR2_ASM``) where the int32 loads took two
+_TRL = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[1, 0], [8, 0], [0, 8], [0, 16], [0, 32], [0, 64]], lane_bases=[[2, 0], [4, 0], [0, 1], [0, 2], [0, 4]],
+    warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[64, 128]))
+# four int16 of tokens t, t + 1 ($2, as Triton packs two 16-bit elements a register) and t + 8, t + 9 ($3), two fp8
+# columns c, c + 1 each -> column c's four tokens in k' order ($0) and column c + 1's ($1)
+_TR2_ASM = gl.constexpr("prmt.b32 $0, $2, $3, 0x6420; prmt.b32 $1, $2, $3, 0x7531;")
+# TR: one of V^T's buffers ([256 columns n, 64 k'] fp8, 64-byte swizzle: byte bits 4-5 ^= bits 7-8) as int16
+# [64, 128] indexed like ``_TRL``'s tensor once ``_TR2_ASM`` has run: its element (r, e) is column 2 e + (r // 8) % 2,
+# k' pair 8 (r // 16) + 2 ((r // 2) % 4) + r % 2. Each entry: the logical index of one bit of the int16 offset
+_VT_TR = gl.constexpr(gl.SharedLinearLayout(offset_bases=[
+    [1, 0], [2, 0], [4, 0], [16, 0], [32, 0], [8, 0], [16, 1], [32, 2], [0, 4], [0, 8], [0, 16], [0, 32], [0, 64]]))
+# TR: a P tile ([64 heads, 64 k'] fp8, 64-byte swizzle) indexed by token: P stored in k' order
+_P_TR = gl.constexpr(gl.SharedLinearLayout(offset_bases=[
+    [0, 1], [0, 8], [0, 2], [0, 4], [0, 16], [0, 32], [1, 0], [2, 16], [4, 32], [8, 0], [16, 0], [32, 0]]))
 
 
 @gluon.jit
@@ -214,17 +235,31 @@ def _widen_left(k8, kn, n_valid, BLOCK_N: gl.constexpr, layout: gl.constexpr):
 
 
 @gluon.jit
-def _t_load(k8_bufs, stage, half: gl.constexpr, n_valid, BLOCK_N: gl.constexpr, NBUF: gl.constexpr = 2):
+def _t_load(k8_bufs, stage, half: gl.constexpr, n_valid, BLOCK_N: gl.constexpr, NBUF: gl.constexpr = 2,
+            TR: gl.constexpr = 0):
     """P8: one warpgroup's half of V (``half`` 0 the left's 256 columns, 1 the right's) of the landed tile in buffer
     ``stage`` as int32 (four fp8 columns each) in registers, [64 tokens, 64] as two [64, 32] blocks in ``_T32``, rows
-    ``>= n_valid`` zeros (rows past seq_len may hold NaN, and 0 * NaN is NaN in P.V)."""
-    k32 = _view(k8_bufs, gl.int32, [NBUF, BLOCK_N, _D_V // 4], gl.NVMMASharedLayout(128, 32)).index(stage)
-    x0 = k32.slice(64 * half, 32, dim=1).load(_T32)
-    x1 = k32.slice(64 * half + 32, 32, dim=1).load(_T32)
-    if n_valid < BLOCK_N:
-        keep = (gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, _T32)) < n_valid)[:, None]
-        x0 = gl.where(keep, x0, 0)
-        x1 = gl.where(keep, x1, 0)
+    ``>= n_valid`` zeros (rows past seq_len may hold NaN, and 0 * NaN is NaN in P.V). ``TR``: as int16 [64 tokens,
+    128] in ``_TRL`` (transposing loads), returned twice."""
+    if TR:
+        if n_valid < BLOCK_N:
+            # (rows >= n_valid zeroed in the tile itself, its score MMAs masking them anyway: masks in registers,
+            # a branch's 16-bit values joined after it, cost a move of each register on every tile)
+            k32 = _view(k8_bufs, gl.int32, [NBUF, BLOCK_N, _D_V // 4], gl.NVMMASharedLayout(128, 32)).index(stage)
+            _zero_rows(k32.slice(64 * half, 64, dim=1), n_valid, BLOCK_N, 64, 4)
+            _wg_barrier()
+        k16 = _view(k8_bufs, gl.int16, [NBUF, BLOCK_N, _D_V // 2], gl.NVMMASharedLayout(128, 16)).index(stage)
+        x = k16.slice(128 * half, 128, dim=1).load(_TRL)
+        x0 = x
+        x1 = x
+    else:
+        k32 = _view(k8_bufs, gl.int32, [NBUF, BLOCK_N, _D_V // 4], gl.NVMMASharedLayout(128, 32)).index(stage)
+        x0 = k32.slice(64 * half, 32, dim=1).load(_T32)
+        x1 = k32.slice(64 * half + 32, 32, dim=1).load(_T32)
+        if n_valid < BLOCK_N:
+            keep = (gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, _T32)) < n_valid)[:, None]
+            x0 = gl.where(keep, x0, 0)
+            x1 = gl.where(keep, x1, 0)
     return x0, x1
 
 
@@ -250,16 +285,31 @@ def _vt_block(x):
 
 
 @gluon.jit
-def _t_store(vt_bufs, idx, x0, x1, FENCE: gl.constexpr = 1):
+def _t_store(vt_bufs, idx, x0, x1, FENCE: gl.constexpr = 1, TR: gl.constexpr = 0):
     """P8: the half's V^T [256 columns, 64 tokens] (tokens contiguous: K-major, as an fp8 wgmma's B operand must be)
     into ``vt_bufs[idx]``; with ``FENCE`` visible to this warpgroup's wgmmas after it returns (without, a later
-    proxy fence and warpgroup barrier, a hand-off's, must come before the P.V that reads it)."""
-    vt = _view(vt_bufs, gl.int32, [4, _HALF, 16], gl.NVMMASharedLayout(64, 32)).index(idx)
-    vt.slice(0, 128, dim=0).store(_vt_block(x0))
-    vt.slice(128, 128, dim=0).store(_vt_block(x1))
+    proxy fence and warpgroup barrier, a hand-off's, must come before the P.V that reads it). ``TR``: ``x0`` is
+    ``_t_load``'s int16 tensor, V^T's tokens in k' order."""
+    if TR:
+        y = gl.inline_asm_elementwise(_TR2_ASM, "=r,=r,r,r", [x0], dtype=gl.int16, is_pure=True, pack=4)
+        _view(vt_bufs.index(idx), gl.int16, [64, 128], _VT_TR).store(y)
+    else:
+        vt = _view(vt_bufs, gl.int32, [4, _HALF, 16], gl.NVMMASharedLayout(64, 32)).index(idx)
+        vt.slice(0, 128, dim=0).store(_vt_block(x0))
+        vt.slice(128, 128, dim=0).store(_vt_block(x1))
     if FENCE:
         fence_async_shared()
         _wg_barrier()
+
+
+@gluon.jit
+def _p_store(p8_smem, idx, TR: gl.constexpr):
+    """P8: P tile ``idx`` as P is stored into it: with ``TR`` indexed by token, its columns in k' order."""
+    if TR:
+        view = _view(p8_smem.index(idx), gl.float8e4nv, [64, 64], _P_TR)
+    else:
+        view = p8_smem.index(idx)
+    return view
 
 
 @gluon.jit
@@ -406,7 +456,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
              o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q8PRE: gl.constexpr, q8_scale_ptr,
              Q_LO: gl.constexpr, Q_FP8: gl.constexpr, q_descale_ptr, q_descale, Q_DESCALE_FROM_PTR: gl.constexpr,
              plan_ptr=None, vt_bufs=None, p8_smem=None, P8: gl.constexpr = 0, EI: gl.constexpr = 0,
-             TE: gl.constexpr = 0, NF: gl.constexpr = 0, NB3: gl.constexpr = 0):
+             TE: gl.constexpr = 0, NF: gl.constexpr = 0, NB3: gl.constexpr = 0, TR: gl.constexpr = 0):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; writes the query pair and issues every
     tile's TMA. Per pair: its tile's softmax (scores issued at the previous pair's end), P handed over, its half of V
     widened and multiplied; WG1's tile's half widened under WG1's softmax, then multiplied by WG1's P; the next
@@ -501,8 +551,8 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             if TE:
                 # TE: its half of V(r) transposed under S(r)'s MMAs (the tile landed before they were issued; reads
                 # alone, so WG1's reading its half is not waited for)
-                x0, x1 = _t_load(k8_bufs, (g % 3 if NB3 else stage), 0, n_valid, BLOCK_N, NBUF)
-                _t_store(vt_bufs, 2 * stage, x0, x1, NF == 0)
+                x0, x1 = _t_load(k8_bufs, (g % 3 if NB3 else stage), 0, n_valid, BLOCK_N, NBUF, TR=TR)
+                _t_store(vt_bufs, 2 * stage, x0, x1, NF == 0, TR=TR)
             # S(r) retired (P(r - 1) V_L(r - 1), issued before it, was retired at the previous pair's end)
             s_done, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
             sv = gl.convert_layout(s_done, s_layout)
@@ -514,7 +564,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             if P8:
                 # (WG0's P in its own tile, which its P.V then reads: its last reader, WG1, reads it before it hands
                 # off the P that WG0 waits for before it writes the tile again)
-                _hand_off(p * 256.0, m_i, p8_smem.index(1), m_smem.slice(0, BLOCK_H), p_bars.index(0))
+                _hand_off(p * 256.0, m_i, _p_store(p8_smem, 1, TR), m_smem.slice(0, BLOCK_H), p_bars.index(0))
             else:
                 _hand_off(p, m_i, p_smem, m_smem.slice(0, BLOCK_H), p_bars.index(0))
             _stamp_tile(STAMPS, srow, g // 2, 2, 4)
@@ -523,8 +573,8 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             mbarrier.wait(rsrc.index(g % 3 if NB3 else stage), (g // NBUF) & 1)
             if P8:
                 if TE == 0:
-                    x0, x1 = _t_load(k8_bufs, (g % 3 if NB3 else stage), 0, n_valid, BLOCK_N, NBUF)
-                    _t_store(vt_bufs, 2 * stage, x0, x1)
+                    x0, x1 = _t_load(k8_bufs, (g % 3 if NB3 else stage), 0, n_valid, BLOCK_N, NBUF, TR=TR)
+                    _t_store(vt_bufs, 2 * stage, x0, x1, TR=TR)
                 # (EI: no proxy fence before the copy: the generic reads of the buffer, WG1's, are ordered before it by
                 # rsrc's arrival and wait, as a consumer's release before a TMA producer's reuse)
                 if EI and (r + 2 + NB3 < n):
@@ -566,8 +616,8 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 if WL1 == 0:
                     if P8:
                         x0, x1 = _t_load(k8_bufs, ((g + 1) % 3 if NB3 else 1 - stage), 0, n_valid - BLOCK_N, BLOCK_N,
-                                         NBUF)
-                        _t_store(vt_bufs, 2 * (1 - stage), x0, x1)
+                                         NBUF, TR=TR)
+                        _t_store(vt_bufs, 2 * (1 - stage), x0, x1, TR=TR)
                         if EI and (r + 3 + NB3 < n):
                             _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row3,
                                     ((g + 1) % 3 if NB3 else 1 - stage))
@@ -618,7 +668,7 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
              o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q_LO: gl.constexpr, plan_ptr=None, vt_bufs=None,
              p8_smem=None, P8: gl.constexpr = 0, NF: gl.constexpr = 0, NB3: gl.constexpr = 0,
-             EL: gl.constexpr = 0):
+             EL: gl.constexpr = 0, TR: gl.constexpr = 0):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511. Per pair: both tiles' halves of V
     widened (WG0's first: its fp8 bytes read, then WG0 may widen its own half over them) with its own tile's score
     MMAs in flight; then WG0's P and max, its softmax from that max, its P handed over, and both P.V. NB3: tile g in
@@ -671,20 +721,20 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 # EL: V_R(r) read, and WG0 told, under the previous pair's P.V (they read V^T's buffers, not the
                 # tile's: only V^T's stores below wait for them to retire)
                 mbarrier.wait(land.index(g % 3 if NB3 else stage), (g // NBUF) & 1)
-                x0, x1 = _t_load(k8_bufs, (g % 3 if NB3 else stage), 1, n_valid, BLOCK_N, NBUF)
+                x0, x1 = _t_load(k8_bufs, (g % 3 if NB3 else stage), 1, n_valid, BLOCK_N, NBUF, TR=TR)
                 _arrive_wg(rsrc.index(g % 3 if NB3 else stage))
             # P(r - 2) V_R(r - 2) and P(r - 1) V_R(r - 1) retired: both buffers' right halves are free
             o_done = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
             if EL:
-                _t_store(vt_bufs, 2 * stage + 1, x0, x1, NF == 0)
+                _t_store(vt_bufs, 2 * stage + 1, x0, x1, NF == 0, TR=TR)
             else:
                 # V_R(r): its fp8 bytes read (WG0 may then widen its half over them), written
                 mbarrier.wait(land.index(g % 3 if NB3 else stage), (g // NBUF) & 1)
                 if P8:
-                    x0, x1 = _t_load(k8_bufs, (g % 3 if NB3 else stage), 1, n_valid, BLOCK_N, NBUF)
+                    x0, x1 = _t_load(k8_bufs, (g % 3 if NB3 else stage), 1, n_valid, BLOCK_N, NBUF, TR=TR)
                     _arrive_wg(rsrc.index(g % 3 if NB3 else stage))
                     # (NF: fenced by the hand-off's fence, or below where the segment's last tile is WG0's)
-                    _t_store(vt_bufs, 2 * stage + 1, x0, x1, NF == 0)
+                    _t_store(vt_bufs, 2 * stage + 1, x0, x1, NF == 0, TR=TR)
                 else:
                     x0, x1 = _read_right(k8_bufs.index(stage).slice(0, _D_V, dim=1), _WIDEN)
                     _arrive_wg(rsrc.index(stage))
@@ -695,8 +745,8 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                                   BLOCK_N, Q_LO, NBUF)
                 if P8:
                     y0, y1 = _t_load(k8_bufs, ((g + 1) % 3 if NB3 else 1 - stage), 1, n_valid - BLOCK_N, BLOCK_N,
-                                     NBUF)
-                    _t_store(vt_bufs, 2 * (1 - stage) + 1, y0, y1, NF == 0)
+                                     NBUF, TR=TR)
+                    _t_store(vt_bufs, 2 * (1 - stage) + 1, y0, y1, NF == 0, TR=TR)
                 else:
                     x0, x1 = _read_right(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), _WIDEN)
                     _write_right(kn_o, x0, x1, n_valid - BLOCK_N, BLOCK_N)
@@ -723,7 +773,8 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 if P8:
                     # (both P.V issued after the branches join, below: a copy of P(r) V_R(r) in each branch of the
                     # pair loop compiled, with ptxas 12.8, to a wgmma whose descriptor only the other branch sets)
-                    _hand_off(p * 256.0, m_i, p8_smem.index(0), m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
+                    _hand_off(p * 256.0, m_i, _p_store(p8_smem, 0, TR), m_smem.slice(BLOCK_H, BLOCK_H),
+                              p_bars.index(1))
                     _stamp_tile(STAMPS, srow, g // 2, 2, 4)
                     # (its own P as a shared operand, the tile it handed off: converted from registers beside the
                     # store, ptxas stored the P tile's rows h % 16 < 8 from registers written only later in the pair,
@@ -771,8 +822,8 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                     if WL1:
                         # V_L(r + 1) for WG0 under those MMAs, then WG0 told
                         y0, y1 = _t_load(k8_bufs, ((g + 1) % 3 if NB3 else 1 - stage), 0, n_valid - BLOCK_N, BLOCK_N,
-                                         NBUF)
-                        _t_store(vt_bufs, 2 * (1 - stage), y0, y1)
+                                         NBUF, TR=TR)
+                        _t_store(vt_bufs, 2 * (1 - stage), y0, y1, TR=TR)
                         _arrive_wg(rsrc.index((g + 1) % 3 if NB3 else 1 - stage))
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
         _finish_segment(1, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
@@ -822,6 +873,7 @@ def _mla_decode_hopper_pp8_kernel(
     NF: gl.constexpr = 0,
     NB3: gl.constexpr = 0,
     EL: gl.constexpr = 0,
+    TR: gl.constexpr = 0,
 ):
     """Grid ``(H // 64, P)``; the arguments of the fp8 heads-on-M kernel
     (``kernel_hopper_heads._mla_decode_hopper_fp8w_kernel``) with the query as two TMA descriptors ([64, 256] and
@@ -845,6 +897,7 @@ def _mla_decode_hopper_pp8_kernel(
     gl.static_assert(NB3 == 0 or (P8 == 1 and EI == 1))
     gl.static_assert(NB3 == 0 or kv_rope_desc.block_type.shape[1] == 64)
     gl.static_assert(EL == 0 or P8 == 1)     # (T8's widening writes the tile's own buffer, which the P.V reads)
+    gl.static_assert(TR == 0 or P8 == 1)     # (T8's P.V reads V widened in place, not transposed)
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
     gl.static_assert(num_warps == 4)
@@ -928,7 +981,7 @@ def _mla_decode_hopper_pp8_kernel(
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
                     STAMPS, Q8PRE, q8_scale_ptr, Q_LO, Q_FP8, q_descale_ptr,
-                    q_descale, Q_DESCALE_FROM_PTR, plan_ptr, vt_bufs, p8_smem, P8, EI, TE, NF, NB3)),
+                    q_descale, Q_DESCALE_FROM_PTR, plan_ptr, vt_bufs, p8_smem, P8, EI, TE, NF, NB3, TR)),
         (_pp8_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr,
                     seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
@@ -936,5 +989,5 @@ def _mla_decode_hopper_pp8_kernel(
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    STAMPS, Q_LO, plan_ptr, vt_bufs, p8_smem, P8, NF, NB3, EL)),
+                    STAMPS, Q_LO, plan_ptr, vt_bufs, p8_smem, P8, NF, NB3, EL, TR)),
     ], [4], [WG1_REGS])
