@@ -1,16 +1,17 @@
 """A hand-written model of P8's tile-buffer protocol (kernel_hopper_pp8 with ``P8 = 1``: the fp8 tiles in their own
 buffers, each warpgroup transposing its half of V out of them), run under random interleavings of its two warpgroups
-and random TMA completion order, for each EI x TE x WL1 x NB3 the kernel takes (NB3 needs EI).
+and random TMA completion order, for each EI x TE x WL1 the kernel takes.
 
 It checks the design, not the Gluon code (the model mirrors ``_pp8_wg0`` / ``_pp8_wg1`` by hand: change both
 together): no deadlock; every read of a buffer (a warpgroup's transposition load of its half, the owner's score MMAs
 from issue to retirement) finds the tile it expects landed there; no TMA is issued into a buffer before the tile in it
 was read whole (both halves and the scores); the parity waits never skip a phase (a skipped one reads a wrong tile).
-The P hand-offs, the P.V MMAs (which read P8's V^T buffers, not the tile's) and partial-tile zeroing are not
+The P hand-offs, the P.V MMAs (which read P8's V^T buffers, not the tile's) and partial-tile zeroing (a warpgroup's
+half of a request's last tile, rows past its length, zeroed in the buffer within that half's read) are not
 modelled: without the hand-offs the warpgroups interleave more freely than the kernel lets them, so a schedule the
 model passes is safe for the tile buffers, and one it fails may still be one the hand-offs would have saved.
-``--mutate`` moves EI's copy of the tile three on (NB3) before WG0's wait for WG1's read of the buffer: the model
-must then fail, which is how it was checked to check something.
+``--mutate`` moves EI's copy of the tile two on before WG0's wait for WG1's read of the buffer: the model must then
+fail, which is how it was checked to check something.
 
     python benchmarks/probes/p8_protocol_model.py            # prints the failures (0 expected)
     python benchmarks/probes/p8_protocol_model.py --mutate   # the same with the mutation (more than 0 expected)
@@ -78,11 +79,11 @@ class Sim:
         self.done.add((part, tile))
 
 
-def wg0(S: Sim, segs: list[int], EI: int, TE: int, WL1: int, NB3: int, mutate: bool):
+def wg0(S: Sim, segs: list[int], EI: int, TE: int, WL1: int, mutate: bool):
     nbuf = S.nbuf
     it = 0
     for seg, n in enumerate(segs):
-        # the first two (NB3: three) tiles' copies, past the previous segment's exchange
+        # the first two tiles' copies, past the previous segment's exchange
         for i in range(min(n, nbuf)):
             S.tma((it + i) % nbuf, (seg, i))
         yield lambda g=it: S.land[g % nbuf].done((g // nbuf) & 1)
@@ -96,16 +97,16 @@ def wg0(S: Sim, segs: list[int], EI: int, TE: int, WL1: int, NB3: int, mutate: b
                 S.end(st, "h0", (seg, r))
             S.end(st, "s", (seg, r))        # S(r) retired
             yield None                      # (its softmax, its hand-off)
-            if mutate and NB3 and EI and r + 2 + NB3 < n:
-                S.tma(st, (seg, r + 2 + NB3))
+            if mutate and EI and r + 2 < n:
+                S.tma(st, (seg, r + 2))
             yield lambda g=g: S.rsrc[g % nbuf].done((g // nbuf) & 1)
             assert ("h1", (seg, r)) in S.done, f"rsrc of {(seg, r)} passed before WG1 read it"
             if not TE:
                 S.start(st, "h0", (seg, r))
                 yield None
                 S.end(st, "h0", (seg, r))
-            if EI and r + 2 + NB3 < n and not (mutate and NB3):
-                S.tma(st, (seg, r + 2 + NB3))
+            if EI and r + 2 < n and not mutate:
+                S.tma(st, (seg, r + 2))
             if r + 1 < n:
                 yield None                  # (its P.V of tile r retired, WG1's P waited for)
                 if not EI and r + 2 < n:
@@ -118,8 +119,8 @@ def wg0(S: Sim, segs: list[int], EI: int, TE: int, WL1: int, NB3: int, mutate: b
                     S.end(st1, "h0", (seg, r + 1))
                 else:
                     assert ("h0", (seg, r + 1)) in S.done
-                if EI and r + 3 + NB3 < n:
-                    S.tma(st1, (seg, r + 3 + NB3))
+                if EI and r + 3 < n:
+                    S.tma(st1, (seg, r + 3))
                 yield None                  # (its P.V of tile r + 1 retired)
                 if not EI and r + 3 < n:
                     S.tma(st1, (seg, r + 3))
@@ -164,10 +165,10 @@ def wg1(S: Sim, segs: list[int], WL1: int):
         it += n
 
 
-def run(seed: int, segs: list[int], EI: int, TE: int, WL1: int, NB3: int, mutate: bool = False) -> None:
+def run(seed: int, segs: list[int], EI: int, TE: int, WL1: int, mutate: bool = False) -> None:
     rng = random.Random(seed)
-    S = Sim(rng, 2 + NB3)
-    gens = [wg0(S, segs, EI, TE, WL1, NB3, mutate), wg1(S, segs, WL1)]
+    S = Sim(rng, 2)
+    gens = [wg0(S, segs, EI, TE, WL1, mutate), wg1(S, segs, WL1)]
     preds: list = [None, None]
     alive = [True, True]
     steps = 0
@@ -199,22 +200,20 @@ def run(seed: int, segs: list[int], EI: int, TE: int, WL1: int, NB3: int, mutate
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mutate", action="store_true", help="EI's NB3 copy before the wait for WG1's read")
+    ap.add_argument("--mutate", action="store_true", help="EI's copy before the wait for WG1's read")
     ap.add_argument("--seeds", type=int, default=200)
     args = ap.parse_args(argv)
     bad = 0
-    for EI, TE, WL1, NB3 in product((0, 1), repeat=4):
-        if NB3 and not EI:
-            continue
+    for EI, TE, WL1 in product((0, 1), repeat=3):
         for seed in range(args.seeds):
-            rng = random.Random(seed * 16 + EI * 8 + TE * 4 + WL1 * 2 + NB3)
+            rng = random.Random(seed * 8 + EI * 4 + TE * 2 + WL1)
             segs = [rng.choice([1, 2, 3, 4, 5, 6, 7, 8, 13]) for _ in range(rng.randint(1, 4))]
             try:
-                run(seed, segs, EI, TE, WL1, NB3, args.mutate)
+                run(seed, segs, EI, TE, WL1, args.mutate)
             except (AssertionError, Dead) as err:
                 bad += 1
                 if bad < 6:
-                    print("EI", EI, "TE", TE, "WL1", WL1, "NB3", NB3, segs, type(err).__name__, err)
+                    print("EI", EI, "TE", TE, "WL1", WL1, segs, type(err).__name__, err)
     print("failures", bad)
     return 0
 

@@ -339,99 +339,10 @@ def test_t8_plan_is_filled_before_its_query_pre_pass(monkeypatch, tuned, split_m
 
 
 
-def _src_address(row: int, col: int) -> int:
-    """Byte address of (token row, column) in one [64, 128] block of the landed fp8 tile (128-byte swizzle)."""
-    return row * 128 + (((col % 128) // 16) ^ (row % 8)) * 16 + col % 16
-
-
-def _vt_address(row: int, token: int) -> int:
-    """Byte address of (column row, token) in P8's V^T [256, 64] fp8 tile (64-byte rows, 64-byte swizzle: 16-byte
-    chunk ^ (row / 2) % 4, as an NVMMA shared layout of 64-byte rows)."""
-    return row * 64 + (((token // 16) ^ ((row >> 1) & 3)) * 16) + token % 16
-
-
-def _bank_wavefronts(addresses, size: int) -> int:
-    """Wavefronts of one shared-memory access of ``size`` bytes a lane: the most distinct 4-byte words on one bank."""
-    banks: dict[int, set[int]] = {}
-    for a in addresses:
-        for word in range(a // 4, (a + size) // 4):
-            banks.setdefault(word % 32, set()).add(word)
-    return max(len(v) for v in banks.values())
-
-
-def _transpose_wavefronts(reg_bases, lane_bases, warp_bases) -> tuple[int, int, int]:
-    """A [64 tokens, 128 columns] transposition layout (4 columns x 16 tokens a thread: registers 0-1 the columns,
-    2-5 the tokens): checks that it covers the block once with 4-byte loads and 16-byte stores, and returns the worst
-    warp load's and quarter-warp store's wavefronts and a warp's total for the block."""
-    pos = _positions(reg_bases, lane_bases, warp_bases, 64)
-    assert sorted(set(pos.values())) == [(r, c) for r in range(64) for c in range(128)]
-    worst_load = worst_store = total = 0
-    for w in range(4):
-        for lane in range(32):
-            r, c = pos[(w, lane, 0)]
-            assert [pos[(w, lane, k + 4 * t)] for t in range(16) for k in range(4)] == \
-                [(r + t, c + k) for t in range(16) for k in range(4)]
-        for g in range(0, 64, 4):
-            load = _bank_wavefronts([_src_address(*pos[(w, lane, g)]) for lane in range(32)], 4)
-            worst_load, total = max(worst_load, load), total + load
-        for k in range(4):
-            for q in range(4):
-                store = _bank_wavefronts([_vt_address(pos[(w, lane, k)][1], pos[(w, lane, k)][0])
-                                          for lane in range(8 * q, 8 * q + 8)], 16)
-                worst_store, total = max(worst_store, store), total + store
-    return worst_load, worst_store, total // 4
-
-
-def test_p8_transpose_layout_covers_the_block_with_two_wavefronts_an_access():
-    """kernel_hopper_pp8._T32 (P8's V -> V^T, in int32 units) as bytes: every element of a [64 tokens, 128 columns]
-    block once, 4 consecutive columns (a 4-byte load) by 16 consecutive tokens (a 16-byte store) a thread; each warp's
-    load two wavefronts under the landed tile's 128-byte swizzle and each quarter-warp's store two under V^T's 64-byte
-    one (64 a warp and block); the plain layout, a warp's load along one token row: one and four (80)."""
-    layout = kernel_hopper_pp8._T32.value
-    in_bytes = [[[r, 4 * c] for r, c in bases] for bases in (layout.reg_bases, layout.lane_bases, layout.warp_bases)]
-    regs = [[0, 1], [0, 2]] + in_bytes[0]
-    assert _transpose_wavefronts(regs, in_bytes[1], in_bytes[2]) == (2, 2, 64)
-    row = _transpose_wavefronts(regs, [[0, 4], [0, 8], [0, 16], [0, 32], [0, 64]], [[16, 0], [32, 0]])
-    assert row == (1, 4, 80)
-
-
 def _prmt(a: int, b: int, sel: int) -> int:
     """PTX ``prmt.b32`` (default mode): byte k of the result is byte ``(sel >> 4 k) & 7`` of {b, a} (a's bytes 0-3)."""
     pool = a.to_bytes(4, "little") + b.to_bytes(4, "little")
     return int.from_bytes(bytes(pool[(sel >> (4 * k)) & 7] for k in range(4)), "little")
-
-
-def _tr4(a, b, c, d):
-    """kernel_hopper_pp8._TR4_ASM run on int32 arrays: its eight ``prmt`` lines parsed and applied in order."""
-    import re
-    regs = {"$4": a, "$5": b, "$6": c, "$7": d}
-    for dst, x, y, sel in re.findall(r"prmt\.b32 (\S+), (\S+), (\S+), (0x[0-9a-f]+);", kernel_hopper_pp8._TR4_ASM.value):
-        regs[dst] = np.vectorize(lambda u, v: _prmt(int(u), int(v), int(sel, 16)), otypes=[np.uint32])(regs[x], regs[y])
-    return regs["$0"], regs["$1"], regs["$2"], regs["$3"]
-
-
-def test_p8_transposition_in_registers_is_v_transposed():
-    """kernel_hopper_pp8._vt_block's reshapes, splits and joins (numpy's, which Gluon's follow: row-major reshape, a
-    split of a last dimension of two, a join stacking on a new last one) around the 4 x 4 byte transposition's PRMTs
-    (_TR4_ASM, parsed and emulated) take int32 [64 tokens, 32] (four fp8 columns an int32) of random bytes to int32
-    [128 columns, 16] (four tokens an int32) whose bytes are exactly the block transposed."""
-    import inspect
-    body = inspect.getsource(kernel_hopper_pp8._vt_block.fn)
-    # (the lines emulated below, as the kernel writes them)
-    assert "gl.permute(gl.reshape(x, [16, 2, 2, 32]), (0, 3, 1, 2))" in body
-    assert "gl.permute(gl.join(gl.join(o0, o1), gl.join(o2, o3)), (1, 3, 2, 0))" in body
-    assert "o0, o1, o2, o3 = _tr4(x0, x1, x2, x3)" in body and "gl.reshape(z, [128, 16])" in body
-    rng = np.random.default_rng()
-    v = rng.integers(0, 256, size=(64, 128), dtype=np.uint8)
-    x = v.view("<u4")                                               # [64, 32]
-    y = x.reshape(16, 2, 2, 32).transpose(0, 3, 1, 2)               # [a, c, b1, b0]
-    y0, y1 = y[..., 0], y[..., 1]
-    x0, x2 = y0[..., 0], y0[..., 1]
-    x1, x3 = y1[..., 0], y1[..., 1]
-    o = _tr4(x0, x1, x2, x3)
-    z = np.stack([np.stack([o[0], o[1]], -1), np.stack([o[2], o[3]], -1)], -1).transpose(1, 3, 2, 0)
-    vt = np.ascontiguousarray(z.reshape(128, 16).astype("<u4")).view(np.uint8)     # [128, 64]
-    np.testing.assert_array_equal(vt, v.T)
 
 
 def _linear(bases: list, index: int) -> tuple:
@@ -445,7 +356,7 @@ def _linear(bases: list, index: int) -> tuple:
 
 def _unswizzle64(rows: int, flat: np.ndarray) -> np.ndarray:
     """A [rows, 64]-byte tile under the 64-byte NVMMA swizzle (byte bits 4-5 XOR bits 7-8; checked against Triton's
-    own lowering in test_tr_shared_views_are_nvmmas_swizzle) in logical order."""
+    own lowering in test_p8_shared_views_are_nvmmas_swizzle) in logical order."""
     out = np.empty((rows, 64), dtype=flat.dtype)
     for n in range(rows):
         for k in range(64):
@@ -453,8 +364,8 @@ def _unswizzle64(rows: int, flat: np.ndarray) -> np.ndarray:
     return out
 
 
-def test_tr_transposition_and_p_share_one_token_order():
-    """TR (session 46): each thread's int16 registers as ``_TRL`` lays them out (what LDSM.16.MT88.4 delivers from a
+def test_p8_transposition_and_p_share_one_token_order():
+    """P8's transposition (session 46): each thread's int16 registers as ``_TRL`` lays them out (what LDSM.16.MT88.4 delivers from a
     warpgroup's [64 tokens, 256 fp8 columns] half of the tile), ``_TR2_ASM``'s PRMTs emulated on each four of them (two
     32-bit registers, the first element low, as Triton packs 16-bit elements for inline asm), stored through ``_VT_TR``
     into V^T's 64-byte swizzle, and a random P stored through ``_P_TR``: V^T's row n is column n of V and P's row h its
@@ -491,7 +402,7 @@ def test_tr_transposition_and_p_share_one_token_order():
     np.testing.assert_array_equal(p_logical, p[:, order])
 
 
-def test_tr_shared_views_are_nvmmas_swizzle():
+def test_p8_shared_views_are_nvmmas_swizzle():
     """The swizzle ``_unswizzle64`` assumes is Triton's: a tile stored through ``NVMMASharedLayout(64, w)`` and
     through a shared linear layout whose offset bits name the logical index that swizzle gives compile to the same
     SASS (V^T as int16 [256, 32], a P tile as int8 [64, 64]), and to other SASS once the swizzle's XOR is dropped."""
@@ -569,8 +480,11 @@ def test_p8_multiplies_an_e4m3_p_by_a_transposed_v(compiled_fp8_query, wl1):
         assert sass.count("WARPGROUP.DEPBAR") <= 12, "wgmmas serialised (ptxas C7511 / C7515)"
     # (wgmma_findings includes graphtune.sass.stores_of_unwritten_registers: with WG1's own P converted beside its
     # hand-off, 8 of the 32 16-bit P-tile stores stored the rows h % 16 < 8 from registers only written later in the
-    # pair: stale P, NaN in a program's first segment, session 43 calls E-L)
-    assert sass.count("STS.U16") == 32
+    # pair: stale P, NaN in a program's first segment, session 43 calls E-L.) V transposed by transposing loads, P and
+    # V^T stored by STSM: eight LDSM.16.MT88.4 and eight STSM a transposition (four places), two STSM a P hand-off
+    # (two), no 16-bit P stores
+    assert sass.count("LDSM.16.MT88.4") == 32 and sass.count("STSM.16.M88.4") == 36
+    assert sass.count("STS.U16") == 0
 
 
 def test_p8_schedule_variants_compile_clean():
@@ -579,11 +493,8 @@ def test_p8_schedule_variants_compile_clean():
     its score MMAs) and NF (with TE, the transpositions' proxy fences left to the hand-offs', two fewer): compiled for
     sm_90, the same fp8 MMAs as P8, every wgmma's operands and every stored register set on every path, no tile loop
     reloading a spill, and NF's build two fences fewer than P8's."""
-    base = {tr: _sass_of_cubin(_p8_compile(dict(T8=1, P8=1, TR=tr)).asm["cubin"]) for tr in (0, 1)}
-    for config in (dict(EI=1), dict(EI=1, TE=1), dict(EI=1, TE=1, NF=1), dict(EI=1, WL1=1),
-                   dict(EI=1, TE=1, NF=1, NB3=1), dict(EI=1, NB3=1, WL1=1), dict(EI=1, TE=1, NF=1, EL=1),
-                   dict(EI=1, TE=1, NF=1, NB3=1, EL=1), dict(TR=1), dict(EI=1, TE=1, NF=1, TR=1),
-                   dict(EI=1, TE=1, NF=1, NB3=1, TR=1), dict(EI=1, WL1=1, TR=1)):
+    base = _sass_of_cubin(_p8_compile(dict(T8=1, P8=1)).asm["cubin"])
+    for config in (dict(EI=1), dict(EI=1, TE=1), dict(EI=1, TE=1, NF=1), dict(EI=1, WL1=1)):
         compiled = _p8_compile(dict(T8=1, P8=1, **config))
         sass = _sass_of_cubin(compiled.asm["cubin"])
         assert compiled.metadata.shared <= SM90_SHARED, (config, compiled.metadata.shared)
@@ -592,21 +503,18 @@ def test_p8_schedule_variants_compile_clean():
         if SCHEDULED_WITH_THIS_TRITON:
             # (with triton 3.9 TE reloads 13 spills in the tile loop, WL1 one: the schedule is 3.6's)
             assert _tile_loop_local_loads(sass, "QGMMA.64x64x32") == 0, config
-        if config.get("NF") and (SCHEDULED_WITH_THIS_TRITON or not config.get("TR")):
-            # (triton 3.9 puts a proxy fence of its own into TR's build, one more with NF)
-            fences = base[config.get("TR", 0)].count("FENCE.VIEW.ASYNC.S")
-            assert sass.count("FENCE.VIEW.ASYNC.S") == fences - 2, config
+        if config.get("NF") and SCHEDULED_WITH_THIS_TRITON:
+            # (triton 3.9 puts a proxy fence of its own into the build with the transposing loads, one more with NF)
+            assert sass.count("FENCE.VIEW.ASYNC.S") == base.count("FENCE.VIEW.ASYNC.S") - 2
 
 
 def test_p8_refused_where_it_does_not_apply():
-    """P8 takes 0 or 1, runs with the query pair made before the kernel and with the query in e4m3; EI, TE, NF, NB3 and
-    EL take 0 or 1, and 1 with P8 (NF with TE, NB3 with EI): one line each, naming the key and its value."""
+    """P8 takes 0 or 1, runs with the query pair made before the kernel and with the query in e4m3; EI, TE and NF take
+    0 or 1, and 1 with P8 (NF with TE): one line each, naming the key and its value."""
     q, kv, pt, lens, out = _route_inputs()
     for config, needle in ((dict(T8=1, P8=2), "P8=2"), (dict(T8=1, P8=1, Q8PRE=0), "Q8PRE=0"),
                            (dict(T8=1, EI=1), "EI=1"), (dict(T8=1, P8=1, NF=1), "NF=1"),
-                           (dict(T8=1, P8=1, TE=2), "TE=2"), (dict(T8=1, P8=1, NB3=1), "NB3=1"),
-                           (dict(T8=1, P8=1, EI=1, NB3=2), "NB3=2"), (dict(T8=1, EL=1), "EL=1"),
-                           (dict(T8=1, TR=1), "TR=1"), (dict(T8=1, P8=1, TR=3), "TR=3")):
+                           (dict(T8=1, P8=1, TE=2), "TE=2")):
         with pytest.raises(ValueError, match="config ") as err:
             interface_hopper.hopper_call(q, kv, pt, lens, 0.04, 1.0, "fp8", out, False, sms=132, config=config)
         assert needle in str(err.value) and "\n" not in str(err.value)
@@ -684,31 +592,11 @@ def test_p_precision_is_in_the_custom_ops_schema():
         assert "p_precision" in [a.name for a in schema.arguments], name
 
 
-def test_nb3_takes_three_tile_buffers_and_64_column_rope_boxes():
-    """NB3 (P8 with EI, pinned; session 45, not run on a GPU yet): the rope rows come as [64, 64] boxes at column 512
-    (the [64, 128] box's zero columns were part of a third buffer's room), T8 without it keeps its [64, 128] boxes;
-    compiled for sm_90 the kernel takes one more 32 KB tile buffer and 4 KB less of rope tiles, within an SM's shared
-    memory, with the MMAs of P8 (clean, no spill in the tile loop: test_p8_schedule_variants_compile_clean)."""
-    q, kv, pt, lens, out = _route_inputs()
-    for config, cols in ((dict(T8=1, P8=1, EI=1, NB3=1), 64), (dict(T8=1, P8=1, EI=1), 128), (dict(T8=1), 128)):
-        args, _, consts, _ = interface_hopper.hopper_call(q, kv, pt, lens, 0.04, 0.5, "fp8", out, False, sms=132,
-                                                          config=config)
-        assert list(args[3].block_shape) == [64, cols], config
-    p8 = _p8_compile(dict(T8=1, P8=1, EI=1, TE=1, NF=1))
-    nb3 = _p8_compile(dict(T8=1, P8=1, EI=1, TE=1, NF=1, NB3=1))
-    # (one more 32 KB tile buffer; the rope tiles 3 x 4 KB against 2 x 8 KB; two mbarriers and their alignment)
-    assert 32768 - 4096 <= nb3.metadata.shared - p8.metadata.shared <= 32768 - 4096 + 256
-    assert nb3.metadata.shared <= SM90_SHARED
-    sass, sass0 = _sass_of_cubin(nb3.asm["cubin"]), _sass_of_cubin(p8.asm["cubin"])
-    for op in ("QGMMA.64x64x32.F32.E4M3.E4M3", "QGMMA.64x256x32.F32.E4M3.E4M3"):
-        assert sass.count(op) == sass0.count(op), op
-
-
 def test_p8_protocol_model_holds_for_every_schedule():
-    """The hand-written model of P8's tile-buffer protocol (benchmarks/probes/p8_protocol_model.py: EI x TE x WL1 x
-    NB3, random interleavings and TMA completion orders) finds no failure, and finds them when NB3's copy of the tile
-    three on is moved before WG0's wait for WG1's read of the buffer (so the model checks something). The kernel keeps
-    that order: in WG0 the wait for rsrc comes before EI's copy into the buffer."""
+    """The hand-written model of P8's tile-buffer protocol (benchmarks/probes/p8_protocol_model.py: EI x TE x WL1,
+    random interleavings and TMA completion orders) finds no failure, and finds them when EI's copy of the tile two on
+    is moved before WG0's wait for WG1's read of the buffer (so the model checks something). The kernel keeps that
+    order: in WG0 the wait for rsrc comes before EI's copy into the buffer."""
     import inspect
     import subprocess
     import sys
@@ -719,6 +607,5 @@ def test_p8_protocol_model_holds_for_every_schedule():
     run = subprocess.run([sys.executable, str(model), "--mutate"], capture_output=True, text=True, timeout=120)
     assert int(run.stdout.strip().rsplit(" ", 1)[-1]) > 0, run.stdout
     body = inspect.getsource(kernel_hopper_pp8._pp8_wg0.fn)
-    wait = body.index("mbarrier.wait(rsrc.index(g % 3 if NB3 else stage), (g // NBUF) & 1)")
-    assert wait < body.index("_issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row2, (g % 3 if NB3 else "
-                             "stage))")
+    wait = body.index("mbarrier.wait(rsrc.index(stage), (g // 2) & 1)")
+    assert wait < body.index("_issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row2, stage)")

@@ -159,11 +159,12 @@ T8_E4M3_NAME = "mla_decode_hopper_t8_e4m3"
 # ``p_precision="e4m3"`` (with the e4m3 query): T8 with P rounded to e4m3 and P.V as fp8 wgmmas on a transposed V (P8,
 # FlashMLA's fp8 accuracy class whole: 2.1e-2 on 4096-token requests, H100, session 44), tuned per bucket under its own
 # name over its schedules: P8 alone; EI, the next tiles' copies issued once a buffer's bytes are read; EI with TE, WG0's
-# transposition under its score MMAs, and NF, the transpositions fenced by the hand-offs. Session 45 call A (H100, H =
-# 128, 4096-token requests, with a step's plan, benchmarks/results/plan_p8_ei_te_nf_h100_session45_callA.json), ms at
-# batch 1 / 8 / 32 / 64: P8 0.0162 / 0.0283 / 0.0698 / 0.1215, EI + TE + NF 0.0169 / 0.0283 / 0.0675 / 0.1184, FlashMLA
-# 0.0162 / 0.0292 / 0.0703 / 0.1140; ragged lengths 0.0175 / 0.0304 / 0.0714 / 0.1283 against 0.0182 / 0.0300 / 0.0686
-# / 0.1229 (FlashMLA 0.0189 / 0.0288 / 0.0691 / 0.1233): which wins depends on the batch, the tuner's call.
+# transposition under its score MMAs, and NF, the transpositions fenced by the hand-offs. Session 46 call B (H100, H =
+# 128, 4096-token requests, with a step's plan, V transposed by transposing loads;
+# benchmarks/results/plan_tr_p8_ei_h100_session46_callB.json, plan_tr_NB3_1_h100_session46_callB.json), ms at batch 1 /
+# 8 / 32 / 64: P8 0.0167 / 0.0278 / 0.0672 / 0.1161, EI 0.0165 / 0.0271 / 0.0650 / 0.1102, EI + TE + NF 0.0169 /
+# 0.0274 / 0.0648 / 0.1107, FlashMLA 0.0160 / 0.0293 / 0.0718 / 0.1129: within a few percent of each other below batch
+# 32, the tuner's call.
 HOPPER_T8_P8_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, T8=1, P8=1), dict(BLOCK_N=64, T8=1, P8=1, EI=1),
                                             dict(BLOCK_N=64, T8=1, P8=1, EI=1, TE=1, NF=1)]
 T8_P8_NAME = "mla_decode_hopper_t8_p8"
@@ -426,8 +427,7 @@ def _kv_tiles(nargs: dict[str, Any]) -> None:
 def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, seq_lens: torch.Tensor,
                sm_scale: float, kv_scale: float | torch.Tensor, fmt: str, out: torch.Tensor, return_lse: bool, *,
                sms: int, block_n: int, programs_per_sm: int, lse: torch.Tensor | None, v2: bool = False,
-               pp: bool = False, ring: bool = False, t8: bool = False, query_replaced: bool = False,
-               rope_cols: int = 128):
+               pp: bool = False, ring: bool = False, t8: bool = False, query_replaced: bool = False):
     """Positional arguments (KV descriptors with ``block_n``-token tiles), head blocks, the constexprs no config
     sets, and ``(lse, part_o, part_lse, seg)`` with partial slots for ``programs_per_sm``. ``v2``: the second
     fp8 tokens-on-M kernel (kernel_hopper_tok.py), which takes a [block_n, 128] rope descriptor before the cache
@@ -465,8 +465,7 @@ def _arguments(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
             kv2 = kv_cache.view(kv_cache.shape[0] * kv_cache.shape[1], D_QK)
             # (v2, t8: the rope rows as [block_n, 128] boxes at column 512, whose columns 576.. TMA fills with zeros;
             # t8 reads nothing else of the cache, v2 its rows through the pointer with GATHER)
-            # (T8 with NB3, ``rope_cols`` 64: the rope rows alone, in 64-column boxes)
-            rope_box = (_descriptor(kv2, [block_n, rope_cols if t8 else 128]), ) if v2 or t8 else ()
+            rope_box = (_descriptor(kv2, [block_n, 128]), ) if v2 or t8 else ()
             kv_args = (_descriptor(kv2, [block_n, D_NOPE]), *rope_box, *(() if t8 else (kv_cache, )))
             if isinstance(kv_scale, torch.Tensor):
                 scale_ptr, scale_value, scale_from_ptr = kv_scale, 1.0, True
@@ -607,8 +606,7 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
     args, head_blocks, consts, scratch = _arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                     return_lse, sms=sms, block_n=cfg["BLOCK_N"],
                                                     programs_per_sm=programs_per_sm, lse=lse, v2=v2, pp=pp, t8=t8,
-                                                    ring=ring, query_replaced=query_replaced,
-                                                    rope_cols=64 if cfg.get("NB3") else 128)
+                                                    ring=ring, query_replaced=query_replaced)
     consts = {**consts, **cfg, "num_warps": PP_NUM_WARPS if pp or t8 else NUM_WARPS if on_m else TOK_NUM_WARPS}
     programs = _programs(sms, programs_per_sm, head_blocks, q.shape[0], cfg.get("SPLIT_MAX", 0))
     return args, (head_blocks, programs), consts, scratch
@@ -693,9 +691,7 @@ def _check_t8(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
                          f"the kernel (got Q8PRE={cfg.get('Q8PRE', 1)})")
     # P8's schedule (pinned only): EI the next tiles' copies once a buffer's bytes are read, TE WG0's transposition
     # under its score MMAs, NF (with TE) the transpositions fenced by the hand-offs
-    # NB3 (pinned only): three tile buffers, with EI (a buffer's next copy once its bytes are read); EL (pinned only):
-    # WG1's read of WG0's tile before the previous pair's P.V retire
-    for key, needs in (("EI", "P8"), ("TE", "P8"), ("NF", "TE"), ("NB3", "EI"), ("EL", "P8"), ("TR", "P8")):
+    for key, needs in (("EI", "P8"), ("TE", "P8"), ("NF", "TE")):
         if cfg.get(key, 0) not in (0, 1) or (cfg.get(key) and not cfg.get(needs)):
             raise ValueError(f"config {key}={cfg.get(key)}: P8's {key} takes 0 or 1, and 1 with {needs}=1 (got "
                              f"{needs}={cfg.get(needs, 0)})")

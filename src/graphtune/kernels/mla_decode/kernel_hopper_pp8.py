@@ -67,49 +67,34 @@ _D_V = gl.constexpr(512)
 _HALF = gl.constexpr(256)       # output columns (dims) per warpgroup
 # the widening's registers: 16 fp8 columns (16 bytes) a thread, laid out for no shared-memory bank conflict
 _WIDEN = gl.constexpr(widen_layout(64, 4))
-# P8's transposition of a [64 tokens, 128 columns] fp8 block, in int32 units (four fp8 columns an int32): [64 tokens,
-# 32], 16 consecutive tokens of one int32 column a thread (one 4-byte load a token row, one 16-byte store a V^T row
-# once transposed). The lanes and warps are the bit assignment with the fewest shared-memory wavefronts under the two
-# tiles' swizzles (the source's 128-byte, V^T's 64-byte) of those searched on the CPU: two a warp's 4-byte load and two
-# a quarter-warp's 16-byte store, 64 a warp and block against 32 conflict-free (one row a warp's load, the plain
-# choice: one and four, 80); tests/cpu/test_mla_hopper_pp8.py counts them
-_T32 = gl.constexpr(gl.DistributedLinearLayout(
-    reg_bases=[[1, 0], [2, 0], [4, 0], [8, 0]], lane_bases=[[0, 1], [0, 2], [16, 0], [0, 4], [0, 8]],
-    warp_bases=[[0, 16], [32, 0]], block_bases=[], shape=[64, 32]))
-# a 4 x 4 byte transposition: four int32 of four tokens' four columns ($4..$7) -> four int32 of one column's four
-# tokens ($0..$3), eight PRMT (Triton's own byte shuffles took ~3.7 a register)
-_TR4_ASM = gl.constexpr("""{ .reg .b32 t0, t1, t2, t3;
-    prmt.b32 t0, $4, $5, 0x5140; prmt.b32 t1, $4, $5, 0x7362;
-    prmt.b32 t2, $6, $7, 0x5140; prmt.b32 t3, $6, $7, 0x7362;
-    prmt.b32 $0, t0, t2, 0x5410; prmt.b32 $1, t0, t2, 0x7632;
-    prmt.b32 $2, t1, t3, 0x5410; prmt.b32 $3, t1, t3, 0x7632; }""")
-# an fp8 wgmma's register operand (A, k_width 4, under the [16, 256, 32] accumulator) in int32 units with the four k
-# of a register as a third dimension: P8's P tiles read as int32
-_P3 = gl.constexpr(gl.DistributedLinearLayout(
-    reg_bases=[[0, 0, 1], [0, 0, 2], [8, 0, 0], [0, 4, 0], [0, 8, 0]], lane_bases=[[0, 1, 0], [0, 2, 0], [1, 0, 0],
-                                                                                  [2, 0, 0], [4, 0, 0]],
-    warp_bases=[[16, 0, 0], [32, 0, 0]], block_bases=[], shape=[64, 16, 4]))
-# TR (P8): V's transposition by transposing loads. A warpgroup's half of the landed tile, [64 tokens, 128] in int16
-# units (two fp8 columns each), as ``ldmatrix.trans`` delivers it (LDSM.16.MT88.4, conflict-free under the tile's
-# 128-byte swizzle): a register holds tokens t, t + 1 of one int16 column (lanes: t = 2 (lane % 4), the column lane /
-# 4), its x4's second register tokens t + 8, t + 9. So each thread's four tokens of a column are t, t + 1, t + 8,
-# t + 9, which is how the score wgmma's accumulator holds a row's tokens: P.V's k runs over the tokens in that order
-# (k' = 16 (t // 16) + 4 ((t // 2) % 4) + 2 ((t // 8) % 2) + t % 2), in V^T's rows and in P's columns alike, and one
-# PRMT makes each V^T register (two for two: ``_TR2_ASM``) where the int32 loads took two
+# P8's transposition of V by transposing loads (session 46; int32 loads and eight PRMT a four registers before it,
+# two shared-memory wavefronts an access: 5-8% slower at batch 32-64 with a plan). A warpgroup's half of the landed
+# tile, [64 tokens, 128] in int16 units (two fp8 columns each), as ``ldmatrix.trans`` delivers it (LDSM.16.MT88.4,
+# conflict-free under the tile's 128-byte swizzle): a register holds tokens t, t + 1 of one int16 column (lanes: t =
+# 2 (lane % 4), the column lane / 4), its x4's second register tokens t + 8, t + 9. So each thread's four tokens of a
+# column are t, t + 1, t + 8, t + 9, which is how the score wgmma's accumulator holds a row's tokens: P.V's k runs
+# over the tokens in that order (k' = 16 (t // 16) + 4 ((t // 2) % 4) + 2 ((t // 8) % 2) + t % 2), in V^T's rows
+# and in P's columns alike, and one PRMT makes each V^T register (two for two: ``_TR2_ASM``)
 _TRL = gl.constexpr(gl.DistributedLinearLayout(
     reg_bases=[[1, 0], [8, 0], [0, 8], [0, 16], [0, 32], [0, 64]], lane_bases=[[2, 0], [4, 0], [0, 1], [0, 2], [0, 4]],
     warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[64, 128]))
 # four int16 of tokens t, t + 1 ($2, as Triton packs two 16-bit elements a register) and t + 8, t + 9 ($3), two fp8
 # columns c, c + 1 each -> column c's four tokens in k' order ($0) and column c + 1's ($1)
 _TR2_ASM = gl.constexpr("prmt.b32 $0, $2, $3, 0x6420; prmt.b32 $1, $2, $3, 0x7531;")
-# TR: one of V^T's buffers ([256 columns n, 64 k'] fp8, 64-byte swizzle: byte bits 4-5 ^= bits 7-8) as int16
+# one of V^T's buffers ([256 columns n, 64 k'] fp8, 64-byte swizzle: byte bits 4-5 ^= bits 7-8) as int16
 # [64, 128] indexed like ``_TRL``'s tensor once ``_TR2_ASM`` has run: its element (r, e) is column 2 e + (r // 8) % 2,
 # k' pair 8 (r // 16) + 2 ((r // 2) % 4) + r % 2. Each entry: the logical index of one bit of the int16 offset
 _VT_TR = gl.constexpr(gl.SharedLinearLayout(offset_bases=[
     [1, 0], [2, 0], [4, 0], [16, 0], [32, 0], [8, 0], [16, 1], [32, 2], [0, 4], [0, 8], [0, 16], [0, 32], [0, 64]]))
-# TR: a P tile ([64 heads, 64 k'] fp8, 64-byte swizzle) indexed by token: P stored in k' order
+# a P tile ([64 heads, 64 k'] fp8, 64-byte swizzle) indexed by token: P stored in k' order
 _P_TR = gl.constexpr(gl.SharedLinearLayout(offset_bases=[
     [0, 1], [0, 8], [0, 2], [0, 4], [0, 16], [0, 32], [1, 0], [2, 16], [4, 32], [8, 0], [16, 0], [32, 0]]))
+# an fp8 wgmma's register operand (A, k_width 4, under the [16, 256, 32] accumulator) in int32 units with the four k
+# of a register as a third dimension: P8's P tiles read as int32
+_P3 = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[0, 0, 1], [0, 0, 2], [8, 0, 0], [0, 4, 0], [0, 8, 0]], lane_bases=[[0, 1, 0], [0, 2, 0], [1, 0, 0],
+                                                                                  [2, 0, 0], [4, 0, 0]],
+    warp_bases=[[16, 0, 0], [32, 0, 0]], block_bases=[], shape=[64, 16, 4]))
 
 
 @gluon.jit
@@ -196,8 +181,8 @@ def _o_zeros(o_layout: gl.constexpr, BLOCK_H: gl.constexpr):
 @gluon.jit
 def _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row, stage):
     """TMA of the tile at cache row ``row`` on ``land[stage]``: its 512 fp8 latent columns into the first 32 KB of
-    buffer ``stage``, its rope rows as the descriptor's box at column 512 ([64, 128], columns 576.. zeros; NB3's
-    [64, 64]) into rope tile ``stage``."""
+    buffer ``stage``, its rope rows as the [64, 128] box at column 512 (columns 576.. zeros) into rope tile
+    ``stage``."""
     bar = land.index(stage)
     mbarrier.expect(bar, kv_nope_desc.block_type.nbytes + kv_rope_desc.block_type.nbytes)
     _tma_load(kv_rope_desc, [row, _D_V], bar, kr_bufs.index(stage))
@@ -206,11 +191,10 @@ def _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row, stage):
 
 @gluon.jit
 def _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g, qz, s_layout: gl.constexpr, BLOCK_H: gl.constexpr,
-                  BLOCK_N: gl.constexpr, Q_LO: gl.constexpr, NBUF: gl.constexpr = 2):
-    """The score MMAs of the program's g-th tile (async) once it landed (latent and rope rows by one barrier), in
-    buffer g % ``NBUF``."""
-    st = g % NBUF
-    mbarrier.wait(land.index(st), (g // NBUF) & 1)
+                  BLOCK_N: gl.constexpr, Q_LO: gl.constexpr):
+    """The score MMAs of the program's g-th tile (async) once it landed (latent and rope rows by one barrier)."""
+    st = g % 2
+    mbarrier.wait(land.index(st), (g // 2) & 1)
     return _scores8(qh, ql, qr, k8_bufs.index(st).slice(0, _D_V, dim=1), kr_bufs.index(st), qz, s_layout, BLOCK_H,
                     BLOCK_N, Q_LO)
 
@@ -235,81 +219,37 @@ def _widen_left(k8, kn, n_valid, BLOCK_N: gl.constexpr, layout: gl.constexpr):
 
 
 @gluon.jit
-def _t_load(k8_bufs, stage, half: gl.constexpr, n_valid, BLOCK_N: gl.constexpr, NBUF: gl.constexpr = 2,
-            TR: gl.constexpr = 0):
+def _t_load(k8_bufs, stage, half: gl.constexpr, n_valid, BLOCK_N: gl.constexpr):
     """P8: one warpgroup's half of V (``half`` 0 the left's 256 columns, 1 the right's) of the landed tile in buffer
-    ``stage`` as int32 (four fp8 columns each) in registers, [64 tokens, 64] as two [64, 32] blocks in ``_T32``, rows
-    ``>= n_valid`` zeros (rows past seq_len may hold NaN, and 0 * NaN is NaN in P.V). ``TR``: as int16 [64 tokens,
-    128] in ``_TRL`` (transposing loads), returned twice."""
-    if TR:
-        if n_valid < BLOCK_N:
-            # (rows >= n_valid zeroed in the tile itself, its score MMAs masking them anyway: masks in registers,
-            # a branch's 16-bit values joined after it, cost a move of each register on every tile)
-            k32 = _view(k8_bufs, gl.int32, [NBUF, BLOCK_N, _D_V // 4], gl.NVMMASharedLayout(128, 32)).index(stage)
-            _zero_rows(k32.slice(64 * half, 64, dim=1), n_valid, BLOCK_N, 64, 4)
-            _wg_barrier()
-        k16 = _view(k8_bufs, gl.int16, [NBUF, BLOCK_N, _D_V // 2], gl.NVMMASharedLayout(128, 16)).index(stage)
-        x = k16.slice(128 * half, 128, dim=1).load(_TRL)
-        x0 = x
-        x1 = x
-    else:
-        k32 = _view(k8_bufs, gl.int32, [NBUF, BLOCK_N, _D_V // 4], gl.NVMMASharedLayout(128, 32)).index(stage)
-        x0 = k32.slice(64 * half, 32, dim=1).load(_T32)
-        x1 = k32.slice(64 * half + 32, 32, dim=1).load(_T32)
-        if n_valid < BLOCK_N:
-            keep = (gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, _T32)) < n_valid)[:, None]
-            x0 = gl.where(keep, x0, 0)
-            x1 = gl.where(keep, x1, 0)
-    return x0, x1
+    ``stage`` in registers as int16 [64 tokens, 128] (two fp8 columns each) in ``_TRL`` (transposing loads), rows
+    ``>= n_valid`` zeros (rows past seq_len may hold NaN, and 0 * NaN is NaN in P.V)."""
+    if n_valid < BLOCK_N:
+        # (zeroed in the tile itself, whose score MMAs mask those rows anyway: masks in registers, a branch's 16-bit
+        # values joined after it, cost a move of each register on every tile)
+        k32 = _view(k8_bufs, gl.int32, [2, BLOCK_N, _D_V // 4], gl.NVMMASharedLayout(128, 32)).index(stage)
+        _zero_rows(k32.slice(64 * half, 64, dim=1), n_valid, BLOCK_N, 64, 4)
+        _wg_barrier()
+    k16 = _view(k8_bufs, gl.int16, [2, BLOCK_N, _D_V // 2], gl.NVMMASharedLayout(128, 16)).index(stage)
+    return k16.slice(128 * half, 128, dim=1).load(_TRL)
 
 
 @gluon.jit
-def _tr4(a, b, c, d):
-    """Four int32 of four tokens' four fp8 columns each -> four int32 of one column's four tokens each (a 4 x 4 byte
-    transposition, eight PRMT)."""
-    return gl.inline_asm_elementwise(_TR4_ASM, "=r,=r,=r,=r,r,r,r,r", [a, b, c, d],
-                                     dtype=(gl.int32, gl.int32, gl.int32, gl.int32), is_pure=True, pack=1)
-
-
-@gluon.jit
-def _vt_block(x):
-    """int32 [64 tokens, 32] (four fp8 columns an int32, ``_T32``) -> int32 [128 columns, 16] (four tokens an int32):
-    V^T of a [64, 128] fp8 block, all in registers (the reshapes, splits and joins move no data)."""
-    y = gl.permute(gl.reshape(x, [16, 2, 2, 32]), (0, 3, 1, 2))     # [a, c, b1, b0], token 4 a + 2 b1 + b0
-    y0, y1 = gl.split(y)
-    x0, x2 = gl.split(y0)
-    x1, x3 = gl.split(y1)
-    o0, o1, o2, o3 = _tr4(x0, x1, x2, x3)       # o_j[a, c]: column 4 c + j, tokens 4 a .. 4 a + 3
-    z = gl.permute(gl.join(gl.join(o0, o1), gl.join(o2, o3)), (1, 3, 2, 0))     # [c, j1, j0, a]
-    return gl.reshape(z, [128, 16])
-
-
-@gluon.jit
-def _t_store(vt_bufs, idx, x0, x1, FENCE: gl.constexpr = 1, TR: gl.constexpr = 0):
-    """P8: the half's V^T [256 columns, 64 tokens] (tokens contiguous: K-major, as an fp8 wgmma's B operand must be)
-    into ``vt_bufs[idx]``; with ``FENCE`` visible to this warpgroup's wgmmas after it returns (without, a later
-    proxy fence and warpgroup barrier, a hand-off's, must come before the P.V that reads it). ``TR``: ``x0`` is
-    ``_t_load``'s int16 tensor, V^T's tokens in k' order."""
-    if TR:
-        y = gl.inline_asm_elementwise(_TR2_ASM, "=r,=r,r,r", [x0], dtype=gl.int16, is_pure=True, pack=4)
-        _view(vt_bufs.index(idx), gl.int16, [64, 128], _VT_TR).store(y)
-    else:
-        vt = _view(vt_bufs, gl.int32, [4, _HALF, 16], gl.NVMMASharedLayout(64, 32)).index(idx)
-        vt.slice(0, 128, dim=0).store(_vt_block(x0))
-        vt.slice(128, 128, dim=0).store(_vt_block(x1))
+def _t_store(vt_bufs, idx, x, FENCE: gl.constexpr = 1):
+    """P8: the half's V^T [256 columns, 64 tokens] (tokens contiguous: K-major, as an fp8 wgmma's B operand must be;
+    in k' order) from ``_t_load``'s ``x`` into ``vt_bufs[idx]``; with ``FENCE`` visible to this warpgroup's wgmmas
+    after it returns (without, a later proxy fence and warpgroup barrier, a hand-off's, must come before the P.V that
+    reads it)."""
+    y = gl.inline_asm_elementwise(_TR2_ASM, "=r,=r,r,r", [x], dtype=gl.int16, is_pure=True, pack=4)
+    _view(vt_bufs.index(idx), gl.int16, [64, 128], _VT_TR).store(y)
     if FENCE:
         fence_async_shared()
         _wg_barrier()
 
 
 @gluon.jit
-def _p_store(p8_smem, idx, TR: gl.constexpr):
-    """P8: P tile ``idx`` as P is stored into it: with ``TR`` indexed by token, its columns in k' order."""
-    if TR:
-        view = _view(p8_smem.index(idx), gl.float8e4nv, [64, 64], _P_TR)
-    else:
-        view = p8_smem.index(idx)
-    return view
+def _p_store(p8_smem, idx):
+    """P8: P tile ``idx`` indexed by token as P is stored into it (its columns in k' order)."""
+    return _view(p8_smem.index(idx), gl.float8e4nv, [64, 64], _P_TR)
 
 
 @gluon.jit
@@ -456,13 +396,11 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
              o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q8PRE: gl.constexpr, q8_scale_ptr,
              Q_LO: gl.constexpr, Q_FP8: gl.constexpr, q_descale_ptr, q_descale, Q_DESCALE_FROM_PTR: gl.constexpr,
              plan_ptr=None, vt_bufs=None, p8_smem=None, P8: gl.constexpr = 0, EI: gl.constexpr = 0,
-             TE: gl.constexpr = 0, NF: gl.constexpr = 0, NB3: gl.constexpr = 0, TR: gl.constexpr = 0):
+             TE: gl.constexpr = 0, NF: gl.constexpr = 0):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; writes the query pair and issues every
     tile's TMA. Per pair: its tile's softmax (scores issued at the previous pair's end), P handed over, its half of V
     widened and multiplied; WG1's tile's half widened under WG1's softmax, then multiplied by WG1's P; the next
-    tile's scores. NB3 (P8 with EI): three tile buffers, tile g in buffer g % 3, so each buffer's next copy is the tile
-    three on, one tile more in flight."""
-    NBUF: gl.constexpr = 2 + NB3
+    tile's scores."""
     # (P8: P in e4m3 as an fp8 wgmma's register operand, four bytes of k a register)
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2 + 2 * P8)
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
@@ -488,24 +426,12 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
         s0 = it % 2
         # (past the previous segment's exchange: both warpgroups' MMAs of it are retired) The first two tiles'
         # copies, then the query's
-        if NB3:
-            # (NB3: the first three tiles' copies, into buffers it % 3 ..)
+        _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land,
+                _page_row(pt_base, i_first, pg_a, PAGE_SIZE, BLOCK_N, plan_ptr is not None), s0)
+        if n > 1:
             _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land,
-                    _page_row(pt_base, i_first, pg_a, PAGE_SIZE, BLOCK_N, plan_ptr is not None), it % 3)
-            if n > 1:
-                _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land,
-                        _page_row(pt_base, i_first + 1, pg_b, PAGE_SIZE, BLOCK_N, plan_ptr is not None),
-                        (it + 1) % 3)
-            if n > 2:
-                _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land,
-                        _tile_row(pt_base, i_first + 2, PAGE_SIZE, BLOCK_N), (it + 2) % 3)
-        else:
-            _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land,
-                    _page_row(pt_base, i_first, pg_a, PAGE_SIZE, BLOCK_N, plan_ptr is not None), s0)
-            if n > 1:
-                _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land,
-                        _page_row(pt_base, i_first + 1, pg_b, PAGE_SIZE, BLOCK_N, plan_ptr is not None),
-                        1 - s0)
+                    _page_row(pt_base, i_first + 1, pg_b, PAGE_SIZE, BLOCK_N, plan_ptr is not None),
+                    1 - s0)
         _pro(STAMPS, srow, seg, 1)
         if Q_FP8:
             q_scale = _q8_in(q_nope_desc, b * H + h0, qt_bar, seg & 1, qh, qr, q_descale, BLOCK_H)
@@ -533,26 +459,24 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
         m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=rows_s)
         l_i = gl.zeros([BLOCK_H], gl.float32, layout=rows_s)
         o = _o_zeros(o_layout, BLOCK_H)
-        s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, it, i_first >> 30, s_layout, BLOCK_H, BLOCK_N, Q_LO,
-                          NBUF)
+        s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, it, i_first >> 30, s_layout, BLOCK_H, BLOCK_N, Q_LO)
         for k in range(0, (n + 1) // 2):
             r = 2 * k
             g = it + r
-            stage = g % 2       # (the pair's parity: P8's V^T buffers 2 stage + half)
+            stage = g % 2
             kn = kn_bufs.index(stage)
             j = i_first + r
             n_valid = seq_len - j * BLOCK_N
             _stamp_tile(STAMPS, srow, g // 2, 0, 4)
             if EI:
-                # (EI: the cache rows of the tiles the buffers of tiles r and r + 1 take next, r + 2 and r + 3 (NB3:
-                # r + 3 and r + 4), their page-table loads in flight under the scores' wait)
-                row2 = _tile_row(pt_base, gl.minimum(j + 2 + NB3, i_stop - 1), PAGE_SIZE, BLOCK_N)
-                row3 = _tile_row(pt_base, gl.minimum(j + 3 + NB3, i_stop - 1), PAGE_SIZE, BLOCK_N)
+                # (EI: tiles r + 2 and r + 3's cache rows, their page-table loads in flight under the scores' wait)
+                row2 = _tile_row(pt_base, gl.minimum(j + 2, i_stop - 1), PAGE_SIZE, BLOCK_N)
+                row3 = _tile_row(pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N)
             if TE:
                 # TE: its half of V(r) transposed under S(r)'s MMAs (the tile landed before they were issued; reads
                 # alone, so WG1's reading its half is not waited for)
-                x0, x1 = _t_load(k8_bufs, (g % 3 if NB3 else stage), 0, n_valid, BLOCK_N, NBUF, TR=TR)
-                _t_store(vt_bufs, 2 * stage, x0, x1, NF == 0, TR=TR)
+                x0 = _t_load(k8_bufs, stage, 0, n_valid, BLOCK_N)
+                _t_store(vt_bufs, 2 * stage, x0, NF == 0)
             # S(r) retired (P(r - 1) V_L(r - 1), issued before it, was retired at the previous pair's end)
             s_done, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
             sv = gl.convert_layout(s_done, s_layout)
@@ -564,23 +488,23 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             if P8:
                 # (WG0's P in its own tile, which its P.V then reads: its last reader, WG1, reads it before it hands
                 # off the P that WG0 waits for before it writes the tile again)
-                _hand_off(p * 256.0, m_i, _p_store(p8_smem, 1, TR), m_smem.slice(0, BLOCK_H), p_bars.index(0))
+                _hand_off(p * 256.0, m_i, _p_store(p8_smem, 1), m_smem.slice(0, BLOCK_H), p_bars.index(0))
             else:
                 _hand_off(p, m_i, p_smem, m_smem.slice(0, BLOCK_H), p_bars.index(0))
             _stamp_tile(STAMPS, srow, g // 2, 2, 4)
             # V_L(r), once WG1 read its half's fp8 bytes (which the widening overwrites; P8: its V^T goes to the
             # buffer's bytes [32 K, 48 K), whose other reader, WG1's P.V of the tile before, is retired by then too)
-            mbarrier.wait(rsrc.index(g % 3 if NB3 else stage), (g // NBUF) & 1)
+            mbarrier.wait(rsrc.index(stage), (g // 2) & 1)
             if P8:
                 if TE == 0:
-                    x0, x1 = _t_load(k8_bufs, (g % 3 if NB3 else stage), 0, n_valid, BLOCK_N, NBUF, TR=TR)
-                    _t_store(vt_bufs, 2 * stage, x0, x1, TR=TR)
+                    x0 = _t_load(k8_bufs, stage, 0, n_valid, BLOCK_N)
+                    _t_store(vt_bufs, 2 * stage, x0)
                 # (EI: no proxy fence before the copy: the generic reads of the buffer, WG1's, are ordered before it by
                 # rsrc's arrival and wait, as a consumer's release before a TMA producer's reuse)
-                if EI and (r + 2 + NB3 < n):
-                    # EI: the buffer takes tile r + 2 (NB3: r + 3) now: its scores retired and both halves of V read
-                    # (P8's V^T has buffers of its own, where T8's P.V reads the widened V in place until it retires)
-                    _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row2, (g % 3 if NB3 else stage))
+                if EI and (r + 2 < n):
+                    # EI: the buffer takes tile r + 2 now: its scores retired and both halves of V read (P8's V^T has
+                    # buffers of its own, where T8's P.V reads the widened V in place until it retires)
+                    _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row2, stage)
             else:
                 _widen_left(k8_bufs.index(stage).slice(0, _D_V, dim=1), kn, n_valid, BLOCK_N, _WIDEN)
             if EI == 0:
@@ -612,21 +536,18 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 # V_L(r + 1): WL1 = 1 widened by WG1 after its hand-off; 0 here, once WG1's score MMAs of the tile
                 # retired and its half's bytes are read (widened before WG1's P is waited for, under WG1's softmax:
                 # 2% slower at batch 64, the two warpgroups' shared-memory traffic overlapping; H200, session 24 run 2)
-                mbarrier.wait(rsrc.index((g + 1) % 3 if NB3 else 1 - stage), (g1 // NBUF) & 1)
+                mbarrier.wait(rsrc.index(1 - stage), (g1 // 2) & 1)
                 if WL1 == 0:
                     if P8:
-                        x0, x1 = _t_load(k8_bufs, ((g + 1) % 3 if NB3 else 1 - stage), 0, n_valid - BLOCK_N, BLOCK_N,
-                                         NBUF, TR=TR)
-                        _t_store(vt_bufs, 2 * (1 - stage), x0, x1, TR=TR)
-                        if EI and (r + 3 + NB3 < n):
-                            _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row3,
-                                    ((g + 1) % 3 if NB3 else 1 - stage))
+                        x0 = _t_load(k8_bufs, 1 - stage, 0, n_valid - BLOCK_N, BLOCK_N)
+                        _t_store(vt_bufs, 2 * (1 - stage), x0)
+                        if EI and (r + 3 < n):
+                            _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row3, 1 - stage)
                     else:
                         _widen_left(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), kn_o, n_valid - BLOCK_N, BLOCK_N,
                                     _WIDEN)
-                elif EI and (r + 3 + NB3 < n):
-                    _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row3,
-                            ((g + 1) % 3 if NB3 else 1 - stage))
+                elif EI and (r + 3 < n):
+                    _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row3, 1 - stage)
                 if EI == 0:
                     row3 = _tile_row(pt_base, gl.minimum(j + 3, i_stop - 1), PAGE_SIZE, BLOCK_N)
                 if P8:
@@ -642,7 +563,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                     _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row3, 1 - stage)
                 if r + 2 < n:
                     s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g + 2, j >> 30, s_layout, BLOCK_H,
-                                      BLOCK_N, Q_LO, NBUF)
+                                      BLOCK_N, Q_LO)
                 else:
                     s = _no_scores(qr, BLOCK_H, BLOCK_N)
             else:
@@ -667,13 +588,10 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
              o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q_LO: gl.constexpr, plan_ptr=None, vt_bufs=None,
-             p8_smem=None, P8: gl.constexpr = 0, NF: gl.constexpr = 0, NB3: gl.constexpr = 0,
-             EL: gl.constexpr = 0, TR: gl.constexpr = 0):
+             p8_smem=None, P8: gl.constexpr = 0, NF: gl.constexpr = 0):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511. Per pair: both tiles' halves of V
     widened (WG0's first: its fp8 bytes read, then WG0 may widen its own half over them) with its own tile's score
-    MMAs in flight; then WG0's P and max, its softmax from that max, its P handed over, and both P.V. NB3: tile g in
-    buffer g % 3 (as WG0 issues them). EL (P8): WG0's tile's half read before the previous pair's P.V retire."""
-    NBUF: gl.constexpr = 2 + NB3
+    MMAs in flight; then WG0's P and max, its softmax from that max, its P handed over, and both P.V."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2 + 2 * P8)
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
@@ -710,43 +628,31 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             r = 2 * k
             g = it + r
             stage = g % 2               # tile r (WG0's); tile r + 1 (this warpgroup's) is in 1 - stage
-            # (NB3: tiles r and r + 1 in buffers g % 3 and (g + 1) % 3, written out where used: as names of their own
-            # the SASS of the kernels without NB3 changed; P8's V^T buffers stay the pair's parity's)
             kn = kn_bufs.index(stage)
             kn_o = kn_bufs.index(1 - stage)
             j = i_first + r
             n_valid = seq_len - j * BLOCK_N
             _stamp_tile(STAMPS, srow, g // 2, 0, 4)
-            if EL:
-                # EL: V_R(r) read, and WG0 told, under the previous pair's P.V (they read V^T's buffers, not the
-                # tile's: only V^T's stores below wait for them to retire)
-                mbarrier.wait(land.index(g % 3 if NB3 else stage), (g // NBUF) & 1)
-                x0, x1 = _t_load(k8_bufs, (g % 3 if NB3 else stage), 1, n_valid, BLOCK_N, NBUF, TR=TR)
-                _arrive_wg(rsrc.index(g % 3 if NB3 else stage))
             # P(r - 2) V_R(r - 2) and P(r - 1) V_R(r - 1) retired: both buffers' right halves are free
             o_done = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
-            if EL:
-                _t_store(vt_bufs, 2 * stage + 1, x0, x1, NF == 0, TR=TR)
+            # V_R(r): its fp8 bytes read (WG0 may then widen its half over them), written
+            mbarrier.wait(land.index(stage), (g // 2) & 1)
+            if P8:
+                x0 = _t_load(k8_bufs, stage, 1, n_valid, BLOCK_N)
+                _arrive_wg(rsrc.index(stage))
+                # (NF: fenced by the hand-off's fence, or below where the segment's last tile is WG0's)
+                _t_store(vt_bufs, 2 * stage + 1, x0, NF == 0)
             else:
-                # V_R(r): its fp8 bytes read (WG0 may then widen its half over them), written
-                mbarrier.wait(land.index(g % 3 if NB3 else stage), (g // NBUF) & 1)
-                if P8:
-                    x0, x1 = _t_load(k8_bufs, (g % 3 if NB3 else stage), 1, n_valid, BLOCK_N, NBUF, TR=TR)
-                    _arrive_wg(rsrc.index(g % 3 if NB3 else stage))
-                    # (NF: fenced by the hand-off's fence, or below where the segment's last tile is WG0's)
-                    _t_store(vt_bufs, 2 * stage + 1, x0, x1, NF == 0, TR=TR)
-                else:
-                    x0, x1 = _read_right(k8_bufs.index(stage).slice(0, _D_V, dim=1), _WIDEN)
-                    _arrive_wg(rsrc.index(stage))
-                    _write_right(kn, x0, x1, n_valid, BLOCK_N)
+                x0, x1 = _read_right(k8_bufs.index(stage).slice(0, _D_V, dim=1), _WIDEN)
+                _arrive_wg(rsrc.index(stage))
+                _write_right(kn, x0, x1, n_valid, BLOCK_N)
             if r + 1 < n:
                 # this warpgroup's tile: its score MMAs, V_R(r + 1) widened under them
                 s = _issue_scores(qh, ql, qr, k8_bufs, kr_bufs, land, g + 1, j >> 30, s_layout, BLOCK_H,
-                                  BLOCK_N, Q_LO, NBUF)
+                                  BLOCK_N, Q_LO)
                 if P8:
-                    y0, y1 = _t_load(k8_bufs, ((g + 1) % 3 if NB3 else 1 - stage), 1, n_valid - BLOCK_N, BLOCK_N,
-                                     NBUF, TR=TR)
-                    _t_store(vt_bufs, 2 * (1 - stage) + 1, y0, y1, NF == 0, TR=TR)
+                    y0 = _t_load(k8_bufs, 1 - stage, 1, n_valid - BLOCK_N, BLOCK_N)
+                    _t_store(vt_bufs, 2 * (1 - stage) + 1, y0, NF == 0)
                 else:
                     x0, x1 = _read_right(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), _WIDEN)
                     _write_right(kn_o, x0, x1, n_valid - BLOCK_N, BLOCK_N)
@@ -757,7 +663,7 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 alpha = gl.exp2(m_i - m_e)
                 sv = _s_retired(s, s_layout)
                 if WL1 == 0:
-                    _arrive_wg(rsrc.index((g + 1) % 3 if NB3 else 1 - stage))
+                    _arrive_wg(rsrc.index(1 - stage))
                 _stamp_tile(STAMPS, srow, g // 2, 1, 4)
                 p, beta, m_i, l_i = _softmax_step(sv, m_e, l_i * alpha, (j + 1) * BLOCK_N + offs_tok < seq_len, qk)
                 # P(r) read back from p_smem (before this warpgroup's P overwrites it), scaled by this tile's max
@@ -773,8 +679,7 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 if P8:
                     # (both P.V issued after the branches join, below: a copy of P(r) V_R(r) in each branch of the
                     # pair loop compiled, with ptxas 12.8, to a wgmma whose descriptor only the other branch sets)
-                    _hand_off(p * 256.0, m_i, _p_store(p8_smem, 0, TR), m_smem.slice(BLOCK_H, BLOCK_H),
-                              p_bars.index(1))
+                    _hand_off(p * 256.0, m_i, _p_store(p8_smem, 0), m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
                     _stamp_tile(STAMPS, srow, g // 2, 2, 4)
                     # (its own P as a shared operand, the tile it handed off: converted from registers beside the
                     # store, ptxas stored the P tile's rows h % 16 < 8 from registers written only later in the pair,
@@ -821,10 +726,9 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                     o = warpgroup_mma(own_op, vt_bufs.index(2 * (1 - stage) + 1).permute((1, 0)), o, is_async=True)
                     if WL1:
                         # V_L(r + 1) for WG0 under those MMAs, then WG0 told
-                        y0, y1 = _t_load(k8_bufs, ((g + 1) % 3 if NB3 else 1 - stage), 0, n_valid - BLOCK_N, BLOCK_N,
-                                         NBUF, TR=TR)
-                        _t_store(vt_bufs, 2 * (1 - stage), y0, y1, TR=TR)
-                        _arrive_wg(rsrc.index((g + 1) % 3 if NB3 else 1 - stage))
+                        y0 = _t_load(k8_bufs, 1 - stage, 0, n_valid - BLOCK_N, BLOCK_N)
+                        _t_store(vt_bufs, 2 * (1 - stage), y0)
+                        _arrive_wg(rsrc.index(1 - stage))
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
         _finish_segment(1, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
                         out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
@@ -871,9 +775,6 @@ def _mla_decode_hopper_pp8_kernel(
     EI: gl.constexpr = 0,
     TE: gl.constexpr = 0,
     NF: gl.constexpr = 0,
-    NB3: gl.constexpr = 0,
-    EL: gl.constexpr = 0,
-    TR: gl.constexpr = 0,
 ):
     """Grid ``(H // 64, P)``; the arguments of the fp8 heads-on-M kernel
     (``kernel_hopper_heads._mla_decode_hopper_fp8w_kernel``) with the query as two TMA descriptors ([64, 256] and
@@ -891,13 +792,6 @@ def _mla_decode_hopper_pp8_kernel(
     gl.static_assert(EI == 0 or P8 == 1)     # (T8's P.V reads the widened V in the tile's own buffer)
     gl.static_assert(TE == 0 or P8 == 1)     # (T8's widening overwrites WG1's half)
     gl.static_assert(NF == 0 or (P8 == 1 and TE == 1))   # (WG0's transposition fenced by its hand-off: before it)
-    # NB3: three tile buffers (P8's V^T buffers let a tile's buffer go once its bytes are read, EI's copy): 227,296 B
-    # of shared memory with the rope tiles as [64, 64] boxes (P8's 198,596 with two buffers and [64, 128] rope boxes,
-    # whose 64 zero columns a third buffer's rope tile cannot afford: 8 KB over an sm_90 block's 232,448)
-    gl.static_assert(NB3 == 0 or (P8 == 1 and EI == 1))
-    gl.static_assert(NB3 == 0 or kv_rope_desc.block_type.shape[1] == 64)
-    gl.static_assert(EL == 0 or P8 == 1)     # (T8's widening writes the tile's own buffer, which the P.V reads)
-    gl.static_assert(TR == 0 or P8 == 1)     # (T8's P.V reads V widened in place, not transposed)
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
     gl.static_assert(num_warps == 4)
@@ -908,7 +802,7 @@ def _mla_decode_hopper_pp8_kernel(
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, _D_V], f8)
     r_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, 128], f8)
     qh = gl.allocate_shared_memory(f8, [BLOCK_H, _D_V], q_layout)
-    ql = gl.allocate_shared_memory(f8, [BLOCK_H, _D_V], q_layout)      # (with Q_LO = 0 never accessed: not allocated)
+    ql = gl.allocate_shared_memory(f8, [BLOCK_H, _D_V], q_layout)
     qr = gl.allocate_shared_memory(f8, [BLOCK_H, 128], r_layout)
     if P8:
         # P8: the fp8 tiles as they land (the first 32 KB of each of T8's buffers), each buffer's halves of V^T [256
@@ -916,7 +810,7 @@ def _mla_decode_hopper_pp8_kernel(
         # P tiles (0 WG1's tiles' P, 1 WG0's) as allocations of their own: the same bytes as T8's fp16 buffers and P
         # tile. (As views of those, with a swizzle other than theirs, WG0's P.V read rows of P it was not given: NaN
         # rows in its outputs, session 43 calls F-H.) The names T8's other paths take stand in for what P8 has not.
-        k8_bufs = gl.allocate_shared_memory(f8, [2 + NB3, BLOCK_N, _D_V],
+        k8_bufs = gl.allocate_shared_memory(f8, [2, BLOCK_N, _D_V],
                                             gl.NVMMASharedLayout.get_default_for([BLOCK_N, _D_V], f8))
         vt_bufs = gl.allocate_shared_memory(f8, [4, _HALF, BLOCK_N],
                                             gl.NVMMASharedLayout.get_default_for([_HALF, BLOCK_N], f8))
@@ -935,11 +829,7 @@ def _mla_decode_hopper_pp8_kernel(
                         gl.NVMMASharedLayout.get_default_for([BLOCK_N, 2 * _D_V], f8))
         kb_halves = _view(kn_bufs, bf, [4, BLOCK_N, _HALF], gl.NVMMASharedLayout.get_default_for([BLOCK_N, _HALF], bf))
         kb_chunks = _view(kn_bufs, bf, [8, BLOCK_N, 128], gl.NVMMASharedLayout.get_default_for([BLOCK_N, 128], bf))
-    if NB3:
-        kr_bufs = gl.allocate_shared_memory(f8, [3, BLOCK_N, 64],
-                                            gl.NVMMASharedLayout.get_default_for([BLOCK_N, 64], f8))
-    else:
-        kr_bufs = gl.allocate_shared_memory(f8, [2, BLOCK_N, 128], r_layout)
+    kr_bufs = gl.allocate_shared_memory(f8, [2, BLOCK_N, 128], r_layout)
     if P8:
         p_smem = p8_smem
     else:
@@ -950,8 +840,8 @@ def _mla_decode_hopper_pp8_kernel(
     vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     m_smem = gl.allocate_shared_memory(gl.float32, [2 * BLOCK_H], vec)
     l_smem = gl.allocate_shared_memory(gl.float32, [4 * BLOCK_H], vec)
-    land = gl.allocate_shared_memory(gl.int64, [2 + NB3, 1], mbarrier.MBarrierLayout())
-    rsrc = gl.allocate_shared_memory(gl.int64, [2 + NB3, 1], mbarrier.MBarrierLayout())
+    land = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    rsrc = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     p_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     x_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
@@ -962,9 +852,6 @@ def _mla_decode_hopper_pp8_kernel(
         mbarrier.init(rsrc.index(k), count=1)
         mbarrier.init(p_bars.index(k), count=1)
         mbarrier.init(x_bars.index(k), count=1)
-    if NB3:
-        mbarrier.init(land.index(2), count=1)
-        mbarrier.init(rsrc.index(2), count=1)
     mbarrier.init(q_bar, count=1)
     mbarrier.init(qt_bar, count=1)
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -981,7 +868,7 @@ def _mla_decode_hopper_pp8_kernel(
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
                     STAMPS, Q8PRE, q8_scale_ptr, Q_LO, Q_FP8, q_descale_ptr,
-                    q_descale, Q_DESCALE_FROM_PTR, plan_ptr, vt_bufs, p8_smem, P8, EI, TE, NF, NB3, TR)),
+                    q_descale, Q_DESCALE_FROM_PTR, plan_ptr, vt_bufs, p8_smem, P8, EI, TE, NF)),
         (_pp8_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr,
                     seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
@@ -989,5 +876,5 @@ def _mla_decode_hopper_pp8_kernel(
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    STAMPS, Q_LO, plan_ptr, vt_bufs, p8_smem, P8, NF, NB3, EL, TR)),
+                    STAMPS, Q_LO, plan_ptr, vt_bufs, p8_smem, P8, NF)),
     ], [4], [WG1_REGS])
