@@ -296,10 +296,11 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
         p_precision: ``"bf16"`` (default): P, the softmax's probabilities, enters the P.V product in 16 bits.
             ``"e4m3"`` (fp8 caches, with the e4m3 query: ``query_precision="e4m3"`` or an fp8 ``q``): the fp8
             heads-on-M kernel T8 (sm_90, H a multiple of 64, every batch) may round P to e4m3 and run P.V as fp8
-            MMAs on a transposed V, FlashMLA's fp8 accuracy class whole (FlashMLA rounds P to e4m3 too): 2.16e-2
-            relative error on two 4096-token requests against FlashMLA's 2.06e-2 on the same inputs (H100, session
-            45, benchmarks/bench_mla_decode.py --vs-e4m3). Tuned per bucket under its own name (``interface_hopper.T8_P8_NAME``) over
-            ``interface_hopper.HOPPER_T8_P8_SPACE``; the other kernels keep P in 16 bits.
+            MMAs on a transposed V, FlashMLA's fp8 accuracy class whole (FlashMLA rounds P to e4m3 too): 2.21e-2
+            relative error on two 4096-token requests against FlashMLA's 2.10e-2 on the same inputs (H100, session
+            46, benchmarks/bench_mla_decode.py --vs-e4m3). Tuned per bucket under its own name
+            (``interface_hopper.T8_P8_NAME``) over ``interface_hopper.HOPPER_T8_P8_SPACE``; the other kernels keep P
+            in 16 bits.
 
     Returns:
         ``out`` (``[B, H, 512]`` bf16), or ``(out, lse)`` with ``return_lse``.
