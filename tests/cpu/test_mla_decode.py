@@ -939,19 +939,22 @@ def test_bench_tuned_row_runs_the_shipped_path_and_the_filter_keeps_what_it_name
     # call (FlashMLA's input), on the per-tensor fp8 cache only, labelled apart
     e4m3 = bench_mod._e4m3(SimpleNamespace(vs_e4m3=True), "fp8")
     assert e4m3 == [bench_mod.TUNED_E4M3, bench_mod.TUNED_FP8Q, bench_mod.TUNED_P8]
-    assert len({bench_mod.TUNED.label, *bench_mod._E4M3_LABELS}) == 6
+    assert len({bench_mod.TUNED.label, *bench_mod._E4M3_LABELS}) == 7
     assert bench_mod._variant_kwargs(e4m3[0], 128, "fp8")["query_precision"] == "e4m3"
     assert bench_mod._variant_kwargs(e4m3[1], 128, "fp8")["fp8_query"] is True
     assert bench_mod._variant_kwargs(e4m3[2], 128, "fp8")["p_precision"] == "e4m3"
-    # (with --vs-plan: the e4m3 query and the e4m3 query and P given a step's plan too)
-    assert bench_mod._e4m3(SimpleNamespace(vs_e4m3=True, vs_plan=True), "fp8")[3:] == [bench_mod.TUNED_E4M3_PLAN,
-                                                                                    bench_mod.TUNED_P8_PLAN]
+    # (with --vs-plan: the e4m3 query and the e4m3 query and P given a step's plan too, and FlashMLA's terms: the query
+    # given in e4m3, P in e4m3, a step's plan)
+    assert bench_mod._e4m3(SimpleNamespace(vs_e4m3=True, vs_plan=True), "fp8")[3:] == [
+        bench_mod.TUNED_E4M3_PLAN, bench_mod.TUNED_P8_PLAN, bench_mod.TUNED_FP8Q_P8_PLAN]
+    flashmlas = bench_mod._variant_kwargs(bench_mod.TUNED_FP8Q_P8_PLAN, 128, "fp8")
+    assert flashmlas["fp8_query"] is True and flashmlas["p_precision"] == "e4m3" and flashmlas["plan"] is True
     assert bench_mod._e4m3(SimpleNamespace(vs_e4m3=True), "bf16") == []
     assert bench_mod._e4m3(SimpleNamespace(vs_e4m3=False), "fp8") == []
     # the public columns' order: as shipped first (it tunes the buckets); --vs-plan-first puts the plan's first
     both = SimpleNamespace(vs_e4m3=True, vs_plan=True)
     e4m3_all = [bench_mod.TUNED_E4M3, bench_mod.TUNED_FP8Q, bench_mod.TUNED_P8, bench_mod.TUNED_E4M3_PLAN,
-                bench_mod.TUNED_P8_PLAN]
+                bench_mod.TUNED_P8_PLAN, bench_mod.TUNED_FP8Q_P8_PLAN]
     assert bench_mod._publics(both, "fp8") == [bench_mod.TUNED, *e4m3_all, bench_mod.TUNED_PLAN]
     both.vs_plan_first = True
     assert bench_mod._publics(both, "fp8") == [bench_mod.TUNED_PLAN, bench_mod.TUNED, *e4m3_all]
