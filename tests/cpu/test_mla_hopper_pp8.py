@@ -402,6 +402,44 @@ def test_p8_transposition_and_p_share_one_token_order():
     np.testing.assert_array_equal(p_logical, p[:, order])
 
 
+def _swap03(n: int) -> int:
+    """``n`` with bits 0 and 3 swapped."""
+    return (n & ~9) | (n & 1) << 3 | (n >> 3) & 1
+
+
+def test_vs_rows_swapped_conflict_free_and_undone_by_the_epilogue():
+    """VS (session 46, not run on a GPU yet): ``_VT_TRS`` stores V^T's row for column n at row n with bits 0 and 3
+    swapped (the same emulated chain as ``_VT_TR`` otherwise), so the eight rows one STSM matrix takes (columns n, n +
+    2, .., n + 14: the transposing load's lanes 4, 8, 16) land in eight different 16-byte bank groups of the 64-byte
+    swizzle, where ``_VT_TR`` puts them in four (two wavefronts a matrix); P.V's column p then holds dim swap(p), which
+    ``kernel_hopper_pp._cols_unswapped``'s reshapes and permute (emulated in numpy, as Gluon's follow numpy's) undo."""
+    import inspect
+    from graphtune.kernels.mla_decode import kernel_hopper_pp
+
+    def offsets(view):
+        return {_linear(view.value.offset_bases, o): o for o in range(64 * 128)}
+
+    def bank_groups(where, r, e0):          # the 16-byte bank groups of one matrix's eight rows (int16 offsets)
+        return len({(2 * where[(r, e0 + e)] >> 4) & 7 for e in range(8)})
+
+    plain, swapped = offsets(kernel_hopper_pp8._VT_TR), offsets(kernel_hopper_pp8._VT_TRS)
+    for r in range(64):
+        for e0 in range(0, 128, 8):
+            assert bank_groups(plain, r, e0) == 4 and bank_groups(swapped, r, e0) == 8, (r, e0)
+    # the same element lands in row swap(n) under VS where _VT_TR puts it in row n, at the same k' pair
+    for key, o in plain.items():
+        n, kp = divmod(o, 32)
+        chunk = (kp // 8) ^ ((n >> 1) & 3)
+        m = _swap03(n)
+        assert swapped[key] == 32 * m + 8 * (chunk ^ ((m >> 1) & 3)) + kp % 8, key
+    body = inspect.getsource(kernel_hopper_pp._cols_unswapped.fn)
+    assert "gl.permute(gl.reshape(o, [o.shape[0], 16, 2, 4, 2]), (0, 1, 4, 3, 2))" in body
+    assert "gl.reshape(x, [o.shape[0], 256])" in body
+    acc = np.random.default_rng().standard_normal((4, 256))
+    out = acc.reshape(4, 16, 2, 4, 2).transpose(0, 1, 4, 3, 2).reshape(4, 256)
+    np.testing.assert_array_equal(out[:, [_swap03(p) for p in range(256)]], acc)
+
+
 def test_p8_shared_views_are_nvmmas_swizzle():
     """The swizzle ``_unswizzle64`` assumes is Triton's: a tile stored through ``NVMMASharedLayout(64, w)`` and
     through a shared linear layout whose offset bits name the logical index that swizzle gives compile to the same
@@ -494,7 +532,8 @@ def test_p8_schedule_variants_compile_clean():
     sm_90, the same fp8 MMAs as P8, every wgmma's operands and every stored register set on every path, no tile loop
     reloading a spill, and NF's build two fences fewer than P8's."""
     base = _sass_of_cubin(_p8_compile(dict(T8=1, P8=1)).asm["cubin"])
-    for config in (dict(EI=1), dict(EI=1, TE=1), dict(EI=1, TE=1, NF=1), dict(EI=1, WL1=1)):
+    for config in (dict(EI=1), dict(EI=1, TE=1), dict(EI=1, TE=1, NF=1), dict(EI=1, WL1=1), dict(VS=1),
+                   dict(EI=1, TE=1, NF=1, VS=1)):
         compiled = _p8_compile(dict(T8=1, P8=1, **config))
         sass = _sass_of_cubin(compiled.asm["cubin"])
         assert compiled.metadata.shared <= SM90_SHARED, (config, compiled.metadata.shared)
@@ -510,11 +549,11 @@ def test_p8_schedule_variants_compile_clean():
 
 def test_p8_refused_where_it_does_not_apply():
     """P8 takes 0 or 1, runs with the query pair made before the kernel and with the query in e4m3; EI, TE and NF take
-    0 or 1, and 1 with P8 (NF with TE): one line each, naming the key and its value."""
+    0 or 1, and 1 with P8 (NF with TE), and so does VS: one line each, naming the key and its value."""
     q, kv, pt, lens, out = _route_inputs()
     for config, needle in ((dict(T8=1, P8=2), "P8=2"), (dict(T8=1, P8=1, Q8PRE=0), "Q8PRE=0"),
                            (dict(T8=1, EI=1), "EI=1"), (dict(T8=1, P8=1, NF=1), "NF=1"),
-                           (dict(T8=1, P8=1, TE=2), "TE=2")):
+                           (dict(T8=1, P8=1, TE=2), "TE=2"), (dict(T8=1, VS=1), "VS=1")):
         with pytest.raises(ValueError, match="config ") as err:
             interface_hopper.hopper_call(q, kv, pt, lens, 0.04, 1.0, "fp8", out, False, sms=132, config=config)
         assert needle in str(err.value) and "\n" not in str(err.value)

@@ -640,10 +640,12 @@ E4M3_CASES = [(128, interface_hopper.T8_E4M3_MIN_BATCH), (128, 32), (16, 8)]
 # with the e4m3 query: FlashMLA's fp8 accuracy class (its fp8 path measured 2.0-2.1e-2 on 4096-token requests,
 # sessions 28-43; an e4m3 P alone 2.1e-2 on the CPU, benchmarks/probes/p_rounding.py, session 25); its schedule
 # variants EI, TE and NF (session 44) passed in session 45, call A, on an H100; its transposition by transposing loads
-# (TR, session 46) passed in session 46, call A, on an H100, and replaced the int32 one
+# (TR, session 46) passed in session 46, call A, on an H100, and replaced the int32 one; VS (session 46) gated until it
+# runs
 P8_CASES = [(128, dict(T8=1, P8=1), "e4m3"), (64, dict(T8=1, P8=1, WL1=1), "e4m3"), (128, dict(T8=1, P8=1), "given"),
             (128, dict(T8=1, P8=1, EI=1, TE=1, NF=1), "e4m3"), (64, dict(T8=1, P8=1, EI=1, WL1=1), "given"),
-            (128, dict(T8=1, P8=1, EI=1), "e4m3")]
+            (128, dict(T8=1, P8=1, EI=1), "e4m3"), (128, dict(T8=1, P8=1, EI=1, TE=1, NF=1, VS=1), "e4m3"),
+            (64, dict(T8=1, P8=1, VS=1), "given")]
 
 
 def _e4m3_query_form(x: dict, pt: torch.Tensor, q_form: str):

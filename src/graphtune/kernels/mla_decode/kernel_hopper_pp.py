@@ -239,12 +239,13 @@ def _finish_segment(WG: gl.constexpr, o, m_i, l_i, l_smem, x_bars, seg, b, pid, 
                     req_tiles, out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h,
                     stride_po_s, stride_po_h, stride_pl_s, out_mul, RETURN_LSE: gl.constexpr,
                     s_layout: gl.constexpr, o_layout: gl.constexpr, BLOCK_H: gl.constexpr, OUT32: gl.constexpr,
-                    STAMPS, srow, PART_SCALED: gl.constexpr = False):
+                    STAMPS, srow, PART_SCALED: gl.constexpr = False, COLS_SWAP: gl.constexpr = False):
     """End of a segment: the two partial row sums added (each warpgroup's O half and sum are relative to the
     same final max), the O half stored (times ``out_mul``: the fp8 cache's scale), LSE and the segment slots by
     WG0. The exchange (slots by segment parity) is also the hand-shake after which either warpgroup may reload
     the query and the buffers. ``PART_SCALED`` (a bf16 cache's fp16 partials): a partial half stored times 2^-k,
-    k beside the LSE (``kernel_hopper._scaled_partial``)."""
+    k beside the LSE (``kernel_hopper._scaled_partial``). ``COLS_SWAP`` (kernel_hopper_pp8's VS): O's column p holds
+    output dim p with its bits 0 and 3 swapped."""
     rows: gl.constexpr = gl.SliceLayout(1, s_layout)
     _stamp(STAMPS, srow, STAMP_FINISH)
     if seg % 2 == 0:
@@ -267,10 +268,15 @@ def _finish_segment(WG: gl.constexpr, o, m_i, l_i, l_smem, x_bars, seg, b, pid, 
     if PART_SCALED:     # (a bf16 cache's fp16 partials: this warpgroup's half-row at its own k)
         inv = _scaled_partial(o, inv, whole, b, pid, h0 + offs_h_o, H, part_lse_ptr, stride_pl_s, None, 1, WG)
     o = o * inv[:, None]
+    if COLS_SWAP:
+        o = _cols_unswapped(o)
     if OUT32 and (out_ptr.dtype.element_ty.primitive_bitwidth == 16) and whole:
         _store_whole_sectors(o, b, h0, WG * _HALF, out_ptr, stride_out_b, stride_out_h)
     elif OUT32 and (part_o_ptr.dtype.element_ty.primitive_bitwidth == 16) and not whole:
         _store_partial_sectors(o, b, pid, h0, WG * _HALF, part_o_ptr, stride_po_s, stride_po_h, SECTORS_HEADS_ON_M)
+    elif COLS_SWAP:
+        _store_o(gl.convert_layout(o, o_layout), whole, b, pid, h0 + offs_h_o, offs_d_o, out_ptr, part_o_ptr,
+                 stride_out_b, stride_out_h, stride_po_s, stride_po_h, None, False)
     else:
         _store_o(o, whole, b, pid, h0 + offs_h_o, offs_d_o, out_ptr, part_o_ptr, stride_out_b, stride_out_h,
                  stride_po_s, stride_po_h, None, False)
@@ -279,6 +285,14 @@ def _finish_segment(WG: gl.constexpr, o, m_i, l_i, l_smem, x_bars, seg, b, pid, 
         heads_s = h0 + gl.arange(0, BLOCK_H, layout=rows)
         _store_lse_and_segment(m_i + gl.log2(l_tot), whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads_s,
                                lse_ptr, part_lse_ptr, seg_ptr, stride_pl_s, None, RETURN_LSE)
+
+
+@gluon.jit
+def _cols_unswapped(o):
+    """``o`` [rows, 256] with its column index's bits 0 and 3 swapped, by reshapes and a permute (no data moves: the
+    same registers under a relabelled layout)."""
+    x = gl.permute(gl.reshape(o, [o.shape[0], 16, 2, 4, 2]), (0, 1, 4, 3, 2))
+    return gl.reshape(x, [o.shape[0], 256])
 
 
 @gluon.jit

@@ -86,6 +86,12 @@ _TR2_ASM = gl.constexpr("prmt.b32 $0, $2, $3, 0x6420; prmt.b32 $1, $2, $3, 0x753
 # k' pair 8 (r // 16) + 2 ((r // 2) % 4) + r % 2. Each entry: the logical index of one bit of the int16 offset
 _VT_TR = gl.constexpr(gl.SharedLinearLayout(offset_bases=[
     [1, 0], [2, 0], [4, 0], [16, 0], [32, 0], [8, 0], [16, 1], [32, 2], [0, 4], [0, 8], [0, 16], [0, 32], [0, 64]]))
+# VS (pinned, gated): the same with V^T's row for column n at row n with bits 0 and 3 swapped, so a store matrix's
+# eight rows (columns n, n + 2, .., n + 14: the transposing load's lanes) fall in eight different 16-byte bank groups
+# of the 64-byte swizzle where in ``_VT_TR`` rows n and n + 8 share one (two wavefronts an STSM matrix); P.V's column p
+# then holds output dim p with bits 0 and 3 swapped, which the epilogue undoes by relabelling (``_cols_unswapped``)
+_VT_TRS = gl.constexpr(gl.SharedLinearLayout(offset_bases=[
+    [1, 0], [2, 0], [4, 0], [16, 0], [32, 0], [0, 4], [16, 1], [32, 2], [8, 0], [0, 8], [0, 16], [0, 32], [0, 64]]))
 # a P tile ([64 heads, 64 k'] fp8, 64-byte swizzle) indexed by token: P stored in k' order
 _P_TR = gl.constexpr(gl.SharedLinearLayout(offset_bases=[
     [0, 1], [0, 8], [0, 2], [0, 4], [0, 16], [0, 32], [1, 0], [2, 16], [4, 32], [8, 0], [16, 0], [32, 0]]))
@@ -234,13 +240,16 @@ def _t_load(k8_bufs, stage, half: gl.constexpr, n_valid, BLOCK_N: gl.constexpr):
 
 
 @gluon.jit
-def _t_store(vt_bufs, idx, x, FENCE: gl.constexpr = 1):
+def _t_store(vt_bufs, idx, x, FENCE: gl.constexpr = 1, VS: gl.constexpr = 0):
     """P8: the half's V^T [256 columns, 64 tokens] (tokens contiguous: K-major, as an fp8 wgmma's B operand must be;
     in k' order) from ``_t_load``'s ``x`` into ``vt_bufs[idx]``; with ``FENCE`` visible to this warpgroup's wgmmas
     after it returns (without, a later proxy fence and warpgroup barrier, a hand-off's, must come before the P.V that
-    reads it)."""
+    reads it). ``VS``: V^T's rows in ``_VT_TRS``'s order."""
     y = gl.inline_asm_elementwise(_TR2_ASM, "=r,=r,r,r", [x], dtype=gl.int16, is_pure=True, pack=4)
-    _view(vt_bufs.index(idx), gl.int16, [64, 128], _VT_TR).store(y)
+    if VS:
+        _view(vt_bufs.index(idx), gl.int16, [64, 128], _VT_TRS).store(y)
+    else:
+        _view(vt_bufs.index(idx), gl.int16, [64, 128], _VT_TR).store(y)
     if FENCE:
         fence_async_shared()
         _wg_barrier()
@@ -396,7 +405,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
              o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q8PRE: gl.constexpr, q8_scale_ptr,
              Q_LO: gl.constexpr, Q_FP8: gl.constexpr, q_descale_ptr, q_descale, Q_DESCALE_FROM_PTR: gl.constexpr,
              plan_ptr=None, vt_bufs=None, p8_smem=None, P8: gl.constexpr = 0, EI: gl.constexpr = 0,
-             TE: gl.constexpr = 0, NF: gl.constexpr = 0):
+             TE: gl.constexpr = 0, NF: gl.constexpr = 0, VS: gl.constexpr = 0):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; writes the query pair and issues every
     tile's TMA. Per pair: its tile's softmax (scores issued at the previous pair's end), P handed over, its half of V
     widened and multiplied; WG1's tile's half widened under WG1's softmax, then multiplied by WG1's P; the next
@@ -476,7 +485,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 # TE: its half of V(r) transposed under S(r)'s MMAs (the tile landed before they were issued; reads
                 # alone, so WG1's reading its half is not waited for)
                 x0 = _t_load(k8_bufs, stage, 0, n_valid, BLOCK_N)
-                _t_store(vt_bufs, 2 * stage, x0, NF == 0)
+                _t_store(vt_bufs, 2 * stage, x0, NF == 0, VS=VS)
             # S(r) retired (P(r - 1) V_L(r - 1), issued before it, was retired at the previous pair's end)
             s_done, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
             sv = gl.convert_layout(s_done, s_layout)
@@ -498,7 +507,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             if P8:
                 if TE == 0:
                     x0 = _t_load(k8_bufs, stage, 0, n_valid, BLOCK_N)
-                    _t_store(vt_bufs, 2 * stage, x0)
+                    _t_store(vt_bufs, 2 * stage, x0, VS=VS)
                 # (EI: no proxy fence before the copy: the generic reads of the buffer, WG1's, are ordered before it by
                 # rsrc's arrival and wait, as a consumer's release before a TMA producer's reuse)
                 if EI and (r + 2 < n):
@@ -540,7 +549,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 if WL1 == 0:
                     if P8:
                         x0 = _t_load(k8_bufs, 1 - stage, 0, n_valid - BLOCK_N, BLOCK_N)
-                        _t_store(vt_bufs, 2 * (1 - stage), x0)
+                        _t_store(vt_bufs, 2 * (1 - stage), x0, VS=VS)
                         if EI and (r + 3 < n):
                             _issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row3, 1 - stage)
                     else:
@@ -571,7 +580,8 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
         _finish_segment(0, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
                         out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
-                        stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H, 1, STAMPS, srow)
+                        stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H, 1, STAMPS, srow,
+                        COLS_SWAP=VS)
         it += n
         seg += 1
         t = seg_stop
@@ -588,7 +598,7 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
              o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q_LO: gl.constexpr, plan_ptr=None, vt_bufs=None,
-             p8_smem=None, P8: gl.constexpr = 0, NF: gl.constexpr = 0):
+             p8_smem=None, P8: gl.constexpr = 0, NF: gl.constexpr = 0, VS: gl.constexpr = 0):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511. Per pair: both tiles' halves of V
     widened (WG0's first: its fp8 bytes read, then WG0 may widen its own half over them) with its own tile's score
     MMAs in flight; then WG0's P and max, its softmax from that max, its P handed over, and both P.V."""
@@ -641,7 +651,7 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 x0 = _t_load(k8_bufs, stage, 1, n_valid, BLOCK_N)
                 _arrive_wg(rsrc.index(stage))
                 # (NF: fenced by the hand-off's fence, or below where the segment's last tile is WG0's)
-                _t_store(vt_bufs, 2 * stage + 1, x0, NF == 0)
+                _t_store(vt_bufs, 2 * stage + 1, x0, NF == 0, VS=VS)
             else:
                 x0, x1 = _read_right(k8_bufs.index(stage).slice(0, _D_V, dim=1), _WIDEN)
                 _arrive_wg(rsrc.index(stage))
@@ -652,7 +662,7 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                                   BLOCK_N, Q_LO)
                 if P8:
                     y0 = _t_load(k8_bufs, 1 - stage, 1, n_valid - BLOCK_N, BLOCK_N)
-                    _t_store(vt_bufs, 2 * (1 - stage) + 1, y0, NF == 0)
+                    _t_store(vt_bufs, 2 * (1 - stage) + 1, y0, NF == 0, VS=VS)
                 else:
                     x0, x1 = _read_right(k8_bufs.index(1 - stage).slice(0, _D_V, dim=1), _WIDEN)
                     _write_right(kn_o, x0, x1, n_valid - BLOCK_N, BLOCK_N)
@@ -727,12 +737,13 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                     if WL1:
                         # V_L(r + 1) for WG0 under those MMAs, then WG0 told
                         y0 = _t_load(k8_bufs, 1 - stage, 0, n_valid - BLOCK_N, BLOCK_N)
-                        _t_store(vt_bufs, 2 * (1 - stage), y0)
+                        _t_store(vt_bufs, 2 * (1 - stage), y0, VS=VS)
                         _arrive_wg(rsrc.index(1 - stage))
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
         _finish_segment(1, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
                         out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
-                        stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H, 1, STAMPS, srow)
+                        stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H, 1, STAMPS, srow,
+                        COLS_SWAP=VS)
         it += n
         seg += 1
         t = seg_stop
@@ -775,6 +786,7 @@ def _mla_decode_hopper_pp8_kernel(
     EI: gl.constexpr = 0,
     TE: gl.constexpr = 0,
     NF: gl.constexpr = 0,
+    VS: gl.constexpr = 0,
 ):
     """Grid ``(H // 64, P)``; the arguments of the fp8 heads-on-M kernel
     (``kernel_hopper_heads._mla_decode_hopper_fp8w_kernel``) with the query as two TMA descriptors ([64, 256] and
@@ -792,6 +804,7 @@ def _mla_decode_hopper_pp8_kernel(
     gl.static_assert(EI == 0 or P8 == 1)     # (T8's P.V reads the widened V in the tile's own buffer)
     gl.static_assert(TE == 0 or P8 == 1)     # (T8's widening overwrites WG1's half)
     gl.static_assert(NF == 0 or (P8 == 1 and TE == 1))   # (WG0's transposition fenced by its hand-off: before it)
+    gl.static_assert(VS == 0 or P8 == 1)     # (V^T's row order: T8's P.V reads V widened in place)
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
     gl.static_assert(num_warps == 4)
@@ -868,7 +881,7 @@ def _mla_decode_hopper_pp8_kernel(
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
                     STAMPS, Q8PRE, q8_scale_ptr, Q_LO, Q_FP8, q_descale_ptr,
-                    q_descale, Q_DESCALE_FROM_PTR, plan_ptr, vt_bufs, p8_smem, P8, EI, TE, NF)),
+                    q_descale, Q_DESCALE_FROM_PTR, plan_ptr, vt_bufs, p8_smem, P8, EI, TE, NF, VS)),
         (_pp8_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr,
                     seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
@@ -876,5 +889,5 @@ def _mla_decode_hopper_pp8_kernel(
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    STAMPS, Q_LO, plan_ptr, vt_bufs, p8_smem, P8, NF)),
+                    STAMPS, Q_LO, plan_ptr, vt_bufs, p8_smem, P8, NF, VS)),
     ], [4], [WG1_REGS])
