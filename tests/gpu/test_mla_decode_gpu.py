@@ -757,12 +757,17 @@ def test_query_precision_e4m3_never_reads_the_lo_halves(monkeypatch):
     assert _rel(out, ref) <= 2e-3, f"seed {seed}: rel err {_rel(out, ref):.3e}"
 
 
-def test_query_precision_e4m3_tuned_then_captured_and_replayed():
-    """T8 with ``query_precision="e4m3"`` tuned per bucket by graphtune.warmup under its own name, captured with no
-    benchmark inside, replayed with new lengths and queries equal to eager and to the e4m3 query's reference."""
+@pytest.mark.parametrize("p_precision,name,tol", [("bf16", interface_hopper.T8_E4M3_NAME, 2e-3),
+                                                   ("e4m3", interface_hopper.T8_P8_NAME, 4e-2)],
+                         ids=["p_precision-bf16", "p_precision-e4m3"])
+def test_query_precision_e4m3_tuned_then_captured_and_replayed(p_precision, name, tol):
+    """T8 with ``query_precision="e4m3"`` (``p_precision="e4m3"``: P8's schedules) tuned per bucket by graphtune.warmup
+    under its own name, captured with no benchmark inside, replayed with new lengths and queries equal to eager and to
+    the e4m3 query's reference (with P in e4m3 within FlashMLA's class)."""
     _hopper_or_skip()
     from graphtune.kernels.mla_decode.reference import e4m3_query
-    kernel = interface_hopper.tuned_second_kernel(True, "fp8", third=True, q_lo=False)
+    kernel = interface_hopper.tuned_second_kernel(True, "fp8", third=True, q_lo=False, p8=p_precision == "e4m3")
+    assert kernel.name == name
     kernel.reset()
     sizes = [interface_hopper.T8_E4M3_MIN_BATCH, 16]
     per_size = {b: _inputs(b, 128, 64, "fp8", 2048, _seed()) for b in sizes}
@@ -774,17 +779,18 @@ def test_query_precision_e4m3_tuned_then_captured_and_replayed():
 
     def call(*args):
         return interface._launch(*args, kv_scale, "fp8", per_size[args[0].shape[0]]["out"], False, path="hopper",
-                                 query_precision="e4m3")
+                                 query_precision="e4m3", p_precision=p_precision)
 
     graphtune.warmup(call, sizes, make_args)
     assert kernel.tune_count == len(sizes)
     calls = kernel.bench_calls
     graphs = _capture_each(call, sizes, make_args)
     assert kernel.bench_calls == calls, "tuned inside capture"
-    _replay_equals_eager(graphs, per_size, make_args, 2048, kv_scale, "fp8", 2e-3,
+    _replay_equals_eager(graphs, per_size, make_args, 2048, kv_scale, "fp8", tol,
                          lambda args: interface._launch(*args, kv_scale, "fp8", None, False, path="hopper",
-                                                        query_precision="e4m3"), query=e4m3_query)
-    graphtune.assert_covered([interface_hopper.T8_E4M3_NAME])
+                                                        query_precision="e4m3", p_precision=p_precision),
+                         query=e4m3_query)
+    graphtune.assert_covered([name])
 
 
 # p_precision="e4m3" (session 45): the public call with the e4m3 query runs P8's schedules (HOPPER_T8_P8_SPACE) tuned
@@ -819,38 +825,6 @@ def test_p_precision_e4m3_is_in_flashmlas_accuracy_class(heads, batch, q_form):
         assert _rel(out, ref) <= 4e-2, f"seed {seed}, {sms} SMs: rel err {_rel(out, ref):.3e}"
         lse_err = float((lse - ref_lse).abs().max())
         assert lse_err <= 2e-3, f"seed {seed}, {sms} SMs: lse err {lse_err:.3e}"
-
-
-def test_p_precision_e4m3_tuned_then_captured_and_replayed():
-    """P8's schedules tuned per bucket by graphtune.warmup under ``T8_P8_NAME``, captured with no benchmark inside,
-    replayed with new lengths and queries equal to eager and within FlashMLA's class of the e4m3 query's
-    reference."""
-    _hopper_or_skip()
-    from graphtune.kernels.mla_decode.reference import e4m3_query
-    kernel = interface_hopper.tuned_second_kernel(True, "fp8", third=True, q_lo=False, p8=True)
-    kernel.reset()
-    sizes = [1, 16]
-    per_size = {b: _inputs(b, 128, 64, "fp8", 2048, _seed()) for b in sizes}
-    kv_scale = torch.tensor([per_size[sizes[0]]["kv_scale"]], dtype=torch.float32, device="cuda")
-
-    def make_args(b: int):
-        x = per_size[b]
-        return (x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE)
-
-    def call(*args):
-        return interface._launch(*args, kv_scale, "fp8", per_size[args[0].shape[0]]["out"], False, path="hopper",
-                                 query_precision="e4m3", p_precision="e4m3")
-
-    graphtune.warmup(call, sizes, make_args)
-    assert kernel.tune_count == len(sizes)
-    calls = kernel.bench_calls
-    graphs = _capture_each(call, sizes, make_args)
-    assert kernel.bench_calls == calls, "tuned inside capture"
-    _replay_equals_eager(graphs, per_size, make_args, 2048, kv_scale, "fp8", 4e-2,
-                         lambda args: interface._launch(*args, kv_scale, "fp8", None, False, path="hopper",
-                                                        query_precision="e4m3", p_precision="e4m3"),
-                         query=e4m3_query)
-    graphtune.assert_covered([interface_hopper.T8_P8_NAME])
 
 
 # SPLIT_MAX (session 27): the heads-on-M kernels' grid capped at SPLIT_MAX programs a request, which changes the split

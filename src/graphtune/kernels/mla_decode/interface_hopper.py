@@ -811,9 +811,10 @@ def tuned_second_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch
                       *, sms: int, lse: torch.Tensor | None = None, gather: bool = False, third: bool = False,
                       q_lo: bool = True, query_replaced: bool = False, p8: bool = False):
     """:func:`tuned_call` for the shape class's second kernel (``gather``: the row-gather kernel, ``GATHER``;
-    ``third``: its third kernel, ``THIRD``, which takes ``Q_LO``; with ``p8`` ``THIRD_P8``): scratch for the most
-    programs per SM of its space, the grid per config. ``query_replaced``: as :func:`_arguments`'s."""
-    second = _extra(_heads_on_m(q.shape[1]), fmt, gather, third, p8 and not q_lo)
+    ``third``: its third kernel, ``THIRD``, which takes ``Q_LO``; with ``p8``, as :func:`launch` resolves it,
+    ``THIRD_P8``): scratch for the most programs per SM of its space, the grid per config. ``query_replaced``: as
+    :func:`_arguments`'s."""
+    second = _extra(_heads_on_m(q.shape[1]), fmt, gather, third, p8)
     per_sm = max(second.programs_per_sm(c) for c in second.space)
     args, head_blocks, consts, scratch = _arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                     return_lse, sms=sms, block_n=second.space[0]["BLOCK_N"],
