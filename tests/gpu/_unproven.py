@@ -46,6 +46,7 @@ import pytest
 # passed; TR replaced the int32 transposition (5-8% faster at batch 32-64), NB3 and EL were removed: not faster)
 UNPROVEN: dict[str, str] = {
     "VS": "P8's VS (V^T's rows swapped for conflict-free transposition stores, O's columns swapped back)",
+    "PL": "P8's PL (P as an e4m3 pair, hi and lo, each multiplied by V)",
 }
 
 

@@ -265,7 +265,8 @@ def _p_store(p8_smem, idx):
 def _p8_row(p8_smem, idx):
     """P8: fp8 P tile ``idx`` as int32 (four k a register), the layout of an fp8 wgmma's register operand (``_P3``) in
     int32 units."""
-    return _view(p8_smem, gl.int32, [2, 64, 16], gl.NVMMASharedLayout(64, 32)).index(idx).load(gl.SliceLayout(2, _P3))
+    tiles: gl.constexpr = p8_smem.shape[0]
+    return _view(p8_smem, gl.int32, [tiles, 64, 16], gl.NVMMASharedLayout(64, 32)).index(idx).load(gl.SliceLayout(2, _P3))
 
 
 @gluon.jit
@@ -285,6 +286,41 @@ def _p8_scaled(x32, beta, layout: gl.constexpr):
         cvt.rn.satfinite.e4m3x2.f16x2 lo, h0; cvt.rn.satfinite.e4m3x2.f16x2 hi, h1;
         mov.b32 $0, {lo, hi}; }""",
         "=r,r,r,r,r,r,r,r,r", [x, b], dtype=gl.float8e4nv, is_pure=True, pack=4)
+
+
+@gluon.jit
+def _p8_scaled_pair(h32, l32, beta, layout: gl.constexpr):
+    """PL: the P tile's pair (``hi``, ``lo``: ``_p8_row`` of both tiles) times its row's ``beta`` in [0, 1], split into
+    a pair again, as two fp8 wgmma register operands in ``layout``: per register (four values) hi + lo in f16x2 (hi's
+    four significant bits and lo's, lo under hi's half ulp: fp16's eleven hold the sum to 2^-11), times beta, rounded
+    to e4m3 (hi'), the remainder rounded to e4m3 (lo')."""
+    x = gl.convert_layout(gl.reshape(gl.expand_dims(h32, 2) + gl.zeros([64, 16, 4], gl.int32, _P3), [64, 64]), layout)
+    y = gl.convert_layout(gl.reshape(gl.expand_dims(l32, 2) + gl.zeros([64, 16, 4], gl.int32, _P3), [64, 64]), layout)
+    b = gl.convert_layout(beta, gl.SliceLayout(1, layout))[:, None] + gl.zeros([64, 64], gl.float32, layout)
+    return gl.inline_asm_elementwise(
+        """{ .reg .b16 a0, a1, c0, c1, bh; .reg .b32 h0, h1, l0, l1, b2;
+        mov.b32 {a0, a1}, $2; mov.b32 {c0, c1}, $6;
+        cvt.rn.f16x2.e4m3x2 h0, a0; cvt.rn.f16x2.e4m3x2 h1, a1;
+        cvt.rn.f16x2.e4m3x2 l0, c0; cvt.rn.f16x2.e4m3x2 l1, c1;
+        add.rn.f16x2 h0, h0, l0; add.rn.f16x2 h1, h1, l1;
+        cvt.rn.f16.f32 bh, $10; mov.b32 b2, {bh, bh};
+        mul.rn.f16x2 h0, h0, b2; mul.rn.f16x2 h1, h1, b2;
+        cvt.rn.satfinite.e4m3x2.f16x2 a0, h0; cvt.rn.satfinite.e4m3x2.f16x2 a1, h1;
+        cvt.rn.f16x2.e4m3x2 l0, a0; cvt.rn.f16x2.e4m3x2 l1, a1;
+        sub.rn.f16x2 l0, h0, l0; sub.rn.f16x2 l1, h1, l1;
+        cvt.rn.satfinite.e4m3x2.f16x2 c0, l0; cvt.rn.satfinite.e4m3x2.f16x2 c1, l1;
+        mov.b32 $0, {a0, a1}; mov.b32 $1, {c0, c1}; }""",
+        "=r,=r,r,r,r,r,r,r,r,r,r,r,r,r", [x, y, b], dtype=(gl.float8e4nv, gl.float8e4nv), is_pure=True, pack=4)
+
+
+@gluon.jit
+def _p_pair_store(p, p8_smem, lo_idx):
+    """PL: P (times 2^8, in [0, 2^8]) as an e4m3 pair: lo = e4m3(P - hi) into tile ``lo_idx``; returns hi = e4m3(P),
+    which the hand-off stores. Values of P from 2^-10 keep lo normal (lo >= 2^-6 up to hi's rounding): the pair holds P
+    to about 2^-8 of itself, fp16 P's class where the e4m3 P alone holds 2^-4."""
+    hi = p.to(gl.float8e4nv)
+    _p_store(p8_smem, lo_idx).store((p - hi.to(gl.float32)).to(gl.float8e4nv))
+    return hi
 
 
 @gluon.jit
@@ -405,7 +441,7 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
              o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q8PRE: gl.constexpr, q8_scale_ptr,
              Q_LO: gl.constexpr, Q_FP8: gl.constexpr, q_descale_ptr, q_descale, Q_DESCALE_FROM_PTR: gl.constexpr,
              plan_ptr=None, vt_bufs=None, p8_smem=None, P8: gl.constexpr = 0, EI: gl.constexpr = 0,
-             TE: gl.constexpr = 0, NF: gl.constexpr = 0, VS: gl.constexpr = 0):
+             TE: gl.constexpr = 0, NF: gl.constexpr = 0, VS: gl.constexpr = 0, PL: gl.constexpr = 0):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; writes the query pair and issues every
     tile's TMA. Per pair: its tile's softmax (scores issued at the previous pair's end), P handed over, its half of V
     widened and multiplied; WG1's tile's half widened under WG1's softmax, then multiplied by WG1's P; the next
@@ -497,7 +533,12 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             if P8:
                 # (WG0's P in its own tile, which its P.V then reads: its last reader, WG1, reads it before it hands
                 # off the P that WG0 waits for before it writes the tile again)
-                _hand_off(p * 256.0, m_i, _p_store(p8_smem, 1), m_smem.slice(0, BLOCK_H), p_bars.index(0))
+                if PL:
+                    # (PL: P as an e4m3 pair, lo in tile 3)
+                    _hand_off(_p_pair_store(p * 256.0, p8_smem, 3), m_i, _p_store(p8_smem, 1), m_smem.slice(0, BLOCK_H),
+                              p_bars.index(0))
+                else:
+                    _hand_off(p * 256.0, m_i, _p_store(p8_smem, 1), m_smem.slice(0, BLOCK_H), p_bars.index(0))
             else:
                 _hand_off(p, m_i, p_smem, m_smem.slice(0, BLOCK_H), p_bars.index(0))
             _stamp_tile(STAMPS, srow, g // 2, 2, 4)
@@ -524,6 +565,8 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 # (P as the wgmma's shared operand: from registers, converted to the fp8 operand's layout, rows of
                 # WG0's outputs came out NaN at random on an H100, session 43 calls F-G)
                 o = warpgroup_mma(p8_smem.index(1), vt_bufs.index(2 * stage).permute((1, 0)), o, is_async=True)
+                if PL:
+                    o = warpgroup_mma(p8_smem.index(3), vt_bufs.index(2 * stage).permute((1, 0)), o, is_async=True)
             else:
                 o = warpgroup_mma(gl.convert_layout(p.to(gl.float16), p_layout), kn.slice(0, _HALF, dim=1), o,
                                   is_async=True)
@@ -562,6 +605,9 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 if P8:
                     o = warpgroup_mma(p8_smem.index(0), vt_bufs.index(2 * (1 - stage)).permute((1, 0)), o,
                                       is_async=True)
+                    if PL:
+                        o = warpgroup_mma(p8_smem.index(2), vt_bufs.index(2 * (1 - stage)).permute((1, 0)), o,
+                                          is_async=True)
                 else:
                     o = warpgroup_mma(p_smem, kn_o.slice(0, _HALF, dim=1), o, is_async=True)
                 # P(r + 1) V_L(r + 1) retired at once: the first 32 KB of its buffer takes tile r + 3 before the next
@@ -598,7 +644,8 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
              PAGE_SIZE: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, RETURN_LSE: gl.constexpr,
              B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, s_layout: gl.constexpr,
              o_layout: gl.constexpr, WL1: gl.constexpr, STAMPS, Q_LO: gl.constexpr, plan_ptr=None, vt_bufs=None,
-             p8_smem=None, P8: gl.constexpr = 0, NF: gl.constexpr = 0, VS: gl.constexpr = 0):
+             p8_smem=None, P8: gl.constexpr = 0, NF: gl.constexpr = 0, VS: gl.constexpr = 0,
+             PL: gl.constexpr = 0):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511. Per pair: both tiles' halves of V
     widened (WG0's first: its fp8 bytes read, then WG0 may widen its own half over them) with its own tile's score
     MMAs in flight; then WG0's P and max, its softmax from that max, its P handed over, and both P.V."""
@@ -681,6 +728,8 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 if P8:
                     # (P(r) as WG0 handed it, 2^8 P in e4m3, rounded again to e4m3 once scaled)
                     pe32 = _p8_row(p8_smem, 1)
+                    if PL:
+                        pl32 = _p8_row(p8_smem, 3)
                     beta_pe = beta
                 else:
                     pe = (p_smem.load(s_layout).to(gl.float32) * beta[:, None]).to(gl.float16)
@@ -689,7 +738,12 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 if P8:
                     # (both P.V issued after the branches join, below: a copy of P(r) V_R(r) in each branch of the
                     # pair loop compiled, with ptxas 12.8, to a wgmma whose descriptor only the other branch sets)
-                    _hand_off(p * 256.0, m_i, _p_store(p8_smem, 0), m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
+                    if PL:
+                        _hand_off(_p_pair_store(p * 256.0, p8_smem, 2), m_i, _p_store(p8_smem, 0),
+                                  m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
+                    else:
+                        _hand_off(p * 256.0, m_i, _p_store(p8_smem, 0), m_smem.slice(BLOCK_H, BLOCK_H),
+                                  p_bars.index(1))
                     _stamp_tile(STAMPS, srow, g // 2, 2, 4)
                     # (its own P as a shared operand, the tile it handed off: converted from registers beside the
                     # store, ptxas stored the P tile's rows h % 16 < 8 from registers written only later in the pair,
@@ -718,6 +772,8 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 o_done = o_done * gl.convert_layout(alpha, rows_o)[:, None]
                 if P8:
                     pe32 = _p8_row(p8_smem, 1)
+                    if PL:
+                        pl32 = _p8_row(p8_smem, 3)
                     beta_pe = gl.full([BLOCK_H], 1.0, gl.float32, rows_s)
                     if NF:
                         fence_async_shared()
@@ -730,10 +786,18 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             if P8:
                 # (P(r) times beta made here, past the branches' join: a value of 8-bit elements joined from two
                 # branches is one register a byte, unpacked before and packed again after)
-                pe_op = _p8_scaled(pe32, beta_pe, p_layout)
-                o = warpgroup_mma(pe_op, vt_bufs.index(2 * stage + 1).permute((1, 0)), o_done, is_async=True)
+                if PL:
+                    pe_op, pl_op = _p8_scaled_pair(pe32, pl32, beta_pe, p_layout)
+                    o = warpgroup_mma(pe_op, vt_bufs.index(2 * stage + 1).permute((1, 0)), o_done, is_async=True)
+                    o = warpgroup_mma(pl_op, vt_bufs.index(2 * stage + 1).permute((1, 0)), o, is_async=True)
+                else:
+                    pe_op = _p8_scaled(pe32, beta_pe, p_layout)
+                    o = warpgroup_mma(pe_op, vt_bufs.index(2 * stage + 1).permute((1, 0)), o_done, is_async=True)
                 if r + 1 < n:
                     o = warpgroup_mma(own_op, vt_bufs.index(2 * (1 - stage) + 1).permute((1, 0)), o, is_async=True)
+                    if PL:
+                        o = warpgroup_mma(p8_smem.index(2), vt_bufs.index(2 * (1 - stage) + 1).permute((1, 0)), o,
+                                          is_async=True)
                     if WL1:
                         # V_L(r + 1) for WG0 under those MMAs, then WG0 told
                         y0 = _t_load(k8_bufs, 1 - stage, 0, n_valid - BLOCK_N, BLOCK_N)
@@ -787,6 +851,7 @@ def _mla_decode_hopper_pp8_kernel(
     TE: gl.constexpr = 0,
     NF: gl.constexpr = 0,
     VS: gl.constexpr = 0,
+    PL: gl.constexpr = 0,
 ):
     """Grid ``(H // 64, P)``; the arguments of the fp8 heads-on-M kernel
     (``kernel_hopper_heads._mla_decode_hopper_fp8w_kernel``) with the query as two TMA descriptors ([64, 256] and
@@ -805,6 +870,7 @@ def _mla_decode_hopper_pp8_kernel(
     gl.static_assert(TE == 0 or P8 == 1)     # (T8's widening overwrites WG1's half)
     gl.static_assert(NF == 0 or (P8 == 1 and TE == 1))   # (WG0's transposition fenced by its hand-off: before it)
     gl.static_assert(VS == 0 or P8 == 1)     # (V^T's row order: T8's P.V reads V widened in place)
+    gl.static_assert(PL == 0 or P8 == 1)     # (P's e4m3 pair: P8's fp8 P.V)
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
     gl.static_assert(num_warps == 4)
@@ -815,7 +881,11 @@ def _mla_decode_hopper_pp8_kernel(
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, _D_V], f8)
     r_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, 128], f8)
     qh = gl.allocate_shared_memory(f8, [BLOCK_H, _D_V], q_layout)
-    ql = gl.allocate_shared_memory(f8, [BLOCK_H, _D_V], q_layout)
+    if PL:
+        # (P8's query is its hi half alone, Q_LO = 0: the lo tiles' 32 KB go to P's lo tiles)
+        ql = qh
+    else:
+        ql = gl.allocate_shared_memory(f8, [BLOCK_H, _D_V], q_layout)
     qr = gl.allocate_shared_memory(f8, [BLOCK_H, 128], r_layout)
     if P8:
         # P8: the fp8 tiles as they land (the first 32 KB of each of T8's buffers), each buffer's halves of V^T [256
@@ -827,7 +897,7 @@ def _mla_decode_hopper_pp8_kernel(
                                             gl.NVMMASharedLayout.get_default_for([BLOCK_N, _D_V], f8))
         vt_bufs = gl.allocate_shared_memory(f8, [4, _HALF, BLOCK_N],
                                             gl.NVMMASharedLayout.get_default_for([_HALF, BLOCK_N], f8))
-        p8_smem = gl.allocate_shared_memory(f8, [2, BLOCK_H, BLOCK_N],
+        p8_smem = gl.allocate_shared_memory(f8, [2 + 2 * PL, BLOCK_H, BLOCK_N],
                                             gl.NVMMASharedLayout.get_default_for([BLOCK_H, BLOCK_N], f8))
         kn_bufs = k8_bufs
         kb_halves = k8_bufs
@@ -881,7 +951,7 @@ def _mla_decode_hopper_pp8_kernel(
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
                     STAMPS, Q8PRE, q8_scale_ptr, Q_LO, Q_FP8, q_descale_ptr,
-                    q_descale, Q_DESCALE_FROM_PTR, plan_ptr, vt_bufs, p8_smem, P8, EI, TE, NF, VS)),
+                    q_descale, Q_DESCALE_FROM_PTR, plan_ptr, vt_bufs, p8_smem, P8, EI, TE, NF, VS, PL)),
         (_pp8_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr, page_table_ptr,
                     seq_lens_ptr,
                     out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, kv_scale, B, H,
@@ -889,5 +959,5 @@ def _mla_decode_hopper_pp8_kernel(
                     qh, ql, qr, kn_bufs, k8_bufs, kb_halves, kb_chunks, kr_bufs, p_smem, m_smem, l_smem, land, rsrc,
                     q_bar, qt_bar, p_bars, x_bars,
                     PAGE_SIZE, KV_SCALE_FROM_PTR, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, s_layout, o_layout, WL1,
-                    STAMPS, Q_LO, plan_ptr, vt_bufs, p8_smem, P8, NF, VS)),
+                    STAMPS, Q_LO, plan_ptr, vt_bufs, p8_smem, P8, NF, VS, PL)),
     ], [4], [WG1_REGS])
