@@ -300,10 +300,47 @@ def wgmma_operands_written_in_flight(sass: str) -> list[WrittenInFlight]:
     return found
 
 
-def wgmma_findings(sass: str) -> list[UnsetDescriptor | WrittenInFlight | UnwrittenStore]:
-    """The three checks' findings in address order: descriptors not written on some path, operands written in flight,
-    shared stores of registers not written on some path."""
-    found: list[UnsetDescriptor | WrittenInFlight | UnwrittenStore] = [*unset_wgmma_descriptors(sass),
-                                                                       *wgmma_operands_written_in_flight(sass),
-                                                                       *stores_of_unwritten_registers(sass)]
+@dataclass(frozen=True)
+class UnwrittenConversion:
+    """A conversion or half-precision operation that reads a register no instruction writes on some path into it."""
+
+    address: int
+    opcode: str
+    register: int
+
+    def __str__(self) -> str:
+        return (f"{self.opcode} at +0x{self.address:x} reads R{self.register}, which no instruction writes on some path "
+                "into it (a miscompile: a value read before the instruction that makes it)")
+
+
+# the 8- and 16-bit conversions and half-precision arithmetic (where ptxas keeps 16-bit values in register halves)
+_HALF_OPS = ("F2FP", "HADD2", "HMUL2", "HFMA2")
+
+
+def conversions_of_unwritten_registers(sass: str) -> list[UnwrittenConversion]:
+    """Every unpredicated conversion or half-precision operation (``F2FP``, ``HADD2``, ``HMUL2``, ``HFMA2``) with a source
+    register not written on every path from the entry into it. Found in kernel_hopper_pp8's PL (session 47): inline PTX
+    that rounded to e4m3 into a 16-bit register and read it back (``cvt.rn.satfinite.e4m3x2.f16x2 a0, ..;
+    cvt.rn.f16x2.e4m3x2 h0, a0``) compiled, with ptxas 12.8, to an ``F2FP.F16.E4M3.UNPACK_B`` of a register the ``PRMT``
+    that puts the rounded bytes there writes only after it: NaN outputs on the GPU."""
+    code = parse(sass)
+    found = []
+    for ins, written in _written_before(code, _register_writes):
+        if ins.opcode.startswith(_HALF_OPS) and not ins.predicated:
+            for src in ins.operands.split(", ")[1:]:
+                m = re.match(r"-?\|?R(\d+)\b", src.strip())
+                if m and int(m.group(1)) not in written:
+                    found.append(UnwrittenConversion(ins.address, ins.opcode, int(m.group(1))))
+                    break
+    return found
+
+
+Finding = UnsetDescriptor | WrittenInFlight | UnwrittenStore | UnwrittenConversion
+
+
+def wgmma_findings(sass: str) -> list[Finding]:
+    """The four checks' findings in address order: descriptors not written on some path, operands written in flight,
+    shared stores of registers not written on some path, conversions reading registers not written on some path."""
+    found: list[Finding] = [*unset_wgmma_descriptors(sass), *wgmma_operands_written_in_flight(sass),
+                            *stores_of_unwritten_registers(sass), *conversions_of_unwritten_registers(sass)]
     return sorted(found, key=lambda x: x.address)

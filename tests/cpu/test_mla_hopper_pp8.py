@@ -648,3 +648,127 @@ def test_p8_protocol_model_holds_for_every_schedule():
     body = inspect.getsource(kernel_hopper_pp8._pp8_wg0.fn)
     wait = body.index("mbarrier.wait(rsrc.index(stage), (g // 2) & 1)")
     assert wait < body.index("_issue8(kv_nope_desc, kv_rope_desc, k8_bufs, kr_bufs, land, row2, stage)")
+
+
+def test_pl_multiplies_both_halves_of_an_e4m3_pair():
+    """PL (pinned, session 47): P as an e4m3 pair, each half multiplied by the transposed fp8 V. Compiled for sm_90
+    with a query given in e4m3, alone and in P8's schedules: twice P8's P.V wgmmas (each call site's hi then lo), the
+    same score MMAs, two more P stores a hand-off (the lo tile), 8 KB more shared memory (two lo tiles) within sm_90's
+    block limit, every wgmma's operands and stored register set on every path, no tile loop reloading a spill."""
+    base = _p8_compile(dict(T8=1, P8=1))
+    base_sass = _sass_of_cubin(base.asm["cubin"])
+    for config in (dict(), dict(EI=1), dict(EI=1, TE=1, NF=1), dict(EI=1, WL1=1)):
+        compiled = _p8_compile(dict(T8=1, P8=1, PL=1, **config))
+        sass = _sass_of_cubin(compiled.asm["cubin"])
+        assert compiled.metadata.shared == base.metadata.shared + 2 * 64 * 64, (config, compiled.metadata.shared)
+        assert compiled.metadata.shared <= SM90_SHARED
+        assert sass.count("QGMMA.64x256x32.F32.E4M3.E4M3") == 16, config
+        assert sass.count("QGMMA.64x64x32.F32.E4M3.E4M3") == base_sass.count("QGMMA.64x64x32.F32.E4M3.E4M3")
+        assert sass.count("STSM.16.M88.4") == base_sass.count("STSM.16.M88.4") + 4, config
+        assert [str(u) for u in wgmma_findings(sass)] == [], config
+        if SCHEDULED_WITH_THIS_TRITON:
+            assert _tile_loop_local_loads(sass, "QGMMA.64x64x32") == 0, config
+    with pytest.raises(ValueError, match="config PL=1") as err:
+        q, kv, pt, lens, out = _route_inputs()
+        interface_hopper.hopper_call(q, kv, pt, lens, 0.04, 1.0, "fp8", out, False, sms=132, config=dict(T8=1, PL=1))
+    assert "P8=0" in str(err.value) and "\n" not in str(err.value)
+
+
+def _e4m3_bits(x: np.ndarray) -> np.ndarray:
+    """float values rounded to e4m3 (to nearest, ties to even; finite), as their bytes."""
+    return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(torch.float8_e4m3fn).view(torch.uint8).numpy()
+
+
+def _e4m3_value(bits: np.ndarray) -> np.ndarray:
+    return torch.from_numpy(np.ascontiguousarray(bits, dtype=np.uint8)).view(torch.float8_e4m3fn).float().numpy()
+
+
+def _run_f16x2_asm(asm: str, regs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The PTX of ``asm`` (the handful of operations ``_p8_scaled_pair`` uses) run lane-wise over numpy arrays:
+    ``regs`` maps ``$k`` to uint32 arrays (f32 operands as their bits); returns every register written. Each f16x2
+    operation rounds each half as PTX's ``.rn`` does (the float32 result of two fp16 operands rounded to fp16)."""
+    def halves(v):
+        return (v & 0xFFFF).astype(np.uint16), (v >> 16).astype(np.uint16)
+
+    def f16(bits):
+        return bits.astype(np.uint16).view(np.float16)
+
+    def bits16(x):
+        return np.asarray(x, dtype=np.float16).view(np.uint16)
+
+    def pack(lo, hi):
+        return lo.astype(np.uint32) | (hi.astype(np.uint32) << 16)
+
+    r = dict(regs)
+    body = asm.strip().strip("{}")
+    for stmt in (s.strip() for s in body.split(";")):
+        if not stmt or stmt.startswith(".reg"):
+            continue
+        op, rest = stmt.split(None, 1)
+        ops = [o.strip() for o in re.split(r",(?![^{]*})", rest)]
+        if op == "mov.b32" and ops[0].startswith("{"):          # unpack a 32-bit register into two 16-bit ones
+            a, b = (x.strip() for x in ops[0].strip("{}").split(","))
+            r[a], r[b] = halves(r[ops[1]])
+        elif op == "mov.b32":                                   # pack two 16-bit registers
+            a, b = (x.strip() for x in ops[1].strip("{}").split(","))
+            r[ops[0]] = pack(r[a], r[b])
+        elif op == "cvt.rn.f16x2.e4m3x2":
+            v = r[ops[1]].astype(np.uint16)
+            r[ops[0]] = pack(bits16(_e4m3_value(v & 0xFF)), bits16(_e4m3_value(v >> 8)))
+        elif op in ("add.rn.f16x2", "sub.rn.f16x2", "mul.rn.f16x2"):
+            fn = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[op.split(".")[0]]
+            (a0, a1), (b0, b1) = halves(r[ops[1]]), halves(r[ops[2]])
+            r[ops[0]] = pack(*(bits16(fn(f16(x).astype(np.float32), f16(y).astype(np.float32)))
+                               for x, y in ((a0, b0), (a1, b1))))
+        elif op == "cvt.rn.f16.f32":
+            r[ops[0]] = bits16(r[ops[1]].astype(np.uint32).view(np.float32))
+        elif op == "cvt.rn.satfinite.e4m3x2.f16x2":
+            h0, h1 = halves(r[ops[1]])
+            lo, hi = (_e4m3_bits(np.clip(f16(h).astype(np.float32), -448, 448)) for h in (h0, h1))
+            r[ops[0]] = lo.astype(np.uint16) | (hi.astype(np.uint16) << 8)
+        else:
+            raise AssertionError(f"an operation this emulation does not know: {stmt!r}")
+    return r
+
+
+def _pair_rescaled(asm: str, p: np.ndarray, beta: np.ndarray):
+    """2^8 P (four values a row of ``p`` [n, 4]) as ``_p_pair_store`` splits it, then ``asm`` (``_p8_scaled_pair``'s)
+    on the pair's words with ``beta``: the values of hi' and lo' [n, 4]."""
+    y = (p * 256.0).astype(np.float32)
+    hi = _e4m3_bits(y)
+    lo = _e4m3_bits(y - _e4m3_value(hi))
+
+    def word(b):
+        b = b.astype(np.uint32)
+        return b[:, 0] | (b[:, 1] << 8) | (b[:, 2] << 16) | (b[:, 3] << 24)
+
+    out = _run_f16x2_asm(asm, {"$2": word(hi), "$6": word(lo), "$10": beta.astype(np.float32).view(np.uint32)})
+    value = [_e4m3_value(np.stack([(out[k] >> (8 * i)) & 0xFF for i in range(4)], 1)) for k in ("$0", "$1")]
+    return value[0], value[1]
+
+
+def test_pl_pair_holds_p_to_fp16s_class_through_its_rescale():
+    """PL's numerics, its asm run as written (``_p8_scaled_pair``'s PTX, emulated lane by lane): P from softmax-like
+    scores (exp2 of random logits minus the row max, so values from 1 down past 2^-20), rescaled by a max step beta,
+    comes out of the pair as hi' + lo' within 2^-8 of 2^8 P beta (plus an absolute 2^-9, e4m3's smallest step) where the
+    e4m3 P alone is off by up to 2^-4 of itself; the same asm with the add of lo dropped falls back to e4m3's class."""
+    rng = np.random.default_rng()
+    s = rng.normal(0.0, 3.0, (4096, 4)).astype(np.float32)
+    p = np.exp2(s - s.max()).astype(np.float32)
+    beta = np.exp2(-rng.uniform(0.0, 6.0, 4096)).astype(np.float32)
+    hi, lo = _pair_rescaled(_PAIR_ASM(), p, beta)
+    want = p * 256.0 * beta[:, None]
+    err = np.abs(hi + lo - want)
+    assert (err <= want * 2.0 ** -8 + 2.0 ** -9).all(), float((err / np.maximum(want, 1e-30)).max())
+    single = np.abs(_e4m3_value(_e4m3_bits(want)) - want)
+    assert (single > want * 2.0 ** -6 + 2.0 ** -9).any()      # the single e4m3 P's class, for contrast
+    broken = _PAIR_ASM().replace("add.rn.f16x2 h0, h0, l0; add.rn.f16x2 h1, h1, l1;", "")
+    hi_b, lo_b = _pair_rescaled(broken, p, beta)
+    assert not (np.abs(hi_b + lo_b - want) <= want * 2.0 ** -8 + 2.0 ** -9).all()
+
+
+def _PAIR_ASM() -> str:
+    """``_p8_scaled_pair``'s PTX as the kernel module holds it (its source, the asm string literal)."""
+    import inspect
+    src = inspect.getsource(kernel_hopper_pp8._p8_scaled_pair.fn)
+    return re.search(r'"""(\{.*?\})"""', src, re.S).group(1)

@@ -306,20 +306,33 @@ def _p8_scaled_pair(h32, l32, beta, layout: gl.constexpr):
         cvt.rn.f16.f32 bh, $10; mov.b32 b2, {bh, bh};
         mul.rn.f16x2 h0, h0, b2; mul.rn.f16x2 h1, h1, b2;
         cvt.rn.satfinite.e4m3x2.f16x2 a0, h0; cvt.rn.satfinite.e4m3x2.f16x2 a1, h1;
+        mov.b32 $0, {a0, a1}; mov.b32 {a0, a1}, $0;
         cvt.rn.f16x2.e4m3x2 l0, a0; cvt.rn.f16x2.e4m3x2 l1, a1;
         sub.rn.f16x2 l0, h0, l0; sub.rn.f16x2 l1, h1, l1;
         cvt.rn.satfinite.e4m3x2.f16x2 c0, l0; cvt.rn.satfinite.e4m3x2.f16x2 c1, l1;
-        mov.b32 $0, {a0, a1}; mov.b32 $1, {c0, c1}; }""",
+        mov.b32 $1, {c0, c1}; }""",
         "=r,=r,r,r,r,r,r,r,r,r,r,r,r,r", [x, y, b], dtype=(gl.float8e4nv, gl.float8e4nv), is_pure=True, pack=4)
 
 
 @gluon.jit
 def _p_pair_store(p, p8_smem, lo_idx):
     """PL: P (times 2^8, in [0, 2^8]) as an e4m3 pair: lo = e4m3(P - hi) into tile ``lo_idx``; returns hi = e4m3(P),
-    which the hand-off stores. Values of P from 2^-10 keep lo normal (lo >= 2^-6 up to hi's rounding): the pair holds P
-    to about 2^-8 of itself, fp16 P's class where the e4m3 P alone holds 2^-4."""
-    hi = p.to(gl.float8e4nv)
-    _p_store(p8_smem, lo_idx).store((p - hi.to(gl.float32)).to(gl.float8e4nv))
+    which the hand-off stores. Per four values one asm: hi by two f32-pair roundings, P - hi in f16x2 (P's f16 rounding
+    2^-11 of it), lo by two roundings (Triton's own 8-bit conversions made 8-bit register values that ptxas carried
+    across the pair loop packed a byte at a time: NaN rows in its first GPU run, session 47 call B). Values of P from
+    2^-10 keep lo normal (lo >= 2^-6 up to hi's rounding): the pair holds P to about 2^-8 of itself, bf16 P's class,
+    where the e4m3 P alone holds 2^-4."""
+    hi, lo = gl.inline_asm_elementwise(
+        """{ .reg .b16 a0, a1, c0, c1; .reg .b32 h0, h1, y0, y1;
+        cvt.rn.satfinite.e4m3x2.f32 a0, $3, $2; cvt.rn.satfinite.e4m3x2.f32 a1, $5, $4;
+        mov.b32 $0, {a0, a1}; mov.b32 {a0, a1}, $0;
+        cvt.rn.f16x2.e4m3x2 h0, a0; cvt.rn.f16x2.e4m3x2 h1, a1;
+        cvt.rn.f16x2.f32 y0, $3, $2; cvt.rn.f16x2.f32 y1, $5, $4;
+        sub.rn.f16x2 y0, y0, h0; sub.rn.f16x2 y1, y1, h1;
+        cvt.rn.satfinite.e4m3x2.f16x2 c0, y0; cvt.rn.satfinite.e4m3x2.f16x2 c1, y1;
+        mov.b32 $1, {c0, c1}; }""",
+        "=r,=r,r,r,r,r", [p], dtype=(gl.float8e4nv, gl.float8e4nv), is_pure=True, pack=4)
+    _p_store(p8_smem, lo_idx).store(lo)
     return hi
 
 
