@@ -43,11 +43,11 @@ import pytest
 # an H100, and landed pinned; its schedules EI, TE and NF passed in session 45, call A, on an H100: 5 passed, and
 # went into P8's tuned space, p_precision="e4m3"; NB3, P8 with three tile buffers, EL, WG1's read of WG0's tile under
 # the previous pair's P.V, and TR, V transposed by transposing loads, passed in session 46, call A, on an H100: 19
-# passed; TR replaced the int32 transposition (5-8% faster at batch 32-64), NB3 and EL were removed: not faster)
-UNPROVEN: dict[str, str] = {
-    "VS": "P8's VS (V^T's rows swapped for conflict-free transposition stores, O's columns swapped back)",
-    "PL": "P8's PL (P as an e4m3 pair, hi and lo, each multiplied by V)",
-}
+# passed; TR replaced the int32 transposition (5-8% faster at batch 32-64), NB3 and EL were removed: not faster; VS,
+# P8's V^T rows ordered for conflict-free transposition stores, passed in session 47, call B, on an H100 (2-5.5%
+# faster: in P8's space), and PL, P as an e4m3 pair, in call C once its pair no longer read a 16-bit register back
+# (call B's build: NaN): 15 passed; in the e4m3 query's space)
+UNPROVEN: dict[str, str] = {}
 
 
 def skip_unproven(config: dict) -> None:
