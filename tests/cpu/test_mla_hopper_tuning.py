@@ -327,10 +327,10 @@ def test_ab_target_times_the_space_each_config_pinned_as_the_tuned_grid_runs_it(
     assert (e4m3.heads, e4m3.kv_format, e4m3.query_precision) == (128, "fp8", "e4m3")
     assert [c.kwargs for c in e4m3.configs] == [c.kwargs for c in resolve_target("mla_decode_hopper_h128").configs]
     assert resolve_target("mla_decode_hopper_h128").query_precision == "bf16"
-    # graphtune ab mla_decode_hopper_h128_p8: the e4m3 query's tuned space beside P8's, each pinned
+    # graphtune ab mla_decode_hopper_h128_p8: T8's space with the e4m3 query, PL and P8's tuned space, each pinned
     p8 = resolve_target("mla_decode_hopper_h128_p8")
     assert (p8.heads, p8.kv_format, p8.query_precision, p8.path) == (128, "fp8", "e4m3", "hopper")
-    assert [c.kwargs for c in p8.configs] == [*hopper.HOPPER_T8_E4M3_SPACE, *hopper.HOPPER_T8_P8_SPACE]
+    assert [c.kwargs for c in p8.configs] == [*hopper.HOPPER_T8_SPACE, hopper.T8_PL_CONFIG, *hopper.HOPPER_T8_P8_SPACE]
     for config in p8.configs:
         assert hopper.pinned_config(128, "fp8", config.kwargs)["T8"] == 1
     with pytest.raises(ValueError, match=r"\['BLOCK_H'\] that the Hopper kernel"):

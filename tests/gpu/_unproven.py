@@ -46,7 +46,7 @@ import pytest
 # passed; TR replaced the int32 transposition (5-8% faster at batch 32-64), NB3 and EL were removed: not faster; VS,
 # P8's V^T rows ordered for conflict-free transposition stores, passed in session 47, call B, on an H100 (2-5.5%
 # faster: in P8's space), and PL, P as an e4m3 pair, in call C once its pair no longer read a 16-bit register back
-# (call B's build: NaN): 15 passed; in the e4m3 query's space)
+# (call B's build: NaN): 15 passed; pinned)
 UNPROVEN: dict[str, str] = {}
 
 

@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # session 47, call D (carry [".whl"]; an H100 or an H200, say which): VS in every config of P8's tuned space
-# (p_precision="e4m3") and PL (P8 + PL + EI + VS) beside T8 in the e4m3 query's (p_precision="bf16"). (1) the GPU tests
-# of both public paths (the e4m3 query's accuracy, warm-up + capture + replay, p_precision's, the pinned P8 cases);
-# (2) the public fp8 table at H = 128 beside FlashMLA, uniform and ragged (seed 39179), with the e4m3 columns, FlashMLA's
-# own terms and a step's plan; (3) the per-bucket A/B over the e4m3 query's space beside P8's (issue 14's V1/V3
-# decision). LIMIT=SECONDS bounds it.
+# (p_precision="e4m3"). (1) the GPU tests of the public paths with the e4m3 query (its accuracy, warm-up + capture +
+# replay, p_precision's, the pinned P8 and PL cases); (2) the public fp8 table at H = 128 beside FlashMLA, uniform and
+# ragged (seed 39179), with the e4m3 columns, FlashMLA's own terms and a step's plan; (3) the per-bucket A/B over T8's
+# space with the e4m3 query, PL and P8's space (issue 14's V1/V3 decision). LIMIT=SECONDS bounds it.
 set -o pipefail
 LIMIT=${LIMIT:-560}
 source docs/gpu_calls/lib.sh

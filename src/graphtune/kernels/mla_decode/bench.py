@@ -169,13 +169,14 @@ AB_HOPPER_H128_BF16_TARGET = MlaDecodeHopperTarget(name="mla_decode_hopper_h128_
 # half to drop): per bucket, which kernel that mode should run (``interface_hopper.T8_E4M3_MIN_BATCH``)
 AB_HOPPER_H128_E4M3_TARGET = MlaDecodeHopperTarget(name="mla_decode_hopper_h128_e4m3", heads=128,
                                                    query_precision="e4m3")
-# ``graphtune ab mla_decode_hopper_h128_p8``: the e4m3 query's space (T8's fp16 P and PL's e4m3 pair) beside P8's
-# schedules (P in e4m3 too, ``p_precision="e4m3"``'s tuned space), each pinned: per bucket, what FlashMLA's accuracy
-# class buys over the e4m3 query alone
+# ``graphtune ab mla_decode_hopper_h128_p8``: T8's space with the e4m3 query, PL (P as an e4m3 pair, pinned) and P8's
+# schedules (P in e4m3 too, ``p_precision="e4m3"``'s tuned space), each pinned: per bucket, what each rounding of P
+# buys over the e4m3 query alone
 AB_HOPPER_H128_P8_TARGET = MlaDecodeHopperTarget(
     name="mla_decode_hopper_h128_p8", heads=128, query_precision="e4m3",
     configs=[triton.Config(dict(c), num_warps=interface_hopper.PP_NUM_WARPS)
-             for c in [*interface_hopper.HOPPER_T8_E4M3_SPACE, *interface_hopper.HOPPER_T8_P8_SPACE]])
+             for c in [*interface_hopper.HOPPER_T8_SPACE, interface_hopper.T8_PL_CONFIG,
+                       *interface_hopper.HOPPER_T8_P8_SPACE]])
 # page size 1 (FlashMLA cannot) on the Hopper path: the second fp8 tokens-on-M kernel's row gather
 # (``graphtune ab graphtune.kernels.mla_decode.bench:AB_HOPPER_GATHER_TARGET``), next to the portable kernel there
 # (``graphtune ab mla_decode``, page size 1 too)

@@ -36,9 +36,8 @@ _KV_FORMATS = ("auto", *_FORMAT_CODES)
 # "bf16": scores at the bf16 query's precision (an fp8 cache's kernels take the query as an e4m3 hi/lo pair);
 # "e4m3": an fp8 cache's kernels may take the query as one e4m3 copy (hi alone: FlashMLA's fp8 accuracy class)
 QUERY_PRECISIONS = ("bf16", "e4m3")
-# "bf16": P, the softmax's probabilities, enters the P.V product with bf16's precision or better (16 bits, or with the
-# e4m3 query T8's PL, an e4m3 pair of 8 significant bits); "e4m3" (with the e4m3 query): the fp8 heads-on-M kernel T8
-# may round P to e4m3 and run P.V as fp8 MMAs, FlashMLA's fp8 path's other rounding
+# "bf16": P, the softmax's probabilities, enters the P.V product in 16 bits; "e4m3" (with the e4m3 query): the fp8
+# heads-on-M kernel T8 may round P to e4m3 and run P.V as fp8 MMAs, FlashMLA's fp8 path's other rounding
 P_PRECISIONS = ("bf16", "e4m3")
 # the reduction's launch (reduction.py), under the names the probes and tests use
 reduce_blocks = reduction.reduce_blocks
@@ -294,11 +293,7 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor
             are not whole 64-token tiles, and with H a multiple of 64 T8, the fp8 kernel, at every batch and the bf16
             ping-pong kernel from batch 8; ``interface_hopper._reads_plan``); the others compute their split as
             without it. Under torch.compile pass it into the compiled function (``op.PLAN_UNDER_COMPILE``).
-        p_precision: ``"bf16"`` (default): P, the softmax's probabilities, enters the P.V product with bf16's
-            precision or better: in 16 bits, or, with the e4m3 query where the tuner picks it (fp8, sm_90, H a
-            multiple of 64; ``interface_hopper.HOPPER_T8_E4M3_SPACE``), as an e4m3 pair hi + lo (8 significant bits,
-            bf16's) with P.V as fp8 MMAs: 4.4-5.0e-3 relative error against the bf16 query's fp32 reference where the
-            fp16 P measured 4.3e-3 (4096-token requests, H100, session 47; the e4m3 query's own rounding dominates).
+        p_precision: ``"bf16"`` (default): P, the softmax's probabilities, enters the P.V product in 16 bits.
             ``"e4m3"`` (fp8 caches, with the e4m3 query: ``query_precision="e4m3"`` or an fp8 ``q``): the fp8
             heads-on-M kernel T8 (sm_90, H a multiple of 64, every batch) may round P to e4m3 and run P.V as fp8
             MMAs on a transposed V, FlashMLA's fp8 accuracy class whole (FlashMLA rounds P to e4m3 too): 2.21e-2

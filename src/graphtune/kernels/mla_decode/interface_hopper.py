@@ -156,14 +156,17 @@ T8_NAME = "mla_decode_hopper_t8"
 # 0.0199 with query_precision="e4m3" (FlashMLA 0.0171): 1, with the pair's.
 T8_E4M3_MIN_BATCH = 1
 T8_E4M3_NAME = "mla_decode_hopper_t8_e4m3"
-# With the e4m3 query, beside T8's fp16 P: PL (session 47), P8's schedule with P as an e4m3 pair (hi = e4m3(2^8 P), lo =
-# e4m3(2^8 P - hi): 8 significant bits, bf16's) each multiplied by the transposed fp8 V, so no widening of V. Session
-# 47 call C (H100, H = 128, 4096-token requests, a step's plan; benchmarks/results/plan_pl_vs_h100_session47_callC.json):
-# P8 + PL + EI + VS 0.0168 / 0.0281 / 0.0668 / 0.1172 ms at batch 1 / 8 / 32 / 64 against T8's tuned 0.0164 / 0.0288 /
-# 0.0721 / 0.1257 (ragged 0.0179 / 0.0299 / 0.0683 / 0.1292 against 0.0180 / 0.0313 / 0.0718 / 0.1308), its relative
-# error against the bf16 query's fp32 reference 4.4-5.0e-3 where T8's is 4.3e-3 (the e4m3 query's rounding dominates
-# both). The tuner picks per bucket.
-HOPPER_T8_E4M3_SPACE: list[dict[str, int]] = [*HOPPER_T8_SPACE, dict(BLOCK_N=64, T8=1, P8=1, PL=1, EI=1, VS=1)]
+# PL (session 47, pinned; not in a tuned space): P8's schedule with P as an e4m3 pair (hi = e4m3(2^8 P), lo = e4m3(2^8
+# P - hi): 8 significant bits, bf16's) each multiplied by the transposed fp8 V. Session 47 call C (H100, H = 128,
+# 4096-token requests, the e4m3 query, a step's plan; benchmarks/results/plan_pl_vs_h100_session47_callC.json): P8 + PL
+# + EI + VS 0.0168 / 0.0281 / 0.0668 / 0.1172 ms at batch 1 / 8 / 32 / 64 against T8's tuned 0.0164 / 0.0288 / 0.0721
+# / 0.1257. But its error grows with a segment's length (1.9e-3 against the e4m3 query's reference with 132 programs,
+# 3.3e-3 with one program a request, where the pair's own rounding measured 5e-4 on the CPU, session 25's
+# p_rounding.py), which points at the fp8 MMAs' accumulation into O (Hopper's fp8 tensor cores keep about 14 bits of
+# an accumulation: DeepSeek-V3's technical report, measured on H800; P's lo products are 2^-4 of its hi ones): not
+# isolated yet. Not bf16 P's class at long segments, so it stays pinned (and in ``graphtune ab
+# mla_decode_hopper_h128_p8``).
+T8_PL_CONFIG: dict[str, int] = dict(BLOCK_N=64, T8=1, P8=1, PL=1, EI=1, VS=1)
 # ``p_precision="e4m3"`` (with the e4m3 query): T8 with P rounded to e4m3 and P.V as fp8 wgmmas on a transposed V (P8,
 # FlashMLA's fp8 accuracy class whole: 2.1e-2 on 4096-token requests, H100, session 44), tuned per bucket under its own
 # name over its schedules: P8 alone; EI, the next tiles' copies issued once a buffer's bytes are read; EI with TE, WG0's
@@ -768,9 +771,7 @@ SECOND: dict[tuple[bool, str], Second] = {   # (heads on M, kv_format) -> its se
 # (heads on M, kv_format) -> its third kernel, which the tuned path runs from its ``min_batch`` up (above the second's)
 THIRD: dict[tuple[bool, str], Second] = {
     (True, "fp8"): Second(T8_MIN_BATCH, T8_NAME, HOPPER_T8_SPACE, "T8", PP_NUM_WARPS)}
-# the third kernel with the e4m3 query (so from T8_E4M3_MIN_BATCH): T8's and PL's schedules, and with
-# ``p_precision="e4m3"`` P8's
-THIRD_E4M3 = Second(T8_E4M3_MIN_BATCH, T8_E4M3_NAME, HOPPER_T8_E4M3_SPACE, "T8", PP_NUM_WARPS)
+# the third kernel with ``p_precision="e4m3"`` (the e4m3 query too, so from T8_E4M3_MIN_BATCH): P8's schedules
 THIRD_P8 = Second(T8_E4M3_MIN_BATCH, T8_P8_NAME, HOPPER_T8_P8_SPACE, "T8", PP_NUM_WARPS)
 
 
@@ -809,15 +810,13 @@ def third_applies(heads: int, fmt: str, batch: int, q_lo: bool = True) -> bool:
     return _applies(THIRD, heads, fmt, batch)
 
 
-def _extra(on_m: bool, fmt: str, gather: bool, third: bool, p8: bool = False, q_lo: bool = True) -> Second:
-    """The tuned kernel other than a class's first that a launch names: the row gather, the third (``q_lo=False``, the
-    e4m3 query: ``THIRD_E4M3``; with ``p8`` too, P in e4m3: ``THIRD_P8``) or the second."""
+def _extra(on_m: bool, fmt: str, gather: bool, third: bool, p8: bool = False) -> Second:
+    """The tuned kernel other than a class's first that a launch names: the row gather, the third (``p8``: with P in
+    e4m3, ``THIRD_P8``) or the second."""
     if gather:
         return GATHER[fmt]
     if third:
-        if not q_lo and (on_m, fmt) == (True, "fp8"):
-            return THIRD_P8 if p8 else THIRD_E4M3
-        return THIRD[(on_m, fmt)]
+        return THIRD_P8 if p8 else THIRD[(on_m, fmt)]
     return SECOND[(on_m, fmt)]
 
 
@@ -829,7 +828,7 @@ def tuned_second_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch
     ``third``: its third kernel, ``THIRD``, which takes ``Q_LO``; with ``p8``, as :func:`launch` resolves it,
     ``THIRD_P8``): scratch for the most programs per SM of its space, the grid per config. ``query_replaced``: as
     :func:`_arguments`'s."""
-    second = _extra(_heads_on_m(q.shape[1]), fmt, gather, third, p8, q_lo)
+    second = _extra(_heads_on_m(q.shape[1]), fmt, gather, third, p8)
     per_sm = max(second.programs_per_sm(c) for c in second.space)
     args, head_blocks, consts, scratch = _arguments(q, kv_cache, page_table, seq_lens, sm_scale, kv_scale, fmt, out,
                                                     return_lse, sms=sms, block_n=second.space[0]["BLOCK_N"],
@@ -860,7 +859,7 @@ def tuned_second_kernel(on_m: bool, fmt: str, gather: bool = False, third: bool 
 def _tuned_second_kernel(on_m: bool, fmt: str, gather: bool, third: bool, q_lo: bool, p8: bool = False):
     from ... import Buckets, autotune
     from .space import CAPTURE_SIZES
-    second = _extra(on_m, fmt, gather, third, p8, q_lo)
+    second = _extra(on_m, fmt, gather, third, p8)
     # (the kernels that read a plan fill it for the config's grid first: plan.plan_hook)
     # (T8's plan is filled by its launch, before its query pre-pass: _plan_first)
     reads = _reads_plan(on_m, fmt, {second.flag: 1, "GATHER": int(gather)}) and second.flag != "T8"
@@ -869,7 +868,7 @@ def _tuned_second_kernel(on_m: bool, fmt: str, gather: bool, third: bool, q_lo: 
     fn = kernel_for(BLOCK_H if on_m else TOK_BLOCK_H, fmt, v2=second.flag == "V2", pp=second.flag == "PP",
                     t8=second.flag == "T8")
     return autotune(configs, key=["B", "H", "PAGE_SIZE", "RETURN_LSE"], buckets={"B": Buckets.explicit(CAPTURE_SIZES)},
-                    default=configs[0], name=second.name,
+                    default=configs[0], name=second.name if q_lo or p8 else T8_E4M3_NAME,
                     followed_by=reduction.after_hopper_split)(fn)
 
 
@@ -1084,7 +1083,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
                                                         third=route == "third", q_lo=q_lo,
                                                         query_replaced=reads == "T8", p8=p8)
     on_m = _heads_on_m(heads)
-    extra = None if route == "first" else _extra(on_m, fmt, route == "gather", route == "third", p8, q_lo)
+    extra = None if route == "first" else _extra(on_m, fmt, route == "gather", route == "third", p8)
     if plan is not None and _reads_plan(on_m, fmt, {} if extra is None else {extra.flag: 1,
                                                                              "GATHER": int(route == "gather")}):
         # room for the space's largest grid; each config's pre-hook fills the rows for its own (plan.plan_hook), but
