@@ -270,12 +270,19 @@ def _p8_row(p8_smem, idx):
 
 
 @gluon.jit
+def _p3_operand(x32, layout: gl.constexpr):
+    """A P tile as ``_p8_row`` reads it, each int32 broadcast over its four k, in ``layout`` (an fp8 wgmma's register
+    operand): what an inline asm of pack four takes as one register a four values."""
+    return gl.convert_layout(gl.reshape(gl.expand_dims(x32, 2) + gl.zeros([64, 16, 4], gl.int32, _P3), [64, 64]), layout)
+
+
+@gluon.jit
 def _p8_scaled(x32, beta, layout: gl.constexpr):
     """P8: the P tile ``x32`` (``_p8_row``) times its row's ``beta`` in [0, 1], rounded to e4m3 again, as an fp8
     wgmma's register operand in ``layout``: per register (four values) two widenings to f16x2, two f16x2 multiplies,
     two roundings. (Each int32 is broadcast over its four k, which the asm's pack of four takes as one register; in
     Triton's own conversions each byte went to a register of its own and back, ~15 instructions a register.)"""
-    x = gl.convert_layout(gl.reshape(gl.expand_dims(x32, 2) + gl.zeros([64, 16, 4], gl.int32, _P3), [64, 64]), layout)
+    x = _p3_operand(x32, layout)
     b = gl.convert_layout(beta, gl.SliceLayout(1, layout))[:, None] + gl.zeros([64, 64], gl.float32, layout)
     return gl.inline_asm_elementwise(
         """{ .reg .b16 lo, hi, bh; .reg .b32 h0, h1, b2;
@@ -294,8 +301,8 @@ def _p8_scaled_pair(h32, l32, beta, layout: gl.constexpr):
     a pair again, as two fp8 wgmma register operands in ``layout``: per register (four values) hi + lo in f16x2 (hi's
     four significant bits and lo's, lo under hi's half ulp: fp16's eleven hold the sum to 2^-11), times beta, rounded
     to e4m3 (hi'), the remainder rounded to e4m3 (lo')."""
-    x = gl.convert_layout(gl.reshape(gl.expand_dims(h32, 2) + gl.zeros([64, 16, 4], gl.int32, _P3), [64, 64]), layout)
-    y = gl.convert_layout(gl.reshape(gl.expand_dims(l32, 2) + gl.zeros([64, 16, 4], gl.int32, _P3), [64, 64]), layout)
+    x = _p3_operand(h32, layout)
+    y = _p3_operand(l32, layout)
     b = gl.convert_layout(beta, gl.SliceLayout(1, layout))[:, None] + gl.zeros([64, 64], gl.float32, layout)
     return gl.inline_asm_elementwise(
         """{ .reg .b16 a0, a1, c0, c1, bh; .reg .b32 h0, h1, l0, l1, b2;
