@@ -1033,6 +1033,7 @@ def test_bench_pins_every_hopper_variant_it_times_as_labelled(monkeypatch):
     ("mla_cases", ["--config", '{"T8": 1}', "--sanitize", "8"], "--sanitize 8: the cases are 0..7"),
     ("mla_cases", ["--config", '{"T8": 1}'], "needs a CUDA GPU"),
     ("p_rounding", ["--tokens", "0"], "--tokens 0: must be at least 1"),
+    ("pl_numerics", ["--tokens", "100"], "--tokens 100: must be a positive multiple of 64"),
     ("query_rounding", ["--heads", "16,x"], "--heads '16,x': expected a comma list of integers"),
     ("query_rounding", ["--batch", "0"], "--batch 0: must be at least 1"),
     ("ncu_mla", ["--kv-format", "bf16", "--query-precision", "e4m3"],
@@ -1042,11 +1043,11 @@ def test_bench_pins_every_hopper_variant_it_times_as_labelled(monkeypatch):
          "gather-page-0", "gather-no-gpu", "timeline-two-parts", "timeline-format", "timeline-cell-keys",
          "timeline-overlay", "timeline-no-gpu", "cold-code-not-a-number", "cold-code-zero", "cold-code-load",
          "cold-code-no-gpu", "pick-check-cells", "pick-check-no-gpu", "clocks-cells", "clocks-seconds", "clocks-no-gpu",
-         "cases-not-json", "cases-not-knobs", "cases-sanitize-range", "cases-no-gpu", "p-rounding-tokens",
+         "cases-not-json", "cases-not-knobs", "cases-sanitize-range", "cases-no-gpu", "p-rounding-tokens", "pl-numerics-tokens",
          "query-rounding-heads", "query-rounding-batch", "ncu-query-precision", "ncu-no-gpu"])
 def test_probes_say_what_is_wrong_in_one_line(probe_name, argv, expect):
     """benchmarks/probes/reduce_sweep.py, gather_route.py, timeline.py, cold_code.py, pick_check.py, clocks.py,
-    mla_cases.py, p_rounding.py, query_rounding.py and ncu_mla.py: a
+    mla_cases.py, p_rounding.py, pl_numerics.py, query_rounding.py and ncu_mla.py: a
     malformed argument is named with its value; without a GPU (this CPU machine) they say so; each exits 2 before
     touching any device."""
     probe = Path(__file__).resolve().parents[2] / "benchmarks" / "probes" / f"{probe_name}.py"
@@ -1209,6 +1210,27 @@ def test_query_rounding_probe_writes_its_table(tmp_path):
     for kind in ("timed", "accuracy"):
         assert by[(kind, "bf16")]["vs_reference"] == 0.0
         assert by[(kind, "e4m3_query")]["vs_reference"] > 0.0
+
+
+def test_pl_numerics_growth_needs_a_short_accumulation(tmp_path):
+    """benchmarks/probes/pl_numerics.py (session 47), PL's arithmetic emulated on a small request: with exact P.V
+    accumulation the error is the pair's rounding and does not grow with a segment's length; a tensor core keeping 14
+    bits of each accumulation makes it larger, and larger for the longer segment (what PL measured on an H100); kept to
+    every bit (53), the aligned model is the exact one."""
+    probe = probe_module("pl_numerics")
+    torch.manual_seed(0)
+    s2 = torch.randn(16, 1024, dtype=torch.float64) * 3.0
+    v = torch.randn(1024, 512).to(torch.float8_e4m3fn).double()
+    p = torch.exp2(s2 - s2.amax(1, keepdim=True))
+    ref = p @ v / p.sum(1, keepdim=True)
+
+    def err(tiles, mode, bits=14):
+        return float((probe.decode(s2, v, tiles, mode, bits) - ref).norm() / ref.norm())
+    exact_long, exact_short = err(16, "exact"), err(2, "exact")
+    assert exact_long < 1.5e-3 and exact_short < 1.5e-3 and abs(exact_long - exact_short) < 0.3 * exact_long
+    aligned_long, aligned_short = err(16, "aligned"), err(2, "aligned")
+    assert aligned_long > aligned_short > exact_short and aligned_long > 2 * exact_long
+    assert err(16, "aligned", bits=53) == pytest.approx(exact_long, rel=1e-6)
 
 
 def test_return_lse_must_be_a_bool():

@@ -162,10 +162,10 @@ T8_E4M3_NAME = "mla_decode_hopper_t8_e4m3"
 # + EI + VS 0.0168 / 0.0281 / 0.0668 / 0.1172 ms at batch 1 / 8 / 32 / 64 against T8's tuned 0.0164 / 0.0288 / 0.0721
 # / 0.1257. But its error grows with a segment's length (1.9e-3 against the e4m3 query's reference with 132 programs,
 # 3.3e-3 with one program a request, where the pair's own rounding measured 5e-4 on the CPU, session 25's
-# p_rounding.py), which points at the fp8 MMAs' accumulation into O (Hopper's fp8 tensor cores keep about 14 bits of
-# an accumulation: DeepSeek-V3's technical report, measured on H800; P's lo products are 2^-4 of its hi ones): not
-# isolated yet. Not bf16 P's class at long segments, so it stays pinned (and in ``graphtune ab
-# mla_decode_hopper_h128_p8``).
+# p_rounding.py): the fp8 MMAs' accumulation into a segment's O (benchmarks/probes/pl_numerics.py: PL's arithmetic
+# emulated, 5.6e-4 at any segment length with exact accumulation, 9.6e-4 / 2.43e-3 at 8 / 64 tiles a segment with a
+# 14-bit one, the model of Hopper's fp8 accumulation in DeepSeek-V3's technical report, measured on H800). Not bf16
+# P's class at long segments, so it stays pinned (and in ``graphtune ab mla_decode_hopper_h128_p8``).
 T8_PL_CONFIG: dict[str, int] = dict(BLOCK_N=64, T8=1, P8=1, PL=1, EI=1, VS=1)
 # ``p_precision="e4m3"`` (with the e4m3 query): T8 with P rounded to e4m3 and P.V as fp8 wgmmas on a transposed V (P8,
 # FlashMLA's fp8 accuracy class whole: 2.1e-2 on 4096-token requests, H100, session 44), tuned per bucket under its own
