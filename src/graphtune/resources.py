@@ -906,9 +906,10 @@ def _resource_usage(cubin: bytes, kernel_name: str) -> dict[str, int]:
 
 def wgmma_hazards(kernel: Any) -> tuple[str, ...]:
     """What :mod:`graphtune.sass` finds wrong in a compiled kernel's SASS (``kernel.asm``: Triton's
-    ``CompiledKernel``): wgmmas whose descriptor is not written on every path into them, and registers a wgmma reads
-    or writes that another instruction writes while it runs. Read only for kernels with a wgmma (their PTX names
-    ``wgmma.mma_async``); () for any other, or without its PTX and cubin."""
+    ``CompiledKernel``): wgmmas whose descriptor is not written on every path into them, registers a wgmma reads or
+    writes that another instruction writes while it runs, and shared-memory stores and 8- / 16-bit conversions of
+    registers not written on every path into them (ptxas faults seen in sessions 43 and 47). Read only for kernels with
+    a wgmma (their PTX names ``wgmma.mma_async``); () for any other, or without its PTX and cubin."""
     asm = getattr(kernel, "asm", None)
     if not isinstance(asm, Mapping) or "wgmma.mma_async" not in str(asm.get("ptx", "")) or not asm.get("cubin"):
         return ()
