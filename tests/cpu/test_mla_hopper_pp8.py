@@ -722,6 +722,12 @@ def _run_f16x2_asm(asm: str, regs: dict[str, np.ndarray]) -> dict[str, np.ndarra
                                for x, y in ((a0, b0), (a1, b1))))
         elif op == "cvt.rn.f16.f32":
             r[ops[0]] = bits16(r[ops[1]].astype(np.uint32).view(np.float32))
+        elif op == "cvt.rn.f16x2.f32":                          # d = {f16(a) upper, f16(b) lower}
+            a, b = (r[o].astype(np.uint32).view(np.float32) for o in ops[1:])
+            r[ops[0]] = pack(bits16(b), bits16(a))
+        elif op == "cvt.rn.satfinite.e4m3x2.f32":               # d = {e4m3(a) upper byte, e4m3(b) lower}
+            a, b = (np.clip(r[o].astype(np.uint32).view(np.float32), -448, 448) for o in ops[1:])
+            r[ops[0]] = _e4m3_bits(b).astype(np.uint16) | (_e4m3_bits(a).astype(np.uint16) << 8)
         elif op == "cvt.rn.satfinite.e4m3x2.f16x2":
             h0, h1 = halves(r[ops[1]])
             lo, hi = (_e4m3_bits(np.clip(f16(h).astype(np.float32), -448, 448)) for h in (h0, h1))
@@ -731,44 +737,56 @@ def _run_f16x2_asm(asm: str, regs: dict[str, np.ndarray]) -> dict[str, np.ndarra
     return r
 
 
-def _pair_rescaled(asm: str, p: np.ndarray, beta: np.ndarray):
-    """2^8 P (four values a row of ``p`` [n, 4]) as ``_p_pair_store`` splits it, then ``asm`` (``_p8_scaled_pair``'s)
-    on the pair's words with ``beta``: the values of hi' and lo' [n, 4]."""
-    y = (p * 256.0).astype(np.float32)
-    hi = _e4m3_bits(y)
-    lo = _e4m3_bits(y - _e4m3_value(hi))
-
-    def word(b):
-        b = b.astype(np.uint32)
-        return b[:, 0] | (b[:, 1] << 8) | (b[:, 2] << 16) | (b[:, 3] << 24)
-
-    out = _run_f16x2_asm(asm, {"$2": word(hi), "$6": word(lo), "$10": beta.astype(np.float32).view(np.uint32)})
-    value = [_e4m3_value(np.stack([(out[k] >> (8 * i)) & 0xFF for i in range(4)], 1)) for k in ("$0", "$1")]
-    return value[0], value[1]
+def _bytes_values(word: np.ndarray) -> np.ndarray:
+    """A register of four e4m3 (element i in byte i) as their values [n, 4]."""
+    return _e4m3_value(np.stack([(word >> (8 * i)) & 0xFF for i in range(4)], 1))
 
 
-def test_pl_pair_holds_p_to_fp16s_class_through_its_rescale():
-    """PL's numerics, its asm run as written (``_p8_scaled_pair``'s PTX, emulated lane by lane): P from softmax-like
-    scores (exp2 of random logits minus the row max, so values from 1 down past 2^-20), rescaled by a max step beta,
-    comes out of the pair as hi' + lo' within 2^-8 of 2^8 P beta (plus an absolute 2^-9, e4m3's smallest step) where the
-    e4m3 P alone is off by up to 2^-4 of itself; the same asm with the add of lo dropped falls back to e4m3's class."""
+def _pair_of(asm: str, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``asm`` (``_p_pair_store``'s) on 2^8 P, four values a row of ``p`` [n, 4]: the pair's registers (hi, lo)."""
+    y = (p * 256.0).astype(np.float32).view(np.uint32)
+    out = _run_f16x2_asm(asm, {f"${2 + i}": y[:, i] for i in range(4)})
+    return out["$0"], out["$1"]
+
+
+def _pair_rescaled(asm: str, hi: np.ndarray, lo: np.ndarray, beta: np.ndarray):
+    """``asm`` (``_p8_scaled_pair``'s) on the pair's registers with ``beta``: the values of hi' and lo' [n, 4]."""
+    out = _run_f16x2_asm(asm, {"$2": hi, "$6": lo, "$10": beta.astype(np.float32).view(np.uint32)})
+    return _bytes_values(out["$0"]), _bytes_values(out["$1"])
+
+
+def test_pl_pair_holds_p_to_bf16s_class_through_its_rescale():
+    """PL's numerics, its two asm blocks run as written (``_p_pair_store``'s and ``_p8_scaled_pair``'s PTX, emulated
+    lane by lane): P from softmax-like scores (exp2 of random logits minus the row max, so values from 1 down past
+    2^-20) made into the pair holds 2^8 P within 2^-8 of itself (plus an absolute 2^-9, e4m3's smallest step), and
+    rescaled by a max step beta comes out as hi' + lo' within that of 2^8 P beta, where the e4m3 P alone is off by up
+    to 2^-4 of itself; the rescale with the add of lo dropped, or the pair with its remainder not taken, falls back to
+    e4m3's class."""
     rng = np.random.default_rng()
     s = rng.normal(0.0, 3.0, (4096, 4)).astype(np.float32)
     p = np.exp2(s - s.max()).astype(np.float32)
     beta = np.exp2(-rng.uniform(0.0, 6.0, 4096)).astype(np.float32)
-    hi, lo = _pair_rescaled(_PAIR_ASM(), p, beta)
+    make, rescale = _PAIR_ASMS()
+
+    def close(got, want):
+        return np.abs(got - want) <= want * 2.0 ** -8 + 2.0 ** -9
+
+    hi, lo = _pair_of(make, p)
+    assert close(_bytes_values(hi) + _bytes_values(lo), p * 256.0).all()
+    hi2, lo2 = _pair_rescaled(rescale, hi, lo, beta)
     want = p * 256.0 * beta[:, None]
-    err = np.abs(hi + lo - want)
-    assert (err <= want * 2.0 ** -8 + 2.0 ** -9).all(), float((err / np.maximum(want, 1e-30)).max())
-    single = np.abs(_e4m3_value(_e4m3_bits(want)) - want)
-    assert (single > want * 2.0 ** -6 + 2.0 ** -9).any()      # the single e4m3 P's class, for contrast
-    broken = _PAIR_ASM().replace("add.rn.f16x2 h0, h0, l0; add.rn.f16x2 h1, h1, l1;", "")
-    hi_b, lo_b = _pair_rescaled(broken, p, beta)
-    assert not (np.abs(hi_b + lo_b - want) <= want * 2.0 ** -8 + 2.0 ** -9).all()
+    assert close(hi2 + lo2, want).all(), float((np.abs(hi2 + lo2 - want) / np.maximum(want, 1e-30)).max())
+    single = _e4m3_value(_e4m3_bits(want))
+    assert not close(single, want).all()      # the single e4m3 P's class, for contrast
+    broken = rescale.replace("add.rn.f16x2 h0, h0, l0; add.rn.f16x2 h1, h1, l1;", "")
+    assert not close(sum(_pair_rescaled(broken, hi, lo, beta)), want).all()
+    no_rest = make.replace("sub.rn.f16x2 y0, y0, h0; sub.rn.f16x2 y1, y1, h1;", "")
+    hi3, lo3 = _pair_of(no_rest, p)
+    assert not close(_bytes_values(hi3) + _bytes_values(lo3), p * 256.0).all()
 
 
-def _PAIR_ASM() -> str:
-    """``_p8_scaled_pair``'s PTX as the kernel module holds it (its source, the asm string literal)."""
+def _PAIR_ASMS() -> tuple[str, str]:
+    """``_p_pair_store``'s and ``_p8_scaled_pair``'s PTX as the kernel module holds them (the asm string literals)."""
     import inspect
-    src = inspect.getsource(kernel_hopper_pp8._p8_scaled_pair.fn)
-    return re.search(r'"""(\{.*?\})"""', src, re.S).group(1)
+    return tuple(re.search(r'"""(\{.*?\})"""', inspect.getsource(fn.fn), re.S).group(1)
+                 for fn in (kernel_hopper_pp8._p_pair_store, kernel_hopper_pp8._p8_scaled_pair))

@@ -300,7 +300,9 @@ def _p8_scaled_pair(h32, l32, beta, layout: gl.constexpr):
     """PL: the P tile's pair (``hi``, ``lo``: ``_p8_row`` of both tiles) times its row's ``beta`` in [0, 1], split into
     a pair again, as two fp8 wgmma register operands in ``layout``: per register (four values) hi + lo in f16x2 (hi's
     four significant bits and lo's, lo under hi's half ulp: fp16's eleven hold the sum to 2^-11), times beta, rounded
-    to e4m3 (hi'), the remainder rounded to e4m3 (lo')."""
+    to e4m3 (hi'), the remainder rounded to e4m3 (lo'). hi' passes through its 32-bit output before it is widened
+    again (read straight from the 16-bit register it was rounded into, ptxas 12.8 read that register before the PRMT
+    that fills it: NaN in session 47's call B; ``graphtune.sass.conversions_of_unwritten_registers`` finds it)."""
     x = _p3_operand(h32, layout)
     y = _p3_operand(l32, layout)
     b = gl.convert_layout(beta, gl.SliceLayout(1, layout))[:, None] + gl.zeros([64, 64], gl.float32, layout)
@@ -324,10 +326,11 @@ def _p8_scaled_pair(h32, l32, beta, layout: gl.constexpr):
 @gluon.jit
 def _p_pair_store(p, p8_smem, lo_idx):
     """PL: P (times 2^8, in [0, 2^8]) as an e4m3 pair: lo = e4m3(P - hi) into tile ``lo_idx``; returns hi = e4m3(P),
-    which the hand-off stores. Per four values one asm: hi by two f32-pair roundings, P - hi in f16x2 (P's f16 rounding
-    2^-11 of it), lo by two roundings (Triton's own 8-bit conversions made 8-bit register values that ptxas carried
-    across the pair loop packed a byte at a time: NaN rows in its first GPU run, session 47 call B). Values of P from
-    2^-10 keep lo normal (lo >= 2^-6 up to hi's rounding): the pair holds P to about 2^-8 of itself, bf16 P's class,
+    which the hand-off stores. Per four values one asm: hi by two f32-pair roundings, passed through its 32-bit output
+    before it is widened again (as ``_p8_scaled_pair``'s hi', and for the same ptxas fault, which Triton's own
+    ``p.to(float8e4nv).to(float32)`` compiled to as well), P - hi in f16x2 (P's f16 rounding 2^-11 of it), lo by two
+    roundings. Values of P from 2^-10 keep lo normal (lo >= 2^-6 up to hi's rounding): the pair holds P to 2^-8 of
+    itself at worst (5.0e-4 error in a decode against exact P, bf16's P 1.3e-3: benchmarks/probes/p_rounding.py),
     where the e4m3 P alone holds 2^-4."""
     hi, lo = gl.inline_asm_elementwise(
         """{ .reg .b16 a0, a1, c0, c1; .reg .b32 h0, h1, y0, y1;
