@@ -704,8 +704,8 @@ def _check_t8(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
         raise ValueError(f"config P8={cfg.get('P8')}: T8's e4m3 P takes 0 or 1, and 1 with the query pair made before "
                          f"the kernel (got Q8PRE={cfg.get('Q8PRE', 1)})")
     # P8's schedule (pinned only): EI the next tiles' copies once a buffer's bytes are read, TE WG0's transposition
-    # under its score MMAs, NF (with TE) the transpositions fenced by the hand-offs; VS (pinned, not run on a GPU yet)
-    # V^T's rows in an order whose transposition stores meet no bank conflict
+    # under its score MMAs, NF (with TE) the transpositions fenced by the hand-offs, VS V^T's rows in an order whose
+    # transposition stores meet no bank conflict; PL (pinned only, T8_PL_CONFIG) P as an e4m3 pair
     for key, needs in (("EI", "P8"), ("TE", "P8"), ("NF", "TE"), ("VS", "P8"), ("PL", "P8")):
         if cfg.get(key, 0) not in (0, 1) or (cfg.get(key) and not cfg.get(needs)):
             raise ValueError(f"config {key}={cfg.get(key)}: P8's {key} takes 0 or 1, and 1 with {needs}=1 (got "

@@ -86,7 +86,7 @@ _TR2_ASM = gl.constexpr("prmt.b32 $0, $2, $3, 0x6420; prmt.b32 $1, $2, $3, 0x753
 # k' pair 8 (r // 16) + 2 ((r // 2) % 4) + r % 2. Each entry: the logical index of one bit of the int16 offset
 _VT_TR = gl.constexpr(gl.SharedLinearLayout(offset_bases=[
     [1, 0], [2, 0], [4, 0], [16, 0], [32, 0], [8, 0], [16, 1], [32, 2], [0, 4], [0, 8], [0, 16], [0, 32], [0, 64]]))
-# VS (pinned, gated): the same with V^T's row for column n at row n with bits 0 and 3 swapped, so a store matrix's
+# VS (session 47, in P8's tuned space): the same with V^T's row for column n at row n with bits 0 and 3 swapped, so a store matrix's
 # eight rows (columns n, n + 2, .., n + 14: the transposing load's lanes) fall in eight different 16-byte bank groups
 # of the 64-byte swizzle where in ``_VT_TR`` rows n and n + 8 share one (two wavefronts an STSM matrix); P.V's column p
 # then holds output dim p with bits 0 and 3 swapped, which the epilogue undoes by relabelling (``_cols_unswapped``)
@@ -904,11 +904,7 @@ def _mla_decode_hopper_pp8_kernel(
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_H, _D_V], f8)
     r_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, 128], f8)
     qh = gl.allocate_shared_memory(f8, [BLOCK_H, _D_V], q_layout)
-    if PL:
-        # (P8's query is its hi half alone, Q_LO = 0: the lo tiles' 32 KB go to P's lo tiles)
-        ql = qh
-    else:
-        ql = gl.allocate_shared_memory(f8, [BLOCK_H, _D_V], q_layout)
+    ql = gl.allocate_shared_memory(f8, [BLOCK_H, _D_V], q_layout)      # (with Q_LO = 0 never accessed: not allocated)
     qr = gl.allocate_shared_memory(f8, [BLOCK_H, 128], r_layout)
     if P8:
         # P8: the fp8 tiles as they land (the first 32 KB of each of T8's buffers), each buffer's halves of V^T [256
