@@ -208,16 +208,7 @@ class UnwrittenStore:
 def stores_of_unwritten_registers(sass: str) -> list[UnwrittenStore]:
     """Every unpredicated shared-memory store (``STS``) whose (first) source register is not written on every path from
     the entry into it; predicated writes count as writes, unreachable code is not checked."""
-    code = parse(sass)
-    if not any(ins.opcode.startswith("STS") for ins in code):
-        return []
-    found = []
-    for ins, written in _written_before(code, _register_writes):
-        if ins.opcode.startswith("STS") and not ins.predicated:
-            m = _FIRST_REGISTER.search(ins.operands.split("]")[-1])
-            if m and int(m.group(1)) not in written:
-                found.append(UnwrittenStore(ins.address, ins.opcode, int(m.group(1))))
-    return found
+    return _unwritten_reads(sass)[0]
 
 
 def _written_before(code: list[Instruction], writes_of) -> Iterator[tuple[Instruction, set[int]]]:
@@ -323,16 +314,31 @@ def conversions_of_unwritten_registers(sass: str) -> list[UnwrittenConversion]:
     that rounded to e4m3 into a 16-bit register and read it back (``cvt.rn.satfinite.e4m3x2.f16x2 a0, ..;
     cvt.rn.f16x2.e4m3x2 h0, a0``) compiled, with ptxas 12.8, to an ``F2FP.F16.E4M3.UNPACK_B`` of a register the ``PRMT``
     that puts the rounded bytes there writes only after it: NaN outputs on the GPU."""
+    return _unwritten_reads(sass)[1]
+
+
+def _unwritten_reads(sass: str) -> tuple[list[UnwrittenStore], list[UnwrittenConversion]]:
+    """:func:`stores_of_unwritten_registers` and :func:`conversions_of_unwritten_registers` in one pass of the
+    must-be-written data flow."""
     code = parse(sass)
-    found = []
+    stores: list[UnwrittenStore] = []
+    conversions: list[UnwrittenConversion] = []
+    if not any(ins.opcode.startswith(("STS", *_HALF_OPS)) for ins in code):
+        return stores, conversions
     for ins, written in _written_before(code, _register_writes):
-        if ins.opcode.startswith(_HALF_OPS) and not ins.predicated:
+        if ins.predicated:
+            continue
+        if ins.opcode.startswith("STS"):
+            m = _FIRST_REGISTER.search(ins.operands.split("]")[-1])
+            if m and int(m.group(1)) not in written:
+                stores.append(UnwrittenStore(ins.address, ins.opcode, int(m.group(1))))
+        elif ins.opcode.startswith(_HALF_OPS):
             for src in ins.operands.split(", ")[1:]:
                 m = re.match(r"-?\|?R(\d+)\b", src.strip())
                 if m and int(m.group(1)) not in written:
-                    found.append(UnwrittenConversion(ins.address, ins.opcode, int(m.group(1))))
+                    conversions.append(UnwrittenConversion(ins.address, ins.opcode, int(m.group(1))))
                     break
-    return found
+    return stores, conversions
 
 
 Finding = UnsetDescriptor | WrittenInFlight | UnwrittenStore | UnwrittenConversion
@@ -341,6 +347,7 @@ Finding = UnsetDescriptor | WrittenInFlight | UnwrittenStore | UnwrittenConversi
 def wgmma_findings(sass: str) -> list[Finding]:
     """The four checks' findings in address order: descriptors not written on some path, operands written in flight,
     shared stores of registers not written on some path, conversions reading registers not written on some path."""
-    found: list[Finding] = [*unset_wgmma_descriptors(sass), *wgmma_operands_written_in_flight(sass),
-                            *stores_of_unwritten_registers(sass), *conversions_of_unwritten_registers(sass)]
+    stores, conversions = _unwritten_reads(sass)
+    found: list[Finding] = [*unset_wgmma_descriptors(sass), *wgmma_operands_written_in_flight(sass), *stores,
+                            *conversions]
     return sorted(found, key=lambda x: x.address)
