@@ -286,21 +286,28 @@ def test_t8_reads_its_split_from_a_plan():
     with pytest.raises(ValueError, match="T8's configs run grids of \\[66, 132\\] programs") as err:
         interface_hopper._plan_first({}, [dict(P=132), dict(P=66), dict(P=132)], lambda c: (2, c["P"]))
     assert "\n" not in str(err.value)
+    with pytest.raises(ValueError, match="T8's configs split with MIN_TILES \\[1, 2\\]") as err:
+        interface_hopper._plan_first({}, [dict(P=66), dict(P=66, MIN_TILES=2)], lambda c: (2, c["P"]))
+    assert "\n" not in str(err.value)
+    for space in (interface_hopper.HOPPER_T8_SPACE, interface_hopper.HOPPER_T8_P8_SPACE):
+        assert len({c.get("MIN_TILES", 1) for c in space}) == 1
 
 
-@pytest.mark.parametrize("tuned,split_max", [(True, 0), (False, 0), (True, 32), (False, 32)],
-                         ids=["tuned", "pinned", "tuned-split32", "pinned-split32"])
-def test_t8_plan_is_filled_before_its_query_pre_pass(monkeypatch, tuned, split_max):
+@pytest.mark.parametrize("tuned,split_max,least", [(True, 0, 1), (False, 0, 1), (True, 32, 1), (False, 32, 1),
+                                                   (True, 0, 2), (False, 0, 2)],
+                         ids=["tuned", "pinned", "tuned-split32", "pinned-split32", "tuned-pair", "pinned-pair"])
+def test_t8_plan_is_filled_before_its_query_pre_pass(monkeypatch, tuned, split_max, least):
     """T8 runs as the query pre-pass's programmatic dependent and reads its plan row before it waits for that pass,
     so ``launch`` fills the plan (one launch of the plan kernel) before it launches the pass, on the tuned path (the
     fill for T8's one grid, not a config pre-hook at T8's own launch) and on a pinned one; T8 gets the rows. The fill
     is for the grid T8 runs: with SPLIT_MAX 32 in its space (or pinned) at batch 1, 32 programs a head block, not the
-    132 of the constexprs alone (session 38: that plan, on an H100, gave wrong results, then an illegal address)."""
+    132 of the constexprs alone (session 38: that plan, on an H100, gave wrong results, then an illegal address), and
+    for the split T8 runs: with MIN_TILES in its space (or pinned) the plan's ranges at least that many tiles."""
     from graphtune.kernels.mla_decode import MLADecodePlan, plan as plan_mod, query8
     order = []
     monkeypatch.setattr(plan_mod.MLADecodePlan, "fill",
-                        lambda self, seq_lens, page_table, page_size, programs, seg_cost, b_chunk:
-                        order.append(("fill", programs, seg_cost)))
+                        lambda self, seq_lens, page_table, page_size, programs, seg_cost, b_chunk, min_tiles=1:
+                        order.append(("fill", programs, seg_cost, min_tiles)))
 
     def pre_pass(q, pdl=False, lo=True):
         order.append(("pre-pass", pdl))
@@ -309,10 +316,11 @@ def test_t8_plan_is_filled_before_its_query_pre_pass(monkeypatch, tuned, split_m
         return torch.empty(rows, 1024, dtype=f8), torch.empty(rows, 128, dtype=f8), torch.empty(rows)
     monkeypatch.setattr(query8, "query_pair", pre_pass)
 
-    if split_max:
+    knobs = {**({"SPLIT_MAX": split_max} if split_max else {}), "MIN_TILES": least}
+    if knobs:
         key = (True, "fp8")
         monkeypatch.setitem(interface_hopper.THIRD, key, dataclasses.replace(
-            interface_hopper.THIRD[key], space=[{**c, "SPLIT_MAX": split_max} for c in interface_hopper.THIRD[key].space]))
+            interface_hopper.THIRD[key], space=[{**c, **knobs} for c in interface_hopper.THIRD[key].space]))
     grids = []
 
     class Launcher:
@@ -331,10 +339,10 @@ def test_t8_plan_is_filled_before_its_query_pre_pass(monkeypatch, tuned, split_m
     if not tuned:
         monkeypatch.setattr(interface_hopper, "_kernel_and_params", lambda heads, fmt, consts: (Launcher(), consts))
     interface_hopper.launch(q, kv, pt, lens, 0.04, 0.5, "fp8", out, False, sms=132,
-                            config=None if tuned else dict(T8=1, SPLIT_MAX=split_max), plan=MLADecodePlan())
+                            config=None if tuned else dict(T8=1, **knobs), plan=MLADecodePlan())
     assert [o[0] for o in order] == ["fill", "pre-pass", "T8"], order
     assert batch == 1 and order[0][1] == grids[0][1] == (32 if split_max else 66), (order, grids)
-    assert order[0][2] == int(interface_hopper.kernel_hopper.FP8_SEG_COST)
+    assert order[0][2] == int(interface_hopper.kernel_hopper.FP8_SEG_COST) and order[0][3] == least
     assert order[1] == ("pre-pass", True) and order[2] == ("T8", True, 1)
 
 
@@ -790,3 +798,58 @@ def _PAIR_ASMS() -> tuple[str, str]:
     import inspect
     return tuple(re.search(r'"""(\{.*?\})"""', inspect.getsource(fn.fn), re.S).group(1)
                  for fn in (kernel_hopper_pp8._p_pair_store, kernel_hopper_pp8._p8_scaled_pair))
+
+
+@pytest.mark.parametrize("least", [0, 17, True, 2.0, "2"])
+def test_t8_min_tiles_out_of_range_is_one_line(least):
+    """``MIN_TILES`` (each program's range at least that many tiles) takes an int in 1..MIN_TILES_MAX: anything else is
+    one line naming it and the value, before any launch."""
+    with pytest.raises(ValueError, match=f"config MIN_TILES={least!r}: ") as err:
+        interface_hopper._check_t8(True, "fp8", dict(T8=1, MIN_TILES=least))
+    assert "\n" not in str(err.value)
+    interface_hopper._check_t8(True, "fp8", dict(T8=1, MIN_TILES=interface_hopper.MIN_TILES_PAIR))
+
+
+def test_a_plans_least_tiles_reach_its_kernel_and_a_change_refills_it(monkeypatch):
+    """The plan's fill passes the reading config's ``MIN_TILES`` (1 without one) to the plan kernel as its constexpr,
+    and a fill for another MIN_TILES over the same grid launches the plan kernel again (a plan's rows hold one split)."""
+    from graphtune.kernels.mla_decode import MLADecodePlan, kernel_hopper, plan as plan_mod
+    launches = []
+
+    class PlanKernel:
+        def __getitem__(self, grid):
+            return lambda *args, **consts: launches.append((grid, consts["MIN_TILES"], consts["SEG_COST"]))
+    monkeypatch.setattr(kernel_hopper, "_mla_decode_plan_kernel", PlanKernel())
+    lens, pt = torch.ones(2, dtype=torch.int32), torch.zeros(2, 2, dtype=torch.int32)
+    plan = MLADecodePlan()
+    rows = plan_mod.attach(plan, lens, pt, 64, 66, lambda config: 66, 128, fp8=True)
+    for nargs in ({}, {}, {"MIN_TILES": 2}, {"MIN_TILES": 2}, {}):
+        plan_mod.plan_hook({**nargs, "plan_ptr": rows})
+    seg = int(kernel_hopper.FP8_SEG_COST)
+    assert launches == [((1, 66), 1, seg), ((1, 66), 2, seg), ((1, 66), 1, seg)]
+
+
+def test_p8_with_a_pair_of_tiles_a_program_compiles_as_without():
+    """``MIN_TILES = 2`` (a pair of tiles a program at least: the split's ``per`` raised, one max in its pass) changes
+    only the split: P8 + EI + VS and T8 compiled for sm_90 with it keep their shared memory, wgmmas, registers and
+    local memory accesses, and no wgmma hazard; and the plan kernel compiles with it."""
+    from test_mla_decode import _hopper_compile, compile_sm90
+    from graphtune.kernels.mla_decode import kernel_hopper as kh
+    pair = dict(MIN_TILES=interface_hopper.MIN_TILES_PAIR)
+    for build in (lambda extra: _p8_compile(dict(T8=1, P8=1, EI=1, VS=1, **extra)),
+                  lambda extra: _hopper_compile("fp8", heads=128, page_size=64, config=dict(T8=1, **extra))):
+        base, with_pair = build({}), build(pair)
+        sass, sass0 = _sass_of_cubin(with_pair.asm["cubin"]), _sass_of_cubin(base.asm["cubin"])
+        assert with_pair.metadata.shared == base.metadata.shared
+        for mma in ("QGMMA.64x256x32", "QGMMA.64x64x32", "HGMMA.64x256x16"):
+            assert sass.count(mma) == sass0.count(mma), mma
+        for local in ("LDL", "STL"):
+            assert sass.count(local) == sass0.count(local), local
+        regs = [resources._resource_usage(c.asm["cubin"], c.metadata.name)["REG"] for c in (with_pair, base)]
+        assert regs[0] == regs[1], regs
+        assert resources.wgmma_hazards(with_pair) == ()
+    args = (torch.ones(2, dtype=torch.int32), torch.zeros(2, 2, dtype=torch.int32),
+            torch.empty(132, int(kh.PLAN_COLS), dtype=torch.int32), 2, 2)
+    compiled = compile_sm90(kh._mla_decode_plan_kernel, args, dict(PAGE_SIZE=64, B_CHUNK=128, BLOCK_N=64, SEG_COST=4,
+                                                                      MIN_TILES=2, num_warps=4))
+    assert "STG" in _sass_of_cubin(compiled.asm["cubin"])

@@ -864,6 +864,51 @@ def test_split_max_configs_match_reference(kv_format, config, lens):
     assert _rel(out, ref) <= tol, f"seed {seed}: rel err {_rel(out, ref):.3e}"
 
 
+# MIN_TILES (session 48): T8's and P8's split with each program's range at least a pair of tiles, which changes the
+# split where the batch has fewer tiles than two a program (a 4096-token request at batch 1 on 132 SMs: 32 programs a
+# head block of a pair each, the other 34 none)
+MIN_TILES_CASES = [(dict(T8=1), "full"), (dict(T8=1), "e4m3"), (dict(T8=1, P8=1, EI=1, VS=1), "e4m3"),
+                   (dict(T8=1, P8=1, VS=1), "given")]
+
+
+@pytest.mark.parametrize("config,q_form", MIN_TILES_CASES,
+                         ids=[",".join(f"{k}{v}" for k, v in c.items()) + f"-{f}" for c, f in MIN_TILES_CASES])
+@pytest.mark.parametrize("lens", [[4096], [1], [3001, 65], [0, 130, 64, 1], [8000]],
+                         ids=["one-4096", "one-token", "two", "zero-and-short", "one-8000"])
+def test_t8_with_a_pair_of_tiles_a_program_matches_reference(config, q_form, lens):
+    """T8 / P8 with ``MIN_TILES = 2`` at H = 128, batch 1-4 (where it changes the split: programs past the batch's
+    tiles left none), with its own split and with a plan's (two calls a plan), at 132 and 7 SMs; NaN past every length,
+    NaN-poisoned outputs: against the fp32 reference of the query the call scores with (the bf16 query's pair, within
+    2e-3; the e4m3 query, within 2e-3, and with P8's e4m3 P within 4e-2), the LSE within 2e-3."""
+    _hopper_or_skip()
+    config = {**config, "MIN_TILES": interface_hopper.MIN_TILES_PAIR}
+    skip_unproven(config)
+    seed = _seed()
+    x = _inputs(len(lens), 128, 64, "fp8", max(lens), seed)
+    pt = _with_lengths(x, lens, 64)
+    if q_form == "full":
+        q, kw = x["q"], {}
+        ref, ref_lse = mla_decode_reference(q, x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"],
+                                            return_lse=True)
+    else:
+        q, kw, ref, ref_lse = _e4m3_query_form(x, pt, q_form)
+    live = x["seq_lens"] > 0
+    tol = 4e-2 if config.get("P8") else 2e-3
+    for sms in (132, 7):
+        for plan in (None, MLADecodePlan()):
+            for call in range(1 if plan is None else 2):
+                x["out"].fill_(float("nan"))
+                out, lse = interface._launch(q, x["kv_cache"], pt, x["seq_lens"], SM_SCALE, x["kv_scale"], "fp8",
+                                             x["out"], True, config=triton.Config(dict(config)), num_sms=sms,
+                                             path="hopper", plan=plan, **kw)
+                where = f"seed {seed}, {sms} SMs, plan {plan is not None}, call {call}"
+                assert torch.isfinite(out.float()).all(), f"{where}: unwritten or NaN outputs"
+                err = _rel(out[live], ref[live])
+                assert err <= tol, f"{where}: rel err {err:.3e}"
+                lse_err = float((lse[live] - ref_lse[live]).abs().max())
+                assert lse_err <= 2e-3, f"{where}: lse err {lse_err:.3e}"
+
+
 FP8_QUERY_CASES = [*E4M3_CASES, (128, 2), (16, 1)]
 
 

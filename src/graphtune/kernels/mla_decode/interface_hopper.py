@@ -66,6 +66,17 @@ HOPPER_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0, "XCH": 
 # in the first kernels' spaces beside 32 for the tuner to judge at batch 1-4 (where it changes the grid).
 SPLIT_MAX_SMALL = 32
 SPLIT_MAX_FEWER = 16
+# MIN_TILES (session 48, T8 and P8: a constexpr of the kernel and of the plan's split, ``kernel_hopper._split_start``):
+# each program's range at least that many tiles, the programs past the batch's tiles left none. SPLIT_MAX's effect
+# decided from the lengths on the device rather than by the grid: a ping-pong program of one tile leaves its second
+# warpgroup idle and costs a partial as a pair does, so MIN_TILES_PAIR halves a short batch's programs and partials
+# where the grid's even split would give each program one tile (a 4096-token request at batch 1: 32 programs of a
+# pair a head block, as SPLIT_MAX 32), and leaves longer batches' splits as they were (a request of 8000 tokens still
+# spreads over 63). Session 48 call A (H100, H = 128, the e4m3 query, a step's plan; docs/gpu_calls/session46/s46f.sh,
+# benchmarks/results/p8_split32_h100_session48_callA.json): P8 with SPLIT_MAX 32 0.0156 ms at batch 1 against 0.0164
+# without it (P8 + EI 0.0157 against 0.0167), FlashMLA 0.0159; at batch 2 and 4 within 0.5% (the cap bites at 1-2).
+MIN_TILES_PAIR = 2
+MIN_TILES_MAX = 16
 SPLIT_MAX_PINNED: dict[str, list[dict[str, int]]] = {
     "bf16": [dict(BLOCK_N=64, PP=1, RELOAD=1, SPLIT_MAX=SPLIT_MAX_SMALL)],
     "fp8": [dict(BLOCK_N=64, T8=1, SPLIT_MAX=SPLIT_MAX_SMALL)]}
@@ -142,7 +153,8 @@ T8_MIN_BATCH = 1
 # registers, its scaled build spills 104 bytes against 48). Unscaled fp16 is not safe for a bf16 cache; the scaling's
 # per-segment pass over the output (its maximum) is what it costs against it.
 PP_PART16_MAX_BATCH = 32
-HOPPER_T8_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, T8=1), dict(BLOCK_N=64, T8=1, WL1=1)]
+HOPPER_T8_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, T8=1, MIN_TILES=MIN_TILES_PAIR),
+                                         dict(BLOCK_N=64, T8=1, WL1=1, MIN_TILES=MIN_TILES_PAIR)]
 T8_NAME = "mla_decode_hopper_t8"
 # ``query_precision="e4m3"`` (``Q_LO = 0``): T8 scores against the query's e4m3 hi half alone (per 64-token tile 18
 # fp8 score wgmmas instead of 36, the lo half neither converted nor stored), tuned per bucket under its own name, and
@@ -166,7 +178,7 @@ T8_E4M3_NAME = "mla_decode_hopper_t8_e4m3"
 # emulated, 5.6e-4 at any segment length with exact accumulation, 9.6e-4 / 2.43e-3 at 8 / 64 tiles a segment with a
 # 14-bit one, the model of Hopper's fp8 accumulation in DeepSeek-V3's technical report, measured on H800). Not bf16
 # P's class at long segments, so it stays pinned (and in ``graphtune ab mla_decode_hopper_h128_p8``).
-T8_PL_CONFIG: dict[str, int] = dict(BLOCK_N=64, T8=1, P8=1, PL=1, EI=1, VS=1)
+T8_PL_CONFIG: dict[str, int] = dict(BLOCK_N=64, T8=1, P8=1, PL=1, EI=1, VS=1, MIN_TILES=MIN_TILES_PAIR)
 # ``p_precision="e4m3"`` (with the e4m3 query): T8 with P rounded to e4m3 and P.V as fp8 wgmmas on a transposed V (P8,
 # FlashMLA's fp8 accuracy class whole: 2.1e-2 on 4096-token requests, H100, session 44), tuned per bucket under its own
 # name over its schedules: P8 alone; EI, the next tiles' copies issued once a buffer's bytes are read; EI with TE, WG0's
@@ -179,8 +191,10 @@ T8_PL_CONFIG: dict[str, int] = dict(BLOCK_N=64, T8=1, P8=1, PL=1, EI=1, VS=1)
 # conflict; call B, H100, with a plan, P8 + EI against it with VS: 0.0166 / 0.0274 / 0.0648 / 0.1106 ms against 0.0163 /
 # 0.0262 / 0.0620 / 0.1045 at batch 1 / 8 / 32 / 64, ragged -2.8..-4.5%; benchmarks/results/
 # plan_vs_ei_h100_session47_callB.json).
-HOPPER_T8_P8_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, T8=1, P8=1, VS=1), dict(BLOCK_N=64, T8=1, P8=1, EI=1, VS=1),
-                                            dict(BLOCK_N=64, T8=1, P8=1, EI=1, TE=1, NF=1, VS=1)]
+HOPPER_T8_P8_SPACE: list[dict[str, int]] = [
+    dict(BLOCK_N=64, T8=1, P8=1, VS=1, MIN_TILES=MIN_TILES_PAIR),
+    dict(BLOCK_N=64, T8=1, P8=1, EI=1, VS=1, MIN_TILES=MIN_TILES_PAIR),
+    dict(BLOCK_N=64, T8=1, P8=1, EI=1, TE=1, NF=1, VS=1, MIN_TILES=MIN_TILES_PAIR)]
 T8_P8_NAME = "mla_decode_hopper_t8_p8"
 # H < 64 (16, 32, 48): the tokens-on-M kernel, 16 heads and one warpgroup per program; 168,728 B of shared
 # memory (a third 72 KB buffer would not fit; BLOCK_N = 32 is not possible: a wgmma's M is a multiple of 64).
@@ -710,6 +724,10 @@ def _check_t8(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
         if cfg.get(key, 0) not in (0, 1) or (cfg.get(key) and not cfg.get(needs)):
             raise ValueError(f"config {key}={cfg.get(key)}: P8's {key} takes 0 or 1, and 1 with {needs}=1 (got "
                              f"{needs}={cfg.get(needs, 0)})")
+    # MIN_TILES: each program's range at least that many tiles (MIN_TILES_PAIR below)
+    least = cfg.get("MIN_TILES", 1)
+    if not isinstance(least, int) or isinstance(least, bool) or not 1 <= least <= MIN_TILES_MAX:
+        raise ValueError(f"config MIN_TILES={least!r}: T8's least tiles a program takes an int in 1..{MIN_TILES_MAX}")
 
 
 def _check_ring(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
@@ -1107,14 +1125,18 @@ def _plan_first(consts: dict[str, Any], space: list[dict[str, int]], grid) -> No
     its own launch: T8 runs as the pre-pass's programmatic dependent and reads its plan row before
     ``griddepcontrol.wait``, so the plan kernel must have completed before the pre-pass starts (a fill between the
     two would be what T8's wait waits for, its rows read early). So every config of T8's ``space`` runs one grid
-    (``grid(config)``): a space whose configs differ there is a ValueError; the plan is filled for that grid, the
-    space's grid keys (SPLIT_MAX) with the launch's constexprs. (Filled from the constexprs alone, which hold no
+    (``grid(config)``) and one split (``MIN_TILES``): a space whose configs differ there is a ValueError; the plan is
+    filled for that grid, the space's grid keys (SPLIT_MAX) and split with the launch's constexprs. (Filled from the constexprs alone, which hold no
     SPLIT_MAX, a space of SPLIT_MAX 32 got a plan of a larger grid than it ran: wrong results, then an illegal
     address, on an H100 in session 38.)"""
     programs = [grid(c)[1] for c in space]
     if len(set(programs)) != 1:
         raise ValueError(f"T8's configs run grids of {sorted(set(programs))} programs: its plan is filled before its "
                          f"query pre-pass, for one grid")
+    least = sorted({c.get("MIN_TILES", 1) for c in space})
+    if len(least) != 1:
+        raise ValueError(f"T8's configs split with MIN_TILES {least}: its plan is filled before its query pre-pass, "
+                         f"for one split")
     plan_mod.plan_hook({**consts, **space[0]})
 
 

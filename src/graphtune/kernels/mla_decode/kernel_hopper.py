@@ -193,7 +193,8 @@ BF16_SEG_COST = gl.constexpr(0)
 
 @gluon.jit
 def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK: gl.constexpr,
-                 num_warps: gl.constexpr, SEG_COST: gl.constexpr = 0, FUSED: gl.constexpr = 1):
+                 num_warps: gl.constexpr, SEG_COST: gl.constexpr = 0, FUSED: gl.constexpr = 1,
+                 MIN_TILES: gl.constexpr = 1):
     """Program pid's tile range ``[t, t_stop)`` of the batch's tiles laid end to end, the request ``b`` that
     holds tile t and ``req_end``, where the tiles of request b - 1 end, decided on the device from seq_lens.
 
@@ -211,7 +212,11 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
 
     ``FUSED`` (the default): the even split's pass takes each chunk in one scan and one reduction of several
     operands; ``FUSED = 0``: a scan a column and a reduction a sum, the form the ping-pong kernels keep (one scan and
-    one reduction a chunk made the fp8 ones 1.5-3.9% slower at H = 128, batch 8 / 32: H200, session 33 call N)."""
+    one reduction a chunk made the fp8 ones 1.5-3.9% slower at H = 128, batch 8 / 32: H200, session 33 call N).
+
+    ``MIN_TILES`` > 1 (T8's: 2, a pair of tiles, one a warpgroup): the even split's ranges at least that many
+    tiles (and the priced split's at least that many virtual ones), the programs past the batch's tiles left none: a
+    batch of fewer tiles than MIN_TILES a program runs fewer programs, each with fewer partials to merge."""
     _launch_dependents()
     chunk_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
     offs_c = gl.arange(0, B_CHUNK, layout=chunk_layout)
@@ -223,6 +228,8 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
         total += n_tiles
         live += n_live
     per = (total + num_progs - 1) // num_progs
+    if MIN_TILES > 1:
+        per = gl.maximum(per, MIN_TILES)
     t = pid * per
     t_stop = gl.minimum(t + per, total)
     b = 0
@@ -278,6 +285,8 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
             # multiple of per)
             total_v = total + SEG_COST * live
             per_v = (total_v + num_progs - 1) // num_progs
+            if MIN_TILES > 1:
+                per_v = gl.maximum(per_v, MIN_TILES)
             tv = pid * per_v
             tv_stop = gl.minimum(tv + per_v, total_v)
             base_v = 0
@@ -439,14 +448,14 @@ def _page_row(pt_base, j, page, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, 
 @gluon.jit(do_not_specialize=["B"])
 def _mla_decode_plan_kernel(seq_lens_ptr, page_table_ptr, plan_ptr, B, stride_pt_b, PAGE_SIZE: gl.constexpr,
                             B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, SEG_COST: gl.constexpr,
-                            num_warps: gl.constexpr):
+                            num_warps: gl.constexpr, MIN_TILES: gl.constexpr = 1):
     """Grid ``(1, P)``, P the split kernel's programs: program p's plan row (``PLAN_COLS``), the split and the first
     segment exactly as the split kernels compute them (``_split_start``, ``_segment``, :func:`_tile_page`), so that a
     split kernel given these rows as ``plan_ptr`` on the same lengths, page table and grid starts its copies one round trip after
     its start. A program with no tiles gets its empty range and zeros."""
     pid = gl.program_id(1)
     t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(1), BLOCK_N, B_CHUNK, num_warps,
-                                         SEG_COST)
+                                         SEG_COST, MIN_TILES=MIN_TILES)
     seq_len = 0
     pg0 = 0
     pg1 = 0

@@ -313,7 +313,8 @@ def _take_even(o, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars, stage,
 
 @gluon.jit
 def _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, WG: gl.constexpr, s_layout: gl.constexpr, B_CHUNK: gl.constexpr,
-              BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, SEG_COST: gl.constexpr = 0, plan_ptr=None):
+              BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, SEG_COST: gl.constexpr = 0, plan_ptr=None,
+              MIN_TILES: gl.constexpr = 1):
     """A warpgroup's program-wide values: the program ids, its first head, the scores' log2 scale, the token
     offsets of a tile, the program's tile range (``_split_start``, or with ``plan_ptr`` the plan's row:
     ``kernel_hopper._plan_row``) and its row of ``STAMPS`` (the timeline probe's: two a program, one per warpgroup);
@@ -335,7 +336,7 @@ def _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, WG: gl.constexpr, s_layout: gl.
         t, t_stop, b, req_end, p_seq, p_pg0, p_pg1, _ = _plan_row(plan_ptr, pid)
     else:
         t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(1), BLOCK_N, B_CHUNK, 4, SEG_COST,
-                                             0)
+                                             0, MIN_TILES)
         p_seq = 0
         p_pg0 = 0
         p_pg1 = 0

@@ -62,7 +62,7 @@ class MLADecodePlan(_OpArgument):
     def __init__(self) -> None:
         self._rows: torch.Tensor | None = None
         self._inputs: tuple | None = None       # (seq_lens, page_table) identity and shape the plan belongs to
-        self._filled: tuple | None = None       # (programs, page size, segment cost) of the rows' last fill
+        self._filled: tuple | None = None       # (programs, page size, segment cost, least tiles) of the last fill
 
     def __repr__(self) -> str:
         state = "empty" if self._inputs is None else f"batch {self._inputs[4]}"
@@ -83,15 +83,16 @@ class MLADecodePlan(_OpArgument):
         return self._rows
 
     def fill(self, seq_lens: torch.Tensor, page_table: torch.Tensor, page_size: int, programs: int,
-             seg_cost: int, b_chunk: int) -> None:
-        """Rows for a split over ``programs`` programs, made by one launch unless this plan holds them already (the
-        tuner's configs differ in programs: each fill replaces the last)."""
-        want = (programs, page_size, seg_cost)
+             seg_cost: int, b_chunk: int, min_tiles: int = 1) -> None:
+        """Rows for a split over ``programs`` programs (each range at least ``min_tiles`` tiles: the split kernel's
+        ``MIN_TILES``), made by one launch unless this plan holds them already (the tuner's configs differ in
+        programs: each fill replaces the last)."""
+        want = (programs, page_size, seg_cost, min_tiles)
         if self._filled == want:
             return
         kernel_hopper._mla_decode_plan_kernel[(1, programs)](
             seq_lens, page_table, self._rows, seq_lens.shape[0], page_table.stride(0), PAGE_SIZE=page_size,
-            B_CHUNK=b_chunk, BLOCK_N=64, SEG_COST=seg_cost, num_warps=4)
+            B_CHUNK=b_chunk, BLOCK_N=64, SEG_COST=seg_cost, MIN_TILES=min_tiles, num_warps=4)
         self._filled = want
 
 
@@ -109,7 +110,8 @@ def attach(plan: MLADecodePlan, seq_lens: torch.Tensor, page_table: torch.Tensor
     """The rows a launch passes as ``plan_ptr``, with the fill its config's pre-hook runs (:func:`plan_hook`):
     ``programs_of(config)`` gives the grid's programs (the split's ``B_CHUNK`` is ``b_chunk``); the split's price of
     a request's start is the fp8 kernels' for a per-tensor fp8 cache (``fp8``), none for fp8_ds_mla configs (``DS``,
-    the even split as theirs), and :data:`BF16_PLAN_SEG_COST` for a bf16 cache, read when the plan is made."""
+    the even split as theirs), and :data:`BF16_PLAN_SEG_COST` for a bf16 cache, read when the plan is made; each range
+    at least the config's ``MIN_TILES`` tiles (T8's)."""
     rows = plan.rows(seq_lens, page_table, max_programs)
 
     def fill(nargs: dict[str, Any]) -> None:
@@ -117,6 +119,7 @@ def attach(plan: MLADecodePlan, seq_lens: torch.Tensor, page_table: torch.Tensor
             seg_cost = 0
         else:
             seg_cost = int(kernel_hopper.FP8_SEG_COST) if fp8 else BF16_PLAN_SEG_COST
-        plan.fill(seq_lens, page_table, page_size, programs_of(nargs), seg_cost, b_chunk)
+        plan.fill(seq_lens, page_table, page_size, programs_of(nargs), seg_cost, b_chunk,
+                  int(nargs.get("MIN_TILES", 1)))
     rows._graphtune_fill = fill
     return rows
