@@ -46,8 +46,9 @@ import pytest
 # passed; TR replaced the int32 transposition (5-8% faster at batch 32-64), NB3 and EL were removed: not faster; VS,
 # P8's V^T rows ordered for conflict-free transposition stores, passed in session 47, call B, on an H100 (2-5.5%
 # faster: in P8's space), and PL, P as an e4m3 pair, in call C once its pair no longer read a 16-bit register back
-# (call B's build: NaN): 15 passed; pinned)
-UNPROVEN: dict[str, str] = {"MIN_TILES": "MIN_TILES (T8's split with at least a pair of tiles a program, session 48)"}
+# (call B's build: NaN): 15 passed; pinned; MIN_TILES, T8's and P8's split with at least a pair of tiles a program,
+# passed in session 48, call B, on an H200: 32 passed; pinned, not faster)
+UNPROVEN: dict[str, str] = {}
 
 
 def skip_unproven(config: dict) -> None:

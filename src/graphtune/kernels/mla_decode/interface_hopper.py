@@ -66,15 +66,19 @@ HOPPER_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PIPE": 0, "XCH": 
 # in the first kernels' spaces beside 32 for the tuner to judge at batch 1-4 (where it changes the grid).
 SPLIT_MAX_SMALL = 32
 SPLIT_MAX_FEWER = 16
-# MIN_TILES (session 48, T8 and P8: a constexpr of the kernel and of the plan's split, ``kernel_hopper._split_start``):
-# each program's range at least that many tiles, the programs past the batch's tiles left none. SPLIT_MAX's effect
-# decided from the lengths on the device rather than by the grid: a ping-pong program of one tile leaves its second
-# warpgroup idle and costs a partial as a pair does, so MIN_TILES_PAIR halves a short batch's programs and partials
-# where the grid's even split would give each program one tile (a 4096-token request at batch 1: 32 programs of a
-# pair a head block, as SPLIT_MAX 32), and leaves longer batches' splits as they were (a request of 8000 tokens still
-# spreads over 63). Session 48 call A (H100, H = 128, the e4m3 query, a step's plan; docs/gpu_calls/session46/s46f.sh,
-# benchmarks/results/p8_split32_h100_session48_callA.json): P8 with SPLIT_MAX 32 0.0156 ms at batch 1 against 0.0164
-# without it (P8 + EI 0.0157 against 0.0167), FlashMLA 0.0159; at batch 2 and 4 within 0.5% (the cap bites at 1-2).
+# MIN_TILES (session 48, T8 and P8, pinned: a constexpr of the kernel and of the plan's split,
+# ``kernel_hopper._split_start``): each program's range at least that many tiles, the programs past the batch's tiles
+# left none. SPLIT_MAX's effect decided on the device from the lengths rather than by the grid: a ping-pong program of
+# one tile leaves its second warpgroup idle and costs a partial as a pair does, so MIN_TILES_PAIR halves a short
+# batch's working programs and partials (a 4096-token request at batch 1: 32 programs of a pair a head block, as
+# SPLIT_MAX 32) and leaves longer batches' splits as they were. What prompted it: session 48 call A (H100, H = 128,
+# the e4m3 query, a step's plan; benchmarks/results/p8_split32_h100_session48_callA.json) P8 with SPLIT_MAX 32 0.0156
+# ms at batch 1 against 0.0164 without (P8 + EI 0.0157 against 0.0167). Not in the tuned spaces: on an H200 (calls B
+# and D, with a plan, each config pinned without and with it; plan_min_tiles_*_h200_session48_call{B,D}.json,
+# plan_split_max_*_h200_session48_callD.json) neither it nor SPLIT_MAX 32 was faster at batch 1-2: P8 + EI + VS
+# +1.9% / +1.9% at batch 1 (calls B, D; SPLIT_MAX 32 -1.9%, ragged +4.3%), T8 with the e4m3 query +3.8%, T8 +8.4% /
+# +7.2% (SPLIT_MAX 32 +4.8%, ragged +9.3%), batch 2 within -3..+1%: likely a pair a program takes longer than one tile
+# (each warpgroup multiplies both tiles), which the reduction's saved partials do not repay on that card.
 MIN_TILES_PAIR = 2
 MIN_TILES_MAX = 16
 SPLIT_MAX_PINNED: dict[str, list[dict[str, int]]] = {
@@ -153,8 +157,7 @@ T8_MIN_BATCH = 1
 # registers, its scaled build spills 104 bytes against 48). Unscaled fp16 is not safe for a bf16 cache; the scaling's
 # per-segment pass over the output (its maximum) is what it costs against it.
 PP_PART16_MAX_BATCH = 32
-HOPPER_T8_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, T8=1, MIN_TILES=MIN_TILES_PAIR),
-                                         dict(BLOCK_N=64, T8=1, WL1=1, MIN_TILES=MIN_TILES_PAIR)]
+HOPPER_T8_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, T8=1), dict(BLOCK_N=64, T8=1, WL1=1)]
 T8_NAME = "mla_decode_hopper_t8"
 # ``query_precision="e4m3"`` (``Q_LO = 0``): T8 scores against the query's e4m3 hi half alone (per 64-token tile 18
 # fp8 score wgmmas instead of 36, the lo half neither converted nor stored), tuned per bucket under its own name, and
@@ -178,7 +181,7 @@ T8_E4M3_NAME = "mla_decode_hopper_t8_e4m3"
 # emulated, 5.6e-4 at any segment length with exact accumulation, 9.6e-4 / 2.43e-3 at 8 / 64 tiles a segment with a
 # 14-bit one, the model of Hopper's fp8 accumulation in DeepSeek-V3's technical report, measured on H800). Not bf16
 # P's class at long segments, so it stays pinned (and in ``graphtune ab mla_decode_hopper_h128_p8``).
-T8_PL_CONFIG: dict[str, int] = dict(BLOCK_N=64, T8=1, P8=1, PL=1, EI=1, VS=1, MIN_TILES=MIN_TILES_PAIR)
+T8_PL_CONFIG: dict[str, int] = dict(BLOCK_N=64, T8=1, P8=1, PL=1, EI=1, VS=1)
 # ``p_precision="e4m3"`` (with the e4m3 query): T8 with P rounded to e4m3 and P.V as fp8 wgmmas on a transposed V (P8,
 # FlashMLA's fp8 accuracy class whole: 2.1e-2 on 4096-token requests, H100, session 44), tuned per bucket under its own
 # name over its schedules: P8 alone; EI, the next tiles' copies issued once a buffer's bytes are read; EI with TE, WG0's
@@ -191,10 +194,8 @@ T8_PL_CONFIG: dict[str, int] = dict(BLOCK_N=64, T8=1, P8=1, PL=1, EI=1, VS=1, MI
 # conflict; call B, H100, with a plan, P8 + EI against it with VS: 0.0166 / 0.0274 / 0.0648 / 0.1106 ms against 0.0163 /
 # 0.0262 / 0.0620 / 0.1045 at batch 1 / 8 / 32 / 64, ragged -2.8..-4.5%; benchmarks/results/
 # plan_vs_ei_h100_session47_callB.json).
-HOPPER_T8_P8_SPACE: list[dict[str, int]] = [
-    dict(BLOCK_N=64, T8=1, P8=1, VS=1, MIN_TILES=MIN_TILES_PAIR),
-    dict(BLOCK_N=64, T8=1, P8=1, EI=1, VS=1, MIN_TILES=MIN_TILES_PAIR),
-    dict(BLOCK_N=64, T8=1, P8=1, EI=1, TE=1, NF=1, VS=1, MIN_TILES=MIN_TILES_PAIR)]
+HOPPER_T8_P8_SPACE: list[dict[str, int]] = [dict(BLOCK_N=64, T8=1, P8=1, VS=1), dict(BLOCK_N=64, T8=1, P8=1, EI=1, VS=1),
+                                            dict(BLOCK_N=64, T8=1, P8=1, EI=1, TE=1, NF=1, VS=1)]
 T8_P8_NAME = "mla_decode_hopper_t8_p8"
 # H < 64 (16, 32, 48): the tokens-on-M kernel, 16 heads and one warpgroup per program; 168,728 B of shared
 # memory (a third 72 KB buffer would not fit; BLOCK_N = 32 is not possible: a wgmma's M is a multiple of 64).
