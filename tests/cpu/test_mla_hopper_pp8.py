@@ -812,7 +812,8 @@ def test_t8_min_tiles_out_of_range_is_one_line(least):
 
 def test_a_plans_least_tiles_reach_its_kernel_and_a_change_refills_it(monkeypatch):
     """The plan's fill passes the reading config's ``MIN_TILES`` (1 without one) to the plan kernel as its constexpr,
-    and a fill for another MIN_TILES over the same grid launches the plan kernel again (a plan's rows hold one split)."""
+    and a fill for another MIN_TILES over the same grid launches the plan kernel again (a plan's rows hold one
+    split)."""
     from graphtune.kernels.mla_decode import MLADecodePlan, kernel_hopper, plan as plan_mod
     launches = []
 

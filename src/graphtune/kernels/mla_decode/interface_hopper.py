@@ -725,7 +725,7 @@ def _check_t8(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
         if cfg.get(key, 0) not in (0, 1) or (cfg.get(key) and not cfg.get(needs)):
             raise ValueError(f"config {key}={cfg.get(key)}: P8's {key} takes 0 or 1, and 1 with {needs}=1 (got "
                              f"{needs}={cfg.get(needs, 0)})")
-    # MIN_TILES: each program's range at least that many tiles (MIN_TILES_PAIR below)
+    # MIN_TILES (pinned only): each program's range at least that many tiles (MIN_TILES_PAIR's comment)
     least = cfg.get("MIN_TILES", 1)
     if not isinstance(least, int) or isinstance(least, bool) or not 1 <= least <= MIN_TILES_MAX:
         raise ValueError(f"config MIN_TILES={least!r}: T8's least tiles a program takes an int in 1..{MIN_TILES_MAX}")
@@ -1127,9 +1127,9 @@ def _plan_first(consts: dict[str, Any], space: list[dict[str, int]], grid) -> No
     ``griddepcontrol.wait``, so the plan kernel must have completed before the pre-pass starts (a fill between the
     two would be what T8's wait waits for, its rows read early). So every config of T8's ``space`` runs one grid
     (``grid(config)``) and one split (``MIN_TILES``): a space whose configs differ there is a ValueError; the plan is
-    filled for that grid, the space's grid keys (SPLIT_MAX) and split with the launch's constexprs. (Filled from the constexprs alone, which hold no
-    SPLIT_MAX, a space of SPLIT_MAX 32 got a plan of a larger grid than it ran: wrong results, then an illegal
-    address, on an H100 in session 38.)"""
+    filled for that grid, the space's grid keys (SPLIT_MAX) and split with the launch's constexprs. (Filled from the
+    constexprs alone, which hold no SPLIT_MAX, a space of SPLIT_MAX 32 got a plan of a larger grid than it ran: wrong
+    results, then an illegal address, on an H100 in session 38.)"""
     programs = [grid(c)[1] for c in space]
     if len(set(programs)) != 1:
         raise ValueError(f"T8's configs run grids of {sorted(set(programs))} programs: its plan is filled before its "

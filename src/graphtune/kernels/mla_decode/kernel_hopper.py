@@ -214,9 +214,10 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
     operands; ``FUSED = 0``: a scan a column and a reduction a sum, the form the ping-pong kernels keep (one scan and
     one reduction a chunk made the fp8 ones 1.5-3.9% slower at H = 128, batch 8 / 32: H200, session 33 call N).
 
-    ``MIN_TILES`` > 1 (T8's: 2, a pair of tiles, one a warpgroup): the even split's ranges at least that many
-    tiles (and the priced split's at least that many virtual ones), the programs past the batch's tiles left none: a
-    batch of fewer tiles than MIN_TILES a program runs fewer programs, each with fewer partials to merge."""
+    ``MIN_TILES`` > 1 (a pinned T8 config's, ``interface_hopper.MIN_TILES_PAIR``: a tile a warpgroup): the even
+    split's ranges at least that many tiles (and the priced split's at least that many virtual ones), the programs past
+    the batch's tiles left none: a batch of fewer tiles than MIN_TILES a program runs fewer programs, each with fewer
+    partials to merge."""
     _launch_dependents()
     chunk_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
     offs_c = gl.arange(0, B_CHUNK, layout=chunk_layout)
