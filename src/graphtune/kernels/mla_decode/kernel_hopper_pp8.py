@@ -557,12 +557,10 @@ def _pp8_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
             if P8:
                 # (WG0's P in its own tile, which its P.V then reads: its last reader, WG1, reads it before it hands
                 # off the P that WG0 waits for before it writes the tile again)
+                p_hand = p * 256.0
                 if PL:
-                    # (PL: P as an e4m3 pair, lo in tile 3)
-                    _hand_off(_p_pair_store(p * 256.0, p8_smem, 3), m_i, _p_store(p8_smem, 1), m_smem.slice(0, BLOCK_H),
-                              p_bars.index(0))
-                else:
-                    _hand_off(p * 256.0, m_i, _p_store(p8_smem, 1), m_smem.slice(0, BLOCK_H), p_bars.index(0))
+                    p_hand = _p_pair_store(p_hand, p8_smem, 3)  # (PL: P as an e4m3 pair, lo in tile 3)
+                _hand_off(p_hand, m_i, _p_store(p8_smem, 1), m_smem.slice(0, BLOCK_H), p_bars.index(0))
             else:
                 _hand_off(p, m_i, p_smem, m_smem.slice(0, BLOCK_H), p_bars.index(0))
             _stamp_tile(STAMPS, srow, g // 2, 2, 4)
@@ -762,12 +760,10 @@ def _pp8_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, kv_scale_ptr,
                 if P8:
                     # (both P.V issued after the branches join, below: a copy of P(r) V_R(r) in each branch of the
                     # pair loop compiled, with ptxas 12.8, to a wgmma whose descriptor only the other branch sets)
+                    p_hand = p * 256.0
                     if PL:
-                        _hand_off(_p_pair_store(p * 256.0, p8_smem, 2), m_i, _p_store(p8_smem, 0),
-                                  m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
-                    else:
-                        _hand_off(p * 256.0, m_i, _p_store(p8_smem, 0), m_smem.slice(BLOCK_H, BLOCK_H),
-                                  p_bars.index(1))
+                        p_hand = _p_pair_store(p_hand, p8_smem, 2)      # (lo in tile 2)
+                    _hand_off(p_hand, m_i, _p_store(p8_smem, 0), m_smem.slice(BLOCK_H, BLOCK_H), p_bars.index(1))
                     _stamp_tile(STAMPS, srow, g // 2, 2, 4)
                     # (its own P as a shared operand, the tile it handed off: converted from registers beside the
                     # store, ptxas stored the P tile's rows h % 16 < 8 from registers written only later in the pair,
