@@ -64,6 +64,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from .kernel_hopper import (FP8_SEG_COST, STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _block_barrier,
+                            _chunk_tiles,
                             _launch_dependents, _load_q_raw, _max_over_tokens, _plan_row, _planned_segment, _q_fp32,
                             _program_ids, _segment, _split_start, _stamp,
                             _stamp_out, _stamp_tile, _store_chunks_segment, _tile_page, _tma_load, _zero_rows)
@@ -830,6 +831,154 @@ def _kv_stream_kernel(kv_nope_desc, kv_rope_desc, kv_ptr, page_table_ptr, seq_le
                 _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF, stage,
                           seq_len, PAGE_SIZE, ROPE_COL, BLOCK_N, GATHER, num_warps)
             it += 1
+        t = seg_stop
+        b += 1
+    gl.store(out_ptr + pid, it)
+    for k in gl.static_range(NUM_BUF):
+        mbarrier.invalidate(bars.index(k))
+
+
+# ----------------------------------------------------------------------------- tile pools (measured in the stream)
+# A request's tiles shared by the programs whose even-split ranges touch it ("participants"), claimed as they go:
+# the static split gives every program the same tiles, and the programs whose first copies the memory serves last
+# stay behind to the end (session 49's timeline, H100, fp8 H = 16 batch 32, a step's plan: first tiles landing 4.2
+# to 9.0 us after the split, exits 26.4 to 35.5 us for programs of eight tiles each). Participant j of n takes tiles
+# j, j + n, ... (NUM_BUF of them, no claim before its first copies), then claims the rest in order from the
+# request's counter (``ctr_ptr[b]``), one claim in flight under the tile it waits for. Every participant makes
+# exactly one claim past the pool, so the claim that returns ``pool + n - 1`` is the launch's last on that counter:
+# it stores 0 (each launch leaves the counters as it found them; no reset launch).
+
+
+@gluon.jit
+def _claim_issue(ctr_ptr, b, num_warps: gl.constexpr):
+    """Thread 0's claim of request b's next pooled tile (a relaxed atomic add; only that thread holds the result,
+    so nothing waits for it until :func:`_claim_read`)."""
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
+    offs = gl.arange(0, 32 * num_warps, layout=layout)
+    first = offs == 0
+    # (a lane's own address: with one address in every lane triton sums the lanes' adds first and hands the result
+    # to each lane at once, which waits for the atomic where it is issued)
+    return gl.atomic_add(ctr_ptr + b + offs, first.to(gl.int32), mask=first, sem="relaxed")
+
+
+@gluon.jit
+def _claim_slot(c, buf, num_warps: gl.constexpr):
+    buf.store(c)
+    _block_barrier()
+    return gl.max(buf.slice(0, 1).load(gl.BlockedLayout([1], [32], [num_warps], [0])), axis=0)
+
+
+@gluon.jit
+def _claim_read(c, claim0, claim1, slot, num_warps: gl.constexpr):
+    """The claim ``c`` in every thread, through shared memory (``claim0`` / ``claim1`` by ``slot``, used in turn: a
+    loop's barrier lies between a buffer's read and its next write)."""
+    if slot == 0:
+        v = _claim_slot(c, claim0, num_warps)
+    else:
+        v = _claim_slot(c, claim1, num_warps)
+    return v
+
+
+@gluon.jit
+def _even_per(seq_lens_ptr, B, num_progs, BLOCK_N: gl.constexpr, B_CHUNK: gl.constexpr, num_warps: gl.constexpr):
+    """The even split's tiles a program (``kernel_hopper._split_start``'s ``per``)."""
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
+    offs_c = gl.arange(0, B_CHUNK, layout=layout)
+    total = 0
+    for r0 in range(0, B, B_CHUNK):
+        total += gl.sum(_chunk_tiles(seq_lens_ptr, B, r0, offs_c, BLOCK_N), 0)
+    return (total + num_progs - 1) // num_progs
+
+
+@gluon.jit
+def _mark_tile(seen_ptr, b, j, max_tiles, num_warps: gl.constexpr):
+    """(check only) count tile j of request b as issued."""
+    if seen_ptr is not None:
+        layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
+        offs = gl.arange(0, 32 * num_warps, layout=layout)
+        first = offs == 0
+        gl.atomic_add(seen_ptr + b * max_tiles + j + offs, first.to(gl.int32), mask=first, sem="relaxed")
+
+
+@gluon.jit(do_not_specialize=["B", "MUL"])
+def _kv_stream_pool_kernel(kv_nope_desc, kv_rope_desc, kv_ptr, page_table_ptr, seq_lens_ptr, out_ptr, ctr_ptr, B,
+                           stride_pt_b, MUL, PAGE_SIZE: gl.constexpr, ROPE_COL: gl.constexpr,
+                           B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUF: gl.constexpr,
+                           num_warps: gl.constexpr, GATHER: gl.constexpr = 0, POOL: gl.constexpr = 1,
+                           seen_ptr=None, max_tiles=0):
+    """:func:`_kv_stream_kernel` with each request's tiles in a pool its participants claim from (``POOL``; 0: the
+    static ranges), program pid running the split's range of ``(pid * MUL) % P`` (MUL coprime to the grid's P: a
+    request's participants spread over the grid). The even split only (``2 B <= P`` and no segment price: the
+    launch's to ensure). ``seen_ptr`` (a check): each issued tile counted at ``[b, j]``."""
+    kn_bufs = gl.allocate_shared_memory(kv_nope_desc.dtype, [NUM_BUF] + kv_nope_desc.block_type.shape,
+                                        kv_nope_desc.layout)
+    kr_bufs = gl.allocate_shared_memory(kv_rope_desc.dtype, [NUM_BUF] + kv_rope_desc.block_type.shape,
+                                        kv_rope_desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
+    claim0 = gl.allocate_shared_memory(gl.int32, [32 * num_warps], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+    claim1 = gl.allocate_shared_memory(gl.int32, [32 * num_warps], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+    _init_tile_barriers(bars, NUM_BUF, GATHER, num_warps)
+    pid = gl.program_id(0)
+    num_progs = gl.num_programs(0)
+    v = (pid * MUL) % num_progs
+    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, v, num_progs, BLOCK_N, B_CHUNK, num_warps)
+    per = _even_per(seq_lens_ptr, B, num_progs, BLOCK_N, B_CHUNK, num_warps)
+    c = gl.zeros([32 * num_warps], gl.int32, layout=gl.BlockedLayout([1], [32], [num_warps], [0]))
+    it = 0
+    reads = 0
+    while t < t_stop:
+        b, seq_len, _, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+            seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
+        if POOL:
+            req_tiles = (seq_len + BLOCK_N - 1) // BLOCK_N
+            start = t - i_first
+            v0 = start // per
+            n = (start + req_tiles - 1) // per - v0 + 1
+            j = v - v0
+            base = NUM_BUF * n
+            pool = req_tiles - base
+            left = 0
+            for k in gl.static_range(NUM_BUF):
+                if j + k * n < req_tiles:
+                    _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, j + k * n,
+                              (it + k) % NUM_BUF, seq_len, PAGE_SIZE, ROPE_COL, BLOCK_N, GATHER, num_warps)
+                    _mark_tile(seen_ptr, b, j + k * n, max_tiles, num_warps)
+                    left += 1
+            claiming = (pool > 0).to(gl.int32)
+            if claiming:
+                c = _claim_issue(ctr_ptr, b, num_warps)
+            while left > 0:
+                stage = it % NUM_BUF
+                mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
+                left -= 1
+                if claiming:
+                    cv = _claim_read(c, claim0, claim1, reads % 2, num_warps)
+                    reads += 1
+                    if cv < pool:
+                        _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, base + cv,
+                                  stage, seq_len, PAGE_SIZE, ROPE_COL, BLOCK_N, GATHER, num_warps)
+                        _mark_tile(seen_ptr, b, base + cv, max_tiles, num_warps)
+                        left += 1
+                        c = _claim_issue(ctr_ptr, b, num_warps)
+                    else:
+                        claiming = 0
+                        if cv == pool + n - 1:
+                            gl.store(ctr_ptr + b, 0)
+                it += 1
+        else:
+            for k in gl.static_range(NUM_BUF):
+                if i_first + k < i_stop:
+                    _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
+                              (it + k) % NUM_BUF, seq_len, PAGE_SIZE, ROPE_COL, BLOCK_N, GATHER, num_warps)
+                    _mark_tile(seen_ptr, b, i_first + k, max_tiles, num_warps)
+            for i in range(i_first, i_stop):
+                stage = it % NUM_BUF
+                mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
+                if i + NUM_BUF < i_stop:
+                    _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF,
+                              stage, seq_len, PAGE_SIZE, ROPE_COL, BLOCK_N, GATHER, num_warps)
+                    _mark_tile(seen_ptr, b, i + NUM_BUF, max_tiles, num_warps)
+                it += 1
         t = seg_stop
         b += 1
     gl.store(out_ptr + pid, it)
