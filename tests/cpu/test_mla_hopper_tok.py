@@ -185,6 +185,30 @@ def test_stream_ceiling_kernel_compiles_for_sm90_and_fits(fmt, rope_cols, rope_c
         assert "UTMALDG.2D" in sass
 
 
+@pytest.mark.parametrize("gather", [0, 1])
+def test_stream_pool_kernel_claims_without_waiting_where_it_claims(gather):
+    """The tile pools' claim (``_claim_issue``) is one lane's atomic add whose result nothing reads before the next
+    tile's wait: no warp-wide sum and broadcast of it (triton's form for an atomic whose lanes share one address,
+    which waits for the atomic where it is issued), so the claim's round trip lies under the tile's work."""
+    kv2 = torch.empty(256, 576, dtype=torch.float8_e4m3fn)
+    nope = interface_hopper._descriptor(kv2, [64, 512])
+    rope = interface_hopper._descriptor(kv2, [64, 128])
+    args = (nope, rope, kv2, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
+            torch.empty(4, dtype=torch.int32), torch.zeros(2, dtype=torch.int32), 2, 2, 1)
+    consts = dict(PAGE_SIZE=1 if gather else 64, ROPE_COL=512, B_CHUNK=128, BLOCK_N=64, NUM_BUF=2, num_warps=4,
+                  GATHER=gather, POOL=1)
+    compiled = _compile_fn(kernel_hopper_tok._kv_stream_pool_kernel, args, consts)
+    assert _shared(compiled) <= SM90_SHARED
+    code = [line.split("*/", 1)[1].split(";")[0].strip() for line in _sass(compiled).splitlines()
+            if line.strip().startswith("/*") and ";" in line]
+    atoms = [k for k, ins in enumerate(code) if "ATOMG.E.ADD" in ins]
+    assert len(atoms) >= 2, code
+    for k in atoms:
+        result = code[k].split("PT, ")[1].split(",")[0]
+        assert "SHFL" not in " ".join(code[k + 1:k + 4]), code[k:k + 4]
+        assert not any(result in ins.split(",", 1)[-1] for ins in code[k + 1:k + 3]), code[k:k + 3]
+
+
 def test_relabelled_rows_go_back_to_dim_order_before_the_store():
     """``_v_chunk`` moves a chunk's dim bit fields (w, q, a, s) to rows (a, w, s, q) by reshape and permute, so the
     P.V output chunks come out in that row order; ``kernel_hopper._in_dim_order``'s reshape and permute (the same
