@@ -320,6 +320,40 @@ def test_tok_fp8_v2_with_a_plan_matches_reference(case, num_buf):
             assert bool((lse[~fin] == float("-inf")).all()), f"{what}: empty requests' lse"
 
 
+_POOL_CASES = [(16, 64, [4096, 4096, 4096, 4096]), (16, 64, [1, 63, 64, 65, 3001, 8000, 0, 130]),
+               (32, 64, [300, 0, 4096, 191]), (16, 1, [1, 63, 64, 65, 3001, 4096])]
+
+
+@pytest.mark.parametrize("pool,num_buf", [(1, 2), (2, 2), (2, 3)])
+@pytest.mark.parametrize("case", _POOL_CASES, ids=[f"H{h}-ps{p}-{i}" for i, (h, p, _) in enumerate(_POOL_CASES)])
+def test_tok_fp8_v2_tile_pools_match_reference_and_leave_the_counters_at_zero(case, pool, num_buf):
+    """``POOL`` (session 49): each request's tiles claimed from a pool by its programs (in grid order, 1, or spread,
+    2), with a plan: the issue's fp8 bound at 132, 7 and 1 SMs (a request with one program and with many, requests
+    of no tokens between, odd lengths, a request of one token), three calls of one plan (as the step's layers), NaN-
+    poisoned outputs; after each call every claim counter is back at zero."""
+    _skip_off_hopper()
+    heads, page_size, lens = case
+    gather = page_size % 64 != 0
+    skip_unproven({"POOL": 1})
+    seed, x, ref, ref_lse = _case(heads, page_size, lens, "fp8")
+    for sms in (132, 7, 1):
+        plan = MLADecodePlan()
+        for layer in range(3):
+            x["out"].fill_(float("nan"))
+            out, lse = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
+                                         x["kv_scale"], "fp8", x["out"], True, num_sms=sms, path="hopper",
+                                         config=triton.Config(dict(V2=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1,
+                                                                   GATHER=int(gather), RK64=int(gather), POOL=pool)),
+                                         plan=plan)
+            what = f"seed {seed}, {sms} SMs, call {layer} of the plan"
+            assert torch.isfinite(out.float()).all(), f"{what}: unwritten or NaN outputs"
+            assert _rel(out, ref) <= 2e-3, f"{what}: rel err {_rel(out, ref):.3e}"
+            fin = torch.isfinite(ref_lse)      # (a request of no tokens: -inf)
+            assert float((lse[fin] - ref_lse[fin]).abs().max()) <= 2e-3, f"{what}: lse"
+            assert bool((lse[~fin] == float("-inf")).all()), f"{what}: empty requests' lse"
+            assert int(plan.counters().abs().sum()) == 0, f"{what}: counters {plan.counters().tolist()}"
+
+
 @pytest.mark.parametrize("page_size", [64, 1], ids=["ps64", "ps1-gather"])
 def test_tuned_decode_with_a_plan_made_in_the_captured_step_follows_new_lengths(page_size):
     """The tuned path (per bucket, tuned outside capture) with a plan made inside the captured function and read by

@@ -194,7 +194,7 @@ BF16_SEG_COST = gl.constexpr(0)
 @gluon.jit
 def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK: gl.constexpr,
                  num_warps: gl.constexpr, SEG_COST: gl.constexpr = 0, FUSED: gl.constexpr = 1,
-                 MIN_TILES: gl.constexpr = 1):
+                 MIN_TILES: gl.constexpr = 1, EVEN: gl.constexpr = 0):
     """Program pid's tile range ``[t, t_stop)`` of the batch's tiles laid end to end, the request ``b`` that
     holds tile t and ``req_end``, where the tiles of request b - 1 end, decided on the device from seq_lens.
 
@@ -217,7 +217,10 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
     ``MIN_TILES`` > 1 (a pinned T8 config's, ``interface_hopper.MIN_TILES_PAIR``: a tile a warpgroup): the even
     split's ranges at least that many tiles (and the priced split's at least that many virtual ones), the programs past
     the batch's tiles left none: a batch of fewer tiles than MIN_TILES a program runs fewer programs, each with fewer
-    partials to merge."""
+    partials to merge.
+
+    ``EVEN``: the even split whatever the batch (the tile pools': their programs' shares of a request follow from
+    ``per`` alone, :func:`_pool_part`)."""
     _launch_dependents()
     chunk_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
     offs_c = gl.arange(0, B_CHUNK, layout=chunk_layout)
@@ -236,7 +239,11 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
     b = 0
     req_end = 0
     aligned = 0
-    if (live <= num_progs) & (2 * live > num_progs):
+    if EVEN:
+        try_aligned = live < 0
+    else:
+        try_aligned = (live <= num_progs) & (2 * live > num_progs)
+    if try_aligned:
         # the aligned split's part j of the request whose programs span pid (``mine``; none past the last program
         # of the last request), each chunk's sums and maximum as one reduction (a program's start is a serial
         # chain of them). Tried only where most requests get one program: with fewer requests the even split's
@@ -384,6 +391,55 @@ def _segment(seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, B
     return b, seq_len, req_tiles, req_end, seg_stop, t - req_start, seg_stop - req_start, pt_base
 
 
+# Tile pools (the second fp8 tokens-on-M kernel's ``POOL``, and its stream kernel): a request's tiles shared by the
+# programs whose even-split ranges touch it ("participants"), claimed as they go. With the static split every program
+# of a request takes the same tiles, and the programs whose first copies the memory serves last stay behind to the
+# end (session 49's timeline, H100, fp8 H = 16 batch 32 with a plan: first tiles landing 4.2 to 9.0 us after the
+# split, exits 26.4 to 35.5 us, every program eight tiles). Participant j of n takes tiles j, j + n, ... (one per
+# buffer: no claim before its first copies), then claims the rest in order from the request's counter, one claim in
+# flight under the tile it waits for. Every participant makes exactly one claim past the pool, so the claim that
+# returns ``pool + n - 1`` is the launch's last on that counter and stores 0: each launch leaves the counters as it
+# found them.
+
+
+@gluon.jit
+def _even_per(seq_lens_ptr, B, num_progs, BLOCK_N: gl.constexpr, B_CHUNK: gl.constexpr, num_warps: gl.constexpr):
+    """The even split's tiles a program (:func:`_split_start`'s ``per``)."""
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
+    offs_c = gl.arange(0, B_CHUNK, layout=layout)
+    total = 0
+    for r0 in range(0, B, B_CHUNK):
+        total += gl.sum(_chunk_tiles(seq_lens_ptr, B, r0, offs_c, BLOCK_N), 0)
+    return (total + num_progs - 1) // num_progs
+
+
+@gluon.jit
+def _pool_part(t, i_first, req_tiles, pid, per):
+    """Program pid's place among the participants of the request its segment at tile t (request tile i_first)
+    belongs to, under the even split of ``per`` tiles a program: ``(j, n)``."""
+    start = t - i_first
+    p0 = start // per
+    return pid - p0, (start + req_tiles - 1) // per - p0 + 1
+
+
+@gluon.jit
+def _claim_issue(ctr_ptr, b, num_warps: gl.constexpr):
+    """Thread 0's claim of request b's next pooled tile (a relaxed atomic add; only that thread holds the result,
+    and nothing waits for it until it is read)."""
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
+    offs = gl.arange(0, 32 * num_warps, layout=layout)
+    first = offs == 0
+    # (a lane's own address: with one address in every lane triton sums the lanes' adds first and hands the result
+    # to each lane at once, which waits for the atomic where it is issued)
+    return gl.atomic_add(ctr_ptr + b + offs, first.to(gl.int32), mask=first, sem="relaxed")
+
+
+@gluon.jit
+def _claim_value(claim_buf, num_warps: gl.constexpr):
+    """The claim thread 0 stored in ``claim_buf`` (past a barrier), in every thread."""
+    return gl.max(claim_buf.slice(0, 1).load(gl.BlockedLayout([1], [32], [num_warps], [0])), axis=0)
+
+
 # A plan row: the program's split (t, t_stop, b, req_end as ``_split_start`` returns them) and its first segment's
 # request (past requests of no tokens), that request's length and the page ids of the segment's first three tiles.
 PLAN_COLS = gl.constexpr(8)
@@ -449,14 +505,20 @@ def _page_row(pt_base, j, page, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, 
 @gluon.jit(do_not_specialize=["B"])
 def _mla_decode_plan_kernel(seq_lens_ptr, page_table_ptr, plan_ptr, B, stride_pt_b, PAGE_SIZE: gl.constexpr,
                             B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, SEG_COST: gl.constexpr,
-                            num_warps: gl.constexpr, MIN_TILES: gl.constexpr = 1):
+                            num_warps: gl.constexpr, MIN_TILES: gl.constexpr = 1, POOL: gl.constexpr = 0,
+                            pool_ptr=None):
     """Grid ``(1, P)``, P the split kernel's programs: program p's plan row (``PLAN_COLS``), the split and the first
     segment exactly as the split kernels compute them (``_split_start``, ``_segment``, :func:`_tile_page`), so that a
     split kernel given these rows as ``plan_ptr`` on the same lengths, page table and grid starts its copies one round trip after
-    its start. A program with no tiles gets its empty range and zeros."""
+    its start. A program with no tiles gets its empty range and zeros.
+
+    ``POOL`` (the tile pools of the second fp8 tokens-on-M kernel): the even split (``EVEN``), the page ids of the
+    tiles the program takes before it claims (:func:`_pool_part`), and the requests' claim counters ``pool_ptr``
+    zeroed (each launch leaves them at zero; a new plan's are whatever its memory held)."""
     pid = gl.program_id(1)
-    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(1), BLOCK_N, B_CHUNK, num_warps,
-                                         SEG_COST, MIN_TILES=MIN_TILES)
+    num_progs = gl.num_programs(1)
+    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps,
+                                         SEG_COST, MIN_TILES=MIN_TILES, EVEN=POOL)
     seq_len = 0
     pg0 = 0
     pg1 = 0
@@ -464,9 +526,19 @@ def _mla_decode_plan_kernel(seq_lens_ptr, page_table_ptr, plan_ptr, B, stride_pt
     if t < t_stop:
         b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
-        pg0 = _tile_page(pt_base, i_first, i_stop, PAGE_SIZE, BLOCK_N)
-        pg1 = _tile_page(pt_base, i_first + 1, i_stop, PAGE_SIZE, BLOCK_N)
-        pg2 = _tile_page(pt_base, i_first + 2, i_stop, PAGE_SIZE, BLOCK_N)
+        if POOL:
+            j, n = _pool_part(t, i_first, req_tiles, pid, _even_per(seq_lens_ptr, B, num_progs, BLOCK_N, B_CHUNK,
+                                                                     num_warps))
+            pg0 = _tile_page(pt_base, j, req_tiles, PAGE_SIZE, BLOCK_N)
+            pg1 = _tile_page(pt_base, j + n, req_tiles, PAGE_SIZE, BLOCK_N)
+            pg2 = _tile_page(pt_base, j + 2 * n, req_tiles, PAGE_SIZE, BLOCK_N)
+        else:
+            pg0 = _tile_page(pt_base, i_first, i_stop, PAGE_SIZE, BLOCK_N)
+            pg1 = _tile_page(pt_base, i_first + 1, i_stop, PAGE_SIZE, BLOCK_N)
+            pg2 = _tile_page(pt_base, i_first + 2, i_stop, PAGE_SIZE, BLOCK_N)
+    if POOL:
+        for r in range(pid, B, num_progs):
+            gl.store(pool_ptr + r, 0)
     row = plan_ptr + pid * PLAN_COLS
     gl.store(row, t)
     gl.store(row + 1, t_stop)

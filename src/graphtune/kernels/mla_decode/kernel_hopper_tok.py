@@ -64,7 +64,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from .kernel_hopper import (FP8_SEG_COST, STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _block_barrier,
-                            _chunk_tiles,
+                            _claim_issue, _claim_value, _even_per, _pool_part,
                             _launch_dependents, _load_q_raw, _max_over_tokens, _plan_row, _planned_segment, _q_fp32,
                             _program_ids, _segment, _split_start, _stamp,
                             _stamp_out, _stamp_tile, _store_chunks_segment, _tile_page, _tma_load, _zero_rows)
@@ -391,6 +391,103 @@ def _softmax_v2(s2, qk_mul, n_valid, m_i, l_acc, red, offs_tok, s16_layout: gl.c
     return p, alpha_o, m_new, l_acc
 
 
+@gluon.jit
+def _pool_pages(pt_base, j, n, req_tiles, seq_len, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr,
+                GATHER: gl.constexpr, NUM_BUF: gl.constexpr, num_warps: gl.constexpr):
+    """The page ids of participant j of n's first tiles (j, j + n, j + 2 n: :func:`_tile_pages`; the third's only
+    with more than two buffers, else the second's again, unused)."""
+    pg0 = _tile_pages(pt_base, j, req_tiles, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
+    pg1 = _tile_pages(pt_base, j + n, req_tiles, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
+    if NUM_BUF > 2:
+        pg2 = _tile_pages(pt_base, j + 2 * n, req_tiles, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
+    else:
+        pg2 = pg1
+    return pg0, pg1, pg2
+
+
+@gluon.jit
+def _v2_tile(i, it, kn, stage, kr_bufs, bars, sc_bufs, qn_smem, qr_smem, red_bufs, p_bufs, seq_len, qk_mul, o0, o1,
+             o2, o3, m_i, l_acc, offs_tok, STAMPS, srow, s_layout: gl.constexpr, s16_layout: gl.constexpr,
+             o_layout: gl.constexpr, v_layout: gl.constexpr, ld_layout: gl.constexpr, r_layout: gl.constexpr,
+             NUM_BUF: gl.constexpr, GATHER: gl.constexpr, BLOCK_N: gl.constexpr, D_V: gl.constexpr,
+             BLOCK_H: gl.constexpr, DS: gl.constexpr, CHAIN: gl.constexpr, PREFETCH: gl.constexpr,
+             FAST_MAX: gl.constexpr, RK64: gl.constexpr, num_warps: gl.constexpr, claim=None, claim_buf=None):
+    """Tile i of the second kernel's LOOK 0 loop (buffer ``stage``, the program's tile count ``it``): its wait, scores,
+    softmax and P.V, up to and with the barrier past which its buffer may take another tile. ``claim_buf`` (the tile
+    pools): thread 0's claim ``claim`` stored there before that barrier (the tile's middle barrier lies between the
+    last reads of the previous one and this store)."""
+    n_valid = _tile_landed(kn, bars.index(stage), (it // NUM_BUF) & 1, seq_len - i * BLOCK_N, GATHER,
+                           BLOCK_N, D_V, num_warps)
+    _stamp_tile(STAMPS, srow, it, 0, 2)
+    if DS:
+        g0 = _ds_group(kn, qn_smem, 0, s_layout, BLOCK_N, BLOCK_H)
+        g1 = _ds_group(kn, qn_smem, 1, s_layout, BLOCK_N, BLOCK_H)
+        sc0, sc1, sc2, sc3 = _ds_scales(sc_bufs.index(stage), n_valid, s16_layout, BLOCK_N)
+    elif CHAIN:
+        g0 = _ds_group(kn, qn_smem, 0, s_layout, BLOCK_N, BLOCK_H)
+        g1 = _ds_group(kn, qn_smem, 1, s_layout, BLOCK_N, BLOCK_H)
+    else:
+        s2 = _scores_v2(kn, kr_bufs.index(stage), qn_smem, qr_smem, s_layout, BLOCK_N, BLOCK_H, RK64)
+    if PREFETCH:
+        # V^T chunks 0 and 1 into registers while the score MMAs run (they read only the tile)
+        v0 = _v_chunk(kn, 0, ld_layout, v_layout)
+        v1 = _v_chunk(kn, 1, ld_layout, v_layout)
+    if DS:
+        # S = sum_g scale_g[token] (K_g . q_g) + K_rope . q_rope; P.V chunk c is group c: its P tile
+        # carries scale_c[token] (the softmax sum does not)
+        # (retires P.V(i - 1), the reader of the other chunk-3 P buffer, with group 0)
+        s, o3 = _group_scores(g0, g1, o3, kn, kr_bufs.index(stage), qn_smem, qr_smem, sc0, sc1, sc2, sc3,
+                              s_layout, r_layout, s16_layout, BLOCK_N, BLOCK_H, 1, 0)
+        p, alpha_o, m_i, l_acc = _softmax_v2(s, qk_mul, n_valid, m_i, l_acc, red_bufs.index(it % 2),
+                                             offs_tok, s16_layout, o_layout, BLOCK_N, BLOCK_H, FAST_MAX, 0)
+        pc0 = p_bufs.index(0)
+        pc1 = p_bufs.index(1)
+        pc2 = p_bufs.index(2)
+        pc3 = p_bufs.index(3 + it % 2)
+        # 256 p scale_c in fp16 (divided out with the softmax sum): full fp16 precision down to group
+        # scales of ~2^-22 / p, finite up to scales of 255 (latent amax 114,000; DeepSeek's are O(1))
+        pc0.store((p * (sc0 * 256.0)[:, None]).to(gl.float16))
+        pc1.store((p * (sc1 * 256.0)[:, None]).to(gl.float16))
+        pc2.store((p * (sc2 * 256.0)[:, None]).to(gl.float16))
+        pc3.store((p * (sc3 * 256.0)[:, None]).to(gl.float16))
+    else:
+        if CHAIN:
+            # the scores folded in fp32 every 128 dims (retires P.V(i - 1) with groups 0 and 1)
+            s2, o3 = _group_scores(g0, g1, o3, kn, kr_bufs.index(stage), qn_smem, qr_smem, None, None,
+                                   None, None, s_layout, s_layout, s16_layout, BLOCK_N, BLOCK_H, 0, RK64)
+        else:
+            # Retires S(i) and P.V(i - 1) (the reader of the other P buffer).
+            s2, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(s2, o3))
+        p, alpha_o, m_i, l_acc = _softmax_v2(s2, qk_mul, n_valid, m_i, l_acc, red_bufs.index(it % 2),
+                                             offs_tok, s16_layout, o_layout, BLOCK_N, BLOCK_H, FAST_MAX,
+                                             1 - CHAIN)
+        pc0 = p_bufs.index(it % 2)
+        pc0.store(p.to(gl.float16))
+        pc1 = pc0
+        pc2 = pc0
+        pc3 = pc0
+    fence_async_shared()
+    _block_barrier()
+    # (Waiting down to one MMA in flight after each issue frees the previous chunk's registers.)
+    if not PREFETCH:
+        v0 = _v_chunk(kn, 0, ld_layout, v_layout)
+    a0 = warpgroup_mma(v0, pc0, o0 * alpha_o, is_async=True)
+    if not PREFETCH:
+        v1 = _v_chunk(kn, 1, ld_layout, v_layout)
+    a1 = warpgroup_mma(v1, pc1, o1 * alpha_o, is_async=True)
+    o0 = warpgroup_mma_wait(num_outstanding=1, deps=(a0, ))
+    a2 = warpgroup_mma(_v_chunk(kn, 2, ld_layout, v_layout), pc2, o2 * alpha_o, is_async=True)
+    o1 = warpgroup_mma_wait(num_outstanding=1, deps=(a1, ))
+    o3 = warpgroup_mma(_v_chunk(kn, 3, ld_layout, v_layout), pc3, o3 * alpha_o, is_async=True)
+    o2 = warpgroup_mma_wait(num_outstanding=1, deps=(a2, ))
+    # The tile's last readers were S(i) (retired) and the chunk loads above (done in every warp past
+    # the barrier; P.V reads registers): its buffer takes tile i + NUM_BUF now.
+    if claim_buf is not None:
+        claim_buf.store(claim)
+    _block_barrier()
+    return o0, o1, o2, o3, m_i, l_acc
+
+
 @gluon.jit(do_not_specialize=["B"])
 def _mla_decode_hopper_tok_fp8_v2_kernel(
     q_ptr, kv_nope_desc, kv_rope_desc, kv_ptr, kv_scale_ptr,
@@ -425,6 +522,9 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     q_descale=1.0,
     Q_DESCALE_FROM_PTR: gl.constexpr = 0,
     plan_ptr=None,
+    POOL: gl.constexpr = 0,
+    pool_ptr=None,
+    MUL=1,
 ):
     """fp8 (per-tensor) cache, H < 64: tokens on M, one warpgroup, 16 heads per program (module docstring).
     ``kv_nope_desc`` / ``kv_rope_desc``: the cache as [rows, 576] fp8 with [BLOCK_N, 512] / [BLOCK_N, 128]
@@ -438,7 +538,12 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
 
     ``Q_FP8`` (``mla_decode``'s e4m3 query, its value ``q * q_descale``; ``q_descale`` a float or, with
     ``Q_DESCALE_FROM_PTR``, read from ``q_descale_ptr``): ``q_ptr`` holds e4m3 values, read as they are; their pair
-    is exact (``hi = e4m3(q s)`` with s a power of two, ``lo = 0``) and the scale goes into the scores' multiplier."""
+    is exact (``hi = e4m3(q s)`` with s a power of two, ``lo = 0``) and the scale goes into the scores' multiplier.
+
+    ``POOL`` (with a plan filled for it: ``plan.MLADecodePlan.fill(..., pool=True)``): each request's tiles in a
+    pool its programs claim from (kernel_hopper, "Tile pools"), the counters ``pool_ptr`` (one int32 a request, the
+    plan's); program pid runs the split's range of ``(pid * MUL) % P`` and writes its partials under that id (MUL
+    coprime to the grid's P: a request's programs spread over the grid, interface_hopper.pool_mul)."""
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
     gl.static_assert(BLOCK_H == 16)
@@ -458,6 +563,13 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         # the score chains' fp32 fold: the loop of LOOK 0 (DS has it always)
         gl.static_assert(LOOK == 0)
         gl.static_assert(DS == 0)
+    if POOL:
+        # (the LOOK 0 loop; page ids loaded where a tile is issued; a per-tensor cache; a plan: the counters' home)
+        gl.static_assert(LOOK == 0)
+        gl.static_assert(PT_EARLY == 0)
+        gl.static_assert(DS == 0)
+        gl.static_assert(NUM_BUF <= 3)
+        gl.static_assert(plan_ptr is not None)
 
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, 2 * BLOCK_H, 32])
@@ -484,6 +596,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                                                            instr_shape=[16, BLOCK_H, 16])
     else:
         qr_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([2 * BLOCK_H, 128], gl.float8e4nv)
+        r_layout: gl.constexpr = s_layout       # (unread without DS)
     p_smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_H], gl.float16)
 
     pid_h, pid, num_progs, h0 = _program_ids(BLOCK_H)
@@ -525,12 +638,22 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     red_bufs = gl.allocate_shared_memory(gl.float32, [2, 4, BLOCK_H], gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0]))
     bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     _init_tile_barriers(bars, NUM_BUF, GATHER, num_warps)
+    if POOL:
+        claim_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
+        claim_smem = gl.allocate_shared_memory(gl.int32, [32 * num_warps], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+        claim = gl.zeros([32 * num_warps], gl.int32, layout=claim_layout)
+        pid = (pid * MUL) % num_progs
+    else:
+        claim_smem = None
+        claim = None
 
     # (fp8_ds_mla: its segments' costs not measured, the even split)
     if plan_ptr is not None:
         # the program's split and first segment as the plan kernel left them (one round trip of independent loads)
         _launch_dependents()
         t, t_stop, b, req_end, p_seq, p_pg0, p_pg1, p_pg2 = _plan_row(plan_ptr, pid)
+        if POOL:
+            per = gl.load(plan_ptr + 1) - gl.load(plan_ptr)     # (program 0's range: the even split's per)
     else:
         t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps,
                                              FP8_SEG_COST * (1 - DS))
@@ -574,11 +697,27 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
             b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base, pg0, pg1, pg2 = _segment_pages(
                 seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, PAGE_SIZE, BLOCK_N, GATHER, NUM_BUF,
                 num_warps)
+        if POOL:
+            # participant j of n: tiles j, j + n, ... first, then claims (the static pages above were the plan's
+            # pool pages for a first segment without the row gather; else loaded here)
+            j, n = _pool_part(t, i_first, req_tiles, pid, per)
+            if GATHER:
+                pg0, pg1, pg2 = _pool_pages(pt_base, j, n, req_tiles, seq_len, PAGE_SIZE, BLOCK_N, GATHER, NUM_BUF,
+                                            num_warps)
+            elif it > 0:
+                pg0, pg1, pg2 = _pool_pages(pt_base, j, n, req_tiles, seq_len, PAGE_SIZE, BLOCK_N, GATHER, NUM_BUF,
+                                            num_warps)
         qn, qr = _load_q_raw(q_ptr + b.to(gl.int64) * stride_q_b, heads_q, hmask_q, stride_q_h, q_layout)
         # The previous segment's MMAs (which read the query tile) are retired in every warp past this.
         _block_barrier()
         for k in gl.static_range(NUM_BUF):
-            if i_first + k < i_stop:
+            if POOL:
+                tile_k = j + k * n
+                stop_k = req_tiles
+            else:
+                tile_k = i_first + k
+                stop_k = i_stop
+            if tile_k < stop_k:
                 if k < 3:
                     if k == 0:
                         pg = pg0
@@ -586,13 +725,24 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                         pg = pg1
                     else:
                         pg = pg2
-                    _issue_v2_at(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pg, i_first + k,
+                    _issue_v2_at(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pg, tile_k,
                                  (it + k) % NUM_BUF, PAGE_SIZE, 264 if DS else 512, BLOCK_N, GATHER, num_warps,
                                  kv_sc_desc, sc_bufs)
                 else:       # (buffers past the third: their page ids loaded here)
-                    _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
+                    _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, tile_k,
                               (it + k) % NUM_BUF, seq_len, PAGE_SIZE, 264 if DS else 512, BLOCK_N, GATHER, num_warps,
                               kv_sc_desc, sc_bufs)
+        if POOL:
+            # the pool: the request's tiles past each participant's first NUM_BUF; one claim in flight from here
+            base = NUM_BUF * n
+            pool = req_tiles - base
+            claiming = (pool > 0).to(gl.int32)
+            if claiming:
+                claim = _claim_issue(pool_ptr, b, num_warps)
+            left = gl.minimum((req_tiles - j + n - 1) // n, NUM_BUF)
+            q0 = j
+            q1 = j + n
+            q2 = j + 2 * n
         q_scale = _q_cat(qn, qr, qn_smem, qr_smem, BLOCK_H, DS)
         fence_async_shared()
         _block_barrier()
@@ -609,7 +759,41 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         o1 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
         o2 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
         o3 = warpgroup_mma_init(gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout))
-        if LOOK == 0:
+        if POOL:
+            while left > 0:
+                stage = it % NUM_BUF
+                i = q0
+                o0, o1, o2, o3, m_i, l_acc = _v2_tile(
+                    i, it, kn_bufs.index(stage), stage, kr_bufs, bars, sc_bufs, qn_smem, qr_smem, red_bufs, p_bufs,
+                    seq_len, qk_mul, o0, o1, o2, o3, m_i, l_acc, offs_tok, STAMPS, srow, s_layout, s16_layout,
+                    o_layout, v_layout, ld_layout, r_layout, NUM_BUF, GATHER, BLOCK_N, D_V, BLOCK_H, DS, CHAIN,
+                    PREFETCH, FAST_MAX, RK64, num_warps, claim, claim_smem)
+                left -= 1
+                q0 = q1
+                q1 = q2
+                if claiming:
+                    cv = _claim_value(claim_smem, num_warps)
+                    if cv < pool:
+                        # the claimed tile into the buffer tile i left: last in line
+                        _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, base + cv,
+                                  stage, seq_len, PAGE_SIZE, 512, BLOCK_N, GATHER, num_warps)
+                        if NUM_BUF == 2:
+                            q1 = base + cv
+                        else:
+                            q2 = base + cv
+                        left += 1
+                        claim = _claim_issue(pool_ptr, b, num_warps)
+                    else:
+                        claiming = 0
+                        if cv == pool + n - 1:
+                            gl.store(pool_ptr + b, 0)      # (the launch's last claim on it)
+                _stamp_tile(STAMPS, srow, it, 1, 2)
+                it += 1
+            o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
+            # (the store's whole / first / last from the participant's place)
+            i_first = (j != 0).to(gl.int32)
+            i_stop = req_tiles * (j == n - 1).to(gl.int32)
+        elif LOOK == 0:
             for i in range(i_first, i_stop):
                 stage = it % NUM_BUF
                 kn = kn_bufs.index(stage)
@@ -617,73 +801,11 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                     # the page ids of the tile this buffer takes next, loaded a tile ahead of their use (the TMA's
                     # coordinates wait on this load)
                     page_nx = _tile_pages(pt_base, i + NUM_BUF, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
-                n_valid = _tile_landed(kn, bars.index(stage), (it // NUM_BUF) & 1, seq_len - i * BLOCK_N, GATHER,
-                                       BLOCK_N, D_V, num_warps)
-                _stamp_tile(STAMPS, srow, it, 0, 2)
-                if DS:
-                    g0 = _ds_group(kn, qn_smem, 0, s_layout, BLOCK_N, BLOCK_H)
-                    g1 = _ds_group(kn, qn_smem, 1, s_layout, BLOCK_N, BLOCK_H)
-                    sc0, sc1, sc2, sc3 = _ds_scales(sc_bufs.index(stage), n_valid, s16_layout, BLOCK_N)
-                elif CHAIN:
-                    g0 = _ds_group(kn, qn_smem, 0, s_layout, BLOCK_N, BLOCK_H)
-                    g1 = _ds_group(kn, qn_smem, 1, s_layout, BLOCK_N, BLOCK_H)
-                else:
-                    s2 = _scores_v2(kn, kr_bufs.index(stage), qn_smem, qr_smem, s_layout, BLOCK_N, BLOCK_H, RK64)
-                if PREFETCH:
-                    # V^T chunks 0 and 1 into registers while the score MMAs run (they read only the tile)
-                    v0 = _v_chunk(kn, 0, ld_layout, v_layout)
-                    v1 = _v_chunk(kn, 1, ld_layout, v_layout)
-                if DS:
-                    # S = sum_g scale_g[token] (K_g . q_g) + K_rope . q_rope; P.V chunk c is group c: its P tile
-                    # carries scale_c[token] (the softmax sum does not)
-                    # (retires P.V(i - 1), the reader of the other chunk-3 P buffer, with group 0)
-                    s, o3 = _group_scores(g0, g1, o3, kn, kr_bufs.index(stage), qn_smem, qr_smem, sc0, sc1, sc2, sc3,
-                                          s_layout, r_layout, s16_layout, BLOCK_N, BLOCK_H, 1, 0)
-                    p, alpha_o, m_i, l_acc = _softmax_v2(s, qk_mul, n_valid, m_i, l_acc, red_bufs.index(it % 2),
-                                                         offs_tok, s16_layout, o_layout, BLOCK_N, BLOCK_H, FAST_MAX, 0)
-                    pc0 = p_bufs.index(0)
-                    pc1 = p_bufs.index(1)
-                    pc2 = p_bufs.index(2)
-                    pc3 = p_bufs.index(3 + it % 2)
-                    # 256 p scale_c in fp16 (divided out with the softmax sum): full fp16 precision down to group
-                    # scales of ~2^-22 / p, finite up to scales of 255 (latent amax 114,000; DeepSeek's are O(1))
-                    pc0.store((p * (sc0 * 256.0)[:, None]).to(gl.float16))
-                    pc1.store((p * (sc1 * 256.0)[:, None]).to(gl.float16))
-                    pc2.store((p * (sc2 * 256.0)[:, None]).to(gl.float16))
-                    pc3.store((p * (sc3 * 256.0)[:, None]).to(gl.float16))
-                else:
-                    if CHAIN:
-                        # the scores folded in fp32 every 128 dims (retires P.V(i - 1) with groups 0 and 1)
-                        s2, o3 = _group_scores(g0, g1, o3, kn, kr_bufs.index(stage), qn_smem, qr_smem, None, None,
-                                               None, None, s_layout, s_layout, s16_layout, BLOCK_N, BLOCK_H, 0, RK64)
-                    else:
-                        # Retires S(i) and P.V(i - 1) (the reader of the other P buffer).
-                        s2, o3 = warpgroup_mma_wait(num_outstanding=0, deps=(s2, o3))
-                    p, alpha_o, m_i, l_acc = _softmax_v2(s2, qk_mul, n_valid, m_i, l_acc, red_bufs.index(it % 2),
-                                                         offs_tok, s16_layout, o_layout, BLOCK_N, BLOCK_H, FAST_MAX,
-                                                         1 - CHAIN)
-                    pc0 = p_bufs.index(it % 2)
-                    pc0.store(p.to(gl.float16))
-                    pc1 = pc0
-                    pc2 = pc0
-                    pc3 = pc0
-                fence_async_shared()
-                _block_barrier()
-                # (Waiting down to one MMA in flight after each issue frees the previous chunk's registers.)
-                if not PREFETCH:
-                    v0 = _v_chunk(kn, 0, ld_layout, v_layout)
-                a0 = warpgroup_mma(v0, pc0, o0 * alpha_o, is_async=True)
-                if not PREFETCH:
-                    v1 = _v_chunk(kn, 1, ld_layout, v_layout)
-                a1 = warpgroup_mma(v1, pc1, o1 * alpha_o, is_async=True)
-                o0 = warpgroup_mma_wait(num_outstanding=1, deps=(a0, ))
-                a2 = warpgroup_mma(_v_chunk(kn, 2, ld_layout, v_layout), pc2, o2 * alpha_o, is_async=True)
-                o1 = warpgroup_mma_wait(num_outstanding=1, deps=(a1, ))
-                o3 = warpgroup_mma(_v_chunk(kn, 3, ld_layout, v_layout), pc3, o3 * alpha_o, is_async=True)
-                o2 = warpgroup_mma_wait(num_outstanding=1, deps=(a2, ))
-                # The tile's last readers were S(i) (retired) and the chunk loads above (done in every warp past
-                # the barrier; P.V reads registers): its buffer takes tile i + NUM_BUF now.
-                _block_barrier()
+                o0, o1, o2, o3, m_i, l_acc = _v2_tile(
+                    i, it, kn, stage, kr_bufs, bars, sc_bufs, qn_smem, qr_smem, red_bufs, p_bufs, seq_len, qk_mul,
+                    o0, o1, o2, o3, m_i, l_acc, offs_tok, STAMPS, srow, s_layout, s16_layout, o_layout, v_layout,
+                    ld_layout, r_layout, NUM_BUF, GATHER, BLOCK_N, D_V, BLOCK_H, DS, CHAIN, PREFETCH, FAST_MAX, RK64,
+                    num_warps)
                 if i + NUM_BUF < i_stop:
                     if PT_EARLY:
                         _issue_v2_at(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, page_nx, i + NUM_BUF,
@@ -838,34 +960,7 @@ def _kv_stream_kernel(kv_nope_desc, kv_rope_desc, kv_ptr, page_table_ptr, seq_le
         mbarrier.invalidate(bars.index(k))
 
 
-# ----------------------------------------------------------------------------- tile pools (measured in the stream)
-# A request's tiles shared by the programs whose even-split ranges touch it ("participants"), claimed as they go:
-# the static split gives every program the same tiles, and the programs whose first copies the memory serves last
-# stay behind to the end (session 49's timeline, H100, fp8 H = 16 batch 32, a step's plan: first tiles landing 4.2
-# to 9.0 us after the split, exits 26.4 to 35.5 us for programs of eight tiles each). Participant j of n takes tiles
-# j, j + n, ... (NUM_BUF of them, no claim before its first copies), then claims the rest in order from the
-# request's counter (``ctr_ptr[b]``), one claim in flight under the tile it waits for. Every participant makes
-# exactly one claim past the pool, so the claim that returns ``pool + n - 1`` is the launch's last on that counter:
-# it stores 0 (each launch leaves the counters as it found them; no reset launch).
-
-
-@gluon.jit
-def _claim_issue(ctr_ptr, b, num_warps: gl.constexpr):
-    """Thread 0's claim of request b's next pooled tile (a relaxed atomic add; only that thread holds the result,
-    so nothing waits for it until :func:`_claim_read`)."""
-    layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
-    offs = gl.arange(0, 32 * num_warps, layout=layout)
-    first = offs == 0
-    # (a lane's own address: with one address in every lane triton sums the lanes' adds first and hands the result
-    # to each lane at once, which waits for the atomic where it is issued)
-    return gl.atomic_add(ctr_ptr + b + offs, first.to(gl.int32), mask=first, sem="relaxed")
-
-
-@gluon.jit
-def _claim_slot(c, buf, num_warps: gl.constexpr):
-    buf.store(c)
-    _block_barrier()
-    return gl.max(buf.slice(0, 1).load(gl.BlockedLayout([1], [32], [num_warps], [0])), axis=0)
+# ----------------------------------------------------------------------------- tile pools in the stream (kernel_hopper)
 
 
 @gluon.jit
@@ -873,21 +968,14 @@ def _claim_read(c, claim0, claim1, slot, num_warps: gl.constexpr):
     """The claim ``c`` in every thread, through shared memory (``claim0`` / ``claim1`` by ``slot``, used in turn: a
     loop's barrier lies between a buffer's read and its next write)."""
     if slot == 0:
-        v = _claim_slot(c, claim0, num_warps)
+        claim0.store(c)
+        _block_barrier()
+        v = _claim_value(claim0, num_warps)
     else:
-        v = _claim_slot(c, claim1, num_warps)
+        claim1.store(c)
+        _block_barrier()
+        v = _claim_value(claim1, num_warps)
     return v
-
-
-@gluon.jit
-def _even_per(seq_lens_ptr, B, num_progs, BLOCK_N: gl.constexpr, B_CHUNK: gl.constexpr, num_warps: gl.constexpr):
-    """The even split's tiles a program (``kernel_hopper._split_start``'s ``per``)."""
-    layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
-    offs_c = gl.arange(0, B_CHUNK, layout=layout)
-    total = 0
-    for r0 in range(0, B, B_CHUNK):
-        total += gl.sum(_chunk_tiles(seq_lens_ptr, B, r0, offs_c, BLOCK_N), 0)
-    return (total + num_progs - 1) // num_progs
 
 
 @gluon.jit
@@ -931,10 +1019,7 @@ def _kv_stream_pool_kernel(kv_nope_desc, kv_rope_desc, kv_ptr, page_table_ptr, s
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
         if POOL:
             req_tiles = (seq_len + BLOCK_N - 1) // BLOCK_N
-            start = t - i_first
-            v0 = start // per
-            n = (start + req_tiles - 1) // per - v0 + 1
-            j = v - v0
+            j, n = _pool_part(t, i_first, req_tiles, v, per)
             base = NUM_BUF * n
             pool = req_tiles - base
             left = 0
