@@ -13,8 +13,8 @@ PP="/tmp/np:$PWD/src:/tmp/site"
 GRAPHTUNE_GPU_NEW=1 PYTHONPATH=$PP:/tmp/xd TRITON_CACHE_DIR=/tmp/tc_main timeout ${TESTS_CAP:-130} python3 -m pytest -q \
   -n 4 tests/gpu/test_mla_hopper_tok_gpu.py -k "tile_pools" > /tmp/tests_c.log 2>&1
 echo "tests rc=$? at ${SECONDS}s"; grep -E "passed|failed|FAILED|Error|rel err|counters" /tmp/tests_c.log | tail -12 | cut -c1-300
-probe pool_timeline ${TIMELINE_CAP:-200} timeline.py --plan --cells \
-  fp8:16:32,fp8:16:32:POOL=1,fp8:16:32:POOL=2,fp8:16:64,fp8:16:64:POOL=1,fp8:16:64:POOL=2,fp8:16:128,fp8:16:128:POOL=1,fp8:16:128:POOL=2 \
+CELLS=${CELLS:-fp8:16:32,fp8:16:32:POOL=1,fp8:16:32:POOL=2,fp8:16:64,fp8:16:64:POOL=1,fp8:16:64:POOL=2,fp8:16:128,fp8:16:128:POOL=1,fp8:16:128:POOL=2}
+probe pool_timeline ${TIMELINE_CAP:-200} timeline.py --plan --cells $CELLS \
   | grep -E "^fp8|exits|per program|rc=|rror" | cut -c1-260
 gzip -f $OUT/pool_timeline.json 2>/dev/null
 left=$(( LIMIT - 10 - SECONDS ))
