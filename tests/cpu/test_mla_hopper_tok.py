@@ -235,6 +235,32 @@ def test_v2_config_is_rejected_outside_fp8_tokens_on_m():
     assert interface_hopper.pinned_config(16, "fp8", dict(PIPE=2))["PIPE"] == 2          # the first kernel: fine
 
 
+def test_pool_config_out_of_range_or_without_a_plan_is_one_clear_line():
+    """``POOL`` (the tile pools): a value other than 0 / 1 / 2, or a schedule they do not run with, or a pinned launch
+    without a plan (their counters live in it), is one line naming the config and the value, before any launch; the
+    grid's MUL spreads a request's programs (coprime to the grid, inverse of a step about P / 8)."""
+    q = torch.empty(2, 16, 576, dtype=torch.bfloat16)
+    kv = torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn)
+    out = torch.empty(2, 16, 512, dtype=torch.bfloat16)
+    pt, lens = torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32)
+    for cfg, match in ((dict(V2=1, POOL=3), r"POOL=3, expected 0, 1 or 2"),
+                       (dict(V2=1, POOL=1, LOOK=1, CHAIN=0), r"POOL=1 \(the tile pools\) runs with .*LOOK=0"),
+                       (dict(V2=1, POOL=1, PT_EARLY=1), r"PT_EARLY=0"),
+                       (dict(V2=1, POOL=1, NUM_BUF=5), r"NUM_BUF 2 or 3")):
+        with pytest.raises(ValueError, match=match) as err:
+            interface_hopper.hopper_call(q, kv, pt, lens, 0.04, 1.0, "fp8", out, False, sms=132, config=cfg)
+        assert "\n" not in str(err.value)
+    with pytest.raises(ValueError, match=r"POOL=2 .*counters in the step's plan: pass plan=MLADecodePlan\(\)") as err:
+        interface_hopper.launch(q, kv, pt, lens, 0.04, 1.0, "fp8", out, False, sms=132, config=dict(V2=1, POOL=2))
+    assert "\n" not in str(err.value)
+    for programs in (1, 2, 14, 132, 264):
+        assert interface_hopper.pool_mul(programs, 1) == 1
+        mul = interface_hopper.pool_mul(programs, 2)
+        assert sorted((p * mul) % programs for p in range(programs)) == list(range(programs))
+    inv = pow(interface_hopper.pool_mul(264, 2), -1, 264)
+    assert 264 // interface_hopper.POOL_SPREAD <= inv < 264 // interface_hopper.POOL_SPREAD + 8
+
+
 @pytest.mark.parametrize("batch", [3, 32])
 def test_a_pinned_v2_config_may_set_its_grids_programs_per_sm(batch):
     """A pinned config of the second fp8 tokens-on-M kernel with ``PROGRAMS_PER_SM`` (a probe of grids of several
