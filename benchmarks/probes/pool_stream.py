@@ -98,8 +98,14 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=4901)
     ap.add_argument("--out", default="benchmarks/results/pool_stream.json")
     args = ap.parse_args()
+    for name in ("spread", "per_sm", "num_buf"):
+        low = 0 if name == "spread" else 1
+        if getattr(args, name) < low:
+            ap.error(f"--{name.replace('_', '-')} {getattr(args, name)}: must be at least {low}")
+    if args.num_buf > 3:
+        ap.error(f"--num-buf {args.num_buf}: the pools take two or three buffers")
     if not torch.cuda.is_available():
-        print("pool_stream: no CUDA device", file=sys.stderr)
+        print("pool_stream: needs a CUDA GPU (none visible)", file=sys.stderr)
         return 2
     props = torch.cuda.get_device_properties(0)
     progs = props.multi_processor_count * args.per_sm

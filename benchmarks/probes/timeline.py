@@ -138,6 +138,8 @@ def analyse(raw: torch.Tensor, pp: bool) -> dict:
            "span_ns": max(r[1] for r in rows) - t_in,
            "entry_ns": {q: _pct([r[0] - t_in for r in rows], q) for q in (0.5, 0.9, 1.0)},
            "exit_ns": {q: _pct([r[1] - t_in for _, r in live], q) for q in (0.0, 0.5, 0.9, 1.0)},
+           # (where a perfectly balanced split would end: the live rows' mean exit; session 49)
+           "exit_mean_ns": statistics.mean([r[1] - t_in for _, r in live]) if live else float("nan"),
            "split_ns": med([ns(r[4] - r[3]) for _, r in live]),
            "ready_ns": med([ns(r[5] - r[4]) for _, r in live])}
     # per SM (global timer): the last exit of its rows with tiles, and how far apart those rows exit (two programs
@@ -302,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  entries +{t['entry_ns'][0.5] / 1e3:.2f} / +{t['entry_ns'][0.9] / 1e3:.2f} / "
               f"+{t['entry_ns'][1.0] / 1e3:.2f} us (median / p90 / last); exits "
               + " / ".join(f"{t['exit_ns'][q] / 1e3:.1f}" for q in (0.0, 0.5, 0.9, 1.0)) + " us (first / median / "
-              "p90 / last)")
+              f"p90 / last), mean {t['exit_mean_ns'] / 1e3:.1f} us")
         print(f"  per SM ({t['sms']} with tiles, {t['idle_rows']} rows without): last exits "
               + " / ".join(f"{t['sm_last_exit_ns'][q] / 1e3:.1f}" for q in (0.0, 0.5, 1.0))
               + f" us (first / median / last SM); the rows of one SM exit a median {t['sm_exit_gap_ns'] / 1e3:.1f} us "

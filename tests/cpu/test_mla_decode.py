@@ -1038,16 +1038,20 @@ def test_bench_pins_every_hopper_variant_it_times_as_labelled(monkeypatch):
     ("query_rounding", ["--batch", "0"], "--batch 0: must be at least 1"),
     ("ncu_mla", ["--kv-format", "bf16", "--query-precision", "e4m3"],
      "--query-precision e4m3 applies to an fp8 cache, not --kv-format bf16"),
-    ("ncu_mla", ["--config", "[1]"], "needs a CUDA GPU")],
+    ("ncu_mla", ["--config", "[1]"], "needs a CUDA GPU"),
+    ("pool_stream", ["--num-buf", "5"], "--num-buf 5: the pools take two or three buffers"),
+    ("pool_stream", ["--per-sm", "0"], "--per-sm 0: must be at least 1"),
+    ("pool_stream", [], "needs a CUDA GPU")],
     ids=["three-parts", "not-a-power-of-two", "not-a-number", "no-gpu", "gather-bf16", "gather-whole-tiles",
          "gather-page-0", "gather-no-gpu", "timeline-two-parts", "timeline-format", "timeline-cell-keys",
          "timeline-overlay", "timeline-no-gpu", "cold-code-not-a-number", "cold-code-zero", "cold-code-load",
          "cold-code-no-gpu", "pick-check-cells", "pick-check-no-gpu", "clocks-cells", "clocks-seconds", "clocks-no-gpu",
          "cases-not-json", "cases-not-knobs", "cases-sanitize-range", "cases-no-gpu", "p-rounding-tokens", "pl-numerics-tokens",
-         "query-rounding-heads", "query-rounding-batch", "ncu-query-precision", "ncu-no-gpu"])
+         "query-rounding-heads", "query-rounding-batch", "ncu-query-precision", "ncu-no-gpu", "pool-stream-buffers",
+         "pool-stream-per-sm", "pool-stream-no-gpu"])
 def test_probes_say_what_is_wrong_in_one_line(probe_name, argv, expect):
     """benchmarks/probes/reduce_sweep.py, gather_route.py, timeline.py, cold_code.py, pick_check.py, clocks.py,
-    mla_cases.py, p_rounding.py, pl_numerics.py, query_rounding.py and ncu_mla.py: a
+    mla_cases.py, p_rounding.py, pl_numerics.py, query_rounding.py, ncu_mla.py and pool_stream.py: a
     malformed argument is named with its value; without a GPU (this CPU machine) they say so; each exits 2 before
     touching any device."""
     probe = Path(__file__).resolve().parents[2] / "benchmarks" / "probes" / f"{probe_name}.py"
@@ -1140,6 +1144,8 @@ def test_timeline_reads_program_stamps():
                     ("wait_ns", 500), ("busy_ns", 1500), ("end_ns", 250)):
         assert t[key] == pytest.approx(ns, abs=2), key
     assert t["entry_ns"][1.0] == 5000 and t["span_ns"] == max(raw[:, int(kh.STAMP_GT_OUT)].tolist())
+    t_in = min(raw[:, int(kh.STAMP_GT_IN)].tolist())
+    assert t["exit_mean_ns"] == pytest.approx(statistics.mean(e - t_in for e in exits))   # (the live rows only)
 
 
 
