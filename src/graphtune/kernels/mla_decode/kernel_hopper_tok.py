@@ -996,8 +996,8 @@ def _kv_stream_pool_kernel(kv_nope_desc, kv_rope_desc, kv_ptr, page_table_ptr, s
                            seen_ptr=None, max_tiles=0):
     """:func:`_kv_stream_kernel` with each request's tiles in a pool its participants claim from (``POOL``; 0: the
     static ranges), program pid running the split's range of ``(pid * MUL) % P`` (MUL coprime to the grid's P: a
-    request's participants spread over the grid). The even split only (``2 B <= P`` and no segment price: the
-    launch's to ensure). ``seen_ptr`` (a check): each issued tile counted at ``[b, j]``."""
+    request's participants spread over the grid); with pools the even split whatever the batch. ``seen_ptr`` (a
+    check): each issued tile counted at ``[b, j]``."""
     kn_bufs = gl.allocate_shared_memory(kv_nope_desc.dtype, [NUM_BUF] + kv_nope_desc.block_type.shape,
                                         kv_nope_desc.layout)
     kr_bufs = gl.allocate_shared_memory(kv_rope_desc.dtype, [NUM_BUF] + kv_rope_desc.block_type.shape,
@@ -1009,7 +1009,7 @@ def _kv_stream_pool_kernel(kv_nope_desc, kv_rope_desc, kv_ptr, page_table_ptr, s
     pid = gl.program_id(0)
     num_progs = gl.num_programs(0)
     v = (pid * MUL) % num_progs
-    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, v, num_progs, BLOCK_N, B_CHUNK, num_warps)
+    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, v, num_progs, BLOCK_N, B_CHUNK, num_warps, EVEN=POOL)
     per = _even_per(seq_lens_ptr, B, num_progs, BLOCK_N, B_CHUNK, num_warps)
     c = gl.zeros([32 * num_warps], gl.int32, layout=gl.BlockedLayout([1], [32], [num_warps], [0]))
     it = 0
