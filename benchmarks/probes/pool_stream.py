@@ -3,7 +3,7 @@
 ``kernel_hopper_tok._kv_stream_pool_kernel`` streams the KV tiles as the decode kernels load them (no math) with the
 even split's ranges (``POOL`` 0, the ceiling ``bench_mla_decode.py --stream-ceiling`` times) or with each request's
 tiles in a pool its programs claim from as they go (``POOL`` 1), its programs' ranges laid over the grid in order
-(``MUL`` 1) or spread (``MUL`` such that a request's programs are ``--spread`` program ids apart). For fp8, page size
+(``SPREAD`` 1) or spread (``kernel_hopper._pool_program``: a request's programs P / 8 ids apart). For fp8, page size
 64 (TMA) and 1 (the row gather), two buffers and two programs an SM (the second fp8 kernel's grid), at the batches
 given, uniform 4096-token requests and ragged ones (lengths uniform in 1..8191): first a check (every tile issued
 exactly once, the counters left at zero, the tiles waited for adding up), then graph replay over rotating input sets
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -27,19 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_mla_decode import comma_list, git_commit, graph_time_ms  # noqa: E402
 
-from graphtune.kernels.mla_decode import bench, interface_hopper, kernel_hopper_tok  # noqa: E402
+from graphtune.kernels.mla_decode import bench, interface_hopper, kernel_hopper, kernel_hopper_tok  # noqa: E402
 
 
-def _mul_for(programs: int, spread: int) -> int:
-    """MUL with ``(pid * MUL) % programs`` = v for pid = v * spread' (spread' the first value from ``spread`` up
-    coprime to the grid): a request's consecutive programs run ``spread'`` program ids apart."""
-    s = spread
-    while math.gcd(s, programs) != 1:
-        s += 1
-    return pow(s, -1, programs)
-
-
-def _call(x: dict, progs: int, num_buf: int, gather: int, pool: int, mul: int, ctr: torch.Tensor,
+def _call(x: dict, progs: int, num_buf: int, gather: int, pool: int, spread: int, ctr: torch.Tensor,
           seen: torch.Tensor | None = None):
     kv = x["kv_cache"]
     kv2 = kv.view(kv.shape[0] * kv.shape[1], 576)
@@ -51,8 +41,8 @@ def _call(x: dict, progs: int, num_buf: int, gather: int, pool: int, mul: int, c
     def call() -> None:
         kernel_hopper_tok._kv_stream_pool_kernel[(progs,)](
             nope, rope, kv, x["page_table"], x["seq_lens"], out, ctr, x["seq_lens"].shape[0],
-            x["page_table"].stride(0), mul, PAGE_SIZE=kv.shape[1], ROPE_COL=512, B_CHUNK=128, BLOCK_N=64,
-            NUM_BUF=num_buf, num_warps=4, GATHER=gather, POOL=pool, seen_ptr=seen, max_tiles=max_tiles)
+            x["page_table"].stride(0), PAGE_SIZE=kv.shape[1], ROPE_COL=512, B_CHUNK=128, BLOCK_N=64,
+            NUM_BUF=num_buf, num_warps=4, GATHER=gather, POOL=pool, SPREAD=spread, seen_ptr=seen, max_tiles=max_tiles)
     return call, out, max_tiles
 
 
@@ -64,7 +54,7 @@ def ragged(batch: int, page_size: int, seed: int) -> dict:
     return x
 
 
-def check(x: dict, progs: int, num_buf: int, gather: int, pool: int, mul: int) -> str:
+def check(x: dict, progs: int, num_buf: int, gather: int, pool: int, spread: int) -> str:
     """'' when every tile of every request was issued once, the counters are back at zero and the programs waited
     for as many tiles as the batch has; else what went wrong."""
     b = x["seq_lens"].shape[0]
@@ -73,7 +63,7 @@ def check(x: dict, progs: int, num_buf: int, gather: int, pool: int, mul: int) -
     for rep in range(3):
         seen = torch.zeros(b * (int(tiles.max()) + x["page_table"].shape[1] * x["kv_cache"].shape[1] // 64 + 1),
                            dtype=torch.int32, device="cuda")
-        call, out, max_tiles = _call(x, progs, num_buf, gather, pool, mul, ctr, seen)
+        call, out, max_tiles = _call(x, progs, num_buf, gather, pool, spread, ctr, seen)
         call()
         torch.cuda.synchronize()
         seen = seen[:b * max_tiles].view(b, max_tiles)
@@ -92,16 +82,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", type=comma_list(int), default="32,64,128")
     ap.add_argument("--page-sizes", type=comma_list(int), default="64,1")
-    ap.add_argument("--spread", type=int, default=0, help="program ids between a request's programs (0: grid / 8)")
     ap.add_argument("--per-sm", type=int, default=2)
     ap.add_argument("--num-buf", type=int, default=2)
     ap.add_argument("--seed", type=int, default=4901)
     ap.add_argument("--out", default="benchmarks/results/pool_stream.json")
     args = ap.parse_args()
-    for name in ("spread", "per_sm", "num_buf"):
-        low = 0 if name == "spread" else 1
-        if getattr(args, name) < low:
-            ap.error(f"--{name.replace('_', '-')} {getattr(args, name)}: must be at least {low}")
+    for name in ("per_sm", "num_buf"):
+        if getattr(args, name) < 1:
+            ap.error(f"--{name.replace('_', '-')} {getattr(args, name)}: must be at least 1")
     if args.num_buf > 3:
         ap.error(f"--num-buf {args.num_buf}: the pools take two or three buffers")
     if not torch.cuda.is_available():
@@ -109,11 +97,11 @@ def main() -> int:
         return 2
     props = torch.cuda.get_device_properties(0)
     progs = props.multi_processor_count * args.per_sm
-    mul = _mul_for(progs, args.spread or progs // 8)
-    ways = [("static", 0, 1), ("pool", 1, 1), (f"pool, spread (MUL {mul})", 1, mul)]
+    spread = int(kernel_hopper.POOL_SPREAD)
+    ways = [("static", 0, 1), ("pool", 1, 1), (f"pool, spread ({spread} rows)", 1, spread)]
     result = dict(gpu=props.name, torch=torch.__version__, triton=__import__("triton").__version__,
-                  commit=git_commit(), programs=progs, mul=mul, rows=[])
-    print(f"{props.name}; torch {torch.__version__}; {progs} programs; MUL {mul}", flush=True)
+                  commit=git_commit(), programs=progs, spread=spread, rows=[])
+    print(f"{props.name}; torch {torch.__version__}; {progs} programs", flush=True)
     for page_size in args.page_sizes:
         gather = int(page_size == 1)
         target = bench.MlaDecodeTarget(heads=16, tokens=4096, page_size=page_size, kv_format="fp8")

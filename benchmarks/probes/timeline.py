@@ -102,9 +102,8 @@ def _launcher(x: dict, fmt: str, heads: int, sms: int, overlay: dict | None = No
                                lambda _: grid[1], interface_hopper._B_CHUNK, fp8=fmt == "fp8")
         consts = {**consts, "plan_ptr": step}
         plan_mod.plan_hook(consts)
-        if consts.get("POOL"):      # (the tile pools: their counters in the plan, the grid's MUL)
-            consts = {**consts, "pool_ptr": made.counters(),
-                      "MUL": interface_hopper.pool_mul(grid[1], consts["POOL"])}
+        if consts.get("POOL"):      # (the tile pools: their counters in the plan)
+            consts = {**consts, "pool_ptr": made.counters()}
 
     def call(stamps: torch.Tensor | None) -> None:
         if stamps is None:

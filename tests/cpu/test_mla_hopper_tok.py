@@ -194,9 +194,9 @@ def test_stream_pool_kernel_claims_without_waiting_where_it_claims(gather):
     nope = interface_hopper._descriptor(kv2, [64, 512])
     rope = interface_hopper._descriptor(kv2, [64, 128])
     args = (nope, rope, kv2, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
-            torch.empty(4, dtype=torch.int32), torch.zeros(2, dtype=torch.int32), 2, 2, 1)
+            torch.empty(4, dtype=torch.int32), torch.zeros(2, dtype=torch.int32), 2, 2)
     consts = dict(PAGE_SIZE=1 if gather else 64, ROPE_COL=512, B_CHUNK=128, BLOCK_N=64, NUM_BUF=2, num_warps=4,
-                  GATHER=gather, POOL=1)
+                  GATHER=gather, POOL=1, SPREAD=8)
     compiled = _compile_fn(kernel_hopper_tok._kv_stream_pool_kernel, args, consts)
     assert _shared(compiled) <= SM90_SHARED
     code = [line.split("*/", 1)[1].split(";")[0].strip() for line in _sass(compiled).splitlines()
@@ -237,8 +237,7 @@ def test_v2_config_is_rejected_outside_fp8_tokens_on_m():
 
 def test_pool_config_out_of_range_or_without_a_plan_is_one_clear_line():
     """``POOL`` (the tile pools): a value other than 0 / 1 / 2, or a schedule they do not run with, or a pinned launch
-    without a plan (their counters live in it), is one line naming the config and the value, before any launch; the
-    grid's MUL spreads a request's programs (coprime to the grid, inverse of a step about P / 8)."""
+    without a plan (their counters live in it), is one line naming the config and the value, before any launch."""
     q = torch.empty(2, 16, 576, dtype=torch.bfloat16)
     kv = torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn)
     out = torch.empty(2, 16, 512, dtype=torch.bfloat16)
@@ -253,12 +252,6 @@ def test_pool_config_out_of_range_or_without_a_plan_is_one_clear_line():
     with pytest.raises(ValueError, match=r"POOL=2 .*counters in the step's plan: pass plan=MLADecodePlan\(\)") as err:
         interface_hopper.launch(q, kv, pt, lens, 0.04, 1.0, "fp8", out, False, sms=132, config=dict(V2=1, POOL=2))
     assert "\n" not in str(err.value)
-    for programs in (1, 2, 14, 132, 264):
-        assert interface_hopper.pool_mul(programs, 1) == 1
-        mul = interface_hopper.pool_mul(programs, 2)
-        assert sorted((p * mul) % programs for p in range(programs)) == list(range(programs))
-    inv = pow(interface_hopper.pool_mul(264, 2), -1, 264)
-    assert 264 // interface_hopper.POOL_SPREAD <= inv < 264 // interface_hopper.POOL_SPREAD + 8
 
 
 @pytest.mark.parametrize("batch", [3, 32])

@@ -29,7 +29,6 @@ runs the second kernel with ``DS=1`` (``HOPPER_TOK_DS_CONFIG``; tuned per bucket
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -651,9 +650,8 @@ TOK_FP8_V2_PARAMS = ("BLOCK_N", "NUM_BUF", "PREFETCH", "FAST_MAX", "GATHER", "LO
                      "CHAIN", "POOL")
 # POOL (pinned only until timed; session 49): each request's tiles in a pool its programs claim from as they go
 # (kernel_hopper, "Tile pools"), the claim counters in the step's plan (so a plan is required); 1: a request's programs
-# next to each other in the grid, 2: spread over it (``pool_mul``). The LOOK 0 loop, two or three buffers, per-tensor
-# fp8, without PT_EARLY.
-POOL_SPREAD = 8         # POOL 2: a request's consecutive programs about P / POOL_SPREAD program ids apart
+# next to each other in the grid, 2: spread over it (``kernel_hopper._pool_program``). The LOOK 0 loop, two or three
+# buffers, per-tensor fp8, without PT_EARLY.
 _V2_FLAGS = ("PREFETCH", "FAST_MAX", "GATHER", "RK64", "PT_EARLY", "DS", "CHAIN")   # (on or off; PREFETCH 2 meant
 # something only under the removed PV8)
 
@@ -765,18 +763,6 @@ def _check_pool(cfg: dict[str, int], fmt: str, config: dict | None) -> None:
     if pool and (fmt != "fp8" or cfg.get("LOOK") or cfg.get("PT_EARLY") or cfg.get("NUM_BUF", 2) > 3):
         raise ValueError(f"mla_decode: config {config or cfg}: POOL={pool} (the tile pools) runs with a per-tensor fp8 "
                          f"cache, LOOK=0, PT_EARLY=0 and NUM_BUF 2 or 3 (kv_format {fmt!r})")
-
-
-def pool_mul(programs: int, pool: int) -> int:
-    """The tile pools' ``MUL`` for a grid of ``programs``: program pid runs the split's range of ``(pid * MUL) %
-    programs``. POOL 1: 1; POOL 2: the inverse of the first step from ``programs // POOL_SPREAD`` up that is coprime to
-    the grid, so that the split's consecutive ranges (a request's programs) run that many program ids apart."""
-    if pool != 2 or programs < 2:
-        return 1
-    step = max(1, programs // POOL_SPREAD)
-    while math.gcd(step, programs) != 1:
-        step += 1
-    return pow(step, -1, programs)
 
 
 def _check_gather(page_size: int, cfg: dict[str, int]) -> None:
@@ -1114,7 +1100,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
             plan_mod.plan_hook({**consts, "plan_ptr": rows})
             consts = {**consts, "plan_ptr": rows}
             if consts.get("POOL"):
-                consts = {**consts, "pool_ptr": plan.counters(), "MUL": pool_mul(grid[1], consts["POOL"])}
+                consts = {**consts, "pool_ptr": plan.counters()}
         if fp8_q and reads:
             args, consts = _fp8_query(args, consts, q, q_scale, reads)
         elif pair:

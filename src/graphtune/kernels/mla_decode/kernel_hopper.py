@@ -422,6 +422,24 @@ def _pool_part(t, i_first, req_tiles, pid, per):
     return pid - p0, (start + req_tiles - 1) // per - p0 + 1
 
 
+# POOL 2: a request's participants (consecutive split ranges) run this many rows of the grid apart
+POOL_SPREAD = gl.constexpr(8)
+
+
+@gluon.jit
+def _pool_program(pid, num_progs, SPREAD: gl.constexpr):
+    """The split range program pid runs under the tile pools: its own (``SPREAD`` 1), or the grid's first
+    ``SPREAD * Q`` ids (Q = P // SPREAD) read as SPREAD rows of Q and transposed (id ``r Q + c`` runs range ``c SPREAD
+    + r``), so that consecutive ranges, a request's participants, run Q ids apart (not on neighbouring SMs, which
+    tend to be slow together); the remaining ids run their own."""
+    v = pid
+    if SPREAD > 1:
+        q = gl.maximum(num_progs // SPREAD, 1)
+        if pid < q * SPREAD:
+            v = (pid % q) * SPREAD + pid // q
+    return v
+
+
 @gluon.jit
 def _claim_issue(ctr_ptr, b, num_warps: gl.constexpr):
     """Thread 0's claim of request b's next pooled tile (a relaxed atomic add; only that thread holds the result,

@@ -64,7 +64,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from .kernel_hopper import (FP8_SEG_COST, STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _block_barrier,
-                            _claim_issue, _claim_value, _even_per, _pool_part,
+                            POOL_SPREAD, _claim_issue, _claim_value, _even_per, _pool_part, _pool_program,
                             _launch_dependents, _load_q_raw, _max_over_tokens, _plan_row, _planned_segment, _q_fp32,
                             _program_ids, _segment, _split_start, _stamp,
                             _stamp_out, _stamp_tile, _store_chunks_segment, _tile_page, _tma_load, _zero_rows)
@@ -524,7 +524,6 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     plan_ptr=None,
     POOL: gl.constexpr = 0,
     pool_ptr=None,
-    MUL=1,
 ):
     """fp8 (per-tensor) cache, H < 64: tokens on M, one warpgroup, 16 heads per program (module docstring).
     ``kv_nope_desc`` / ``kv_rope_desc``: the cache as [rows, 576] fp8 with [BLOCK_N, 512] / [BLOCK_N, 128]
@@ -542,8 +541,8 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
 
     ``POOL`` (with a plan filled for it: ``plan.MLADecodePlan.fill(..., pool=True)``): each request's tiles in a
     pool its programs claim from (kernel_hopper, "Tile pools"), the counters ``pool_ptr`` (one int32 a request, the
-    plan's); program pid runs the split's range of ``(pid * MUL) % P`` and writes its partials under that id (MUL
-    coprime to the grid's P: a request's programs spread over the grid, interface_hopper.pool_mul)."""
+    plan's); ``POOL`` 2: a request's programs spread over the grid (``kernel_hopper._pool_program``: each program
+    runs, and writes its partials under, the id of the split range it takes)."""
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
     gl.static_assert(BLOCK_H == 16)
@@ -642,7 +641,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         claim_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
         claim_smem = gl.allocate_shared_memory(gl.int32, [32 * num_warps], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
         claim = gl.zeros([32 * num_warps], gl.int32, layout=claim_layout)
-        pid = (pid * MUL) % num_progs
+        pid = _pool_program(pid, num_progs, POOL_SPREAD if POOL == 2 else 1)
     else:
         claim_smem = None
         claim = None
@@ -988,14 +987,14 @@ def _mark_tile(seen_ptr, b, j, max_tiles, num_warps: gl.constexpr):
         gl.atomic_add(seen_ptr + b * max_tiles + j + offs, first.to(gl.int32), mask=first, sem="relaxed")
 
 
-@gluon.jit(do_not_specialize=["B", "MUL"])
+@gluon.jit(do_not_specialize=["B"])
 def _kv_stream_pool_kernel(kv_nope_desc, kv_rope_desc, kv_ptr, page_table_ptr, seq_lens_ptr, out_ptr, ctr_ptr, B,
-                           stride_pt_b, MUL, PAGE_SIZE: gl.constexpr, ROPE_COL: gl.constexpr,
+                           stride_pt_b, PAGE_SIZE: gl.constexpr, ROPE_COL: gl.constexpr,
                            B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUF: gl.constexpr,
                            num_warps: gl.constexpr, GATHER: gl.constexpr = 0, POOL: gl.constexpr = 1,
-                           seen_ptr=None, max_tiles=0):
+                           SPREAD: gl.constexpr = 1, seen_ptr=None, max_tiles=0):
     """:func:`_kv_stream_kernel` with each request's tiles in a pool its participants claim from (``POOL``; 0: the
-    static ranges), program pid running the split's range of ``(pid * MUL) % P`` (MUL coprime to the grid's P: a
+    static ranges), program pid running the split's range ``kernel_hopper._pool_program`` gives it (``SPREAD`` > 1: a
     request's participants spread over the grid); with pools the even split whatever the batch. ``seen_ptr`` (a
     check): each issued tile counted at ``[b, j]``."""
     kn_bufs = gl.allocate_shared_memory(kv_nope_desc.dtype, [NUM_BUF] + kv_nope_desc.block_type.shape,
@@ -1008,7 +1007,7 @@ def _kv_stream_pool_kernel(kv_nope_desc, kv_rope_desc, kv_ptr, page_table_ptr, s
     _init_tile_barriers(bars, NUM_BUF, GATHER, num_warps)
     pid = gl.program_id(0)
     num_progs = gl.num_programs(0)
-    v = (pid * MUL) % num_progs
+    v = _pool_program(pid, num_progs, SPREAD)
     t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, v, num_progs, BLOCK_N, B_CHUNK, num_warps, EVEN=POOL)
     per = _even_per(seq_lens_ptr, B, num_progs, BLOCK_N, B_CHUNK, num_warps)
     c = gl.zeros([32 * num_warps], gl.int32, layout=gl.BlockedLayout([1], [32], [num_warps], [0]))
