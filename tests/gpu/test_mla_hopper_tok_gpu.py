@@ -320,8 +320,10 @@ def test_tok_fp8_v2_with_a_plan_matches_reference(case, num_buf):
             assert bool((lse[~fin] == float("-inf")).all()), f"{what}: empty requests' lse"
 
 
+# (the last: enough tiles that the programs of a 132-SM grid claim: ~5 tiles a program, ~26 on each long request)
 _POOL_CASES = [(16, 64, [4096, 4096, 4096, 4096]), (16, 64, [1, 63, 64, 65, 3001, 8000, 0, 130]),
-               (32, 64, [300, 0, 4096, 191]), (16, 1, [1, 63, 64, 65, 3001, 4096])]
+               (32, 64, [300, 0, 4096, 191]), (16, 1, [1, 63, 64, 65, 3001, 4096]),
+               (16, 64, [8192] * 6 + [1, 3000, 129])]
 
 
 @pytest.mark.parametrize("pool,num_buf", [(1, 2), (2, 2), (2, 3)])
@@ -329,8 +331,9 @@ _POOL_CASES = [(16, 64, [4096, 4096, 4096, 4096]), (16, 64, [1, 63, 64, 65, 3001
 def test_tok_fp8_v2_tile_pools_match_reference_and_leave_the_counters_at_zero(case, pool, num_buf):
     """``POOL`` (session 49): each request's tiles claimed from a pool by its programs (in grid order, 1, or spread,
     2), with a plan: the issue's fp8 bound at 132, 7 and 1 SMs (a request with one program and with many, requests
-    of no tokens between, odd lengths, a request of one token), three calls of one plan (as the step's layers), NaN-
-    poisoned outputs; after each call every claim counter is back at zero."""
+    of no tokens between, odd lengths, a request of one token, a batch long enough that a 132-SM grid's programs
+    claim), three calls of one plan (as the step's layers), NaN-poisoned outputs; after each call every claim counter
+    is back at zero."""
     _skip_off_hopper()
     heads, page_size, lens = case
     gather = page_size % 64 != 0
