@@ -62,7 +62,7 @@ class MLADecodePlan(_OpArgument):
     def __init__(self) -> None:
         self._rows: torch.Tensor | None = None
         self._inputs: tuple | None = None       # (seq_lens, page_table) identity and shape the plan belongs to
-        self._filled: tuple | None = None       # (programs, page size, segment cost, least tiles, pools) of the last
+        self._filled: tuple | None = None       # the last fill's (programs, page size, segment cost, tiles, pools)
         self._pool: torch.Tensor | None = None  # the tile pools' claim counters, one a request (zeroed by a pool fill)
 
     def __repr__(self) -> str:
