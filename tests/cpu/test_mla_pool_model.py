@@ -59,6 +59,8 @@ def _launch(lens: list[int], programs: int, num_buf: int, spread: int, counters:
     def program(pid: int):
         v = _pool_program(pid, programs, spread)
         t, t_stop, per = _even_split(lens, programs, v)
+        if t < t_stop:      # (kernel_hopper._live_per: the kernels read per off their own range)
+            assert max(t // max(v, 1), t_stop - t) == per, (v, t, t_stop, per)
         for b, req_tiles, req_start, i_first, i_stop in _segments(lens, t, t_stop):
             # (the kernel: _pool_part(t, i_first, ...) with t the segment's first tile, t - i_first = req_start)
             j, n = _pool_part(req_start, req_tiles, v, per)

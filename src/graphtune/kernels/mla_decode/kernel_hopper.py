@@ -403,14 +403,10 @@ def _segment(seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, B
 
 
 @gluon.jit
-def _even_per(seq_lens_ptr, B, num_progs, BLOCK_N: gl.constexpr, B_CHUNK: gl.constexpr, num_warps: gl.constexpr):
-    """The even split's tiles a program (:func:`_split_start`'s ``per``)."""
-    layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
-    offs_c = gl.arange(0, B_CHUNK, layout=layout)
-    total = 0
-    for r0 in range(0, B, B_CHUNK):
-        total += gl.sum(_chunk_tiles(seq_lens_ptr, B, r0, offs_c, BLOCK_N), 0)
-    return (total + num_progs - 1) // num_progs
+def _live_per(t, t_stop, pid):
+    """The even split's tiles a program (:func:`_split_start`'s ``per``) from a live program's own range ``[t,
+    t_stop)``: ``t = pid * per``, and program 0's range is whole (per <= the batch's tiles)."""
+    return gl.maximum(t // gl.maximum(pid, 1), t_stop - t)
 
 
 @gluon.jit
@@ -545,8 +541,7 @@ def _mla_decode_plan_kernel(seq_lens_ptr, page_table_ptr, plan_ptr, B, stride_pt
         b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
         if POOL:
-            j, n = _pool_part(t, i_first, req_tiles, pid, _even_per(seq_lens_ptr, B, num_progs, BLOCK_N, B_CHUNK,
-                                                                     num_warps))
+            j, n = _pool_part(t, i_first, req_tiles, pid, _live_per(t, t_stop, pid))
             pg0 = _tile_page(pt_base, j, req_tiles, PAGE_SIZE, BLOCK_N)
             pg1 = _tile_page(pt_base, j + n, req_tiles, PAGE_SIZE, BLOCK_N)
             pg2 = _tile_page(pt_base, j + 2 * n, req_tiles, PAGE_SIZE, BLOCK_N)

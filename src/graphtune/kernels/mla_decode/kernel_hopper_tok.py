@@ -64,7 +64,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from .kernel_hopper import (FP8_SEG_COST, STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _block_barrier,
-                            POOL_SPREAD, _claim_issue, _claim_value, _even_per, _pool_part, _pool_program,
+                            POOL_SPREAD, _claim_issue, _claim_value, _live_per, _pool_part, _pool_program,
                             _launch_dependents, _load_q_raw, _max_over_tokens, _plan_row, _planned_segment, _q_fp32,
                             _program_ids, _segment, _split_start, _stamp,
                             _stamp_out, _stamp_tile, _store_chunks_segment, _tile_page, _tma_load, _zero_rows)
@@ -652,7 +652,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         _launch_dependents()
         t, t_stop, b, req_end, p_seq, p_pg0, p_pg1, p_pg2 = _plan_row(plan_ptr, pid)
         if POOL:
-            per = gl.load(plan_ptr + 1) - gl.load(plan_ptr)     # (program 0's range: the even split's per)
+            per = _live_per(t, t_stop, pid)
     else:
         t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps,
                                              FP8_SEG_COST * (1 - DS))
@@ -670,7 +670,27 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         # program then worked through its first tile. (ptxas computes the query's maxima, which wait for its loads,
         # before the copies' issue whatever the order in the source: with the page ids loaded first, the two waits
         # overlap.)
-        if plan_ptr is not None:
+        if POOL:
+            # participant j of n: tiles j, j + n, ... first, then claims (their page ids: the plan's for a first
+            # segment without the row gather, else loaded here)
+            if it == 0:
+                b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _planned_segment(
+                    page_table_ptr, stride_pt_b, b, t, t_stop, req_end, p_seq, BLOCK_N)
+            else:
+                b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+                    seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
+            j, n = _pool_part(t, i_first, req_tiles, pid, per)
+            if GATHER:
+                pg0, pg1, pg2 = _pool_pages(pt_base, j, n, req_tiles, seq_len, PAGE_SIZE, BLOCK_N, GATHER, NUM_BUF,
+                                            num_warps)
+            elif it > 0:
+                pg0, pg1, pg2 = _pool_pages(pt_base, j, n, req_tiles, seq_len, PAGE_SIZE, BLOCK_N, GATHER, NUM_BUF,
+                                            num_warps)
+            else:
+                pg0 = p_pg0
+                pg1 = p_pg1
+                pg2 = p_pg2
+        elif plan_ptr is not None:
             if it == 0:
                 b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _planned_segment(
                     page_table_ptr, stride_pt_b, b, t, t_stop, req_end, p_seq, BLOCK_N)
@@ -696,16 +716,6 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
             b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base, pg0, pg1, pg2 = _segment_pages(
                 seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, PAGE_SIZE, BLOCK_N, GATHER, NUM_BUF,
                 num_warps)
-        if POOL:
-            # participant j of n: tiles j, j + n, ... first, then claims (the static pages above were the plan's
-            # pool pages for a first segment without the row gather; else loaded here)
-            j, n = _pool_part(t, i_first, req_tiles, pid, per)
-            if GATHER:
-                pg0, pg1, pg2 = _pool_pages(pt_base, j, n, req_tiles, seq_len, PAGE_SIZE, BLOCK_N, GATHER, NUM_BUF,
-                                            num_warps)
-            elif it > 0:
-                pg0, pg1, pg2 = _pool_pages(pt_base, j, n, req_tiles, seq_len, PAGE_SIZE, BLOCK_N, GATHER, NUM_BUF,
-                                            num_warps)
         qn, qr = _load_q_raw(q_ptr + b.to(gl.int64) * stride_q_b, heads_q, hmask_q, stride_q_h, q_layout)
         # The previous segment's MMAs (which read the query tile) are retired in every warp past this.
         _block_barrier()
@@ -979,12 +989,9 @@ def _claim_read(c, claim0, claim1, slot, num_warps: gl.constexpr):
 
 @gluon.jit
 def _mark_tile(seen_ptr, b, j, max_tiles, num_warps: gl.constexpr):
-    """(check only) count tile j of request b as issued."""
+    """(check only) count tile j of request b as issued (one lane's atomic add, as a claim)."""
     if seen_ptr is not None:
-        layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
-        offs = gl.arange(0, 32 * num_warps, layout=layout)
-        first = offs == 0
-        gl.atomic_add(seen_ptr + b * max_tiles + j + offs, first.to(gl.int32), mask=first, sem="relaxed")
+        _claim_issue(seen_ptr, b * max_tiles + j, num_warps)
 
 
 @gluon.jit(do_not_specialize=["B"])
@@ -1009,7 +1016,7 @@ def _kv_stream_pool_kernel(kv_nope_desc, kv_rope_desc, kv_ptr, page_table_ptr, s
     num_progs = gl.num_programs(0)
     v = _pool_program(pid, num_progs, SPREAD)
     t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, v, num_progs, BLOCK_N, B_CHUNK, num_warps, EVEN=POOL)
-    per = _even_per(seq_lens_ptr, B, num_progs, BLOCK_N, B_CHUNK, num_warps)
+    per = _live_per(t, t_stop, v)
     c = gl.zeros([32 * num_warps], gl.int32, layout=gl.BlockedLayout([1], [32], [num_warps], [0]))
     it = 0
     reads = 0
