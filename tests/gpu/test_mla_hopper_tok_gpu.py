@@ -302,22 +302,31 @@ def test_tok_fp8_v2_with_a_plan_matches_reference(case, num_buf):
     heads, page_size, lens = case
     gather = page_size % 64 != 0
     skip_unproven({"PLAN": 1, "PLAN_GATHER": int(gather)})
+    _planned_calls_match_reference(heads, page_size, lens, dict(V2=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1,
+                                                                GATHER=int(gather)), layers=2)
+
+
+def _planned_calls_match_reference(heads: int, page_size: int, lens: list[int], config: dict, layers: int,
+                                   after_call=None) -> None:
+    """The pinned fp8 ``config`` with a plan at 132, 7 and 1 SMs, ``layers`` calls of each plan (as a step's layers),
+    NaN-poisoned outputs: within the issue's fp8 bound of the reference, an LSE of -inf for requests of no tokens;
+    ``after_call(plan, what)`` checks more after each call."""
     seed, x, ref, ref_lse = _case(heads, page_size, lens, "fp8")
     for sms in (132, 7, 1):
         plan = MLADecodePlan()
-        for layer in range(2):
+        for layer in range(layers):
             x["out"].fill_(float("nan"))
             out, lse = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
                                          x["kv_scale"], "fp8", x["out"], True, num_sms=sms, path="hopper",
-                                         config=triton.Config(dict(V2=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1,
-                                                                   GATHER=int(gather))),
-                                         plan=plan)
+                                         config=triton.Config(dict(config)), plan=plan)
             what = f"seed {seed}, {sms} SMs, call {layer} of the plan"
             assert torch.isfinite(out.float()).all(), f"{what}: unwritten or NaN outputs"
             assert _rel(out, ref) <= 2e-3, f"{what}: rel err {_rel(out, ref):.3e}"
             fin = torch.isfinite(ref_lse)      # (a request of no tokens: -inf)
             assert float((lse[fin] - ref_lse[fin]).abs().max()) <= 2e-3, f"{what}: lse"
             assert bool((lse[~fin] == float("-inf")).all()), f"{what}: empty requests' lse"
+            if after_call is not None:
+                after_call(plan, what)
 
 
 # (the last: enough tiles that the programs of a 132-SM grid claim: ~5 tiles a program, ~26 on each long request)
@@ -338,23 +347,12 @@ def test_tok_fp8_v2_tile_pools_match_reference_and_leave_the_counters_at_zero(ca
     heads, page_size, lens = case
     gather = page_size % 64 != 0
     skip_unproven({"POOL": 1})
-    seed, x, ref, ref_lse = _case(heads, page_size, lens, "fp8")
-    for sms in (132, 7, 1):
-        plan = MLADecodePlan()
-        for layer in range(3):
-            x["out"].fill_(float("nan"))
-            out, lse = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
-                                         x["kv_scale"], "fp8", x["out"], True, num_sms=sms, path="hopper",
-                                         config=triton.Config(dict(V2=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1,
-                                                                   GATHER=int(gather), RK64=int(gather), POOL=pool)),
-                                         plan=plan)
-            what = f"seed {seed}, {sms} SMs, call {layer} of the plan"
-            assert torch.isfinite(out.float()).all(), f"{what}: unwritten or NaN outputs"
-            assert _rel(out, ref) <= 2e-3, f"{what}: rel err {_rel(out, ref):.3e}"
-            fin = torch.isfinite(ref_lse)      # (a request of no tokens: -inf)
-            assert float((lse[fin] - ref_lse[fin]).abs().max()) <= 2e-3, f"{what}: lse"
-            assert bool((lse[~fin] == float("-inf")).all()), f"{what}: empty requests' lse"
-            assert int(plan.counters().abs().sum()) == 0, f"{what}: counters {plan.counters().tolist()}"
+
+    def counters_at_zero(plan, what):
+        assert int(plan.counters().abs().sum()) == 0, f"{what}: counters {plan.counters().tolist()}"
+    _planned_calls_match_reference(heads, page_size, lens, dict(V2=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1,
+                                                                GATHER=int(gather), RK64=int(gather), POOL=pool),
+                                   layers=3, after_call=counters_at_zero)
 
 
 @pytest.mark.parametrize("page_size", [64, 1], ids=["ps64", "ps1-gather"])
