@@ -312,7 +312,11 @@ def _accuracy_inputs(batch: int, heads: int, kv_format: str, seed: int) -> dict:
 
 
 class HopperVariant(dict):
-    """One fixed config of the Hopper kernel that serves the shape, as one more graphtune variant."""
+    """One fixed config of the Hopper kernel that serves the shape, as one more graphtune variant; ``PLAN=1`` (not a
+    kernel key): every call given a step's plan (``bench.run_inputs(plan=True)``), as POOL configs need."""
+
+    def kernel_keys(self) -> dict:
+        return {k: v for k, v in self.items() if k != "PLAN"}
 
 
 def _hopper_candidates(x: dict, heads: int, kv_format: str) -> list[HopperVariant]:
@@ -372,7 +376,7 @@ def _select(config, heads: int, kv_format: str) -> None:
         base = SAVED_HOPPER.setdefault((canonical, kv_format), dict(_hopper_dict(heads, kv_format)))
         d = _hopper_dict(heads, kv_format)
         d.clear()
-        d.update({**base, **config})
+        d.update({**base, **config.kernel_keys()})
 
 
 SAVED_HOPPER: dict = {}
@@ -393,11 +397,12 @@ def _variant_kwargs(config, heads: int, kv_format: str) -> dict:
         return dict(config=None, path="auto", query_precision=config.query_precision, fp8_query=config.fp8_query,
                     plan=config.plan, p_precision=config.p_precision)
     if isinstance(config, HopperVariant):
+        keys, plan = config.kernel_keys(), bool(config.get("PLAN"))
         if config.get("V2"):   # the second fp8 kernel's own keys (a V2 config overlays its fixed config, not these)
-            return dict(config=triton.Config(dict(config)), path="hopper")
+            return dict(config=triton.Config(keys), path="hopper", plan=plan)
         canonical = interface_hopper.BLOCK_H if interface_hopper._heads_on_m(heads) else interface_hopper.TOK_BLOCK_H
         base = SAVED_HOPPER.get((canonical, kv_format), _hopper_dict(heads, kv_format))
-        return dict(config=triton.Config({**base, **config}), path="hopper")
+        return dict(config=triton.Config({**base, **keys}), path="hopper", plan=plan)
     return dict(config=config, path="portable")
 
 
@@ -406,7 +411,8 @@ def _variant_label(config, heads: int = 128, kv_format: str = "bf16") -> str:
         return config.label
     if isinstance(config, HopperVariant):
         kind = "heads-on-M" if interface_hopper._heads_on_m(heads) else "tokens-on-M"
-        return f"hopper {kind} " + ",".join(f"{k}={v}" for k, v in _hopper_dict(heads, kv_format).items())
+        return (f"hopper {kind} " + ",".join(f"{k}={v}" for k, v in _hopper_dict(heads, kv_format).items())
+                + (", with a step's plan" if config.get("PLAN") else ""))
     return config_label(config)
 
 
@@ -749,7 +755,11 @@ HOPPER_TOK_FP8_VARIANTS = [dict(V2=0, NUM_BUF=4, WIDEN=0, PROGRAMS_PER_SM=1),
                                                      (2, 1, 1, 1), (3, 1, 1, 0), (3, 1, 1, 1), (3, 0, 1, 1))],
                            # CHAIN 0: the shipped space's two configs without the fold (one fp8 chain over all 576
                            # dims, which the compiler accumulates in the tensor core's reduced precision)
-                           *[dict(V2=1, NUM_BUF=n, PREFETCH=1, FAST_MAX=1, CHAIN=0) for n in (2, 3)]]
+                           *[dict(V2=1, NUM_BUF=n, PREFETCH=1, FAST_MAX=1, CHAIN=0) for n in (2, 3)],
+                           # the tile pools (session 49; POOL needs a step's plan) beside the same configs static,
+                           # each with a plan: POOL 1 a request's programs neighbours in the grid, 2 spread over it
+                           *[dict(V2=1, NUM_BUF=n, PREFETCH=1, FAST_MAX=1, RK64=1, PLAN=1, **({"POOL": p} if p else {}))
+                             for n in (2, 3) for p in (0, 1, 2)]]
 # The fp8 heads-on-M kernel (H % 64 == 0): the tile widened to fp16 once, fp16 query, the bf16 kernel's MMAs
 # (kernel_hopper_heads.py; WOVL, PSMEM, XCH, LSUM, MAX1 there). Every variant names PSMEM: the variants overlay
 # one another in the module's fixed config. (The hi/lo fp8-score kernel, 11-19% slower in every cell, was removed

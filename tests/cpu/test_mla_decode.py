@@ -904,8 +904,13 @@ def test_bench_hopper_variants_are_selected_before_labelled(monkeypatch):
     try:
         for variant in candidates:
             label = bench_mod._activate(variant, 16, "fp8")
-            assert all(f"{k}={v}" in label for k, v in variant.items()), (variant, label)
-            assert interface_hopper.HOPPER_TOK_FP8_CONFIG == {**before, **variant}
+            keys = variant.kernel_keys()
+            assert all(f"{k}={v}" in label for k, v in keys.items()), (variant, label)
+            assert interface_hopper.HOPPER_TOK_FP8_CONFIG == {**before, **keys}
+            # PLAN is the benchmark's (every call given a step's plan), named in the label, never a kernel key
+            assert ("with a step's plan" in label) == bool(variant.get("PLAN")) and "PLAN" not in keys
+            assert bench_mod._variant_kwargs(variant, 16, "fp8")["plan"] == bool(variant.get("PLAN"))
+            assert not variant.get("POOL") or variant.get("PLAN"), variant   # (POOL runs only with a plan)
     finally:
         for (heads, kv_format), cfg in bench_mod.SAVED_HOPPER.items():
             d = bench_mod._hopper_dict(heads, kv_format)
