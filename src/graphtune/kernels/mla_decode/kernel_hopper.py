@@ -1228,6 +1228,52 @@ def _mla_decode_hopper_kernel(
     mbarrier.invalidate(q_bar)
 
 
+@gluon.jit
+def _tok_tile(i, it, stage, kn, kr, bars, qn_smem, qr_smem, red_bufs, p_smem, seq_len, qk_mul, o, m_i, l_i, l_acc,
+              offs_tok, kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, pt_base, i_stop, s_layout: gl.constexpr,
+              o_layout: gl.constexpr, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr,
+              D_V: gl.constexpr, NUM_BUF: gl.constexpr, PIPE: gl.constexpr, num_warps: gl.constexpr):
+    """Tile i (buffer ``stage``, the program's ``it``-th) of the bf16 tokens-on-M kernel, from its wait to its P.V
+    issued (PIPE 0: the next tile's copy issued past the score wait, :func:`_issue_next_tile`, ``i_stop``)."""
+    dtype: gl.constexpr = kn.dtype
+    mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
+    n_valid = seq_len - i * BLOCK_N
+    if n_valid < BLOCK_N:
+        _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
+        fence_async_shared()
+        _block_barrier()
+    s = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s_layout)
+    s = warpgroup_mma(kn, qn_smem.permute((1, 0)), s, use_acc=False, is_async=True)
+    s = warpgroup_mma(kr, qr_smem.permute((1, 0)), s, is_async=True)
+    if PIPE:
+        s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
+    else:
+        # Retires S(i) and O(i - 1): buffer (it - 1) % NUM_BUF and p_smem are free again.
+        s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
+        _block_barrier()
+        _issue_next_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i, i_stop, it,
+                         PAGE_SIZE, BLOCK_N, NUM_BUF)
+    s = s * qk_mul
+    s = gl.where((i * BLOCK_N + offs_tok < seq_len)[:, None], s, float("-inf"))
+    if PIPE == 2:
+        m_new = gl.maximum(m_i, _max_over_tokens(s, red_bufs.index(it % 2), s_layout))
+    else:
+        m_new = gl.maximum(m_i, gl.max(s, axis=0))
+    alpha = gl.exp2(m_i - m_new)
+    p = gl.exp2(s - m_new[None, :])
+    if PIPE == 2:
+        l_acc = l_acc * alpha[None, :] + p
+    else:
+        l_i = l_i * alpha + gl.sum(p, axis=0)
+    m_i = m_new
+    o = o * gl.convert_layout(alpha, gl.SliceLayout(0, o_layout))[None, :]
+    p_smem.store(p.to(dtype))
+    fence_async_shared()
+    _block_barrier()
+    o = warpgroup_mma(kn.permute((1, 0)), p_smem, o, is_async=True)
+    return o, m_i, l_i, l_acc
+
+
 @gluon.jit(do_not_specialize=["B"])
 def _mla_decode_hopper_tok_kernel(
     q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc,
@@ -1282,6 +1328,8 @@ def _mla_decode_hopper_tok_kernel(
     if PIPE == 2:
         # per-warp maxima of the scores, double-buffered (tile i + 1 may write while a warp still reads tile i's)
         red_bufs = gl.allocate_shared_memory(gl.float32, [2, 4, BLOCK_H], gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0]))
+    else:
+        red_bufs = None
     bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     for k in gl.static_range(NUM_BUF):
@@ -1337,41 +1385,10 @@ def _mla_decode_hopper_tok_kernel(
                 _block_barrier()
                 _issue_next_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i, i_stop, it,
                                  PAGE_SIZE, BLOCK_N, NUM_BUF)
-            mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
-            n_valid = seq_len - i * BLOCK_N
-            if n_valid < BLOCK_N:
-                _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
-                fence_async_shared()
-                _block_barrier()
-            s = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s_layout)
-            s = warpgroup_mma(kn, qn_smem.permute((1, 0)), s, use_acc=False, is_async=True)
-            s = warpgroup_mma(kr, qr_smem.permute((1, 0)), s, is_async=True)
-            if PIPE:
-                s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
-            else:
-                # Retires S(i) and O(i - 1): buffer (it - 1) % NUM_BUF and p_smem are free again.
-                s, o = warpgroup_mma_wait(num_outstanding=0, deps=(s, o))
-                _block_barrier()
-                _issue_next_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i, i_stop, it,
-                                 PAGE_SIZE, BLOCK_N, NUM_BUF)
-            s = s * qk_mul
-            s = gl.where((i * BLOCK_N + offs_tok < seq_len)[:, None], s, float("-inf"))
-            if PIPE == 2:
-                m_new = gl.maximum(m_i, _max_over_tokens(s, red_bufs.index(it % 2), s_layout))
-            else:
-                m_new = gl.maximum(m_i, gl.max(s, axis=0))
-            alpha = gl.exp2(m_i - m_new)
-            p = gl.exp2(s - m_new[None, :])
-            if PIPE == 2:
-                l_acc = l_acc * alpha[None, :] + p
-            else:
-                l_i = l_i * alpha + gl.sum(p, axis=0)
-            m_i = m_new
-            o = o * gl.convert_layout(alpha, gl.SliceLayout(0, o_layout))[None, :]
-            p_smem.store(p.to(dtype))
-            fence_async_shared()
-            _block_barrier()
-            o = warpgroup_mma(kn.permute((1, 0)), p_smem, o, is_async=True)
+            o, m_i, l_i, l_acc = _tok_tile(i, it, stage, kn, kr, bars, qn_smem, qr_smem, red_bufs, p_smem, seq_len,
+                                           qk_mul, o, m_i, l_i, l_acc, offs_tok, kv_nope_desc, kv_rope_desc, kn_bufs,
+                                           kr_bufs, pt_base, i_stop, s_layout, o_layout, PAGE_SIZE, BLOCK_N, BLOCK_H,
+                                           D_V, NUM_BUF, PIPE, num_warps)
             it += 1
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
 
