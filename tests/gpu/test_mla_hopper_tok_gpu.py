@@ -307,21 +307,23 @@ def test_tok_fp8_v2_with_a_plan_matches_reference(case, num_buf):
 
 
 def _planned_calls_match_reference(heads: int, page_size: int, lens: list[int], config: dict, layers: int,
-                                   after_call=None) -> None:
-    """The pinned fp8 ``config`` with a plan at 132, 7 and 1 SMs, ``layers`` calls of each plan (as a step's layers),
-    NaN-poisoned outputs: within the issue's fp8 bound of the reference, an LSE of -inf for requests of no tokens;
-    ``after_call(plan, what)`` checks more after each call."""
-    seed, x, ref, ref_lse = _case(heads, page_size, lens, "fp8")
+                                   after_call=None, fmt: str = "fp8") -> None:
+    """The pinned ``config`` on a ``fmt`` cache with a plan at 132, 7 and 1 SMs, ``layers`` calls of each plan (as a
+    step's layers), NaN-poisoned outputs: within the issue's fp8 bound of the reference (bf16: the bound of
+    tests/gpu/test_mla_decode_gpu.py), an LSE of -inf for requests of no tokens; ``after_call(plan, what)`` checks
+    more after each call."""
+    seed, x, ref, ref_lse = _case(heads, page_size, lens, fmt)
+    tol = 2e-3 if fmt == "fp8" else 1e-2
     for sms in (132, 7, 1):
         plan = MLADecodePlan()
         for layer in range(layers):
             x["out"].fill_(float("nan"))
             out, lse = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
-                                         x["kv_scale"], "fp8", x["out"], True, num_sms=sms, path="hopper",
+                                         x["kv_scale"], fmt, x["out"], True, num_sms=sms, path="hopper",
                                          config=triton.Config(dict(config)), plan=plan)
-            what = f"seed {seed}, {sms} SMs, call {layer} of the plan"
+            what = f"seed {seed}, {fmt}, {sms} SMs, call {layer} of the plan"
             assert torch.isfinite(out.float()).all(), f"{what}: unwritten or NaN outputs"
-            assert _rel(out, ref) <= 2e-3, f"{what}: rel err {_rel(out, ref):.3e}"
+            assert _rel(out, ref) <= tol, f"{what}: rel err {_rel(out, ref):.3e}"
             fin = torch.isfinite(ref_lse)      # (a request of no tokens: -inf)
             assert float((lse[fin] - ref_lse[fin]).abs().max()) <= 2e-3, f"{what}: lse"
             assert bool((lse[~fin] == float("-inf")).all()), f"{what}: empty requests' lse"
@@ -353,6 +355,22 @@ def test_tok_fp8_v2_tile_pools_match_reference_and_leave_the_counters_at_zero(ca
     _planned_calls_match_reference(heads, page_size, lens, dict(V2=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1,
                                                                 GATHER=int(gather), RK64=int(gather), POOL=pool),
                                    layers=3, after_call=counters_at_zero)
+
+
+@pytest.mark.parametrize("pool,pipe", [(1, 2), (2, 2), (2, 1)])
+@pytest.mark.parametrize("case", [c for c in _POOL_CASES if c[1] == 64],
+                         ids=[f"H{h}-{i}" for i, (h, p, _) in enumerate(_POOL_CASES) if p == 64])
+def test_bf16_tok_tile_pools_match_reference_and_leave_the_counters_at_zero(case, pool, pipe):
+    """``POOL`` in the bf16 tokens-on-M kernel (session 50; two buffers, PIPE 1 or 2): as the fp8 kernel's test
+    above, the bf16 bound."""
+    _skip_off_hopper()
+    heads, page_size, lens = case
+    skip_unproven({"POOL_BF16": 1})
+
+    def counters_at_zero(plan, what):
+        assert int(plan.counters().abs().sum()) == 0, f"{what}: counters {plan.counters().tolist()}"
+    _planned_calls_match_reference(heads, page_size, lens, dict(NUM_BUF=2, PIPE=pipe, POOL=pool), layers=3,
+                                   after_call=counters_at_zero, fmt="bf16")
 
 
 @pytest.mark.parametrize("page_size", [64, 1], ids=["ps64", "ps1-gather"])

@@ -600,6 +600,8 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
     ring = bool(cfg.get("RING", 0))
     if ring:
         _check_ring(on_m, fmt, cfg)
+    if not v2 and "POOL" in cfg:
+        _check_pool(cfg, fmt, config, "bf16" if not (on_m or ring or pp or t8) else None)
     if v2:
         _check_v2(on_m, fmt)
         # (the programs per SM follow the buffers, as on the tuned path; the first kernel's keys are dropped; the
@@ -622,7 +624,7 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
         if cfg.get("LOOK") and cfg.get("CHAIN"):
             raise ValueError(f"mla_decode: config {config or cfg}: LOOK={cfg['LOOK']} runs with one score chain "
                              "only: pin CHAIN=0 with it (the fixed config has CHAIN=1)")
-        _check_pool(cfg, fmt, config)
+        _check_pool(cfg, fmt, config, "v2")
         per_sm = own.get("PROGRAMS_PER_SM")
         if per_sm is not None and (isinstance(per_sm, bool) or per_sm not in range(1, 9)):
             raise ValueError(f"mla_decode: config {config}: PROGRAMS_PER_SM={per_sm!r}, expected 1 to 8 for the "
@@ -756,13 +758,25 @@ def _check_v2(on_m: bool, fmt: str) -> None:
                          f"got kv_format {fmt!r} with {'H % 64 == 0' if on_m else 'H < 64'}")
 
 
-def _check_pool(cfg: dict[str, int], fmt: str, config: dict | None) -> None:
+_POOL_KERNELS = ("the second fp8 tokens-on-M kernel (V2=1) on a per-tensor fp8 cache with LOOK=0, PT_EARLY=0 and "
+                 "NUM_BUF 2 or 3, or the bf16 tokens-on-M kernel with NUM_BUF=2 and PIPE 1 or 2")
+
+
+def _check_pool(cfg: dict[str, int], fmt: str, config: dict | None, kernel: str | None) -> None:
+    """POOL's range, and the kernel the config runs (``kernel``: "v2", the second fp8 tokens-on-M kernel; "bf16", the
+    bf16 tokens-on-M kernel; None, one without tile pools) takes it with the config's other keys."""
     pool = cfg.get("POOL", 0)
     if pool not in (0, 1, 2) or isinstance(pool, bool):
         raise ValueError(f"mla_decode: config {config or cfg}: POOL={pool!r}, expected 0, 1 or 2")
-    if pool and (fmt != "fp8" or cfg.get("LOOK") or cfg.get("PT_EARLY") or cfg.get("NUM_BUF", 2) > 3):
-        raise ValueError(f"mla_decode: config {config or cfg}: POOL={pool} (the tile pools) runs with a per-tensor fp8 "
-                         f"cache, LOOK=0, PT_EARLY=0 and NUM_BUF 2 or 3 (kv_format {fmt!r})")
+    if not pool:
+        return
+    if kernel == "v2":
+        ok = fmt == "fp8" and not cfg.get("LOOK") and not cfg.get("PT_EARLY") and cfg.get("NUM_BUF", 2) <= 3
+    else:
+        ok = kernel == "bf16" and fmt == "bf16" and cfg.get("NUM_BUF", 2) == 2 and bool(cfg.get("PIPE"))
+    if not ok:
+        raise ValueError(f"mla_decode: config {config or cfg}: POOL={pool} (the tile pools) runs in {_POOL_KERNELS} "
+                         f"(kv_format {fmt!r})")
 
 
 def _check_gather(page_size: int, cfg: dict[str, int]) -> None:

@@ -1295,6 +1295,8 @@ def _mla_decode_hopper_tok_kernel(
     num_warps: gl.constexpr,
     plan_ptr=None,
     PART_SCALED: gl.constexpr = False,     # a bf16 cache's fp16 partials, scaled (reduction.partial_layout)
+    POOL: gl.constexpr = 0,
+    pool_ptr=None,
 ):
     """H < 64 (tensor parallel): tokens on the MMA's M side, one warpgroup, 16 heads per program.
 
@@ -1304,12 +1306,20 @@ def _mla_decode_hopper_tok_kernel(
     of the tile and issues the next load before waiting for tile i (PIPE = 0: after S(i)'s wait); PIPE = 2 also
     keeps the softmax denominator per token slot (reduced once per segment) and takes the running max across
     the warps with one block barrier (``_max_over_tokens``) instead of Triton's reductions (three each).
-    ``plan_ptr``: a step's plan (plan.py): the split and the first segment read from its row.
+    ``plan_ptr``: a step's plan (plan.py): the split and the first segment read from its row. ``POOL`` (with a plan
+    filled for it, its counters ``pool_ptr``; pinned until timed, session 50): the tile pools ("Tile pools" above) as
+    in the second fp8 tokens-on-M kernel: participant j of n takes tiles j and j + n, then claims, each claim issued a
+    tile before it is read past the barrier at the top of a tile (where a buffer is free).
     """
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
     gl.static_assert(BLOCK_H == 16)
     gl.static_assert(num_warps == 4)
+    if POOL:
+        # (two buffers, the next tile issued at the top of a tile; the counters' home is the plan)
+        gl.static_assert(NUM_BUF == 2)
+        gl.static_assert(PIPE >= 1)
+        gl.static_assert(plan_ptr is not None)
     dtype: gl.constexpr = kv_nope_desc.dtype
 
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -1335,10 +1345,17 @@ def _mla_decode_hopper_tok_kernel(
     for k in gl.static_range(NUM_BUF):
         mbarrier.init(bars.index(k), count=1)
     mbarrier.init(q_bar, count=1)
+    if POOL:
+        claim_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
+        claim_smem = gl.allocate_shared_memory(gl.int32, [32 * num_warps], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+        claim = gl.zeros([32 * num_warps], gl.int32, layout=claim_layout)
+        pid = _pool_program(pid, num_progs, POOL_SPREAD if POOL == 2 else 1)
 
     if plan_ptr is not None:
         _launch_dependents()
         t, t_stop, b, req_end, p_seq, p_pg0, _, _ = _plan_row(plan_ptr, pid)
+        if POOL:
+            per = _live_per(t, t_stop, pid)
     else:
         t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps,
                                              BF16_SEG_COST)
@@ -1360,12 +1377,22 @@ def _mla_decode_hopper_tok_kernel(
             else:
                 b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
                     seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
-                pg0 = _tile_page(pt_base, i_first, i_stop, PAGE_SIZE, BLOCK_N)
+                if POOL:    # (the participant's first tile's: the plan's in the first segment)
+                    pg0 = _tile_page(pt_base, _pool_part(t, i_first, req_tiles, pid, per)[0], req_tiles, PAGE_SIZE,
+                                     BLOCK_N)
+                else:
+                    pg0 = _tile_page(pt_base, i_first, i_stop, PAGE_SIZE, BLOCK_N)
         else:
             b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
                 seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
             pg0 = None
 
+        if POOL:
+            # participant j of n: tile j now, j + n at the top of the first tile, then claims (one in flight from
+            # the loop's start where the request has a pool)
+            j, n = _pool_part(t, i_first, req_tiles, pid, per)
+            i_first = j
+            i_stop = req_tiles
         q_phase = _load_query_and_first_tiles(q_nope_desc, q_rope_desc, qn_smem, qr_smem, q_bar, q_phase, b, H, h0,
                                               kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first,
                                               i_stop, it, PAGE_SIZE, BLOCK_N, NUM_BUF, pg0)
@@ -1374,22 +1401,70 @@ def _mla_decode_hopper_tok_kernel(
         l_i = gl.zeros([BLOCK_H], gl.float32, layout=gl.SliceLayout(0, s_layout))
         l_acc = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s_layout)     # PIPE 2: per token slot
         o = warpgroup_mma_init(gl.zeros([D_V, BLOCK_H], gl.float32, layout=o_layout))
-        for i in range(i_first, i_stop):
-            stage = it % NUM_BUF
-            kn = kn_bufs.index(stage)
-            kr = kr_bufs.index(stage)
-            if PIPE:
-                # Retire O(i - 1) before waiting for tile i (wgmmas run in order: S(i) could not start before it
-                # anyway), so buffer (it - 1) % NUM_BUF takes its next tile before tile i is waited for.
+        if POOL:
+            base = NUM_BUF * n
+            pool = req_tiles - base
+            claiming = (pool > 0).to(gl.int32)
+            if claiming:
+                claim = _claim_issue(pool_ptr, b, num_warps)
+            left = gl.minimum((req_tiles - j + n - 1) // n, NUM_BUF)
+            i = j
+            nxt = j + n
+            fixed = (left > 1).to(gl.int32)       # (j + n, not yet issued)
+            while left > 0:
+                stage = it % NUM_BUF
                 o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
+                if claiming:
+                    if fixed == 0:
+                        # the claim issued a tile ago (the tile's barriers lie between the last reads of the one
+                        # before and this store)
+                        claim_smem.store(claim)
                 _block_barrier()
-                _issue_next_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i, i_stop, it,
-                                 PAGE_SIZE, BLOCK_N, NUM_BUF)
-            o, m_i, l_i, l_acc = _tok_tile(i, it, stage, kn, kr, bars, qn_smem, qr_smem, red_bufs, p_smem, seq_len,
-                                           qk_mul, o, m_i, l_i, l_acc, offs_tok, kv_nope_desc, kv_rope_desc, kn_bufs,
-                                           kr_bufs, pt_base, i_stop, s_layout, o_layout, PAGE_SIZE, BLOCK_N, BLOCK_H,
-                                           D_V, NUM_BUF, PIPE, num_warps)
-            it += 1
+                # the tile after this one, into the buffer the previous one left: j + n, else a claimed one
+                if fixed:
+                    _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, nxt, (it + 1) % NUM_BUF,
+                                PAGE_SIZE, BLOCK_N)
+                    fixed = 0
+                elif claiming:
+                    cv = _claim_value(claim_smem, num_warps)
+                    if cv < pool:
+                        nxt = base + cv
+                        _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, nxt,
+                                    (it + 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
+                        left += 1
+                        claim = _claim_issue(pool_ptr, b, num_warps)
+                    else:
+                        claiming = 0
+                        if cv == pool + n - 1:
+                            gl.store(pool_ptr + b, 0)      # (the launch's last claim on it)
+                o, m_i, l_i, l_acc = _tok_tile(i, it, stage, kn_bufs.index(stage), kr_bufs.index(stage), bars,
+                                               qn_smem, qr_smem, red_bufs, p_smem, seq_len, qk_mul, o, m_i, l_i,
+                                               l_acc, offs_tok, kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, pt_base,
+                                               req_tiles, s_layout, o_layout, PAGE_SIZE, BLOCK_N, BLOCK_H, D_V,
+                                               NUM_BUF, PIPE, num_warps)
+                left -= 1
+                i = nxt
+                it += 1
+            # (the store's whole / first / last from the participant's place)
+            i_first = (j != 0).to(gl.int32)
+            i_stop = req_tiles * (j == n - 1).to(gl.int32)
+        else:
+            for i in range(i_first, i_stop):
+                stage = it % NUM_BUF
+                kn = kn_bufs.index(stage)
+                kr = kr_bufs.index(stage)
+                if PIPE:
+                    # Retire O(i - 1) before waiting for tile i (wgmmas run in order: S(i) could not start before it
+                    # anyway), so buffer (it - 1) % NUM_BUF takes its next tile before tile i is waited for.
+                    o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
+                    _block_barrier()
+                    _issue_next_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i, i_stop, it,
+                                     PAGE_SIZE, BLOCK_N, NUM_BUF)
+                o, m_i, l_i, l_acc = _tok_tile(i, it, stage, kn, kr, bars, qn_smem, qr_smem, red_bufs, p_smem, seq_len,
+                                               qk_mul, o, m_i, l_i, l_acc, offs_tok, kv_nope_desc, kv_rope_desc, kn_bufs,
+                                               kr_bufs, pt_base, i_stop, s_layout, o_layout, PAGE_SIZE, BLOCK_N, BLOCK_H,
+                                               D_V, NUM_BUF, PIPE, num_warps)
+                it += 1
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
 
         if PIPE == 2:
