@@ -1,4 +1,5 @@
-"""The tile pools' protocol (kernel_hopper "Tile pools", the second fp8 tokens-on-M kernel's ``POOL``) as a model in
+"""The tile pools' protocol (kernel_hopper "Tile pools", ``POOL`` in the second fp8 tokens-on-M kernel and, with two
+buffers, in the bf16 tokens-on-M kernel: the same tiles before claiming, the same base and reset) as a model in
 Python, run over random batches, grids and interleavings of the programs' claims: every tile of every request is
 taken exactly once, each launch leaves the claim counters at zero, and the partial slots and whole-request outputs are
 those the reduction reads (a request's participants' slots contiguous, its first and last written once each). The
