@@ -14,14 +14,15 @@ gpu_prelude
 export GIT_COMMIT=${GIT_COMMIT:-unknown}
 PP="/tmp/np:$PWD/src:/tmp/site"
 GRAPHTUNE_GPU_NEW=1 PYTHONPATH=$PP:/tmp/xd TRITON_CACHE_DIR=/tmp/tc_main timeout ${TESTS_CAP:-150} python3 -m pytest -q \
-  -n 4 tests/gpu/test_mla_hopper_tok_gpu.py -k "tile_pools" > /tmp/tests_a.log 2>&1
-echo "tests rc=$? at ${SECONDS}s"; grep -E "passed|failed|FAILED|Error|rel err|counters" /tmp/tests_a.log | tail -12 | cut -c1-300
+  -v -n 4 tests/gpu/test_mla_hopper_tok_gpu.py -k "tile_pools" > /tmp/tests_a.log 2>&1
+echo "tests rc=$? at ${SECONDS}s: $(grep -c " PASSED" /tmp/tests_a.log) passed, $(grep -c " FAILED" /tmp/tests_a.log) failed"
+grep -E "passed|failed|FAILED|Error|rel err|counters" /tmp/tests_a.log | grep -v " PASSED" | tail -12 | cut -c1-300
 CELLS=${CELLS:-fp8:16:32,fp8:16:32:POOL=1,fp8:16:32:POOL=2,fp8:16:64,fp8:16:64:POOL=1,fp8:16:64:POOL=2,fp8:16:128,fp8:16:128:POOL=1,fp8:16:128:POOL=2}
 probe pool_timeline ${TIMELINE_CAP:-140} timeline.py --plan --cells $CELLS \
   | grep -E "^fp8|exits|per program|rc=|rror" | cut -c1-260
 gzip -f $OUT/pool_timeline.json 2>/dev/null
 PYTHONPATH=$PP TRITON_CACHE_DIR=/tmp/tc_main timeout ${VS_CAP:-170} python3 benchmarks/bench_mla_decode.py --vs-flashmla \
-  --configs none --vs-formats fp8,bf16 --vs-batches-h16 32,64,128 --vs-batches-h128 "" --vs-plan --vs-variant-filter "'PLAN'" \
+  --configs none --vs-formats ${VS_FORMATS:-fp8,bf16} --vs-batches-h16 32,64,128 --vs-batches-h128 "" --vs-plan --vs-variant-filter "'PLAN'" \
   --out $OUT/pool_vs.json > /tmp/pool_vs.log 2>&1
 echo "vs rc=$? at ${SECONDS}s"; grep -E "^\||rror" /tmp/pool_vs.log | cut -c1-250 | tail -40
 left=$(( LIMIT - 10 - SECONDS ))
