@@ -653,7 +653,8 @@ TOK_FP8_V2_PARAMS = ("BLOCK_N", "NUM_BUF", "PREFETCH", "FAST_MAX", "GATHER", "LO
 # POOL (pinned only until timed; session 49): each request's tiles in a pool its programs claim from as they go
 # (kernel_hopper, "Tile pools"), the claim counters in the step's plan (so a plan is required); 1: a request's programs
 # next to each other in the grid, 2: spread over it (``kernel_hopper._pool_program``). The LOOK 0 loop, two or three
-# buffers, per-tensor fp8, without PT_EARLY.
+# buffers, per-tensor fp8, without PT_EARLY. The bf16 tokens-on-M kernel takes POOL too (session 50: two buffers, PIPE
+# 1 or 2; ``_check_pool``).
 _V2_FLAGS = ("PREFETCH", "FAST_MAX", "GATHER", "RK64", "PT_EARLY", "DS", "CHAIN")   # (on or off; PREFETCH 2 meant
 # something only under the removed PV8)
 

@@ -391,9 +391,10 @@ def _segment(seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, B
     return b, seq_len, req_tiles, req_end, seg_stop, t - req_start, seg_stop - req_start, pt_base
 
 
-# Tile pools (the second fp8 tokens-on-M kernel's ``POOL``, and its stream kernel): a request's tiles shared by the
-# programs whose even-split ranges touch it ("participants"), claimed as they go. With the static split every program
-# of a request takes the same tiles, and the programs whose first copies the memory serves last stay behind to the
+# Tile pools (``POOL`` in the second fp8 tokens-on-M kernel and its stream kernel, session 49, and in the bf16
+# tokens-on-M kernel, session 50): a request's tiles shared by the programs whose even-split ranges touch it
+# ("participants"), claimed as they go. With the static split every program of a request takes the same tiles, and
+# the programs whose first copies the memory serves last stay behind to the
 # end (session 49's timeline, H100, fp8 H = 16 batch 32 with a plan: first tiles landing 4.2 to 9.0 us after the
 # split, exits 26.4 to 35.5 us, every program eight tiles). Participant j of n takes tiles j, j + n, ... (one per
 # buffer: no claim before its first copies), then claims the rest in order from the request's counter, one claim in
