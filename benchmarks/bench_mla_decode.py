@@ -726,7 +726,8 @@ HOPPER_ON_M_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=64, NU
 HOPPER_TOK_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=64, NUM_BUF=2, PIPE=1),
                        dict(BLOCK_N=64, NUM_BUF=2, PIPE=2), dict(BLOCK_N=64, RING=1, NUM_SLOTS=25),
                        dict(BLOCK_N=64, RING=1, NUM_SLOTS=18), dict(BLOCK_N=64, RING=1, NUM_SLOTS=11, PROGRAMS_PER_SM=2),
-                       dict(BLOCK_N=64, RING=1, NUM_SLOTS=25, EARLY_S=1), dict(BLOCK_N=64, RING=1, NUM_SLOTS=18, EARLY_S=1),
+                       dict(BLOCK_N=64, RING=1, NUM_SLOTS=25, EARLY_S=1),
+                       dict(BLOCK_N=64, RING=1, NUM_SLOTS=18, EARLY_S=1),
                        # the tile pools (session 50) beside the shipped config static, each with a step's plan
                        *[dict(BLOCK_N=64, NUM_BUF=2, PIPE=2, PLAN=1, **({"POOL": p} if p else {})) for p in (0, 1, 2)]]
 # The fp8 tokens-on-M kernel: how V^T reaches the P.V wgmma (WIDEN 0: byte gathers into registers; 1: widened

@@ -22,7 +22,8 @@ probe pool_timeline ${TIMELINE_CAP:-140} timeline.py --plan --cells $CELLS \
   | grep -E "^fp8|exits|per program|rc=|rror" | cut -c1-260
 gzip -f $OUT/pool_timeline.json 2>/dev/null
 PYTHONPATH=$PP TRITON_CACHE_DIR=/tmp/tc_main timeout ${VS_CAP:-170} python3 benchmarks/bench_mla_decode.py --vs-flashmla \
-  --configs none --vs-formats ${VS_FORMATS:-fp8,bf16} --vs-batches-h16 32,64,128 --vs-batches-h128 "" --vs-plan --vs-variant-filter "'PLAN'" \
+  --configs none --vs-formats ${VS_FORMATS:-fp8,bf16} --vs-batches-h16 32,64,128 --vs-batches-h128 "" --vs-plan \
+  --vs-variant-filter "'PLAN'" \
   --out $OUT/pool_vs.json > /tmp/pool_vs.log 2>&1
 echo "vs rc=$? at ${SECONDS}s"; grep -E "^\||rror" /tmp/pool_vs.log | cut -c1-250 | tail -40
 left=$(( LIMIT - 10 - SECONDS ))

@@ -450,6 +450,19 @@ def _claim_issue(ctr_ptr, b, num_warps: gl.constexpr):
 
 
 @gluon.jit
+def _pool_start(pool_ptr, b, j, n, req_tiles, claim, NUM_BUF: gl.constexpr, num_warps: gl.constexpr):
+    """Participant j of n's start on request b: ``(base, pool, claiming, claim, left)``: the pool's first tile (past
+    every participant's first NUM_BUF), its size, whether there is one to claim from (then the first claim is issued
+    here), and the tiles the participant takes before claiming."""
+    base = NUM_BUF * n
+    pool = req_tiles - base
+    claiming = (pool > 0).to(gl.int32)
+    if claiming:
+        claim = _claim_issue(pool_ptr, b, num_warps)
+    return base, pool, claiming, claim, gl.minimum((req_tiles - j + n - 1) // n, NUM_BUF)
+
+
+@gluon.jit
 def _claim_value(claim_buf, num_warps: gl.constexpr):
     """The claim thread 0 stored in ``claim_buf`` (past a barrier), in every thread."""
     return gl.max(claim_buf.slice(0, 1).load(gl.BlockedLayout([1], [32], [num_warps], [0])), axis=0)
@@ -1403,12 +1416,7 @@ def _mla_decode_hopper_tok_kernel(
         l_acc = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s_layout)     # PIPE 2: per token slot
         o = warpgroup_mma_init(gl.zeros([D_V, BLOCK_H], gl.float32, layout=o_layout))
         if POOL:
-            base = NUM_BUF * n
-            pool = req_tiles - base
-            claiming = (pool > 0).to(gl.int32)
-            if claiming:
-                claim = _claim_issue(pool_ptr, b, num_warps)
-            left = gl.minimum((req_tiles - j + n - 1) // n, NUM_BUF)
+            base, pool, claiming, claim, left = _pool_start(pool_ptr, b, j, n, req_tiles, claim, NUM_BUF, num_warps)
             i = j
             nxt = j + n
             fixed = (left > 1).to(gl.int32)       # (j + n, not yet issued)
@@ -1461,10 +1469,10 @@ def _mla_decode_hopper_tok_kernel(
                     _block_barrier()
                     _issue_next_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i, i_stop, it,
                                      PAGE_SIZE, BLOCK_N, NUM_BUF)
-                o, m_i, l_i, l_acc = _tok_tile(i, it, stage, kn, kr, bars, qn_smem, qr_smem, red_bufs, p_smem, seq_len,
-                                               qk_mul, o, m_i, l_i, l_acc, offs_tok, kv_nope_desc, kv_rope_desc, kn_bufs,
-                                               kr_bufs, pt_base, i_stop, s_layout, o_layout, PAGE_SIZE, BLOCK_N, BLOCK_H,
-                                               D_V, NUM_BUF, PIPE, num_warps)
+                o, m_i, l_i, l_acc = _tok_tile(i, it, stage, kn, kr, bars, qn_smem, qr_smem, red_bufs, p_smem,
+                                               seq_len, qk_mul, o, m_i, l_i, l_acc, offs_tok, kv_nope_desc,
+                                               kv_rope_desc, kn_bufs, kr_bufs, pt_base, i_stop, s_layout, o_layout,
+                                               PAGE_SIZE, BLOCK_N, BLOCK_H, D_V, NUM_BUF, PIPE, num_warps)
                 it += 1
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
 

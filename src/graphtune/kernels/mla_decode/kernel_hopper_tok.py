@@ -64,7 +64,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from .kernel_hopper import (FP8_SEG_COST, STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _block_barrier,
-                            POOL_SPREAD, _claim_issue, _claim_value, _live_per, _pool_part, _pool_program,
+                            POOL_SPREAD, _claim_issue, _claim_value, _live_per, _pool_part, _pool_program, _pool_start,
                             _launch_dependents, _load_q_raw, _max_over_tokens, _plan_row, _planned_segment, _q_fp32,
                             _program_ids, _segment, _split_start, _stamp,
                             _stamp_out, _stamp_tile, _store_chunks_segment, _tile_page, _tma_load, _zero_rows)
@@ -743,12 +743,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                               kv_sc_desc, sc_bufs)
         if POOL:
             # the pool: the request's tiles past each participant's first NUM_BUF; one claim in flight from here
-            base = NUM_BUF * n
-            pool = req_tiles - base
-            claiming = (pool > 0).to(gl.int32)
-            if claiming:
-                claim = _claim_issue(pool_ptr, b, num_warps)
-            left = gl.minimum((req_tiles - j + n - 1) // n, NUM_BUF)
+            base, pool, claiming, claim, left = _pool_start(pool_ptr, b, j, n, req_tiles, claim, NUM_BUF, num_warps)
             q0 = j
             q1 = j + n
             q2 = j + 2 * n
