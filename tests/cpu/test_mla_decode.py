@@ -971,6 +971,13 @@ def test_bench_tuned_row_runs_the_shipped_path_and_the_filter_keeps_what_it_name
     assert [dict(v) for v in bench_mod._vs_candidates(args, x, 16, "fp8")] == wanted
     assert len(bench_mod._vs_candidates(SimpleNamespace(vs_variant_filter=""), x, 16, "fp8")) == \
         len(bench_mod.HOPPER_TOK_FP8_VARIANTS)
+    # "'PLAN'" (docs/gpu_calls/session50/s50a.sh): the variants given a step's plan, static and with tile pools, of
+    # each tokens-on-M format the session times, and nothing else
+    planned = SimpleNamespace(vs_variant_filter="'PLAN'")
+    for fmt, variants in (("fp8", bench_mod.HOPPER_TOK_FP8_VARIANTS), ("bf16", bench_mod.HOPPER_TOK_VARIANTS)):
+        xf = dict(x, kv_cache=x["kv_cache"].to(torch.bfloat16)) if fmt == "bf16" else x
+        got = [dict(v) for v in bench_mod._vs_candidates(planned, xf, 16, fmt)]
+        assert got == [v for v in variants if v.get("PLAN")] and {v.get("POOL", 0) for v in got} == {0, 1, 2}
 
 
 def test_bench_pins_every_hopper_variant_it_times_as_labelled(monkeypatch):
