@@ -450,6 +450,16 @@ def _claim_issue(ctr_ptr, b, num_warps: gl.constexpr):
 
 
 @gluon.jit
+def _pool_init(pid, num_progs, POOL: gl.constexpr, num_warps: gl.constexpr):
+    """A pooled program's claim buffer (thread 0 stores a claim's value there for every thread), its claim register
+    (thread 0's lane holds the claim) and the split range it runs (:func:`_pool_program`)."""
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
+    claim_smem = gl.allocate_shared_memory(gl.int32, [32 * num_warps], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+    claim = gl.zeros([32 * num_warps], gl.int32, layout=layout)
+    return claim_smem, claim, _pool_program(pid, num_progs, POOL_SPREAD if POOL == 2 else 1)
+
+
+@gluon.jit
 def _pool_start(pool_ptr, b, j, n, req_tiles, claim, NUM_BUF: gl.constexpr, num_warps: gl.constexpr):
     """Participant j of n's start on request b: ``(base, pool, claiming, claim, left)``: the pool's first tile (past
     every participant's first NUM_BUF), its size, whether there is one to claim from (then the first claim is issued
@@ -1360,10 +1370,7 @@ def _mla_decode_hopper_tok_kernel(
         mbarrier.init(bars.index(k), count=1)
     mbarrier.init(q_bar, count=1)
     if POOL:
-        claim_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
-        claim_smem = gl.allocate_shared_memory(gl.int32, [32 * num_warps], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
-        claim = gl.zeros([32 * num_warps], gl.int32, layout=claim_layout)
-        pid = _pool_program(pid, num_progs, POOL_SPREAD if POOL == 2 else 1)
+        claim_smem, claim, pid = _pool_init(pid, num_progs, POOL, num_warps)
 
     if plan_ptr is not None:
         _launch_dependents()

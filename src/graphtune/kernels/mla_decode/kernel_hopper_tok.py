@@ -64,7 +64,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from .kernel_hopper import (FP8_SEG_COST, STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _block_barrier,
-                            POOL_SPREAD, _claim_issue, _claim_value, _live_per, _pool_part, _pool_program, _pool_start,
+                            _claim_issue, _claim_value, _live_per, _pool_init, _pool_part, _pool_program, _pool_start,
                             _launch_dependents, _load_q_raw, _max_over_tokens, _plan_row, _planned_segment, _q_fp32,
                             _program_ids, _segment, _split_start, _stamp,
                             _stamp_out, _stamp_tile, _store_chunks_segment, _tile_page, _tma_load, _zero_rows)
@@ -638,10 +638,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     _init_tile_barriers(bars, NUM_BUF, GATHER, num_warps)
     if POOL:
-        claim_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
-        claim_smem = gl.allocate_shared_memory(gl.int32, [32 * num_warps], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
-        claim = gl.zeros([32 * num_warps], gl.int32, layout=claim_layout)
-        pid = _pool_program(pid, num_progs, POOL_SPREAD if POOL == 2 else 1)
+        claim_smem, claim, pid = _pool_init(pid, num_progs, POOL, num_warps)
     else:
         claim_smem = None
         claim = None
