@@ -1398,9 +1398,8 @@ def _mla_decode_hopper_tok_kernel(
             else:
                 b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
                     seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
-                if POOL:    # (the participant's first tile's: the plan's in the first segment)
-                    pg0 = _tile_page(pt_base, _pool_part(t, i_first, req_tiles, pid, per)[0], req_tiles, PAGE_SIZE,
-                                     BLOCK_N)
+                if POOL:    # (a stand-in: the participant's first tile's page id is loaded below)
+                    pg0 = p_pg0
                 else:
                     pg0 = _tile_page(pt_base, i_first, i_stop, PAGE_SIZE, BLOCK_N)
         else:
@@ -1412,6 +1411,8 @@ def _mla_decode_hopper_tok_kernel(
             # participant j of n: tile j now, j + n at the top of the first tile, then claims (one in flight from
             # the loop's start where the request has a pool)
             j, n = _pool_part(t, i_first, req_tiles, pid, per)
+            if it > 0:      # (the first segment's: the plan's)
+                pg0 = _tile_page(pt_base, j, req_tiles, PAGE_SIZE, BLOCK_N)
             i_first = j
             i_stop = req_tiles
         q_phase = _load_query_and_first_tiles(q_nope_desc, q_rope_desc, qn_smem, qr_smem, q_bar, q_phase, b, H, h0,
