@@ -728,8 +728,8 @@ HOPPER_TOK_VARIANTS = [dict(BLOCK_N=64, NUM_BUF=2, PIPE=0), dict(BLOCK_N=64, NUM
                        dict(BLOCK_N=64, RING=1, NUM_SLOTS=18), dict(BLOCK_N=64, RING=1, NUM_SLOTS=11, PROGRAMS_PER_SM=2),
                        dict(BLOCK_N=64, RING=1, NUM_SLOTS=25, EARLY_S=1),
                        dict(BLOCK_N=64, RING=1, NUM_SLOTS=18, EARLY_S=1),
-                       # the tile pools (session 50) beside the shipped config static, each with a step's plan
-                       *[dict(BLOCK_N=64, NUM_BUF=2, PIPE=2, PLAN=1, **({"POOL": p} if p else {})) for p in (0, 1, 2)]]
+                       # the shipped config with a step's plan
+                       dict(BLOCK_N=64, NUM_BUF=2, PIPE=2, PLAN=1)]
 # The fp8 tokens-on-M kernel: how V^T reaches the P.V wgmma (WIDEN 0: byte gathers into registers; 1: widened
 # into four fp16 chunk buffers in shared memory; 2: into one) x buffers x programs per SM (two fit when the
 # block needs <= 113 KB: WIDEN 0 or 2 with two buffers).
@@ -759,10 +759,11 @@ HOPPER_TOK_FP8_VARIANTS = [dict(V2=0, NUM_BUF=4, WIDEN=0, PROGRAMS_PER_SM=1),
                            # CHAIN 0: the shipped space's two configs without the fold (one fp8 chain over all 576
                            # dims, which the compiler accumulates in the tensor core's reduced precision)
                            *[dict(V2=1, NUM_BUF=n, PREFETCH=1, FAST_MAX=1, CHAIN=0) for n in (2, 3)],
-                           # the tile pools (session 49; POOL needs a step's plan) beside the same configs static,
-                           # each with a plan: POOL 1 a request's programs neighbours in the grid, 2 spread over it
-                           *[dict(V2=1, NUM_BUF=n, PREFETCH=1, FAST_MAX=1, RK64=1, PLAN=1, **({"POOL": p} if p else {}))
-                             for n in (2, 3) for p in (0, 1, 2)]]
+                           # the tuned space's schedules with a step's plan (whose rows carry a program's first page
+                           # ids), PT_EARLY on and off: session 51's H200 run had two buffers without PT_EARLY 4% faster
+                           # at batch 32 than the tuner's pick (three buffers with it)
+                           *[dict(V2=1, NUM_BUF=n, PREFETCH=1, FAST_MAX=1, RK64=1, PT_EARLY=pe, PLAN=1)
+                             for n in (2, 3) for pe in (0, 1)]]
 # The fp8 heads-on-M kernel (H % 64 == 0): the tile widened to fp16 once, fp16 query, the bf16 kernel's MMAs
 # (kernel_hopper_heads.py; WOVL, PSMEM, XCH, LSUM, MAX1 there). Every variant names PSMEM: the variants overlay
 # one another in the module's fixed config. (The hi/lo fp8-score kernel, 11-19% slower in every cell, was removed

@@ -910,7 +910,6 @@ def test_bench_hopper_variants_are_selected_before_labelled(monkeypatch):
             # PLAN is the benchmark's (every call given a step's plan), named in the label, never a kernel key
             assert ("with a step's plan" in label) == bool(variant.get("PLAN")) and "PLAN" not in keys
             assert bench_mod._variant_kwargs(variant, 16, "fp8")["plan"] == bool(variant.get("PLAN"))
-            assert not variant.get("POOL") or variant.get("PLAN"), variant   # (POOL runs only with a plan)
     finally:
         for (heads, kv_format), cfg in bench_mod.SAVED_HOPPER.items():
             d = bench_mod._hopper_dict(heads, kv_format)
@@ -971,13 +970,15 @@ def test_bench_tuned_row_runs_the_shipped_path_and_the_filter_keeps_what_it_name
     assert [dict(v) for v in bench_mod._vs_candidates(args, x, 16, "fp8")] == wanted
     assert len(bench_mod._vs_candidates(SimpleNamespace(vs_variant_filter=""), x, 16, "fp8")) == \
         len(bench_mod.HOPPER_TOK_FP8_VARIANTS)
-    # "'PLAN'" (docs/gpu_calls/session50/s50a.sh): the variants given a step's plan, static and with tile pools, of
-    # each tokens-on-M format the session times, and nothing else
+    # "'PLAN'" (docs/gpu_calls/session51/s51a.sh): the variants given a step's plan of each tokens-on-M format, and
+    # nothing else; the fp8 ones the tuned space's schedules with PT_EARLY on and off
     planned = SimpleNamespace(vs_variant_filter="'PLAN'")
     for fmt, variants in (("fp8", bench_mod.HOPPER_TOK_FP8_VARIANTS), ("bf16", bench_mod.HOPPER_TOK_VARIANTS)):
         xf = dict(x, kv_cache=x["kv_cache"].to(torch.bfloat16)) if fmt == "bf16" else x
         got = [dict(v) for v in bench_mod._vs_candidates(planned, xf, 16, fmt)]
-        assert got == [v for v in variants if v.get("PLAN")] and {v.get("POOL", 0) for v in got} == {0, 1, 2}
+        assert got == [v for v in variants if v.get("PLAN")] and got
+        if fmt == "fp8":
+            assert {(v["NUM_BUF"], v["PT_EARLY"]) for v in got} == {(2, 0), (2, 1), (3, 0), (3, 1)}
 
 
 def test_bench_pins_every_hopper_variant_it_times_as_labelled(monkeypatch):
