@@ -313,7 +313,8 @@ def _accuracy_inputs(batch: int, heads: int, kv_format: str, seed: int) -> dict:
 
 class HopperVariant(dict):
     """One fixed config of the Hopper kernel that serves the shape, as one more graphtune variant; ``PLAN=1`` (not a
-    kernel key): every call given a step's plan (``bench.run_inputs(plan=True)``), as POOL configs need."""
+    kernel key): every call given one step's plan (``bench.run_inputs(plan=True)``: filled by the first call, read by
+    the rest, as a decode step's layers share one), so the config starts from the plan's rows as a plan= call does."""
 
     def kernel_keys(self) -> dict:
         return {k: v for k, v in self.items() if k != "PLAN"}

@@ -97,13 +97,10 @@ def _launcher(x: dict, fmt: str, heads: int, sms: int, overlay: dict | None = No
     fn, consts = interface_hopper._kernel_and_params(heads, fmt, consts)
     rows = grid[0] * grid[1] * (2 if consts.get("PP") or consts.get("T8") else 1)
     if plan:
-        made = MLADecodePlan()
-        step = plan_mod.attach(made, x["seq_lens"], x["page_table"], x["kv_cache"].shape[1], grid[1],
+        step = plan_mod.attach(MLADecodePlan(), x["seq_lens"], x["page_table"], x["kv_cache"].shape[1], grid[1],
                                lambda _: grid[1], interface_hopper._B_CHUNK, fp8=fmt == "fp8")
         consts = {**consts, "plan_ptr": step}
         plan_mod.plan_hook(consts)
-        if consts.get("POOL"):      # (the tile pools: their counters in the plan)
-            consts = {**consts, "pool_ptr": made.counters()}
 
     def call(stamps: torch.Tensor | None) -> None:
         if stamps is None:

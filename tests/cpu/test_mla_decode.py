@@ -1053,20 +1053,16 @@ def test_bench_pins_every_hopper_variant_it_times_as_labelled(monkeypatch):
     ("query_rounding", ["--batch", "0"], "--batch 0: must be at least 1"),
     ("ncu_mla", ["--kv-format", "bf16", "--query-precision", "e4m3"],
      "--query-precision e4m3 applies to an fp8 cache, not --kv-format bf16"),
-    ("ncu_mla", ["--config", "[1]"], "needs a CUDA GPU"),
-    ("pool_stream", ["--num-buf", "5"], "--num-buf 5: the pools take two or three buffers"),
-    ("pool_stream", ["--per-sm", "0"], "--per-sm 0: must be at least 1"),
-    ("pool_stream", [], "needs a CUDA GPU")],
+    ("ncu_mla", ["--config", "[1]"], "needs a CUDA GPU")],
     ids=["three-parts", "not-a-power-of-two", "not-a-number", "no-gpu", "gather-bf16", "gather-whole-tiles",
          "gather-page-0", "gather-no-gpu", "timeline-two-parts", "timeline-format", "timeline-cell-keys",
          "timeline-overlay", "timeline-no-gpu", "cold-code-not-a-number", "cold-code-zero", "cold-code-load",
          "cold-code-no-gpu", "pick-check-cells", "pick-check-no-gpu", "clocks-cells", "clocks-seconds", "clocks-no-gpu",
          "cases-not-json", "cases-not-knobs", "cases-sanitize-range", "cases-no-gpu", "p-rounding-tokens", "pl-numerics-tokens",
-         "query-rounding-heads", "query-rounding-batch", "ncu-query-precision", "ncu-no-gpu", "pool-stream-buffers",
-         "pool-stream-per-sm", "pool-stream-no-gpu"])
+         "query-rounding-heads", "query-rounding-batch", "ncu-query-precision", "ncu-no-gpu"])
 def test_probes_say_what_is_wrong_in_one_line(probe_name, argv, expect):
     """benchmarks/probes/reduce_sweep.py, gather_route.py, timeline.py, cold_code.py, pick_check.py, clocks.py,
-    mla_cases.py, p_rounding.py, pl_numerics.py, query_rounding.py, ncu_mla.py and pool_stream.py: a
+    mla_cases.py, p_rounding.py, pl_numerics.py, query_rounding.py and ncu_mla.py: a
     malformed argument is named with its value; without a GPU (this CPU machine) they say so; each exits 2 before
     touching any device."""
     probe = Path(__file__).resolve().parents[2] / "benchmarks" / "probes" / f"{probe_name}.py"

@@ -185,74 +185,6 @@ def test_stream_ceiling_kernel_compiles_for_sm90_and_fits(fmt, rope_cols, rope_c
         assert "UTMALDG.2D" in sass
 
 
-@pytest.mark.parametrize("gather", [0, 1])
-def test_stream_pool_kernel_claims_without_waiting_where_it_claims(gather):
-    """The tile pools' claim (``_claim_issue``) is one lane's atomic add whose result nothing reads before the next
-    tile's wait: no warp-wide sum and broadcast of it (triton's form for an atomic whose lanes share one address,
-    which waits for the atomic where it is issued), so the claim's round trip lies under the tile's work."""
-    kv2 = torch.empty(256, 576, dtype=torch.float8_e4m3fn)
-    nope = interface_hopper._descriptor(kv2, [64, 512])
-    rope = interface_hopper._descriptor(kv2, [64, 128])
-    args = (nope, rope, kv2, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
-            torch.empty(4, dtype=torch.int32), torch.zeros(2, dtype=torch.int32), 2, 2)
-    consts = dict(PAGE_SIZE=1 if gather else 64, ROPE_COL=512, B_CHUNK=128, BLOCK_N=64, NUM_BUF=2, num_warps=4,
-                  GATHER=gather, POOL=1, SPREAD=8)
-    compiled = _compile_fn(kernel_hopper_tok._kv_stream_pool_kernel, args, consts)
-    assert _shared(compiled) <= SM90_SHARED
-    _assert_claims_not_waited_for(_sass(compiled))
-
-
-def _assert_claims_not_waited_for(sass: str) -> None:
-    """Two or more claims (``ATOMG.E.ADD``), none whose result the next instructions read (the warp-wide sum and
-    broadcast triton makes of an atomic on one shared address shuffles it at once)."""
-    import re
-    code = [line.split("*/", 1)[1].split(";")[0].strip() for line in sass.splitlines()
-            if line.strip().startswith("/*") and ";" in line]
-    atoms = [k for k, ins in enumerate(code) if "ATOMG.E.ADD" in ins]
-    assert len(atoms) >= 2, code
-    for k in atoms:
-        result = re.compile(r"\b%s\b" % code[k].split("PT, ")[1].split(",")[0])
-        assert not any(result.search(ins.split(",", 1)[-1]) for ins in code[k + 1:k + 6]), code[k:k + 6]
-
-
-def _planned_build(fmt: str, config: dict):
-    """A pinned config of the tokens-on-M kernels (H = 16, page size 64) compiled for sm_90 as a launch with a plan
-    runs it (``plan_ptr``, and for POOL the counters ``pool_ptr``)."""
-    dtype = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}[fmt]
-    q = torch.empty(2, 16, 576, dtype=torch.bfloat16)
-    args, grid, consts, _ = interface_hopper.hopper_call(
-        q, torch.empty(4, 64, 576, dtype=dtype), torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
-        0.04, 1.0, fmt, torch.empty(2, 16, 512, dtype=torch.bfloat16), False, sms=132, config=config)
-    fn, consts = interface_hopper._kernel_and_params(16, fmt, consts)
-    consts = {**consts, "plan_ptr": torch.empty(grid[1], int(kh.PLAN_COLS), dtype=torch.int32)}
-    if consts.get("POOL"):
-        consts["pool_ptr"] = torch.zeros(2, dtype=torch.int32)
-    return _compile_fn(fn, args, consts), grid
-
-
-@pytest.mark.parametrize("fmt,config", [("fp8", dict(V2=1, NUM_BUF=2, PREFETCH=1, FAST_MAX=1, CHAIN=1)),
-                                        ("fp8", dict(V2=1, NUM_BUF=3, PREFETCH=1, FAST_MAX=1, CHAIN=1, RK64=1)),
-                                        ("bf16", dict(NUM_BUF=2, PIPE=2)), ("bf16", dict(NUM_BUF=2, PIPE=1))],
-                         ids=["fp8-2buf", "fp8-3buf", "bf16-pipe2", "bf16-pipe1"])
-@pytest.mark.parametrize("pool", [1, 2])
-def test_tile_pools_compile_with_their_kernels_mmas_and_claim_without_waiting(fmt, config, pool):
-    """The decode kernels with tile pools (the second fp8 tokens-on-M kernel, session 49; the bf16 tokens-on-M
-    kernel, session 50), compiled for sm_90 with a plan: as many programs an SM as without pools (the claim's 512 B
-    of shared memory fit), the same MMAs with no wgmma serialised that was not, no local memory, and each claim
-    issued without a wait for its result (read a tile later)."""
-    static, grid = _planned_build(fmt, config)
-    pooled, grid_pooled = _planned_build(fmt, {**config, "POOL": pool})
-    assert grid_pooled == grid
-    per_sm = SM90_SM_SHARED // (_shared(static) + 1024)
-    assert SM90_SM_SHARED // (_shared(pooled) + 1024) == per_sm >= 1
-    sass, sass0 = _sass(pooled), _sass(static)
-    for mma in ("QGMMA.64x32x32.F32.E4M3.E4M3", "HGMMA.64x16x16.F32"):
-        assert sass.count(mma) == sass0.count(mma), mma
-    if SCHEDULED_WITH_THIS_TRITON:
-        assert sass.count("WARPGROUP.DEPBAR") <= max(8, sass0.count("WARPGROUP.DEPBAR")), "wgmmas serialised"
-    _assert_claims_not_waited_for(sass)
-
-
 def test_relabelled_rows_go_back_to_dim_order_before_the_store():
     """``_v_chunk`` moves a chunk's dim bit fields (w, q, a, s) to rows (a, w, s, q) by reshape and permute, so the
     P.V output chunks come out in that row order; ``kernel_hopper._in_dim_order``'s reshape and permute (the same
@@ -277,41 +209,6 @@ def test_v2_config_is_rejected_outside_fp8_tokens_on_m():
         interface_hopper.pinned_config(16, "fp8", dict(V2=1, PIPE=2))
     assert interface_hopper.pinned_config(16, "fp8", dict(V2=1, NUM_BUF=3, CHAIN=1)) == dict(V2=1, NUM_BUF=3, CHAIN=1)
     assert interface_hopper.pinned_config(16, "fp8", dict(PIPE=2))["PIPE"] == 2          # the first kernel: fine
-
-
-def test_pool_config_out_of_range_or_without_a_plan_is_one_clear_line():
-    """``POOL`` (the tile pools): a value other than 0 / 1 / 2, or a schedule they do not run with, or a pinned launch
-    without a plan (their counters live in it), is one line naming the config and the value, before any launch."""
-    q = torch.empty(2, 16, 576, dtype=torch.bfloat16)
-    kv = torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn)
-    out = torch.empty(2, 16, 512, dtype=torch.bfloat16)
-    pt, lens = torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32)
-    for cfg, match in ((dict(V2=1, POOL=3), r"POOL=3, expected 0, 1 or 2"),
-                       (dict(V2=1, POOL=1, LOOK=1, CHAIN=0), r"POOL=1 \(the tile pools\) runs in .*LOOK=0"),
-                       (dict(V2=1, POOL=1, PT_EARLY=1), r"PT_EARLY=0"),
-                       (dict(V2=1, POOL=1, NUM_BUF=5), r"NUM_BUF 2 or 3"),
-                       (dict(POOL=1, NUM_BUF=3), r"bf16 tokens-on-M kernel with NUM_BUF=2 .*kv_format 'bf16'"),
-                       (dict(POOL=2, PIPE=0), r"POOL=2 .*PIPE 1 or 2 .*kv_format 'bf16'"),
-                       (dict(POOL=1, RING=1), r"POOL=1 .*kv_format 'bf16'")):
-        fmt = "fp8" if cfg.get("V2") else "bf16"
-        with pytest.raises(ValueError, match=match) as err:
-            interface_hopper.hopper_call(q, kv if fmt == "fp8" else kv.to(torch.bfloat16), pt, lens, 0.04, 1.0, fmt,
-                                         out, False, sms=132, config=cfg)
-        assert "\n" not in str(err.value)
-    # heads on M (the kernels there have no pools): one line, not a key dropped without a word
-    for fmt, cfg in (("bf16", dict(POOL=1)), ("bf16", dict(PP=1, POOL=1)), ("fp8", dict(T8=1, POOL=2))):
-        with pytest.raises(ValueError, match=r"POOL=\d \(the tile pools\) runs in ") as err:
-            interface_hopper.hopper_call(torch.empty(2, 128, 576, dtype=torch.bfloat16),
-                                         kv if fmt == "fp8" else kv.to(torch.bfloat16), pt, lens, 0.04, 1.0, fmt,
-                                         torch.empty(2, 128, 512, dtype=torch.bfloat16), False, sms=132, config=cfg)
-        assert "\n" not in str(err.value)
-    with pytest.raises(ValueError, match=r"POOL=2 .*counters in the step's plan: pass plan=MLADecodePlan\(\)") as err:
-        interface_hopper.launch(q, kv, pt, lens, 0.04, 1.0, "fp8", out, False, sms=132, config=dict(V2=1, POOL=2))
-    assert "\n" not in str(err.value)
-    with pytest.raises(ValueError, match=r"POOL=1 .*counters in the step's plan") as err:
-        interface_hopper.launch(q, kv.to(torch.bfloat16), pt, lens, 0.04, 1.0, "bf16", out, False, sms=132,
-                                config=dict(POOL=1))
-    assert "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize("batch", [3, 32])
@@ -618,8 +515,8 @@ def test_a_plans_start_price_is_the_reading_kernels(monkeypatch):
     from graphtune.kernels.mla_decode import MLADecodePlan, kernel_hopper, plan as plan_mod
     got = []
     monkeypatch.setattr(plan_mod.MLADecodePlan, "fill",
-                        lambda self, seq_lens, page_table, page_size, programs, seg_cost, b_chunk, min_tiles=1,
-                        pool=False: got.append(seg_cost))
+                        lambda self, seq_lens, page_table, page_size, programs, seg_cost, b_chunk, min_tiles=1:
+                        got.append(seg_cost))
     lens, pt = torch.ones(2, dtype=torch.int32), torch.zeros(2, 2, dtype=torch.int32)
     for price in (0, 4):
         monkeypatch.setattr(plan_mod, "BF16_PLAN_SEG_COST", price)

@@ -48,8 +48,7 @@ import pytest
 # faster: in P8's space), and PL, P as an e4m3 pair, in call C once its pair no longer read a 16-bit register back
 # (call B's build: NaN): 15 passed; pinned; MIN_TILES, T8's and P8's split with at least a pair of tiles a program,
 # passed in session 48, call B, on an H200: 32 passed; pinned, not faster)
-UNPROVEN: dict[str, str] = {"POOL": "the second fp8 tokens-on-M kernel's tile pools (POOL, session 49)",
-                            "POOL_BF16": "the bf16 tokens-on-M kernel's tile pools (POOL, session 50)"}
+UNPROVEN: dict[str, str] = {}
 
 
 def skip_unproven(config: dict) -> None:

@@ -600,8 +600,6 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
     ring = bool(cfg.get("RING", 0))
     if ring:
         _check_ring(on_m, fmt, cfg)
-    if not v2 and "POOL" in cfg:
-        _check_pool(cfg, fmt, config, "bf16" if not (on_m or ring or pp or t8) else None)
     if v2:
         _check_v2(on_m, fmt)
         # (the programs per SM follow the buffers, as on the tuned path; the first kernel's keys are dropped; the
@@ -624,7 +622,6 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
         if cfg.get("LOOK") and cfg.get("CHAIN"):
             raise ValueError(f"mla_decode: config {config or cfg}: LOOK={cfg['LOOK']} runs with one score chain "
                              "only: pin CHAIN=0 with it (the fixed config has CHAIN=1)")
-        _check_pool(cfg, fmt, config, "v2")
         per_sm = own.get("PROGRAMS_PER_SM")
         if per_sm is not None and (isinstance(per_sm, bool) or per_sm not in range(1, 9)):
             raise ValueError(f"mla_decode: config {config}: PROGRAMS_PER_SM={per_sm!r}, expected 1 to 8 for the "
@@ -649,12 +646,7 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
 # DS = 1: fp8_ds_mla rows (HOPPER_TOK_DS_CONFIG, HOPPER_TOK_DS_SPACE). CHAIN = 1 (in the fixed config since session
 # 11): the fp8 scores as one MMA chain per 128 dims and the rope's, folded in fp32 (docs/mla_decode.md, "CHAIN").
 TOK_FP8_V2_PARAMS = ("BLOCK_N", "NUM_BUF", "PREFETCH", "FAST_MAX", "GATHER", "LOOK", "RK64", "PT_EARLY", "DS",
-                     "CHAIN", "POOL")
-# POOL (pinned only until timed; session 49): each request's tiles in a pool its programs claim from as they go
-# (kernel_hopper, "Tile pools"), the claim counters in the step's plan (so a plan is required); 1: a request's programs
-# next to each other in the grid, 2: spread over it (``kernel_hopper._pool_program``). The LOOK 0 loop, two or three
-# buffers, per-tensor fp8, without PT_EARLY. The bf16 tokens-on-M kernel takes POOL too (session 50: two buffers, PIPE
-# 1 or 2; ``_check_pool``).
+                     "CHAIN")
 _V2_FLAGS = ("PREFETCH", "FAST_MAX", "GATHER", "RK64", "PT_EARLY", "DS", "CHAIN")   # (on or off; PREFETCH 2 meant
 # something only under the removed PV8)
 
@@ -757,27 +749,6 @@ def _check_v2(on_m: bool, fmt: str) -> None:
         raise ValueError(f"config V2=1: the second tokens-on-M kernel takes fp8 caches with H < {BLOCK_H} (and "
                          "fp8_ds_mla ones, DS=1), "
                          f"got kv_format {fmt!r} with {'H % 64 == 0' if on_m else 'H < 64'}")
-
-
-_POOL_KERNELS = ("the second fp8 tokens-on-M kernel (V2=1) on a per-tensor fp8 cache with LOOK=0, PT_EARLY=0 and "
-                 "NUM_BUF 2 or 3, or the bf16 tokens-on-M kernel with NUM_BUF=2 and PIPE 1 or 2")
-
-
-def _check_pool(cfg: dict[str, int], fmt: str, config: dict | None, kernel: str | None) -> None:
-    """POOL's range, and the kernel the config runs (``kernel``: "v2", the second fp8 tokens-on-M kernel; "bf16", the
-    bf16 tokens-on-M kernel; None, one without tile pools) takes it with the config's other keys."""
-    pool = cfg.get("POOL", 0)
-    if pool not in (0, 1, 2) or isinstance(pool, bool):
-        raise ValueError(f"mla_decode: config {config or cfg}: POOL={pool!r}, expected 0, 1 or 2")
-    if not pool:
-        return
-    if kernel == "v2":
-        ok = fmt == "fp8" and not cfg.get("LOOK") and not cfg.get("PT_EARLY") and cfg.get("NUM_BUF", 2) <= 3
-    else:
-        ok = kernel == "bf16" and fmt == "bf16" and cfg.get("NUM_BUF", 2) == 2 and bool(cfg.get("PIPE"))
-    if not ok:
-        raise ValueError(f"mla_decode: config {config or cfg}: POOL={pool} (the tile pools) runs in {_POOL_KERNELS} "
-                         f"(kv_format {fmt!r})")
 
 
 def _check_gather(page_size: int, cfg: dict[str, int]) -> None:
@@ -1106,16 +1077,11 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
                                                   query_replaced=reads == "T8" and (fp8_q or pair))
         fn, consts = _kernel_and_params(heads, fmt, {**consts, "Q_LO": int(q_lo)})
         # (the plan made before T8's query pre-pass: T8 reads its row before it waits for the pass, _plan_first)
-        if consts.get("POOL") and plan is None:
-            raise ValueError(f"mla_decode: config {config}: POOL={consts['POOL']} (the tile pools) keeps its claim "
-                             "counters in the step's plan: pass plan=MLADecodePlan()")
         if plan is not None and _reads_plan(_heads_on_m(heads), fmt, {**cfg, **consts}):
             rows = plan_mod.attach(plan, seq_lens, page_table, kv_cache.shape[1], grid[1], lambda _: grid[1],
                                    _B_CHUNK, fp8=fmt == "fp8")
             plan_mod.plan_hook({**consts, "plan_ptr": rows})
             consts = {**consts, "plan_ptr": rows}
-            if consts.get("POOL"):
-                consts = {**consts, "pool_ptr": plan.counters()}
         if fp8_q and reads:
             args, consts = _fp8_query(args, consts, q, q_scale, reads)
         elif pair:

@@ -194,7 +194,7 @@ BF16_SEG_COST = gl.constexpr(0)
 @gluon.jit
 def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK: gl.constexpr,
                  num_warps: gl.constexpr, SEG_COST: gl.constexpr = 0, FUSED: gl.constexpr = 1,
-                 MIN_TILES: gl.constexpr = 1, EVEN: gl.constexpr = 0):
+                 MIN_TILES: gl.constexpr = 1):
     """Program pid's tile range ``[t, t_stop)`` of the batch's tiles laid end to end, the request ``b`` that
     holds tile t and ``req_end``, where the tiles of request b - 1 end, decided on the device from seq_lens.
 
@@ -217,10 +217,7 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
     ``MIN_TILES`` > 1 (a pinned T8 config's, ``interface_hopper.MIN_TILES_PAIR``: a tile a warpgroup): the even
     split's ranges at least that many tiles (and the priced split's at least that many virtual ones), the programs past
     the batch's tiles left none: a batch of fewer tiles than MIN_TILES a program runs fewer programs, each with fewer
-    partials to merge.
-
-    ``EVEN``: the even split whatever the batch (the tile pools': their programs' shares of a request follow from
-    ``per`` alone, :func:`_pool_part`)."""
+    partials to merge."""
     _launch_dependents()
     chunk_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
     offs_c = gl.arange(0, B_CHUNK, layout=chunk_layout)
@@ -239,11 +236,7 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
     b = 0
     req_end = 0
     aligned = 0
-    if EVEN:
-        try_aligned = live < 0
-    else:
-        try_aligned = (live <= num_progs) & (2 * live > num_progs)
-    if try_aligned:
+    if (live <= num_progs) & (2 * live > num_progs):
         # the aligned split's part j of the request whose programs span pid (``mine``; none past the last program
         # of the last request), each chunk's sums and maximum as one reduction (a program's start is a serial
         # chain of them). Tried only where most requests get one program: with fewer requests the even split's
@@ -391,93 +384,6 @@ def _segment(seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, B
     return b, seq_len, req_tiles, req_end, seg_stop, t - req_start, seg_stop - req_start, pt_base
 
 
-# Tile pools (``POOL`` in the second fp8 tokens-on-M kernel and its stream kernel, session 49, and in the bf16
-# tokens-on-M kernel, session 50): a request's tiles shared by the programs whose even-split ranges touch it
-# ("participants"), claimed as they go. With the static split every program of a request takes the same tiles, and
-# the programs whose first copies the memory serves last stay behind to the
-# end (session 49's timeline, H100, fp8 H = 16 batch 32 with a plan: first tiles landing 4.2 to 9.0 us after the
-# split, exits 26.4 to 35.5 us, every program eight tiles). Participant j of n takes tiles j, j + n, ... (one per
-# buffer: no claim before its first copies), then claims the rest in order from the request's counter, one claim in
-# flight under the tile it waits for. Every participant makes exactly one claim past the pool, so the claim that
-# returns ``pool + n - 1`` is the launch's last on that counter and stores 0: each launch leaves the counters as it
-# found them.
-
-
-@gluon.jit
-def _live_per(t, t_stop, pid):
-    """The even split's tiles a program (:func:`_split_start`'s ``per``) from a live program's own range ``[t,
-    t_stop)``: ``t = pid * per``, and program 0's range is whole (per <= the batch's tiles)."""
-    return gl.maximum(t // gl.maximum(pid, 1), t_stop - t)
-
-
-@gluon.jit
-def _pool_part(t, i_first, req_tiles, pid, per):
-    """Program pid's place among the participants of the request its segment at tile t (request tile i_first)
-    belongs to, under the even split of ``per`` tiles a program: ``(j, n)``."""
-    start = t - i_first
-    p0 = start // per
-    return pid - p0, (start + req_tiles - 1) // per - p0 + 1
-
-
-# POOL 2: a request's participants (consecutive split ranges) run this many rows of the grid apart
-POOL_SPREAD = gl.constexpr(8)
-
-
-@gluon.jit
-def _pool_program(pid, num_progs, SPREAD: gl.constexpr):
-    """The split range program pid runs under the tile pools: its own (``SPREAD`` 1), or the grid's first
-    ``SPREAD * Q`` ids (Q = P // SPREAD) read as SPREAD rows of Q and transposed (id ``r Q + c`` runs range ``c SPREAD
-    + r``), so that consecutive ranges, a request's participants, run Q ids apart (not on neighbouring SMs, which
-    tend to be slow together); the remaining ids run their own."""
-    v = pid
-    if SPREAD > 1:
-        q = gl.maximum(num_progs // SPREAD, 1)
-        if pid < q * SPREAD:
-            v = (pid % q) * SPREAD + pid // q
-    return v
-
-
-@gluon.jit
-def _claim_issue(ctr_ptr, b, num_warps: gl.constexpr):
-    """Thread 0's claim of request b's next pooled tile (a relaxed atomic add; only that thread holds the result,
-    and nothing waits for it until it is read)."""
-    layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
-    offs = gl.arange(0, 32 * num_warps, layout=layout)
-    first = offs == 0
-    # (a lane's own address: with one address in every lane triton sums the lanes' adds first and hands the result
-    # to each lane at once, which waits for the atomic where it is issued)
-    return gl.atomic_add(ctr_ptr + b + offs, first.to(gl.int32), mask=first, sem="relaxed")
-
-
-@gluon.jit
-def _pool_init(pid, num_progs, POOL: gl.constexpr, num_warps: gl.constexpr):
-    """A pooled program's claim buffer (thread 0 stores a claim's value there for every thread), its claim register
-    (thread 0's lane holds the claim) and the split range it runs (:func:`_pool_program`)."""
-    layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
-    claim_smem = gl.allocate_shared_memory(gl.int32, [32 * num_warps], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
-    claim = gl.zeros([32 * num_warps], gl.int32, layout=layout)
-    return claim_smem, claim, _pool_program(pid, num_progs, POOL_SPREAD if POOL == 2 else 1)
-
-
-@gluon.jit
-def _pool_start(pool_ptr, b, j, n, req_tiles, claim, NUM_BUF: gl.constexpr, num_warps: gl.constexpr):
-    """Participant j of n's start on request b: ``(base, pool, claiming, claim, left)``: the pool's first tile (past
-    every participant's first NUM_BUF), its size, whether there is one to claim from (then the first claim is issued
-    here), and the tiles the participant takes before claiming."""
-    base = NUM_BUF * n
-    pool = req_tiles - base
-    claiming = (pool > 0).to(gl.int32)
-    if claiming:
-        claim = _claim_issue(pool_ptr, b, num_warps)
-    return base, pool, claiming, claim, gl.minimum((req_tiles - j + n - 1) // n, NUM_BUF)
-
-
-@gluon.jit
-def _claim_value(claim_buf, num_warps: gl.constexpr):
-    """The claim thread 0 stored in ``claim_buf`` (past a barrier), in every thread."""
-    return gl.max(claim_buf.slice(0, 1).load(gl.BlockedLayout([1], [32], [num_warps], [0])), axis=0)
-
-
 # A plan row: the program's split (t, t_stop, b, req_end as ``_split_start`` returns them) and its first segment's
 # request (past requests of no tokens), that request's length and the page ids of the segment's first three tiles.
 PLAN_COLS = gl.constexpr(8)
@@ -543,20 +449,14 @@ def _page_row(pt_base, j, page, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, 
 @gluon.jit(do_not_specialize=["B"])
 def _mla_decode_plan_kernel(seq_lens_ptr, page_table_ptr, plan_ptr, B, stride_pt_b, PAGE_SIZE: gl.constexpr,
                             B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, SEG_COST: gl.constexpr,
-                            num_warps: gl.constexpr, MIN_TILES: gl.constexpr = 1, POOL: gl.constexpr = 0,
-                            pool_ptr=None):
+                            num_warps: gl.constexpr, MIN_TILES: gl.constexpr = 1):
     """Grid ``(1, P)``, P the split kernel's programs: program p's plan row (``PLAN_COLS``), the split and the first
     segment exactly as the split kernels compute them (``_split_start``, ``_segment``, :func:`_tile_page`), so that a
     split kernel given these rows as ``plan_ptr`` on the same lengths, page table and grid starts its copies one round trip after
-    its start. A program with no tiles gets its empty range and zeros.
-
-    ``POOL`` (the tile pools of the second fp8 tokens-on-M kernel): the even split (``EVEN``), the page ids of the
-    tiles the program takes before it claims (:func:`_pool_part`), and the requests' claim counters ``pool_ptr``
-    zeroed (each launch leaves them at zero; a new plan's are whatever its memory held)."""
+    its start. A program with no tiles gets its empty range and zeros."""
     pid = gl.program_id(1)
-    num_progs = gl.num_programs(1)
-    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps,
-                                         SEG_COST, MIN_TILES=MIN_TILES, EVEN=POOL)
+    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(1), BLOCK_N, B_CHUNK, num_warps,
+                                         SEG_COST, MIN_TILES=MIN_TILES)
     seq_len = 0
     pg0 = 0
     pg1 = 0
@@ -564,18 +464,9 @@ def _mla_decode_plan_kernel(seq_lens_ptr, page_table_ptr, plan_ptr, B, stride_pt
     if t < t_stop:
         b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
             seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
-        if POOL:
-            j, n = _pool_part(t, i_first, req_tiles, pid, _live_per(t, t_stop, pid))
-            pg0 = _tile_page(pt_base, j, req_tiles, PAGE_SIZE, BLOCK_N)
-            pg1 = _tile_page(pt_base, j + n, req_tiles, PAGE_SIZE, BLOCK_N)
-            pg2 = _tile_page(pt_base, j + 2 * n, req_tiles, PAGE_SIZE, BLOCK_N)
-        else:
-            pg0 = _tile_page(pt_base, i_first, i_stop, PAGE_SIZE, BLOCK_N)
-            pg1 = _tile_page(pt_base, i_first + 1, i_stop, PAGE_SIZE, BLOCK_N)
-            pg2 = _tile_page(pt_base, i_first + 2, i_stop, PAGE_SIZE, BLOCK_N)
-    if POOL:
-        for r in range(pid, B, num_progs):
-            gl.store(pool_ptr + r, 0)
+        pg0 = _tile_page(pt_base, i_first, i_stop, PAGE_SIZE, BLOCK_N)
+        pg1 = _tile_page(pt_base, i_first + 1, i_stop, PAGE_SIZE, BLOCK_N)
+        pg2 = _tile_page(pt_base, i_first + 2, i_stop, PAGE_SIZE, BLOCK_N)
     row = plan_ptr + pid * PLAN_COLS
     gl.store(row, t)
     gl.store(row + 1, t_stop)
@@ -1319,8 +1210,6 @@ def _mla_decode_hopper_tok_kernel(
     num_warps: gl.constexpr,
     plan_ptr=None,
     PART_SCALED: gl.constexpr = False,     # a bf16 cache's fp16 partials, scaled (reduction.partial_layout)
-    POOL: gl.constexpr = 0,
-    pool_ptr=None,
 ):
     """H < 64 (tensor parallel): tokens on the MMA's M side, one warpgroup, 16 heads per program.
 
@@ -1330,20 +1219,12 @@ def _mla_decode_hopper_tok_kernel(
     of the tile and issues the next load before waiting for tile i (PIPE = 0: after S(i)'s wait); PIPE = 2 also
     keeps the softmax denominator per token slot (reduced once per segment) and takes the running max across
     the warps with one block barrier (``_max_over_tokens``) instead of Triton's reductions (three each).
-    ``plan_ptr``: a step's plan (plan.py): the split and the first segment read from its row. ``POOL`` (with a plan
-    filled for it, its counters ``pool_ptr``; pinned until timed, session 50): the tile pools ("Tile pools" above) as
-    in the second fp8 tokens-on-M kernel: participant j of n takes tiles j and j + n, then claims, each claim issued a
-    tile before it is read past the barrier at the top of a tile (where a buffer is free).
+    ``plan_ptr``: a step's plan (plan.py): the split and the first segment read from its row.
     """
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
     gl.static_assert(BLOCK_H == 16)
     gl.static_assert(num_warps == 4)
-    if POOL:
-        # (two buffers, the next tile issued at the top of a tile; the counters' home is the plan)
-        gl.static_assert(NUM_BUF == 2)
-        gl.static_assert(PIPE >= 1)
-        gl.static_assert(plan_ptr is not None)
     dtype: gl.constexpr = kv_nope_desc.dtype
 
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -1369,14 +1250,10 @@ def _mla_decode_hopper_tok_kernel(
     for k in gl.static_range(NUM_BUF):
         mbarrier.init(bars.index(k), count=1)
     mbarrier.init(q_bar, count=1)
-    if POOL:
-        claim_smem, claim, pid = _pool_init(pid, num_progs, POOL, num_warps)
 
     if plan_ptr is not None:
         _launch_dependents()
         t, t_stop, b, req_end, p_seq, p_pg0, _, _ = _plan_row(plan_ptr, pid)
-        if POOL:
-            per = _live_per(t, t_stop, pid)
     else:
         t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps,
                                              BF16_SEG_COST)
@@ -1398,23 +1275,12 @@ def _mla_decode_hopper_tok_kernel(
             else:
                 b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
                     seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
-                if POOL:    # (a stand-in: the participant's first tile's page id is loaded below)
-                    pg0 = p_pg0
-                else:
-                    pg0 = _tile_page(pt_base, i_first, i_stop, PAGE_SIZE, BLOCK_N)
+                pg0 = _tile_page(pt_base, i_first, i_stop, PAGE_SIZE, BLOCK_N)
         else:
             b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
                 seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
             pg0 = None
 
-        if POOL:
-            # participant j of n: tile j now, j + n at the top of the first tile, then claims (one in flight from
-            # the loop's start where the request has a pool)
-            j, n = _pool_part(t, i_first, req_tiles, pid, per)
-            if it > 0:      # (the first segment's: the plan's)
-                pg0 = _tile_page(pt_base, j, req_tiles, PAGE_SIZE, BLOCK_N)
-            i_first = j
-            i_stop = req_tiles
         q_phase = _load_query_and_first_tiles(q_nope_desc, q_rope_desc, qn_smem, qr_smem, q_bar, q_phase, b, H, h0,
                                               kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first,
                                               i_stop, it, PAGE_SIZE, BLOCK_N, NUM_BUF, pg0)
@@ -1423,65 +1289,22 @@ def _mla_decode_hopper_tok_kernel(
         l_i = gl.zeros([BLOCK_H], gl.float32, layout=gl.SliceLayout(0, s_layout))
         l_acc = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s_layout)     # PIPE 2: per token slot
         o = warpgroup_mma_init(gl.zeros([D_V, BLOCK_H], gl.float32, layout=o_layout))
-        if POOL:
-            base, pool, claiming, claim, left = _pool_start(pool_ptr, b, j, n, req_tiles, claim, NUM_BUF, num_warps)
-            i = j
-            nxt = j + n
-            fixed = (left > 1).to(gl.int32)       # (j + n, not yet issued)
-            while left > 0:
-                stage = it % NUM_BUF
+        for i in range(i_first, i_stop):
+            stage = it % NUM_BUF
+            kn = kn_bufs.index(stage)
+            kr = kr_bufs.index(stage)
+            if PIPE:
+                # Retire O(i - 1) before waiting for tile i (wgmmas run in order: S(i) could not start before it
+                # anyway), so buffer (it - 1) % NUM_BUF takes its next tile before tile i is waited for.
                 o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
-                if claiming:
-                    if fixed == 0:
-                        # the claim issued a tile ago (the tile's barriers lie between the last reads of the one
-                        # before and this store)
-                        claim_smem.store(claim)
                 _block_barrier()
-                # the tile after this one, into the buffer the previous one left: j + n, else a claimed one
-                if fixed:
-                    _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, nxt, (it + 1) % NUM_BUF,
-                                PAGE_SIZE, BLOCK_N)
-                    fixed = 0
-                elif claiming:
-                    cv = _claim_value(claim_smem, num_warps)
-                    if cv < pool:
-                        nxt = base + cv
-                        _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, nxt,
-                                    (it + 1) % NUM_BUF, PAGE_SIZE, BLOCK_N)
-                        left += 1
-                        claim = _claim_issue(pool_ptr, b, num_warps)
-                    else:
-                        claiming = 0
-                        if cv == pool + n - 1:
-                            gl.store(pool_ptr + b, 0)      # (the launch's last claim on it)
-                o, m_i, l_i, l_acc = _tok_tile(i, it, stage, kn_bufs.index(stage), kr_bufs.index(stage), bars,
-                                               qn_smem, qr_smem, red_bufs, p_smem, seq_len, qk_mul, o, m_i, l_i,
-                                               l_acc, offs_tok, kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, pt_base,
-                                               req_tiles, s_layout, o_layout, PAGE_SIZE, BLOCK_N, BLOCK_H, D_V,
-                                               NUM_BUF, PIPE, num_warps)
-                left -= 1
-                i = nxt
-                it += 1
-            # (the store's whole / first / last from the participant's place)
-            i_first = (j != 0).to(gl.int32)
-            i_stop = req_tiles * (j == n - 1).to(gl.int32)
-        else:
-            for i in range(i_first, i_stop):
-                stage = it % NUM_BUF
-                kn = kn_bufs.index(stage)
-                kr = kr_bufs.index(stage)
-                if PIPE:
-                    # Retire O(i - 1) before waiting for tile i (wgmmas run in order: S(i) could not start before it
-                    # anyway), so buffer (it - 1) % NUM_BUF takes its next tile before tile i is waited for.
-                    o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
-                    _block_barrier()
-                    _issue_next_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i, i_stop, it,
-                                     PAGE_SIZE, BLOCK_N, NUM_BUF)
-                o, m_i, l_i, l_acc = _tok_tile(i, it, stage, kn, kr, bars, qn_smem, qr_smem, red_bufs, p_smem,
-                                               seq_len, qk_mul, o, m_i, l_i, l_acc, offs_tok, kv_nope_desc,
-                                               kv_rope_desc, kn_bufs, kr_bufs, pt_base, i_stop, s_layout, o_layout,
-                                               PAGE_SIZE, BLOCK_N, BLOCK_H, D_V, NUM_BUF, PIPE, num_warps)
-                it += 1
+                _issue_next_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i, i_stop, it,
+                                 PAGE_SIZE, BLOCK_N, NUM_BUF)
+            o, m_i, l_i, l_acc = _tok_tile(i, it, stage, kn, kr, bars, qn_smem, qr_smem, red_bufs, p_smem,
+                                           seq_len, qk_mul, o, m_i, l_i, l_acc, offs_tok, kv_nope_desc,
+                                           kv_rope_desc, kn_bufs, kr_bufs, pt_base, i_stop, s_layout, o_layout,
+                                           PAGE_SIZE, BLOCK_N, BLOCK_H, D_V, NUM_BUF, PIPE, num_warps)
+            it += 1
         o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
 
         if PIPE == 2:

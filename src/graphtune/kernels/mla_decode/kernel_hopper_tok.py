@@ -64,7 +64,6 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from .kernel_hopper import (FP8_SEG_COST, STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _block_barrier,
-                            _claim_issue, _claim_value, _live_per, _pool_init, _pool_part, _pool_program, _pool_start,
                             _launch_dependents, _load_q_raw, _max_over_tokens, _plan_row, _planned_segment, _q_fp32,
                             _program_ids, _segment, _split_start, _stamp,
                             _stamp_out, _stamp_tile, _store_chunks_segment, _tile_page, _tma_load, _zero_rows)
@@ -392,30 +391,14 @@ def _softmax_v2(s2, qk_mul, n_valid, m_i, l_acc, red, offs_tok, s16_layout: gl.c
 
 
 @gluon.jit
-def _pool_pages(pt_base, j, n, req_tiles, seq_len, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr,
-                GATHER: gl.constexpr, NUM_BUF: gl.constexpr, num_warps: gl.constexpr):
-    """The page ids of participant j of n's first tiles (j, j + n, j + 2 n: :func:`_tile_pages`; the third's only
-    with more than two buffers, else the second's again, unused)."""
-    pg0 = _tile_pages(pt_base, j, req_tiles, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
-    pg1 = _tile_pages(pt_base, j + n, req_tiles, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
-    if NUM_BUF > 2:
-        pg2 = _tile_pages(pt_base, j + 2 * n, req_tiles, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
-    else:
-        pg2 = pg1
-    return pg0, pg1, pg2
-
-
-@gluon.jit
 def _v2_tile(i, it, kn, stage, kr_bufs, bars, sc_bufs, qn_smem, qr_smem, red_bufs, p_bufs, seq_len, qk_mul, o0, o1,
              o2, o3, m_i, l_acc, offs_tok, STAMPS, srow, s_layout: gl.constexpr, s16_layout: gl.constexpr,
              o_layout: gl.constexpr, v_layout: gl.constexpr, ld_layout: gl.constexpr, r_layout: gl.constexpr,
              NUM_BUF: gl.constexpr, GATHER: gl.constexpr, BLOCK_N: gl.constexpr, D_V: gl.constexpr,
              BLOCK_H: gl.constexpr, DS: gl.constexpr, CHAIN: gl.constexpr, PREFETCH: gl.constexpr,
-             FAST_MAX: gl.constexpr, RK64: gl.constexpr, num_warps: gl.constexpr, claim=None, claim_buf=None):
+             FAST_MAX: gl.constexpr, RK64: gl.constexpr, num_warps: gl.constexpr):
     """Tile i of the second kernel's LOOK 0 loop (buffer ``stage``, the program's tile count ``it``): its wait, scores,
-    softmax and P.V, up to and with the barrier past which its buffer may take another tile. ``claim_buf`` (the tile
-    pools): thread 0's claim ``claim`` stored there before that barrier (the tile's middle barrier lies between the
-    last reads of the previous one and this store)."""
+    softmax and P.V, up to and with the barrier past which its buffer may take another tile."""
     n_valid = _tile_landed(kn, bars.index(stage), (it // NUM_BUF) & 1, seq_len - i * BLOCK_N, GATHER,
                            BLOCK_N, D_V, num_warps)
     _stamp_tile(STAMPS, srow, it, 0, 2)
@@ -482,8 +465,6 @@ def _v2_tile(i, it, kn, stage, kr_bufs, bars, sc_bufs, qn_smem, qr_smem, red_buf
     o2 = warpgroup_mma_wait(num_outstanding=1, deps=(a2, ))
     # The tile's last readers were S(i) (retired) and the chunk loads above (done in every warp past
     # the barrier; P.V reads registers): its buffer takes tile i + NUM_BUF now.
-    if claim_buf is not None:
-        claim_buf.store(claim)
     _block_barrier()
     return o0, o1, o2, o3, m_i, l_acc
 
@@ -522,8 +503,6 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     q_descale=1.0,
     Q_DESCALE_FROM_PTR: gl.constexpr = 0,
     plan_ptr=None,
-    POOL: gl.constexpr = 0,
-    pool_ptr=None,
 ):
     """fp8 (per-tensor) cache, H < 64: tokens on M, one warpgroup, 16 heads per program (module docstring).
     ``kv_nope_desc`` / ``kv_rope_desc``: the cache as [rows, 576] fp8 with [BLOCK_N, 512] / [BLOCK_N, 128]
@@ -537,12 +516,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
 
     ``Q_FP8`` (``mla_decode``'s e4m3 query, its value ``q * q_descale``; ``q_descale`` a float or, with
     ``Q_DESCALE_FROM_PTR``, read from ``q_descale_ptr``): ``q_ptr`` holds e4m3 values, read as they are; their pair
-    is exact (``hi = e4m3(q s)`` with s a power of two, ``lo = 0``) and the scale goes into the scores' multiplier.
-
-    ``POOL`` (with a plan filled for it: ``plan.MLADecodePlan.fill(..., pool=True)``): each request's tiles in a
-    pool its programs claim from (kernel_hopper, "Tile pools"), the counters ``pool_ptr`` (one int32 a request, the
-    plan's); ``POOL`` 2: a request's programs spread over the grid (``kernel_hopper._pool_program``: each program
-    runs, and writes its partials under, the id of the split range it takes)."""
+    is exact (``hi = e4m3(q s)`` with s a power of two, ``lo = 0``) and the scale goes into the scores' multiplier."""
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
     gl.static_assert(BLOCK_H == 16)
@@ -562,13 +536,6 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         # the score chains' fp32 fold: the loop of LOOK 0 (DS has it always)
         gl.static_assert(LOOK == 0)
         gl.static_assert(DS == 0)
-    if POOL:
-        # (the LOOK 0 loop; page ids loaded where a tile is issued; a per-tensor cache; a plan: the counters' home)
-        gl.static_assert(LOOK == 0)
-        gl.static_assert(PT_EARLY == 0)
-        gl.static_assert(DS == 0)
-        gl.static_assert(NUM_BUF <= 3)
-        gl.static_assert(plan_ptr is not None)
 
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, 2 * BLOCK_H, 32])
@@ -637,19 +604,12 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     red_bufs = gl.allocate_shared_memory(gl.float32, [2, 4, BLOCK_H], gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0]))
     bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     _init_tile_barriers(bars, NUM_BUF, GATHER, num_warps)
-    if POOL:
-        claim_smem, claim, pid = _pool_init(pid, num_progs, POOL, num_warps)
-    else:
-        claim_smem = None
-        claim = None
 
     # (fp8_ds_mla: its segments' costs not measured, the even split)
     if plan_ptr is not None:
         # the program's split and first segment as the plan kernel left them (one round trip of independent loads)
         _launch_dependents()
         t, t_stop, b, req_end, p_seq, p_pg0, p_pg1, p_pg2 = _plan_row(plan_ptr, pid)
-        if POOL:
-            per = _live_per(t, t_stop, pid)
     else:
         t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps,
                                              FP8_SEG_COST * (1 - DS))
@@ -667,27 +627,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         # program then worked through its first tile. (ptxas computes the query's maxima, which wait for its loads,
         # before the copies' issue whatever the order in the source: with the page ids loaded first, the two waits
         # overlap.)
-        if POOL:
-            # participant j of n: tiles j, j + n, ... first, then claims (their page ids: the plan's for a first
-            # segment without the row gather, else loaded here)
-            if it == 0:
-                b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _planned_segment(
-                    page_table_ptr, stride_pt_b, b, t, t_stop, req_end, p_seq, BLOCK_N)
-            else:
-                b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
-                    seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
-            j, n = _pool_part(t, i_first, req_tiles, pid, per)
-            if GATHER:
-                pg0, pg1, pg2 = _pool_pages(pt_base, j, n, req_tiles, seq_len, PAGE_SIZE, BLOCK_N, GATHER, NUM_BUF,
-                                            num_warps)
-            elif it > 0:
-                pg0, pg1, pg2 = _pool_pages(pt_base, j, n, req_tiles, seq_len, PAGE_SIZE, BLOCK_N, GATHER, NUM_BUF,
-                                            num_warps)
-            else:
-                pg0 = p_pg0
-                pg1 = p_pg1
-                pg2 = p_pg2
-        elif plan_ptr is not None:
+        if plan_ptr is not None:
             if it == 0:
                 b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _planned_segment(
                     page_table_ptr, stride_pt_b, b, t, t_stop, req_end, p_seq, BLOCK_N)
@@ -717,13 +657,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         # The previous segment's MMAs (which read the query tile) are retired in every warp past this.
         _block_barrier()
         for k in gl.static_range(NUM_BUF):
-            if POOL:
-                tile_k = j + k * n
-                stop_k = req_tiles
-            else:
-                tile_k = i_first + k
-                stop_k = i_stop
-            if tile_k < stop_k:
+            if i_first + k < i_stop:
                 if k < 3:
                     if k == 0:
                         pg = pg0
@@ -731,19 +665,13 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                         pg = pg1
                     else:
                         pg = pg2
-                    _issue_v2_at(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pg, tile_k,
+                    _issue_v2_at(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pg, i_first + k,
                                  (it + k) % NUM_BUF, PAGE_SIZE, 264 if DS else 512, BLOCK_N, GATHER, num_warps,
                                  kv_sc_desc, sc_bufs)
                 else:       # (buffers past the third: their page ids loaded here)
-                    _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, tile_k,
+                    _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
                               (it + k) % NUM_BUF, seq_len, PAGE_SIZE, 264 if DS else 512, BLOCK_N, GATHER, num_warps,
                               kv_sc_desc, sc_bufs)
-        if POOL:
-            # the pool: the request's tiles past each participant's first NUM_BUF; one claim in flight from here
-            base, pool, claiming, claim, left = _pool_start(pool_ptr, b, j, n, req_tiles, claim, NUM_BUF, num_warps)
-            q0 = j
-            q1 = j + n
-            q2 = j + 2 * n
         q_scale = _q_cat(qn, qr, qn_smem, qr_smem, BLOCK_H, DS)
         fence_async_shared()
         _block_barrier()
@@ -760,41 +688,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         o1 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
         o2 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
         o3 = warpgroup_mma_init(gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout))
-        if POOL:
-            while left > 0:
-                stage = it % NUM_BUF
-                i = q0
-                o0, o1, o2, o3, m_i, l_acc = _v2_tile(
-                    i, it, kn_bufs.index(stage), stage, kr_bufs, bars, sc_bufs, qn_smem, qr_smem, red_bufs, p_bufs,
-                    seq_len, qk_mul, o0, o1, o2, o3, m_i, l_acc, offs_tok, STAMPS, srow, s_layout, s16_layout,
-                    o_layout, v_layout, ld_layout, r_layout, NUM_BUF, GATHER, BLOCK_N, D_V, BLOCK_H, DS, CHAIN,
-                    PREFETCH, FAST_MAX, RK64, num_warps, claim, claim_smem)
-                left -= 1
-                q0 = q1
-                q1 = q2
-                if claiming:
-                    cv = _claim_value(claim_smem, num_warps)
-                    if cv < pool:
-                        # the claimed tile into the buffer tile i left: last in line
-                        _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, base + cv,
-                                  stage, seq_len, PAGE_SIZE, 512, BLOCK_N, GATHER, num_warps)
-                        if NUM_BUF == 2:
-                            q1 = base + cv
-                        else:
-                            q2 = base + cv
-                        left += 1
-                        claim = _claim_issue(pool_ptr, b, num_warps)
-                    else:
-                        claiming = 0
-                        if cv == pool + n - 1:
-                            gl.store(pool_ptr + b, 0)      # (the launch's last claim on it)
-                _stamp_tile(STAMPS, srow, it, 1, 2)
-                it += 1
-            o3 = warpgroup_mma_wait(num_outstanding=0, deps=(o3, ))
-            # (the store's whole / first / last from the participant's place)
-            i_first = (j != 0).to(gl.int32)
-            i_stop = req_tiles * (j == n - 1).to(gl.int32)
-        elif LOOK == 0:
+        if LOOK == 0:
             for i in range(i_first, i_stop):
                 stage = it % NUM_BUF
                 kn = kn_bufs.index(stage)
@@ -954,114 +848,6 @@ def _kv_stream_kernel(kv_nope_desc, kv_rope_desc, kv_ptr, page_table_ptr, seq_le
                 _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF, stage,
                           seq_len, PAGE_SIZE, ROPE_COL, BLOCK_N, GATHER, num_warps)
             it += 1
-        t = seg_stop
-        b += 1
-    gl.store(out_ptr + pid, it)
-    for k in gl.static_range(NUM_BUF):
-        mbarrier.invalidate(bars.index(k))
-
-
-# ----------------------------------------------------------------------------- tile pools in the stream (kernel_hopper)
-
-
-@gluon.jit
-def _claim_read(c, claim0, claim1, slot, num_warps: gl.constexpr):
-    """The claim ``c`` in every thread, through shared memory (``claim0`` / ``claim1`` by ``slot``, used in turn: a
-    loop's barrier lies between a buffer's read and its next write)."""
-    if slot == 0:
-        claim0.store(c)
-        _block_barrier()
-        v = _claim_value(claim0, num_warps)
-    else:
-        claim1.store(c)
-        _block_barrier()
-        v = _claim_value(claim1, num_warps)
-    return v
-
-
-@gluon.jit
-def _mark_tile(seen_ptr, b, j, max_tiles, num_warps: gl.constexpr):
-    """(check only) count tile j of request b as issued (one lane's atomic add, as a claim)."""
-    if seen_ptr is not None:
-        _claim_issue(seen_ptr, b * max_tiles + j, num_warps)
-
-
-@gluon.jit(do_not_specialize=["B"])
-def _kv_stream_pool_kernel(kv_nope_desc, kv_rope_desc, kv_ptr, page_table_ptr, seq_lens_ptr, out_ptr, ctr_ptr, B,
-                           stride_pt_b, PAGE_SIZE: gl.constexpr, ROPE_COL: gl.constexpr,
-                           B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUF: gl.constexpr,
-                           num_warps: gl.constexpr, GATHER: gl.constexpr = 0, POOL: gl.constexpr = 1,
-                           SPREAD: gl.constexpr = 1, seen_ptr=None, max_tiles=0):
-    """:func:`_kv_stream_kernel` with each request's tiles in a pool its participants claim from (``POOL``; 0: the
-    static ranges), program pid running the split's range ``kernel_hopper._pool_program`` gives it (``SPREAD`` > 1: a
-    request's participants spread over the grid); with pools the even split whatever the batch. ``seen_ptr`` (a
-    check): each issued tile counted at ``[b, j]``."""
-    kn_bufs = gl.allocate_shared_memory(kv_nope_desc.dtype, [NUM_BUF] + kv_nope_desc.block_type.shape,
-                                        kv_nope_desc.layout)
-    kr_bufs = gl.allocate_shared_memory(kv_rope_desc.dtype, [NUM_BUF] + kv_rope_desc.block_type.shape,
-                                        kv_rope_desc.layout)
-    bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
-    claim0 = gl.allocate_shared_memory(gl.int32, [32 * num_warps], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
-    claim1 = gl.allocate_shared_memory(gl.int32, [32 * num_warps], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
-    _init_tile_barriers(bars, NUM_BUF, GATHER, num_warps)
-    pid = gl.program_id(0)
-    num_progs = gl.num_programs(0)
-    v = _pool_program(pid, num_progs, SPREAD)
-    t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, v, num_progs, BLOCK_N, B_CHUNK, num_warps, EVEN=POOL)
-    per = _live_per(t, t_stop, v)
-    c = gl.zeros([32 * num_warps], gl.int32, layout=gl.BlockedLayout([1], [32], [num_warps], [0]))
-    it = 0
-    reads = 0
-    while t < t_stop:
-        b, seq_len, _, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
-            seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
-        if POOL:
-            req_tiles = (seq_len + BLOCK_N - 1) // BLOCK_N
-            j, n = _pool_part(t, i_first, req_tiles, v, per)
-            base = NUM_BUF * n
-            pool = req_tiles - base
-            left = 0
-            for k in gl.static_range(NUM_BUF):
-                if j + k * n < req_tiles:
-                    _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, j + k * n,
-                              (it + k) % NUM_BUF, seq_len, PAGE_SIZE, ROPE_COL, BLOCK_N, GATHER, num_warps)
-                    _mark_tile(seen_ptr, b, j + k * n, max_tiles, num_warps)
-                    left += 1
-            claiming = (pool > 0).to(gl.int32)
-            if claiming:
-                c = _claim_issue(ctr_ptr, b, num_warps)
-            while left > 0:
-                stage = it % NUM_BUF
-                mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
-                left -= 1
-                if claiming:
-                    cv = _claim_read(c, claim0, claim1, reads % 2, num_warps)
-                    reads += 1
-                    if cv < pool:
-                        _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, base + cv,
-                                  stage, seq_len, PAGE_SIZE, ROPE_COL, BLOCK_N, GATHER, num_warps)
-                        _mark_tile(seen_ptr, b, base + cv, max_tiles, num_warps)
-                        left += 1
-                        c = _claim_issue(ctr_ptr, b, num_warps)
-                    else:
-                        claiming = 0
-                        if cv == pool + n - 1:
-                            gl.store(ctr_ptr + b, 0)
-                it += 1
-        else:
-            for k in gl.static_range(NUM_BUF):
-                if i_first + k < i_stop:
-                    _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
-                              (it + k) % NUM_BUF, seq_len, PAGE_SIZE, ROPE_COL, BLOCK_N, GATHER, num_warps)
-                    _mark_tile(seen_ptr, b, i_first + k, max_tiles, num_warps)
-            for i in range(i_first, i_stop):
-                stage = it % NUM_BUF
-                mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
-                if i + NUM_BUF < i_stop:
-                    _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF,
-                              stage, seq_len, PAGE_SIZE, ROPE_COL, BLOCK_N, GATHER, num_warps)
-                    _mark_tile(seen_ptr, b, i + NUM_BUF, max_tiles, num_warps)
-                it += 1
         t = seg_stop
         b += 1
     gl.store(out_ptr + pid, it)

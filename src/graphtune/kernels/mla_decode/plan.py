@@ -62,8 +62,7 @@ class MLADecodePlan(_OpArgument):
     def __init__(self) -> None:
         self._rows: torch.Tensor | None = None
         self._inputs: tuple | None = None       # (seq_lens, page_table) identity and shape the plan belongs to
-        self._filled: tuple | None = None       # the last fill's (programs, page size, segment cost, tiles, pools)
-        self._pool: torch.Tensor | None = None  # the tile pools' claim counters, one a request (zeroed by a pool fill)
+        self._filled: tuple | None = None       # (programs, page size, segment cost, least tiles) of the last fill
 
     def __repr__(self) -> str:
         state = "empty" if self._inputs is None else f"batch {self._inputs[4]}"
@@ -80,28 +79,20 @@ class MLADecodePlan(_OpArgument):
                              "serves the calls of one decode step: make a new MLADecodePlan() per step)")
         if self._rows is None or self._rows.shape[0] < max_programs:
             self._rows = torch.empty(max_programs, PLAN_COLS, dtype=torch.int32, device=seq_lens.device)
-            self._pool = torch.empty(seq_lens.shape[0], dtype=torch.int32, device=seq_lens.device)
             self._filled = None
         return self._rows
 
-    def counters(self) -> torch.Tensor:
-        """The tile pools' claim counters (one int32 a request; a fill for a POOL config zeroes them, and each launch
-        leaves them at zero)."""
-        return self._pool
-
     def fill(self, seq_lens: torch.Tensor, page_table: torch.Tensor, page_size: int, programs: int,
-             seg_cost: int, b_chunk: int, min_tiles: int = 1, pool: bool = False) -> None:
+             seg_cost: int, b_chunk: int, min_tiles: int = 1) -> None:
         """Rows for a split over ``programs`` programs (each range at least ``min_tiles`` tiles: the split kernel's
-        ``MIN_TILES``; ``pool``: the tile pools' even split, first pages and zeroed counters), made by one launch
-        unless this plan holds them already (the tuner's configs differ in programs: each fill replaces the
-        last)."""
-        want = (programs, page_size, 0 if pool else seg_cost, min_tiles, pool)
+        ``MIN_TILES``), made by one launch unless this plan holds them already (the tuner's configs differ in
+        programs: each fill replaces the last)."""
+        want = (programs, page_size, seg_cost, min_tiles)
         if self._filled == want:
             return
         kernel_hopper._mla_decode_plan_kernel[(1, programs)](
             seq_lens, page_table, self._rows, seq_lens.shape[0], page_table.stride(0), PAGE_SIZE=page_size,
-            B_CHUNK=b_chunk, BLOCK_N=64, SEG_COST=want[2], MIN_TILES=min_tiles, num_warps=4, POOL=int(pool),
-            pool_ptr=self._pool if pool else None)
+            B_CHUNK=b_chunk, BLOCK_N=64, SEG_COST=seg_cost, MIN_TILES=min_tiles, num_warps=4)
         self._filled = want
 
 
@@ -129,6 +120,6 @@ def attach(plan: MLADecodePlan, seq_lens: torch.Tensor, page_table: torch.Tensor
         else:
             seg_cost = int(kernel_hopper.FP8_SEG_COST) if fp8 else BF16_PLAN_SEG_COST
         plan.fill(seq_lens, page_table, page_size, programs_of(nargs), seg_cost, b_chunk,
-                  int(nargs.get("MIN_TILES", 1)), bool(nargs.get("POOL", 0)))
+                  int(nargs.get("MIN_TILES", 1)))
     rows._graphtune_fill = fill
     return rows
