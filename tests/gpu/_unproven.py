@@ -47,7 +47,10 @@ import pytest
 # P8's V^T rows ordered for conflict-free transposition stores, passed in session 47, call B, on an H100 (2-5.5%
 # faster: in P8's space), and PL, P as an e4m3 pair, in call C once its pair no longer read a 16-bit register back
 # (call B's build: NaN): 15 passed; pinned; MIN_TILES, T8's and P8's split with at least a pair of tiles a program,
-# passed in session 48, call B, on an H200: 32 passed; pinned, not faster)
+# passed in session 48, call B, on an H200: 32 passed; pinned, not faster; POOL and POOL_BF16, tile pools (a
+# request's tiles claimed by its programs from a counter in the plan) in the second fp8 and the bf16 tokens-on-M
+# kernels, failed in session 51, call A, on an H200 at H = 32 (the counters shared by two head groups) and were slower
+# in every cell at H = 16: removed)
 UNPROVEN: dict[str, str] = {}
 
 
