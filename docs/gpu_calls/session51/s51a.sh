@@ -14,20 +14,20 @@ gpu_prelude
 export GIT_COMMIT=${GIT_COMMIT:-unknown}
 vs() {   # vs NAME SRC FILTER CAP (the copy's JSON names its commit as GIT_COMMIT+alt51)
   local c=$GIT_COMMIT; [ "${1%_*}" = alt ] && c=$GIT_COMMIT+alt51
-  GIT_COMMIT=$c PYTHONPATH=/tmp/np:$2:/tmp/site TRITON_CACHE_DIR=/tmp/tc_$1 timeout $4 python3 \
+  GIT_COMMIT=$c PYTHONPATH=/tmp/np:$2:/tmp/site TRITON_CACHE_DIR=/tmp/tc_${1%_*} timeout $4 python3 \
     benchmarks/bench_mla_decode.py --vs-flashmla --configs none --vs-formats fp8 --vs-batches-h16 32,64,128 \
     --vs-batches-h128 "" --vs-plan --vs-variant-filter "$3" --out $OUT/$1.json > /tmp/$1.log 2>&1
   echo "$1 rc=$? at ${SECONDS}s"; grep -E "^\| H=" /tmp/$1.log | cut -c1-400
 }
 for i in 1 2; do
-  vs main_$i $PWD/src "'PLAN'" ${VS_CAP:-80}
   vs alt_$i $PWD/alt51/src NONE ${VS_CAP:-80}
+  vs main_$i $PWD/src "'PLAN'" ${VS_CAP:-80}
 done
 for t in main alt; do
   src=$PWD/src; [ $t = alt ] && src=$PWD/alt51/src
   left=$(( (LIMIT - 10 - SECONDS) / 2 )); [ $t = alt ] && left=$(( LIMIT - 10 - SECONDS ))
   c=$GIT_COMMIT; [ $t = alt ] && c=$GIT_COMMIT+alt51
-  [ $left -ge 30 ] && GIT_COMMIT=$c PYTHONPATH=/tmp/np:$src:/tmp/site TRITON_CACHE_DIR=/tmp/tc_g$t timeout $left \
+  [ $left -ge 30 ] && GIT_COMMIT=$c PYTHONPATH=/tmp/np:$src:/tmp/site TRITON_CACHE_DIR=/tmp/tc_$t timeout $left \
     python3 benchmarks/probes/gather_route.py --formats fp8 --page-sizes 1 --batches 64,128 --plan \
     --out $OUT/gather_$t.json > /tmp/gather_$t.log 2>&1
   echo "gather $t rc=$? at ${SECONDS}s"; grep -v '^{' /tmp/gather_$t.log | grep -v "^$" | tail -8 | cut -c1-250
