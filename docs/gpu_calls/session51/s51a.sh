@@ -4,14 +4,17 @@
 # step's plan 4% faster at batch 32 than the tuner's pick (three buffers, RK64, PT_EARLY). (1) The decode beside
 # FlashMLA, fp8 H = 16, batch 32 / 64 / 128, with a plan and without, the variants with a plan (two / three buffers,
 # PT_EARLY on / off), twice, each time beside (2) the same call from a copy of the source whose tuned space adds
-# those two schedules without PT_EARLY (alt51/src, not committed: the space of HOPPER_TOK_FP8_V2_SPACE plus
-# {RK64 1} and {NUM_BUF 3, RK64 1}); (3) the row gather at page size 1 with a plan (the target's 3.0 TB/s at batch
-# 64), both trees.
+# those two schedules without PT_EARLY (/tmp/alt51/src, made here: src with space_pte0.patch, HOPPER_TOK_FP8_V2_SPACE
+# plus {RK64 1} and {NUM_BUF 3, RK64 1}; the row gather's space follows it); (3) the row gather at page size 1 with a
+# plan (the target's 3.0 TB/s at batch 64), both trees.
 set -o pipefail
 LIMIT=${LIMIT:-420}
 source docs/gpu_calls/lib.sh
 gpu_prelude
 export GIT_COMMIT=${GIT_COMMIT:-unknown}
+rm -rf /tmp/alt51 && mkdir -p /tmp/alt51 && cp -r src /tmp/alt51/ \
+  && patch -s -d /tmp/alt51 -p1 < docs/gpu_calls/session51/space_pte0.patch \
+  && echo "alt51: $(grep -c '"RK64": 1}' /tmp/alt51/src/graphtune/kernels/mla_decode/interface_hopper.py) new space rows"
 vs() {   # vs NAME SRC FILTER CAP (the copy's JSON names its commit as GIT_COMMIT+alt51)
   local c=$GIT_COMMIT; [ "${1%_*}" = alt ] && c=$GIT_COMMIT+alt51
   GIT_COMMIT=$c PYTHONPATH=/tmp/np:$2:/tmp/site TRITON_CACHE_DIR=/tmp/tc_${1%_*} timeout $4 python3 \
@@ -20,11 +23,11 @@ vs() {   # vs NAME SRC FILTER CAP (the copy's JSON names its commit as GIT_COMMI
   echo "$1 rc=$? at ${SECONDS}s"; grep -E "^\| H=" /tmp/$1.log | cut -c1-400
 }
 for i in 1 2; do
-  vs alt_$i $PWD/alt51/src NONE ${VS_CAP:-80}
+  vs alt_$i /tmp/alt51/src NONE ${VS_CAP:-80}
   vs main_$i $PWD/src "'PLAN'" ${VS_CAP:-80}
 done
 for t in main alt; do
-  src=$PWD/src; [ $t = alt ] && src=$PWD/alt51/src
+  src=$PWD/src; [ $t = alt ] && src=/tmp/alt51/src
   left=$(( (LIMIT - 10 - SECONDS) / 2 )); [ $t = alt ] && left=$(( LIMIT - 10 - SECONDS ))
   c=$GIT_COMMIT; [ $t = alt ] && c=$GIT_COMMIT+alt51
   [ $left -ge 30 ] && GIT_COMMIT=$c PYTHONPATH=/tmp/np:$src:/tmp/site TRITON_CACHE_DIR=/tmp/tc_$t timeout $left \
