@@ -970,7 +970,7 @@ def test_bench_tuned_row_runs_the_shipped_path_and_the_filter_keeps_what_it_name
     assert [dict(v) for v in bench_mod._vs_candidates(args, x, 16, "fp8")] == wanted
     assert len(bench_mod._vs_candidates(SimpleNamespace(vs_variant_filter=""), x, 16, "fp8")) == \
         len(bench_mod.HOPPER_TOK_FP8_VARIANTS)
-    # "'PLAN'" (docs/gpu_calls/session51/s51a.sh): the variants given a step's plan of each tokens-on-M format, and
+    # "'PLAN'" (docs/gpu_calls/session51/s51b.sh): the variants given a step's plan of each tokens-on-M format, and
     # nothing else; the fp8 ones the tuned space's schedules with PT_EARLY on and off
     planned = SimpleNamespace(vs_variant_filter="'PLAN'")
     for fmt, variants in (("fp8", bench_mod.HOPPER_TOK_FP8_VARIANTS), ("bf16", bench_mod.HOPPER_TOK_VARIANTS)):

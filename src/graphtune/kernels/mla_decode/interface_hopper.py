@@ -283,11 +283,17 @@ HOPPER_TOK_FP8_V2_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PREFET
 # padding) and PT_EARLY 1 (the next tile's page ids loaded a tile ahead): the same results (every GPU test of the
 # schedules, page size 1 included), 1-2% faster in two H200 runs (session 12 run 3, two buffers: 0.0582 / 0.0984 ms
 # at batch 64 / 128 against 0.0592 / 0.0992; session 13 run 5: 0.0587 / 0.0986 against the tuned path's 0.0611 /
-# 0.0994), within 1% either way in session 9's; per bucket the tuner picks.
+# 0.0994), within 1% either way in session 9's; per bucket the tuner picks. Since session 51 it also has both with
+# RK64 alone: given a step's plan (whose rows carry a program's first three page ids), on an H200 (session 51 call A,
+# H = 16, page size 64, one run) two buffers with RK64 alone ran 0.0314 / 0.0501 / 0.0860 ms at batch 32 / 64 / 128
+# and three 0.0320 / 0.0541 / 0.0950, where the tuned path's picks, all with PT_EARLY, ran 0.0330 / 0.0508 / 0.0866
+# (right: the benchmark's checks against the reference); the tuned path with them in its space is not yet timed.
 _V2_SCHEDULE = {"RK64": 1, "PT_EARLY": 1}
 HOPPER_TOK_FP8_V2_SPACE: list[dict[str, int]] = [dict(HOPPER_TOK_FP8_V2_CONFIG), {**HOPPER_TOK_FP8_V2_CONFIG, "NUM_BUF": 3},
                                                  {**HOPPER_TOK_FP8_V2_CONFIG, **_V2_SCHEDULE},
-                                                 {**HOPPER_TOK_FP8_V2_CONFIG, "NUM_BUF": 3, **_V2_SCHEDULE}]
+                                                 {**HOPPER_TOK_FP8_V2_CONFIG, "NUM_BUF": 3, **_V2_SCHEDULE},
+                                                 {**HOPPER_TOK_FP8_V2_CONFIG, "RK64": 1},
+                                                 {**HOPPER_TOK_FP8_V2_CONFIG, "NUM_BUF": 3, "RK64": 1}]
 TOK_FP8_V2_NAME = "mla_decode_hopper_tok_fp8_v2"
 # fp8_ds_mla (DeepSeek's 656-byte rows), H < 64: the second tokens-on-M kernel with ``DS=1`` (four score chains, one
 # per 128-dim group, each scaled per token; the bf16 rope scored by a bf16 wgmma; P.V chunk c's P tile carries
