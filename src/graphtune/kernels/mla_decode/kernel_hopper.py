@@ -778,6 +778,23 @@ def _zero_rows(buf, n_valid, ROWS: gl.constexpr, COLS: gl.constexpr, num_warps: 
 
 
 @gluon.jit
+def _tile_landed(kn, bar, phase, n_valid, GATHER: gl.constexpr, BLOCK_N: gl.constexpr, D_V: gl.constexpr,
+                 num_warps: gl.constexpr):
+    """Wait for a tile's buffer ``kn`` (barrier ``bar`` at ``phase``); ``n_valid`` of its rows belong to the
+    request: a request's last, partial tile gets the rest zeroed (rows past seq_len may hold NaN; P.V must see
+    zeros). Returns ``n_valid``."""
+    mbarrier.wait(bar, phase)
+    if GATHER:
+        # cp.async wrote the tile through the generic proxy; the wgmmas read it through the async one
+        fence_async_shared()
+    if n_valid < BLOCK_N:
+        _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
+        fence_async_shared()
+        _block_barrier()
+    return n_valid
+
+
+@gluon.jit
 def _max_over_tokens(s, red, s16_layout: gl.constexpr):
     """Per head, the max of ``s`` [64 tokens, 16 heads] (tokens over the four warps; tokens-on-M kernels) with one block
     barrier: each warp reduces its 16 tokens by shuffles and writes 16 values to ``red`` [4, 16], then every
@@ -1042,14 +1059,9 @@ def _mla_decode_hopper_kernel(
                 _block_barrier()
                 _issue_next_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i, i_stop, it,
                                  PAGE_SIZE, BLOCK_N, NUM_BUF)
-            mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
-            n_valid = seq_len - i * BLOCK_N
-            if n_valid < BLOCK_N:
-                # A request's last, partial tile: rows past seq_len may hold NaN; P.V must see zeros.
-                # (Its buffer is not the one an in-flight P.V reads: NUM_BUF >= 2.)
-                _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
-                fence_async_shared()
-                _block_barrier()
+            # (a request's last, partial tile zeroed past seq_len: its buffer is not the one an in-flight P.V reads,
+            # NUM_BUF >= 2)
+            _tile_landed(kn, bars.index(stage), (it // NUM_BUF) & 1, seq_len - i * BLOCK_N, 0, BLOCK_N, D_V, num_warps)
             s = gl.zeros([BLOCK_H, BLOCK_N], gl.float32, layout=s_layout)
             s = warpgroup_mma(qn_smem, kn.permute((1, 0)), s, use_acc=False, is_async=True)
             s = warpgroup_mma(qr_smem, kr.permute((1, 0)), s, is_async=True)
@@ -1151,12 +1163,7 @@ def _tok_tile(i, it, stage, kn, kr, bars, qn_smem, qr_smem, red_bufs, p_smem, se
     """Tile i (buffer ``stage``, the program's ``it``-th) of the bf16 tokens-on-M kernel, from its wait to its P.V
     issued (PIPE 0: the next tile's copy issued past the score wait, :func:`_issue_next_tile`, ``i_stop``)."""
     dtype: gl.constexpr = kn.dtype
-    mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
-    n_valid = seq_len - i * BLOCK_N
-    if n_valid < BLOCK_N:
-        _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
-        fence_async_shared()
-        _block_barrier()
+    _tile_landed(kn, bars.index(stage), (it // NUM_BUF) & 1, seq_len - i * BLOCK_N, 0, BLOCK_N, D_V, num_warps)
     s = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s_layout)
     s = warpgroup_mma(kn, qn_smem.permute((1, 0)), s, use_acc=False, is_async=True)
     s = warpgroup_mma(kr, qr_smem.permute((1, 0)), s, is_async=True)

@@ -66,7 +66,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from .kernel_hopper import (FP8_SEG_COST, STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _block_barrier,
                             _launch_dependents, _load_q_raw, _max_over_tokens, _plan_row, _planned_segment, _q_fp32,
                             _program_ids, _segment, _split_start, _stamp,
-                            _stamp_out, _stamp_tile, _store_chunks_segment, _tile_page, _tma_load, _zero_rows)
+                            _stamp_out, _stamp_tile, _store_chunks_segment, _tile_landed, _tile_page, _tma_load,
+                            _zero_rows)
 
 # cp.async's Gluon name: async_load in triton 3.9 (the 3.6 name raises there)
 _cp_async = getattr(async_copy, "async_load", None) or async_copy.async_copy_global_to_shared
@@ -206,23 +207,6 @@ def _issue_v2_at(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pag
     else:
         _issue_tile2_at(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, page, j, stage, PAGE_SIZE, ROPE_COL,
                         BLOCK_N, kv_sc_desc, sc_bufs)
-
-
-@gluon.jit
-def _tile_landed(kn, bar, phase, n_valid, GATHER: gl.constexpr, BLOCK_N: gl.constexpr, D_V: gl.constexpr,
-                 num_warps: gl.constexpr):
-    """Wait for a tile's buffer ``kn`` (barrier ``bar`` at ``phase``); ``n_valid`` of its rows belong to the
-    request: a request's last, partial tile gets the rest zeroed (rows past seq_len may hold NaN; P.V must see
-    zeros). Returns ``n_valid``."""
-    mbarrier.wait(bar, phase)
-    if GATHER:
-        # cp.async wrote the tile through the generic proxy; the wgmmas read it through the async one
-        fence_async_shared()
-    if n_valid < BLOCK_N:
-        _zero_rows(kn, n_valid, BLOCK_N, D_V, num_warps)
-        fence_async_shared()
-        _block_barrier()
-    return n_valid
 
 
 @gluon.jit
