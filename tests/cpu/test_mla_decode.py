@@ -668,7 +668,7 @@ def compile_sm90(fn, args, consts: dict, options: dict | None = None):
 
 
 def _compile_reduction(blocks: tuple[int, int, int, int], *, partial: str = "fp32", return_lse: bool = True,
-                       pdl: bool = True, divisible: bool = False, scaled: bool = False):
+                       pdl: bool = True, divisible: bool = False, scaled: bool = False, seg_early: bool = False):
     """The reduction kernel compiled for sm_90 on the CPU with ``blocks`` = ``(BLOCK_S, BLOCK_H, BLOCK_D, num_warps)``
     over ``partial`` partials (``divisible``: its pointers and integers marked divisible by 16, as a launch
     specialises them; ``scaled``: a bf16 cache's scaled fp16 partials)."""
@@ -683,12 +683,14 @@ def _compile_reduction(blocks: tuple[int, int, int, int], *, partial: str = "fp3
                  **{n: "*fp32" for n in ("part_lse_ptr", "lse_ptr")}, "out_ptr": "*bf16",
                  **{n: "i32" for n in ("H", "stride_po_s", "stride_po_h", "stride_pl_s", "stride_out_b",
                                        "stride_out_h")},
-                 **{n: "constexpr" for n in ("RETURN_LSE", "BLOCK_S", "BLOCK_D", "BLOCK_H", "PDL", "SCALED")}}
+                 **{n: "constexpr" for n in ("RETURN_LSE", "BLOCK_S", "BLOCK_D", "BLOCK_H", "PDL", "SCALED",
+                                             "SEG_EARLY")}}
     names = list(fn.arg_names)
     attrs = ({(names.index(n),): [["tt.divisibility", 16]] for n, t in signature.items() if t != "constexpr"}
              if divisible else None)
     block_s, block_h, block_d, warps = blocks
-    consts = dict(RETURN_LSE=return_lse, BLOCK_S=block_s, BLOCK_D=block_d, BLOCK_H=block_h, PDL=pdl, SCALED=scaled)
+    consts = dict(RETURN_LSE=return_lse, BLOCK_S=block_s, BLOCK_D=block_d, BLOCK_H=block_h, PDL=pdl, SCALED=scaled,
+                  SEG_EARLY=seg_early)
     with resources._compiler_mode(fn):
         return triton.compile(triton.compiler.ASTSource(fn, signature, consts, attrs),
                               target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, launch_pdl=pdl))
@@ -714,6 +716,150 @@ def test_reduction_compiles_for_sm90_and_waits_on_its_grid_dependency_first(pdl)
             assert "griddepcontrol" not in body
         usage = resources._resource_usage(compiled.asm["cubin"], compiled.metadata.name)
         assert usage["LOCAL"] == 0 and usage["REG"] <= 255, f"{block_s, block_d}: {usage}"
+
+
+@pytest.mark.parametrize("one_step", [False, True], ids=["rule", "one-step"])
+def test_reduction_reads_a_plans_slots_before_its_wait(one_step, monkeypatch):
+    """``SEG_EARLY`` (the slots a step's plan wrote, ``reduction.SEG_FROM_PLAN``): compiled for sm_90 with ``PDL``,
+    the lengths' and slots' three loads come before ``griddepcontrol.wait`` and every other load after it (the
+    partials are the split kernel's); without it every load follows the wait. At the block shapes the rule gives
+    (and ``ONE_STEP``'s) for H = 16 and 128, batch 8 to 128 on 132 SMs, fp16 and fp32 partials: no local memory."""
+    from graphtune import resources
+    from graphtune.kernels.mla_decode import reduction
+    monkeypatch.setattr(reduction, "ONE_STEP", one_step)
+    shapes = {(reduction.reduce_blocks(batch, interface.max_partials(132, batch, 1) + batch, heads, size), size)
+              for heads in (16, 128) for batch in (8, 32, 64, 128) for size in (2, 4)}
+    for blocks, size in shapes:
+        for early in (False, True):
+            compiled = _compile_reduction(blocks, partial="fp16" if size == 2 else "fp32", divisible=True,
+                                          seg_early=early)
+            ptx = compiled.asm["ptx"]
+            body = ptx[ptx.index("{", ptx.index(".entry")):]
+            wait = body.index("griddepcontrol.wait")
+            loads_before = body[:wait].count("ld.global")
+            assert loads_before == (3 if early else 0), f"{blocks}, early {early}: {loads_before} loads before the wait"
+            assert body[wait:].count("ld.global") > 0
+            usage = resources._resource_usage(compiled.asm["cubin"], compiled.metadata.name)
+            assert usage["LOCAL"] == 0 and usage["REG"] <= 255, f"{blocks}: {usage}"
+
+
+def test_one_step_blocks_take_a_requests_slots_at_once(monkeypatch):
+    """``reduction.ONE_STEP``: for a uniform batch (each request's tiles over ``per_request + 1`` programs at most)
+    BLOCK_S is the least power of two above the grid's programs per request, up to 16 (the rule as shipped rounds
+    down: two steps for 9 programs a request at fp8 H = 16, batch 32, 264 programs); BLOCK_H still divides the heads;
+    past 16 programs a request, and at 64 (column blocks), the two agree."""
+    from graphtune.kernels.mla_decode import reduction
+    for heads in (16, 128):
+        for batch in (1, 2, 8, 16, 32, 64, 128):
+            for programs in (66, 132, 264):
+                slots = programs + batch
+                per_request = -(-programs // batch)
+                monkeypatch.setattr(reduction, "ONE_STEP", False)
+                rule = reduction.reduce_blocks(batch, slots, heads, 2)
+                monkeypatch.setattr(reduction, "ONE_STEP", True)
+                one = reduction.reduce_blocks(batch, slots, heads, 2)
+                where = (heads, batch, programs, rule, one)
+                assert heads % one[1] == 0 and one[0] & (one[0] - 1) == 0, where
+                if per_request >= 64:
+                    assert one == rule, where
+                elif per_request < 16:
+                    assert per_request + 1 <= one[0] < 2 * (per_request + 1), where
+                else:
+                    assert one[0] == rule[0] == 16, where
+
+
+@pytest.mark.parametrize("partial", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+def test_the_reduction_merges_alike_with_early_slots_and_one_step(partial):
+    """The reduction (through the interpreter) over the same random partials, four requests of 10 / 3 / 1 / no
+    segments (the third whole: untouched; the fourth of no tokens: zeros and an LSE of -inf): with the rule's
+    blocks, with one step of 16 slots, and with ``SEG_EARLY`` (its loads before the wait, which the interpreter
+    does not run): the same output and LSE, each against the exact merge in float64."""
+    from graphtune.kernels.mla_decode import kernel
+    seed = _seed()
+    gen = torch.Generator().manual_seed(seed)
+    heads, segs = 16, [(0, 9), (10, 12), (13, 13), (14, 14)]
+    slots = 15
+    part = ((torch.rand(slots, heads, 512, generator=gen) * 2 - 1) * 3).to(partial)
+    part_lse = torch.randn(slots, heads, generator=gen) * 4
+    seg = torch.tensor(segs, dtype=torch.int32)
+    lens = torch.tensor([900, 200, 50, 0], dtype=torch.int32)
+    w = torch.zeros(2, slots, heads, dtype=torch.float64)
+    for b, (first, last) in enumerate(segs[:2]):
+        w[b, first:last + 1] = torch.softmax(part_lse[first:last + 1].double() * math.log(2), dim=0)
+    exact = torch.einsum("bsh,shd->bhd", w, part.double())
+    results = []
+    for block_s, early in ((8, False), (16, False), (16, True)):
+        out = torch.full((4, heads, 512), float("nan"), dtype=torch.bfloat16)
+        out[2] = 1.0
+        lse = torch.full((4, heads), float("nan"))
+        warps = 4 if partial == torch.float32 else 2
+        kernel._mla_decode_reduce_kernel[(4, heads, 1)](
+            seg, part, part_lse, out, lse, lens, heads, part.stride(0), part.stride(1), part_lse.stride(0),
+            out.stride(0), out.stride(1), True, block_s, 512, 1, False, False, early, num_warps=warps)
+        where = f"seed {seed}, BLOCK_S {block_s}, SEG_EARLY {early}"
+        err = float((out[:2].double() - exact).norm() / exact.norm())
+        assert err <= 4e-3, f"{where}: relative error {err:.3e}"
+        assert bool((out[2] == 1.0).all()) and bool((out[3] == 0).all()), where
+        assert bool((lse[3] == float("-inf")).all()), where
+        results.append((out, lse))
+    for out, lse in results[1:]:
+        assert torch.equal(out, results[0][0]) or float((out.float() - results[0][0].float()).abs().max()) <= 2e-2
+        assert torch.allclose(lse[:2], results[0][1][:2], atol=1e-5)
+
+
+def test_a_plan_filled_with_slots_hands_them_to_the_reduction(monkeypatch):
+    """``plan.attach(..., slots=True)``: each fill passes the plan's slot rows to the plan kernel (``seg_ptr``) and
+    ``MLADecodePlan.slots()`` returns them (None before a fill, or after a fill without them: a fill for other slots
+    launches again); the launch's scratch then carries them as ``seg`` (``interface_hopper._with_plan_slots``),
+    marked for the reduction to read before its wait (``reduction.planned_slots``), and the tuner's follow-up takes
+    them from the launch's ``plan_ptr`` where ``reduction.SEG_FROM_PLAN`` is on."""
+    from graphtune.kernels.mla_decode import MLADecodePlan, interface_hopper, kernel_hopper, plan as plan_mod, reduction
+    launches = []
+
+    class PlanKernel:
+        def __getitem__(self, grid):
+            return lambda *args, **consts: launches.append((grid, consts.get("seg_ptr")))
+    monkeypatch.setattr(kernel_hopper, "_mla_decode_plan_kernel", PlanKernel())
+    lens, pt = torch.ones(3, dtype=torch.int32), torch.zeros(3, 2, dtype=torch.int32)
+    plan = MLADecodePlan()
+    plain = plan_mod.attach(plan, lens, pt, 64, 66, lambda config: 66, 128)
+    assert plan.slots() is None
+    plan_mod.plan_hook({"plan_ptr": plain})
+    assert plan.slots() is None and launches[-1][1] is None
+    rows = plan_mod.attach(plan, lens, pt, 64, 66, lambda config: 66, 128, slots=True)
+    plan_mod.plan_hook({"plan_ptr": rows})
+    slots = plan.slots()
+    assert len(launches) == 2 and launches[-1][1] is slots and tuple(slots.shape) == (3, 2)
+    assert reduction.planned_slots(slots) and not reduction.planned_slots(torch.empty(3, 2, dtype=torch.int32))
+    scratch = ("lse", "part_o", "part_lse", "seg")
+    assert interface_hopper._with_plan_slots(scratch, {"plan_ptr": rows}) == (*scratch[:3], slots)
+    assert interface_hopper._with_plan_slots(scratch, {}) == scratch
+    merged = []
+    monkeypatch.setattr(reduction, "merge", lambda batch, heads, seg, *rest, pdl: merged.append((seg, pdl)))
+    named = dict(B=3, H=16, seg_ptr="own", part_o_ptr=None, part_lse_ptr=None, out_ptr=None, lse_ptr=None,
+                 seq_lens_ptr=lens, RETURN_LSE=0, plan_ptr=rows)
+    for on in (False, True):
+        monkeypatch.setattr(reduction, "SEG_FROM_PLAN", on)
+        reduction.after_hopper_split({**named, "B": 8})
+    assert merged[0] == ("own", True) and merged[1][0] is slots and merged[1][1]
+
+
+@pytest.mark.parametrize("page_size,seg_cost", [(64, 4), (1, 0)])
+def test_the_plan_kernel_with_slots_compiles_for_sm90(page_size, seg_cost):
+    """The plan kernel given ``seg_ptr`` (``MLADecodePlan.fill(..., slots=True)``): compiled for sm_90, its segments'
+    loop adds the two slot stores (under their conditions) to the row's eight, no local memory, the same registers
+    or fewer than 64; without it the build has the row's stores alone."""
+    from graphtune import resources
+    from graphtune.kernels.mla_decode import kernel_hopper as kh
+    args = (torch.ones(2, dtype=torch.int32), torch.zeros(2, 2, dtype=torch.int32),
+            torch.empty(132, int(kh.PLAN_COLS), dtype=torch.int32), 2, 2)
+    consts = dict(PAGE_SIZE=page_size, B_CHUNK=128, BLOCK_N=64, SEG_COST=seg_cost, num_warps=4)
+    plain = compile_sm90(kh._mla_decode_plan_kernel, args, consts)
+    slots = compile_sm90(kh._mla_decode_plan_kernel, args, {**consts, "seg_ptr": torch.empty(2, 2, dtype=torch.int32)})
+    stores = [_sass(c.asm["cubin"]).count("STG") for c in (plain, slots)]
+    assert stores == [int(kh.PLAN_COLS), int(kh.PLAN_COLS) + 2], stores
+    usage = resources._resource_usage(slots.asm["cubin"], slots.metadata.name)
+    assert usage["LOCAL"] == 0 and usage["REG"] <= 64, usage
 
 
 @pytest.mark.parametrize("half_rows", [True, False], ids=["half-rows", "whole-rows"])
@@ -1053,16 +1199,21 @@ def test_bench_pins_every_hopper_variant_it_times_as_labelled(monkeypatch):
     ("query_rounding", ["--batch", "0"], "--batch 0: must be at least 1"),
     ("ncu_mla", ["--kv-format", "bf16", "--query-precision", "e4m3"],
      "--query-precision e4m3 applies to an fp8 cache, not --kv-format bf16"),
-    ("ncu_mla", ["--config", "[1]"], "needs a CUDA GPU")],
+    ("ncu_mla", ["--config", "[1]"], "needs a CUDA GPU"),
+    ("reduce_tail", ["--cells", "fp8:16:64"], "--cells item 'fp8:16:64'"),
+    ("reduce_tail", ["--cells", "fp16:16:64:32"], "format 'fp16'"),
+    ("reduce_tail", ["--rounds", "0"], "--rounds 0 / --sets 6: each at least 1"),
+    ("reduce_tail", [], "needs a Hopper (sm_90) GPU")],
     ids=["three-parts", "not-a-power-of-two", "not-a-number", "no-gpu", "gather-bf16", "gather-whole-tiles",
          "gather-page-0", "gather-no-gpu", "timeline-two-parts", "timeline-format", "timeline-cell-keys",
          "timeline-overlay", "timeline-no-gpu", "cold-code-not-a-number", "cold-code-zero", "cold-code-load",
          "cold-code-no-gpu", "pick-check-cells", "pick-check-no-gpu", "clocks-cells", "clocks-seconds", "clocks-no-gpu",
          "cases-not-json", "cases-not-knobs", "cases-sanitize-range", "cases-no-gpu", "p-rounding-tokens", "pl-numerics-tokens",
-         "query-rounding-heads", "query-rounding-batch", "ncu-query-precision", "ncu-no-gpu"])
+         "query-rounding-heads", "query-rounding-batch", "ncu-query-precision", "ncu-no-gpu", "tail-cells",
+         "tail-format", "tail-rounds", "tail-no-gpu"])
 def test_probes_say_what_is_wrong_in_one_line(probe_name, argv, expect):
     """benchmarks/probes/reduce_sweep.py, gather_route.py, timeline.py, cold_code.py, pick_check.py, clocks.py,
-    mla_cases.py, p_rounding.py, pl_numerics.py, query_rounding.py and ncu_mla.py: a
+    mla_cases.py, p_rounding.py, pl_numerics.py, query_rounding.py, ncu_mla.py and reduce_tail.py: a
     malformed argument is named with its value; without a GPU (this CPU machine) they say so; each exits 2 before
     touching any device."""
     probe = Path(__file__).resolve().parents[2] / "benchmarks" / "probes" / f"{probe_name}.py"

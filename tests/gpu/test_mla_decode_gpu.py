@@ -1022,6 +1022,85 @@ def test_bf16_kernels_with_a_plan_match_reference(heads, page_size, lens, pinned
             assert _rel(out, ref) <= TOL, f"seed {seed}, lengths {new}: rel err {_rel(out, ref):.3e}"
 
 
+# The reduction reading a step's plan's slots before its wait and a request's slots in one step (reduction.SEG_FROM_PLAN
+# and ONE_STEP, session 52): every kernel family that reads a plan, at a batch the reduction runs as a programmatic
+# dependent (reduction.PDL_MIN_BATCH), lengths of no tokens between.
+_V2_PINNED = dict(V2=1, NUM_BUF=2, PREFETCH=1, FAST_MAX=1)
+SLOT_CASES = [("fp8", 16, 64, _V2_PINNED, True), ("fp8", 32, 1, {**_V2_PINNED, "GATHER": 1}, False),
+              ("fp8", 128, 64, dict(T8=1), False), ("bf16", 128, 64, _PP_PINNED, True),
+              ("bf16", 16, 64, _TOK_PINNED, False)]
+SLOT_LENS = [4096, 0, 1, 3001, 64, 65, 2500, 0, 129, 4000, 17]
+
+
+@pytest.mark.parametrize("fmt,heads,page_size,pinned,captured", SLOT_CASES,
+                         ids=[f"{f}-H{h}-ps{p}-{'-'.join(c)}" for f, h, p, c, _ in SLOT_CASES])
+def test_plan_slots_are_the_split_kernels_and_the_reduction_reads_them(fmt, heads, page_size, pinned, captured,
+                                                                       monkeypatch):
+    """A plan filled with slots (``MLADecodePlan.fill(..., slots=True)``) holds, for every request with tokens, the
+    first and last partial slot the split kernel itself writes for the same split (pinned, at 132, 7 and 1 SMs:
+    programs of several segments); with ``reduction.SEG_FROM_PLAN`` and ``ONE_STEP`` on, the decode (two calls a
+    plan) is within the format's bound of the fp32 reference, NaN in the cache past every length and in the output
+    before each call, LSE within 2e-3 (-inf for requests of no tokens); then (``captured``) the tuned path with the
+    plan made inside a captured step of two calls, replayed after the lengths change in place."""
+    _hopper_or_skip()
+    skip_unproven({"SEG_PLAN": 1})
+    from graphtune.kernels.mla_decode import reduction
+    seed = _seed()
+    x = _inputs(len(SLOT_LENS), heads, page_size, fmt, 4096, seed)
+    pt = _with_lengths(x, SLOT_LENS, page_size)
+    ref, ref_lse = mla_decode_reference(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"],
+                                        kv_format=fmt, return_lse=True)
+    live = x["seq_lens"] > 0
+    tol = 2e-3 if fmt == "fp8" else TOL
+    for sms in (132, 7, 1):
+        plan = MLADecodePlan()
+        seg = interface_hopper.launch(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, x["kv_scale"], fmt, x["out"],
+                                      True, sms=sms, config=dict(pinned), plan=plan)[3]
+        programs, size, seg_cost, least, _ = plan._filled
+        plan.fill(x["seq_lens"], pt, size, programs, seg_cost, interface_hopper._B_CHUNK, least, slots=True)
+        slots = plan.slots()
+        assert slots is not None
+        assert torch.equal(slots[live], seg[live]), f"seed {seed}, {sms} SMs: {slots[live].tolist()} against the " \
+                                                    f"split kernel's {seg[live].tolist()}"
+    monkeypatch.setattr(reduction, "SEG_FROM_PLAN", True)
+    monkeypatch.setattr(reduction, "ONE_STEP", True)
+    for sms in (132, 7, 1):
+        plan = MLADecodePlan()
+        for call in range(2):
+            x["out"].fill_(float("nan"))
+            out, lse = interface._launch(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, x["kv_scale"], fmt,
+                                         x["out"], True, config=triton.Config(dict(pinned)), num_sms=sms,
+                                         path="hopper", plan=plan)
+            where = f"seed {seed}, {sms} SMs, call {call}"
+            assert torch.isfinite(out.float()).all(), f"{where}: unwritten or NaN outputs"
+            assert _rel(out, ref) <= tol, f"{where}: rel err {_rel(out, ref):.3e}"
+            assert float((lse[live] - ref_lse[live]).abs().max()) <= 2e-3, f"{where}: lse"
+            assert bool((lse[~live] == float("-inf")).all()), f"{where}: empty requests' lse"
+    if not captured:
+        return
+    x = _inputs(len(SLOT_LENS), heads, page_size, fmt, 4096, seed + 1)     # (no NaN rows: the replays reach further)
+    x["seq_lens"].copy_(torch.tensor(SLOT_LENS, dtype=torch.int32))
+    args = (x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE)
+    mla_decode(*args, kv_scale=x["kv_scale"], plan=MLADecodePlan())      # (tunes the bucket)
+    outs = [torch.empty_like(x["out"]) for _ in range(2)]
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        plan = MLADecodePlan()
+        for out in outs:
+            mla_decode(*args, kv_scale=x["kv_scale"], out=out, plan=plan)
+    for new in (SLOT_LENS, [17, 4096, 0, 3000, 64, 1, 4095, 2048, 0, 100, 4033]):
+        x["seq_lens"].copy_(torch.tensor(new, dtype=torch.int32))
+        for out in outs:
+            out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        ref = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
+                                   kv_scale=x["kv_scale"], kv_format=fmt)
+        for out in outs:
+            assert torch.isfinite(out.float()).all(), f"seed {seed}, lengths {new}: unwritten or NaN outputs"
+            assert _rel(out, ref) <= tol, f"seed {seed}, lengths {new}: rel err {_rel(out, ref):.3e}"
+
+
 @pytest.mark.parametrize("heads,page_size,lens,config,q_form", [
     (128, 64, [1, 63, 64, 65, 3001, 4096], dict(T8=1), "bf16"),
     (64, 128, [300, 0, 4096, 191], dict(T8=1, WL1=1), "bf16"),

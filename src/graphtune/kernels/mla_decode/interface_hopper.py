@@ -1085,7 +1085,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
         # (the plan made before T8's query pre-pass: T8 reads its row before it waits for the pass, _plan_first)
         if plan is not None and _reads_plan(_heads_on_m(heads), fmt, {**cfg, **consts}):
             rows = plan_mod.attach(plan, seq_lens, page_table, kv_cache.shape[1], grid[1], lambda _: grid[1],
-                                   _B_CHUNK, fp8=fmt == "fp8")
+                                   _B_CHUNK, fp8=fmt == "fp8", slots=reduction.SEG_FROM_PLAN)
             plan_mod.plan_hook({**consts, "plan_ptr": rows})
             consts = {**consts, "plan_ptr": rows}
         if fp8_q and reads:
@@ -1093,7 +1093,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
         elif pair:
             args, consts = _query_pair(args, consts, q)
         fn[grid](*args, **consts)
-        return scratch
+        return _with_plan_slots(scratch, consts)
     route = _tuned_route(heads, fmt, q.shape[0], kv_cache.shape[1], q_lo, fp8_q)
     p8 = bool(p8) and not q_lo and route == "third"
     reads = ("T8" if route == "third" else "V2" if not _heads_on_m(heads) and route != "first" else None)
@@ -1116,7 +1116,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
         space = _SPACES[(on_m, fmt == "fp8")] if extra is None else extra.space
         consts = {**consts, "plan_ptr": plan_mod.attach(
             plan, seq_lens, page_table, kv_cache.shape[1], max(grid(c)[1] for c in space),
-            lambda config: grid(config)[1], _B_CHUNK, fp8=fmt == "fp8")}
+            lambda config: grid(config)[1], _B_CHUNK, fp8=fmt == "fp8", slots=reduction.SEG_FROM_PLAN)}
         if reads == "T8":
             _plan_first(consts, space, grid)
     if fp8_q and reads:
@@ -1124,7 +1124,15 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
     elif reads == "T8":
         args, consts = _query_pair(args, consts, q)
     _route_kernel(route, heads, fmt, q_lo, p8)[grid](*args, **consts)
-    return scratch
+    return _with_plan_slots(scratch, consts)
+
+
+def _with_plan_slots(scratch: tuple, consts: dict[str, Any]) -> tuple:
+    """The launch's scratch for the reduction, its ``seg`` the plan's slots where the launch read a plan filled with
+    them (``reduction.SEG_FROM_PLAN``: the same values, written before the split kernel ran)."""
+    slots = getattr(consts.get("plan_ptr"), "_graphtune_slots", None)
+    seg = slots() if slots is not None else None
+    return scratch if seg is None else (*scratch[:3], seg)
 
 
 def _plan_first(consts: dict[str, Any], space: list[dict[str, int]], grid) -> None:

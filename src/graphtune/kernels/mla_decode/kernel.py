@@ -512,6 +512,7 @@ def _mla_decode_reduce_kernel(
     BLOCK_H: tl.constexpr = 1,
     PDL: tl.constexpr = False,
     SCALED: tl.constexpr = False,
+    SEG_EARLY: tl.constexpr = False,
 ):
     """Grid ``(B, H // BLOCK_H, 512 // BLOCK_D)``: merge the partials ``[first, last]`` of request b, heads
     ``[h0, h0 + BLOCK_H)``, output columns ``[d0, d0 + BLOCK_D)``, ``BLOCK_S`` slots at a time; skip a whole
@@ -520,18 +521,26 @@ def _mla_decode_reduce_kernel(
     unused). The first column block writes the LSE. ``PDL`` (launched as a programmatic dependent of the split
     kernel, sm_90+): waits for the split kernel's writes before anything else, so only its launch overlaps the
     split kernel's tail. ``SCALED``: each partial half-row (256 columns) was stored times 2^-k, k at ``H`` (columns
-    0-255) or ``2 H`` (256-511) past its LSE in the slot's row (reduction.py)."""
+    0-255) or ``2 H`` (256-511) past its LSE in the slot's row (reduction.py). ``SEG_EARLY`` (with ``PDL``):
+    ``seg_ptr`` is a step's plan's copy of the slots (plan.py), written before the split kernel started, so it and
+    the lengths are read before the wait and only the partials' loads follow it (one round trip fewer after the
+    split kernel's last program)."""
+    b = tl.program_id(0)
+    if SEG_EARLY:
+        seq_len = tl.load(seq_lens_ptr + b)
+        first = tl.load(seg_ptr + 2 * b)
+        last = tl.load(seg_ptr + 2 * b + 1)
     if PDL:
         gdc_wait()
-    b = tl.program_id(0)
     h0 = tl.program_id(1) * BLOCK_H
     offs_h = tl.arange(0, BLOCK_H)      # (head offsets from the scalar h0: with one head, a constant 0)
     d0 = tl.program_id(2) * BLOCK_D
     offs_d = d0 + tl.arange(0, BLOCK_D)
-    # the three loads issue together (one round trip before the partials' loads)
-    seq_len = tl.load(seq_lens_ptr + b)
-    first = tl.load(seg_ptr + 2 * b)
-    last = tl.load(seg_ptr + 2 * b + 1)
+    if not SEG_EARLY:
+        # the three loads issue together (one round trip before the partials' loads)
+        seq_len = tl.load(seq_lens_ptr + b)
+        first = tl.load(seg_ptr + 2 * b)
+        last = tl.load(seg_ptr + 2 * b + 1)
     out_ptrs = (out_ptr + b.to(tl.int64) * stride_out_b + h0 * stride_out_h
                 + offs_h[:, None] * stride_out_h + offs_d[None, :])
     lse_ptrs = lse_ptr + b * H + h0 + offs_h

@@ -449,14 +449,17 @@ def _page_row(pt_base, j, page, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, 
 @gluon.jit(do_not_specialize=["B"])
 def _mla_decode_plan_kernel(seq_lens_ptr, page_table_ptr, plan_ptr, B, stride_pt_b, PAGE_SIZE: gl.constexpr,
                             B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, SEG_COST: gl.constexpr,
-                            num_warps: gl.constexpr, MIN_TILES: gl.constexpr = 1):
+                            num_warps: gl.constexpr, MIN_TILES: gl.constexpr = 1, seg_ptr=None):
     """Grid ``(1, P)``, P the split kernel's programs: program p's plan row (``PLAN_COLS``), the split and the first
     segment exactly as the split kernels compute them (``_split_start``, ``_segment``, :func:`_tile_page`), so that a
     split kernel given these rows as ``plan_ptr`` on the same lengths, page table and grid starts its copies one round trip after
-    its start. A program with no tiles gets its empty range and zeros."""
+    its start. A program with no tiles gets its empty range and zeros. With ``seg_ptr`` also the first and last
+    partial slot of each request its range touches, as the split kernels write them (:func:`_plan_slots`)."""
     pid = gl.program_id(1)
     t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(1), BLOCK_N, B_CHUNK, num_warps,
                                          SEG_COST, MIN_TILES=MIN_TILES)
+    if seg_ptr is not None:
+        _plan_slots(seq_lens_ptr, page_table_ptr, stride_pt_b, seg_ptr, pid, t, t_stop, b, req_end, BLOCK_N)
     seq_len = 0
     pg0 = 0
     pg1 = 0
@@ -476,6 +479,25 @@ def _mla_decode_plan_kernel(seq_lens_ptr, page_table_ptr, plan_ptr, B, stride_pt
     gl.store(row + 5, pg0)
     gl.store(row + 6, pg1)
     gl.store(row + 7, pg2)
+
+
+@gluon.jit
+def _plan_slots(seq_lens_ptr, page_table_ptr, stride_pt_b, seg_ptr, pid, t, t_stop, b, req_end,
+                BLOCK_N: gl.constexpr):
+    """Program pid's part of the reduction's ``seg`` rows: for each segment of its range ``[t, t_stop)`` (from
+    request b, whose predecessors' tiles end at ``req_end``: ``_split_start``'s values), slot ``pid + b`` as the
+    request's first where the segment starts the request and as its last where it ends it, the stores
+    ``_store_lse_and_segment`` makes in the split kernel's head block 0. So the reduction can read them before it
+    waits for the split kernel (``kernel._mla_decode_reduce_kernel``'s ``SEG_EARLY``)."""
+    while t < t_stop:
+        b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
+            seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
+        if i_first == 0:
+            gl.store(seg_ptr + 2 * b, pid + b)
+        if i_stop == req_tiles:
+            gl.store(seg_ptr + 2 * b + 1, pid + b)
+        t = seg_stop
+        b += 1
 
 
 @gluon.jit

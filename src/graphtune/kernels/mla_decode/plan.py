@@ -61,8 +61,9 @@ class MLADecodePlan(_OpArgument):
 
     def __init__(self) -> None:
         self._rows: torch.Tensor | None = None
+        self._slots: torch.Tensor | None = None  # the reduction's seg rows for the split of the last fill (slots=True)
         self._inputs: tuple | None = None       # (seq_lens, page_table) identity and shape the plan belongs to
-        self._filled: tuple | None = None       # (programs, page size, segment cost, least tiles) of the last fill
+        self._filled: tuple | None = None       # (programs, page size, segment cost, least tiles, slots) last filled
 
     def __repr__(self) -> str:
         state = "empty" if self._inputs is None else f"batch {self._inputs[4]}"
@@ -79,20 +80,29 @@ class MLADecodePlan(_OpArgument):
                              "serves the calls of one decode step: make a new MLADecodePlan() per step)")
         if self._rows is None or self._rows.shape[0] < max_programs:
             self._rows = torch.empty(max_programs, PLAN_COLS, dtype=torch.int32, device=seq_lens.device)
+            self._slots = torch.empty(seq_lens.shape[0], 2, dtype=torch.int32, device=seq_lens.device)
+            self._slots._graphtune_plan_slots = True    # (reduction.merge reads them before its wait)
             self._filled = None
         return self._rows
 
+    def slots(self) -> torch.Tensor | None:
+        """The reduction's ``seg`` rows (each request's first and last partial slot) for the split of the last fill
+        made with ``slots=True``, else None."""
+        return self._slots if self._filled is not None and self._filled[-1] else None
+
     def fill(self, seq_lens: torch.Tensor, page_table: torch.Tensor, page_size: int, programs: int,
-             seg_cost: int, b_chunk: int, min_tiles: int = 1) -> None:
+             seg_cost: int, b_chunk: int, min_tiles: int = 1, slots: bool = False) -> None:
         """Rows for a split over ``programs`` programs (each range at least ``min_tiles`` tiles: the split kernel's
         ``MIN_TILES``), made by one launch unless this plan holds them already (the tuner's configs differ in
-        programs: each fill replaces the last)."""
-        want = (programs, page_size, seg_cost, min_tiles)
+        programs: each fill replaces the last); ``slots``: the reduction's ``seg`` rows of that split too
+        (:meth:`slots`)."""
+        want = (programs, page_size, seg_cost, min_tiles, slots)
         if self._filled == want:
             return
         kernel_hopper._mla_decode_plan_kernel[(1, programs)](
             seq_lens, page_table, self._rows, seq_lens.shape[0], page_table.stride(0), PAGE_SIZE=page_size,
-            B_CHUNK=b_chunk, BLOCK_N=64, SEG_COST=seg_cost, MIN_TILES=min_tiles, num_warps=4)
+            B_CHUNK=b_chunk, BLOCK_N=64, SEG_COST=seg_cost, MIN_TILES=min_tiles, num_warps=4,
+            **({"seg_ptr": self._slots} if slots else {}))
         self._filled = want
 
 
@@ -106,12 +116,14 @@ def plan_hook(nargs: dict[str, Any]) -> None:
 
 
 def attach(plan: MLADecodePlan, seq_lens: torch.Tensor, page_table: torch.Tensor, page_size: int, max_programs: int,
-           programs_of, b_chunk: int, fp8: bool = True) -> torch.Tensor:
+           programs_of, b_chunk: int, fp8: bool = True, slots: bool = False) -> torch.Tensor:
     """The rows a launch passes as ``plan_ptr``, with the fill its config's pre-hook runs (:func:`plan_hook`):
     ``programs_of(config)`` gives the grid's programs (the split's ``B_CHUNK`` is ``b_chunk``); the split's price of
     a request's start is the fp8 kernels' for a per-tensor fp8 cache (``fp8``), none for fp8_ds_mla configs (``DS``,
     the even split as theirs), and :data:`BF16_PLAN_SEG_COST` for a bf16 cache, read when the plan is made; each range
-    at least the config's ``MIN_TILES`` tiles (T8's)."""
+    at least the config's ``MIN_TILES`` tiles (T8's); ``slots``: each fill makes the reduction's ``seg`` rows too,
+    which the rows' ``_graphtune_slots()`` then returns (:meth:`MLADecodePlan.slots`; the tuner's follow-up,
+    ``reduction.after_hopper_split``, finds them there)."""
     rows = plan.rows(seq_lens, page_table, max_programs)
 
     def fill(nargs: dict[str, Any]) -> None:
@@ -120,6 +132,7 @@ def attach(plan: MLADecodePlan, seq_lens: torch.Tensor, page_table: torch.Tensor
         else:
             seg_cost = int(kernel_hopper.FP8_SEG_COST) if fp8 else BF16_PLAN_SEG_COST
         plan.fill(seq_lens, page_table, page_size, programs_of(nargs), seg_cost, b_chunk,
-                  int(nargs.get("MIN_TILES", 1)))
+                  int(nargs.get("MIN_TILES", 1)), slots)
     rows._graphtune_fill = fill
+    rows._graphtune_slots = plan.slots
     return rows

@@ -48,6 +48,18 @@ from .reference import D_NOPE
 # session 20 run 2, benchmarks/probes/pick_check.py: 0.0188 / 0.0162 ms against 0.0174 / 0.0167 with a plain launch),
 # and the tuner, timing plain launches, picked two buffers.
 PDL_MIN_BATCH = 8
+# The reduction's last round trips, after the split kernel's last program (session 52; written and compiled for sm_90
+# on the CPU, not yet timed: both off until a GPU run says they pay). Launched as a programmatic dependent, the
+# reduction waits for the split kernel, then reads each request's slots (``seg``) and length, then its partials a
+# step of BLOCK_S slots at a time, each a dependent round trip to memory after the last split program exits: at fp8
+# H = 16, batch 32 on 132 SMs the grid's 264 programs give ``reduce_blocks`` 9 programs a request, 8 slots a step,
+# and a request's 9-10 slots take two steps, three round trips in all. SEG_FROM_PLAN: where the launch read a step's
+# plan, the plan kernel writes the slots too (plan.MLADecodePlan.slots, the split kernels' own stores made ahead of
+# time), so the reduction reads them and the lengths before its wait (``SEG_EARLY``). ONE_STEP: BLOCK_S covers
+# the slots a request of the uniform split can have (``per_request + 1``, up to 16) in one step. Compiled for
+# sm_90 (fp16 partials, two warps): 16 slots a step 178 registers, no local memory (8 slots: 94).
+SEG_FROM_PLAN = False
+ONE_STEP = False
 _REDUCE_SMALL = (64, 1, 128, 4)
 _REDUCE_ROWS = 8         # (slot, head) rows of 512 fp32 columns a program holds per step (4 warps: 32 a thread)
 _REDUCE_MAX_SLOTS = 16
@@ -117,7 +129,10 @@ def reduce_blocks(batch: int, slots: int, heads: int, partial_bytes: int = 4,
     per_request = -(-(slots - batch) // batch)      # the grid's programs per request, rounded up
     if per_request >= _REDUCE_SMALL[0]:
         return _REDUCE_SMALL
-    block_s = min(_REDUCE_MAX_SLOTS, max(2, 1 << (per_request.bit_length() - 1)))
+    if ONE_STEP:        # (a request of the uniform split touches per_request + 1 programs at most)
+        block_s = min(_REDUCE_MAX_SLOTS, max(2, 1 << per_request.bit_length()))
+    else:
+        block_s = min(_REDUCE_MAX_SLOTS, max(2, 1 << (per_request.bit_length() - 1)))
     block_h = max(1, _REDUCE_ROWS // block_s)
     while heads % block_h:
         block_h //= 2
@@ -131,7 +146,8 @@ def reduce_launch(seg: torch.Tensor, part_o: torch.Tensor, part_lse: torch.Tenso
                   blocks: tuple[int, int, int, int], pdl: bool = False) -> None:
     """Launch the reduction with ``blocks`` = ``(BLOCK_S, BLOCK_H, BLOCK_D, num_warps)`` (:func:`reduce_blocks`
     picks them; a probe may pass others); ``pdl``: as a programmatic dependent of the split kernel before it (sm_90+,
-    compiled; else a plain launch)."""
+    compiled; else a plain launch). ``seg`` a plan's slots (:func:`planned_slots`): with ``pdl`` read before the
+    wait (:data:`SEG_FROM_PLAN`)."""
     batch, heads, _ = out.shape
     block_s, block_h, block_d, warps = blocks
     scaled = part_lse.shape[1] > heads       # (the slot rows carry each half-row's k: lse_columns)
@@ -143,7 +159,14 @@ def reduce_launch(seg: torch.Tensor, part_o: torch.Tensor, part_lse: torch.Tenso
         part_o.stride(0), part_o.stride(1),
         part_lse.stride(0),
         out.stride(0), out.stride(1),
-        return_lse, block_s, block_d, block_h, pdl, scaled, num_warps=warps, launch_pdl=pdl)
+        return_lse, block_s, block_d, block_h, pdl, scaled, pdl and planned_slots(seg), num_warps=warps,
+        launch_pdl=pdl)
+
+
+def planned_slots(seg: torch.Tensor) -> bool:
+    """Whether ``seg`` holds a step's plan's slots (plan.MLADecodePlan.slots: written before the split kernel
+    ran), not the split kernel's own."""
+    return bool(getattr(seg, "_graphtune_plan_slots", False))
 
 
 def merge(batch: int, heads: int, seg: torch.Tensor, part_o: torch.Tensor, part_lse: torch.Tensor,
@@ -170,8 +193,12 @@ def after_hopper_split(named: dict[str, Any]) -> None:
 
 
 def _follow(named: dict[str, Any], pdl: bool) -> None:
-    merge(int(named["B"]), int(named["H"]), named["seg_ptr"], named["part_o_ptr"], named["part_lse_ptr"],
-          named["out_ptr"], named["lse_ptr"], named["seq_lens_ptr"], bool(named["RETURN_LSE"]), pdl=pdl)
+    # (a launch that read a plan filled with its slots: the reduction reads those, as the decode does)
+    slots = getattr(named.get("plan_ptr"), "_graphtune_slots", None)
+    seg = slots() if slots is not None and SEG_FROM_PLAN else None
+    merge(int(named["B"]), int(named["H"]), named["seg_ptr"] if seg is None else seg, named["part_o_ptr"],
+          named["part_lse_ptr"], named["out_ptr"], named["lse_ptr"], named["seq_lens_ptr"], bool(named["RETURN_LSE"]),
+          pdl=pdl)
 
 
 def device_capability(device: torch.device) -> tuple[int, int]:

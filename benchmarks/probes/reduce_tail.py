@@ -1,0 +1,171 @@
+"""The MLA decode reduction's last round trips, timed in the decode: what ``reduction.SEG_FROM_PLAN`` and
+``reduction.ONE_STEP`` (both off as shipped) are worth on the Hopper path with a step's plan.
+
+Launched as a programmatic dependent of the split kernel, the reduction waits for it, then reads each request's
+slots and length, then the partials a step of BLOCK_S slots at a time: each a dependent round trip after the split
+kernel's last program exits. SEG_FROM_PLAN has the plan kernel write the slots (the split kernels' own values, ahead
+of time) and the reduction read them before its wait; ONE_STEP takes a request's slots in one step. Per cell
+(cache format, heads, page size, batch; 4096-token requests, or ragged lengths 1..8191 with ``--ragged``) the public
+call is tuned once with both off (the tuned pick stays for every way: only the reduction differs), then each way --
+``base``, ``early`` (SEG_FROM_PLAN), ``one`` (ONE_STEP), ``both`` -- is checked against ``mla_decode_reference``
+(output NaN-poisoned first; 2e-3 for fp8, 1e-2 for bf16) and timed under CUDA graph replay with a plan made before
+the graph, ``--rounds`` times in alternating order (the median kept), beside FlashMLA (page size 64) in each round.
+
+    PYTHONPATH=src python benchmarks/probes/reduce_tail.py --out benchmarks/results/reduce_tail.json
+
+Prints a line per cell and a table last; JSON with the GPU, versions and commit. Without a Hopper GPU it says so and
+exits 2.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_mla_decode import (flashmla_call, git_commit, graph_time_ms, import_flashmla,  # noqa: E402
+                              ragged_inputs, rel_err)
+
+import triton  # noqa: E402
+
+from graphtune.kernels import mla_decode_reference  # noqa: E402
+from graphtune.kernels.mla_decode import MLADecodePlan, bench, interface, reduction  # noqa: E402
+
+SM_SCALE = 1.0 / math.sqrt(576)
+WAYS = {"base": (False, False), "early": (True, False), "one": (False, True), "both": (True, True)}
+DEFAULT_CELLS = "fp8:16:64:32,64,128 fp8:16:1:64,128 bf16:16:64:128 bf16:128:64:32,64 fp8:128:64:32,64"
+
+
+def parse_cells(text: str) -> list[tuple[str, int, int, int]]:
+    """``FORMAT:HEADS:PAGE:B1,B2 ...`` (space-separated) as (format, heads, page size, batch) cells."""
+    cells = []
+    for item in text.split():
+        try:
+            fmt, heads, page, batches = item.split(":")
+            cells += [(fmt, int(heads), int(page), int(b)) for b in batches.split(",")]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--cells item {item!r}: expected FORMAT:HEADS:PAGE:B1,B2 (e.g. "
+                                             "fp8:16:64:32,64)") from None
+        if fmt not in ("fp8", "bf16"):
+            raise argparse.ArgumentTypeError(f"--cells item {item!r}: format {fmt!r}, expected fp8 or bf16")
+    return cells
+
+
+@contextlib.contextmanager
+def way_flags(way: str):
+    """``reduction.SEG_FROM_PLAN`` and ``ONE_STEP`` as ``way`` sets them, restored after."""
+    before = (reduction.SEG_FROM_PLAN, reduction.ONE_STEP)
+    reduction.SEG_FROM_PLAN, reduction.ONE_STEP = WAYS[way]
+    try:
+        yield
+    finally:
+        reduction.SEG_FROM_PLAN, reduction.ONE_STEP = before
+
+
+def decode_call(x: dict, fmt: str, config: triton.Config | None = None):
+    """A zero-argument call of the public path on ``x`` with a plan of its own (filled by its first call)."""
+    plan = MLADecodePlan()
+
+    def call() -> None:
+        interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, x["kv_scale"], fmt,
+                          x["out"], False, config=config, path="hopper" if config else "auto", plan=plan)
+    return call
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cells", type=parse_cells, default=parse_cells(DEFAULT_CELLS),
+                    help=f"FORMAT:HEADS:PAGE:B1,B2 ... (default {DEFAULT_CELLS!r})")
+    ap.add_argument("--ragged", action="store_true", help="ragged lengths (1..8191) too")
+    ap.add_argument("--rounds", type=int, default=2, help="timings of every way a cell, alternating order")
+    ap.add_argument("--sets", type=int, default=6, help="input sets a graph rotates through (beyond the L2)")
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/reduce_tail.json"))
+    args = ap.parse_args(argv)
+    if args.rounds < 1 or args.sets < 1:
+        ap.error(f"--rounds {args.rounds} / --sets {args.sets}: each at least 1")
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        print("reduce_tail: needs a Hopper (sm_90) GPU", file=sys.stderr)
+        return 2
+    gpu = torch.cuda.get_device_name()
+    print(f"{gpu}; torch {torch.__version__}; triton {triton.__version__}; ways {WAYS}", flush=True)
+    fm, why = import_flashmla()
+    if fm is None:
+        print(f"FlashMLA column skipped: {why}", flush=True)
+    rows = []
+    for lengths in ("uniform", "ragged") if args.ragged else ("uniform",):
+        for fmt, heads, page, batch in args.cells:
+            if lengths == "uniform":
+                xs = [bench.make_inputs(bench.Problem(batch, heads, 4096, page, fmt), seed=1000 * batch + i)
+                      for i in range(args.sets)]
+            elif page == 64:        # (ragged_inputs makes pages of 64)
+                xs = [ragged_inputs(batch, heads, 4096, fmt, seed=39179 + i) for i in range(args.sets)]
+            else:
+                continue
+            x = xs[0]
+            ref = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
+                                       kv_scale=x["kv_scale"], kv_format=fmt).float()
+            tol = 2e-3 if fmt == "fp8" else 1e-2
+            row = {"lengths": lengths, "format": fmt, "heads": heads, "page_size": page, "batch": batch}
+            decode_call(x, fmt)()           # (tunes the bucket with both off; every way keeps the pick)
+            torch.cuda.synchronize()
+            ok = []
+            for way in WAYS:
+                with way_flags(way):
+                    x["out"].fill_(float("nan"))
+                    decode_call(x, fmt)()
+                    torch.cuda.synchronize()
+                    err = rel_err(x["out"].float(), ref)
+                row[f"{way}_err"] = err
+                if math.isfinite(err) and err <= tol:
+                    ok.append(way)
+                else:
+                    print(f"{lengths} {fmt} H={heads} ps={page} B={batch} {way}: relative error {err:.3e} (bound "
+                          f"{tol}): not timed", flush=True)
+            times: dict[str, list[float]] = {way: [] for way in [*ok, "flashmla"]}
+            for r in range(args.rounds):
+                for way in ok if r % 2 == 0 else ok[::-1]:
+                    with way_flags(way):
+                        times[way].append(graph_time_ms([decode_call(xi, fmt) for xi in xs]))
+                if fm is not None and page == 64:
+                    times["flashmla"].append(graph_time_ms([flashmla_call(fm, xi, fmt, SM_SCALE)[0] for xi in xs]))
+            for way, ts in times.items():
+                if ts:
+                    row[f"{way}_ms"] = statistics.median(ts)
+                    row[f"{way}_all_ms"] = ts
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            del xs, x
+            torch.cuda.empty_cache()
+    print(f"\n{gpu}; ms under graph replay (the public call tuned per bucket, a plan made before the graph; median of "
+          f"{args.rounds} rounds), change against base")
+    print("| lengths | cell | FlashMLA | base | early | change | one | change | both | change | best / FlashMLA |")
+    print("| --- |" * 11)
+    for r in rows:
+        def ms(k: str) -> str:
+            return f"{r[k + '_ms']:.4f}" if k + "_ms" in r else "-"
+
+        def change(way: str) -> str:
+            a, b = r.get("base_ms"), r.get(f"{way}_ms")
+            return f"{(b / a - 1) * 100:+.1f}%" if a and b else "-"
+        best = min((r[f"{w}_ms"] for w in WAYS if f"{w}_ms" in r), default=None)
+        vs = f"{best / r['flashmla_ms']:.2f}" if best and "flashmla_ms" in r else "-"
+        cell = f"{r['format']} H={r['heads']} ps={r['page_size']} B={r['batch']}"
+        print(f"| {r['lengths']} | {cell} | {ms('flashmla')} | {ms('base')} | {ms('early')} | {change('early')} | "
+              f"{ms('one')} | {change('one')} | {ms('both')} | {change('both')} | {vs} |")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"gpu": gpu, "torch": torch.__version__, "triton": triton.__version__,
+                                    "commit": git_commit(), "argv": sys.argv[1:] if argv is None else argv,
+                                    "rows": rows}, indent=1))
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
