@@ -1001,25 +1001,34 @@ def test_bf16_kernels_with_a_plan_match_reference(heads, page_size, lens, pinned
             assert torch.isfinite(out.float()).all(), f"seed {seed}, {sms} SMs, call {call}: unwritten or NaN"
             assert _rel(out, ref) <= TOL, f"seed {seed}, {sms} SMs, call {call}: rel err {_rel(out, ref):.3e}"
     x = _inputs(8, heads, page_size, "bf16", 4096, seed + 1)      # (no NaN rows: the replays reach further)
-    first = [4096, 1, 3001, 64, 0, 2500, 129, 4000]
-    x["seq_lens"].copy_(torch.tensor(first, dtype=torch.int32))
-    mla_decode(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, plan=MLADecodePlan())   # (tunes)
+    _captured_step_follows_new_lengths(x, "bf16", [[4096, 1, 3001, 64, 0, 2500, 129, 4000],
+                                                   [17, 4096, 0, 3000, 64, 1, 4095, 2048]], TOL, seed)
+
+
+def _captured_step_follows_new_lengths(x: dict, fmt: str, lengths: list[list[int]], tol: float, seed: int) -> None:
+    """The tuned public path on ``x`` with ``lengths[0]`` (tuned there, outside capture), then a step of two calls
+    with a plan made inside the captured function, replayed after the lengths change in place to each of
+    ``lengths``: NaN-poisoned outputs, each within ``tol`` of the fp32 reference."""
+    x["seq_lens"].copy_(torch.tensor(lengths[0], dtype=torch.int32))
+    args = (x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE)
+    mla_decode(*args, kv_scale=x["kv_scale"], plan=MLADecodePlan())      # (tunes the bucket)
     outs = [torch.empty_like(x["out"]) for _ in range(2)]
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         plan = MLADecodePlan()
         for out in outs:
-            mla_decode(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, out=out, plan=plan)
-    for new in (first, [17, 4096, 0, 3000, 64, 1, 4095, 2048]):
+            mla_decode(*args, kv_scale=x["kv_scale"], out=out, plan=plan)
+    for new in lengths:
         x["seq_lens"].copy_(torch.tensor(new, dtype=torch.int32))
         for out in outs:
             out.fill_(float("nan"))
         graph.replay()
         torch.cuda.synchronize()
-        ref = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, kv_format="bf16")
+        ref = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
+                                   kv_scale=x["kv_scale"], kv_format=fmt)
         for out in outs:
             assert torch.isfinite(out.float()).all(), f"seed {seed}, lengths {new}: unwritten or NaN outputs"
-            assert _rel(out, ref) <= TOL, f"seed {seed}, lengths {new}: rel err {_rel(out, ref):.3e}"
+            assert _rel(out, ref) <= tol, f"seed {seed}, lengths {new}: rel err {_rel(out, ref):.3e}"
 
 
 # The reduction reading a step's plan's slots before its wait and a request's slots in one step (reduction.SEG_FROM_PLAN
@@ -1079,26 +1088,8 @@ def test_plan_slots_are_the_split_kernels_and_the_reduction_reads_them(fmt, head
     if not captured:
         return
     x = _inputs(len(SLOT_LENS), heads, page_size, fmt, 4096, seed + 1)     # (no NaN rows: the replays reach further)
-    x["seq_lens"].copy_(torch.tensor(SLOT_LENS, dtype=torch.int32))
-    args = (x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE)
-    mla_decode(*args, kv_scale=x["kv_scale"], plan=MLADecodePlan())      # (tunes the bucket)
-    outs = [torch.empty_like(x["out"]) for _ in range(2)]
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        plan = MLADecodePlan()
-        for out in outs:
-            mla_decode(*args, kv_scale=x["kv_scale"], out=out, plan=plan)
-    for new in (SLOT_LENS, [17, 4096, 0, 3000, 64, 1, 4095, 2048, 0, 100, 4033]):
-        x["seq_lens"].copy_(torch.tensor(new, dtype=torch.int32))
-        for out in outs:
-            out.fill_(float("nan"))
-        graph.replay()
-        torch.cuda.synchronize()
-        ref = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
-                                   kv_scale=x["kv_scale"], kv_format=fmt)
-        for out in outs:
-            assert torch.isfinite(out.float()).all(), f"seed {seed}, lengths {new}: unwritten or NaN outputs"
-            assert _rel(out, ref) <= tol, f"seed {seed}, lengths {new}: rel err {_rel(out, ref):.3e}"
+    _captured_step_follows_new_lengths(x, fmt, [SLOT_LENS, [17, 4096, 0, 3000, 64, 1, 4095, 2048, 0, 100, 4033]], tol,
+                                       seed)
 
 
 @pytest.mark.parametrize("heads,page_size,lens,config,q_form", [
@@ -1136,27 +1127,8 @@ def test_t8_with_a_plan_matches_reference(heads, page_size, lens, config, q_form
     batch = 16
     assert interface_hopper._tuned_route(128, "fp8", batch, 64) == "third"
     x = _inputs(batch, 128, 64, "fp8", 4096, seed + 1)      # (no NaN rows: the replays reach further)
-    first = ([4096, 1, 3001, 64, 0, 2500, 129, 4000] * 4)[:batch]
-    x["seq_lens"].copy_(torch.tensor(first, dtype=torch.int32))
-    args = (x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE)
-    mla_decode(*args, kv_scale=x["kv_scale"], plan=MLADecodePlan())      # (tunes the bucket)
-    outs = [torch.empty_like(x["out"]) for _ in range(2)]
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        plan = MLADecodePlan()
-        for out in outs:
-            mla_decode(*args, kv_scale=x["kv_scale"], out=out, plan=plan)
-    for new in (first, ([17, 4096, 0, 3000, 64, 1, 4095, 2048] * 4)[:batch]):
-        x["seq_lens"].copy_(torch.tensor(new, dtype=torch.int32))
-        for out in outs:
-            out.fill_(float("nan"))
-        graph.replay()
-        torch.cuda.synchronize()
-        ref = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
-                                   kv_scale=x["kv_scale"], kv_format="fp8")
-        for out in outs:
-            assert torch.isfinite(out.float()).all(), f"seed {seed}, lengths {new}: unwritten or NaN outputs"
-            assert _rel(out, ref) <= 2e-3, f"seed {seed}, lengths {new}: rel err {_rel(out, ref):.3e}"
+    _captured_step_follows_new_lengths(x, "fp8", [([4096, 1, 3001, 64, 0, 2500, 129, 4000] * 4)[:batch],
+                                                  ([17, 4096, 0, 3000, 64, 1, 4095, 2048] * 4)[:batch]], 2e-3, seed)
 
 
 SCALED_CASES = [(128, 4, None), (128, 16, None), (16, 8, None), (128, 16, _PP_PINNED), (16, 8, _TOK_PINNED),
