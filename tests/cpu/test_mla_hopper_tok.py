@@ -515,7 +515,8 @@ def test_a_plans_start_price_is_the_reading_kernels(monkeypatch):
     from graphtune.kernels.mla_decode import MLADecodePlan, kernel_hopper, plan as plan_mod
     got = []
     monkeypatch.setattr(plan_mod.MLADecodePlan, "fill",
-                        lambda self, seq_lens, page_table, page_size, programs, seg_cost, b_chunk, min_tiles=1:
+                        lambda self, seq_lens, page_table, page_size, programs, seg_cost, b_chunk, min_tiles=1,
+                        slots=False:
                         got.append(seg_cost))
     lens, pt = torch.ones(2, dtype=torch.int32), torch.zeros(2, 2, dtype=torch.int32)
     for price in (0, 4):
