@@ -862,17 +862,19 @@ def test_the_plan_kernel_with_slots_compiles_for_sm90(page_size, seg_cost):
     assert usage["LOCAL"] == 0 and usage["REG"] <= 64, usage
 
 
+@pytest.mark.parametrize("one_step", [False, True], ids=["rule", "one-step"])
 @pytest.mark.parametrize("half_rows", [True, False], ids=["half-rows", "whole-rows"])
-def test_scaled_partials_reduce_without_local_memory(half_rows, monkeypatch):
+def test_scaled_partials_reduce_without_local_memory(half_rows, one_step, monkeypatch):
     """The reduction over a bf16 cache's scaled fp16 partials (k a half-row beside the LSE), by half rows at one warp
     (as shipped) or by whole rows (``reduction.SCALED_HALF_ROWS`` off), compiled for sm_90 at the block shapes the
-    rule gives (H = 16 and 128, batch 8 to 128 on 132 SMs): no local memory, at most 255 registers, loads of 16
-    bytes."""
+    rule gives (and ``reduction.ONE_STEP``'s; H = 16 and 128, batch 8 to 128 on 132 SMs, one and two programs an SM):
+    no local memory, at most 255 registers, loads of 16 bytes."""
     from graphtune import resources
     from graphtune.kernels.mla_decode import reduction
     monkeypatch.setattr(reduction, "SCALED_HALF_ROWS", half_rows)
-    shapes = {reduction.reduce_blocks(batch, interface.max_partials(132, batch, 1) + batch, heads, 2, scaled=True)
-              for heads in (16, 128) for batch in (8, 32, 128)}
+    monkeypatch.setattr(reduction, "ONE_STEP", one_step)
+    shapes = {reduction.reduce_blocks(batch, interface.max_partials(132, batch, pps) + batch, heads, 2, scaled=True)
+              for heads in (16, 128) for batch in (8, 32, 128) for pps in (1, 2)}
     for blocks in shapes:
         compiled = _compile_reduction(blocks, partial="fp16", divisible=True, scaled=True)
         usage = resources._resource_usage(compiled.asm["cubin"], compiled.metadata.name)
