@@ -69,13 +69,13 @@ def way_flags(way: str):
         reduction.SEG_FROM_PLAN, reduction.ONE_STEP = before
 
 
-def decode_call(x: dict, fmt: str, config: triton.Config | None = None):
+def decode_call(x: dict, fmt: str):
     """A zero-argument call of the public path on ``x`` with a plan of its own (filled by its first call)."""
     plan = MLADecodePlan()
 
     def call() -> None:
         interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, x["kv_scale"], fmt,
-                          x["out"], False, config=config, path="hopper" if config else "auto", plan=plan)
+                          x["out"], False, plan=plan)
     return call
 
 

@@ -31,6 +31,17 @@ vs_table() {
   echo "${fmt}_$way rc=$? at ${SECONDS}s"
 }
 
+# gpu_tests NAME CAP FILE FILTER: the GPU tests of FILE that pytest's -k FILTER selects, the knobs still gated in
+# tests/gpu/_unproven.py included (GRAPHTUNE_GPU_NEW=1), in four workers (pytest-xdist from gpu_prelude) on the current
+# source tree and the shared Triton cache, at most CAP seconds, its log /tmp/NAME.log; prints the counts and failures.
+gpu_tests() {
+  local name=$1 cap=$2 file=$3 filter=$4
+  GRAPHTUNE_GPU_NEW=1 PYTHONPATH=/tmp/np:$PWD/src:/tmp/site:/tmp/xd TRITON_CACHE_DIR=/tmp/tc_main timeout "$cap" \
+    python3 -m pytest -q -v -n 4 "$file" -k "$filter" > "/tmp/$name.log" 2>&1
+  echo "$name rc=$? at ${SECONDS}s: $(grep -c " PASSED" "/tmp/$name.log") passed, $(grep -c " FAILED" "/tmp/$name.log") failed"
+  grep -E "passed|failed|FAILED|Error|rel err" "/tmp/$name.log" | grep -v " PASSED" | tail -12 | cut -c1-300
+}
+
 # probe NAME CAP SCRIPT ARGS...: benchmarks/probes/SCRIPT with ARGS on the current source tree ($PWD/src) in the
 # shared Triton cache, into $OUT/NAME.json, its log /tmp/NAME.log, at most CAP seconds; prints its rc and its table.
 probe() {

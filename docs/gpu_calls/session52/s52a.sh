@@ -12,10 +12,6 @@ LIMIT=${LIMIT:-560}
 source docs/gpu_calls/lib.sh
 gpu_prelude
 export GIT_COMMIT=${GIT_COMMIT:-unknown}
-PP="/tmp/np:$PWD/src:/tmp/site"
-GRAPHTUNE_GPU_NEW=1 PYTHONPATH=$PP:/tmp/xd TRITON_CACHE_DIR=/tmp/tc_main timeout ${TESTS_CAP:-220} python3 -m pytest -q \
-  -v -n 4 tests/gpu/test_mla_decode_gpu.py -k "plan_slots" > /tmp/tests_a.log 2>&1
-echo "tests rc=$? at ${SECONDS}s: $(grep -c " PASSED" /tmp/tests_a.log) passed, $(grep -c " FAILED" /tmp/tests_a.log) failed"
-grep -E "passed|failed|FAILED|Error|rel err|split kernel's" /tmp/tests_a.log | grep -v " PASSED" | tail -12 | cut -c1-300
+gpu_tests tests_a ${TESTS_CAP:-220} tests/gpu/test_mla_decode_gpu.py plan_slots
 probe reduce_tail $(( LIMIT - 15 - SECONDS )) reduce_tail.py --rounds ${ROUNDS:-2} | grep -E "^\||rc=|rror|not timed" | cut -c1-250
 tar -czf $OUT/logs52a.tgz -C /tmp $(cd /tmp && ls tests_a.log reduce_tail.log 2>/dev/null)

@@ -1130,8 +1130,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
 def _with_plan_slots(scratch: tuple, consts: dict[str, Any]) -> tuple:
     """The launch's scratch for the reduction, its ``seg`` the plan's slots where the launch read a plan filled with
     them (``reduction.SEG_FROM_PLAN``: the same values, written before the split kernel ran)."""
-    slots = getattr(consts.get("plan_ptr"), "_graphtune_slots", None)
-    seg = slots() if slots is not None else None
+    seg = plan_mod.slots_of(consts.get("plan_ptr"))
     return scratch if seg is None else (*scratch[:3], seg)
 
 

@@ -500,6 +500,12 @@ def _mla_decode_split_kernel(
 
 
 @triton.jit
+def _request_slots(seq_lens_ptr, seg_ptr, b):
+    """Request b's length and its first and last partial slot: three loads issued together (one round trip)."""
+    return tl.load(seq_lens_ptr + b), tl.load(seg_ptr + 2 * b), tl.load(seg_ptr + 2 * b + 1)
+
+
+@triton.jit
 def _mla_decode_reduce_kernel(
     seg_ptr, part_o_ptr, part_lse_ptr, out_ptr, lse_ptr, seq_lens_ptr,
     H,
@@ -527,9 +533,7 @@ def _mla_decode_reduce_kernel(
     split kernel's last program)."""
     b = tl.program_id(0)
     if SEG_EARLY:
-        seq_len = tl.load(seq_lens_ptr + b)
-        first = tl.load(seg_ptr + 2 * b)
-        last = tl.load(seg_ptr + 2 * b + 1)
+        seq_len, first, last = _request_slots(seq_lens_ptr, seg_ptr, b)
     if PDL:
         gdc_wait()
     h0 = tl.program_id(1) * BLOCK_H
@@ -537,10 +541,7 @@ def _mla_decode_reduce_kernel(
     d0 = tl.program_id(2) * BLOCK_D
     offs_d = d0 + tl.arange(0, BLOCK_D)
     if not SEG_EARLY:
-        # the three loads issue together (one round trip before the partials' loads)
-        seq_len = tl.load(seq_lens_ptr + b)
-        first = tl.load(seg_ptr + 2 * b)
-        last = tl.load(seg_ptr + 2 * b + 1)
+        seq_len, first, last = _request_slots(seq_lens_ptr, seg_ptr, b)
     out_ptrs = (out_ptr + b.to(tl.int64) * stride_out_b + h0 * stride_out_h
                 + offs_h[:, None] * stride_out_h + offs_d[None, :])
     lse_ptrs = lse_ptr + b * H + h0 + offs_h

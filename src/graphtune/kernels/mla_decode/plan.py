@@ -122,8 +122,7 @@ def attach(plan: MLADecodePlan, seq_lens: torch.Tensor, page_table: torch.Tensor
     a request's start is the fp8 kernels' for a per-tensor fp8 cache (``fp8``), none for fp8_ds_mla configs (``DS``,
     the even split as theirs), and :data:`BF16_PLAN_SEG_COST` for a bf16 cache, read when the plan is made; each range
     at least the config's ``MIN_TILES`` tiles (T8's); ``slots``: each fill makes the reduction's ``seg`` rows too,
-    which the rows' ``_graphtune_slots()`` then returns (:meth:`MLADecodePlan.slots`; the tuner's follow-up,
-    ``reduction.after_hopper_split``, finds them there)."""
+    which :func:`slots_of` the rows then returns."""
     rows = plan.rows(seq_lens, page_table, max_programs)
 
     def fill(nargs: dict[str, Any]) -> None:
@@ -136,3 +135,10 @@ def attach(plan: MLADecodePlan, seq_lens: torch.Tensor, page_table: torch.Tensor
     rows._graphtune_fill = fill
     rows._graphtune_slots = plan.slots
     return rows
+
+
+def slots_of(rows: Any) -> torch.Tensor | None:
+    """The slots (:meth:`MLADecodePlan.slots`) of the plan whose rows a launch passed as ``plan_ptr`` (None without a
+    plan, or where its last fill made none)."""
+    slots = getattr(rows, "_graphtune_slots", None)
+    return slots() if slots is not None else None

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from ... import settings
-from . import kernel
+from . import kernel, plan
 from .reference import D_NOPE
 
 # The reduction's blocks (slots merged per step, heads and output columns per program). When the split grid has at
@@ -194,8 +194,7 @@ def after_hopper_split(named: dict[str, Any]) -> None:
 
 def _follow(named: dict[str, Any], pdl: bool) -> None:
     # (a launch that read a plan filled with its slots: the reduction reads those, as the decode does)
-    slots = getattr(named.get("plan_ptr"), "_graphtune_slots", None)
-    seg = slots() if slots is not None and SEG_FROM_PLAN else None
+    seg = plan.slots_of(named.get("plan_ptr")) if SEG_FROM_PLAN else None
     merge(int(named["B"]), int(named["H"]), named["seg_ptr"] if seg is None else seg, named["part_o_ptr"],
           named["part_lse_ptr"], named["out_ptr"], named["lse_ptr"], named["seq_lens_ptr"], bool(named["RETURN_LSE"]),
           pdl=pdl)
