@@ -1,13 +1,13 @@
-"""The MLA decode reduction's last round trips, timed in the decode: what ``reduction.SEG_FROM_PLAN`` and
-``reduction.ONE_STEP`` (both off as shipped) are worth on the Hopper path with a step's plan.
+"""The MLA decode reduction's last round trips, timed in the decode: what ``reduction.SEG_FROM_PLAN`` (on as shipped
+from session 53) is worth on the Hopper path with a step's plan.
 
 Launched as a programmatic dependent of the split kernel, the reduction waits for it, then reads each request's
 slots and length, then the partials a step of BLOCK_S slots at a time: each a dependent round trip after the split
 kernel's last program exits. SEG_FROM_PLAN has the plan kernel write the slots (the split kernels' own values, ahead
-of time) and the reduction read them before its wait; ONE_STEP takes a request's slots in one step. Per cell
-(cache format, heads, page size, batch; 4096-token requests, or ragged lengths 1..8191 with ``--ragged``) the public
-call is tuned once with both off (the tuned pick stays for every way: only the reduction differs), then each way --
-``base``, ``early`` (SEG_FROM_PLAN), ``one`` (ONE_STEP), ``both`` -- is checked against ``mla_decode_reference``
+of time) and the reduction read them before its wait. (Session 52 timed ONE_STEP, a request's slots in one step,
+beside it: removed in session 53, not faster.) Per cell (cache format, heads, page size, batch; 4096-token requests,
+or ragged lengths 1..8191 with ``--ragged``) the public call is tuned once with SEG_FROM_PLAN off (the tuned pick
+stays for both ways: only the reduction differs), then each way -- ``base`` (off), ``early`` (on) -- is checked against ``mla_decode_reference``
 (output NaN-poisoned first; 2e-3 for fp8, 1e-2 for bf16) and timed under CUDA graph replay with a plan made before
 the graph, ``--rounds`` times in alternating order (the median kept), beside FlashMLA (page size 64) in each round.
 
@@ -39,7 +39,7 @@ from graphtune.kernels import mla_decode_reference  # noqa: E402
 from graphtune.kernels.mla_decode import MLADecodePlan, bench, interface, reduction  # noqa: E402
 
 SM_SCALE = 1.0 / math.sqrt(576)
-WAYS = {"base": (False, False), "early": (True, False), "one": (False, True), "both": (True, True)}
+WAYS = {"base": False, "early": True}
 DEFAULT_CELLS = "fp8:16:64:32,64,128 fp8:16:1:64,128 bf16:16:64:128 bf16:128:64:32,64 fp8:128:64:32,64"
 
 
@@ -60,13 +60,13 @@ def parse_cells(text: str) -> list[tuple[str, int, int, int]]:
 
 @contextlib.contextmanager
 def way_flags(way: str):
-    """``reduction.SEG_FROM_PLAN`` and ``ONE_STEP`` as ``way`` sets them, restored after."""
-    before = (reduction.SEG_FROM_PLAN, reduction.ONE_STEP)
-    reduction.SEG_FROM_PLAN, reduction.ONE_STEP = WAYS[way]
+    """``reduction.SEG_FROM_PLAN`` as ``way`` sets it, restored after."""
+    before = reduction.SEG_FROM_PLAN
+    reduction.SEG_FROM_PLAN = WAYS[way]
     try:
         yield
     finally:
-        reduction.SEG_FROM_PLAN, reduction.ONE_STEP = before
+        reduction.SEG_FROM_PLAN = before
 
 
 def decode_call(x: dict, fmt: str):
@@ -113,8 +113,9 @@ def main(argv: list[str] | None = None) -> int:
                                        kv_scale=x["kv_scale"], kv_format=fmt).float()
             tol = 2e-3 if fmt == "fp8" else 1e-2
             row = {"lengths": lengths, "format": fmt, "heads": heads, "page_size": page, "batch": batch}
-            decode_call(x, fmt)()           # (tunes the bucket with both off; every way keeps the pick)
-            torch.cuda.synchronize()
+            with way_flags("base"):
+                decode_call(x, fmt)()       # (tunes the bucket with SEG_FROM_PLAN off; both ways keep the pick)
+                torch.cuda.synchronize()
             ok = []
             for way in WAYS:
                 with way_flags(way):
@@ -145,8 +146,8 @@ def main(argv: list[str] | None = None) -> int:
             torch.cuda.empty_cache()
     print(f"\n{gpu}; ms under graph replay (the public call tuned per bucket, a plan made before the graph; median of "
           f"{args.rounds} rounds), change against base")
-    print("| lengths | cell | FlashMLA | base | early | change | one | change | both | change | best / FlashMLA |")
-    print("| --- |" * 11)
+    print("| lengths | cell | FlashMLA | base | early | change | best / FlashMLA |")
+    print("| --- |" * 7)
     for r in rows:
         def ms(k: str) -> str:
             return f"{r[k + '_ms']:.4f}" if k + "_ms" in r else "-"
@@ -158,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         vs = f"{best / r['flashmla_ms']:.2f}" if best and "flashmla_ms" in r else "-"
         cell = f"{r['format']} H={r['heads']} ps={r['page_size']} B={r['batch']}"
         print(f"| {r['lengths']} | {cell} | {ms('flashmla')} | {ms('base')} | {ms('early')} | {change('early')} | "
-              f"{ms('one')} | {change('one')} | {ms('both')} | {change('both')} | {vs} |")
+              f"{vs} |")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"gpu": gpu, "torch": torch.__version__, "triton": triton.__version__,
                                     "commit": git_commit(), "argv": sys.argv[1:] if argv is None else argv,

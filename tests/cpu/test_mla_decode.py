@@ -718,15 +718,13 @@ def test_reduction_compiles_for_sm90_and_waits_on_its_grid_dependency_first(pdl)
         assert usage["LOCAL"] == 0 and usage["REG"] <= 255, f"{block_s, block_d}: {usage}"
 
 
-@pytest.mark.parametrize("one_step", [False, True], ids=["rule", "one-step"])
-def test_reduction_reads_a_plans_slots_before_its_wait(one_step, monkeypatch):
+def test_reduction_reads_a_plans_slots_before_its_wait():
     """``SEG_EARLY`` (the slots a step's plan wrote, ``reduction.SEG_FROM_PLAN``): compiled for sm_90 with ``PDL``,
     the lengths' and slots' three loads come before ``griddepcontrol.wait`` and every other load after it (the
     partials are the split kernel's); without it every load follows the wait. At the block shapes the rule gives
-    (and ``ONE_STEP``'s) for H = 16 and 128, batch 8 to 128 on 132 SMs, fp16 and fp32 partials: no local memory."""
+    for H = 16 and 128, batch 8 to 128 on 132 SMs, fp16 and fp32 partials: no local memory."""
     from graphtune import resources
     from graphtune.kernels.mla_decode import reduction
-    monkeypatch.setattr(reduction, "ONE_STEP", one_step)
     shapes = {(reduction.reduce_blocks(batch, interface.max_partials(132, batch, 1) + batch, heads, size), size)
               for heads in (16, 128) for batch in (8, 32, 64, 128) for size in (2, 4)}
     for blocks, size in shapes:
@@ -743,36 +741,11 @@ def test_reduction_reads_a_plans_slots_before_its_wait(one_step, monkeypatch):
             assert usage["LOCAL"] == 0 and usage["REG"] <= 255, f"{blocks}: {usage}"
 
 
-def test_one_step_blocks_take_a_requests_slots_at_once(monkeypatch):
-    """``reduction.ONE_STEP``: for a uniform batch (each request's tiles over ``per_request + 1`` programs at most)
-    BLOCK_S is the least power of two above the grid's programs per request, up to 16 (the rule as shipped rounds
-    down: two steps for 9 programs a request at fp8 H = 16, batch 32, 264 programs); BLOCK_H still divides the heads;
-    past 16 programs a request, and at 64 (column blocks), the two agree."""
-    from graphtune.kernels.mla_decode import reduction
-    for heads in (16, 128):
-        for batch in (1, 2, 8, 16, 32, 64, 128):
-            for programs in (66, 132, 264):
-                slots = programs + batch
-                per_request = -(-programs // batch)
-                monkeypatch.setattr(reduction, "ONE_STEP", False)
-                rule = reduction.reduce_blocks(batch, slots, heads, 2)
-                monkeypatch.setattr(reduction, "ONE_STEP", True)
-                one = reduction.reduce_blocks(batch, slots, heads, 2)
-                where = (heads, batch, programs, rule, one)
-                assert heads % one[1] == 0 and one[0] & (one[0] - 1) == 0, where
-                if per_request >= 64:
-                    assert one == rule, where
-                elif per_request < 16:
-                    assert per_request + 1 <= one[0] < 2 * (per_request + 1), where
-                else:
-                    assert one[0] == rule[0] == 16, where
-
-
 @pytest.mark.parametrize("partial", [torch.float32, torch.float16], ids=["fp32", "fp16"])
-def test_the_reduction_merges_alike_with_early_slots_and_one_step(partial):
+def test_the_reduction_merges_alike_with_early_slots_and_sixteen_slots_a_step(partial):
     """The reduction (through the interpreter) over the same random partials, four requests of 10 / 3 / 1 / no
-    segments (the third whole: untouched; the fourth of no tokens: zeros and an LSE of -inf): with the rule's
-    blocks, with one step of 16 slots, and with ``SEG_EARLY`` (its loads before the wait, which the interpreter
+    segments (the third whole: untouched; the fourth of no tokens: zeros and an LSE of -inf): with 8 slots a step,
+    with one step of 16 slots (a probe may pass other blocks), and with ``SEG_EARLY`` (its loads before the wait, which the interpreter
     does not run): the same output and LSE, each against the exact merge in float64."""
     from graphtune.kernels.mla_decode import kernel
     seed = _seed()
@@ -862,17 +835,15 @@ def test_the_plan_kernel_with_slots_compiles_for_sm90(page_size, seg_cost):
     assert usage["LOCAL"] == 0 and usage["REG"] <= 64, usage
 
 
-@pytest.mark.parametrize("one_step", [False, True], ids=["rule", "one-step"])
 @pytest.mark.parametrize("half_rows", [True, False], ids=["half-rows", "whole-rows"])
-def test_scaled_partials_reduce_without_local_memory(half_rows, one_step, monkeypatch):
+def test_scaled_partials_reduce_without_local_memory(half_rows, monkeypatch):
     """The reduction over a bf16 cache's scaled fp16 partials (k a half-row beside the LSE), by half rows at one warp
     (as shipped) or by whole rows (``reduction.SCALED_HALF_ROWS`` off), compiled for sm_90 at the block shapes the
-    rule gives (and ``reduction.ONE_STEP``'s; H = 16 and 128, batch 8 to 128 on 132 SMs, one and two programs an SM):
+    rule gives (H = 16 and 128, batch 8 to 128 on 132 SMs, one and two programs an SM):
     no local memory, at most 255 registers, loads of 16 bytes."""
     from graphtune import resources
     from graphtune.kernels.mla_decode import reduction
     monkeypatch.setattr(reduction, "SCALED_HALF_ROWS", half_rows)
-    monkeypatch.setattr(reduction, "ONE_STEP", one_step)
     shapes = {reduction.reduce_blocks(batch, interface.max_partials(132, batch, pps) + batch, heads, 2, scaled=True)
               for heads in (16, 128) for batch in (8, 32, 128) for pps in (1, 2)}
     for blocks in shapes:

@@ -50,9 +50,10 @@ import pytest
 # passed in session 48, call B, on an H200: 32 passed; pinned, not faster; POOL and POOL_BF16, tile pools (a
 # request's tiles claimed by its programs from a counter in the plan) in the second fp8 and the bf16 tokens-on-M
 # kernels, failed in session 51, call A, on an H200 at H = 32 (the counters shared by two head groups) and were slower
-# in every cell at H = 16: removed)
-UNPROVEN: dict[str, str] = {
-    "SEG_PLAN": "the reduction reading a plan's slots before its wait, a request's slots in one step (session 52)"}
+# in every cell at H = 16: removed; SEG_PLAN, the reduction reading a plan's slots before its wait and a request's
+# slots in one step, passed in session 53, call A, on an H100: 5 passed; the first on (reduction.SEG_FROM_PLAN), the
+# second removed: not faster)
+UNPROVEN: dict[str, str] = {}
 
 
 def skip_unproven(config: dict) -> None:

@@ -1031,8 +1031,8 @@ def _captured_step_follows_new_lengths(x: dict, fmt: str, lengths: list[list[int
             assert _rel(out, ref) <= tol, f"seed {seed}, lengths {new}: rel err {_rel(out, ref):.3e}"
 
 
-# The reduction reading a step's plan's slots before its wait and a request's slots in one step (reduction.SEG_FROM_PLAN
-# and ONE_STEP, session 52): every kernel family that reads a plan, at a batch the reduction runs as a programmatic
+# The reduction reading a step's plan's slots before its wait (reduction.SEG_FROM_PLAN, session 52; passed in session
+# 53, call A, on an H100: 5 passed): every kernel family that reads a plan, at a batch the reduction runs as a programmatic
 # dependent (reduction.PDL_MIN_BATCH), lengths of no tokens between.
 _V2_PINNED = dict(V2=1, NUM_BUF=2, PREFETCH=1, FAST_MAX=1)
 SLOT_CASES = [("fp8", 16, 64, _V2_PINNED, True), ("fp8", 32, 1, {**_V2_PINNED, "GATHER": 1}, False),
@@ -1047,12 +1047,11 @@ def test_plan_slots_are_the_split_kernels_and_the_reduction_reads_them(fmt, head
                                                                        monkeypatch):
     """A plan filled with slots (``MLADecodePlan.fill(..., slots=True)``) holds, for every request with tokens, the
     first and last partial slot the split kernel itself writes for the same split (pinned, at 132, 7 and 1 SMs:
-    programs of several segments); with ``reduction.SEG_FROM_PLAN`` and ``ONE_STEP`` on, the decode (two calls a
+    programs of several segments); with ``reduction.SEG_FROM_PLAN`` on, the decode (two calls a
     plan) is within the format's bound of the fp32 reference, NaN in the cache past every length and in the output
     before each call, LSE within 2e-3 (-inf for requests of no tokens); then (``captured``) the tuned path with the
     plan made inside a captured step of two calls, replayed after the lengths change in place."""
     _hopper_or_skip()
-    skip_unproven({"SEG_PLAN": 1})
     from graphtune.kernels.mla_decode import reduction
     seed = _seed()
     x = _inputs(len(SLOT_LENS), heads, page_size, fmt, 4096, seed)
@@ -1072,7 +1071,6 @@ def test_plan_slots_are_the_split_kernels_and_the_reduction_reads_them(fmt, head
         assert torch.equal(slots[live], seg[live]), f"seed {seed}, {sms} SMs: {slots[live].tolist()} against the " \
                                                     f"split kernel's {seg[live].tolist()}"
     monkeypatch.setattr(reduction, "SEG_FROM_PLAN", True)
-    monkeypatch.setattr(reduction, "ONE_STEP", True)
     for sms in (132, 7, 1):
         plan = MLADecodePlan()
         for call in range(2):

@@ -287,7 +287,13 @@ HOPPER_TOK_FP8_V2_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PREFET
 # RK64 alone: given a step's plan (whose rows carry a program's first three page ids), on an H200 (session 51 call A,
 # H = 16, page size 64, one run) two buffers with RK64 alone ran 0.0314 / 0.0501 / 0.0860 ms at batch 32 / 64 / 128
 # and three 0.0320 / 0.0541 / 0.0950, where the tuned path's picks, all with PT_EARLY, ran 0.0330 / 0.0508 / 0.0866
-# (right: the benchmark's checks against the reference); the tuned path with them in its space is not yet timed.
+# (right: the benchmark's checks against the reference). The tuned path with the six against the four (session 53
+# call B, one H100, docs/gpu_calls/session51/s51b.sh, two runs each, H = 16, batch 32 / 64 / 128, tuned with a step's
+# plan): at batch 32 the tuner took a new row (three buffers, RK64 alone) and ran 0.0384 / 0.0380 ms against the four's
+# 0.0387 / 0.0382, faster in both runs; at 64 and 128 it took the same config as from the four (three buffers,
+# PT_EARLY): 0.0645 / 0.0648 and 0.1124 / 0.1128 against 0.0645 / 0.0645 and 0.1119 / 0.1115, the same kernel
+# timed in two processes; without a plan even (0.0384 / 0.0388 against 0.0384 / 0.0385 at batch 32). Kept: on that
+# H100 the pick moved only where it paid, and the H200's lead was two buffers with RK64 alone at batch 32.
 _V2_SCHEDULE = {"RK64": 1, "PT_EARLY": 1}
 HOPPER_TOK_FP8_V2_SPACE: list[dict[str, int]] = [dict(HOPPER_TOK_FP8_V2_CONFIG), {**HOPPER_TOK_FP8_V2_CONFIG, "NUM_BUF": 3},
                                                  {**HOPPER_TOK_FP8_V2_CONFIG, **_V2_SCHEDULE},

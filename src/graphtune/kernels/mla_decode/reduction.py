@@ -48,18 +48,20 @@ from .reference import D_NOPE
 # session 20 run 2, benchmarks/probes/pick_check.py: 0.0188 / 0.0162 ms against 0.0174 / 0.0167 with a plain launch),
 # and the tuner, timing plain launches, picked two buffers.
 PDL_MIN_BATCH = 8
-# The reduction's last round trips, after the split kernel's last program (session 52; written and compiled for sm_90
-# on the CPU, not yet timed: both off until a GPU run says they pay). Launched as a programmatic dependent, the
-# reduction waits for the split kernel, then reads each request's slots (``seg``) and length, then its partials a
-# step of BLOCK_S slots at a time, each a dependent round trip to memory after the last split program exits: at fp8
-# H = 16, batch 32 on 132 SMs the grid's 264 programs give ``reduce_blocks`` 9 programs a request, 8 slots a step,
-# and a request's 9-10 slots take two steps, three round trips in all. SEG_FROM_PLAN: where the launch read a step's
-# plan, the plan kernel writes the slots too (plan.MLADecodePlan.slots, the split kernels' own stores made ahead of
-# time), so the reduction reads them and the lengths before its wait (``SEG_EARLY``). ONE_STEP: BLOCK_S covers
-# the slots a request of the uniform split can have (``per_request + 1``, up to 16) in one step. Compiled for
-# sm_90 (fp16 partials, two warps): 16 slots a step 178 registers, no local memory (8 slots: 94).
-SEG_FROM_PLAN = False
-ONE_STEP = False
+# The reduction's last round trips, after the split kernel's last program (session 52). Launched as a programmatic
+# dependent, the reduction waits for the split kernel, then reads each request's slots (``seg``) and length, then its
+# partials a step of BLOCK_S slots at a time, each a dependent round trip to memory after the last split program exits.
+# SEG_FROM_PLAN: where the launch read a step's plan, the plan kernel writes the slots too (plan.MLADecodePlan.slots,
+# the split kernels' own stores made ahead of time), so the reduction reads them and the lengths before its wait
+# (``SEG_EARLY``): one round trip fewer after the split. Timed on an H100 (session 53, benchmarks/probes/reduce_tail.py
+# --rounds 6, the public call tuned with a plan, as shipped against SEG_FROM_PLAN in alternating rounds): fp8 H = 16
+# 0.6% / 0.7% faster at batch 32 / 64 (0.0379 -> 0.0376, 0.0638 -> 0.0634 ms), faster in every one of the six rounds;
+# in the same session's two-round run also at batch 128, page size 1 and bf16 H = 16 batch 128 (0.1-0.5%); at H = 128
+# the rounds spread more than the change (bf16 batch 64: -2.4% to +2.8% a round, fp8 batch 64: -7.0% to +3.6%),
+# with no direction. Measured and removed beside it: ONE_STEP (BLOCK_S covering a request's slots in one step, 16 at
+# fp8 H = 16 batch 32): slower in every round at fp8 H = 16 batch 32 (+0.6% to +1.8%) and bf16 H = 128 batch 32
+# (+0.6% to +3.1%), no cell faster.
+SEG_FROM_PLAN = True
 _REDUCE_SMALL = (64, 1, 128, 4)
 _REDUCE_ROWS = 8         # (slot, head) rows of 512 fp32 columns a program holds per step (4 warps: 32 a thread)
 _REDUCE_MAX_SLOTS = 16
@@ -129,10 +131,7 @@ def reduce_blocks(batch: int, slots: int, heads: int, partial_bytes: int = 4,
     per_request = -(-(slots - batch) // batch)      # the grid's programs per request, rounded up
     if per_request >= _REDUCE_SMALL[0]:
         return _REDUCE_SMALL
-    if ONE_STEP:        # (a request of the uniform split touches per_request + 1 programs at most)
-        block_s = min(_REDUCE_MAX_SLOTS, max(2, 1 << per_request.bit_length()))
-    else:
-        block_s = min(_REDUCE_MAX_SLOTS, max(2, 1 << (per_request.bit_length() - 1)))
+    block_s = min(_REDUCE_MAX_SLOTS, max(2, 1 << (per_request.bit_length() - 1)))
     block_h = max(1, _REDUCE_ROWS // block_s)
     while heads % block_h:
         block_h //= 2
