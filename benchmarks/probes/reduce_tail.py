@@ -1,13 +1,16 @@
 """The MLA decode reduction's last round trips, timed in the decode: what ``reduction.SEG_FROM_PLAN`` (on as shipped
-from session 53) is worth on the Hopper path with a step's plan.
+from session 53) and ``reduction.STREAM`` (off as shipped) are worth on the Hopper path with a step's plan.
 
 Launched as a programmatic dependent of the split kernel, the reduction waits for it, then reads each request's
 slots and length, then the partials a step of BLOCK_S slots at a time: each a dependent round trip after the split
 kernel's last program exits. SEG_FROM_PLAN has the plan kernel write the slots (the split kernels' own values, ahead
-of time) and the reduction read them before its wait. (Session 52 timed ONE_STEP, a request's slots in one step,
-beside it: removed in session 53, not faster.) Per cell (cache format, heads, page size, batch; 4096-token requests,
-or ragged lengths 1..8191 with ``--ragged``) the public call is tuned once with SEG_FROM_PLAN off (the tuned pick
-stays for both ways: only the reduction differs), then each way -- ``base`` (off), ``early`` (on) -- is checked against ``mla_decode_reference``
+of time) and the reduction read them before its wait; STREAM has the second fp8 tokens-on-M kernel count each
+request's written segments and the reduction merge a request once they are written, during the split kernel's tail
+(other kernels run as ``early``). (Session 52 timed ONE_STEP, a request's slots in one step, beside them: removed in
+session 53, not faster.) Per cell (cache format, heads, page size, batch; 4096-token requests, or ragged lengths
+1..8191 with ``--ragged``) the public call is tuned once per way (a launch given the counters is a bucket of its
+own; ``--config`` pins one config instead, so that only the reduction differs), then each way -- ``base`` (both
+off), ``early`` (SEG_FROM_PLAN), ``stream`` (both on) -- is checked against ``mla_decode_reference``
 (output NaN-poisoned first; 2e-3 for fp8, 1e-2 for bf16) and timed under CUDA graph replay with a plan made before
 the graph, ``--rounds`` times in alternating order (the median kept), beside FlashMLA (page size 64) in each round.
 
@@ -39,7 +42,7 @@ from graphtune.kernels import mla_decode_reference  # noqa: E402
 from graphtune.kernels.mla_decode import MLADecodePlan, bench, interface, reduction  # noqa: E402
 
 SM_SCALE = 1.0 / math.sqrt(576)
-WAYS = {"base": False, "early": True}
+WAYS = {"base": (False, False), "early": (True, False), "stream": (True, True)}
 DEFAULT_CELLS = "fp8:16:64:32,64,128 fp8:16:1:64,128 bf16:16:64:128 bf16:128:64:32,64 fp8:128:64:32,64"
 
 
@@ -60,22 +63,24 @@ def parse_cells(text: str) -> list[tuple[str, int, int, int]]:
 
 @contextlib.contextmanager
 def way_flags(way: str):
-    """``reduction.SEG_FROM_PLAN`` as ``way`` sets it, restored after."""
-    before = reduction.SEG_FROM_PLAN
-    reduction.SEG_FROM_PLAN = WAYS[way]
+    """``reduction.SEG_FROM_PLAN`` and ``STREAM`` as ``way`` sets them, restored after."""
+    before = (reduction.SEG_FROM_PLAN, reduction.STREAM)
+    reduction.SEG_FROM_PLAN, reduction.STREAM = WAYS[way]
     try:
         yield
     finally:
-        reduction.SEG_FROM_PLAN = before
+        reduction.SEG_FROM_PLAN, reduction.STREAM = before
 
 
-def decode_call(x: dict, fmt: str):
-    """A zero-argument call of the public path on ``x`` with a plan of its own (filled by its first call)."""
+def decode_call(x: dict, fmt: str, config: dict | None = None):
+    """A zero-argument call of the public path on ``x`` with a plan of its own (filled by its first call), tuned or
+    pinned to ``config`` (the Hopper path)."""
     plan = MLADecodePlan()
+    pinned = dict(config=triton.Config(dict(config)), path="hopper") if config else {}
 
     def call() -> None:
         interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, x["kv_scale"], fmt,
-                          x["out"], False, plan=plan)
+                          x["out"], False, plan=plan, **pinned)
     return call
 
 
@@ -86,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ragged", action="store_true", help="ragged lengths (1..8191) too")
     ap.add_argument("--rounds", type=int, default=2, help="timings of every way a cell, alternating order")
     ap.add_argument("--sets", type=int, default=6, help="input sets a graph rotates through (beyond the L2)")
+    ap.add_argument("--config", type=json.loads, default=None,
+                    help='pin the split kernel to this config in every cell (JSON, e.g. \'{"V2": 1, "NUM_BUF": 3}\')')
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/reduce_tail.json"))
     args = ap.parse_args(argv)
     if args.rounds < 1 or args.sets < 1:
@@ -113,14 +120,13 @@ def main(argv: list[str] | None = None) -> int:
                                        kv_scale=x["kv_scale"], kv_format=fmt).float()
             tol = 2e-3 if fmt == "fp8" else 1e-2
             row = {"lengths": lengths, "format": fmt, "heads": heads, "page_size": page, "batch": batch}
-            with way_flags("base"):
-                decode_call(x, fmt)()       # (tunes the bucket with SEG_FROM_PLAN off; both ways keep the pick)
-                torch.cuda.synchronize()
             ok = []
             for way in WAYS:
                 with way_flags(way):
+                    decode_call(x, fmt, args.config)()      # (tunes the way's bucket unless pinned)
+                    torch.cuda.synchronize()
                     x["out"].fill_(float("nan"))
-                    decode_call(x, fmt)()
+                    decode_call(x, fmt, args.config)()
                     torch.cuda.synchronize()
                     err = rel_err(x["out"].float(), ref)
                 row[f"{way}_err"] = err
@@ -133,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             for r in range(args.rounds):
                 for way in ok if r % 2 == 0 else ok[::-1]:
                     with way_flags(way):
-                        times[way].append(graph_time_ms([decode_call(xi, fmt) for xi in xs]))
+                        times[way].append(graph_time_ms([decode_call(xi, fmt, args.config) for xi in xs]))
                 if fm is not None and page == 64:
                     times["flashmla"].append(graph_time_ms([flashmla_call(fm, xi, fmt, SM_SCALE)[0] for xi in xs]))
             for way, ts in times.items():
@@ -144,22 +150,23 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(row), flush=True)
             del xs, x
             torch.cuda.empty_cache()
-    print(f"\n{gpu}; ms under graph replay (the public call tuned per bucket, a plan made before the graph; median of "
-          f"{args.rounds} rounds), change against base")
-    print("| lengths | cell | FlashMLA | base | early | change | best / FlashMLA |")
-    print("| --- |" * 7)
+    how = f"pinned to {args.config}" if args.config else "the public call tuned per bucket"
+    print(f"\n{gpu}; ms under graph replay ({how}, a plan made before the graph; median of {args.rounds} rounds), "
+          f"early's change against base, stream's against early")
+    print("| lengths | cell | FlashMLA | base | early | change | stream | change | best / FlashMLA |")
+    print("| --- |" * 9)
     for r in rows:
         def ms(k: str) -> str:
             return f"{r[k + '_ms']:.4f}" if k + "_ms" in r else "-"
 
-        def change(way: str) -> str:
-            a, b = r.get("base_ms"), r.get(f"{way}_ms")
+        def change(way: str, against: str = "base") -> str:
+            a, b = r.get(f"{against}_ms"), r.get(f"{way}_ms")
             return f"{(b / a - 1) * 100:+.1f}%" if a and b else "-"
         best = min((r[f"{w}_ms"] for w in WAYS if f"{w}_ms" in r), default=None)
         vs = f"{best / r['flashmla_ms']:.2f}" if best and "flashmla_ms" in r else "-"
         cell = f"{r['format']} H={r['heads']} ps={r['page_size']} B={r['batch']}"
         print(f"| {r['lengths']} | {cell} | {ms('flashmla')} | {ms('base')} | {ms('early')} | {change('early')} | "
-              f"{vs} |")
+              f"{ms('stream')} | {change('stream', 'early')} | {vs} |")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"gpu": gpu, "torch": torch.__version__, "triton": triton.__version__,
                                     "commit": git_commit(), "argv": sys.argv[1:] if argv is None else argv,

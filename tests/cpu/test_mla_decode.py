@@ -668,10 +668,12 @@ def compile_sm90(fn, args, consts: dict, options: dict | None = None):
 
 
 def _compile_reduction(blocks: tuple[int, int, int, int], *, partial: str = "fp32", return_lse: bool = True,
-                       pdl: bool = True, divisible: bool = False, scaled: bool = False, seg_early: bool = False):
+                       pdl: bool = True, divisible: bool = False, scaled: bool = False, seg_early: bool = False,
+                       stream: bool = False):
     """The reduction kernel compiled for sm_90 on the CPU with ``blocks`` = ``(BLOCK_S, BLOCK_H, BLOCK_D, num_warps)``
     over ``partial`` partials (``divisible``: its pointers and integers marked divisible by 16, as a launch
-    specialises them; ``scaled``: a bf16 cache's scaled fp16 partials)."""
+    specialises them; ``scaled``: a bf16 cache's scaled fp16 partials; ``stream``: given the counters,
+    ``done_ptr``, as the streamed reduction is)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from graphtune import resources
@@ -684,13 +686,14 @@ def _compile_reduction(blocks: tuple[int, int, int, int], *, partial: str = "fp3
                  **{n: "i32" for n in ("H", "stride_po_s", "stride_po_h", "stride_pl_s", "stride_out_b",
                                        "stride_out_h")},
                  **{n: "constexpr" for n in ("RETURN_LSE", "BLOCK_S", "BLOCK_D", "BLOCK_H", "PDL", "SCALED",
-                                             "SEG_EARLY")}}
+                                             "SEG_EARLY", "SPLIT_BH")},
+                 "done_ptr": "*i32" if stream else "constexpr"}
     names = list(fn.arg_names)
     attrs = ({(names.index(n),): [["tt.divisibility", 16]] for n, t in signature.items() if t != "constexpr"}
              if divisible else None)
     block_s, block_h, block_d, warps = blocks
     consts = dict(RETURN_LSE=return_lse, BLOCK_S=block_s, BLOCK_D=block_d, BLOCK_H=block_h, PDL=pdl, SCALED=scaled,
-                  SEG_EARLY=seg_early)
+                  SEG_EARLY=seg_early, SPLIT_BH=16, **({} if stream else {"done_ptr": None}))
     with resources._compiler_mode(fn):
         return triton.compile(triton.compiler.ASTSource(fn, signature, consts, attrs),
                               target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, launch_pdl=pdl))
@@ -745,7 +748,8 @@ def test_reduction_reads_a_plans_slots_before_its_wait():
 def test_the_reduction_merges_alike_with_early_slots_and_sixteen_slots_a_step(partial):
     """The reduction (through the interpreter) over the same random partials, four requests of 10 / 3 / 1 / no
     segments (the third whole: untouched; the fourth of no tokens: zeros and an LSE of -inf): with 8 slots a step,
-    with one step of 16 slots (a probe may pass other blocks), and with ``SEG_EARLY`` (its loads before the wait, which the interpreter
+    with one step of 16 slots (a probe may pass other blocks), streamed (``done_ptr``: the counts as the split
+    kernel leaves them, every count back at zero after), and with ``SEG_EARLY`` (its loads before the wait, which the interpreter
     does not run): the same output and LSE, each against the exact merge in float64."""
     from graphtune.kernels.mla_decode import kernel
     seed = _seed()
@@ -761,15 +765,21 @@ def test_the_reduction_merges_alike_with_early_slots_and_sixteen_slots_a_step(pa
         w[b, first:last + 1] = torch.softmax(part_lse[first:last + 1].double() * math.log(2), dim=0)
     exact = torch.einsum("bsh,shd->bhd", w, part.double())
     results = []
-    for block_s, early in ((8, False), (16, False), (16, True)):
+    for block_s, early, stream in ((8, False, False), (16, False, False), (16, True, False), (8, True, True)):
         out = torch.full((4, heads, 512), float("nan"), dtype=torch.bfloat16)
         out[2] = 1.0
         lse = torch.full((4, heads), float("nan"))
         warps = 4 if partial == torch.float32 else 2
+        # (streamed: every partial segment counted, as the split kernel leaves them; the requests of 10 and 3 slots)
+        counts = torch.zeros(2, 4, 4, dtype=torch.int32)
+        counts[0, 0, 0], counts[0, 1, 0] = 10, 3
         kernel._mla_decode_reduce_kernel[(4, heads, 1)](
             seg, part, part_lse, out, lse, lens, heads, part.stride(0), part.stride(1), part_lse.stride(0),
-            out.stride(0), out.stride(1), True, block_s, 512, 1, False, False, early, num_warps=warps)
-        where = f"seed {seed}, BLOCK_S {block_s}, SEG_EARLY {early}"
+            out.stride(0), out.stride(1), True, block_s, 512, 1, False, False, early, num_warps=warps,
+            **({"done_ptr": counts} if stream else {}))
+        where = f"seed {seed}, BLOCK_S {block_s}, SEG_EARLY {early}, streamed {stream}"
+        if stream:
+            assert not counts.any(), f"{where}: counts left {counts.nonzero().tolist()}"
         err = float((out[:2].double() - exact).norm() / exact.norm())
         assert err <= 4e-3, f"{where}: relative error {err:.3e}"
         assert bool((out[2] == 1.0).all()) and bool((out[3] == 0).all()), where
@@ -778,6 +788,90 @@ def test_the_reduction_merges_alike_with_early_slots_and_sixteen_slots_a_step(pa
     for out, lse in results[1:]:
         assert torch.equal(out, results[0][0]) or float((out.float() - results[0][0].float()).abs().max()) <= 2e-2
         assert torch.allclose(lse[:2], results[0][1][:2], atol=1e-5)
+
+
+def test_the_streamed_reduction_waits_per_request_and_reads_past_the_l1():
+    """With the plan's counters (``done_ptr``, ``reduction.STREAM``), compiled for sm_90 with ``PDL`` and
+    ``SEG_EARLY`` at the block shapes the rule gives (H = 16 and 128, batch 8 to 128 on 132 SMs, fp16 and fp32
+    partials): the slots' loads, then the request's count read with acquire semantics (a sleep between reads), the
+    grid's wait only as the fallback after it and again before the exit, the partials read ``.cg`` (L2: written
+    while the grid runs), one relaxed atomic add for the readers' count; no local memory. Without the counters the
+    build waits first, as before."""
+    import re
+    from graphtune import resources
+    from graphtune.kernels.mla_decode import reduction
+    shapes = {(reduction.reduce_blocks(batch, interface.max_partials(132, batch, 1) + batch, heads, size), size)
+              for heads in (16, 128) for batch in (8, 32, 64, 128) for size in (2, 4)}
+    for blocks, size in shapes:
+        compiled = _compile_reduction(blocks, partial="fp16" if size == 2 else "fp32", divisible=True,
+                                      seg_early=True, stream=True)
+        ptx = compiled.asm["ptx"]
+        body = ptx[ptx.index("{", ptx.index(".entry")):]
+        events = [m.group(0) for m in re.finditer(
+            r"griddepcontrol\.wait|ld\.global\.gpu\.acquire|atom\.global\.gpu\.relaxed\.add|ld\.global\.cg|"
+            r"ld\.global\.(?!gpu|cg)|nanosleep", body)]
+        where = f"{blocks}: {events[:8]}"
+        acquire = events.index("ld.global.gpu.acquire")
+        assert events[:acquire] == ["ld.global."] * 3, where                # (the plan's slots and the length)
+        assert "nanosleep" in events and events.count("griddepcontrol.wait") == 2, where
+        first_cg = events.index("ld.global.cg")
+        assert events.index("griddepcontrol.wait") < first_cg and "ld.global." not in events[acquire:], where
+        assert events[-1] == "griddepcontrol.wait" and events.count("atom.global.gpu.relaxed.add") == 1, where
+        usage = resources._resource_usage(compiled.asm["cubin"], compiled.metadata.name)
+        assert usage["LOCAL"] == 0 and usage["REG"] <= 255, f"{blocks}: {usage}"
+
+
+def test_streamed_launches_hand_the_plans_counters_to_the_split_and_the_reduction(monkeypatch):
+    """``reduction.STREAM``: the second fp8 tokens-on-M kernel's launch (fp8, fp8_ds_mla; not bf16, T8 or without
+    SEG_FROM_PLAN) gets the plan's counters as ``done_ptr`` (zeros, ``[2, batch, STREAM_GROUPS]``); the launch's
+    ``seg`` is then a view of the plan's slots that carries them (``reduction.streamed``), which the reduction's
+    launch passes on as ``done_ptr``; the tuner's follow-up merges streamed where the plan's slots are reachable and,
+    on the timer's copies of the arguments (no slots), merges plainly and clears the copy's counts."""
+    from graphtune.kernels.mla_decode import MLADecodePlan, interface_hopper, kernel, kernel_hopper, plan as plan_mod
+    from graphtune.kernels.mla_decode import reduction
+    lens, pt = torch.ones(3, dtype=torch.int32), torch.zeros(3, 2, dtype=torch.int32)
+    plan = MLADecodePlan()
+    rows = plan_mod.attach(plan, lens, pt, 64, 66, lambda config: 66, 128, slots=True)
+    counts = plan.counters()
+    assert tuple(counts.shape) == (2, 3, int(kernel_hopper.STREAM_GROUPS)) and not counts.any()
+    monkeypatch.setattr(reduction, "STREAM", True)
+    assert interface_hopper._stream_counts(plan, "fp8", "V2") == {"done_ptr": counts}
+    assert interface_hopper._stream_counts(plan, "fp8_ds_mla", "V2") == {"done_ptr": counts}
+    for fmt, reads in (("bf16", "V2"), ("fp8", "T8"), ("fp8", None), ("bf16", None)):
+        assert interface_hopper._stream_counts(plan, fmt, reads) == {}, (fmt, reads)
+    monkeypatch.setattr(reduction, "SEG_FROM_PLAN", False)
+    assert interface_hopper._stream_counts(plan, "fp8", "V2") == {}
+    monkeypatch.setattr(reduction, "SEG_FROM_PLAN", True)
+
+    class PlanKernel:
+        def __getitem__(self, grid):
+            return lambda *args, **consts: None
+    monkeypatch.setattr(kernel_hopper, "_mla_decode_plan_kernel", PlanKernel())
+    plan_mod.plan_hook({"plan_ptr": rows})
+    scratch = ("lse", "part_o", "part_lse", "seg")
+    seg = interface_hopper._with_plan_slots(scratch, {"plan_ptr": rows, "done_ptr": counts})[3]
+    assert seg.data_ptr() == plan.slots().data_ptr() and reduction.planned_slots(seg)
+    assert reduction.streamed_counts(seg) is counts and reduction.streamed_counts(plan.slots()) is None
+    assert reduction.streamed_counts(interface_hopper._with_plan_slots(scratch, {"plan_ptr": rows})[3]) is None
+    launched = []
+
+    class Reduce:
+        def __getitem__(self, grid):
+            return lambda *args, **consts: launched.append(consts.get("done_ptr"))
+    monkeypatch.setattr(kernel, "_mla_decode_reduce_kernel", Reduce())
+    out = torch.empty(3, 16, 512, dtype=torch.bfloat16)
+    part = torch.empty(70, 16, 512, dtype=torch.float16)
+    part_lse = torch.empty(70, 16)
+    reduction.merge(3, 16, seg, part, part_lse, out, torch.empty(3, 16), lens, False)
+    reduction.merge(3, 16, plan.slots(), part, part_lse, out, torch.empty(3, 16), lens, False)
+    assert launched[0] is counts and launched[1] is None
+    named = dict(B=3, H=16, seg_ptr=plan.slots(), part_o_ptr=part, part_lse_ptr=part_lse, out_ptr=out,
+                 lse_ptr=torch.empty(3, 16), seq_lens_ptr=lens, RETURN_LSE=0, plan_ptr=rows, done_ptr=counts)
+    reduction.after_hopper_split(named)
+    assert launched[2] is counts
+    copy = counts.clone().fill_(5)       # (the timer's copy: its plan rows a plain tensor, no slots reachable)
+    reduction.after_hopper_split({**named, "plan_ptr": rows.clone(), "done_ptr": copy})
+    assert launched[3] is None and not copy.any()
 
 
 def test_a_plan_filled_with_slots_hands_them_to_the_reduction(monkeypatch):

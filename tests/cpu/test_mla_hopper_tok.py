@@ -407,19 +407,40 @@ def test_the_split_pass_is_one_scan_and_one_reduction_a_chunk(heads, config):
     assert 0 < barriers <= 32, barriers
 
 
-def _plan_build(num_buf: int, plan: bool, gather: bool = False):
+def _plan_build(num_buf: int, plan: bool, gather: bool = False, counts: bool = False, heads: int = 16):
     from test_mla_decode import compile_sm90
-    q = torch.empty(2, 16, 576, dtype=torch.bfloat16)
+    q = torch.empty(2, heads, 576, dtype=torch.bfloat16)
     page = 1 if gather else 64
     kv = torch.empty(256 // page, page, 576, dtype=torch.float8_e4m3fn)
     args, grid, consts, _ = interface_hopper.hopper_call(
         q, kv, torch.zeros(2, 128 // page, dtype=torch.int32), torch.ones(2, dtype=torch.int32), 0.04, 1.0, "fp8",
-        torch.empty(2, 16, 512, dtype=torch.bfloat16), False, sms=132,
+        torch.empty(2, heads, 512, dtype=torch.bfloat16), False, sms=132,
         config=dict(V2=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1, GATHER=int(gather)))
-    fn, consts = interface_hopper._kernel_and_params(16, "fp8", consts)
+    fn, consts = interface_hopper._kernel_and_params(heads, "fp8", consts)
     if plan:
         consts = {**consts, "plan_ptr": torch.empty(grid[1], int(kh.PLAN_COLS), dtype=torch.int32)}
+    if counts:
+        consts = {**consts, "done_ptr": torch.zeros(2, 2, int(kh.STREAM_GROUPS), dtype=torch.int32)}
     return compile_sm90(fn, args, consts)
+
+
+@pytest.mark.parametrize("num_buf,gather,heads", [(2, False, 16), (3, False, 16), (2, True, 16), (2, False, 32)])
+def test_tok_fp8_v2_counts_its_written_segments_for_the_streamed_reduction(num_buf, gather, heads):
+    """Given the plan's counters (``done_ptr``, ``reduction.STREAM``): each partial segment's end adds one thread's
+    release-ordered count after a block barrier (compiled for sm_90: one predicated ``MEMBAR.ALL.GPU`` and one
+    ``REDG.E.ADD.STRONG.GPU``, a ``BAR.SYNC`` before them), and nothing else moves: the same MMAs, waits on them and
+    shared memory as the build without, no local memory."""
+    base, counted = _plan_build(num_buf, True, gather, heads=heads), _plan_build(num_buf, True, gather, True, heads)
+    assert _shared(counted) == _shared(base)
+    sass, sass0 = _sass(counted), _sass(base)
+    for op in ("QGMMA.64x32x32.F32.E4M3.E4M3", "HGMMA.64x16x16.F32", "WARPGROUP.DEPBAR", "SYNCS.ARRIVE", "UTMALDG"):
+        assert sass.count(op) == sass0.count(op), op
+    lines = sass.splitlines()
+    red = [i for i, ln in enumerate(lines) if "REDG.E.ADD.STRONG.GPU" in ln]
+    assert len(red) == 1 and "REDG" not in sass0 and "MEMBAR.ALL.GPU" not in sass0
+    fence = [i for i, ln in enumerate(lines) if "MEMBAR.ALL.GPU" in ln]
+    assert len(fence) == 1 and fence[0] < red[0] and lines[red[0]].split()[1].startswith("@P"), lines[red[0]]
+    assert any("BAR.SYNC" in ln for ln in lines[max(0, fence[0] - 40):fence[0]]), "no block barrier before the count"
 
 
 @pytest.mark.parametrize("num_buf", [2, 3])

@@ -1090,6 +1090,55 @@ def test_plan_slots_are_the_split_kernels_and_the_reduction_reads_them(fmt, head
                                        seed)
 
 
+# The reduction streamed behind the split (reduction.STREAM, session 53): the second fp8 tokens-on-M kernel counts each
+# request's written segments in the plan's counters and the reduction merges a request once they are all written.
+STREAM_CASES = [("fp8", 16, 64, _V2_PINNED, True), ("fp8", 16, 64, {**_V2_PINNED, "NUM_BUF": 3}, False),
+                ("fp8", 32, 64, {**_V2_PINNED, "RK64": 1}, False), ("fp8", 16, 1, {**_V2_PINNED, "GATHER": 1}, True)]
+
+
+@pytest.mark.parametrize("fmt,heads,page_size,pinned,captured", STREAM_CASES,
+                         ids=[f"{f}-H{h}-ps{p}-{'-'.join(c)}" for f, h, p, c, _ in STREAM_CASES])
+def test_the_streamed_reduction_merges_each_request_once_its_partials_are_written(fmt, heads, page_size, pinned,
+                                                                                  captured, monkeypatch):
+    """``reduction.STREAM`` on: pinned at 132, 7 and 1 SMs (programs of several segments; at 1 SM no reduction
+    program runs until a split program exits), three calls a plan, NaN in the cache past every length and in the
+    output before each call: within the format's bound of the fp32 reference, LSE within 2e-3 (-inf for requests of
+    no tokens), and the plan's counters back at zero after every call; H = 32 (two head groups counting apart) and
+    the row gather (page size 1) too; then (``captured``) the tuned path with the plan made inside a captured step of
+    two calls, replayed after the lengths change in place."""
+    _hopper_or_skip()
+    skip_unproven({"STREAM": 1})
+    from graphtune.kernels.mla_decode import reduction
+    monkeypatch.setattr(reduction, "STREAM", True)
+    seed = _seed()
+    x = _inputs(len(SLOT_LENS), heads, page_size, fmt, 4096, seed)
+    pt = _with_lengths(x, SLOT_LENS, page_size)
+    ref, ref_lse = mla_decode_reference(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"],
+                                        kv_format=fmt, return_lse=True)
+    live = x["seq_lens"] > 0
+    tol = 2e-3 if fmt == "fp8" else TOL
+    for sms in (132, 7, 1):
+        plan = MLADecodePlan()
+        for call in range(3):
+            x["out"].fill_(float("nan"))
+            out, lse = interface._launch(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, x["kv_scale"], fmt,
+                                         x["out"], True, config=triton.Config(dict(pinned)), num_sms=sms,
+                                         path="hopper", plan=plan)
+            torch.cuda.synchronize()
+            where = f"seed {seed}, {sms} SMs, call {call}"
+            assert torch.isfinite(out.float()).all(), f"{where}: unwritten or NaN outputs"
+            assert _rel(out, ref) <= tol, f"{where}: rel err {_rel(out, ref):.3e}"
+            assert float((lse[live] - ref_lse[live]).abs().max()) <= 2e-3, f"{where}: lse"
+            assert bool((lse[~live] == float("-inf")).all()), f"{where}: empty requests' lse"
+            counts = plan.counters()
+            assert not counts.any(), f"{where}: counters left {counts.nonzero().tolist()}"
+    if not captured:
+        return
+    x = _inputs(len(SLOT_LENS), heads, page_size, fmt, 4096, seed + 1)
+    _captured_step_follows_new_lengths(x, fmt, [SLOT_LENS, [17, 4096, 0, 3000, 64, 1, 4095, 2048, 0, 100, 4033]], tol,
+                                       seed)
+
+
 @pytest.mark.parametrize("heads,page_size,lens,config,q_form", [
     (128, 64, [1, 63, 64, 65, 3001, 4096], dict(T8=1), "bf16"),
     (64, 128, [300, 0, 4096, 191], dict(T8=1, WL1=1), "bf16"),

@@ -1093,7 +1093,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
             rows = plan_mod.attach(plan, seq_lens, page_table, kv_cache.shape[1], grid[1], lambda _: grid[1],
                                    _B_CHUNK, fp8=fmt == "fp8", slots=reduction.SEG_FROM_PLAN)
             plan_mod.plan_hook({**consts, "plan_ptr": rows})
-            consts = {**consts, "plan_ptr": rows}
+            consts = {**consts, "plan_ptr": rows, **_stream_counts(plan, fmt, reads)}
         if fp8_q and reads:
             args, consts = _fp8_query(args, consts, q, q_scale, reads)
         elif pair:
@@ -1122,7 +1122,8 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
         space = _SPACES[(on_m, fmt == "fp8")] if extra is None else extra.space
         consts = {**consts, "plan_ptr": plan_mod.attach(
             plan, seq_lens, page_table, kv_cache.shape[1], max(grid(c)[1] for c in space),
-            lambda config: grid(config)[1], _B_CHUNK, fp8=fmt == "fp8", slots=reduction.SEG_FROM_PLAN)}
+            lambda config: grid(config)[1], _B_CHUNK, fp8=fmt == "fp8", slots=reduction.SEG_FROM_PLAN),
+            **_stream_counts(plan, fmt, reads)}
         if reads == "T8":
             _plan_first(consts, space, grid)
     if fp8_q and reads:
@@ -1133,11 +1134,24 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
     return _with_plan_slots(scratch, consts)
 
 
+def _stream_counts(plan: plan_mod.MLADecodePlan, fmt: str, reads: str | None) -> dict[str, torch.Tensor]:
+    """The split kernel's ``done_ptr`` (the plan's counters) where the reduction is streamed behind it
+    (``reduction.STREAM``): the second fp8 tokens-on-M kernel (an fp8 or fp8_ds_mla cache, ``reads == "V2"``, its
+    row gather included: one kernel), whose plan carries the reduction's slots (``reduction.SEG_FROM_PLAN``)."""
+    if reduction.STREAM and reduction.SEG_FROM_PLAN and reads == "V2" and fmt != "bf16":
+        return {"done_ptr": plan.counters()}
+    return {}
+
+
 def _with_plan_slots(scratch: tuple, consts: dict[str, Any]) -> tuple:
     """The launch's scratch for the reduction, its ``seg`` the plan's slots where the launch read a plan filled with
-    them (``reduction.SEG_FROM_PLAN``: the same values, written before the split kernel ran)."""
+    them (``reduction.SEG_FROM_PLAN``: the same values, written before the split kernel ran), marked with the plan's
+    counters where the split kernel counted its segments in them (``reduction.streamed``)."""
     seg = plan_mod.slots_of(consts.get("plan_ptr"))
-    return scratch if seg is None else (*scratch[:3], seg)
+    if seg is None:
+        return scratch
+    counts = consts.get("done_ptr")
+    return (*scratch[:3], seg if counts is None else reduction.streamed(seg, counts))
 
 
 def _plan_first(consts: dict[str, Any], space: list[dict[str, int]], grid) -> None:

@@ -505,6 +505,43 @@ def _request_slots(seq_lens_ptr, seg_ptr, b):
     return tl.load(seq_lens_ptr + b), tl.load(seg_ptr + 2 * b), tl.load(seg_ptr + 2 * b + 1)
 
 
+# kernel_hopper.STREAM_GROUPS (the streamed reduction's counts: per request, per head group of the split)
+STREAM_GROUPS: tl.constexpr = tl.constexpr(4)
+
+
+# The streamed reduction's reads of a count before it falls back to waiting for the whole split kernel (about half a
+# second at the ~0.5 us a read and a sleep take): the counts reach the slots in every launch whose plan matches its
+# split (tests/gpu/test_mla_decode_gpu.py); a plan that does not (its seq_lens changed in place after it was filled,
+# outside the contract) then stalls the step instead of hanging the GPU.
+STREAM_MAX_READS: tl.constexpr = tl.constexpr(1 << 20)
+
+
+@triton.jit
+def _wait_count(count_ptr, need, PDL: tl.constexpr):
+    """Spin (acquire, GPU scope) until the count at ``count_ptr`` reaches ``need``, a short sleep between reads; past
+    ``STREAM_MAX_READS`` reads, wait for the split kernel's completion instead (``PDL``; launched plainly the reduction
+    runs after it anyway)."""
+    seen = tl.atomic_add(count_ptr, 0, sem="acquire", scope="gpu")
+    reads = 1
+    while (seen < need) & (reads < STREAM_MAX_READS):
+        tl.inline_asm_elementwise("nanosleep.u32 128; // $0", "=r", [], dtype=tl.int32, is_pure=False, pack=1)
+        seen = tl.atomic_add(count_ptr, 0, sem="acquire", scope="gpu")
+        reads += 1
+    if seen < need:
+        if PDL:
+            gdc_wait()
+
+
+@triton.jit
+def _count_read(count_ptr, readers_offset, readers):
+    """One more of the ``readers`` programs that merge this count's request and head group is done; the last sets
+    the count and the readers' count (``readers_offset`` past it) back to zero."""
+    done = tl.atomic_add(count_ptr + readers_offset, 1, sem="relaxed", scope="gpu")
+    if done == readers - 1:
+        tl.store(count_ptr, 0)
+        tl.store(count_ptr + readers_offset, 0)
+
+
 @triton.jit
 def _mla_decode_reduce_kernel(
     seg_ptr, part_o_ptr, part_lse_ptr, out_ptr, lse_ptr, seq_lens_ptr,
@@ -519,6 +556,8 @@ def _mla_decode_reduce_kernel(
     PDL: tl.constexpr = False,
     SCALED: tl.constexpr = False,
     SEG_EARLY: tl.constexpr = False,
+    done_ptr=None,
+    SPLIT_BH: tl.constexpr = 16,
 ):
     """Grid ``(B, H // BLOCK_H, 512 // BLOCK_D)``: merge the partials ``[first, last]`` of request b, heads
     ``[h0, h0 + BLOCK_H)``, output columns ``[d0, d0 + BLOCK_D)``, ``BLOCK_S`` slots at a time; skip a whole
@@ -530,11 +569,18 @@ def _mla_decode_reduce_kernel(
     0-255) or ``2 H`` (256-511) past its LSE in the slot's row (reduction.py). ``SEG_EARLY`` (with ``PDL``):
     ``seg_ptr`` is a step's plan's copy of the slots (plan.py), written before the split kernel started, so it and
     the lengths are read before the wait and only the partials' loads follow it (one round trip fewer after the
-    split kernel's last program)."""
+    split kernel's last program). ``done_ptr`` (the reduction streamed, ``reduction.STREAM``; with ``SEG_EARLY``'s
+    slots, a step's plan's): no wait for the whole split kernel first; each request waits for its own count of
+    written segments (``kernel_hopper.STREAM_GROUPS``: counted per head group of ``SPLIT_BH`` heads of the split)
+    to reach its slots, reads the partials past the L1 (``.cg``: written while this grid runs), and its last reader
+    sets the counts back to zero; with ``PDL`` each program still waits for the split kernel's completion before it
+    exits, so that what runs after the reduction in the stream also follows the split kernel."""
     b = tl.program_id(0)
+    STREAM: tl.constexpr = done_ptr is not None
+    CACHE: tl.constexpr = ".cg" if STREAM else ""
     if SEG_EARLY:
         seq_len, first, last = _request_slots(seq_lens_ptr, seg_ptr, b)
-    if PDL:
+    if PDL and not STREAM:
         gdc_wait()
     h0 = tl.program_id(1) * BLOCK_H
     offs_h = tl.arange(0, BLOCK_H)      # (head offsets from the scalar h0: with one head, a constant 0)
@@ -551,6 +597,9 @@ def _mla_decode_reduce_kernel(
             if d0 == 0:
                 tl.store(lse_ptrs, tl.full([BLOCK_H], float("-inf"), tl.float32))
     elif first != last:
+        if STREAM:
+            count_ptr = done_ptr + b * STREAM_GROUPS + h0 // SPLIT_BH
+            _wait_count(count_ptr, last - first + 1, PDL)
         po_base = part_o_ptr + h0 * stride_po_h
         pl_base = part_lse_ptr + h0
         m = tl.full([BLOCK_H], float("-inf"), tl.float32)
@@ -561,15 +610,16 @@ def _mla_decode_reduce_kernel(
             smask = slots <= last
             o = tl.load(po_base + slots.to(tl.int64)[:, None, None] * stride_po_s
                         + offs_h[None, :, None] * stride_po_h + offs_d[None, None, :],
-                        mask=smask[:, None, None], other=0.0).to(tl.float32)
+                        mask=smask[:, None, None], other=0.0, cache_modifier=CACHE).to(tl.float32)
             if BLOCK_H == 1:
-                lse1 = tl.load(pl_base + slots.to(tl.int64) * stride_pl_s, mask=smask, other=float("-inf"))
+                lse1 = tl.load(pl_base + slots.to(tl.int64) * stride_pl_s, mask=smask, other=float("-inf"),
+                               cache_modifier=CACHE)
                 m_new = tl.maximum(m, tl.max(lse1, axis=0))
                 w1 = tl.exp2(lse1 - m_new)
                 w = w1[:, None]
             else:
                 lse2 = tl.load(pl_base + slots.to(tl.int64)[:, None] * stride_pl_s + offs_h[None, :],
-                               mask=smask[:, None], other=float("-inf"))
+                               mask=smask[:, None], other=float("-inf"), cache_modifier=CACHE)
                 m_new = tl.maximum(m, tl.max(lse2, axis=0))
                 w = tl.exp2(lse2 - m_new[None, :])
             alpha = tl.exp2(m - m_new)
@@ -577,11 +627,11 @@ def _mla_decode_reduce_kernel(
             if SCALED:      # (the partial's weight times its half-row's 2^k; the sum of weights without it)
                 k_ptrs = pl_base + H + slots.to(tl.int64)[:, None] * stride_pl_s + offs_h[None, :]
                 if BLOCK_D <= 256:
-                    k = tl.load(k_ptrs + H * (d0 // 256), mask=smask[:, None], other=0.0)
+                    k = tl.load(k_ptrs + H * (d0 // 256), mask=smask[:, None], other=0.0, cache_modifier=CACHE)
                     acc = acc * alpha[:, None] + tl.sum(o * (w * tl.exp2(k))[:, :, None], axis=0)
                 else:       # whole rows: each column's half picks its factor
-                    f0 = w * tl.exp2(tl.load(k_ptrs, mask=smask[:, None], other=0.0))
-                    f1 = w * tl.exp2(tl.load(k_ptrs + H, mask=smask[:, None], other=0.0))
+                    f0 = w * tl.exp2(tl.load(k_ptrs, mask=smask[:, None], other=0.0, cache_modifier=CACHE))
+                    f1 = w * tl.exp2(tl.load(k_ptrs + H, mask=smask[:, None], other=0.0, cache_modifier=CACHE))
                     f = tl.where((offs_d < 256)[None, None, :], f0[:, :, None], f1[:, :, None])
                     acc = acc * alpha[:, None] + tl.sum(o * f, axis=0)
             else:
@@ -591,3 +641,10 @@ def _mla_decode_reduce_kernel(
         if RETURN_LSE:
             if d0 == 0:
                 tl.store(lse_ptrs, (m + tl.log2(l_sum)) * 0.6931471805599453)
+        if STREAM:
+            # (this group's readers: its heads' blocks of BLOCK_H times the column blocks)
+            group_heads = tl.minimum(SPLIT_BH, H - (h0 // SPLIT_BH) * SPLIT_BH)
+            _count_read(count_ptr, tl.num_programs(0) * STREAM_GROUPS, (group_heads // BLOCK_H) * tl.num_programs(2))
+    if STREAM:
+        if PDL:
+            gdc_wait()

@@ -487,6 +487,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     q_descale=1.0,
     Q_DESCALE_FROM_PTR: gl.constexpr = 0,
     plan_ptr=None,
+    done_ptr=None,
 ):
     """fp8 (per-tensor) cache, H < 64: tokens on M, one warpgroup, 16 heads per program (module docstring).
     ``kv_nope_desc`` / ``kv_rope_desc``: the cache as [rows, 576] fp8 with [BLOCK_N, 512] / [BLOCK_N, 128]
@@ -500,7 +501,11 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
 
     ``Q_FP8`` (``mla_decode``'s e4m3 query, its value ``q * q_descale``; ``q_descale`` a float or, with
     ``Q_DESCALE_FROM_PTR``, read from ``q_descale_ptr``): ``q_ptr`` holds e4m3 values, read as they are; their pair
-    is exact (``hi = e4m3(q s)`` with s a power of two, ``lo = 0``) and the scale goes into the scores' multiplier."""
+    is exact (``hi = e4m3(q s)`` with s a power of two, ``lo = 0``) and the scale goes into the scores' multiplier.
+
+    ``done_ptr`` (a step's plan's counters, ``reduction.STREAM``): each partial segment counted once its stores are
+    visible, so that the reduction merges a request as soon as its partials are written
+    (``kernel_hopper.STREAM_GROUPS``)."""
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
     gl.static_assert(BLOCK_H == 16)
@@ -792,7 +797,8 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
             inv = gl.convert_layout(kv_scale / l_i, gl.SliceLayout(0, o_layout))[None, :]
         _store_chunks_segment(o0, o1, o2, o3, inv, m_i, l_i, h0, offs_h_s, H, b, pid, pid_h,
                               i_first, i_stop, req_tiles, out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr,
-                              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s, RETURN_LSE, True)
+                              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s, RETURN_LSE, True,
+                              done_ptr)
         t = seg_stop
         b += 1
     _stamp_out(STAMPS, srow, it)

@@ -62,6 +62,7 @@ class MLADecodePlan(_OpArgument):
     def __init__(self) -> None:
         self._rows: torch.Tensor | None = None
         self._slots: torch.Tensor | None = None  # the reduction's seg rows for the split of the last fill (slots=True)
+        self._counts: torch.Tensor | None = None  # the streamed reduction's counters (counters())
         self._inputs: tuple | None = None       # (seq_lens, page_table) identity and shape the plan belongs to
         self._filled: tuple | None = None       # (programs, page size, segment cost, least tiles, slots) last filled
 
@@ -82,8 +83,19 @@ class MLADecodePlan(_OpArgument):
             self._rows = torch.empty(max_programs, PLAN_COLS, dtype=torch.int32, device=seq_lens.device)
             self._slots = torch.empty(seq_lens.shape[0], 2, dtype=torch.int32, device=seq_lens.device)
             self._slots._graphtune_plan_slots = True    # (reduction.merge reads them before its wait)
+            self._counts = torch.zeros(2, seq_lens.shape[0], int(kernel_hopper.STREAM_GROUPS), dtype=torch.int32,
+                                       device=seq_lens.device)
             self._filled = None
         return self._rows
+
+    def counters(self) -> torch.Tensor:
+        """The streamed reduction's counters (``reduction.STREAM``): per request and head group of the split, its
+        segments written and its reduction's readers done (``kernel_hopper.STREAM_GROUPS``), zero when made and
+        after every launch that uses them (each split kernel that counts is followed by the reduction that clears
+        them)."""
+        if self._counts is None:
+            raise ValueError(f"{self!r}: no counters before the plan's rows are made")
+        return self._counts
 
     def slots(self) -> torch.Tensor | None:
         """The reduction's ``seg`` rows (each request's first and last partial slot) for the split of the last fill

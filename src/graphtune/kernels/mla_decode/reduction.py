@@ -62,6 +62,15 @@ PDL_MIN_BATCH = 8
 # fp8 H = 16 batch 32): slower in every round at fp8 H = 16 batch 32 (+0.6% to +1.8%) and bf16 H = 128 batch 32
 # (+0.6% to +3.1%), no cell faster.
 SEG_FROM_PLAN = True
+# The reduction streamed behind the split (session 53; written and compiled for sm_90 on the CPU, not yet timed: off
+# until a GPU run says it pays). As a programmatic dependent the reduction still starts only after the split kernel's
+# last program: at fp8 H = 16 on an H100 the programs' exits spread over the kernel's last 3.8 / 5.7 / 10.6 us at batch
+# 32 / 64 / 128 (session 49, timelines), while the SMs that are done idle, and the reduction then adds 2.6 / 3.6 / 4.8
+# us (H200, session 20). With STREAM, where the launch read a plan filled with its slots (SEG_FROM_PLAN) and the split
+# kernel counts (the second fp8 tokens-on-M kernel, its row gather included), the split counts each request's written
+# segments in the plan's counters and the reduction merges a request once its count reaches the request's slots
+# (kernel_hopper.STREAM_GROUPS): its programs run on the SMs the split's first programs leave, during the split's tail.
+STREAM = False
 _REDUCE_SMALL = (64, 1, 128, 4)
 _REDUCE_ROWS = 8         # (slot, head) rows of 512 fp32 columns a program holds per step (4 warps: 32 a thread)
 _REDUCE_MAX_SLOTS = 16
@@ -159,13 +168,28 @@ def reduce_launch(seg: torch.Tensor, part_o: torch.Tensor, part_lse: torch.Tenso
         part_lse.stride(0),
         out.stride(0), out.stride(1),
         return_lse, block_s, block_d, block_h, pdl, scaled, pdl and planned_slots(seg), num_warps=warps,
-        launch_pdl=pdl)
+        launch_pdl=pdl, **({"done_ptr": counts} if (counts := streamed_counts(seg)) is not None else {}))
 
 
 def planned_slots(seg: torch.Tensor) -> bool:
     """Whether ``seg`` holds a step's plan's slots (plan.MLADecodePlan.slots: written before the split kernel
     ran), not the split kernel's own."""
     return bool(getattr(seg, "_graphtune_plan_slots", False))
+
+
+def streamed(slots: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """A plan's slots as the ``seg`` of a launch whose split kernel counted its segments in ``counts`` (the
+    plan's counters, :data:`STREAM`): a view of them, marked so that the reduction waits per request on the counts
+    (:func:`streamed_counts`) rather than for the whole split kernel."""
+    view = slots.view(slots.shape)
+    view._graphtune_plan_slots = True
+    view._graphtune_counts = counts
+    return view
+
+
+def streamed_counts(seg: torch.Tensor) -> torch.Tensor | None:
+    """The counters the split kernel counted its segments in, where ``seg`` came from :func:`streamed`."""
+    return getattr(seg, "_graphtune_counts", None)
 
 
 def merge(batch: int, heads: int, seg: torch.Tensor, part_o: torch.Tensor, part_lse: torch.Tensor,
@@ -192,11 +216,18 @@ def after_hopper_split(named: dict[str, Any]) -> None:
 
 
 def _follow(named: dict[str, Any], pdl: bool) -> None:
-    # (a launch that read a plan filled with its slots: the reduction reads those, as the decode does)
+    # (a launch that read a plan filled with its slots: the reduction reads those, as the decode does; one whose
+    # split counted its segments (done_ptr) is merged streamed, but where the tuner's timer runs it on a copy of the
+    # arguments, whose plan rows lead to no slots: there the counts are cleared after a plain merge)
     seg = plan.slots_of(named.get("plan_ptr")) if SEG_FROM_PLAN else None
+    counts = named.get("done_ptr")
+    if seg is not None and counts is not None:
+        seg = streamed(seg, counts)
     merge(int(named["B"]), int(named["H"]), named["seg_ptr"] if seg is None else seg, named["part_o_ptr"],
           named["part_lse_ptr"], named["out_ptr"], named["lse_ptr"], named["seq_lens_ptr"], bool(named["RETURN_LSE"]),
           pdl=pdl)
+    if counts is not None and seg is None:
+        counts.zero_()
 
 
 def device_capability(device: torch.device) -> tuple[int, int]:
