@@ -599,31 +599,35 @@ def _store_whole_sectors(o, b, h0, d0, out_ptr, stride_out_b, stride_out_h):
 
 # The reduction streamed behind the split (``reduction.STREAM``): a request's reduction runs as soon as its partials
 # are written rather than after the split kernel's last program, so that it overlaps the split's tail. Each split
-# program that ends a segment of a request it does not hold whole adds 1 to the request's count of written segments
-# (``done_ptr``: a step's plan's counters, plan.MLADecodePlan.counters, ``[2, batch, STREAM_GROUPS]`` int32, the second
-# half the reduction's readers), after a block barrier (every warp's stores of the segment issued) with release
-# semantics at GPU scope (the pattern of a grid barrier's arrival: the CTA's stores made visible before the count);
-# the reduction waits (acquire) until the count reaches the request's slots, reads them, and its last reader of the
-# request sets both counts back to zero, so each launch leaves them as it found them. Head groups of the split (pid_h,
-# 16 heads each in the tokens-on-M kernels) count apart: at most STREAM_GROUPS.
+# program adds 1 to a request's count of written segments (``done_ptr``: a step's plan's counters,
+# plan.MLADecodePlan.counters, ``[2, batch, STREAM_GROUPS]`` int32, the second half the reduction's readers) for each
+# segment of it that it does not hold whole, once every warp's stores of the segment were issued (a block barrier)
+# with release semantics at GPU scope (the pattern of a grid barrier's arrival: the CTA's stores made visible before
+# the count); the reduction waits (acquire) until the count reaches the request's slots, reads them, and its last
+# reader of the request sets both counts back to zero, so each launch leaves them as it found them. Head groups of the
+# split (pid_h, 16 heads each in the tokens-on-M kernels) count apart: at most STREAM_GROUPS. The release compiles to
+# ``MEMBAR.ALL.GPU`` before the add, which holds the warp until its stores are acknowledged: at a segment's end that
+# held the whole warpgroup (its next MMAs need every warp), and with one program an SM (three buffers) the decode ran
+# 5-7% slower at fp8 H = 16 batch 32 / 64 (H100, session 53 call D). So a segment that is not the program's last is
+# counted at the next segment's start, after that segment's copies are issued (the wait overlaps their flight and
+# the query's loads, which the warps wait for anyway); the last one at the program's end.
 STREAM_GROUPS = gl.constexpr(4)
 
 
 @gluon.jit
 def _segment_written(done_ptr, b, pid_h):
-    """The segment's partial stores made visible, then request b's count of written segments (head group pid_h)
-    raised by one (``STREAM_GROUPS``' comment)."""
-    _block_barrier()
+    """Request b's count of written segments (head group pid_h) raised by one (``STREAM_GROUPS``' comment), by one
+    thread with release semantics; every warp's stores of the segment issued before (a block barrier of the
+    caller's)."""
     gl.atomic_add(done_ptr + b * STREAM_GROUPS + pid_h, 1, sem="release", scope="gpu")
 
 
 @gluon.jit
 def _store_lse_and_segment(lse2, whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads, lse_ptr, part_lse_ptr,
-                           seg_ptr, stride_pl_s, mask, RETURN_LSE: gl.constexpr, done_ptr=None):
+                           seg_ptr, stride_pl_s, mask, RETURN_LSE: gl.constexpr):
     """The rest of a segment's results: its log2-sum-exp (natural-log LSE into ``lse`` when whole and asked for,
     else the partial's), and the first and last partial slots of request b (head block 0 writes them) for the
-    reduction kernel; with ``done_ptr`` (the reduction streamed, ``STREAM_GROUPS``' comment) a partial segment
-    counted once its stores are visible."""
+    reduction kernel."""
     if whole:
         if RETURN_LSE:
             gl.store(lse_ptr + b * H + heads, lse2 * 0.6931471805599453, mask=mask)
@@ -634,9 +638,6 @@ def _store_lse_and_segment(lse2, whole, b, H, pid, pid_h, i_first, i_stop, req_t
             gl.store(seg_ptr + 2 * b, pid + b)
         if i_stop == req_tiles:
             gl.store(seg_ptr + 2 * b + 1, pid + b)
-    if done_ptr is not None:
-        if not whole:
-            _segment_written(done_ptr, b, pid_h)
 
 
 @gluon.jit
@@ -690,10 +691,10 @@ def _in_dim_order(o):
 def _store_chunks_segment(o0, o1, o2, o3, inv, m_i, l_i, h0, offs_h_s, H, b, pid, pid_h,
                           i_first, i_stop, req_tiles, out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr,
                           stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s, RETURN_LSE: gl.constexpr,
-                          RELABELLED: gl.constexpr, done_ptr=None):
+                          RELABELLED: gl.constexpr):
     """The end of a segment in the fp8 tokens-on-M kernels: the four output chunks times ``inv`` (the scale over
     the softmax sum, per head) and the LSE (``m_i + log2(l_i)``) stored for the heads below H
-    (:func:`_store_chunks`, :func:`_store_lse_and_segment`, which counts a partial segment in ``done_ptr``)."""
+    (:func:`_store_chunks`, :func:`_store_lse_and_segment`)."""
     lse2 = m_i + gl.log2(l_i)
     heads_s = h0 + offs_h_s
     h_mask_s = heads_s < H
@@ -701,7 +702,7 @@ def _store_chunks_segment(o0, o1, o2, o3, inv, m_i, l_i, h0, offs_h_s, H, b, pid
     _store_chunks(o0 * inv, o1 * inv, o2 * inv, o3 * inv, whole, b, pid, h0, H, out_ptr, part_o_ptr,
                   stride_out_b, stride_out_h, stride_po_s, stride_po_h, RELABELLED)
     _store_lse_and_segment(lse2, whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads_s, lse_ptr,
-                           part_lse_ptr, seg_ptr, stride_pl_s, h_mask_s, RETURN_LSE, done_ptr)
+                           part_lse_ptr, seg_ptr, stride_pl_s, h_mask_s, RETURN_LSE)
 
 
 @gluon.jit
