@@ -518,17 +518,16 @@ STREAM_MAX_READS: tl.constexpr = tl.constexpr(1 << 20)
 
 @triton.jit
 def _wait_count(count_ptr, need, PDL: tl.constexpr):
-    """Wait until the count at ``count_ptr`` reaches ``need``: relaxed reads at GPU scope (an acquire read
-    invalidates the SM's L1, which the split program beside it reads its page ids through) a short sleep apart,
-    then one acquire read, after which the partials' loads follow; past ``STREAM_MAX_READS`` reads, wait for the
-    split kernel's completion instead (``PDL``; launched plainly the reduction runs after it anyway)."""
-    seen = tl.atomic_add(count_ptr, 0, sem="relaxed", scope="gpu")
+    """Spin (acquire reads at GPU scope, a short sleep apart) until the count at ``count_ptr`` reaches ``need``, after
+    which the partials' loads follow; past ``STREAM_MAX_READS`` reads, wait for the split kernel's completion instead
+    (``PDL``; launched plainly the reduction runs after it anyway). (Relaxed reads with one acquire read after them
+    put that read's round trip on the path of the step's last request: session 53 call E, H100.)"""
+    seen = tl.atomic_add(count_ptr, 0, sem="acquire", scope="gpu")
     reads = 1
     while (seen < need) & (reads < STREAM_MAX_READS):
-        tl.inline_asm_elementwise("nanosleep.u32 256; // $0", "=r", [], dtype=tl.int32, is_pure=False, pack=1)
-        seen = tl.atomic_add(count_ptr, 0, sem="relaxed", scope="gpu")
+        tl.inline_asm_elementwise("nanosleep.u32 128; // $0", "=r", [], dtype=tl.int32, is_pure=False, pack=1)
+        seen = tl.atomic_add(count_ptr, 0, sem="acquire", scope="gpu")
         reads += 1
-    seen = tl.atomic_add(count_ptr, 0, sem="acquire", scope="gpu")
     if seen < need:
         if PDL:
             gdc_wait()

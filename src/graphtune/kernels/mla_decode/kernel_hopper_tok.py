@@ -803,8 +803,14 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                               i_first, i_stop, req_tiles, out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr,
                               stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s, RETURN_LSE, True)
         if done_ptr is not None:
-            # (counted at the next segment's start or the program's end: kernel_hopper.STREAM_GROUPS; -1: whole)
+            # (counted at the next segment's start or the program's end: kernel_hopper.STREAM_GROUPS; -1: whole);
+            # with two programs an SM (two buffers) the other program covers the release's wait: counted here
             pending = b - (b + 1) * ((i_first == 0) & (i_stop == req_tiles)).to(gl.int32)
+            if NUM_BUF < 3:
+                if pending >= 0:
+                    _block_barrier()
+                    _segment_written(done_ptr, pending, pid_h)
+                pending = -1
         t = seg_stop
         b += 1
     if done_ptr is not None:
