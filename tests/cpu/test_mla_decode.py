@@ -793,9 +793,9 @@ def test_the_reduction_merges_alike_with_early_slots_and_sixteen_slots_a_step(pa
 def test_the_streamed_reduction_waits_per_request_and_reads_past_the_l1():
     """With the plan's counters (``done_ptr``, ``reduction.STREAM``), compiled for sm_90 with ``PDL`` and
     ``SEG_EARLY`` at the block shapes the rule gives (H = 16 and 128, batch 8 to 128 on 132 SMs, fp16 and fp32
-    partials): the slots' loads, then the request's count read relaxed a sleep apart and once more with acquire
-    semantics, the grid's wait only as the fallback after it and again before the exit, the partials read ``.cg``
-    (L2: written while the grid runs), one relaxed atomic add for the readers' count; no local memory."""
+    partials): the slots' loads, then the request's count read with acquire semantics a sleep apart, the grid's wait
+    only as the fallback after it and again before the exit, the partials read ``.cg`` (L2: written while the grid
+    runs), one relaxed atomic add for the readers' count; no local memory."""
     import re
     from graphtune import resources
     from graphtune.kernels.mla_decode import reduction
@@ -810,12 +810,12 @@ def test_the_streamed_reduction_waits_per_request_and_reads_past_the_l1():
             r"griddepcontrol\.wait|ld\.global\.gpu\.acquire|ld\.global\.gpu\.relaxed|atom\.global\.gpu\.relaxed\.add|"
             r"ld\.global\.cg|ld\.global\.(?!gpu|cg)|nanosleep", body)]
         where = f"{blocks}: {events[:10]}"
-        acquire = events.index("ld.global.gpu.acquire")
+        wait = events.index("griddepcontrol.wait")
         assert events[:3] == ["ld.global."] * 3, where                      # (the plan's slots and the length)
-        assert set(events[3:acquire]) == {"ld.global.gpu.relaxed", "nanosleep"}, where
-        assert events.count("ld.global.gpu.acquire") == 1 and events.count("griddepcontrol.wait") == 2, where
+        assert set(events[3:wait]) == {"ld.global.gpu.acquire", "nanosleep"}, where
+        assert "ld.global.gpu.relaxed" not in events and events.count("griddepcontrol.wait") == 2, where
         first_cg = events.index("ld.global.cg")
-        assert events.index("griddepcontrol.wait") < first_cg and "ld.global." not in events[acquire:], where
+        assert wait < first_cg and "ld.global." not in events[3:], where
         assert events[-1] == "griddepcontrol.wait" and events.count("atom.global.gpu.relaxed.add") == 1, where
         usage = resources._resource_usage(compiled.asm["cubin"], compiled.metadata.name)
         assert usage["LOCAL"] == 0 and usage["REG"] <= 255, f"{blocks}: {usage}"
@@ -823,15 +823,17 @@ def test_the_streamed_reduction_waits_per_request_and_reads_past_the_l1():
 
 def test_streamed_launches_hand_the_plans_counters_to_the_split_and_the_reduction(monkeypatch):
     """``reduction.STREAM``: the second fp8 tokens-on-M kernel's launch (fp8, fp8_ds_mla; not bf16, T8 or without
-    SEG_FROM_PLAN) gets the plan's counters as ``done_ptr`` (zeros, ``[2, batch, STREAM_GROUPS]``); the launch's
-    ``seg`` is then a view of the plan's slots that carries them (``reduction.streamed``), which the reduction's
-    launch passes on as ``done_ptr``; the tuner's follow-up merges streamed where the plan's slots are reachable and,
-    on the timer's copies of the arguments (no slots), merges plainly and clears the copy's counts."""
+    SEG_FROM_PLAN) gets the plan's counters as ``done_ptr`` (zeros, ``[2, batch, STREAM_GROUPS]``); where the config
+    that filled the plan counts (two buffers, ``kernel_hopper.STREAM_MAX_BUF``) the launch's ``seg`` is a view of the
+    plan's slots that carries them (``reduction.streamed``), which the reduction's launch passes on as ``done_ptr``
+    (a three-buffer config: the plain slots); the tuner's follow-up likewise by the config's ``NUM_BUF``, streamed
+    where the plan's slots are reachable and, on the timer's copies of the arguments (no slots), merged plainly with
+    the copy's counts cleared."""
     from graphtune.kernels.mla_decode import MLADecodePlan, interface_hopper, kernel, kernel_hopper, plan as plan_mod
     from graphtune.kernels.mla_decode import reduction
     lens, pt = torch.ones(3, dtype=torch.int32), torch.zeros(3, 2, dtype=torch.int32)
     plan = MLADecodePlan()
-    rows = plan_mod.attach(plan, lens, pt, 64, 66, lambda config: 66, 128, slots=True)
+    rows = plan_mod.attach(plan, lens, pt, 64, 66, lambda config: 66, 128, slots=True, counts=True)
     counts = plan.counters()
     assert tuple(counts.shape) == (2, 3, int(kernel_hopper.STREAM_GROUPS)) and not counts.any()
     monkeypatch.setattr(reduction, "STREAM", True)
@@ -847,8 +849,12 @@ def test_streamed_launches_hand_the_plans_counters_to_the_split_and_the_reductio
         def __getitem__(self, grid):
             return lambda *args, **consts: None
     monkeypatch.setattr(kernel_hopper, "_mla_decode_plan_kernel", PlanKernel())
-    plan_mod.plan_hook({"plan_ptr": rows})
     scratch = ("lse", "part_o", "part_lse", "seg")
+    plan_mod.plan_hook({"plan_ptr": rows, "NUM_BUF": 3})
+    assert not plan.counted() and interface_hopper._with_plan_slots(
+        scratch, {"plan_ptr": rows, "done_ptr": counts})[3] is plan.slots()
+    plan_mod.plan_hook({"plan_ptr": rows, "NUM_BUF": 2})
+    assert plan.counted() and plan_mod.counted_of(rows) and not plan_mod.counted_of(rows.clone())
     seg = interface_hopper._with_plan_slots(scratch, {"plan_ptr": rows, "done_ptr": counts})[3]
     assert seg.data_ptr() == plan.slots().data_ptr() and reduction.planned_slots(seg)
     assert reduction.streamed_counts(seg) is counts and reduction.streamed_counts(plan.slots()) is None
@@ -872,6 +878,8 @@ def test_streamed_launches_hand_the_plans_counters_to_the_split_and_the_reductio
     copy = counts.clone().fill_(5)       # (the timer's copy: its plan rows a plain tensor, no slots reachable)
     reduction.after_hopper_split({**named, "plan_ptr": rows.clone(), "done_ptr": copy})
     assert launched[3] is None and not copy.any()
+    reduction.after_hopper_split({**named, "NUM_BUF": 3})       # (a config that does not count)
+    assert launched[4] is None
 
 
 def test_a_plan_filled_with_slots_hands_them_to_the_reduction(monkeypatch):

@@ -426,27 +426,28 @@ def _plan_build(num_buf: int, plan: bool, gather: bool = False, counts: bool = F
 
 @pytest.mark.parametrize("num_buf,gather,heads", [(2, False, 16), (3, False, 16), (2, True, 16), (2, False, 32)])
 def test_tok_fp8_v2_counts_its_written_segments_for_the_streamed_reduction(num_buf, gather, heads):
-    """Given the plan's counters (``done_ptr``, ``reduction.STREAM``): a segment is counted by one thread's
-    release-ordered add (compiled for sm_90: a predicated ``MEMBAR.ALL.GPU`` then ``REDG.E.ADD.STRONG.GPU``) at two
-    places, the next segment's start after its first copies are issued (``UTMALDG``, or the row gather's ``LDGSTS``)
-    and the program's end after one more block barrier; nothing else moves: the same MMAs, waits on them, copies and
-    shared memory as the build without, no local memory."""
+    """Given the plan's counters (``done_ptr``, ``reduction.STREAM``), a two-buffer config counts each partial
+    segment at its end, after a block barrier, by one thread's release-ordered add (compiled for sm_90: a predicated
+    ``MEMBAR.ALL.GPU`` then ``REDG.E.ADD.STRONG.GPU``); a three-buffer config (one program an SM) does not count
+    (``kernel_hopper.STREAM_MAX_BUF``: its build is the one without). Nothing else moves: the same MMAs, waits on
+    them, copies and shared memory as the build without, no local memory."""
     base, counted = _plan_build(num_buf, True, gather, heads=heads), _plan_build(num_buf, True, gather, True, heads)
     assert _shared(counted) == _shared(base)
     sass, sass0 = _sass(counted), _sass(base)
     for op in ("QGMMA.64x32x32.F32.E4M3.E4M3", "HGMMA.64x16x16.F32", "WARPGROUP.DEPBAR", "SYNCS.ARRIVE", "UTMALDG",
                "LDGSTS"):
         assert sass.count(op) == sass0.count(op), op
-    assert sass.count("BAR.SYNC") == sass0.count("BAR.SYNC") + 1
     lines = sass.splitlines()
     red = [i for i, ln in enumerate(lines) if "REDG.E.ADD.STRONG.GPU" in ln]
     fence = [i for i, ln in enumerate(lines) if "MEMBAR.ALL.GPU" in ln]
-    assert len(red) == len(fence) == 2 and "REDG" not in sass0 and "MEMBAR.ALL.GPU" not in sass0
-    assert all(f < r <= f + 6 and lines[r].split()[1].startswith("@P") for f, r in zip(fence, red)), \
-        [lines[r] for r in red]
-    copy = "LDGSTS" if gather else "UTMALDG"
-    assert any(copy in ln for ln in lines[:fence[0]]), "the first count before the segment's copies are issued"
-    assert any("BAR.SYNC" in ln for ln in lines[fence[1] - 40:fence[1]]), "no block barrier before the last count"
+    assert "REDG" not in sass0 and "MEMBAR.ALL.GPU" not in sass0
+    if num_buf > int(kh.STREAM_MAX_BUF):
+        assert not red and not fence and sass.count("BAR.SYNC") == sass0.count("BAR.SYNC")
+        return
+    assert len(red) == len(fence) == 1 and fence[0] < red[0] <= fence[0] + 6, [lines[r] for r in red]
+    assert lines[red[0]].split()[1].startswith("@P"), lines[red[0]]
+    assert sass.count("BAR.SYNC") == sass0.count("BAR.SYNC") + 1
+    assert any("BAR.SYNC" in ln for ln in lines[fence[0] - 40:fence[0]]), "no block barrier before the count"
 
 
 @pytest.mark.parametrize("num_buf", [2, 3])

@@ -1090,10 +1090,11 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
         fn, consts = _kernel_and_params(heads, fmt, {**consts, "Q_LO": int(q_lo)})
         # (the plan made before T8's query pre-pass: T8 reads its row before it waits for the pass, _plan_first)
         if plan is not None and _reads_plan(_heads_on_m(heads), fmt, {**cfg, **consts}):
+            counts = _stream_counts(plan, fmt, reads)
             rows = plan_mod.attach(plan, seq_lens, page_table, kv_cache.shape[1], grid[1], lambda _: grid[1],
-                                   _B_CHUNK, fp8=fmt == "fp8", slots=reduction.SEG_FROM_PLAN)
+                                   _B_CHUNK, fp8=fmt == "fp8", slots=reduction.SEG_FROM_PLAN, counts=bool(counts))
             plan_mod.plan_hook({**consts, "plan_ptr": rows})
-            consts = {**consts, "plan_ptr": rows, **_stream_counts(plan, fmt, reads)}
+            consts = {**consts, "plan_ptr": rows, **counts}
         if fp8_q and reads:
             args, consts = _fp8_query(args, consts, q, q_scale, reads)
         elif pair:
@@ -1120,10 +1121,11 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
         # room for the space's largest grid; each config's pre-hook fills the rows for its own (plan.plan_hook), but
         # T8's, filled here, before its query pre-pass (_plan_first)
         space = _SPACES[(on_m, fmt == "fp8")] if extra is None else extra.space
+        counts = _stream_counts(plan, fmt, reads)
         consts = {**consts, "plan_ptr": plan_mod.attach(
             plan, seq_lens, page_table, kv_cache.shape[1], max(grid(c)[1] for c in space),
-            lambda config: grid(config)[1], _B_CHUNK, fp8=fmt == "fp8", slots=reduction.SEG_FROM_PLAN),
-            **_stream_counts(plan, fmt, reads)}
+            lambda config: grid(config)[1], _B_CHUNK, fp8=fmt == "fp8", slots=reduction.SEG_FROM_PLAN,
+            counts=bool(counts)), **counts}
         if reads == "T8":
             _plan_first(consts, space, grid)
     if fp8_q and reads:
@@ -1146,12 +1148,14 @@ def _stream_counts(plan: plan_mod.MLADecodePlan, fmt: str, reads: str | None) ->
 def _with_plan_slots(scratch: tuple, consts: dict[str, Any]) -> tuple:
     """The launch's scratch for the reduction, its ``seg`` the plan's slots where the launch read a plan filled with
     them (``reduction.SEG_FROM_PLAN``: the same values, written before the split kernel ran), marked with the plan's
-    counters where the split kernel counted its segments in them (``reduction.streamed``)."""
-    seg = plan_mod.slots_of(consts.get("plan_ptr"))
+    counters where the split kernel counted its segments in them (its config's buffers: ``plan.counted_of``;
+    ``reduction.streamed``)."""
+    rows = consts.get("plan_ptr")
+    seg = plan_mod.slots_of(rows)
     if seg is None:
         return scratch
     counts = consts.get("done_ptr")
-    return (*scratch[:3], seg if counts is None else reduction.streamed(seg, counts))
+    return (*scratch[:3], reduction.streamed(seg, counts) if counts is not None and plan_mod.counted_of(rows) else seg)
 
 
 def _plan_first(consts: dict[str, Any], space: list[dict[str, int]], grid) -> None:

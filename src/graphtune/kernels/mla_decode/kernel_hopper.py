@@ -605,20 +605,22 @@ def _store_whole_sectors(o, b, h0, d0, out_ptr, stride_out_b, stride_out_h):
 # with release semantics at GPU scope (the pattern of a grid barrier's arrival: the CTA's stores made visible before
 # the count); the reduction waits (acquire) until the count reaches the request's slots, reads them, and its last
 # reader of the request sets both counts back to zero, so each launch leaves them as it found them. Head groups of the
-# split (pid_h, 16 heads each in the tokens-on-M kernels) count apart: at most STREAM_GROUPS. The release compiles to
-# ``MEMBAR.ALL.GPU`` before the add, which holds the warp until its stores are acknowledged: at a segment's end that
-# held the whole warpgroup (its next MMAs need every warp), and with one program an SM (three buffers) the decode ran
-# 5-7% slower at fp8 H = 16 batch 32 / 64 (H100, session 53 call D). So a segment that is not the program's last is
-# counted at the next segment's start, after that segment's copies are issued (the wait overlaps their flight and
-# the query's loads, which the warps wait for anyway); the last one at the program's end.
+# split (pid_h, 16 heads each in the tokens-on-M kernels) count apart: at most STREAM_GROUPS. Only configs of at most
+# STREAM_MAX_BUF buffers count (two programs an SM): with one program an SM (three buffers) the reduction's waiting
+# programs fit on the SM beside the running split program, and their reads of the counts slowed it, the decode 4.7-7.3%
+# slower at fp8 H = 16 batch 32 / 64 with acquire reads, 1.4-2.0% with relaxed ones (H100, session 53 calls D-F),
+# where with two programs an SM a reduction program only gets an SM's room once a split program there has exited.
+# The release compiles to ``MEMBAR.ALL.GPU`` before the add (one thread; its warp waits for its stores' acknowledgement,
+# which the SM's other program covers).
 STREAM_GROUPS = gl.constexpr(4)
+STREAM_MAX_BUF = gl.constexpr(2)
 
 
 @gluon.jit
 def _segment_written(done_ptr, b, pid_h):
     """Request b's count of written segments (head group pid_h) raised by one (``STREAM_GROUPS``' comment), by one
-    thread with release semantics; every warp's stores of the segment issued before (a block barrier of the
-    caller's)."""
+    thread with release semantics; every warp's stores of the segment issued before (the caller's block
+    barrier)."""
     gl.atomic_add(done_ptr + b * STREAM_GROUPS + pid_h, 1, sem="release", scope="gpu")
 
 

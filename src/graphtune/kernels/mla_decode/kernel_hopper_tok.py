@@ -63,7 +63,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from .kernel_hopper import (FP8_SEG_COST, STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _block_barrier,
+from .kernel_hopper import (FP8_SEG_COST, STAMP_CLK_IN, STREAM_MAX_BUF, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _block_barrier,
                             _launch_dependents, _load_q_raw, _max_over_tokens, _plan_row, _planned_segment, _q_fp32,
                             _program_ids, _segment, _segment_written, _split_start, _stamp,
                             _stamp_out, _stamp_tile, _store_chunks_segment, _tile_landed, _tile_page, _tma_load,
@@ -503,9 +503,9 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     ``Q_DESCALE_FROM_PTR``, read from ``q_descale_ptr``): ``q_ptr`` holds e4m3 values, read as they are; their pair
     is exact (``hi = e4m3(q s)`` with s a power of two, ``lo = 0``) and the scale goes into the scores' multiplier.
 
-    ``done_ptr`` (a step's plan's counters, ``reduction.STREAM``): each partial segment counted once its stores are
-    visible, so that the reduction merges a request as soon as its partials are written
-    (``kernel_hopper.STREAM_GROUPS``)."""
+    ``done_ptr`` (a step's plan's counters, ``reduction.STREAM``): with at most ``STREAM_MAX_BUF`` buffers each
+    partial segment is counted once its stores are visible, so that the reduction merges a request as soon as its
+    partials are written (``kernel_hopper.STREAM_GROUPS``)."""
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
     gl.static_assert(BLOCK_H == 16)
@@ -609,7 +609,6 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     heads_q = h0 + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, q_layout))
     hmask_q = heads_q < H
     it = 0
-    pending = b * 0 - 1     # (the streamed reduction: a segment written, not yet counted)
     while t < t_stop:
         # The page ids of the segment's first tiles, then the query's loads, then the tiles' copies. The query's loads
         # issued behind the tiles waited for the whole first wave of tiles of every program (H200, session 18: 6.2
@@ -662,9 +661,6 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                     _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
                               (it + k) % NUM_BUF, seq_len, PAGE_SIZE, 264 if DS else 512, BLOCK_N, GATHER, num_warps,
                               kv_sc_desc, sc_bufs)
-        if done_ptr is not None:
-            if pending >= 0:        # (the previous segment's stores: issued before the block barrier above)
-                _segment_written(done_ptr, pending, pid_h)
         q_scale = _q_cat(qn, qr, qn_smem, qr_smem, BLOCK_H, DS)
         fence_async_shared()
         _block_barrier()
@@ -803,20 +799,12 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                               i_first, i_stop, req_tiles, out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr,
                               stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s, RETURN_LSE, True)
         if done_ptr is not None:
-            # (counted at the next segment's start or the program's end: kernel_hopper.STREAM_GROUPS; -1: whole);
-            # with two programs an SM (two buffers) the other program covers the release's wait: counted here
-            pending = b - (b + 1) * ((i_first == 0) & (i_stop == req_tiles)).to(gl.int32)
-            if NUM_BUF < 3:
-                if pending >= 0:
+            if NUM_BUF <= STREAM_MAX_BUF:       # (kernel_hopper.STREAM_GROUPS)
+                if (i_first != 0) | (i_stop != req_tiles):
                     _block_barrier()
-                    _segment_written(done_ptr, pending, pid_h)
-                pending = -1
+                    _segment_written(done_ptr, b, pid_h)
         t = seg_stop
         b += 1
-    if done_ptr is not None:
-        if pending >= 0:
-            _block_barrier()
-            _segment_written(done_ptr, pending, pid_h)
     _stamp_out(STAMPS, srow, it)
 
     for k in gl.static_range(NUM_BUF):

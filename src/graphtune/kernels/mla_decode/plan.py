@@ -63,6 +63,7 @@ class MLADecodePlan(_OpArgument):
         self._rows: torch.Tensor | None = None
         self._slots: torch.Tensor | None = None  # the reduction's seg rows for the split of the last fill (slots=True)
         self._counts: torch.Tensor | None = None  # the streamed reduction's counters (counters())
+        self._counted = False                   # whether the split of the last fill counts its segments in them
         self._inputs: tuple | None = None       # (seq_lens, page_table) identity and shape the plan belongs to
         self._filled: tuple | None = None       # (programs, page size, segment cost, least tiles, slots) last filled
 
@@ -88,6 +89,11 @@ class MLADecodePlan(_OpArgument):
             self._filled = None
         return self._rows
 
+    def counted(self) -> bool:
+        """Whether the split kernel of the last fill counts its segments in :meth:`counters` (its config's buffers,
+        ``kernel_hopper.STREAM_MAX_BUF``): the reduction after it then waits on them."""
+        return self._counted
+
     def counters(self) -> torch.Tensor:
         """The streamed reduction's counters (``reduction.STREAM``): per request and head group of the split, its
         segments written and its reduction's readers done (``kernel_hopper.STREAM_GROUPS``), zero when made and
@@ -103,11 +109,13 @@ class MLADecodePlan(_OpArgument):
         return self._slots if self._filled is not None and self._filled[-1] else None
 
     def fill(self, seq_lens: torch.Tensor, page_table: torch.Tensor, page_size: int, programs: int,
-             seg_cost: int, b_chunk: int, min_tiles: int = 1, slots: bool = False) -> None:
+             seg_cost: int, b_chunk: int, min_tiles: int = 1, slots: bool = False, counted: bool = False) -> None:
         """Rows for a split over ``programs`` programs (each range at least ``min_tiles`` tiles: the split kernel's
         ``MIN_TILES``), made by one launch unless this plan holds them already (the tuner's configs differ in
         programs: each fill replaces the last); ``slots``: the reduction's ``seg`` rows of that split too
-        (:meth:`slots`)."""
+        (:meth:`slots`); ``counted``: the split kernel about to run counts its segments in :meth:`counters`
+        (:meth:`counted`)."""
+        self._counted = counted
         want = (programs, page_size, seg_cost, min_tiles, slots)
         if self._filled == want:
             return
@@ -128,13 +136,14 @@ def plan_hook(nargs: dict[str, Any]) -> None:
 
 
 def attach(plan: MLADecodePlan, seq_lens: torch.Tensor, page_table: torch.Tensor, page_size: int, max_programs: int,
-           programs_of, b_chunk: int, fp8: bool = True, slots: bool = False) -> torch.Tensor:
+           programs_of, b_chunk: int, fp8: bool = True, slots: bool = False, counts: bool = False) -> torch.Tensor:
     """The rows a launch passes as ``plan_ptr``, with the fill its config's pre-hook runs (:func:`plan_hook`):
     ``programs_of(config)`` gives the grid's programs (the split's ``B_CHUNK`` is ``b_chunk``); the split's price of
     a request's start is the fp8 kernels' for a per-tensor fp8 cache (``fp8``), none for fp8_ds_mla configs (``DS``,
     the even split as theirs), and :data:`BF16_PLAN_SEG_COST` for a bf16 cache, read when the plan is made; each range
     at least the config's ``MIN_TILES`` tiles (T8's); ``slots``: each fill makes the reduction's ``seg`` rows too,
-    which :func:`slots_of` the rows then returns."""
+    which :func:`slots_of` the rows then returns; ``counts``: the launch gives the split kernel the plan's counters,
+    which a config of at most ``kernel_hopper.STREAM_MAX_BUF`` buffers counts its segments in (:func:`counted_of`)."""
     rows = plan.rows(seq_lens, page_table, max_programs)
 
     def fill(nargs: dict[str, Any]) -> None:
@@ -143,9 +152,11 @@ def attach(plan: MLADecodePlan, seq_lens: torch.Tensor, page_table: torch.Tensor
         else:
             seg_cost = int(kernel_hopper.FP8_SEG_COST) if fp8 else BF16_PLAN_SEG_COST
         plan.fill(seq_lens, page_table, page_size, programs_of(nargs), seg_cost, b_chunk,
-                  int(nargs.get("MIN_TILES", 1)), slots)
+                  int(nargs.get("MIN_TILES", 1)), slots,
+                  counts and int(nargs.get("NUM_BUF", 2)) <= int(kernel_hopper.STREAM_MAX_BUF))
     rows._graphtune_fill = fill
     rows._graphtune_slots = plan.slots
+    rows._graphtune_counted = plan.counted
     return rows
 
 
@@ -154,3 +165,10 @@ def slots_of(rows: Any) -> torch.Tensor | None:
     plan, or where its last fill made none)."""
     slots = getattr(rows, "_graphtune_slots", None)
     return slots() if slots is not None else None
+
+
+def counted_of(rows: Any) -> bool:
+    """Whether the split kernel that read the plan whose rows a launch passed as ``plan_ptr`` counted its segments
+    in the plan's counters (:meth:`MLADecodePlan.counted`, as its config's pre-hook filled it)."""
+    counted = getattr(rows, "_graphtune_counted", None)
+    return bool(counted()) if counted is not None else False

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from ... import settings
-from . import kernel, plan
+from . import kernel, kernel_hopper, plan
 from .reference import D_NOPE
 
 # The reduction's blocks (slots merged per step, heads and output columns per program). When the split grid has at
@@ -67,9 +67,10 @@ SEG_FROM_PLAN = True
 # last program: at fp8 H = 16 on an H100 the programs' exits spread over the kernel's last 3.8 / 5.7 / 10.6 us at batch
 # 32 / 64 / 128 (session 49, timelines), while the SMs that are done idle, and the reduction then adds 2.6 / 3.6 / 4.8
 # us (H200, session 20). With STREAM, where the launch read a plan filled with its slots (SEG_FROM_PLAN) and the split
-# kernel counts (the second fp8 tokens-on-M kernel, its row gather included), the split counts each request's written
-# segments in the plan's counters and the reduction merges a request once its count reaches the request's slots
-# (kernel_hopper.STREAM_GROUPS): its programs run on the SMs the split's first programs leave, during the split's tail.
+# kernel counts (the second fp8 tokens-on-M kernel, its row gather included, in its configs of two buffers:
+# kernel_hopper.STREAM_MAX_BUF), the split counts each request's written segments in the plan's counters and the
+# reduction merges a request once its count reaches the request's slots (kernel_hopper.STREAM_GROUPS): its programs
+# run on the SMs the split's first programs leave, during the split's tail.
 STREAM = False
 _REDUCE_SMALL = (64, 1, 128, 4)
 _REDUCE_ROWS = 8         # (slot, head) rows of 512 fp32 columns a program holds per step (4 warps: 32 a thread)
@@ -221,6 +222,8 @@ def _follow(named: dict[str, Any], pdl: bool) -> None:
     # arguments, whose plan rows lead to no slots: there the counts are cleared after a plain merge)
     seg = plan.slots_of(named.get("plan_ptr")) if SEG_FROM_PLAN else None
     counts = named.get("done_ptr")
+    if counts is not None and int(named.get("NUM_BUF", 2)) > int(kernel_hopper.STREAM_MAX_BUF):
+        counts = None       # (a config that does not count)
     if seg is not None and counts is not None:
         seg = streamed(seg, counts)
     merge(int(named["B"]), int(named["H"]), named["seg_ptr"] if seg is None else seg, named["part_o_ptr"],
