@@ -5,7 +5,7 @@
 # (2) reduce_tail.py, the public call tuned per way (base / early = as shipped / stream) beside FlashMLA, fp8 H = 16
 # batch 32 / 64 / 128 and page size 1 at 64 / 128; (3) the same pinned to two buffers with RK64 (the H200's lead at
 # batch 32, session 51) and to three buffers with RK64 and PT_EARLY (the H100's pick at 64 / 128), so that only the
-# reduction differs between the ways.
+# reduction differs between the ways. RAGGED=--ragged adds ragged lengths (1..8191) to (2).
 set -o pipefail
 LIMIT=${LIMIT:-480}
 source docs/gpu_calls/lib.sh
@@ -13,7 +13,7 @@ gpu_prelude
 export GIT_COMMIT=${GIT_COMMIT:-unknown}
 gpu_tests tests_d ${TESTS_CAP:-200} tests/gpu/test_mla_decode_gpu.py streamed
 left=$(( (LIMIT - 15 - SECONDS) / 2 ))
-probe stream_tuned $left reduce_tail.py --rounds ${ROUNDS:-4} --cells "fp8:16:64:32,64,128 fp8:16:1:64,128" \
+probe stream_tuned $left reduce_tail.py --rounds ${ROUNDS:-4} --cells "fp8:16:64:32,64,128 fp8:16:1:64,128" $RAGGED \
   | grep -E "^\||rc=|rror|not timed" | cut -c1-250
 for c in nb2 nb3; do
   cfg='{"V2": 1, "NUM_BUF": 2, "PREFETCH": 1, "FAST_MAX": 1, "CHAIN": 1, "RK64": 1}'
