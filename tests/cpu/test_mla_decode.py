@@ -836,14 +836,16 @@ def test_streamed_launches_hand_the_plans_counters_to_the_split_and_the_reductio
     rows = plan_mod.attach(plan, lens, pt, 64, 66, lambda config: 66, 128, slots=True, counts=True)
     counts = plan.counters()
     assert tuple(counts.shape) == (2, 3, int(kernel_hopper.STREAM_GROUPS)) and not counts.any()
+    assert not interface_hopper._streams("fp8", "V2")
     monkeypatch.setattr(reduction, "STREAM", True)
-    assert interface_hopper._stream_counts(plan, "fp8", "V2") == {"done_ptr": counts}
-    assert interface_hopper._stream_counts(plan, "fp8_ds_mla", "V2") == {"done_ptr": counts}
+    assert interface_hopper._streams("fp8", "V2") and interface_hopper._streams("fp8_ds_mla", "V2")
     for fmt, reads in (("bf16", "V2"), ("fp8", "T8"), ("fp8", None), ("bf16", None)):
-        assert interface_hopper._stream_counts(plan, fmt, reads) == {}, (fmt, reads)
+        assert not interface_hopper._streams(fmt, reads), (fmt, reads)
     monkeypatch.setattr(reduction, "SEG_FROM_PLAN", False)
-    assert interface_hopper._stream_counts(plan, "fp8", "V2") == {}
+    assert not interface_hopper._streams("fp8", "V2")
     monkeypatch.setattr(reduction, "SEG_FROM_PLAN", True)
+    with pytest.raises(ValueError, match="no counters before"):
+        MLADecodePlan().counters()
 
     class PlanKernel:
         def __getitem__(self, grid):
@@ -880,6 +882,33 @@ def test_streamed_launches_hand_the_plans_counters_to_the_split_and_the_reductio
     assert launched[3] is None and not copy.any()
     reduction.after_hopper_split({**named, "NUM_BUF": 3})       # (a config that does not count)
     assert launched[4] is None
+
+
+@pytest.mark.parametrize("num_buf", [2, 3])
+def test_a_streamed_pinned_launch_hands_the_plans_counters_to_the_split_kernel(num_buf, monkeypatch):
+    """``reduction.STREAM`` on, the second fp8 tokens-on-M kernel pinned with a plan (its launch stubbed): the kernel
+    gets the plan's counters as ``done_ptr`` (made with the plan's rows, before its fill) and the launch's ``seg``
+    carries them to the reduction where the config counts (two buffers), not with three."""
+    from graphtune.kernels.mla_decode import MLADecodePlan, interface_hopper, kernel_hopper, kernel_hopper_tok
+    from graphtune.kernels.mla_decode import reduction
+    monkeypatch.setattr(reduction, "STREAM", True)
+    launches = []
+
+    class PlanKernel:
+        def __getitem__(self, grid):
+            return lambda *args, **consts: None
+    monkeypatch.setattr(kernel_hopper, "_mla_decode_plan_kernel", PlanKernel())
+    monkeypatch.setattr(kernel_hopper_tok._mla_decode_hopper_tok_fp8_v2_kernel, "run",
+                        lambda *args, **kwargs: launches.append(kwargs))
+    q = torch.randn(2, 16, 576, dtype=torch.bfloat16)
+    kv = torch.randn(4, 64, 576).to(torch.float8_e4m3fn)
+    pt, lens = torch.arange(4, dtype=torch.int32).view(2, 2), torch.tensor([100, 70], dtype=torch.int32)
+    plan = MLADecodePlan()
+    seg = interface_hopper.launch(q, kv, pt, lens, 0.04, 1.0, "fp8", torch.empty(2, 16, 512, dtype=torch.bfloat16),
+                                  False, sms=132, config=dict(V2=1, NUM_BUF=num_buf), plan=plan)[3]
+    assert len(launches) == 1 and launches[0]["done_ptr"] is plan.counters()
+    assert reduction.planned_slots(seg) and seg.data_ptr() == plan.slots().data_ptr()
+    assert (reduction.streamed_counts(seg) is plan.counters()) == (num_buf == 2) and plan.counted() == (num_buf == 2)
 
 
 def test_a_plan_filled_with_slots_hands_them_to_the_reduction(monkeypatch):

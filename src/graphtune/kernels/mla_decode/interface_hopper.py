@@ -1090,11 +1090,11 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
         fn, consts = _kernel_and_params(heads, fmt, {**consts, "Q_LO": int(q_lo)})
         # (the plan made before T8's query pre-pass: T8 reads its row before it waits for the pass, _plan_first)
         if plan is not None and _reads_plan(_heads_on_m(heads), fmt, {**cfg, **consts}):
-            counts = _stream_counts(plan, fmt, reads)
+            counts = _streams(fmt, reads)
             rows = plan_mod.attach(plan, seq_lens, page_table, kv_cache.shape[1], grid[1], lambda _: grid[1],
-                                   _B_CHUNK, fp8=fmt == "fp8", slots=reduction.SEG_FROM_PLAN, counts=bool(counts))
+                                   _B_CHUNK, fp8=fmt == "fp8", slots=reduction.SEG_FROM_PLAN, counts=counts)
             plan_mod.plan_hook({**consts, "plan_ptr": rows})
-            consts = {**consts, "plan_ptr": rows, **counts}
+            consts = {**consts, "plan_ptr": rows, **({"done_ptr": plan.counters()} if counts else {})}
         if fp8_q and reads:
             args, consts = _fp8_query(args, consts, q, q_scale, reads)
         elif pair:
@@ -1121,11 +1121,13 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
         # room for the space's largest grid; each config's pre-hook fills the rows for its own (plan.plan_hook), but
         # T8's, filled here, before its query pre-pass (_plan_first)
         space = _SPACES[(on_m, fmt == "fp8")] if extra is None else extra.space
-        counts = _stream_counts(plan, fmt, reads)
+        counts = _streams(fmt, reads)
         consts = {**consts, "plan_ptr": plan_mod.attach(
             plan, seq_lens, page_table, kv_cache.shape[1], max(grid(c)[1] for c in space),
             lambda config: grid(config)[1], _B_CHUNK, fp8=fmt == "fp8", slots=reduction.SEG_FROM_PLAN,
-            counts=bool(counts)), **counts}
+            counts=counts)}
+        if counts:
+            consts["done_ptr"] = plan.counters()
         if reads == "T8":
             _plan_first(consts, space, grid)
     if fp8_q and reads:
@@ -1136,13 +1138,11 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
     return _with_plan_slots(scratch, consts)
 
 
-def _stream_counts(plan: plan_mod.MLADecodePlan, fmt: str, reads: str | None) -> dict[str, torch.Tensor]:
-    """The split kernel's ``done_ptr`` (the plan's counters) where the reduction is streamed behind it
-    (``reduction.STREAM``): the second fp8 tokens-on-M kernel (an fp8 or fp8_ds_mla cache, ``reads == "V2"``, its
+def _streams(fmt: str, reads: str | None) -> bool:
+    """Whether the launch gives the split kernel its plan's counters (``done_ptr``), the reduction streamed behind
+    it (``reduction.STREAM``): the second fp8 tokens-on-M kernel (an fp8 or fp8_ds_mla cache, ``reads == "V2"``, its
     row gather included: one kernel), whose plan carries the reduction's slots (``reduction.SEG_FROM_PLAN``)."""
-    if reduction.STREAM and reduction.SEG_FROM_PLAN and reads == "V2" and fmt != "bf16":
-        return {"done_ptr": plan.counters()}
-    return {}
+    return reduction.STREAM and reduction.SEG_FROM_PLAN and reads == "V2" and fmt != "bf16"
 
 
 def _with_plan_slots(scratch: tuple, consts: dict[str, Any]) -> tuple:
