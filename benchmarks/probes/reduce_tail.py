@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench_mla_decode import (flashmla_call, git_commit, graph_time_ms, import_flashmla,  # noqa: E402
                               ragged_inputs, rel_err)
 
+import graphtune  # noqa: E402
 import triton  # noqa: E402
 
 from graphtune.kernels import mla_decode_reference  # noqa: E402
@@ -167,10 +168,19 @@ def main(argv: list[str] | None = None) -> int:
         cell = f"{r['format']} H={r['heads']} ps={r['page_size']} B={r['batch']}"
         print(f"| {r['lengths']} | {cell} | {ms('flashmla')} | {ms('base')} | {ms('early')} | {change('early')} | "
               f"{ms('stream')} | {change('stream', 'early')} | {vs} |")
+    picks = graphtune.coverage().to_dict()["kernels"]
+    print("\nthe tuned picks (kernel, bucket key, config; the tuner's timing of each candidate):")
+    for kernel in picks:
+        for row in kernel["tuned"]:
+            print(f"  {kernel['name']} {row['key'][:4]}{' +' + str(len(row['key']) - 4) if len(row['key']) > 4 else ''}: "
+                  f"{row['config']}")
+            for t in row.get("timings", []):
+                ms = "-" if t["median_ms"] is None else f"{t['median_ms']:.4f} ms"
+                print(f"      {ms} (n={t['n']}): {t['config']}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"gpu": gpu, "torch": torch.__version__, "triton": triton.__version__,
                                     "commit": git_commit(), "argv": sys.argv[1:] if argv is None else argv,
-                                    "rows": rows}, indent=1))
+                                    "rows": rows, "picks": picks}, indent=1, default=str))
     print(f"\nwrote {args.out}")
     return 0
 

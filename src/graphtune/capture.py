@@ -46,6 +46,19 @@ def is_capturing() -> bool:
     return cuda_available() and torch.cuda.is_current_stream_capturing()
 
 
+def begin_timer_graph() -> None:
+    """The timer begins capturing a candidate's graph (timing.py): :func:`timer_graph` moves on."""
+    STATE.timer_graphs += 1
+
+
+def timer_graph() -> int | None:
+    """While a capture is in progress, the number of the timer's graph captures begun so far, else None: state a
+    pre-hook makes once and then reuses (an MLA decode plan's rows for a config's grid) must be made again in each
+    of the timer's graphs, which are replayed one after another's, while in a server's own capture (the number
+    unchanged through it) once is right."""
+    return STATE.timer_graphs if is_capturing() else None
+
+
 def freeze() -> None:
     """From now on no kernel tunes: misses follow the policy, as inside capture (``graphtune.freeze`` checks
     settings and forces first: tuner.freeze)."""

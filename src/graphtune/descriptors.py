@@ -57,6 +57,25 @@ def rebased(desc: Any, base: Any) -> Any:
     return dataclasses.replace(desc, base=base)
 
 
+# The mark of a tensor argument the timer's rotating input sets share rather than copy (search._rotating_calls): state
+# that a config's pre-hook fills for each candidate on the object it was given (a copy made before would keep another
+# candidate's contents: an MLA decode plan's rows, filled per config's grid), or that a launch and the work it is
+# followed by keep between them (the plan's counters of the streamed reduction).
+ROTATION_SHARED = "_graphtune_rotation_shared"
+
+
+def share_across_rotations(tensor: Any) -> Any:
+    """Mark ``tensor`` as one the timer's rotating input sets use as it is (:data:`ROTATION_SHARED`); returns it."""
+    setattr(tensor, ROTATION_SHARED, True)
+    return tensor
+
+
+def rotation_copy(value: Any) -> Any:
+    """An argument for another of the timer's rotating input sets: :func:`copy_arg`'s copy, or the argument itself
+    where it is marked :func:`share_across_rotations`."""
+    return value if getattr(value, ROTATION_SHARED, False) else copy_arg(value)
+
+
 def copy_arg(value: Any, device: Any = None) -> Any:
     """A copy of one launch argument over fresh storage: tensors cloned (moved to ``device`` when given),
     descriptors rebuilt over a strided copy of their base; anything else as it is."""

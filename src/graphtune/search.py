@@ -19,7 +19,7 @@ from triton.runtime.jit import JITFunction
 from . import capture, settings
 from ._log import logger
 from .configs import config_label, config_to_dict
-from .descriptors import copy_arg, copy_nbytes, footprint_nbytes, tensor_of, tensors_of
+from .descriptors import ROTATION_SHARED, copy_nbytes, footprint_nbytes, rotation_copy, tensor_of, tensors_of
 from .errors import TuningError, one_line
 from .keys import key_to_json
 from .validate import check_outputs
@@ -455,14 +455,15 @@ def _rotating_calls(space: Space, candidates, alive, args, kwargs, grid, nargs) 
     """Per candidate, launches over several copies of the inputs so consecutive launches in a replayed graph do
     not hit L2 (the bytes they touch together exceed twice the L2: ``rotation_copies``). Memory: at most
     GRAPHTUNE_TIMER_MEM_MB of copies, freed when tuning ends. A tensor descriptor is rebuilt over a copy of its base
-    (same strides), and each candidate's pre-hook runs on each copy's arguments when its launches are captured. Also
-    whether the copies keep the L2 cold (else the timer flushes it)."""
+    (same strides), a tensor marked ``descriptors.share_across_rotations`` is the same object in every set, and each
+    candidate's pre-hook runs on each copy's arguments when its launches are captured. Also whether the copies keep
+    the L2 cold (else the timer flushes it)."""
     from .timing import l2_bytes
     n_copies, cold = rotation_copies(list(args) + list(kwargs.values()), l2_bytes(), settings.timer_mem_mb() * 2**20)
     sets = [(args, kwargs, nargs)]
     for _ in range(n_copies - 1):
-        a2 = tuple(copy_arg(a) for a in args)
-        k2 = {k: copy_arg(v) for k, v in kwargs.items()}
+        a2 = tuple(rotation_copy(a) for a in args)
+        k2 = {k: rotation_copy(v) for k, v in kwargs.items()}
         sets.append((a2, k2, space.nargs(a2, k2)))
     return [[_graph_call(space, candidates[i], a, k, grid, n) for (a, k, n) in sets] for i in alive], cold
 
@@ -477,7 +478,7 @@ def rotation_copies(values: list[Any], l2: int, mem_bytes: float) -> tuple[int, 
     than the decode runs them and picked them (session 20, benchmarks/probes/pick_check.py). Also whether that many
     keep the L2 cold (False: memory allowed fewer, or one set; the timer then flushes the L2 before each launch; the
     limit of 16 sets leaves small arguments rotating, as before)."""
-    alloc = sum(copy_nbytes(v) for v in values) or 1
+    alloc = sum(copy_nbytes(v) for v in values if not getattr(v, ROTATION_SHARED, False)) or 1
     touched = footprint_nbytes(values) or 1
     want = -(-2 * l2 // touched)
     cap = int(mem_bytes // alloc)

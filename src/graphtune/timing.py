@@ -212,6 +212,8 @@ class GraphReplaySampler:
 
     def _capture(self, calls: Sequence[Callable[[], Any]], n_launch: int):
         import torch
+        from .capture import begin_timer_graph
+        begin_timer_graph()
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g, stream=self.stream):
             for j in range(n_launch):

@@ -911,6 +911,47 @@ def test_a_streamed_pinned_launch_hands_the_plans_counters_to_the_split_kernel(n
     assert (reduction.streamed_counts(seg) is plan.counters()) == (num_buf == 2) and plan.counted() == (num_buf == 2)
 
 
+def test_the_timers_rotating_sets_share_a_plans_rows_and_each_timer_graph_fills_it_again(monkeypatch):
+    """A plan's rows and counters are marked ``descriptors.share_across_rotations``: the timer's rotating input
+    sets use them as they are (each candidate's pre-hook fills the rows for its grid, which a copy made before would
+    not see) and ``search.rotation_copies`` does not count them as copies' memory; a fill is made again in each of
+    the timer's graph captures (``capture.timer_graph``: the timer replays one candidate's graph after another's),
+    once through a server's own capture and outside one."""
+    from graphtune import capture, search
+    from graphtune.descriptors import rotation_copy
+    from graphtune.kernels.mla_decode import MLADecodePlan, kernel_hopper, plan as plan_mod
+    launches = []
+
+    class PlanKernel:
+        def __getitem__(self, grid):
+            return lambda *args, **consts: launches.append(grid)
+    monkeypatch.setattr(kernel_hopper, "_mla_decode_plan_kernel", PlanKernel())
+    lens, pt = torch.ones(3, dtype=torch.int32), torch.zeros(3, 2, dtype=torch.int32)
+    plan = MLADecodePlan()
+    rows = plan_mod.attach(plan, lens, pt, 64, 66, lambda config: 66, 128, slots=True, counts=True)
+    assert rotation_copy(rows) is rows and rotation_copy(plan.counters()) is plan.counters()
+    other = torch.zeros(5)
+    assert rotation_copy(other) is not other and torch.equal(rotation_copy(other), other)
+    l2 = 50 * 2**20
+    assert search.rotation_copies([rows, other], l2, other.numel() * 4 * 3) == (3, False)
+    try:
+        for fill in range(2):                  # (outside a capture: once)
+            plan_mod.plan_hook({"plan_ptr": rows})
+        assert len(launches) == 1
+        capture.simulate_capture(True)
+        plan_mod.plan_hook({"plan_ptr": rows})  # (a server's capture: once more, then as filled)
+        plan_mod.plan_hook({"plan_ptr": rows})
+        assert len(launches) == 2
+        for graph in range(3):                  # (the timer's graphs: in each)
+            capture.begin_timer_graph()
+            plan_mod.plan_hook({"plan_ptr": rows})
+            plan_mod.plan_hook({"plan_ptr": rows})
+        assert len(launches) == 5
+    finally:
+        capture.simulate_capture(None)
+    assert plan.slots() is not None
+
+
 def test_a_plan_filled_with_slots_hands_them_to_the_reduction(monkeypatch):
     """``plan.attach(..., slots=True)``: each fill passes the plan's slot rows to the plan kernel (``seg_ptr``) and
     ``MLADecodePlan.slots()`` returns them (None before a fill, or after a fill without them: a fill for other slots

@@ -1064,7 +1064,7 @@ def test_plan_slots_are_the_split_kernels_and_the_reduction_reads_them(fmt, head
         plan = MLADecodePlan()
         seg = interface_hopper.launch(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, x["kv_scale"], fmt, x["out"],
                                       True, sms=sms, config=dict(pinned), plan=plan)[3]
-        programs, size, seg_cost, least, _ = plan._filled
+        programs, size, seg_cost, least = plan._filled[:4]
         plan.fill(x["seq_lens"], pt, size, programs, seg_cost, interface_hopper._B_CHUNK, least, slots=True)
         slots = plan.slots()
         assert slots is not None

@@ -30,6 +30,8 @@ from typing import Any
 
 import torch
 
+from ...capture import timer_graph
+from ...descriptors import share_across_rotations
 from . import kernel_hopper
 
 try:    # torch's base for objects a custom op takes as an argument (reference opaque types; torch 2.10 on)
@@ -65,7 +67,8 @@ class MLADecodePlan(_OpArgument):
         self._counts: torch.Tensor | None = None  # the streamed reduction's counters (counters())
         self._counted = False                   # whether the split of the last fill counts its segments in them
         self._inputs: tuple | None = None       # (seq_lens, page_table) identity and shape the plan belongs to
-        self._filled: tuple | None = None       # (programs, page size, segment cost, least tiles, slots) last filled
+        self._filled: tuple | None = None       # (programs, page size, segment cost, least tiles, slots, the timer's
+        #                                          graph: capture.timer_graph) last filled
 
     def __repr__(self) -> str:
         state = "empty" if self._inputs is None else f"batch {self._inputs[4]}"
@@ -81,11 +84,15 @@ class MLADecodePlan(_OpArgument):
             raise ValueError(f"mla_decode: plan={self!r} was made for another batch's seq_lens / page_table (a plan "
                              "serves the calls of one decode step: make a new MLADecodePlan() per step)")
         if self._rows is None or self._rows.shape[0] < max_programs:
-            self._rows = torch.empty(max_programs, PLAN_COLS, dtype=torch.int32, device=seq_lens.device)
+            # (the tuner's rotating input sets share the rows and the counters: each candidate's pre-hook fills the
+            # rows for its grid, which a copy made before would not see; session 53 found configs timed on copies
+            # holding another grid's rows, a two-buffer config doing half its work again: descriptors.py)
+            self._rows = share_across_rotations(
+                torch.empty(max_programs, PLAN_COLS, dtype=torch.int32, device=seq_lens.device))
             self._slots = torch.empty(seq_lens.shape[0], 2, dtype=torch.int32, device=seq_lens.device)
             self._slots._graphtune_plan_slots = True    # (reduction.merge reads them before its wait)
-            self._counts = torch.zeros(2, seq_lens.shape[0], int(kernel_hopper.STREAM_GROUPS), dtype=torch.int32,
-                                       device=seq_lens.device)
+            self._counts = share_across_rotations(torch.zeros(
+                2, seq_lens.shape[0], int(kernel_hopper.STREAM_GROUPS), dtype=torch.int32, device=seq_lens.device))
             self._filled = None
         return self._rows
 
@@ -106,7 +113,7 @@ class MLADecodePlan(_OpArgument):
     def slots(self) -> torch.Tensor | None:
         """The reduction's ``seg`` rows (each request's first and last partial slot) for the split of the last fill
         made with ``slots=True``, else None."""
-        return self._slots if self._filled is not None and self._filled[-1] else None
+        return self._slots if self._filled is not None and self._filled[4] else None
 
     def fill(self, seq_lens: torch.Tensor, page_table: torch.Tensor, page_size: int, programs: int,
              seg_cost: int, b_chunk: int, min_tiles: int = 1, slots: bool = False, counted: bool = False) -> None:
@@ -116,7 +123,8 @@ class MLADecodePlan(_OpArgument):
         (:meth:`slots`); ``counted``: the split kernel about to run counts its segments in :meth:`counters`
         (:meth:`counted`)."""
         self._counted = counted
-        want = (programs, page_size, seg_cost, min_tiles, slots)
+        # (in each of the tuner's timing graphs again: capture.timer_graph)
+        want = (programs, page_size, seg_cost, min_tiles, slots, timer_graph())
         if self._filled == want:
             return
         kernel_hopper._mla_decode_plan_kernel[(1, programs)](
