@@ -8,7 +8,8 @@ faulting) and records the miss; ``raise`` raises
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Sequence
+import contextlib
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import torch
 
@@ -46,17 +47,23 @@ def is_capturing() -> bool:
     return cuda_available() and torch.cuda.is_current_stream_capturing()
 
 
-def begin_timer_graph() -> None:
-    """The timer begins capturing a candidate's graph (timing.py): :func:`timer_graph` moves on."""
+@contextlib.contextmanager
+def timer_capture() -> Iterator[None]:
+    """The timer captures a candidate's graph (timing.py) within this block: :func:`timer_graph` gives its number."""
     STATE.timer_graphs += 1
+    STATE.timer_capturing = True
+    try:
+        yield
+    finally:
+        STATE.timer_capturing = False
 
 
 def timer_graph() -> int | None:
-    """While a capture is in progress, the number of the timer's graph captures begun so far, else None: state a
-    pre-hook makes once and then reuses (an MLA decode plan's rows for a config's grid) must be made again in each
-    of the timer's graphs, which are replayed one after another's, while in a server's own capture (the number
-    unchanged through it) once is right."""
-    return STATE.timer_graphs if is_capturing() else None
+    """While the timer captures a candidate's graph, the number of its graph captures so far, else None: state a
+    pre-hook makes once and then reuses (an MLA decode plan's rows for a config's grid) must be made again in each of
+    the timer's graphs, which are replayed one after another's; in any other capture (a server's step, a
+    benchmark's) and outside one, once is right (a plan made before a server's graph is not made again in it)."""
+    return STATE.timer_graphs if STATE.timer_capturing else None
 
 
 def freeze() -> None:

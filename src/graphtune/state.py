@@ -57,9 +57,11 @@ class State:
     overrides: dict[str, str] = field(default_factory=dict)
     warned: set[str] = field(default_factory=set)
     compile_hooks: dict[str, Any] = field(default_factory=dict)
-    # the timer's graph captures begun so far (capture.timer_graph): work a pre-hook skips once made (an MLA decode
-    # plan's fill) is made again in each, since the timer replays one candidate's graph after another's
+    # the timer's graph captures begun so far, and whether one is in progress (capture.timer_graph): work a pre-hook
+    # skips once made (an MLA decode plan's fill) is made again in each, since the timer replays one candidate's
+    # graph after another's
     timer_graphs: int = 0
+    timer_capturing: bool = False
     # one lock for the fields above; kernels have their own lock for their own results
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 

@@ -212,10 +212,9 @@ class GraphReplaySampler:
 
     def _capture(self, calls: Sequence[Callable[[], Any]], n_launch: int):
         import torch
-        from .capture import begin_timer_graph
-        begin_timer_graph()
+        from .capture import timer_capture
         g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, stream=self.stream):
+        with timer_capture(), torch.cuda.graph(g, stream=self.stream):
             for j in range(n_launch):
                 if self._flush_buf is not None:
                     self._flush()
