@@ -52,9 +52,9 @@ import pytest
 # kernels, failed in session 51, call A, on an H200 at H = 32 (the counters shared by two head groups) and were slower
 # in every cell at H = 16: removed; SEG_PLAN, the reduction reading a plan's slots before its wait and a request's
 # slots in one step, passed in session 53, call A, on an H100: 5 passed; the first on (reduction.SEG_FROM_PLAN), the
-# second removed: not faster)
-UNPROVEN: dict[str, str] = {
-    "STREAM": "the reduction streamed behind the split kernel, per request on the plan's counters (session 53)"}
+# second removed: not faster; STREAM, the reduction streamed behind the split kernel on the plan's counters, passed in
+# session 53, calls D-J, on an H100: 4 passed each time)
+UNPROVEN: dict[str, str] = {}
 
 
 def skip_unproven(config: dict) -> None:

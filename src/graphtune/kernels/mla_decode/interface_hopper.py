@@ -1140,9 +1140,10 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
 
 def _streams(fmt: str, reads: str | None) -> bool:
     """Whether the launch gives the split kernel its plan's counters (``done_ptr``), the reduction streamed behind
-    it (``reduction.STREAM``): the second fp8 tokens-on-M kernel (an fp8 or fp8_ds_mla cache, ``reads == "V2"``, its
-    row gather included: one kernel), whose plan carries the reduction's slots (``reduction.SEG_FROM_PLAN``)."""
-    return reduction.STREAM and reduction.SEG_FROM_PLAN and reads == "V2" and fmt != "bf16"
+    it (``reduction.STREAM``): the second fp8 tokens-on-M kernel on a per-tensor fp8 cache (``reads == "V2"``, its
+    row gather included: one kernel; fp8_ds_mla, the same kernel, has not run streamed on a GPU), whose plan
+    carries the reduction's slots (``reduction.SEG_FROM_PLAN``)."""
+    return reduction.STREAM and reduction.SEG_FROM_PLAN and reads == "V2" and fmt == "fp8"
 
 
 def _with_plan_slots(scratch: tuple, consts: dict[str, Any]) -> tuple:

@@ -62,16 +62,22 @@ PDL_MIN_BATCH = 8
 # fp8 H = 16 batch 32): slower in every round at fp8 H = 16 batch 32 (+0.6% to +1.8%) and bf16 H = 128 batch 32
 # (+0.6% to +3.1%), no cell faster.
 SEG_FROM_PLAN = True
-# The reduction streamed behind the split (session 53; written and compiled for sm_90 on the CPU, not yet timed: off
-# until a GPU run says it pays). As a programmatic dependent the reduction still starts only after the split kernel's
-# last program: at fp8 H = 16 on an H100 the programs' exits spread over the kernel's last 3.8 / 5.7 / 10.6 us at batch
-# 32 / 64 / 128 (session 49, timelines), while the SMs that are done idle, and the reduction then adds 2.6 / 3.6 / 4.8
-# us (H200, session 20). With STREAM, where the launch read a plan filled with its slots (SEG_FROM_PLAN) and the split
-# kernel counts (the second fp8 tokens-on-M kernel, its row gather included, in its configs of two buffers:
-# kernel_hopper.STREAM_MAX_BUF), the split counts each request's written segments in the plan's counters and the
-# reduction merges a request once its count reaches the request's slots (kernel_hopper.STREAM_GROUPS): its programs
-# run on the SMs the split's first programs leave, during the split's tail.
-STREAM = False
+# The reduction streamed behind the split (session 53). As a programmatic dependent the reduction starts only after
+# the split kernel's last program: at fp8 H = 16 on an H100 the programs' exits spread over the kernel's last 3.8 / 5.7
+# / 10.6 us at batch 32 / 64 / 128 (session 49, timelines), while the SMs that are done idle, and the reduction then
+# adds 2.6 / 3.6 / 4.8 us (H200, session 20). With STREAM, where the launch read a plan filled with its slots
+# (SEG_FROM_PLAN) and the split kernel counts (the second fp8 tokens-on-M kernel, its row gather included, in its
+# configs of two buffers: kernel_hopper.STREAM_MAX_BUF), the split counts each request's written segments in the plan's
+# counters and the reduction merges a request once its count reaches the request's slots (kernel_hopper.STREAM_GROUPS):
+# its programs run on the SMs the split's first programs leave, during the split's tail. Timed on an H100 (session 53,
+# benchmarks/probes/reduce_tail.py, fp8 H = 16, 4096-token requests or ragged 1..8191, a plan made before the graph,
+# four alternating rounds, against SEG_FROM_PLAN alone): pinned to two buffers 1.9 / 1.3 / 0.7% faster at batch 32 /
+# 64 / 128 (call H; 2.0 / 1.2 / 0.5% in call F), faster in every round; the public call tuned per way, page size 1
+# (the row gather) 1.5 / 0.6% faster at batch 64 / 128 (calls H and J alike), ragged lengths -0.2 / -0.8 / -2.1% at
+# batch 32 / 64 / 128 (call J; +0.2 / -2.2 / -1.9% in call H), uniform 0.0 / -1.2 / +1.1% (call J; +0.1 / -0.2 /
+# +0.9% in call H): at uniform batch 128 the tuner took two buffers, streamed, over three by 0.3% of its own timing,
+# and the decode ran 1% slower with them. On: the engines' batches are ragged.
+STREAM = True
 _REDUCE_SMALL = (64, 1, 128, 4)
 _REDUCE_ROWS = 8         # (slot, head) rows of 512 fp32 columns a program holds per step (4 warps: 32 a thread)
 _REDUCE_MAX_SLOTS = 16
