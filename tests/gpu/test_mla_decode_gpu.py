@@ -1031,6 +1031,32 @@ def _captured_step_follows_new_lengths(x: dict, fmt: str, lengths: list[list[int
             assert _rel(out, ref) <= tol, f"seed {seed}, lengths {new}: rel err {_rel(out, ref):.3e}"
 
 
+def _pinned_plan_calls_match_reference(x: dict, pt: torch.Tensor, fmt: str, pinned: dict, calls: int, seed: int,
+                                       after=None) -> None:
+    """The decode pinned to ``pinned`` with a plan (one per SM count: 132, 7 and 1, so programs of several
+    segments), ``calls`` calls a plan, NaN in the output before each: finite, within the format's bound of the fp32
+    reference, LSE within 2e-3 (-inf for requests of no tokens); ``after(plan, where)`` checks more after each call."""
+    ref, ref_lse = mla_decode_reference(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"],
+                                        kv_format=fmt, return_lse=True)
+    live = x["seq_lens"] > 0
+    tol = 2e-3 if fmt == "fp8" else TOL
+    for sms in (132, 7, 1):
+        plan = MLADecodePlan()
+        for call in range(calls):
+            x["out"].fill_(float("nan"))
+            out, lse = interface._launch(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, x["kv_scale"], fmt,
+                                         x["out"], True, config=triton.Config(dict(pinned)), num_sms=sms,
+                                         path="hopper", plan=plan)
+            torch.cuda.synchronize()
+            where = f"seed {seed}, {sms} SMs, call {call}"
+            assert torch.isfinite(out.float()).all(), f"{where}: unwritten or NaN outputs"
+            assert _rel(out, ref) <= tol, f"{where}: rel err {_rel(out, ref):.3e}"
+            assert float((lse[live] - ref_lse[live]).abs().max()) <= 2e-3, f"{where}: lse"
+            assert bool((lse[~live] == float("-inf")).all()), f"{where}: empty requests' lse"
+            if after is not None:
+                after(plan, where)
+
+
 # The reduction reading a step's plan's slots before its wait (reduction.SEG_FROM_PLAN, session 52; passed in session
 # 53, call A, on an H100: 5 passed): every kernel family that reads a plan, at a batch the reduction runs as a programmatic
 # dependent (reduction.PDL_MIN_BATCH), lengths of no tokens between.
@@ -1056,10 +1082,7 @@ def test_plan_slots_are_the_split_kernels_and_the_reduction_reads_them(fmt, head
     seed = _seed()
     x = _inputs(len(SLOT_LENS), heads, page_size, fmt, 4096, seed)
     pt = _with_lengths(x, SLOT_LENS, page_size)
-    ref, ref_lse = mla_decode_reference(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"],
-                                        kv_format=fmt, return_lse=True)
     live = x["seq_lens"] > 0
-    tol = 2e-3 if fmt == "fp8" else TOL
     for sms in (132, 7, 1):
         plan = MLADecodePlan()
         seg = interface_hopper.launch(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, x["kv_scale"], fmt, x["out"],
@@ -1071,23 +1094,12 @@ def test_plan_slots_are_the_split_kernels_and_the_reduction_reads_them(fmt, head
         assert torch.equal(slots[live], seg[live]), f"seed {seed}, {sms} SMs: {slots[live].tolist()} against the " \
                                                     f"split kernel's {seg[live].tolist()}"
     monkeypatch.setattr(reduction, "SEG_FROM_PLAN", True)
-    for sms in (132, 7, 1):
-        plan = MLADecodePlan()
-        for call in range(2):
-            x["out"].fill_(float("nan"))
-            out, lse = interface._launch(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, x["kv_scale"], fmt,
-                                         x["out"], True, config=triton.Config(dict(pinned)), num_sms=sms,
-                                         path="hopper", plan=plan)
-            where = f"seed {seed}, {sms} SMs, call {call}"
-            assert torch.isfinite(out.float()).all(), f"{where}: unwritten or NaN outputs"
-            assert _rel(out, ref) <= tol, f"{where}: rel err {_rel(out, ref):.3e}"
-            assert float((lse[live] - ref_lse[live]).abs().max()) <= 2e-3, f"{where}: lse"
-            assert bool((lse[~live] == float("-inf")).all()), f"{where}: empty requests' lse"
+    _pinned_plan_calls_match_reference(x, pt, fmt, pinned, 2, seed)
     if not captured:
         return
     x = _inputs(len(SLOT_LENS), heads, page_size, fmt, 4096, seed + 1)     # (no NaN rows: the replays reach further)
-    _captured_step_follows_new_lengths(x, fmt, [SLOT_LENS, [17, 4096, 0, 3000, 64, 1, 4095, 2048, 0, 100, 4033]], tol,
-                                       seed)
+    _captured_step_follows_new_lengths(x, fmt, [SLOT_LENS, [17, 4096, 0, 3000, 64, 1, 4095, 2048, 0, 100, 4033]],
+                                       2e-3 if fmt == "fp8" else TOL, seed)
 
 
 # The reduction streamed behind the split (reduction.STREAM, session 53; passed in calls D-J on an H100): the second
@@ -1113,25 +1125,12 @@ def test_the_streamed_reduction_merges_each_request_once_its_partials_are_writte
     seed = _seed()
     x = _inputs(len(SLOT_LENS), heads, page_size, fmt, 4096, seed)
     pt = _with_lengths(x, SLOT_LENS, page_size)
-    ref, ref_lse = mla_decode_reference(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, kv_scale=x["kv_scale"],
-                                        kv_format=fmt, return_lse=True)
-    live = x["seq_lens"] > 0
+
+    def counters_back_at_zero(plan: MLADecodePlan, where: str) -> None:
+        counts = plan.counters()
+        assert not counts.any(), f"{where}: counters left {counts.nonzero().tolist()}"
+    _pinned_plan_calls_match_reference(x, pt, fmt, pinned, 3, seed, counters_back_at_zero)
     tol = 2e-3 if fmt == "fp8" else TOL
-    for sms in (132, 7, 1):
-        plan = MLADecodePlan()
-        for call in range(3):
-            x["out"].fill_(float("nan"))
-            out, lse = interface._launch(x["q"], x["kv_cache"], pt, x["seq_lens"], SM_SCALE, x["kv_scale"], fmt,
-                                         x["out"], True, config=triton.Config(dict(pinned)), num_sms=sms,
-                                         path="hopper", plan=plan)
-            torch.cuda.synchronize()
-            where = f"seed {seed}, {sms} SMs, call {call}"
-            assert torch.isfinite(out.float()).all(), f"{where}: unwritten or NaN outputs"
-            assert _rel(out, ref) <= tol, f"{where}: rel err {_rel(out, ref):.3e}"
-            assert float((lse[live] - ref_lse[live]).abs().max()) <= 2e-3, f"{where}: lse"
-            assert bool((lse[~live] == float("-inf")).all()), f"{where}: empty requests' lse"
-            counts = plan.counters()
-            assert not counts.any(), f"{where}: counters left {counts.nonzero().tolist()}"
     if not captured:
         return
     x = _inputs(len(SLOT_LENS), heads, page_size, fmt, 4096, seed + 1)
