@@ -5,6 +5,7 @@ tests/gpu/test_mla_hopper_tok_gpu.py runs them against the reference on an H200.
 """
 from __future__ import annotations
 
+import re
 
 import pytest
 import torch
@@ -445,8 +446,10 @@ def test_tok_fp8_v2_counts_its_written_segments_for_the_streamed_reduction(num_b
         assert not red and not fence and sass.count("BAR.SYNC") == sass0.count("BAR.SYNC")
         return
     assert len(red) == len(fence) == 1 and fence[0] < red[0] <= fence[0] + 6, [lines[r] for r in red]
-    assert lines[red[0]].split()[1].startswith("@P"), lines[red[0]]
-    assert sass.count("BAR.SYNC") == sass0.count("BAR.SYNC") + 1
+    # (one thread adds: the PTX's add is predicated; triton 3.9 puts a barrier of its own before it too)
+    adds = re.findall(r"@%p\d+ (?:red|atom)\.global\.gpu\.release\.add\.u32", counted.asm["ptx"])
+    assert len(adds) == 1, adds
+    assert sass.count("BAR.SYNC") > sass0.count("BAR.SYNC")
     assert any("BAR.SYNC" in ln for ln in lines[fence[0] - 40:fence[0]]), "no block barrier before the count"
 
 
@@ -544,7 +547,7 @@ def test_a_plans_start_price_is_the_reading_kernels(monkeypatch):
     got = []
     monkeypatch.setattr(plan_mod.MLADecodePlan, "fill",
                         lambda self, seq_lens, page_table, page_size, programs, seg_cost, b_chunk, min_tiles=1,
-                        slots=False:
+                        slots=False, counted=False:
                         got.append(seg_cost))
     lens, pt = torch.ones(2, dtype=torch.int32), torch.zeros(2, 2, dtype=torch.int32)
     for price in (0, 4):
