@@ -1,5 +1,5 @@
-"""The MLA decode reduction's last round trips, timed in the decode: what ``reduction.SEG_FROM_PLAN`` (on as shipped
-from session 53) and ``reduction.STREAM`` (off as shipped) are worth on the Hopper path with a step's plan.
+"""The MLA decode reduction's last round trips, timed in the decode: what ``reduction.SEG_FROM_PLAN`` and
+``reduction.STREAM`` (both on as shipped from session 53) are worth on the Hopper path with a step's plan.
 
 Launched as a programmatic dependent of the split kernel, the reduction waits for it, then reads each request's
 slots and length, then the partials a step of BLOCK_S slots at a time: each a dependent round trip after the split
