@@ -836,6 +836,7 @@ def test_streamed_launches_hand_the_plans_counters_to_the_split_and_the_reductio
     rows = plan_mod.attach(plan, lens, pt, 64, 66, lambda config: 66, 128, slots=True, counts=True)
     counts = plan.counters()
     assert tuple(counts.shape) == (2, 3, int(kernel_hopper.STREAM_GROUPS)) and not counts.any()
+    assert int(kernel.STREAM_GROUPS) == int(kernel_hopper.STREAM_GROUPS)   # (the reduction's and the split's layout)
     monkeypatch.setattr(reduction, "STREAM", False)
     assert not interface_hopper._streams("fp8", "V2")
     monkeypatch.setattr(reduction, "STREAM", True)
