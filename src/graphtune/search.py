@@ -277,9 +277,18 @@ def _compile_all(space: Space, candidates, args, kwargs, grid, skip: set[int] = 
                     failures[i] = why
                     continue
             space.call(candidates[i], args, kwargs, grid)
+            _follow(space, candidates[i], space.nargs(args, kwargs))
         except Exception as exc:  # noqa: BLE001 - every failure is recorded with its reason
             failures[i] = one_line(exc)
     return failures, resources
+
+
+def _follow(space: Space, config, nargs: dict[str, Any]) -> None:
+    """The work that follows every launch (``Space.followed_by``) after one of the search's own untimed launches
+    too (the eager load, validation): state a launch and its follow-up keep between them (the MLA decode's streamed
+    reduction clears the counts its split kernel leaves) stays as the server leaves it."""
+    if space.followed_by is not None:
+        space.followed_by({**nargs, **config.all_kwargs()})
 
 
 def _device_limits(space: Space):
@@ -354,6 +363,7 @@ def _validate(space: Space, candidates, args, kwargs, grid, nargs, skip: set[int
             tensor_of(nargs[n]).zero_()
         try:
             space.call(c, args, kwargs, grid)
+            _follow(space, c, nargs)
             if capture.on_gpu():
                 torch.cuda.synchronize()
         except Exception as exc:  # noqa: BLE001

@@ -546,7 +546,9 @@ def test_device_check_uses_the_inspector_rules(monkeypatch, shared, regs, warps,
 def test_followed_by_runs_after_the_kernel_inside_each_timed_call():
     """``autotune(followed_by=...)``: each timed call launches the candidate, then the follow-up on that launch's
     arguments and the candidate's values by name (the kernel's output already written), before the timer stops; the
-    tuned kernel's own launches never call it."""
+    search's untimed launches are followed too (the eager load of each candidate, before any timing: state a launch
+    and its follow-up keep between them stays as the server leaves it); the tuned kernel's own launches never call
+    it."""
     events = []
 
     def do_bench(fn):
@@ -563,7 +565,9 @@ def test_followed_by_runs_after_the_kernel_inside_each_timed_call():
                            followed_by=follow)(_scale_kernel)
     x, out = launch(k, 50, 1)
     assert torch.equal(out, x * 2.0)
-    timed = [events[i:i + 3] for i in range(0, len(events), 3)]
+    loads = events[:len(CONFIGS)]
+    assert loads == [("follow", c.kwargs["BLOCK"], c.num_warps, 50) for c in CONFIGS], loads
+    timed = [events[i:i + 3] for i in range(len(CONFIGS), len(events), 3)]
     assert len(timed) == len(CONFIGS)
     assert [t[1][1:] for t in timed] == [(c.kwargs["BLOCK"], c.num_warps, 50) for c in CONFIGS]
     assert all(t[0] == "start" and t[2] == "stop" for t in timed)

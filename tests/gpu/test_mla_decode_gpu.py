@@ -1006,12 +1006,20 @@ def test_bf16_kernels_with_a_plan_match_reference(heads, page_size, lens, pinned
 
 
 def _captured_step_follows_new_lengths(x: dict, fmt: str, lengths: list[list[int]], tol: float, seed: int) -> None:
-    """The tuned public path on ``x`` with ``lengths[0]`` (tuned there, outside capture), then a step of two calls
-    with a plan made inside the captured function, replayed after the lengths change in place to each of
-    ``lengths``: NaN-poisoned outputs, each within ``tol`` of the fp32 reference."""
+    """The tuned public path on ``x`` with ``lengths[0]`` (tuned there, outside capture: that call's output within
+    ``tol`` of the fp32 reference too, and its plan's streamed-reduction counters, where it has them, back at zero
+    after the tuner's own launches), then a step of two calls with a plan made inside the captured function,
+    replayed after the lengths change in place to each of ``lengths``: NaN-poisoned outputs, each within ``tol`` of
+    the fp32 reference."""
     x["seq_lens"].copy_(torch.tensor(lengths[0], dtype=torch.int32))
     args = (x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE)
-    mla_decode(*args, kv_scale=x["kv_scale"], plan=MLADecodePlan())      # (tunes the bucket)
+    first = MLADecodePlan()
+    out = mla_decode(*args, kv_scale=x["kv_scale"], plan=first)      # (tunes the bucket)
+    torch.cuda.synchronize()
+    ref = mla_decode_reference(*args, kv_scale=x["kv_scale"], kv_format=fmt)
+    assert _rel(out, ref) <= tol, f"seed {seed}, the tuning call: rel err {_rel(out, ref):.3e}"
+    if first._counts is not None:
+        assert not first.counters().any(), f"seed {seed}: counters left after tuning {first.counters().nonzero()}"
     outs = [torch.empty_like(x["out"]) for _ in range(2)]
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
