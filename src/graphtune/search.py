@@ -277,18 +277,20 @@ def _compile_all(space: Space, candidates, args, kwargs, grid, skip: set[int] = 
                     failures[i] = why
                     continue
             space.call(candidates[i], args, kwargs, grid)
-            _follow(space, candidates[i], space.nargs(args, kwargs))
+            _follow(space, {**space.nargs(args, kwargs), **candidates[i].all_kwargs()})
         except Exception as exc:  # noqa: BLE001 - every failure is recorded with its reason
             failures[i] = one_line(exc)
     return failures, resources
 
 
-def _follow(space: Space, config, nargs: dict[str, Any]) -> None:
-    """The work that follows every launch (``Space.followed_by``) after one of the search's own untimed launches
-    too (the eager load, validation): state a launch and its follow-up keep between them (the MLA decode's streamed
-    reduction clears the counts its split kernel leaves) stays as the server leaves it."""
+def _follow(space: Space, full: dict[str, Any]) -> None:
+    """The work that follows every launch (``Space.followed_by``), on the launch's arguments and the candidate's
+    values by name (``full``): after every launch of the search, the timed ones (so candidates are timed on what a
+    server runs: a split kernel with its reduction) and its own untimed ones (the eager load, validation: state a
+    launch and its follow-up keep between them, such as the MLA decode's streamed-reduction counts, stays as the
+    server leaves it)."""
     if space.followed_by is not None:
-        space.followed_by({**nargs, **config.all_kwargs()})
+        space.followed_by(full)
 
 
 def _device_limits(space: Space):
@@ -363,7 +365,7 @@ def _validate(space: Space, candidates, args, kwargs, grid, nargs, skip: set[int
             tensor_of(nargs[n]).zero_()
         try:
             space.call(c, args, kwargs, grid)
-            _follow(space, c, nargs)
+            _follow(space, {**nargs, **c.all_kwargs()})
             if capture.on_gpu():
                 torch.cuda.synchronize()
         except Exception as exc:  # noqa: BLE001
@@ -453,8 +455,7 @@ def _bench_call(space: Space, config, args, kwargs, grid, nargs) -> Callable[[],
         for n in space.reset_to_zero:
             tensor_of(nargs[n]).zero_()
         space.call(config, args, kwargs, grid)
-        if space.followed_by is not None:
-            space.followed_by(full)
+        _follow(space, full)
         if space.post_hook:
             space.post_hook(full, None)
     return call
@@ -497,14 +498,11 @@ def rotation_copies(values: list[Any], l2: int, mem_bytes: float) -> tuple[int, 
 
 
 def _graph_call(space: Space, config, args, kwargs, grid, nargs) -> Callable[[], Any]:
-    # the work that follows every launch (``Space.followed_by``), on this launch's arguments and the candidate's
-    # values by name, so candidates are timed on what a server runs (a split kernel with its reduction)
-    full = {**nargs, **config.all_kwargs()}
+    full = {**nargs, **config.all_kwargs()}      # (for the follow-up: _follow)
 
     def call():
         for n in space.reset_to_zero:
             tensor_of(nargs[n]).zero_()
         space.call(config, args, kwargs, grid)
-        if space.followed_by is not None:
-            space.followed_by(full)
+        _follow(space, full)
     return call

@@ -826,9 +826,9 @@ def test_streamed_launches_hand_the_plans_counters_to_the_split_and_the_reductio
     T8 or without SEG_FROM_PLAN) gets the plan's counters as ``done_ptr`` (zeros, ``[2, batch, STREAM_GROUPS]``); where the config
     that filled the plan counts (two buffers, ``kernel_hopper.STREAM_MAX_BUF``) the launch's ``seg`` is a view of the
     plan's slots that carries them (``reduction.streamed``), which the reduction's launch passes on as ``done_ptr``
-    (a three-buffer config: the plain slots); the tuner's follow-up likewise by the config's ``NUM_BUF``, streamed
-    where the plan's slots are reachable and, on the timer's copies of the arguments (no slots), merged plainly with
-    the copy's counts cleared."""
+    (a three-buffer config: the plain slots; the view made once for the plan); the tuner's follow-up likewise by the
+    config's ``NUM_BUF``, streamed where the plan's slots are reachable and, from rows that lead to none (not made by
+    ``plan.attach``), merged plainly with the counts cleared."""
     from graphtune.kernels.mla_decode import MLADecodePlan, interface_hopper, kernel, kernel_hopper, plan as plan_mod
     from graphtune.kernels.mla_decode import reduction
     lens, pt = torch.ones(3, dtype=torch.int32), torch.zeros(3, 2, dtype=torch.int32)
@@ -862,6 +862,7 @@ def test_streamed_launches_hand_the_plans_counters_to_the_split_and_the_reductio
     seg = interface_hopper._with_plan_slots(scratch, {"plan_ptr": rows, "done_ptr": counts})[3]
     assert seg.data_ptr() == plan.slots().data_ptr() and reduction.planned_slots(seg)
     assert reduction.streamed_counts(seg) is counts and reduction.streamed_counts(plan.slots()) is None
+    assert interface_hopper._with_plan_slots(scratch, {"plan_ptr": rows, "done_ptr": counts})[3] is seg
     assert reduction.streamed_counts(interface_hopper._with_plan_slots(scratch, {"plan_ptr": rows})[3]) is None
     launched = []
 
@@ -879,7 +880,7 @@ def test_streamed_launches_hand_the_plans_counters_to_the_split_and_the_reductio
                  lse_ptr=torch.empty(3, 16), seq_lens_ptr=lens, RETURN_LSE=0, plan_ptr=rows, done_ptr=counts)
     reduction.after_hopper_split(named)
     assert launched[2] is counts
-    copy = counts.clone().fill_(5)       # (the timer's copy: its plan rows a plain tensor, no slots reachable)
+    copy = counts.clone().fill_(5)       # (rows that lead to no slots: a plain tensor)
     reduction.after_hopper_split({**named, "plan_ptr": rows.clone(), "done_ptr": copy})
     assert launched[3] is None and not copy.any()
     reduction.after_hopper_split({**named, "NUM_BUF": 3})       # (a config that does not count)

@@ -85,8 +85,8 @@ class MLADecodePlan(_OpArgument):
                              "serves the calls of one decode step: make a new MLADecodePlan() per step)")
         if self._rows is None or self._rows.shape[0] < max_programs:
             # (the tuner's rotating input sets share the rows and the counters: each candidate's pre-hook fills the
-            # rows for its grid, which a copy made before would not see; session 53 found configs timed on copies
-            # holding another grid's rows, a two-buffer config doing half its work again: descriptors.py)
+            # rows for its grid, which a copy made before would not see: until session 53 a candidate timed on a
+            # copy read the rows of whichever config had filled them last, read in the code: descriptors.py)
             self._rows = share_across_rotations(
                 torch.empty(max_programs, PLAN_COLS, dtype=torch.int32, device=seq_lens.device))
             self._slots = torch.empty(seq_lens.shape[0], 2, dtype=torch.int32, device=seq_lens.device)

@@ -188,9 +188,12 @@ def streamed(slots: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
     """A plan's slots as the ``seg`` of a launch whose split kernel counted its segments in ``counts`` (the
     plan's counters, :data:`STREAM`): a view of them, marked so that the reduction waits per request on the counts
     (:func:`streamed_counts`) rather than for the whole split kernel."""
-    view = slots.view(slots.shape)
-    view._graphtune_plan_slots = True
-    view._graphtune_counts = counts
+    view = getattr(slots, "_graphtune_streamed", None)     # (made once per plan, not per call: the dispatch path)
+    if view is None or view._graphtune_counts is not counts:
+        view = slots.view(slots.shape)
+        view._graphtune_plan_slots = True
+        view._graphtune_counts = counts
+        slots._graphtune_streamed = view
     return view
 
 
@@ -224,8 +227,9 @@ def after_hopper_split(named: dict[str, Any]) -> None:
 
 def _follow(named: dict[str, Any], pdl: bool) -> None:
     # (a launch that read a plan filled with its slots: the reduction reads those, as the decode does; one whose
-    # split counted its segments (done_ptr) is merged streamed, but where the tuner's timer runs it on a copy of the
-    # arguments, whose plan rows lead to no slots: there the counts are cleared after a plain merge)
+    # split counted its segments (done_ptr) is merged streamed. The timer's rotating sets share the plan's rows and
+    # counters, so its copies reach the slots too; rows that lead to none (not made by plan.attach) with counters
+    # given are merged plainly and the counts cleared)
     seg = plan.slots_of(named.get("plan_ptr")) if SEG_FROM_PLAN else None
     counts = named.get("done_ptr")
     if counts is not None and int(named.get("NUM_BUF", 2)) > int(kernel_hopper.STREAM_MAX_BUF):
