@@ -822,8 +822,8 @@ def test_the_streamed_reduction_waits_per_request_and_reads_past_the_l1():
 
 
 def test_streamed_launches_hand_the_plans_counters_to_the_split_and_the_reduction(monkeypatch):
-    """``reduction.STREAM``: the second fp8 tokens-on-M kernel's launch (a per-tensor fp8 cache; not fp8_ds_mla, bf16,
-    T8 or without SEG_FROM_PLAN) gets the plan's counters as ``done_ptr`` (zeros, ``[2, batch, STREAM_GROUPS]``); where the config
+    """``reduction.STREAM``: the second fp8 tokens-on-M kernel's launch (a per-tensor fp8 cache or fp8_ds_mla rows; not
+    bf16, T8 or without SEG_FROM_PLAN) gets the plan's counters as ``done_ptr`` (zeros, ``[2, batch, STREAM_GROUPS]``); where the config
     that filled the plan counts (two buffers, ``kernel_hopper.STREAM_MAX_BUF``) the launch's ``seg`` is a view of the
     plan's slots that carries them (``reduction.streamed``), which the reduction's launch passes on as ``done_ptr``
     (a three-buffer config: the plain slots; the view made once for the plan); the tuner's follow-up likewise by the
@@ -840,8 +840,8 @@ def test_streamed_launches_hand_the_plans_counters_to_the_split_and_the_reductio
     monkeypatch.setattr(reduction, "STREAM", False)
     assert not interface_hopper._streams("fp8", "V2")
     monkeypatch.setattr(reduction, "STREAM", True)
-    assert interface_hopper._streams("fp8", "V2")
-    for fmt, reads in (("fp8_ds_mla", "V2"), ("bf16", "V2"), ("fp8", "T8"), ("fp8", None), ("bf16", None)):
+    assert interface_hopper._streams("fp8", "V2") and interface_hopper._streams("fp8_ds_mla", "V2")
+    for fmt, reads in (("bf16", "V2"), ("fp8", "T8"), ("fp8", None), ("bf16", None)):
         assert not interface_hopper._streams(fmt, reads), (fmt, reads)
     monkeypatch.setattr(reduction, "SEG_FROM_PLAN", False)
     assert not interface_hopper._streams("fp8", "V2")

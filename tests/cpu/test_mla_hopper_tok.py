@@ -408,16 +408,21 @@ def test_the_split_pass_is_one_scan_and_one_reduction_a_chunk(heads, config):
     assert 0 < barriers <= 32, barriers
 
 
-def _plan_build(num_buf: int, plan: bool, gather: bool = False, counts: bool = False, heads: int = 16):
+def _plan_build(num_buf: int, plan: bool, gather: bool = False, counts: bool = False, heads: int = 16,
+                fmt: str = "fp8"):
     from test_mla_decode import compile_sm90
     q = torch.empty(2, heads, 576, dtype=torch.bfloat16)
     page = 1 if gather else 64
-    kv = torch.empty(256 // page, page, 576, dtype=torch.float8_e4m3fn)
+    if fmt == "fp8_ds_mla":
+        kv = torch.empty(256 // page, page, 656, dtype=torch.uint8)
+        config = dict(V2=1, DS=1, NUM_BUF=num_buf, PREFETCH=0, FAST_MAX=1, GATHER=int(gather))
+    else:
+        kv = torch.empty(256 // page, page, 576, dtype=torch.float8_e4m3fn)
+        config = dict(V2=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1, GATHER=int(gather))
     args, grid, consts, _ = interface_hopper.hopper_call(
-        q, kv, torch.zeros(2, 128 // page, dtype=torch.int32), torch.ones(2, dtype=torch.int32), 0.04, 1.0, "fp8",
-        torch.empty(2, heads, 512, dtype=torch.bfloat16), False, sms=132,
-        config=dict(V2=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1, GATHER=int(gather)))
-    fn, consts = interface_hopper._kernel_and_params(heads, "fp8", consts)
+        q, kv, torch.zeros(2, 128 // page, dtype=torch.int32), torch.ones(2, dtype=torch.int32), 0.04, 1.0, fmt,
+        torch.empty(2, heads, 512, dtype=torch.bfloat16), False, sms=132, config=config)
+    fn, consts = interface_hopper._kernel_and_params(heads, fmt, consts)
     if plan:
         consts = {**consts, "plan_ptr": torch.empty(grid[1], int(kh.PLAN_COLS), dtype=torch.int32)}
     if counts:
@@ -425,18 +430,25 @@ def _plan_build(num_buf: int, plan: bool, gather: bool = False, counts: bool = F
     return compile_sm90(fn, args, consts)
 
 
-@pytest.mark.parametrize("num_buf,gather,heads", [(2, False, 16), (3, False, 16), (2, True, 16), (2, False, 32)])
-def test_tok_fp8_v2_counts_its_written_segments_for_the_streamed_reduction(num_buf, gather, heads):
+STREAM_BUILDS = [(2, False, 16, "fp8"), (3, False, 16, "fp8"), (2, True, 16, "fp8"), (2, False, 32, "fp8"),
+                 (2, False, 16, "fp8_ds_mla"), (3, False, 16, "fp8_ds_mla")]
+
+
+@pytest.mark.parametrize("num_buf,gather,heads,fmt", STREAM_BUILDS,
+                         ids=[f"{f}-buf{n}-H{h}{'-gather' if g else ''}" for n, g, h, f in STREAM_BUILDS])
+def test_tok_fp8_v2_counts_its_written_segments_for_the_streamed_reduction(num_buf, gather, heads, fmt):
     """Given the plan's counters (``done_ptr``, ``reduction.STREAM``), a two-buffer config counts each partial
     segment at its end, after a block barrier, by one thread's release-ordered add (compiled for sm_90: a predicated
     ``MEMBAR.ALL.GPU`` then ``REDG.E.ADD.STRONG.GPU``); a three-buffer config (one program an SM) does not count
     (``kernel_hopper.STREAM_MAX_BUF``: its build is the one without). Nothing else moves: the same MMAs, waits on
-    them, copies and shared memory as the build without, no local memory."""
-    base, counted = _plan_build(num_buf, True, gather, heads=heads), _plan_build(num_buf, True, gather, True, heads)
+    them, copies and shared memory as the build without, no local memory. The same kernel on fp8_ds_mla rows
+    (``DS``, streamed from session 54) alike."""
+    base = _plan_build(num_buf, True, gather, heads=heads, fmt=fmt)
+    counted = _plan_build(num_buf, True, gather, True, heads, fmt)
     assert _shared(counted) == _shared(base)
     sass, sass0 = _sass(counted), _sass(base)
-    for op in ("QGMMA.64x32x32.F32.E4M3.E4M3", "HGMMA.64x16x16.F32", "WARPGROUP.DEPBAR", "SYNCS.ARRIVE", "UTMALDG",
-               "LDGSTS"):
+    for op in ("QGMMA.64x32x32.F32.E4M3.E4M3", "HGMMA.64x16x16.F32", "HGMMA.64x16x16.F32.BF16", "WARPGROUP.DEPBAR",
+               "SYNCS.ARRIVE", "UTMALDG", "LDGSTS"):
         assert sass.count(op) == sass0.count(op), op
     lines = sass.splitlines()
     red = [i for i, ln in enumerate(lines) if "REDG.E.ADD.STRONG.GPU" in ln]

@@ -385,3 +385,73 @@ def test_fp8_ds_mla_with_a_plan_matches_reference_and_other_paths_leave_it_unrea
         assert torch.isfinite(out.float()).all(), f"seed {seed}, {fmt} page size {ps}: unwritten or NaN outputs"
         tol = 2e-3 if fmt == "fp8" else 1e-2     # (bf16: the bound of tests/gpu/test_mla_decode_gpu.py)
         assert _rel(out, ref) <= tol, f"seed {seed}, {fmt} page size {ps}: rel err {_rel(out, ref):.3e}"
+
+
+# fp8_ds_mla with the reduction streamed behind the split (reduction.STREAM, on for it from session 54: the second
+# tokens-on-M kernel with DS = 1 counts its written segments in the plan's counters as on a per-tensor fp8 cache).
+DS_STREAM_LENS = [4096, 0, 1, 3001, 64, 65, 2500, 0, 129, 4000, 17]
+
+
+@pytest.mark.parametrize("heads,page_size,num_buf", [(16, 64, 2), (16, 64, 3), (32, 64, 2), (16, 1, 2)],
+                         ids=["H16-buf2", "H16-buf3", "H32-buf2", "H16-ps1-gather"])
+def test_fp8_ds_mla_streamed_reduction_matches_reference_and_leaves_the_counters_at_zero(heads, page_size, num_buf,
+                                                                                          monkeypatch):
+    """fp8_ds_mla pinned with a plan, ``reduction.STREAM`` on (two buffers count, three do not; H = 32: two head
+    groups counting apart; page size 1: the row gather): at 132, 7 and 1 SMs, three calls a plan, lengths of no tokens
+    between others, every row past a length poisoned (fp8 NaN bytes), NaN-poisoned outputs: relative error beyond
+    the bf16 output rounding <= 2e-3, LSE within 2e-3 (-inf for requests of no tokens), the plan's counters back at
+    zero after every call; then the tuned path with a plan made inside a captured step of two calls, replayed
+    after the lengths change in place, each output within the same bound of its fp32 reference."""
+    _skip_off_hopper()
+    from graphtune.kernels.mla_decode import reduction
+    monkeypatch.setattr(reduction, "STREAM", True)
+    assert interface_hopper._streams("fp8_ds_mla", "V2")
+    seed, x, ref32, ref_lse = _case(heads, page_size, DS_STREAM_LENS, "fp8_ds_mla", ref_dtype=torch.float32)
+    live = x["seq_lens"] > 0
+    config = {**interface_hopper.HOPPER_TOK_DS_CONFIG, "NUM_BUF": num_buf, "GATHER": int(page_size % 64 != 0)}
+    for sms in (132, 7, 1):
+        plan = MLADecodePlan()
+        for call in range(3):
+            x["out"].fill_(float("nan"))
+            out, lse = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE, 1.0,
+                                         "fp8_ds_mla", x["out"], True, config=triton.Config(dict(config)),
+                                         num_sms=sms, path="hopper", plan=plan)
+            torch.cuda.synchronize()
+            where = f"seed {seed}, {sms} SMs, call {call}"
+            assert torch.isfinite(out.float()).all(), f"{where}: unwritten or NaN outputs"
+            err = _beyond_bf16(out, ref32)
+            assert err <= 2e-3, f"{where}: rel err beyond bf16 rounding {err:.3e}"
+            assert float((lse[live] - ref_lse[live]).abs().max()) <= 2e-3, f"{where}: lse"
+            assert bool((lse[~live] == float("-inf")).all()), f"{where}: empty requests' lse"
+            assert plan.counted() == (num_buf <= 2), f"{where}: counted {plan.counted()}"
+            assert not plan.counters().any(), f"{where}: counters left {plan.counters().nonzero().tolist()}"
+    # the tuned path (the DS space: two and three buffers) with the plan made inside the captured step
+    seed += 1
+    x = bench.make_inputs(bench.Problem(len(DS_STREAM_LENS), heads, 4096, page_size, "fp8_ds_mla"), seed=seed)
+    x["seq_lens"].copy_(torch.tensor(DS_STREAM_LENS, dtype=torch.int32))
+    args = (x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE)
+    first = MLADecodePlan()
+    out = mla_decode(*args, kv_format="fp8_ds_mla", plan=first)      # (tunes the bucket)
+    torch.cuda.synchronize()
+    ref32 = mla_decode_reference(*args, kv_format="fp8_ds_mla",
+                                 out=torch.empty(out.shape, dtype=torch.float32, device=out.device))
+    assert _beyond_bf16(out, ref32) <= 2e-3, f"seed {seed}, the tuning call: {_beyond_bf16(out, ref32):.3e}"
+    assert not first.counters().any(), f"seed {seed}: counters left after tuning {first.counters().nonzero()}"
+    outs = [torch.empty_like(x["out"]) for _ in range(2)]
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        plan = MLADecodePlan()
+        for o in outs:
+            mla_decode(*args, kv_format="fp8_ds_mla", out=o, plan=plan)
+    for new in (DS_STREAM_LENS, [17, 4096, 0, 3000, 64, 1, 4095, 2048, 0, 100, 4033]):
+        x["seq_lens"].copy_(torch.tensor(new, dtype=torch.int32))
+        for o in outs:
+            o.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        ref32 = mla_decode_reference(*args, kv_format="fp8_ds_mla",
+                                     out=torch.empty(out.shape, dtype=torch.float32, device=out.device))
+        for o in outs:
+            assert torch.isfinite(o.float()).all(), f"seed {seed}, lengths {new}: unwritten or NaN outputs"
+            err = _beyond_bf16(o, ref32)
+            assert err <= 2e-3, f"seed {seed}, lengths {new}: rel err beyond bf16 rounding {err:.3e}"

@@ -1140,10 +1140,10 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
 
 def _streams(fmt: str, reads: str | None) -> bool:
     """Whether the launch gives the split kernel its plan's counters (``done_ptr``), the reduction streamed behind
-    it (``reduction.STREAM``): the second fp8 tokens-on-M kernel on a per-tensor fp8 cache (``reads == "V2"``, its
-    row gather included: one kernel; fp8_ds_mla, the same kernel, has not run streamed on a GPU), whose plan
-    carries the reduction's slots (``reduction.SEG_FROM_PLAN``)."""
-    return reduction.STREAM and reduction.SEG_FROM_PLAN and reads == "V2" and fmt == "fp8"
+    it (``reduction.STREAM``): the second fp8 tokens-on-M kernel (``reads == "V2"``, its row gather included: one
+    kernel) on a per-tensor fp8 cache or on fp8_ds_mla rows (``DS``, the same kernel; streamed from session 54),
+    whose plan carries the reduction's slots (``reduction.SEG_FROM_PLAN``)."""
+    return reduction.STREAM and reduction.SEG_FROM_PLAN and reads == "V2" and fmt in ("fp8", DS_FORMAT)
 
 
 def _with_plan_slots(scratch: tuple, consts: dict[str, Any]) -> tuple:
