@@ -823,12 +823,12 @@ def test_the_streamed_reduction_waits_per_request_and_reads_past_the_l1():
 
 def test_streamed_launches_hand_the_plans_counters_to_the_split_and_the_reduction(monkeypatch):
     """``reduction.STREAM``: the second fp8 tokens-on-M kernel's launch (a per-tensor fp8 cache or fp8_ds_mla rows; not
-    bf16, T8 or without SEG_FROM_PLAN) gets the plan's counters as ``done_ptr`` (zeros, ``[2, batch, STREAM_GROUPS]``); where the config
-    that filled the plan counts (two buffers, ``kernel_hopper.STREAM_MAX_BUF``) the launch's ``seg`` is a view of the
-    plan's slots that carries them (``reduction.streamed``), which the reduction's launch passes on as ``done_ptr``
-    (a three-buffer config: the plain slots; the view made once for the plan); the tuner's follow-up likewise by the
-    config's ``NUM_BUF``, streamed where the plan's slots are reachable and, from rows that lead to none (not made by
-    ``plan.attach``), merged plainly with the counts cleared."""
+    bf16, T8 or without SEG_FROM_PLAN) gets the plan's counters as ``done_ptr`` (zeros, ``[2, batch, STREAM_GROUPS]``);
+    where the config that filled the plan counts (two buffers, ``kernel_hopper.STREAM_MAX_BUF``) the launch's ``seg`` is
+    a view of the plan's slots that carries them (``reduction.streamed``), which the reduction's launch passes on as
+    ``done_ptr`` (a three-buffer config: the plain slots; the view made once for the plan); the tuner's follow-up
+    likewise by the config's ``NUM_BUF``, streamed where the plan's slots are reachable and, from rows that lead to none
+    (not made by ``plan.attach``), merged plainly with the counts cleared."""
     from graphtune.kernels.mla_decode import MLADecodePlan, interface_hopper, kernel, kernel_hopper, plan as plan_mod
     from graphtune.kernels.mla_decode import reduction
     lens, pt = torch.ones(3, dtype=torch.int32), torch.zeros(3, 2, dtype=torch.int32)
@@ -1355,17 +1355,20 @@ def test_bench_pins_every_hopper_variant_it_times_as_labelled(monkeypatch):
     ("reduce_tail", ["--cells", "fp8:16:64"], "--cells item 'fp8:16:64'"),
     ("reduce_tail", ["--cells", "fp16:16:64:32"], "format 'fp16'"),
     ("reduce_tail", ["--rounds", "0"], "--rounds 0 / --sets 6: each at least 1"),
-    ("reduce_tail", [], "needs a Hopper (sm_90) GPU")],
+    ("reduce_tail", [], "needs a Hopper (sm_90) GPU"),
+    ("stream_pad", ["--configs", "[{'V2': 1}]"], "--configs \"[{'V2': 1}]\": not JSON"),
+    ("stream_pad", ["--pad", "-1"], "--pad -1: must be at least 0 (KB)"),
+    ("stream_pad", [], "needs a Hopper (sm_90) GPU")],
     ids=["three-parts", "not-a-power-of-two", "not-a-number", "no-gpu", "gather-bf16", "gather-whole-tiles",
          "gather-page-0", "gather-no-gpu", "timeline-two-parts", "timeline-format", "timeline-cell-keys",
          "timeline-overlay", "timeline-no-gpu", "cold-code-not-a-number", "cold-code-zero", "cold-code-load",
          "cold-code-no-gpu", "pick-check-cells", "pick-check-no-gpu", "clocks-cells", "clocks-seconds", "clocks-no-gpu",
          "cases-not-json", "cases-not-knobs", "cases-sanitize-range", "cases-no-gpu", "p-rounding-tokens", "pl-numerics-tokens",
          "query-rounding-heads", "query-rounding-batch", "ncu-query-precision", "ncu-no-gpu", "tail-cells",
-         "tail-format", "tail-rounds", "tail-no-gpu"])
+         "tail-format", "tail-rounds", "tail-no-gpu", "pad-configs", "pad-negative", "pad-no-gpu"])
 def test_probes_say_what_is_wrong_in_one_line(probe_name, argv, expect):
     """benchmarks/probes/reduce_sweep.py, gather_route.py, timeline.py, cold_code.py, pick_check.py, clocks.py,
-    mla_cases.py, p_rounding.py, pl_numerics.py, query_rounding.py, ncu_mla.py and reduce_tail.py: a
+    mla_cases.py, p_rounding.py, pl_numerics.py, query_rounding.py, ncu_mla.py, reduce_tail.py and stream_pad.py: a
     malformed argument is named with its value; without a GPU (this CPU machine) they say so; each exits 2 before
     touching any device."""
     probe = Path(__file__).resolve().parents[2] / "benchmarks" / "probes" / f"{probe_name}.py"
