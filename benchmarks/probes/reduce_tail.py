@@ -65,14 +65,16 @@ def parse_cells(text: str) -> list[tuple[str, int, int, int]]:
 
 
 @contextlib.contextmanager
-def way_flags(way: str):
-    """``reduction.SEG_FROM_PLAN`` and ``STREAM`` as ``way`` sets them, restored after."""
-    before = (reduction.SEG_FROM_PLAN, reduction.STREAM)
+def way_flags(way: str, stream_pp: bool = False):
+    """``reduction.SEG_FROM_PLAN`` and ``STREAM`` as ``way`` sets them (``stream_pp``: ``STREAM_PP`` with ``STREAM``,
+    the bf16 ping-pong kernel streamed too), restored after."""
+    before = (reduction.SEG_FROM_PLAN, reduction.STREAM, reduction.STREAM_PP)
     reduction.SEG_FROM_PLAN, reduction.STREAM = WAYS[way]
+    reduction.STREAM_PP = stream_pp and reduction.STREAM
     try:
         yield
     finally:
-        reduction.SEG_FROM_PLAN, reduction.STREAM = before
+        reduction.SEG_FROM_PLAN, reduction.STREAM, reduction.STREAM_PP = before
 
 
 def decode_call(x: dict, fmt: str, config: dict | None = None):
@@ -96,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sets", type=int, default=6, help="input sets a graph rotates through (beyond the L2)")
     ap.add_argument("--config", type=json.loads, default=None,
                     help='pin the split kernel to this config in every cell (JSON, e.g. \'{"V2": 1, "NUM_BUF": 3}\')')
+    ap.add_argument("--stream-pp", action="store_true",
+                    help="stream the bf16 ping-pong kernel too (reduction.STREAM_PP) in the stream way")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/reduce_tail.json"))
     args = ap.parse_args(argv)
     if args.rounds < 1 or args.sets < 1:
@@ -127,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             row = {"lengths": lengths, "format": fmt, "heads": heads, "page_size": page, "batch": batch}
             ok = []
             for way in WAYS:
-                with way_flags(way):
+                with way_flags(way, args.stream_pp):
                     decode_call(x, fmt, args.config)()      # (tunes the way's bucket unless pinned)
                     torch.cuda.synchronize()
                     x["out"].fill_(float("nan"))
@@ -143,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             times: dict[str, list[float]] = {way: [] for way in [*ok, "flashmla"]}
             for r in range(args.rounds):
                 for way in ok if r % 2 == 0 else ok[::-1]:
-                    with way_flags(way):
+                    with way_flags(way, args.stream_pp):
                         times[way].append(graph_time_ms([decode_call(xi, fmt, args.config) for xi in xs]))
                 if fm is not None and page == 64 and fmt != "fp8_ds_mla":      # (FlashMLA's legacy call: no DS rows)
                     times["flashmla"].append(graph_time_ms([flashmla_call(fm, xi, fmt, SM_SCALE)[0] for xi in xs]))

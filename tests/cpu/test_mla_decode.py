@@ -669,7 +669,7 @@ def compile_sm90(fn, args, consts: dict, options: dict | None = None):
 
 def _compile_reduction(blocks: tuple[int, int, int, int], *, partial: str = "fp32", return_lse: bool = True,
                        pdl: bool = True, divisible: bool = False, scaled: bool = False, seg_early: bool = False,
-                       stream: bool = False):
+                       stream: bool = False, split_bh: int = 16, writers: int = 1):
     """The reduction kernel compiled for sm_90 on the CPU with ``blocks`` = ``(BLOCK_S, BLOCK_H, BLOCK_D, num_warps)``
     over ``partial`` partials (``divisible``: its pointers and integers marked divisible by 16, as a launch
     specialises them; ``scaled``: a bf16 cache's scaled fp16 partials; ``stream``: given the counters,
@@ -686,14 +686,14 @@ def _compile_reduction(blocks: tuple[int, int, int, int], *, partial: str = "fp3
                  **{n: "i32" for n in ("H", "stride_po_s", "stride_po_h", "stride_pl_s", "stride_out_b",
                                        "stride_out_h")},
                  **{n: "constexpr" for n in ("RETURN_LSE", "BLOCK_S", "BLOCK_D", "BLOCK_H", "PDL", "SCALED",
-                                             "SEG_EARLY", "SPLIT_BH")},
+                                             "SEG_EARLY", "SPLIT_BH", "WRITERS")},
                  "done_ptr": "*i32" if stream else "constexpr"}
     names = list(fn.arg_names)
     attrs = ({(names.index(n),): [["tt.divisibility", 16]] for n, t in signature.items() if t != "constexpr"}
              if divisible else None)
     block_s, block_h, block_d, warps = blocks
     consts = dict(RETURN_LSE=return_lse, BLOCK_S=block_s, BLOCK_D=block_d, BLOCK_H=block_h, PDL=pdl, SCALED=scaled,
-                  SEG_EARLY=seg_early, SPLIT_BH=16, **({} if stream else {"done_ptr": None}))
+                  SEG_EARLY=seg_early, SPLIT_BH=split_bh, WRITERS=writers, **({} if stream else {"done_ptr": None}))
     with resources._compiler_mode(fn):
         return triton.compile(triton.compiler.ASTSource(fn, signature, consts, attrs),
                               target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, launch_pdl=pdl))
@@ -793,17 +793,19 @@ def test_the_reduction_merges_alike_with_early_slots_and_sixteen_slots_a_step(pa
 def test_the_streamed_reduction_waits_per_request_and_reads_past_the_l1():
     """With the plan's counters (``done_ptr``, ``reduction.STREAM``), compiled for sm_90 with ``PDL`` and
     ``SEG_EARLY`` at the block shapes the rule gives (H = 16 and 128, batch 8 to 128 on 132 SMs, fp16 and fp32
-    partials): the slots' loads, then the request's count read with acquire semantics a sleep apart, the grid's wait
-    only as the fallback after it and again before the exit, the partials read ``.cg`` (L2: written while the grid
-    runs), one relaxed atomic add for the readers' count; no local memory."""
+    partials; and as after the bf16 ping-pong kernel, 64-head groups of two counts a segment): the slots' loads, then
+    the request's count read with acquire semantics a sleep apart, the grid's wait only as the fallback after it and
+    again before the exit, the partials read ``.cg`` (L2: written while the grid runs), one relaxed atomic add for the
+    readers' count; no local memory."""
     import re
     from graphtune import resources
     from graphtune.kernels.mla_decode import reduction
-    shapes = {(reduction.reduce_blocks(batch, interface.max_partials(132, batch, 1) + batch, heads, size), size)
-              for heads in (16, 128) for batch in (8, 32, 64, 128) for size in (2, 4)}
-    for blocks, size in shapes:
+    shapes = {(reduction.reduce_blocks(batch, interface.max_partials(132, batch, 1) + batch, heads, size), size,
+               (16, 1) if heads == 16 else geometry)
+              for heads in (16, 128) for batch in (8, 32, 64, 128) for size in (2, 4) for geometry in ((16, 1), (64, 2))}
+    for blocks, size, (group, writers) in shapes:
         compiled = _compile_reduction(blocks, partial="fp16" if size == 2 else "fp32", divisible=True,
-                                      seg_early=True, stream=True)
+                                      seg_early=True, stream=True, split_bh=group, writers=writers)
         ptx = compiled.asm["ptx"]
         body = ptx[ptx.index("{", ptx.index(".entry")):]
         events = [m.group(0) for m in re.finditer(
@@ -841,6 +843,11 @@ def test_streamed_launches_hand_the_plans_counters_to_the_split_and_the_reductio
     assert not interface_hopper._streams("fp8", "V2")
     monkeypatch.setattr(reduction, "STREAM", True)
     assert interface_hopper._streams("fp8", "V2") and interface_hopper._streams("fp8_ds_mla", "V2")
+    # (the bf16 ping-pong kernel only with STREAM_PP, which is off until its GPU run)
+    assert not reduction.STREAM_PP and not interface_hopper._streams("bf16", "PP")
+    monkeypatch.setattr(reduction, "STREAM_PP", True)
+    assert interface_hopper._streams("bf16", "PP") and not interface_hopper._streams("fp8", "PP")
+    monkeypatch.setattr(reduction, "STREAM_PP", False)
     for fmt, reads in (("bf16", "V2"), ("fp8", "T8"), ("fp8", None), ("bf16", None)):
         assert not interface_hopper._streams(fmt, reads), (fmt, reads)
     monkeypatch.setattr(reduction, "SEG_FROM_PLAN", False)
@@ -885,6 +892,50 @@ def test_streamed_launches_hand_the_plans_counters_to_the_split_and_the_reductio
     assert launched[3] is None and not copy.any()
     reduction.after_hopper_split({**named, "NUM_BUF": 3})       # (a config that does not count)
     assert launched[4] is None
+
+
+def test_the_ping_pong_kernels_stream_geometry_reaches_the_reduction(monkeypatch):
+    """A plan filled for the bf16 ping-pong kernel (``PP``) records its stream geometry (64-head groups, two counts a
+    segment: each warpgroup counts its half), a tokens-on-M config the default (16, 1); the launch's ``seg`` and the
+    tuner's follow-up carry it to the reduction's launch as ``SPLIT_BH`` / ``WRITERS`` (left at their defaults for
+    (16, 1))."""
+    from graphtune.kernels.mla_decode import MLADecodePlan, interface_hopper, kernel, kernel_hopper, plan as plan_mod
+    from graphtune.kernels.mla_decode import reduction
+
+    class PlanKernel:
+        def __getitem__(self, grid):
+            return lambda *args, **consts: None
+    monkeypatch.setattr(kernel_hopper, "_mla_decode_plan_kernel", PlanKernel())
+    launched = []
+
+    class Reduce:
+        def __getitem__(self, grid):
+            return lambda *args, **consts: launched.append(consts)
+    monkeypatch.setattr(kernel, "_mla_decode_reduce_kernel", Reduce())
+    lens, pt = torch.ones(3, dtype=torch.int32), torch.zeros(3, 2, dtype=torch.int32)
+    plan = MLADecodePlan()
+    rows = plan_mod.attach(plan, lens, pt, 64, 132, lambda config: 132, 128, fp8=False, slots=True, counts=True)
+    counts = plan.counters()
+    assert plan_mod.geometry_of(rows) == (16, 1) and plan_mod.geometry_of(rows.clone()) == (16, 1)
+    plan_mod.plan_hook({"plan_ptr": rows, "PP": 1, "BLOCK_H": 64})
+    assert plan.counted() and plan.stream_geometry() == (64, 2) == plan_mod.geometry_of(rows)
+    scratch = ("lse", "part_o", "part_lse", "seg")
+    seg = interface_hopper._with_plan_slots(scratch, {"plan_ptr": rows, "done_ptr": counts})[3]
+    assert reduction.streamed_counts(seg) is counts and seg._graphtune_geometry == (64, 2)
+    out = torch.empty(3, 128, 512, dtype=torch.bfloat16)
+    part, part_lse = torch.empty(70, 128, 512), torch.empty(70, 128)
+    reduction.merge(3, 128, seg, part, part_lse, out, torch.empty(3, 128), lens, False)
+    assert launched[-1]["done_ptr"] is counts and (launched[-1]["SPLIT_BH"], launched[-1]["WRITERS"]) == (64, 2)
+    named = dict(B=3, H=128, seg_ptr=plan.slots(), part_o_ptr=part, part_lse_ptr=part_lse, out_ptr=out,
+                 lse_ptr=torch.empty(3, 128), seq_lens_ptr=lens, RETURN_LSE=0, plan_ptr=rows, done_ptr=counts,
+                 PP=1, BLOCK_H=64)
+    reduction.after_hopper_split(named)
+    assert launched[-1]["done_ptr"] is counts and (launched[-1]["SPLIT_BH"], launched[-1]["WRITERS"]) == (64, 2)
+    plan_mod.plan_hook({"plan_ptr": rows, "NUM_BUF": 2, "BLOCK_H": 16})      # (a tokens-on-M config again)
+    assert plan.stream_geometry() == (16, 1)
+    seg = interface_hopper._with_plan_slots(scratch, {"plan_ptr": rows, "done_ptr": counts})[3]
+    reduction.merge(3, 16, seg, part[:, :16], part_lse[:, :16], out[:, :16], torch.empty(3, 16), lens, False)
+    assert launched[-1]["done_ptr"] is counts and "SPLIT_BH" not in launched[-1] and "WRITERS" not in launched[-1]
 
 
 @pytest.mark.parametrize("num_buf", [2, 3])

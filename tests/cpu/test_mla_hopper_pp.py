@@ -294,6 +294,50 @@ def test_bf16_pp_reads_its_split_from_a_plan():
     assert all(c.pre_hook is None for c in interface_hopper.tuned_second_kernel(True, "fp8", third=True).configs)
 
 
+def test_bf16_pp_counts_each_warpgroups_half_of_a_segment_for_the_streamed_reduction():
+    """Given the plan's counters (``done_ptr``, ``reduction.STREAM_PP``), the bf16 ping-pong kernel (the shipped
+    space's config, with a plan) counts each partial segment twice, once per warpgroup after its own stores: one
+    release-ordered add in each partition, each after a barrier of that partition's 128 threads and made by its
+    thread 0 (the partition's own thread index: ``tid & 127``); nothing else moves (the same MMAs, waits on them and
+    copies; shared memory within a block's limit), and the build without the counters is the build as shipped."""
+    from graphtune.kernels.mla_decode import kernel_hopper as kh
+    from test_mla_decode import compile_sm90
+
+    def build(counts: bool):
+        q = torch.empty(2, 128, 576, dtype=torch.bfloat16)
+        kv = torch.empty(4, 64, 576, dtype=torch.bfloat16)
+        args, grid, consts, _ = interface_hopper.hopper_call(
+            q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32), 0.04, 1.0, "bf16",
+            torch.empty(2, 128, 512, dtype=torch.bfloat16), False, sms=132,
+            config=dict(interface_hopper.HOPPER_PP_SPACE[0]))
+        fn, consts = interface_hopper._kernel_and_params(128, "bf16", consts)
+        consts = {**consts, "plan_ptr": torch.empty(grid[1], int(kh.PLAN_COLS), dtype=torch.int32)}
+        if counts:
+            consts["done_ptr"] = torch.zeros(2, 2, int(kh.STREAM_GROUPS), dtype=torch.int32)
+        return compile_sm90(fn, args, consts)
+    base, counted = build(False), build(True)
+    usage = resources._resource_usage(counted.asm["cubin"], counted.metadata.name)
+    assert counted.metadata.shared + resources.static_shared(usage, 90) <= SM90_SHARED
+    assert usage["REG"] <= 255 and usage.get("LOCAL", 0) == 0
+    sass, sass0 = _sass(counted), _sass(base)
+    for op in ("HGMMA.64x64x16.F32.BF16", "HGMMA.64x256x16.F32.BF16", "WARPGROUP.DEPBAR", "UTMALDG"):
+        assert sass.count(op) == sass0.count(op), op
+    assert "REDG" not in sass0 and "ATOMG" not in sass0 and "MEMBAR.ALL.GPU" not in sass0
+    ptx = counted.asm["ptx"]
+    lines = ptx.splitlines()
+    adds = [i for i, line in enumerate(lines) if re.search(r"(red|atom)\.global\.gpu\.release\.add", line)]
+    assert len(adds) == 2, [lines[i] for i in adds]
+    partition_tid = re.search(r"and\.b32\s+(%r\d+), %r\d+, 127;", ptx).group(1)
+    for i in adds:
+        # a barrier of one partition's 128 threads shortly before, the add predicated on that partition's thread 0
+        assert any(re.search(r"bar\.sync\s+\d+, 128;", line) for line in lines[i - 12:i]), lines[i - 12:i + 1]
+        pred = re.search(r"@(%p\d+) ", lines[i]).group(1)
+        chain = [line for line in lines if re.search(rf"\s{re.escape(pred)},", line)]
+        sources = re.findall(r"%p\d+", chain[0].split(",", 1)[1])
+        tests = [line for line in lines for p in sources if re.search(rf"setp\.\w+\.\w+\s+{re.escape(p)},", line)]
+        assert any(partition_tid in t and ", 32;" in t for t in tests), (chain, tests)
+
+
 def test_pp_protocol_model_holds_for_every_reload(tmp_path):
     """The hand-written model of the ping-pong kernel's mbarrier / buffer protocol (benchmarks/probes/
     pp_protocol_model.py, RELOAD 0 / 1 x WG1_FIRST, random interleavings and TMA completion orders) finds no failure,

@@ -1114,7 +1114,10 @@ def test_plan_slots_are_the_split_kernels_and_the_reduction_reads_them(fmt, head
 # fp8 tokens-on-M kernel counts each request's written segments in the plan's counters (two-buffer configs) and the
 # reduction merges a request once they are all written.
 STREAM_CASES = [("fp8", 16, 64, _V2_PINNED, True), ("fp8", 16, 64, {**_V2_PINNED, "NUM_BUF": 3}, False),
-                ("fp8", 32, 64, {**_V2_PINNED, "RK64": 1}, False), ("fp8", 16, 1, {**_V2_PINNED, "GATHER": 1}, True)]
+                ("fp8", 32, 64, {**_V2_PINNED, "RK64": 1}, False), ("fp8", 16, 1, {**_V2_PINNED, "GATHER": 1}, True),
+                # (the bf16 ping-pong kernel, reduction.STREAM_PP: written in session 54, off until this passes and
+                # pays; H = 256 has four 64-head groups counting apart)
+                ("bf16", 128, 64, _PP_PINNED, True), ("bf16", 256, 64, _PP_PINNED, False)]
 
 
 @pytest.mark.parametrize("fmt,heads,page_size,pinned,captured", STREAM_CASES,
@@ -1130,6 +1133,7 @@ def test_the_streamed_reduction_merges_each_request_once_its_partials_are_writte
     _hopper_or_skip()
     from graphtune.kernels.mla_decode import reduction
     monkeypatch.setattr(reduction, "STREAM", True)
+    monkeypatch.setattr(reduction, "STREAM_PP", True)
     seed = _seed()
     x = _inputs(len(SLOT_LENS), heads, page_size, fmt, 4096, seed)
     pt = _with_lengths(x, SLOT_LENS, page_size)
@@ -1137,6 +1141,8 @@ def test_the_streamed_reduction_merges_each_request_once_its_partials_are_writte
     def counters_back_at_zero(plan: MLADecodePlan, where: str) -> None:
         counts = plan.counters()
         assert not counts.any(), f"{where}: counters left {counts.nonzero().tolist()}"
+        if pinned.get("PP"):
+            assert plan.counted() and plan.stream_geometry() == (64, 2), f"{where}: {plan.stream_geometry()}"
     _pinned_plan_calls_match_reference(x, pt, fmt, pinned, 3, seed, counters_back_at_zero)
     tol = 2e-3 if fmt == "fp8" else TOL
     if not captured:

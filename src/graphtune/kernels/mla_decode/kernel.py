@@ -559,23 +559,24 @@ def _mla_decode_reduce_kernel(
     SEG_EARLY: tl.constexpr = False,
     done_ptr=None,
     SPLIT_BH: tl.constexpr = 16,
+    WRITERS: tl.constexpr = 1,
 ):
-    """Grid ``(B, H // BLOCK_H, 512 // BLOCK_D)``: merge the partials ``[first, last]`` of request b, heads
-    ``[h0, h0 + BLOCK_H)``, output columns ``[d0, d0 + BLOCK_D)``, ``BLOCK_S`` slots at a time; skip a whole
-    segment. A request of no tokens (a padding slot of a captured batch) gets zeros and an LSE of -inf, the
-    attention over an empty set: the split kernels pass it by, so its segment slots are never written (read here,
-    unused). The first column block writes the LSE. ``PDL`` (launched as a programmatic dependent of the split
-    kernel, sm_90+): waits for the split kernel's writes before anything else, so only its launch overlaps the
-    split kernel's tail. ``SCALED``: each partial half-row (256 columns) was stored times 2^-k, k at ``H`` (columns
-    0-255) or ``2 H`` (256-511) past its LSE in the slot's row (reduction.py). ``SEG_EARLY`` (with ``PDL``):
-    ``seg_ptr`` is a step's plan's copy of the slots (plan.py), written before the split kernel started, so it and
-    the lengths are read before the wait and only the partials' loads follow it (one round trip fewer after the
-    split kernel's last program). ``done_ptr`` (the reduction streamed, ``reduction.STREAM``; with ``SEG_EARLY``'s
-    slots, a step's plan's): no wait for the whole split kernel first; each request waits for its own count of
-    written segments (``kernel_hopper.STREAM_GROUPS``: counted per head group of ``SPLIT_BH`` heads of the split)
-    to reach its slots, reads the partials past the L1 (``.cg``: written while this grid runs), and its last reader
-    sets the counts back to zero; with ``PDL`` each program still waits for the split kernel's completion before it
-    exits, so that what runs after the reduction in the stream also follows the split kernel."""
+    """Grid ``(B, H // BLOCK_H, 512 // BLOCK_D)``: merge the partials ``[first, last]`` of request b, heads ``[h0, h0 +
+    BLOCK_H)``, output columns ``[d0, d0 + BLOCK_D)``, ``BLOCK_S`` slots at a time; skip a whole segment. A request of
+    no tokens (a padding slot of a captured batch) gets zeros and an LSE of -inf, the attention over an empty set: the
+    split kernels pass it by, so its segment slots are never written (read here, unused). The first column block writes
+    the LSE. ``PDL`` (launched as a programmatic dependent of the split kernel, sm_90+): waits for the split kernel's
+    writes before anything else, so only its launch overlaps the split kernel's tail. ``SCALED``: each partial half-row
+    (256 columns) was stored times 2^-k, k at ``H`` (columns 0-255) or ``2 H`` (256-511) past its LSE in the slot's row
+    (reduction.py). ``SEG_EARLY`` (with ``PDL``): ``seg_ptr`` is a step's plan's copy of the slots (plan.py), written
+    before the split kernel started, so it and the lengths are read before the wait and only the partials' loads follow
+    it (one round trip fewer after the split kernel's last program). ``done_ptr`` (the reduction streamed,
+    ``reduction.STREAM``; with ``SEG_EARLY``'s slots, a step's plan's): no wait for the whole split kernel first; each
+    request waits for its own count of written segments (``kernel_hopper.STREAM_GROUPS``: counted per head group of
+    ``SPLIT_BH`` heads of the split, ``WRITERS`` counts a segment: the ping-pong kernel's two warpgroups each count
+    their half) to reach its slots, reads the partials past the L1 (``.cg``: written while this grid runs), and its last
+    reader sets the counts back to zero; with ``PDL`` each program still waits for the split kernel's completion before
+    it exits, so that what runs after the reduction in the stream also follows the split kernel."""
     b = tl.program_id(0)
     STREAM: tl.constexpr = done_ptr is not None
     CACHE: tl.constexpr = ".cg" if STREAM else ""
@@ -600,7 +601,7 @@ def _mla_decode_reduce_kernel(
     elif first != last:
         if STREAM:
             count_ptr = done_ptr + b * STREAM_GROUPS + h0 // SPLIT_BH
-            _wait_count(count_ptr, last - first + 1, PDL)
+            _wait_count(count_ptr, (last - first + 1) * WRITERS, PDL)
         po_base = part_o_ptr + h0 * stride_po_h
         pl_base = part_lse_ptr + h0
         m = tl.full([BLOCK_H], float("-inf"), tl.float32)

@@ -62,7 +62,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from . import kernel_hopper
 from .kernel_hopper import (BF16_SEG_COST, FP8_SEG_COST, STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN,
-                            _launch_dependents, _load_rope, _page_row, _plan_row, _segment_or_planned, _split_start,
+                            _launch_dependents, _load_rope, _page_row, _plan_row, _segment_or_planned,
+                            _segment_written, _split_start,
                             _scaled_partial, _stamp, _stamp_out, _stamp_tile, _store_lse_and_segment, _store_o,
                             _store_partial_sectors, _store_whole_sectors, _tile_row, _tma_load, _zero_rows,
                             SECTORS_HEADS_ON_M,
@@ -239,7 +240,8 @@ def _finish_segment(WG: gl.constexpr, o, m_i, l_i, l_smem, x_bars, seg, b, pid, 
                     req_tiles, out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h,
                     stride_po_s, stride_po_h, stride_pl_s, out_mul, RETURN_LSE: gl.constexpr,
                     s_layout: gl.constexpr, o_layout: gl.constexpr, BLOCK_H: gl.constexpr, OUT32: gl.constexpr,
-                    STAMPS, srow, PART_SCALED: gl.constexpr = False, COLS_SWAP: gl.constexpr = False):
+                    STAMPS, srow, PART_SCALED: gl.constexpr = False, COLS_SWAP: gl.constexpr = False,
+                    done_ptr=None):
     """End of a segment: the two partial row sums added (each warpgroup's O half and sum are relative to the
     same final max), the O half stored (times ``out_mul``: the fp8 cache's scale), LSE and the segment slots by
     WG0. The exchange (slots by segment parity) is also the hand-shake after which either warpgroup may reload
@@ -285,6 +287,12 @@ def _finish_segment(WG: gl.constexpr, o, m_i, l_i, l_smem, x_bars, seg, b, pid, 
         heads_s = h0 + gl.arange(0, BLOCK_H, layout=rows)
         _store_lse_and_segment(m_i + gl.log2(l_tot), whole, b, H, pid, pid_h, i_first, i_stop, req_tiles, heads_s,
                                lse_ptr, part_lse_ptr, seg_ptr, stride_pl_s, None, RETURN_LSE)
+    if done_ptr is not None:
+        # (the streamed reduction, reduction.STREAM: each warpgroup counts its own stores of a partial segment, its
+        # O half and, WG0's, the LSE, so a segment is written once its request's count has gone up by two)
+        if (i_first != 0) | (i_stop != req_tiles):
+            _wg_barrier()
+            _segment_written(done_ptr, b, pid_h)
 
 
 @gluon.jit
@@ -401,7 +409,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
             OUT32: gl.constexpr = 1, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-            SM1: gl.constexpr = 0, RA: gl.constexpr = 0):
+            SM1: gl.constexpr = 0, RA: gl.constexpr = 0, done_ptr=None):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; loads the query (``FP8``: the fp16
     query scaled per head, written by this warpgroup, and each fp8 tile's TMA into its left half)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -561,7 +569,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
         _finish_segment(0, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
                         out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
                         stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H, OUT32, STAMPS, srow,
-                        PART_SCALED)
+                        PART_SCALED, done_ptr=done_ptr)
         if FP8:
             # WG1's arrivals this segment: once per tile u with u + 2 < n, even tiles on buffer s0, odd on 1 - s0
             ce = (n - 1) // 2
@@ -585,7 +593,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
             OUT32: gl.constexpr = 1, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-            SM1: gl.constexpr = 0, RA: gl.constexpr = 0):
+            SM1: gl.constexpr = 0, RA: gl.constexpr = 0, done_ptr=None):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511 (``FP8``: instead of reloading the
     right half of a buffer, it tells WG0 the half is free, on mbarrier ``stage * 3 + 1``)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -767,7 +775,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
         _finish_segment(1, o, m_i, l_i, l_smem, x_bars, seg, b, pid, pid_h, h0, H, i_first, i_stop, req_tiles,
                         out_ptr, part_o_ptr, lse_ptr, part_lse_ptr, seg_ptr, stride_out_b, stride_out_h, stride_po_s,
                         stride_po_h, stride_pl_s, out_mul, RETURN_LSE, s_layout, o_layout, BLOCK_H, OUT32, STAMPS, srow,
-                        PART_SCALED)
+                        PART_SCALED, done_ptr=done_ptr)
         it += n
         seg += 1
         t = seg_stop
@@ -804,6 +812,7 @@ def _mla_decode_hopper_pp_kernel(
     PART_SCALED: gl.constexpr = False,
     SM1: gl.constexpr = 0,
     RA: gl.constexpr = 0,
+    done_ptr=None,
 ):
     """Grid ``(H // 64, P)``, as ``kernel_hopper._mla_decode_hopper_kernel`` (same arguments), but
     ``num_warps = 4`` (warpgroup 0, the default partition) plus a 4-warp worker partition (warpgroup 1, with
@@ -831,7 +840,7 @@ def _mla_decode_hopper_pp_kernel(
                    stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                    qn_smem, qr_smem, kn_bufs, kr_bufs, None, None, 1.0, None,
                    PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, False, False, WG1_REGS, INDEP,
-                   OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA)
+                   OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA, done_ptr)
 
 
 @gluon.jit(do_not_specialize=["B"])
@@ -906,7 +915,7 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
                    BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr,
                    FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, WG1_REGS: gl.constexpr, INDEP: gl.constexpr,
                    OUT32: gl.constexpr, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-                   SM1: gl.constexpr = 0, RA: gl.constexpr = 0):
+                   SM1: gl.constexpr = 0, RA: gl.constexpr = 0, done_ptr=None):
     """Both kernels' P tile, maxima, sums and mbarriers, and the two warpgroups."""
     vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     p_smem = gl.allocate_shared_memory(qn_smem.dtype, [BLOCK_H, BLOCK_N],
@@ -939,12 +948,12 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
              kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA)),
+             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA, done_ptr)),
         (_pp_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
              kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA)),
+             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA, done_ptr)),
     ], [4], [WG1_REGS])

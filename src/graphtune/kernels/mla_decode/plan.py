@@ -66,6 +66,7 @@ class MLADecodePlan(_OpArgument):
         self._slots: torch.Tensor | None = None  # the reduction's seg rows for the split of the last fill (slots=True)
         self._counts: torch.Tensor | None = None  # the streamed reduction's counters (counters())
         self._counted = False                   # whether the split of the last fill counts its segments in them
+        self._geometry = (16, 1)                # its counts' head group and writers a segment (stream_geometry())
         self._inputs: tuple | None = None       # (seq_lens, page_table) identity and shape the plan belongs to
         self._filled: tuple | None = None       # (programs, page size, segment cost, least tiles, slots, the timer's
         #                                          graph: capture.timer_graph) last filled
@@ -101,6 +102,13 @@ class MLADecodePlan(_OpArgument):
         ``kernel_hopper.STREAM_MAX_BUF``): the reduction after it then waits on them."""
         return self._counted
 
+    def stream_geometry(self) -> tuple[int, int]:
+        """How the split kernel of the last fill counts (:meth:`counted`): the heads of a head group it counts apart
+        (its programs' block of heads: 16 in the tokens-on-M kernels, 64 in the ping-pong kernel) and the counts a
+        segment adds (its warpgroups that store a part of it: 1, or 2 in the ping-pong kernel, each warpgroup its
+        half of the output)."""
+        return self._geometry
+
     def counters(self) -> torch.Tensor:
         """The streamed reduction's counters (``reduction.STREAM``): per request and head group of the split, its
         segments written and its reduction's readers done (``kernel_hopper.STREAM_GROUPS``), zero when made and
@@ -116,13 +124,15 @@ class MLADecodePlan(_OpArgument):
         return self._slots if self._filled is not None and self._filled[4] else None
 
     def fill(self, seq_lens: torch.Tensor, page_table: torch.Tensor, page_size: int, programs: int,
-             seg_cost: int, b_chunk: int, min_tiles: int = 1, slots: bool = False, counted: bool = False) -> None:
+             seg_cost: int, b_chunk: int, min_tiles: int = 1, slots: bool = False, counted: bool = False,
+             geometry: tuple[int, int] = (16, 1)) -> None:
         """Rows for a split over ``programs`` programs (each range at least ``min_tiles`` tiles: the split kernel's
         ``MIN_TILES``), made by one launch unless this plan holds them already (the tuner's configs differ in
         programs: each fill replaces the last); ``slots``: the reduction's ``seg`` rows of that split too
         (:meth:`slots`); ``counted``: the split kernel about to run counts its segments in :meth:`counters`
-        (:meth:`counted`)."""
+        (:meth:`counted`), ``geometry`` its head group and writers a segment (:meth:`stream_geometry`)."""
         self._counted = counted
+        self._geometry = geometry
         # (in each of the tuner's timing graphs again: capture.timer_graph)
         want = (programs, page_size, seg_cost, min_tiles, slots, timer_graph())
         if self._filled == want:
@@ -161,11 +171,20 @@ def attach(plan: MLADecodePlan, seq_lens: torch.Tensor, page_table: torch.Tensor
             seg_cost = int(kernel_hopper.FP8_SEG_COST) if fp8 else BF16_PLAN_SEG_COST
         plan.fill(seq_lens, page_table, page_size, programs_of(nargs), seg_cost, b_chunk,
                   int(nargs.get("MIN_TILES", 1)), slots,
-                  counts and int(nargs.get("NUM_BUF", 2)) <= int(kernel_hopper.STREAM_MAX_BUF))
+                  counts and int(nargs.get("NUM_BUF", 2)) <= int(kernel_hopper.STREAM_MAX_BUF),
+                  stream_geometry(nargs))
     rows._graphtune_fill = fill
     rows._graphtune_slots = plan.slots
     rows._graphtune_counted = plan.counted
+    rows._graphtune_geometry = plan.stream_geometry
     return rows
+
+
+def stream_geometry(nargs: dict[str, Any]) -> tuple[int, int]:
+    """How the split kernel that a launch's constexprs ``nargs`` select counts its segments
+    (:meth:`MLADecodePlan.stream_geometry`): the ping-pong kernel (``PP``) per 64-head block, both warpgroups
+    adding one; the tokens-on-M kernels per 16 heads (their ``BLOCK_H``), once."""
+    return (int(nargs.get("BLOCK_H", 64)), 2) if nargs.get("PP") else (int(nargs.get("BLOCK_H", 16)), 1)
 
 
 def slots_of(rows: Any) -> torch.Tensor | None:
@@ -173,6 +192,13 @@ def slots_of(rows: Any) -> torch.Tensor | None:
     plan, or where its last fill made none)."""
     slots = getattr(rows, "_graphtune_slots", None)
     return slots() if slots is not None else None
+
+
+def geometry_of(rows: Any) -> tuple[int, int]:
+    """The stream geometry (:meth:`MLADecodePlan.stream_geometry`) of the plan whose rows a launch passed as
+    ``plan_ptr`` ((16, 1) for rows not made by :func:`attach`)."""
+    geometry = getattr(rows, "_graphtune_geometry", None)
+    return geometry() if geometry is not None else (16, 1)
 
 
 def counted_of(rows: Any) -> bool:

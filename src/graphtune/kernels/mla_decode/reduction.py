@@ -78,6 +78,12 @@ SEG_FROM_PLAN = True
 # +0.9% in call H): at uniform batch 128 the tuner took two buffers, streamed, over three by 0.3% of its own timing,
 # and the decode ran 1% slower with them. On: the engines' batches are ragged.
 STREAM = True
+# The same for the bf16 ping-pong kernel (heads on M, H = 128: 231 KB of shared memory, one program an SM, so a
+# reduction program only gets an SM once its split program has exited, as beside two fp8 programs): each warpgroup
+# counts its half of a segment (plan.stream_geometry: 64-head groups, two counts a segment). Written in session 54 and
+# compiled (kernel_hopper_pp._finish_segment: one release add per warpgroup after its own barrier), not yet run on a
+# GPU: off until its GPU test passes and it is timed (benchmarks/probes/reduce_tail.py --stream-pp).
+STREAM_PP = False
 _REDUCE_SMALL = (64, 1, 128, 4)
 _REDUCE_ROWS = 8         # (slot, head) rows of 512 fp32 columns a program holds per step (4 warps: 32 a thread)
 _REDUCE_MAX_SLOTS = 16
@@ -175,7 +181,17 @@ def reduce_launch(seg: torch.Tensor, part_o: torch.Tensor, part_lse: torch.Tenso
         part_lse.stride(0),
         out.stride(0), out.stride(1),
         return_lse, block_s, block_d, block_h, pdl, scaled, pdl and planned_slots(seg), num_warps=warps,
-        launch_pdl=pdl, **({"done_ptr": counts} if (counts := streamed_counts(seg)) is not None else {}))
+        launch_pdl=pdl, **_stream_args(seg))
+
+
+def _stream_args(seg: torch.Tensor) -> dict[str, Any]:
+    """The streamed reduction's arguments where ``seg`` came from :func:`streamed`: the counters, the split's head
+    group and its counts a segment (its default for the tokens-on-M kernels: 16, 1)."""
+    counts = streamed_counts(seg)
+    if counts is None:
+        return {}
+    group, writers = seg._graphtune_geometry
+    return {"done_ptr": counts, **({"SPLIT_BH": group, "WRITERS": writers} if (group, writers) != (16, 1) else {})}
 
 
 def planned_slots(seg: torch.Tensor) -> bool:
@@ -184,15 +200,17 @@ def planned_slots(seg: torch.Tensor) -> bool:
     return bool(getattr(seg, "_graphtune_plan_slots", False))
 
 
-def streamed(slots: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+def streamed(slots: torch.Tensor, counts: torch.Tensor, geometry: tuple[int, int] = (16, 1)) -> torch.Tensor:
     """A plan's slots as the ``seg`` of a launch whose split kernel counted its segments in ``counts`` (the
-    plan's counters, :data:`STREAM`): a view of them, marked so that the reduction waits per request on the counts
+    plan's counters, :data:`STREAM`) as ``geometry`` says (``plan.MLADecodePlan.stream_geometry``: its head group
+    and the counts a segment adds): a view of them, marked so that the reduction waits per request on the counts
     (:func:`streamed_counts`) rather than for the whole split kernel."""
     view = getattr(slots, "_graphtune_streamed", None)     # (made once per plan, not per call: the dispatch path)
-    if view is None or view._graphtune_counts is not counts:
+    if view is None or view._graphtune_counts is not counts or view._graphtune_geometry != geometry:
         view = slots.view(slots.shape)
         view._graphtune_plan_slots = True
         view._graphtune_counts = counts
+        view._graphtune_geometry = geometry
         slots._graphtune_streamed = view
     return view
 
@@ -235,7 +253,7 @@ def _follow(named: dict[str, Any], pdl: bool) -> None:
     if counts is not None and int(named.get("NUM_BUF", 2)) > int(kernel_hopper.STREAM_MAX_BUF):
         counts = None       # (a config that does not count)
     if seg is not None and counts is not None:
-        seg = streamed(seg, counts)
+        seg = streamed(seg, counts, plan.geometry_of(named.get("plan_ptr")))
     merge(int(named["B"]), int(named["H"]), named["seg_ptr"] if seg is None else seg, named["part_o_ptr"],
           named["part_lse_ptr"], named["out_ptr"], named["lse_ptr"], named["seq_lens_ptr"], bool(named["RETURN_LSE"]),
           pdl=pdl)
