@@ -64,6 +64,37 @@ def parse_cells(text: str) -> list[tuple[str, int, int, int]]:
     return cells
 
 
+def cell_inputs(lengths: str, fmt: str, heads: int, page: int, batch: int, sets: int):
+    """A cell's ``sets`` input sets (4096-token requests, or ``lengths == "ragged"``: 1..8191 at page size 64 only,
+    else None), the first set's fp32 reference output and the format's bound of the relative error."""
+    if lengths == "uniform":
+        xs = [bench.make_inputs(bench.Problem(batch, heads, 4096, page, fmt), seed=1000 * batch + i)
+              for i in range(sets)]
+    elif page == 64:        # (ragged_inputs makes pages of 64)
+        xs = [ragged_inputs(batch, heads, 4096, fmt, seed=39179 + i) for i in range(sets)]
+    else:
+        return None
+    x = xs[0]
+    ref = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
+                               kv_scale=x["kv_scale"], kv_format=fmt).float()
+    # (fp8_ds_mla: the bf16 output's rounding alone is 1.6e-3 - 2.5e-3 of its fp32 reference, H200, session 10: its
+    # portable bound, 1e-2, as bf16's)
+    return xs, ref, 2e-3 if fmt == "fp8" else 1e-2
+
+
+def checked(x: dict, fmt: str, config: dict | None, ref: torch.Tensor, before=None) -> float:
+    """One call of the public path on ``x`` (tuning its bucket unless ``config`` pins it; ``before()`` runs after
+    it), then the relative error of a second call's NaN-poisoned output against ``ref``."""
+    decode_call(x, fmt, config)()
+    torch.cuda.synchronize()
+    if before is not None:
+        before()
+    x["out"].fill_(float("nan"))
+    decode_call(x, fmt, config)()
+    torch.cuda.synchronize()
+    return rel_err(x["out"].float(), ref)
+
+
 @contextlib.contextmanager
 def way_flags(way: str, stream_pp: bool = False):
     """``reduction.SEG_FROM_PLAN`` and ``STREAM`` as ``way`` sets them (``stream_pp``: ``STREAM_PP`` with ``STREAM``,
@@ -115,29 +146,16 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for lengths in ("uniform", "ragged") if args.ragged else ("uniform",):
         for fmt, heads, page, batch in args.cells:
-            if lengths == "uniform":
-                xs = [bench.make_inputs(bench.Problem(batch, heads, 4096, page, fmt), seed=1000 * batch + i)
-                      for i in range(args.sets)]
-            elif page == 64:        # (ragged_inputs makes pages of 64)
-                xs = [ragged_inputs(batch, heads, 4096, fmt, seed=39179 + i) for i in range(args.sets)]
-            else:
+            made = cell_inputs(lengths, fmt, heads, page, batch, args.sets)
+            if made is None:
                 continue
+            xs, ref, tol = made
             x = xs[0]
-            ref = mla_decode_reference(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], SM_SCALE,
-                                       kv_scale=x["kv_scale"], kv_format=fmt).float()
-            # (fp8_ds_mla: the bf16 output's rounding alone is 1.6e-3 - 2.5e-3 of its fp32 reference, H200, session 10:
-            # its portable bound, 1e-2, as bf16's)
-            tol = 2e-3 if fmt == "fp8" else 1e-2
             row = {"lengths": lengths, "format": fmt, "heads": heads, "page_size": page, "batch": batch}
             ok = []
             for way in WAYS:
                 with way_flags(way, args.stream_pp):
-                    decode_call(x, fmt, args.config)()      # (tunes the way's bucket unless pinned)
-                    torch.cuda.synchronize()
-                    x["out"].fill_(float("nan"))
-                    decode_call(x, fmt, args.config)()
-                    torch.cuda.synchronize()
-                    err = rel_err(x["out"].float(), ref)
+                    err = checked(x, fmt, args.config, ref)
                 row[f"{way}_err"] = err
                 if math.isfinite(err) and err <= tol:
                     ok.append(way)

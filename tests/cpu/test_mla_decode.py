@@ -823,6 +823,17 @@ def test_the_streamed_reduction_waits_per_request_and_reads_past_the_l1():
         assert usage["LOCAL"] == 0 and usage["REG"] <= 255, f"{blocks}: {usage}"
 
 
+class _KernelStub:
+    """A stand-in for a kernel launched as ``kernel[grid](*args, **consts)``: each launch calls ``record(grid, args,
+    consts)`` (nothing runs)."""
+
+    def __init__(self, record=None):
+        self.record = record or (lambda grid, args, consts: None)
+
+    def __getitem__(self, grid):
+        return lambda *args, **consts: self.record(grid, args, consts)
+
+
 def test_streamed_launches_hand_the_plans_counters_to_the_split_and_the_reduction(monkeypatch):
     """``reduction.STREAM``: the second fp8 tokens-on-M kernel's launch (a per-tensor fp8 cache or fp8_ds_mla rows; not
     bf16, T8 or without SEG_FROM_PLAN) gets the plan's counters as ``done_ptr`` (zeros, ``[2, batch, STREAM_GROUPS]``);
@@ -856,10 +867,7 @@ def test_streamed_launches_hand_the_plans_counters_to_the_split_and_the_reductio
     with pytest.raises(ValueError, match="no counters before"):
         MLADecodePlan().counters()
 
-    class PlanKernel:
-        def __getitem__(self, grid):
-            return lambda *args, **consts: None
-    monkeypatch.setattr(kernel_hopper, "_mla_decode_plan_kernel", PlanKernel())
+    monkeypatch.setattr(kernel_hopper, "_mla_decode_plan_kernel", _KernelStub())
     scratch = ("lse", "part_o", "part_lse", "seg")
     plan_mod.plan_hook({"plan_ptr": rows, "NUM_BUF": 3})
     assert not plan.counted() and interface_hopper._with_plan_slots(
@@ -872,11 +880,8 @@ def test_streamed_launches_hand_the_plans_counters_to_the_split_and_the_reductio
     assert interface_hopper._with_plan_slots(scratch, {"plan_ptr": rows, "done_ptr": counts})[3] is seg
     assert reduction.streamed_counts(interface_hopper._with_plan_slots(scratch, {"plan_ptr": rows})[3]) is None
     launched = []
-
-    class Reduce:
-        def __getitem__(self, grid):
-            return lambda *args, **consts: launched.append(consts.get("done_ptr"))
-    monkeypatch.setattr(kernel, "_mla_decode_reduce_kernel", Reduce())
+    monkeypatch.setattr(kernel, "_mla_decode_reduce_kernel",
+                        _KernelStub(lambda grid, args, consts: launched.append(consts.get("done_ptr"))))
     out = torch.empty(3, 16, 512, dtype=torch.bfloat16)
     part = torch.empty(70, 16, 512, dtype=torch.float16)
     part_lse = torch.empty(70, 16)
@@ -902,16 +907,10 @@ def test_the_ping_pong_kernels_stream_geometry_reaches_the_reduction(monkeypatch
     from graphtune.kernels.mla_decode import MLADecodePlan, interface_hopper, kernel, kernel_hopper, plan as plan_mod
     from graphtune.kernels.mla_decode import reduction
 
-    class PlanKernel:
-        def __getitem__(self, grid):
-            return lambda *args, **consts: None
-    monkeypatch.setattr(kernel_hopper, "_mla_decode_plan_kernel", PlanKernel())
+    monkeypatch.setattr(kernel_hopper, "_mla_decode_plan_kernel", _KernelStub())
     launched = []
-
-    class Reduce:
-        def __getitem__(self, grid):
-            return lambda *args, **consts: launched.append(consts)
-    monkeypatch.setattr(kernel, "_mla_decode_reduce_kernel", Reduce())
+    monkeypatch.setattr(kernel, "_mla_decode_reduce_kernel",
+                        _KernelStub(lambda grid, args, consts: launched.append(consts)))
     lens, pt = torch.ones(3, dtype=torch.int32), torch.zeros(3, 2, dtype=torch.int32)
     plan = MLADecodePlan()
     rows = plan_mod.attach(plan, lens, pt, 64, 132, lambda config: 132, 128, fp8=False, slots=True, counts=True)
