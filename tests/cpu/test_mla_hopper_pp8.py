@@ -307,7 +307,7 @@ def test_t8_plan_is_filled_before_its_query_pre_pass(monkeypatch, tuned, split_m
     order = []
     monkeypatch.setattr(plan_mod.MLADecodePlan, "fill",
                         lambda self, seq_lens, page_table, page_size, programs, seg_cost, b_chunk, min_tiles=1,
-                        slots=False, counted=False:
+                        slots=False, counted=False, geometry=(16, 1):
                         order.append(("fill", programs, seg_cost, min_tiles)))
 
     def pre_pass(q, pdl=False, lo=True):

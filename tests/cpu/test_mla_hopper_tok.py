@@ -559,7 +559,7 @@ def test_a_plans_start_price_is_the_reading_kernels(monkeypatch):
     got = []
     monkeypatch.setattr(plan_mod.MLADecodePlan, "fill",
                         lambda self, seq_lens, page_table, page_size, programs, seg_cost, b_chunk, min_tiles=1,
-                        slots=False, counted=False:
+                        slots=False, counted=False, geometry=(16, 1):
                         got.append(seg_cost))
     lens, pt = torch.ones(2, dtype=torch.int32), torch.zeros(2, 2, dtype=torch.int32)
     for price in (0, 4):
