@@ -6,8 +6,8 @@ slots and length, then the partials a step of BLOCK_S slots at a time: each a de
 kernel's last program exits. SEG_FROM_PLAN has the plan kernel write the slots (the split kernels' own values, ahead
 of time) and the reduction read them before its wait; STREAM has the second fp8 tokens-on-M kernel count each
 request's written segments and the reduction merge a request once they are written, during the split kernel's tail
-(other kernels run as ``early``; fp8_ds_mla cells, the same kernel, stream from session 54: no FlashMLA column, its
-legacy call takes no such rows). (Session 52 timed ONE_STEP, a request's slots in one step, beside them: removed in
+(other kernels run as ``early``; with ``--stream-gated`` the bf16 ping-pong kernel and fp8_ds_mla rows stream too,
+``reduction.STREAM_PP`` / ``STREAM_DS``; fp8_ds_mla cells have no FlashMLA column, its legacy call takes no such rows). (Session 52 timed ONE_STEP, a request's slots in one step, beside them: removed in
 session 53, not faster.) Per cell (cache format, heads, page size, batch; 4096-token requests, or ragged lengths
 1..8191 with ``--ragged``) the public call is tuned once per way (a launch given the counters is a bucket of its
 own; ``--config`` pins one config instead, so that only the reduction differs), then each way -- ``base`` (both
@@ -96,16 +96,17 @@ def checked(x: dict, fmt: str, config: dict | None, ref: torch.Tensor, before=No
 
 
 @contextlib.contextmanager
-def way_flags(way: str, stream_pp: bool = False):
-    """``reduction.SEG_FROM_PLAN`` and ``STREAM`` as ``way`` sets them (``stream_pp``: ``STREAM_PP`` with ``STREAM``,
-    the bf16 ping-pong kernel streamed too), restored after."""
-    before = (reduction.SEG_FROM_PLAN, reduction.STREAM, reduction.STREAM_PP)
+def way_flags(way: str, gated: bool = False):
+    """``reduction.SEG_FROM_PLAN`` and ``STREAM`` as ``way`` sets them (``gated``: ``STREAM_PP`` and ``STREAM_DS``
+    with ``STREAM``, the streams that are off until timed: the bf16 ping-pong kernel, fp8_ds_mla rows), restored
+    after."""
+    before = (reduction.SEG_FROM_PLAN, reduction.STREAM, reduction.STREAM_PP, reduction.STREAM_DS)
     reduction.SEG_FROM_PLAN, reduction.STREAM = WAYS[way]
-    reduction.STREAM_PP = stream_pp and reduction.STREAM
+    reduction.STREAM_PP = reduction.STREAM_DS = gated and reduction.STREAM
     try:
         yield
     finally:
-        reduction.SEG_FROM_PLAN, reduction.STREAM, reduction.STREAM_PP = before
+        reduction.SEG_FROM_PLAN, reduction.STREAM, reduction.STREAM_PP, reduction.STREAM_DS = before
 
 
 def decode_call(x: dict, fmt: str, config: dict | None = None):
@@ -129,8 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sets", type=int, default=6, help="input sets a graph rotates through (beyond the L2)")
     ap.add_argument("--config", type=json.loads, default=None,
                     help='pin the split kernel to this config in every cell (JSON, e.g. \'{"V2": 1, "NUM_BUF": 3}\')')
-    ap.add_argument("--stream-pp", action="store_true",
-                    help="stream the bf16 ping-pong kernel too (reduction.STREAM_PP) in the stream way")
+    ap.add_argument("--stream-gated", action="store_true",
+                    help="in the stream way, also the streams that are off until timed (reduction.STREAM_PP: the bf16 "
+                         "ping-pong kernel; STREAM_DS: fp8_ds_mla rows)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/reduce_tail.json"))
     args = ap.parse_args(argv)
     if args.rounds < 1 or args.sets < 1:
@@ -154,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             row = {"lengths": lengths, "format": fmt, "heads": heads, "page_size": page, "batch": batch}
             ok = []
             for way in WAYS:
-                with way_flags(way, args.stream_pp):
+                with way_flags(way, args.stream_gated):
                     err = checked(x, fmt, args.config, ref)
                 row[f"{way}_err"] = err
                 if math.isfinite(err) and err <= tol:
@@ -165,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             times: dict[str, list[float]] = {way: [] for way in [*ok, "flashmla"]}
             for r in range(args.rounds):
                 for way in ok if r % 2 == 0 else ok[::-1]:
-                    with way_flags(way, args.stream_pp):
+                    with way_flags(way, args.stream_gated):
                         times[way].append(graph_time_ms([decode_call(xi, fmt, args.config) for xi in xs]))
                 if fm is not None and page == 64 and fmt != "fp8_ds_mla":      # (FlashMLA's legacy call: no DS rows)
                     times["flashmla"].append(graph_time_ms([flashmla_call(fm, xi, fmt, SM_SCALE)[0] for xi in xs]))

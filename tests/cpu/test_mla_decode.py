@@ -835,8 +835,8 @@ class _KernelStub:
 
 
 def test_streamed_launches_hand_the_plans_counters_to_the_split_and_the_reduction(monkeypatch):
-    """``reduction.STREAM``: the second fp8 tokens-on-M kernel's launch (a per-tensor fp8 cache or fp8_ds_mla rows; not
-    bf16, T8 or without SEG_FROM_PLAN) gets the plan's counters as ``done_ptr`` (zeros, ``[2, batch, STREAM_GROUPS]``);
+    """``reduction.STREAM``: the second fp8 tokens-on-M kernel's launch (a per-tensor fp8 cache, fp8_ds_mla rows with
+    ``STREAM_DS``; not bf16, T8 or without SEG_FROM_PLAN) gets the plan's counters as ``done_ptr`` (zeros, ``[2, batch, STREAM_GROUPS]``);
     where the config that filled the plan counts (two buffers, ``kernel_hopper.STREAM_MAX_BUF``) the launch's ``seg`` is
     a view of the plan's slots that carries them (``reduction.streamed``), which the reduction's launch passes on as
     ``done_ptr`` (a three-buffer config: the plain slots; the view made once for the plan); the tuner's follow-up
@@ -853,7 +853,12 @@ def test_streamed_launches_hand_the_plans_counters_to_the_split_and_the_reductio
     monkeypatch.setattr(reduction, "STREAM", False)
     assert not interface_hopper._streams("fp8", "V2")
     monkeypatch.setattr(reduction, "STREAM", True)
-    assert interface_hopper._streams("fp8", "V2") and interface_hopper._streams("fp8_ds_mla", "V2")
+    assert interface_hopper._streams("fp8", "V2")
+    # (fp8_ds_mla rows only with STREAM_DS, off until its GPU run)
+    monkeypatch.setattr(reduction, "STREAM_DS", False)
+    assert not interface_hopper._streams("fp8_ds_mla", "V2")
+    monkeypatch.setattr(reduction, "STREAM_DS", True)
+    assert interface_hopper._streams("fp8_ds_mla", "V2")
     # (the bf16 ping-pong kernel only with STREAM_PP, which is off until its GPU run)
     assert not reduction.STREAM_PP and not interface_hopper._streams("bf16", "PP")
     monkeypatch.setattr(reduction, "STREAM_PP", True)

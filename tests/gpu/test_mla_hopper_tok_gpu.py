@@ -387,8 +387,8 @@ def test_fp8_ds_mla_with_a_plan_matches_reference_and_other_paths_leave_it_unrea
         assert _rel(out, ref) <= tol, f"seed {seed}, {fmt} page size {ps}: rel err {_rel(out, ref):.3e}"
 
 
-# fp8_ds_mla with the reduction streamed behind the split (reduction.STREAM, on for it from session 54: the second
-# tokens-on-M kernel with DS = 1 counts its written segments in the plan's counters as on a per-tensor fp8 cache).
+# fp8_ds_mla with the reduction streamed behind the split (reduction.STREAM_DS, written in session 54, off until this
+# passes: the second tokens-on-M kernel with DS = 1 counts its written segments as on a per-tensor fp8 cache).
 DS_STREAM_LENS = [4096, 0, 1, 3001, 64, 65, 2500, 0, 129, 4000, 17]
 
 
@@ -405,6 +405,7 @@ def test_fp8_ds_mla_streamed_reduction_matches_reference_and_leaves_the_counters
     _skip_off_hopper()
     from graphtune.kernels.mla_decode import reduction
     monkeypatch.setattr(reduction, "STREAM", True)
+    monkeypatch.setattr(reduction, "STREAM_DS", True)
     assert interface_hopper._streams("fp8_ds_mla", "V2")
     seed, x, ref32, ref_lse = _case(heads, page_size, DS_STREAM_LENS, "fp8_ds_mla", ref_dtype=torch.float32)
     live = x["seq_lens"] > 0

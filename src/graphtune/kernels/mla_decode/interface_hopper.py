@@ -1141,14 +1141,14 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
 def _streams(fmt: str, reads: str | None) -> bool:
     """Whether the launch gives the split kernel its plan's counters (``done_ptr``), the reduction streamed behind
     it (``reduction.STREAM``): the second fp8 tokens-on-M kernel (``reads == "V2"``, its row gather included: one
-    kernel) on a per-tensor fp8 cache or on fp8_ds_mla rows (``DS``, the same kernel; streamed from session 54),
-    and with ``reduction.STREAM_PP`` the bf16 ping-pong kernel (``reads == "PP"``), whose plan carries the
+    kernel) on a per-tensor fp8 cache, with ``reduction.STREAM_DS`` on fp8_ds_mla rows too (``DS``, the same
+    kernel), and with ``reduction.STREAM_PP`` the bf16 ping-pong kernel (``reads == "PP"``), whose plan carries the
     reduction's slots (``reduction.SEG_FROM_PLAN``)."""
     if not (reduction.STREAM and reduction.SEG_FROM_PLAN):
         return False
     if reads == "PP":
         return reduction.STREAM_PP and fmt == "bf16"
-    return reads == "V2" and fmt in ("fp8", DS_FORMAT)
+    return reads == "V2" and (fmt == "fp8" or (fmt == DS_FORMAT and reduction.STREAM_DS))
 
 
 def _with_plan_slots(scratch: tuple, consts: dict[str, Any]) -> tuple:
