@@ -862,7 +862,9 @@ def test_streamed_launches_hand_the_plans_counters_to_the_split_and_the_reductio
     # (the bf16 ping-pong kernel only with STREAM_PP, which is off until its GPU run)
     assert not reduction.STREAM_PP and not interface_hopper._streams("bf16", "PP")
     monkeypatch.setattr(reduction, "STREAM_PP", True)
-    assert interface_hopper._streams("bf16", "PP") and not interface_hopper._streams("fp8", "PP")
+    assert interface_hopper._streams("bf16", "PP", 128) and interface_hopper._streams("bf16", "PP", 256)
+    assert not interface_hopper._streams("fp8", "PP", 128)
+    assert not interface_hopper._streams("bf16", "PP", 512)     # (five 64-head groups: the counters hold four)
     monkeypatch.setattr(reduction, "STREAM_PP", False)
     for fmt, reads in (("bf16", "V2"), ("fp8", "T8"), ("fp8", None), ("bf16", None)):
         assert not interface_hopper._streams(fmt, reads), (fmt, reads)

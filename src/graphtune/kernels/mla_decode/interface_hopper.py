@@ -1090,7 +1090,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
         fn, consts = _kernel_and_params(heads, fmt, {**consts, "Q_LO": int(q_lo)})
         # (the plan made before T8's query pre-pass: T8 reads its row before it waits for the pass, _plan_first)
         if plan is not None and _reads_plan(_heads_on_m(heads), fmt, {**cfg, **consts}):
-            counts = _streams(fmt, reads or ("PP" if cfg.get("PP") else None))
+            counts = _streams(fmt, reads or ("PP" if cfg.get("PP") else None), heads)
             rows = plan_mod.attach(plan, seq_lens, page_table, kv_cache.shape[1], grid[1], lambda _: grid[1],
                                    _B_CHUNK, fp8=fmt == "fp8", slots=reduction.SEG_FROM_PLAN, counts=counts)
             plan_mod.plan_hook({**consts, "plan_ptr": rows})
@@ -1121,7 +1121,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
         # room for the space's largest grid; each config's pre-hook fills the rows for its own (plan.plan_hook), but
         # T8's, filled here, before its query pre-pass (_plan_first)
         space = _SPACES[(on_m, fmt == "fp8")] if extra is None else extra.space
-        counts = _streams(fmt, reads or ("PP" if extra is not None and extra.flag == "PP" else None))
+        counts = _streams(fmt, reads or ("PP" if extra is not None and extra.flag == "PP" else None), heads)
         consts = {**consts, "plan_ptr": plan_mod.attach(
             plan, seq_lens, page_table, kv_cache.shape[1], max(grid(c)[1] for c in space),
             lambda config: grid(config)[1], _B_CHUNK, fp8=fmt == "fp8", slots=reduction.SEG_FROM_PLAN,
@@ -1138,16 +1138,17 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
     return _with_plan_slots(scratch, consts)
 
 
-def _streams(fmt: str, reads: str | None) -> bool:
+def _streams(fmt: str, reads: str | None, heads: int = 16) -> bool:
     """Whether the launch gives the split kernel its plan's counters (``done_ptr``), the reduction streamed behind
     it (``reduction.STREAM``): the second fp8 tokens-on-M kernel (``reads == "V2"``, its row gather included: one
     kernel) on a per-tensor fp8 cache, with ``reduction.STREAM_DS`` on fp8_ds_mla rows too (``DS``, the same
     kernel), and with ``reduction.STREAM_PP`` the bf16 ping-pong kernel (``reads == "PP"``), whose plan carries the
-    reduction's slots (``reduction.SEG_FROM_PLAN``)."""
+    reduction's slots (``reduction.SEG_FROM_PLAN``). ``heads``: the ping-pong kernel counts per 64-head block, so
+    at most ``kernel_hopper.STREAM_GROUPS`` of them (H <= 256)."""
     if not (reduction.STREAM and reduction.SEG_FROM_PLAN):
         return False
     if reads == "PP":
-        return reduction.STREAM_PP and fmt == "bf16"
+        return reduction.STREAM_PP and fmt == "bf16" and heads <= BLOCK_H * int(kernel_hopper.STREAM_GROUPS)
     return reads == "V2" and (fmt == "fp8" or (fmt == DS_FORMAT and reduction.STREAM_DS))
 
 
