@@ -909,8 +909,7 @@ def test_streamed_launches_hand_the_plans_counters_to_the_split_and_the_reductio
 def test_the_ping_pong_kernels_stream_geometry_reaches_the_reduction(monkeypatch):
     """A plan filled for the bf16 ping-pong kernel (``PP``) records its stream geometry (64-head groups, two counts a
     segment: each warpgroup counts its half), a tokens-on-M config the default (16, 1); the launch's ``seg`` and the
-    tuner's follow-up carry it to the reduction's launch as ``SPLIT_BH`` / ``WRITERS`` (left at their defaults for
-    (16, 1))."""
+    tuner's follow-up carry it to the reduction's launch as ``SPLIT_BH`` / ``WRITERS``."""
     from graphtune.kernels.mla_decode import MLADecodePlan, interface_hopper, kernel, kernel_hopper, plan as plan_mod
     from graphtune.kernels.mla_decode import reduction
 
@@ -941,7 +940,7 @@ def test_the_ping_pong_kernels_stream_geometry_reaches_the_reduction(monkeypatch
     assert plan.stream_geometry() == (16, 1)
     seg = interface_hopper._with_plan_slots(scratch, {"plan_ptr": rows, "done_ptr": counts})[3]
     reduction.merge(3, 16, seg, part[:, :16], part_lse[:, :16], out[:, :16], torch.empty(3, 16), lens, False)
-    assert launched[-1]["done_ptr"] is counts and "SPLIT_BH" not in launched[-1] and "WRITERS" not in launched[-1]
+    assert launched[-1]["done_ptr"] is counts and (launched[-1]["SPLIT_BH"], launched[-1]["WRITERS"]) == (16, 1)
 
 
 @pytest.mark.parametrize("num_buf", [2, 3])

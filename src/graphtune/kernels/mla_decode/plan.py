@@ -50,6 +50,9 @@ PLAN_COLS = int(kernel_hopper.PLAN_COLS)
 # FlashMLA 3.5% apart); H = 16 ragged 0.0207 / 0.0185, 0.0477 / 0.0437, 0.0820 / 0.0785, uniform 0.0164 / 0.0165,
 # 0.0442 / 0.0441, 0.0788 / 0.0787.
 BF16_PLAN_SEG_COST = 4
+# How a tokens-on-M split kernel counts its written segments for the streamed reduction (MLADecodePlan.stream_geometry):
+# per 16-head group, one count a segment (the reduction kernel's SPLIT_BH / WRITERS defaults).
+TOKENS_ON_M_GEOMETRY = (16, 1)
 
 
 class MLADecodePlan(_OpArgument):
@@ -66,7 +69,7 @@ class MLADecodePlan(_OpArgument):
         self._slots: torch.Tensor | None = None  # the reduction's seg rows for the split of the last fill (slots=True)
         self._counts: torch.Tensor | None = None  # the streamed reduction's counters (counters())
         self._counted = False                   # whether the split of the last fill counts its segments in them
-        self._geometry = (16, 1)                # its counts' head group and writers a segment (stream_geometry())
+        self._geometry = TOKENS_ON_M_GEOMETRY   # its counts' head group and writers a segment (stream_geometry())
         self._inputs: tuple | None = None       # (seq_lens, page_table) identity and shape the plan belongs to
         self._filled: tuple | None = None       # (programs, page size, segment cost, least tiles, slots, the timer's
         #                                          graph: capture.timer_graph) last filled
@@ -125,7 +128,7 @@ class MLADecodePlan(_OpArgument):
 
     def fill(self, seq_lens: torch.Tensor, page_table: torch.Tensor, page_size: int, programs: int,
              seg_cost: int, b_chunk: int, min_tiles: int = 1, slots: bool = False, counted: bool = False,
-             geometry: tuple[int, int] = (16, 1)) -> None:
+             geometry: tuple[int, int] = TOKENS_ON_M_GEOMETRY) -> None:
         """Rows for a split over ``programs`` programs (each range at least ``min_tiles`` tiles: the split kernel's
         ``MIN_TILES``), made by one launch unless this plan holds them already (the tuner's configs differ in
         programs: each fill replaces the last); ``slots``: the reduction's ``seg`` rows of that split too
@@ -196,9 +199,9 @@ def slots_of(rows: Any) -> torch.Tensor | None:
 
 def geometry_of(rows: Any) -> tuple[int, int]:
     """The stream geometry (:meth:`MLADecodePlan.stream_geometry`) of the plan whose rows a launch passed as
-    ``plan_ptr`` ((16, 1) for rows not made by :func:`attach`)."""
+    ``plan_ptr`` (:data:`TOKENS_ON_M_GEOMETRY` for rows not made by :func:`attach`)."""
     geometry = getattr(rows, "_graphtune_geometry", None)
-    return geometry() if geometry is not None else (16, 1)
+    return geometry() if geometry is not None else TOKENS_ON_M_GEOMETRY
 
 
 def counted_of(rows: Any) -> bool:

@@ -190,12 +190,12 @@ def reduce_launch(seg: torch.Tensor, part_o: torch.Tensor, part_lse: torch.Tenso
 
 def _stream_args(seg: torch.Tensor) -> dict[str, Any]:
     """The streamed reduction's arguments where ``seg`` came from :func:`streamed`: the counters, the split's head
-    group and its counts a segment (its default for the tokens-on-M kernels: 16, 1)."""
+    group and its counts a segment."""
     counts = streamed_counts(seg)
     if counts is None:
         return {}
     group, writers = seg._graphtune_geometry
-    return {"done_ptr": counts, **({"SPLIT_BH": group, "WRITERS": writers} if (group, writers) != (16, 1) else {})}
+    return {"done_ptr": counts, "SPLIT_BH": group, "WRITERS": writers}
 
 
 def planned_slots(seg: torch.Tensor) -> bool:
@@ -204,7 +204,8 @@ def planned_slots(seg: torch.Tensor) -> bool:
     return bool(getattr(seg, "_graphtune_plan_slots", False))
 
 
-def streamed(slots: torch.Tensor, counts: torch.Tensor, geometry: tuple[int, int] = (16, 1)) -> torch.Tensor:
+def streamed(slots: torch.Tensor, counts: torch.Tensor,
+             geometry: tuple[int, int] = plan.TOKENS_ON_M_GEOMETRY) -> torch.Tensor:
     """A plan's slots as the ``seg`` of a launch whose split kernel counted its segments in ``counts`` (the
     plan's counters, :data:`STREAM`) as ``geometry`` says (``plan.MLADecodePlan.stream_geometry``: its head group
     and the counts a segment adds): a view of them, marked so that the reduction waits per request on the counts
