@@ -37,7 +37,7 @@ vs_table() {
 gpu_tests() {
   local name=$1 cap=$2 file=$3 filter=$4
   GRAPHTUNE_GPU_NEW=1 PYTHONPATH=/tmp/np:$PWD/src:/tmp/site:/tmp/xd TRITON_CACHE_DIR=/tmp/tc_main timeout "$cap" \
-    python3 -m pytest -q -v -n 4 "$file" -k "$filter" > "/tmp/$name.log" 2>&1
+    python3 -m pytest -v -n 4 "$file" -k "$filter" > "/tmp/$name.log" 2>&1
   echo "$name rc=$? at ${SECONDS}s: $(grep -c " PASSED" "/tmp/$name.log") passed, $(grep -c " FAILED" "/tmp/$name.log") failed"
   grep -E "passed|failed|FAILED|Error|rel err" "/tmp/$name.log" | grep -v " PASSED" | tail -12 | cut -c1-300
 }

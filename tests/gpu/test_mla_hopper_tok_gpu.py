@@ -387,8 +387,9 @@ def test_fp8_ds_mla_with_a_plan_matches_reference_and_other_paths_leave_it_unrea
         assert _rel(out, ref) <= tol, f"seed {seed}, {fmt} page size {ps}: rel err {_rel(out, ref):.3e}"
 
 
-# fp8_ds_mla with the reduction streamed behind the split (reduction.STREAM_DS, written in session 54, off until this
-# passes: the second tokens-on-M kernel with DS = 1 counts its written segments as on a per-tensor fp8 cache).
+# fp8_ds_mla with the reduction streamed behind the split (reduction.STREAM_DS, written in session 54, on since this
+# passed in session 55: the second tokens-on-M kernel with DS = 1 counts its written segments as on a per-tensor fp8
+# cache).
 DS_STREAM_LENS = [4096, 0, 1, 3001, 64, 65, 2500, 0, 129, 4000, 17]
 
 

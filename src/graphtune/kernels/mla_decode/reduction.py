@@ -78,15 +78,21 @@ SEG_FROM_PLAN = True
 # +0.9% in call H): at uniform batch 128 the tuner took two buffers, streamed, over three by 0.3% of its own timing,
 # and the decode ran 1% slower with them. On: the engines' batches are ragged.
 STREAM = True
-# The same for fp8_ds_mla rows (the same second tokens-on-M kernel, DS = 1, its two-buffer configs): written in
-# session 54 and compiled (the DS build with the counters adds the one release add and moves nothing else), off until
-# its GPU test passes (tests/gpu/test_mla_hopper_tok_gpu.py, the streamed DS test).
-STREAM_DS = False
+# The same for fp8_ds_mla rows (the same second tokens-on-M kernel, DS = 1, its two-buffer configs; written in session
+# 54: the DS build with the counters adds the one release add and moves nothing else). Its GPU test passed on an H100
+# (session 55, call A: two and three buffers, H = 32, the row gather, 132 / 7 / 1 SMs, then the tuned path captured)
+# and, the public call tuned per way (benchmarks/probes/reduce_tail.py --stream-gated, three rounds, H = 16, page size
+# 64), where the tuner took two buffers and streamed (ragged batch 64) 2.3% faster than the slots read early alone, in
+# every round (0.0850-0.0851 ms against 0.0869-0.0872); where it took three buffers (no counting) -0.2 / +0.2 / +0.6%,
+# the same kernel. On.
+STREAM_DS = True
 # The same for the bf16 ping-pong kernel (heads on M, H = 128: 231 KB of shared memory, one program an SM, so a
 # reduction program only gets an SM once its split program has exited, as beside two fp8 programs): each warpgroup
-# counts its half of a segment (plan.stream_geometry: 64-head groups, two counts a segment). Written in session 54 and
-# compiled (kernel_hopper_pp._finish_segment: one release add per warpgroup after its own barrier), not yet run on a
-# GPU: off until its GPU test passes and it is timed (benchmarks/probes/reduce_tail.py --stream-gated).
+# counts its half of a segment (plan.stream_geometry: 64-head groups, two counts a segment). Written in session 54;
+# its GPU test passed on an H100 (session 55, call A: H = 128 and 256, 132 / 7 / 1 SMs, then the tuned path captured),
+# but it does not pay: the public call tuned per way, three rounds, against the slots read early alone, +1.3 / +0.6% at
+# batch 32 (uniform / ragged, slower in every round but one) and -2.0 / -0.6% at batch 64, where the rounds of one way
+# spread 6-7% (0.134-0.148 ms). Off; reduce_tail.py --stream-gated times it.
 STREAM_PP = False
 _REDUCE_SMALL = (64, 1, 128, 4)
 _REDUCE_ROWS = 8         # (slot, head) rows of 512 fp32 columns a program holds per step (4 warps: 32 a thread)
