@@ -90,9 +90,10 @@ STREAM_DS = True
 # reduction program only gets an SM once its split program has exited, as beside two fp8 programs): each warpgroup
 # counts its half of a segment (plan.stream_geometry: 64-head groups, two counts a segment). Written in session 54;
 # its GPU test passed on an H100 (session 55, call A: H = 128 and 256, 132 / 7 / 1 SMs, then the tuned path captured),
-# but it does not pay: the public call tuned per way, three rounds, against the slots read early alone, +1.3 / +0.6% at
-# batch 32 (uniform / ragged, slower in every round but one) and -2.0 / -0.6% at batch 64, where the rounds of one way
-# spread 6-7% (0.134-0.148 ms). Off; reduce_tail.py --stream-gated times it.
+# but it does not pay: the public call tuned per way against the slots read early alone (reduce_tail.py
+# --stream-gated, the same config picked), +1.3 / +0.6% at batch 32 uniform / ragged in call A (three rounds, slower in
+# each) and +1.7 / +2.6% uniform, +1.4 / +1.2% ragged at batch 32 / 64 in call B (six rounds: slower in 21 of 24).
+# Right, not faster: off; reduce_tail.py --stream-gated times it.
 STREAM_PP = False
 _REDUCE_SMALL = (64, 1, 128, 4)
 _REDUCE_ROWS = 8         # (slot, head) rows of 512 fp32 columns a program holds per step (4 warps: 32 a thread)
