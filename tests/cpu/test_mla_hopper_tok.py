@@ -583,3 +583,62 @@ def test_row_gather_reads_its_split_from_a_plan(num_buf):
         assert sass.count(mma) == sass0.count(mma), mma
     assert sass.count("WARPGROUP.DEPBAR") == sass0.count("WARPGROUP.DEPBAR")
     assert _barriers_before_the_first_copy(sass, ("LDGSTS",)) < _barriers_before_the_first_copy(sass0, ("LDGSTS",))
+
+
+def _pdl_build(num_buf: int, pdl: int):
+    from test_mla_decode import compile_sm90
+    q = torch.empty(2, 16, 576, dtype=torch.bfloat16)
+    kv = torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn)
+    config = dict(V2=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1, PT_EARLY=1, RK64=1, CHAIN=1)
+    args, grid, consts, _ = interface_hopper.hopper_call(
+        q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32), 0.04, 1.0, "fp8",
+        torch.empty(2, 16, 512, dtype=torch.bfloat16), False, sms=132, config=config)
+    fn, consts = interface_hopper._kernel_and_params(16, "fp8", consts)
+    consts = {**consts, "plan_ptr": torch.empty(grid[1], int(kh.PLAN_COLS), dtype=torch.int32),
+              **({"PDL": pdl} if pdl else {})}
+    return compile_sm90(fn, args, consts)
+
+
+@pytest.mark.parametrize("num_buf", [2, 3])
+def test_the_split_launched_behind_the_kernel_ahead_waits_where_its_mode_says(num_buf):
+    """``PDL`` (``interface_hopper.SPLIT_PDL``), compiled for sm_90 with a plan: one ``griddepcontrol.wait``
+    (``ACQBULK`` in the SASS), none without; mode 1 before the kernel's first global load, mode 2 after the plan
+    row's loads (all from one base) and before every other load and the first tile's copy; the same shared memory
+    and MMAs as the build without."""
+    base = _pdl_build(num_buf, 0)
+    sass0 = _sass(base)
+    assert "griddepcontrol.wait" not in base.asm["ptx"] and "ACQBULK" not in sass0
+    for mode in (1, 2):
+        built = _pdl_build(num_buf, mode)
+        assert _shared(built) == _shared(base)
+        sass = _sass(built)
+        for op in ("QGMMA.64x32x32.F32.E4M3.E4M3", "HGMMA.64x16x16.F32", "UTMALDG"):
+            assert sass.count(op) == sass0.count(op), (mode, op)
+        lines = sass.splitlines()
+        waits = [i for i, ln in enumerate(lines) if "ACQBULK" in ln]
+        assert len(waits) == 1 and built.asm["ptx"].count("griddepcontrol.wait") == 1, (mode, waits)
+        loads = [ln for ln in lines[:waits[0]] if re.search(r"\bLDG", ln)]
+        copy = next(i for i, ln in enumerate(lines) if "UTMALDG" in ln)
+        assert waits[0] < copy, mode
+        if mode == 1:
+            assert not loads, loads
+        else:
+            bases = {re.search(r"\[(R\d+)\.64", ln).group(1) for ln in loads}
+            assert 4 <= len(loads) <= 10 and len(bases) == 1, loads     # (the plan's row: one base, its columns)
+
+
+def test_the_split_pdl_switch_adds_its_launch_options_where_they_apply(monkeypatch):
+    """``SPLIT_PDL``: nothing at 0 or for other kernels than the second tokens-on-M one; mode 2 falls back to 1
+    without a plan or where the call just filled it (the plan kernel is then the kernel ahead); anything else is one
+    clear line."""
+    pdl = interface_hopper._split_pdl
+    monkeypatch.setattr(interface_hopper, "SPLIT_PDL", 0)
+    assert pdl("V2", {"plan_ptr": 1}, False) == {}
+    monkeypatch.setattr(interface_hopper, "SPLIT_PDL", 2)
+    assert pdl("V2", {"plan_ptr": 1}, False) == {"PDL": 2, "launch_pdl": True}
+    assert pdl("V2", {"plan_ptr": 1}, True) == {"PDL": 1, "launch_pdl": True}
+    assert pdl("V2", {}, False) == {"PDL": 1, "launch_pdl": True}
+    assert pdl("T8", {"plan_ptr": 1}, False) == {} and pdl(None, {}, False) == {}
+    monkeypatch.setattr(interface_hopper, "SPLIT_PDL", 3)
+    with pytest.raises(ValueError, match="SPLIT_PDL 3: expected 0, 1 or 2"):
+        pdl("V2", {}, False)

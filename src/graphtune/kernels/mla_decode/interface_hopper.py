@@ -1093,13 +1093,15 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
             counts = _streams(fmt, reads or ("PP" if cfg.get("PP") else None), heads)
             rows = plan_mod.attach(plan, seq_lens, page_table, kv_cache.shape[1], grid[1], lambda _: grid[1],
                                    _B_CHUNK, fp8=fmt == "fp8", slots=reduction.SEG_FROM_PLAN, counts=counts)
-            plan_mod.plan_hook({**consts, "plan_ptr": rows})
+            filled = plan_mod.plan_hook({**consts, "plan_ptr": rows})
             consts = {**consts, "plan_ptr": rows, **({"done_ptr": plan.counters()} if counts else {})}
+        else:
+            filled = False
         if fp8_q and reads:
             args, consts = _fp8_query(args, consts, q, q_scale, reads)
         elif pair:
             args, consts = _query_pair(args, consts, q)
-        fn[grid](*args, **consts)
+        fn[grid](*args, **consts, **_split_pdl(reads, consts, filled))
         return _with_plan_slots(scratch, consts)
     route = _tuned_route(heads, fmt, q.shape[0], kv_cache.shape[1], q_lo, fp8_q)
     p8 = bool(p8) and not q_lo and route == "third"
@@ -1136,6 +1138,26 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
         args, consts = _query_pair(args, consts, q)
     _route_kernel(route, heads, fmt, q_lo, p8)[grid](*args, **consts)
     return _with_plan_slots(scratch, consts)
+
+
+# The second fp8 tokens-on-M kernel launched as the programmatic dependent of the kernel before it (its ``PDL``
+# constexpr: 1 waits for that kernel before its first load, 2 reads the plan's row first): a probe's switch
+# (benchmarks/probes/split_pdl.py), pinned configs only, 0 until timed.
+SPLIT_PDL = 0
+
+
+def _split_pdl(reads: str | None, consts: dict[str, Any], filled: bool) -> dict[str, Any]:
+    """The launch options :data:`SPLIT_PDL` adds to a pinned split launch: none where it is 0 or the kernel is not
+    the second tokens-on-M one; mode 2 only with a plan that this call did not fill (``filled``: the plan kernel
+    just launched, right ahead of the split, writes the rows mode 2 reads before its wait: mode 1 there)."""
+    mode = int(SPLIT_PDL)
+    if mode not in (0, 1, 2):
+        raise ValueError(f"interface_hopper.SPLIT_PDL {SPLIT_PDL!r}: expected 0, 1 or 2")
+    if not mode or reads != "V2":
+        return {}
+    if mode == 2 and (consts.get("plan_ptr") is None or filled):
+        mode = 1
+    return {"PDL": mode, "launch_pdl": True}
 
 
 def _streams(fmt: str, reads: str | None, heads: int = 16) -> bool:

@@ -172,6 +172,14 @@ def _launch_dependents():
                               pack=1)
 
 
+@gluon.jit
+def _wait_primary():
+    """``griddepcontrol.wait``: in a kernel launched as the programmatic dependent of the kernel before it
+    (``launch_pdl``), wait here until that kernel has completed and its writes are visible; launched plainly, it
+    returns at once."""
+    gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+
+
 # What a request's start costs a program that crosses into it, in tiles (``_split_start``'s ``SEG_COST``), for the
 # fp8 kernels: its query, its first copies, its end's stores. Measured on an H200 (session 28, runs 18, 20, 21: fp8,
 # 4096 tokens on average, ragged batches of lengths uniform in 1..8191, one seed for every table, the tuned path

@@ -67,7 +67,7 @@ from .kernel_hopper import (FP8_SEG_COST, STAMP_CLK_IN, STREAM_MAX_BUF, STAMP_CL
                             _launch_dependents, _load_q_raw, _max_over_tokens, _plan_row, _planned_segment, _q_fp32,
                             _program_ids, _segment, _segment_written, _split_start, _stamp,
                             _stamp_out, _stamp_tile, _store_chunks_segment, _tile_landed, _tile_page, _tma_load,
-                            _zero_rows)
+                            _wait_primary, _zero_rows)
 
 # cp.async's Gluon name: async_load in triton 3.9 (the 3.6 name raises there)
 _cp_async = getattr(async_copy, "async_load", None) or async_copy.async_copy_global_to_shared
@@ -488,6 +488,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     Q_DESCALE_FROM_PTR: gl.constexpr = 0,
     plan_ptr=None,
     done_ptr=None,
+    PDL: gl.constexpr = 0,
 ):
     """fp8 (per-tensor) cache, H < 64: tokens on M, one warpgroup, 16 heads per program (module docstring).
     ``kv_nope_desc`` / ``kv_rope_desc``: the cache as [rows, 576] fp8 with [BLOCK_N, 512] / [BLOCK_N, 128]
@@ -505,7 +506,12 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
 
     ``done_ptr`` (a step's plan's counters, ``reduction.STREAM``): with at most ``STREAM_MAX_BUF`` buffers each
     partial segment is counted once its stores are visible, so that the reduction merges a request as soon as its
-    partials are written (``kernel_hopper.STREAM_GROUPS``)."""
+    partials are written (``kernel_hopper.STREAM_GROUPS``).
+
+    ``PDL`` (launched as the programmatic dependent of the kernel before it, ``interface_hopper.SPLIT_PDL``; a probe's
+    switch until timed): 1 waits for that kernel (``griddepcontrol.wait``) before its first global load, so only the
+    launch and the shared memory's set-up overlap it; 2 (with ``plan_ptr``) reads the plan's row first and waits
+    before the first segment's query loads, so the kernel before it must not write the plan."""
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
     gl.static_assert(BLOCK_H == 16)
@@ -554,10 +560,14 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         r_layout: gl.constexpr = s_layout       # (unread without DS)
     p_smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_H], gl.float16)
 
+    if PDL == 2:
+        gl.static_assert(plan_ptr is not None)
     pid_h, pid, num_progs, h0 = _program_ids(BLOCK_H)
     srow = pid_h * num_progs + pid      # (the program's row of STAMPS: timeline probe only)
     _stamp(STAMPS, srow, STAMP_GT_IN, 1)
     _stamp(STAMPS, srow, STAMP_CLK_IN)
+    if PDL == 1:
+        _wait_primary()
     if KV_SCALE_FROM_PTR:
         kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
     score_scale = kv_scale          # (the scores' multiplier besides sm_scale and the query's power of two)
@@ -642,6 +652,9 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
             b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base, pg0, pg1, pg2 = _segment_pages(
                 seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, PAGE_SIZE, BLOCK_N, GATHER, NUM_BUF,
                 num_warps)
+        if PDL == 2:
+            if it == 0:
+                _wait_primary()
         qn, qr = _load_q_raw(q_ptr + b.to(gl.int64) * stride_q_b, heads_q, hmask_q, stride_q_h, q_layout)
         # The previous segment's MMAs (which read the query tile) are retired in every warp past this.
         _block_barrier()

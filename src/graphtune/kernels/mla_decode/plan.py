@@ -128,32 +128,34 @@ class MLADecodePlan(_OpArgument):
 
     def fill(self, seq_lens: torch.Tensor, page_table: torch.Tensor, page_size: int, programs: int,
              seg_cost: int, b_chunk: int, min_tiles: int = 1, slots: bool = False, counted: bool = False,
-             geometry: tuple[int, int] = TOKENS_ON_M_GEOMETRY) -> None:
+             geometry: tuple[int, int] = TOKENS_ON_M_GEOMETRY) -> bool:
         """Rows for a split over ``programs`` programs (each range at least ``min_tiles`` tiles: the split kernel's
         ``MIN_TILES``), made by one launch unless this plan holds them already (the tuner's configs differ in
         programs: each fill replaces the last); ``slots``: the reduction's ``seg`` rows of that split too
         (:meth:`slots`); ``counted``: the split kernel about to run counts its segments in :meth:`counters`
-        (:meth:`counted`), ``geometry`` its head group and writers a segment (:meth:`stream_geometry`)."""
+        (:meth:`counted`), ``geometry`` its head group and writers a segment (:meth:`stream_geometry`). Returns
+        whether it launched the plan kernel (the split launched next then runs right behind it)."""
         self._counted = counted
         self._geometry = geometry
         # (in each of the tuner's timing graphs again: capture.timer_graph)
         want = (programs, page_size, seg_cost, min_tiles, slots, timer_graph())
         if self._filled == want:
-            return
+            return False
         kernel_hopper._mla_decode_plan_kernel[(1, programs)](
             seq_lens, page_table, self._rows, seq_lens.shape[0], page_table.stride(0), PAGE_SIZE=page_size,
             B_CHUNK=b_chunk, BLOCK_N=64, SEG_COST=seg_cost, MIN_TILES=min_tiles, num_warps=4,
             **({"seg_ptr": self._slots} if slots else {}))
         self._filled = want
+        return True
 
 
-def plan_hook(nargs: dict[str, Any]) -> None:
+def plan_hook(nargs: dict[str, Any]) -> bool:
     """Config pre-hook of the tuned kernels that read a plan: the launch's ``plan_ptr`` (a plan's rows, or None)
-    filled for this config's grid before the launch (:func:`attach`)."""
+    filled for this config's grid before the launch (:func:`attach`). Returns whether a fill launched the plan
+    kernel."""
     rows = nargs.get("plan_ptr")
     fill = getattr(rows, "_graphtune_fill", None)
-    if fill is not None:
-        fill(nargs)
+    return bool(fill(nargs)) if fill is not None else False
 
 
 def attach(plan: MLADecodePlan, seq_lens: torch.Tensor, page_table: torch.Tensor, page_size: int, max_programs: int,
@@ -167,12 +169,12 @@ def attach(plan: MLADecodePlan, seq_lens: torch.Tensor, page_table: torch.Tensor
     which a config of at most ``kernel_hopper.STREAM_MAX_BUF`` buffers counts its segments in (:func:`counted_of`)."""
     rows = plan.rows(seq_lens, page_table, max_programs)
 
-    def fill(nargs: dict[str, Any]) -> None:
+    def fill(nargs: dict[str, Any]) -> bool:
         if nargs.get("DS"):
             seg_cost = 0
         else:
             seg_cost = int(kernel_hopper.FP8_SEG_COST) if fp8 else BF16_PLAN_SEG_COST
-        plan.fill(seq_lens, page_table, page_size, programs_of(nargs), seg_cost, b_chunk,
+        return plan.fill(seq_lens, page_table, page_size, programs_of(nargs), seg_cost, b_chunk,
                   int(nargs.get("MIN_TILES", 1)), slots,
                   counts and int(nargs.get("NUM_BUF", 2)) <= int(kernel_hopper.STREAM_MAX_BUF),
                   stream_geometry(nargs))

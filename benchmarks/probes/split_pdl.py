@@ -1,0 +1,155 @@
+"""Whether the split kernel pays for starting before the kernel ahead of it ends: the second fp8 tokens-on-M kernel
+pinned to one config at a time, with a step's plan, launched as the programmatic dependent of the kernel before it.
+
+Each layer's decode call starts from nothing: its split kernel's programs are scheduled only once the kernel ahead
+has completed, then read the plan's row (one round trip) before the first segment's query and copies (session 49's
+timelines on an H100: the split 0.6 us after entry, the query ready 2.7-3.2 us later). Launched with ``launch_pdl``
+(``interface_hopper.SPLIT_PDL``) the programs may be scheduled while the kernel ahead is finishing and wait in
+``griddepcontrol.wait`` for its completion and writes: ``PDL = 1`` waits before the first load (only the launch and
+the shared memory's set-up overlap), ``PDL = 2`` reads the plan's row first and waits before the query (the kernel
+ahead must not write the plan). Ways: ``off``, ``wait-first`` (1) and ``plan-first`` (2), each checked against
+``mla_decode_reference`` (output NaN-poisoned, relative error <= 2e-3) and timed under CUDA graph replay over
+``--sets`` input sets (a plan made before the graph; the kernel ahead of each split is the previous call's reduction,
+or with ``--ahead copy`` a copy that rewrites the query, as a projection would: checked with the query NaN-poisoned
+before it), ``--rounds`` rounds in alternating order, the median kept; FlashMLA beside them where it imports.
+
+    PYTHONPATH=src python benchmarks/probes/split_pdl.py --out benchmarks/results/split_pdl.json
+
+Prints a line per cell and a table last; JSON with the GPU, versions and commit. Without a Hopper GPU it says so and
+exits 2. A probe: ``SPLIT_PDL`` is a switch of pinned launches until its timing says whether the tuned path takes it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_mla_decode import flashmla_call, git_commit, graph_time_ms, import_flashmla, rel_err  # noqa: E402
+from reduce_tail import SM_SCALE, cell_inputs, decode_call, parse_cells  # noqa: E402
+from stream_pad import parse_configs  # noqa: E402
+
+import triton  # noqa: E402
+
+from graphtune.kernels.mla_decode import interface_hopper  # noqa: E402
+
+CONFIGS = ('[{"V2": 1, "NUM_BUF": 3, "PREFETCH": 1, "FAST_MAX": 1, "PT_EARLY": 1, "RK64": 1, "CHAIN": 1}, '
+           '{"V2": 1, "NUM_BUF": 2, "PREFETCH": 1, "FAST_MAX": 1, "PT_EARLY": 1, "RK64": 1, "CHAIN": 1}]')
+WAYS = {"off": 0, "wait-first": 1, "plan-first": 2}
+
+
+def with_ahead(x: dict, call, ahead: str):
+    """``call`` preceded by the kernel ahead: none, or a copy that rewrites ``x["q"]`` from a saved copy."""
+    if ahead == "none":
+        return call
+    src = x["q"].clone()
+
+    def both() -> None:
+        x["q"].copy_(src)
+        call()
+    return both
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cells", type=parse_cells, default=parse_cells("fp8:16:64:32,64,128"),
+                    help="FORMAT:HEADS:PAGE:B1,B2 ... (fp8 and fp8_ds_mla: the second tokens-on-M kernel)")
+    ap.add_argument("--configs", type=parse_configs, default=parse_configs(CONFIGS),
+                    help="the split configs (a JSON list)")
+    ap.add_argument("--ahead", choices=("none", "copy"), default="none",
+                    help="the kernel ahead of each call in the graph besides the previous call's reduction")
+    ap.add_argument("--ragged", action="store_true", help="ragged lengths (1..8191) too")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--sets", type=int, default=6)
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/split_pdl.json"))
+    args = ap.parse_args(argv)
+    for name in ("rounds", "sets"):
+        if getattr(args, name) < 1:
+            ap.error(f"--{name} {getattr(args, name)}: must be at least 1")
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        print("split_pdl: needs a Hopper (sm_90) GPU", file=sys.stderr)
+        return 2
+    gpu = torch.cuda.get_device_name()
+    fm, why = import_flashmla()
+    print(f"{gpu}; torch {torch.__version__}; triton {triton.__version__}; ahead {args.ahead}; FlashMLA "
+          f"{'beside' if fm is not None else f'not importable ({why}): no column'}", flush=True)
+    rows = []
+    for lengths in ("uniform", "ragged") if args.ragged else ("uniform",):
+        for fmt, heads, page, batch in args.cells:
+            made = cell_inputs(lengths, fmt, heads, page, batch, args.sets)
+            if made is None:
+                continue
+            xs, ref, tol = made
+            x = xs[0]
+            fm_ms = None
+            if fm is not None and fmt in ("fp8", "bf16") and page == 64:
+                fm_ms = graph_time_ms([flashmla_call(fm, xi, fmt, SM_SCALE)[0] for xi in xs])
+            for config in args.configs:
+                row = {"lengths": lengths, "format": fmt, "heads": heads, "page_size": page, "batch": batch,
+                       "config": config, "ahead": args.ahead, "flashmla_ms": fm_ms}
+                ok = []
+                for way, mode in WAYS.items():
+                    interface_hopper.SPLIT_PDL = mode
+                    call = with_ahead(x, decode_call(x, fmt, config), args.ahead)
+                    call()
+                    torch.cuda.synchronize()
+                    x["out"].fill_(float("nan"))
+                    if args.ahead == "copy":
+                        x["q"].fill_(float("nan"))     # (the copy ahead puts it back: read before it, NaN)
+                    call()
+                    torch.cuda.synchronize()
+                    err = rel_err(x["out"].float(), ref)
+                    row[f"{way}_err"] = err
+                    if math.isfinite(err) and err <= tol:
+                        ok.append(way)
+                    else:
+                        print(f"{lengths} {fmt} B={batch} {config} {way}: relative error {err:.3e}: not timed",
+                              flush=True)
+                times: dict[str, list[float]] = {way: [] for way in ok}
+                for r in range(args.rounds):
+                    for way in ok if r % 2 == 0 else ok[::-1]:
+                        interface_hopper.SPLIT_PDL = WAYS[way]
+                        times[way].append(graph_time_ms([with_ahead(xi, decode_call(xi, fmt, config), args.ahead)
+                                                         for xi in xs]))
+                interface_hopper.SPLIT_PDL = 0
+                for way, ts in times.items():
+                    row[f"{way}_ms"] = statistics.median(ts)
+                    row[f"{way}_all_ms"] = ts
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+            del xs, x
+            torch.cuda.empty_cache()
+    result = dict(gpu=gpu, torch=torch.__version__, triton=triton.__version__, commit=git_commit(),
+                  ahead=args.ahead, rounds=args.rounds, sets=args.sets, rows=rows)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1))
+    print(f"\n{gpu}; ms under graph replay (pinned, a plan made before the graph, ahead: {args.ahead}; median of "
+          f"{args.rounds} rounds); changes against off; ratio: the fastest way / FlashMLA")
+    print("| lengths | cell | config | FlashMLA | off | wait-first | change | plan-first | change | ratio |")
+    print("|" + " --- |" * 10)
+    for r in rows:
+        def ms(k: str) -> str:
+            return f"{r[k + '_ms']:.4f}" if r.get(k + "_ms") else "-"
+
+        def change(way: str) -> str:
+            a, b = r.get("off_ms"), r.get(f"{way}_ms")
+            return f"{(b / a - 1) * 100:+.1f}%" if a and b else "-"
+        best = min((r[f"{w}_ms"] for w in WAYS if f"{w}_ms" in r), default=None)
+        ratio = f"{best / r['flashmla_ms']:.2f}" if best and r["flashmla_ms"] else "-"
+        cfg = ",".join(f"{k}={v}" for k, v in r["config"].items() if k not in ("V2", "FAST_MAX", "PREFETCH"))
+        cell = f"{r['format']} H={r['heads']} ps={r['page_size']} B={r['batch']}"
+        print(f"| {r['lengths']} | {cell} | {cfg} | {ms('flashmla')} | {ms('off')} | {ms('wait-first')} | "
+              f"{change('wait-first')} | {ms('plan-first')} | {change('plan-first')} | {ratio} |")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# session 55, call D (carry [".whl"]; an H100 or an H200, say which): the split kernel launched as the programmatic
+# dependent of the kernel ahead (interface_hopper.SPLIT_PDL, pinned launches): (1) its GPU test (a captured step of
+# three layers, each a copy writing the query ahead of the decode; PDL 1 and 2, two and three buffers), (2)
+# split_pdl.py beside FlashMLA (fp8 H = 16, the tuned path's two configs pinned, uniform and ragged), (3) with what time
+# is left the same with a copy writing the query ahead of every call. LIMIT=SECONDS bounds it.
+set -o pipefail
+LIMIT=${LIMIT:-280}
+source docs/gpu_calls/lib.sh
+gpu_prelude
+export GIT_COMMIT=${GIT_COMMIT:-unknown}
+gpu_tests tests_d ${TESTS_CAP:-70} tests/gpu/test_mla_hopper_tok_gpu.py "kernel_ahead"
+probe pdl_d $(( (LIMIT - 10 - SECONDS) * 2 / 3 )) split_pdl.py --ragged --rounds ${ROUNDS:-3} \
+  | grep -E "^\||rc=|rror|not timed" | cut -c1-250
+left=$(( LIMIT - 10 - SECONDS ))
+[ $left -ge 40 ] && probe pdl_copy_d $left split_pdl.py --ahead copy --rounds ${ROUNDS:-3} --cells "fp8:16:64:32,64" \
+  | grep -E "^\||rc=|rror|not timed" | cut -c1-250
+tar -czf $OUT/logs55d.tgz -C /tmp $(cd /tmp && ls tests_d.log pdl_d.log pdl_copy_d.log 2>/dev/null)
