@@ -80,7 +80,14 @@ def main(argv: list[str] | None = None) -> int:
     fm, why = import_flashmla()
     print(f"{gpu}; torch {torch.__version__}; triton {triton.__version__}; ahead {args.ahead}; FlashMLA "
           f"{'beside' if fm is not None else f'not importable ({why}): no column'}", flush=True)
-    rows = []
+    rows: list[dict] = []
+
+    def write(rows: list[dict]) -> None:
+        result = dict(gpu=gpu, torch=torch.__version__, triton=triton.__version__, commit=git_commit(),
+                      ahead=args.ahead, rounds=args.rounds, sets=args.sets, rows=rows)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=1))
+
     for lengths in ("uniform", "ragged") if args.ragged else ("uniform",):
         for fmt, heads, page, batch in args.cells:
             made = cell_inputs(lengths, fmt, heads, page, batch, args.sets)
@@ -124,12 +131,10 @@ def main(argv: list[str] | None = None) -> int:
                     row[f"{way}_all_ms"] = ts
                 rows.append(row)
                 print(json.dumps(row), flush=True)
+                write(rows)     # (each row as it comes: a run cut short keeps what it timed)
             del xs, x
             torch.cuda.empty_cache()
-    result = dict(gpu=gpu, torch=torch.__version__, triton=triton.__version__, commit=git_commit(),
-                  ahead=args.ahead, rounds=args.rounds, sets=args.sets, rows=rows)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1))
+    write(rows)
     print(f"\n{gpu}; ms under graph replay (pinned, a plan made before the graph, ahead: {args.ahead}; median of "
           f"{args.rounds} rounds); changes against off; ratio: the fastest way / FlashMLA")
     print("| lengths | cell | config | FlashMLA | off | wait-first | change | plan-first | change | ratio |")

@@ -10,7 +10,7 @@ source docs/gpu_calls/lib.sh
 gpu_prelude
 export GIT_COMMIT=${GIT_COMMIT:-unknown}
 gpu_tests tests_d ${TESTS_CAP:-70} tests/gpu/test_mla_hopper_tok_gpu.py "kernel_ahead"
-probe pdl_d $(( (LIMIT - 10 - SECONDS) * 2 / 3 )) split_pdl.py --ragged --rounds ${ROUNDS:-3} \
+probe pdl_d $(( (LIMIT - 10 - SECONDS) * 2 / 3 )) split_pdl.py ${PDL_ARGS:---ragged} --rounds ${ROUNDS:-3} \
   | grep -E "^\||rc=|rror|not timed" | cut -c1-250
 left=$(( LIMIT - 10 - SECONDS ))
 [ $left -ge 40 ] && probe pdl_copy_d $left split_pdl.py --ahead copy --rounds ${ROUNDS:-3} --cells "fp8:16:64:32,64" \
