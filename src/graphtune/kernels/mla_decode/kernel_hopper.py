@@ -54,6 +54,7 @@ from __future__ import annotations
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.language.extra.cuda import gdc_wait as _gdc_wait
 from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared,
     mbarrier,
@@ -174,10 +175,10 @@ def _launch_dependents():
 
 @gluon.jit
 def _wait_primary():
-    """``griddepcontrol.wait``: in a kernel launched as the programmatic dependent of the kernel before it
-    (``launch_pdl``), wait here until that kernel has completed and its writes are visible; launched plainly, it
-    returns at once."""
-    gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+    """``griddepcontrol.wait`` (Triton's ``gdc_wait``): in a kernel launched as the programmatic dependent of the
+    kernel before it (``launch_pdl``), wait here until that kernel has completed and its writes are visible; launched
+    plainly, it returns at once."""
+    _gdc_wait()
 
 
 # What a request's start costs a program that crosses into it, in tiles (``_split_start``'s ``SEG_COST``), for the

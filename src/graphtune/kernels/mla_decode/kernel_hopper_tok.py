@@ -511,7 +511,8 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     ``PDL`` (launched as the programmatic dependent of the kernel before it, ``interface_hopper.SPLIT_PDL``; a probe's
     switch until timed): 1 waits for that kernel (``griddepcontrol.wait``) before its first global load, so only the
     launch and the shared memory's set-up overlap it; 2 (with ``plan_ptr``) reads the plan's row first and waits
-    before the first segment's query loads, so the kernel before it must not write the plan."""
+    right after it (before the first segment's page ids, query and copies), so the kernel before it must not write
+    the plan."""
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
     gl.static_assert(BLOCK_H == 16)
@@ -613,6 +614,9 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps,
                                              FP8_SEG_COST * (1 - DS))
     _stamp(STAMPS, srow, STAMP_CLK_SPLIT)
+    if PDL == 2:
+        # (the plan's row read: every later load waits for the kernel ahead)
+        _wait_primary()
 
     offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s16_layout))
     offs_h_s = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, s16_layout))
@@ -652,9 +656,6 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
             b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base, pg0, pg1, pg2 = _segment_pages(
                 seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, PAGE_SIZE, BLOCK_N, GATHER, NUM_BUF,
                 num_warps)
-        if PDL == 2:
-            if it == 0:
-                _wait_primary()
         qn, qr = _load_q_raw(q_ptr + b.to(gl.int64) * stride_q_b, heads_q, hmask_q, stride_q_h, q_layout)
         # The previous segment's MMAs (which read the query tile) are retired in every warp past this.
         _block_barrier()
