@@ -629,8 +629,8 @@ def test_the_split_launched_behind_the_kernel_ahead_waits_where_its_mode_says(nu
 
 def test_the_split_pdl_switch_adds_its_launch_options_where_they_apply(monkeypatch):
     """``SPLIT_PDL``: nothing at 0 or for other kernels than the second tokens-on-M one; mode 2 falls back to 1
-    without a plan or where the call just filled it (the plan kernel is then the kernel ahead); anything else is one
-    clear line."""
+    without a plan, where the call just filled it (the plan kernel is then the kernel ahead) or where a scale is a
+    tensor; anything else is one clear line."""
     pdl = interface_hopper._split_pdl
     monkeypatch.setattr(interface_hopper, "SPLIT_PDL", 0)
     assert pdl("V2", {"plan_ptr": 1}, False) == {}
@@ -638,6 +638,8 @@ def test_the_split_pdl_switch_adds_its_launch_options_where_they_apply(monkeypat
     assert pdl("V2", {"plan_ptr": 1}, False) == {"PDL": 2, "launch_pdl": True}
     assert pdl("V2", {"plan_ptr": 1}, True) == {"PDL": 1, "launch_pdl": True}
     assert pdl("V2", {}, False) == {"PDL": 1, "launch_pdl": True}
+    for scale in ("KV_SCALE_FROM_PTR", "Q_DESCALE_FROM_PTR"):       # (a scale tensor: read after the wait)
+        assert pdl("V2", {"plan_ptr": 1, scale: 1}, False) == {"PDL": 1, "launch_pdl": True}
     assert pdl("T8", {"plan_ptr": 1}, False) == {} and pdl(None, {}, False) == {}
     monkeypatch.setattr(interface_hopper, "SPLIT_PDL", 3)
     with pytest.raises(ValueError, match="SPLIT_PDL 3: expected 0, 1 or 2"):

@@ -1149,13 +1149,15 @@ SPLIT_PDL = 0
 def _split_pdl(reads: str | None, consts: dict[str, Any], filled: bool) -> dict[str, Any]:
     """The launch options :data:`SPLIT_PDL` adds to a pinned split launch: none where it is 0 or the kernel is not
     the second tokens-on-M one; mode 2 only with a plan that this call did not fill (``filled``: the plan kernel
-    just launched, right ahead of the split, writes the rows mode 2 reads before its wait: mode 1 there)."""
+    just launched, right ahead of the split, writes the rows mode 2 reads before its wait) and scales given as floats
+    (a scale tensor may be the kernel ahead's to write: the query's quantisation): mode 1 elsewhere."""
     mode = int(SPLIT_PDL)
     if mode not in (0, 1, 2):
         raise ValueError(f"interface_hopper.SPLIT_PDL {SPLIT_PDL!r}: expected 0, 1 or 2")
     if not mode or reads != "V2":
         return {}
-    if mode == 2 and (consts.get("plan_ptr") is None or filled):
+    if mode == 2 and (consts.get("plan_ptr") is None or filled or consts.get("KV_SCALE_FROM_PTR")
+                      or consts.get("Q_DESCALE_FROM_PTR")):
         mode = 1
     return {"PDL": mode, "launch_pdl": True}
 

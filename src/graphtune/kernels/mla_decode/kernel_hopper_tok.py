@@ -510,9 +510,9 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
 
     ``PDL`` (launched as the programmatic dependent of the kernel before it, ``interface_hopper.SPLIT_PDL``; a probe's
     switch until timed): 1 waits for that kernel (``griddepcontrol.wait``) before its first global load, so only the
-    launch and the shared memory's set-up overlap it; 2 (with ``plan_ptr``) reads the plan's row first and waits
-    right after it (before the first segment's page ids, query and copies), so the kernel before it must not write
-    the plan."""
+    launch and the shared memory's set-up overlap it; 2 (with ``plan_ptr`` and the scales given as floats) reads the
+    plan's row first and waits right after it (before the first segment's page ids, query and copies), so the kernel
+    before it must not write the plan."""
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
     gl.static_assert(BLOCK_H == 16)
@@ -562,7 +562,10 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     p_smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_H], gl.float16)
 
     if PDL == 2:
+        # (its scales as floats: a scale read from memory before the wait could be the kernel ahead's to write)
         gl.static_assert(plan_ptr is not None)
+        gl.static_assert(KV_SCALE_FROM_PTR == 0)
+        gl.static_assert(Q_DESCALE_FROM_PTR == 0)
     pid_h, pid, num_progs, h0 = _program_ids(BLOCK_H)
     srow = pid_h * num_progs + pid      # (the program's row of STAMPS: timeline probe only)
     _stamp(STAMPS, srow, STAMP_GT_IN, 1)
