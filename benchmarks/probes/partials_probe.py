@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
           "whole rows; relative error against the fp32 reference")
     print("| lengths | B | FlashMLA | fp32 | fp16 | change | scaled | change | scaled-rows | change | scaled / FlashMLA "
           "| errors: FlashMLA, fp32, fp16, scaled, scaled-rows |")
-    print("| --- |" * 12)
+    print("|" + " --- |" * 12)
     for r in rows:
         def ms(k: str) -> str:
             return f"{r[k + '_ms']:.4f}" if k + "_ms" in r else "-"

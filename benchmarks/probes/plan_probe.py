@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
           "change = against the same way without a plan")
     print("| lengths | B | FlashMLA | tuned | tuned, plan | change | plan in every call | change | b2 | b2, plan | "
           "change | b3 | b3, plan | change | tuned, plan / FlashMLA |")
-    print("| --- |" * 15)
+    print("|" + " --- |" * 15)
     for r in rows:
         def ms(k: str) -> str:
             return f"{r[k + '_ms']:.4f}" if k + "_ms" in r else "-"

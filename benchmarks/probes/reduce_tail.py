@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{gpu}; ms under graph replay ({how}, a plan made before the graph; median of {args.rounds} rounds), "
           f"early's change against base, stream's against early")
     print("| lengths | cell | FlashMLA | base | early | change | stream | change | best / FlashMLA |")
-    print("| --- |" * 9)
+    print("|" + " --- |" * 9)
     for r in rows:
         def ms(k: str) -> str:
             return f"{r[k + '_ms']:.4f}" if k + "_ms" in r else "-"

@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{gpu}; ms under graph replay (pinned, a plan made before the graph; median of {args.rounds} rounds); "
           "changes against plain")
     print("| lengths | cell | config | plain | stream | change | stream+pad | change |")
-    print("| --- |" * 8)
+    print("|" + " --- |" * 8)
     for r in rows:
         def ms(k: str) -> str:
             return f"{r[k + '_ms']:.4f}" if k + "_ms" in r else "-"

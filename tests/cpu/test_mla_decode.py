@@ -1415,17 +1415,23 @@ def test_bench_pins_every_hopper_variant_it_times_as_labelled(monkeypatch):
     ("reduce_tail", [], "needs a Hopper (sm_90) GPU"),
     ("stream_pad", ["--configs", "[{'V2': 1}]"], "--configs \"[{'V2': 1}]\": not JSON"),
     ("stream_pad", ["--pad", "-1"], "--pad -1: must be at least 0 (KB)"),
-    ("stream_pad", [], "needs a Hopper (sm_90) GPU")],
+    ("stream_pad", [], "needs a Hopper (sm_90) GPU"),
+    ("split_pdl", ["--cells", "fp8:16"], "--cells item 'fp8:16'"),
+    ("split_pdl", ["--sets", "0"], "--sets 0: must be at least 1"),
+    ("split_pdl", ["--ahead", "gemm"], "--ahead: invalid choice: 'gemm'"),
+    ("split_pdl", [], "needs a Hopper (sm_90) GPU")],
     ids=["three-parts", "not-a-power-of-two", "not-a-number", "no-gpu", "gather-bf16", "gather-whole-tiles",
          "gather-page-0", "gather-no-gpu", "timeline-two-parts", "timeline-format", "timeline-cell-keys",
          "timeline-overlay", "timeline-no-gpu", "cold-code-not-a-number", "cold-code-zero", "cold-code-load",
          "cold-code-no-gpu", "pick-check-cells", "pick-check-no-gpu", "clocks-cells", "clocks-seconds", "clocks-no-gpu",
          "cases-not-json", "cases-not-knobs", "cases-sanitize-range", "cases-no-gpu", "p-rounding-tokens", "pl-numerics-tokens",
          "query-rounding-heads", "query-rounding-batch", "ncu-query-precision", "ncu-no-gpu", "tail-cells",
-         "tail-format", "tail-rounds", "tail-no-gpu", "pad-configs", "pad-negative", "pad-no-gpu"])
+         "tail-format", "tail-rounds", "tail-no-gpu", "pad-configs", "pad-negative", "pad-no-gpu", "pdl-cells",
+         "pdl-sets", "pdl-ahead", "pdl-no-gpu"])
 def test_probes_say_what_is_wrong_in_one_line(probe_name, argv, expect):
     """benchmarks/probes/reduce_sweep.py, gather_route.py, timeline.py, cold_code.py, pick_check.py, clocks.py,
-    mla_cases.py, p_rounding.py, pl_numerics.py, query_rounding.py, ncu_mla.py, reduce_tail.py and stream_pad.py: a
+    mla_cases.py, p_rounding.py, pl_numerics.py, query_rounding.py, ncu_mla.py, reduce_tail.py, stream_pad.py and
+    split_pdl.py: a
     malformed argument is named with its value; without a GPU (this CPU machine) they say so; each exits 2 before
     touching any device."""
     probe = Path(__file__).resolve().parents[2] / "benchmarks" / "probes" / f"{probe_name}.py"
