@@ -1089,14 +1089,13 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
                                                   query_replaced=reads == "T8" and (fp8_q or pair))
         fn, consts = _kernel_and_params(heads, fmt, {**consts, "Q_LO": int(q_lo)})
         # (the plan made before T8's query pre-pass: T8 reads its row before it waits for the pass, _plan_first)
+        filled = False      # (whether this call launched the plan kernel: the split then runs right behind it)
         if plan is not None and _reads_plan(_heads_on_m(heads), fmt, {**cfg, **consts}):
             counts = _streams(fmt, reads or ("PP" if cfg.get("PP") else None), heads)
             rows = plan_mod.attach(plan, seq_lens, page_table, kv_cache.shape[1], grid[1], lambda _: grid[1],
                                    _B_CHUNK, fp8=fmt == "fp8", slots=reduction.SEG_FROM_PLAN, counts=counts)
             filled = plan_mod.plan_hook({**consts, "plan_ptr": rows})
             consts = {**consts, "plan_ptr": rows, **({"done_ptr": plan.counters()} if counts else {})}
-        else:
-            filled = False
         if fp8_q and reads:
             args, consts = _fp8_query(args, consts, q, q_scale, reads)
         elif pair:
