@@ -16,7 +16,9 @@ before it), ``--rounds`` rounds in alternating order, the median kept; FlashMLA 
     PYTHONPATH=src python benchmarks/probes/split_pdl.py --out benchmarks/results/split_pdl.json
 
 Prints a line per cell and a table last; JSON with the GPU, versions and commit. Without a Hopper GPU it says so and
-exits 2. A probe: ``SPLIT_PDL`` is a switch of pinned launches until its timing says whether the tuned path takes it.
+exits 2. ``--configs '[{}]'`` times the tuned path (the public call tuned per bucket by the cell's first call; the
+ways then share its pick: a tuned launch reads its plan first only where the pick is made and the plan holds its
+split, ``interface_hopper._tuned_split_pdl``).
 """
 from __future__ import annotations
 
@@ -62,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cells", type=parse_cells, default=parse_cells("fp8:16:64:32,64,128"),
                     help="FORMAT:HEADS:PAGE:B1,B2 ... (fp8 and fp8_ds_mla: the second tokens-on-M kernel)")
     ap.add_argument("--configs", type=parse_configs, default=parse_configs(CONFIGS),
-                    help="the split configs (a JSON list)")
+                    help="the split configs (a JSON list; {} the tuned path, tuned by the cell's first call)")
     ap.add_argument("--ahead", choices=("none", "copy"), default="none",
                     help="the kernel ahead of each call in the graph besides the previous call's reduction")
     ap.add_argument("--ragged", action="store_true", help="ragged lengths (1..8191) too")
@@ -81,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{gpu}; torch {torch.__version__}; triton {triton.__version__}; ahead {args.ahead}; FlashMLA "
           f"{'beside' if fm is not None else f'not importable ({why}): no column'}", flush=True)
     rows: list[dict] = []
+    shipped = interface_hopper.SPLIT_PDL        # (put back after each row's ways)
 
     def write(rows: list[dict]) -> None:
         result = dict(gpu=gpu, torch=torch.__version__, triton=triton.__version__, commit=git_commit(),
@@ -125,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                         interface_hopper.SPLIT_PDL = WAYS[way]
                         times[way].append(graph_time_ms([with_ahead(xi, decode_call(xi, fmt, config), args.ahead)
                                                          for xi in xs]))
-                interface_hopper.SPLIT_PDL = 0
+                interface_hopper.SPLIT_PDL = shipped
                 for way, ts in times.items():
                     row[f"{way}_ms"] = statistics.median(ts)
                     row[f"{way}_all_ms"] = ts
@@ -135,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
             del xs, x
             torch.cuda.empty_cache()
     write(rows)
-    print(f"\n{gpu}; ms under graph replay (pinned, a plan made before the graph, ahead: {args.ahead}; median of "
+    print(f"\n{gpu}; ms under graph replay (pinned or tuned, a plan made before the graph, ahead: {args.ahead}; median of "
           f"{args.rounds} rounds); changes against off; ratio: the fastest way / FlashMLA")
     print("| lengths | cell | config | FlashMLA | off | wait-first | change | plan-first | change | ratio |")
     print("|" + " --- |" * 10)
@@ -148,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
             return f"{(b / a - 1) * 100:+.1f}%" if a and b else "-"
         best = min((r[f"{w}_ms"] for w in WAYS if f"{w}_ms" in r), default=None)
         ratio = f"{best / r['flashmla_ms']:.2f}" if best and r["flashmla_ms"] else "-"
-        cfg = ",".join(f"{k}={v}" for k, v in r["config"].items() if k not in ("V2", "FAST_MAX", "PREFETCH"))
+        shown = [f"{k}={v}" for k, v in r["config"].items() if k not in ("V2", "FAST_MAX", "PREFETCH")]
+        cfg = ",".join(shown) or "tuned"
         cell = f"{r['format']} H={r['heads']} ps={r['page_size']} B={r['batch']}"
         print(f"| {r['lengths']} | {cell} | {cfg} | {ms('flashmla')} | {ms('off')} | {ms('wait-first')} | "
               f"{change('wait-first')} | {ms('plan-first')} | {change('plan-first')} | {ratio} |")

@@ -553,6 +553,18 @@ class GraphtuneKernel(KernelInterface):
         """The tuning key (bucketed) these arguments map to."""
         return self.key_builder(tuple(args), dict(kwargs or {}))
 
+    def chosen(self, args: tuple, kwargs: dict | None = None) -> triton.Config | None:
+        """The config a launch with these arguments would run now with nothing to resolve first: the forced one, else
+        this process's choice for their key; None where that launch would first resolve a miss (read the store, tune
+        or fall back). A launch that must set something up for its config before it runs asks it (a plan's rows
+        filled for that config's grid decide how the Hopper MLA split kernel waits for the kernel ahead)."""
+        if self._force_gen_seen != STATE.force_gen or self._force_env_seen != _env_get(_env_key):
+            self._resolve_force()
+        if self._forced is not None:
+            return self._forced.config
+        choice = self._cache.get(self.key_of(args, kwargs))
+        return None if choice is None else choice.config
+
     def install(self, key: tuple, config: triton.Config, results: list[dict[str, Any]] | None = None,
                 source: str = "tuned", record: bool = True) -> None:
         """Make ``config`` the choice for ``key`` (e.g. after sharded tuning) and, by default, record it."""

@@ -644,3 +644,58 @@ def test_the_split_pdl_switch_adds_its_launch_options_where_they_apply(monkeypat
     monkeypatch.setattr(interface_hopper, "SPLIT_PDL", 3)
     with pytest.raises(ValueError, match="SPLIT_PDL 3: expected 0, 1 or 2"):
         pdl("V2", {}, False)
+
+
+class _Launches:
+    """The plan kernel's launches, counted (``plan.fill`` launches it; no GPU here)."""
+
+    def __init__(self):
+        self.count = 0
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.count += 1
+        return launch
+
+
+class _Picked:
+    """The tuner's side of a tuned launch: ``chosen`` returns the pick (None: not made yet)."""
+
+    arg_names = ("q", "B")
+
+    def __init__(self, pick):
+        self.pick = pick
+
+    def chosen(self, args, kwargs=None):
+        return self.pick
+
+
+def test_a_tuned_split_reads_its_plan_before_waiting_only_where_pick_and_plan_are_ready(monkeypatch):
+    """A tuned launch's ``SPLIT_PDL = 2``: mode 2 only where the tuner has a pick for the launch and the plan holds that
+    pick's split (its pre-hook then launches nothing right ahead of the split); mode 1 before the pick, where the
+    pre-hook is about to fill the plan (the step's first layer), or where the plan holds another grid's split; no
+    PDL without ``SPLIT_PDL`` or for other kernels."""
+    import triton
+    from graphtune.kernels.mla_decode import plan as plan_mod
+    launches = _Launches()
+    monkeypatch.setattr(kh, "_mla_decode_plan_kernel", launches)
+    monkeypatch.setattr(interface_hopper, "SPLIT_PDL", 2)
+    seq_lens = torch.randint(1, 9000, (8,), dtype=torch.int32)
+    page_table = torch.randint(0, 1000, (8, 141), dtype=torch.int32)
+    plan = plan_mod.MLADecodePlan()
+    rows = plan_mod.attach(plan, seq_lens, page_table, 64, 264, lambda nargs: 132 * nargs["PER_SM"], 16)
+    consts = {"plan_ptr": rows, "PAGE_SIZE": 64}
+    one, two = (triton.Config({"PER_SM": n, "NUM_BUF": 2}) for n in (1, 2))
+    tuned = interface_hopper._tuned_split_pdl
+    wait_first, plan_first = {"PDL": 1, "launch_pdl": True}, {"PDL": 2, "launch_pdl": True}
+    args = (None, 8)
+    assert tuned(_Picked(None), "V2", args, consts) == wait_first      # (the tuner will time its configs)
+    assert tuned(_Picked(two), "V2", args, consts) == wait_first       # (its pre-hook fills the plan next)
+    assert plan_mod.plan_hook({**consts, **two.all_kwargs()}) and launches.count == 1
+    assert tuned(_Picked(two), "V2", args, consts) == plan_first       # (a later layer: nothing filled ahead)
+    assert not plan_mod.plan_hook({**consts, **two.all_kwargs()}) and launches.count == 1
+    assert tuned(_Picked(one), "V2", args, consts) == wait_first       # (another grid's split: filled again)
+    assert tuned(_Picked(two), "V2", args, {"PAGE_SIZE": 64}) == wait_first    # (no plan)
+    assert tuned(_Picked(two), "T8", args, consts) == {}
+    monkeypatch.setattr(interface_hopper, "SPLIT_PDL", 0)
+    assert tuned(_Picked(two), "V2", args, consts) == {}

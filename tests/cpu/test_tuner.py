@@ -269,6 +269,27 @@ def test_force_api_and_env_never_benchmark(monkeypatch):
     assert bench.calls == len(CONFIGS)
 
 
+def test_chosen_names_the_config_a_launch_would_run_without_resolving_anything():
+    """``chosen``: None before a bucket is tuned (and asking tunes nothing), the tuned pick after, per bucket; a force
+    wins over both and is gone with ``unforce``."""
+    bench = CountingBench()
+    k = graphtune.autotune(CONFIGS, key=["B"], name="t_chosen", buckets={"B": Buckets.explicit([1, 2, 4, 8])},
+                           do_bench=bench)(_scale_kernel)
+    args = (torch.empty(100), torch.empty(100), 100, 3, 2.0)
+    assert k.chosen(args) is None and bench.calls == 0
+    launch(k, 100, 3)
+    assert bench.calls == len(CONFIGS)
+    assert k.chosen(args) is k.best_config and k.chosen(args, {}) is k.best_config
+    assert k.chosen((*args[:3], 5, 2.0)) is None       # (bucket 8: not tuned)
+    graphtune.force("t_chosen", BLOCK=16, num_warps=2)
+    try:
+        forced = k.chosen((*args[:3], 5, 2.0))
+        assert forced.kwargs == {"BLOCK": 16} and forced.num_warps == 2
+    finally:
+        graphtune.unforce("t_chosen")
+    assert k.chosen((*args[:3], 5, 2.0)) is None and bench.calls == len(CONFIGS)
+
+
 def test_force_bad_names_are_errors(monkeypatch):
     graphtune.autotune(CONFIGS, key=["B"], name="t_force_bad")(_scale_kernel)
     with pytest.raises(ConfigError, match="unknown parameter 'BLOK'"):

@@ -464,21 +464,23 @@ def test_fp8_ds_mla_streamed_reduction_matches_reference_and_leaves_the_counters
 PDL_LENS = [4096, 1, 3001, 0, 65, 2500, 129, 4000]
 
 
-@pytest.mark.parametrize("num_buf,mode", [(2, 1), (2, 2), (3, 2)], ids=["buf2-wait-first", "buf2-plan-first",
-                                                                         "buf3-plan-first"])
+@pytest.mark.parametrize("num_buf,mode", [(2, 1), (2, 2), (3, 2), (None, 2)],
+                         ids=["buf2-wait-first", "buf2-plan-first", "buf3-plan-first", "tuned-plan-first"])
 def test_split_launched_behind_the_kernel_ahead_reads_what_that_kernel_wrote(num_buf, mode, monkeypatch):
     """A captured step of three layers, each a copy that writes the layer's query (the kernel ahead) then the
-    pinned fp8 H = 16 decode with the step's plan (made inside the step: the first layer's split runs right behind
-    the plan kernel, so it waits first whatever the mode), replayed after the queries' sources and the lengths change
-    in place, NaN-poisoned outputs: each layer's output within 2e-3 of its fp32 reference (a split that read its
-    query before the copy's writes, or a plan row before the plan kernel's, would be off), at 132 and 7 SMs."""
+    fp8 H = 16 decode, pinned or tuned (``num_buf`` None: tuned by the first, eager step), with the step's plan (made
+    inside the step: the first layer's split runs right behind the plan kernel, so it waits first whatever the mode),
+    replayed after the queries' sources and the lengths change in place, NaN-poisoned outputs: each layer's output
+    within 2e-3 of its fp32 reference (a split that read its query before the copy's writes, or a plan row before the
+    plan kernel's, would be off), at 132 and 7 SMs."""
     _skip_off_hopper()
-    skip_unproven({"PDL": mode})
+    skip_unproven({"PDL_TUNED": num_buf is None})
     monkeypatch.setattr(interface_hopper, "SPLIT_PDL", mode)
     seed = int.from_bytes(os.urandom(4), "little")
     x = bench.make_inputs(bench.Problem(len(PDL_LENS), 16, 4096, 64, "fp8"), seed=seed)
     x["seq_lens"].copy_(torch.tensor(PDL_LENS, dtype=torch.int32))
-    config = triton.Config(dict(V2=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1, PT_EARLY=1, RK64=1, CHAIN=1))
+    config = None if num_buf is None else triton.Config(dict(V2=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1,
+                                                             PT_EARLY=1, RK64=1, CHAIN=1))
     gen = torch.Generator(device=x["q"].device).manual_seed(seed)
     sources = [torch.randn(x["q"].shape, generator=gen, device=x["q"].device).to(x["q"].dtype) for _ in range(3)]
     queries = [torch.empty_like(x["q"]) for _ in range(3)]

@@ -508,11 +508,11 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     partial segment is counted once its stores are visible, so that the reduction merges a request as soon as its
     partials are written (``kernel_hopper.STREAM_GROUPS``).
 
-    ``PDL`` (launched as the programmatic dependent of the kernel before it, ``interface_hopper.SPLIT_PDL``; a probe's
-    switch until timed): 1 waits for that kernel (``griddepcontrol.wait``) before its first global load, so only the
-    launch and the shared memory's set-up overlap it; 2 (with ``plan_ptr`` and the scales given as floats) reads the
-    plan's row first and waits right after it (before the first segment's page ids, query and copies), so the kernel
-    before it must not write the plan."""
+    ``PDL`` (launched as the programmatic dependent of the kernel before it, ``interface_hopper.SPLIT_PDL``): 1 waits
+    for that kernel (``griddepcontrol.wait``) before its first global load, so only the launch and the shared memory's
+    set-up overlap it; 2 (with ``plan_ptr`` and the scales given as floats) reads the plan's row first and waits right
+    after it (before the first segment's page ids, query and copies), so the kernel before it must not write the
+    plan."""
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
     gl.static_assert(BLOCK_H == 16)

@@ -137,16 +137,19 @@ class MLADecodePlan(_OpArgument):
         whether it launched the plan kernel (the split launched next then runs right behind it)."""
         self._counted = counted
         self._geometry = geometry
-        # (in each of the tuner's timing graphs again: capture.timer_graph)
-        want = (programs, page_size, seg_cost, min_tiles, slots, timer_graph())
-        if self._filled == want:
+        if self.holds(programs, page_size, seg_cost, min_tiles, slots):
             return False
         kernel_hopper._mla_decode_plan_kernel[(1, programs)](
             seq_lens, page_table, self._rows, seq_lens.shape[0], page_table.stride(0), PAGE_SIZE=page_size,
             B_CHUNK=b_chunk, BLOCK_N=64, SEG_COST=seg_cost, MIN_TILES=min_tiles, num_warps=4,
             **({"seg_ptr": self._slots} if slots else {}))
-        self._filled = want
+        self._filled = (programs, page_size, seg_cost, min_tiles, slots, timer_graph())
         return True
+
+    def holds(self, programs: int, page_size: int, seg_cost: int, min_tiles: int = 1, slots: bool = False) -> bool:
+        """Whether the rows hold that split already (:meth:`fill` would launch nothing); in each of the tuner's timing
+        graphs they are filled again (``capture.timer_graph``)."""
+        return self._filled == (programs, page_size, seg_cost, min_tiles, slots, timer_graph())
 
 
 def plan_hook(nargs: dict[str, Any]) -> bool:
@@ -169,20 +172,33 @@ def attach(plan: MLADecodePlan, seq_lens: torch.Tensor, page_table: torch.Tensor
     which a config of at most ``kernel_hopper.STREAM_MAX_BUF`` buffers counts its segments in (:func:`counted_of`)."""
     rows = plan.rows(seq_lens, page_table, max_programs)
 
-    def fill(nargs: dict[str, Any]) -> bool:
+    def split(nargs: dict[str, Any]) -> tuple[int, int, int, int, bool]:
+        # (programs, page size, price of a request's start, least tiles, slots) of the split a config runs
         if nargs.get("DS"):
             seg_cost = 0
         else:
             seg_cost = int(kernel_hopper.FP8_SEG_COST) if fp8 else BF16_PLAN_SEG_COST
-        return plan.fill(seq_lens, page_table, page_size, programs_of(nargs), seg_cost, b_chunk,
-                  int(nargs.get("MIN_TILES", 1)), slots,
-                  counts and int(nargs.get("NUM_BUF", 2)) <= int(kernel_hopper.STREAM_MAX_BUF),
-                  stream_geometry(nargs))
+        return programs_of(nargs), page_size, seg_cost, int(nargs.get("MIN_TILES", 1)), slots
+
+    def fill(nargs: dict[str, Any]) -> bool:
+        programs, size, seg_cost, least, want_slots = split(nargs)
+        return plan.fill(seq_lens, page_table, size, programs, seg_cost, b_chunk, least, want_slots,
+                         counts and int(nargs.get("NUM_BUF", 2)) <= int(kernel_hopper.STREAM_MAX_BUF),
+                         stream_geometry(nargs))
     rows._graphtune_fill = fill
+    rows._graphtune_holds = lambda nargs: plan.holds(*split(nargs))
     rows._graphtune_slots = plan.slots
     rows._graphtune_counted = plan.counted
     rows._graphtune_geometry = plan.stream_geometry
     return rows
+
+
+def holds_for(nargs: dict[str, Any]) -> bool:
+    """Whether the plan whose rows ``nargs`` pass as ``plan_ptr`` holds the split of the config ``nargs`` (a launch's
+    arguments and constexprs) already, so that :func:`plan_hook` would launch nothing ahead of that launch; False
+    without a plan or for rows not made by :func:`attach`."""
+    holds = getattr(nargs.get("plan_ptr"), "_graphtune_holds", None)
+    return bool(holds(nargs)) if holds is not None else False
 
 
 def stream_geometry(nargs: dict[str, Any]) -> tuple[int, int]:
