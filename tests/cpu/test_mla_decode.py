@@ -1419,7 +1419,11 @@ def test_bench_pins_every_hopper_variant_it_times_as_labelled(monkeypatch):
     ("split_pdl", ["--cells", "fp8:16"], "--cells item 'fp8:16'"),
     ("split_pdl", ["--sets", "0"], "--sets 0: must be at least 1"),
     ("split_pdl", ["--ahead", "gemm"], "--ahead: invalid choice: 'gemm'"),
-    ("split_pdl", [], "needs a Hopper (sm_90) GPU")],
+    ("split_pdl", [], "needs a Hopper (sm_90) GPU"),
+    ("ds_lse", ["--seeds", "1,x"], "--seeds '1,x': expected comma-separated integers"),
+    ("ds_lse", ["--random", "-1"], "--random -1: must be at least 0"),
+    ("ds_lse", ["--ways", "0,3"], "--ways '0,3': expected SPLIT_PDL values 0, 1 or 2"),
+    ("ds_lse", [], "needs a Hopper (sm_90) GPU")],
     ids=["three-parts", "not-a-power-of-two", "not-a-number", "no-gpu", "gather-bf16", "gather-whole-tiles",
          "gather-page-0", "gather-no-gpu", "timeline-two-parts", "timeline-format", "timeline-cell-keys",
          "timeline-overlay", "timeline-no-gpu", "cold-code-not-a-number", "cold-code-zero", "cold-code-load",
@@ -1427,11 +1431,11 @@ def test_bench_pins_every_hopper_variant_it_times_as_labelled(monkeypatch):
          "cases-not-json", "cases-not-knobs", "cases-sanitize-range", "cases-no-gpu", "p-rounding-tokens", "pl-numerics-tokens",
          "query-rounding-heads", "query-rounding-batch", "ncu-query-precision", "ncu-no-gpu", "tail-cells",
          "tail-format", "tail-rounds", "tail-no-gpu", "pad-configs", "pad-negative", "pad-no-gpu", "pdl-cells",
-         "pdl-sets", "pdl-ahead", "pdl-no-gpu"])
+         "pdl-sets", "pdl-ahead", "pdl-no-gpu", "lse-seeds", "lse-random", "lse-ways", "lse-no-gpu"])
 def test_probes_say_what_is_wrong_in_one_line(probe_name, argv, expect):
     """benchmarks/probes/reduce_sweep.py, gather_route.py, timeline.py, cold_code.py, pick_check.py, clocks.py,
-    mla_cases.py, p_rounding.py, pl_numerics.py, query_rounding.py, ncu_mla.py, reduce_tail.py, stream_pad.py and
-    split_pdl.py: a
+    mla_cases.py, p_rounding.py, pl_numerics.py, query_rounding.py, ncu_mla.py, reduce_tail.py, stream_pad.py,
+    split_pdl.py and ds_lse.py: a
     malformed argument is named with its value; without a GPU (this CPU machine) they say so; each exits 2 before
     touching any device."""
     probe = Path(__file__).resolve().parents[2] / "benchmarks" / "probes" / f"{probe_name}.py"
