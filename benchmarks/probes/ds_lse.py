@@ -7,8 +7,9 @@ config pinned with ``PT_EARLY``), the pinned launch at 132 / 7 / 1 SMs, the outp
 
     PYTHONPATH=src python benchmarks/probes/ds_lse.py --seeds 1720180888 --random 12
 
-Prints a line per seed and way (the largest LSE error, where, and the output's error beyond bf16 rounding); JSON with
-the GPU, versions and commit.
+Prints a line per seed, way and SM count (the largest LSE error of its ``--repeat`` launches, where, the output's
+error beyond bf16 rounding, and how many repeats differed from the first bit for bit: the same inputs and launch, so
+any difference is a race); JSON with the GPU, versions and commit.
 """
 from __future__ import annotations
 
@@ -55,10 +56,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=seeds_arg, default=[], help="seeds to run again (comma-separated)")
     ap.add_argument("--random", type=int, default=8, help="fresh random seeds besides")
     ap.add_argument("--ways", type=ways_arg, default=[0, 2], help="SPLIT_PDL values (comma-separated)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="launches of each seed, way and SM count (their outputs compared bit for bit)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/ds_lse.json"))
     args = ap.parse_args(argv)
     if args.random < 0:
         ap.error(f"--random {args.random}: must be at least 0")
+    if args.repeat < 1:
+        ap.error(f"--repeat {args.repeat}: must be at least 1")
     ways = args.ways
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
         print("ds_lse: needs a Hopper (sm_90) GPU", file=sys.stderr)
@@ -78,14 +83,25 @@ def main(argv: list[str] | None = None) -> int:
             for way in ways:
                 interface_hopper.SPLIT_PDL = way
                 for sms in (132, 7, 1):
-                    x["out"].fill_(float("nan"))
-                    out, lse = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], t.SM_SCALE,
-                                                 1.0, "fp8_ds_mla", x["out"], True, num_sms=sms, path="hopper")
-                    torch.cuda.synchronize()
-                    diff = (lse - ref_lse).abs()
-                    at = divmod(int(diff.argmax()), diff.shape[1])
-                    row = dict(seed=seed, split_pdl=way, sms=sms, lse_err=float(diff.max()), at=at,
-                               out_err=t._beyond_bf16(out, ref32))
+                    first = None
+                    errs, differs = [], 0
+                    for _ in range(args.repeat):
+                        x["out"].fill_(float("nan"))
+                        out, lse = interface._launch(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"],
+                                                     t.SM_SCALE, 1.0, "fp8_ds_mla", x["out"], True, num_sms=sms,
+                                                     path="hopper")
+                        torch.cuda.synchronize()
+                        diff = (lse - ref_lse).abs()
+                        errs.append((float(diff.max()), divmod(int(diff.argmax()), diff.shape[1]),
+                                     t._beyond_bf16(out, ref32)))
+                        if first is None:
+                            first = (out.clone(), lse.clone())
+                        elif not (torch.equal(out, first[0]) and torch.equal(lse, first[1])):
+                            differs += 1     # (the same inputs and launch: any difference is a race)
+                    worst = max(errs)
+                    row = dict(seed=seed, split_pdl=way, sms=sms, lse_err=worst[0], at=worst[1], out_err=worst[2],
+                               repeats=args.repeat, differing_repeats=differs,
+                               lse_errs=sorted({round(e[0], 7) for e in errs}))
                     rows.append(row)
                     print(json.dumps(row), flush=True)
     finally:
@@ -96,10 +112,13 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(dict(gpu=gpu, torch=torch.__version__, triton=triton.__version__,
                                         commit=git_commit(), rows=rows), indent=1))
-    worst = {}
+    worst, differing = {}, {}
     for r in rows:
         worst[r["split_pdl"]] = max(worst.get(r["split_pdl"], 0.0), r["lse_err"])
+        differing[r["split_pdl"]] = differing.get(r["split_pdl"], 0) + r["differing_repeats"]
     print("largest LSE error per SPLIT_PDL: " + ", ".join(f"{w}: {e:.2e}" for w, e in worst.items()))
+    print("repeats that differed from their first launch per SPLIT_PDL: "
+          + ", ".join(f"{w}: {n}" for w, n in differing.items()))
     print(f"wrote {args.out}")
     return 0
 
