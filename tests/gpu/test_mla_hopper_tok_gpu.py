@@ -242,7 +242,8 @@ def test_tok_ds_matches_reference(monkeypatch, config, case, spread):
     """fp8_ds_mla through path="hopper": relative error beyond the bf16 output rounding (:func:`_beyond_bf16`)
     <= 2e-3 (issue 14's fp8 bound), per 128-dim chunk too, LSE within 2e-3, lengths 1 / 63 / 64 / 65 / odd, NaN in
     every row past seq_len, NaN-poisoned outputs, SM counts that make requests straddle programs; ``spread``: the
-    four groups' scales 2^12 apart (a chunk whose small scale were lost in fp16 P: 2.4e-2, docs/mla_decode.md)."""
+    four groups' scales 2^12 apart (a chunk whose small scale were lost in fp16 P: 2.4e-2, docs/mla_decode.md), the
+    LSE then within 8e-3 (its largest group's keys 4x the others')."""
     _skip_off_hopper()
     skip_unproven(config)
     heads, page_size, lens = case
@@ -258,7 +259,12 @@ def test_tok_ds_matches_reference(monkeypatch, config, case, spread):
         for name, part in [("all", slice(None))] + [(f"chunk {c}", slice(128 * c, 128 * (c + 1))) for c in range(4)]:
             err = _beyond_bf16(out[..., part], ref32[..., part])
             assert err <= 2e-3, f"seed {seed}, {sms} SMs, {name}: rel err beyond bf16 rounding {err:.3e}"
-        assert float((lse - ref_lse).abs().max()) <= 2e-3, f"seed {seed}, {sms} SMs: lse"
+        # spread: group 3's keys 2^2 times larger, so its scores' rounding (the query's e4m3 hi / lo pair, ~2^-9 of
+        # each product) up to 4x; the LSE of a 63-65-token request is about its largest score's (session 56, call C,
+        # benchmarks/probes/ds_lse.py, 17 seeds on an H100: up to 2.09e-3 with spread scales, the same bit for bit
+        # with the split launched plainly and behind the kernel ahead; call B's test run saw 3.0e-3)
+        lse_bound = 8e-3 if spread else 2e-3
+        assert float((lse - ref_lse).abs().max()) <= lse_bound, f"seed {seed}, {sms} SMs: lse"
 
 
 @pytest.mark.parametrize("fmt,page_size", [("fp8", 1), ("fp8", 16), ("fp8_ds_mla", 16), ("fp8_ds_mla", 1)])
