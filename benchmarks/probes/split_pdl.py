@@ -1,5 +1,6 @@
-"""Whether the split kernel pays for starting before the kernel ahead of it ends: the second fp8 tokens-on-M kernel
-pinned to one config at a time, with a step's plan, launched as the programmatic dependent of the kernel before it.
+"""Whether the split kernel pays for starting before the kernel ahead of it ends: a split kernel that takes PDL
+(the second fp8 tokens-on-M kernel pinned, or the tuned path), with a step's plan, launched as the programmatic dependent
+of the kernel before it.
 
 Each layer's decode call starts from nothing: its split kernel's programs are scheduled only once the kernel ahead
 has completed, then read the plan's row (one round trip) before the first segment's query and copies (session 49's
@@ -62,7 +63,8 @@ def with_ahead(x: dict, call, ahead: str):
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cells", type=parse_cells, default=parse_cells("fp8:16:64:32,64,128"),
-                    help="FORMAT:HEADS:PAGE:B1,B2 ... (fp8 and fp8_ds_mla: the second tokens-on-M kernel)")
+                    help="FORMAT:HEADS:PAGE:B1,B2 ... (the pinned configs: fp8 and fp8_ds_mla, the second "
+                         "tokens-on-M kernel; tuned, --configs '[{}]': bf16 too)")
     ap.add_argument("--configs", type=parse_configs, default=parse_configs(CONFIGS),
                     help="the split configs (a JSON list; {} the tuned path, tuned by the cell's first call)")
     ap.add_argument("--ahead", choices=("none", "copy"), default="none",

@@ -585,46 +585,66 @@ def test_row_gather_reads_its_split_from_a_plan(num_buf):
     assert _barriers_before_the_first_copy(sass, ("LDGSTS",)) < _barriers_before_the_first_copy(sass0, ("LDGSTS",))
 
 
-def _pdl_build(num_buf: int, pdl: int):
+# the split kernels that take PDL, as a pinned launch runs them: (format, heads, config, the MMAs they issue)
+PDL_KERNELS = {
+    "fp8-v2-buf2": ("fp8", 16, dict(V2=1, NUM_BUF=2, PREFETCH=1, FAST_MAX=1, PT_EARLY=1, RK64=1, CHAIN=1),
+                    ("QGMMA.64x32x32.F32.E4M3.E4M3", "HGMMA.64x16x16.F32")),
+    "fp8-v2-buf3": ("fp8", 16, dict(V2=1, NUM_BUF=3, PREFETCH=1, FAST_MAX=1, PT_EARLY=1, RK64=1, CHAIN=1),
+                    ("QGMMA.64x32x32.F32.E4M3.E4M3", "HGMMA.64x16x16.F32")),
+    "bf16-tok": ("bf16", 16, {}, ("HGMMA.64x16x16.F32.BF16",)),
+    "bf16-pp": ("bf16", 128, dict(PP=1, SM1=1, RA=1), ("HGMMA.64x64x16.F32.BF16", "HGMMA.64x256x16.F32.BF16")),
+}
+
+
+def _pdl_build(kernel: str, pdl: int):
     from test_mla_decode import compile_sm90
-    q = torch.empty(2, 16, 576, dtype=torch.bfloat16)
-    kv = torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn)
-    config = dict(V2=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1, PT_EARLY=1, RK64=1, CHAIN=1)
+    fmt, heads, config, _ = PDL_KERNELS[kernel]
+    q = torch.empty(2, heads, 576, dtype=torch.bfloat16)
+    kv = torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn if fmt == "fp8" else torch.bfloat16)
     args, grid, consts, _ = interface_hopper.hopper_call(
-        q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32), 0.04, 1.0, "fp8",
-        torch.empty(2, 16, 512, dtype=torch.bfloat16), False, sms=132, config=config)
-    fn, consts = interface_hopper._kernel_and_params(16, "fp8", consts)
+        q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32), 0.04, 1.0, fmt,
+        torch.empty(2, heads, 512, dtype=torch.bfloat16), False, sms=132, config=config)
+    fn, consts = interface_hopper._kernel_and_params(heads, fmt, consts)
+    assert interface_hopper._takes_pdl(fn), kernel
     consts = {**consts, "plan_ptr": torch.empty(grid[1], int(kh.PLAN_COLS), dtype=torch.int32),
               **({"PDL": pdl} if pdl else {})}
     return compile_sm90(fn, args, consts)
 
 
-@pytest.mark.parametrize("num_buf", [2, 3])
-def test_the_split_launched_behind_the_kernel_ahead_waits_where_its_mode_says(num_buf):
-    """``PDL`` (``interface_hopper.SPLIT_PDL``), compiled for sm_90 with a plan: one ``griddepcontrol.wait``
-    (``ACQBULK`` in the SASS), none without; mode 1 before the kernel's first global load, mode 2 after the plan
-    row's loads (all from one base) and before every other load and the first tile's copy; the same shared memory
-    and MMAs as the build without."""
-    base = _pdl_build(num_buf, 0)
+@pytest.mark.parametrize("kernel", list(PDL_KERNELS))
+def test_the_split_launched_behind_the_kernel_ahead_waits_where_its_mode_says(kernel):
+    """``PDL`` (``interface_hopper.SPLIT_PDL``), compiled for sm_90 with a plan, in each kernel that takes it: one
+    ``griddepcontrol.wait`` (``ACQBULK`` in the SASS) a warpgroup (two in the ping-pong kernel), none without; mode
+    1 before the kernel's first global load, mode 2 after the plan row's loads (all from one base) and before every
+    other load and the first tile's copy; the same shared memory, MMAs and copies as the build without."""
+    mmas = PDL_KERNELS[kernel][3]
+    warpgroups = 2 if kernel == "bf16-pp" else 1
+    base = _pdl_build(kernel, 0)
     sass0 = _sass(base)
     assert "griddepcontrol.wait" not in base.asm["ptx"] and "ACQBULK" not in sass0
+    assert all(sass0.count(op) for op in mmas), mmas
     for mode in (1, 2):
-        built = _pdl_build(num_buf, mode)
+        built = _pdl_build(kernel, mode)
         assert _shared(built) == _shared(base)
         sass = _sass(built)
-        for op in ("QGMMA.64x32x32.F32.E4M3.E4M3", "HGMMA.64x16x16.F32", "UTMALDG"):
+        for op in (*mmas, "UTMALDG"):
             assert sass.count(op) == sass0.count(op), (mode, op)
         lines = sass.splitlines()
         waits = [i for i, ln in enumerate(lines) if "ACQBULK" in ln]
-        assert len(waits) == 1 and built.asm["ptx"].count("griddepcontrol.wait") == 1, (mode, waits)
-        loads = [ln for ln in lines[:waits[0]] if re.search(r"\bLDG", ln)]
+        assert len(waits) == warpgroups, (mode, waits)
+        assert built.asm["ptx"].count("griddepcontrol.wait") == warpgroups, mode
         copy = next(i for i, ln in enumerate(lines) if "UTMALDG" in ln)
         assert waits[0] < copy, mode
-        if mode == 1:
-            assert not loads, loads
-        else:
-            bases = {re.search(r"\[(R\d+)\.64", ln).group(1) for ln in loads}
-            assert 4 <= len(loads) <= 10 and len(bases) == 1, loads     # (the plan's row: one base, its columns)
+        # each warpgroup's code from its start (the kernel's, or the worker partition's first instruction after the
+        # default partition's code ends at an EXIT) up to its wait
+        starts = [0] + [i + 1 for i, ln in enumerate(lines) if re.search(r"\bEXIT\b", ln)][:warpgroups - 1]
+        for start, wait in zip(sorted(starts), waits):
+            loads = [ln for ln in lines[start:wait] if re.search(r"\bLDG", ln)]
+            if mode == 1:
+                assert not loads, (mode, loads)
+            else:
+                bases = {re.search(r"\[(R\d+)\.64", ln).group(1) for ln in loads}
+                assert 4 <= len(loads) <= 10 and len(bases) == 1, loads     # (the plan's row: one base, its columns)
 
 
 def test_the_split_pdl_switch_adds_its_launch_options_where_they_apply(monkeypatch):
@@ -633,17 +653,26 @@ def test_the_split_pdl_switch_adds_its_launch_options_where_they_apply(monkeypat
     tensor; anything else is one clear line."""
     pdl = interface_hopper._split_pdl
     monkeypatch.setattr(interface_hopper, "SPLIT_PDL", 0)
-    assert pdl("V2", {"plan_ptr": 1}, False) == {}
+    assert pdl(True, {"plan_ptr": 1}, False) == {}
     monkeypatch.setattr(interface_hopper, "SPLIT_PDL", 2)
-    assert pdl("V2", {"plan_ptr": 1}, False) == {"PDL": 2, "launch_pdl": True}
-    assert pdl("V2", {"plan_ptr": 1}, True) == {"PDL": 1, "launch_pdl": True}
-    assert pdl("V2", {}, False) == {"PDL": 1, "launch_pdl": True}
+    assert pdl(True, {"plan_ptr": 1}, False) == {"PDL": 2, "launch_pdl": True}
+    assert pdl(True, {"plan_ptr": 1}, True) == {"PDL": 1, "launch_pdl": True}
+    assert pdl(True, {}, False) == {"PDL": 1, "launch_pdl": True}
     for scale in ("KV_SCALE_FROM_PTR", "Q_DESCALE_FROM_PTR"):       # (a scale tensor: read after the wait)
-        assert pdl("V2", {"plan_ptr": 1, scale: 1}, False) == {"PDL": 1, "launch_pdl": True}
-    assert pdl("T8", {"plan_ptr": 1}, False) == {} and pdl(None, {}, False) == {}
+        assert pdl(True, {"plan_ptr": 1, scale: 1}, False) == {"PDL": 1, "launch_pdl": True}
+    assert pdl(False, {"plan_ptr": 1}, False) == {}
     monkeypatch.setattr(interface_hopper, "SPLIT_PDL", 3)
     with pytest.raises(ValueError, match="SPLIT_PDL 3: expected 0, 1 or 2"):
-        pdl("V2", {}, False)
+        pdl(True, {}, False)
+    # which kernels take it: the second fp8 tokens-on-M kernel, the bf16 tokens-on-M and bf16 ping-pong kernels; not
+    # T8 (launched behind its query's pre-pass already) nor the heads-on-M first kernels
+    from graphtune.kernels.mla_decode import kernel_hopper_pp, kernel_hopper_pp8
+    takes = interface_hopper._takes_pdl
+    assert takes(kernel_hopper_tok._mla_decode_hopper_tok_fp8_v2_kernel) and takes(kh._mla_decode_hopper_tok_kernel)
+    assert takes(kernel_hopper_pp._mla_decode_hopper_pp_kernel)
+    assert not takes(kernel_hopper_pp8._mla_decode_hopper_pp8_kernel) and not takes(kh._mla_decode_hopper_kernel)
+    assert not takes(kernel_hopper_pp._mla_decode_hopper_pp_fp8_kernel)
+    assert takes(interface_hopper.tuned_kernel(False, False)) and not takes(interface_hopper.tuned_kernel(True, False))
 
 
 class _Launches:
@@ -659,12 +688,12 @@ class _Launches:
 
 
 class _Picked:
-    """The tuner's side of a tuned launch: ``chosen`` returns the pick (None: not made yet)."""
+    """The tuner's side of a tuned launch: ``chosen`` returns the pick (None: not made yet); ``takes``: whether its
+    kernel takes ``PDL``."""
 
-    arg_names = ("q", "B")
-
-    def __init__(self, pick):
+    def __init__(self, pick, takes=True):
         self.pick = pick
+        self.arg_names = ("q", "B", *(("PDL",) if takes else ()))
 
     def chosen(self, args, kwargs=None):
         return self.pick
@@ -689,13 +718,13 @@ def test_a_tuned_split_reads_its_plan_before_waiting_only_where_pick_and_plan_ar
     tuned = interface_hopper._tuned_split_pdl
     wait_first, plan_first = {"PDL": 1, "launch_pdl": True}, {"PDL": 2, "launch_pdl": True}
     args = (None, 8)
-    assert tuned(_Picked(None), "V2", args, consts) == wait_first      # (the tuner will time its configs)
-    assert tuned(_Picked(two), "V2", args, consts) == wait_first       # (its pre-hook fills the plan next)
+    assert tuned(_Picked(None), args, consts) == wait_first      # (the tuner will time its configs)
+    assert tuned(_Picked(two), args, consts) == wait_first       # (its pre-hook fills the plan next)
     assert plan_mod.plan_hook({**consts, **two.all_kwargs()}) and launches.count == 1
-    assert tuned(_Picked(two), "V2", args, consts) == plan_first       # (a later layer: nothing filled ahead)
+    assert tuned(_Picked(two), args, consts) == plan_first       # (a later layer: nothing filled ahead)
     assert not plan_mod.plan_hook({**consts, **two.all_kwargs()}) and launches.count == 1
-    assert tuned(_Picked(one), "V2", args, consts) == wait_first       # (another grid's split: filled again)
-    assert tuned(_Picked(two), "V2", args, {"PAGE_SIZE": 64}) == wait_first    # (no plan)
-    assert tuned(_Picked(two), "T8", args, consts) == {}
+    assert tuned(_Picked(one), args, consts) == wait_first       # (another grid's split: filled again)
+    assert tuned(_Picked(two), args, {"PAGE_SIZE": 64}) == wait_first    # (no plan)
+    assert tuned(_Picked(two, takes=False), args, consts) == {}  # (a kernel without PDL: T8, the first kernels)
     monkeypatch.setattr(interface_hopper, "SPLIT_PDL", 0)
-    assert tuned(_Picked(two), "V2", args, consts) == {}
+    assert tuned(_Picked(two), args, consts) == {}

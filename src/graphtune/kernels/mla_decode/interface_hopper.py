@@ -1100,7 +1100,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
             args, consts = _fp8_query(args, consts, q, q_scale, reads)
         elif pair:
             args, consts = _query_pair(args, consts, q)
-        fn[grid](*args, **consts, **_split_pdl(reads, consts, filled))
+        fn[grid](*args, **consts, **_split_pdl(_takes_pdl(fn), consts, filled))
         return _with_plan_slots(scratch, consts)
     route = _tuned_route(heads, fmt, q.shape[0], kv_cache.shape[1], q_lo, fp8_q)
     p8 = bool(p8) and not q_lo and route == "third"
@@ -1136,36 +1136,45 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
     elif reads == "T8":
         args, consts = _query_pair(args, consts, q)
     kernel = _route_kernel(route, heads, fmt, q_lo, p8)
-    kernel[grid](*args, **consts, **_tuned_split_pdl(kernel, reads, args, consts))
+    kernel[grid](*args, **consts, **_tuned_split_pdl(kernel, args, consts))
     return _with_plan_slots(scratch, consts)
 
 
-# The second fp8 tokens-on-M kernel (fp8 and fp8_ds_mla, H < 64, its row gather included) launched as the
-# programmatic dependent of the kernel before it (its ``PDL`` constexpr: 1 waits for that kernel before its first
-# load, 2 reads the plan's row first and waits before the first segment's page ids, query and copies), pinned and
-# tuned: 2 takes mode 2 where it is safe (:func:`_split_pdl`, :func:`_tuned_split_pdl`), 1 elsewhere; 0 launches it as
-# before. Mode 2 needs the plan's rows written by a kernel that has completed before the kernel ahead started: a call
-# whose own plan fill is the kernel ahead, a call without a plan and a call whose scales are tensors (which the
-# query's quantisation ahead may write) wait first. Measured on an H100 (session 56, call A,
+# The split kernels that take the ``PDL`` constexpr (the second fp8 tokens-on-M kernel: fp8 and fp8_ds_mla, H < 64,
+# its row gather included; the bf16 tokens-on-M kernel, H < 64; the bf16 ping-pong kernel, H a multiple of 64, each
+# warpgroup waiting) launched as the programmatic dependent of the kernel before them: 1 waits for that kernel before
+# the first global load, 2 reads the plan's row first and waits before the first segment's page ids, query and copies;
+# pinned and tuned: 2 takes mode 2 where it is safe (:func:`_split_pdl`, :func:`_tuned_split_pdl`), 1 elsewhere; 0
+# launches them as before. Mode 2 needs the plan's rows written by a kernel that completed before the kernel ahead
+# started: a call whose own plan fill is the kernel ahead, a call without a plan and a call whose scales are tensors
+# (which the query's quantisation ahead may write) wait first. Measured on an H100 (session 56, call A,
 # `benchmarks/probes/split_pdl.py --ragged` and `--ahead copy`, fp8 H = 16, page size 64, 4096-token requests, pinned
 # to the tuned path's two configs, a plan made before the graph, graph replay, median of three rounds): the previous
 # call's reduction ahead, plan-first 0.0365 / 0.0623 / 0.1108 ms against 0.0373 / 0.0625 / 0.1109 off with three
 # buffers at batch 32 / 64 / 128 (-2.2 / -0.2 / -0.1%), -0.6 / -0.6 / +0.0% with two, ragged -0.4 to -1.1% but +0.1%
 # in one cell, wait-first -0.8 to +0.1%; a copy writing the query ahead (as a projection would), plan-first -1.0 /
-# -0.1 / -0.5 / -0.1% at batch 32 / 32 / 64 / 64 (three / two buffers). The GPU test passed in that call
-# (`test_split_launched_behind_the_kernel_ahead_reads_what_that_kernel_wrote`).
+# -0.1 / -0.5 / -0.1% at batch 32 / 32 / 64 / 64 (three / two buffers). Tuned (call B, `--configs '[{}]'`): -0.9 /
+# -0.3 / -0.2% at batch 32 / 64 / 128 (ragged -0.5 / -0.6 / -0.0%), fp8_ds_mla -0.7 / -0.4%, the row gather at page
+# size 1 -0.3 / -0.0%, -1.5% at batch 32 with a copy ahead; slower in no cell. The bf16 kernels take it since session
+# 56 too (CPU-compiled; their GPU run: docs/gpu_calls/session56).
 SPLIT_PDL = 2
 
 
-def _split_pdl(reads: str | None, consts: dict[str, Any], filled: bool) -> dict[str, Any]:
-    """The launch options :data:`SPLIT_PDL` adds to a split launch: none where it is 0 or the kernel is not
-    the second tokens-on-M one; mode 2 only with a plan that this call did not fill (``filled``: the plan kernel
-    just launched, right ahead of the split, writes the rows mode 2 reads before its wait) and scales given as floats
-    (a scale tensor may be the kernel ahead's to write: the query's quantisation): mode 1 elsewhere."""
+def _takes_pdl(fn) -> bool:
+    """Whether the split kernel ``fn`` (a JIT function, or a tuned kernel: both list their arguments' names) takes
+    the ``PDL`` constexpr."""
+    return "PDL" in getattr(fn, "arg_names", ())
+
+
+def _split_pdl(takes: bool, consts: dict[str, Any], filled: bool) -> dict[str, Any]:
+    """The launch options :data:`SPLIT_PDL` adds to a split launch: none where it is 0 or the kernel does not take
+    ``PDL`` (``takes``, :func:`_takes_pdl`); mode 2 only with a plan that this call did not fill (``filled``: the
+    plan kernel just launched, right ahead of the split, writes the rows mode 2 reads before its wait) and scales given
+    as floats (a scale tensor may be the kernel ahead's to write: the query's quantisation): mode 1 elsewhere."""
     mode = int(SPLIT_PDL)
     if mode not in (0, 1, 2):
         raise ValueError(f"interface_hopper.SPLIT_PDL {SPLIT_PDL!r}: expected 0, 1 or 2")
-    if not mode or reads != "V2":
+    if not mode or not takes:
         return {}
     if mode == 2 and (consts.get("plan_ptr") is None or filled or consts.get("KV_SCALE_FROM_PTR")
                       or consts.get("Q_DESCALE_FROM_PTR")):
@@ -1173,20 +1182,20 @@ def _split_pdl(reads: str | None, consts: dict[str, Any], filled: bool) -> dict[
     return {"PDL": mode, "launch_pdl": True}
 
 
-def _tuned_split_pdl(kernel, reads: str | None, args: tuple, consts: dict[str, Any]) -> dict[str, Any]:
+def _tuned_split_pdl(kernel, args: tuple, consts: dict[str, Any]) -> dict[str, Any]:
     """:func:`_split_pdl` for a tuned launch, whose plan (if any) the config's pre-hook fills right before the split:
     mode 2 only where the tuner's pick for this launch is known (``GraphtuneKernel.chosen``) and the plan holds that
     pick's split already, so its pre-hook launches nothing ahead of the split; mode 1 where the plan will be filled
     (the step's first layer) or the pick is not made yet (the tuner then times its configs, each filling the plan
     right ahead of its split)."""
-    if not SPLIT_PDL or reads != "V2":
+    if not SPLIT_PDL or not _takes_pdl(kernel):
         return {}
     ready = False
     if consts.get("plan_ptr") is not None:
         config = kernel.chosen(args, consts)
         ready = config is not None and plan_mod.holds_for(
             {**dict(zip(kernel.arg_names, args)), **consts, **config.all_kwargs()})
-    return _split_pdl(reads, consts, filled=not ready)
+    return _split_pdl(True, consts, filled=not ready)
 
 
 def _streams(fmt: str, reads: str | None, heads: int = 16) -> bool:

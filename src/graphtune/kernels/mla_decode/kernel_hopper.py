@@ -1275,6 +1275,7 @@ def _mla_decode_hopper_tok_kernel(
     num_warps: gl.constexpr,
     plan_ptr=None,
     PART_SCALED: gl.constexpr = False,     # a bf16 cache's fp16 partials, scaled (reduction.partial_layout)
+    PDL: gl.constexpr = 0,
 ):
     """H < 64 (tensor parallel): tokens on the MMA's M side, one warpgroup, 16 heads per program.
 
@@ -1284,12 +1285,17 @@ def _mla_decode_hopper_tok_kernel(
     of the tile and issues the next load before waiting for tile i (PIPE = 0: after S(i)'s wait); PIPE = 2 also
     keeps the softmax denominator per token slot (reduced once per segment) and takes the running max across
     the warps with one block barrier (``_max_over_tokens``) instead of Triton's reductions (three each).
-    ``plan_ptr``: a step's plan (plan.py): the split and the first segment read from its row.
+    ``plan_ptr``: a step's plan (plan.py): the split and the first segment read from its row. ``PDL``: launched as
+    the programmatic dependent of the kernel before it (``interface_hopper.SPLIT_PDL``), as the second fp8
+    tokens-on-M kernel's: 1 waits for that kernel before the first global load, 2 (with ``plan_ptr``) after the
+    plan's row.
     """
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
     gl.static_assert(BLOCK_H == 16)
     gl.static_assert(num_warps == 4)
+    if PDL == 2:
+        gl.static_assert(plan_ptr is not None)
     dtype: gl.constexpr = kv_nope_desc.dtype
 
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -1316,12 +1322,17 @@ def _mla_decode_hopper_tok_kernel(
         mbarrier.init(bars.index(k), count=1)
     mbarrier.init(q_bar, count=1)
 
+    if PDL == 1:
+        _wait_primary()
     if plan_ptr is not None:
         _launch_dependents()
         t, t_stop, b, req_end, p_seq, p_pg0, _, _ = _plan_row(plan_ptr, pid)
     else:
         t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps,
                                              BF16_SEG_COST)
+    if PDL == 2:
+        # (the plan's row read: every later load waits for the kernel ahead)
+        _wait_primary()
 
     offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s_layout))
     offs_h_s = gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, s_layout))

@@ -63,7 +63,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from . import kernel_hopper
 from .kernel_hopper import (BF16_SEG_COST, FP8_SEG_COST, STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN,
                             _launch_dependents, _load_rope, _page_row, _plan_row, _segment_or_planned,
-                            _segment_written, _split_start,
+                            _segment_written, _split_start, _wait_primary,
                             _scaled_partial, _stamp, _stamp_out, _stamp_tile, _store_lse_and_segment, _store_o,
                             _store_partial_sectors, _store_whole_sectors, _tile_row, _tma_load, _zero_rows,
                             SECTORS_HEADS_ON_M,
@@ -322,11 +322,13 @@ def _take_even(o, m_i, l_i, p0_phase, kn, p_smem, m_smem, p_bars, c_bars, stage,
 @gluon.jit
 def _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, WG: gl.constexpr, s_layout: gl.constexpr, B_CHUNK: gl.constexpr,
               BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, SEG_COST: gl.constexpr = 0, plan_ptr=None,
-              MIN_TILES: gl.constexpr = 1):
+              MIN_TILES: gl.constexpr = 1, PDL: gl.constexpr = 0):
     """A warpgroup's program-wide values: the program ids, its first head, the scores' log2 scale, the token
     offsets of a tile, the program's tile range (``_split_start``, or with ``plan_ptr`` the plan's row:
     ``kernel_hopper._plan_row``) and its row of ``STAMPS`` (the timeline probe's: two a program, one per warpgroup);
-    last the plan's first segment (its request's length, its first two tiles' page ids; zeros without a plan)."""
+    last the plan's first segment (its request's length, its first two tiles' page ids; zeros without a plan).
+    ``PDL`` (the kernel launched as the programmatic dependent of the kernel before it): 1 waits for that kernel
+    before the warpgroup's first global load, 2 (with ``plan_ptr``) right after the plan's row."""
     LOG2E: gl.constexpr = 1.4426950408889634
     pid_h = gl.program_id(0)
     pid = gl.program_id(1)
@@ -339,6 +341,10 @@ def _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, WG: gl.constexpr, s_layout: gl.
     # the split's pass a reduction a sum here (FUSED = 0): one scan and one reduction a chunk made the fp8 ping-pong
     # kernels 1.5-3.9% slower at H = 128, batch 8 / 32 (H200, session 33 call N; the session-31 stack on an H100,
     # session 32 call A, 1.5-3.0% on ragged batches)
+    if PDL == 2:
+        gl.static_assert(plan_ptr is not None)
+    if PDL == 1:
+        _wait_primary()
     if plan_ptr is not None:
         _launch_dependents()
         t, t_stop, b, req_end, p_seq, p_pg0, p_pg1, _ = _plan_row(plan_ptr, pid)
@@ -348,6 +354,8 @@ def _wg_start(seq_lens_ptr, sm_scale, B, STAMPS, WG: gl.constexpr, s_layout: gl.
         p_seq = 0
         p_pg0 = 0
         p_pg1 = 0
+    if PDL == 2:
+        _wait_primary()
     _stamp(STAMPS, srow, STAMP_CLK_SPLIT)
     return pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow, p_seq, p_pg0, p_pg1
 
@@ -409,7 +417,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
             OUT32: gl.constexpr = 1, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-            SM1: gl.constexpr = 0, RA: gl.constexpr = 0, done_ptr=None):
+            SM1: gl.constexpr = 0, RA: gl.constexpr = 0, done_ptr=None, PDL: gl.constexpr = 0):
     """Warpgroup 0: the even tiles of each segment, output columns 0..255; loads the query (``FP8``: the fp16
     query scaled per head, written by this warpgroup, and each fp8 tile's TMA into its left half)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -420,7 +428,7 @@ def _pp_wg0(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
     if plan_ptr is not None:
         gl.static_assert(FP8 == 0)      # (the plan's rows: the bf16 kernel's TMA halves)
     pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow, p_seq, p_pg0, p_pg1 = _wg_start(
-        seq_lens_ptr, sm_scale, B, STAMPS, 0, s_layout, B_CHUNK, BLOCK_N, BLOCK_H, seg_cost, plan_ptr)
+        seq_lens_ptr, sm_scale, B, STAMPS, 0, s_layout, B_CHUNK, BLOCK_N, BLOCK_H, seg_cost, plan_ptr, 1, PDL)
     if FP8:
         if KV_SCALE_FROM_PTR:
             kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
@@ -593,7 +601,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
             BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr, s_layout: gl.constexpr,
             o_layout: gl.constexpr, FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, INDEP: gl.constexpr = 0,
             OUT32: gl.constexpr = 1, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-            SM1: gl.constexpr = 0, RA: gl.constexpr = 0, done_ptr=None):
+            SM1: gl.constexpr = 0, RA: gl.constexpr = 0, done_ptr=None, PDL: gl.constexpr = 0):
     """Warpgroup 1: the odd tiles of each segment, output columns 256..511 (``FP8``: instead of reloading the
     right half of a buffer, it tells WG0 the half is free, on mbarrier ``stage * 3 + 1``)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -602,7 +610,7 @@ def _pp_wg1(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr
     rope_layout: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [4, 1], [1, 0])
     seg_cost: gl.constexpr = FP8_SEG_COST * FP8 + BF16_SEG_COST * (1 - FP8)
     pid_h, pid, h0, qk_mul, offs_tok, t, t_stop, b, req_end, srow, p_seq, p_pg0, p_pg1 = _wg_start(
-        seq_lens_ptr, sm_scale, B, STAMPS, 1, s_layout, B_CHUNK, BLOCK_N, BLOCK_H, seg_cost, plan_ptr)
+        seq_lens_ptr, sm_scale, B, STAMPS, 1, s_layout, B_CHUNK, BLOCK_N, BLOCK_H, seg_cost, plan_ptr, 1, PDL)
     if FP8:
         if KV_SCALE_FROM_PTR:
             kv_scale = gl.load(kv_scale_ptr).to(gl.float32)
@@ -813,6 +821,7 @@ def _mla_decode_hopper_pp_kernel(
     SM1: gl.constexpr = 0,
     RA: gl.constexpr = 0,
     done_ptr=None,
+    PDL: gl.constexpr = 0,
 ):
     """Grid ``(H // 64, P)``, as ``kernel_hopper._mla_decode_hopper_kernel`` (same arguments), but
     ``num_warps = 4`` (warpgroup 0, the default partition) plus a 4-warp worker partition (warpgroup 1, with
@@ -821,7 +830,9 @@ def _mla_decode_hopper_pp_kernel(
     retires its P.V at once and reloads; 0 after the next tile's score MMAs are issued. WG1_FIRST = 1: WG1 runs
     its softmax before issuing any P.V of the pair (see ``_pp_wg1``). SM1 = 1: the softmax of ``_softmax_p`` (masks in a
     request's last tile only, the scale in the exponent, row sums after the hand-off). RA = 1: each tile's rope copy
-    for two tiles on issued after the hand-off, under the P.V, instead of between the scores and the softmax."""
+    for two tiles on issued after the hand-off, under the P.V, instead of between the scores and the softmax. ``PDL``:
+    launched as the programmatic dependent of the kernel before it (``interface_hopper.SPLIT_PDL``), each warpgroup
+    waiting for that kernel before its first global load (1) or right after the plan's row (2, with ``plan_ptr``)."""
     gl.static_assert(PP == 1)
     gl.static_assert(BLOCK_H == 64)
     gl.static_assert(BLOCK_N == 64)
@@ -840,7 +851,7 @@ def _mla_decode_hopper_pp_kernel(
                    stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
                    qn_smem, qr_smem, kn_bufs, kr_bufs, None, None, 1.0, None,
                    PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, False, False, WG1_REGS, INDEP,
-                   OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA, done_ptr)
+                   OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA, done_ptr, PDL)
 
 
 @gluon.jit(do_not_specialize=["B"])
@@ -915,7 +926,7 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
                    BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, RELOAD: gl.constexpr, WG1_FIRST: gl.constexpr,
                    FP8: gl.constexpr, KV_SCALE_FROM_PTR: gl.constexpr, WG1_REGS: gl.constexpr, INDEP: gl.constexpr,
                    OUT32: gl.constexpr, STAMPS=None, plan_ptr=None, PART_SCALED: gl.constexpr = False,
-                   SM1: gl.constexpr = 0, RA: gl.constexpr = 0, done_ptr=None):
+                   SM1: gl.constexpr = 0, RA: gl.constexpr = 0, done_ptr=None, PDL: gl.constexpr = 0):
     """Both kernels' P tile, maxima, sums and mbarriers, and the two warpgroups."""
     vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     p_smem = gl.allocate_shared_memory(qn_smem.dtype, [BLOCK_H, BLOCK_N],
@@ -948,12 +959,12 @@ def _pp_partitions(q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_ta
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
              kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA, done_ptr)),
+             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA, done_ptr, PDL)),
         (_pp_wg1, (q_nope_desc, q_rope_desc, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr,
              out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, B, H, stride_pt_b,
              stride_out_b, stride_out_h, stride_po_s, stride_po_h, stride_pl_s,
              qn_smem, qr_smem, kn_bufs, kr_bufs, p_smem, m_smem, l_smem, c_bars, q_bar, qt_bar, p_bars, x_bars,
              kv_ptr, kv_scale_ptr, kv_scale, k8_bufs,
              PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, RELOAD, WG1_FIRST, s_layout, o_layout, FP8,
-             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA, done_ptr)),
+             KV_SCALE_FROM_PTR, INDEP, OUT32, STAMPS, plan_ptr, PART_SCALED, SM1, RA, done_ptr, PDL)),
     ], [4], [WG1_REGS])
