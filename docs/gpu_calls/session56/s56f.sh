@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # session 56, call F (carry [".whl"]; an H100 or an H200, say which): the bf16 split kernels launched behind the kernel
 # ahead (the tokens-on-M kernel at H = 16, the ping-pong kernel at H = 128; SPLIT_PDL = 2 on): (1) the PDL GPU test's
-# seven cases and the bf16 / plan / streamed / tuned-and-captured tests of the decode file; (2) split_pdl.py on the
+# seven cases and the bf16 / plan / streamed / tuned-and-captured tests of the decode file, the bf16 kernels with PDL
+# (SPLIT_PDL_BF16, off in the product until this call: GRAPHTUNE_TEST_SPLIT_PDL_BF16=1); (2) split_pdl.py on the
 # tuned path, bf16 H = 16 and H = 128, uniform and ragged. LIMIT=SECONDS bounds it.
 set -o pipefail
 LIMIT=${LIMIT:-330}
@@ -9,7 +10,7 @@ source docs/gpu_calls/lib.sh
 gpu_prelude
 export GIT_COMMIT=${GIT_COMMIT:-unknown}
 gpu_tests tests_f1 70 tests/gpu/test_mla_hopper_tok_gpu.py "kernel_ahead"
-gpu_tests tests_f2 110 tests/gpu/test_mla_decode_gpu.py \
+GRAPHTUNE_TEST_SPLIT_PDL_BF16=1 gpu_tests tests_f2 110 tests/gpu/test_mla_decode_gpu.py \
   "bf16_kernels_with_a_plan or plan_slots or streamed_reduction or hopper_tuned_per_bucket or hopper_capture_replay"
 left=$(( LIMIT - 10 - SECONDS ))
 [ $left -ge 40 ] && probe pdl_bf16_f $left split_pdl.py --configs '[{}]' --ragged --rounds 3 \

@@ -1100,7 +1100,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
             args, consts = _fp8_query(args, consts, q, q_scale, reads)
         elif pair:
             args, consts = _query_pair(args, consts, q)
-        fn[grid](*args, **consts, **_split_pdl(_takes_pdl(fn), consts, filled))
+        fn[grid](*args, **consts, **_split_pdl(_takes_pdl(fn, fmt), consts, filled))
         return _with_plan_slots(scratch, consts)
     route = _tuned_route(heads, fmt, q.shape[0], kv_cache.shape[1], q_lo, fp8_q)
     p8 = bool(p8) and not q_lo and route == "third"
@@ -1136,7 +1136,7 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
     elif reads == "T8":
         args, consts = _query_pair(args, consts, q)
     kernel = _route_kernel(route, heads, fmt, q_lo, p8)
-    kernel[grid](*args, **consts, **_tuned_split_pdl(kernel, args, consts))
+    kernel[grid](*args, **consts, **_tuned_split_pdl(kernel, fmt, args, consts))
     return _with_plan_slots(scratch, consts)
 
 
@@ -1155,15 +1155,17 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
 # in one cell, wait-first -0.8 to +0.1%; a copy writing the query ahead (as a projection would), plan-first -1.0 /
 # -0.1 / -0.5 / -0.1% at batch 32 / 32 / 64 / 64 (three / two buffers). Tuned (call B, `--configs '[{}]'`): -0.9 /
 # -0.3 / -0.2% at batch 32 / 64 / 128 (ragged -0.5 / -0.6 / -0.0%), fp8_ds_mla -0.7 / -0.4%, the row gather at page
-# size 1 -0.3 / -0.0%, -1.5% at batch 32 with a copy ahead; slower in no cell. The bf16 kernels take it since session
-# 56 too (CPU-compiled; their GPU run: docs/gpu_calls/session56).
+# size 1 -0.3 / -0.0%, -1.5% at batch 32 with a copy ahead; slower in no cell.
 SPLIT_PDL = 2
+# The bf16 kernels' PDL (compiled for sm_90 on the CPU, session 56; off until their GPU test has run:
+# docs/gpu_calls/session56/s56f.sh).
+SPLIT_PDL_BF16 = False
 
 
-def _takes_pdl(fn) -> bool:
+def _takes_pdl(fn, fmt: str) -> bool:
     """Whether the split kernel ``fn`` (a JIT function, or a tuned kernel: both list their arguments' names) takes
-    the ``PDL`` constexpr."""
-    return "PDL" in getattr(fn, "arg_names", ())
+    the ``PDL`` constexpr and is launched with it on a ``fmt`` cache (bf16: :data:`SPLIT_PDL_BF16`)."""
+    return "PDL" in getattr(fn, "arg_names", ()) and (fmt != "bf16" or bool(SPLIT_PDL_BF16))
 
 
 def _split_pdl(takes: bool, consts: dict[str, Any], filled: bool) -> dict[str, Any]:
@@ -1182,13 +1184,13 @@ def _split_pdl(takes: bool, consts: dict[str, Any], filled: bool) -> dict[str, A
     return {"PDL": mode, "launch_pdl": True}
 
 
-def _tuned_split_pdl(kernel, args: tuple, consts: dict[str, Any]) -> dict[str, Any]:
+def _tuned_split_pdl(kernel, fmt: str, args: tuple, consts: dict[str, Any]) -> dict[str, Any]:
     """:func:`_split_pdl` for a tuned launch, whose plan (if any) the config's pre-hook fills right before the split:
     mode 2 only where the tuner's pick for this launch is known (``GraphtuneKernel.chosen``) and the plan holds that
     pick's split already, so its pre-hook launches nothing ahead of the split; mode 1 where the plan will be filled
     (the step's first layer) or the pick is not made yet (the tuner then times its configs, each filling the plan
     right ahead of its split)."""
-    if not SPLIT_PDL or not _takes_pdl(kernel):
+    if not SPLIT_PDL or not _takes_pdl(kernel, fmt):
         return {}
     ready = False
     if consts.get("plan_ptr") is not None:
