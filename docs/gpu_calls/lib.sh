@@ -67,3 +67,27 @@ ncu_view() {
   ncu --import "/tmp/ncu_$name.ncu-rep" --page source --print-source sass --csv > "$OUT/ncu_${name}_sass.csv" 2>/dev/null
   python3 benchmarks/probes/ncu_stalls.py "$OUT/ncu_${name}_sass.csv" --top 6 | cut -c1-200
 }
+
+# vs_plan NAME CAP ARGS...: the public call tuned per bucket with a step's plan beside FlashMLA
+# (bench_mla_decode.py --vs-flashmla --vs-plan, ARGS added) on the current source tree, into $OUT/NAME.json, its log
+# /tmp/NAME.log, at most CAP seconds; prints its rc and its tables' rows.
+vs_plan() {
+  local name=$1 cap=$2; shift 2
+  GIT_COMMIT=${GIT_COMMIT:-unknown} PYTHONPATH=/tmp/np:$PWD/src:/tmp/site TRITON_CACHE_DIR=/tmp/tc_main timeout "$cap" \
+    python3 benchmarks/bench_mla_decode.py --vs-flashmla --configs none --vs-variant-filter NONE --vs-plan "$@" \
+    --out "$OUT/$name.json" > "/tmp/$name.log" 2>&1
+  echo "$name rc=$? at ${SECONDS}s"; grep -E "^\| H=|^\| heads|accuracy" "/tmp/$name.log" | cut -c1-400
+}
+
+# targets_h200 LIMIT: issue 14's targets table's cells (set and recorded on an H200) with what is left of LIMIT seconds
+# (SECONDS counts from the script's start): fp8 H = 16 uniform and ragged (seed 39179), the row gather at page size 1,
+# bf16 uniform and ragged, fp8 H = 128 with the e4m3 columns; their logs /tmp/{fp8_h16,gather_page1,bf16,fp8_h128}.log.
+targets_h200() {
+  local limit=$1 left
+  vs_plan fp8_h16 130 --vs-formats fp8 --vs-batches-h128 "" --vs-ragged --ragged-seed 39179
+  probe gather_page1 60 gather_route.py --formats fp8 --page-sizes 1 --batches 32,64,128 --plan | tail -8
+  left=$(( limit - 10 - SECONDS ))
+  [ $left -ge 60 ] && vs_plan bf16 $(( left < 160 ? left : 160 )) --vs-formats bf16 --vs-ragged --ragged-seed 39179
+  left=$(( limit - 10 - SECONDS ))
+  [ $left -ge 60 ] && vs_plan fp8_h128 $left --vs-formats fp8 --vs-batches-h16 "" --vs-e4m3
+}
