@@ -4,7 +4,8 @@
 # seven cases and the bf16 / plan / streamed / tuned-and-captured tests of the decode file, the bf16 kernels with PDL
 # (SPLIT_PDL_BF16, off in the product until this call: GRAPHTUNE_TEST_SPLIT_PDL_BF16=1); (2) split_pdl.py on the
 # tuned path, bf16 H = 16 and H = 128, uniform and ragged. On an H200 instead (none came since session 51), the targets
-# table's cells (lib.sh's targets_h200) with the time. LIMIT=SECONDS bounds it.
+# table's cells (lib.sh's targets_h200) with the time. LIMIT=SECONDS bounds it; TESTS_F2_CAP, PDL_CELLS and ROUNDS
+# trim it.
 set -o pipefail
 LIMIT=${LIMIT:-330}
 source docs/gpu_calls/lib.sh
@@ -17,9 +18,9 @@ case "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" in
     exit 0 ;;
 esac
 gpu_tests tests_f1 70 tests/gpu/test_mla_hopper_tok_gpu.py "kernel_ahead"
-GRAPHTUNE_TEST_SPLIT_PDL_BF16=1 gpu_tests tests_f2 110 tests/gpu/test_mla_decode_gpu.py \
+GRAPHTUNE_TEST_SPLIT_PDL_BF16=1 gpu_tests tests_f2 ${TESTS_F2_CAP:-110} tests/gpu/test_mla_decode_gpu.py \
   "bf16_kernels_with_a_plan or plan_slots or streamed_reduction or hopper_tuned_per_bucket or hopper_capture_replay"
 left=$(( LIMIT - 10 - SECONDS ))
-[ $left -ge 40 ] && probe pdl_bf16_f $left split_pdl.py --configs '[{}]' --ragged --rounds 3 \
-  --cells "bf16:16:64:32,64,128 bf16:128:64:32,64" | grep -E "^\||rc=|rror|not timed" | cut -c1-250
+[ $left -ge 40 ] && probe pdl_bf16_f $left split_pdl.py --configs '[{}]' --ragged --rounds ${ROUNDS:-3} \
+  --cells "${PDL_CELLS:-bf16:16:64:32,64,128 bf16:128:64:32,64}" | grep -E "^\||rc=|rror|not timed" | cut -c1-250
 tar -czf $OUT/logs56f.tgz -C /tmp $(cd /tmp && ls tests_f1.log tests_f2.log pdl_bf16_f.log 2>/dev/null)
