@@ -54,6 +54,7 @@ from __future__ import annotations
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.language.extra.cuda import gdc_launch_dependents as _gdc_launch_dependents
 from triton.language.extra.cuda import gdc_wait as _gdc_wait
 from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared,
@@ -168,9 +169,9 @@ def _launch_dependents():
     """``griddepcontrol.launch_dependents``: a kernel launched as this one's programmatic dependent (the reduction,
     from ``reduction.PDL_MIN_BATCH`` requests) may be scheduled once every program of this grid has passed
     here or exited. It still waits (``griddepcontrol.wait``) for this grid's completion and writes before its first
-    load, so only its launch overlaps this kernel; without such a dependent the instruction does nothing."""
-    gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32, is_pure=False,
-                              pack=1)
+    load, so only its launch overlaps this kernel; without such a dependent the instruction does nothing. (Triton's
+    ``gdc_launch_dependents``: until session 56 the same PTX, written out here.)"""
+    _gdc_launch_dependents()
 
 
 @gluon.jit
