@@ -121,6 +121,39 @@ def decode_call(x: dict, fmt: str, config: dict | None = None):
     return call
 
 
+def passing_ways(ways, check, tol: float, row: dict, where: str) -> list[str]:
+    """The ``ways`` whose error ``check(way)`` is finite and within ``tol`` (each error into ``row`` as
+    ``{way}_err``); a line for each other, which is not timed."""
+    ok = []
+    for way in ways:
+        err = check(way)
+        row[f"{way}_err"] = err
+        if math.isfinite(err) and err <= tol:
+            ok.append(way)
+        else:
+            print(f"{where} {way}: relative error {err:.3e} (bound {tol}): not timed", flush=True)
+    return ok
+
+
+def timed_ways(ways: list[str], time_way, rounds: int) -> dict[str, list[float]]:
+    """Each way's ``time_way(way)`` (ms) in ``rounds`` rounds, every other round in reverse order (so neither way
+    always runs first): ``{way: [ms, ...]}``."""
+    times: dict[str, list[float]] = {way: [] for way in ways}
+    for r in range(rounds):
+        for way in ways if r % 2 == 0 else ways[::-1]:
+            times[way].append(time_way(way))
+    return times
+
+
+def add_medians(row: dict, times: dict[str, list[float]]) -> None:
+    """Each way's median into ``row`` as ``{way}_ms`` and its timings as ``{way}_all_ms`` (ways never timed: left
+    out)."""
+    for way, ts in times.items():
+        if ts:
+            row[f"{way}_ms"] = statistics.median(ts)
+            row[f"{way}_all_ms"] = ts
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cells", type=parse_cells, default=parse_cells(DEFAULT_CELLS),
@@ -154,30 +187,23 @@ def main(argv: list[str] | None = None) -> int:
             xs, ref, tol = made
             x = xs[0]
             row = {"lengths": lengths, "format": fmt, "heads": heads, "page_size": page, "batch": batch}
-            ok = []
-            for way in WAYS:
+
+            def check(way: str) -> float:
                 with way_flags(way, args.stream_gated):
-                    err = checked(x, fmt, args.config, ref)
-                row[f"{way}_err"] = err
-                if math.isfinite(err) and err <= tol:
-                    ok.append(way)
-                else:
-                    print(f"{lengths} {fmt} H={heads} ps={page} B={batch} {way}: relative error {err:.3e} (bound "
-                          f"{tol}): not timed", flush=True)
-            times: dict[str, list[float]] = {way: [] for way in [*ok, "flashmla"]}
-            for r in range(args.rounds):
-                for way in ok if r % 2 == 0 else ok[::-1]:
-                    with way_flags(way, args.stream_gated):
-                        times[way].append(graph_time_ms([decode_call(xi, fmt, args.config) for xi in xs]))
-                if fm is not None and page == 64 and fmt != "fp8_ds_mla":      # (FlashMLA's legacy call: no DS rows)
-                    times["flashmla"].append(graph_time_ms([flashmla_call(fm, xi, fmt, SM_SCALE)[0] for xi in xs]))
-            for way, ts in times.items():
-                if ts:
-                    row[f"{way}_ms"] = statistics.median(ts)
-                    row[f"{way}_all_ms"] = ts
+                    return checked(x, fmt, args.config, ref)
+
+            def time_way(way: str) -> float:
+                if way == "flashmla":
+                    return graph_time_ms([flashmla_call(fm, xi, fmt, SM_SCALE)[0] for xi in xs])
+                with way_flags(way, args.stream_gated):
+                    return graph_time_ms([decode_call(xi, fmt, args.config) for xi in xs])
+            ok = passing_ways(WAYS, check, tol, row, f"{lengths} {fmt} H={heads} ps={page} B={batch}")
+            if fm is not None and page == 64 and fmt != "fp8_ds_mla":      # (FlashMLA's legacy call: no DS rows)
+                ok.append("flashmla")
+            add_medians(row, timed_ways(ok, time_way, args.rounds))
             rows.append(row)
             print(json.dumps(row), flush=True)
-            del xs, x
+            xs = x = made = None     # (the cell's inputs released before the cache is emptied)
             torch.cuda.empty_cache()
     how = f"pinned to {args.config}" if args.config else "the public call tuned per bucket"
     print(f"\n{gpu}; ms under graph replay ({how}, a plan made before the graph; median of {args.rounds} rounds), "

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import statistics
 import sys
 from pathlib import Path
 
@@ -36,7 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_mla_decode import flashmla_call, git_commit, graph_time_ms, import_flashmla, rel_err  # noqa: E402
-from reduce_tail import SM_SCALE, cell_inputs, decode_call, parse_cells  # noqa: E402
+from reduce_tail import (SM_SCALE, add_medians, cell_inputs, decode_call, parse_cells, passing_ways,  # noqa: E402
+                         timed_ways)
 from stream_pad import parse_configs  # noqa: E402
 
 import triton  # noqa: E402
@@ -108,9 +107,9 @@ def main(argv: list[str] | None = None) -> int:
             for config in args.configs:
                 row = {"lengths": lengths, "format": fmt, "heads": heads, "page_size": page, "batch": batch,
                        "config": config, "ahead": args.ahead, "flashmla_ms": fm_ms}
-                ok = []
-                for way, mode in WAYS.items():
-                    interface_hopper.SPLIT_PDL = mode
+
+                def check(way: str) -> float:
+                    interface_hopper.SPLIT_PDL = WAYS[way]
                     call = with_ahead(x, decode_call(x, fmt, config), args.ahead)
                     call()
                     torch.cuda.synchronize()
@@ -119,27 +118,18 @@ def main(argv: list[str] | None = None) -> int:
                         x["q"].fill_(float("nan"))     # (the copy ahead puts it back: read before it, NaN)
                     call()
                     torch.cuda.synchronize()
-                    err = rel_err(x["out"].float(), ref)
-                    row[f"{way}_err"] = err
-                    if math.isfinite(err) and err <= tol:
-                        ok.append(way)
-                    else:
-                        print(f"{lengths} {fmt} B={batch} {config} {way}: relative error {err:.3e}: not timed",
-                              flush=True)
-                times: dict[str, list[float]] = {way: [] for way in ok}
-                for r in range(args.rounds):
-                    for way in ok if r % 2 == 0 else ok[::-1]:
-                        interface_hopper.SPLIT_PDL = WAYS[way]
-                        times[way].append(graph_time_ms([with_ahead(xi, decode_call(xi, fmt, config), args.ahead)
-                                                         for xi in xs]))
+                    return rel_err(x["out"].float(), ref)
+
+                def time_way(way: str) -> float:
+                    interface_hopper.SPLIT_PDL = WAYS[way]
+                    return graph_time_ms([with_ahead(xi, decode_call(xi, fmt, config), args.ahead) for xi in xs])
+                ok = passing_ways(WAYS, check, tol, row, f"{lengths} {fmt} B={batch} {config}")
+                add_medians(row, timed_ways(ok, time_way, args.rounds))
                 interface_hopper.SPLIT_PDL = shipped
-                for way, ts in times.items():
-                    row[f"{way}_ms"] = statistics.median(ts)
-                    row[f"{way}_all_ms"] = ts
                 rows.append(row)
                 print(json.dumps(row), flush=True)
                 write(rows)     # (each row as it comes: a run cut short keeps what it timed)
-            del xs, x
+            xs = x = made = None     # (the cell's inputs released before the cache is emptied)
             torch.cuda.empty_cache()
     write(rows)
     print(f"\n{gpu}; ms under graph replay (pinned or tuned, a plan made before the graph, ahead: {args.ahead}; "

@@ -25,8 +25,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
-import math
-import statistics
 import sys
 from pathlib import Path
 
@@ -36,7 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_mla_decode import git_commit, graph_time_ms  # noqa: E402
-from reduce_tail import cell_inputs, checked, decode_call, parse_cells  # noqa: E402
+from reduce_tail import (add_medians, cell_inputs, checked, decode_call, parse_cells, passing_ways,  # noqa: E402
+                         timed_ways)
 
 import triton  # noqa: E402
 from triton.experimental.gluon import language as gl  # noqa: E402
@@ -119,31 +118,23 @@ def main(argv: list[str] | None = None) -> int:
             for config in args.configs:
                 row = {"lengths": lengths, "format": fmt, "heads": heads, "page_size": page, "batch": batch,
                        "config": config}
-                ok = []
-                for way, (stream, pad) in ways.items():
-                    reduction.STREAM = stream
+
+                def check(way: str) -> float:
+                    reduction.STREAM, pad = ways[way]
                     # (the first call compiles the way's reduction, whose launches are then padded)
-                    err = checked(x, fmt, config, ref, lambda: set_reduce_pad(pad))
-                    row[f"{way}_err"] = err
-                    if math.isfinite(err) and err <= tol:
-                        ok.append(way)
-                    else:
-                        print(f"{lengths} {fmt} B={batch} {config} {way}: relative error {err:.3e}: not timed",
-                              flush=True)
-                times: dict[str, list[float]] = {way: [] for way in ok}
-                for r in range(args.rounds):
-                    for way in ok if r % 2 == 0 else ok[::-1]:
-                        reduction.STREAM, pad = ways[way]
-                        set_reduce_pad(pad)
-                        times[way].append(graph_time_ms([decode_call(xi, fmt, config) for xi in xs]))
+                    return checked(x, fmt, config, ref, lambda: set_reduce_pad(pad))
+
+                def time_way(way: str) -> float:
+                    reduction.STREAM, pad = ways[way]
+                    set_reduce_pad(pad)
+                    return graph_time_ms([decode_call(xi, fmt, config) for xi in xs])
+                ok = passing_ways(ways, check, tol, row, f"{lengths} {fmt} B={batch} {config}")
+                add_medians(row, timed_ways(ok, time_way, args.rounds))
                 set_reduce_pad(0)
                 reduction.STREAM = True
-                for way, ts in times.items():
-                    row[f"{way}_ms"] = statistics.median(ts)
-                    row[f"{way}_all_ms"] = ts
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-            del xs, x
+            xs = x = made = None     # (the cell's inputs released before the cache is emptied)
             torch.cuda.empty_cache()
     result = dict(gpu=gpu, torch=torch.__version__, triton=triton.__version__, commit=git_commit(),
                   pad_kb=args.pad, max_buf=args.max_buf, rounds=args.rounds, sets=args.sets, rows=rows)

@@ -1650,3 +1650,28 @@ def test_timeline_measures_whether_the_same_sms_are_slow_again():
     assert round(got["correlation"], 2) == 0.71
     assert (round(got["fast_third_ns"] / 1e3, 1), round(got["slow_third_ns"] / 1e3, 1)) == (31.0, 33.4)
     assert tl.sm_persistence(raws[0][:4], raws[1][:4]) == {"sms": 4}
+
+
+def test_the_probes_check_then_time_each_way_in_alternating_order(capsys):
+    """benchmarks/probes/reduce_tail.py's helpers that reduce_tail, stream_pad and split_pdl share: a way whose error
+    is NaN or over the bound is named in one line and not timed; the others are timed round after round, every
+    other round in reverse order; medians and timings go into the row, ways never timed left out."""
+    tail = probe_module("reduce_tail")
+    row = {}
+    errs = {"a": 1e-3, "b": float("nan"), "c": 5e-3, "d": 2e-3}
+    ok = tail.passing_ways(list(errs), errs.__getitem__, 2e-3, row, "fp8 B=32")
+    assert ok == ["a", "d"] and row == {f"{w}_err": e for w, e in errs.items()}
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines == ["fp8 B=32 b: relative error nan (bound 0.002): not timed",
+                     "fp8 B=32 c: relative error 5.000e-03 (bound 0.002): not timed"]
+    order = []
+    ms = {"a": iter([3.0, 1.0, 2.0]), "d": iter([5.0, 4.0, 6.0])}
+
+    def time_way(way):
+        order.append(way)
+        return next(ms[way])
+    times = tail.timed_ways(ok, time_way, 3)
+    assert order == ["a", "d", "d", "a", "a", "d"] and times == {"a": [3.0, 1.0, 2.0], "d": [5.0, 4.0, 6.0]}
+    tail.add_medians(row, {**times, "never": []})
+    assert row["a_ms"] == 2.0 and row["d_ms"] == 5.0 and row["d_all_ms"] == [5.0, 4.0, 6.0]
+    assert "never_ms" not in row
