@@ -1195,8 +1195,8 @@ def _tuned_split_pdl(kernel, fmt: str, args: tuple, consts: dict[str, Any]) -> d
     ready = False
     if consts.get("plan_ptr") is not None:
         config = kernel.chosen(args, consts)
-        ready = config is not None and plan_mod.holds_for(
-            {**dict(zip(kernel.arg_names, args)), **consts, **config.all_kwargs()})
+        # (the split a config runs is a function of its constexprs alone: plan.attach's programs_of is the grid's)
+        ready = config is not None and plan_mod.holds_for({**consts, **config.all_kwargs()})
     return _split_pdl(True, consts, filled=not ready)
 
 

@@ -137,19 +137,25 @@ class MLADecodePlan(_OpArgument):
         whether it launched the plan kernel (the split launched next then runs right behind it)."""
         self._counted = counted
         self._geometry = geometry
-        if self.holds(programs, page_size, seg_cost, min_tiles, slots):
+        want = self._split(programs, page_size, seg_cost, min_tiles, slots)
+        if self._filled == want:
             return False
         kernel_hopper._mla_decode_plan_kernel[(1, programs)](
             seq_lens, page_table, self._rows, seq_lens.shape[0], page_table.stride(0), PAGE_SIZE=page_size,
             B_CHUNK=b_chunk, BLOCK_N=64, SEG_COST=seg_cost, MIN_TILES=min_tiles, num_warps=4,
             **({"seg_ptr": self._slots} if slots else {}))
-        self._filled = (programs, page_size, seg_cost, min_tiles, slots, timer_graph())
+        self._filled = want
         return True
 
     def holds(self, programs: int, page_size: int, seg_cost: int, min_tiles: int = 1, slots: bool = False) -> bool:
-        """Whether the rows hold that split already (:meth:`fill` would launch nothing); in each of the tuner's timing
-        graphs they are filled again (``capture.timer_graph``)."""
-        return self._filled == (programs, page_size, seg_cost, min_tiles, slots, timer_graph())
+        """Whether the rows hold that split already (:meth:`fill` would launch nothing)."""
+        return self._filled == self._split(programs, page_size, seg_cost, min_tiles, slots)
+
+    @staticmethod
+    def _split(programs: int, page_size: int, seg_cost: int, min_tiles: int, slots: bool) -> tuple:
+        """What a fill is for: the split's terms and the tuner's timing graph it is made in (in each of those graphs
+        the rows are filled again: ``capture.timer_graph``)."""
+        return (programs, page_size, seg_cost, min_tiles, slots, timer_graph())
 
 
 def plan_hook(nargs: dict[str, Any]) -> bool:
