@@ -121,6 +121,36 @@ def decode_call(x: dict, fmt: str, config: dict | None = None):
     return call
 
 
+def for_each_cell(args, body) -> None:
+    """``body(lengths, fmt, heads, page, batch, xs, ref, tol)`` for every cell of ``args.cells``, uniform lengths and
+    with ``args.ragged`` ragged ones, on the cell's fresh inputs (:func:`cell_inputs`, ``args.sets`` sets; a cell
+    without ragged inputs is left out); the inputs are released and the CUDA cache emptied after each cell."""
+    for lengths in ("uniform", "ragged") if args.ragged else ("uniform",):
+        for fmt, heads, page, batch in args.cells:
+            made = cell_inputs(lengths, fmt, heads, page, batch, args.sets)
+            if made is None:
+                continue
+            body(lengths, fmt, heads, page, batch, *made)
+            made = None
+            torch.cuda.empty_cache()
+
+
+def ms_text(row: dict, way: str) -> str:
+    """A way's median in a table cell (ms, or '-' where it was not timed)."""
+    return f"{row[way + '_ms']:.4f}" if row.get(way + "_ms") else "-"
+
+
+def change_text(row: dict, way: str, against: str) -> str:
+    """A way's median against another's in a table cell (a signed percentage, or '-')."""
+    a, b = row.get(f"{against}_ms"), row.get(f"{way}_ms")
+    return f"{(b / a - 1) * 100:+.1f}%" if a and b else "-"
+
+
+def cell_text(row: dict) -> str:
+    """A row's cell in a table: format, heads, page size, batch."""
+    return f"{row['format']} H={row['heads']} ps={row['page_size']} B={row['batch']}"
+
+
 def passing_ways(ways, check, tol: float, row: dict, where: str) -> list[str]:
     """The ``ways`` whose error ``check(way)`` is finite and within ``tol`` (each error into ``row`` as
     ``{way}_err``); a line for each other, which is not timed."""
@@ -179,49 +209,37 @@ def main(argv: list[str] | None = None) -> int:
     if fm is None:
         print(f"FlashMLA column skipped: {why}", flush=True)
     rows = []
-    for lengths in ("uniform", "ragged") if args.ragged else ("uniform",):
-        for fmt, heads, page, batch in args.cells:
-            made = cell_inputs(lengths, fmt, heads, page, batch, args.sets)
-            if made is None:
-                continue
-            xs, ref, tol = made
-            x = xs[0]
-            row = {"lengths": lengths, "format": fmt, "heads": heads, "page_size": page, "batch": batch}
 
-            def check(way: str) -> float:
-                with way_flags(way, args.stream_gated):
-                    return checked(x, fmt, args.config, ref)
+    def cell(lengths: str, fmt: str, heads: int, page: int, batch: int, xs: list, ref, tol: float) -> None:
+        row = {"lengths": lengths, "format": fmt, "heads": heads, "page_size": page, "batch": batch}
 
-            def time_way(way: str) -> float:
-                if way == "flashmla":
-                    return graph_time_ms([flashmla_call(fm, xi, fmt, SM_SCALE)[0] for xi in xs])
-                with way_flags(way, args.stream_gated):
-                    return graph_time_ms([decode_call(xi, fmt, args.config) for xi in xs])
-            ok = passing_ways(WAYS, check, tol, row, f"{lengths} {fmt} H={heads} ps={page} B={batch}")
-            if fm is not None and page == 64 and fmt != "fp8_ds_mla":      # (FlashMLA's legacy call: no DS rows)
-                ok.append("flashmla")
-            add_medians(row, timed_ways(ok, time_way, args.rounds))
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-            xs = x = made = None     # (the cell's inputs released before the cache is emptied)
-            torch.cuda.empty_cache()
+        def check(way: str) -> float:
+            with way_flags(way, args.stream_gated):
+                return checked(xs[0], fmt, args.config, ref)
+
+        def time_way(way: str) -> float:
+            if way == "flashmla":
+                return graph_time_ms([flashmla_call(fm, xi, fmt, SM_SCALE)[0] for xi in xs])
+            with way_flags(way, args.stream_gated):
+                return graph_time_ms([decode_call(xi, fmt, args.config) for xi in xs])
+        ok = passing_ways(WAYS, check, tol, row, f"{lengths} {fmt} H={heads} ps={page} B={batch}")
+        if fm is not None and page == 64 and fmt != "fp8_ds_mla":      # (FlashMLA's legacy call: no DS rows)
+            ok.append("flashmla")
+        add_medians(row, timed_ways(ok, time_way, args.rounds))
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    for_each_cell(args, cell)
     how = f"pinned to {args.config}" if args.config else "the public call tuned per bucket"
     print(f"\n{gpu}; ms under graph replay ({how}, a plan made before the graph; median of {args.rounds} rounds), "
           f"early's change against base, stream's against early")
     print("| lengths | cell | FlashMLA | base | early | change | stream | change | best / FlashMLA |")
     print("|" + " --- |" * 9)
     for r in rows:
-        def ms(k: str) -> str:
-            return f"{r[k + '_ms']:.4f}" if k + "_ms" in r else "-"
-
-        def change(way: str, against: str = "base") -> str:
-            a, b = r.get(f"{against}_ms"), r.get(f"{way}_ms")
-            return f"{(b / a - 1) * 100:+.1f}%" if a and b else "-"
         best = min((r[f"{w}_ms"] for w in WAYS if f"{w}_ms" in r), default=None)
         vs = f"{best / r['flashmla_ms']:.2f}" if best and "flashmla_ms" in r else "-"
-        cell = f"{r['format']} H={r['heads']} ps={r['page_size']} B={r['batch']}"
-        print(f"| {r['lengths']} | {cell} | {ms('flashmla')} | {ms('base')} | {ms('early')} | {change('early')} | "
-              f"{ms('stream')} | {change('stream', 'early')} | {vs} |")
+        print(f"| {r['lengths']} | {cell_text(r)} | {ms_text(r, 'flashmla')} | {ms_text(r, 'base')} | "
+              f"{ms_text(r, 'early')} | {change_text(r, 'early', 'base')} | {ms_text(r, 'stream')} | "
+              f"{change_text(r, 'stream', 'early')} | {vs} |")
     picks = graphtune.coverage().to_dict()["kernels"]
     print("\nthe tuned picks (kernel, bucket key, config; the tuner's timing of each candidate):")
     for kernel in picks:

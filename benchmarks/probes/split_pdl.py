@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_mla_decode import flashmla_call, git_commit, graph_time_ms, import_flashmla, rel_err  # noqa: E402
-from reduce_tail import (SM_SCALE, add_medians, cell_inputs, decode_call, parse_cells, passing_ways,  # noqa: E402
-                         timed_ways)
+from reduce_tail import (SM_SCALE, add_medians, cell_text, change_text, decode_call, for_each_cell,  # noqa: E402
+                         ms_text, parse_cells, passing_ways, timed_ways)
 from stream_pad import parse_configs  # noqa: E402
 
 import triton  # noqa: E402
@@ -94,62 +94,50 @@ def main(argv: list[str] | None = None) -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=1))
 
-    for lengths in ("uniform", "ragged") if args.ragged else ("uniform",):
-        for fmt, heads, page, batch in args.cells:
-            made = cell_inputs(lengths, fmt, heads, page, batch, args.sets)
-            if made is None:
-                continue
-            xs, ref, tol = made
-            x = xs[0]
-            fm_ms = None
-            if fm is not None and fmt in ("fp8", "bf16") and page == 64:
-                fm_ms = graph_time_ms([flashmla_call(fm, xi, fmt, SM_SCALE)[0] for xi in xs])
-            for config in args.configs:
-                row = {"lengths": lengths, "format": fmt, "heads": heads, "page_size": page, "batch": batch,
-                       "config": config, "ahead": args.ahead, "flashmla_ms": fm_ms}
+    def cell(lengths: str, fmt: str, heads: int, page: int, batch: int, xs: list, ref, tol: float) -> None:
+        x = xs[0]
+        fm_ms = None
+        if fm is not None and fmt in ("fp8", "bf16") and page == 64:
+            fm_ms = graph_time_ms([flashmla_call(fm, xi, fmt, SM_SCALE)[0] for xi in xs])
+        for config in args.configs:
+            row = {"lengths": lengths, "format": fmt, "heads": heads, "page_size": page, "batch": batch,
+                   "config": config, "ahead": args.ahead, "flashmla_ms": fm_ms}
 
-                def check(way: str) -> float:
-                    interface_hopper.SPLIT_PDL = WAYS[way]
-                    call = with_ahead(x, decode_call(x, fmt, config), args.ahead)
-                    call()
-                    torch.cuda.synchronize()
-                    x["out"].fill_(float("nan"))
-                    if args.ahead == "copy":
-                        x["q"].fill_(float("nan"))     # (the copy ahead puts it back: read before it, NaN)
-                    call()
-                    torch.cuda.synchronize()
-                    return rel_err(x["out"].float(), ref)
+            def check(way: str) -> float:
+                interface_hopper.SPLIT_PDL = WAYS[way]
+                call = with_ahead(x, decode_call(x, fmt, config), args.ahead)
+                call()
+                torch.cuda.synchronize()
+                x["out"].fill_(float("nan"))
+                if args.ahead == "copy":
+                    x["q"].fill_(float("nan"))     # (the copy ahead puts it back: read before it, NaN)
+                call()
+                torch.cuda.synchronize()
+                return rel_err(x["out"].float(), ref)
 
-                def time_way(way: str) -> float:
-                    interface_hopper.SPLIT_PDL = WAYS[way]
-                    return graph_time_ms([with_ahead(xi, decode_call(xi, fmt, config), args.ahead) for xi in xs])
-                ok = passing_ways(WAYS, check, tol, row, f"{lengths} {fmt} B={batch} {config}")
-                add_medians(row, timed_ways(ok, time_way, args.rounds))
-                interface_hopper.SPLIT_PDL = shipped
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-                write(rows)     # (each row as it comes: a run cut short keeps what it timed)
-            xs = x = made = None     # (the cell's inputs released before the cache is emptied)
-            torch.cuda.empty_cache()
+            def time_way(way: str) -> float:
+                interface_hopper.SPLIT_PDL = WAYS[way]
+                return graph_time_ms([with_ahead(xi, decode_call(xi, fmt, config), args.ahead) for xi in xs])
+            ok = passing_ways(WAYS, check, tol, row, f"{lengths} {fmt} B={batch} {config}")
+            add_medians(row, timed_ways(ok, time_way, args.rounds))
+            interface_hopper.SPLIT_PDL = shipped
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            write(rows)     # (each row as it comes: a run cut short keeps what it timed)
+    for_each_cell(args, cell)
     write(rows)
     print(f"\n{gpu}; ms under graph replay (pinned or tuned, a plan made before the graph, ahead: {args.ahead}; "
           f"median of {args.rounds} rounds); changes against off; ratio: the fastest way / FlashMLA")
     print("| lengths | cell | config | FlashMLA | off | wait-first | change | plan-first | change | ratio |")
     print("|" + " --- |" * 10)
     for r in rows:
-        def ms(k: str) -> str:
-            return f"{r[k + '_ms']:.4f}" if r.get(k + "_ms") else "-"
-
-        def change(way: str) -> str:
-            a, b = r.get("off_ms"), r.get(f"{way}_ms")
-            return f"{(b / a - 1) * 100:+.1f}%" if a and b else "-"
         best = min((r[f"{w}_ms"] for w in WAYS if f"{w}_ms" in r), default=None)
         ratio = f"{best / r['flashmla_ms']:.2f}" if best and r["flashmla_ms"] else "-"
         shown = [f"{k}={v}" for k, v in r["config"].items() if k not in ("V2", "FAST_MAX", "PREFETCH")]
         cfg = ",".join(shown) or "tuned"
-        cell = f"{r['format']} H={r['heads']} ps={r['page_size']} B={r['batch']}"
-        print(f"| {r['lengths']} | {cell} | {cfg} | {ms('flashmla')} | {ms('off')} | {ms('wait-first')} | "
-              f"{change('wait-first')} | {ms('plan-first')} | {change('plan-first')} | {ratio} |")
+        print(f"| {r['lengths']} | {cell_text(r)} | {cfg} | {ms_text(r, 'flashmla')} | {ms_text(r, 'off')} | "
+              f"{ms_text(r, 'wait-first')} | {change_text(r, 'wait-first', 'off')} | {ms_text(r, 'plan-first')} | "
+              f"{change_text(r, 'plan-first', 'off')} | {ratio} |")
     print(f"wrote {args.out}")
     return 0
 

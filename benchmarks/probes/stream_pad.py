@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_mla_decode import git_commit, graph_time_ms  # noqa: E402
-from reduce_tail import (add_medians, cell_inputs, checked, decode_call, parse_cells, passing_ways,  # noqa: E402
-                         timed_ways)
+from reduce_tail import (add_medians, cell_text, change_text, checked, decode_call, for_each_cell,  # noqa: E402
+                         ms_text, parse_cells, passing_ways, timed_ways)
 
 import triton  # noqa: E402
 from triton.experimental.gluon import language as gl  # noqa: E402
@@ -108,34 +108,28 @@ def main(argv: list[str] | None = None) -> int:
           f"max buffers counted {args.max_buf}", flush=True)
     ways = {"plain": (False, 0), "stream": (True, 0), "stream+pad": (True, args.pad * 1024)}
     rows = []
-    for lengths in ("uniform", "ragged") if args.ragged else ("uniform",):
-        for fmt, heads, page, batch in args.cells:
-            made = cell_inputs(lengths, fmt, heads, page, batch, args.sets)
-            if made is None:
-                continue
-            xs, ref, tol = made
-            x = xs[0]
-            for config in args.configs:
-                row = {"lengths": lengths, "format": fmt, "heads": heads, "page_size": page, "batch": batch,
-                       "config": config}
 
-                def check(way: str) -> float:
-                    reduction.STREAM, pad = ways[way]
-                    # (the first call compiles the way's reduction, whose launches are then padded)
-                    return checked(x, fmt, config, ref, lambda: set_reduce_pad(pad))
+    def cell(lengths: str, fmt: str, heads: int, page: int, batch: int, xs: list, ref, tol: float) -> None:
+        for config in args.configs:
+            row = {"lengths": lengths, "format": fmt, "heads": heads, "page_size": page, "batch": batch,
+                   "config": config}
 
-                def time_way(way: str) -> float:
-                    reduction.STREAM, pad = ways[way]
-                    set_reduce_pad(pad)
-                    return graph_time_ms([decode_call(xi, fmt, config) for xi in xs])
-                ok = passing_ways(ways, check, tol, row, f"{lengths} {fmt} B={batch} {config}")
-                add_medians(row, timed_ways(ok, time_way, args.rounds))
-                set_reduce_pad(0)
-                reduction.STREAM = True
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-            xs = x = made = None     # (the cell's inputs released before the cache is emptied)
-            torch.cuda.empty_cache()
+            def check(way: str) -> float:
+                reduction.STREAM, pad = ways[way]
+                # (the first call compiles the way's reduction, whose launches are then padded)
+                return checked(xs[0], fmt, config, ref, lambda: set_reduce_pad(pad))
+
+            def time_way(way: str) -> float:
+                reduction.STREAM, pad = ways[way]
+                set_reduce_pad(pad)
+                return graph_time_ms([decode_call(xi, fmt, config) for xi in xs])
+            ok = passing_ways(ways, check, tol, row, f"{lengths} {fmt} B={batch} {config}")
+            add_medians(row, timed_ways(ok, time_way, args.rounds))
+            set_reduce_pad(0)
+            reduction.STREAM = True
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    for_each_cell(args, cell)
     result = dict(gpu=gpu, torch=torch.__version__, triton=triton.__version__, commit=git_commit(),
                   pad_kb=args.pad, max_buf=args.max_buf, rounds=args.rounds, sets=args.sets, rows=rows)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -145,16 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     print("| lengths | cell | config | plain | stream | change | stream+pad | change |")
     print("|" + " --- |" * 8)
     for r in rows:
-        def ms(k: str) -> str:
-            return f"{r[k + '_ms']:.4f}" if k + "_ms" in r else "-"
-
-        def change(way: str) -> str:
-            a, b = r.get("plain_ms"), r.get(f"{way}_ms")
-            return f"{(b / a - 1) * 100:+.1f}%" if a and b else "-"
         cfg = ",".join(f"{k}={v}" for k, v in r["config"].items() if k != "V2")
-        cell = f"{r['format']} H={r['heads']} ps={r['page_size']} B={r['batch']}"
-        print(f"| {r['lengths']} | {cell} | {cfg} | {ms('plain')} | {ms('stream')} | {change('stream')} | "
-              f"{ms('stream+pad')} | {change('stream+pad')} |")
+        print(f"| {r['lengths']} | {cell_text(r)} | {cfg} | {ms_text(r, 'plain')} | {ms_text(r, 'stream')} | "
+              f"{change_text(r, 'stream', 'plain')} | {ms_text(r, 'stream+pad')} | "
+              f"{change_text(r, 'stream+pad', 'plain')} |")
     print(f"wrote {args.out}")
     return 0
 

@@ -1675,3 +1675,32 @@ def test_the_probes_check_then_time_each_way_in_alternating_order(capsys):
     tail.add_medians(row, {**times, "never": []})
     assert row["a_ms"] == 2.0 and row["d_ms"] == 5.0 and row["d_all_ms"] == [5.0, 4.0, 6.0]
     assert "never_ms" not in row
+    row.update(format="fp8", heads=16, page_size=64, batch=32, flashmla_ms=None)
+    assert (tail.ms_text(row, "a"), tail.ms_text(row, "b"), tail.ms_text(row, "flashmla")) == ("2.0000", "-", "-")
+    assert (tail.change_text(row, "d", "a"), tail.change_text(row, "b", "a")) == ("+150.0%", "-")
+    assert tail.cell_text(row) == "fp8 H=16 ps=64 B=32"
+
+
+def test_the_probes_visit_each_cell_on_its_own_inputs(monkeypatch):
+    """``reduce_tail.for_each_cell``: every cell, uniform and (when asked) ragged, on the inputs ``cell_inputs`` makes
+    for it (the cells it has none for left out), the cache emptied after each."""
+    import types
+    tail = probe_module("reduce_tail")
+    made, seen, emptied = [], [], []
+
+    def inputs(lengths, fmt, heads, page, batch, sets):
+        if lengths == "ragged" and page != 64:
+            return None
+        made.append((lengths, fmt, batch, sets))
+        return [f"{lengths}-{batch}-{i}" for i in range(sets)], "ref", 2e-3
+    monkeypatch.setattr(tail, "cell_inputs", inputs)
+    monkeypatch.setattr(tail.torch.cuda, "empty_cache", lambda: emptied.append(len(seen)))
+    args = types.SimpleNamespace(cells=[("fp8", 16, 64, 32), ("fp8", 16, 1, 64)], ragged=True, sets=2)
+    tail.for_each_cell(args, lambda *cell: seen.append(cell))
+    assert seen == [("uniform", "fp8", 16, 64, 32, ["uniform-32-0", "uniform-32-1"], "ref", 2e-3),
+                    ("uniform", "fp8", 16, 1, 64, ["uniform-64-0", "uniform-64-1"], "ref", 2e-3),
+                    ("ragged", "fp8", 16, 64, 32, ["ragged-32-0", "ragged-32-1"], "ref", 2e-3)]
+    assert emptied == [1, 2, 3] and len(made) == 3
+    seen.clear()
+    tail.for_each_cell(types.SimpleNamespace(cells=args.cells, ragged=False, sets=1), lambda *cell: seen.append(cell))
+    assert [c[0] for c in seen] == ["uniform", "uniform"]
