@@ -736,3 +736,78 @@ def test_a_tuned_split_reads_its_plan_before_waiting_only_where_pick_and_plan_ar
     assert tuned(_Picked(two, takes=False), "fp8", args, consts) == {}  # (no PDL: T8, the first kernels)
     monkeypatch.setattr(interface_hopper, "SPLIT_PDL", 0)
     assert tuned(_Picked(two), "fp8", args, consts) == {}
+
+
+def _smw_build(num_buf: int, smw: bool, pdl: int = 0):
+    from test_mla_decode import compile_sm90
+    q = torch.empty(2, 16, 576, dtype=torch.bfloat16)
+    kv = torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn)
+    config = dict(V2=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1, PT_EARLY=1, RK64=1, CHAIN=1, SMW=int(smw))
+    args, grid, consts, _ = interface_hopper.hopper_call(
+        q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32), 0.04, 1.0, "fp8",
+        torch.empty(2, 16, 512, dtype=torch.bfloat16), False, sms=132, config=config)
+    fn, consts = interface_hopper._kernel_and_params(16, "fp8", consts)
+    consts = {**consts, "plan_ptr": torch.empty(grid[1], int(kh.PLAN_COLS), dtype=torch.int32),
+              **({"PDL": pdl} if pdl else {})}
+    if smw:
+        consts["claim_ptr"] = torch.empty(int(kh.CLAIM_SLOTS) + 1, dtype=torch.int32)
+    return compile_sm90(fn, args, consts), consts
+
+
+@pytest.mark.parametrize("num_buf,per_sm", [(2, 2), (3, 1)])
+def test_the_sm_weighted_split_claims_a_row_in_one_round_trip_with_its_loads(num_buf, per_sm):
+    """``SMW`` (kernel_hopper's SM-weighted split): the kernel's SMW is the grid's programs per SM; compiled for sm_90a
+    it keeps the build's shared memory and MMAs, claims its row with one relaxed atomic issued after the loads of its
+    SM's first two plan rows (so the claim and the row take one round trip together), counts itself done with one
+    more atomic at its end (the reset, off the path to the first copies), and has a third atomic only in the scan
+    for a free row; with PDL 2 the claim comes before the wait (the rows and counters are the plan's, which the
+    kernel ahead does not write)."""
+    base, _ = _smw_build(num_buf, False)
+    built, consts = _smw_build(num_buf, True, pdl=2)
+    assert consts["SMW"] == per_sm
+    assert _shared(built) == _shared(base)
+    sass, sass0 = _sass(built), _sass(base)
+    for mma in ("QGMMA.64x32x32.F32.E4M3.E4M3", "HGMMA.64x16x16.F32", "UTMALDG"):
+        assert sass.count(mma) == sass0.count(mma), mma
+    assert "ATOMG" not in sass0
+    lines = sass.splitlines()
+    atoms = [i for i, ln in enumerate(lines) if "ATOMG.E.ADD" in ln]
+    assert len(atoms) == 3, atoms
+    first_copy = next(i for i, ln in enumerate(lines) if "UTMALDG" in ln)
+    wait = next(i for i, ln in enumerate(lines) if "ACQBULK" in ln)
+    assert atoms[0] < wait < first_copy and atoms[-1] > first_copy
+    row_loads = [ln for ln in lines[:atoms[0]] if re.search(r"\bLDG\.E ", ln)]
+    # (the SM's rows are adjacent: one base, the second row 32 bytes on)
+    bases = {re.search(r"\[(R\d+)\.64", ln).group(1) for ln in row_loads}
+    assert len(bases) == 1 and 6 * per_sm <= len(row_loads) <= 8 * per_sm, row_loads
+
+
+def test_the_sm_weighted_split_takes_one_head_block_a_plan_with_weights_and_says_so_otherwise(monkeypatch):
+    """SMW's bad inputs, one line each: H > 16 (two head blocks), no plan, a plan without sm_weights, weights that
+    are not one int32 per SM, a grid that is not the weights' SMs times the programs per SM."""
+    from graphtune.kernels.mla_decode import MLADecodePlan, interface
+    from graphtune.kernels.mla_decode import plan as plan_mod
+    q = torch.empty(2, 32, 576, dtype=torch.bfloat16)
+    kv = torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn)
+    lens, pt = torch.ones(2, dtype=torch.int32), torch.zeros(2, 2, dtype=torch.int32)
+    with pytest.raises(ValueError, match=r"SMW=1 splits one head block's programs over the SMs, got 32 heads"):
+        interface_hopper.hopper_call(q, kv, pt, lens, 0.04, 1.0, "fp8", torch.empty(2, 32, 512), False, sms=132,
+                                     config=dict(V2=1, SMW=1))
+    for bad in (torch.ones(132), torch.ones(2, 66, dtype=torch.int32), torch.ones(300, dtype=torch.int32), [1, 2]):
+        with pytest.raises(ValueError, match=r"^MLADecodePlan: sm_weights=.*expected a 1-D int32 tensor of one weight"):
+            MLADecodePlan(sm_weights=bad)
+    with pytest.raises(ValueError, match=r"needs a plan made with sm_weights"):
+        MLADecodePlan().claims()
+    plan = MLADecodePlan(sm_weights=torch.ones(132, dtype=torch.int32))
+    plan.rows(lens, pt, 264)
+    monkeypatch.setattr(kh, "_mla_decode_plan_kernel", _Launches())
+    with pytest.raises(ValueError, match=r"the grid's 200 programs are not 2 for each of the plan's 132 sm_weights"):
+        plan.fill(lens, pt, 64, 200, 4, 128, smw=2)
+    assert plan.fill(lens, pt, 64, 264, 4, 128, smw=2) and plan.holds(264, 64, 4, smw=2)
+    assert not plan.holds(264, 64, 4)
+    assert not bool(plan.claims().any())
+    q16 = torch.empty(2, 16, 576, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"SMW=1 needs plan=MLADecodePlan\(sm_weights=...\)"):
+        interface_hopper.launch(q16, kv, pt, lens, 0.04, 1.0, "fp8", torch.empty(2, 16, 512), False, sms=132,
+                                config=dict(V2=1, SMW=1))
+    assert plan_mod.CLAIM_SLOTS == int(kh.CLAIM_SLOTS) and interface is not None
