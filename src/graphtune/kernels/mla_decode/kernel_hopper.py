@@ -479,11 +479,13 @@ def _claims_done(claim_ptr, num_rows, num_warps: gl.constexpr):
 
 @gluon.jit
 def _zero_claims(claim_ptr, num_warps: gl.constexpr):
-    """The claim counters and the count of claims made back to zero."""
+    """The count of claims made and the claim counters back to zero, the count first: a next launch's program that
+    starts before this one's last has exited (as a programmatic dependent) finds every counter taken until its own is
+    zeroed (a release after the count's store), so it claims, and later counts itself, only after the count's reset."""
     layout: gl.constexpr = gl.BlockedLayout([CLAIM_SLOTS // (32 * num_warps)], [32], [num_warps], [0])
     offs = gl.arange(0, CLAIM_SLOTS, layout=layout)
-    gl.store(claim_ptr + offs, gl.zeros([CLAIM_SLOTS], gl.int32, layout=layout))
     gl.store(claim_ptr + CLAIM_SLOTS, 0)
+    gl.atomic_xchg(claim_ptr + offs, gl.zeros([CLAIM_SLOTS], gl.int32, layout=layout), sem="release", scope="gpu")
 
 
 @gluon.jit
