@@ -59,8 +59,7 @@ import pytest
 UNPROVEN: dict[str, str] = {
     "PDL_TUNED": "the tuned split kernel launched as the programmatic dependent of the kernel ahead "
                  "(interface_hopper.SPLIT_PDL on the tuned path, session 56)",
-    "PDL_BF16": "the bf16 split kernels launched as the programmatic dependents of the kernel ahead (session 56)",
-    "SMW": "the SM-weighted split (plan rows claimed per SM, kernel_hopper._claim_row, session 57)"}
+    "PDL_BF16": "the bf16 split kernels launched as the programmatic dependents of the kernel ahead (session 56)"}
 
 
 def skip_unproven(config: dict) -> None:

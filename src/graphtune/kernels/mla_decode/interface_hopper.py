@@ -650,11 +650,6 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
                                                     ring=ring, query_replaced=query_replaced)
     consts = {**consts, **cfg, "num_warps": PP_NUM_WARPS if pp or t8 else NUM_WARPS if on_m else TOK_NUM_WARPS}
     programs = _programs(sms, programs_per_sm, head_blocks, q.shape[0], cfg.get("SPLIT_MAX", 0))
-    if cfg.get("SMW"):
-        if head_blocks != 1:
-            raise ValueError(f"mla_decode: config {config}: SMW=1 splits one head block's programs over the SMs, got "
-                             f"{q.shape[1]} heads ({head_blocks} blocks of {TOK_BLOCK_H})")
-        consts["SMW"] = programs_per_sm     # (the kernel's SMW: rows per SM)
     return args, (head_blocks, programs), consts, scratch
 
 
@@ -662,11 +657,9 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
 # GATHER = 1: tiles read row by row through the page table (cp.async), for pages TMA boxes cannot cover (size 1).
 # DS = 1: fp8_ds_mla rows (HOPPER_TOK_DS_CONFIG, HOPPER_TOK_DS_SPACE). CHAIN = 1 (in the fixed config since session
 # 11): the fp8 scores as one MMA chain per 128 dims and the rope's, folded in fp32 (docs/mla_decode.md, "CHAIN").
-# SMW = 1 (pinned, with a plan made with ``sm_weights``): the split's ranges follow the SMs' weights
-# (kernel_hopper's "SM-weighted split"; the kernel's SMW constexpr is the grid's programs per SM).
 TOK_FP8_V2_PARAMS = ("BLOCK_N", "NUM_BUF", "PREFETCH", "FAST_MAX", "GATHER", "LOOK", "RK64", "PT_EARLY", "DS",
-                     "CHAIN", "SMW")
-_V2_FLAGS = ("PREFETCH", "FAST_MAX", "GATHER", "RK64", "PT_EARLY", "DS", "CHAIN", "SMW")   # (on or off; PREFETCH 2 meant
+                     "CHAIN")
+_V2_FLAGS = ("PREFETCH", "FAST_MAX", "GATHER", "RK64", "PT_EARLY", "DS", "CHAIN")   # (on or off; PREFETCH 2 meant
 # something only under the removed PV8)
 
 
@@ -1097,15 +1090,12 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
         fn, consts = _kernel_and_params(heads, fmt, {**consts, "Q_LO": int(q_lo)})
         # (the plan made before T8's query pre-pass: T8 reads its row before it waits for the pass, _plan_first)
         filled = False      # (whether this call launched the plan kernel: the split then runs right behind it)
-        if consts.get("SMW") and plan is None:
-            raise ValueError(f"mla_decode: config {config}: SMW=1 needs plan=MLADecodePlan(sm_weights=...)")
         if plan is not None and _reads_plan(_heads_on_m(heads), fmt, {**cfg, **consts}):
             counts = _streams(fmt, reads or ("PP" if cfg.get("PP") else None), heads)
             rows = plan_mod.attach(plan, seq_lens, page_table, kv_cache.shape[1], grid[1], lambda _: grid[1],
                                    _B_CHUNK, fp8=fmt == "fp8", slots=reduction.SEG_FROM_PLAN, counts=counts)
             filled = plan_mod.plan_hook({**consts, "plan_ptr": rows})
-            consts = {**consts, "plan_ptr": rows, **({"done_ptr": plan.counters()} if counts else {}),
-                      **({"claim_ptr": plan.claims()} if consts.get("SMW") else {})}
+            consts = {**consts, "plan_ptr": rows, **({"done_ptr": plan.counters()} if counts else {})}
         if fp8_q and reads:
             args, consts = _fp8_query(args, consts, q, q_scale, reads)
         elif pair:

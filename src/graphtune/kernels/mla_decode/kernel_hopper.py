@@ -81,18 +81,13 @@ STAMP_TILE0 = gl.constexpr(8)     # then per tile (or pair of tiles) k of the pr
 
 
 @gluon.jit
-def _smid():
-    """``%smid``: the SM the program runs on."""
-    return gl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
-
-
-@gluon.jit
 def _stamp(STAMPS, row, slot, what: gl.constexpr = 0):
     """Diagnostics: the SM's ``%clock64`` (``what`` 0; 1: ``%globaltimer``, 2: ``%smid``) stored at
     ``STAMPS[row * STAMP_ROW + slot]``; nothing at all when ``STAMPS`` is None."""
     if STAMPS is not None:
         if what == 2:
-            v = _smid().to(gl.int64)
+            v = gl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=gl.int32, is_pure=False,
+                                          pack=1).to(gl.int64)
         elif what == 1:
             v = gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=gl.int64, is_pure=False,
                                           pack=1)
@@ -209,7 +204,7 @@ BF16_SEG_COST = gl.constexpr(0)
 @gluon.jit
 def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK: gl.constexpr,
                  num_warps: gl.constexpr, SEG_COST: gl.constexpr = 0, FUSED: gl.constexpr = 1,
-                 MIN_TILES: gl.constexpr = 1, weights_ptr=None, PER_SM: gl.constexpr = 1):
+                 MIN_TILES: gl.constexpr = 1):
     """Program pid's tile range ``[t, t_stop)`` of the batch's tiles laid end to end, the request ``b`` that
     holds tile t and ``req_end``, where the tiles of request b - 1 end, decided on the device from seq_lens.
 
@@ -232,11 +227,7 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
     ``MIN_TILES`` > 1 (a pinned T8 config's, ``interface_hopper.MIN_TILES_PAIR``: a tile a warpgroup): the even
     split's ranges at least that many tiles (and the priced split's at least that many virtual ones), the programs past
     the batch's tiles left none: a batch of fewer tiles than MIN_TILES a program runs fewer programs, each with fewer
-    partials to merge.
-
-    ``weights_ptr`` (the plan kernel for ``SMW``: rows in SM order, ``PER_SM`` a SM, one weight a SM): no
-    request-aligned split; each row's range (of virtual tiles with ``SEG_COST``, the priced mapping then taken
-    wherever the boundaries fall) in proportion to its SM's weight (:func:`_weighted_range`)."""
+    partials to merge."""
     _launch_dependents()
     chunk_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
     offs_c = gl.arange(0, B_CHUNK, layout=chunk_layout)
@@ -255,11 +246,7 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
     b = 0
     req_end = 0
     aligned = 0
-    try_aligned = (live <= num_progs) & (2 * live > num_progs)
-    if weights_ptr is not None:
-        try_aligned = live < 0
-        t, t_stop = _weighted_range(weights_ptr, pid, num_progs, total, PER_SM, num_warps)
-    if try_aligned:
+    if (live <= num_progs) & (2 * live > num_progs):
         # the aligned split's part j of the request whose programs span pid (``mine``; none past the last program
         # of the last request), each chunk's sums and maximum as one reduction (a program's start is a serial
         # chain of them). Tried only where most requests get one program: with fewer requests the even split's
@@ -313,8 +300,6 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
                 per_v = gl.maximum(per_v, MIN_TILES)
             tv = pid * per_v
             tv_stop = gl.minimum(tv + per_v, total_v)
-            if weights_ptr is not None:
-                tv, tv_stop = _weighted_range(weights_ptr, pid, num_progs, total_v, PER_SM, num_warps)
             base_v = 0
             b_v = 0
             req_end_v = 0
@@ -381,8 +366,6 @@ def _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N: gl.constexpr, B_CHUNK
                     inside += gl.sum(((tiles > 0) & valid & (ends < total) & off).to(gl.int32), axis=0)
                     base_v += gl.sum(vt, axis=0)
         if SEG_COST > 0:
-            if weights_ptr is not None:
-                inside = 1      # (weighted ranges: request boundaries anywhere)
             if inside > 0:
                 t = req_real + gl.maximum(tv - req_end_v - SEG_COST, 0)
                 t_stop = stop_end + gl.maximum(tv_stop - stop_end_v - SEG_COST, 0)
@@ -409,121 +392,6 @@ def _segment(seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, B
     seg_stop = gl.minimum(t_stop, req_end)
     pt_base = page_table_ptr + b.to(gl.int64) * stride_pt_b
     return b, seq_len, req_tiles, req_end, seg_stop, t - req_start, seg_stop - req_start, pt_base
-
-
-# SM-weighted split (``SMW``, the second fp8 tokens-on-M kernel under a plan made with ``sm_weights``): the SMs of one
-# GPU do not stream the cache equally fast (H100, session 49, benchmarks/probes/timeline.py on fp8 H = 16 at batch 32 /
-# 64 / 128, every program the same tiles: the SMs' last exits correlate 0.84 / 0.91 / 0.94 between two runs on other
-# inputs, groups of neighbouring SMs 12-18% faster than the median at batch 128, and the kernel ends with the slowest,
-# 3.9 / 5.9 / 11.0 us after a split in proportion to the SMs' rates would have: 10% of the split kernel). A plan row
-# then belongs to an SM's slot, ``sm * PER_SM + k``, the plan kernel gives the rows ranges in proportion to their SM's
-# weight (``_weighted_range``), and each program claims a row of its own SM (``_claim_row``) and runs as that row's
-# program id (its range, its partial slots), so the split follows the SMs whichever program ids the hardware puts
-# where. Claims live in the plan (``CLAIM_SLOTS`` counters + one count of programs past their claim); every program
-# claims exactly one row, and the last to claim sets the counters back to zero, so each launch leaves them as it
-# found them.
-CLAIM_SLOTS = gl.constexpr(256)     # SMs a claim covers at most (then one count of claims made)
-CLAIM_MAX_SCANS = gl.constexpr(1 << 20)    # a claim's scans of the counters before it traps (never, by the count)
-
-
-@gluon.jit
-def _claim_row(claim_ptr, num_rows, PER_SM: gl.constexpr, num_warps: gl.constexpr):
-    """The plan row this program runs (``SMW``): slot k of its own SM (``num_rows // PER_SM`` SMs, each
-    ``PER_SM`` rows) from that SM's counter, one relaxed atomic; a program that finds its SM's rows taken (a third
-    program on an SM whose first exited before the last was placed, or an SM past the plan's) takes any free row
-    (:func:`_claim_any`). There are as many rows as programs, so every row is taken exactly once. Returns the row
-    and whether it is slot ``k`` of the program's own SM (``own``; -1 otherwise)."""
-    nsm = num_rows // PER_SM
-    sm = _smid()
-    old = sm * 0 + PER_SM
-    if sm < nsm:
-        old = gl.atomic_add(claim_ptr + sm, 1, sem="relaxed", scope="gpu")
-    row = sm * PER_SM + old
-    own = old
-    if old >= PER_SM:
-        row = _claim_any(claim_ptr, nsm, PER_SM, num_warps)
-        own = old * 0 - 1
-    return row, own
-
-
-@gluon.jit
-def _claimed_plan_row(plan_ptr, claim_ptr, num_rows, PER_SM: gl.constexpr, num_warps: gl.constexpr):
-    """:func:`_claim_row` and the claimed row's plan values (:func:`_plan_row`): the rows of the program's SM's first
-    two slots are loaded before the claim returns, so the claim and the row take one round trip together (another
-    row is loaded after its claim)."""
-    first = gl.minimum(_smid(), num_rows // PER_SM - 1) * PER_SM
-    r0 = _plan_row(plan_ptr, first)
-    if PER_SM > 1:
-        r1 = _plan_row(plan_ptr, first + 1)
-    else:
-        r1 = r0
-    row, own = _claim_row(claim_ptr, num_rows, PER_SM, num_warps)
-    if own == 0:
-        t, t_stop, b, req_end, p_seq, p_pg0, p_pg1, p_pg2 = r0
-    elif own == 1:
-        t, t_stop, b, req_end, p_seq, p_pg0, p_pg1, p_pg2 = r1
-    else:
-        t, t_stop, b, req_end, p_seq, p_pg0, p_pg1, p_pg2 = _plan_row(plan_ptr, row)
-    return row, t, t_stop, b, req_end, p_seq, p_pg0, p_pg1, p_pg2
-
-
-@gluon.jit
-def _claims_done(claim_ptr, num_rows, num_warps: gl.constexpr):
-    """A program's last act under ``SMW``: one more program past its claim; the last of the launch (every claim
-    made) sets the counters back to zero, so the next launch finds them as this one did. (At the end, not after the
-    claim: off the program's path to its first copies.)"""
-    done = gl.atomic_add(claim_ptr + CLAIM_SLOTS, 1, sem="acq_rel", scope="gpu")
-    if done == num_rows - 1:
-        _zero_claims(claim_ptr, num_warps)
-
-
-@gluon.jit
-def _zero_claims(claim_ptr, num_warps: gl.constexpr):
-    """The count of claims made and the claim counters back to zero, the count first: a next launch's program that
-    starts before this one's last has exited (as a programmatic dependent) finds every counter taken until its own is
-    zeroed (a release after the count's store), so it claims, and later counts itself, only after the count's reset."""
-    layout: gl.constexpr = gl.BlockedLayout([CLAIM_SLOTS // (32 * num_warps)], [32], [num_warps], [0])
-    offs = gl.arange(0, CLAIM_SLOTS, layout=layout)
-    gl.store(claim_ptr + CLAIM_SLOTS, 0)
-    gl.atomic_xchg(claim_ptr + offs, gl.zeros([CLAIM_SLOTS], gl.int32, layout=layout), sem="release", scope="gpu")
-
-
-@gluon.jit
-def _claim_any(claim_ptr, nsm, PER_SM: gl.constexpr, num_warps: gl.constexpr):
-    """A free row of any SM: read the counters at the L2, add to the first below ``PER_SM``, again until an add
-    returns a free slot (one exists while this program holds none: rows = programs)."""
-    layout: gl.constexpr = gl.BlockedLayout([CLAIM_SLOTS // (32 * num_warps)], [32], [num_warps], [0])
-    offs = gl.arange(0, CLAIM_SLOTS, layout=layout)
-    row = nsm * 0 - 1
-    scans = 0
-    while row < 0:
-        seen = gl.load(claim_ptr + offs, mask=offs < nsm, other=PER_SM, cache_modifier=".cg")
-        sm = gl.min(gl.where(seen < PER_SM, offs, CLAIM_SLOTS), axis=0)
-        if sm < nsm:
-            old = gl.atomic_add(claim_ptr + sm, 1, sem="relaxed", scope="gpu")
-            if old < PER_SM:
-                row = sm * PER_SM + old
-        scans += 1
-        if scans >= CLAIM_MAX_SCANS:
-            gl.inline_asm_elementwise("trap; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
-    return row
-
-
-@gluon.jit
-def _weighted_range(weights_ptr, pid, num_progs, total, PER_SM: gl.constexpr, num_warps: gl.constexpr):
-    """Row ``pid``'s part ``[lo, hi)`` of ``total`` (tiles, or the priced split's virtual tiles) in proportion to its
-    SM's weight (``weights_ptr[row // PER_SM]``, rows in SM order; ``SMW``)."""
-    layout: gl.constexpr = gl.BlockedLayout([CLAIM_SLOTS * 8 // (32 * num_warps)], [32], [num_warps], [0])
-    rows = gl.arange(0, CLAIM_SLOTS * 8, layout=layout)
-    # (at least 1 each: a zero or negative weight leaves no range empty or reversed)
-    w = gl.maximum(gl.load(weights_ptr + rows // PER_SM, mask=rows < num_progs, other=1), 1).to(gl.int64)
-    w = gl.where(rows < num_progs, w, 0)
-    before = gl.sum(gl.where(rows < pid, w, 0), axis=0)
-    upto = gl.sum(gl.where(rows <= pid, w, 0), axis=0)
-    whole = gl.sum(w, axis=0)
-    lo = (total.to(gl.int64) * before // whole).to(gl.int32)
-    hi = (total.to(gl.int64) * upto // whole).to(gl.int32)
-    return lo, hi
 
 
 # A plan row: the program's split (t, t_stop, b, req_end as ``_split_start`` returns them) and its first segment's
@@ -591,21 +459,15 @@ def _page_row(pt_base, j, page, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, 
 @gluon.jit(do_not_specialize=["B"])
 def _mla_decode_plan_kernel(seq_lens_ptr, page_table_ptr, plan_ptr, B, stride_pt_b, PAGE_SIZE: gl.constexpr,
                             B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, SEG_COST: gl.constexpr,
-                            num_warps: gl.constexpr, MIN_TILES: gl.constexpr = 1, seg_ptr=None, weights_ptr=None,
-                            PER_SM: gl.constexpr = 1, claim_ptr=None):
+                            num_warps: gl.constexpr, MIN_TILES: gl.constexpr = 1, seg_ptr=None):
     """Grid ``(1, P)``, P the split kernel's programs: program p's plan row (``PLAN_COLS``), the split and the first
     segment exactly as the split kernels compute them (``_split_start``, ``_segment``, :func:`_tile_page`), so that a
     split kernel given these rows as ``plan_ptr`` on the same lengths, page table and grid starts its copies one round trip after
     its start. A program with no tiles gets its empty range and zeros. With ``seg_ptr`` also the first and last
-    partial slot of each request its range touches, as the split kernels write them (:func:`_plan_slots`). With
-    ``weights_ptr`` (``SMW``) the rows are SM slots and their ranges follow the SMs' weights (``_split_start``), and
-    program 0 zeroes the split's claim counters (``claim_ptr``, :func:`_claim_row`)."""
+    partial slot of each request its range touches, as the split kernels write them (:func:`_plan_slots`)."""
     pid = gl.program_id(1)
     t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(1), BLOCK_N, B_CHUNK, num_warps,
-                                         SEG_COST, MIN_TILES=MIN_TILES, weights_ptr=weights_ptr, PER_SM=PER_SM)
-    if claim_ptr is not None:
-        if pid == 0:
-            _zero_claims(claim_ptr, num_warps)
+                                         SEG_COST, MIN_TILES=MIN_TILES)
     if seg_ptr is not None:
         _plan_slots(seq_lens_ptr, page_table_ptr, stride_pt_b, seg_ptr, pid, t, t_stop, b, req_end, BLOCK_N)
     seq_len = 0

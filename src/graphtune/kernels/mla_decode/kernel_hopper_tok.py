@@ -64,7 +64,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from .kernel_hopper import (FP8_SEG_COST, STAMP_CLK_IN, STREAM_MAX_BUF, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _block_barrier,
-                            _claimed_plan_row, _claims_done, _launch_dependents, _load_q_raw, _max_over_tokens, _plan_row, _planned_segment, _q_fp32,
+                            _launch_dependents, _load_q_raw, _max_over_tokens, _plan_row, _planned_segment, _q_fp32,
                             _program_ids, _segment, _segment_written, _split_start, _stamp,
                             _stamp_out, _stamp_tile, _store_chunks_segment, _tile_landed, _tile_page, _tma_load,
                             _wait_primary, _zero_rows)
@@ -489,8 +489,6 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     plan_ptr=None,
     done_ptr=None,
     PDL: gl.constexpr = 0,
-    SMW: gl.constexpr = 0,
-    claim_ptr=None,
 ):
     """fp8 (per-tensor) cache, H < 64: tokens on M, one warpgroup, 16 heads per program (module docstring).
     ``kv_nope_desc`` / ``kv_rope_desc``: the cache as [rows, 576] fp8 with [BLOCK_N, 512] / [BLOCK_N, 128]
@@ -514,11 +512,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     for that kernel (``griddepcontrol.wait``) before its first global load, so only the launch and the shared memory's
     set-up overlap it; 2 (with ``plan_ptr`` and the scales given as floats) reads the plan's row first and waits right
     after it (before the first segment's page ids, query and copies), so the kernel before it must not write the
-    plan.
-
-    ``SMW`` (the grid's programs per SM, with ``plan_ptr`` from a plan made with ``sm_weights`` and its claim
-    counters as ``claim_ptr``; one head block): the program claims a plan row of its own SM
-    (``kernel_hopper._claim_row``) and runs as that row's program, so the split follows the SMs' weights."""
+    plan."""
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
     gl.static_assert(BLOCK_H == 16)
@@ -567,9 +561,6 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         r_layout: gl.constexpr = s_layout       # (unread without DS)
     p_smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_H], gl.float16)
 
-    if SMW:
-        gl.static_assert(plan_ptr is not None)
-        gl.static_assert(claim_ptr is not None)
     if PDL == 2:
         # (its scales as floats: a scale read from memory before the wait could be the kernel ahead's to write)
         gl.static_assert(plan_ptr is not None)
@@ -621,11 +612,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     if plan_ptr is not None:
         # the program's split and first segment as the plan kernel left them (one round trip of independent loads)
         _launch_dependents()
-        if SMW:
-            pid, t, t_stop, b, req_end, p_seq, p_pg0, p_pg1, p_pg2 = _claimed_plan_row(plan_ptr, claim_ptr, num_progs,
-                                                                                      SMW, num_warps)
-        else:
-            t, t_stop, b, req_end, p_seq, p_pg0, p_pg1, p_pg2 = _plan_row(plan_ptr, pid)
+        t, t_stop, b, req_end, p_seq, p_pg0, p_pg1, p_pg2 = _plan_row(plan_ptr, pid)
     else:
         t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps,
                                              FP8_SEG_COST * (1 - DS))
@@ -835,8 +822,6 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                     _segment_written(done_ptr, b, pid_h)
         t = seg_stop
         b += 1
-    if SMW:
-        _claims_done(claim_ptr, num_progs, num_warps)
     _stamp_out(STAMPS, srow, it)
 
     for k in gl.static_range(NUM_BUF):

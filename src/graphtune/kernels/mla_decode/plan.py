@@ -40,7 +40,6 @@ except ImportError:     # an older torch: the ops then take no plan (op.PLAN_UND
     _OpArgument = object
 
 PLAN_COLS = int(kernel_hopper.PLAN_COLS)
-CLAIM_SLOTS = int(kernel_hopper.CLAIM_SLOTS)
 # The price of a request's start in the split a plan holds for the bf16 kernels (kernel_hopper's ``SEG_COST``, in
 # tiles). The bf16 kernels split with none when they split themselves: at 4 ragged batches ran 2-12% faster but every
 # call paid the priced pass's sums (uniform batches up to 3.5% slower; H200, session 33, kernel_hopper.BF16_SEG_COST).
@@ -63,21 +62,9 @@ class MLADecodePlan(_OpArgument):
     step. It belongs to that step's ``seq_lens`` and ``page_table`` tensors and their values: a call with other
     tensors is a ValueError; values changed in place after the fill are not seen (a new plan per step). Under
     torch.compile it is an input of the compiled function, which the ``graphtune::mla_decode_planned`` ops take as
-    it is (op.py; a new one per step recompiles nothing).
+    it is (op.py; a new one per step recompiles nothing)."""
 
-    ``sm_weights`` (a pinned config with ``SMW=1``, the second fp8 tokens-on-M kernel): one positive int32 weight per
-    SM of the GPU, on it; the split's rows then belong to SM slots and take ranges in proportion to their SM's weight
-    (kernel_hopper's "SM-weighted split")."""
-
-    def __init__(self, sm_weights: torch.Tensor | None = None) -> None:
-        if sm_weights is not None and (not isinstance(sm_weights, torch.Tensor) or sm_weights.dtype != torch.int32
-                                       or sm_weights.dim() != 1 or not 0 < sm_weights.numel() <= CLAIM_SLOTS):
-            got = (f"a {sm_weights.dtype} tensor of shape {tuple(sm_weights.shape)}"
-                   if isinstance(sm_weights, torch.Tensor) else repr(sm_weights))
-            raise ValueError(f"MLADecodePlan: sm_weights={got}, expected a 1-D int32 tensor of one weight per SM (1 "
-                             f"to {CLAIM_SLOTS} of them)")
-        self._weights = sm_weights
-        self._claims: torch.Tensor | None = None  # the SM-weighted split's claim counters (claims())
+    def __init__(self) -> None:
         self._rows: torch.Tensor | None = None
         self._slots: torch.Tensor | None = None  # the reduction's seg rows for the split of the last fill (slots=True)
         self._counts: torch.Tensor | None = None  # the streamed reduction's counters (counters())
@@ -95,9 +82,6 @@ class MLADecodePlan(_OpArgument):
         """The plan's rows on the device, room for ``max_programs`` programs (filled by :meth:`fill`)."""
         ident = (seq_lens.data_ptr(), page_table.data_ptr(), page_table.stride(0), seq_lens.device,
                  seq_lens.shape[0])
-        if self._weights is not None and self._weights.device != seq_lens.device:
-            raise ValueError(f"mla_decode: plan={self!r} has its sm_weights on {self._weights.device}, seq_lens are on "
-                             f"{seq_lens.device}")
         if self._inputs is None:
             self._inputs = ident
         elif self._inputs != ident:
@@ -113,9 +97,6 @@ class MLADecodePlan(_OpArgument):
             self._slots._graphtune_plan_slots = True    # (reduction.merge reads them before its wait)
             self._counts = share_across_rotations(torch.zeros(
                 2, seq_lens.shape[0], int(kernel_hopper.STREAM_GROUPS), dtype=torch.int32, device=seq_lens.device))
-            if self._weights is not None:
-                self._claims = share_across_rotations(
-                    torch.zeros(CLAIM_SLOTS + 1, dtype=torch.int32, device=seq_lens.device))
             self._filled = None
         return self._rows
 
@@ -140,14 +121,6 @@ class MLADecodePlan(_OpArgument):
             raise ValueError(f"{self!r}: no counters before the plan's rows are made")
         return self._counts
 
-    def claims(self) -> torch.Tensor:
-        """The SM-weighted split's claim counters (``kernel_hopper._claim_row``: one a SM, then the count of claims
-        made), zero when made and after every launch that claims."""
-        if self._claims is None:
-            raise ValueError(f"{self!r}: a config with SMW=1 needs a plan made with sm_weights "
-                             "(MLADecodePlan(sm_weights=...)), and its rows made first")
-        return self._claims
-
     def slots(self) -> torch.Tensor | None:
         """The reduction's ``seg`` rows (each request's first and last partial slot) for the split of the last fill
         made with ``slots=True``, else None."""
@@ -155,43 +128,34 @@ class MLADecodePlan(_OpArgument):
 
     def fill(self, seq_lens: torch.Tensor, page_table: torch.Tensor, page_size: int, programs: int,
              seg_cost: int, b_chunk: int, min_tiles: int = 1, slots: bool = False, counted: bool = False,
-             geometry: tuple[int, int] = TOKENS_ON_M_GEOMETRY, smw: int = 0) -> bool:
+             geometry: tuple[int, int] = TOKENS_ON_M_GEOMETRY) -> bool:
         """Rows for a split over ``programs`` programs (each range at least ``min_tiles`` tiles: the split kernel's
         ``MIN_TILES``), made by one launch unless this plan holds them already (the tuner's configs differ in
         programs: each fill replaces the last); ``slots``: the reduction's ``seg`` rows of that split too
         (:meth:`slots`); ``counted``: the split kernel about to run counts its segments in :meth:`counters`
         (:meth:`counted`), ``geometry`` its head group and writers a segment (:meth:`stream_geometry`). Returns
-        whether it launched the plan kernel (the split launched next then runs right behind it). ``smw`` (the split
-        kernel's ``SMW``: its programs per SM): rows in SM order, weighted by ``sm_weights``, claims zeroed."""
+        whether it launched the plan kernel (the split launched next then runs right behind it)."""
         self._counted = counted
         self._geometry = geometry
-        want = self._split(programs, page_size, seg_cost, min_tiles, slots, smw)
+        want = self._split(programs, page_size, seg_cost, min_tiles, slots)
         if self._filled == want:
             return False
-        weighted = {}
-        if smw:
-            sms = self.claims().new_empty(0) if self._weights is None else self._weights
-            if programs != smw * sms.numel():
-                raise ValueError(f"mla_decode: SMW=1 with {smw} programs per SM: the grid's {programs} programs are "
-                                 f"not {smw} for each of the plan's {sms.numel()} sm_weights (one per SM)")
-            weighted = {"weights_ptr": self._weights, "PER_SM": smw, "claim_ptr": self._claims}
         kernel_hopper._mla_decode_plan_kernel[(1, programs)](
             seq_lens, page_table, self._rows, seq_lens.shape[0], page_table.stride(0), PAGE_SIZE=page_size,
             B_CHUNK=b_chunk, BLOCK_N=64, SEG_COST=seg_cost, MIN_TILES=min_tiles, num_warps=4,
-            **({"seg_ptr": self._slots} if slots else {}), **weighted)
+            **({"seg_ptr": self._slots} if slots else {}))
         self._filled = want
         return True
 
-    def holds(self, programs: int, page_size: int, seg_cost: int, min_tiles: int = 1, slots: bool = False,
-              smw: int = 0) -> bool:
+    def holds(self, programs: int, page_size: int, seg_cost: int, min_tiles: int = 1, slots: bool = False) -> bool:
         """Whether the rows hold that split already (:meth:`fill` would launch nothing)."""
-        return self._filled == self._split(programs, page_size, seg_cost, min_tiles, slots, smw)
+        return self._filled == self._split(programs, page_size, seg_cost, min_tiles, slots)
 
     @staticmethod
-    def _split(programs: int, page_size: int, seg_cost: int, min_tiles: int, slots: bool, smw: int) -> tuple:
+    def _split(programs: int, page_size: int, seg_cost: int, min_tiles: int, slots: bool) -> tuple:
         """What a fill is for: the split's terms and the tuner's timing graph it is made in (in each of those graphs
         the rows are filled again: ``capture.timer_graph``)."""
-        return (programs, page_size, seg_cost, min_tiles, slots, smw, timer_graph())
+        return (programs, page_size, seg_cost, min_tiles, slots, timer_graph())
 
 
 def plan_hook(nargs: dict[str, Any]) -> bool:
@@ -214,21 +178,19 @@ def attach(plan: MLADecodePlan, seq_lens: torch.Tensor, page_table: torch.Tensor
     which a config of at most ``kernel_hopper.STREAM_MAX_BUF`` buffers counts its segments in (:func:`counted_of`)."""
     rows = plan.rows(seq_lens, page_table, max_programs)
 
-    def split(nargs: dict[str, Any]) -> tuple[int, int, int, int, bool, int]:
-        # (programs, page size, price of a request's start, least tiles, slots, SM-weighted: programs per SM) of the
-        # split a config runs
+    def split(nargs: dict[str, Any]) -> tuple[int, int, int, int, bool]:
+        # (programs, page size, price of a request's start, least tiles, slots) of the split a config runs
         if nargs.get("DS"):
             seg_cost = 0
         else:
             seg_cost = int(kernel_hopper.FP8_SEG_COST) if fp8 else BF16_PLAN_SEG_COST
-        return (programs_of(nargs), page_size, seg_cost, int(nargs.get("MIN_TILES", 1)), slots,
-                int(nargs.get("SMW", 0)))
+        return programs_of(nargs), page_size, seg_cost, int(nargs.get("MIN_TILES", 1)), slots
 
     def fill(nargs: dict[str, Any]) -> bool:
-        programs, size, seg_cost, least, want_slots, smw = split(nargs)
+        programs, size, seg_cost, least, want_slots = split(nargs)
         return plan.fill(seq_lens, page_table, size, programs, seg_cost, b_chunk, least, want_slots,
                          counts and int(nargs.get("NUM_BUF", 2)) <= int(kernel_hopper.STREAM_MAX_BUF),
-                         stream_geometry(nargs), smw)
+                         stream_geometry(nargs))
     rows._graphtune_fill = fill
     rows._graphtune_holds = lambda nargs: plan.holds(*split(nargs))
     rows._graphtune_slots = plan.slots
