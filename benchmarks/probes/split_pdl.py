@@ -85,8 +85,6 @@ def main(argv: list[str] | None = None) -> int:
           f"{'beside' if fm is not None else f'not importable ({why}): no column'}", flush=True)
     rows: list[dict] = []
     shipped = interface_hopper.SPLIT_PDL        # (put back after each row's ways)
-    # (the bf16 kernels' PDL too, off in the product until its GPU test has run: this probe times it)
-    interface_hopper.SPLIT_PDL_BF16 = True
 
     def write(rows: list[dict]) -> None:
         result = dict(gpu=gpu, torch=torch.__version__, triton=triton.__version__, commit=git_commit(),

@@ -666,7 +666,7 @@ def test_the_split_pdl_switch_adds_its_launch_options_where_they_apply(monkeypat
         pdl(True, {}, False)
     # which kernels take it: the second fp8 tokens-on-M kernel, the bf16 tokens-on-M and bf16 ping-pong kernels; not
     # T8 (launched behind its query's pre-pass already) nor the heads-on-M first kernels
-    # (the bf16 ones with SPLIT_PDL_BF16, off until their GPU test has run)
+    # (the bf16 ones with SPLIT_PDL_BF16, on since session 57)
     from graphtune.kernels.mla_decode import kernel_hopper_pp, kernel_hopper_pp8
     takes = interface_hopper._takes_pdl
     assert takes(kernel_hopper_tok._mla_decode_hopper_tok_fp8_v2_kernel, "fp8")

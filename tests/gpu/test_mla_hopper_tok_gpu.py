@@ -485,9 +485,7 @@ def test_split_launched_behind_the_kernel_ahead_reads_what_that_kernel_wrote(fmt
     within its format's bound of its fp32 reference (a split that read its query before the copy's writes, or a plan
     row before the plan kernel's, would be off), at 132 and 7 SMs."""
     _skip_off_hopper()
-    skip_unproven({"PDL_TUNED": num_buf is None, "PDL_BF16": fmt == "bf16"})
     monkeypatch.setattr(interface_hopper, "SPLIT_PDL", mode)
-    monkeypatch.setattr(interface_hopper, "SPLIT_PDL_BF16", True)
     seed = int.from_bytes(os.urandom(4), "little")
     x = bench.make_inputs(bench.Problem(len(PDL_LENS), heads, 4096, 64, fmt), seed=seed)
     x["seq_lens"].copy_(torch.tensor(PDL_LENS, dtype=torch.int32))

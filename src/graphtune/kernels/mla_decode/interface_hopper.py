@@ -1157,9 +1157,14 @@ def launch(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tensor, se
 # -0.3 / -0.2% at batch 32 / 64 / 128 (ragged -0.5 / -0.6 / -0.0%), fp8_ds_mla -0.7 / -0.4%, the row gather at page
 # size 1 -0.3 / -0.0%, -1.5% at batch 32 with a copy ahead; slower in no cell.
 SPLIT_PDL = 2
-# The bf16 kernels' PDL (compiled for sm_90 on the CPU, session 56; off until their GPU test has run:
-# docs/gpu_calls/session56/s56f.sh).
-SPLIT_PDL_BF16 = False
+# The bf16 kernels' PDL (the tokens-on-M kernel, H < 64, and the ping-pong kernel, H a multiple of 64, each warpgroup
+# waiting; written in session 56). Measured on an H100 (session 57, call A, `benchmarks/probes/split_pdl.py --configs
+# '[{}]' --ragged --cells "bf16:16:64:32,64,128 bf16:128:64:32,64"`, the tuned path, a plan made before the graph,
+# graph replay, median of three rounds; off / plan-first ms): H = 16 0.0585 / 0.0577, 0.1075 / 0.1073, 0.2007 / 0.2006
+# at batch 32 / 64 / 128 (-1.4 / -0.2 / -0.1%), H = 128 0.0763 / 0.0758, 0.1408 / 0.1337 at 32 / 64 (-0.6 / -5.0%);
+# ragged -0.6 / -0.1 / -0.2% and -0.4 / +0.3%. Its GPU test cases (tuned and pinned, both kernels) and the bf16 decode
+# tests with it passed there (7 and 27).
+SPLIT_PDL_BF16 = True
 
 
 def _takes_pdl(fn, fmt: str) -> bool:
