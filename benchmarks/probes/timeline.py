@@ -20,12 +20,14 @@ kernel alone and the decode (public call) at other request lengths, so that a li
 cell's fixed cost.
 
     PYTHONPATH=src python benchmarks/probes/timeline.py --out benchmarks/results/timeline.json
+    PYTHONPATH=src python benchmarks/probes/timeline.py --from benchmarks/results/mla_timeline_fixed_h100_session49_callA.json.gz
 
 Without a GPU it says so and exits 2.
 """
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import statistics
@@ -189,6 +191,55 @@ def analyse(raw: torch.Tensor, pp: bool) -> dict:
     return out
 
 
+def landing_profile(raw: list[list[int]], ghz: float, num_buf: int, bucket_ns: int = 2000) -> dict:
+    """A tokens-on-M kernel's stamped run (rows as ``analyse`` takes them) over time, in ``bucket_ns`` windows from the
+    first entry: the tiles whose wait ended in each window (``landed``: the program had its data, no sooner than it
+    looked), and the window's mean of the tiles requested but not yet taken (``waiting``: a tile counts from its
+    copy's issue, the split's end for a program's first ``num_buf`` tiles and the end of the tile ``num_buf`` before it
+    for the others, to its landing; an upper bound on the copies in flight) and of the programs computing a tile
+    (``computing``: from a tile's landing to the end of its work). Session 57 read session 49's batch-32 run with it
+    (the docs' "Issue 14, session 57")."""
+    t_in = min(r[0] for r in raw)
+    landed: list[float] = []
+    waiting: list[tuple[float, int]] = []
+    computing: list[tuple[float, int]] = []
+    for r in raw:
+        n = min(r[TILES], (ROW - T0) // 2)
+        if n <= 0:
+            continue
+
+        def at(clock: int, r=r) -> float:   # (an SM clock stamp as ns from the first entry, by the global timer)
+            return (r[1] - t_in) - (r[6] - clock) / ghz
+        land = [at(r[T0 + 2 * k]) for k in range(n)]
+        done = [at(r[T0 + 2 * k + 1]) for k in range(n)]
+        for k in range(n):
+            issue = at(r[4]) if k < num_buf else done[k - num_buf]
+            landed.append(land[k])
+            waiting += [(issue, 1), (land[k], -1)]
+            computing += [(land[k], 1), (done[k], -1)]
+    span = max(r[1] for r in raw) - t_in
+    windows = int(span // bucket_ns) + 1
+
+    def means(events: list[tuple[float, int]]) -> list[float]:
+        out, level, i, events = [], 0, 0, sorted(events)
+        for w in range(windows):
+            lo, hi, area = w * bucket_ns, (w + 1) * bucket_ns, 0.0
+            last = lo
+            while i < len(events) and events[i][0] < hi:
+                t, step = events[i]
+                if t > last:
+                    area += level * (t - last)
+                    last = t
+                level += step
+                i += 1
+            out.append(round((area + level * (hi - last)) / bucket_ns, 2))
+        return out
+    counts = [0] * windows
+    for t in landed:
+        counts[min(windows - 1, max(0, int(t // bucket_ns)))] += 1
+    return {"bucket_ns": bucket_ns, "landed": counts, "waiting": means(waiting), "computing": means(computing)}
+
+
 def cell(fmt: str, heads: int, batch: int, lengths: list[int], overlay: dict | None = None,
          plan: bool = False) -> dict:
     sms = interface._sm_count(torch.device("cuda"))
@@ -208,6 +259,8 @@ def cell(fmt: str, heads: int, batch: int, lengths: list[int], overlay: dict | N
     calls[-1][0](buf)
     torch.cuda.synchronize()
     row["timeline"] = analyse(buf.cpu(), heads >= 64)
+    if heads < 64:
+        row["profile"] = landing_profile(buf.cpu().tolist(), row["timeline"]["sm_ghz"], row["config"]["NUM_BUF"])
     # a second stamped run on other inputs (other programs on each SM): how much of the SMs' spread is the SM's own
     first = buf.cpu()
     buf.zero_()
@@ -261,6 +314,35 @@ def sm_persistence(a: torch.Tensor, b: torch.Tensor) -> dict:
             "slow_third_ns": statistics.fmean(xb[i] for i in order[-third:])}
 
 
+def profile_lines(row: dict) -> list[str]:
+    """A cell's landing profile (``row["profile"]``) as three lines of numbers a window."""
+    p = row["profile"]
+    us = p["bucket_ns"] / 1000
+    return [f"  per {us:g} us from the first entry: tiles landed {p['landed']}",
+            f"    tiles requested and not yet taken (mean) {p['waiting']}",
+            f"    programs computing a tile (mean) {p['computing']}"]
+
+
+def print_saved_profiles(path: Path) -> int:
+    """``--from``: the landing profiles of a saved run's tokens-on-M cells (rows with ``raw`` stamps)."""
+    try:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt") as f:
+            saved = json.load(f)
+        rows = saved["rows"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"timeline: --from {path}: not a saved timeline run ({type(e).__name__}: {e})", file=sys.stderr)
+        return 2
+    print(f"{saved.get('gpu', '?')}; commit {saved.get('commit', '?')}")
+    for r in rows:
+        if r.get("heads", 64) >= 64 or not r.get("raw"):
+            continue
+        r["profile"] = landing_profile(r["raw"], r["timeline"]["sm_ghz"], r["config"]["NUM_BUF"])
+        print(f"\n{r['kv_format']} H={r['heads']} B={r['batch']} {r['config']}: {sum(r['profile']['landed'])} tiles")
+        print("\n".join(profile_lines(r)))
+    return 0
+
+
 def _fit(points: list[dict], key: str) -> tuple[float, float]:
     """Least-squares ``ms = a + b tokens``: (a in us, b as us per 1,000 tokens)."""
     xs = [p["tokens"] for p in points]
@@ -283,7 +365,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="give the pinned split kernel a step's plan of its split (mla_decode's plan=), made before "
                          "the graph")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/timeline.json"))
+    ap.add_argument("--from", dest="saved", type=Path, default=None,
+                    help="print the tile landing profiles (landing_profile) of the tokens-on-M cells of a saved run "
+                         "(its JSON, or .json.gz) instead of running; no GPU needed")
     args = ap.parse_args(argv)
+    if args.saved is not None:
+        return print_saved_profiles(args.saved)
     if not torch.cuda.is_available():
         print("timeline: needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -329,6 +416,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             line += f"; of a period: waiting {t['wait_ns']:.0f} (p90 {t['wait_p90_ns']:.0f}), busy {t['busy_ns']:.0f}"
         print(line, flush=True)
+        if "profile" in r:
+            print("\n".join(profile_lines(r)), flush=True)
         if r.get("lengths"):
             for p in r["lengths"]:
                 print(f"  {p['tokens']} tokens: split {p['split_ms']:.4f} ms, decode {p['decode_ms']:.4f} ms")

@@ -10,6 +10,7 @@ NaN, and compares against the fp32 reference on the dequantised cache: relative 
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import statistics
@@ -1465,6 +1466,33 @@ def probe_module(name: str):
 def _timeline_probe():
     """benchmarks/probes/timeline.py as a module."""
     return probe_module("timeline")
+
+def test_timeline_landing_profile_counts_landings_requests_and_work_per_window(tmp_path, capsys):
+    """benchmarks/probes/timeline.py's ``landing_profile`` on a made-up stamped program (SM clock = ns): two tiles,
+    two buffers, both copies issued at the split's end (500 ns), landed at 3,000 / 5,000 and done at 4,500 / 7,000:
+    per 2 us window the landings, the mean of the tiles requested and not yet taken, and of the programs computing;
+    ``--from`` prints them for a saved run, and says in one line what is wrong with a file that is not one."""
+    tl = _timeline_probe()
+    row = [0] * 12
+    row[0], row[1], row[3], row[4], row[5], row[6], row[7] = 0, 10_000, 0, 500, 1_000, 10_000, 2
+    row[8:12] = [3_000, 4_500, 5_000, 7_000]
+    idle = [0] * 12
+    idle[1] = 2_000
+    p = tl.landing_profile([row, idle], 1.0, 2)
+    assert p["landed"] == [0, 1, 1, 0, 0, 0]
+    assert p["waiting"] == [1.5, 1.5, 0.5, 0.0, 0.0, 0.0]
+    assert p["computing"] == [0.0, 0.5, 0.75, 0.5, 0.0, 0.0]
+    saved = tmp_path / "run.json"
+    saved.write_text(json.dumps({"gpu": "made up", "commit": "x", "rows": [
+        {"kv_format": "fp8", "heads": 16, "batch": 1, "config": {"NUM_BUF": 2}, "raw": [row, idle],
+         "timeline": {"sm_ghz": 1.0}}]}))
+    assert tl.main(["--from", str(saved)]) == 0
+    assert "tiles landed [0, 1, 1, 0, 0, 0]" in capsys.readouterr().out
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    assert tl.main(["--from", str(tmp_path / "bad.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a saved timeline run" in err[0], err
+
 
 @pytest.mark.parametrize("heads,batch,kernel_flag,per_program", [(128, 64, "T8", 2), (128, 4, "T8", 2),
                                                                   (16, 64, "V2", 1)])
