@@ -943,31 +943,34 @@ STREAM_CONFIGS = [("fp8", 2, 2), ("fp8", 5, 1), ("bf16", 2, 1), ("bf16", 3, 1)]
 STREAM_GATHER_CONFIGS = [("fp8", 2, 2), ("fp8", 3, 1)]
 
 
-def _stream_calls(xs: list[dict], kv_format: str, num_buf: int, per_sm: int, gather: int = 0) -> list:
-    """Calls of ``kernel_hopper_tok._kv_stream_kernel`` over the input sets ``xs``: the decode kernels' TMA boxes
-    (fp8: [64, 512] + the [64, 128] zero-padded rope box; bf16: [64, 512] + [64, 64]), or their row gather
-    (``gather``), and their grid at H = 16."""
+def stream_launch(x: dict, kv_format: str, num_buf: int, per_sm: int, gather: int = 0, sms: int | None = None):
+    """A call of ``kernel_hopper_tok._kv_stream_kernel`` on inputs ``x`` taking a stamp buffer or None
+    (benchmarks/probes/timeline.py), and its programs: the decode kernels' TMA boxes (fp8: [64, 512] + the [64, 128]
+    zero-padded rope box; bf16: [64, 512] + [64, 64]), or their row gather (``gather``), and their grid at H = 16
+    (``per_sm`` programs on each of the ``sms``, the device's by default)."""
     from graphtune.kernels.mla_decode import kernel_hopper_tok
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    calls = []
-    for x in xs:
-        kv = x["kv_cache"]
-        kv2 = kv.view(kv.shape[0] * kv.shape[1], 576)
-        nope = interface_hopper._descriptor(kv2, [64, 512])
-        if kv_format == "fp8":
-            rope, col = interface_hopper._descriptor(kv2, [64, 128]), 512
-        else:
-            rope, col = interface_hopper._descriptor(kv2[:, 512:], [64, 64]), 0
-        progs = sms * per_sm
-        out = torch.empty(progs, dtype=torch.int32, device=kv.device)
+    sms = sms or torch.cuda.get_device_properties(0).multi_processor_count
+    kv = x["kv_cache"]
+    kv2 = kv.view(kv.shape[0] * kv.shape[1], 576)
+    nope = interface_hopper._descriptor(kv2, [64, 512])
+    if kv_format == "fp8":
+        rope, col = interface_hopper._descriptor(kv2, [64, 128]), 512
+    else:
+        rope, col = interface_hopper._descriptor(kv2[:, 512:], [64, 64]), 0
+    progs = sms * per_sm
+    out = torch.empty(progs, dtype=torch.int32, device=kv.device)
 
-        def call(x=x, nope=nope, rope=rope, col=col, out=out, progs=progs) -> None:
-            kernel_hopper_tok._kv_stream_kernel[(progs,)](
-                nope, rope, x["kv_cache"], x["page_table"], x["seq_lens"], out, x["q"].shape[0],
-                x["page_table"].stride(0), PAGE_SIZE=x["kv_cache"].shape[1], ROPE_COL=col, B_CHUNK=128, BLOCK_N=64,
-                NUM_BUF=num_buf, num_warps=4, GATHER=gather)
-        calls.append(call)
-    return calls
+    def call(stamps: torch.Tensor | None = None) -> None:
+        kernel_hopper_tok._kv_stream_kernel[(progs,)](
+            nope, rope, x["kv_cache"], x["page_table"], x["seq_lens"], out, x["q"].shape[0],
+            x["page_table"].stride(0), PAGE_SIZE=x["kv_cache"].shape[1], ROPE_COL=col, B_CHUNK=128, BLOCK_N=64,
+            NUM_BUF=num_buf, num_warps=4, GATHER=gather, **({} if stamps is None else {"STAMPS": stamps}))
+    return call, progs
+
+
+def _stream_calls(xs: list[dict], kv_format: str, num_buf: int, per_sm: int, gather: int = 0) -> list:
+    """Calls of ``kernel_hopper_tok._kv_stream_kernel`` over the input sets ``xs`` (:func:`stream_launch`)."""
+    return [stream_launch(x, kv_format, num_buf, per_sm, gather)[0] for x in xs]
 
 
 def stream_ceiling(args, result: dict, out: Path) -> None:

@@ -38,7 +38,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_mla_decode import _int_setting, comma_list, git_commit, graph_time_ms  # noqa: E402
+from bench_mla_decode import _int_setting, comma_list, git_commit, graph_time_ms, stream_launch  # noqa: E402
 
 from graphtune.kernels.mla_decode import MLADecodePlan, bench, interface, interface_hopper, kernel_hopper  # noqa: E402
 from graphtune.kernels.mla_decode import plan as plan_mod  # noqa: E402
@@ -90,12 +90,18 @@ def _launcher(x: dict, fmt: str, heads: int, sms: int, overlay: dict | None = No
               plan: bool = False):
     """The pinned split kernel on inputs ``x`` (``config``, else the cell's with ``overlay``): a call taking the
     stamp buffer (or None) and the rows it needs (the ping-pong kernels, T8 included: one a warpgroup). ``plan``: the
-    kernel given a step's plan of its split (``plan_ptr``), made here, before any call (outside the timed graph)."""
+    kernel given a step's plan of its split (``plan_ptr``), made here, before any call (outside the timed graph).
+    ``STREAM=1`` in the config: the stream kernel instead, with the config's ``NUM_BUF`` (tokens on M)."""
     sm_scale = 1.0 / math.sqrt(576)
     batch = x["q"].shape[0]
+    config = config if config is not None else _config(fmt, heads, batch, overlay)
+    if config.get("STREAM"):
+        # the load path alone (kernel_hopper_tok._kv_stream_kernel: the same split and copies, no math; no plan)
+        num_buf = config.get("NUM_BUF", 2)
+        return stream_launch(x, fmt, num_buf, config.get("PROGRAMS_PER_SM") or (2 if num_buf == 2 else 1), sms=sms)
     args, grid, consts, _ = interface_hopper.hopper_call(
         x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm_scale, x["kv_scale"], fmt, x["out"], False,
-        sms=sms, config=config if config is not None else _config(fmt, heads, batch, overlay))
+        sms=sms, config=config)
     fn, consts = interface_hopper._kernel_and_params(heads, fmt, consts)
     rows = grid[0] * grid[1] * (2 if consts.get("PP") or consts.get("T8") else 1)
     if plan:

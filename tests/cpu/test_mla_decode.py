@@ -1467,6 +1467,18 @@ def _timeline_probe():
     """benchmarks/probes/timeline.py as a module."""
     return probe_module("timeline")
 
+def test_timeline_streams_a_cell_with_stream_set_on_the_grid_of_its_buffers():
+    """benchmarks/probes/timeline.py's ``STREAM=1`` cell key: the stream kernel (the load path alone) instead of the
+    decode, two programs an SM with two buffers and one with three (as the decode's grid), no plan (it takes none)."""
+    tl = _timeline_probe()
+    x = {"q": torch.empty(2, 16, 576, dtype=torch.bfloat16),
+         "kv_cache": torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn),
+         "page_table": torch.zeros(2, 2, dtype=torch.int32), "seq_lens": torch.ones(2, dtype=torch.int32)}
+    for num_buf, rows in ((2, 264), (3, 132)):
+        call, got = tl._launcher(x, "fp8", 16, 132, {"STREAM": 1, "NUM_BUF": num_buf}, plan=True)
+        assert got == rows and callable(call)
+
+
 def test_timeline_landing_profile_counts_landings_requests_and_work_per_window(tmp_path, capsys):
     """benchmarks/probes/timeline.py's ``landing_profile`` on a made-up stamped program (SM clock = ns): two tiles,
     two buffers, both copies issued at the split's end (500 ns), landed at 3,000 / 5,000 and done at 4,500 / 7,000:

@@ -184,6 +184,12 @@ def test_stream_ceiling_kernel_compiles_for_sm90_and_fits(fmt, rope_cols, rope_c
         assert "UTMALDG" not in sass and sass.count("LDGSTS.E.BYPASS.128") >= 20
     else:
         assert "UTMALDG.2D" in sass
+    # the timeline's stamps (a cell with STREAM=1) only when given a buffer: entry, split, ready, tile landed and
+    # done, exit by the SM clock, entry and exit by the global timer
+    assert not re.search(r"SR_CLOCK|GLOBALTIMER", sass)
+    stamped = _sass(_compile_fn(kernel_hopper_tok._kv_stream_kernel,
+                                (*args, torch.empty(4, int(kh.STAMP_ROW), dtype=torch.int64)), consts))
+    assert (len(re.findall(r"CS2R R\d+, SR_CLOCK", stamped)), len(re.findall(r"GLOBALTIMER", stamped))) == (6, 2)
 
 
 def test_relabelled_rows_go_back_to_dim_order_before_the_store():

@@ -831,11 +831,13 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
 @gluon.jit(do_not_specialize=["B"])
 def _kv_stream_kernel(kv_nope_desc, kv_rope_desc, kv_ptr, page_table_ptr, seq_lens_ptr, out_ptr, B, stride_pt_b,
                       PAGE_SIZE: gl.constexpr, ROPE_COL: gl.constexpr, B_CHUNK: gl.constexpr,
-                      BLOCK_N: gl.constexpr, NUM_BUF: gl.constexpr, num_warps: gl.constexpr, GATHER: gl.constexpr = 0):
+                      BLOCK_N: gl.constexpr, NUM_BUF: gl.constexpr, num_warps: gl.constexpr, GATHER: gl.constexpr = 0,
+                      STAMPS=None):
     """The bandwidth ceiling of the decode kernels' load path (a measurement, not a decode): the same work split
     and page-table walk, the same loads NUM_BUF deep (TMA boxes, or with ``GATHER`` the second fp8 kernel's row
     gather, fp8 only), and no math (each tile is waited for and its buffer refilled at once). ``out[p]``: the
-    tiles program p waited for."""
+    tiles program p waited for. ``STAMPS`` (benchmarks/probes/timeline.py, a cell with ``STREAM=1``): the decode
+    kernels' stamps, a tile landed when its wait ended and done once its buffer's next copy is issued."""
     kn_bufs = gl.allocate_shared_memory(kv_nope_desc.dtype, [NUM_BUF] + kv_nope_desc.block_type.shape,
                                         kv_nope_desc.layout)
     kr_bufs = gl.allocate_shared_memory(kv_rope_desc.dtype, [NUM_BUF] + kv_rope_desc.block_type.shape,
@@ -843,7 +845,11 @@ def _kv_stream_kernel(kv_nope_desc, kv_rope_desc, kv_ptr, page_table_ptr, seq_le
     bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     _init_tile_barriers(bars, NUM_BUF, GATHER, num_warps)
     pid = gl.program_id(0)
+    _stamp(STAMPS, pid, STAMP_GT_IN, 1)
+    _stamp(STAMPS, pid, STAMP_CLK_IN)
     t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, gl.num_programs(0), BLOCK_N, B_CHUNK, num_warps)
+    _stamp(STAMPS, pid, STAMP_CLK_SPLIT)
+    _stamp(STAMPS, pid, STAMP_CLK_READY)      # (no query: ready at the split)
     it = 0
     while t < t_stop:
         b, seq_len, _, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
@@ -855,12 +861,15 @@ def _kv_stream_kernel(kv_nope_desc, kv_rope_desc, kv_ptr, page_table_ptr, seq_le
         for i in range(i_first, i_stop):
             stage = it % NUM_BUF
             mbarrier.wait(bars.index(stage), (it // NUM_BUF) & 1)
+            _stamp_tile(STAMPS, pid, it, 0, 2)
             if i + NUM_BUF < i_stop:
                 _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i + NUM_BUF, stage,
                           seq_len, PAGE_SIZE, ROPE_COL, BLOCK_N, GATHER, num_warps)
+            _stamp_tile(STAMPS, pid, it, 1, 2)
             it += 1
         t = seg_stop
         b += 1
+    _stamp_out(STAMPS, pid, it)
     gl.store(out_ptr + pid, it)
     for k in gl.static_range(NUM_BUF):
         mbarrier.invalidate(bars.index(k))
