@@ -17,12 +17,14 @@ SMs with equal work finished 2.5-4 us apart, the kernel ending with the last) th
 exit, how far apart the rows of one SM exit, and how many rows got no tiles, and from a second stamped run on other
 inputs whether the same SMs are slow (session 40: they were, ``sm_persistence``). ``--lengths`` also times the split
 kernel alone and the decode (public call) at other request lengths, so that a line through the times gives each
-cell's fixed cost.
+cell's fixed cost. Tokens-on-M cells also print their landing profile (``landing_profile``: per 2 us, the tiles
+landed, requested and waiting, and programs computing; session 57), ``STREAM=1`` in a cell's keys stamps the stream
+kernel instead (the same split and copies, no math), and ``--from`` prints the profiles of a saved run without a GPU.
 
     PYTHONPATH=src python benchmarks/probes/timeline.py --out benchmarks/results/timeline.json
     PYTHONPATH=src python benchmarks/probes/timeline.py --from benchmarks/results/mla_timeline_fixed_h100_session49_callA.json.gz
 
-Without a GPU it says so and exits 2.
+Without a GPU (and without ``--from``) it says so and exits 2.
 """
 from __future__ import annotations
 
