@@ -10,7 +10,7 @@ source docs/gpu_calls/lib.sh
 gpu_prelude
 export GIT_COMMIT=${GIT_COMMIT:-unknown}
 probe profile_d 200 timeline.py --plan --cells \
-  "fp8:16:32,fp8:16:32:NUM_BUF=3,fp8:16:32:STREAM=1,fp8:16:32:STREAM=1/NUM_BUF=3,fp8:16:128,fp8:16:128:STREAM=1" \
+  "fp8:16:32,fp8:16:32:NUM_BUF=3/RK64=1/PT_EARLY=1,fp8:16:32:STREAM=1,fp8:16:32:STREAM=1/NUM_BUF=3,fp8:16:128,fp8:16:128:STREAM=1" \
   | grep -E "rc=|^fp8|plain|landed|requested|computing|rror" | cut -c1-400
 case "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" in
   *H200*) targets_h200 "$LIMIT" ;;
