@@ -11,4 +11,3 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "tests/gpu" in str(item.fspath):
             item.add_marker(skip)
-
