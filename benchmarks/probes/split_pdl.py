@@ -17,7 +17,8 @@ before it), ``--rounds`` rounds in alternating order, the median kept; FlashMLA 
     PYTHONPATH=src python benchmarks/probes/split_pdl.py --out benchmarks/results/split_pdl.json
 
 Prints a line per cell and a table last; JSON with the GPU, versions and commit. Without a Hopper GPU it says so and
-exits 2. ``--configs '[{}]'`` times the tuned path (the public call tuned per bucket by the cell's first call; the
+exits 2. ``--ways plan-first`` times the shipped way alone (each config a row; the table's last column is each row
+against the cell's first config). ``--configs '[{}]'`` times the tuned path (the public call tuned per bucket by the cell's first call; the
 ways then share its pick: a tuned launch reads its plan first only where the pick is made and the plan holds its
 split, ``interface_hopper._tuned_split_pdl``).
 """
@@ -47,6 +48,15 @@ CONFIGS = ('[{"V2": 1, "NUM_BUF": 3, "PREFETCH": 1, "FAST_MAX": 1, "PT_EARLY": 1
 WAYS = {"off": 0, "wait-first": 1, "plan-first": 2}
 
 
+def ways_list(text: str) -> list[str]:
+    """``--ways``: a comma-separated subset of :data:`WAYS`, in that order."""
+    ways = [w.strip() for w in text.split(",") if w.strip()]
+    bad = [w for w in ways if w not in WAYS]
+    if bad or not ways:
+        raise argparse.ArgumentTypeError(f"--ways {text!r}: expected a comma-separated subset of {', '.join(WAYS)}")
+    return [w for w in WAYS if w in ways]
+
+
 def with_ahead(x: dict, call, ahead: str):
     """``call`` preceded by the kernel ahead: none, or a copy that rewrites ``x["q"]`` from a saved copy."""
     if ahead == "none":
@@ -69,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ahead", choices=("none", "copy"), default="none",
                     help="the kernel ahead of each call in the graph besides the previous call's reduction")
     ap.add_argument("--ragged", action="store_true", help="ragged lengths (1..8191) too")
+    ap.add_argument("--ways", type=ways_list, default=list(WAYS),
+                    help=f"the ways to time, comma-separated (default {','.join(WAYS)}; plan-first is the shipped one)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--sets", type=int, default=6)
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/split_pdl.json"))
@@ -116,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             def time_way(way: str) -> float:
                 interface_hopper.SPLIT_PDL = WAYS[way]
                 return graph_time_ms([with_ahead(xi, decode_call(xi, fmt, config), args.ahead) for xi in xs])
-            ok = passing_ways(WAYS, check, tol, row, f"{lengths} {fmt} B={batch} {config}")
+            ok = passing_ways(args.ways, check, tol, row, f"{lengths} {fmt} B={batch} {config}")
             add_medians(row, timed_ways(ok, time_way, args.rounds))
             interface_hopper.SPLIT_PDL = shipped
             rows.append(row)
@@ -125,17 +137,22 @@ def main(argv: list[str] | None = None) -> int:
     for_each_cell(args, cell)
     write(rows)
     print(f"\n{gpu}; ms under graph replay (pinned or tuned, a plan made before the graph, ahead: {args.ahead}; "
-          f"median of {args.rounds} rounds); changes against off; ratio: the fastest way / FlashMLA")
-    print("| lengths | cell | config | FlashMLA | off | wait-first | change | plan-first | change | ratio |")
-    print("|" + " --- |" * 10)
+          f"median of {args.rounds} rounds); changes against off; ratio: the fastest way / FlashMLA; vs config 1: "
+          "the fastest way against the cell's first config's")
+    print("| lengths | cell | config | FlashMLA | off | wait-first | change | plan-first | change | ratio | vs config 1 |")
+    print("|" + " --- |" * 11)
+    first: dict[tuple, float | None] = {}
     for r in rows:
         best = min((r[f"{w}_ms"] for w in WAYS if f"{w}_ms" in r), default=None)
         ratio = f"{best / r['flashmla_ms']:.2f}" if best and r["flashmla_ms"] else "-"
+        where = (r["lengths"], r["format"], r["heads"], r["page_size"], r["batch"])
+        base = first.setdefault(where, best)
+        versus = f"{(best / base - 1) * 100:+.1f}%" if best and base and r["config"] != args.configs[0] else "-"
         shown = [f"{k}={v}" for k, v in r["config"].items() if k not in ("V2", "FAST_MAX", "PREFETCH")]
         cfg = ",".join(shown) or "tuned"
         print(f"| {r['lengths']} | {cell_text(r)} | {cfg} | {ms_text(r, 'flashmla')} | {ms_text(r, 'off')} | "
               f"{ms_text(r, 'wait-first')} | {change_text(r, 'wait-first', 'off')} | {ms_text(r, 'plan-first')} | "
-              f"{change_text(r, 'plan-first', 'off')} | {ratio} |")
+              f"{change_text(r, 'plan-first', 'off')} | {ratio} | {versus} |")
     print(f"wrote {args.out}")
     return 0
 

@@ -205,12 +205,16 @@ def landing_profile(raw: list[list[int]], ghz: float, num_buf: int, bucket_ns: i
     looked), and the window's mean of the tiles requested but not yet taken (``waiting``: a tile counts from its
     copy's issue, the split's end for a program's first ``num_buf`` tiles and the end of the tile ``num_buf`` before it
     for the others, to its landing; an upper bound on the copies in flight) and of the programs computing a tile
-    (``computing``: from a tile's landing to the end of its work). Session 57 read session 49's batch-32 run with it
-    (the docs' "Issue 14, session 57")."""
+    (``computing``: from a tile's landing to the end of its work); and per window, over the tiles that landed in it, the
+    medians of a tile's work (``busy_ns``: landing to done), of its program's wait for it (``wait_ns``: from the end of
+    the program's previous tile, or from its query being ready for its first, to the landing) and of its copy's issue
+    to its landing (``issue_ns``; None where no tile landed). Session 57 read session 49's batch-32 run with it, session
+    58 the medians (the docs' "Issue 14, session 57" / "session 58")."""
     t_in = min(r[0] for r in raw)
     landed: list[float] = []
     waiting: list[tuple[float, int]] = []
     computing: list[tuple[float, int]] = []
+    per_tile: list[tuple[float, float, float, float]] = []     # (landing, busy, wait, issue -> landing)
     for r in raw:
         n = min(r[TILES], (ROW - T0) // 2)
         if n <= 0:
@@ -223,6 +227,7 @@ def landing_profile(raw: list[list[int]], ghz: float, num_buf: int, bucket_ns: i
         for k in range(n):
             issue = at(r[4]) if k < num_buf else done[k - num_buf]
             landed.append(land[k])
+            per_tile.append((land[k], done[k] - land[k], land[k] - (done[k - 1] if k else at(r[5])), land[k] - issue))
             waiting += [(issue, 1), (land[k], -1)]
             computing += [(land[k], 1), (done[k], -1)]
     span = max(r[1] for r in raw) - t_in
@@ -242,10 +247,19 @@ def landing_profile(raw: list[list[int]], ghz: float, num_buf: int, bucket_ns: i
                 i += 1
             out.append(round((area + level * (hi - last)) / bucket_ns, 2))
         return out
+    def window(t: float) -> int:
+        return min(windows - 1, max(0, int(t // bucket_ns)))
     counts = [0] * windows
     for t in landed:
-        counts[min(windows - 1, max(0, int(t // bucket_ns)))] += 1
-    return {"bucket_ns": bucket_ns, "landed": counts, "waiting": means(waiting), "computing": means(computing)}
+        counts[window(t)] += 1
+    by_window: list[list[tuple[float, float, float, float]]] = [[] for _ in range(windows)]
+    for tile in per_tile:
+        by_window[window(tile[0])].append(tile)
+
+    def medians(x: int) -> list[float | None]:
+        return [round(statistics.median(t[x] for t in w)) if w else None for w in by_window]
+    return {"bucket_ns": bucket_ns, "landed": counts, "waiting": means(waiting), "computing": means(computing),
+            "busy_ns": medians(1), "wait_ns": medians(2), "issue_ns": medians(3)}
 
 
 def cell(fmt: str, heads: int, batch: int, lengths: list[int], overlay: dict | None = None,
@@ -323,12 +337,18 @@ def sm_persistence(a: torch.Tensor, b: torch.Tensor) -> dict:
 
 
 def profile_lines(row: dict) -> list[str]:
-    """A cell's landing profile (``row["profile"]``) as three lines of numbers a window."""
+    """A cell's landing profile (``row["profile"]``) as lines of numbers a window (the medians, in ns, where the
+    profile has them: runs saved before session 58 are read again with ``--from``)."""
     p = row["profile"]
     us = p["bucket_ns"] / 1000
-    return [f"  per {us:g} us from the first entry: tiles landed {p['landed']}",
-            f"    tiles requested and not yet taken (mean) {p['waiting']}",
-            f"    programs computing a tile (mean) {p['computing']}"]
+    lines = [f"  per {us:g} us from the first entry: tiles landed {p['landed']}",
+             f"    tiles requested and not yet taken (mean) {p['waiting']}",
+             f"    programs computing a tile (mean) {p['computing']}"]
+    for key, what in (("busy_ns", "a tile's work, landing to done"), ("wait_ns", "its program's wait for it"),
+                      ("issue_ns", "its copy's issue to its landing")):
+        if key in p:
+            lines.append(f"    median ns, {what}: {['-' if v is None else v for v in p[key]]}")
+    return lines
 
 
 def print_saved_profiles(path: Path) -> int:

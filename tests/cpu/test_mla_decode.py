@@ -1420,6 +1420,7 @@ def test_bench_pins_every_hopper_variant_it_times_as_labelled(monkeypatch):
     ("split_pdl", ["--cells", "fp8:16"], "--cells item 'fp8:16'"),
     ("split_pdl", ["--sets", "0"], "--sets 0: must be at least 1"),
     ("split_pdl", ["--ahead", "gemm"], "--ahead: invalid choice: 'gemm'"),
+    ("split_pdl", ["--ways", "plan-first,late"], "--ways 'plan-first,late': expected a comma-separated subset of"),
     ("split_pdl", [], "needs a Hopper (sm_90) GPU"),
     ("ds_lse", ["--seeds", "1,x"], "--seeds '1,x': expected comma-separated integers"),
     ("ds_lse", ["--random", "-1"], "--random -1: must be at least 0"),
@@ -1433,7 +1434,7 @@ def test_bench_pins_every_hopper_variant_it_times_as_labelled(monkeypatch):
          "cases-not-json", "cases-not-knobs", "cases-sanitize-range", "cases-no-gpu", "p-rounding-tokens", "pl-numerics-tokens",
          "query-rounding-heads", "query-rounding-batch", "ncu-query-precision", "ncu-no-gpu", "tail-cells",
          "tail-format", "tail-rounds", "tail-no-gpu", "pad-configs", "pad-negative", "pad-no-gpu", "pdl-cells",
-         "pdl-sets", "pdl-ahead", "pdl-no-gpu", "lse-seeds", "lse-random", "lse-repeat", "lse-ways", "lse-no-gpu"])
+         "pdl-sets", "pdl-ahead", "pdl-ways", "pdl-no-gpu", "lse-seeds", "lse-random", "lse-repeat", "lse-ways", "lse-no-gpu"])
 def test_probes_say_what_is_wrong_in_one_line(probe_name, argv, expect):
     """benchmarks/probes/reduce_sweep.py, gather_route.py, timeline.py, cold_code.py, pick_check.py, clocks.py,
     mla_cases.py, p_rounding.py, pl_numerics.py, query_rounding.py, ncu_mla.py, reduce_tail.py, stream_pad.py,
@@ -1482,8 +1483,10 @@ def test_timeline_streams_a_cell_with_stream_set_on_the_grid_of_its_buffers():
 def test_timeline_landing_profile_counts_landings_requests_and_work_per_window(tmp_path, capsys):
     """benchmarks/probes/timeline.py's ``landing_profile`` on a made-up stamped program (SM clock = ns): two tiles,
     two buffers, both copies issued at the split's end (500 ns), landed at 3,000 / 5,000 and done at 4,500 / 7,000:
-    per 2 us window the landings, the mean of the tiles requested and not yet taken, and of the programs computing;
-    ``--from`` prints them for a saved run, and says in one line what is wrong with a file that is not one."""
+    per 2 us window the landings, the mean of the tiles requested and not yet taken, and of the programs computing,
+    and the medians of the tiles that landed in it: work (1,500 / 2,000 ns), the program's wait (from its query ready
+    at 1,000: 2,000; from tile 0's end: 500) and copy issue to landing (2,500 / 4,500); ``--from`` prints them for a
+    saved run, and says in one line what is wrong with a file that is not one."""
     tl = _timeline_probe()
     row = [0] * 12
     row[0], row[1], row[3], row[4], row[5], row[6], row[7] = 0, 10_000, 0, 500, 1_000, 10_000, 2
@@ -1494,12 +1497,17 @@ def test_timeline_landing_profile_counts_landings_requests_and_work_per_window(t
     assert p["landed"] == [0, 1, 1, 0, 0, 0]
     assert p["waiting"] == [1.5, 1.5, 0.5, 0.0, 0.0, 0.0]
     assert p["computing"] == [0.0, 0.5, 0.75, 0.5, 0.0, 0.0]
+    assert p["busy_ns"] == [None, 1500, 2000, None, None, None]
+    assert p["wait_ns"] == [None, 2000, 500, None, None, None]
+    assert p["issue_ns"] == [None, 2500, 4500, None, None, None]
     saved = tmp_path / "run.json"
     saved.write_text(json.dumps({"gpu": "made up", "commit": "x", "rows": [
         {"kv_format": "fp8", "heads": 16, "batch": 1, "config": {"NUM_BUF": 2}, "raw": [row, idle],
          "timeline": {"sm_ghz": 1.0}}]}))
     assert tl.main(["--from", str(saved)]) == 0
-    assert "tiles landed [0, 1, 1, 0, 0, 0]" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "tiles landed [0, 1, 1, 0, 0, 0]" in out
+    assert "its program's wait for it: ['-', 2000, 500, '-', '-', '-']" in out
     (tmp_path / "bad.json").write_text("[1, 2]")
     assert tl.main(["--from", str(tmp_path / "bad.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()

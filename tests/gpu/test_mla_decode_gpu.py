@@ -1110,6 +1110,32 @@ def test_plan_slots_are_the_split_kernels_and_the_reduction_reads_them(fmt, head
                                        2e-3 if fmt == "fp8" else TOL, seed)
 
 
+# PT_PRE (session 58): the second tokens-on-M kernel's first refill of a segment from page ids loaded with its first
+# tiles' ids, with a step's plan (whose rows carry a program's first page ids: the refill's is the one loaded); its
+# fp8_ds_mla builds run in tests/gpu/test_mla_hopper_tok_gpu.py.
+PT_PRE_PLAN_CASES = [("fp8", 16, 64, {**_V2_PINNED, "PT_PRE": 1}), ("fp8", 16, 64, {**_V2_PINNED, "NUM_BUF": 3,
+                                                                                     "PT_PRE": 1}),
+                     ("fp8", 32, 1, {**_V2_PINNED, "GATHER": 1, "PT_PRE": 1}),
+                     # the bf16 tokens-on-M kernel's PT_PRE: a segment's second tile copied with its first
+                     ("bf16", 16, 64, {**_TOK_PINNED, "PT_PRE": 1}), ("bf16", 32, 128, {**_TOK_PINNED, "PIPE": 1,
+                                                                                          "PT_PRE": 1})]
+
+
+@pytest.mark.parametrize("fmt,heads,page_size,pinned", PT_PRE_PLAN_CASES,
+                         ids=[f"{f}-H{h}-ps{p}-buf{c['NUM_BUF']}" + (f"-pipe{c['PIPE']}" if "PIPE" in c else "")
+                              for f, h, p, c in PT_PRE_PLAN_CASES])
+def test_first_refill_from_ids_loaded_ahead_with_a_plan_matches_reference(fmt, heads, page_size, pinned):
+    """``PT_PRE=1`` pinned with a plan at 132, 7 and 1 SMs (programs of several segments), two calls a plan, NaN in
+    the cache past every length (requests of no tokens among them) and in the output before each call: within the
+    format's bound of the fp32 reference, LSE within 2e-3 (-inf for requests of no tokens)."""
+    _hopper_or_skip()
+    skip_unproven(pinned)
+    seed = _seed()
+    x = _inputs(len(SLOT_LENS), heads, page_size, fmt, 4096, seed)
+    pt = _with_lengths(x, SLOT_LENS, page_size)
+    _pinned_plan_calls_match_reference(x, pt, fmt, pinned, 2, seed)
+
+
 # The reduction streamed behind the split (reduction.STREAM, session 53; passed in calls D-J on an H100): the second
 # fp8 tokens-on-M kernel counts each request's written segments in the plan's counters (two-buffer configs) and the
 # reduction merges a request once they are all written.

@@ -612,6 +612,8 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
     ring = bool(cfg.get("RING", 0))
     if ring:
         _check_ring(on_m, fmt, cfg)
+    elif fmt == "bf16" and not on_m and cfg.get("PT_PRE", 0):
+        _check_tok_pt_pre(cfg, config)
     if v2:
         _check_v2(on_m, fmt)
         # (the programs per SM follow the buffers, as on the tuned path; the first kernel's keys are dropped; the
@@ -634,6 +636,10 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
         if cfg.get("LOOK") and cfg.get("CHAIN"):
             raise ValueError(f"mla_decode: config {config or cfg}: LOOK={cfg['LOOK']} runs with one score chain "
                              "only: pin CHAIN=0 with it (the fixed config has CHAIN=1)")
+        if cfg.get("PT_PRE") and (cfg.get("LOOK") or cfg.get("PT_EARLY")):
+            raise ValueError(f"mla_decode: config {config or cfg}: PT_PRE=1 issues the first refill of the LOOK=0 loop "
+                             "from page ids it loads ahead, as PT_EARLY=1 does every refill: pin LOOK=0 and "
+                             "PT_EARLY=0 with it")
         per_sm = own.get("PROGRAMS_PER_SM")
         if per_sm is not None and (isinstance(per_sm, bool) or per_sm not in range(1, 9)):
             raise ValueError(f"mla_decode: config {config}: PROGRAMS_PER_SM={per_sm!r}, expected 1 to 8 for the "
@@ -657,10 +663,12 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
 # GATHER = 1: tiles read row by row through the page table (cp.async), for pages TMA boxes cannot cover (size 1).
 # DS = 1: fp8_ds_mla rows (HOPPER_TOK_DS_CONFIG, HOPPER_TOK_DS_SPACE). CHAIN = 1 (in the fixed config since session
 # 11): the fp8 scores as one MMA chain per 128 dims and the rope's, folded in fp32 (docs/mla_decode.md, "CHAIN").
+# PT_PRE = 1 (session 58, pinned only until its GPU run): a segment's first refill issued from page ids loaded with its
+# first tiles' (kernel_hopper_tok.py's docstring).
 TOK_FP8_V2_PARAMS = ("BLOCK_N", "NUM_BUF", "PREFETCH", "FAST_MAX", "GATHER", "LOOK", "RK64", "PT_EARLY", "DS",
-                     "CHAIN")
-_V2_FLAGS = ("PREFETCH", "FAST_MAX", "GATHER", "RK64", "PT_EARLY", "DS", "CHAIN")   # (on or off; PREFETCH 2 meant
-# something only under the removed PV8)
+                     "CHAIN", "PT_PRE")
+_V2_FLAGS = ("PREFETCH", "FAST_MAX", "GATHER", "RK64", "PT_EARLY", "DS", "CHAIN", "PT_PRE")   # (on or off; PREFETCH 2
+# meant something only under the removed PV8)
 
 
 # A shape class's sibling kernels, each selected in a pinned config by its flag: (flag, the kernel in messages)
@@ -741,6 +749,16 @@ def _check_t8(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
     least = cfg.get("MIN_TILES", 1)
     if not isinstance(least, int) or isinstance(least, bool) or not 1 <= least <= MIN_TILES_MAX:
         raise ValueError(f"config MIN_TILES={least!r}: T8's least tiles a program takes an int in 1..{MIN_TILES_MAX}")
+
+
+def _check_tok_pt_pre(cfg: dict[str, int], config: dict[str, int] | None) -> None:
+    """``PT_PRE`` of the bf16 tokens-on-M kernel (session 58, pinned): 0 or 1, and 1 where its loop refills a tile
+    ahead (PIPE 1 or 2) from two buffers."""
+    pre, pipe, bufs = cfg.get("PT_PRE"), cfg.get("PIPE", 0), cfg.get("NUM_BUF", 2)
+    if pre not in (0, 1) or pipe not in (1, 2) or bufs != 2:
+        raise ValueError(f"mla_decode: config {config or cfg}: PT_PRE={pre!r}: the bf16 tokens-on-M kernel copies a "
+                         f"segment's second tile with its first (PT_PRE 0 or 1) with PIPE 1 or 2 and NUM_BUF=2, got "
+                         f"PIPE={pipe!r}, NUM_BUF={bufs!r}")
 
 
 def _check_ring(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
