@@ -666,8 +666,8 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
 # PT_PRE = 1 (session 58, pinned only until its GPU run): a segment's first refill issued from page ids loaded with its
 # first tiles' (kernel_hopper_tok.py's docstring).
 TOK_FP8_V2_PARAMS = ("BLOCK_N", "NUM_BUF", "PREFETCH", "FAST_MAX", "GATHER", "LOOK", "RK64", "PT_EARLY", "DS",
-                     "CHAIN", "PT_PRE")
-_V2_FLAGS = ("PREFETCH", "FAST_MAX", "GATHER", "RK64", "PT_EARLY", "DS", "CHAIN", "PT_PRE")   # (on or off; PREFETCH 2
+                     "CHAIN", "PT_PRE", "COPY_FIRST")
+_V2_FLAGS = ("PREFETCH", "FAST_MAX", "GATHER", "RK64", "PT_EARLY", "DS", "CHAIN", "PT_PRE", "COPY_FIRST")   # (on or off; PREFETCH 2
 # meant something only under the removed PV8)
 
 

@@ -495,6 +495,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     done_ptr=None,
     PDL: gl.constexpr = 0,
     PT_PRE: gl.constexpr = 0,
+    COPY_FIRST: gl.constexpr = 0,
 ):
     """fp8 (per-tensor) cache, H < 64: tokens on M, one warpgroup, 16 heads per program (module docstring).
     ``kv_nope_desc`` / ``kv_rope_desc``: the cache as [rows, 576] fp8 with [BLOCK_N, 512] / [BLOCK_N, 128]
@@ -673,7 +674,8 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         if PT_PRE:
             # the first refill's page ids, requested before the query and the first copies (module docstring)
             pg_pre = _tile_pages(pt_base, i_first + NUM_BUF, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
-        qn, qr = _load_q_raw(q_ptr + b.to(gl.int64) * stride_q_b, heads_q, hmask_q, stride_q_h, q_layout)
+        if COPY_FIRST == 0:
+            qn, qr = _load_q_raw(q_ptr + b.to(gl.int64) * stride_q_b, heads_q, hmask_q, stride_q_h, q_layout)
         # The previous segment's MMAs (which read the query tile) are retired in every warp past this.
         _block_barrier()
         for k in gl.static_range(NUM_BUF):
@@ -692,6 +694,8 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                     _issue_v2(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, pt_base, i_first + k,
                               (it + k) % NUM_BUF, seq_len, PAGE_SIZE, 264 if DS else 512, BLOCK_N, GATHER, num_warps,
                               kv_sc_desc, sc_bufs)
+        if COPY_FIRST:
+            qn, qr = _load_q_raw(q_ptr + b.to(gl.int64) * stride_q_b, heads_q, hmask_q, stride_q_h, q_layout)
         q_scale = _q_cat(qn, qr, qn_smem, qr_smem, BLOCK_H, DS)
         fence_async_shared()
         _block_barrier()
