@@ -653,12 +653,12 @@ def test_the_split_launched_behind_the_kernel_ahead_waits_where_its_mode_says(ke
                 assert 4 <= len(loads) <= 10 and len(bases) == 1, loads     # (the plan's row: one base, its columns)
 
 
-# PT_PRE (session 58): a segment's first refill from page ids loaded with its first tiles' ids, before its query and
-# first copies. (format, buffers, row gather): the builds the tuned path's spaces would hold it in.
-PT_PRE_BUILDS = [("fp8", 2, False), ("fp8", 3, False), ("fp8", 2, True), ("fp8_ds_mla", 2, False)]
+# COPY_FIRST (session 58): a segment's first copies issued before its query's loads. (format, buffers, row gather): the
+# builds the tuned path's spaces would hold it in.
+COPY_FIRST_BUILDS = [("fp8", 2, False), ("fp8", 3, False), ("fp8", 2, True), ("fp8_ds_mla", 2, False)]
 
 
-def _pt_pre_build(fmt: str, num_buf: int, gather: bool, pt_pre: int):
+def _copy_first_build(fmt: str, num_buf: int, gather: bool, copy_first: int):
     """The second tokens-on-M kernel as the tuned path launches it (a step's plan read before the wait, PDL 2)."""
     page = 1 if gather else 64
     q = torch.empty(2, 16, 576, dtype=torch.bfloat16)
@@ -668,80 +668,38 @@ def _pt_pre_build(fmt: str, num_buf: int, gather: bool, pt_pre: int):
     else:
         kv = torch.empty(256 // page, page, 576, dtype=torch.float8_e4m3fn)
         config = dict(V2=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1, CHAIN=1, RK64=1)
-    config.update(GATHER=int(gather), PT_PRE=pt_pre)
+    config.update(GATHER=int(gather), COPY_FIRST=copy_first)
     args, grid, consts, _ = interface_hopper.hopper_call(
         q, kv, torch.zeros(2, 128 // page, dtype=torch.int32), torch.ones(2, dtype=torch.int32), 0.04, 1.0, fmt,
         torch.empty(2, 16, 512, dtype=torch.bfloat16), False, sms=132, config=config)
     fn, consts = interface_hopper._kernel_and_params(16, fmt, consts)
-    assert consts["PT_PRE"] == pt_pre
+    assert consts["COPY_FIRST"] == copy_first
     consts = {**consts, "plan_ptr": torch.empty(grid[1], int(kh.PLAN_COLS), dtype=torch.int32), "PDL": 2}
     return _compile_fn(fn, args, consts)
 
 
-def _loads_before_the_first_copy(sass: str, copy: str) -> int:
-    """Global loads of 32 bits or less (page ids, plan columns; not the query's 16-byte ones) before the first
-    ``copy``."""
-    count = 0
-    for line in sass.splitlines():
-        if copy in line:
-            return count
-        op = re.search(r"\bLDG(\.\w+)*\s", line)
-        count += bool(op) and not re.search(r"\.(64|128)\b", op.group(0))
-    return count
-
-
-@pytest.mark.parametrize("fmt,num_buf,gather", PT_PRE_BUILDS,
-                         ids=[f"{f}-buf{n}" + ("-gather" if g else "") for f, n, g in PT_PRE_BUILDS])
-def test_the_first_refills_page_ids_load_before_the_first_copies(fmt, num_buf, gather):
-    """``PT_PRE=1`` compiled for sm_90a with a plan and PDL 2: the same shared memory (and its programs per SM),
-    no local memory, 255 registers or fewer, the same MMAs, copies and wgmma waits as without, and the refill's
-    page-id loads ahead of the first tile's copy (issued with the segment's first ones)."""
+@pytest.mark.parametrize("fmt,num_buf,gather", COPY_FIRST_BUILDS,
+                         ids=[f"{f}-buf{n}" + ("-gather" if g else "") for f, n, g in COPY_FIRST_BUILDS])
+def test_the_first_copies_go_out_before_the_querys_loads(fmt, num_buf, gather):
+    """``COPY_FIRST=1`` compiled for sm_90a with a plan and PDL 2: the same shared memory (so the same programs per
+    SM), no local memory, 255 registers or fewer, the same MMAs, copies and waits as without; the segment's first copy
+    ahead of the query's 16-byte loads, where without it the copies follow them and the query's maxima (which wait for
+    those loads: ptxas put them ahead of the copies whatever the source order)."""
     copy = "LDGSTS" if gather else "UTMALDG"
-    base, built = _pt_pre_build(fmt, num_buf, gather, 0), _pt_pre_build(fmt, num_buf, gather, 1)
+    base, built = _copy_first_build(fmt, num_buf, gather, 0), _copy_first_build(fmt, num_buf, gather, 1)
     assert _shared(built) == _shared(base)
     sass0, sass = _sass(base), _sass(built)
     for op in ("QGMMA", "HGMMA", "UTMALDG", "LDGSTS", "WARPGROUP.DEPBAR", "SYNCS.PHASECHK"):
         assert sass.count(op) == sass0.count(op), op
-    # (TMA: the refill's page id; the row gather: its 64 rows' ids, four a thread in the gather's layout)
-    ids = 64 // 16 if gather else 1
-    assert _loads_before_the_first_copy(sass, copy) == _loads_before_the_first_copy(sass0, copy) + ids
+
+    def first(text: str, what: str) -> int:
+        return next(i for i, ln in enumerate(text.splitlines()) if what in ln)
+    assert first(sass0, "LDG.E.128") < first(sass0, copy)
+    assert first(sass, copy) < first(sass, "LDG.E.128")
 
 
-def _bf16_tok_build(pt_pre: int, plan: bool):
-    q = torch.empty(2, 16, 576, dtype=torch.bfloat16)
-    kv = torch.empty(4, 64, 576, dtype=torch.bfloat16)
-    args, grid, consts, _ = interface_hopper.hopper_call(
-        q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32), 0.04, 1.0, "bf16",
-        torch.empty(2, 16, 512, dtype=torch.bfloat16), False, sms=132, config=dict(PT_PRE=pt_pre))
-    fn, consts = interface_hopper._kernel_and_params(16, "bf16", consts)
-    assert fn is kh._mla_decode_hopper_tok_kernel and consts["PT_PRE"] == pt_pre
-    if plan:
-        consts = {**consts, "plan_ptr": torch.empty(grid[1], int(kh.PLAN_COLS), dtype=torch.int32), "PDL": 2}
-    return _compile_fn(fn, args, consts)
-
-
-@pytest.mark.parametrize("plan", [False, True], ids=["", "plan"])
-def test_the_bf16_tokens_on_m_kernel_copies_a_segments_second_tile_with_its_first(plan):
-    """``PT_PRE=1`` in the bf16 tokens-on-M kernel, compiled for sm_90a (with a plan: PDL 2): the same shared memory,
-    no local memory, the same MMAs and waits, and more tile copies ahead of the query's wait (the second tile's,
-    which the loop otherwise issues at the top of the segment's first tile, past that wait)."""
-    base, built = _bf16_tok_build(0, plan), _bf16_tok_build(1, plan)
-    assert _shared(built) == _shared(base)
-    sass0, sass = _sass(base), _sass(built)
-    for op in ("HGMMA", "WARPGROUP.DEPBAR"):
-        assert sass.count(op) == sass0.count(op), op
-
-    def copies_before_the_query_wait(text: str) -> int:
-        lines = text.splitlines()
-        wait = next(i for i, ln in enumerate(lines) if "SYNCS.PHASECHK" in ln)
-        return sum("UTMALDG" in ln for ln in lines[:wait])
-    assert copies_before_the_query_wait(sass) > copies_before_the_query_wait(sass0)
-
-
-def test_pt_pre_is_a_pinned_flag_of_the_second_kernel_and_bad_mixes_are_one_clear_line():
-    """``PT_PRE`` reaches the kernel from a pinned config, takes 0 or 1, and is refused in one line beside
-    LOOK (whose loop issues its refills elsewhere) or PT_EARLY (which loads every refill's ids a tile ahead); the
-    bf16 tokens-on-M kernel's likewise beside PIPE 0 or other than two buffers."""
+def test_copy_first_is_a_pinned_flag_of_the_second_kernel_and_other_values_are_one_clear_line():
+    """``COPY_FIRST`` reaches the kernel from a pinned config, is off unless pinned, and takes 0 or 1."""
     q = torch.empty(2, 16, 576, dtype=torch.bfloat16)
     kv = torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn)
 
@@ -749,23 +707,12 @@ def test_pt_pre_is_a_pinned_flag_of_the_second_kernel_and_bad_mixes_are_one_clea
         return interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
                                             0.04, 1.0, "fp8", torch.empty(2, 16, 512, dtype=torch.bfloat16), False,
                                             sms=132, config=config)[2]
-    assert consts(dict(V2=1, PT_PRE=1))["PT_PRE"] == 1
-    assert consts(dict(V2=1)).get("PT_PRE", 0) == 0
-    assert interface_hopper.pinned_config(16, "fp8", dict(V2=1, PT_PRE=1, NUM_BUF=3))["PT_PRE"] == 1
-    for bad, message in ((dict(PT_PRE=2), r"\{'PT_PRE': 2\} out of range"),
-                         (dict(PT_PRE=1, PT_EARLY=1), "PT_PRE=1 issues the first refill"),
-                         (dict(PT_PRE=1, LOOK=2, CHAIN=0), "pin LOOK=0 and PT_EARLY=0 with it")):
-        with pytest.raises(ValueError, match=message) as err:
-            consts(dict(V2=1, **bad))
-        assert len(str(err.value).splitlines()) == 1
-    # the bf16 tokens-on-M kernel's PT_PRE: 0 or 1, with PIPE 1 or 2 and two buffers
-    bf16 = torch.empty(4, 64, 576, dtype=torch.bfloat16)
-    for bad in (dict(PT_PRE=2), dict(PT_PRE=1, PIPE=0), dict(PT_PRE=1, NUM_BUF=3)):
-        with pytest.raises(ValueError, match="PT_PRE=.*: the bf16 tokens-on-M kernel copies") as err:
-            interface_hopper.hopper_call(q, bf16, torch.zeros(2, 2, dtype=torch.int32),
-                                         torch.ones(2, dtype=torch.int32), 0.04, 1.0, "bf16",
-                                         torch.empty(2, 16, 512, dtype=torch.bfloat16), False, sms=132, config=bad)
-        assert len(str(err.value).splitlines()) == 1
+    assert consts(dict(V2=1, COPY_FIRST=1))["COPY_FIRST"] == 1
+    assert consts(dict(V2=1)).get("COPY_FIRST", 0) == 0
+    assert interface_hopper.pinned_config(16, "fp8", dict(V2=1, COPY_FIRST=1, NUM_BUF=3))["COPY_FIRST"] == 1
+    with pytest.raises(ValueError, match=r"\{'COPY_FIRST': 2\} out of range") as err:
+        consts(dict(V2=1, COPY_FIRST=2))
+    assert len(str(err.value).splitlines()) == 1
 
 
 def test_the_split_pdl_switch_adds_its_launch_options_where_they_apply(monkeypatch):

@@ -57,9 +57,10 @@ import pytest
 # H100; PDL, the pinned split kernel launched as the programmatic dependent of the kernel ahead, passed in session 56,
 # call A, on an H100: 3 passed; PDL_TUNED and PDL_BF16, the tuned split and the bf16 split kernels launched behind the
 # kernel ahead, passed in session 57, call A, on an H100: 7 passed; SMW, the SM-weighted split, failed there on small
-# batches and was slower in every cell: removed)
+# batches and was slower in every cell: removed; PT_PRE, a segment's first refill from page ids loaded ahead (the fp8
+# and bf16 tokens-on-M kernels), passed in session 58, call A, on an H100: 29 passed, and was removed: not faster)
 UNPROVEN: dict[str, str] = {
-    "PT_PRE": "PT_PRE (session 58: a segment's first refill from page ids loaded with its first tiles')"}
+    "COPY_FIRST": "COPY_FIRST (session 58: a segment's first copies issued before its query's loads)"}
 
 
 def skip_unproven(config: dict) -> None:

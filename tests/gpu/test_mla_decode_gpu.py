@@ -1110,22 +1110,17 @@ def test_plan_slots_are_the_split_kernels_and_the_reduction_reads_them(fmt, head
                                        2e-3 if fmt == "fp8" else TOL, seed)
 
 
-# PT_PRE (session 58): the second tokens-on-M kernel's first refill of a segment from page ids loaded with its first
-# tiles' ids, with a step's plan (whose rows carry a program's first page ids: the refill's is the one loaded); its
-# fp8_ds_mla builds run in tests/gpu/test_mla_hopper_tok_gpu.py.
-PT_PRE_PLAN_CASES = [("fp8", 16, 64, {**_V2_PINNED, "PT_PRE": 1}), ("fp8", 16, 64, {**_V2_PINNED, "NUM_BUF": 3,
-                                                                                     "PT_PRE": 1}),
-                     ("fp8", 32, 1, {**_V2_PINNED, "GATHER": 1, "PT_PRE": 1}),
-                     # the bf16 tokens-on-M kernel's PT_PRE: a segment's second tile copied with its first
-                     ("bf16", 16, 64, {**_TOK_PINNED, "PT_PRE": 1}), ("bf16", 32, 128, {**_TOK_PINNED, "PIPE": 1,
-                                                                                          "PT_PRE": 1})]
+# COPY_FIRST (session 58): the second tokens-on-M kernel's first copies of a segment issued before its query's loads,
+# with a step's plan; its fp8_ds_mla builds run in tests/gpu/test_mla_hopper_tok_gpu.py.
+COPY_FIRST_PLAN_CASES = [("fp8", 16, 64, {**_V2_PINNED, "COPY_FIRST": 1}),
+                         ("fp8", 16, 64, {**_V2_PINNED, "NUM_BUF": 3, "COPY_FIRST": 1}),
+                         ("fp8", 32, 1, {**_V2_PINNED, "GATHER": 1, "COPY_FIRST": 1})]
 
 
-@pytest.mark.parametrize("fmt,heads,page_size,pinned", PT_PRE_PLAN_CASES,
-                         ids=[f"{f}-H{h}-ps{p}-buf{c['NUM_BUF']}" + (f"-pipe{c['PIPE']}" if "PIPE" in c else "")
-                              for f, h, p, c in PT_PRE_PLAN_CASES])
-def test_first_refill_from_ids_loaded_ahead_with_a_plan_matches_reference(fmt, heads, page_size, pinned):
-    """``PT_PRE=1`` pinned with a plan at 132, 7 and 1 SMs (programs of several segments), two calls a plan, NaN in
+@pytest.mark.parametrize("fmt,heads,page_size,pinned", COPY_FIRST_PLAN_CASES,
+                         ids=[f"{f}-H{h}-ps{p}-buf{c['NUM_BUF']}" for f, h, p, c in COPY_FIRST_PLAN_CASES])
+def test_copies_before_the_query_with_a_plan_match_reference(fmt, heads, page_size, pinned):
+    """``COPY_FIRST=1`` pinned with a plan at 132, 7 and 1 SMs (programs of several segments), two calls a plan, NaN in
     the cache past every length (requests of no tokens among them) and in the output before each call: within the
     format's bound of the fp32 reference, LSE within 2e-3 (-inf for requests of no tokens)."""
     _hopper_or_skip()

@@ -165,34 +165,28 @@ def test_tok_fp8_v2_row_gather_matches_reference(monkeypatch, knobs, case):
     _check(x, ref, ref_lse, "fp8", seed, 2e-3, scales)
 
 
-# PT_PRE (session 58): a segment's first refill issued from page ids loaded with its first tiles' ids. The shipped
-# schedules' buffers on every TMA case (page sizes 64 / 128 / 256: segments whose refills cross pages), the row gather
-# at page sizes 1 and 16, H = 16 and 32.
-PT_PRE_CASES = ([(dict(V2=1, NUM_BUF=n, PREFETCH=1, FAST_MAX=1, RK64=1, PT_PRE=1), case) for n in (2, 3)
-                 for case in CASES]
-                + [(dict(V2=1, NUM_BUF=n, PREFETCH=1, FAST_MAX=1, GATHER=1, PT_PRE=1), case) for n in (2, 3)
-                   for case in GATHER_CASES[:3]])
+# COPY_FIRST (session 58): a segment's first copies issued before its query's loads. Two and three buffers on every TMA
+# case (page sizes 64 / 128 / 256), the row gather at page sizes 1 and 16, H = 16 and 32.
+COPY_FIRST_CASES = ([(dict(V2=1, NUM_BUF=n, PREFETCH=1, FAST_MAX=1, RK64=1, COPY_FIRST=1), case) for n in (2, 3)
+                     for case in CASES]
+                    + [(dict(V2=1, NUM_BUF=n, PREFETCH=1, FAST_MAX=1, GATHER=1, COPY_FIRST=1), case) for n in (2, 3)
+                       for case in GATHER_CASES[:3]])
 
 
-@pytest.mark.parametrize("config,case", PT_PRE_CASES,
+@pytest.mark.parametrize("config,case", COPY_FIRST_CASES,
                          ids=[f"H{h}-ps{p}-B{len(n)}-buf{c['NUM_BUF']}" + ("-gather" if c.get("GATHER") else "")
-                              for c, (h, p, n) in PT_PRE_CASES])
-def test_tok_fp8_v2_first_refill_from_ids_loaded_ahead_matches_reference(monkeypatch, config, case):
-    """``PT_PRE=1``: the issue's fp8 bound at 132, 7 and 1 SMs (programs of several segments, each with its own
-    first refill), NaN in every cache row past seq_len, NaN-poisoned outputs, the scale as a float and a tensor."""
+                              for c, (h, p, n) in COPY_FIRST_CASES])
+def test_tok_fp8_v2_copies_before_the_query_match_reference(monkeypatch, config, case):
+    """``COPY_FIRST=1``: the issue's fp8 bound at 132, 7 and 1 SMs (programs of several segments, each with its own
+    query), NaN in every cache row past seq_len, NaN-poisoned outputs, the scale as a float and a tensor."""
     test_tok_fp8_v2_matches_reference(monkeypatch, config, case)
 
 
-@pytest.mark.parametrize("pt_pre", [0, 1], ids=["", "ptpre"])
 @pytest.mark.parametrize("pipe", [1, 2])
 @pytest.mark.parametrize("heads,page_size,lens", CASES, ids=[f"H{h}-ps{p}-B{len(n)}" for h, p, n in CASES])
-def test_bf16_tok_pipe_matches_reference(monkeypatch, pipe, heads, page_size, lens, pt_pre):
-    """The bf16 tokens-on-M kernel's PIPE 1 / 2, and with ``PT_PRE`` (session 58: a segment's second tile copied with
-    its first), at 132, 7 and 1 SMs (programs of several segments), NaN past every length, NaN-poisoned outputs."""
+def test_bf16_tok_pipe_matches_reference(monkeypatch, pipe, heads, page_size, lens):
     _skip_off_hopper()
-    skip_unproven(dict(PT_PRE=pt_pre))
     monkeypatch.setitem(interface_hopper.HOPPER_TOK_CONFIG, "PIPE", pipe)
-    monkeypatch.setitem(interface_hopper.HOPPER_TOK_CONFIG, "PT_PRE", pt_pre)
     seed, x, ref, ref_lse = _case(heads, page_size, lens, "bf16")
     _check(x, ref, ref_lse, "bf16", seed, 1e-2, (1.0, ))
 
@@ -248,10 +242,10 @@ DS_GATHER_CASES = [(16, 16, [255, 1, 2, 129, 64]), (32, 16, [300, 1, 4096, 191])
 DS_PARAMS = ([(DS_CONFIGS[0], case) for case in DS_CASES] + [(c, DS_CASES[0]) for c in DS_CONFIGS[1:]]
              + [(dict(DS=1, GATHER=1), case) for case in DS_GATHER_CASES] + [(dict(DS=1, GATHER=1, NUM_BUF=3),
                                                                              DS_GATHER_CASES[0])]
-             # PT_PRE (session 58): the first refill's page ids loaded ahead, TMA at page sizes 64 and 256, the row
-             # gather at 16
-             + [(dict(DS=1, PT_PRE=1), DS_CASES[0]), (dict(DS=1, PT_PRE=1, NUM_BUF=3), DS_CASES[2]),
-                (dict(DS=1, GATHER=1, PT_PRE=1), DS_GATHER_CASES[0])])
+             # COPY_FIRST (session 58): a segment's first copies before its query's loads, TMA at page sizes 64 and
+             # 256, the row gather at 16
+             + [(dict(DS=1, COPY_FIRST=1), DS_CASES[0]), (dict(DS=1, COPY_FIRST=1, NUM_BUF=3), DS_CASES[2]),
+                (dict(DS=1, GATHER=1, COPY_FIRST=1), DS_GATHER_CASES[0])])
 
 
 def _spread_scales(x: dict) -> None:

@@ -186,7 +186,7 @@ AB_HOPPER_H128_P8_TARGET = MlaDecodeHopperTarget(
 # (``graphtune ab mla_decode``, page size 1 too)
 AB_HOPPER_GATHER_TARGET = MlaDecodeHopperTarget(
     name="mla_decode_hopper_gather", page_size=1,
-    configs=[triton.Config({**c, "V2": 1, "GATHER": 1}, num_warps=4) for c in interface_hopper.HOPPER_TOK_FP8_V2_SPACE])
+    configs=[triton.Config({**c, "V2": 1}, num_warps=4) for c in interface_hopper.GATHER["fp8"].space])
 
 
 @dataclass

@@ -294,11 +294,17 @@ HOPPER_TOK_FP8_V2_CONFIG: dict[str, int] = {"BLOCK_N": 64, "NUM_BUF": 2, "PREFET
 # PT_EARLY): 0.0645 / 0.0648 and 0.1124 / 0.1128 against 0.0645 / 0.0645 and 0.1119 / 0.1115, the same kernel
 # timed in two processes; without a plan even (0.0384 / 0.0388 against 0.0384 / 0.0385 at batch 32). Kept: on that
 # H100 the pick moved only where it paid, and the H200's lead was two buffers with RK64 alone at batch 32.
+# Since session 58 its two-buffer rows issue a segment's first copies before the query's loads (COPY_FIRST): pinned
+# with a plan on an H100 (session 58 call C, `split_pdl.py --ways plan-first --ragged`, H = 16, page size 64), two
+# buffers with RK64 0.0375 / 0.0628 / 0.1120 ms -> 0.0374 / 0.0624 / 0.1116 at batch 32 / 64 / 128 (ragged 0.0379 /
+# 0.0634 / 0.1166 -> 0.0376 / 0.0628 / 0.1163), faster in every cell; three buffers 0.0370 / 0.0622 / 0.1109 -> 0.0373 /
+# 0.0628 / 0.1114 (ragged 0.0397 / 0.0646 / 0.1181 -> 0.0397 / 0.0652 / 0.1187): not with three buffers.
 _V2_SCHEDULE = {"RK64": 1, "PT_EARLY": 1}
-HOPPER_TOK_FP8_V2_SPACE: list[dict[str, int]] = [dict(HOPPER_TOK_FP8_V2_CONFIG), {**HOPPER_TOK_FP8_V2_CONFIG, "NUM_BUF": 3},
-                                                 {**HOPPER_TOK_FP8_V2_CONFIG, **_V2_SCHEDULE},
+_V2_TWO = {**HOPPER_TOK_FP8_V2_CONFIG, "COPY_FIRST": 1}
+HOPPER_TOK_FP8_V2_SPACE: list[dict[str, int]] = [dict(_V2_TWO), {**HOPPER_TOK_FP8_V2_CONFIG, "NUM_BUF": 3},
+                                                 {**_V2_TWO, **_V2_SCHEDULE},
                                                  {**HOPPER_TOK_FP8_V2_CONFIG, "NUM_BUF": 3, **_V2_SCHEDULE},
-                                                 {**HOPPER_TOK_FP8_V2_CONFIG, "RK64": 1},
+                                                 {**_V2_TWO, "RK64": 1},
                                                  {**HOPPER_TOK_FP8_V2_CONFIG, "NUM_BUF": 3, "RK64": 1}]
 TOK_FP8_V2_NAME = "mla_decode_hopper_tok_fp8_v2"
 # fp8_ds_mla (DeepSeek's 656-byte rows), H < 64: the second tokens-on-M kernel with ``DS=1`` (four score chains, one
@@ -612,8 +618,6 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
     ring = bool(cfg.get("RING", 0))
     if ring:
         _check_ring(on_m, fmt, cfg)
-    elif fmt == "bf16" and not on_m and cfg.get("PT_PRE", 0):
-        _check_tok_pt_pre(cfg, config)
     if v2:
         _check_v2(on_m, fmt)
         # (the programs per SM follow the buffers, as on the tuned path; the first kernel's keys are dropped; the
@@ -636,10 +640,6 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
         if cfg.get("LOOK") and cfg.get("CHAIN"):
             raise ValueError(f"mla_decode: config {config or cfg}: LOOK={cfg['LOOK']} runs with one score chain "
                              "only: pin CHAIN=0 with it (the fixed config has CHAIN=1)")
-        if cfg.get("PT_PRE") and (cfg.get("LOOK") or cfg.get("PT_EARLY")):
-            raise ValueError(f"mla_decode: config {config or cfg}: PT_PRE=1 issues the first refill of the LOOK=0 loop "
-                             "from page ids it loads ahead, as PT_EARLY=1 does every refill: pin LOOK=0 and "
-                             "PT_EARLY=0 with it")
         per_sm = own.get("PROGRAMS_PER_SM")
         if per_sm is not None and (isinstance(per_sm, bool) or per_sm not in range(1, 9)):
             raise ValueError(f"mla_decode: config {config}: PROGRAMS_PER_SM={per_sm!r}, expected 1 to 8 for the "
@@ -663,11 +663,11 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
 # GATHER = 1: tiles read row by row through the page table (cp.async), for pages TMA boxes cannot cover (size 1).
 # DS = 1: fp8_ds_mla rows (HOPPER_TOK_DS_CONFIG, HOPPER_TOK_DS_SPACE). CHAIN = 1 (in the fixed config since session
 # 11): the fp8 scores as one MMA chain per 128 dims and the rope's, folded in fp32 (docs/mla_decode.md, "CHAIN").
-# PT_PRE = 1 (session 58, pinned only until its GPU run): a segment's first refill issued from page ids loaded with its
-# first tiles' (kernel_hopper_tok.py's docstring).
+# COPY_FIRST = 1 (session 58, pinned until its GPU tests pass): a segment's first copies issued before its query's loads
+# (kernel_hopper_tok.py's docstring).
 TOK_FP8_V2_PARAMS = ("BLOCK_N", "NUM_BUF", "PREFETCH", "FAST_MAX", "GATHER", "LOOK", "RK64", "PT_EARLY", "DS",
-                     "CHAIN", "PT_PRE", "COPY_FIRST")
-_V2_FLAGS = ("PREFETCH", "FAST_MAX", "GATHER", "RK64", "PT_EARLY", "DS", "CHAIN", "PT_PRE", "COPY_FIRST")   # (on or off; PREFETCH 2
+                     "CHAIN", "COPY_FIRST")
+_V2_FLAGS = ("PREFETCH", "FAST_MAX", "GATHER", "RK64", "PT_EARLY", "DS", "CHAIN", "COPY_FIRST")   # (on or off; PREFETCH 2
 # meant something only under the removed PV8)
 
 
@@ -751,16 +751,6 @@ def _check_t8(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
         raise ValueError(f"config MIN_TILES={least!r}: T8's least tiles a program takes an int in 1..{MIN_TILES_MAX}")
 
 
-def _check_tok_pt_pre(cfg: dict[str, int], config: dict[str, int] | None) -> None:
-    """``PT_PRE`` of the bf16 tokens-on-M kernel (session 58, pinned): 0 or 1, and 1 where its loop refills a tile
-    ahead (PIPE 1 or 2) from two buffers."""
-    pre, pipe, bufs = cfg.get("PT_PRE"), cfg.get("PIPE", 0), cfg.get("NUM_BUF", 2)
-    if pre not in (0, 1) or pipe not in (1, 2) or bufs != 2:
-        raise ValueError(f"mla_decode: config {config or cfg}: PT_PRE={pre!r}: the bf16 tokens-on-M kernel copies a "
-                         f"segment's second tile with its first (PT_PRE 0 or 1) with PIPE 1 or 2 and NUM_BUF=2, got "
-                         f"PIPE={pipe!r}, NUM_BUF={bufs!r}")
-
-
 def _check_ring(on_m: bool, fmt: str, cfg: dict[str, int]) -> None:
     slots, per_sm = cfg.get("NUM_SLOTS", RING_SLOTS), cfg.get("PROGRAMS_PER_SM", 1)
     most = RING_SLOTS if per_sm == 1 else RING_SLOTS_TWO_PER_SM
@@ -834,8 +824,9 @@ THIRD_P8 = Second(T8_E4M3_MIN_BATCH, T8_P8_NAME, HOPPER_T8_P8_SPACE, "T8", PP_NU
 # batch 1 / 8 / 32 / 64 / 128 (3.02 TB/s against 1.52 at 128); fp8_ds_mla at page size 1 0.38-0.78x, at 16
 # 0.37-0.79x; fp8 at 16 0.50-0.87x.
 GATHER: dict[str, Second] = {
-    "fp8": Second(1, "mla_decode_hopper_tok_fp8_gather", [{**c, "GATHER": 1} for c in HOPPER_TOK_FP8_V2_SPACE], "V2",
-                  TOK_NUM_WARPS),
+    "fp8": Second(1, "mla_decode_hopper_tok_fp8_gather",
+                  [{**{k: v for k, v in c.items() if k != "COPY_FIRST"}, "GATHER": 1} for c in HOPPER_TOK_FP8_V2_SPACE],
+                  "V2", TOK_NUM_WARPS),
     DS_FORMAT: Second(1, "mla_decode_hopper_tok_ds_gather", [{**c, "GATHER": 1} for c in HOPPER_TOK_DS_SPACE], "DS",
                       TOK_NUM_WARPS)}
 GATHER_AUTO: dict[str, bool] = {"fp8": True, DS_FORMAT: True}

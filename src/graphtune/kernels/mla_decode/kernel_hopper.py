@@ -799,27 +799,17 @@ def _issue_next_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base
 @gluon.jit
 def _load_query_and_first_tiles(q_nope_desc, q_rope_desc, qn_smem, qr_smem, q_bar, q_phase, b, H, h0,
                                 kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first, i_stop, it,
-                                PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUF: gl.constexpr, pg0=None,
-                                pg1=None, BOTH: gl.constexpr = 0):
+                                PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUF: gl.constexpr, pg0=None):
     """A segment's start in the bf16 kernels: past a block barrier (every warp has retired the previous
     segment's MMAs), the query's BLOCK_H heads of request b by TMA, the first NUM_BUF - 1 tiles of the segment
     in flight, then the wait for the query. Returns the query barrier's next phase. ``pg0``: the first tile's page
-    id when loaded already (a plan's: NUM_BUF 2). ``BOTH`` (NUM_BUF 2, the tokens-on-M kernel's ``PT_PRE``): the
-    second tile's copy too (page id ``pg1``, loaded here when None), before the query's wait; the loop then skips
-    the refill that would issue it at the top of the segment's first tile."""
+    id when loaded already (a plan's: NUM_BUF 2)."""
     _block_barrier()
     q_row = b * H + h0
     mbarrier.expect(q_bar, q_nope_desc.block_type.nbytes + q_rope_desc.block_type.nbytes)
     _tma_load(q_nope_desc, [q_row, 0], q_bar, qn_smem)
     _tma_load(q_rope_desc, [q_row, 0], q_bar, qr_smem)
-    if BOTH:
-        gl.static_assert(NUM_BUF == 2)
-        _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first, it % NUM_BUF, PAGE_SIZE,
-                    BLOCK_N, pg0)
-        if i_first + 1 < i_stop:
-            _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first + 1, (it + 1) % NUM_BUF,
-                        PAGE_SIZE, BLOCK_N, pg1)
-    elif pg0 is not None:
+    if pg0 is not None:
         gl.static_assert(NUM_BUF == 2)
         _issue_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first, it % NUM_BUF, PAGE_SIZE,
                     BLOCK_N, pg0)
@@ -1287,7 +1277,6 @@ def _mla_decode_hopper_tok_kernel(
     plan_ptr=None,
     PART_SCALED: gl.constexpr = False,     # a bf16 cache's fp16 partials, scaled (reduction.partial_layout)
     PDL: gl.constexpr = 0,
-    PT_PRE: gl.constexpr = 0,
 ):
     """H < 64 (tensor parallel): tokens on the MMA's M side, one warpgroup, 16 heads per program.
 
@@ -1300,10 +1289,7 @@ def _mla_decode_hopper_tok_kernel(
     ``plan_ptr``: a step's plan (plan.py): the split and the first segment read from its row. ``PDL``: launched as
     the programmatic dependent of the kernel before it (``interface_hopper.SPLIT_PDL``), as the second fp8
     tokens-on-M kernel's: 1 waits for that kernel before the first global load, 2 (with ``plan_ptr``) after the
-    plan's row. ``PT_PRE`` (session 58, pinned; PIPE >= 1): a segment's second tile is copied with its first, before the
-    query's wait, from the plan's page id (a first segment) or one loaded with the first's, where the loop would issue
-    it at the top of the first tile, after the query landed and through a page-table load then queued behind every
-    program's first copies (kernel_hopper_tok.py's ``PT_PRE``, the same wait read in session 49's stamped run).
+    plan's row.
     """
     LOG2E: gl.constexpr = 1.4426950408889634
     D_V: gl.constexpr = 512
@@ -1311,9 +1297,6 @@ def _mla_decode_hopper_tok_kernel(
     gl.static_assert(num_warps == 4)
     if PDL == 2:
         gl.static_assert(plan_ptr is not None)
-    if PT_PRE:
-        gl.static_assert(PIPE >= 1)
-        gl.static_assert(NUM_BUF == 2)
     dtype: gl.constexpr = kv_nope_desc.dtype
 
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -1344,7 +1327,7 @@ def _mla_decode_hopper_tok_kernel(
         _wait_primary()
     if plan_ptr is not None:
         _launch_dependents()
-        t, t_stop, b, req_end, p_seq, p_pg0, p_pg1, _ = _plan_row(plan_ptr, pid)
+        t, t_stop, b, req_end, p_seq, p_pg0, _, _ = _plan_row(plan_ptr, pid)
     else:
         t, t_stop, b, req_end = _split_start(seq_lens_ptr, B, pid, num_progs, BLOCK_N, B_CHUNK, num_warps,
                                              BF16_SEG_COST)
@@ -1366,24 +1349,18 @@ def _mla_decode_hopper_tok_kernel(
                 b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _planned_segment(
                     page_table_ptr, stride_pt_b, b, t, t_stop, req_end, p_seq, BLOCK_N)
                 pg0 = p_pg0
-                pg1 = p_pg1
             else:
                 b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
                     seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
                 pg0 = _tile_page(pt_base, i_first, i_stop, PAGE_SIZE, BLOCK_N)
-                if PT_PRE:
-                    pg1 = _tile_page(pt_base, i_first + 1, i_stop, PAGE_SIZE, BLOCK_N)
-                else:
-                    pg1 = pg0       # (unread)
         else:
             b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
                 seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
             pg0 = None
-            pg1 = None
 
         q_phase = _load_query_and_first_tiles(q_nope_desc, q_rope_desc, qn_smem, qr_smem, q_bar, q_phase, b, H, h0,
                                               kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i_first,
-                                              i_stop, it, PAGE_SIZE, BLOCK_N, NUM_BUF, pg0, pg1, PT_PRE)
+                                              i_stop, it, PAGE_SIZE, BLOCK_N, NUM_BUF, pg0)
 
         m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=gl.SliceLayout(0, s_layout))
         l_i = gl.zeros([BLOCK_H], gl.float32, layout=gl.SliceLayout(0, s_layout))
@@ -1398,13 +1375,8 @@ def _mla_decode_hopper_tok_kernel(
                 # anyway), so buffer (it - 1) % NUM_BUF takes its next tile before tile i is waited for.
                 o = warpgroup_mma_wait(num_outstanding=0, deps=(o, ))
                 _block_barrier()
-                if PT_PRE:
-                    if i != i_first:        # (the segment's second tile went out with its first)
-                        _issue_next_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i, i_stop, it,
-                                         PAGE_SIZE, BLOCK_N, NUM_BUF)
-                else:
-                    _issue_next_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i, i_stop, it,
-                                     PAGE_SIZE, BLOCK_N, NUM_BUF)
+                _issue_next_tile(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, i, i_stop, it,
+                                 PAGE_SIZE, BLOCK_N, NUM_BUF)
             o, m_i, l_i, l_acc = _tok_tile(i, it, stage, kn, kr, bars, qn_smem, qr_smem, red_bufs, p_smem,
                                            seq_len, qk_mul, o, m_i, l_i, l_acc, offs_tok, kv_nope_desc,
                                            kv_rope_desc, kn_bufs, kr_bufs, pt_base, i_stop, s_layout, o_layout,

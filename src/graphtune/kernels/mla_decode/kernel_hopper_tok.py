@@ -44,16 +44,13 @@ P^T is double-buffered so that no barrier is needed between S(i)'s wait and its 
 Schedule knobs (session 9; none beat the shipped config on the H200, docs/mla_decode.md "Issue 14, session 9"):
 ``LOOK`` 1 / 2 issues S(i + 1) before tile i's softmax / between its P.V chunks 1 and 2; ``RK64`` runs the rope's
 score MMAs over its 64 columns (not the zero padding); ``PT_EARLY`` loads the next tile's page ids a tile ahead of
-the TMA / row gather that needs them. ``PT_PRE`` (session 58, pinned; LOOK 0, not with PT_EARLY) loads the page ids of
-a segment's first refill (tile ``i_first + NUM_BUF``) with those of its first tiles, before its query and first copies
-go out, and issues that refill from them: session 49's stamped run (H100, two buffers, a plan) has each program's first
-tile taking 3.3-5.4 us from its landing to its refill's issue against 1.2-1.5 later, the refill's page-id load then
-waiting behind the whole first wave of copies (their issue to landing 3-8 us); the load ahead also brings the
-page-table line of the following refills' ids into the L1. P.V as fp8 MMAs (``PV8``) and the timing probes that fed P.V zero-extended
-or constant V^T (``PROBE``) were removed in session 10: on the H200 at H = 16, B 32 / 64 / 128, PV8 ran 0.0387 /
-0.0585 / 0.0974 ms against the shipped 0.0384 / 0.0583 / 0.0977 at 3x its error (2.4e-3 against 7.7e-4), and P.V
-with no V^T loads or conversions at all ran 0.0375 / 0.0574 / 0.0977: the V^T path does not bound this kernel
-(docs/mla_decode.md, "PV8").
+the TMA / row gather that needs them. ``COPY_FIRST`` (session 58, pinned) issues a segment's first copies before its
+query's loads: issued after them, ptxas held the copies behind the query's maxima, which wait for those loads (the
+SASS, sm_90a), so the first wave went out when the query had landed (2.6 us after the split at batch 32 on an H100).
+P.V as fp8 MMAs (``PV8``) and the timing probes that fed P.V zero-extended or constant V^T (``PROBE``) were removed in
+session 10: on the H200 at H = 16, B 32 / 64 / 128, PV8 ran 0.0387 / 0.0585 / 0.0974 ms against the shipped 0.0384 /
+0.0583 / 0.0977 at 3x its error (2.4e-3 against 7.7e-4), and P.V with no V^T loads or conversions at all ran 0.0375 /
+0.0574 / 0.0977: the V^T path does not bound this kernel (docs/mla_decode.md, "PV8").
 """
 from __future__ import annotations
 
@@ -494,7 +491,6 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     plan_ptr=None,
     done_ptr=None,
     PDL: gl.constexpr = 0,
-    PT_PRE: gl.constexpr = 0,
     COPY_FIRST: gl.constexpr = 0,
 ):
     """fp8 (per-tensor) cache, H < 64: tokens on M, one warpgroup, 16 heads per program (module docstring).
@@ -539,11 +535,6 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         # the score chains' fp32 fold: the loop of LOOK 0 (DS has it always)
         gl.static_assert(LOOK == 0)
         gl.static_assert(DS == 0)
-    if PT_PRE:
-        # (the first refill from page ids loaded with the segment's first ones: the loop of LOOK 0, whose refill it
-        # replaces; PT_EARLY loads the same ids a tile ahead instead)
-        gl.static_assert(LOOK == 0)
-        gl.static_assert(PT_EARLY == 0)
 
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, 2 * BLOCK_H, 32])
@@ -671,10 +662,8 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
             b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base, pg0, pg1, pg2 = _segment_pages(
                 seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, PAGE_SIZE, BLOCK_N, GATHER, NUM_BUF,
                 num_warps)
-        if PT_PRE:
-            # the first refill's page ids, requested before the query and the first copies (module docstring)
-            pg_pre = _tile_pages(pt_base, i_first + NUM_BUF, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER, num_warps)
         if COPY_FIRST == 0:
+            # (COPY_FIRST: the query's loads after the copies, docstring)
             qn, qr = _load_q_raw(q_ptr + b.to(gl.int64) * stride_q_b, heads_q, hmask_q, stride_q_h, q_layout)
         # The previous segment's MMAs (which read the query tile) are retired in every warp past this.
         _block_barrier()
@@ -728,16 +717,6 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
                 if i + NUM_BUF < i_stop:
                     if PT_EARLY:
                         _issue_v2_at(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, page_nx, i + NUM_BUF,
-                                     stage, PAGE_SIZE, 264 if DS else 512, BLOCK_N, GATHER, num_warps, kv_sc_desc,
-                                     sc_bufs)
-                    elif PT_PRE:
-                        # the segment's first refill from the ids loaded with its first tiles', the others loaded here
-                        if i == i_first:
-                            page_now = pg_pre
-                        else:
-                            page_now = _tile_pages(pt_base, i + NUM_BUF, i_stop, seq_len, PAGE_SIZE, BLOCK_N, GATHER,
-                                                   num_warps)
-                        _issue_v2_at(kv_nope_desc, kv_rope_desc, kv_ptr, kn_bufs, kr_bufs, bars, page_now, i + NUM_BUF,
                                      stage, PAGE_SIZE, 264 if DS else 512, BLOCK_N, GATHER, num_warps, kv_sc_desc,
                                      sc_bufs)
                     else:
