@@ -58,9 +58,9 @@ import pytest
 # call A, on an H100: 3 passed; PDL_TUNED and PDL_BF16, the tuned split and the bf16 split kernels launched behind the
 # kernel ahead, passed in session 57, call A, on an H100: 7 passed; SMW, the SM-weighted split, failed there on small
 # batches and was slower in every cell: removed; PT_PRE, a segment's first refill from page ids loaded ahead (the fp8
-# and bf16 tokens-on-M kernels), passed in session 58, call A, on an H100: 29 passed, and was removed: not faster)
-UNPROVEN: dict[str, str] = {
-    "COPY_FIRST": "COPY_FIRST (session 58: a segment's first copies issued before its query's loads)"}
+# and bf16 tokens-on-M kernels), passed in session 58, call A, on an H100: 29 passed, and was removed: not faster;
+# COPY_FIRST, a segment's first copies before its query's loads, passed in session 58, call E, on an H100: 27 passed)
+UNPROVEN: dict[str, str] = {}
 
 
 def skip_unproven(config: dict) -> None:

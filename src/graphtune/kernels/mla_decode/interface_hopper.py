@@ -663,8 +663,8 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
 # GATHER = 1: tiles read row by row through the page table (cp.async), for pages TMA boxes cannot cover (size 1).
 # DS = 1: fp8_ds_mla rows (HOPPER_TOK_DS_CONFIG, HOPPER_TOK_DS_SPACE). CHAIN = 1 (in the fixed config since session
 # 11): the fp8 scores as one MMA chain per 128 dims and the rope's, folded in fp32 (docs/mla_decode.md, "CHAIN").
-# COPY_FIRST = 1 (session 58, pinned until its GPU tests pass): a segment's first copies issued before its query's loads
-# (kernel_hopper_tok.py's docstring).
+# COPY_FIRST = 1 (session 58; in HOPPER_TOK_FP8_V2_SPACE's two-buffer rows): a segment's first copies issued before its
+# query's loads (kernel_hopper_tok.py's docstring).
 TOK_FP8_V2_PARAMS = ("BLOCK_N", "NUM_BUF", "PREFETCH", "FAST_MAX", "GATHER", "LOOK", "RK64", "PT_EARLY", "DS",
                      "CHAIN", "COPY_FIRST")
 _V2_FLAGS = ("PREFETCH", "FAST_MAX", "GATHER", "RK64", "PT_EARLY", "DS", "CHAIN", "COPY_FIRST")   # (on or off; PREFETCH 2

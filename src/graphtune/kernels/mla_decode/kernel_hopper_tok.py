@@ -44,9 +44,11 @@ P^T is double-buffered so that no barrier is needed between S(i)'s wait and its 
 Schedule knobs (session 9; none beat the shipped config on the H200, docs/mla_decode.md "Issue 14, session 9"):
 ``LOOK`` 1 / 2 issues S(i + 1) before tile i's softmax / between its P.V chunks 1 and 2; ``RK64`` runs the rope's
 score MMAs over its 64 columns (not the zero padding); ``PT_EARLY`` loads the next tile's page ids a tile ahead of
-the TMA / row gather that needs them. ``COPY_FIRST`` (session 58, pinned) issues a segment's first copies before its
-query's loads: issued after them, ptxas held the copies behind the query's maxima, which wait for those loads (the
-SASS, sm_90a), so the first wave went out when the query had landed (2.6 us after the split at batch 32 on an H100).
+the TMA / row gather that needs them. ``COPY_FIRST`` (session 58; the tuned space's two-buffer rows) issues a
+segment's first copies before its query's loads: issued after them, ptxas held the copies behind the query's maxima,
+which wait for those loads (the SASS, sm_90a), so the first wave went out when the query had landed (2.6 us after the
+split at batch 32 on an H100); pinned with a plan, 0.2-0.9% faster with two buffers, 0-1% slower with three (session
+58 call C, docs/mla_decode.md "Issue 14, session 58").
 P.V as fp8 MMAs (``PV8``) and the timing probes that fed P.V zero-extended or constant V^T (``PROBE``) were removed in
 session 10: on the H200 at H = 16, B 32 / 64 / 128, PV8 ran 0.0387 / 0.0585 / 0.0974 ms against the shipped 0.0384 /
 0.0583 / 0.0977 at 3x its error (2.4e-3 against 7.7e-4), and P.V with no V^T loads or conversions at all ran 0.0375 /
