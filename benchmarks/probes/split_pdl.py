@@ -18,9 +18,9 @@ before it), ``--rounds`` rounds in alternating order, the median kept; FlashMLA 
 
 Prints a line per cell and a table last; JSON with the GPU, versions and commit. Without a Hopper GPU it says so and
 exits 2. ``--ways plan-first`` times the shipped way alone (each config a row; the table's last column is each row
-against the cell's first config). ``--configs '[{}]'`` times the tuned path (the public call tuned per bucket by the cell's first call; the
-ways then share its pick: a tuned launch reads its plan first only where the pick is made and the plan holds its
-split, ``interface_hopper._tuned_split_pdl``).
+against the cell's first config). ``--configs '[{}]'`` times the tuned path (the public call tuned per bucket by the
+cell's first call; the ways then share its pick: a tuned launch reads its plan first only where the pick is made and
+the plan holds its split, ``interface_hopper._tuned_split_pdl``).
 """
 from __future__ import annotations
 
@@ -139,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{gpu}; ms under graph replay (pinned or tuned, a plan made before the graph, ahead: {args.ahead}; "
           f"median of {args.rounds} rounds); changes against off; ratio: the fastest way / FlashMLA; vs config 1: "
           "the fastest way against the cell's first config's")
-    print("| lengths | cell | config | FlashMLA | off | wait-first | change | plan-first | change | ratio | vs config 1 |")
+    print("| lengths | cell | config | FlashMLA | off | wait-first | change | plan-first | change | ratio | "
+          "vs config 1 |")
     print("|" + " --- |" * 11)
     first: dict[tuple, float | None] = {}
     for r in rows:

@@ -1434,7 +1434,8 @@ def test_bench_pins_every_hopper_variant_it_times_as_labelled(monkeypatch):
          "cases-not-json", "cases-not-knobs", "cases-sanitize-range", "cases-no-gpu", "p-rounding-tokens", "pl-numerics-tokens",
          "query-rounding-heads", "query-rounding-batch", "ncu-query-precision", "ncu-no-gpu", "tail-cells",
          "tail-format", "tail-rounds", "tail-no-gpu", "pad-configs", "pad-negative", "pad-no-gpu", "pdl-cells",
-         "pdl-sets", "pdl-ahead", "pdl-ways", "pdl-no-gpu", "lse-seeds", "lse-random", "lse-repeat", "lse-ways", "lse-no-gpu"])
+         "pdl-sets", "pdl-ahead", "pdl-ways", "pdl-no-gpu", "lse-seeds", "lse-random", "lse-repeat", "lse-ways",
+         "lse-no-gpu"])
 def test_probes_say_what_is_wrong_in_one_line(probe_name, argv, expect):
     """benchmarks/probes/reduce_sweep.py, gather_route.py, timeline.py, cold_code.py, pick_check.py, clocks.py,
     mla_cases.py, p_rounding.py, pl_numerics.py, query_rounding.py, ncu_mla.py, reduce_tail.py, stream_pad.py,

@@ -704,9 +704,10 @@ def test_copy_first_is_a_pinned_flag_of_the_second_kernel_and_other_values_are_o
     kv = torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn)
 
     def consts(config):
-        return interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
-                                            0.04, 1.0, "fp8", torch.empty(2, 16, 512, dtype=torch.bfloat16), False,
-                                            sms=132, config=config)[2]
+        return interface_hopper.hopper_call(q, kv, torch.zeros(2, 2, dtype=torch.int32),
+                                            torch.ones(2, dtype=torch.int32), 0.04, 1.0, "fp8",
+                                            torch.empty(2, 16, 512, dtype=torch.bfloat16), False, sms=132,
+                                            config=config)[2]
     assert consts(dict(V2=1, COPY_FIRST=1))["COPY_FIRST"] == 1
     assert consts(dict(V2=1)).get("COPY_FIRST", 0) == 0
     assert interface_hopper.pinned_config(16, "fp8", dict(V2=1, COPY_FIRST=1, NUM_BUF=3))["COPY_FIRST"] == 1

@@ -667,8 +667,8 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
 # query's loads (kernel_hopper_tok.py's docstring).
 TOK_FP8_V2_PARAMS = ("BLOCK_N", "NUM_BUF", "PREFETCH", "FAST_MAX", "GATHER", "LOOK", "RK64", "PT_EARLY", "DS",
                      "CHAIN", "COPY_FIRST")
-_V2_FLAGS = ("PREFETCH", "FAST_MAX", "GATHER", "RK64", "PT_EARLY", "DS", "CHAIN", "COPY_FIRST")   # (on or off; PREFETCH 2
-# meant something only under the removed PV8)
+# (on or off; PREFETCH 2 meant something only under the removed PV8)
+_V2_FLAGS = ("PREFETCH", "FAST_MAX", "GATHER", "RK64", "PT_EARLY", "DS", "CHAIN", "COPY_FIRST")
 
 
 # A shape class's sibling kernels, each selected in a pinned config by its flag: (flag, the kernel in messages)
