@@ -153,13 +153,16 @@ def test_second_kernels_tuned_space_compiles_for_sm90_fits_and_its_grid_follows_
 @pytest.mark.parametrize("fmt", ["fp8", "fp8_ds_mla"])
 def test_row_gather_kernel_is_tuned_per_bucket_over_its_formats_space_with_gather_on(fmt):
     """Page sizes that are not whole TMA tiles (``GATHER``): the second tokens-on-M kernel tuned per bucket as its own
-    kernel name, over the format's second-kernel space with GATHER = 1 in every config (the descriptors unread: the
-    rows come by cp.async through the page table), compiled for sm_90 through ``graphtune.inspect`` with the tuned
-    launch's arguments at page size 1, each fitting and with the grid its programs per SM give."""
+    kernel name, over the format's second-kernel space (less COPY_FIRST) with GATHER = 1 in every config (the
+    descriptors unread: the rows come by cp.async through the page table), compiled for sm_90 through
+    ``graphtune.inspect`` with the tuned launch's arguments at page size 1, each fitting and with the grid its programs
+    per SM give."""
     gather = hopper.GATHER[fmt]
     base = hopper.SECOND[(False, fmt)]
     assert gather.min_batch == 1 and gather.flag == base.flag and gather.name != base.name
-    assert [{k: v for k, v in c.items() if k != "GATHER"} for c in gather.space] == base.space
+    # (COPY_FIRST, in the fp8 space's two-buffer rows since session 58, was timed on TMA tiles only: not in the gather's)
+    assert [{k: v for k, v in c.items() if k != "GATHER"} for c in gather.space] == \
+        [{k: v for k, v in c.items() if k != "COPY_FIRST"} for c in base.space]
     assert all(c["GATHER"] == 1 for c in gather.space)
     q, _, _, lens, out = _inputs(16, fmt)
     kv = torch.empty(64, 1, 656 if fmt == "fp8_ds_mla" else 576,
