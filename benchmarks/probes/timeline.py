@@ -211,7 +211,6 @@ def landing_profile(raw: list[list[int]], ghz: float, num_buf: int, bucket_ns: i
     to its landing (``issue_ns``; None where no tile landed). Session 57 read session 49's batch-32 run with it, session
     58 the medians (the docs' "Issue 14, session 57" / "session 58")."""
     t_in = min(r[0] for r in raw)
-    landed: list[float] = []
     waiting: list[tuple[float, int]] = []
     computing: list[tuple[float, int]] = []
     per_tile: list[tuple[float, float, float, float]] = []     # (landing, busy, wait, issue -> landing)
@@ -226,7 +225,6 @@ def landing_profile(raw: list[list[int]], ghz: float, num_buf: int, bucket_ns: i
         done = [at(r[T0 + 2 * k + 1]) for k in range(n)]
         for k in range(n):
             issue = at(r[4]) if k < num_buf else done[k - num_buf]
-            landed.append(land[k])
             per_tile.append((land[k], done[k] - land[k], land[k] - (done[k - 1] if k else at(r[5])), land[k] - issue))
             waiting += [(issue, 1), (land[k], -1)]
             computing += [(land[k], 1), (done[k], -1)]
@@ -247,18 +245,14 @@ def landing_profile(raw: list[list[int]], ghz: float, num_buf: int, bucket_ns: i
                 i += 1
             out.append(round((area + level * (hi - last)) / bucket_ns, 2))
         return out
-    def window(t: float) -> int:
-        return min(windows - 1, max(0, int(t // bucket_ns)))
-    counts = [0] * windows
-    for t in landed:
-        counts[window(t)] += 1
     by_window: list[list[tuple[float, float, float, float]]] = [[] for _ in range(windows)]
     for tile in per_tile:
-        by_window[window(tile[0])].append(tile)
+        by_window[min(windows - 1, max(0, int(tile[0] // bucket_ns)))].append(tile)
 
     def medians(x: int) -> list[float | None]:
         return [round(statistics.median(t[x] for t in w)) if w else None for w in by_window]
-    return {"bucket_ns": bucket_ns, "landed": counts, "waiting": means(waiting), "computing": means(computing),
+    return {"bucket_ns": bucket_ns, "landed": [len(w) for w in by_window], "waiting": means(waiting),
+            "computing": means(computing),
             "busy_ns": medians(1), "wait_ns": medians(2), "issue_ns": medians(3)}
 
 

@@ -415,22 +415,25 @@ def test_the_split_pass_is_one_scan_and_one_reduction_a_chunk(heads, config):
 
 
 def _plan_build(num_buf: int, plan: bool, gather: bool = False, counts: bool = False, heads: int = 16,
-                fmt: str = "fp8"):
+                fmt: str = "fp8", extra: dict | None = None, pdl: int = 0):
+    """The second tokens-on-M kernel compiled for sm_90a, ``extra`` keys over its pinned config, with a plan (and
+    ``pdl``, its PDL mode) or without, with the streamed reduction's counters (``counts``) or without."""
     from test_mla_decode import compile_sm90
     q = torch.empty(2, heads, 576, dtype=torch.bfloat16)
     page = 1 if gather else 64
     if fmt == "fp8_ds_mla":
         kv = torch.empty(256 // page, page, 656, dtype=torch.uint8)
-        config = dict(V2=1, DS=1, NUM_BUF=num_buf, PREFETCH=0, FAST_MAX=1, GATHER=int(gather))
+        config = dict(V2=1, DS=1, NUM_BUF=num_buf, PREFETCH=0, FAST_MAX=1, GATHER=int(gather), **(extra or {}))
     else:
         kv = torch.empty(256 // page, page, 576, dtype=torch.float8_e4m3fn)
-        config = dict(V2=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1, GATHER=int(gather))
+        config = dict(V2=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1, GATHER=int(gather), **(extra or {}))
     args, grid, consts, _ = interface_hopper.hopper_call(
         q, kv, torch.zeros(2, 128 // page, dtype=torch.int32), torch.ones(2, dtype=torch.int32), 0.04, 1.0, fmt,
         torch.empty(2, heads, 512, dtype=torch.bfloat16), False, sms=132, config=config)
     fn, consts = interface_hopper._kernel_and_params(heads, fmt, consts)
     if plan:
-        consts = {**consts, "plan_ptr": torch.empty(grid[1], int(kh.PLAN_COLS), dtype=torch.int32)}
+        consts = {**consts, "plan_ptr": torch.empty(grid[1], int(kh.PLAN_COLS), dtype=torch.int32),
+                  **({"PDL": pdl} if pdl else {})}
     if counts:
         consts = {**consts, "done_ptr": torch.zeros(2, 2, int(kh.STREAM_GROUPS), dtype=torch.int32)}
     return compile_sm90(fn, args, consts)
@@ -658,26 +661,6 @@ def test_the_split_launched_behind_the_kernel_ahead_waits_where_its_mode_says(ke
 COPY_FIRST_BUILDS = [("fp8", 2, False), ("fp8", 3, False), ("fp8", 2, True), ("fp8_ds_mla", 2, False)]
 
 
-def _copy_first_build(fmt: str, num_buf: int, gather: bool, copy_first: int):
-    """The second tokens-on-M kernel as the tuned path launches it (a step's plan read before the wait, PDL 2)."""
-    page = 1 if gather else 64
-    q = torch.empty(2, 16, 576, dtype=torch.bfloat16)
-    if fmt == "fp8_ds_mla":
-        kv = torch.empty(256 // page, page, 656, dtype=torch.uint8)
-        config = dict(V2=1, DS=1, NUM_BUF=num_buf, PREFETCH=0, FAST_MAX=1)
-    else:
-        kv = torch.empty(256 // page, page, 576, dtype=torch.float8_e4m3fn)
-        config = dict(V2=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1, CHAIN=1, RK64=1)
-    config.update(GATHER=int(gather), COPY_FIRST=copy_first)
-    args, grid, consts, _ = interface_hopper.hopper_call(
-        q, kv, torch.zeros(2, 128 // page, dtype=torch.int32), torch.ones(2, dtype=torch.int32), 0.04, 1.0, fmt,
-        torch.empty(2, 16, 512, dtype=torch.bfloat16), False, sms=132, config=config)
-    fn, consts = interface_hopper._kernel_and_params(16, fmt, consts)
-    assert consts["COPY_FIRST"] == copy_first
-    consts = {**consts, "plan_ptr": torch.empty(grid[1], int(kh.PLAN_COLS), dtype=torch.int32), "PDL": 2}
-    return _compile_fn(fn, args, consts)
-
-
 @pytest.mark.parametrize("fmt,num_buf,gather", COPY_FIRST_BUILDS,
                          ids=[f"{f}-buf{n}" + ("-gather" if g else "") for f, n, g in COPY_FIRST_BUILDS])
 def test_the_first_copies_go_out_before_the_querys_loads(fmt, num_buf, gather):
@@ -686,7 +669,8 @@ def test_the_first_copies_go_out_before_the_querys_loads(fmt, num_buf, gather):
     ahead of the query's 16-byte loads, where without it the copies follow them and the query's maxima (which wait for
     those loads: ptxas put them ahead of the copies whatever the source order)."""
     copy = "LDGSTS" if gather else "UTMALDG"
-    base, built = _copy_first_build(fmt, num_buf, gather, 0), _copy_first_build(fmt, num_buf, gather, 1)
+    rk64 = {} if fmt == "fp8_ds_mla" else {"RK64": 1}      # (as the tuned space's rows)
+    base, built = (_plan_build(num_buf, True, gather, fmt=fmt, extra={**rk64, "COPY_FIRST": c}, pdl=2) for c in (0, 1))
     assert _shared(built) == _shared(base)
     sass0, sass = _sass(base), _sass(built)
     for op in ("QGMMA", "HGMMA", "UTMALDG", "LDGSTS", "WARPGROUP.DEPBAR", "SYNCS.PHASECHK"):
