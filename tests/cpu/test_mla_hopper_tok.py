@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from graphtune import resources
-from graphtune.kernels.mla_decode import interface_hopper, kernel_hopper as kh, kernel_hopper_tok
+from graphtune.kernels.mla_decode import interface_hopper, kernel_hopper as kh, kernel_hopper_tok, kernel_hopper_tok2
 
 from test_mla_decode import _sass as _sass_of_cubin
 from test_mla_decode import SCHEDULED_WITH_THIS_TRITON
@@ -789,3 +789,75 @@ def test_a_tuned_split_reads_its_plan_before_waiting_only_where_pick_and_plan_ar
     assert tuned(_Picked(two, takes=False), "fp8", args, consts) == {}  # (no PDL: T8, the first kernels)
     monkeypatch.setattr(interface_hopper, "SPLIT_PDL", 0)
     assert tuned(_Picked(two), "fp8", args, consts) == {}
+
+
+# ------------------------------------------------------------------------ WG2: two warpgroups and a producer warp
+
+WG2_BUILDS = [(3, False, 0), (4, False, 0), (4, True, 2), (5, True, 2), (5, True, 1)]
+
+
+@pytest.mark.parametrize("num_buf,plan,pdl", WG2_BUILDS,
+                         ids=[f"buf{n}{'-plan' if p else ''}{f'-pdl{d}' if d else ''}" for n, p, d in WG2_BUILDS])
+def test_tok_fp8_two_warpgroups_fit_sm90_as_three_partitions(num_buf, plan, pdl):
+    """``WG2=1`` (kernel_hopper_tok2.py) compiled for sm_90a: its buffers, query, P tiles and mbarriers fit one block
+    (five 40 KB buffers: 231,768 B); the block is the default partition (WG0, 4 warps), WG1 (4 warps, ``WG1_REGS``)
+    and the producer (1 warp, padded to a warpgroup: 384 threads), each with its own register count (``setmaxnreg``),
+    as graphtune.resources reports them; each warpgroup runs its own score chain (20 fp8 MMAs against the [hi | lo]
+    query) and the P.V of its half of V for its own and the other's tiles (2 x 2 chunks of 8 fp16 MMAs) with V^T by
+    32-bit loads; the copies are TMA messages; no wgmma is serialised."""
+    from graphtune.sass import wgmma_findings
+    compiled = _plan_build(num_buf, plan, counts=plan, extra={"WG2": 1}, pdl=pdl)
+    shared = _shared(compiled)
+    assert shared <= SM90_SHARED, shared
+    assert compiled.metadata.num_warps == 12
+    assert ".reqntid 384" in compiled.asm["ptx"]
+    usage = resources._resource_usage(compiled.asm["cubin"], compiled.metadata.name)
+    parts = resources.warp_partitions(compiled.asm["ttgir"], compiled.asm["ptx"], 4, usage["REG"])
+    assert [(p.name, p.warps) for p in parts] == [("default", 4), ("partition0", 4), ("partition1", 1)]
+    assert [p.requested_registers for p in parts[1:]] == [216, int(kernel_hopper_tok2.PRODUCER_REGS)]
+    assert all(p.registers is not None for p in parts)
+    assert 128 * sum(p.registers for p in parts) <= 65536, [p.registers for p in parts]
+    sass = _sass(compiled)
+    assert sass.count("QGMMA.64x32x32.F32.E4M3.E4M3") == 2 * 20
+    assert sass.count("HGMMA.64x16x16.F32") == 2 * 4 * 8
+    # (one byte load: the warps' dispatch to their partition, Triton's warp specialisation)
+    assert sass.count("LDS.U8") <= 1 and "LDS.S8" not in sass
+    assert "UTMALDG.2D" in sass
+    assert [str(u) for u in wgmma_findings(sass)] == []
+    if plan:
+        # (a plan-less build's split scan spills in the partitions; the planned path's loop does not)
+        assert usage.get("STACK", 0) <= 32, usage
+
+
+@pytest.mark.parametrize("extra,message", [
+    (dict(GATHER=1), "WG2=1 (the two-warpgroup kernel) takes TMA tiles"),
+    (dict(LOOK=1, CHAIN=0), "not {'LOOK': 1}"),
+    (dict(PT_EARLY=1), "not {'PT_EARLY': 1}"),
+    (dict(NUM_BUF=6), "WG2=1 takes NUM_BUF 3 to 5, got 6"),
+    (dict(NUM_BUF=2), "WG2=1 takes NUM_BUF 3 to 5, got 2"),
+    (dict(WG1_REGS=100), "WG1_REGS=100, expected a multiple of 8"),
+    (dict(WG1_REGS=True), "WG1_REGS=True"),
+], ids=["gather", "look", "pt-early", "six-buffers", "two-buffers", "regs-not-8", "regs-bool"])
+def test_tok_fp8_two_warpgroups_refuse_what_they_do_not_run(extra, message):
+    """A pinned ``WG2=1`` config with the one-warpgroup kernel's loaders or schedules, more buffers than fit or a
+    register count setmaxnreg cannot take: one line naming the key and its value."""
+    page = 1 if extra.get("GATHER") else 64
+    q = torch.empty(2, 16, 576, dtype=torch.bfloat16)
+    kv = torch.empty(256 // page, page, 576, dtype=torch.float8_e4m3fn)
+    with pytest.raises(ValueError, match=re.escape(message)) as err:
+        interface_hopper.hopper_call(q, kv, torch.zeros(2, 128 // page, dtype=torch.int32),
+                                     torch.ones(2, dtype=torch.int32), 0.04, 1.0, "fp8",
+                                     torch.empty(2, 16, 512, dtype=torch.bfloat16), False, sms=132,
+                                     config={**dict(V2=1, WG2=1, NUM_BUF=4), **extra})
+    assert "\n" not in str(err.value)
+
+
+def test_tok_fp8_two_warpgroups_run_one_program_an_sm():
+    """Whatever its buffers, a ``WG2`` config's grid is one program an SM (its 12 warps and up to 231,768 B)."""
+    q = torch.empty(2, 16, 576, dtype=torch.bfloat16)
+    kv = torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn)
+    for num_buf in (3, 4, 5):
+        _, grid, consts, _ = interface_hopper.hopper_call(
+            q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32), 0.04, 1.0, "fp8",
+            torch.empty(2, 16, 512, dtype=torch.bfloat16), False, sms=132, config=dict(V2=1, WG2=1, NUM_BUF=num_buf))
+        assert grid == (1, 132) and consts["WG2"] == 1

@@ -182,6 +182,34 @@ def test_tok_fp8_v2_copies_before_the_query_match_reference(monkeypatch, config,
     test_tok_fp8_v2_matches_reference(monkeypatch, config, case)
 
 
+# WG2 (session 59): two consumer warpgroups and a producer warp on one pool of buffers (kernel_hopper_tok2.py), three
+# to five buffers, with and without RK64, on every TMA case (H = 16 and 32, page sizes 64 / 128 / 256), pinned.
+WG2_CASES = [(dict(V2=1, WG2=1, NUM_BUF=n, FAST_MAX=1, RK64=rk), case) for n, rk in ((3, 1), (4, 1), (5, 0), (5, 1))
+             for case in CASES]
+
+
+@pytest.mark.parametrize("config,case", WG2_CASES,
+                         ids=[f"H{h}-ps{p}-B{len(n)}-buf{c['NUM_BUF']}-rk{c['RK64']}" for c, (h, p, n) in WG2_CASES])
+def test_tok_fp8_two_warpgroups_match_reference(monkeypatch, config, case):
+    """``WG2=1``: the issue's fp8 bound at 132, 7 and 1 SMs (programs of several segments: the query rewritten
+    behind the warpgroups' exchange; segments of one tile: the second warpgroup owning none), NaN in every cache row
+    past seq_len, NaN-poisoned outputs, the scale as a float and a tensor."""
+    test_tok_fp8_v2_matches_reference(monkeypatch, config, case)
+
+
+@pytest.mark.parametrize("num_buf", [4, 5])
+@pytest.mark.parametrize("case", CASES + [(16, 64, [0, 4096, 0, 77, 1])],
+                         ids=[f"H{h}-ps{p}-B{len(n)}" for h, p, n in CASES] + ["H16-ps64-zero-lengths"])
+def test_tok_fp8_two_warpgroups_with_a_plan_match_reference(case, num_buf):
+    """``WG2=1`` with ``plan=``: the producer's first copies from the plan's page ids, the split from its rows; the
+    issue's fp8 bound at 132, 7 and 1 SMs, the plan read by two calls, requests of no tokens between others."""
+    _skip_off_hopper()
+    skip_unproven({"WG2": 1})
+    heads, page_size, lens = case
+    _planned_calls_match_reference(heads, page_size, lens, dict(V2=1, WG2=1, NUM_BUF=num_buf, FAST_MAX=1, RK64=1),
+                                   layers=2)
+
+
 @pytest.mark.parametrize("pipe", [1, 2])
 @pytest.mark.parametrize("heads,page_size,lens", CASES, ids=[f"H{h}-ps{p}-B{len(n)}" for h, p, n in CASES])
 def test_bf16_tok_pipe_matches_reference(monkeypatch, pipe, heads, page_size, lens):
@@ -494,9 +522,9 @@ PDL_LENS = [4096, 1, 3001, 0, 65, 2500, 129, 4000]
 
 @pytest.mark.parametrize("fmt,heads,num_buf,mode", [
     ("fp8", 16, 2, 1), ("fp8", 16, 2, 2), ("fp8", 16, 3, 2), ("fp8", 16, None, 2), ("bf16", 16, None, 2),
-    ("bf16", 128, None, 2), ("bf16", 128, "pp", 1)],
+    ("bf16", 128, None, 2), ("bf16", 128, "pp", 1), ("fp8", 16, "wg2", 1), ("fp8", 16, "wg2", 2)],
     ids=["buf2-wait-first", "buf2-plan-first", "buf3-plan-first", "tuned-plan-first", "bf16-tok-tuned-plan-first",
-         "bf16-pp-tuned-plan-first", "bf16-pp-wait-first"])
+         "bf16-pp-tuned-plan-first", "bf16-pp-wait-first", "wg2-wait-first", "wg2-plan-first"])
 def test_split_launched_behind_the_kernel_ahead_reads_what_that_kernel_wrote(fmt, heads, num_buf, mode, monkeypatch):
     """A captured step of three layers, each a copy that writes the layer's query (the kernel ahead) then the
     decode (fp8 H = 16: the second tokens-on-M kernel; bf16 H = 16: the tokens-on-M kernel; bf16 H = 128: the
@@ -506,6 +534,8 @@ def test_split_launched_behind_the_kernel_ahead_reads_what_that_kernel_wrote(fmt
     within its format's bound of its fp32 reference (a split that read its query before the copy's writes, or a plan
     row before the plan kernel's, would be off), at 132 and 7 SMs."""
     _skip_off_hopper()
+    if num_buf == "wg2":
+        skip_unproven({"WG2": 1})
     monkeypatch.setattr(interface_hopper, "SPLIT_PDL", mode)
     seed = int.from_bytes(os.urandom(4), "little")
     x = bench.make_inputs(bench.Problem(len(PDL_LENS), heads, 4096, 64, fmt), seed=seed)
@@ -514,6 +544,8 @@ def test_split_launched_behind_the_kernel_ahead_reads_what_that_kernel_wrote(fmt
         config = None
     elif num_buf == "pp":
         config = triton.Config(dict(PP=1, SM1=1, RA=1))
+    elif num_buf == "wg2":
+        config = triton.Config(dict(V2=1, WG2=1, NUM_BUF=4, FAST_MAX=1, RK64=1))
     else:
         config = triton.Config(dict(V2=1, NUM_BUF=num_buf, PREFETCH=1, FAST_MAX=1, PT_EARLY=1, RK64=1, CHAIN=1))
     tol = 2e-3 if fmt == "fp8" else 1e-2     # (bf16: the bound of tests/gpu/test_mla_decode_gpu.py)

@@ -343,7 +343,7 @@ def _tok_fp8_v2_programs_per_sm(config: dict[str, Any]) -> int:
     """Programs per SM of the second fp8 tokens-on-M kernel's grid: two 40 KB buffers fit two programs (107,280 B
     each), three or more one; a config's ``PROGRAMS_PER_SM`` (1-8) overrides it (more than fit an SM: a grid of
     several waves, which the SMs take as they free; a probe of the end's spread, session 37, not in a space)."""
-    return int(config.get("PROGRAMS_PER_SM") or (2 if config["NUM_BUF"] == 2 else 1))
+    return int(config.get("PROGRAMS_PER_SM") or (2 if config["NUM_BUF"] == 2 and not config.get("WG2") else 1))
 
 
 def _tok_fp8_programs_per_sm(config: dict[str, Any]) -> int:
@@ -640,6 +640,7 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
         if cfg.get("LOOK") and cfg.get("CHAIN"):
             raise ValueError(f"mla_decode: config {config or cfg}: LOOK={cfg['LOOK']} runs with one score chain "
                              "only: pin CHAIN=0 with it (the fixed config has CHAIN=1)")
+        _check_wg2(config or cfg, cfg)
         per_sm = own.get("PROGRAMS_PER_SM")
         if per_sm is not None and (isinstance(per_sm, bool) or per_sm not in range(1, 9)):
             raise ValueError(f"mla_decode: config {config}: PROGRAMS_PER_SM={per_sm!r}, expected 1 to 8 for the "
@@ -665,10 +666,18 @@ def hopper_call(q: torch.Tensor, kv_cache: torch.Tensor, page_table: torch.Tenso
 # 11): the fp8 scores as one MMA chain per 128 dims and the rope's, folded in fp32 (docs/mla_decode.md, "CHAIN").
 # COPY_FIRST = 1 (session 58; in HOPPER_TOK_FP8_V2_SPACE's two-buffer rows): a segment's first copies issued before its
 # query's loads (kernel_hopper_tok.py's docstring).
+# WG2 = 1 (session 59): two consumer warpgroups and a producer warp on one pool of buffers, one program an SM
+# (kernel_hopper_tok2.py; TMA tiles only, one score chain: CHAIN, PREFETCH and COPY_FIRST do not apply, GATHER, DS,
+# LOOK and PT_EARLY are refused); WG1_REGS: its second warpgroup's registers a thread.
 TOK_FP8_V2_PARAMS = ("BLOCK_N", "NUM_BUF", "PREFETCH", "FAST_MAX", "GATHER", "LOOK", "RK64", "PT_EARLY", "DS",
-                     "CHAIN", "COPY_FIRST")
+                     "CHAIN", "COPY_FIRST", "WG2", "WG1_REGS")
 # (on or off; PREFETCH 2 meant something only under the removed PV8)
-_V2_FLAGS = ("PREFETCH", "FAST_MAX", "GATHER", "RK64", "PT_EARLY", "DS", "CHAIN", "COPY_FIRST")
+_V2_FLAGS = ("PREFETCH", "FAST_MAX", "GATHER", "RK64", "PT_EARLY", "DS", "CHAIN", "COPY_FIRST", "WG2")
+# the two-warpgroup kernel's buffers: up to five 40 KB tiles fit beside its query and P tiles (231,768 B with five,
+# compiled for sm_90); at least three, one in flight while a pair is computed (and so more than
+# kernel_hopper.STREAM_MAX_BUF: it never counts segments for the streamed reduction, which it does not take)
+WG2_MIN_BUF = 3
+WG2_MAX_BUF = 5
 
 
 # A shape class's sibling kernels, each selected in a pinned config by its flag: (flag, the kernel in messages)
@@ -769,6 +778,23 @@ def _check_v2(on_m: bool, fmt: str) -> None:
         raise ValueError(f"config V2=1: the second tokens-on-M kernel takes fp8 caches with H < {BLOCK_H} (and "
                          "fp8_ds_mla ones, DS=1), "
                          f"got kv_format {fmt!r} with {'H % 64 == 0' if on_m else 'H < 64'}")
+
+
+def _check_wg2(given: dict[str, Any], cfg: dict[str, int]) -> None:
+    """The two-warpgroup kernel (``WG2=1``) runs TMA tiles of a per-tensor fp8 cache with one score chain and the
+    plain loop: the one-warpgroup kernel's loaders and look-ahead schedules are refused in one line."""
+    if not cfg.get("WG2"):
+        return
+    stray = {k: cfg[k] for k in ("GATHER", "DS", "LOOK", "PT_EARLY") if cfg.get(k)}
+    if stray:
+        raise ValueError(f"mla_decode: config {given}: WG2=1 (the two-warpgroup kernel) takes TMA tiles of a "
+                         f"per-tensor fp8 cache and the plain loop, not {stray}")
+    if cfg["NUM_BUF"] not in range(WG2_MIN_BUF, WG2_MAX_BUF + 1):
+        raise ValueError(f"mla_decode: config {given}: WG2=1 takes NUM_BUF {WG2_MIN_BUF} to {WG2_MAX_BUF}, got "
+                         f"{cfg['NUM_BUF']!r}")
+    regs = cfg.get("WG1_REGS", 216)
+    if isinstance(regs, bool) or not isinstance(regs, int) or regs % 8 or not 24 <= regs <= 256:
+        raise ValueError(f"mla_decode: config {given}: WG1_REGS={regs!r}, expected a multiple of 8 from 24 to 256")
 
 
 def _check_gather(page_size: int, cfg: dict[str, int]) -> None:

@@ -658,27 +658,32 @@ def _store_chunks(o0, o1, o2, o3, whole, b, pid, h0, H, out_ptr, part_o_ptr, str
     """:func:`_store_o` of the fp8 tokens-on-M kernels' output, held as four [128 dims, heads] chunks (``RELABELLED``,
     the second kernel's: in the relabelled row order, which :func:`_in_dim_order` turns into dim order first), for
     the heads below H."""
+    _store_chunk_pair(o0, o1, 0, whole, b, pid, h0, H, out_ptr, part_o_ptr, stride_out_b, stride_out_h, stride_po_s,
+                      stride_po_h, RELABELLED)
+    _store_chunk_pair(o2, o3, 256, whole, b, pid, h0, H, out_ptr, part_o_ptr, stride_out_b, stride_out_h, stride_po_s,
+                      stride_po_h, RELABELLED)
+
+
+@gluon.jit
+def _store_chunk_pair(o0, o1, D0: gl.constexpr, whole, b, pid, h0, H, out_ptr, part_o_ptr, stride_out_b, stride_out_h,
+                      stride_po_s, stride_po_h, RELABELLED: gl.constexpr):
+    """Two adjacent [128 dims, heads] output chunks from dim ``D0`` (:func:`_store_chunks`; the two-warpgroup kernel's
+    warpgroups store one such pair each)."""
     if RELABELLED:
         o0 = _in_dim_order(o0)
         o1 = _in_dim_order(o1)
-        o2 = _in_dim_order(o2)
-        o3 = _in_dim_order(o3)
     layout: gl.constexpr = o0.type.layout
     heads = h0 + gl.arange(0, o0.shape[1], layout=gl.SliceLayout(0, layout))
-    dims = gl.arange(0, 128, layout=gl.SliceLayout(1, layout))
+    dims = D0 + gl.arange(0, 128, layout=gl.SliceLayout(1, layout))
     mask = (heads < H)[None, :]
     if whole:
         out_base = out_ptr + b.to(gl.int64) * stride_out_b + heads[None, :] * stride_out_h + dims[:, None]
         gl.store(out_base, o0.to(out_ptr.dtype.element_ty), mask=mask)
         gl.store(out_base + 128, o1.to(out_ptr.dtype.element_ty), mask=mask)
-        gl.store(out_base + 256, o2.to(out_ptr.dtype.element_ty), mask=mask)
-        gl.store(out_base + 384, o3.to(out_ptr.dtype.element_ty), mask=mask)
     else:
         part_base = part_o_ptr + (pid + b).to(gl.int64) * stride_po_s + heads[None, :] * stride_po_h + dims[:, None]
         gl.store(part_base, o0.to(part_o_ptr.dtype.element_ty), mask=mask)
         gl.store(part_base + 128, o1.to(part_o_ptr.dtype.element_ty), mask=mask)
-        gl.store(part_base + 256, o2.to(part_o_ptr.dtype.element_ty), mask=mask)
-        gl.store(part_base + 384, o3.to(part_o_ptr.dtype.element_ty), mask=mask)
 
 
 @gluon.jit

@@ -494,6 +494,8 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     done_ptr=None,
     PDL: gl.constexpr = 0,
     COPY_FIRST: gl.constexpr = 0,
+    WG2: gl.constexpr = 0,
+    WG1_REGS: gl.constexpr = 216,
 ):
     """fp8 (per-tensor) cache, H < 64: tokens on M, one warpgroup, 16 heads per program (module docstring).
     ``kv_nope_desc`` / ``kv_rope_desc``: the cache as [rows, 576] fp8 with [BLOCK_N, 512] / [BLOCK_N, 128]
@@ -584,6 +586,19 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         if Q_DESCALE_FROM_PTR:
             q_descale = gl.load(q_descale_ptr).to(gl.float32)
         score_scale = kv_scale * q_descale
+    if WG2:
+        # two consumer warpgroups and a producer warp on one pool of buffers (kernel_hopper_tok2.py; TMA tiles of
+        # the per-tensor fp8 cache, LOOK 0, no stamps, no streamed counts)
+        gl.static_assert((GATHER == 0) & (DS == 0) & (LOOK == 0))
+        gl.static_assert(STAMPS is None)
+        # (its configs are never counted: more buffers than the streamed reduction's, done_ptr unread)
+        gl.static_assert(NUM_BUF > STREAM_MAX_BUF)
+        kernel_hopper_tok2.run(q_ptr, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr, out_ptr, lse_ptr,
+                               part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, score_scale, kv_scale, B, H, stride_q_b,
+                               stride_q_h, stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h,
+                               stride_pl_s, PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, NUM_BUF, FAST_MAX, RK64,
+                               WG1_REGS, plan_ptr, PDL, num_warps)
+        return
     if DS:
         kv_sc_desc = kv_scale_ptr
     else:
@@ -882,3 +897,8 @@ def _kv_stream_kernel(kv_nope_desc, kv_rope_desc, kv_ptr, page_table_ptr, seq_le
     gl.store(out_ptr + pid, it)
     for k in gl.static_range(NUM_BUF):
         mbarrier.invalidate(bars.index(k))
+
+
+# (imported last: kernel_hopper_tok2 takes the tile's math from this module, and the kernel above hands WG2 launches
+# to it; jit functions resolve the name at their first compile, after both modules are whole)
+from . import kernel_hopper_tok2  # noqa: E402
