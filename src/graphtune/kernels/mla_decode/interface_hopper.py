@@ -792,7 +792,7 @@ def _check_wg2(given: dict[str, Any], cfg: dict[str, int]) -> None:
     if cfg["NUM_BUF"] not in range(WG2_MIN_BUF, WG2_MAX_BUF + 1):
         raise ValueError(f"mla_decode: config {given}: WG2=1 takes NUM_BUF {WG2_MIN_BUF} to {WG2_MAX_BUF}, got "
                          f"{cfg['NUM_BUF']!r}")
-    regs = cfg.get("WG1_REGS", 216)
+    regs = cfg.get("WG1_REGS", 232)
     if isinstance(regs, bool) or not isinstance(regs, int) or regs % 8 or not 24 <= regs <= 256:
         raise ValueError(f"mla_decode: config {given}: WG1_REGS={regs!r}, expected a multiple of 8 from 24 to 256")
 

@@ -248,11 +248,17 @@ def _q_cat(qn, qr, qn_smem, qr_smem, BLOCK_H: gl.constexpr, DS: gl.constexpr = 0
 
 
 @gluon.jit
-def _v_chunk(kn, c: gl.constexpr, ld_layout: gl.constexpr, v_layout: gl.constexpr):
+def _v_chunk(kn, c: gl.constexpr, ld_layout: gl.constexpr, v_layout: gl.constexpr, n_valid=None):
     """Chunk c (dims ``[128 c, 128 c + 128)``) of the tile as V^T in the P.V wgmma's A layout, fp16, rows in the
     relabelled order (module docstring): loaded as 4 adjacent bytes of one token per register, widened, the
-    dims' bit fields moved to the rows' ((a, w, s, q) from (w, q, a, s)), then a register-only permutation."""
+    dims' bit fields moved to the rows' ((a, w, s, q) from (w, q, a, s)), then a register-only permutation. With
+    ``n_valid`` (kernel_hopper_tok2's warpgroups, which leave the tile in shared memory as it landed) the tokens
+    from ``n_valid`` on are set to zero in registers (a request's last tile: the cache may hold NaN there)."""
     raw = kn.slice(c * 128, 128, dim=1).load(ld_layout)                        # [64 tokens, 128 dims]
+    if n_valid is not None:
+        if n_valid < raw.shape[0]:
+            tok = gl.arange(0, raw.shape[0], layout=gl.SliceLayout(1, ld_layout))
+            raw = gl.where((tok < n_valid)[:, None], raw, gl.zeros_like(raw))
     x = raw.to(gl.float16)
     x = gl.reshape(x, [64, 4, 8, 2, 2])                                         # dim p = (w, q, a, s)
     x = gl.permute(x, (3, 1, 4, 2, 0))                                          # (a, w, s, q, token)
@@ -495,7 +501,7 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
     PDL: gl.constexpr = 0,
     COPY_FIRST: gl.constexpr = 0,
     WG2: gl.constexpr = 0,
-    WG1_REGS: gl.constexpr = 216,
+    WG1_REGS: gl.constexpr = 232,
 ):
     """fp8 (per-tensor) cache, H < 64: tokens on M, one warpgroup, 16 heads per program (module docstring).
     ``kv_nope_desc`` / ``kv_rope_desc``: the cache as [rows, 576] fp8 with [BLOCK_N, 512] / [BLOCK_N, 128]

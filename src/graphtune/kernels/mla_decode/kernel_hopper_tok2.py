@@ -30,9 +30,11 @@ has two warpgroups computing and up to five 40 KB buffers, three or more of them
   ``q_bar``; WG1 waits there. WG0 rewrites them for the next segment only past the end's exchange (WG1's score MMAs
   retired).
 
-Rows past ``seq_len`` (a request's last tile) are zeroed by the owner before its score MMAs; the other reads them
-after the hand-off (its mbarrier wait orders the owner's stores before its loads). The owner rewrites its P tile
-(one a warpgroup) only once the other has arrived on ``pc_bars`` (its P.V of the previous one retired).
+Each warpgroup loads its half of V^T ahead of its wait: for its own tile while the score MMAs run, for the other's
+as soon as the tile has landed, before the other's P. Rows past ``seq_len`` (a request's last tile; the cache may
+hold NaN there) stay in shared memory as they landed: their scores are masked, their V^T rows set to zero in
+registers (``kernel_hopper_tok._v_chunk``'s ``n_valid``). The owner rewrites its P tile (one a warpgroup) only once
+the other has arrived on ``pc_bars`` (its P.V of the previous one retired).
 
 Not here: the row gather (page size 1), fp8_ds_mla rows, the schedule knobs of the one-warpgroup kernel (``LOOK``,
 ``CHAIN``, ``PREFETCH``, ``PT_EARLY``, ``COPY_FIRST``: the interface refuses them with ``WG2``), the streamed
@@ -51,12 +53,13 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from .kernel_hopper import (FP8_SEG_COST, _block_barrier, _launch_dependents, _load_q_raw, _plan_row, _planned_segment,
                             _program_ids, _segment, _split_start, _store_chunk_pair, _store_lse_and_segment,
-                            _wait_primary, _zero_rows)
+                            _wait_primary)
 from .kernel_hopper_tok import _issue_tile2_at, _q_cat, _scores_v2, _softmax_v2, _v_chunk
 
 _D_V = gl.constexpr(512)
-# the producer warp's registers (it holds a segment's scalars and one page id)
-PRODUCER_REGS = gl.constexpr(56)
+# the producer warp's registers (a segment's scalars and a page id; with 40 the consumers get 232 each and the
+# planned build spills 8 bytes, compiled for sm_90a)
+PRODUCER_REGS = gl.constexpr(40)
 
 
 @gluon.jit
@@ -145,16 +148,15 @@ def _own_tile(kn, kr, full_bar, phase, free_bar, n_valid, qn_smem, qr_smem, qk_m
               p_smem, a_smem, p_bar, pc_bar, own_cnt, offs_tok, WG: gl.constexpr, s_layout: gl.constexpr,
               s16_layout: gl.constexpr, o_layout: gl.constexpr, v_layout: gl.constexpr, ld_layout: gl.constexpr,
               BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, FAST_MAX: gl.constexpr, RK64: gl.constexpr):
-    """One of the warpgroup's own tiles: scores, softmax, P and its factor handed to the other warpgroup, the P.V of
-    this warpgroup's half of V; the buffer released. Returns ``(m_i, l_acc, oo0, oo1)``."""
+    """One of the warpgroup's own tiles: the score MMAs issued, this warpgroup's half of V^T loaded while they run,
+    the softmax, P and its factor handed to the other warpgroup, the P.V; the buffer released. Returns ``(m_i,
+    l_acc, oo0, oo1)``."""
     mbarrier.wait(full_bar, phase)
-    if n_valid < BLOCK_N:
-        # rows past the request's end zeroed for both warpgroups' P.V (the cache may hold NaN there)
-        _zero_rows(kn, n_valid, BLOCK_N, _D_V, 4)
-        fence_async_shared()
-        _block_barrier()
     s2 = _scores_v2(kn, kr, qn_smem, qr_smem, s_layout, BLOCK_N, BLOCK_H, RK64)
+    v0 = _v_chunk(kn, 2 * WG, ld_layout, v_layout, n_valid)
+    v1 = _v_chunk(kn, 2 * WG + 1, ld_layout, v_layout, n_valid)
     s2 = warpgroup_mma_wait(num_outstanding=0, deps=(s2, ))
+    # (rows past the request's end: their scores masked here, their V^T rows zeroed in registers above)
     p, alpha_o, m_new, l_acc = _softmax_v2(s2, qk_mul, n_valid, m_i, l_acc, red, offs_tok, s16_layout, o_layout,
                                            BLOCK_N, BLOCK_H, FAST_MAX)
     if own_cnt > 0:
@@ -165,25 +167,27 @@ def _own_tile(kn, kr, full_bar, phase, free_bar, n_valid, qn_smem, qr_smem, qk_m
     fence_async_shared()
     _block_barrier()
     mbarrier.arrive(p_bar, count=1)
-    a0 = warpgroup_mma(_v_chunk(kn, 2 * WG, ld_layout, v_layout), p_smem, oo0 * alpha_o, is_async=True)
-    a1 = warpgroup_mma(_v_chunk(kn, 2 * WG + 1, ld_layout, v_layout), p_smem, oo1 * alpha_o, is_async=True)
+    a0 = warpgroup_mma(v0, p_smem, oo0 * alpha_o, is_async=True)
+    a1 = warpgroup_mma(v1, p_smem, oo1 * alpha_o, is_async=True)
     oo0, oo1 = warpgroup_mma_wait(num_outstanding=0, deps=(a0, a1))
-    # every warp's loads of the tile done (and its score MMAs retired): the buffer is this warpgroup's no more
-    _block_barrier()
+    # every warp's loads of the tile done and its score MMAs retired: the buffer is this warpgroup's no more
     mbarrier.arrive(free_bar, count=1)
     return m_new, l_acc, oo0, oo1
 
 
 @gluon.jit
-def _other_tile(kn, full_bar, phase, free_bar, ox0, ox1, p_smem, a_smem, p_bar, pc_bar, oth_cnt, WG: gl.constexpr,
-                o_layout: gl.constexpr, v_layout: gl.constexpr, ld_layout: gl.constexpr):
-    """One of the other warpgroup's tiles: its P and factor taken, this warpgroup's half of V multiplied in; the P
-    tile and the buffer released. Returns ``(ox0, ox1)``."""
-    mbarrier.wait(p_bar, oth_cnt & 1)
+def _other_tile(kn, full_bar, phase, free_bar, n_valid, ox0, ox1, p_smem, a_smem, p_bar, pc_bar, oth_cnt,
+                WG: gl.constexpr, o_layout: gl.constexpr, v_layout: gl.constexpr, ld_layout: gl.constexpr):
+    """One of the other warpgroup's tiles: this warpgroup's half of V^T loaded as soon as the tile has landed, then
+    the other's P and factor taken and the half multiplied in; the P tile and the buffer released. Returns
+    ``(ox0, ox1)``."""
     mbarrier.wait(full_bar, phase)
+    v0 = _v_chunk(kn, 2 * WG, ld_layout, v_layout, n_valid)
+    v1 = _v_chunk(kn, 2 * WG + 1, ld_layout, v_layout, n_valid)
+    mbarrier.wait(p_bar, oth_cnt & 1)
     alpha = a_smem.load(gl.SliceLayout(0, o_layout))[None, :]
-    a0 = warpgroup_mma(_v_chunk(kn, 2 * WG, ld_layout, v_layout), p_smem, ox0 * alpha, is_async=True)
-    a1 = warpgroup_mma(_v_chunk(kn, 2 * WG + 1, ld_layout, v_layout), p_smem, ox1 * alpha, is_async=True)
+    a0 = warpgroup_mma(v0, p_smem, ox0 * alpha, is_async=True)
+    a1 = warpgroup_mma(v1, p_smem, ox1 * alpha, is_async=True)
     ox0, ox1 = warpgroup_mma_wait(num_outstanding=0, deps=(a0, a1))
     _block_barrier()
     mbarrier.arrive(pc_bar, count=1)
@@ -250,8 +254,9 @@ def _consumer(WG: gl.constexpr, q_ptr, page_table_ptr, seq_lens_ptr, out_ptr, ls
                 j = it + k + 1 - WG
                 stage = j % NUM_BUF
                 ox0, ox1 = _other_tile(kn_bufs.index(stage), full.index(stage), (j // NUM_BUF) & 1, free.index(stage),
-                                       ox0, ox1, p_bufs.index(1 - WG), a_smem.index(1 - WG), p_bars.index(1 - WG),
-                                       pc_bars.index(1 - WG), oth_cnt, WG, o_layout, v_layout, ld_layout)
+                                       seq_len - (i_first + k + 1 - WG) * BLOCK_N, ox0, ox1, p_bufs.index(1 - WG),
+                                       a_smem.index(1 - WG), p_bars.index(1 - WG), pc_bars.index(1 - WG), oth_cnt, WG,
+                                       o_layout, v_layout, ld_layout)
                 oth_cnt += 1
         # the segment's end: the two (max, sum) pairs cross; both halves scaled to the common max
         l_own = gl.sum(l_acc, axis=0)
