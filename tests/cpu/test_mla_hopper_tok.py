@@ -800,7 +800,7 @@ WG2_BUILDS = [(3, False, 0), (4, False, 0), (4, True, 2), (5, True, 2), (5, True
                          ids=[f"buf{n}{'-plan' if p else ''}{f'-pdl{d}' if d else ''}" for n, p, d in WG2_BUILDS])
 def test_tok_fp8_two_warpgroups_fit_sm90_as_three_partitions(num_buf, plan, pdl):
     """``WG2=1`` (kernel_hopper_tok2.py) compiled for sm_90a: its buffers, query, P tiles and mbarriers fit one block
-    (five 40 KB buffers: 231,768 B); the block is the default partition (WG0, 4 warps), WG1 (4 warps, ``WG1_REGS``)
+    (five 40 KB buffers: 231,792 B); the block is the default partition (WG0, 4 warps), WG1 (4 warps, ``WG1_REGS``)
     and the producer (1 warp, padded to a warpgroup: 384 threads), each with its own register count (``setmaxnreg``),
     as graphtune.resources reports them; each warpgroup runs its own score chain (20 fp8 MMAs against the [hi | lo]
     query) and the P.V of its half of V for its own and the other's tiles (2 x 2 chunks of 8 fp16 MMAs) with V^T by
@@ -853,7 +853,7 @@ def test_tok_fp8_two_warpgroups_refuse_what_they_do_not_run(extra, message):
 
 
 def test_tok_fp8_two_warpgroups_run_one_program_an_sm():
-    """Whatever its buffers, a ``WG2`` config's grid is one program an SM (its 12 warps and up to 231,768 B)."""
+    """Whatever its buffers, a ``WG2`` config's grid is one program an SM (its 12 warps and up to 231,792 B)."""
     q = torch.empty(2, 16, 576, dtype=torch.bfloat16)
     kv = torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn)
     for num_buf in (3, 4, 5):
