@@ -793,14 +793,14 @@ def test_a_tuned_split_reads_its_plan_before_waiting_only_where_pick_and_plan_ar
 
 # ------------------------------------------------------------------------ WG2: two warpgroups and a producer warp
 
-WG2_BUILDS = [(3, False, 0), (4, False, 0), (3, True, 2), (4, True, 2), (4, True, 1)]
+WG2_BUILDS = [(3, False, 0), (4, False, 0), (4, True, 2), (5, True, 2), (5, True, 1)]
 
 
 @pytest.mark.parametrize("num_buf,plan,pdl", WG2_BUILDS,
                          ids=[f"buf{n}{'-plan' if p else ''}{f'-pdl{d}' if d else ''}" for n, p, d in WG2_BUILDS])
 def test_tok_fp8_two_warpgroups_fit_sm90_as_three_partitions(num_buf, plan, pdl):
     """``WG2=1`` (kernel_hopper_tok2.py) compiled for sm_90a: its buffers, query, P tiles and mbarriers fit one block
-    (four 40 KB buffers and the staged queries: 227,696 B); the block is the default partition (WG0, 4 warps), WG1 (4 warps, ``WG1_REGS``)
+    (five 40 KB buffers: 231,792 B); the block is the default partition (WG0, 4 warps), WG1 (4 warps, ``WG1_REGS``)
     and the producer (1 warp, padded to a warpgroup: 384 threads), each with its own register count (``setmaxnreg``),
     as graphtune.resources reports them; each warpgroup runs its own score chain (20 fp8 MMAs against the [hi | lo]
     query) and the P.V of its half of V for its own and the other's tiles (2 x 2 chunks of 8 fp16 MMAs) with V^T by
@@ -833,11 +833,11 @@ def test_tok_fp8_two_warpgroups_fit_sm90_as_three_partitions(num_buf, plan, pdl)
     (dict(GATHER=1), "WG2=1 (the two-warpgroup kernel) takes TMA tiles"),
     (dict(LOOK=1, CHAIN=0), "not {'LOOK': 1}"),
     (dict(PT_EARLY=1), "not {'PT_EARLY': 1}"),
-    (dict(NUM_BUF=5), "WG2=1 takes NUM_BUF 3 to 4, got 5"),
-    (dict(NUM_BUF=2), "WG2=1 takes NUM_BUF 3 to 4, got 2"),
+    (dict(NUM_BUF=6), "WG2=1 takes NUM_BUF 3 to 5, got 6"),
+    (dict(NUM_BUF=2), "WG2=1 takes NUM_BUF 3 to 5, got 2"),
     (dict(WG1_REGS=100), "WG1_REGS=100, expected a multiple of 8"),
     (dict(WG1_REGS=True), "WG1_REGS=True"),
-], ids=["gather", "look", "pt-early", "five-buffers", "two-buffers", "regs-not-8", "regs-bool"])
+], ids=["gather", "look", "pt-early", "six-buffers", "two-buffers", "regs-not-8", "regs-bool"])
 def test_tok_fp8_two_warpgroups_refuse_what_they_do_not_run(extra, message):
     """A pinned ``WG2=1`` config with the one-warpgroup kernel's loaders or schedules, more buffers than fit or a
     register count setmaxnreg cannot take: one line naming the key and its value."""
@@ -853,10 +853,10 @@ def test_tok_fp8_two_warpgroups_refuse_what_they_do_not_run(extra, message):
 
 
 def test_tok_fp8_two_warpgroups_run_one_program_an_sm():
-    """Whatever its buffers, a ``WG2`` config's grid is one program an SM (its 12 warps and up to 227,696 B)."""
+    """Whatever its buffers, a ``WG2`` config's grid is one program an SM (its 12 warps and up to 231,792 B)."""
     q = torch.empty(2, 16, 576, dtype=torch.bfloat16)
     kv = torch.empty(4, 64, 576, dtype=torch.float8_e4m3fn)
-    for num_buf in (3, 4):
+    for num_buf in (3, 4, 5):
         _, grid, consts, _ = interface_hopper.hopper_call(
             q, kv, torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32), 0.04, 1.0, "fp8",
             torch.empty(2, 16, 512, dtype=torch.bfloat16), False, sms=132, config=dict(V2=1, WG2=1, NUM_BUF=num_buf))

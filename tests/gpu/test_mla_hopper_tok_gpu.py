@@ -183,8 +183,8 @@ def test_tok_fp8_v2_copies_before_the_query_match_reference(monkeypatch, config,
 
 
 # WG2 (session 59): two consumer warpgroups and a producer warp on one pool of buffers (kernel_hopper_tok2.py), three
-# and four buffers, with and without RK64, on every TMA case (H = 16 and 32, page sizes 64 / 128 / 256), pinned.
-WG2_CASES = [(dict(V2=1, WG2=1, NUM_BUF=n, FAST_MAX=1, RK64=rk), case) for n, rk in ((3, 1), (4, 0), (4, 1))
+# to five buffers, with and without RK64, on every TMA case (H = 16 and 32, page sizes 64 / 128 / 256), pinned.
+WG2_CASES = [(dict(V2=1, WG2=1, NUM_BUF=n, FAST_MAX=1, RK64=rk), case) for n, rk in ((3, 1), (4, 1), (5, 0), (5, 1))
              for case in CASES]
 
 
@@ -197,7 +197,7 @@ def test_tok_fp8_two_warpgroups_match_reference(monkeypatch, config, case):
     test_tok_fp8_v2_matches_reference(monkeypatch, config, case)
 
 
-@pytest.mark.parametrize("num_buf", [3, 4])
+@pytest.mark.parametrize("num_buf", [4, 5])
 @pytest.mark.parametrize("case", CASES + [(16, 64, [0, 4096, 0, 77, 1])],
                          ids=[f"H{h}-ps{p}-B{len(n)}" for h, p, n in CASES] + ["H16-ps64-zero-lengths"])
 def test_tok_fp8_two_warpgroups_with_a_plan_match_reference(case, num_buf):

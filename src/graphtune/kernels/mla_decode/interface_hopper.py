@@ -673,12 +673,11 @@ TOK_FP8_V2_PARAMS = ("BLOCK_N", "NUM_BUF", "PREFETCH", "FAST_MAX", "GATHER", "LO
                      "CHAIN", "COPY_FIRST", "WG2", "WG1_REGS")
 # (on or off; PREFETCH 2 meant something only under the removed PV8)
 _V2_FLAGS = ("PREFETCH", "FAST_MAX", "GATHER", "RK64", "PT_EARLY", "DS", "CHAIN", "COPY_FIRST", "WG2")
-# the two-warpgroup kernel's buffers: three or four 40 KB tiles fit beside its query tiles, its producer's staging of
-# two segments' queries and its P tiles (227,696 B with four, compiled for sm_90); at least three, one in flight while
-# a pair is computed (and so more than kernel_hopper.STREAM_MAX_BUF: it never counts segments for the streamed
-# reduction, which it does not take)
+# the two-warpgroup kernel's buffers: up to five 40 KB tiles fit beside its query and P tiles (231,792 B with five,
+# compiled for sm_90); at least three, one in flight while a pair is computed (and so more than
+# kernel_hopper.STREAM_MAX_BUF: it never counts segments for the streamed reduction, which it does not take)
 WG2_MIN_BUF = 3
-WG2_MAX_BUF = 4
+WG2_MAX_BUF = 5
 
 
 # A shape class's sibling kernels, each selected in a pinned config by its flag: (flag, the kernel in messages)

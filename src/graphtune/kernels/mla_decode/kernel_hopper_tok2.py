@@ -9,15 +9,12 @@ so the one warpgroup's chain is the limit; with two buffers at two programs an S
 waits 1.5-3 us a tile in the middle of the run while the memory serves 52-65 tiles a us, short of the ~85 it serves
 the stream kernel (the same split and copies, no math) with the same four buffers an SM always in flight. Two
 programs an SM cannot hold more (two 40 KB buffers, the query and P each: 107,280 B a program). Here one program an SM
-has two warpgroups computing and up to four 40 KB buffers, two of them in flight while a pair is computed.
+has two warpgroups computing and up to five 40 KB buffers, three or more of them in flight while a pair is computed.
 
-* **The producer** (a 1-warp partition): walks the program's segments as the consumers do; for each segment it
-  stages the query (cp.async of the request's [16, 576] rows into one of two staging slots, ``qs_full`` / ``qs_free``)
-  and then, for each tile in turn, waits until both warpgroups have released its buffer (``free``, two arrivals) and
-  issues its copies (the latent box and the zero-padded rope box, ``kernel_hopper_tok._issue_tile2_at``) on ``full``.
-  The first segment's first three page ids are the plan's (when given); the others are loaded before their copy's
-  wait. So a segment's query is in shared memory by the time the warpgroups reach it (the producer runs up to
-  NUM_BUF tiles ahead), not loaded at the segment's start.
+* **The producer** (a 1-warp partition): walks the program's segments as the consumers do and, for each tile in
+  turn, waits until both warpgroups have released its buffer (``free``, two arrivals) and issues its copies (the
+  latent box and the zero-padded rope box, ``kernel_hopper_tok._issue_tile2_at``) on ``full``. The first segment's
+  first three page ids are the plan's (when given); the others are loaded a tile before their copy's wait.
 * **Tile ownership**: a segment's tiles alternate between the warpgroups (tile ``i_first + k`` is WG ``k % 2``'s).
   The owner computes S = K [hi | lo]^T (one chain of 20 fp8 MMAs), its own online softmax (its own running max and
   per-slot sums), and hands P^T ([64 tokens, 16 heads] fp16) and the tile's rescale factor to the other through
@@ -29,9 +26,9 @@ has two warpgroups computing and up to four 40 KB buffers, two of them in flight
   chain) is split between them. The warpgroups take each pair of tiles own first, so both score chains run at once.
 * **A segment's end**: the two (max, sum) pairs cross (``x_bars``, by the segment's parity), each warpgroup scales its two accumulators to the
   common max and stores its 256 dims; WG0 the log-sum-exp and the reduction's slots. No O crosses shared memory.
-* **The query**: WG0 reads the staged rows, writes the [hi | lo] tiles and the per-head score multiplier, releases
-  the staging slot and arrives on ``q_bar``; WG1 waits there. WG0 rewrites them for the next segment only past the
-  end's exchange (WG1's score MMAs retired).
+* **The query**: WG0 loads it and writes the [hi | lo] tiles and the per-head score multiplier, then arrives on
+  ``q_bar``; WG1 waits there. WG0 rewrites them for the next segment only past the end's exchange (WG1's score MMAs
+  retired).
 
 Each warpgroup loads its half of V^T ahead of its wait: for its own tile while the score MMAs run, for the other's
 as soon as the tile has landed, before the other's P. Rows past ``seq_len`` (a request's last tile; the cache may
@@ -47,7 +44,6 @@ from __future__ import annotations
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared,
     mbarrier,
@@ -55,9 +51,10 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from .kernel_hopper import (FP8_SEG_COST, _block_barrier, _launch_dependents, _plan_row, _planned_segment, _program_ids,
-                            _segment, _split_start, _store_chunk_pair, _store_lse_and_segment, _wait_primary)
-from .kernel_hopper_tok import _cp_async, _issue_tile2_at, _q_cat, _scores_v2, _softmax_v2, _v_chunk
+from .kernel_hopper import (FP8_SEG_COST, _block_barrier, _launch_dependents, _load_q_raw, _plan_row, _planned_segment,
+                            _program_ids, _segment, _split_start, _store_chunk_pair, _store_lse_and_segment,
+                            _wait_primary)
+from .kernel_hopper_tok import _issue_tile2_at, _q_cat, _scores_v2, _softmax_v2, _v_chunk
 
 _D_V = gl.constexpr(512)
 # the producer warp's registers (a segment's scalars and a page id; with 40 the consumers get 232 each and the
@@ -122,41 +119,16 @@ def _page_of(pt_base, i, k, first, plan_ptr, p_pg0, p_pg1, p_pg2, PAGE_SIZE: gl.
 
 
 @gluon.jit
-def _stage_query(q_ptr, b, stride_q_b, stride_q_h, h0, H, qs_n, qs_r, bar, BLOCK_H: gl.constexpr):
-    """The producer warp's cp.async copies of request b's query rows (heads ``h0..``; rows of heads past H zero-filled)
-    into the staging tiles ``qs_n`` ([BLOCK_H, 512]) and ``qs_r`` ([BLOCK_H, 64]), each thread arriving on ``bar``
-    (initialised for the warp's 32 threads) once its copies have landed."""
-    # 64 columns at a time (4 copies of 16 bytes a thread: the warp's few registers hold their addresses)
-    layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [1, 1], [1, 0])
-    rows = h0 + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, layout))
-    cols = gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
-    src = q_ptr + b.to(gl.int64) * stride_q_b + rows[:, None] * stride_q_h + cols[None, :]
-    mask = (rows < H)[:, None] & (cols < 64)[None, :]
-    for c in gl.static_range(_D_V // 64):
-        _cp_async(qs_n.slice(c * 64, 64, dim=1), src + c * 64, mask=mask)
-    _cp_async(qs_r, src + _D_V, mask=mask)
-    async_copy.mbarrier_arrive(bar, increment_count=False)
-
-
-@gluon.jit
-def _producer(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, full, free, q_ptr, qs_n, qs_r, qs_full, qs_free,
-              page_table_ptr, seq_lens_ptr, stride_q_b, stride_q_h, stride_pt_b, B, H, plan_ptr,
-              PAGE_SIZE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr,
-              NUM_BUF: gl.constexpr, PDL: gl.constexpr):
-    """The 1-warp partition that stages each segment's query and issues every tile's copies (module docstring)."""
+def _producer(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, full, free, page_table_ptr, seq_lens_ptr, stride_pt_b, B,
+              plan_ptr, PAGE_SIZE: gl.constexpr, B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr,
+              BLOCK_H: gl.constexpr, NUM_BUF: gl.constexpr, PDL: gl.constexpr):
+    """The 1-warp partition that issues every tile's copies (module docstring)."""
     pid_h, pid, h0, t, t_stop, b, req_end, p_seq, p_pg0, p_pg1, p_pg2 = _program_start(
         plan_ptr, seq_lens_ptr, B, B_CHUNK, BLOCK_N, BLOCK_H, PDL, 1)
     it = 0
-    seg = 0
     while t < t_stop:
         b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _next_segment(
             plan_ptr, seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, p_seq, it == 0, BLOCK_N)
-        if seg >= 2:
-            # WG0 has converted the query staged two segments ago from this slot
-            mbarrier.wait(qs_free.index(seg % 2), ((seg // 2) + 1) & 1)
-        _stage_query(q_ptr, b, stride_q_b, stride_q_h, h0, H, qs_n.index(seg % 2), qs_r.index(seg % 2),
-                     qs_full.index(seg % 2), BLOCK_H)
-        seg += 1
         first = it == 0
         for i in range(i_first, i_stop):
             page = _page_of(pt_base, i, i - i_first, first, plan_ptr, p_pg0, p_pg1, p_pg2, PAGE_SIZE, BLOCK_N)
@@ -224,10 +196,10 @@ def _other_tile(kn, full_bar, phase, free_bar, n_valid, ox0, ox1, p_smem, a_smem
 
 
 @gluon.jit
-def _consumer(WG: gl.constexpr, page_table_ptr, seq_lens_ptr, out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
-              sm_scale, score_scale, kv_scale, B, H, stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h,
-              stride_pl_s, qn_smem, qr_smem, qs_n, qs_r, qs_full, qs_free, kn_bufs, kr_bufs, p_bufs, a_smem, red_bufs,
-              qk_smem, ml_smem, full, free, p_bars, pc_bars, x_bars, q_bar, plan_ptr,
+def _consumer(WG: gl.constexpr, q_ptr, page_table_ptr, seq_lens_ptr, out_ptr, lse_ptr, part_o_ptr, part_lse_ptr,
+              seg_ptr, sm_scale, score_scale, kv_scale, B, H, stride_q_b, stride_q_h, stride_pt_b, stride_out_b,
+              stride_out_h, stride_po_s, stride_po_h, stride_pl_s, qn_smem, qr_smem, kn_bufs, kr_bufs, p_bufs, a_smem,
+              red_bufs, qk_smem, ml_smem, full, free, p_bars, pc_bars, x_bars, q_bar, plan_ptr,
               s_layout: gl.constexpr, s16_layout: gl.constexpr, o_layout: gl.constexpr, v_layout: gl.constexpr,
               ld_layout: gl.constexpr, q_layout: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr,
               BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, NUM_BUF: gl.constexpr, FAST_MAX: gl.constexpr,
@@ -239,6 +211,8 @@ def _consumer(WG: gl.constexpr, page_table_ptr, seq_lens_ptr, out_ptr, lse_ptr, 
         plan_ptr, seq_lens_ptr, B, B_CHUNK, BLOCK_N, BLOCK_H, PDL, 4)
     offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s16_layout))
     offs_h_s = gl.arange(0, BLOCK_H, layout=rows_h)
+    heads_q = h0 + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, q_layout))
+    hmask_q = heads_q < H
     it = 0          # the program's tiles so far (the producer's count)
     seg = 0
     own_cnt = 0     # this warpgroup's own tiles so far, and the other's
@@ -247,16 +221,12 @@ def _consumer(WG: gl.constexpr, page_table_ptr, seq_lens_ptr, out_ptr, lse_ptr, 
         b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _next_segment(
             plan_ptr, seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, p_seq, it == 0, BLOCK_N)
         if WG == 0:
-            # the query the producer staged (its copies went out ahead of the segment's tiles)
-            mbarrier.wait(qs_full.index(seg % 2), (seg // 2) & 1)
-            qn = qs_n.index(seg % 2).load(q_layout)
-            qr = qs_r.index(seg % 2).load(q_layout)
+            qn, qr = _load_q_raw(q_ptr + b.to(gl.int64) * stride_q_b, heads_q, hmask_q, stride_q_h, q_layout)
             q_scale = _q_cat(qn, qr, qn_smem, qr_smem, BLOCK_H)
             qk_smem.store(gl.convert_layout(sm_scale * LOG2E * score_scale / q_scale, rows_h))
             fence_async_shared()
             _block_barrier()
             mbarrier.arrive(q_bar, count=1)
-            mbarrier.arrive(qs_free.index(seg % 2), count=1)
         else:
             mbarrier.wait(q_bar, seg & 1)
         qk_mul = qk_smem.load(rows_h)
@@ -361,11 +331,6 @@ def run(q_ptr, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr, out_ptr
     # FAST_MAX's per-warp maxima: two a warpgroup (its tile t + 1 may write while a warp still reads tile t's)
     red_bufs = gl.allocate_shared_memory(gl.float32, [4, 4, BLOCK_H], vec2)
     qk_smem = gl.allocate_shared_memory(gl.float32, [BLOCK_H], vec)
-    # the producer's staging of two segments' queries, as given (bf16, or e4m3 with Q_FP8)
-    q_dtype: gl.constexpr = q_ptr.dtype.element_ty
-    qs_layout: gl.constexpr = gl.SwizzledSharedLayout(8, 1, 8, order=[1, 0])
-    qs_n = gl.allocate_shared_memory(q_dtype, [2, BLOCK_H, _D_V], qs_layout)
-    qs_r = gl.allocate_shared_memory(q_dtype, [2, BLOCK_H, 64], qs_layout)
     # a segment's (max, sum) of each warpgroup, by the segment's parity: rows 4 parity + (m0, l0, m1, l1)
     ml_smem = gl.allocate_shared_memory(gl.float32, [8, BLOCK_H], vec)
     full = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
@@ -374,16 +339,12 @@ def run(q_ptr, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr, out_ptr
     pc_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     x_bars = gl.allocate_shared_memory(gl.int64, [4, 1], mbarrier.MBarrierLayout())
     q_bars = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())
-    qs_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    qs_free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     for k in gl.static_range(NUM_BUF):
         mbarrier.init(full.index(k), count=1)
         mbarrier.init(free.index(k), count=2)
     for k in gl.static_range(2):
         mbarrier.init(p_bars.index(k), count=1)
         mbarrier.init(pc_bars.index(k), count=1)
-        mbarrier.init(qs_full.index(k), count=32)       # (each producer thread's copies)
-        mbarrier.init(qs_free.index(k), count=1)
     for k in gl.static_range(4):
         mbarrier.init(x_bars.index(k), count=1)
     mbarrier.init(q_bars.index(0), count=1)
@@ -393,19 +354,18 @@ def run(q_ptr, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr, out_ptr
     _block_barrier()
     # (the argument tuples written out: a tuple bound to a name first loses its constexprs' types, triton 3.6)
     gl.warp_specialize([
-        (_consumer, (0, page_table_ptr, seq_lens_ptr, out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale,
-                     score_scale, kv_scale, B, H, stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h,
-                     stride_pl_s, qn_smem, qr_smem, qs_n, qs_r, qs_full, qs_free, kn_bufs, kr_bufs, p_bufs, a_smem,
-                     red_bufs, qk_smem, ml_smem, full, free, p_bars, pc_bars, x_bars, q_bars.index(0),
+        (_consumer, (0, q_ptr, page_table_ptr, seq_lens_ptr, out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
+                     sm_scale, score_scale, kv_scale, B, H, stride_q_b, stride_q_h, stride_pt_b, stride_out_b,
+                     stride_out_h, stride_po_s, stride_po_h, stride_pl_s, qn_smem, qr_smem, kn_bufs, kr_bufs, p_bufs,
+                     a_smem, red_bufs, qk_smem, ml_smem, full, free, p_bars, pc_bars, x_bars, q_bars.index(0),
                      plan_ptr, s_layout, s16_layout, o_layout, v_layout, ld_layout, q_layout, RETURN_LSE, B_CHUNK,
                      BLOCK_N, BLOCK_H, NUM_BUF, FAST_MAX, RK64, PDL)),
-        (_consumer, (1, page_table_ptr, seq_lens_ptr, out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr, sm_scale,
-                     score_scale, kv_scale, B, H, stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h,
-                     stride_pl_s, qn_smem, qr_smem, qs_n, qs_r, qs_full, qs_free, kn_bufs, kr_bufs, p_bufs, a_smem,
-                     red_bufs, qk_smem, ml_smem, full, free, p_bars, pc_bars, x_bars, q_bars.index(0),
+        (_consumer, (1, q_ptr, page_table_ptr, seq_lens_ptr, out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
+                     sm_scale, score_scale, kv_scale, B, H, stride_q_b, stride_q_h, stride_pt_b, stride_out_b,
+                     stride_out_h, stride_po_s, stride_po_h, stride_pl_s, qn_smem, qr_smem, kn_bufs, kr_bufs, p_bufs,
+                     a_smem, red_bufs, qk_smem, ml_smem, full, free, p_bars, pc_bars, x_bars, q_bars.index(0),
                      plan_ptr, s_layout, s16_layout, o_layout, v_layout, ld_layout, q_layout, RETURN_LSE, B_CHUNK,
                      BLOCK_N, BLOCK_H, NUM_BUF, FAST_MAX, RK64, PDL)),
-        (_producer, (kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, full, free, q_ptr, qs_n, qs_r, qs_full, qs_free,
-                     page_table_ptr, seq_lens_ptr, stride_q_b, stride_q_h, stride_pt_b, B, H, plan_ptr, PAGE_SIZE,
-                     B_CHUNK, BLOCK_N, BLOCK_H, NUM_BUF, PDL)),
+        (_producer, (kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, full, free, page_table_ptr, seq_lens_ptr,
+                     stride_pt_b, B, plan_ptr, PAGE_SIZE, B_CHUNK, BLOCK_N, BLOCK_H, NUM_BUF, PDL)),
     ], [4, 1], [WG1_REGS, PRODUCER_REGS])
