@@ -77,6 +77,25 @@ from .kernel_hopper import (FP8_SEG_COST, STAMP_CLK_IN, STREAM_MAX_BUF, STAMP_CL
 _cp_async = getattr(async_copy, "async_load", None) or async_copy.async_copy_global_to_shared
 
 
+@gluon.constexpr_function
+def wgmma_layout(n, k):
+    """The accumulator layout of one warpgroup's [64, n] wgmma with k-steps of k (the tokens-on-M kernels' scores,
+    k 32: fp8; their P.V output chunks, n = heads, k 16: fp16)."""
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                     instr_shape=[16, gl._unwrap_if_constexpr(n), gl._unwrap_if_constexpr(k)])
+
+
+@gluon.constexpr_function
+def v_load_layout(block_n):
+    """The V^T chunk's load layout (:func:`_v_chunk`, [block_n tokens, 128 dims] of fp8): the P.V operand's bases with
+    the dims relabelled (rows (a, w, s, q) -> dims (w, q, a, s)) and the registers reordered so that each thread's 4
+    adjacent dims of a token come first: one 32-bit shared load."""
+    return gl.DistributedLinearLayout(
+        reg_bases=[[0, 1], [0, 2], [1, 0], [8, 0], [16, 0], [32, 0]],
+        lane_bases=[[2, 0], [4, 0], [0, 4], [0, 8], [0, 16]],
+        warp_bases=[[0, 32], [0, 64]], block_bases=[], shape=[gl._unwrap_if_constexpr(block_n), 128])
+
+
 @gluon.jit
 def _issue_tile2(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, bars, pt_base, j, stage, PAGE_SIZE: gl.constexpr,
                  ROPE_COL: gl.constexpr, BLOCK_N: gl.constexpr, kv_sc_desc=None, sc_bufs=None):
@@ -546,19 +565,11 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         gl.static_assert(LOOK == 0)
         gl.static_assert(DS == 0)
 
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, 2 * BLOCK_H, 32])
-    s16_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                         instr_shape=[16, BLOCK_H, 32])
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, BLOCK_H, 16])
+    s_layout: gl.constexpr = wgmma_layout(2 * BLOCK_H, 32)
+    s16_layout: gl.constexpr = wgmma_layout(BLOCK_H, 32)
+    o_layout: gl.constexpr = wgmma_layout(BLOCK_H, 16)
     v_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    # v_layout's bases with the dims relabelled (rows (a, w, s, q) -> dims (w, q, a, s)) and the registers
-    # reordered so that each thread's 4 adjacent dims of a token come first: one 32-bit shared load.
-    ld_layout: gl.constexpr = gl.DistributedLinearLayout(
-        reg_bases=[[0, 1], [0, 2], [1, 0], [8, 0], [16, 0], [32, 0]],
-        lane_bases=[[2, 0], [4, 0], [0, 4], [0, 8], [0, 16]],
-        warp_bases=[[0, 32], [0, 64]], block_bases=[], shape=[BLOCK_N, 128])
+    ld_layout: gl.constexpr = v_load_layout(BLOCK_N)
     q_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
     kn_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, D_V], gl.float8e4nv)
     # the rope columns padded to 128 fp8 (zeros in 64..127): the 128-byte swizzle of the latent tiles

@@ -54,7 +54,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from .kernel_hopper import (FP8_SEG_COST, _block_barrier, _launch_dependents, _load_q_raw, _plan_row, _planned_segment,
                             _program_ids, _segment, _split_start, _store_chunk_pair, _store_lse_and_segment,
                             _wait_primary)
-from .kernel_hopper_tok import _issue_tile2_at, _q_cat, _scores_v2, _softmax_v2, _v_chunk
+from .kernel_hopper_tok import _issue_tile2_at, _q_cat, _scores_v2, _softmax_v2, _v_chunk, v_load_layout, wgmma_layout
 
 _D_V = gl.constexpr(512)
 # the producer warp's registers (a segment's scalars and a page id; with 40 the consumers get 232 each and the
@@ -300,18 +300,12 @@ def run(q_ptr, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr, out_ptr
     """The two-warpgroup kernel's shared memory, mbarriers and partitions (``score_scale``: the scores' multiplier
     besides ``sm_scale`` and the query's power of two; ``kv_scale``: the output's)."""
     gl.static_assert(num_warps == 4)
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, 2 * BLOCK_H, 32])
-    s16_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                         instr_shape=[16, BLOCK_H, 32])
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, BLOCK_H, 16])
+    # (each warpgroup's layouts: kernel_hopper_tok's, one warpgroup's)
+    s_layout: gl.constexpr = wgmma_layout(2 * BLOCK_H, 32)
+    s16_layout: gl.constexpr = wgmma_layout(BLOCK_H, 32)
+    o_layout: gl.constexpr = wgmma_layout(BLOCK_H, 16)
     v_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    # (kernel_hopper_tok's V^T load layout: each thread's 4 adjacent dims of a token in one 32-bit load)
-    ld_layout: gl.constexpr = gl.DistributedLinearLayout(
-        reg_bases=[[0, 1], [0, 2], [1, 0], [8, 0], [16, 0], [32, 0]],
-        lane_bases=[[2, 0], [4, 0], [0, 4], [0, 8], [0, 16]],
-        warp_bases=[[0, 32], [0, 64]], block_bases=[], shape=[BLOCK_N, 128])
+    ld_layout: gl.constexpr = v_load_layout(BLOCK_N)
     q_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
     vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[0])
     # (a layout of one rank less than the buffer's: each index() of it has the layout's rank)
