@@ -105,7 +105,7 @@ def _launcher(x: dict, fmt: str, heads: int, sms: int, overlay: dict | None = No
         x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], sm_scale, x["kv_scale"], fmt, x["out"], False,
         sms=sms, config=config)
     fn, consts = interface_hopper._kernel_and_params(heads, fmt, consts)
-    rows = grid[0] * grid[1] * (2 if consts.get("PP") or consts.get("T8") else 1)
+    rows = grid[0] * grid[1] * (2 if consts.get("PP") or consts.get("T8") or consts.get("WG2") else 1)
     if plan:
         step = plan_mod.attach(MLADecodePlan(), x["seq_lens"], x["page_table"], x["kv_cache"].shape[1], grid[1],
                                lambda _: grid[1], interface_hopper._B_CHUNK, fp8=fmt == "fp8")
@@ -125,8 +125,10 @@ def _pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * (len(values) - 1) + 0.5))] if values else float("nan")
 
 
-def analyse(raw: torch.Tensor, pp: bool) -> dict:
-    """The summary of one stamped run (``raw``: rows x ROW int64)."""
+def analyse(raw: torch.Tensor, pp: bool, wg2: bool = False) -> dict:
+    """The summary of one stamped run (``raw``: rows x ROW int64). ``pp``: rows of two warpgroups with four marks a pair
+    (the ping-pong kernels, and ``wg2``: the fp8 tokens-on-M kernel's WG2 form, whose warpgroups both take the other's P
+    after their own hand-off)."""
     rows = raw.tolist()
     # (ping-pong: rows 2 p and 2 p + 1 are program p's warpgroups 0 and 1)
     live = [(i % 2 if pp else 0, r) for i, r in enumerate(rows) if r[TILES] > 0]
@@ -189,7 +191,7 @@ def analyse(raw: torch.Tensor, pp: bool) -> dict:
             for top, scores, handed, other in marks[:-1]:
                 steps[f"wg{wg}_scores"].append(ns(scores - top))
                 steps[f"wg{wg}_softmax"].append(ns(handed - scores))
-                steps[f"wg{wg}_other_p"].append(ns(other - handed) if wg == 0 else ns(other - top))
+                steps[f"wg{wg}_other_p"].append(ns(other - handed) if wg == 0 or wg2 else ns(other - top))
     out.update({"first_tile_ns": med(firsts), "period_ns": med(periods), "period_p90_ns": _pct(periods, 0.9),
                 "end_ns": med(ends)})
     if pp:
@@ -274,8 +276,10 @@ def cell(fmt: str, heads: int, batch: int, lengths: list[int], overlay: dict | N
     buf.zero_()
     calls[-1][0](buf)
     torch.cuda.synchronize()
-    row["timeline"] = analyse(buf.cpu(), heads >= 64)
-    if heads < 64:
+    wg2 = bool(row["config"].get("WG2"))
+    pairs = heads >= 64 or wg2      # (rows of two warpgroups, four marks a pair)
+    row["timeline"] = analyse(buf.cpu(), pairs, wg2)
+    if not pairs:
         row["profile"] = landing_profile(buf.cpu().tolist(), row["timeline"]["sm_ghz"], row["config"]["NUM_BUF"])
     # a second stamped run on other inputs (other programs on each SM): how much of the SMs' spread is the SM's own
     first = buf.cpu()
@@ -284,8 +288,8 @@ def cell(fmt: str, heads: int, batch: int, lengths: list[int], overlay: dict | N
     torch.cuda.synchronize()
     row["sm_persistence"] = sm_persistence(first, buf.cpu())
     used = int(buf[:, TILES].max().item())
-    per = 4 if heads >= 64 else 2
-    width = min(ROW, T0 + per * ((used + 1) // 2 if heads >= 64 else used))
+    per = 4 if pairs else 2
+    width = min(ROW, T0 + per * ((used + 1) // 2 if pairs else used))
     row["raw"] = buf[:, :width].cpu().tolist()
     # (the ping-pong kernels' segment-end and prologue marks sit at the row's end: STAMP_PRO .. STAMP_FINISH + 2)
     row["raw_tail"] = buf[:, ROW - 12:].cpu().tolist()
@@ -357,8 +361,8 @@ def print_saved_profiles(path: Path) -> int:
         return 2
     print(f"{saved.get('gpu', '?')}; commit {saved.get('commit', '?')}")
     for r in rows:
-        if r.get("heads", 64) >= 64 or not r.get("raw"):
-            continue
+        if r.get("heads", 64) >= 64 or not r.get("raw") or r["config"].get("WG2"):
+            continue        # (rows of two warpgroups: no landing profile)
         r["profile"] = landing_profile(r["raw"], r["timeline"]["sm_ghz"], r["config"]["NUM_BUF"])
         print(f"\n{r['kv_format']} H={r['heads']} B={r['batch']} {r['config']}: {sum(r['profile']['landed'])} tiles")
         print("\n".join(profile_lines(r)))
@@ -422,11 +426,12 @@ def main(argv: list[str] | None = None) -> int:
         line = (f"  per program (median): split {t['split_ns']:.0f} ns, query ready {t['ready_ns']:.0f}, first tile "
                 f"{t['first_tile_ns']:.0f}, period {t['period_ns']:.0f} (p90 {t['period_p90_ns']:.0f}), end "
                 f"{t['end_ns']:.0f}")
-        if heads >= 64:
+        wg2 = bool(r["config"].get("WG2"))
+        if heads >= 64 or wg2:
             for w in (0, 1):
                 line += (f"; WG{w} in a pair: top -> own scores retired {t[f'wg{w}_scores_ns']:.0f}, -> P handed "
                          f"{t[f'wg{w}_softmax_ns']:.0f}, other's P waited {t[f'wg{w}_other_p_ns']:.0f}"
-                         + (" (after the hand-off)" if w == 0 else " (from the top)"))
+                         + (" (after the hand-off)" if w == 0 or wg2 else " (from the top)"))
                 pro = [f"{name} {t[f'wg{w}_pro{x}_ns']:.0f}" for x, name in enumerate(
                     ("segment found", "copies issued", "rope requested", "query landed", "query converted"))
                     if f"wg{w}_pro{x}_ns" in t]

@@ -1187,14 +1187,16 @@ def test_hopper_split_kernels_let_the_reduction_launch_early(kv_format, heads, c
 
 @pytest.mark.parametrize("kv_format,heads,config,clocks", [
     ("fp8", 16, {"V2": 1}, 6), ("bf16", 128, dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1), 27),
-    ("fp8", 128, dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1), 29)],
-    ids=["second-fp8-tokens-on-M", "ping-pong", "fp8-ping-pong"])
+    ("fp8", 128, dict(BLOCK_N=64, PP=1, RELOAD=1, WG1_FIRST=1), 29), ("fp8", 16, dict(V2=1, WG2=1, NUM_BUF=4), 18)],
+    ids=["second-fp8-tokens-on-M", "ping-pong", "fp8-ping-pong", "two-warpgroup-fp8-tokens-on-M"])
 def test_timeline_stamps_compile_to_nothing_unless_asked_for(kv_format, heads, config, clocks):
     """The diagnostic ``STAMPS`` keyword (benchmarks/probes/timeline.py): left out, as every launch of the library
     leaves it, the kernel reads no clock; given a buffer, it reads the SM clock at each stamp (tokens on M: entry,
     split, query ready, tile landed, tile done, exit; ping-pong: those of each warpgroup, four a pair of tiles, three in a
-    segment's end, the first segment's prologue marks: WG0 three (bf16) or five (fp8), WG1 two) and the
-    global timer at entry and exit."""
+    segment's end, the first segment's prologue marks: WG0 three (bf16) or five (fp8), WG1 two; the tokens-on-M
+    kernel's WG2 form: entry, split, query ready, exit and four a pair in each warpgroup, its own tile's two marks on
+    both paths of the pair, with and without an own tile) and the global timer at entry and exit (each warpgroup's
+    where there are two)."""
     import re
     from graphtune.kernels.mla_decode import interface_hopper
     dtype = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}[kv_format]
@@ -1209,7 +1211,7 @@ def test_timeline_stamps_compile_to_nothing_unless_asked_for(kv_format, heads, c
         extra = [torch.empty(4, 256, dtype=torch.int64)] if stamps else []
         sass = _sass(compile_sm90(fn, list(args) + extra, consts).asm["cubin"])
         reads = (len(re.findall(r"CS2R R\d+, SR_CLOCK", sass)), len(re.findall(r"GLOBALTIMER", sass)))
-        assert reads == ((clocks, 2 * (1 + ("PP" in config))) if stamps else (0, 0)), (stamps, reads)
+        assert reads == ((clocks, 2 * (1 + ("PP" in config or "WG2" in config))) if stamps else (0, 0)), (stamps, reads)
 
 
 def _sass(cubin: bytes) -> str:
@@ -1581,6 +1583,50 @@ def test_timeline_reads_program_stamps():
     t_in = min(raw[:, int(kh.STAMP_GT_IN)].tolist())
     assert t["exit_mean_ns"] == pytest.approx(statistics.mean(e - t_in for e in exits))   # (the live rows only)
 
+
+
+def test_timeline_reads_two_warpgroup_pairs_with_the_other_p_after_the_hand_off():
+    """The fp8 tokens-on-M kernel's WG2 form writes rows as the ping-pong kernels do (2 p + WG, four marks a pair:
+    top, own scores retired, own P handed, the other's P received) but both warpgroups take the other's P after their
+    own hand-off: ``analyse(wg2=True)`` reads WG1's wait from its hand-off (a ping-pong WG1's from the pair's top), and
+    the launcher gives such a cell two rows a program."""
+    from graphtune.kernels.mla_decode import interface_hopper
+    from graphtune.kernels.mla_decode import kernel_hopper as kh
+    tl = _timeline_probe()
+    row, t0 = int(kh.STAMP_ROW), int(kh.STAMP_TILE0)
+    gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+    ghz = 1.5 + float(torch.rand((), generator=gen))
+    steps = {0: (600, 300, 150), 1: (700, 250, 90)}     # ns: top -> scores, -> handed, -> the other's P
+    raw = torch.zeros(4, row, dtype=torch.int64)
+    for i in range(4):          # two programs, rows 2 p (WG0) and 2 p + 1 (WG1), three pairs each
+        r, (sc, hand, other) = raw[i], steps[i % 2]
+        r[int(kh.STAMP_GT_IN)] = 100 * i
+        r[int(kh.STAMP_CLK_IN)] = 5
+        r[int(kh.STAMP_CLK_SPLIT)] = 5 + round(300 * ghz)
+        r[int(kh.STAMP_CLK_READY)] = r[int(kh.STAMP_CLK_SPLIT)] + round(800 * ghz)
+        r[int(kh.STAMP_TILES)] = 6
+        for k in range(3):
+            top = int(r[int(kh.STAMP_CLK_READY)]) + round((200 + 1500 * k) * ghz)
+            r[t0 + 4 * k: t0 + 4 * k + 4] = torch.tensor(
+                [top, top + round(sc * ghz), top + round((sc + hand) * ghz), top + round((sc + hand + other) * ghz)])
+        r[int(kh.STAMP_CLK_OUT)] = r[t0 + 8] + round(1200 * ghz)
+        r[int(kh.STAMP_GT_OUT)] = 100 * i + round(int(r[int(kh.STAMP_CLK_OUT)] - 5) / ghz)
+        r[int(kh.STAMP_SMID)] = i // 2
+    t = tl.analyse(raw, pp=True, wg2=True)
+    for w, (sc, hand, other) in steps.items():
+        assert t[f"wg{w}_scores_ns"] == pytest.approx(sc, abs=2)
+        assert t[f"wg{w}_softmax_ns"] == pytest.approx(hand, abs=2)
+        assert t[f"wg{w}_other_p_ns"] == pytest.approx(other, abs=2)
+    assert tl.analyse(raw, pp=True)["wg1_other_p_ns"] == pytest.approx(sum(steps[1]), abs=2)   # (ping-pong's reading)
+    x = {"q": torch.empty(32, 16, 576, dtype=torch.bfloat16),
+         "kv_cache": torch.empty(64, 64, 576, dtype=torch.float8_e4m3fn),
+         "page_table": torch.zeros(32, 2, dtype=torch.int32), "seq_lens": torch.ones(32, dtype=torch.int32),
+         "kv_scale": 0.5, "out": torch.empty(32, 16, 512, dtype=torch.bfloat16)}
+    _, rows = tl._launcher(x, "fp8", 16, 132, {"WG2": 1, "NUM_BUF": 4})
+    _, grid, _, _ = interface_hopper.hopper_call(x["q"], x["kv_cache"], x["page_table"], x["seq_lens"], 0.04, 0.5, "fp8",
+                                                 x["out"], False, sms=132, config=tl._config("fp8", 16, 32, {"WG2": 1,
+                                                                                                       "NUM_BUF": 4}))
+    assert grid == (1, 132) and rows == 2 * 132
 
 
 def test_timeline_reads_ping_pong_prologue_marks():

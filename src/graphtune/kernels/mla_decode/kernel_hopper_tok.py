@@ -592,8 +592,9 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         gl.static_assert(Q_DESCALE_FROM_PTR == 0)
     pid_h, pid, num_progs, h0 = _program_ids(BLOCK_H)
     srow = pid_h * num_progs + pid      # (the program's row of STAMPS: timeline probe only)
-    _stamp(STAMPS, srow, STAMP_GT_IN, 1)
-    _stamp(STAMPS, srow, STAMP_CLK_IN)
+    if WG2 == 0:        # (WG2: a row a warpgroup, stamped in kernel_hopper_tok2)
+        _stamp(STAMPS, srow, STAMP_GT_IN, 1)
+        _stamp(STAMPS, srow, STAMP_CLK_IN)
     if PDL == 1:
         _wait_primary()
     if KV_SCALE_FROM_PTR:
@@ -605,16 +606,15 @@ def _mla_decode_hopper_tok_fp8_v2_kernel(
         score_scale = kv_scale * q_descale
     if WG2:
         # two consumer warpgroups and a producer warp on one pool of buffers (kernel_hopper_tok2.py; TMA tiles of
-        # the per-tensor fp8 cache, LOOK 0, no stamps, no streamed counts)
+        # the per-tensor fp8 cache, LOOK 0, no streamed counts; STAMPS a row a warpgroup)
         gl.static_assert((GATHER == 0) & (DS == 0) & (LOOK == 0))
-        gl.static_assert(STAMPS is None)
         # (its configs are never counted: more buffers than the streamed reduction's, done_ptr unread)
         gl.static_assert(NUM_BUF > STREAM_MAX_BUF)
         kernel_hopper_tok2.run(q_ptr, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr, out_ptr, lse_ptr,
                                part_o_ptr, part_lse_ptr, seg_ptr, sm_scale, score_scale, kv_scale, B, H, stride_q_b,
                                stride_q_h, stride_pt_b, stride_out_b, stride_out_h, stride_po_s, stride_po_h,
                                stride_pl_s, PAGE_SIZE, RETURN_LSE, B_CHUNK, BLOCK_N, BLOCK_H, NUM_BUF, FAST_MAX, RK64,
-                               WG1_REGS, plan_ptr, PDL, num_warps)
+                               WG1_REGS, plan_ptr, PDL, num_warps, STAMPS)
         return
     if DS:
         kv_sc_desc = kv_scale_ptr

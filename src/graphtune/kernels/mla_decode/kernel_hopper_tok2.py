@@ -38,7 +38,7 @@ the other has arrived on ``pc_bars`` (its P.V of the previous one retired).
 
 Not here: the row gather (page size 1), fp8_ds_mla rows, the schedule knobs of the one-warpgroup kernel (``LOOK``,
 ``CHAIN``, ``PREFETCH``, ``PT_EARLY``, ``COPY_FIRST``: the interface refuses them with ``WG2``), the streamed
-reduction's counts (more than two buffers: ``kernel_hopper.STREAM_MAX_BUF``) and the timeline stamps.
+reduction's counts (more than two buffers: ``kernel_hopper.STREAM_MAX_BUF``).
 """
 from __future__ import annotations
 
@@ -51,8 +51,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from .kernel_hopper import (FP8_SEG_COST, _block_barrier, _launch_dependents, _load_q_raw, _plan_row, _planned_segment,
-                            _program_ids, _segment, _split_start, _store_chunk_pair, _store_lse_and_segment,
+from .kernel_hopper import (FP8_SEG_COST, STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _block_barrier,
+                            _launch_dependents, _load_q_raw, _plan_row, _planned_segment, _program_ids, _segment,
+                            _split_start, _stamp, _stamp_out, _stamp_tile, _store_chunk_pair, _store_lse_and_segment,
                             _wait_primary)
 from .kernel_hopper_tok import _issue_tile2_at, _q_cat, _scores_v2, _softmax_v2, _v_chunk, v_load_layout, wgmma_layout
 
@@ -145,9 +146,10 @@ def _producer(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, full, free, page_tab
 
 @gluon.jit
 def _own_tile(kn, kr, full_bar, phase, free_bar, n_valid, qn_smem, qr_smem, qk_mul, m_i, l_acc, oo0, oo1, red,
-              p_smem, a_smem, p_bar, pc_bar, own_cnt, offs_tok, WG: gl.constexpr, s_layout: gl.constexpr,
-              s16_layout: gl.constexpr, o_layout: gl.constexpr, v_layout: gl.constexpr, ld_layout: gl.constexpr,
-              BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, FAST_MAX: gl.constexpr, RK64: gl.constexpr):
+              p_smem, a_smem, p_bar, pc_bar, own_cnt, offs_tok, STAMPS, srow, pair, WG: gl.constexpr,
+              s_layout: gl.constexpr, s16_layout: gl.constexpr, o_layout: gl.constexpr, v_layout: gl.constexpr,
+              ld_layout: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, FAST_MAX: gl.constexpr,
+              RK64: gl.constexpr):
     """One of the warpgroup's own tiles: the score MMAs issued, this warpgroup's half of V^T loaded while they run,
     the softmax, P and its factor handed to the other warpgroup, the P.V; the buffer released. Returns ``(m_i,
     l_acc, oo0, oo1)``."""
@@ -156,6 +158,7 @@ def _own_tile(kn, kr, full_bar, phase, free_bar, n_valid, qn_smem, qr_smem, qk_m
     v0 = _v_chunk(kn, 2 * WG, ld_layout, v_layout, n_valid)
     v1 = _v_chunk(kn, 2 * WG + 1, ld_layout, v_layout, n_valid)
     s2 = warpgroup_mma_wait(num_outstanding=0, deps=(s2, ))
+    _stamp_tile(STAMPS, srow, pair, 1, 4)
     # (rows past the request's end: their scores masked here, their V^T rows zeroed in registers above)
     p, alpha_o, m_new, l_acc = _softmax_v2(s2, qk_mul, n_valid, m_i, l_acc, red, offs_tok, s16_layout, o_layout,
                                            BLOCK_N, BLOCK_H, FAST_MAX)
@@ -167,6 +170,7 @@ def _own_tile(kn, kr, full_bar, phase, free_bar, n_valid, qn_smem, qr_smem, qk_m
     fence_async_shared()
     _block_barrier()
     mbarrier.arrive(p_bar, count=1)
+    _stamp_tile(STAMPS, srow, pair, 2, 4)
     a0 = warpgroup_mma(v0, p_smem, oo0 * alpha_o, is_async=True)
     a1 = warpgroup_mma(v1, p_smem, oo1 * alpha_o, is_async=True)
     oo0, oo1 = warpgroup_mma_wait(num_outstanding=0, deps=(a0, a1))
@@ -176,8 +180,9 @@ def _own_tile(kn, kr, full_bar, phase, free_bar, n_valid, qn_smem, qr_smem, qk_m
 
 
 @gluon.jit
-def _other_tile(kn, full_bar, phase, free_bar, n_valid, ox0, ox1, p_smem, a_smem, p_bar, pc_bar, oth_cnt,
-                WG: gl.constexpr, o_layout: gl.constexpr, v_layout: gl.constexpr, ld_layout: gl.constexpr):
+def _other_tile(kn, full_bar, phase, free_bar, n_valid, ox0, ox1, p_smem, a_smem, p_bar, pc_bar, oth_cnt, STAMPS,
+                srow, pair, WG: gl.constexpr, o_layout: gl.constexpr, v_layout: gl.constexpr,
+                ld_layout: gl.constexpr):
     """One of the other warpgroup's tiles: this warpgroup's half of V^T loaded as soon as the tile has landed, then
     the other's P and factor taken and the half multiplied in; the P tile and the buffer released. Returns
     ``(ox0, ox1)``."""
@@ -185,6 +190,7 @@ def _other_tile(kn, full_bar, phase, free_bar, n_valid, ox0, ox1, p_smem, a_smem
     v0 = _v_chunk(kn, 2 * WG, ld_layout, v_layout, n_valid)
     v1 = _v_chunk(kn, 2 * WG + 1, ld_layout, v_layout, n_valid)
     mbarrier.wait(p_bar, oth_cnt & 1)
+    _stamp_tile(STAMPS, srow, pair, 3, 4)
     alpha = a_smem.load(gl.SliceLayout(0, o_layout))[None, :]
     a0 = warpgroup_mma(v0, p_smem, ox0 * alpha, is_async=True)
     a1 = warpgroup_mma(v1, p_smem, ox1 * alpha, is_async=True)
@@ -203,12 +209,19 @@ def _consumer(WG: gl.constexpr, q_ptr, page_table_ptr, seq_lens_ptr, out_ptr, ls
               s_layout: gl.constexpr, s16_layout: gl.constexpr, o_layout: gl.constexpr, v_layout: gl.constexpr,
               ld_layout: gl.constexpr, q_layout: gl.constexpr, RETURN_LSE: gl.constexpr, B_CHUNK: gl.constexpr,
               BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, NUM_BUF: gl.constexpr, FAST_MAX: gl.constexpr,
-              RK64: gl.constexpr, PDL: gl.constexpr):
-    """Warpgroup WG (0: the default partition, 1: a worker) of the two-warpgroup kernel (module docstring)."""
+              RK64: gl.constexpr, PDL: gl.constexpr, STAMPS=None):
+    """Warpgroup WG (0: the default partition, 1: a worker) of the two-warpgroup kernel (module docstring).
+    ``STAMPS`` (benchmarks/probes/timeline.py): a row a warpgroup (program p's: 2 p + WG), its pairs' marks as the
+    ping-pong kernels' (the pair's top, its own tile's scores retired, its P handed off, the other's P received)."""
     LOG2E: gl.constexpr = 1.4426950408889634
     rows_h: gl.constexpr = gl.SliceLayout(0, s16_layout)
+    srow = (gl.program_id(0) * gl.num_programs(1) + gl.program_id(1)) * 2 + WG
+    _stamp(STAMPS, srow, STAMP_GT_IN, 1)
+    _stamp(STAMPS, srow, STAMP_CLK_IN)
     pid_h, pid, h0, t, t_stop, b, req_end, p_seq, p_pg0, p_pg1, p_pg2 = _program_start(
         plan_ptr, seq_lens_ptr, B, B_CHUNK, BLOCK_N, BLOCK_H, PDL, 4)
+    _stamp(STAMPS, srow, STAMP_CLK_SPLIT)
+    pair = 0        # this warpgroup's pairs so far (the stamps' index)
     offs_tok = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s16_layout))
     offs_h_s = gl.arange(0, BLOCK_H, layout=rows_h)
     heads_q = h0 + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, q_layout))
@@ -230,6 +243,8 @@ def _consumer(WG: gl.constexpr, q_ptr, page_table_ptr, seq_lens_ptr, out_ptr, ls
         else:
             mbarrier.wait(q_bar, seg & 1)
         qk_mul = qk_smem.load(rows_h)
+        if it == 0:
+            _stamp(STAMPS, srow, STAMP_CLK_READY)
         m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, layout=rows_h)
         l_acc = gl.zeros([BLOCK_N, BLOCK_H], gl.float32, layout=s16_layout)
         oo0 = gl.zeros([128, BLOCK_H], gl.float32, layout=o_layout)
@@ -239,6 +254,7 @@ def _consumer(WG: gl.constexpr, q_ptr, page_table_ptr, seq_lens_ptr, out_ptr, ls
         n = i_stop - i_first
         for k in range(0, n, 2):
             # the pair's own tile first (both warpgroups' score chains at once), then the other's
+            _stamp_tile(STAMPS, srow, pair, 0, 4)
             if k + WG < n:
                 i = i_first + k + WG
                 j = it + k + WG
@@ -247,17 +263,21 @@ def _consumer(WG: gl.constexpr, q_ptr, page_table_ptr, seq_lens_ptr, out_ptr, ls
                     kn_bufs.index(stage), kr_bufs.index(stage), full.index(stage), (j // NUM_BUF) & 1,
                     free.index(stage), seq_len - i * BLOCK_N, qn_smem, qr_smem, qk_mul, m_i, l_acc, oo0, oo1,
                     red_bufs.index(2 * WG + own_cnt % 2), p_bufs.index(WG), a_smem.index(WG), p_bars.index(WG),
-                    pc_bars.index(WG), own_cnt, offs_tok, WG, s_layout, s16_layout, o_layout, v_layout, ld_layout,
-                    BLOCK_N, BLOCK_H, FAST_MAX, RK64)
+                    pc_bars.index(WG), own_cnt, offs_tok, STAMPS, srow, pair, WG, s_layout, s16_layout, o_layout,
+                    v_layout, ld_layout, BLOCK_N, BLOCK_H, FAST_MAX, RK64)
                 own_cnt += 1
+            else:       # (no own tile in the segment's last pair: its marks at the pair's top)
+                _stamp_tile(STAMPS, srow, pair, 1, 4)
+                _stamp_tile(STAMPS, srow, pair, 2, 4)
             if k + 1 - WG < n:
                 j = it + k + 1 - WG
                 stage = j % NUM_BUF
                 ox0, ox1 = _other_tile(kn_bufs.index(stage), full.index(stage), (j // NUM_BUF) & 1, free.index(stage),
                                        seq_len - (i_first + k + 1 - WG) * BLOCK_N, ox0, ox1, p_bufs.index(1 - WG),
-                                       a_smem.index(1 - WG), p_bars.index(1 - WG), pc_bars.index(1 - WG), oth_cnt, WG,
-                                       o_layout, v_layout, ld_layout)
+                                       a_smem.index(1 - WG), p_bars.index(1 - WG), pc_bars.index(1 - WG), oth_cnt,
+                                       STAMPS, srow, pair, WG, o_layout, v_layout, ld_layout)
                 oth_cnt += 1
+            pair += 1
         # the segment's end: the two (max, sum) pairs cross; both halves scaled to the common max
         l_own = gl.sum(l_acc, axis=0)
         row = 4 * (seg % 2)
@@ -288,6 +308,8 @@ def _consumer(WG: gl.constexpr, q_ptr, page_table_ptr, seq_lens_ptr, out_ptr, ls
         seg += 1
         t = seg_stop
         b += 1
+    # (the row's tile count as twice its pairs: the probe reads (count + 1) // 2 pairs of marks, as the ping-pong's)
+    _stamp_out(STAMPS, srow, 2 * pair)
 
 
 @gluon.jit
@@ -296,7 +318,7 @@ def run(q_ptr, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr, out_ptr
         stride_po_s, stride_po_h, stride_pl_s, PAGE_SIZE: gl.constexpr, RETURN_LSE: gl.constexpr,
         B_CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_H: gl.constexpr, NUM_BUF: gl.constexpr,
         FAST_MAX: gl.constexpr, RK64: gl.constexpr, WG1_REGS: gl.constexpr, plan_ptr, PDL: gl.constexpr,
-        num_warps: gl.constexpr):
+        num_warps: gl.constexpr, STAMPS=None):
     """The two-warpgroup kernel's shared memory, mbarriers and partitions (``score_scale``: the scores' multiplier
     besides ``sm_scale`` and the query's power of two; ``kv_scale``: the output's)."""
     gl.static_assert(num_warps == 4)
@@ -353,13 +375,13 @@ def run(q_ptr, kv_nope_desc, kv_rope_desc, page_table_ptr, seq_lens_ptr, out_ptr
                      stride_out_h, stride_po_s, stride_po_h, stride_pl_s, qn_smem, qr_smem, kn_bufs, kr_bufs, p_bufs,
                      a_smem, red_bufs, qk_smem, ml_smem, full, free, p_bars, pc_bars, x_bars, q_bars.index(0),
                      plan_ptr, s_layout, s16_layout, o_layout, v_layout, ld_layout, q_layout, RETURN_LSE, B_CHUNK,
-                     BLOCK_N, BLOCK_H, NUM_BUF, FAST_MAX, RK64, PDL)),
+                     BLOCK_N, BLOCK_H, NUM_BUF, FAST_MAX, RK64, PDL, STAMPS)),
         (_consumer, (1, q_ptr, page_table_ptr, seq_lens_ptr, out_ptr, lse_ptr, part_o_ptr, part_lse_ptr, seg_ptr,
                      sm_scale, score_scale, kv_scale, B, H, stride_q_b, stride_q_h, stride_pt_b, stride_out_b,
                      stride_out_h, stride_po_s, stride_po_h, stride_pl_s, qn_smem, qr_smem, kn_bufs, kr_bufs, p_bufs,
                      a_smem, red_bufs, qk_smem, ml_smem, full, free, p_bars, pc_bars, x_bars, q_bars.index(0),
                      plan_ptr, s_layout, s16_layout, o_layout, v_layout, ld_layout, q_layout, RETURN_LSE, B_CHUNK,
-                     BLOCK_N, BLOCK_H, NUM_BUF, FAST_MAX, RK64, PDL)),
+                     BLOCK_N, BLOCK_H, NUM_BUF, FAST_MAX, RK64, PDL, STAMPS)),
         (_producer, (kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, full, free, page_table_ptr, seq_lens_ptr,
                      stride_pt_b, B, plan_ptr, PAGE_SIZE, B_CHUNK, BLOCK_N, BLOCK_H, NUM_BUF, PDL)),
     ], [4, 1], [WG1_REGS, PRODUCER_REGS])
