@@ -20,11 +20,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import bench_mla_decode  # noqa: E402
 
 from graphtune.kernels.mla_decode import (kernel_hopper, kernel_hopper_heads, kernel_hopper_pp,  # noqa: E402
-                                          kernel_hopper_pp8, kernel_hopper_tok)
+                                          kernel_hopper_pp8, kernel_hopper_tok, kernel_hopper_tok2)
 
 # every module whose kernels read a price by name (a Gluon kernel resolves its globals in its own module)
 _READERS = {"BF16_SEG_COST": (kernel_hopper, kernel_hopper_pp),
-            "FP8_SEG_COST": (kernel_hopper, kernel_hopper_heads, kernel_hopper_pp, kernel_hopper_pp8, kernel_hopper_tok)}
+            "FP8_SEG_COST": (kernel_hopper, kernel_hopper_heads, kernel_hopper_pp, kernel_hopper_pp8, kernel_hopper_tok,
+                             kernel_hopper_tok2)}
 
 
 def _price(text: str) -> int:

@@ -13,7 +13,7 @@ has two warpgroups computing and up to five 40 KB buffers, three or more of them
 
 * **The producer** (a 1-warp partition): walks the program's segments as the consumers do and, for each tile in
   turn, waits until both warpgroups have released its buffer (``free``, two arrivals) and issues its copies (the
-  latent box and the zero-padded rope box, ``kernel_hopper_tok._issue_tile2_at``) on ``full``. The first segment's
+  latent box and the zero-padded rope box, ``kernel_hopper_tok_tile._issue_tile2_at``) on ``full``. The first segment's
   first three page ids are the plan's (when given); the others are loaded a tile before their copy's wait.
 * **Tile ownership**: a segment's tiles alternate between the warpgroups (tile ``i_first + k`` is WG ``k % 2``'s).
   The owner computes S = K [hi | lo]^T (one chain of 20 fp8 MMAs), its own online softmax (its own running max and
@@ -33,7 +33,7 @@ has two warpgroups computing and up to five 40 KB buffers, three or more of them
 Each warpgroup loads its half of V^T ahead of its wait: for its own tile while the score MMAs run, for the other's
 as soon as the tile has landed, before the other's P. Rows past ``seq_len`` (a request's last tile; the cache may
 hold NaN there) stay in shared memory as they landed: their scores are masked, their V^T rows set to zero in
-registers (``kernel_hopper_tok._v_chunk``'s ``n_valid``). The owner rewrites its P tile (one a warpgroup) only once
+registers (``kernel_hopper_tok_tile._v_chunk``'s ``n_valid``). The owner rewrites its P tile (one a warpgroup) only once
 the other has arrived on ``pc_bars`` (its P.V of the previous one retired).
 
 Not here: the row gather (page size 1), fp8_ds_mla rows, the schedule knobs of the one-warpgroup kernel (``LOOK``,
@@ -55,7 +55,8 @@ from .kernel_hopper import (FP8_SEG_COST, STAMP_CLK_IN, STAMP_CLK_READY, STAMP_C
                             _launch_dependents, _load_q_raw, _plan_row, _planned_segment, _program_ids, _segment,
                             _split_start, _stamp, _stamp_out, _stamp_tile, _store_chunk_pair, _store_lse_and_segment,
                             _wait_primary)
-from .kernel_hopper_tok import _issue_tile2_at, _q_cat, _scores_v2, _softmax_v2, _v_chunk, v_load_layout, wgmma_layout
+from .kernel_hopper_tok_tile import (_issue_tile2_at, _q_cat, _scores_v2, _softmax_v2, _v_chunk, v_load_layout,
+                                     wgmma_layout)
 
 _D_V = gl.constexpr(512)
 # the producer warp's registers (a segment's scalars and a page id; with 40 the consumers get 232 each and the
