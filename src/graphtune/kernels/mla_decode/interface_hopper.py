@@ -343,7 +343,7 @@ def _tok_fp8_v2_programs_per_sm(config: dict[str, Any]) -> int:
     """Programs per SM of the second fp8 tokens-on-M kernel's grid: two 40 KB buffers fit two programs (107,280 B
     each), three or more one; a config's ``PROGRAMS_PER_SM`` (1-8) overrides it (more than fit an SM: a grid of
     several waves, which the SMs take as they free; a probe of the end's spread, session 37, not in a space)."""
-    return int(config.get("PROGRAMS_PER_SM") or (2 if config["NUM_BUF"] == 2 and not config.get("WG2") else 1))
+    return int(config.get("PROGRAMS_PER_SM") or (2 if config["NUM_BUF"] == 2 else 1))
 
 
 def _tok_fp8_programs_per_sm(config: dict[str, Any]) -> int:
@@ -792,7 +792,9 @@ def _check_wg2(given: dict[str, Any], cfg: dict[str, int]) -> None:
     if cfg["NUM_BUF"] not in range(WG2_MIN_BUF, WG2_MAX_BUF + 1):
         raise ValueError(f"mla_decode: config {given}: WG2=1 takes NUM_BUF {WG2_MIN_BUF} to {WG2_MAX_BUF}, got "
                          f"{cfg['NUM_BUF']!r}")
-    regs = cfg.get("WG1_REGS", 232)
+    regs = cfg.get("WG1_REGS")
+    if regs is None:        # (the kernel's default)
+        return
     if isinstance(regs, bool) or not isinstance(regs, int) or regs % 8 or not 24 <= regs <= 256:
         raise ValueError(f"mla_decode: config {given}: WG1_REGS={regs!r}, expected a multiple of 8 from 24 to 256")
 

@@ -52,7 +52,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from .kernel_hopper import (FP8_SEG_COST, STAMP_CLK_IN, STAMP_CLK_READY, STAMP_CLK_SPLIT, STAMP_GT_IN, _block_barrier,
-                            _launch_dependents, _load_q_raw, _plan_row, _planned_segment, _program_ids, _segment,
+                            _launch_dependents, _load_q_raw, _plan_row, _program_ids, _segment_or_planned,
                             _split_start, _stamp, _stamp_out, _stamp_tile, _store_chunk_pair, _store_lse_and_segment,
                             _wait_primary)
 from .kernel_hopper_tok_tile import (_issue_tile2_at, _q_cat, _scores_v2, _softmax_v2, _v_chunk, v_load_layout,
@@ -89,20 +89,14 @@ def _program_start(plan_ptr, seq_lens_ptr, B, B_CHUNK: gl.constexpr, BLOCK_N: gl
 
 
 @gluon.jit
-def _next_segment(plan_ptr, seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, p_seq, first,
+def _next_segment(plan_ptr, seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, p_seq, it,
                   BLOCK_N: gl.constexpr):
-    """The segment a partition takes next (``kernel_hopper._segment``'s values): from the plan's row for the
-    program's first one when there is a plan."""
-    if plan_ptr is not None:
-        if first:
-            b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _planned_segment(
-                page_table_ptr, stride_pt_b, b, t, t_stop, req_end, p_seq, BLOCK_N)
-        else:
-            b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
-                seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
-    else:
-        b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _segment(
-            seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, BLOCK_N)
+    """The segment a partition takes next (``kernel_hopper._segment``'s values; ``it``: the program's tiles so far):
+    from the plan's row for the program's first one (``it`` 0) when there is a plan (``kernel_hopper._segment_or_planned``, its page ids unused here: each
+    of WG2's tiles takes its page id in the producer, :func:`_page_of`)."""
+    b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base, _, _ = _segment_or_planned(
+        seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, it, p_seq, 0, 0, 1,
+        BLOCK_N, plan_ptr)
     return b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base
 
 
@@ -130,7 +124,7 @@ def _producer(kv_nope_desc, kv_rope_desc, kn_bufs, kr_bufs, full, free, page_tab
     it = 0
     while t < t_stop:
         b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _next_segment(
-            plan_ptr, seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, p_seq, it == 0, BLOCK_N)
+            plan_ptr, seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, p_seq, it, BLOCK_N)
         first = it == 0
         for i in range(i_first, i_stop):
             page = _page_of(pt_base, i, i - i_first, first, plan_ptr, p_pg0, p_pg1, p_pg2, PAGE_SIZE, BLOCK_N)
@@ -233,7 +227,7 @@ def _consumer(WG: gl.constexpr, q_ptr, page_table_ptr, seq_lens_ptr, out_ptr, ls
     oth_cnt = 0
     while t < t_stop:
         b, seq_len, req_tiles, req_end, seg_stop, i_first, i_stop, pt_base = _next_segment(
-            plan_ptr, seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, p_seq, it == 0, BLOCK_N)
+            plan_ptr, seq_lens_ptr, page_table_ptr, stride_pt_b, b, t, t_stop, req_end, p_seq, it, BLOCK_N)
         if WG == 0:
             qn, qr = _load_q_raw(q_ptr + b.to(gl.int64) * stride_q_b, heads_q, hmask_q, stride_q_h, q_layout)
             q_scale = _q_cat(qn, qr, qn_smem, qr_smem, BLOCK_H)
